@@ -1,0 +1,105 @@
+/*
+ * Value and timing streams of one event stream (FORMAT.md §7): per-occurrence numbers
+ * (start time, duration, the VAL-encoded arguments) that do not belong in the CST.
+ * Numbers are predicted (start-time gap and duration against the previous occurrence of
+ * the same terminal; VAL arguments by stride against the previous two occurrences of the
+ * same terminal), residuals zigzag varint coded column by column, in blocks of
+ * block_events events that restart prediction (absolute anchors), each block one zstd frame.
+ * This module does not know event kinds: a terminal is a number with a VAL-field count.
+ */
+#ifndef TFS_VALUES_I_H
+#define TFS_VALUES_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytes_i.h"
+
+enum {
+	VAL_TIMING_NONE = 0,	 /* no ts/dur stored; decoders return zeros */
+	VAL_TIMING_LOSSLESS = 1, /* exact nanoseconds */
+	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
+};
+
+#define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
+#define VAL_DEFAULT_BLOCK_EVENTS 4096
+#define VAL_MAX_BLOCK_EVENTS (1u << 20)
+
+struct venc_opts {
+	uint32_t block_events; /* 0: VAL_DEFAULT_BLOCK_EVENTS */
+	int timing;	       /* VAL_TIMING_* */
+	double rel_err;	       /* LOSSY only: 0 < rel_err < 1 */
+	int zstd_level;	       /* 0: a sensible default */
+};
+
+struct tfs_venc;
+
+/* @return 0, -EINVAL (bad options) or -ENOMEM */
+int venc_new(const struct venc_opts *opts, struct tfs_venc **out);
+void venc_free(struct tfs_venc *e);
+/*
+ * Add one event: its terminal, times and @n_vals VAL fields (n_vals <= VAL_MAX_FIELDS; a
+ * terminal always comes with the same n_vals). Full blocks are compressed at once, so
+ * memory is the compressed output plus one raw block.
+ * @return 0 or -ENOMEM (the event was not added) / -EINVAL
+ */
+int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+	     const uint64_t *vals, uint32_t n_vals);
+uint64_t venc_n_events(const struct tfs_venc *e);
+/* Append the whole FORMAT.md §7 section payload to @out. @return 0 or -ENOMEM */
+int venc_finish(struct tfs_venc *e, struct tfs_buf *out);
+
+/* A parsed values section: header and block index, borrowed from the caller's bytes. */
+struct tfs_vsec {
+	const uint8_t *data;
+	size_t len;
+	uint64_t base_off; /* file offset of data[0] */
+	int timing;
+	double rel_err;
+	uint32_t block_events;
+	uint64_t n_events;
+	uint64_t n_blocks;
+	/* internal: */
+	const uint8_t *index;
+	uint64_t data_start;
+};
+
+/*
+ * Parse the header and index of a section payload (validates every index entry against
+ * the bytes present; block contents are checked when decoded).
+ * @return 0 or -TFS_ECORRUPT / -TFS_EFORMAT (diag filled)
+ */
+int vsec_open(struct tfs_vsec *s, const uint8_t *data, size_t len, uint64_t base_off,
+	      struct tfs_diag *diag);
+
+/* Decoded contents of one block. Arrays owned by the struct, reused across decodes. */
+struct vblock {
+	uint64_t first_event; /* stream index of the block's first event */
+	uint32_t n_events;
+	uint64_t *ts_ns;      /* [n_events] */
+	uint64_t *dur_ns;     /* [n_events] */
+	uint64_t *vals;	      /* VAL fields of all events, in event order */
+	uint32_t *val_off;    /* [n_events + 1]: event i's fields are vals[val_off[i]..] */
+	size_t cap_events, cap_vals; /* internal */
+	uint8_t *raw;
+	size_t raw_cap;
+	void *pred; /* internal prediction state */
+	size_t pred_cap;
+};
+
+void vblock_init(struct vblock *b);
+void vblock_fini(struct vblock *b);
+/* Events in block @idx (block_events, or fewer for the last block). */
+uint32_t vsec_block_len(const struct tfs_vsec *s, uint64_t idx);
+/*
+ * Decode block @idx. @terms[i] is the terminal of the block's i-th event (the caller walks
+ * the grammar for them), @n_vals_of[t] the VAL-field count of terminal t < @n_terminals.
+ * Verifies the zstd checksum, every varint and that the block's bytes are fully consumed.
+ * @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *terms,
+		      const uint8_t *n_vals_of, uint32_t n_terminals, struct vblock *out,
+		      struct tfs_diag *diag);
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * The only place zstd is called and its error codes are translated (zstd_glue.c).
+ * Frames always carry zstd's content checksum and content size.
+ */
+#ifndef TFS_ZSTD_I_H
+#define TFS_ZSTD_I_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytes_i.h"
+
+/* Append one zstd frame of @src to @out. @return 0 or -ENOMEM / -EIO */
+int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level);
+/*
+ * Decompress exactly one frame @src/@n into @dst, which must receive exactly @raw_len
+ * bytes. Errors are reported as corruption of @section at @file_off.
+ * @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int zs_decompress(const void *src, size_t n, void *dst, size_t raw_len, uint64_t file_off,
+		  const char *section, struct tfs_diag *diag);
+
+#endif
