@@ -25,11 +25,13 @@ enum {
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
+/* Finest LOSSY rel_err: keeps the bin table (FORMAT.md §7.5) near 20000 entries. */
+#define VAL_MIN_REL_ERR (1.0 / 1024)
 
 struct venc_opts {
 	uint32_t block_events; /* 0: VAL_DEFAULT_BLOCK_EVENTS */
 	int timing;	       /* VAL_TIMING_* */
-	double rel_err;	       /* LOSSY only: 0 < rel_err < 1 */
+	double rel_err;	       /* LOSSY only: VAL_MIN_REL_ERR <= rel_err < 1 */
 	int zstd_level;	       /* 0: a sensible default */
 };
 
@@ -47,7 +49,11 @@ void venc_free(struct tfs_venc *e);
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
 	     const uint64_t *vals, uint32_t n_vals);
 uint64_t venc_n_events(const struct tfs_venc *e);
-/* Append the whole FORMAT.md §7 section payload to @out. @return 0 or -ENOMEM */
+/*
+ * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure). Afterwards
+ * venc_add fails with -EINVAL; after -ENOMEM venc_finish may be called again.
+ * @return 0 or -ENOMEM
+ */
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out);
 
 /* A parsed values section: header and block index, borrowed from the caller's bytes. */

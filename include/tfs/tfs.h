@@ -44,6 +44,13 @@ struct tfs_diag {
  */
 const char *tfs_diag_str(const struct tfs_diag *diag, char *buf, size_t buf_cap);
 
+/** Timing modes (FORMAT.md §7). */
+enum tfs_timing {
+	TFS_TIMING_NONE = 0,	 /**< no per-event times */
+	TFS_TIMING_LOSSLESS = 1, /**< exact nanoseconds (default) */
+	TFS_TIMING_LOSSY = 2,	 /**< start gaps and durations within a relative error */
+};
+
 /** Library version string, e.g. "0.1.0". */
 const char *tfs_version(void);
 

@@ -1,0 +1,505 @@
+/*
+ * Random access into views: a walker keeps the path from a grammar block's start rule down
+ * to one terminal (rule, element, repetition per level), finds the event under any event
+ * index or byte offset in O(height x log body) from the layout's prefix sums, and steps to
+ * the next event in amortised O(1). A cursor adds the value block of the current event and
+ * renders lines on demand. Nothing here is shared between cursors, so cursors on one trace
+ * run in parallel without locks. verify lives here too: it is a full read of every view.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace_i.h"
+
+struct frame {
+	uint32_t rule;
+	uint32_t elem; /* index in the rule body */
+	uint64_t rep;  /* repetition of that element, < count */
+};
+
+struct walker {
+	const struct tfs_trace *t;
+	const struct gsec *g;
+	int view;
+	uint32_t block;
+	uint32_t depth;
+	struct frame *st; /* [g->height + 1] */
+	uint64_t event;	  /* stream index of the current event */
+	uint64_t byte;	  /* where its line starts in the stream's whole view */
+	uint32_t term;
+	bool valid;
+};
+
+struct tfs_cursor {
+	struct tfs_trace *t;
+	const struct tstream *s;
+	int view;
+	uint64_t first, n;    /* event range */
+	uint64_t off0, size;  /* its bytes within the stream's whole view */
+	struct walker w;      /* the read position */
+	struct walker tw;     /* lists the terminals of a value block */
+	struct vblock vb;
+	uint64_t vb_idx;      /* decoded block, UINT64_MAX: none */
+	uint32_t *terms;      /* [block_events] */
+	struct tfs_buf line;  /* rendered line of event line_event */
+	uint64_t line_event;
+	union tfs_arg args[TFS_MAX_ARGS];
+};
+
+static int walker_init(struct walker *w, const struct tfs_trace *t, const struct gsec *g,
+		       int view)
+{
+	memset(w, 0, sizeof(*w));
+	w->t = t;
+	w->g = g;
+	w->view = view;
+	w->st = calloc((size_t)g->height + 1, sizeof(*w->st));
+	return w->st ? 0 : -ENOMEM;
+}
+
+static void walker_fini(struct walker *w)
+{
+	free(w->st);
+	w->st = NULL;
+}
+
+static inline uint64_t unit_events(const struct tfs_grammar *gr, const struct gram_elem *e)
+{
+	return e->is_rule ? gr->rules[e->id].n_events : 1;
+}
+
+static inline uint64_t unit_bytes(const struct walker *w, const struct block_layout *l,
+				  const struct gram_elem *e)
+{
+	return e->is_rule ? l->rule_bytes[w->view][e->id] : w->t->term_len[w->view][e->id];
+}
+
+/* Last index i in [0, n) with a[i] <= x (a ascending, a[0] <= x). */
+static uint64_t last_le(const uint64_t *a, uint64_t n, uint64_t x)
+{
+	uint64_t lo = 0, hi = n;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (a[mid] <= x)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Descend from the current block's start rule to the event containing position @pos,
+ * measured in events (@by_bytes false) or bytes of the view. On return w->event and
+ * w->byte describe that event; *intra is @pos's offset inside it (bytes mode).
+ */
+static void descend(struct walker *w, uint64_t pos, bool by_bytes, uint64_t *intra)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+	const struct block_layout *l = &w->g->layout[w->block];
+	uint32_t rule = gr->n_rules - 1;
+
+	w->depth = 0;
+	for (;;) {
+		const struct gram_rule *ru = &gr->rules[rule];
+		uint64_t ev_before = 0, by_before = 0, ue, ub, rep;
+		const struct gram_elem *e;
+		uint32_t i = 0;
+
+		if (ru->n_elems >= LAYOUT_PREFIX_MIN) {
+			const uint64_t *p = by_bytes ? l->pfx_bytes[w->view] : l->pfx_events;
+
+			i = (uint32_t)last_le(p + ru->first_elem, ru->n_elems, pos);
+			ev_before = l->pfx_events[ru->first_elem + i];
+			by_before = l->pfx_bytes[w->view][ru->first_elem + i];
+		} else {
+			for (;; i++) {
+				e = &gr->elems[ru->first_elem + i];
+				ue = e->count * unit_events(gr, e);
+				ub = e->count * unit_bytes(w, l, e);
+				if (i + 1 == ru->n_elems || (by_bytes ? by_before + ub : ev_before + ue) > pos)
+					break;
+				ev_before += ue;
+				by_before += ub;
+			}
+		}
+		e = &gr->elems[ru->first_elem + i];
+		ue = unit_events(gr, e);
+		ub = unit_bytes(w, l, e);
+		pos -= by_bytes ? by_before : ev_before;
+		rep = pos / (by_bytes ? ub : ue);
+		pos -= rep * (by_bytes ? ub : ue);
+		w->event += ev_before + rep * ue;
+		w->byte += by_before + rep * ub;
+		w->st[w->depth++] = (struct frame){rule, i, rep};
+		if (!e->is_rule) {
+			w->term = e->id;
+			*intra = pos;
+			w->valid = true;
+			return;
+		}
+		rule = e->id;
+	}
+}
+
+/* Position on event @idx (< the stream's events). */
+static void walker_seek_event(struct walker *w, uint64_t idx)
+{
+	const struct gsec *g = w->g;
+	uint64_t intra;
+
+	w->block = (uint32_t)last_le(g->blk_events, g->n_blocks, idx);
+	w->event = g->blk_events[w->block];
+	w->byte = g->blk_bytes[w->view][w->block];
+	descend(w, idx - w->event, false, &intra);
+}
+
+/* Position on the event whose line holds byte @off (< the view's size). */
+static uint64_t walker_seek_byte(struct walker *w, uint64_t off)
+{
+	const struct gsec *g = w->g;
+	uint64_t intra;
+
+	w->block = (uint32_t)last_le(g->blk_bytes[w->view], g->n_blocks, off);
+	w->event = g->blk_events[w->block];
+	w->byte = g->blk_bytes[w->view][w->block];
+	descend(w, off - w->byte, true, &intra);
+	return intra;
+}
+
+/* Push the leftmost path below frame depth-1's element (a rule). */
+static void descend_left(struct walker *w)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+
+	for (;;) {
+		const struct frame *f = &w->st[w->depth - 1];
+		const struct gram_elem *e = &gr->elems[gr->rules[f->rule].first_elem + f->elem];
+
+		if (!e->is_rule) {
+			w->term = e->id;
+			return;
+		}
+		w->st[w->depth++] = (struct frame){e->id, 0, 0};
+	}
+}
+
+/* Step to the next event; false at the end of the stream. */
+static bool walker_next(struct walker *w)
+{
+	const struct gsec *g = w->g;
+
+	w->byte += w->t->term_len[w->view][w->term];
+	w->event++;
+	while (w->depth) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+		struct frame *f = &w->st[w->depth - 1];
+		const struct gram_rule *ru = &gr->rules[f->rule];
+
+		if (++f->rep < gr->elems[ru->first_elem + f->elem].count) {
+			descend_left(w);
+			return true;
+		}
+		f->rep = 0;
+		if (++f->elem < ru->n_elems) {
+			descend_left(w);
+			return true;
+		}
+		w->depth--;
+	}
+	while (++w->block < g->n_blocks) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+
+		if (gr->n_events) {
+			w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+			w->depth = 1;
+			descend_left(w);
+			return true;
+		}
+	}
+	w->valid = false;
+	return false;
+}
+
+static int view_ok(int view)
+{
+	return view >= 0 && view < TFS_VIEW_COUNT;
+}
+
+/* Byte offset of event @idx (<= n_events) in the stream's whole view. */
+static uint64_t event_byte(struct walker *w, uint64_t idx)
+{
+	const struct gsec *g = w->g;
+
+	if (idx == g->blk_events[g->n_blocks])
+		return g->blk_bytes[w->view][g->n_blocks];
+	walker_seek_event(w, idx);
+	return w->byte;
+}
+
+int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, uint64_t first,
+			uint64_t n, uint64_t *bytes)
+{
+	struct tfs_cursor *c;
+	int rc;
+
+	rc = tfs_cursor_new((struct tfs_trace *)t, stream, view, first, n, &c);
+	if (rc < 0)
+		return rc;
+	*bytes = c->size;
+	tfs_cursor_free(c);
+	return 0;
+}
+
+int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
+		   struct tfs_cursor **out)
+{
+	struct tfs_cursor *c;
+	const struct gsec *g;
+	uint64_t end;
+	int rc;
+
+	*out = NULL;
+	if (stream >= t->n_streams)
+		return -ENOENT;
+	if (!view_ok(view) || !add_u64(first, n, &end) || end > t->streams[stream].n_events)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->t = t;
+	c->s = &t->streams[stream];
+	c->view = view;
+	c->first = first;
+	c->n = n;
+	c->vb_idx = UINT64_MAX;
+	c->line_event = UINT64_MAX;
+	g = &t->gsecs[c->s->gsec];
+	vblock_init(&c->vb);
+	buf_init(&c->line);
+	rc = walker_init(&c->w, t, g, view);
+	if (rc == 0)
+		rc = walker_init(&c->tw, t, g, view);
+	if (rc == 0) {
+		c->terms = calloc(c->s->vs.block_events ? c->s->vs.block_events : 1,
+				  sizeof(*c->terms));
+		if (!c->terms)
+			rc = -ENOMEM;
+	}
+	if (rc < 0) {
+		tfs_cursor_free(c);
+		return rc;
+	}
+	c->off0 = event_byte(&c->w, first);
+	c->size = event_byte(&c->w, end) - c->off0;
+	c->w.valid = false;
+	*out = c;
+	return 0;
+}
+
+void tfs_cursor_free(struct tfs_cursor *c)
+{
+	if (!c)
+		return;
+	walker_fini(&c->w);
+	walker_fini(&c->tw);
+	vblock_fini(&c->vb);
+	buf_fini(&c->line);
+	free(c->terms);
+	free(c);
+}
+
+uint64_t tfs_cursor_size(const struct tfs_cursor *c)
+{
+	return c->size;
+}
+
+/* Make c->vb hold the value block of event @idx; return the event's slot in it. */
+static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
+		       struct tfs_diag *diag)
+{
+	const struct tfs_vsec *vs = &c->s->vs;
+	uint64_t b = idx / vs->block_events;
+	uint32_t n;
+	int rc;
+
+	if (b != c->vb_idx) {
+		n = vsec_block_len(vs, b);
+		walker_seek_event(&c->tw, b * vs->block_events);
+		for (uint32_t i = 0; i < n; i++) {
+			c->terms[i] = c->tw.term;
+			if (i + 1 < n)
+				walker_next(&c->tw);
+		}
+		c->vb_idx = UINT64_MAX;
+		rc = vsec_decode_block(vs, b, c->terms, c->t->term_nvals, c->t->n_terms, &c->vb,
+				       diag);
+		if (rc < 0)
+			return rc;
+		c->vb_idx = b;
+	}
+	*slot = (uint32_t)(idx - b * vs->block_events);
+	return 0;
+}
+
+/* Whether the event of terminal @term needs the value stream at all. */
+static bool needs_values(const struct tfs_cursor *c, uint32_t term)
+{
+	return c->t->timing != TFS_TIMING_NONE || c->t->term_nvals[term] > 0;
+}
+
+/* Render the walker's current event into c->line (cached per event). */
+static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
+{
+	static const uint64_t no_vals[1];
+	struct render_in in = {
+		.term = c->w.term, .rank = c->s->rank, .thread = c->s->thread, .vals = no_vals,
+	};
+	uint32_t slot;
+	int rc;
+
+	if (c->line_event == c->w.event)
+		return 0;
+	if (needs_values(c, c->w.term)) {
+		rc = load_values(c, c->w.event, &slot, diag);
+		if (rc < 0)
+			return rc;
+		in.ts_ns = c->vb.ts_ns[slot];
+		in.dur_ns = c->vb.dur_ns[slot];
+		in.vals = c->vb.vals + c->vb.val_off[slot];
+	}
+	c->line.len = 0;
+	c->line_event = UINT64_MAX;
+	rc = render_line(c->t, c->view, &in, &c->line, NULL, diag);
+	if (rc < 0)
+		return rc;
+	c->line_event = c->w.event;
+	return 0;
+}
+
+ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
+			 struct tfs_diag *diag)
+{
+	uint8_t *dst = buf;
+	uint64_t abs, intra, line_len, end;
+	size_t done = 0;
+	int rc;
+
+	if (off >= c->size || len == 0)
+		return 0;
+	if (len > c->size - off)
+		len = (size_t)(c->size - off);
+	abs = c->off0 + off;
+	end = c->first + c->n;
+	if (c->w.valid && abs >= c->w.byte &&
+	    abs < c->w.byte + c->t->term_len[c->view][c->w.term]) {
+		intra = abs - c->w.byte;
+	} else if (c->w.valid && abs == c->w.byte + c->t->term_len[c->view][c->w.term] &&
+		   c->w.event + 1 < end) {
+		walker_next(&c->w);
+		intra = 0;
+	} else {
+		intra = walker_seek_byte(&c->w, abs);
+	}
+	for (;;) {
+		size_t n;
+
+		rc = render_current(c, diag);
+		if (rc < 0)
+			return rc;
+		line_len = c->line.len;
+		n = (size_t)(line_len - intra);
+		if (n > len - done)
+			n = len - done;
+		memcpy(dst + done, c->line.data + intra, n);
+		done += n;
+		if (done == len || c->w.event + 1 >= end)
+			break;
+		walker_next(&c->w);
+		intra = 0;
+	}
+	return (ssize_t)done;
+}
+
+int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
+		     struct tfs_diag *diag)
+{
+	static const uint64_t no_vals[1];
+	const uint64_t *vals = no_vals;
+	uint32_t slot;
+	int rc;
+
+	if (index >= c->s->n_events)
+		return -EINVAL;
+	walker_seek_event(&c->w, index);
+	memset(ev, 0, sizeof(*ev));
+	if (needs_values(c, c->w.term)) {
+		rc = load_values(c, index, &slot, diag);
+		if (rc < 0)
+			return rc;
+		ev->ts_ns = c->vb.ts_ns[slot];
+		ev->dur_ns = c->vb.dur_ns[slot];
+		vals = c->vb.vals + c->vb.val_off[slot];
+	}
+	ev->index = index;
+	ev->terminal = c->w.term;
+	ev->kind = c->t->term_kind[c->w.term];
+	ev->n_args = c->t->schema.kinds[ev->kind].n_args;
+	render_args(c->t, c->w.term, c->s->rank, vals, c->args);
+	ev->args = c->args;
+	return 0;
+}
+
+int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off)
+{
+	if (index > c->n)
+		return -EINVAL;
+	*off = event_byte(&c->w, c->first + index) - c->off0;
+	c->w.valid = false;
+	return 0;
+}
+
+/* Read a whole view once: renders, and so checks, every line and value block. */
+static int read_all(struct tfs_trace *t, uint32_t stream, int view, struct tfs_diag *diag)
+{
+	struct tfs_cursor *c;
+	uint64_t off = 0;
+	char *buf = malloc(1 << 16);
+	int rc = buf ? tfs_cursor_new(t, stream, view, 0, t->streams[stream].n_events, &c) : -ENOMEM;
+
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	while (off < c->size) {
+		ssize_t got = tfs_cursor_pread(c, buf, 1 << 16, off, diag);
+
+		if (got <= 0) {
+			rc = got < 0 ? (int)got : -TFS_ECORRUPT;
+			break;
+		}
+		off += (uint64_t)got;
+	}
+	tfs_cursor_free(c);
+	free(buf);
+	return rc;
+}
+
+int tfs_trace_verify(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	int rc = 0;
+
+	if (diag)
+		memset(diag, 0, sizeof(*diag));
+	for (uint32_t i = 0; i < t->cf.n && rc == 0; i++)
+		rc = ctr_check(&t->cf, i, diag);
+	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
+		if (t->streams[i].same_as != i)
+			continue;
+		for (int v = 0; v < TFS_VIEW_COUNT && rc == 0; v++)
+			rc = read_all(t, i, v, diag);
+	}
+	return rc;
+}

@@ -1,0 +1,708 @@
+/*
+ * Opening a trace: maps the file, checks the container, parses the meta, schema, strings,
+ * CST and streams sections and every grammar section, then derives the fixed line length
+ * of every terminal and the layout of every view. Also the info accessors and verify.
+ * Reading event ranges is cursor.c's job; printing lines is render.c's.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "trace_i.h"
+
+const char *tfs_version(void)
+{
+	return "0.1.0";
+}
+
+/* Load section @idx and run @parse over all of its bytes (trailing bytes are corrupt). */
+static int with_section(struct tfs_trace *t, uint32_t idx,
+			int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
+			struct tfs_diag *diag)
+{
+	const struct sec_entry *e = &t->cf.ents[idx];
+	const uint8_t *data;
+	uint8_t *owned;
+	struct tfs_rd r;
+	size_t len;
+	int rc;
+
+	rc = ctr_load(&t->cf, idx, &owned, &data, &len, diag);
+	if (rc < 0)
+		return rc;
+	/* offsets inside a compressed section are reported relative to its start */
+	rd_init(&r, data, len, e->codec ? 0 : e->off, ctr_type_name(e->type), diag);
+	rc = parse(t, &r, arg);
+	if (rc == 0 && rd_left(&r))
+		rc = rd_fail(&r, "%zu trailing bytes", rd_left(&r));
+	if (rc == -TFS_ECORRUPT && diag && e->codec)
+		diag->offset = e->off; /* the file offset is what a user can look at */
+	free(owned);
+	return rc;
+}
+
+static char *dup_bytes(const uint8_t *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = 0;
+	}
+	return s;
+}
+
+static int parse_meta(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	uint64_t n;
+	int rc = rd_varint_max(r, rd_left(r) / 2, &n, "meta count");
+
+	if (rc < 0)
+		return rc;
+	t->meta = calloc(2 * n + 1, sizeof(char *));
+	if (!t->meta)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < 2 * n; i++) {
+		const uint8_t *p;
+		size_t len;
+
+		rc = rd_str(r, 65535, &p, &len);
+		if (rc < 0)
+			return rc;
+		t->meta[i] = dup_bytes(p, len);
+		if (!t->meta[i])
+			return -ENOMEM;
+		t->n_meta = (i + 1) / 2;
+	}
+	return 0;
+}
+
+static int parse_schema(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	return schema_parse(r, &t->schema);
+}
+
+static int parse_strings(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	uint64_t n;
+	int rc = rd_varint_max(r, rd_left(r), &n, "string count");
+
+	if (rc < 0)
+		return rc;
+	t->strs = calloc(n ? n : 1, sizeof(char *));
+	t->str_len = calloc(n ? n : 1, sizeof(uint32_t));
+	if (!t->strs || !t->str_len)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p;
+		size_t len;
+
+		rc = rd_str(r, 65535, &p, &len);
+		if (rc < 0)
+			return rc;
+		t->strs[i] = dup_bytes(p, len);
+		if (!t->strs[i])
+			return -ENOMEM;
+		t->str_len[i] = (uint32_t)len;
+		t->n_strs = i + 1;
+	}
+	return 0;
+}
+
+static int parse_term(struct tfs_trace *t, struct tfs_rd *r, uint32_t term, uint32_t *n_words)
+{
+	const struct schema_kind *k;
+	uint64_t kind, w;
+	int rc;
+
+	rc = rd_varint_max(r, t->schema.n_kinds ? t->schema.n_kinds - 1 : 0, &kind, "kind");
+	if (rc == 0 && !t->schema.n_kinds)
+		rc = rd_fail(r, "signature with no kinds declared");
+	if (rc < 0)
+		return rc;
+	k = &t->schema.kinds[kind];
+	t->term_kind[term] = (uint32_t)kind;
+	t->term_argoff[term] = *n_words;
+	t->term_nvals[term] = (uint8_t)k->n_vals;
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if (a->enc == TFS_ENC_VAL) {
+			uint8_t width;
+
+			rc = rd_u8(r, &width);
+			if (rc == 0 && (width < 1 || width > 20))
+				rc = rd_fail(r, "value width %u outside 1..20", width);
+			w = width;
+		} else if (a->enc == TFS_ENC_STR) {
+			rc = rd_varint_max(r, t->n_strs ? t->n_strs - 1 : 0, &w, "string index");
+			if (rc == 0 && !t->n_strs)
+				rc = rd_fail(r, "string argument with an empty string table");
+		} else {
+			rc = rd_varint(r, &w);
+		}
+		if (rc < 0)
+			return rc;
+		t->term_arg[(*n_words)++] = w;
+	}
+	return 0;
+}
+
+static int parse_cst(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	uint32_t n_words = 0;
+	uint64_t n;
+	int rc = rd_varint_max(r, rd_left(r) < GRAM_MAX_TERMINAL ? rd_left(r) : GRAM_MAX_TERMINAL,
+			       &n, "terminal count");
+
+	if (rc < 0)
+		return rc;
+	t->term_kind = calloc(n + 1, sizeof(uint32_t));
+	t->term_argoff = calloc(n + 1, sizeof(uint32_t));
+	t->term_nvals = calloc(n + 1, 1);
+	/* each argument word takes at least one byte */
+	t->term_arg = calloc(rd_left(r) + 1, sizeof(uint64_t));
+	if (!t->term_kind || !t->term_argoff || !t->term_nvals || !t->term_arg)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		rc = parse_term(t, r, i, &n_words);
+		if (rc < 0)
+			return rc;
+		t->n_terms = i + 1;
+	}
+	return 0;
+}
+
+static int parse_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s)
+{
+	uint64_t f[5];
+	int rc = 0;
+
+	for (int i = 0; i < 5 && rc == 0; i++)
+		rc = rd_varint(r, &f[i]);
+	if (rc < 0)
+		return rc;
+	if (f[0] >= t->n_ranks || f[1] > t->max_thread)
+		return rd_fail(r, "stream rank %llu / thread %llu outside the header's limits",
+			       (unsigned long long)f[0], (unsigned long long)f[1]);
+	if (f[2] > GRAM_MAX_EVENTS)
+		return rd_fail(r, "stream of %llu events", (unsigned long long)f[2]);
+	if (f[3] >= t->cf.n || t->cf.ents[f[3]].type != SEC_GRAMMAR || f[4] >= t->cf.n ||
+	    t->cf.ents[f[4]].type != SEC_VALUES)
+		return rd_fail(r, "stream refers to sections %llu/%llu of the wrong type",
+			       (unsigned long long)f[3], (unsigned long long)f[4]);
+	s->rank = (uint32_t)f[0];
+	s->thread = (uint32_t)f[1];
+	s->n_events = f[2];
+	s->gsec = (uint32_t)f[3]; /* section index for now; resolved in load_grammars() */
+	s->vsec_idx = (uint32_t)f[4];
+	return 0;
+}
+
+static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p)
+{
+	const uint8_t *name;
+	size_t len;
+	uint64_t end;
+	int rc;
+
+	rc = rd_str(r, 65535, &name, &len);
+	if (rc == 0)
+		rc = rd_varint_max(r, t->n_streams ? t->n_streams - 1 : 0, &end, "phase stream");
+	if (rc == 0 && !t->n_streams)
+		rc = rd_fail(r, "phase without streams");
+	if (rc < 0)
+		return rc;
+	p->stream = (uint32_t)end;
+	rc = rd_varint(r, &p->first);
+	if (rc == 0)
+		rc = rd_varint(r, &p->n);
+	if (rc < 0)
+		return rc;
+	if (!add_u64(p->first, p->n, &end) || end > t->streams[p->stream].n_events)
+		return rd_fail(r, "phase range outside its stream");
+	p->name = dup_bytes(name, len);
+	return p->name ? 0 : -ENOMEM;
+}
+
+static unsigned int digits(uint64_t v)
+{
+	unsigned int n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
+{
+	uint64_t n_ranks, max_thread, bits;
+	uint8_t timing;
+	int rc;
+
+	rc = rd_varint_max(r, UINT32_MAX, &n_ranks, "rank count");
+	if (rc == 0)
+		rc = rd_varint_max(r, UINT32_MAX, &max_thread, "thread limit");
+	if (rc == 0)
+		rc = rd_u8(r, &timing);
+	if (rc == 0)
+		rc = rd_u64(r, &bits);
+	if (rc == 0)
+		rc = rd_varint(r, &t->max_ts);
+	if (rc == 0)
+		rc = rd_varint(r, &t->max_dur);
+	if (rc < 0)
+		return rc;
+	memcpy(&t->rel_err, &bits, sizeof(bits));
+	if (n_ranks < 1 || timing > TFS_TIMING_LOSSY ||
+	    (timing == 2 ? !(t->rel_err > 0 && t->rel_err < 1) : bits != 0))
+		return rd_fail(r, "bad header: %llu ranks, timing %u",
+			       (unsigned long long)n_ranks, timing);
+	t->n_ranks = (uint32_t)n_ranks;
+	t->max_thread = (uint32_t)max_thread;
+	t->timing = timing;
+	t->w_sec = digits(t->max_ts / 1000000000u);
+	t->w_dur = digits(t->max_dur);
+	t->w_ts_json = digits(t->max_ts);
+	t->w_thread = digits(t->max_thread);
+	return 0;
+}
+
+static int cmp_stream(const void *a, const void *b)
+{
+	const struct tstream *x = *(const struct tstream *const *)a;
+	const struct tstream *y = *(const struct tstream *const *)b;
+
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+static int check_unique(struct tfs_trace *t, struct tfs_rd *r)
+{
+	const struct tstream **v = malloc((t->n_streams + 1) * sizeof(*v));
+	int rc = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_streams; i++)
+		v[i] = &t->streams[i];
+	qsort(v, t->n_streams, sizeof(*v), cmp_stream);
+	for (uint32_t i = 1; i < t->n_streams && rc == 0; i++)
+		if (cmp_stream(&v[i - 1], &v[i]) == 0)
+			rc = rd_fail(r, "two streams for rank %u thread %u", v[i]->rank,
+				     v[i]->thread);
+	free(v);
+	return rc;
+}
+
+static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	uint64_t n;
+	int rc = parse_header(t, r);
+
+	if (rc == 0)
+		rc = rd_varint_max(r, rd_left(r) / 5, &n, "stream count");
+	if (rc < 0)
+		return rc;
+	t->streams = calloc(n + 1, sizeof(*t->streams));
+	if (!t->streams)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		rc = parse_stream(t, r, &t->streams[i]);
+		if (rc < 0)
+			return rc;
+		t->n_streams = i + 1;
+	}
+	rc = check_unique(t, r);
+	if (rc == 0)
+		rc = rd_varint_max(r, rd_left(r) / 4, &n, "phase count");
+	if (rc < 0)
+		return rc;
+	t->phases = calloc(n + 1, sizeof(*t->phases));
+	if (!t->phases)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		rc = parse_phase(t, r, &t->phases[i]);
+		if (rc < 0)
+			return rc;
+		t->n_phases = i + 1;
+	}
+	return 0;
+}
+
+/* One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). */
+static int parse_gsec(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	struct gsec *g = arg;
+	uint64_t n, declared;
+	int rc = rd_varint_max(r, rd_left(r) / 3, &n, "block count");
+
+	if (rc == 0 && n < 1)
+		rc = rd_fail(r, "grammar section without blocks");
+	if (rc < 0)
+		return rc;
+	g->blocks = calloc(n, sizeof(*g->blocks));
+	g->blk_events = calloc(n + 1, sizeof(uint64_t));
+	if (!g->blocks || !g->blk_events)
+		return -ENOMEM;
+	for (uint32_t b = 0; b < n; b++) {
+		rc = rd_varint(r, &declared);
+		if (rc == 0)
+			rc = grammar_parse(r, t->n_terms, &g->blocks[b]);
+		if (rc < 0)
+			return rc;
+		g->n_blocks = b + 1;
+		if (declared != g->blocks[b].n_events)
+			return rd_fail(r, "block %u declares %llu events but expands to %llu", b,
+				       (unsigned long long)declared,
+				       (unsigned long long)g->blocks[b].n_events);
+		if (!add_u64(g->blk_events[b], declared, &g->blk_events[b + 1]) ||
+		    g->blk_events[b + 1] > GRAM_MAX_EVENTS)
+			return rd_fail(r, "stream of more than 2^62 events");
+		g->height = g->blocks[b].height > g->height ? g->blocks[b].height : g->height;
+		g->n_rules += g->blocks[b].n_rules;
+	}
+	return 0;
+}
+
+/* Parse each distinct grammar section once; point streams at their gsec. */
+static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	uint32_t *gsec_of = calloc(t->cf.n + 1, sizeof(uint32_t)); /* section -> gsec + 1 */
+	int rc = 0;
+
+	t->gsecs = calloc(t->n_streams + 1, sizeof(*t->gsecs));
+	if (!gsec_of || !t->gsecs) {
+		free(gsec_of);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
+		struct tstream *s = &t->streams[i];
+		uint32_t sec = s->gsec;
+		struct gsec *g;
+
+		if (!gsec_of[sec]) {
+			g = &t->gsecs[t->n_gsecs++];
+			g->sec = sec;
+			gsec_of[sec] = t->n_gsecs;
+			rc = with_section(t, sec, parse_gsec, g, diag);
+			if (rc == 0)
+				rc = layout_build(t, g, diag);
+		}
+		s->gsec = gsec_of[sec] - 1;
+		s->same_as = i;
+		for (uint32_t j = 0; j < i; j++) {
+			if (t->streams[j].gsec == s->gsec && t->streams[j].vsec_idx == s->vsec_idx) {
+				s->same_as = j;
+				break;
+			}
+		}
+		g = &t->gsecs[s->gsec];
+		if (rc == 0 && g->blk_events[g->n_blocks] != s->n_events)
+			rc = diag_set(diag, -TFS_ECORRUPT, t->cf.ents[sec].off, "grammar",
+				      "stream %u has %llu events but its grammar %llu", i,
+				      (unsigned long long)s->n_events,
+				      (unsigned long long)g->blk_events[g->n_blocks]);
+	}
+	free(gsec_of);
+	return rc;
+}
+
+static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	for (uint32_t i = 0; i < t->n_streams; i++) {
+		struct tstream *s = &t->streams[i];
+		const struct sec_entry *e = &t->cf.ents[s->vsec_idx];
+		const uint8_t *data;
+		uint8_t *owned;
+		size_t len;
+		int rc;
+
+		if (e->codec != 0)
+			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
+					"values section must be stored raw");
+		rc = ctr_load(&t->cf, s->vsec_idx, &owned, &data, &len, diag);
+		if (rc == 0)
+			rc = vsec_open(&s->vs, data, len, e->off, diag);
+		if (rc < 0)
+			return rc;
+		if (s->vs.data_start > e->head_len)
+			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
+					"block index not covered by the section's head checksum");
+		if (s->vs.n_events != s->n_events || s->vs.timing != t->timing ||
+		    (t->timing == TFS_TIMING_LOSSY && s->vs.rel_err != t->rel_err))
+			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
+					"values of stream %u disagree with the stream table", i);
+	}
+	return 0;
+}
+
+static int measure_terms(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
+		if (!t->term_len[v])
+			return -ENOMEM;
+		for (uint32_t i = 0; i < t->n_terms; i++) {
+			struct render_in in = {.term = i};
+			int rc = render_line(t, v, &in, NULL, &t->term_len[v][i], diag);
+
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Section index of the one section of @type, or a corruption. */
+static int find_unique(const struct tfs_trace *t, uint16_t type, uint32_t *idx,
+		       struct tfs_diag *diag)
+{
+	bool found = false;
+
+	for (uint32_t i = 0; i < t->cf.n; i++) {
+		if (t->cf.ents[i].type != type)
+			continue;
+		if (found)
+			return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[i].off, "section table",
+					"second %s section", ctr_type_name(type));
+		found = true;
+		*idx = i;
+	}
+	if (!found)
+		return diag_set(diag, -TFS_ECORRUPT, 16, "section table", "no %s section",
+				ctr_type_name(type));
+	return 0;
+}
+
+static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	static int (*const parse[])(struct tfs_trace *, struct tfs_rd *, void *) = {
+		parse_meta, parse_schema, parse_strings, parse_streams, parse_cst,
+	};
+	static const uint16_t types[] = {SEC_META, SEC_SCHEMA, SEC_STRINGS, SEC_STREAMS, SEC_CST};
+	int rc = 0;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && rc == 0; i++) {
+		uint32_t idx = 0;
+
+		rc = find_unique(t, types[i], &idx, diag);
+		if (rc == 0)
+			rc = with_section(t, idx, parse[i], NULL, diag);
+	}
+	if (rc == 0)
+		rc = measure_terms(t, diag);
+	if (rc == 0)
+		rc = load_grammars(t, diag);
+	if (rc == 0)
+		rc = load_values(t, diag);
+	return rc;
+}
+
+static int map_file(struct tfs_trace *t, const char *path, struct tfs_diag *diag)
+{
+	struct stat st;
+	void *m;
+
+	t->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (t->fd < 0)
+		return -errno;
+	if (fstat(t->fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	if (st.st_size < CTR_HEADER_BYTES)
+		return diag_set(diag, -TFS_ECORRUPT, (uint64_t)st.st_size, "header",
+				"file of %lld bytes is too short for a trace header",
+				(long long)st.st_size);
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, t->fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	t->map = m;
+	t->size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *diag)
+{
+	struct tfs_trace *t;
+	int rc;
+
+	*out = NULL;
+	if (diag)
+		memset(diag, 0, sizeof(*diag));
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fd = -1;
+	schema_init(&t->schema);
+	rc = map_file(t, path, diag);
+	if (rc == 0)
+		rc = ctr_parse(&t->cf, t->map, t->size, diag);
+	if (rc == 0)
+		rc = load_tables(t, diag);
+	if (rc < 0) {
+		tfs_trace_close(t);
+		return rc;
+	}
+	*out = t;
+	return 0;
+}
+
+void tfs_trace_close(struct tfs_trace *t)
+{
+	if (!t)
+		return;
+	for (uint32_t i = 0; i < t->n_gsecs; i++) {
+		struct gsec *g = &t->gsecs[i];
+
+		layout_free(g);
+		for (uint32_t b = 0; g->blocks && b < g->n_blocks; b++)
+			grammar_fini(&g->blocks[b]);
+		free(g->blocks);
+		free(g->blk_events);
+	}
+	free(t->gsecs);
+	for (uint32_t i = 0; i < t->n_phases; i++)
+		free(t->phases[i].name);
+	free(t->phases);
+	free(t->streams);
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		free(t->term_len[v]);
+	free(t->term_kind);
+	free(t->term_argoff);
+	free(t->term_arg);
+	free(t->term_nvals);
+	for (uint32_t i = 0; i < t->n_strs; i++)
+		free(t->strs[i]);
+	free(t->strs);
+	free(t->str_len);
+	for (uint32_t i = 0; t->meta && t->meta[i]; i++)
+		free(t->meta[i]);
+	free(t->meta);
+	schema_fini(&t->schema);
+	ctr_fini(&t->cf);
+	if (t->map)
+		munmap((void *)t->map, (size_t)t->size);
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t);
+}
+
+void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	info->version_major = t->cf.major;
+	info->version_minor = t->cf.minor;
+	info->timing = t->timing;
+	info->rel_err = t->rel_err;
+	info->n_ranks = t->n_ranks;
+	info->n_streams = t->n_streams;
+	info->n_phases = t->n_phases;
+	info->n_kinds = t->schema.n_kinds;
+	info->n_terminals = t->n_terms;
+	info->n_sections = t->cf.n;
+	info->file_bytes = t->size;
+	info->max_ts_ns = t->max_ts;
+	info->max_dur_ns = t->max_dur;
+	for (uint32_t i = 0; i < t->n_streams; i++) {
+		const struct gsec *g = &t->gsecs[t->streams[i].gsec];
+
+		info->n_events += t->streams[i].n_events;
+		info->text_bytes += g->blk_bytes[TFS_VIEW_TEXT][g->n_blocks];
+	}
+}
+
+int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_section_info *info)
+{
+	const struct sec_entry *e;
+
+	if (idx >= t->cf.n)
+		return -ENOENT;
+	e = &t->cf.ents[idx];
+	info->type = e->type;
+	info->type_name = ctr_type_name(e->type);
+	info->codec = e->codec;
+	info->offset = e->off;
+	info->stored_bytes = e->stored;
+	info->raw_bytes = e->raw;
+	return 0;
+}
+
+const char *tfs_trace_meta(const struct tfs_trace *t, const char *key)
+{
+	for (uint32_t i = 0; i < t->n_meta; i++)
+		if (strcmp(t->meta[2 * i], key) == 0)
+			return t->meta[2 * i + 1];
+	return NULL;
+}
+
+int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,
+		      const char **value)
+{
+	if (idx >= t->n_meta)
+		return -ENOENT;
+	*key = t->meta[2 * idx];
+	*value = t->meta[2 * idx + 1];
+	return 0;
+}
+
+int tfs_trace_kind(const struct tfs_trace *t, uint32_t kind, struct tfs_kind_desc *desc)
+{
+	static _Thread_local struct tfs_arg_desc args[TFS_MAX_ARGS];
+
+	if (kind >= t->schema.n_kinds)
+		return -ENOENT;
+	schema_desc(&t->schema, kind, desc, args);
+	return 0;
+}
+
+int tfs_trace_stream(const struct tfs_trace *t, uint32_t idx, struct tfs_stream_info *info)
+{
+	const struct tstream *s;
+	const struct gsec *g;
+
+	if (idx >= t->n_streams)
+		return -ENOENT;
+	s = &t->streams[idx];
+	g = &t->gsecs[s->gsec];
+	info->rank = s->rank;
+	info->thread = s->thread;
+	info->n_events = s->n_events;
+	info->n_blocks = g->n_blocks;
+	info->n_rules = g->n_rules;
+	info->height = g->height;
+	info->same_as = s->same_as;
+	info->grammar_bytes = t->cf.ents[g->sec].stored;
+	info->values_bytes = t->cf.ents[s->vsec_idx].stored;
+	return 0;
+}
+
+int tfs_trace_find_stream(const struct tfs_trace *t, uint32_t rank, uint32_t thread,
+			  uint32_t *idx)
+{
+	for (uint32_t i = 0; i < t->n_streams; i++) {
+		if (t->streams[i].rank == rank && t->streams[i].thread == thread) {
+			*idx = i;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int tfs_trace_phase(const struct tfs_trace *t, uint32_t idx, struct tfs_phase_info *info)
+{
+	if (idx >= t->n_phases)
+		return -ENOENT;
+	info->name = t->phases[idx].name;
+	info->stream = t->phases[idx].stream;
+	info->first_event = t->phases[idx].first;
+	info->n_events = t->phases[idx].n;
+	return 0;
+}

@@ -1,0 +1,274 @@
+/*
+ * One event to one line of a view (FORMAT.md §9), from the schema stored in the trace.
+ * The same code measures a terminal's fixed line length (every per-occurrence number
+ * counted at its width) and renders occurrences (numbers printed naturally, the line padded
+ * to that length), so the two can never disagree. It does not walk grammars or decode values.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_i.h"
+
+/* Appends to a buffer, or only counts when measuring. */
+struct sink {
+	struct tfs_buf *out;
+	uint64_t n;
+	bool measure;
+	int err;
+};
+
+static void put(struct sink *s, const void *p, size_t n)
+{
+	s->n += n;
+	if (!s->measure && !s->err)
+		s->err = buf_put(s->out, p, n);
+}
+
+static void puts_(struct sink *s, const char *str)
+{
+	put(s, str, strlen(str));
+}
+
+static void putf(struct sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(struct sink *s, const char *fmt, ...)
+{
+	char tmp[64];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	put(s, tmp, (size_t)n);
+}
+
+static unsigned int dec_digits(uint64_t v)
+{
+	unsigned int n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+static unsigned int signed_width(int64_t v)
+{
+	return v < 0 ? 1 + dec_digits(-(uint64_t)v) : dec_digits((uint64_t)v);
+}
+
+unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz)
+{
+	int64_t rel = zigzag_dec(zz);
+	unsigned int a = signed_width(rel);
+	unsigned int b = signed_width((int64_t)((uint64_t)rel + (t->n_ranks - 1)));
+
+	return a > b ? a : b;
+}
+
+static void put_num(struct sink *s, uint8_t type, uint64_t v, bool json)
+{
+	if (type == TFS_TYPE_I64)
+		putf(s, "%" PRId64, (int64_t)v);
+	else if (type == TFS_TYPE_HEX)
+		putf(s, json ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64, v);
+	else
+		putf(s, "%" PRIu64, v);
+}
+
+static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
+{
+	put(s, "\"", 1);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = p[i];
+
+		if (c == '"' || c == '\\') {
+			char e[2] = {'\\', (char)c};
+
+			put(s, e, 2);
+		} else if (c == '\n') {
+			put(s, "\\n", 2);
+		} else if (c == '\t') {
+			put(s, "\\t", 2);
+		} else if (c == '\r') {
+			put(s, "\\r", 2);
+		} else if (c >= 0x20 && c < 0x7f) {
+			put(s, &c, 1);
+		} else if (json) {
+			putf(s, "\\u%04x", c);
+		} else {
+			putf(s, "\\x%02x", c);
+		}
+	}
+	put(s, "\"", 1);
+}
+
+/* One argument's value. @word: the CST word, @val: the occurrence's VAL field if any. */
+static void put_arg(struct sink *s, const struct tfs_trace *t, const struct schema_arg *a,
+		    uint64_t word, const uint64_t *val, uint32_t rank, bool json)
+{
+	switch (a->enc) {
+	case TFS_ENC_VAL:
+		if (s->measure)
+			s->n += word + (json && a->type == TFS_TYPE_HEX ? 2 : 0);
+		else
+			put_num(s, a->type, *val, json);
+		return;
+	case TFS_ENC_RANK:
+		if (s->measure)
+			s->n += render_rank_width(t, word);
+		else
+			putf(s, "%" PRId64, (int64_t)((uint64_t)zigzag_dec(word) + rank));
+		return;
+	case TFS_ENC_STR:
+		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
+		return;
+	case TFS_ENC_SYM:
+		if (json)
+			putf(s, "%" PRIu64, word);
+		else
+			putf(s, "%s#%" PRIu64, a->sym_class, word);
+		return;
+	default:
+		put_num(s, a->type, a->type == TFS_TYPE_I64 ? (uint64_t)zigzag_dec(word) : word,
+			json);
+	}
+}
+
+static void text_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
+	const uint64_t *val = in->vals;
+	bool first = true;
+
+	if (t->timing != TFS_TIMING_NONE) {
+		uint64_t ts = s->measure ? 0 : in->ts_ns, dur = s->measure ? 0 : in->dur_ns;
+
+		putf(s, "%*" PRIu64 ".%09" PRIu64 " %*" PRIu64 " ", (int)t->w_sec,
+		     ts / 1000000000u, ts % 1000000000u, (int)t->w_dur, dur);
+	}
+	putf(s, "T%-*" PRIu32 " ", (int)t->w_thread, in->thread);
+	puts_(s, k->name);
+	put(s, "(", 1);
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if ((int32_t)i != k->result) {
+			if (!first)
+				put(s, ", ", 2);
+			first = false;
+			puts_(s, a->name);
+			put(s, "=", 1);
+			put_arg(s, t, a, w[i], val, in->rank, false);
+		}
+		if (a->enc == TFS_ENC_VAL && val)
+			val++;
+	}
+	put(s, ")", 1);
+	if (k->result >= 0) {
+		uint32_t r = (uint32_t)k->result, vi = 0;
+
+		for (uint32_t i = 0; i < r; i++)
+			vi += k->args[i].enc == TFS_ENC_VAL;
+		put(s, " = ", 3);
+		put_arg(s, t, &k->args[r], w[r], in->vals ? in->vals + vi : NULL, in->rank, false);
+	}
+}
+
+static void json_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
+	const uint64_t *val = in->vals;
+
+	put(s, "{", 1);
+	if (t->timing != TFS_TIMING_NONE) {
+		if (s->measure)
+			s->n += strlen("\"ts\":,\"dur\":,") + t->w_ts_json + dec_digits(t->max_dur);
+		else
+			putf(s, "\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",", in->ts_ns, in->dur_ns);
+	}
+	if (s->measure)
+		s->n += strlen("\"thread\":,") + t->w_thread;
+	else
+		putf(s, "\"thread\":%" PRIu32 ",", in->thread);
+	puts_(s, "\"name\":");
+	put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
+	puts_(s, ",\"args\":{");
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if (i)
+			put(s, ",", 1);
+		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
+		put(s, ":", 1);
+		put_arg(s, t, a, w[i], val, in->rank, true);
+		if (a->enc == TFS_ENC_VAL && val)
+			val++;
+	}
+	puts_(s, "}}");
+}
+
+int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
+		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag)
+{
+	struct sink s = {.out = out, .measure = in->vals == NULL};
+	size_t start = out ? out->len : 0;
+	uint64_t fixed;
+
+	if (!s.measure && t->timing != TFS_TIMING_NONE &&
+	    (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
+		return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[t->streams[0].vsec_idx].off,
+				"values", "event time %llu+%llu beyond the trace's maxima",
+				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
+	if (view == TFS_VIEW_TEXT)
+		text_line(&s, t, in);
+	else
+		json_line(&s, t, in);
+	if (s.err)
+		return s.err;
+	if (s.measure) {
+		*len = s.n + 1;
+		return 0;
+	}
+	fixed = t->term_len[view][in->term];
+	if (s.n + 1 > fixed)
+		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
+				"a value of terminal %u is wider than the cst says", in->term);
+	if (buf_reserve(out, fixed - s.n) < 0)
+		return -ENOMEM;
+	memset(out->data + out->len, ' ', fixed - s.n - 1);
+	out->len += fixed - s.n - 1;
+	out->data[out->len++] = '\n';
+	(void)start;
+	return 0;
+}
+
+void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,
+		 union tfs_arg *args)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[term];
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		switch (a->enc) {
+		case TFS_ENC_VAL:
+			args[i].u = *vals++;
+			break;
+		case TFS_ENC_RANK:
+			args[i].i = (int64_t)((uint64_t)zigzag_dec(w[i]) + rank);
+			break;
+		case TFS_ENC_STR:
+			args[i].s = t->strs[w[i]];
+			break;
+		default:
+			args[i].u = a->type == TFS_TYPE_I64 ? (uint64_t)zigzag_dec(w[i]) : w[i];
+		}
+	}
+}

@@ -1,0 +1,267 @@
+/*
+ * Event kinds as data (FORMAT.md §4): validation, copying, serialisation and parsing. It
+ * knows what an argument's type and encoding mean only as far as validity goes; printing is
+ * render.c's job, storing values is the writer's.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "schema_i.h"
+
+void schema_init(struct tfs_schema *s)
+{
+	memset(s, 0, sizeof(*s));
+}
+
+static void kind_fini(struct schema_kind *k)
+{
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		free(k->args[i].name);
+		free(k->args[i].sym_class);
+	}
+	free(k->args);
+	free(k->name);
+	free(k->category);
+}
+
+void schema_fini(struct tfs_schema *s)
+{
+	for (uint32_t i = 0; i < s->n_kinds; i++)
+		kind_fini(&s->kinds[i]);
+	free(s->kinds);
+	schema_init(s);
+}
+
+static bool name_ok(const char *p, size_t n, bool may_be_empty)
+{
+	if (n > TFS_MAX_NAME || (n == 0 && !may_be_empty))
+		return false;
+	return memchr(p, 0, n) == NULL;
+}
+
+static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
+{
+	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~TFS_ARG_RESULT))
+		return false;
+	return (type == TFS_TYPE_STR) == (enc == TFS_ENC_STR);
+}
+
+static char *dup_n(const void *p, size_t n)
+{
+	char *s = malloc(n + 1);
+
+	if (s) {
+		memcpy(s, p, n);
+		s[n] = 0;
+	}
+	return s;
+}
+
+static int reserve_kind(struct tfs_schema *s)
+{
+	struct schema_kind *k;
+	uint32_t cap;
+
+	if (s->n_kinds < s->cap)
+		return 0;
+	cap = s->cap ? s->cap * 2 : 16;
+	k = realloc(s->kinds, cap * sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	s->kinds = k;
+	s->cap = cap;
+	return 0;
+}
+
+/* Derive n_vals and result; called once all args are set. */
+static void kind_derive(struct schema_kind *k)
+{
+	k->n_vals = 0;
+	k->result = -1;
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if (k->args[i].enc == TFS_ENC_VAL)
+			k->n_vals++;
+		if ((k->args[i].flags & TFS_ARG_RESULT) && k->result < 0)
+			k->result = (int32_t)i;
+	}
+}
+
+int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id)
+{
+	struct schema_kind k;
+	int rc;
+
+	if (!d->name || !name_ok(d->name, strlen(d->name), false) || d->n_args > TFS_MAX_ARGS ||
+	    (d->n_args && !d->args))
+		return -EINVAL;
+	if (d->category && strlen(d->category) > TFS_MAX_NAME)
+		return -EINVAL;
+	for (uint32_t i = 0; i < d->n_args; i++) {
+		const struct tfs_arg_desc *a = &d->args[i];
+
+		if (!a->name || !name_ok(a->name, strlen(a->name), false) ||
+		    !arg_ok(a->type, a->enc, a->flags))
+			return -EINVAL;
+		if (a->sym_class && strlen(a->sym_class) > TFS_MAX_NAME)
+			return -EINVAL;
+	}
+	rc = reserve_kind(s);
+	if (rc < 0)
+		return rc;
+	memset(&k, 0, sizeof(k));
+	k.name = strdup(d->name);
+	k.category = strdup(d->category ? d->category : "");
+	k.args = calloc(d->n_args ? d->n_args : 1, sizeof(*k.args));
+	if (!k.name || !k.category || !k.args)
+		goto err_free_kind;
+	for (uint32_t i = 0; i < d->n_args; i++) {
+		const struct tfs_arg_desc *a = &d->args[i];
+		const char *cls = a->enc == TFS_ENC_SYM && a->sym_class ? a->sym_class : "";
+
+		k.args[i].name = strdup(a->name);
+		k.args[i].sym_class = strdup(cls);
+		k.n_args = i + 1;
+		if (!k.args[i].name || !k.args[i].sym_class)
+			goto err_free_kind;
+		k.args[i].type = a->type;
+		k.args[i].enc = a->enc;
+		k.args[i].flags = a->flags;
+	}
+	kind_derive(&k);
+	*id = s->n_kinds;
+	s->kinds[s->n_kinds++] = k;
+	return 0;
+
+err_free_kind:
+	kind_fini(&k);
+	return -ENOMEM;
+}
+
+int schema_write(const struct tfs_schema *s, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, s->n_kinds);
+
+	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
+		const struct schema_kind *k = &s->kinds[i];
+
+		rc = buf_put_str(out, k->name, strlen(k->name));
+		if (rc == 0)
+			rc = buf_put_str(out, k->category, strlen(k->category));
+		if (rc == 0)
+			rc = buf_put_varint(out, k->n_args);
+		for (uint32_t j = 0; j < k->n_args && rc == 0; j++) {
+			const struct schema_arg *a = &k->args[j];
+			uint8_t tef[3] = {a->type, a->enc, a->flags};
+
+			rc = buf_put_str(out, a->name, strlen(a->name));
+			if (rc == 0)
+				rc = buf_put(out, tef, sizeof(tef));
+			if (rc == 0)
+				rc = buf_put_str(out, a->sym_class, strlen(a->sym_class));
+		}
+	}
+	return rc;
+}
+
+/* Read a str into a new NUL-terminated copy; rejects NULs and over-long names. */
+static int rd_name(struct tfs_rd *r, bool may_be_empty, char **out, const char *what)
+{
+	const uint8_t *p;
+	size_t n;
+	int rc = rd_str(r, TFS_MAX_NAME, &p, &n);
+
+	if (rc < 0)
+		return rc;
+	if (!name_ok((const char *)p, n, may_be_empty))
+		return rd_fail(r, "bad %s: empty or holds a NUL byte", what);
+	*out = dup_n(p, n);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int parse_arg(struct tfs_rd *r, struct schema_arg *a)
+{
+	uint8_t tef[3];
+	int rc = rd_name(r, false, &a->name, "argument name");
+
+	for (int i = 0; i < 3 && rc == 0; i++)
+		rc = rd_u8(r, &tef[i]);
+	if (rc < 0)
+		return rc;
+	if (!arg_ok(tef[0], tef[1], tef[2]))
+		return rd_fail(r, "argument %s has unknown type %u / encoding %u / flags %#x",
+			       a->name, tef[0], tef[1], tef[2]);
+	a->type = tef[0];
+	a->enc = tef[1];
+	a->flags = tef[2];
+	return rd_name(r, true, &a->sym_class, "symbol class");
+}
+
+static int parse_kind(struct tfs_rd *r, struct schema_kind *k)
+{
+	uint64_t n;
+	int rc;
+
+	rc = rd_name(r, false, &k->name, "kind name");
+	if (rc == 0)
+		rc = rd_name(r, true, &k->category, "category");
+	if (rc == 0)
+		rc = rd_varint_max(r, TFS_MAX_ARGS, &n, "argument count");
+	if (rc < 0)
+		return rc;
+	k->args = calloc(n ? n : 1, sizeof(*k->args));
+	if (!k->args)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		k->n_args = i + 1;
+		rc = parse_arg(r, &k->args[i]);
+		if (rc < 0)
+			return rc;
+	}
+	kind_derive(k);
+	return 0;
+}
+
+int schema_parse(struct tfs_rd *r, struct tfs_schema *s)
+{
+	uint64_t n;
+	int rc;
+
+	schema_init(s);
+	/* a kind takes at least 3 bytes: this bounds the allocation by the input */
+	rc = rd_varint_max(r, rd_left(r) / 3, &n, "kind count");
+	if (rc < 0)
+		return rc;
+	s->kinds = calloc(n ? n : 1, sizeof(*s->kinds));
+	if (!s->kinds)
+		return -ENOMEM;
+	s->cap = (uint32_t)(n ? n : 1);
+	for (uint32_t i = 0; i < n; i++) {
+		s->n_kinds = i + 1;
+		rc = parse_kind(r, &s->kinds[i]);
+		if (rc < 0)
+			goto err_fini;
+	}
+	return 0;
+
+err_fini:
+	schema_fini(s);
+	return rc;
+}
+
+void schema_desc(const struct tfs_schema *s, uint32_t id, struct tfs_kind_desc *d,
+		 struct tfs_arg_desc *args)
+{
+	const struct schema_kind *k = &s->kinds[id];
+
+	d->name = k->name;
+	d->category = k->category;
+	d->n_args = k->n_args;
+	d->args = args;
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		args[i].name = k->args[i].name;
+		args[i].type = k->args[i].type;
+		args[i].enc = k->args[i].enc;
+		args[i].flags = k->args[i].flags;
+		args[i].sym_class = k->args[i].sym_class;
+	}
+}

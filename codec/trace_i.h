@@ -1,0 +1,112 @@
+/*
+ * Reader internals shared by reader.c (open, tables, info, verify), layout.c (per-rule
+ * event counts and view byte lengths), render.c (one event to one line) and cursor.c
+ * (random access). An opened trace is immutable: every field is written during open only.
+ */
+#ifndef TFS_TRACE_I_H
+#define TFS_TRACE_I_H
+
+#include "container_i.h"
+#include "grammar_i.h"
+#include "schema_i.h"
+#include "tfs/reader.h"
+#include "values_i.h"
+
+/* Rule bodies at least this long get prefix sums for binary search. */
+#define LAYOUT_PREFIX_MIN 16
+
+/* Per block of a grammar section: per-rule view lengths and body prefix sums. */
+struct block_layout {
+	uint64_t *rule_bytes[TFS_VIEW_COUNT]; /* [n_rules] */
+	/* [n_elems] over all rules, for rules with n_elems >= LAYOUT_PREFIX_MIN (else unused):
+	 * events / bytes before element i within its rule body */
+	uint64_t *pfx_events;
+	uint64_t *pfx_bytes[TFS_VIEW_COUNT];
+};
+
+/* A distinct grammar section, shared by the streams that have identical content. */
+struct gsec {
+	uint32_t sec;	 /* section table index */
+	uint32_t n_blocks;
+	struct tfs_grammar *blocks;
+	struct block_layout *layout;
+	uint64_t *blk_events; /* [n_blocks + 1] prefix */
+	uint64_t *blk_bytes[TFS_VIEW_COUNT]; /* [n_blocks + 1] prefix */
+	uint32_t height;      /* max over blocks */
+	uint32_t n_rules;     /* over blocks */
+};
+
+struct tstream {
+	uint32_t rank, thread;
+	uint64_t n_events;
+	uint32_t gsec;	   /* index into tfs_trace.gsecs */
+	uint32_t vsec_idx; /* section table index of its values */
+	uint32_t same_as;
+	struct tfs_vsec vs;
+};
+
+struct tphase {
+	char *name;
+	uint32_t stream;
+	uint64_t first, n;
+};
+
+struct tfs_trace {
+	int fd;
+	const uint8_t *map;
+	uint64_t size;
+	struct ctr_file cf;
+	char **meta; /* key, value pairs, NUL-terminated copies */
+	uint32_t n_meta;
+	struct tfs_schema schema;
+	char **strs;	   /* string table, NUL-terminated copies */
+	uint32_t *str_len; /* their lengths (they may hold NUL bytes) */
+	uint32_t n_strs;
+	/* CST: terminal t has kind term_kind[t] and argument words term_arg[term_argoff[t]..]
+	 * (SIG/SYM value, zigzagged relative rank, string index, or VAL width) */
+	uint32_t n_terms;
+	uint32_t *term_kind;
+	uint32_t *term_argoff;
+	uint64_t *term_arg;
+	uint8_t *term_nvals;
+	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
+	/* trace header (FORMAT.md §8) and the column widths derived from it (§9) */
+	uint32_t n_ranks, max_thread;
+	int timing;
+	double rel_err;
+	uint64_t max_ts, max_dur;
+	unsigned int w_sec, w_dur, w_thread, w_ts_json;
+	struct tstream *streams;
+	uint32_t n_streams;
+	struct tphase *phases;
+	uint32_t n_phases;
+	struct gsec *gsecs;
+	uint32_t n_gsecs;
+};
+
+/* layout.c */
+int layout_build(struct tfs_trace *t, struct gsec *g, struct tfs_diag *diag);
+void layout_free(struct gsec *g);
+
+/* render.c */
+struct render_in {
+	uint32_t term;
+	uint32_t rank, thread;
+	uint64_t ts_ns, dur_ns;
+	const uint64_t *vals; /* the terminal's VAL fields; NULL: measure the fixed length */
+};
+
+/*
+ * Render one event as one line of @view, padded to the terminal's fixed length, appended
+ * to @out; or, when in->vals is NULL, return the fixed length in *len without writing.
+ * @return 0, -TFS_ECORRUPT (a value wider than the trace says: diag), -ENOMEM
+ */
+int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
+		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag);
+/* Width of the printed absolute rank of a RANK argument word @zz at any rank. */
+unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz);
+/* Fill tfs_event.args: the decoded argument values of terminal @term. */
+void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,
+		 union tfs_arg *args);
+
+#endif

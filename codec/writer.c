@@ -1,0 +1,376 @@
+/*
+ * The trace writer: per-stream online compression (local call-signature table and string
+ * table, Sequitur grammar blocks under a memory budget, value/timing streams) and, at save,
+ * the merge of every stream's local tables into one CST and string table, the renumbering
+ * of grammars, the sharing of identical streams and the container write. Appends to one
+ * stream take no lock and touch nothing shared. It does not render or read traces.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "container_i.h"
+#include "grammar_i.h"
+#include "intern_i.h"
+#include "schema_i.h"
+#include "tfs/writer.h"
+#include "values_i.h"
+#include "writer_i.h"
+
+#define DEFAULT_GRAMMAR_BUDGET ((size_t)16 << 20)
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint32_t n = *cap ? *cap : 8;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*arr, (size_t)n * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+int tfs_writer_new(const struct tfs_writer_opts *opts, struct tfs_writer **out)
+{
+	struct tfs_writer *w;
+
+	*out = NULL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	if (opts)
+		w->opts = *opts;
+	else
+		w->opts.timing = TFS_TIMING_LOSSLESS;
+	if (w->opts.timing < TFS_TIMING_NONE || w->opts.timing > TFS_TIMING_LOSSY ||
+	    (w->opts.timing == TFS_TIMING_LOSSY &&
+	     !(w->opts.rel_err > 0 && w->opts.rel_err < 1)) ||
+	    w->opts.block_events > VAL_MAX_BLOCK_EVENTS) {
+		free(w);
+		return -EINVAL;
+	}
+	if (!w->opts.grammar_budget)
+		w->opts.grammar_budget = DEFAULT_GRAMMAR_BUDGET;
+	if (w->opts.timing != TFS_TIMING_LOSSY)
+		w->opts.rel_err = 0;
+	schema_init(&w->schema);
+	*out = w;
+	return 0;
+}
+
+static void wstream_free(struct tfs_wstream *s)
+{
+	if (!s)
+		return;
+	intern_fini(&s->sigs);
+	intern_fini(&s->strs);
+	free(s->term_kind);
+	free(s->term_woff);
+	buf_fini(&s->widths);
+	gbuild_free(s->gb);
+	buf_fini(&s->blocks);
+	venc_free(s->venc);
+	buf_fini(&s->sig);
+	free(s);
+}
+
+void tfs_writer_free(struct tfs_writer *w)
+{
+	if (!w)
+		return;
+	for (uint32_t i = 0; i < w->n_streams; i++)
+		wstream_free(w->streams[i]);
+	free(w->streams);
+	for (uint32_t i = 0; i < 2 * w->n_meta; i++)
+		free(w->meta[i]);
+	free(w->meta);
+	for (uint32_t i = 0; i < w->n_phases; i++)
+		free(w->phases[i].name);
+	free(w->phases);
+	schema_fini(&w->schema);
+	free(w);
+}
+
+int tfs_writer_add_kind(struct tfs_writer *w, const struct tfs_kind_desc *kind,
+			uint32_t *kind_out)
+{
+	if (w->n_streams)
+		return -EINVAL; /* kinds are fixed once streams exist: keeps appends lock-free */
+	return schema_add(&w->schema, kind, kind_out);
+}
+
+int tfs_writer_set_meta(struct tfs_writer *w, const char *key, const char *value)
+{
+	char *k, *v;
+
+	if (strlen(key) > MAX_STR_BYTES || strlen(value) > MAX_STR_BYTES)
+		return -EINVAL;
+	v = strdup(value);
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n_meta; i++) {
+		if (strcmp(w->meta[2 * i], key) == 0) {
+			free(w->meta[2 * i + 1]);
+			w->meta[2 * i + 1] = v;
+			return 0;
+		}
+	}
+	k = strdup(key);
+	if (!k || grow((void **)&w->meta, &w->meta_cap, 2 * (w->n_meta + 1), sizeof(char *))) {
+		free(k);
+		free(v);
+		return -ENOMEM;
+	}
+	w->meta[2 * w->n_meta] = k;
+	w->meta[2 * w->n_meta + 1] = v;
+	w->n_meta++;
+	return 0;
+}
+
+int tfs_writer_stream_new(struct tfs_writer *w, uint32_t rank, uint32_t thread,
+			  struct tfs_wstream **out)
+{
+	struct venc_opts vo = {
+		.block_events = w->opts.block_events,
+		.timing = w->opts.timing,
+		.rel_err = w->opts.rel_err,
+		.zstd_level = w->opts.zstd_level,
+	};
+	struct tfs_wstream *s;
+	int rc;
+
+	*out = NULL;
+	for (uint32_t i = 0; i < w->n_streams; i++)
+		if (w->streams[i]->rank == rank && w->streams[i]->thread == thread)
+			return -EEXIST;
+	if (grow((void **)&w->streams, &w->streams_cap, w->n_streams + 1, sizeof(*w->streams)))
+		return -ENOMEM;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->w = w;
+	s->rank = rank;
+	s->thread = thread;
+	intern_init(&s->sigs);
+	intern_init(&s->strs);
+	buf_init(&s->widths);
+	buf_init(&s->blocks);
+	buf_init(&s->sig);
+	s->gb = gbuild_new();
+	rc = s->gb ? venc_new(&vo, &s->venc) : -ENOMEM;
+	if (rc < 0) {
+		wstream_free(s);
+		return rc;
+	}
+	w->streams[w->n_streams++] = s;
+	*out = s;
+	return 0;
+}
+
+uint64_t tfs_wstream_n_events(const struct tfs_wstream *s)
+{
+	return s->n_events;
+}
+
+static unsigned int dec_width(uint64_t v)
+{
+	unsigned int n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
+/* Characters a VAL field prints in every view (FORMAT.md §9). */
+static unsigned int val_width(uint8_t type, uint64_t v)
+{
+	switch (type) {
+	case TFS_TYPE_I64:
+		if ((int64_t)v < 0)
+			return 1 + dec_width(-(uint64_t)v);
+		return dec_width(v);
+	case TFS_TYPE_HEX:
+		return 2 + (v ? (unsigned int)(64 - __builtin_clzll(v) + 3) / 4 : 1);
+	default:
+		return dec_width(v);
+	}
+}
+
+/* Encode the signature of one event into s->sig; VAL fields go to @vals/@wid. */
+static int encode_sig(struct tfs_wstream *s, const struct schema_kind *k, uint32_t kind,
+		      const union tfs_arg *args, uint64_t *vals, uint8_t *wid)
+{
+	uint32_t nv = 0;
+	int rc;
+
+	s->sig.len = 0;
+	rc = buf_put_varint(&s->sig, kind);
+	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+		const struct schema_arg *a = &k->args[i];
+		uint64_t v = args[i].u;
+		uint32_t sid;
+		bool is_new;
+
+		switch (a->enc) {
+		case TFS_ENC_SIG:
+			rc = buf_put_varint(&s->sig, a->type == TFS_TYPE_I64 ? zigzag_enc(args[i].i) : v);
+			break;
+		case TFS_ENC_SYM:
+			rc = buf_put_varint(&s->sig, v);
+			break;
+		case TFS_ENC_RANK:
+			rc = buf_put_varint(&s->sig, zigzag_enc(args[i].i - (int64_t)s->rank));
+			break;
+		case TFS_ENC_STR: {
+			size_t n = args[i].s ? strlen(args[i].s) : 0;
+
+			if (n > MAX_STR_BYTES)
+				return -EINVAL;
+			rc = intern_get(&s->strs, args[i].s ? args[i].s : "", n, &sid, &is_new);
+			if (rc == 0)
+				rc = buf_put_varint(&s->sig, sid);
+			break;
+		}
+		default: /* TFS_ENC_VAL */
+			vals[nv] = v;
+			wid[nv++] = (uint8_t)val_width(a->type, v);
+			break;
+		}
+	}
+	return rc;
+}
+
+static int reserve_terms(struct tfs_wstream *s, uint32_t need)
+{
+	uint32_t cap = s->term_cap ? s->term_cap : 64;
+	uint32_t *k, *o;
+
+	if (need <= s->term_cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	k = realloc(s->term_kind, (size_t)cap * sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	s->term_kind = k;
+	o = realloc(s->term_woff, (size_t)cap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	s->term_woff = o;
+	s->term_cap = cap;
+	return 0;
+}
+
+static int flush_block(struct tfs_wstream *s)
+{
+	int rc = buf_put_varint(&s->blocks, gbuild_n_events(s->gb));
+
+	if (rc == 0)
+		rc = gbuild_export(s->gb, &s->blocks);
+	if (rc < 0)
+		return rc;
+	s->n_blocks++;
+	gbuild_reset(s->gb);
+	return 0;
+}
+
+int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uint64_t dur_ns,
+		       const union tfs_arg *args)
+{
+	uint64_t vals[TFS_MAX_ARGS];
+	uint8_t wid[TFS_MAX_ARGS];
+	const struct schema_kind *k;
+	uint32_t t;
+	bool is_new;
+	uint8_t *tw;
+	int rc;
+
+	if (s->err)
+		return s->err;
+	if (s->w->saved)
+		return -EALREADY;
+	if (kind >= s->w->schema.n_kinds)
+		return -EINVAL;
+	k = &s->w->schema.kinds[kind];
+	rc = encode_sig(s, k, kind, args, vals, wid);
+	if (rc < 0)
+		return rc;
+	/* room for a new terminal first, so that interning never leaves it half-recorded */
+	rc = reserve_terms(s, s->sigs.n + 1);
+	if (rc < 0)
+		return rc;
+	rc = buf_reserve(&s->widths, k->n_vals);
+	if (rc == 0)
+		rc = intern_get(&s->sigs, s->sig.data, s->sig.len, &t, &is_new);
+	if (rc < 0)
+		return rc;
+	if (t >= GRAM_MAX_TERMINAL)
+		return -E2BIG;
+	if (is_new) {
+		s->term_kind[t] = kind;
+		s->term_woff[t] = (uint32_t)s->widths.len;
+		memset(s->widths.data + s->widths.len, 0, k->n_vals);
+		s->widths.len += k->n_vals;
+	}
+	rc = gbuild_append(s->gb, t);
+	if (rc < 0)
+		return rc;
+	rc = venc_add(s->venc, t, ts_ns, dur_ns, vals, k->n_vals);
+	if (rc < 0)
+		return s->err = rc; /* the grammar holds the event already */
+	tw = s->widths.data + s->term_woff[t];
+	for (uint32_t i = 0; i < k->n_vals; i++)
+		if (wid[i] > tw[i])
+			tw[i] = wid[i];
+	if (ts_ns > s->max_ts)
+		s->max_ts = ts_ns;
+	if (dur_ns > s->max_dur)
+		s->max_dur = dur_ns;
+	s->n_events++;
+	if (gbuild_mem_bytes(s->gb) > s->w->opts.grammar_budget) {
+		rc = flush_block(s);
+		if (rc < 0)
+			return s->err = rc;
+	}
+	return 0;
+}
+
+int tfs_writer_add_phase(struct tfs_writer *w, const char *name, uint32_t rank,
+			 uint32_t thread, uint64_t first_event, uint64_t n_events)
+{
+	struct phase *p;
+	uint64_t end;
+
+	for (uint32_t i = 0; i < w->n_streams; i++) {
+		struct tfs_wstream *s = w->streams[i];
+
+		if (s->rank != rank || s->thread != thread)
+			continue;
+		if (!add_u64(first_event, n_events, &end) || end > s->n_events ||
+		    strlen(name) > MAX_STR_BYTES)
+			return -EINVAL;
+		if (grow((void **)&w->phases, &w->phases_cap, w->n_phases + 1, sizeof(*p)))
+			return -ENOMEM;
+		p = &w->phases[w->n_phases];
+		p->name = strdup(name);
+		if (!p->name)
+			return -ENOMEM;
+		p->stream = i;
+		p->first = first_event;
+		p->n = n_events;
+		w->n_phases++;
+		return 0;
+	}
+	return -ENOENT;
+}
+

@@ -1,0 +1,490 @@
+/*
+ * Saving a trace: merges every stream's local string table and call-signature table into
+ * the trace's single ones, renumbers the terminals of every grammar block, stores streams
+ * with identical content once, and writes the container through a temporary file renamed
+ * into place. It does not compress events: writer.c did that online.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "container_i.h"
+#include "writer_i.h"
+
+/* The merged tables and, per stream, its payloads and where they are stored. */
+struct merge {
+	struct intern strs, sigs;
+	uint32_t *g_kind;	/* [sigs.n] */
+	struct tfs_buf g_widths;
+	uint32_t *g_woff;	/* [sigs.n] */
+	uint32_t g_cap;
+	struct tfs_buf scratch;
+	struct tfs_buf *gram, *vals; /* per stream payloads */
+	uint32_t *same_as;	/* per stream: first stream with identical payloads */
+	uint32_t *sec_of;	/* per stream: section index of its grammar (values follow) */
+};
+
+static void merge_fini(struct merge *m, uint32_t n_streams)
+{
+	intern_fini(&m->strs);
+	intern_fini(&m->sigs);
+	free(m->g_kind);
+	free(m->g_woff);
+	buf_fini(&m->g_widths);
+	buf_fini(&m->scratch);
+	for (uint32_t i = 0; i < n_streams; i++) {
+		if (m->gram)
+			buf_fini(&m->gram[i]);
+		if (m->vals)
+			buf_fini(&m->vals[i]);
+	}
+	free(m->gram);
+	free(m->vals);
+	free(m->same_as);
+	free(m->sec_of);
+}
+
+static int reserve_global(struct merge *m, uint32_t need)
+{
+	uint32_t cap = m->g_cap ? m->g_cap * 2 : 256;
+	uint32_t *k, *o;
+
+	if (need <= m->g_cap)
+		return 0;
+	while (cap < need)
+		cap *= 2;
+	k = realloc(m->g_kind, (size_t)cap * sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	m->g_kind = k;
+	o = realloc(m->g_woff, (size_t)cap * sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	m->g_woff = o;
+	m->g_cap = cap;
+	return 0;
+}
+
+/* Rewrite local signature @t of @s with global string ids into m->scratch. */
+static int remap_sig(struct merge *m, const struct tfs_writer *w, const struct tfs_wstream *s,
+		     uint32_t t, const uint32_t *str_map)
+{
+	const struct schema_kind *k = &w->schema.kinds[s->term_kind[t]];
+	struct tfs_rd r;
+	const uint8_t *p;
+	size_t n;
+	uint64_t v;
+	int rc;
+
+	p = intern_key(&s->sigs, t, &n);
+	rd_init(&r, p, n, 0, "signature", NULL);
+	m->scratch.len = 0;
+	rc = rd_varint(&r, &v);
+	if (rc == 0)
+		rc = buf_put_varint(&m->scratch, v);
+	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+		if (k->args[i].enc == TFS_ENC_VAL)
+			continue;
+		rc = rd_varint(&r, &v);
+		if (rc == 0)
+			rc = buf_put_varint(&m->scratch, k->args[i].enc == TFS_ENC_STR ? str_map[v] : v);
+	}
+	return rc;
+}
+
+/* Merge one stream's strings and terminals; fill @term_map (local -> global). */
+static int merge_tables(struct merge *m, const struct tfs_writer *w, const struct tfs_wstream *s,
+			uint32_t *term_map)
+{
+	uint32_t *str_map = malloc((s->strs.n ? s->strs.n : 1) * sizeof(*str_map));
+	int rc = str_map ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; i < s->strs.n && rc == 0; i++) {
+		size_t n;
+		const uint8_t *p = intern_key(&s->strs, i, &n);
+		bool is_new;
+
+		rc = intern_get(&m->strs, p, n, &str_map[i], &is_new);
+	}
+	for (uint32_t t = 0; t < s->sigs.n && rc == 0; t++) {
+		uint32_t n_vals = w->schema.kinds[s->term_kind[t]].n_vals;
+		const uint8_t *lw = s->widths.data + s->term_woff[t];
+		uint32_t g;
+		bool is_new;
+
+		rc = remap_sig(m, w, s, t, str_map);
+		if (rc == 0)
+			rc = reserve_global(m, m->sigs.n + 1);
+		if (rc == 0)
+			rc = buf_reserve(&m->g_widths, n_vals);
+		if (rc == 0)
+			rc = intern_get(&m->sigs, m->scratch.data, m->scratch.len, &g, &is_new);
+		if (rc < 0)
+			break;
+		if (is_new) {
+			m->g_kind[g] = s->term_kind[t];
+			m->g_woff[g] = (uint32_t)m->g_widths.len;
+			buf_put(&m->g_widths, lw, n_vals); /* reserved above */
+		} else {
+			uint8_t *gw = m->g_widths.data + m->g_woff[g];
+
+			for (uint32_t j = 0; j < n_vals; j++)
+				gw[j] = lw[j] > gw[j] ? lw[j] : gw[j];
+		}
+		term_map[t] = g;
+	}
+	free(str_map);
+	return rc;
+}
+
+/* Re-encode one §6 block from @r with terminals mapped through @map. */
+static int remap_block(struct tfs_rd *r, uint32_t n_local, const uint32_t *map,
+		       struct tfs_buf *out)
+{
+	struct tfs_grammar g;
+	int rc = grammar_parse(r, n_local, &g);
+
+	if (rc < 0)
+		return rc;
+	rc = buf_put_varint(out, g.n_rules);
+	for (uint32_t i = 0; i < g.n_rules && rc == 0; i++) {
+		const struct gram_rule *ru = &g.rules[i];
+
+		rc = buf_put_varint(out, ru->n_elems);
+		for (uint32_t j = 0; j < ru->n_elems && rc == 0; j++) {
+			const struct gram_elem *e = &g.elems[ru->first_elem + j];
+			uint64_t id = e->is_rule ? e->id : map[e->id];
+
+			rc = buf_put_varint(out, id << 2 | (uint64_t)e->is_rule << 1 | (e->count >= 2));
+			if (rc == 0 && e->count >= 2)
+				rc = buf_put_varint(out, e->count - 2);
+		}
+	}
+	grammar_fini(&g);
+	return rc;
+}
+
+static int build_grammar(const struct tfs_wstream *s, const uint32_t *map, struct tfs_buf *out)
+{
+	bool live = gbuild_n_events(s->gb) > 0 || s->n_blocks == 0;
+	struct tfs_buf cur;
+	struct tfs_rd r;
+	uint64_t n;
+	int rc;
+
+	buf_init(&cur);
+	rc = buf_put_varint(out, s->n_blocks + (live ? 1 : 0));
+	rd_init(&r, s->blocks.data, s->blocks.len, 0, "grammar", NULL);
+	for (uint32_t b = 0; b < s->n_blocks && rc == 0; b++) {
+		rc = rd_varint(&r, &n);
+		if (rc == 0)
+			rc = buf_put_varint(out, n);
+		if (rc == 0)
+			rc = remap_block(&r, s->sigs.n, map, out);
+	}
+	if (live && rc == 0) {
+		rc = gbuild_export(s->gb, &cur);
+		if (rc == 0)
+			rc = buf_put_varint(out, gbuild_n_events(s->gb));
+		rd_init(&r, cur.data, cur.len, 0, "grammar", NULL);
+		if (rc == 0)
+			rc = remap_block(&r, s->sigs.n, map, out);
+	}
+	buf_fini(&cur);
+	return rc;
+}
+
+static bool same_buf(const struct tfs_buf *a, const struct tfs_buf *b)
+{
+	return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+/* Merge tables, build per-stream payloads and find identical streams. */
+static int merge_streams(struct merge *m, struct tfs_writer *w)
+{
+	uint32_t n = w->n_streams ? w->n_streams : 1;
+	uint32_t next_sec = 5;
+	int rc = 0;
+
+	m->gram = calloc(n, sizeof(*m->gram));
+	m->vals = calloc(n, sizeof(*m->vals));
+	m->same_as = calloc(n, sizeof(*m->same_as));
+	m->sec_of = calloc(n, sizeof(*m->sec_of));
+	if (!m->gram || !m->vals || !m->same_as || !m->sec_of)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
+		struct tfs_wstream *s = w->streams[i];
+		uint32_t *map = malloc((s->sigs.n ? s->sigs.n : 1) * sizeof(*map));
+
+		if (s->err)
+			rc = s->err;
+		else if (!map)
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = merge_tables(m, w, s, map);
+		if (rc == 0)
+			rc = build_grammar(s, map, &m->gram[i]);
+		if (rc == 0)
+			rc = venc_finish(s->venc, &m->vals[i]);
+		free(map);
+		m->same_as[i] = i;
+		for (uint32_t j = 0; j < i && rc == 0; j++) {
+			if (m->same_as[j] == j && same_buf(&m->gram[i], &m->gram[j]) &&
+			    same_buf(&m->vals[i], &m->vals[j])) {
+				m->same_as[i] = j;
+				break;
+			}
+		}
+		if (m->same_as[i] == i) {
+			m->sec_of[i] = next_sec;
+			next_sec += 2;
+		} else {
+			m->sec_of[i] = m->sec_of[m->same_as[i]];
+		}
+	}
+	return rc;
+}
+
+static int build_meta(const struct tfs_writer *w, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, w->n_meta);
+
+	for (uint32_t i = 0; i < 2 * w->n_meta && rc == 0; i++)
+		rc = buf_put_str(out, w->meta[i], strlen(w->meta[i]));
+	return rc;
+}
+
+static int build_strings(const struct merge *m, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, m->strs.n);
+
+	for (uint32_t i = 0; i < m->strs.n && rc == 0; i++) {
+		size_t n;
+		const uint8_t *p = intern_key(&m->strs, i, &n);
+
+		rc = buf_put_str(out, (const char *)p, n);
+	}
+	return rc;
+}
+
+/* FORMAT.md §5.2: the global signature with each VAL width put at its argument's place. */
+static int build_cst(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, m->sigs.n);
+
+	for (uint32_t t = 0; t < m->sigs.n && rc == 0; t++) {
+		const struct schema_kind *k = &w->schema.kinds[m->g_kind[t]];
+		const uint8_t *gw = m->g_widths.data + m->g_woff[t];
+		struct tfs_rd r;
+		const uint8_t *p;
+		size_t n;
+		uint64_t v;
+
+		p = intern_key(&m->sigs, t, &n);
+		rd_init(&r, p, n, 0, "signature", NULL);
+		rc = rd_varint(&r, &v);
+		if (rc == 0)
+			rc = buf_put_varint(out, v);
+		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+			if (k->args[i].enc == TFS_ENC_VAL) {
+				rc = buf_put_u8(out, *gw ? *gw : 1);
+				gw++;
+				continue;
+			}
+			rc = rd_varint(&r, &v);
+			if (rc == 0)
+				rc = buf_put_varint(out, v);
+		}
+	}
+	return rc;
+}
+
+/* Upper bound of a reconstructed time: lossy timing may round up (FORMAT.md §7). */
+static uint64_t time_bound(const struct tfs_writer *w, uint64_t max)
+{
+	double extra;
+
+	if (w->opts.timing != TFS_TIMING_LOSSY)
+		return max;
+	extra = (double)max * 2.0 * w->opts.rel_err + 16.0;
+	if (extra >= (double)(UINT64_MAX - max))
+		return UINT64_MAX;
+	return max + (uint64_t)extra;
+}
+
+static int build_streams(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
+{
+	uint64_t max_ts = 0, max_dur = 0, rel_bits;
+	uint32_t max_rank = 0, max_thread = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < w->n_streams; i++) {
+		const struct tfs_wstream *s = w->streams[i];
+
+		max_rank = s->rank > max_rank ? s->rank : max_rank;
+		max_thread = s->thread > max_thread ? s->thread : max_thread;
+		max_ts = s->max_ts > max_ts ? s->max_ts : max_ts;
+		max_dur = s->max_dur > max_dur ? s->max_dur : max_dur;
+	}
+	if (w->opts.timing == TFS_TIMING_NONE)
+		max_ts = max_dur = 0;
+	memcpy(&rel_bits, &w->opts.rel_err, sizeof(rel_bits));
+	rc = buf_put_varint(out, (uint64_t)max_rank + 1);
+	if (rc == 0)
+		rc = buf_put_varint(out, max_thread);
+	if (rc == 0)
+		rc = buf_put_u8(out, (uint8_t)w->opts.timing);
+	if (rc == 0)
+		rc = buf_put_u64(out, rel_bits);
+	if (rc == 0)
+		rc = buf_put_varint(out, time_bound(w, max_ts));
+	if (rc == 0)
+		rc = buf_put_varint(out, time_bound(w, max_dur));
+	if (rc == 0)
+		rc = buf_put_varint(out, w->n_streams);
+	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
+		const struct tfs_wstream *s = w->streams[i];
+		uint64_t f[5] = {s->rank, s->thread, s->n_events, m->sec_of[i], m->sec_of[i] + 1};
+
+		for (int j = 0; j < 5 && rc == 0; j++)
+			rc = buf_put_varint(out, f[j]);
+	}
+	if (rc == 0)
+		rc = buf_put_varint(out, w->n_phases);
+	for (uint32_t i = 0; i < w->n_phases && rc == 0; i++) {
+		const struct phase *p = &w->phases[i];
+
+		rc = buf_put_str(out, p->name, strlen(p->name));
+		if (rc == 0)
+			rc = buf_put_varint(out, p->stream);
+		if (rc == 0)
+			rc = buf_put_varint(out, p->first);
+		if (rc == 0)
+			rc = buf_put_varint(out, p->n);
+	}
+	return rc;
+}
+
+/* Bytes of a values payload covered by crc_hd: its header and block index. */
+static size_t values_head(const struct tfs_buf *v)
+{
+	struct tfs_vsec vs;
+
+	if (vsec_open(&vs, v->data, v->len, 0, NULL) < 0)
+		return v->len;
+	return (size_t)vs.data_start;
+}
+
+static int write_sections(const struct merge *m, const struct tfs_writer *w, int fd)
+{
+	struct tfs_buf b;
+	struct ctr_writer cw;
+	int level = w->opts.zstd_level ? w->opts.zstd_level : 19;
+	int rc;
+
+	buf_init(&b);
+	rc = ctr_writer_init(&cw, fd, level);
+	if (rc == 0)
+		rc = build_meta(w, &b);
+	if (rc == 0)
+		rc = ctr_add(&cw, SEC_META, 1, b.data, b.len, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = schema_write(&w->schema, &b);
+	if (rc == 0)
+		rc = ctr_add(&cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = build_strings(m, &b);
+	if (rc == 0)
+		rc = ctr_add(&cw, SEC_STRINGS, 1, b.data, b.len, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = build_cst(m, w, &b);
+	if (rc == 0)
+		rc = ctr_add(&cw, SEC_CST, 1, b.data, b.len, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = build_streams(m, w, &b);
+	if (rc == 0)
+		rc = ctr_add(&cw, SEC_STREAMS, 1, b.data, b.len, b.len);
+	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
+		if (m->same_as[i] != i)
+			continue;
+		rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len, m->gram[i].len);
+		if (rc == 0)
+			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
+				     values_head(&m->vals[i]));
+	}
+	if (rc == 0)
+		rc = ctr_finish(&cw);
+	ctr_writer_fini(&cw);
+	buf_fini(&b);
+	return rc;
+}
+
+static int open_temp(const char *path, char **tmp_out)
+{
+	size_t n = strlen(path) + 16;
+	char *tmp = malloc(n);
+	int fd;
+
+	if (!tmp)
+		return -ENOMEM;
+	snprintf(tmp, n, "%s.tmp.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0 && fchmod(fd, 0644) < 0) {
+		close(fd);
+		unlink(tmp);
+		fd = -1;
+	}
+	if (fd < 0) {
+		int rc = -errno;
+
+		free(tmp);
+		return rc;
+	}
+	*tmp_out = tmp;
+	return fd;
+}
+
+int tfs_writer_save(struct tfs_writer *w, const char *path)
+{
+	struct merge m;
+	char *tmp = NULL;
+	int fd, rc;
+
+	if (w->saved)
+		return -EALREADY;
+	memset(&m, 0, sizeof(m));
+	intern_init(&m.strs);
+	intern_init(&m.sigs);
+	buf_init(&m.g_widths);
+	buf_init(&m.scratch);
+	w->saved = true; /* value streams are finished below: no appends after this */
+	rc = merge_streams(&m, w);
+	if (rc < 0)
+		goto out_merge;
+	fd = open_temp(path, &tmp);
+	if (fd < 0) {
+		rc = fd;
+		goto out_merge;
+	}
+	rc = write_sections(&m, w, fd);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlink(tmp);
+	free(tmp);
+out_merge:
+	merge_fini(&m, w->n_streams);
+	return rc;
+}

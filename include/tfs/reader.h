@@ -1,0 +1,167 @@
+/*
+ * Reading traces: open a trace file, list its streams (rank, thread) and phases, and read
+ * any rendered view of any event range at any byte offset without decoding the rest. A view
+ * has an exact size known at open; a read walks the grammar in O(height) and decodes only
+ * the events it returns. An opened trace is immutable and may be shared by any number of
+ * threads, each with its own cursors. This API knows nothing of FUSE or paths: fs/ maps
+ * virtual files onto (stream, view, range).
+ */
+#ifndef TFS_READER_H
+#define TFS_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tfs/schema.h"
+#include "tfs/tfs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tfs_trace;
+struct tfs_cursor;
+
+/** Rendered views of an event range (FORMAT.md §9 says each line's exact form). */
+enum tfs_view {
+	TFS_VIEW_TEXT = 0,  /**< trace.txt: fixed columns, one line per event */
+	TFS_VIEW_JSONL = 1, /**< events.jsonl: one JSON object per line */
+	TFS_VIEW_COUNT
+};
+
+/**
+ * Open a trace: reads the header, section table and every small section, verifies their
+ * checksums and structure. Value blocks are checked when first read (and by verify).
+ * @param diag  optional; on -TFS_ECORRUPT / -TFS_EFORMAT says which section and offset
+ * @return 0, -errno from open/read/mmap, -TFS_ECORRUPT, -TFS_EFORMAT (newer or unknown
+ *         major version, or not a tracefs file) or -ENOMEM
+ */
+int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *diag);
+/** Accepts NULL. All cursors must be freed first. */
+void tfs_trace_close(struct tfs_trace *t);
+
+/**
+ * Check everything: every section checksum, every value block, every rendered line
+ * (decodes the whole trace once). @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int tfs_trace_verify(struct tfs_trace *t, struct tfs_diag *diag);
+
+struct tfs_trace_info {
+	uint16_t version_major, version_minor;
+	int timing;		/**< enum tfs_timing */
+	double rel_err;		/**< lossy timing bound */
+	uint32_t n_ranks;	/**< 1 + highest rank */
+	uint32_t n_streams;
+	uint32_t n_phases;
+	uint32_t n_kinds;
+	uint32_t n_terminals;	/**< CST entries */
+	uint32_t n_sections;
+	uint64_t n_events;	/**< over all streams */
+	uint64_t file_bytes;
+	uint64_t text_bytes;	/**< size of all streams' TEXT views (the compression baseline) */
+	uint64_t max_ts_ns, max_dur_ns;
+};
+
+void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info);
+
+struct tfs_section_info {
+	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar", "values" */
+	uint32_t type;
+	uint32_t codec;	       /**< 0 raw, 1 zstd */
+	uint64_t offset, stored_bytes, raw_bytes;
+};
+
+/** @return 0 or -ENOENT (idx out of range) */
+int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_section_info *info);
+
+/** Metadata value of @key, or NULL. Borrowed from the trace. */
+const char *tfs_trace_meta(const struct tfs_trace *t, const char *key);
+/** Metadata pair @idx (in file order). @return 0 or -ENOENT */
+int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,
+		      const char **value);
+
+/**
+ * An event kind as stored in the trace. Strings are borrowed from the trace; desc->args
+ * points to storage of the calling thread that the next call replaces.
+ * @return 0 or -ENOENT
+ */
+int tfs_trace_kind(const struct tfs_trace *t, uint32_t kind, struct tfs_kind_desc *desc);
+
+struct tfs_stream_info {
+	uint32_t rank, thread;
+	uint64_t n_events;
+	uint32_t n_blocks;	  /**< grammar blocks */
+	uint32_t n_rules;	  /**< over all blocks */
+	uint32_t height;	  /**< deepest block */
+	uint32_t same_as;	  /**< index of the first stream with identical data (self if none) */
+	uint64_t grammar_bytes;	  /**< stored bytes of its grammar section */
+	uint64_t values_bytes;	  /**< stored bytes of its values section */
+};
+
+/** @return 0 or -ENOENT */
+int tfs_trace_stream(const struct tfs_trace *t, uint32_t idx, struct tfs_stream_info *info);
+/** Index of the stream of (@rank, @thread). @return 0 or -ENOENT */
+int tfs_trace_find_stream(const struct tfs_trace *t, uint32_t rank, uint32_t thread,
+			  uint32_t *idx);
+
+struct tfs_phase_info {
+	const char *name; /**< borrowed */
+	uint32_t stream;
+	uint64_t first_event, n_events;
+};
+
+/** @return 0 or -ENOENT */
+int tfs_trace_phase(const struct tfs_trace *t, uint32_t idx, struct tfs_phase_info *info);
+
+/**
+ * Exact byte size of @view over events [@first, @first + @n) of @stream, without decoding.
+ * @return 0, -ENOENT (stream), -EINVAL (range or view)
+ */
+int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, uint64_t first,
+			uint64_t n, uint64_t *bytes);
+
+/**
+ * A read position over one view of an event range of one stream. Owned by one thread at a
+ * time; any number may exist over the same trace.
+ * @return 0, -ENOENT, -EINVAL or -ENOMEM
+ */
+int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
+		   struct tfs_cursor **out);
+/** Accepts NULL. */
+void tfs_cursor_free(struct tfs_cursor *c);
+/** Bytes in the cursor's view. */
+uint64_t tfs_cursor_size(const struct tfs_cursor *c);
+
+/**
+ * Copy up to @len bytes of the view starting at byte @off into @buf. Reading on from where
+ * the previous read ended costs O(1) per event; any other offset costs O(height) to find.
+ * @return bytes copied (0 at or past the end), -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
+			 struct tfs_diag *diag);
+
+/** One decoded event. @args borrowed until the next call on the cursor. */
+struct tfs_event {
+	uint64_t index;	      /**< within the stream */
+	uint32_t kind;
+	uint32_t terminal;    /**< CST entry */
+	uint64_t ts_ns, dur_ns;
+	uint32_t n_args;
+	const union tfs_arg *args; /**< ranks absolute, strings NUL-terminated */
+};
+
+/**
+ * Decode event @index of the cursor's stream (absolute stream index; need not lie in the
+ * cursor's range). @return 0, -EINVAL (past the end), -TFS_ECORRUPT or -ENOMEM
+ */
+int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
+		     struct tfs_diag *diag);
+
+/** Byte offset in the cursor's view where event @index (relative to the range) begins. */
+int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,71 @@
+/*
+ * Event schema: every event kind (a zone, a malloc, a pwrite, an MPI_Isend...) is declared
+ * once as data: its name and its arguments' names, types and encodings. The encoder, the
+ * decoder and every renderer work from this one description, and the schema is stored in
+ * each trace so readers render kinds they were not compiled with (FORMAT.md §4).
+ */
+#ifndef TFS_SCHEMA_H
+#define TFS_SCHEMA_H
+
+#include <stdint.h>
+
+#include "tfs/tfs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How an argument's value is printed. */
+enum tfs_arg_type {
+	TFS_TYPE_U64 = 0, /**< unsigned decimal */
+	TFS_TYPE_I64 = 1, /**< signed decimal (value carried as int64_t in tfs_arg.i) */
+	TFS_TYPE_HEX = 2, /**< 0x-prefixed hexadecimal (addresses, flags) */
+	TFS_TYPE_STR = 3, /**< string; its encoding must be TFS_ENC_STR */
+	TFS_TYPE_COUNT
+};
+
+/** Where an argument's value is stored. */
+enum tfs_arg_enc {
+	TFS_ENC_SIG = 0,  /**< part of the call signature (stored once, in the CST) */
+	TFS_ENC_SYM = 1,  /**< symbolic id (file, communicator...), part of the signature */
+	TFS_ENC_RANK = 2, /**< a rank, stored relative to the caller's rank in the signature */
+	TFS_ENC_VAL = 3,  /**< varies per occurrence: value stream with stride prediction */
+	TFS_ENC_STR = 4,  /**< string stored once in the string table, id in the signature */
+	TFS_ENC_COUNT
+};
+
+/** Argument flags. */
+#define TFS_ARG_RESULT 0x1u /**< the call's result: rendered after "=" */
+
+/** Limits a schema must respect (checked by the writer and the reader). */
+#define TFS_MAX_ARGS 32
+#define TFS_MAX_NAME 255
+
+/** One argument of an event kind. */
+struct tfs_arg_desc {
+	const char *name;      /**< as printed: "fd", "count", "offset" */
+	uint8_t type;	       /**< enum tfs_arg_type */
+	uint8_t enc;	       /**< enum tfs_arg_enc */
+	uint8_t flags;	       /**< TFS_ARG_* */
+	const char *sym_class; /**< TFS_ENC_SYM only: printed prefix, e.g. "file" gives file#3 */
+};
+
+/** One event kind. */
+struct tfs_kind_desc {
+	const char *name;     /**< "pwrite", "zone", "MPI_Isend" */
+	const char *category; /**< "io", "alloc", "zone", "mpi"... */
+	uint32_t n_args;      /**< <= TFS_MAX_ARGS */
+	const struct tfs_arg_desc *args;
+};
+
+/** One argument value, interpreted through its tfs_arg_desc. */
+union tfs_arg {
+	uint64_t u;	/**< TFS_TYPE_U64, TFS_TYPE_HEX; symbolic ids */
+	int64_t i;	/**< TFS_TYPE_I64; ranks (absolute, the writer makes them relative) */
+	const char *s;	/**< TFS_TYPE_STR: NUL-terminated, borrowed for the call */
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+/*
+ * Making traces: declare event kinds, open one stream per (rank, thread), append events,
+ * mark phases, save one file. Each stream compresses online (call-signature table +
+ * Sequitur grammar + value streams) with memory bounded by a budget. This API does not
+ * capture anything itself: capture/ and tests feed it.
+ */
+#ifndef TFS_WRITER_H
+#define TFS_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfs/schema.h"
+#include "tfs/tfs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tfs_writer_opts {
+	int timing;		   /**< enum tfs_timing */
+	double rel_err;		   /**< TFS_TIMING_LOSSY: bound in (0, 1), e.g. 0.1 */
+	size_t grammar_budget;	   /**< bytes per stream's grammar before a new block; 0: 16 MiB */
+	uint32_t block_events;	   /**< events per value block; 0: 4096 */
+	int zstd_level;		   /**< 0: default */
+};
+
+struct tfs_writer;
+struct tfs_wstream;
+
+/**
+ * Create a writer. @opts may be NULL for defaults (lossless timing).
+ * @return 0, -EINVAL (bad option) or -ENOMEM. Free with tfs_writer_free().
+ */
+int tfs_writer_new(const struct tfs_writer_opts *opts, struct tfs_writer **out);
+/** Free a writer and its streams without saving. Accepts NULL. */
+void tfs_writer_free(struct tfs_writer *w);
+
+/**
+ * Declare an event kind; the description is copied.
+ * @param kind_out  the kind's id, used in tfs_wstream_append()
+ * @return 0, -EINVAL (too many args, STR type without STR encoding, bad enum, name too
+ *         long or with a NUL) or -ENOMEM
+ */
+int tfs_writer_add_kind(struct tfs_writer *w, const struct tfs_kind_desc *kind,
+			uint32_t *kind_out);
+
+/** Set a metadata string (program, cmdline, host...). Replaces. @return 0 or -ENOMEM */
+int tfs_writer_set_meta(struct tfs_writer *w, const char *key, const char *value);
+
+/**
+ * Open the stream of (@rank, @thread). The stream belongs to the writer.
+ * Not thread-safe against other writer calls; afterwards each stream may be appended to
+ * by one thread while other threads append to other streams.
+ * @return 0, -EEXIST (that stream exists) or -ENOMEM
+ */
+int tfs_writer_stream_new(struct tfs_writer *w, uint32_t rank, uint32_t thread,
+			  struct tfs_wstream **out);
+
+/**
+ * Append one event. @args holds exactly the kind's n_args values. Times are in
+ * nanoseconds from any fixed origin (the trace's start is customary).
+ * @return 0, -EINVAL (unknown kind, string too long) or -ENOMEM (event not added)
+ */
+int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uint64_t dur_ns,
+		       const union tfs_arg *args);
+
+/** Events appended to @s so far. */
+uint64_t tfs_wstream_n_events(const struct tfs_wstream *s);
+
+/**
+ * Record a phase: events [@first_event, @first_event + @n_events) of stream (rank, thread).
+ * @return 0, -ENOENT (no such stream), -EINVAL (range past the stream's end) or -ENOMEM
+ */
+int tfs_writer_add_phase(struct tfs_writer *w, const char *name, uint32_t rank,
+			 uint32_t thread, uint64_t first_event, uint64_t n_events);
+
+/**
+ * Write the trace to @path (a temporary file renamed into place, so a reader never sees a
+ * partial trace). Call once: afterwards the writer can only be freed.
+ * @return 0, -EALREADY (saved before), -errno from the file system or -ENOMEM (the sticky
+ *         error of a stream whose append failed half-way included)
+ */
+int tfs_writer_save(struct tfs_writer *w, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,550 @@
+/*
+ * End-to-end codec tests: traces written through the writer API and read back through the
+ * reader API. Events must come back exactly, views must have the documented form, golden
+ * traces must keep rendering the same bytes, and damaged traces must be refused.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tfs/reader.h"
+#include "tfs/writer.h"
+#include "tracegen.h"
+
+#ifndef TFS_TEST_DATA
+#define TFS_TEST_DATA "tests/data"
+#endif
+
+static char tmp_path[64];
+
+static int setup(void **state)
+{
+	snprintf(tmp_path, sizeof(tmp_path), "/tmp/tfs-test-%d.trace", (int)getpid());
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	unlink(tmp_path);
+	return 0;
+}
+
+/* Write @n_streams generated streams with @opts; returns them in @out. */
+static void write_trace(const struct tfs_writer_opts *opts, struct tg_stream *out,
+			uint32_t n_streams, uint64_t n, int regular, uint64_t seed)
+{
+	struct tfs_writer *w;
+
+	assert_int_equal(tfs_writer_new(opts, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tfs_writer_set_meta(w, "program", "unit-test"), 0);
+	for (uint32_t i = 0; i < n_streams; i++) {
+		out[i].rank = i / 2;
+		out[i].thread = i % 2;
+		assert_int_equal(tg_fill(&out[i], n, regular, seed + i), 0);
+		assert_int_equal(tg_write(w, &out[i]), 0);
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+}
+
+static void check_events(struct tfs_trace *t, const struct tg_stream *s, int timing,
+			 double rel_err)
+{
+	struct tfs_cursor *c;
+	uint32_t idx;
+
+	assert_int_equal(tfs_trace_find_stream(t, s->rank, s->thread, &idx), 0);
+	assert_int_equal(tfs_cursor_new(t, idx, TFS_VIEW_TEXT, 0, s->n, &c), 0);
+	for (uint64_t i = 0; i < s->n; i++) {
+		const struct tg_event *e = &s->ev[i];
+		struct tfs_event ev;
+
+		assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
+		assert_int_equal(ev.kind, e->kind);
+		assert_int_equal(ev.n_args, e->n_args);
+		if (timing == TFS_TIMING_LOSSLESS) {
+			assert_true(ev.ts_ns == e->ts && ev.dur_ns == e->dur);
+		} else if (timing == TFS_TIMING_LOSSY) {
+			assert_true(fabs((double)ev.dur_ns - (double)e->dur) <=
+				    rel_err * (double)e->dur + 1);
+		} else {
+			assert_true(ev.ts_ns == 0 && ev.dur_ns == 0);
+		}
+		for (uint32_t a = 0; a < e->n_args; a++) {
+			if (e->kind == TG_ZONE)
+				assert_string_equal(ev.args[a].s, e->args[a].s);
+			else
+				assert_true(ev.args[a].u == e->args[a].u);
+		}
+	}
+	assert_int_equal(tfs_cursor_event(c, s->n, &(struct tfs_event){0}, NULL), -EINVAL);
+	tfs_cursor_free(c);
+}
+
+static void round_trip(int timing, double rel_err, int regular)
+{
+	struct tfs_writer_opts o = {.timing = timing, .rel_err = rel_err};
+	uint64_t seed = tu_seed("round_trip");
+	struct tg_stream s[4];
+	struct tfs_trace *t;
+	struct tfs_trace_info info;
+	struct tfs_diag d;
+
+	write_trace(&o, s, 4, 20000, regular, seed);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), 0);
+	tfs_trace_get_info(t, &info);
+	assert_int_equal(info.n_streams, 4);
+	assert_int_equal(info.n_ranks, 2);
+	assert_int_equal(info.timing, timing);
+	assert_true(info.n_events == 80000);
+	assert_string_equal(tfs_trace_meta(t, "program"), "unit-test");
+	for (int i = 0; i < 4; i++)
+		check_events(t, &s[i], timing, rel_err);
+	assert_int_equal(tfs_trace_verify(t, &d), 0);
+	tfs_trace_close(t);
+	for (int i = 0; i < 4; i++)
+		tg_free(&s[i]);
+}
+
+static void test_trace_lossless_round_trip_regular(void **state)
+{
+	round_trip(TFS_TIMING_LOSSLESS, 0, 1);
+}
+
+static void test_trace_lossless_round_trip_irregular(void **state)
+{
+	round_trip(TFS_TIMING_LOSSLESS, 0, 0);
+}
+
+static void test_trace_lossy_round_trip_within_bound(void **state)
+{
+	round_trip(TFS_TIMING_LOSSY, 0.1, 0);
+}
+
+static void test_trace_untimed_round_trip(void **state)
+{
+	round_trip(TFS_TIMING_NONE, 0, 1);
+}
+
+/* Read a whole view through the cursor in odd-sized chunks. */
+static char *read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t first,
+		       uint64_t n, uint64_t *size)
+{
+	struct tfs_cursor *c;
+	char *buf;
+	uint64_t off = 0;
+
+	assert_int_equal(tfs_cursor_new(t, stream, view, first, n, &c), 0);
+	*size = tfs_cursor_size(c);
+	buf = malloc(*size + 1);
+	assert_non_null(buf);
+	while (off < *size) {
+		ssize_t got = tfs_cursor_pread(c, buf + off, 777, off, NULL);
+
+		assert_true(got > 0);
+		off += (uint64_t)got;
+	}
+	assert_int_equal(tfs_cursor_pread(c, buf, 10, *size, NULL), 0);
+	buf[*size] = 0;
+	tfs_cursor_free(c);
+	return buf;
+}
+
+/* Start of line @k (0-based) of @text. */
+static const char *line_start(const char *text, int k)
+{
+	while (k--)
+		text = strchr(text, '\n') + 1;
+	return text;
+}
+
+/* Expected bytes written by hand from FORMAT.md §9, not by the code under test. */
+static void test_trace_views_match_hand_written_lines(void **state)
+{
+	static const char expect_text[] =
+		"0.000001000 100 T0 pwrite(fd=file#3, count=4096, offset=0) = 4096   \n"
+		"0.000002000  50 T0 zone(name=\"init\")\n"
+		"0.000003500 100 T0 pwrite(fd=file#3, count=4096, offset=4096) = 17  \n"
+		"0.000004000   7 T0 send(dest=1, tag=-7, bytes=2)\n"
+		"0.000005000   7 T0 malloc(size=64) = 0x7f00       \n"
+		"0.000006000   7 T0 malloc(size=1000000) = 0xabcdef\n";
+	static const char expect_json[] =
+		"{\"ts\":1000,\"dur\":100,\"thread\":0,\"name\":\"pwrite\",\"args\":{\"fd\":3,"
+		"\"count\":4096,\"offset\":0,\"ret\":4096}}   \n"
+		"{\"ts\":2000,\"dur\":50,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"init\"}}"
+		" \n"
+		"{\"ts\":3500,\"dur\":100,\"thread\":0,\"name\":\"pwrite\",\"args\":{\"fd\":3,"
+		"\"count\":4096,\"offset\":4096,\"ret\":17}}  \n"
+		"{\"ts\":4000,\"dur\":7,\"thread\":0,\"name\":\"send\",\"args\":{\"dest\":1,"
+		"\"tag\":-7,\"bytes\":2}}  \n"
+		"{\"ts\":5000,\"dur\":7,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
+		"\"ptr\":\"0x7f00\"}}         \n"
+		"{\"ts\":6000,\"dur\":7,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":1000000,"
+		"\"ptr\":\"0xabcdef\"}}  \n";
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	struct tfs_trace *t;
+	uint64_t size;
+	char *got;
+	union tfs_arg a[4];
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	a[0].u = 3, a[1].u = 4096, a[2].u = 0, a[3].i = 4096;
+	assert_int_equal(tfs_wstream_append(s, TG_PWRITE, 1000, 100, a), 0);
+	a[0].s = "init";
+	assert_int_equal(tfs_wstream_append(s, TG_ZONE, 2000, 50, a), 0);
+	a[0].u = 3, a[1].u = 4096, a[2].u = 4096, a[3].i = 17;
+	assert_int_equal(tfs_wstream_append(s, TG_PWRITE, 3500, 100, a), 0);
+	a[0].i = 1, a[1].i = -7, a[2].u = 2;
+	assert_int_equal(tfs_wstream_append(s, TG_SEND, 4000, 7, a), 0);
+	a[0].u = 64, a[1].u = 0x7f00;
+	assert_int_equal(tfs_wstream_append(s, TG_MALLOC, 5000, 7, a), 0);
+	a[0].u = 1000000, a[1].u = 0xabcdef;
+	assert_int_equal(tfs_wstream_append(s, TG_MALLOC, 6000, 7, a), 0);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	got = read_view(t, 0, TFS_VIEW_TEXT, 0, 6, &size);
+	assert_string_equal(got, expect_text);
+	free(got);
+	got = read_view(t, 0, TFS_VIEW_JSONL, 0, 6, &size);
+	assert_string_equal(got, expect_json);
+	free(got);
+	got = read_view(t, 0, TFS_VIEW_TEXT, 2, 2, &size);
+	assert_int_equal(size, line_start(expect_text, 4) - line_start(expect_text, 2));
+	assert_memory_equal(got, line_start(expect_text, 2), size);
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_trace_identical_streams_stored_once(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct tg_stream s[6];
+	struct tfs_trace *t;
+	struct tfs_stream_info si;
+	struct tfs_trace_info info;
+	struct tfs_writer *w;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	for (uint32_t i = 0; i < 6; i++) {
+		s[i].rank = 0;
+		s[i].thread = i;
+		assert_int_equal(tg_fill(&s[i], 5000, 1, 42), 0);
+		assert_int_equal(tg_write(w, &s[i]), 0);
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	/* 5 fixed sections + one grammar and one values section shared by all six */
+	assert_int_equal(info.n_sections, 7);
+	for (uint32_t i = 0; i < 6; i++) {
+		assert_int_equal(tfs_trace_stream(t, i, &si), 0);
+		assert_int_equal(si.same_as, 0);
+		check_events(t, &s[i], TFS_TIMING_NONE, 0);
+		tg_free(&s[i]);
+	}
+	tfs_trace_close(t);
+}
+
+static void test_trace_grammar_blocks_read_as_one_stream(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .grammar_budget = 4096};
+	uint64_t seed = tu_seed(__func__);
+	struct tg_stream s[1];
+	struct tfs_stream_info si;
+	struct tfs_trace *t;
+
+	write_trace(&o, s, 1, 30000, 0, seed);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_stream(t, 0, &si), 0);
+	assert_true(si.n_blocks > 3);
+	check_events(t, &s[0], TFS_TIMING_LOSSLESS, 0);
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	tfs_trace_close(t);
+	tg_free(&s[0]);
+}
+
+static void test_trace_phase_views_are_slices(void **state)
+{
+	struct tfs_writer *w;
+	struct tg_stream s = {.rank = 0, .thread = 0};
+	struct tfs_phase_info pi;
+	struct tfs_trace *t;
+	uint64_t full_size, size, off;
+	char *full, *part;
+	struct tfs_cursor *c;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tg_fill(&s, 1000, 1, 7), 0);
+	assert_int_equal(tg_write(w, &s), 0);
+	assert_int_equal(tfs_writer_add_phase(w, "solve", 0, 0, 100, 333), 0);
+	assert_int_equal(tfs_writer_add_phase(w, "bad", 0, 0, 900, 101), -EINVAL);
+	assert_int_equal(tfs_writer_add_phase(w, "bad", 0, 9, 0, 1), -ENOENT);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_phase(t, 0, &pi), 0);
+	assert_string_equal(pi.name, "solve");
+	assert_true(pi.first_event == 100 && pi.n_events == 333);
+	assert_int_equal(tfs_trace_phase(t, 1, &pi), -ENOENT);
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		full = read_view(t, 0, v, 0, 1000, &full_size);
+		part = read_view(t, 0, v, 100, 333, &size);
+		assert_int_equal(tfs_cursor_new(t, 0, v, 0, 1000, &c), 0);
+		assert_int_equal(tfs_cursor_event_offset(c, 100, &off), 0);
+		tfs_cursor_free(c);
+		assert_memory_equal(part, full + off, size);
+		assert_true(off == 0 || full[off - 1] == '\n');
+		assert_true(part[size - 1] == '\n');
+		free(full);
+		free(part);
+	}
+	tfs_trace_close(t);
+	tg_free(&s);
+}
+
+static void test_trace_writer_rejects_bad_input(void **state)
+{
+	struct tfs_writer_opts bad = {.timing = TFS_TIMING_LOSSY, .rel_err = 1.5};
+	struct tfs_arg_desc str_as_val = {.name = "s", .type = TFS_TYPE_STR,
+					  .enc = TFS_ENC_VAL};
+	struct tfs_kind_desc k = {"k", "c", 1, &str_as_val};
+	struct tfs_writer *w;
+	struct tfs_wstream *s, *dup;
+	uint32_t id;
+
+	assert_int_equal(tfs_writer_new(&bad, &w), -EINVAL);
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &k, &id), -EINVAL);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &dup), -EEXIST);
+	assert_int_equal(tfs_wstream_append(s, 99, 0, 0, NULL), -EINVAL);
+	assert_int_equal(tfs_writer_save(w, "/nonexistent-dir/x.trace"), -ENOENT);
+	tfs_writer_free(w);
+}
+
+static void test_trace_open_refuses_non_traces(void **state)
+{
+	struct tfs_trace *t;
+	struct tfs_diag d;
+	FILE *f = fopen(tmp_path, "w");
+
+	assert_non_null(f);
+	fputs("this is not a trace, just some text that is long enough\n", f);
+	fclose(f);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -TFS_EFORMAT);
+	assert_string_equal(d.section, "header");
+	assert_int_equal(tfs_trace_open("/nonexistent", &t, &d), -ENOENT);
+	assert_int_equal(tfs_trace_open("/tmp", &t, &d), -EISDIR);
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p;
+	long len;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	len = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	p = malloc((size_t)len + 1);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	*n = (size_t)len;
+	return p;
+}
+
+static void spit(const char *path, const uint8_t *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(p, 1, n, f), n);
+	fclose(f);
+}
+
+/* Opening and verifying @bytes must fail cleanly with a diagnostic. */
+static void expect_refused(const uint8_t *bytes, size_t n, const char *what, size_t at)
+{
+	struct tfs_trace *t;
+	struct tfs_diag d;
+	int rc;
+
+	spit(tmp_path, bytes, n);
+	rc = tfs_trace_open(tmp_path, &t, &d);
+	if (rc == 0) {
+		rc = tfs_trace_verify(t, &d);
+		tfs_trace_close(t);
+	}
+	if (rc != -TFS_ECORRUPT && rc != -TFS_EFORMAT)
+		fail_msg("%s at %zu: rc=%d, expected a refusal", what, at, rc);
+	if (!d.reason[0] || !d.section[0])
+		fail_msg("%s at %zu: no diagnostic", what, at);
+}
+
+static const char *golden(const char *name, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/golden/%s", TFS_TEST_DATA, name);
+	return buf;
+}
+
+/* The committed golden trace still opens and renders the committed bytes. */
+static void test_trace_golden_renders_committed_text(void **state)
+{
+	char p1[512], p2[512];
+	struct tfs_trace *t;
+	uint64_t size;
+	size_t n;
+	char *got;
+	uint8_t *want;
+
+	assert_int_equal(tfs_trace_open(golden("small.trace", p1, sizeof(p1)), &t, NULL), 0);
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	got = read_view(t, 0, TFS_VIEW_TEXT, 0, 2 * 7 + 3, &size);
+	want = slurp(golden("small.txt", p2, sizeof(p2)), &n);
+	assert_int_equal(size, n);
+	assert_memory_equal(got, want, n);
+	free(got);
+	free(want);
+	tfs_trace_close(t);
+}
+
+static void test_trace_golden_every_truncation_refused(void **state)
+{
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("small.trace", p, sizeof(p)), &n);
+
+	for (size_t len = 0; len < n; len++)
+		expect_refused(g, len, "truncation", len);
+	free(g);
+}
+
+static void test_trace_golden_every_bit_flip_refused(void **state)
+{
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("small.trace", p, sizeof(p)), &n);
+
+	for (size_t i = 0; i < n * 8; i++) {
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+		expect_refused(g, n, "bit flip", i);
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	free(g);
+}
+
+/* Every allocation of write + save + open + full read fails in turn: clean errors only. */
+static void test_trace_allocation_failures_are_clean(void **state)
+{
+	struct tg_stream s = {.rank = 1, .thread = 2};
+	long reached = 0;
+
+	assert_int_equal(tg_fill(&s, 3000, 0, 99), 0);
+	for (long k = 0;; k++) {
+		struct tfs_writer *w = NULL;
+		struct tfs_trace *t = NULL;
+		int rc;
+
+		fa_arm(k);
+		rc = tfs_writer_new(NULL, &w);
+		if (rc == 0)
+			rc = tg_declare(w);
+		if (rc == 0)
+			rc = tg_write(w, &s);
+		if (rc == 0)
+			rc = tfs_writer_save(w, tmp_path);
+		tfs_writer_free(w);
+		if (rc == 0)
+			rc = tfs_trace_open(tmp_path, &t, NULL);
+		if (rc == 0)
+			rc = tfs_trace_verify(t, NULL);
+		tfs_trace_close(t);
+		reached = fa_count();
+		fa_disarm();
+		if (rc == 0)
+			break;
+		assert_int_equal(rc, -ENOMEM);
+		unlink(tmp_path);
+	}
+	assert_true(reached > 10);
+	tg_free(&s);
+}
+
+/* Regenerates tests/data/golden when TFS_WRITE_GOLDEN names that directory. */
+static void write_golden(const char *dir)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS};
+	struct tg_stream s[2];
+	struct tfs_writer *w;
+	struct tfs_trace *t;
+	char p[512];
+	char *txt;
+	uint64_t size;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	for (uint32_t i = 0; i < 2; i++) {
+		s[i].rank = i;
+		s[i].thread = 0;
+		assert_int_equal(tg_fill(&s[i], 2 * 7 + 3, 1, 5), 0);
+		assert_int_equal(tg_write(w, &s[i]), 0);
+		tg_free(&s[i]);
+	}
+	assert_int_equal(tfs_writer_add_phase(w, "init", 0, 0, 0, 7), 0);
+	snprintf(p, sizeof(p), "%s/small.trace", dir);
+	assert_int_equal(tfs_writer_save(w, p), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(p, &t, NULL), 0);
+	txt = read_view(t, 0, TFS_VIEW_TEXT, 0, 2 * 7 + 3, &size);
+	snprintf(p, sizeof(p), "%s/small.txt", dir);
+	spit(p, (uint8_t *)txt, size);
+	free(txt);
+	tfs_trace_close(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_trace_lossless_round_trip_regular),
+		cmocka_unit_test(test_trace_lossless_round_trip_irregular),
+		cmocka_unit_test(test_trace_lossy_round_trip_within_bound),
+		cmocka_unit_test(test_trace_untimed_round_trip),
+		cmocka_unit_test(test_trace_views_match_hand_written_lines),
+		cmocka_unit_test(test_trace_identical_streams_stored_once),
+		cmocka_unit_test(test_trace_grammar_blocks_read_as_one_stream),
+		cmocka_unit_test(test_trace_phase_views_are_slices),
+		cmocka_unit_test(test_trace_writer_rejects_bad_input),
+		cmocka_unit_test(test_trace_open_refuses_non_traces),
+		cmocka_unit_test(test_trace_golden_renders_committed_text),
+		cmocka_unit_test(test_trace_golden_every_truncation_refused),
+		cmocka_unit_test(test_trace_golden_every_bit_flip_refused),
+		cmocka_unit_test(test_trace_allocation_failures_are_clean),
+	};
+
+	if (getenv("TFS_WRITE_GOLDEN")) {
+		setup(NULL);
+		write_golden(getenv("TFS_WRITE_GOLDEN"));
+		return 0;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
