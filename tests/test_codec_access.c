@@ -1,0 +1,207 @@
+/*
+ * Random access: reads at random byte offsets and event indices of every view must equal
+ * the same slice of a full sequential read, for a large trace with many grammar blocks and
+ * value blocks, from several threads at once.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tfs/reader.h"
+#include "tfs/writer.h"
+#include "tracegen.h"
+
+#define N_EVENTS 1000000
+
+struct fixture {
+	char path[64];
+	struct tfs_trace *t;
+	char *full[TFS_VIEW_COUNT];
+	uint64_t size[TFS_VIEW_COUNT];
+	uint64_t seed;
+};
+
+static struct fixture fx;
+
+static int setup(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .grammar_budget = 1 << 16};
+	struct tg_stream s = {.rank = 0, .thread = 0};
+	struct tfs_writer *w;
+	struct tfs_cursor *c;
+
+	fx.seed = tu_seed("access");
+	snprintf(fx.path, sizeof(fx.path), "/tmp/tfs-access-%d.trace", (int)getpid());
+	/* irregular stretches inside regular loops: many rules, several grammar blocks */
+	if (tfs_writer_new(&o, &w) || tg_declare(w) || tg_fill(&s, N_EVENTS, 1, fx.seed))
+		return -1;
+	for (uint64_t i = 0; i < N_EVENTS; i += 1000 + i % 777)
+		s.ev[i].args[0].u = fx.seed % 1000 + i; /* perturb a signature now and then */
+	if (tg_write(w, &s) || tfs_writer_save(w, fx.path))
+		return -1;
+	tfs_writer_free(w);
+	tg_free(&s);
+	if (tfs_trace_open(fx.path, &fx.t, NULL))
+		return -1;
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		uint64_t off = 0;
+
+		if (tfs_cursor_new(fx.t, 0, v, 0, N_EVENTS, &c))
+			return -1;
+		fx.size[v] = tfs_cursor_size(c);
+		fx.full[v] = malloc(fx.size[v]);
+		while (off < fx.size[v]) {
+			ssize_t got = tfs_cursor_pread(c, fx.full[v] + off, 1 << 20, off, NULL);
+
+			if (got <= 0)
+				return -1;
+			off += (uint64_t)got;
+		}
+		tfs_cursor_free(c);
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		free(fx.full[v]);
+	tfs_trace_close(fx.t);
+	unlink(fx.path);
+	return 0;
+}
+
+static void test_access_trace_has_many_blocks(void **state)
+{
+	struct tfs_stream_info si;
+
+	assert_int_equal(tfs_trace_stream(fx.t, 0, &si), 0);
+	assert_true(si.n_blocks >= 2);
+	assert_true(si.n_events == N_EVENTS);
+	/* every line ends in a newline: the sizes are sums of whole lines */
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		assert_true(fx.full[v][fx.size[v] - 1] == '\n');
+}
+
+/* Random (offset, length) reads with a fresh cursor each time or a reused one. */
+static void random_reads(uint64_t seed, int n, int view)
+{
+	struct tfs_cursor *c;
+	char buf[9000];
+
+	assert_int_equal(tfs_cursor_new(fx.t, 0, view, 0, N_EVENTS, &c), 0);
+	for (int i = 0; i < n; i++) {
+		uint64_t size = fx.size[view];
+		uint64_t off = i == 0 ? size - 1 : i == 1 ? size : i == 2 ? size + 5 : 
+			       tu_below(&seed, size);
+		size_t len = 1 + (size_t)tu_below(&seed, sizeof(buf));
+		size_t want = off >= size ? 0 : (size - off < len ? (size_t)(size - off) : len);
+		ssize_t got = tfs_cursor_pread(c, buf, len, off, NULL);
+
+		if (got != (ssize_t)want)
+			fail_msg("view %d off %llu len %zu: got %zd want %zu", view,
+				 (unsigned long long)off, len, got, want);
+		if (memcmp(buf, fx.full[view] + off, want) != 0)
+			fail_msg("view %d off %llu len %zu: bytes differ (seed %llu)", view,
+				 (unsigned long long)off, len, (unsigned long long)seed);
+	}
+	tfs_cursor_free(c);
+}
+
+static void test_access_random_offsets_equal_full_read(void **state)
+{
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		random_reads(fx.seed + (uint64_t)v, 3000, v);
+}
+
+static void test_access_event_offsets_are_line_starts(void **state)
+{
+	uint64_t seed = fx.seed ^ 0x55;
+	struct tfs_cursor *c;
+
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		assert_int_equal(tfs_cursor_new(fx.t, 0, v, 0, N_EVENTS, &c), 0);
+		for (int i = 0; i < 2000; i++) {
+			uint64_t idx = i == 0 ? N_EVENTS - 1 : tu_below(&seed, N_EVENTS);
+			uint64_t off, next;
+
+			assert_int_equal(tfs_cursor_event_offset(c, idx, &off), 0);
+			assert_int_equal(tfs_cursor_event_offset(c, idx + 1, &next), 0);
+			assert_true(off < next && next <= fx.size[v]);
+			assert_true(off == 0 || fx.full[v][off - 1] == '\n');
+			assert_true(fx.full[v][next - 1] == '\n');
+			assert_null(memchr(fx.full[v] + off, '\n', next - off - 1));
+		}
+		assert_int_equal(tfs_cursor_event_offset(c, N_EVENTS + 1, &(uint64_t){0}),
+				 -EINVAL);
+		tfs_cursor_free(c);
+	}
+}
+
+static void test_access_sub_ranges_are_slices(void **state)
+{
+	uint64_t seed = fx.seed ^ 0x77;
+
+	for (int i = 0; i < 200; i++) {
+		uint64_t first = tu_below(&seed, N_EVENTS), n = tu_below(&seed, N_EVENTS - first + 1);
+		int v = i % TFS_VIEW_COUNT;
+		struct tfs_cursor *whole, *part;
+		uint64_t off, end;
+		char buf[512];
+
+		assert_int_equal(tfs_cursor_new(fx.t, 0, v, 0, N_EVENTS, &whole), 0);
+		assert_int_equal(tfs_cursor_event_offset(whole, first, &off), 0);
+		assert_int_equal(tfs_cursor_event_offset(whole, first + n, &end), 0);
+		assert_int_equal(tfs_cursor_new(fx.t, 0, v, first, n, &part), 0);
+		assert_true(tfs_cursor_size(part) == end - off);
+		if (n) {
+			uint64_t at = tu_below(&seed, end - off);
+			ssize_t got = tfs_cursor_pread(part, buf, sizeof(buf), at, NULL);
+
+			assert_true(got > 0);
+			assert_memory_equal(buf, fx.full[v] + off + at, (size_t)got);
+		}
+		tfs_cursor_free(part);
+		tfs_cursor_free(whole);
+	}
+}
+
+static void *reader_thread(void *arg)
+{
+	uint64_t seed = (uint64_t)(uintptr_t)arg;
+
+	random_reads(seed, 500, (int)(seed % TFS_VIEW_COUNT));
+	return NULL;
+}
+
+static void test_access_concurrent_cursors_agree(void **state)
+{
+	pthread_t th[8];
+
+	for (uintptr_t i = 0; i < 8; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, reader_thread,
+						(void *)(uintptr_t)(fx.seed + i)), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_access_trace_has_many_blocks),
+		cmocka_unit_test(test_access_random_offsets_equal_full_read),
+		cmocka_unit_test(test_access_event_offsets_are_line_starts),
+		cmocka_unit_test(test_access_sub_ranges_are_slices),
+		cmocka_unit_test(test_access_concurrent_cursors_agree),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
