@@ -190,8 +190,8 @@ static int parse_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s
 			       (unsigned long long)f[0], (unsigned long long)f[1]);
 	if (f[2] > GRAM_MAX_EVENTS)
 		return rd_fail(r, "stream of %llu events", (unsigned long long)f[2]);
-	if (f[3] >= t->cf.n || t->cf.ents[f[3]].type != SEC_GRAMMAR || f[4] >= t->cf.n ||
-	    t->cf.ents[f[4]].type != SEC_VALUES)
+	if (f[3] >= t->cf.n || t->cf.ents[f[3]].type != SEC_GRAMMAR || f[4] > t->cf.n ||
+	    (f[4] < t->cf.n && t->cf.ents[f[4]].type != SEC_VALUES))
 		return rd_fail(r, "stream refers to sections %llu/%llu of the wrong type",
 			       (unsigned long long)f[3], (unsigned long long)f[4]);
 	s->rank = (uint32_t)f[0];
@@ -414,16 +414,45 @@ static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
 	return rc;
 }
 
+/* A stream without a values section may not need one (FORMAT.md §8). */
+static int check_no_values(const struct tfs_trace *t, const struct tstream *s,
+			   struct tfs_diag *diag)
+{
+	const struct gsec *g = &t->gsecs[s->gsec];
+
+	for (uint32_t b = 0; b < g->n_blocks; b++) {
+		const struct tfs_grammar *gr = &g->blocks[b];
+
+		for (uint64_t i = 0; i < gr->n_elems; i++) {
+			const struct gram_elem *e = &gr->elems[i];
+
+			if (t->timing == TFS_TIMING_NONE && (e->is_rule || !t->term_nvals[e->id]))
+				continue;
+			return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[g->sec].off, "streams",
+					"stream of rank %u thread %u lacks its values section",
+					s->rank, s->thread);
+		}
+	}
+	return 0;
+}
+
 static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 {
 	for (uint32_t i = 0; i < t->n_streams; i++) {
 		struct tstream *s = &t->streams[i];
-		const struct sec_entry *e = &t->cf.ents[s->vsec_idx];
+		const struct sec_entry *e;
 		const uint8_t *data;
 		uint8_t *owned;
 		size_t len;
 		int rc;
 
+		if (s->vsec_idx == t->cf.n) {
+			rc = check_no_values(t, s, diag);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		e = &t->cf.ents[s->vsec_idx];
 		if (e->codec != 0)
 			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
 					"values section must be stored raw");
@@ -680,7 +709,7 @@ int tfs_trace_stream(const struct tfs_trace *t, uint32_t idx, struct tfs_stream_
 	info->height = g->height;
 	info->same_as = s->same_as;
 	info->grammar_bytes = t->cf.ents[g->sec].stored;
-	info->values_bytes = t->cf.ents[s->vsec_idx].stored;
+	info->values_bytes = s->vsec_idx < t->cf.n ? t->cf.ents[s->vsec_idx].stored : 0;
 	return 0;
 }
 

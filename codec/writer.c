@@ -374,3 +374,44 @@ int tfs_writer_add_phase(struct tfs_writer *w, const char *name, uint32_t rank,
 	return -ENOENT;
 }
 
+
+bool wstream_has_values(const struct tfs_wstream *s)
+{
+	if (s->w->opts.timing != TFS_TIMING_NONE)
+		return true;
+	for (uint32_t t = 0; t < s->sigs.n; t++)
+		if (s->w->schema.kinds[s->term_kind[t]].n_vals)
+			return true;
+	return false;
+}
+
+int wstream_import_block(struct tfs_wstream *s, const uint8_t *block, size_t len)
+{
+	struct tfs_grammar g;
+	struct tfs_rd r;
+	uint64_t total;
+	int rc;
+
+	if (s->err)
+		return s->err;
+	if (wstream_has_values(s))
+		return -EINVAL;
+	rd_init(&r, block, len, 0, "grammar", NULL);
+	rc = grammar_parse(&r, s->sigs.n, &g);
+	if (rc < 0)
+		return rc == -ENOMEM ? rc : -EINVAL;
+	if (rd_left(&r) || !add_u64(s->n_events, g.n_events, &total) || total > GRAM_MAX_EVENTS)
+		rc = -EINVAL;
+	if (rc == 0 && gbuild_n_events(s->gb))
+		rc = flush_block(s);
+	if (rc == 0)
+		rc = buf_put_varint(&s->blocks, g.n_events);
+	if (rc == 0)
+		rc = buf_put(&s->blocks, block, len);
+	if (rc == 0) {
+		s->n_blocks++;
+		s->n_events = total;
+	}
+	grammar_fini(&g);
+	return rc;
+}

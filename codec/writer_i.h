@@ -50,4 +50,14 @@ struct tfs_writer {
 	bool saved;
 };
 
+/*
+ * Append a whole §6 grammar block whose terminals are @s's local terminal ids (obtained by
+ * appending each distinct event once), as merging traces and synthetic benchmarks do.
+ * Only for streams without per-occurrence data: timing none and no VAL argument in any of
+ * the block's terminals. @return 0, -EINVAL (block invalid or needs values) or -ENOMEM
+ */
+int wstream_import_block(struct tfs_wstream *s, const uint8_t *block, size_t len);
+/* Whether @s needs a values section (FORMAT.md §8). */
+bool wstream_has_values(const struct tfs_wstream *s);
+
 #endif

@@ -25,7 +25,8 @@ struct merge {
 	struct tfs_buf scratch;
 	struct tfs_buf *gram, *vals; /* per stream payloads */
 	uint32_t *same_as;	/* per stream: first stream with identical payloads */
-	uint32_t *sec_of;	/* per stream: section index of its grammar (values follow) */
+	uint32_t *sec_of;	/* per stream: section index of its grammar */
+	uint32_t *vsec_of;	/* per stream: section index of its values, or the section count */
 };
 
 static void merge_fini(struct merge *m, uint32_t n_streams)
@@ -46,6 +47,7 @@ static void merge_fini(struct merge *m, uint32_t n_streams)
 	free(m->vals);
 	free(m->same_as);
 	free(m->sec_of);
+	free(m->vsec_of);
 }
 
 static int reserve_global(struct merge *m, uint32_t need)
@@ -214,7 +216,8 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 	m->vals = calloc(n, sizeof(*m->vals));
 	m->same_as = calloc(n, sizeof(*m->same_as));
 	m->sec_of = calloc(n, sizeof(*m->sec_of));
-	if (!m->gram || !m->vals || !m->same_as || !m->sec_of)
+	m->vsec_of = calloc(n, sizeof(*m->vsec_of));
+	if (!m->gram || !m->vals || !m->same_as || !m->sec_of || !m->vsec_of)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		struct tfs_wstream *s = w->streams[i];
@@ -228,7 +231,7 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 			rc = merge_tables(m, w, s, map);
 		if (rc == 0)
 			rc = build_grammar(s, map, &m->gram[i]);
-		if (rc == 0)
+		if (rc == 0 && wstream_has_values(s))
 			rc = venc_finish(s->venc, &m->vals[i]);
 		free(map);
 		m->same_as[i] = i;
@@ -240,12 +243,16 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 			}
 		}
 		if (m->same_as[i] == i) {
-			m->sec_of[i] = next_sec;
-			next_sec += 2;
+			m->sec_of[i] = next_sec++;
+			m->vsec_of[i] = m->vals[i].len ? next_sec++ : UINT32_MAX;
 		} else {
 			m->sec_of[i] = m->sec_of[m->same_as[i]];
+			m->vsec_of[i] = m->vsec_of[m->same_as[i]];
 		}
 	}
+	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++)
+		if (m->vsec_of[i] == UINT32_MAX)
+			m->vsec_of[i] = next_sec; /* "none": the section count */
 	return rc;
 }
 
@@ -348,7 +355,7 @@ static int build_streams(const struct merge *m, const struct tfs_writer *w, stru
 		rc = buf_put_varint(out, w->n_streams);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		const struct tfs_wstream *s = w->streams[i];
-		uint64_t f[5] = {s->rank, s->thread, s->n_events, m->sec_of[i], m->sec_of[i] + 1};
+		uint64_t f[5] = {s->rank, s->thread, s->n_events, m->sec_of[i], m->vsec_of[i]};
 
 		for (int j = 0; j < 5 && rc == 0; j++)
 			rc = buf_put_varint(out, f[j]);
@@ -416,7 +423,7 @@ static int write_sections(const struct merge *m, const struct tfs_writer *w, int
 		if (m->same_as[i] != i)
 			continue;
 		rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len, m->gram[i].len);
-		if (rc == 0)
+		if (rc == 0 && m->vals[i].len)
 			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 	}
