@@ -1,8 +1,10 @@
 /*
  * zstd compression and decompression of single frames, and the one translation of zstd
- * errors into tracefs errors. Contexts are created per call: callers that need speed keep
- * blocks large enough for that not to matter.
+ * errors into tracefs errors. Compression contexts are created per call (writers compress
+ * large blocks); each thread keeps one decompression context, because readers decompress
+ * many small value blocks and creating a context costs about as much as the block.
  */
+#include <pthread.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -32,6 +34,39 @@ int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 	return 0;
 }
 
+static pthread_key_t dctx_key;
+static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
+static int dctx_key_ok;
+
+static void dctx_free(void *p)
+{
+	ZSTD_freeDCtx(p);
+}
+
+static void dctx_key_init(void)
+{
+	dctx_key_ok = pthread_key_create(&dctx_key, dctx_free) == 0;
+}
+
+/* This thread's decompression context; NULL on ENOMEM. */
+static ZSTD_DCtx *thread_dctx(void)
+{
+	ZSTD_DCtx *d;
+
+	pthread_once(&dctx_once, dctx_key_init);
+	if (!dctx_key_ok)
+		return NULL;
+	d = pthread_getspecific(dctx_key);
+	if (d)
+		return d;
+	d = ZSTD_createDCtx();
+	if (d && pthread_setspecific(dctx_key, d) != 0) {
+		ZSTD_freeDCtx(d);
+		return NULL;
+	}
+	return d;
+}
+
 int zs_decompress(const void *src, size_t n, void *dst, size_t raw_len, uint64_t file_off,
 		  const char *section, struct tfs_diag *diag)
 {
@@ -47,11 +82,10 @@ int zs_decompress(const void *src, size_t n, void *dst, size_t raw_len, uint64_t
 	if (ZSTD_findFrameCompressedSize(src, n) != n)
 		return diag_set(diag, -TFS_ECORRUPT, file_off, section,
 				"zstd frame does not fill its %zu bytes", n);
-	dctx = ZSTD_createDCtx();
+	dctx = thread_dctx();
 	if (!dctx)
 		return -ENOMEM;
 	got = ZSTD_decompressDCtx(dctx, dst, raw_len, src, n);
-	ZSTD_freeDCtx(dctx);
 	if (ZSTD_isError(got)) {
 		if (ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation)
 			return -ENOMEM;

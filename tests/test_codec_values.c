@@ -1,0 +1,798 @@
+/*
+ * Value and timing streams (FORMAT.md §7): seeded round trips in every timing mode, the
+ * lossy error bounds, golden raw blocks written by hand from the spec, size targets for
+ * structured input, every truncation and bit flip, and allocation failure in turn.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "values_i.h"
+#include "zstd_i.h"
+#include "testutil.h"
+
+__extension__ typedef unsigned __int128 u128;
+
+#define MAX_TERMS 16
+
+/* A generated event stream: event i has terminal term[i] and fields vals[val_off[i]..]. */
+struct evset {
+	size_t n;
+	uint32_t *term;
+	uint64_t *ts, *dur;
+	uint64_t *vals;
+	size_t *val_off; /* [n + 1] */
+	size_t vals_cap;
+	uint8_t n_vals_of[MAX_TERMS];
+	uint32_t n_terms;
+};
+
+static void ev_init(struct evset *s, size_t n, uint32_t n_terms)
+{
+	memset(s, 0, sizeof(*s));
+	s->term = calloc(n, sizeof(*s->term));
+	s->ts = calloc(n, sizeof(*s->ts));
+	s->dur = calloc(n, sizeof(*s->dur));
+	s->val_off = calloc(n + 1, sizeof(*s->val_off));
+	s->vals_cap = n * 5 + 1;
+	s->vals = calloc(s->vals_cap, sizeof(*s->vals));
+	assert_non_null(s->vals);
+	s->n_terms = n_terms;
+	for (uint32_t t = 0; t < n_terms; t++)
+		s->n_vals_of[t] = (uint8_t)(t % 6);
+}
+
+static void ev_fini(struct evset *s)
+{
+	free(s->term);
+	free(s->ts);
+	free(s->dur);
+	free(s->val_off);
+	free(s->vals);
+}
+
+/* Append event s->n; its fields are left for the caller at s->vals + s->val_off[i]. */
+static uint64_t *ev_push(struct evset *s, uint32_t t, uint64_t ts, uint64_t dur)
+{
+	size_t i = s->n++;
+
+	s->term[i] = t;
+	s->ts[i] = ts;
+	s->dur[i] = dur;
+	s->val_off[i + 1] = s->val_off[i] + s->n_vals_of[t];
+	assert_true(s->val_off[i + 1] <= s->vals_cap);
+	return s->vals + s->val_off[i];
+}
+
+static void encode(const struct evset *s, const struct venc_opts *o, struct tfs_buf *out)
+{
+	struct tfs_venc *e;
+
+	assert_int_equal(venc_new(o, &e), 0);
+	for (size_t i = 0; i < s->n; i++)
+		assert_int_equal(venc_add(e, s->term[i], s->ts[i], s->dur[i],
+					  s->vals + s->val_off[i], s->n_vals_of[s->term[i]]),
+				 0);
+	assert_true(venc_n_events(e) == s->n);
+	buf_init(out);
+	assert_int_equal(venc_finish(e, out), 0);
+	venc_free(e);
+}
+
+static uint64_t umag(uint64_t d)
+{
+	return (int64_t)d < 0 ? 0 - d : d;
+}
+
+/* Check one decoded event's times against FORMAT.md §7 for the section's timing mode. */
+static void check_times(const struct tfs_vsec *v, const struct evset *s, const struct vblock *b,
+			uint32_t i)
+{
+	uint64_t k = b->first_event + i;
+	uint32_t e_fix = (uint32_t)(v->rel_err * 4294967296.0);
+
+	switch (v->timing) {
+	case VAL_TIMING_NONE:
+		assert_true(b->ts_ns[i] == 0 && b->dur_ns[i] == 0);
+		return;
+	case VAL_TIMING_LOSSLESS:
+		assert_true(b->ts_ns[i] == s->ts[k]);
+		assert_true(b->dur_ns[i] == s->dur[k]);
+		return;
+	}
+	assert_true((double)e_fix / 4294967296.0 <= v->rel_err);
+	assert_true((u128)umag(b->dur_ns[i] - s->dur[k]) << 32 <= (u128)e_fix * s->dur[k]);
+	if (i == 0) {
+		assert_true(b->ts_ns[0] == s->ts[k]);
+		return;
+	}
+	assert_true((u128)umag(b->ts_ns[i] - s->ts[k]) << 32 <=
+		    (u128)e_fix * umag(s->ts[k] - b->ts_ns[i - 1]));
+}
+
+/* Decode every block of @sec and compare with @s. */
+static void check_section(const struct tfs_buf *sec, const struct evset *s, int timing)
+{
+	struct tfs_vsec v;
+	struct vblock b;
+	struct tfs_diag d;
+
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_open(&v, sec->data, sec->len, 1000, &d), 0);
+	assert_int_equal(v.timing, timing);
+	assert_true(v.n_events == s->n);
+	vblock_init(&b);
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		uint64_t first = blk * v.block_events;
+
+		assert_int_equal(vsec_decode_block(&v, blk, s->term + first, s->n_vals_of,
+						   s->n_terms, &b, &d),
+				 0);
+		assert_true(b.first_event == first);
+		assert_int_equal(b.n_events, vsec_block_len(&v, blk));
+		for (uint32_t i = 0; i < b.n_events; i++) {
+			size_t nv = s->n_vals_of[s->term[first + i]];
+
+			assert_int_equal(b.val_off[i + 1] - b.val_off[i], nv);
+			assert_memory_equal(b.vals + b.val_off[i], s->vals + s->val_off[first + i],
+					    nv * sizeof(uint64_t));
+			check_times(&v, s, &b, i);
+		}
+	}
+	vblock_fini(&b);
+}
+
+static uint64_t pick_val(uint64_t *seed, uint64_t stride_base, uint64_t k)
+{
+	switch (tu_below(seed, 6)) {
+	case 0:
+		return 0;
+	case 1:
+		return UINT64_MAX;
+	case 2:
+		return tu_rand(seed);
+	case 3:
+		return tu_rand(seed) >> tu_below(seed, 64);
+	default:
+		return stride_base + k * 4096;
+	}
+}
+
+/* Random terminals and fields, extreme values, ts jumping backwards and wrapping. */
+static void gen_random(struct evset *s, size_t n, uint64_t *seed)
+{
+	uint64_t ts = tu_rand(seed) >> 4;
+
+	ev_init(s, n, 12);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t t = (uint32_t)tu_below(seed, s->n_terms);
+		uint64_t dur = tu_rand(seed) >> tu_below(seed, 64), *v;
+
+		switch (tu_below(seed, 8)) {
+		case 0:
+			ts = tu_rand(seed);
+			break;
+		case 1:
+			ts -= tu_below(seed, 100000);
+			break;
+		case 2:
+			ts = tu_below(seed, 2) ? 0 : UINT64_MAX;
+			dur = tu_below(seed, 2) ? 0 : UINT64_MAX;
+			break;
+		default:
+			ts += tu_below(seed, 5000);
+		}
+		v = ev_push(s, t, ts, dur);
+		for (uint32_t j = 0; j < s->n_vals_of[t]; j++)
+			v[j] = pick_val(seed, j * 1000, i);
+	}
+}
+
+/*
+ * Four interleaved calls at a jittery period with jittery durations and a strided offset;
+ * one field is random unless @tame.
+ */
+static void gen_jittery(struct evset *s, size_t n, uint64_t *seed, bool tame)
+{
+	uint64_t ts = UINT64_C(1700000000000000000), off = 0;
+
+	ev_init(s, n, 4);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t t = (uint32_t)(i % 4);
+		uint64_t *v;
+
+		ts += 1000 + tu_below(seed, 600);
+		v = ev_push(s, t, ts, 300 + tu_below(seed, 400) + 1000000 * (t == 3));
+		if (t == 1)
+			v[0] = 3;
+		if (t == 2) {
+			v[0] = off;
+			v[1] = 4096;
+			off += 4096;
+		}
+		if (t == 3) {
+			v[0] = 7;
+			v[1] = 8192;
+			v[2] = tame ? 5 : tu_below(seed, 1000);
+		}
+	}
+}
+
+static void test_values_round_trip_lossless_random(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const uint32_t block_sizes[] = {1, 7, 4096};
+	struct evset s;
+
+	gen_random(&s, 100000, &seed);
+	for (size_t k = 0; k < sizeof(block_sizes) / sizeof(block_sizes[0]); k++) {
+		struct venc_opts o = {.block_events = block_sizes[k],
+				      .timing = VAL_TIMING_LOSSLESS};
+		struct tfs_buf sec;
+
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+		buf_fini(&sec);
+	}
+	ev_fini(&s);
+}
+
+static void test_values_round_trip_lossy_random_extremes(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const double errs[] = {VAL_MIN_REL_ERR, 0.01, 0.1, 0.5, 0.999};
+	struct evset s;
+
+	gen_random(&s, 30000, &seed);
+	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
+		struct venc_opts o = {.block_events = 1000, .timing = VAL_TIMING_LOSSY,
+				      .rel_err = errs[k]};
+		struct tfs_buf sec;
+
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSY);
+		buf_fini(&sec);
+	}
+	ev_fini(&s);
+}
+
+static void test_values_lossy_bounds_hold_and_shrink_jittery_timing(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const double errs[] = {0.01, 0.1, 0.5};
+	struct venc_opts lossless = {.timing = VAL_TIMING_LOSSLESS};
+	struct tfs_buf ref;
+	struct evset s;
+
+	gen_jittery(&s, 100000, &seed, false);
+	encode(&s, &lossless, &ref);
+	check_section(&ref, &s, VAL_TIMING_LOSSLESS);
+	fprintf(stderr, "# jittery lossless: %.3f bytes/event\n", (double)ref.len / s.n);
+	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
+		struct venc_opts o = {.timing = VAL_TIMING_LOSSY, .rel_err = errs[k]};
+		struct tfs_buf sec;
+
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSY);
+		fprintf(stderr, "# jittery lossy %g: %.3f bytes/event\n", errs[k],
+			(double)sec.len / s.n);
+		assert_true(sec.len < ref.len);
+		buf_fini(&sec);
+	}
+	buf_fini(&ref);
+	ev_fini(&s);
+}
+
+static void test_values_strided_loop_is_tiny(void **state)
+{
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS};
+	struct tfs_buf sec;
+	struct evset s;
+
+	/* read(fd, off, 4096) then a 3-field compute call, like a sequential read loop */
+	ev_init(&s, 100000, 4);
+	for (size_t i = 0; i < 100000; i++) {
+		uint64_t *v;
+
+		if (i % 2 == 0) {
+			v = ev_push(&s, 3, 1000000 + i * 500, 200);
+			v[0] = 3;
+			v[1] = (i / 2) * 4096;
+			v[2] = 4096;
+		} else {
+			v = ev_push(&s, 2, 1000000 + i * 500, 50);
+			v[0] = 0x7f0000001000;
+			v[1] = 64;
+		}
+	}
+	encode(&s, &o, &sec);
+	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+	fprintf(stderr, "# strided loop: %zu bytes, %.4f bytes/event\n", sec.len,
+		(double)sec.len / s.n);
+	assert_true((double)sec.len / s.n < 0.05);
+	buf_fini(&sec);
+	ev_fini(&s);
+}
+
+static void test_values_none_stores_no_timing(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct venc_opts o = {.timing = VAL_TIMING_NONE, .rel_err = 0.3};
+	struct tfs_buf sec, ref;
+	struct evset s;
+
+	gen_jittery(&s, 100000, &seed, true);
+	encode(&s, &o, &sec);
+	check_section(&sec, &s, VAL_TIMING_NONE);
+	o.timing = VAL_TIMING_LOSSY;
+	encode(&s, &o, &ref);
+	fprintf(stderr, "# none: %.4f bytes/event (lossy 0.3: %.4f)\n", (double)sec.len / s.n,
+		(double)ref.len / s.n);
+	assert_true((double)sec.len / s.n < 0.05);
+	buf_fini(&sec);
+	buf_fini(&ref);
+	ev_fini(&s);
+}
+
+static void test_values_empty_section_is_header_only(void **state)
+{
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS};
+	struct tfs_venc *e;
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct vblock b;
+
+	assert_int_equal(venc_new(&o, &e), 0);
+	buf_init(&sec);
+	assert_int_equal(venc_finish(e, &sec), 0);
+	assert_int_equal(sec.len, 36);
+	assert_int_equal(venc_add(e, 0, 0, 0, NULL, 0), -EINVAL);
+	venc_free(e);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_true(v.n_blocks == 0 && v.n_events == 0);
+	assert_int_equal(vsec_block_len(&v, 0), 0);
+	vblock_init(&b);
+	assert_int_equal(vsec_decode_block(&v, 0, NULL, NULL, 0, &b, NULL), -EINVAL);
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+static void test_values_rejects_bad_arguments(void **state)
+{
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSY, .rel_err = 0.0};
+	const uint64_t vals[2] = {1, 2};
+	struct tfs_venc *e;
+
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	assert_null(e);
+	o.rel_err = 1.0;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.rel_err = VAL_MIN_REL_ERR / 2;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.timing = 3;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.timing = VAL_TIMING_LOSSLESS;
+	o.block_events = VAL_MAX_BLOCK_EVENTS + 1;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.block_events = 0;
+	assert_int_equal(venc_new(&o, &e), 0);
+	assert_int_equal(venc_add(e, 5, 1, 1, vals, 2), 0);
+	assert_int_equal(venc_add(e, 5, 1, 1, vals, 1), -EINVAL);
+	assert_int_equal(venc_add(e, 6, 1, 1, NULL, 1), -EINVAL);
+	assert_int_equal(venc_add(e, 6, 1, 1, vals, VAL_MAX_FIELDS + 1), -EINVAL);
+	assert_int_equal(venc_add(e, UINT32_MAX, 1, 1, vals, 0), -EINVAL);
+	assert_true(venc_n_events(e) == 1);
+	venc_free(e);
+	venc_free(NULL);
+}
+
+static void test_values_decode_rejects_inconsistent_terminals(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct venc_opts o = {.block_events = 100, .timing = VAL_TIMING_LOSSLESS};
+	struct tfs_buf sec;
+	struct tfs_diag d;
+	struct tfs_vsec v;
+	struct vblock b;
+	struct evset s;
+	uint8_t nv[MAX_TERMS];
+
+	gen_jittery(&s, 250, &seed, false);
+	encode(&s, &o, &sec);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	vblock_init(&b);
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_decode_block(&v, 1, s.term + 100, s.n_vals_of, 3, &b, &d),
+			 -TFS_ECORRUPT);
+	assert_string_equal(d.section, "values");
+	memcpy(nv, s.n_vals_of, sizeof(nv));
+	nv[2] = 1; /* one field fewer: the vals column is not consumed exactly */
+	assert_int_equal(vsec_decode_block(&v, 1, s.term + 100, nv, 4, &b, NULL), -TFS_ECORRUPT);
+	nv[2] = 3;
+	assert_int_equal(vsec_decode_block(&v, 1, s.term + 100, nv, 4, &b, NULL), -TFS_ECORRUPT);
+	nv[2] = VAL_MAX_FIELDS + 1;
+	assert_int_equal(vsec_decode_block(&v, 1, s.term + 100, nv, 4, &b, NULL), -TFS_ECORRUPT);
+	/* the same vblock still decodes correctly afterwards */
+	assert_int_equal(vsec_decode_block(&v, 2, s.term + 200, s.n_vals_of, 4, &b, NULL), 0);
+	assert_int_equal(b.n_events, 50);
+	assert_true(b.ts_ns[49] == s.ts[249]);
+	vblock_fini(&b);
+	buf_fini(&sec);
+	ev_fini(&s);
+}
+
+/*
+ * Golden lossless section, computed by hand from FORMAT.md §7: block_events 4,
+ * t0 has 2 fields (a strided offset and a constant), t1 none.
+ */
+static const uint32_t golden_terms[] = {0, 1, 0, 0, 1};
+static const uint8_t golden_nv[] = {2, 0};
+
+static void golden_events(struct tfs_venc *e)
+{
+	const uint64_t v0[] = {4096, 7}, v2[] = {8192, 7}, v3[] = {12288, 7};
+
+	assert_int_equal(venc_add(e, 0, 1000, 50, v0, 2), 0);
+	assert_int_equal(venc_add(e, 1, 1100, 10, NULL, 0), 0);
+	assert_int_equal(venc_add(e, 0, 1300, 52, v2, 2), 0);
+	assert_int_equal(venc_add(e, 0, 1500, 49, v3, 2), 0);
+	assert_int_equal(venc_add(e, 1, 1400, 10, NULL, 0), 0);
+}
+
+static void golden_section(struct tfs_buf *sec)
+{
+	struct venc_opts o = {.block_events = 4, .timing = VAL_TIMING_LOSSLESS};
+	struct tfs_venc *e;
+
+	assert_int_equal(venc_new(&o, &e), 0);
+	golden_events(e);
+	buf_init(sec);
+	assert_int_equal(venc_finish(e, sec), 0);
+	venc_free(e);
+}
+
+static void check_raw_block(const struct tfs_buf *sec, uint64_t idx, const uint8_t *want,
+			    size_t want_len)
+{
+	const uint8_t *ent = sec->data + 36 + 16 * idx;
+	uint32_t stored = le_get32(ent + 8), raw_len = le_get32(ent + 12);
+	uint8_t raw[64];
+
+	assert_int_equal(raw_len, want_len);
+	assert_true(le_get64(ent) + stored <= sec->len);
+	assert_int_equal(zs_decompress(sec->data + le_get64(ent), stored, raw, raw_len, 0, "t",
+				       NULL),
+			 0);
+	assert_memory_equal(raw, want, want_len);
+}
+
+static void test_values_golden_lossless_section(void **state)
+{
+	static const uint8_t hdr[36] = {
+		'T', 'F', 'V', '1', 1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		5,   0,	  0,   0,   0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+	};
+	static const uint8_t raw0[] = {
+		0x04, 0x07, 0x04, 0x08,			    /* 4 events, column lengths */
+		0xd0, 0x0f, 0xc8, 0x01, 0x90, 0x03, 0x00,   /* ts: 1000 anchor, 100, 200, 200-200 */
+		0x64, 0x14, 0x04, 0x05,			    /* dur: 50, 10, 52-50, 49-52 */
+		0x80, 0x40, 0x0e, 0x80, 0x40, 0x00, 0x00, 0x00, /* vals: 4096 7, +4096 0, 0 0 */
+	};
+	static const uint8_t raw1[] = {0x01, 0x02, 0x01, 0x00, 0xf0, 0x15, 0x14};
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct vblock b;
+
+	golden_section(&sec);
+	assert_memory_equal(sec.data, hdr, sizeof(hdr));
+	assert_true(le_get64(sec.data + 36) == 36 + 32);
+	assert_true(le_get64(sec.data + 52) == 36 + 32 + le_get32(sec.data + 44));
+	check_raw_block(&sec, 0, raw0, sizeof(raw0));
+	check_raw_block(&sec, 1, raw1, sizeof(raw1));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	vblock_init(&b);
+	assert_int_equal(vsec_decode_block(&v, 1, golden_terms + 4, golden_nv, 2, &b, NULL), 0);
+	assert_true(b.first_event == 4 && b.n_events == 1);
+	assert_true(b.ts_ns[0] == 1400 && b.dur_ns[0] == 10);
+	assert_int_equal(vsec_decode_block(&v, 0, golden_terms, golden_nv, 2, &b, NULL), 0);
+	assert_true(b.ts_ns[3] == 1500 && b.dur_ns[3] == 49 && b.vals[b.val_off[3]] == 12288);
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+/*
+ * Golden lossy block, rel_err 0.5 (e_fix 2^31): bins {0}, [1,2]->1, [3,8]->4, [9,26]->13,
+ * [27,80]->40 (FORMAT.md §7.5).
+ */
+static void test_values_golden_lossy_block(void **state)
+{
+	static const uint8_t raw[] = {
+		0x04, 0x05, 0x04, 0x00,		    /* 4 events, column lengths */
+		0xd0, 0x0f, 0x04, 0x00, 0x07,	    /* ts: 1000 exact, bins +2, 2-2, -2-2 */
+		0x04, 0x02, 0x05, 0x02,		    /* dur bins: 2, 3-2, 0-3, 1-0 */
+	};
+	static const uint64_t ts[] = {1000, 1008, 1010, 1000}, dur[] = {3, 26, 0, 1};
+	static const uint64_t want_ts[] = {1000, 1004, 1008, 1004}, want_dur[] = {4, 13, 0, 1};
+	static const uint32_t terms[4] = {0};
+	static const uint8_t nv[1] = {0};
+	struct venc_opts o = {.block_events = 8, .timing = VAL_TIMING_LOSSY, .rel_err = 0.5};
+	struct tfs_venc *e;
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct vblock b;
+
+	assert_int_equal(venc_new(&o, &e), 0);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(venc_add(e, 0, ts[i], dur[i], NULL, 0), 0);
+	buf_init(&sec);
+	assert_int_equal(venc_finish(e, &sec), 0);
+	venc_free(e);
+	assert_int_equal(sec.data[4], VAL_TIMING_LOSSY);
+	assert_true(le_get64(sec.data + 12) == UINT64_C(0x3fe0000000000000));
+	check_raw_block(&sec, 0, raw, sizeof(raw));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	vblock_init(&b);
+	assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, NULL), 0);
+	assert_memory_equal(b.ts_ns, want_ts, sizeof(want_ts));
+	assert_memory_equal(b.dur_ns, want_dur, sizeof(want_dur));
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+/* Open and decode every block of possibly damaged bytes. @return the first error or 0 */
+static int try_decode(const uint8_t *data, size_t len, struct vblock *b)
+{
+	static uint32_t terms[64];
+	struct tfs_diag d;
+	struct tfs_vsec v;
+	int rc;
+
+	memset(&d, 0, sizeof(d));
+	rc = vsec_open(&v, data, len, 0, &d);
+	if (rc < 0) {
+		assert_true(d.reason[0] != 0);
+		return rc;
+	}
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		uint32_t n = vsec_block_len(&v, blk);
+
+		if (n > 64)
+			return -E2BIG;
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t k = blk * v.block_events + i;
+
+			terms[i] = k < 5 ? golden_terms[k] : 0;
+		}
+		rc = vsec_decode_block(&v, blk, terms, golden_nv, 2, b, &d);
+		if (rc < 0) {
+			assert_true(d.reason[0] != 0);
+			assert_string_equal(d.section, "values");
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void test_values_every_truncation_is_corrupt(void **state)
+{
+	struct tfs_buf sec;
+	struct vblock b;
+
+	golden_section(&sec);
+	vblock_init(&b);
+	assert_int_equal(try_decode(sec.data, sec.len, &b), 0);
+	for (size_t len = 0; len < sec.len; len++) {
+		uint8_t *copy = malloc(len + 1);
+
+		memcpy(copy, sec.data, len);
+		assert_int_equal(try_decode(copy, len, &b), -TFS_ECORRUPT);
+		free(copy);
+	}
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+static void test_values_every_bit_flip_is_rejected(void **state)
+{
+	struct tfs_buf sec;
+	struct vblock b;
+
+	golden_section(&sec);
+	vblock_init(&b);
+	for (size_t bit = 0; bit < sec.len * 8; bit++) {
+		int rc;
+
+		sec.data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		rc = try_decode(sec.data, sec.len, &b);
+		if (rc == 0)
+			fprintf(stderr, "# bit %zu (byte %zu) flip accepted\n", bit, bit / 8);
+		assert_true(rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -E2BIG);
+		sec.data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+static void test_values_header_flips_report_offsets(void **state)
+{
+	struct tfs_buf sec;
+	struct tfs_diag d;
+	struct tfs_vsec v;
+
+	golden_section(&sec);
+	sec.data[3] = '2';
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_EFORMAT);
+	sec.data[3] = '1';
+	sec.data[4] = 7;
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, NULL), -TFS_EFORMAT);
+	sec.data[4] = 1;
+	sec.data[6] = 1;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_ECORRUPT);
+	assert_true(d.offset == 505);
+	sec.data[6] = 0;
+	le_put32(sec.data + 44, le_get32(sec.data + 44) + 1); /* block 0 stored length */
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_ECORRUPT);
+	assert_true(d.offset == 500 + 52);
+	buf_fini(&sec);
+}
+
+/* The mixed workload of the allocation-failure tests: three blocks, fields of 0..5. */
+static int fa_add_all(struct tfs_venc *e, size_t first)
+{
+	for (size_t i = first; i < 20; i++) {
+		uint64_t v[5] = {i, i * 4096, 7, UINT64_MAX - i, i * i};
+		uint32_t t = (uint32_t)(i * 7 % 6);
+		int rc = venc_add(e, t, 1000 * i + i * i, 100 + i, v, t);
+
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static void encode_with_failures(const struct venc_opts *o, const struct tfs_buf *ref)
+{
+	for (long n = 0;; n++) {
+		struct tfs_venc *e;
+		struct tfs_buf out;
+		size_t done = 0;
+		int rc;
+
+		fa_arm(n);
+		rc = venc_new(o, &e);
+		if (rc == -ENOMEM) {
+			fa_disarm();
+			assert_null(e);
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		for (; done < 20; done = venc_n_events(e)) {
+			rc = fa_add_all(e, done);
+			if (rc == 0)
+				break;
+			assert_int_equal(rc, -ENOMEM);
+			fa_disarm();
+		}
+		buf_init(&out);
+		rc = venc_finish(e, &out);
+		if (rc < 0) {
+			assert_int_equal(rc, -ENOMEM);
+			fa_disarm();
+			assert_int_equal(out.len, 0);
+			assert_int_equal(venc_finish(e, &out), 0);
+		}
+		fa_disarm();
+		assert_int_equal(out.len, ref->len);
+		assert_memory_equal(out.data, ref->data, ref->len);
+		buf_fini(&out);
+		venc_free(e);
+		if (fa_count() <= n)
+			break;
+	}
+}
+
+static void test_values_encoder_survives_each_allocation_failure(void **state)
+{
+	const struct venc_opts opts[] = {
+		{.block_events = 7, .timing = VAL_TIMING_LOSSLESS},
+		{.block_events = 7, .timing = VAL_TIMING_LOSSY, .rel_err = 0.05},
+		{.block_events = 7, .timing = VAL_TIMING_NONE},
+	};
+
+	for (size_t k = 0; k < 3; k++) {
+		struct tfs_venc *e;
+		struct tfs_buf ref;
+
+		assert_int_equal(venc_new(&opts[k], &e), 0);
+		assert_int_equal(fa_add_all(e, 0), 0);
+		buf_init(&ref);
+		assert_int_equal(venc_finish(e, &ref), 0);
+		venc_free(e);
+		encode_with_failures(&opts[k], &ref);
+		buf_fini(&ref);
+	}
+}
+
+/* Fields of fa_add_all's events, exact in every timing mode. */
+static void check_fa_block(const struct vblock *b)
+{
+	for (uint32_t i = 0; i < b->n_events; i++) {
+		uint64_t k = b->first_event + i;
+		uint64_t v[5] = {k, k * 4096, 7, UINT64_MAX - k, k * k};
+		uint32_t t = (uint32_t)(k * 7 % 6);
+
+		assert_int_equal(b->val_off[i + 1] - b->val_off[i], t);
+		assert_memory_equal(b->vals + b->val_off[i], v, t * sizeof(uint64_t));
+		assert_true(b->dur_ns[i] >= 100 + k - (100 + k) / 20);
+	}
+}
+
+static void test_values_decoder_survives_each_allocation_failure(void **state)
+{
+	struct venc_opts o = {.block_events = 7, .timing = VAL_TIMING_LOSSY, .rel_err = 0.05};
+	uint8_t nv[6] = {0, 1, 2, 3, 4, 5};
+	uint32_t terms[20];
+	struct tfs_venc *e;
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+
+	for (uint32_t i = 0; i < 20; i++)
+		terms[i] = i * 7 % 6;
+	assert_int_equal(venc_new(&o, &e), 0);
+	assert_int_equal(fa_add_all(e, 0), 0);
+	buf_init(&sec);
+	assert_int_equal(venc_finish(e, &sec), 0);
+	venc_free(e);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	for (long n = 0;; n++) {
+		struct vblock b;
+
+		vblock_init(&b);
+		fa_arm(n);
+		for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+			int rc = vsec_decode_block(&v, blk, terms + 7 * blk, nv, 6, &b, NULL);
+
+			if (rc < 0) {
+				assert_int_equal(rc, -ENOMEM);
+				fa_disarm();
+				rc = vsec_decode_block(&v, blk, terms + 7 * blk, nv, 6, &b, NULL);
+			}
+			assert_int_equal(rc, 0);
+			check_fa_block(&b);
+		}
+		fa_disarm();
+		vblock_fini(&b);
+		if (fa_count() <= n)
+			break;
+	}
+	buf_fini(&sec);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_values_round_trip_lossless_random),
+		cmocka_unit_test(test_values_round_trip_lossy_random_extremes),
+		cmocka_unit_test(test_values_lossy_bounds_hold_and_shrink_jittery_timing),
+		cmocka_unit_test(test_values_strided_loop_is_tiny),
+		cmocka_unit_test(test_values_none_stores_no_timing),
+		cmocka_unit_test(test_values_empty_section_is_header_only),
+		cmocka_unit_test(test_values_rejects_bad_arguments),
+		cmocka_unit_test(test_values_decode_rejects_inconsistent_terminals),
+		cmocka_unit_test(test_values_golden_lossless_section),
+		cmocka_unit_test(test_values_golden_lossy_block),
+		cmocka_unit_test(test_values_every_truncation_is_corrupt),
+		cmocka_unit_test(test_values_every_bit_flip_is_rejected),
+		cmocka_unit_test(test_values_header_flips_report_offsets),
+		cmocka_unit_test(test_values_encoder_survives_each_allocation_failure),
+		cmocka_unit_test(test_values_decoder_survives_each_allocation_failure),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
