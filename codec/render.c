@@ -6,7 +6,6 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "trace_i.h"
@@ -19,11 +18,19 @@ struct sink {
 	int err;
 };
 
-static void put(struct sink *s, const void *p, size_t n)
+static inline void put(struct sink *s, const void *p, size_t n)
 {
+	struct tfs_buf *b = s->out;
+
 	s->n += n;
-	if (!s->measure && !s->err)
-		s->err = buf_put(s->out, p, n);
+	if (s->measure || s->err)
+		return;
+	if (b->cap - b->len >= n) {
+		memcpy(b->data + b->len, p, n);
+		b->len += n;
+	} else {
+		s->err = buf_put(b, p, n);
+	}
 }
 
 static void puts_(struct sink *s, const char *str)
@@ -31,17 +38,56 @@ static void puts_(struct sink *s, const char *str)
 	put(s, str, strlen(str));
 }
 
-static void putf(struct sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void putf(struct sink *s, const char *fmt, ...)
+/* Unsigned decimal right-aligned in @width (0: natural width). */
+static void put_dec(struct sink *s, uint64_t v, unsigned int width)
 {
-	char tmp[64];
-	va_list ap;
-	int n;
+	char tmp[24];
+	unsigned int n = 0;
 
-	va_start(ap, fmt);
-	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-	va_end(ap);
-	put(s, tmp, (size_t)n);
+	do {
+		tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n < width && n < sizeof(tmp))
+		tmp[sizeof(tmp) - 1 - n++] = ' ';
+	put(s, tmp + sizeof(tmp) - n, n);
+}
+
+static void put_i64(struct sink *s, int64_t v)
+{
+	if (v < 0) {
+		put(s, "-", 1);
+		put_dec(s, -(uint64_t)v, 0);
+	} else {
+		put_dec(s, (uint64_t)v, 0);
+	}
+}
+
+static void put_hex(struct sink *s, uint64_t v)
+{
+	static const char digit[] = "0123456789abcdef";
+	char tmp[18];
+	unsigned int n = 0;
+
+	do {
+		tmp[sizeof(tmp) - 1 - n++] = digit[v & 15];
+		v >>= 4;
+	} while (v);
+	tmp[sizeof(tmp) - 1 - n++] = 'x';
+	tmp[sizeof(tmp) - 1 - n++] = '0';
+	put(s, tmp + sizeof(tmp) - n, n);
+}
+
+/* Exactly nine digits, zero-padded. */
+static void put_nanos(struct sink *s, uint64_t v)
+{
+	char tmp[9];
+
+	for (int i = 8; i >= 0; i--) {
+		tmp[i] = (char)('0' + v % 10);
+		v /= 10;
+	}
+	put(s, tmp, sizeof(tmp));
 }
 
 static unsigned int dec_digits(uint64_t v)
@@ -71,12 +117,17 @@ unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz)
 
 static void put_num(struct sink *s, uint8_t type, uint64_t v, bool json)
 {
-	if (type == TFS_TYPE_I64)
-		putf(s, "%" PRId64, (int64_t)v);
-	else if (type == TFS_TYPE_HEX)
-		putf(s, json ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64, v);
-	else
-		putf(s, "%" PRIu64, v);
+	if (type == TFS_TYPE_I64) {
+		put_i64(s, (int64_t)v);
+	} else if (type == TFS_TYPE_HEX) {
+		if (json)
+			put(s, "\"", 1);
+		put_hex(s, v);
+		if (json)
+			put(s, "\"", 1);
+	} else {
+		put_dec(s, v, 0);
+	}
 }
 
 static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
@@ -97,10 +148,14 @@ static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 			put(s, "\\r", 2);
 		} else if (c >= 0x20 && c < 0x7f) {
 			put(s, &c, 1);
-		} else if (json) {
-			putf(s, "\\u%04x", c);
 		} else {
-			putf(s, "\\x%02x", c);
+			static const char digit[] = "0123456789abcdef";
+			char e[6] = {'\\', 'u', '0', '0', digit[c >> 4], digit[c & 15]};
+
+			if (json)
+				put(s, e, 6);
+			else
+				put(s, (char[]){'\\', 'x', e[4], e[5]}, 4);
 		}
 	}
 	put(s, "\"", 1);
@@ -121,16 +176,17 @@ static void put_arg(struct sink *s, const struct tfs_trace *t, const struct sche
 		if (s->measure)
 			s->n += render_rank_width(t, word);
 		else
-			putf(s, "%" PRId64, (int64_t)((uint64_t)zigzag_dec(word) + rank));
+			put_i64(s, (int64_t)((uint64_t)zigzag_dec(word) + rank));
 		return;
 	case TFS_ENC_STR:
 		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
 		return;
 	case TFS_ENC_SYM:
-		if (json)
-			putf(s, "%" PRIu64, word);
-		else
-			putf(s, "%s#%" PRIu64, a->sym_class, word);
+		if (!json) {
+			puts_(s, a->sym_class);
+			put(s, "#", 1);
+		}
+		put_dec(s, word, 0);
 		return;
 	default:
 		put_num(s, a->type, a->type == TFS_TYPE_I64 ? (uint64_t)zigzag_dec(word) : word,
@@ -148,10 +204,22 @@ static void text_line(struct sink *s, const struct tfs_trace *t, const struct re
 	if (t->timing != TFS_TIMING_NONE) {
 		uint64_t ts = s->measure ? 0 : in->ts_ns, dur = s->measure ? 0 : in->dur_ns;
 
-		putf(s, "%*" PRIu64 ".%09" PRIu64 " %*" PRIu64 " ", (int)t->w_sec,
-		     ts / 1000000000u, ts % 1000000000u, (int)t->w_dur, dur);
+		put_dec(s, ts / 1000000000u, t->w_sec);
+		put(s, ".", 1);
+		put_nanos(s, ts % 1000000000u);
+		put(s, " ", 1);
+		put_dec(s, dur, t->w_dur);
+		put(s, " ", 1);
 	}
-	putf(s, "T%-*" PRIu32 " ", (int)t->w_thread, in->thread);
+	put(s, "T", 1);
+	{
+		uint64_t before = s->n;
+
+		put_dec(s, in->thread, 0);
+		while (s->n - before < t->w_thread)
+			put(s, " ", 1);
+	}
+	put(s, " ", 1);
 	puts_(s, k->name);
 	put(s, "(", 1);
 	for (uint32_t i = 0; i < k->n_args; i++) {
@@ -189,13 +257,21 @@ static void json_line(struct sink *s, const struct tfs_trace *t, const struct re
 	if (t->timing != TFS_TIMING_NONE) {
 		if (s->measure)
 			s->n += strlen("\"ts\":,\"dur\":,") + t->w_ts_json + dec_digits(t->max_dur);
-		else
-			putf(s, "\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",", in->ts_ns, in->dur_ns);
+		else {
+			puts_(s, "\"ts\":");
+			put_dec(s, in->ts_ns, 0);
+			puts_(s, ",\"dur\":");
+			put_dec(s, in->dur_ns, 0);
+			put(s, ",", 1);
+		}
 	}
 	if (s->measure)
 		s->n += strlen("\"thread\":,") + t->w_thread;
-	else
-		putf(s, "\"thread\":%" PRIu32 ",", in->thread);
+	else {
+		puts_(s, "\"thread\":");
+		put_dec(s, in->thread, 0);
+		put(s, ",", 1);
+	}
 	puts_(s, "\"name\":");
 	put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
 	puts_(s, ",\"args\":{");
@@ -217,7 +293,6 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag)
 {
 	struct sink s = {.out = out, .measure = in->vals == NULL};
-	size_t start = out ? out->len : 0;
 	uint64_t fixed;
 
 	if (!s.measure && t->timing != TFS_TIMING_NONE &&
@@ -225,6 +300,8 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[t->streams[0].vsec_idx].off,
 				"values", "event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
+	if (!s.measure && buf_reserve(out, t->term_len[view][in->term]) < 0)
+		return -ENOMEM;
 	if (view == TFS_VIEW_TEXT)
 		text_line(&s, t, in);
 	else
@@ -244,7 +321,6 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 	memset(out->data + out->len, ' ', fixed - s.n - 1);
 	out->len += fixed - s.n - 1;
 	out->data[out->len++] = '\n';
-	(void)start;
 	return 0;
 }
 
