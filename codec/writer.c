@@ -271,16 +271,27 @@ static int reserve_terms(struct tfs_wstream *s, uint32_t need)
 	return 0;
 }
 
+/* Close the current grammar block and start a fresh builder (its memory is released: the
+ * budget bounds what a stream holds, and a reset builder would keep its peak size). */
 static int flush_block(struct tfs_wstream *s)
 {
-	int rc = buf_put_varint(&s->blocks, gbuild_n_events(s->gb));
+	struct tfs_gbuild *fresh = gbuild_new();
+	size_t len = s->blocks.len;
+	int rc;
 
+	if (!fresh)
+		return -ENOMEM;
+	rc = buf_put_varint(&s->blocks, gbuild_n_events(s->gb));
 	if (rc == 0)
 		rc = gbuild_export(s->gb, &s->blocks);
-	if (rc < 0)
+	if (rc < 0) {
+		s->blocks.len = len;
+		gbuild_free(fresh);
 		return rc;
+	}
 	s->n_blocks++;
-	gbuild_reset(s->gb);
+	gbuild_free(s->gb);
+	s->gb = fresh;
 	return 0;
 }
 
