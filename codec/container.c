@@ -176,7 +176,7 @@ static int parse_header(struct ctr_file *cf, uint64_t *table_off, struct tfs_dia
 				(unsigned long long)*table_off, cf->n,
 				(unsigned long long)cf->size);
 	if (le_get32(h + 28) != crc32c(h + *table_off, (size_t)cf->n * CTR_ENTRY_BYTES))
-		return diag_set(diag, -TFS_ECORRUPT, *table_off, "section table",
+		return diag_set(diag, -TFS_ECORRUPT, *table_off, "table",
 				"section table checksum mismatch");
 	return 0;
 }
@@ -187,15 +187,15 @@ static int check_entry(const struct ctr_file *cf, const struct sec_entry *e, uin
 	uint64_t end;
 
 	if (e->codec > 1 || (e->codec == 0 && e->raw != e->stored))
-		return diag_set(diag, -TFS_ECORRUPT, at, "section table", "bad codec %u",
+		return diag_set(diag, -TFS_ECORRUPT, at, "table", "bad codec %u",
 				e->codec);
 	if (e->codec == 1 && (e->raw > CTR_MAX_RAW || e->head_len != e->stored))
-		return diag_set(diag, -TFS_ECORRUPT, at, "section table",
+		return diag_set(diag, -TFS_ECORRUPT, at, "table",
 				"compressed section claims %llu raw bytes",
 				(unsigned long long)e->raw);
 	if (!add_u64(e->off, e->stored, &end) || e->off < CTR_HEADER_BYTES || end > table_off ||
 	    e->head_len > e->stored)
-		return diag_set(diag, -TFS_ECORRUPT, at, "section table",
+		return diag_set(diag, -TFS_ECORRUPT, at, "table",
 				"%s section at %llu+%llu outside the data area",
 				ctr_type_name(e->type), (unsigned long long)e->off,
 				(unsigned long long)e->stored);
@@ -223,7 +223,7 @@ static int check_overlap(struct ctr_file *cf, struct tfs_diag *diag)
 	qsort(v, cf->n, sizeof(*v), cmp_off);
 	for (uint32_t i = 1; i < cf->n && rc == 0; i++)
 		if (v[i - 1]->off + v[i - 1]->stored > v[i]->off)
-			rc = diag_set(diag, -TFS_ECORRUPT, v[i]->off, "section table",
+			rc = diag_set(diag, -TFS_ECORRUPT, v[i]->off, "table",
 				      "sections overlap at offset %llu",
 				      (unsigned long long)v[i]->off);
 	free(v);

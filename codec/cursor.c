@@ -368,7 +368,8 @@ static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
 			return rc;
 		in.ts_ns = c->vb.ts_ns[slot];
 		in.dur_ns = c->vb.dur_ns[slot];
-		in.vals = c->vb.vals + c->vb.val_off[slot];
+		if (c->t->term_nvals[c->w.term])
+			in.vals = c->vb.vals + c->vb.val_off[slot];
 	}
 	c->line.len = 0;
 	c->line_event = UINT64_MAX;
@@ -441,7 +442,8 @@ int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
 			return rc;
 		ev->ts_ns = c->vb.ts_ns[slot];
 		ev->dur_ns = c->vb.dur_ns[slot];
-		vals = c->vb.vals + c->vb.val_off[slot];
+		if (c->t->term_nvals[c->w.term])
+			vals = c->vb.vals + c->vb.val_off[slot];
 	}
 	ev->index = index;
 	ev->terminal = c->w.term;

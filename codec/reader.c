@@ -479,7 +479,7 @@ static int measure_terms(struct tfs_trace *t, struct tfs_diag *diag)
 		if (!t->term_len[v])
 			return -ENOMEM;
 		for (uint32_t i = 0; i < t->n_terms; i++) {
-			struct render_in in = {.term = i};
+			struct render_in in = {.term = i, .measure = true};
 			int rc = render_line(t, v, &in, NULL, &t->term_len[v][i], diag);
 
 			if (rc < 0)
@@ -499,13 +499,13 @@ static int find_unique(const struct tfs_trace *t, uint16_t type, uint32_t *idx,
 		if (t->cf.ents[i].type != type)
 			continue;
 		if (found)
-			return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[i].off, "section table",
+			return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[i].off, "table",
 					"second %s section", ctr_type_name(type));
 		found = true;
 		*idx = i;
 	}
 	if (!found)
-		return diag_set(diag, -TFS_ECORRUPT, 16, "section table", "no %s section",
+		return diag_set(diag, -TFS_ECORRUPT, 16, "table", "no %s section",
 				ctr_type_name(type));
 	return 0;
 }

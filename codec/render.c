@@ -292,7 +292,7 @@ static void json_line(struct sink *s, const struct tfs_trace *t, const struct re
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag)
 {
-	struct sink s = {.out = out, .measure = in->vals == NULL};
+	struct sink s = {.out = out, .measure = in->measure};
 	uint64_t fixed;
 
 	if (!s.measure && t->timing != TFS_TIMING_NONE &&

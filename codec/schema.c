@@ -32,11 +32,16 @@ void schema_fini(struct tfs_schema *s)
 	schema_init(s);
 }
 
+/* Names print unescaped in the text view: printable ASCII without space, quote or
+ * backslash (FORMAT.md §4), so a name can never break a line or a JSON string. */
 static bool name_ok(const char *p, size_t n, bool may_be_empty)
 {
 	if (n > TFS_MAX_NAME || (n == 0 && !may_be_empty))
 		return false;
-	return memchr(p, 0, n) == NULL;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] <= 0x20 || p[i] >= 0x7f || p[i] == '"' || p[i] == '\\')
+			return false;
+	return true;
 }
 
 static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
@@ -173,7 +178,7 @@ static int rd_name(struct tfs_rd *r, bool may_be_empty, char **out, const char *
 	if (rc < 0)
 		return rc;
 	if (!name_ok((const char *)p, n, may_be_empty))
-		return rd_fail(r, "bad %s: empty or holds a NUL byte", what);
+		return rd_fail(r, "bad %s: empty or not printable ascii", what);
 	*out = dup_n(p, n);
 	return *out ? 0 : -ENOMEM;
 }

@@ -93,12 +93,13 @@ struct render_in {
 	uint32_t term;
 	uint32_t rank, thread;
 	uint64_t ts_ns, dur_ns;
-	const uint64_t *vals; /* the terminal's VAL fields; NULL: measure the fixed length */
+	const uint64_t *vals; /* the terminal's VAL fields */
+	bool measure;	      /* compute the fixed length instead of rendering */
 };
 
 /*
  * Render one event as one line of @view, padded to the terminal's fixed length, appended
- * to @out; or, when in->vals is NULL, return the fixed length in *len without writing.
+ * to @out; or, when in->measure, return the fixed length in *len without writing.
  * @return 0, -TFS_ECORRUPT (a value wider than the trace says: diag), -ENOMEM
  */
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,

@@ -330,8 +330,10 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	if (is_new) {
 		s->term_kind[t] = kind;
 		s->term_woff[t] = (uint32_t)s->widths.len;
-		memset(s->widths.data + s->widths.len, 0, k->n_vals);
-		s->widths.len += k->n_vals;
+		if (k->n_vals) {
+			memset(s->widths.data + s->widths.len, 0, k->n_vals);
+			s->widths.len += k->n_vals;
+		}
 	}
 	rc = gbuild_append(s->gb, t);
 	if (rc < 0)

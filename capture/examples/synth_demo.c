@@ -1,0 +1,568 @@
+/*
+ * synth_demo: writes a deterministic synthetic trace through the writer API, shaped like a
+ * small MPI + threads I/O program: ranks x threads streams, phases init/solve/output,
+ * zones, allocations, strided pwrites, reads, marks and point-to-point messages, with
+ * jittered timing from a seeded PRNG. With --dump it also writes every event it appended
+ * (plus the schema and phases) as JSON lines, so tests can derive the expected rendered
+ * views without any tracefs code. It captures nothing from a real program; the capture
+ * library will.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tfs/writer.h"
+
+enum kind_id { K_ZONE, K_MALLOC, K_FREE, K_PWRITE, K_READ, K_MARK, K_SEND, K_RECV, N_KINDS };
+
+static const struct tfs_arg_desc zone_args[] = {
+    {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+static const struct tfs_arg_desc malloc_args[] = {
+    {"size", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+static const struct tfs_arg_desc free_args[] = {
+    {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
+};
+static const struct tfs_arg_desc pwrite_args[] = {
+    {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
+    {"count", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"offset", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+static const struct tfs_arg_desc read_args[] = {
+    {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
+    {"count", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+    {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+static const struct tfs_arg_desc mark_args[] = {
+    {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+static const struct tfs_arg_desc send_args[] = {
+    {"dest", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
+    {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+};
+static const struct tfs_arg_desc recv_args[] = {
+    {"src", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
+    {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+
+#define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
+// clang-format off
+static const struct tfs_kind_desc kinds[N_KINDS] = {
+	[K_ZONE] = {"zone", "zone", N_ARGS(zone_args), zone_args},
+	[K_MALLOC] = {"malloc", "alloc", N_ARGS(malloc_args), malloc_args},
+	[K_FREE] = {"free", "alloc", N_ARGS(free_args), free_args},
+	[K_PWRITE] = {"pwrite", "io", N_ARGS(pwrite_args), pwrite_args},
+	[K_READ] = {"read", "io", N_ARGS(read_args), read_args},
+	[K_MARK] = {"mark", "user", N_ARGS(mark_args), mark_args},
+	[K_SEND] = {"send", "mpi", N_ARGS(send_args), send_args},
+	[K_RECV] = {"recv", "mpi", N_ARGS(recv_args), recv_args},
+};
+// clang-format on
+
+/* Strings with every escape class of FORMAT.md §9.1 in them. */
+static const char *const zone_names[] = {
+    "init",	   "init\tconfig",    "solve/step",
+    "caf\xc3\xa9", "raw\x01\x7f\xff", "output \"final\"",
+    "back\\slash",
+};
+
+struct opts {
+	const char *out, *dump;
+	uint64_t events;
+	uint64_t seed;
+	uint32_t ranks, threads;
+	struct tfs_writer_opts w;
+	bool odd_phases;
+};
+
+struct gen {
+	struct tfs_wstream *s;
+	uint32_t rank, thread, n_ranks;
+	uint64_t ts_ns;
+	uint64_t rng;
+	uint32_t kind_id[N_KINDS];
+	FILE *dump;
+	int rc;
+};
+
+/* xorshift64* */
+static uint64_t rnd(struct gen *g)
+{
+	g->rng ^= g->rng >> 12;
+	g->rng ^= g->rng << 25;
+	g->rng ^= g->rng >> 27;
+	return g->rng * UINT64_C(2685821657736338717);
+}
+
+static uint64_t below(struct gen *g, uint64_t n)
+{
+	return rnd(g) % n;
+}
+
+static void dump_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+			fputc(*p, f);
+		else
+			fprintf(f, "\\u%04x", *p);
+	}
+	fputc('"', f);
+}
+
+static void dump_event(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
+{
+	const struct tfs_kind_desc *d = &kinds[k];
+
+	fprintf(g->dump,
+		"{\"rank\":%" PRIu32 ",\"thread\":%" PRIu32 ",\"kind\":\"%s\",\"ts\":%" PRIu64
+		",\"dur\":%" PRIu64 ",\"args\":[",
+		g->rank, g->thread, d->name, g->ts_ns, dur_ns);
+	for (uint32_t i = 0; i < d->n_args; i++) {
+		if (i)
+			fputc(',', g->dump);
+		if (d->args[i].type == TFS_TYPE_STR)
+			dump_str(g->dump, a[i].s);
+		else if (d->args[i].type == TFS_TYPE_I64 || d->args[i].enc == TFS_ENC_RANK)
+			fprintf(g->dump, "%" PRId64, a[i].i);
+		else
+			fprintf(g->dump, "%" PRIu64, a[i].u);
+	}
+	fputs("]}\n", g->dump);
+}
+
+/* Append one event after a jittered gap; the clock then moves past its duration. */
+static void emit(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
+{
+	uint64_t gap = 150 + below(g, 200);
+	int rc;
+
+	if (g->rc)
+		return;
+	if (below(g, 2000) == 0)
+		gap += 1000000 + below(g, 4000000); /* a pause: descheduled, page faults... */
+	g->ts_ns += gap;
+	rc = tfs_wstream_append(g->s, g->kind_id[k], g->ts_ns, dur_ns, a);
+	if (rc < 0) {
+		fprintf(stderr, "synth_demo: cannot append event: %s\n", strerror(-rc));
+		g->rc = rc;
+		return;
+	}
+	if (g->dump)
+		dump_event(g, k, dur_ns, a);
+	g->ts_ns += dur_ns;
+}
+
+static uint64_t jitter(struct gen *g, uint64_t base)
+{
+	return base + below(g, base / 4 + 1);
+}
+
+static void zone(struct gen *g, const char *name)
+{
+	union tfs_arg a[1] = {{.s = name}};
+
+	emit(g, K_ZONE, jitter(g, 40), a);
+}
+
+static void mark(struct gen *g, const char *msg)
+{
+	union tfs_arg a[1] = {{.s = msg}};
+
+	emit(g, K_MARK, jitter(g, 20), a);
+}
+
+static uint64_t do_malloc(struct gen *g, uint64_t size, uint64_t ptr)
+{
+	union tfs_arg a[2] = {{.u = size}, {.u = ptr}};
+
+	emit(g, K_MALLOC, jitter(g, 90), a);
+	return ptr;
+}
+
+static void do_free(struct gen *g, uint64_t ptr)
+{
+	union tfs_arg a[1] = {{.u = ptr}};
+
+	emit(g, K_FREE, jitter(g, 60), a);
+}
+
+static void do_pwrite(struct gen *g, uint64_t fd, uint64_t count, uint64_t off, int64_t result)
+{
+	union tfs_arg a[4] = {{.u = fd}, {.u = count}, {.u = off}, {.i = result}};
+
+	emit(g, K_PWRITE, jitter(g, 1500 + count / 64), a);
+}
+
+static void do_read(struct gen *g, uint64_t fd, uint64_t count, int64_t result)
+{
+	union tfs_arg a[3] = {{.u = fd}, {.u = count}, {.i = result}};
+
+	emit(g, K_READ, jitter(g, 800), a);
+}
+
+static void do_msg(struct gen *g, enum kind_id k, int64_t peer, int64_t tag, uint64_t bytes)
+{
+	union tfs_arg a[3] = {{.i = peer}, {.i = tag}, {.u = bytes}};
+
+	emit(g, k, jitter(g, 3000), a);
+}
+
+static uint64_t n_events(const struct gen *g)
+{
+	return tfs_wstream_n_events(g->s);
+}
+
+static void phase_init(struct gen *g, uint64_t heap, uint64_t cfg_fd, uint64_t out_fd)
+{
+	zone(g, zone_names[0]);
+	zone(g, zone_names[1]);
+	mark(g, "reading \"demo.cfg\"\n");
+	for (uint32_t i = 0; i < 4; i++)
+		do_malloc(g, UINT64_C(1) << (12 + i), heap + i * 0x100000);
+	do_read(g, cfg_fd, 4096, 4096);
+	do_read(g, cfg_fd, 4096, 1234);
+	do_read(g, cfg_fd, 4096, 0);
+	zone(g, zone_names[3]);
+	zone(g, zone_names[4]);
+	do_pwrite(g, out_fd, 512, 0, 512);
+	mark(g, "config loaded");
+}
+
+/* One solver iteration: about 6 events (8 on thread 0, which talks to the neighbours). */
+static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd)
+{
+	const uint64_t stride = 65536 * 3;
+	uint64_t size = 4096 * (1 + i % 4), ptr, count = 65536;
+	int64_t result;
+	char msg[64];
+
+	zone(g, zone_names[2]);
+	ptr = do_malloc(g, size, heap + 0x400000 + (i % 8) * 0x10000);
+	if (g->thread == 0) {
+		int64_t n = g->n_ranks;
+
+		do_msg(g, K_SEND, (g->rank + 1) % n, (int64_t)(i % 2), 8192);
+		do_msg(g, K_RECV, (g->rank + n - 1) % n, -1, 8192 - (below(g, 50) == 0) * 4096);
+	}
+	if (i % 97 == 96)
+		count = 4096 * (1 + below(g, 16));
+	result = below(g, 500) == 0 ? -28 : (int64_t)count;
+	do_pwrite(g, out_fd, count, 512 + i * stride + g->thread * 65536, result);
+	do_read(g, out_fd + 1, 4096, below(g, 100) ? 4096 : (int64_t)below(g, 4096));
+	do_free(g, ptr);
+	if (i % 100 == 99) {
+		snprintf(msg, sizeof(msg), "checkpoint %" PRIu64 " of 10", (i / 100) % 10);
+		mark(g, msg);
+	}
+}
+
+static void phase_output(struct gen *g, uint64_t until, uint64_t heap, uint64_t out_fd)
+{
+	const uint64_t base = UINT64_C(1) << 32;
+
+	zone(g, zone_names[5]);
+	zone(g, zone_names[6]);
+	for (uint64_t i = 0; n_events(g) + 5 < until && !g->rc; i++)
+		do_pwrite(g, out_fd, 1 << 20, base + i * (1 << 20), 1 << 20);
+	mark(g, "done");
+	for (uint32_t i = 0; i < 4; i++)
+		do_free(g, heap + i * 0x100000);
+}
+
+static void dump_phase(FILE *f, const char *name, uint32_t rank, uint32_t thread, uint64_t first,
+		       uint64_t n)
+{
+	fputs("{\"phase\":", f);
+	dump_str(f, name);
+	fprintf(f,
+		",\"rank\":%" PRIu32 ",\"thread\":%" PRIu32 ",\"first\":%" PRIu64 ",\"n\":%" PRIu64
+		"}\n",
+		rank, thread, first, n);
+}
+
+static int add_phase(struct tfs_writer *w, FILE *dump, const char *name, const struct gen *g,
+		     uint64_t first, uint64_t n)
+{
+	int rc = tfs_writer_add_phase(w, name, g->rank, g->thread, first, n);
+
+	if (rc < 0)
+		fprintf(stderr, "synth_demo: cannot add phase %s: %s\n", name, strerror(-rc));
+	else if (dump)
+		dump_phase(dump, name, g->rank, g->thread, first, n);
+	return rc;
+}
+
+/* Phase names that exercise the file name mapping of the virtual tree. */
+static int add_odd_phases(struct tfs_writer *w, FILE *dump, const struct gen *g, uint64_t n)
+{
+	static const char *const odd[] = {"a/b", ".", "..", "", "x%y~z", "solve", "tab\there"};
+	char longname[301];
+	int rc = 0;
+
+	memset(longname, 'L', 300);
+	longname[300] = '\0';
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]) && rc == 0; i++)
+		rc = add_phase(w, dump, odd[i], g, i % n, n / 2);
+	if (rc == 0)
+		rc = add_phase(w, dump, longname, g, 0, 1);
+	return rc;
+}
+
+static int gen_stream(struct tfs_writer *w, struct gen *g, const struct opts *o)
+{
+	uint64_t target = o->events / ((uint64_t)o->ranks * o->threads);
+	uint64_t heap =
+	    UINT64_C(0x7f0000000000) + ((uint64_t)g->rank << 32) + ((uint64_t)g->thread << 28);
+	uint64_t cfg_fd = 3, out_fd = 4 + g->thread * 2, out_start, mark0, mark1, i;
+	int rc;
+
+	if (target < 40)
+		target = 40;
+	out_start = target - target / 10;
+	phase_init(g, heap, cfg_fd, out_fd);
+	mark0 = n_events(g);
+	for (i = 0; n_events(g) < out_start && !g->rc; i++)
+		solve_step(g, i, heap, out_fd);
+	mark1 = n_events(g);
+	phase_output(g, target, heap, out_fd);
+	if (g->rc)
+		return g->rc;
+	rc = add_phase(w, g->dump, "init", g, 0, mark0);
+	if (rc == 0)
+		rc = add_phase(w, g->dump, "solve", g, mark0, mark1 - mark0);
+	if (rc == 0)
+		rc = add_phase(w, g->dump, "output", g, mark1, n_events(g) - mark1);
+	if (rc == 0 && o->odd_phases && g->rank == 0 && g->thread == 0)
+		rc = add_odd_phases(w, g->dump, g, n_events(g));
+	return rc;
+}
+
+static void dump_schema(FILE *f, const struct opts *o)
+{
+	fputs("{\"schema\":[", f);
+	for (int k = 0; k < N_KINDS; k++) {
+		fprintf(f, "%s{\"name\":\"%s\",\"category\":\"%s\",\"args\":[", k ? "," : "",
+			kinds[k].name, kinds[k].category);
+		for (uint32_t i = 0; i < kinds[k].n_args; i++) {
+			const struct tfs_arg_desc *a = &kinds[k].args[i];
+
+			fprintf(f,
+				"%s{\"name\":\"%s\",\"type\":%u,\"enc\":%u,\"flags\":%u,"
+				"\"sym_class\":\"%s\"}",
+				i ? "," : "", a->name, a->type, a->enc, a->flags,
+				a->sym_class ? a->sym_class : "");
+		}
+		fputs("]}", f);
+	}
+	fprintf(f,
+		"],\"n_ranks\":%" PRIu32 ",\"n_threads\":%" PRIu32 ",\"timing\":%d,"
+		"\"rel_err\":%.17g}\n",
+		o->ranks, o->threads, o->w.timing, o->w.rel_err);
+}
+
+static int setup(struct tfs_writer *w, struct gen *g, int argc, char **argv)
+{
+	char cmdline[1024] = "";
+	int rc = 0;
+
+	/* argv[0] without its directory, so builds in other places give the same file */
+	for (int i = 0; i < argc; i++) {
+		const char *arg = i || !strrchr(argv[0], '/') ? argv[i] : strrchr(argv[0], '/') + 1;
+		size_t len = strlen(cmdline);
+
+		snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", arg);
+	}
+	for (int k = 0; k < N_KINDS && rc == 0; k++)
+		rc = tfs_writer_add_kind(w, &kinds[k], &g->kind_id[k]);
+	if (rc == 0)
+		rc = tfs_writer_set_meta(w, "program", "synth_demo");
+	if (rc == 0)
+		rc = tfs_writer_set_meta(w, "cmdline", cmdline);
+	/* fixed, so that the same options always give the same file */
+	if (rc == 0)
+		rc = tfs_writer_set_meta(w, "host", "demo-host");
+	if (rc == 0)
+		rc = tfs_writer_set_meta(w, "start_time", "2024-01-01T00:00:00Z");
+	if (rc < 0)
+		fprintf(stderr, "synth_demo: cannot declare the schema: %s\n", strerror(-rc));
+	return rc;
+}
+
+static int run(const struct opts *o, FILE *dump, int argc, char **argv)
+{
+	struct tfs_writer *w;
+	struct gen g = {.dump = dump, .n_ranks = o->ranks};
+	int rc;
+
+	rc = tfs_writer_new(&o->w, &w);
+	if (rc < 0) {
+		fprintf(stderr, "synth_demo: cannot create a writer: %s\n", strerror(-rc));
+		return rc;
+	}
+	rc = setup(w, &g, argc, argv);
+	if (rc == 0 && dump)
+		dump_schema(dump, o);
+	for (uint32_t r = 0; r < o->ranks && rc == 0; r++) {
+		for (uint32_t t = 0; t < o->threads && rc == 0; t++) {
+			g.rank = r;
+			g.thread = t;
+			g.ts_ns = 1000 * r + 100 * t;
+			g.rng =
+			    (o->seed + 1) * UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)r << 20 | t);
+			if (g.rng == 0)
+				g.rng = 1;
+			rc = tfs_writer_stream_new(w, r, t, &g.s);
+			if (rc < 0)
+				fprintf(stderr, "synth_demo: cannot open stream: %s\n",
+					strerror(-rc));
+			else
+				rc = gen_stream(w, &g, o);
+		}
+	}
+	if (rc == 0) {
+		rc = tfs_writer_save(w, o->out);
+		if (rc < 0)
+			fprintf(stderr, "synth_demo: cannot save %s: %s\n", o->out, strerror(-rc));
+	}
+	tfs_writer_free(w);
+	return rc;
+}
+
+static const char usage[] =
+    "usage: synth_demo -o FILE [--events N] [--timing none|lossless|lossy:ERR] [--seed S]\n"
+    "                  [--ranks R] [--threads T] [--dump FILE] [--odd-phases]\n"
+    "Writes a deterministic synthetic trace of about N events (default 100000).\n"
+    "--dump also writes the schema, every event and the phases as JSON lines.\n"
+    "--odd-phases adds phases with names that need escaping as directory names.\n";
+
+static bool parse_timing(const char *s, struct tfs_writer_opts *w)
+{
+	char *end;
+
+	if (strcmp(s, "none") == 0) {
+		w->timing = TFS_TIMING_NONE;
+		return true;
+	}
+	if (strcmp(s, "lossless") == 0) {
+		w->timing = TFS_TIMING_LOSSLESS;
+		return true;
+	}
+	if (strncmp(s, "lossy:", 6) != 0)
+		return false;
+	w->timing = TFS_TIMING_LOSSY;
+	w->rel_err = strtod(s + 6, &end);
+	return *end == '\0' && w->rel_err > 0 && w->rel_err < 1;
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	return errno == 0 && end != s && *end == '\0' && *s != '-' && *out <= max;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+	    {"events", required_argument, NULL, 'n'},
+	    {"timing", required_argument, NULL, 't'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"dump", required_argument, NULL, 'd'},
+	    {"ranks", required_argument, NULL, 'R'},
+	    {"threads", required_argument, NULL, 'T'},
+	    {"odd-phases", no_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	uint64_t v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+		bool ok = true;
+
+		switch (c) {
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'd':
+			o->dump = optarg;
+			break;
+		case 'p':
+			o->odd_phases = true;
+			break;
+		case 'n':
+			ok = parse_u64(optarg, UINT64_C(1) << 40, &o->events);
+			break;
+		case 's':
+			ok = parse_u64(optarg, UINT64_MAX, &o->seed);
+			break;
+		case 't':
+			ok = parse_timing(optarg, &o->w);
+			break;
+		case 'R':
+		case 'T':
+			ok = parse_u64(optarg, 4096, &v) && v > 0;
+			*(c == 'R' ? &o->ranks : &o->threads) = (uint32_t)v;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			ok = false;
+			optarg = NULL;
+			break;
+		}
+		if (!ok) {
+			fprintf(stderr, "synth_demo: bad option%s%s\n%s", optarg ? " value " : "",
+				optarg ? optarg : "", usage);
+			return 2;
+		}
+	}
+	if (!o->out || optind != argc) {
+		fprintf(stderr, "synth_demo: need -o FILE and no other arguments\n%s", usage);
+		return 2;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.events = 100000,
+			 .seed = 1,
+			 .ranks = 2,
+			 .threads = 3,
+			 .w = {.timing = TFS_TIMING_LOSSLESS}};
+	FILE *dump = NULL;
+	int rc;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (o.dump) {
+		dump = fopen(o.dump, "w");
+		if (!dump) {
+			fprintf(stderr, "synth_demo: cannot open %s: %s\n", o.dump,
+				strerror(errno));
+			return 1;
+		}
+	}
+	rc = run(&o, dump, argc, argv);
+	if (dump && fclose(dump) != 0 && rc == 0) {
+		fprintf(stderr, "synth_demo: cannot write %s: %s\n", o.dump, strerror(errno));
+		rc = -EIO;
+	}
+	return rc < 0 ? 1 : 0;
+}

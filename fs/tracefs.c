@@ -1,0 +1,475 @@
+/*
+ * The tracefs command line: info, ls, cat and verify over one trace file. `ls` and `cat`
+ * serve the same virtual tree (vtree.c) the FUSE mount will serve, so what `cat` prints is
+ * byte for byte what a mounted file holds. Messages follow one form on stderr,
+ * "tracefs: <what failed>: <detail>"; exit status 1 is a runtime error, 2 a usage error.
+ * This file does no rendering and builds no JSON itself.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "tfs/reader.h"
+#include "tfs/writer.h"
+#include "vtree_i.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+#define CAT_CHUNK (1u << 20)
+
+static const char usage_text[] =
+    "usage: tracefs <command> [options] TRACE [PATH]\n"
+    "\n"
+    "commands:\n"
+    "  info [--json] TRACE   what the trace holds: format, timing, ranks, streams, phases,\n"
+    "                        sections, sizes and compression ratio\n"
+    "  ls TRACE [PATH]       list a directory of the trace's virtual tree (type, size, name)\n"
+    "  cat TRACE PATH        write a file of the virtual tree to stdout\n"
+    "  verify TRACE          check every checksum and decode every event once\n"
+    "  help, --help          this text\n"
+    "  --version             the tracefs and format versions\n"
+    "\n"
+    "The virtual tree (see README.txt in it, `tracefs cat TRACE README.txt`):\n"
+    "  README.txt, info.json, ranks/<r>/threads/<t>/{trace.txt,events.jsonl},\n"
+    "  ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl}\n"
+    "\n"
+    "exit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 usage error\n";
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tracefs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tracefs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (try 'tracefs --help')\n", stderr);
+	return EXIT_USAGE;
+}
+
+/* strerror() in the message style: lowercase first letter. */
+static const char *errstr(int err, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s", strerror(err));
+	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
+}
+
+/* The detail of a negative error: the diagnostic for corruption, else the errno text. */
+static const char *detail(int rc, const struct tfs_diag *diag, char *buf, size_t cap)
+{
+	if ((rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT) && diag && diag->section[0])
+		return tfs_diag_str(diag, buf, cap);
+	return errstr(-rc, buf, cap);
+}
+
+/* Flush stdout; a closed pipe is a quiet success (`tracefs cat ... | head`). */
+static int finish_stdout(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	if (errno == EPIPE)
+		return 0;
+	fail("cannot write to stdout: %s", strerror(errno));
+	return EXIT_RUNTIME;
+}
+
+static int open_trace(const char *path, struct tfs_trace **t)
+{
+	struct tfs_diag diag = {0};
+	char buf[256];
+	int rc = tfs_trace_open(path, t, &diag);
+
+	if (rc < 0) {
+		fail("cannot open %s: %s", path, detail(rc, &diag, buf, sizeof(buf)));
+		return EXIT_RUNTIME;
+	}
+	return 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash && slash[1] ? slash + 1 : path;
+}
+
+/* ---- info ---- */
+
+static const char *jstr(const json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "-";
+}
+
+static json_int_t jint(const json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
+static void print_streams(const json_t *info)
+{
+	const json_t *streams = json_object_get(info, "streams"), *s;
+	size_t i;
+
+	printf("\nstreams:\n  %6s %6s %6s %12s %6s %8s %6s %s\n", "index", "rank", "thread",
+	       "events", "blocks", "rules", "height", "shared");
+	json_array_foreach(streams, i, s)
+	{
+		json_int_t same = jint(s, "same_as");
+		char shared[32] = "-";
+
+		if ((size_t)same != i)
+			snprintf(shared, sizeof(shared), "same as %" JSON_INTEGER_FORMAT, same);
+		printf("  %6zu %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		       " %12" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s\n",
+		       i, jint(s, "rank"), jint(s, "thread"), jint(s, "events"), jint(s, "blocks"),
+		       jint(s, "rules"), jint(s, "height"), shared);
+	}
+}
+
+static void print_phases(const json_t *info)
+{
+	const json_t *phases = json_object_get(info, "phases"), *p;
+	size_t i;
+
+	if (json_array_size(phases) == 0)
+		return;
+	printf("\nphases:\n  %6s %6s %12s %12s %s\n", "rank", "thread", "first", "events",
+	       "directory");
+	json_array_foreach(phases, i, p)
+	{
+		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT " %s\n",
+		       jint(p, "rank"), jint(p, "thread"), jint(p, "first_event"),
+		       jint(p, "events"), jstr(p, "dir"));
+	}
+}
+
+static void print_sections(const json_t *info)
+{
+	const json_t *sections = json_object_get(info, "sections"), *s;
+	size_t i;
+
+	printf("\nsections:\n  %6s %-8s %-5s %12s %12s %12s\n", "index", "type", "codec", "offset",
+	       "stored", "raw");
+	json_array_foreach(sections, i, s)
+	{
+		printf("  %6zu %-8s %-5s %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT
+		       " %12" JSON_INTEGER_FORMAT "\n",
+		       i, jstr(s, "type"), jstr(s, "codec"), jint(s, "offset"),
+		       jint(s, "stored_bytes"), jint(s, "raw_bytes"));
+	}
+}
+
+static void print_info(const char *path, const json_t *info)
+{
+	const json_t *timing = json_object_get(info, "timing"),
+		     *meta = json_object_get(info, "meta");
+	const json_t *totals = json_object_get(info, "section_totals"), *v;
+	const char *key;
+
+	printf("trace:            %s\n", path);
+	printf("format:           %s\n", jstr(info, "format"));
+	json_object_foreach((json_t *)meta, key, v)
+	    printf("%-17s %s\n", key, json_string_value(v) ? json_string_value(v) : "");
+	printf("timing:           %s", jstr(timing, "mode"));
+	if (json_object_get(timing, "rel_err"))
+		printf(" (relative error <= %g)",
+		       json_real_value(json_object_get(timing, "rel_err")));
+	printf("\nranks:            %" JSON_INTEGER_FORMAT "\n", jint(info, "n_ranks"));
+	printf("streams:          %" JSON_INTEGER_FORMAT "\n", jint(info, "n_streams"));
+	printf("phases:           %" JSON_INTEGER_FORMAT "\n", jint(info, "n_phases"));
+	printf("kinds:            %" JSON_INTEGER_FORMAT "\n", jint(info, "n_kinds"));
+	printf("call signatures:  %" JSON_INTEGER_FORMAT "\n", jint(info, "n_terminals"));
+	printf("events:           %" JSON_INTEGER_FORMAT "\n", jint(info, "events"));
+	printf("file bytes:       %" JSON_INTEGER_FORMAT "\n", jint(info, "file_bytes"));
+	printf("text bytes:       %" JSON_INTEGER_FORMAT " (all trace.txt views)\n",
+	       jint(info, "text_bytes"));
+	printf("bytes/event:      %.4f\n",
+	       json_real_value(json_object_get(info, "bytes_per_event")));
+	printf("ratio:            %.1f (text bytes / file bytes)\n",
+	       json_real_value(json_object_get(info, "compression_ratio")));
+	printf("section totals:  ");
+	json_object_foreach((json_t *)totals, key, v)
+	    printf(" %s %" JSON_INTEGER_FORMAT "/%" JSON_INTEGER_FORMAT, key,
+		   jint(v, "stored_bytes"), jint(v, "raw_bytes"));
+	printf(" (stored/raw bytes)\n");
+	print_streams(info);
+	print_phases(info);
+	print_sections(info);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+	static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+	struct tfs_trace *t;
+	bool as_json = false;
+	json_t *info;
+	int c, rc;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'j')
+			return usage_error("info: unknown option %s", argv[optind - 1]);
+		as_json = true;
+	}
+	if (argc - optind != 1)
+		return usage_error("info needs exactly one TRACE");
+	rc = open_trace(argv[optind], &t);
+	if (rc)
+		return rc;
+	info = fs_info_json_new(t);
+	if (!info) {
+		fail("cannot describe %s: out of memory", argv[optind]);
+		tfs_trace_close(t);
+		return EXIT_RUNTIME;
+	}
+	if (as_json) {
+		json_dumpf(info, stdout,
+			   JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+		putchar('\n');
+	} else {
+		print_info(argv[optind], info);
+	}
+	json_decref(info);
+	tfs_trace_close(t);
+	return finish_stdout();
+}
+
+/* ---- ls, cat ---- */
+
+/* Open the trace and its tree, and resolve @path. */
+static int open_tree(const char *trace, const char *path, struct tfs_trace **t,
+		     struct fs_vtree **vt, uint64_t *ino)
+{
+	char buf[256];
+	int rc;
+
+	rc = open_trace(trace, t);
+	if (rc)
+		return rc;
+	rc = fs_vtree_new(*t, base_name(trace), vt);
+	if (rc < 0) {
+		fail("cannot list %s: %s", trace, detail(rc, NULL, buf, sizeof(buf)));
+		goto err_close_trace;
+	}
+	rc = fs_vtree_resolve(*vt, path, ino);
+	if (rc < 0) {
+		fail("cannot find %s in %s: %s", path, trace, errstr(-rc, buf, sizeof(buf)));
+		goto err_free_tree;
+	}
+	return 0;
+
+err_free_tree:
+	fs_vtree_free(*vt);
+err_close_trace:
+	tfs_trace_close(*t);
+	return EXIT_RUNTIME;
+}
+
+static void print_entry(const struct fs_node_info *n, const char *name)
+{
+	printf("%c %14" PRIu64 " %s\n", n->is_dir ? 'd' : 'f', n->size, name);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+	struct fs_node_info dir, n;
+	struct tfs_trace *t;
+	struct fs_vtree *vt;
+	uint64_t ino;
+	int rc;
+
+	if (argc < 2 || argc > 3 || argv[1][0] == '-')
+		return usage_error("ls needs TRACE and an optional PATH");
+	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
+	if (rc)
+		return rc;
+	fs_vtree_stat(vt, ino, &dir);
+	if (!dir.is_dir)
+		print_entry(&dir, argv[2]);
+	for (uint32_t i = 0; dir.is_dir && i < dir.n_children; i++) {
+		uint64_t child;
+
+		if (fs_vtree_child(vt, ino, i, &child) == 0 && fs_vtree_stat(vt, child, &n) == 0)
+			print_entry(&n, n.name);
+	}
+	fs_vtree_free(vt);
+	tfs_trace_close(t);
+	return finish_stdout();
+}
+
+/* Write all of @len bytes; false with errno set on failure. */
+static bool write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+/* Copy file @ino to stdout in CAT_CHUNK reads. @return exit status */
+static int cat_file(struct fs_vtree *vt, uint64_t ino, const char *path)
+{
+	struct fs_vfile *f;
+	char msg[256];
+	uint64_t off = 0;
+	char *buf;
+	int rc, status = EXIT_RUNTIME;
+
+	rc = fs_vfile_open(vt, ino, &f);
+	if (rc < 0) {
+		fail("cannot cat %s: %s", path, errstr(-rc, msg, sizeof(msg)));
+		return EXIT_RUNTIME;
+	}
+	buf = malloc(CAT_CHUNK);
+	if (!buf) {
+		fail("cannot cat %s: out of memory", path);
+		goto out_close;
+	}
+	for (;;) {
+		ssize_t n = fs_vfile_read(f, buf, CAT_CHUNK, off);
+
+		if (n < 0) {
+			fail("cannot read %s: %s", path,
+			     detail((int)n, fs_vfile_diag(f), msg, sizeof(msg)));
+			goto out_free_buf;
+		}
+		if (n == 0)
+			break;
+		if (!write_all(STDOUT_FILENO, buf, (size_t)n)) {
+			if (errno == EPIPE)
+				status = 0;
+			else
+				fail("cannot write to stdout: %s", errstr(errno, msg, sizeof(msg)));
+			goto out_free_buf;
+		}
+		off += (uint64_t)n;
+	}
+	if (off != fs_vfile_size(f)) {
+		fail("cannot read %s: offset=%" PRIu64 ": file ends before its size %" PRIu64, path,
+		     off, fs_vfile_size(f));
+		goto out_free_buf;
+	}
+	status = 0;
+out_free_buf:
+	free(buf);
+out_close:
+	fs_vfile_close(f);
+	return status;
+}
+
+static int cmd_cat(int argc, char **argv)
+{
+	struct fs_node_info n;
+	struct tfs_trace *t;
+	struct fs_vtree *vt;
+	uint64_t ino;
+	int rc;
+
+	if (argc != 3 || argv[1][0] == '-')
+		return usage_error("cat needs TRACE and PATH");
+	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
+	if (rc)
+		return rc;
+	fs_vtree_stat(vt, ino, &n);
+	if (n.is_dir) {
+		fail("cannot cat %s: is a directory", argv[2]);
+		rc = EXIT_RUNTIME;
+	} else {
+		rc = cat_file(vt, ino, argv[2]);
+	}
+	fs_vtree_free(vt);
+	tfs_trace_close(t);
+	return rc;
+}
+
+/* ---- verify ---- */
+
+static int cmd_verify(int argc, char **argv)
+{
+	struct tfs_diag diag = {0};
+	struct tfs_trace_info ti;
+	struct tfs_trace *t;
+	char buf[256];
+	int rc;
+
+	if (argc != 2 || argv[1][0] == '-')
+		return usage_error("verify needs exactly one TRACE");
+	rc = open_trace(argv[1], &t);
+	if (rc)
+		return rc;
+	rc = tfs_trace_verify(t, &diag);
+	if (rc < 0) {
+		fail("%s is corrupt: %s", argv[1], detail(rc, &diag, buf, sizeof(buf)));
+		tfs_trace_close(t);
+		return EXIT_RUNTIME;
+	}
+	tfs_trace_get_info(t, &ti);
+	printf("ok: %" PRIu64 " events in %" PRIu32 " streams\n", ti.n_events, ti.n_streams);
+	tfs_trace_close(t);
+	return finish_stdout();
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	/* a closed pipe shows up as EPIPE on write and ends output quietly */
+	signal(SIGPIPE, SIG_IGN);
+	if (!cmd)
+		return usage_error("missing command");
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		fputs(usage_text, stdout);
+		return finish_stdout();
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("tracefs %s (trace format %d.%d)\n", tfs_version(), TFS_FORMAT_MAJOR,
+		       TFS_FORMAT_MINOR);
+		return finish_stdout();
+	}
+	if (!strcmp(cmd, "info"))
+		return cmd_info(argc - 1, argv + 1);
+	if (!strcmp(cmd, "ls"))
+		return cmd_ls(argc - 1, argv + 1);
+	if (!strcmp(cmd, "cat"))
+		return cmd_cat(argc - 1, argv + 1);
+	if (!strcmp(cmd, "verify"))
+		return cmd_verify(argc - 1, argv + 1);
+	return usage_error("unknown command %s", cmd);
+}

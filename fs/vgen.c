@@ -1,0 +1,481 @@
+/*
+ * The generated files of the virtual tree: info.json (the same object `tracefs info --json`
+ * prints) and README.txt (fixed text plus a few trace facts). Both come from the trace's
+ * tables only; nothing here decodes events. This is the only file that builds JSON.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "tfs/reader.h"
+#include "tfs/writer.h"
+#include "vtree_i.h"
+
+static const char *timing_name(int timing)
+{
+	switch (timing) {
+	case TFS_TIMING_NONE:
+		return "none";
+	case TFS_TIMING_LOSSLESS:
+		return "lossless";
+	case TFS_TIMING_LOSSY:
+		return "lossy";
+	}
+	return "unknown";
+}
+
+/* Length of the valid UTF-8 sequence at @s (RFC 3629), or 0 if it is not one. */
+static size_t utf8_seq(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+	if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		unsigned lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+
+		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
+			return 0;
+		return 3;
+	}
+	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		unsigned lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+
+		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+			return 0;
+		return 4;
+	}
+	return 0;
+}
+
+json_t *fs_json_bytes_new(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t len = strlen(s);
+	char *latin;
+	json_t *j;
+
+	while (*p) {
+		size_t n = utf8_seq(p);
+
+		if (n == 0)
+			break;
+		p += n;
+	}
+	if (*p == '\0')
+		return json_stringn(s, len);
+	/* not UTF-8: one code point per byte */
+	latin = malloc(2 * len + 1);
+	if (!latin)
+		return NULL;
+	p = (const unsigned char *)s;
+	len = 0;
+	for (; *p; p++) {
+		if (*p < 0x80) {
+			latin[len++] = (char)*p;
+		} else {
+			latin[len++] = (char)(0xc0 | (*p >> 6));
+			latin[len++] = (char)(0x80 | (*p & 0x3f));
+		}
+	}
+	j = json_stringn(latin, len);
+	free(latin);
+	return j;
+}
+
+/*
+ * Set @key of @obj to @val, stealing @val whatever happens; false if either is NULL (an
+ * allocation failed before) or the set fails.
+ */
+static bool put(json_t *obj, const char *key, json_t *val)
+{
+	if (!obj || !val) {
+		json_decref(val);
+		return false;
+	}
+	return json_object_set_new(obj, key, val) == 0;
+}
+
+/* Append @val to @arr, stealing @val whatever happens. */
+static bool push(json_t *arr, json_t *val)
+{
+	if (!arr || !val) {
+		json_decref(val);
+		return false;
+	}
+	return json_array_append_new(arr, val) == 0;
+}
+
+static bool put_meta(json_t *o, const struct tfs_trace *t)
+{
+	static const char *const keys[] = {"program", "cmdline", "host", "start_time"};
+	json_t *meta = json_object();
+	const char *k, *v;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		v = tfs_trace_meta(t, keys[i]);
+		if (!put(o, keys[i], v ? fs_json_bytes_new(v) : json_null()))
+			goto err_free_meta;
+	}
+	for (uint32_t i = 0; tfs_trace_meta_at(t, i, &k, &v) == 0; i++) {
+		json_t *key = fs_json_bytes_new(k);
+
+		if (!key || !put(meta, json_string_value(key), fs_json_bytes_new(v))) {
+			json_decref(key);
+			goto err_free_meta;
+		}
+		json_decref(key);
+	}
+	return put(o, "meta", meta);
+
+err_free_meta:
+	json_decref(meta);
+	return false;
+}
+
+static json_t *timing_json(const struct tfs_trace_info *ti)
+{
+	json_t *o = json_object();
+
+	if (!put(o, "mode", json_string(timing_name(ti->timing))) ||
+	    (ti->timing == TFS_TIMING_LOSSY && !put(o, "rel_err", json_real(ti->rel_err))) ||
+	    !put(o, "max_ts_ns", json_integer((json_int_t)ti->max_ts_ns)) ||
+	    !put(o, "max_dur_ns", json_integer((json_int_t)ti->max_dur_ns))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static json_t *stream_json(const struct tfs_stream_info *si)
+{
+	json_t *o = json_object();
+
+	if (!put(o, "rank", json_integer(si->rank)) ||
+	    !put(o, "thread", json_integer(si->thread)) ||
+	    !put(o, "events", json_integer((json_int_t)si->n_events)) ||
+	    !put(o, "blocks", json_integer(si->n_blocks)) ||
+	    !put(o, "rules", json_integer(si->n_rules)) ||
+	    !put(o, "height", json_integer(si->height)) ||
+	    !put(o, "same_as", json_integer(si->same_as)) ||
+	    !put(o, "grammar_bytes", json_integer((json_int_t)si->grammar_bytes)) ||
+	    !put(o, "values_bytes", json_integer((json_int_t)si->values_bytes))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* "streams" and "ranks": [{"rank": r, "threads": [t...]}] (streams come sorted or not). */
+static bool put_streams(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	json_t *streams = json_array(), *ranks = json_array();
+	json_t **by_rank = calloc((size_t)ti->n_ranks + 1, sizeof(*by_rank));
+	bool ok = streams && ranks && by_rank;
+
+	for (uint32_t s = 0; ok && s < ti->n_streams; s++) {
+		struct tfs_stream_info si;
+
+		ok = tfs_trace_stream(t, s, &si) == 0 && si.rank < ti->n_ranks &&
+		     push(streams, stream_json(&si));
+		if (ok && !by_rank[si.rank])
+			by_rank[si.rank] = json_array();
+		ok = ok && push(by_rank[si.rank], json_integer(si.thread));
+	}
+	for (uint32_t r = 0; ok && r < ti->n_ranks; r++) {
+		json_t *e, *threads = by_rank[r];
+
+		if (!threads)
+			continue;
+		by_rank[r] = NULL;
+		e = json_object();
+		if (!put(e, "rank", json_integer(r)) || !put(e, "threads", threads)) {
+			json_decref(e);
+			ok = false;
+			break;
+		}
+		ok = push(ranks, e);
+	}
+	for (uint32_t r = 0; by_rank && r < ti->n_ranks; r++)
+		json_decref(by_rank[r]);
+	free(by_rank);
+	if (!ok) {
+		json_decref(streams);
+		json_decref(ranks);
+		return false;
+	}
+	return put(o, "ranks", ranks) && put(o, "streams", streams);
+}
+
+static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	json_t *phases = json_array();
+	char **dirs;
+
+	if (fs_phase_dirs_new(t, &dirs) < 0)
+		goto err_free_phases;
+	for (uint32_t i = 0; phases && i < ti->n_phases; i++) {
+		struct tfs_phase_info pi;
+		struct tfs_stream_info si;
+		const char *dir = dirs[i];
+		json_t *e;
+
+		if (tfs_trace_phase(t, i, &pi) < 0 || tfs_trace_stream(t, pi.stream, &si) < 0)
+			goto err_free_phases;
+		e = json_object();
+		if (!put(e, "name", fs_json_bytes_new(pi.name ? pi.name : "")) ||
+		    !put(e, "dir", fs_json_bytes_new(dir)) ||
+		    !put(e, "rank", json_integer(si.rank)) ||
+		    !put(e, "thread", json_integer(si.thread)) ||
+		    !put(e, "first_event", json_integer((json_int_t)pi.first_event)) ||
+		    !put(e, "events", json_integer((json_int_t)pi.n_events))) {
+			json_decref(e);
+			goto err_free_phases;
+		}
+		if (!push(phases, e))
+			goto err_free_phases;
+	}
+	fs_phase_dirs_free(dirs, ti->n_phases);
+	return put(o, "phases", phases);
+
+err_free_phases:
+	fs_phase_dirs_free(dirs, ti->n_phases);
+	json_decref(phases);
+	return false;
+}
+
+static json_t *section_json(uint32_t idx, const struct tfs_section_info *s)
+{
+	json_t *o = json_object();
+
+	if (!put(o, "index", json_integer(idx)) || !put(o, "type", json_string(s->type_name)) ||
+	    !put(o, "codec", json_string(s->codec ? "zstd" : "raw")) ||
+	    !put(o, "offset", json_integer((json_int_t)s->offset)) ||
+	    !put(o, "stored_bytes", json_integer((json_int_t)s->stored_bytes)) ||
+	    !put(o, "raw_bytes", json_integer((json_int_t)s->raw_bytes))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* "sections" (each) and "section_totals" ({type: {count, stored_bytes, raw_bytes}}). */
+static bool put_sections(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	json_t *list = json_array(), *totals = json_object();
+	bool ok = list && totals;
+
+	for (uint32_t i = 0; ok && i < ti->n_sections; i++) {
+		struct tfs_section_info s;
+		json_t *tot;
+
+		ok = tfs_trace_section(t, i, &s) == 0 && push(list, section_json(i, &s));
+		if (!ok)
+			break;
+		tot = json_object_get(totals, s.type_name);
+		if (!tot) {
+			tot = json_object();
+			if (!put(tot, "count", json_integer(0)) ||
+			    !put(tot, "stored_bytes", json_integer(0)) ||
+			    !put(tot, "raw_bytes", json_integer(0))) {
+				json_decref(tot);
+				ok = false;
+				break;
+			}
+			ok = put(totals, s.type_name, tot);
+			if (!ok)
+				break;
+		}
+		json_integer_set(json_object_get(tot, "count"),
+				 json_integer_value(json_object_get(tot, "count")) + 1);
+		json_integer_set(json_object_get(tot, "stored_bytes"),
+				 json_integer_value(json_object_get(tot, "stored_bytes")) +
+				     (json_int_t)s.stored_bytes);
+		json_integer_set(json_object_get(tot, "raw_bytes"),
+				 json_integer_value(json_object_get(tot, "raw_bytes")) +
+				     (json_int_t)s.raw_bytes);
+	}
+	if (!ok) {
+		json_decref(list);
+		json_decref(totals);
+		return false;
+	}
+	return put(o, "sections", list) && put(o, "section_totals", totals);
+}
+
+json_t *fs_info_json_new(const struct tfs_trace *t)
+{
+	struct tfs_trace_info ti;
+	char version[32];
+	json_t *o = json_object();
+	double per_event, ratio;
+
+	tfs_trace_get_info(t, &ti);
+	snprintf(version, sizeof(version), "%u.%u", ti.version_major, ti.version_minor);
+	per_event = ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0;
+	ratio = ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0;
+	if (!put(o, "format", json_string(version)) ||
+	    !put(o, "tracefs_version", json_string(tfs_version())) || !put_meta(o, t) ||
+	    !put(o, "timing", timing_json(&ti)) || !put(o, "n_ranks", json_integer(ti.n_ranks)) ||
+	    !put(o, "n_streams", json_integer(ti.n_streams)) ||
+	    !put(o, "n_phases", json_integer(ti.n_phases)) ||
+	    !put(o, "n_kinds", json_integer(ti.n_kinds)) ||
+	    !put(o, "n_terminals", json_integer(ti.n_terminals)) ||
+	    !put(o, "events", json_integer((json_int_t)ti.n_events)) ||
+	    !put(o, "file_bytes", json_integer((json_int_t)ti.file_bytes)) ||
+	    !put(o, "text_bytes", json_integer((json_int_t)ti.text_bytes)) ||
+	    !put(o, "bytes_per_event", json_real(per_event)) ||
+	    !put(o, "compression_ratio", json_real(ratio)) || !put_streams(o, t, &ti) ||
+	    !put_phases(o, t, &ti) || !put_sections(o, t, &ti)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* ---- README.txt ---- */
+
+struct sbuf {
+	char *data;
+	size_t len, cap;
+	bool failed;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->failed)
+		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->failed = true;
+			return;
+		}
+		if ((size_t)n < b->cap - b->len) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = 2 * b->cap + (size_t)n + 1;
+		char *d = realloc(b->data, cap);
+
+		if (!d) {
+			b->failed = true;
+			return;
+		}
+		b->data = d;
+		b->cap = cap;
+	}
+}
+
+static const char readme_layout[] =
+    "Layout\n"
+    "  README.txt                          this file\n"
+    "  info.json                           facts about the trace as one JSON object: metadata,\n"
+    "                                      timing, ranks, streams, phases, sections, sizes\n"
+    "  ranks/<r>/threads/<t>/trace.txt     every event of thread <t> of rank <r>, one per line\n"
+    "  ranks/<r>/threads/<t>/events.jsonl  the same events as JSON lines\n"
+    "  ranks/<r>/phases/<name>/threads/<t>/trace.txt, events.jsonl\n"
+    "                                      only the events of phase <name> of that thread\n"
+    "\n"
+    "Formats (FORMAT.md section 9 in the tracefs sources is the exact specification)\n"
+    "  trace.txt     <s>.<ns> <dur_ns> T<thread> <name>(<arg>=<value>, ...) = <result>\n"
+    "                Times are absent when the trace has no timing. Strings are quoted with\n"
+    "                C escapes, symbolic ids print as class#id, ranks as absolute numbers.\n"
+    "                Lines are padded with spaces so that every line of one call signature\n"
+    "                has the same length.\n"
+    "  events.jsonl  {\"ts\":<ns>,\"dur\":<ns>,\"thread\":<t>,\"name\":\"<name>\",\"args\":{...}}\n"
+    "                One JSON object per line, padded with spaces like trace.txt; the result\n"
+    "                is an ordinary member of args; every string byte outside printable\n"
+    "                ASCII is one \\u00XX escape, so any byte string round-trips.\n"
+    "\n"
+    "Phase directory names\n"
+    "  A phase name is used as is, except that '%', '/', '~', control bytes and DEL are\n"
+    "  written %XX (hex), a name made only of dots starts with %2E, and the empty name is\n"
+    "  %00. A name longer than 240 bytes is cut and gets ~<n> appended, n being the phase's\n"
+    "  index in info.json (which also lists each phase's \"dir\"); a phase that covers the\n"
+    "  same thread as an earlier phase of the same name gets its own directory <name>~<n>.\n"
+    "\n"
+    "Every file has an exact size and can be read at any offset: only the events under the\n"
+    "bytes read are decoded.\n";
+
+static int readme_new(const struct tfs_trace *t, const char *trace_name, char **out,
+		      size_t *out_len)
+{
+	struct sbuf b = {0};
+	struct tfs_trace_info ti;
+	const char *program = tfs_trace_meta(t, "program");
+
+	tfs_trace_get_info(t, &ti);
+	sb_printf(&b, "tracefs view of %s\n\n", trace_name ? trace_name : "a trace");
+	sb_printf(&b, "This tree is generated from one compressed trace file; nothing in it is "
+		      "stored as text.\n");
+	if (program)
+		sb_printf(&b, "  program   %s\n", program);
+	sb_printf(&b,
+		  "  events    %" PRIu64 " in %" PRIu32 " stream%s (one per rank and thread) "
+		  "of %" PRIu32 " rank%s\n",
+		  ti.n_events, ti.n_streams, ti.n_streams == 1 ? "" : "s", ti.n_ranks,
+		  ti.n_ranks == 1 ? "" : "s");
+	sb_printf(&b, "  phases    %" PRIu32 " (event ranges of one stream each)\n", ti.n_phases);
+	sb_printf(&b, "  timing    %s", timing_name(ti.timing));
+	if (ti.timing == TFS_TIMING_LOSSY)
+		sb_printf(&b, " (relative error <= %g)", ti.rel_err);
+	sb_printf(&b,
+		  "\n  size      %" PRIu64 " bytes for %" PRIu64 " bytes of trace.txt "
+		  "(ratio %.1f)\n",
+		  ti.file_bytes, ti.text_bytes,
+		  ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0);
+	sb_printf(&b, "\n%s", readme_layout);
+	if (b.failed) {
+		free(b.data);
+		return -ENOMEM;
+	}
+	*out = b.data;
+	*out_len = b.len;
+	return 0;
+}
+
+int fs_gen_files(const struct tfs_trace *t, const char *trace_name, char **readme,
+		 size_t *readme_len, char **info, size_t *info_len)
+{
+	json_t *j;
+	char *text;
+	int rc;
+
+	rc = readme_new(t, trace_name, readme, readme_len);
+	if (rc < 0)
+		return rc;
+	j = fs_info_json_new(t);
+	if (!j)
+		goto err_free_readme;
+	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+	json_decref(j);
+	if (!text)
+		goto err_free_readme;
+	*info_len = strlen(text) + 1;
+	*info = realloc(text, *info_len + 1);
+	if (!*info) {
+		free(text);
+		goto err_free_readme;
+	}
+	(*info)[*info_len - 1] = '\n';
+	(*info)[*info_len] = '\0';
+	return 0;
+
+err_free_readme:
+	free(*readme);
+	*readme = NULL;
+	return -ENOMEM;
+}

@@ -1,0 +1,146 @@
+/*
+ * The virtual file tree of one opened trace: the directories and files that `tracefs cat`,
+ * `tracefs ls` and the FUSE mount all serve, so there is exactly one rendering path.
+ * Nodes are built once from the trace's tables (no event is decoded) and never change:
+ * inode numbers are stable (1 is the root), every file's exact size is known up front.
+ * Reading goes through per-opener handles (struct fs_vfile) that own a tfs_cursor for
+ * stream views or borrow a generated buffer for the small generated files.
+ * This module does not know FUSE or the command line; it does not print anything.
+ *
+ * Layout (README.txt inside the tree says the same to users):
+ *
+ *   /README.txt
+ *   /info.json
+ *   /ranks/<r>/threads/<t>/{trace.txt,events.jsonl}
+ *   /ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl}
+ *
+ * Phase names are mapped to file names by fs_phase_dirname().
+ */
+#ifndef TFS_FS_VTREE_I_H
+#define TFS_FS_VTREE_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tfs/reader.h"
+
+#define FS_ROOT_INO 1
+
+struct fs_vtree;
+struct fs_vfile;
+
+/** What a node is, as returned by fs_vtree_stat(). */
+struct fs_node_info {
+	uint64_t ino;	  /**< >= FS_ROOT_INO, stable for the tree's life */
+	uint64_t parent;  /**< the root is its own parent */
+	const char *name; /**< borrowed from the tree; "" for the root */
+	bool is_dir;
+	uint64_t size;	     /**< files: exact bytes; directories: 0 */
+	uint32_t n_children; /**< directories: entries (without "." and ".."); files: 0 */
+};
+
+/**
+ * Build the tree of @t. Sizes come from tfs_trace_view_size(); README.txt and info.json
+ * are generated now and held by the tree.
+ * @param t          borrowed; must outlive the tree (cursors are made from it)
+ * @param trace_name shown in README.txt (e.g. the file's base name); may be NULL
+ * @return 0, -ENOMEM, or an error of tfs_trace_view_size() (-EINVAL on an inconsistent trace)
+ */
+int fs_vtree_new(struct tfs_trace *t, const char *trace_name, struct fs_vtree **out);
+/** Accepts NULL. Every handle must be closed first. */
+void fs_vtree_free(struct fs_vtree *vt);
+
+/** Number of nodes; inodes are FS_ROOT_INO .. FS_ROOT_INO + n - 1. */
+uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt);
+
+/** @return 0 or -ENOENT (no such inode) */
+int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info);
+
+/**
+ * Entry @idx (0-based, in listing order: numeric for ranks and threads, by name otherwise)
+ * of directory @dir. @return 0, -ENOENT (no such inode or idx past the end), -ENOTDIR
+ */
+int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64_t *ino);
+
+/**
+ * Find @name in directory @dir (O(log entries)). "." and ".." are understood.
+ * @return 0, -ENOENT, -ENOTDIR
+ */
+int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, uint64_t *ino);
+
+/**
+ * Resolve a '/'-separated path from the root; leading, trailing and repeated '/' are
+ * ignored, so "" and "/" are the root. @return 0, -ENOENT, -ENOTDIR, -ENAMETOOLONG
+ */
+int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino);
+
+/**
+ * Open file @ino for reading. The handle is used by one thread at a time; any number of
+ * handles may be open on the same tree from different threads.
+ * @return 0, -ENOENT, -EISDIR, or -ENOMEM / -EINVAL from tfs_cursor_new()
+ */
+int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out);
+/** Accepts NULL. */
+void fs_vfile_close(struct fs_vfile *f);
+/** The file's exact size in bytes. */
+uint64_t fs_vfile_size(const struct fs_vfile *f);
+
+/**
+ * Copy up to @len bytes from byte @off of the file into @buf.
+ * @return bytes copied (0 at or past the end), -TFS_ECORRUPT (fs_vfile_diag() says where)
+ *         or -ENOMEM
+ */
+ssize_t fs_vfile_read(struct fs_vfile *f, void *buf, size_t len, uint64_t off);
+
+/** Where the last failed read found corruption (borrowed from the handle). */
+const struct tfs_diag *fs_vfile_diag(const struct fs_vfile *f);
+
+/**
+ * Map a phase name (any bytes but NUL) to a directory name:
+ * '%', '/', '~', bytes below 0x20 and 0x7f become "%XX" (uppercase hex); a name made only
+ * of dots gets its first dot as "%2E"; the empty name becomes "%00"; a result longer than
+ * 240 bytes is cut there (never inside a %XX). Collisions are resolved by
+ * fs_phase_dirs_new().
+ * @return the length written to @out (always < @out_cap, NUL-terminated); @out_cap >= 256
+ */
+size_t fs_phase_dirname(const char *name, char *out, size_t out_cap);
+
+/**
+ * The directory name of every phase of @t (indexed like tfs_trace_phase()): its
+ * fs_phase_dirname(), with "~<n>" appended when the name was cut (n: the index of the first
+ * phase of that name in the rank) or when an earlier phase of the same name and rank covers
+ * the same thread (n: the phase's own index). These are the names the tree uses.
+ * @return 0, -ENOMEM or an error of tfs_trace_phase()/tfs_trace_stream();
+ *         free with fs_phase_dirs_free()
+ */
+int fs_phase_dirs_new(const struct tfs_trace *t, char ***out);
+void fs_phase_dirs_free(char **dirs, uint32_t n_phases);
+
+/* ---- generated files (vgen.c): also used by `tracefs info` ---- */
+
+struct json_t;
+
+/**
+ * The facts of `tracefs info --json` and info.json: metadata, timing, ranks, streams,
+ * phases, sections, sizes and ratios.
+ * @return a new JSON object (json_decref() it), or NULL on ENOMEM
+ */
+struct json_t *fs_info_json_new(const struct tfs_trace *t);
+
+/**
+ * A JSON string of arbitrary bytes: valid UTF-8 as is, otherwise one code point per byte
+ * (U+0000..U+00FF), so every phase name or metadata value can be shown.
+ * @return a new reference, or NULL on ENOMEM
+ */
+struct json_t *fs_json_bytes_new(const char *s);
+
+/**
+ * Generate README.txt (@readme) and info.json (@info) as malloc'ed buffers the caller frees.
+ * @return 0 or -ENOMEM (nothing allocated then)
+ */
+int fs_gen_files(const struct tfs_trace *t, const char *trace_name, char **readme,
+		 size_t *readme_len, char **info, size_t *info_len);
+
+#endif

@@ -1,0 +1,588 @@
+#!/usr/bin/env python3
+"""End-to-end test of the tracefs CLI against an independent model of FORMAT.md §9.
+
+synth_demo writes a trace and, with --dump, every event it appended. This script renders the
+expected trace.txt and events.jsonl of every thread and phase view from that dump with its
+own Python implementation of FORMAT.md §9 (widths, padding, escapes), compares them byte for
+byte with `tracefs cat`, checks `tracefs ls` sizes, the JSON files, `verify`, usage errors
+and corrupted copies of the trace. Output is TAP. It reuses no tracefs code on purpose.
+
+  check_cli.py --tracefs T --demo D --timing none|lossless|lossy:0.1 [--events N]
+  check_cli.py --tracefs T --demo D --large N      (sizes and verify only, no dump)
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
+ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
+ARG_RESULT = 1
+TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
+VIEWS = ("trace.txt", "events.jsonl")
+DIAG_RE = re.compile(rb"^tracefs: .*section=[^=]+ offset=\d+: \S.*$")
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, desc, diag=None):
+        self.n += 1
+        print(("ok %d - %s" if cond else "not ok %d - %s") % (self.n, desc), flush=True)
+        if not cond:
+            self.failed += 1
+            for line in str(diag or "").splitlines()[:20]:
+                print("# " + line, flush=True)
+        return cond
+
+    def diag(self, text):
+        for line in text.splitlines():
+            print("# " + line, flush=True)
+
+    def done(self):
+        print("1..%d" % self.n, flush=True)
+        return 1 if self.failed else 0
+
+
+def run(cmd, timeout=600, stdin=subprocess.DEVNULL):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+# ---- the model: FORMAT.md §9 from the dumped events ----
+
+def text_escape(b):
+    """§9.1 text: printable ASCII but '"' and '\\' as is, C escapes, \\xHH otherwise."""
+    out = bytearray(b'"')
+    for c in b:
+        if c in (0x22, 0x5c):
+            out += b"\\" + bytes([c])
+        elif c == 0x0a:
+            out += b"\\n"
+        elif c == 0x09:
+            out += b"\\t"
+        elif c == 0x0d:
+            out += b"\\r"
+        elif 0x20 <= c <= 0x7e:
+            out.append(c)
+        else:
+            out += b"\\x%02x" % c
+    return bytes(out + b'"')
+
+
+def json_escape(b):
+    """§9.1 JSON: \\" \\\\ \\n \\t \\r, \\u00XX for other control bytes, DEL and bytes >= 0x80."""
+    out = bytearray(b'"')
+    for c in b:
+        if c in (0x22, 0x5c):
+            out += b"\\" + bytes([c])
+        elif c == 0x0a:
+            out += b"\\n"
+        elif c == 0x09:
+            out += b"\\t"
+        elif c == 0x0d:
+            out += b"\\r"
+        elif 0x20 <= c <= 0x7e:
+            out.append(c)
+        else:
+            out += b"\\u%04x" % c
+    return bytes(out + b'"')
+
+
+def num_text(arg, v):
+    if arg["type"] == TYPE_HEX:
+        return b"0x%x" % v
+    return b"%d" % v
+
+
+def dump_bytes(s):
+    """synth_demo dumps strings one code point per byte."""
+    return s.encode("latin-1")
+
+
+class Model:
+    def __init__(self, dump_path):
+        self.streams = {}  # (rank, thread) -> [(kind, ts, dur, args)]
+        self.phases = []   # (name bytes, rank, thread, first, n), in the order added
+        with open(dump_path, "rb") as f:
+            for raw in f:
+                rec = json.loads(raw)
+                if "schema" in rec:
+                    self.header = rec
+                elif "phase" in rec:
+                    self.phases.append((dump_bytes(rec["phase"]), rec["rank"], rec["thread"],
+                                        rec["first"], rec["n"]))
+                else:
+                    key = (rec["rank"], rec["thread"])
+                    args = [dump_bytes(a) if isinstance(a, str) else a for a in rec["args"]]
+                    self.streams.setdefault(key, []).append(
+                        (rec["kind"], rec["ts"], rec["dur"], args))
+        self.kinds = {k["name"]: k for k in self.header["schema"]}
+        for k in self.kinds.values():
+            k["bname"] = k["name"].encode()
+            results = [i for i, a in enumerate(k["args"]) if a["flags"] & ARG_RESULT]
+            k["result"] = results[0] if results else -1
+        self.timing = self.header["timing"]
+        self.n_ranks = 1 + max(r for r, _ in self.streams)
+        self.max_thread = max(t for _, t in self.streams)
+        self.max_ts = max(e[1] for evs in self.streams.values() for e in evs)
+        self.max_dur = max(e[2] for evs in self.streams.values() for e in evs)
+        self.widths = {}  # terminal -> [VAL widths in arg order]
+        for (rank, _), evs in self.streams.items():
+            for e in evs:
+                key = self.terminal(rank, e)
+                w = [len(num_text(a, v)) for a, v in zip(self.kinds[e[0]]["args"], e[3])
+                     if a["enc"] == ENC_VAL]
+                old = self.widths.get(key)
+                self.widths[key] = w if old is None else [max(x, y) for x, y in zip(old, w)]
+
+    def terminal(self, rank, e):
+        """§5.2: the call signature (kind and every non-VAL argument, ranks relative)."""
+        sig = [e[0]]
+        for a, v in zip(self.kinds[e[0]]["args"], e[3]):
+            if a["enc"] == ENC_RANK:
+                sig.append(v - rank)
+            elif a["enc"] != ENC_VAL:
+                sig.append(v)
+        return tuple(sig)
+
+    def set_times(self, max_ts, max_dur):
+        self.max_ts, self.max_dur = max_ts, max_dur
+
+    def rank_width(self, rel):
+        return max(len(b"%d" % rel), len(b"%d" % (self.n_ranks - 1 + rel)))
+
+    def values(self, rank, e, json_view):
+        """Each argument's bytes and its padding deficit (VAL and RANK fields)."""
+        kind = self.kinds[e[0]]
+        vw = iter(self.widths[self.terminal(rank, e)])
+        out = []
+        for a, v in zip(kind["args"], e[3]):
+            deficit = 0
+            if a["enc"] == ENC_STR:
+                s = json_escape(v) if json_view else text_escape(v)
+            elif a["enc"] == ENC_SYM:
+                s = b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
+            elif a["enc"] == ENC_RANK:
+                s = b"%d" % v
+                deficit = self.rank_width(v - rank) - len(s)
+            else:
+                s = num_text(a, v)
+                if a["enc"] == ENC_VAL:
+                    deficit = next(vw) - len(s)
+                if json_view and a["type"] == TYPE_HEX:
+                    s = b'"' + s + b'"'
+            out.append((s, deficit))
+        return out
+
+    def text_line(self, rank, thread, e):
+        kind = self.kinds[e[0]]
+        vals = self.values(rank, e, False)
+        line = b""
+        if self.timing != TIMING_NONE:
+            ws = len(b"%d" % (self.max_ts // 10**9))
+            wd = len(b"%d" % self.max_dur)
+            line += b"%*d.%09d %*d " % (ws, e[1] // 10**9, e[1] % 10**9, wd, e[2])
+        wt = len(b"%d" % self.max_thread)
+        line += b"T%-*d " % (wt, thread) + kind["bname"] + b"("
+        line += b", ".join(a["name"].encode() + b"=" + vals[i][0]
+                           for i, a in enumerate(kind["args"]) if i != kind["result"])
+        line += b")"
+        if kind["result"] >= 0:
+            line += b" = " + vals[kind["result"]][0]
+        pad = sum(d for _, d in vals)
+        return line + b" " * pad + b"\n"
+
+    def json_line(self, rank, thread, e):
+        kind = self.kinds[e[0]]
+        vals = self.values(rank, e, True)
+        pad = sum(d for _, d in vals)
+        line = b"{"
+        if self.timing != TIMING_NONE:
+            line += b'"ts":%d,"dur":%d,' % (e[1], e[2])
+            pad += len(b"%d" % self.max_ts) - len(b"%d" % e[1])
+            pad += len(b"%d" % self.max_dur) - len(b"%d" % e[2])
+        line += b'"thread":%d,' % thread
+        pad += len(b"%d" % self.max_thread) - len(b"%d" % thread)
+        line += b'"name":' + json_escape(kind["bname"]) + b',"args":{'
+        line += b",".join(json_escape(a["name"].encode()) + b":" + vals[i][0]
+                          for i, a in enumerate(kind["args"]))
+        line += b"}}"
+        return line + b" " * pad + b"\n"
+
+    def view(self, rank, thread, first, n, view, times=None):
+        """Expected bytes; @times replaces (ts, dur) per event (lossy timing)."""
+        evs = self.streams[(rank, thread)][first:first + n]
+        render = self.text_line if view == "trace.txt" else self.json_line
+        out = []
+        for i, e in enumerate(evs):
+            if times is not None:
+                e = (e[0], times[i][0], times[i][1], e[3])
+            out.append(render(rank, thread, e))
+        return b"".join(out)
+
+
+# ---- virtual tree expectations ----
+
+def phase_dirname(name):
+    """README.txt's mapping: %XX for % / ~ controls DEL, dots-only and empty names, cut."""
+    if name == b"":
+        return b"%00", False
+    dots = all(c == 0x2e for c in name)
+    out = bytearray()
+    for i, c in enumerate(name):
+        esc = c < 0x20 or c == 0x7f or c in b"%/~" or (dots and i == 0)
+        piece = b"%%%02X" % c if esc else bytes([c])
+        if len(out) + len(piece) > 240:
+            return bytes(out), True
+        out += piece
+    return bytes(out), False
+
+
+def expected_files(model, info):
+    """path -> (rank, thread, first, n) for every view file the tree must hold."""
+    files = {}
+    for (rank, thread), evs in model.streams.items():
+        for v in VIEWS:
+            files[b"ranks/%d/threads/%d/%s" % (rank, thread, v.encode())] = (
+                rank, thread, 0, len(evs))
+    # the phase index of the trace (for ~n suffixes) comes from info.json's list
+    index = {}
+    for i, p in enumerate(info["phases"]):
+        # info.json shows a name as UTF-8 when it is, else one code point per byte
+        names = {p["name"].encode("utf-8", "surrogateescape")}
+        if all(ord(c) < 256 for c in p["name"]):
+            names.add(dump_bytes(p["name"]))
+        for name in names:
+            key = (name, p["rank"], p["thread"], p["first_event"], p["events"])
+            index.setdefault(key, []).append(i)
+    groups = {}   # (rank, name) -> (dir, set of threads)
+    for p in model.phases:
+        name, rank, thread, first, n = p
+        idx = index[p].pop(0)
+        g = groups.get((rank, name))
+        if g is None:
+            d, cut = phase_dirname(name)
+            if cut:
+                d += b"~%d" % idx
+            g = groups[(rank, name)] = (d, set())
+        d, threads = g
+        if thread in threads:
+            d = phase_dirname(name)[0] + b"~%d" % idx
+        else:
+            threads.add(thread)
+        for v in VIEWS:
+            files[b"ranks/%d/phases/%s/threads/%d/%s" % (rank, d, thread, v.encode())] = (
+                rank, thread, first, n)
+    return files
+
+
+class Cli:
+    def __init__(self, tracefs, trace):
+        self.tracefs, self.trace = tracefs, trace
+
+    def ls(self, path=b""):
+        rc, out, err = run([self.tracefs, "ls", self.trace, path])
+        if rc != 0:
+            raise RuntimeError("ls %r: rc=%d %s" % (path, rc, err))
+        entries = []
+        for line in out.splitlines():
+            m = re.match(rb"^([df]) +(\d+) (.*)$", line)
+            if not m:
+                raise RuntimeError("ls %r: bad line %r" % (path, line))
+            entries.append((m.group(1) == b"d", int(m.group(2)), m.group(3)))
+        return entries
+
+    def walk(self, path=b""):
+        """{file path: size} of the whole tree, and directories listed out of order."""
+        files, disorder = {}, []
+        entries = self.ls(path)
+        names = [n for _, _, n in entries]
+        if all(n.isdigit() for n in names) and names != sorted(names, key=int):
+            disorder.append(path)
+        for is_dir, size, name in entries:
+            sub = path + b"/" + name if path else name
+            if is_dir:
+                f, d = self.walk(sub)
+                files.update(f)
+                disorder += d
+            else:
+                files[sub] = size
+        return files, disorder
+
+    def cat(self, path):
+        return run([self.tracefs, "cat", self.trace, path])
+
+    def cat_count(self, path):
+        p = subprocess.Popen([self.tracefs, "cat", self.trace, path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        n, last = 0, b""
+        while True:
+            chunk = p.stdout.read(1 << 20)
+            if not chunk:
+                break
+            n += len(chunk)
+            last = chunk[-1:]
+        err = p.stderr.read()
+        return p.wait(), n, last, err
+
+
+# ---- checks ----
+
+def lossy_times(tap, actual, evs, view, rel_err, path):
+    """Parse the reconstructed (ts, dur) of each line and check they are within bounds."""
+    pat = (rb"^ *(\d+)\.(\d{9}) +(\d+) T" if view == "trace.txt"
+           else rb'^\{"ts":(\d+),"dur":(\d+),')
+    times = []
+    lines = actual.split(b"\n")
+    for i, e in enumerate(evs):
+        m = re.match(pat, lines[i]) if i < len(lines) else None
+        if not m:
+            return None
+        g = [int(x) for x in m.groups()]
+        ts, dur = (g[0] * 10**9 + g[1], g[2]) if view == "trace.txt" else (g[0], g[1])
+        if abs(dur - e[2]) > rel_err * e[2] + 1 or abs(ts - e[1]) > rel_err * e[1] + 1:
+            tap.diag("%s line %d: ts/dur %d/%d for %d/%d beyond rel_err %g" %
+                     (path.decode(), i + 1, ts, dur, e[1], e[2], rel_err))
+            return None
+        times.append((ts, dur))
+    return times
+
+
+def first_diff(a, b):
+    n = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+    line = a.count(b"\n", 0, n) + 1
+    start = a.rfind(b"\n", 0, n) + 1
+    return "first difference at byte %d (line %d)\nexpected: %r\nactual:   %r" % (
+        n, line, b[start:b.find(b"\n", start) + 1][:200], a[start:a.find(b"\n", start) + 1][:200])
+
+
+def check_views(tap, cli, model, info, jq):
+    files = expected_files(model, info)
+    listed, disorder = cli.walk()
+    tap.ok(not disorder, "ranks and threads are listed in numeric order", disorder)
+    views = {p: s for p, s in listed.items() if p not in (b"README.txt", b"info.json")}
+    tap.ok(set(views) == set(files), "the tree holds exactly the expected %d view files"
+           % len(files), "missing: %r\nunexpected: %r" % (sorted(set(files) - set(views))[:10],
+                                                          sorted(set(views) - set(files))[:10]))
+    for path in sorted(files):
+        rank, thread, first, n = files[path]
+        view = path.rsplit(b"/", 1)[1].decode()
+        rc, actual, err = cli.cat(path)
+        if not tap.ok(rc == 0 and not err, "cat %s" % path.decode(), err):
+            continue
+        tap.ok(listed.get(path) == len(actual), "ls size of %s equals its %d bytes" %
+               (path.decode(), len(actual)), "ls says %r" % listed.get(path))
+        times = None
+        if model.timing == TIMING_LOSSY:
+            evs = model.streams[(rank, thread)][first:first + n]
+            times = lossy_times(tap, actual, evs, view, model.header["rel_err"], path)
+            if times is None:
+                tap.ok(False, "%s times within the lossy bound" % path.decode())
+                continue
+        expected = model.view(rank, thread, first, n, view, times)
+        tap.ok(actual == expected, "%s matches FORMAT.md §9 (%d events)" % (path.decode(), n),
+               None if actual == expected else first_diff(actual, expected))
+        if view == "events.jsonl":
+            check_jsonl(tap, path, actual, n, jq)
+
+
+def check_jsonl(tap, path, data, n, jq):
+    lines = data.split(b"\n")[:-1] if data else []
+    bad = None
+    for i, line in enumerate(lines):
+        try:
+            obj = json.loads(line)
+            if not isinstance(obj, dict) or "name" not in obj or "args" not in obj:
+                bad = "line %d: not an event object" % (i + 1)
+        except ValueError as e:
+            bad = "line %d: %s" % (i + 1, e)
+        if bad:
+            break
+    tap.ok(bad is None and len(lines) == n, "%s: %d lines parse with json.loads" %
+           (path.decode(), n), bad)
+    if jq:
+        p = subprocess.run([jq, "-c", "."], input=data, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        out = p.stdout.split(b"\n")[:-1] if p.stdout else []
+        tap.ok(p.returncode == 0 and len(out) == n, "%s: jq -c . accepts %d lines" %
+               (path.decode(), n), p.stderr)
+
+
+def check_info(tap, cli, model, n_events):
+    rc, out, err = run([cli.tracefs, "info", "--json", cli.trace])
+    info = None
+    try:
+        info = json.loads(out) if rc == 0 else None
+    except ValueError as e:
+        err = str(e)
+    tap.ok(info is not None, "info --json prints one JSON object", err)
+    if info is None:
+        return None
+    tap.ok(info.get("events") == n_events and info.get("n_streams") == len(model.streams)
+           and info.get("n_phases") == len(model.phases),
+           "info --json counts %d events, %d streams, %d phases" %
+           (n_events, len(model.streams), len(model.phases)), json.dumps(info)[:500])
+    mode = ["none", "lossless", "lossy"][model.timing]
+    tap.ok(info["timing"]["mode"] == mode, "info --json timing mode is %s" % mode)
+    if model.timing == TIMING_LOSSLESS:
+        tap.ok((info["timing"]["max_ts_ns"], info["timing"]["max_dur_ns"]) ==
+               (model.max_ts, model.max_dur), "max_ts_ns and max_dur_ns are the true maxima",
+               info["timing"])
+    rc, readme, err = cli.cat(b"README.txt")
+    tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/trace.txt" in readme, "cat README.txt", err)
+    rc, text, err = cli.cat(b"info.json")
+    try:
+        same = rc == 0 and text.endswith(b"}\n") and json.loads(text) == info
+    except ValueError as e:
+        same, err = False, str(e)
+    tap.ok(same, "info.json is the object of info --json", err)
+    rc, out, err = run([cli.tracefs, "info", cli.trace])
+    tap.ok(rc == 0 and re.search(rb"(?m)^events: +%d$" % n_events, out) and not err,
+           "info prints a human summary", err or out[:300])
+    return info
+
+
+def check_errors(tap, cli, tracefs):
+    def one_line(err):
+        return err.count(b"\n") == 1 and err.startswith(b"tracefs: ") and \
+            not err.rstrip(b"\n").endswith(b".")
+
+    cases = [([], 2, "no command"), (["frobnicate"], 2, "an unknown command"),
+             (["cat", cli.trace], 2, "cat without PATH"),
+             (["info", "--bogus", cli.trace], 2, "an unknown option"),
+             (["verify"], 2, "verify without TRACE"), (["ls"], 2, "ls without TRACE"),
+             (["cat", cli.trace, "no/such/file"], 1, "cat of a missing path"),
+             (["cat", cli.trace, "ranks"], 1, "cat of a directory"),
+             (["info", cli.trace + ".missing"], 1, "info of a missing trace"),
+             (["verify", "/dev/null"], 1, "verify of an empty file")]
+    for args, code, what in cases:
+        rc, out, err = run([tracefs] + args)
+        tap.ok(rc == code and one_line(err), "%s exits %d with one message line" % (what, code),
+               "rc=%d stderr=%r" % (rc, err))
+    for args in (["--help"], ["help"], ["--version"]):
+        rc, out, err = run([tracefs] + args)
+        tap.ok(rc == 0 and out and not err, "tracefs %s" % args[0], err)
+    rc, out, err = run([tracefs, "ls", cli.trace, "ranks/0/threads/0/trace.txt"])
+    tap.ok(rc == 0 and len(out.splitlines()) == 1 and out.startswith(b"f "),
+           "ls of a file lists that file", out + err)
+    p = subprocess.Popen([tracefs, "cat", cli.trace, "ranks/0/threads/0/events.jsonl"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read()
+    tap.ok(p.wait() == 0 and not err, "cat into a closed pipe ends quietly",
+           "rc=%r stderr=%r" % (p.returncode, err))
+
+
+def corrupt_copies(trace, info, workdir):
+    data = open(trace, "rb").read()
+    copies = [("empty file", b""), ("first 39 bytes", data[:39]),
+              ("first half", data[:len(data) // 2]), ("last byte cut", data[:-1])]
+    spots = [("magic", 1), ("major version", 8), ("table offset", 17), ("header crc", 29),
+             ("section table", len(data) - 7), ("first table entry", len(data) - 48 * 
+              len(info["sections"]) + 9)]
+    for s in info["sections"]:
+        if s["stored_bytes"] > 0:
+            spots.append(("%s section #%d" % (s["type"], s["index"]),
+                          s["offset"] + s["stored_bytes"] // 2))
+    for i, (what, off) in enumerate(spots):
+        if 0 <= off < len(data):
+            b = bytearray(data)
+            b[off] ^= 1 << (i % 8)
+            copies.append(("bit %d flipped at %d (%s)" % (i % 8, off, what), bytes(b)))
+    out = []
+    for i, (what, blob) in enumerate(copies):
+        path = os.path.join(workdir, "bad%d.trace" % i)
+        with open(path, "wb") as f:
+            f.write(blob)
+        out.append((what, path))
+    return out
+
+
+def check_corruption(tap, tracefs, trace, info, workdir):
+    for what, path in corrupt_copies(trace, info, workdir):
+        rc, out, err = run([tracefs, "verify", path])
+        tap.ok(0 < rc < 128 and err.count(b"\n") == 1 and DIAG_RE.match(err.rstrip(b"\n")),
+               "verify refuses a trace with its %s, naming section and offset" % what,
+               "rc=%d stderr=%r" % (rc, err))
+        for cmd in (["info", path], ["cat", path, "ranks/0/threads/0/trace.txt"],
+                    ["cat", path, "ranks/1/phases/solve/threads/2/events.jsonl"]):
+            rc, out, err = run([tracefs] + cmd)
+            tap.ok(0 <= rc < 128 and (rc == 0 or err.count(b"\n") == 1),
+                   "%s of that trace does not crash" % cmd[0], "rc=%d stderr=%r" % (rc, err))
+
+
+def full(args, tap, workdir):
+    trace = os.path.join(workdir, "demo.trace")
+    dump = os.path.join(workdir, "demo.jsonl")
+    rc, out, err = run([args.demo, "-o", trace, "--dump", dump, "--events", str(args.events),
+                        "--timing", args.timing, "--seed", str(args.seed), "--odd-phases"])
+    if not tap.ok(rc == 0, "synth_demo --timing %s --events %d" % (args.timing, args.events),
+                  err):
+        return
+    model = Model(dump)
+    n_events = sum(len(e) for e in model.streams.values())
+    cli = Cli(args.tracefs, trace)
+    rc, out, err = run([args.tracefs, "verify", trace])
+    tap.ok(rc == 0 and out == b"ok: %d events in %d streams\n" % (n_events, len(model.streams)),
+           "verify: ok: %d events" % n_events, out + err)
+    info = check_info(tap, cli, model, n_events)
+    if info is None:
+        return
+    if model.timing != TIMING_NONE:
+        model.set_times(info["timing"]["max_ts_ns"], info["timing"]["max_dur_ns"])
+    jq = shutil.which("jq")
+    if not jq:
+        tap.diag("jq not found: JSON lines are checked with json.loads only")
+    check_views(tap, cli, model, info, jq)
+    check_errors(tap, cli, args.tracefs)
+    check_corruption(tap, args.tracefs, trace, info, workdir)
+
+
+def large(args, tap, workdir):
+    trace = os.path.join(workdir, "large.trace")
+    rc, out, err = run([args.demo, "-o", trace, "--events", str(args.large), "--timing",
+                        args.timing, "--seed", str(args.seed)], timeout=1200)
+    if not tap.ok(rc == 0, "synth_demo --events %d" % args.large, err):
+        return
+    rc, out, err = run([args.tracefs, "verify", trace], timeout=1200)
+    tap.ok(rc == 0 and out.startswith(b"ok: "), "verify: %s" % out.decode().strip(), err)
+    rc, out, err = run([args.tracefs, "info", trace])
+    tap.diag(out.decode(errors="replace"))
+    listed, _ = Cli(args.tracefs, trace).walk()
+    for path, size in sorted(listed.items()):
+        rc, n, last, err = Cli(args.tracefs, trace).cat_count(path)
+        tap.ok(rc == 0 and n == size and (n == 0 or last == b"\n"),
+               "cat %s gives its ls size %d" % (path.decode(), size),
+               "rc=%d bytes=%d stderr=%r" % (rc, n, err))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tracefs", required=True)
+    ap.add_argument("--demo", required=True)
+    ap.add_argument("--timing", default="lossless")
+    ap.add_argument("--events", type=int, default=30000)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--large", type=int, default=0)
+    args = ap.parse_args()
+    tap = Tap()
+    workdir = tempfile.mkdtemp(prefix="tracefs-cli-")
+    try:
+        (large if args.large else full)(args, tap, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+/*
+ * libFuzzer target for the whole reader: the input is a trace file. It is opened through
+ * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
+ * stream's views are read at a few offsets through cursors; phases are read too. Each input
+ * runs twice: as is, and with every CRC of the header and section table recomputed, since
+ * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
+ * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
+ * Errors are expected; crashes, sanitizer reports and leaks are the findings.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bytes_i.h"
+#include "crc32c_i.h"
+#include "tfs/reader.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_STREAMS 16
+#define MAX_PHASES 16
+#define READ_LEN 4096
+#define HDR_LEN 40 /* FORMAT.md §1 */
+#define ENT_LEN 48 /* FORMAT.md §2 */
+#define MAX_FIX_SECTIONS 4096
+
+static void read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
+		      char *buf)
+{
+	struct tfs_diag diag;
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	uint64_t size, offs[4];
+
+	if (tfs_cursor_new(t, stream, view, first, n, &c) < 0)
+		return;
+	size = tfs_cursor_size(c);
+	offs[0] = 0;
+	offs[1] = size / 2;
+	offs[2] = size > 100 ? size - 100 : 0;
+	offs[3] = offs[1] / 3;
+	for (int i = 0; i < 4; i++) {
+		if (tfs_cursor_pread(c, buf, READ_LEN, offs[i], &diag) < 0)
+			break;
+	}
+	/* reading on from the previous read is the sequential path */
+	(void)tfs_cursor_pread(c, buf, READ_LEN, offs[3] + READ_LEN, &diag);
+	if (n > 0) {
+		(void)tfs_cursor_event(c, first, &ev, &diag);
+		(void)tfs_cursor_event(c, first + n - 1, &ev, &diag);
+	}
+	tfs_cursor_free(c);
+}
+
+static void read_trace(struct tfs_trace *t, char *buf)
+{
+	struct tfs_trace_info ti;
+	struct tfs_diag diag;
+
+	/* reads go on after a failed verify: they must refuse the same damage safely */
+	(void)tfs_trace_verify(t, &diag);
+	tfs_trace_get_info(t, &ti);
+	for (uint32_t s = 0; s < ti.n_streams && s < MAX_STREAMS; s++) {
+		struct tfs_stream_info si;
+
+		if (tfs_trace_stream(t, s, &si) < 0)
+			continue;
+		for (int v = 0; v < TFS_VIEW_COUNT; v++)
+			read_view(t, s, v, 0, si.n_events, buf);
+	}
+	for (uint32_t p = 0; p < ti.n_phases && p < MAX_PHASES; p++) {
+		struct tfs_phase_info pi;
+
+		if (tfs_trace_phase(t, p, &pi) == 0)
+			read_view(t, pi.stream, TFS_VIEW_TEXT, pi.first_event, pi.n_events, buf);
+	}
+	for (uint32_t k = 0; k < ti.n_kinds; k++) {
+		struct tfs_kind_desc kd;
+
+		(void)tfs_trace_kind(t, k, &kd);
+	}
+}
+
+/* Recompute crc_all, crc_hd, tbl_crc and hdr_crc (FORMAT.md §1, §2) where they lie in bounds. */
+static void fix_crcs(uint8_t *p, size_t size)
+{
+	uint64_t table_off, n_sect;
+
+	if (size < HDR_LEN)
+		return;
+	table_off = le_get64(p + 16);
+	n_sect = le_get32(p + 24);
+	if (n_sect <= MAX_FIX_SECTIONS && table_off <= size &&
+	    n_sect * ENT_LEN <= size - table_off) {
+		for (uint64_t i = 0; i < n_sect; i++) {
+			uint8_t *e = p + table_off + i * ENT_LEN;
+			uint64_t off = le_get64(e + 8), stored = le_get64(e + 16);
+			uint64_t head = le_get64(e + 40);
+
+			if (off > size || stored > size - off)
+				continue;
+			le_put32(e + 32, crc32c(p + off, stored));
+			if (head <= stored)
+				le_put32(e + 36, crc32c(p + off, head));
+		}
+		le_put32(p + 28, crc32c(p + table_off, n_sect * ENT_LEN));
+	}
+	le_put32(p + 32, crc32c(p, 32));
+}
+
+static void run_one(const uint8_t *data, size_t size)
+{
+	static char buf[READ_LEN];
+	struct tfs_diag diag;
+	struct tfs_trace *t;
+	char path[64];
+	int fd;
+
+	fd = memfd_create("fuzz_trace", MFD_CLOEXEC);
+	if (fd < 0)
+		abort();
+	if (size > 0 && write(fd, data, size) != (ssize_t)size)
+		abort();
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	if (tfs_trace_open(path, &t, &diag) == 0) {
+		read_trace(t, buf);
+		tfs_trace_close(t);
+	}
+	close(fd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t *fixed;
+
+	run_one(data, size);
+	if (size < HDR_LEN)
+		return 0;
+	fixed = malloc(size);
+	if (!fixed)
+		abort();
+	memcpy(fixed, data, size);
+	fix_crcs(fixed, size);
+	if (memcmp(fixed, data, size) != 0)
+		run_one(fixed, size);
+	free(fixed);
+	return 0;
+}
