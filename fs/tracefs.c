@@ -20,6 +20,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
+#include "mount_i.h"
 #include "vtree_i.h"
 
 #define EXIT_RUNTIME 1
@@ -35,6 +36,10 @@ static const char usage_text[] =
     "  ls TRACE [PATH]       list a directory of the trace's virtual tree (type, size, name)\n"
     "  cat TRACE PATH        write a file of the virtual tree to stdout\n"
     "  verify TRACE          check every checksum and decode every event once\n"
+    "  mount [-f] [-o OPTS] TRACE MOUNTPOINT\n"
+    "                        serve the virtual tree as a read-only file system; returns\n"
+    "                        once the mount is ready (-f: stay in the foreground)\n"
+    "  umount MOUNTPOINT     unmount it\n"
     "  help, --help          this text\n"
     "  --version             the tracefs and format versions\n"
     "\n"
@@ -471,5 +476,9 @@ int main(int argc, char **argv)
 		return cmd_cat(argc - 1, argv + 1);
 	if (!strcmp(cmd, "verify"))
 		return cmd_verify(argc - 1, argv + 1);
+	if (!strcmp(cmd, "mount"))
+		return fs_cmd_mount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "umount"))
+		return fs_cmd_umount(argc - 1, argv + 1);
 	return usage_error("unknown command %s", cmd);
 }

@@ -1,0 +1,578 @@
+/*
+ * The FUSE daemon: serves one trace's virtual tree read-only with the libfuse3 low-level
+ * API on a multithreaded session. Inodes are the tree's node numbers, so lookups never
+ * allocate; attributes and entries carry long timeouts and opened files keep the kernel's
+ * page cache, because a trace never changes. Every call that would modify anything answers
+ * EROFS. Rendering is vtree.c's job; this file only translates between FUSE and the tree.
+ */
+#define FUSE_USE_VERSION 312
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "mount_i.h"
+#include "tfs/reader.h"
+#include "vtree_i.h"
+
+/* A trace never changes: the kernel may cache names and attributes for a day. */
+#define FS_TIMEOUT_S 86400.0
+#define FS_MAX_READ (1u << 20)
+
+struct fs_mount {
+	struct tfs_trace *t;
+	struct fs_vtree *vt;
+	struct timespec time; /* every node's a/c/mtime: the trace's start */
+	bool foreground;
+	const char *trace_path;
+};
+
+/* An opened file: the kernel may read one handle from several threads at once. */
+struct fs_open_file {
+	pthread_mutex_t lock;
+	struct fs_vfile *f;
+};
+
+static struct fs_mount *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void fs_log(const struct fs_mount *m, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void fs_log(const struct fs_mount *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (m->foreground) {
+		fputs("tracefs: ", stderr);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	} else {
+		vsyslog(LOG_ERR, fmt, ap);
+	}
+	va_end(ap);
+}
+
+/* The one place a negative error becomes FUSE's positive errno. */
+static void fs_reply_err(fuse_req_t req, int rc)
+{
+	if (rc == -TFS_ECORRUPT)
+		rc = -EIO; /* the detail was logged where it was found */
+	fuse_reply_err(req, -rc);
+}
+
+static void fill_stat(const struct fs_mount *m, const struct fs_node_info *n, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_mode = n->is_dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_nlink = n->is_dir ? 2 : 1;
+	st->st_size = (off_t)n->size;
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+	st->st_atim = st->st_mtim = st->st_ctim = m->time;
+}
+
+static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_mount *m = fs_of(req);
+	struct fuse_entry_param e;
+	struct fs_node_info n;
+	uint64_t ino;
+	int rc;
+
+	rc = fs_vtree_lookup(m->vt, parent, name, &ino);
+	if (rc == 0)
+		rc = fs_vtree_stat(m->vt, ino, &n);
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	memset(&e, 0, sizeof(e));
+	e.ino = ino;
+	e.generation = 1;
+	e.attr_timeout = FS_TIMEOUT_S;
+	e.entry_timeout = FS_TIMEOUT_S;
+	fill_stat(m, &n, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_of(req);
+	struct fs_node_info n;
+	struct stat st;
+	int rc = fs_vtree_stat(m->vt, ino, &n);
+
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fill_stat(m, &n, &st);
+	fuse_reply_attr(req, &st, FS_TIMEOUT_S);
+}
+
+static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			  struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_of(req);
+	struct fs_node_info dir, n;
+	char *buf = malloc(size ? size : 1);
+	size_t used = 0;
+	int rc = fs_vtree_stat(m->vt, ino, &dir);
+
+	if (!buf || rc < 0) {
+		free(buf);
+		fs_reply_err(req, rc < 0 ? rc : -ENOMEM);
+		return;
+	}
+	/* offsets: 0 ".", 1 "..", 2 + i the i-th child; each entry carries the next offset */
+	for (off_t i = off; i < (off_t)dir.n_children + 2; i++) {
+		struct stat st;
+		const char *name;
+		uint64_t child;
+		size_t need;
+
+		if (i < 2) {
+			child = i == 0 ? ino : dir.parent;
+			name = i == 0 ? "." : "..";
+		} else if (fs_vtree_child(m->vt, ino, (uint32_t)(i - 2), &child) < 0) {
+			break;
+		} else {
+			fs_vtree_stat(m->vt, child, &n);
+			name = n.name;
+		}
+		fs_vtree_stat(m->vt, child, &n);
+		fill_stat(m, &n, &st);
+		need = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_mount *m = fs_of(req);
+	struct fs_open_file *of;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_CREAT))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	of = calloc(1, sizeof(*of));
+	if (!of) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	rc = fs_vfile_open(m->vt, ino, &of->f);
+	if (rc < 0) {
+		free(of);
+		fs_reply_err(req, rc);
+		return;
+	}
+	pthread_mutex_init(&of->lock, NULL);
+	fi->fh = (uintptr_t)of;
+	fi->keep_cache = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) { /* the opener was interrupted */
+		fs_vfile_close(of->f);
+		pthread_mutex_destroy(&of->lock);
+		free(of);
+	}
+}
+
+static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct fs_open_file *of = (struct fs_open_file *)(uintptr_t)fi->fh;
+	struct fs_mount *m = fs_of(req);
+	char *buf;
+	ssize_t got;
+
+	if (size > FS_MAX_READ)
+		size = FS_MAX_READ;
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_lock(&of->lock);
+	got = fs_vfile_read(of->f, buf, size, (uint64_t)off);
+	if (got == -TFS_ECORRUPT) {
+		char d[256];
+
+		fs_log(m, "corrupt trace %s: %s", m->trace_path,
+		       tfs_diag_str(fs_vfile_diag(of->f), d, sizeof(d)));
+	}
+	pthread_mutex_unlock(&of->lock);
+	if (got < 0)
+		fs_reply_err(req, (int)got);
+	else
+		fuse_reply_buf(req, buf, (size_t)got);
+	free(buf);
+}
+
+static void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_open_file *of = (struct fs_open_file *)(uintptr_t)fi->fh;
+
+	fs_vfile_close(of->f);
+	pthread_mutex_destroy(&of->lock);
+	free(of);
+	fuse_reply_err(req, 0);
+}
+
+static void fs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node_info n;
+	int rc = fs_vtree_stat(fs_of(req)->vt, ino, &n);
+
+	if (rc == 0 && !n.is_dir)
+		rc = -ENOTDIR;
+	if (rc < 0) {
+		fs_reply_err(req, rc);
+		return;
+	}
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void fs_op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct tfs_trace_info info;
+	struct statvfs sv;
+
+	tfs_trace_get_info(fs_of(req)->t, &info);
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = info.file_bytes / 4096 + 1;
+	sv.f_files = fs_vtree_n_nodes(fs_of(req)->vt);
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void fs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	fuse_reply_err(req, ENODATA);
+}
+
+static void fs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, 0);
+	else
+		fuse_reply_buf(req, NULL, 0);
+}
+
+/* Everything that would change the tree. */
+static void fs_op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+			  struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			dev_t rdev)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+			  const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		       const char *newname)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size,
+			off_t off, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			   const char *value, size_t size, int flags)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			 struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static void fs_op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
+			    off_t length, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+static const struct fuse_lowlevel_ops fs_ops = {
+	.lookup = fs_op_lookup,
+	.getattr = fs_op_getattr,
+	.readdir = fs_op_readdir,
+	.opendir = fs_op_opendir,
+	.open = fs_op_open,
+	.read = fs_op_read,
+	.release = fs_op_release,
+	.statfs = fs_op_statfs,
+	.getxattr = fs_op_getxattr,
+	.listxattr = fs_op_listxattr,
+	.setattr = fs_op_setattr,
+	.mknod = fs_op_mknod,
+	.mkdir = fs_op_mkdir,
+	.unlink = fs_op_unlink,
+	.rmdir = fs_op_unlink,
+	.symlink = fs_op_symlink,
+	.rename = fs_op_rename,
+	.link = fs_op_link,
+	.write = fs_op_write,
+	.setxattr = fs_op_setxattr,
+	.removexattr = fs_op_removexattr,
+	.create = fs_op_create,
+	.fallocate = fs_op_fallocate,
+};
+
+static const char mount_usage[] =
+	"usage: tracefs mount [-f] [-o OPTIONS] TRACE MOUNTPOINT\n"
+	"  -f          stay in the foreground (default: return once the mount is ready)\n"
+	"  -o OPTIONS  FUSE mount options, comma separated (e.g. allow_other)\n";
+
+static int mount_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int mount_fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tracefs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return 1;
+}
+
+/* Refuse a mountpoint that is missing, not a directory, or already mounted on. */
+static int check_mountpoint(const char *mp)
+{
+	char real[PATH_MAX], parent[PATH_MAX + 4];
+	struct stat st, pst;
+
+	if (stat(mp, &st) < 0)
+		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return mount_fail("cannot mount at %s: not a directory", mp);
+	if (!realpath(mp, real))
+		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+	snprintf(parent, sizeof(parent), "%s/..", real);
+	if (stat(parent, &pst) < 0)
+		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+	if (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino)
+		return mount_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
+				  mp, mp);
+	return 0;
+}
+
+/* The trace's start ("start_time_ns" metadata), else the file's modification time. */
+static struct timespec trace_time(const struct tfs_trace *t, const char *path)
+{
+	const char *v = tfs_trace_meta(t, "start_time_ns");
+	struct timespec ts = {0};
+	struct stat st;
+
+	if (v) {
+		unsigned long long ns = strtoull(v, NULL, 10);
+
+		ts.tv_sec = (time_t)(ns / 1000000000u);
+		ts.tv_nsec = (long)(ns % 1000000000u);
+	} else if (stat(path, &st) == 0) {
+		ts = st.st_mtim;
+	}
+	return ts;
+}
+
+static int open_mount(struct fs_mount *m, const char *path)
+{
+	struct tfs_diag diag = {0};
+	char d[256];
+	const char *base = strrchr(path, '/');
+	int rc = tfs_trace_open(path, &m->t, &diag);
+
+	if (rc < 0) {
+		if (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT)
+			return mount_fail("cannot open %s: %s", path,
+					  tfs_diag_str(&diag, d, sizeof(d)));
+		return mount_fail("cannot open %s: %s", path, strerror(-rc));
+	}
+	rc = fs_vtree_new(m->t, base ? base + 1 : path, &m->vt);
+	if (rc < 0) {
+		tfs_trace_close(m->t);
+		return mount_fail("cannot build the tree of %s: %s", path, strerror(-rc));
+	}
+	m->time = trace_time(m->t, path);
+	m->trace_path = path;
+	return 0;
+}
+
+static void close_mount(struct fs_mount *m)
+{
+	fs_vtree_free(m->vt);
+	tfs_trace_close(m->t);
+}
+
+/* Mount, daemonise once the kernel serves the mount, run the session until unmounted. */
+static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
+{
+	char opts[1024];
+	char *argv[] = {"tracefs", "-o", opts, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	struct fuse_loop_config *cfg;
+	struct fuse_session *se;
+	int rc = 1;
+
+	snprintf(opts, sizeof(opts), "ro,default_permissions,fsname=tracefs,subtype=tracefs%s%s",
+		 user_opts ? "," : "", user_opts ? user_opts : "");
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), m);
+	if (!se)
+		return mount_fail("cannot mount at %s: bad options %s", mp, opts);
+	if (fuse_set_signal_handlers(se) < 0) {
+		mount_fail("cannot install signal handlers");
+		goto err_destroy;
+	}
+	if (fuse_session_mount(se, mp) < 0) {
+		mount_fail("cannot mount at %s (see the fuse message above)", mp);
+		goto err_handlers;
+	}
+	if (fuse_daemonize(m->foreground) < 0)
+		goto err_unmount;
+	cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		goto err_unmount;
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	rc = fuse_session_loop_mt(se, cfg) == 0 ? 0 : 1;
+	fuse_loop_cfg_destroy(cfg);
+err_unmount:
+	fuse_session_unmount(se);
+err_handlers:
+	fuse_remove_signal_handlers(se);
+err_destroy:
+	fuse_session_destroy(se);
+	fuse_opt_free_args(&args);
+	return rc;
+}
+
+int fs_cmd_mount(int argc, char **argv)
+{
+	struct fs_mount m = {0};
+	const char *opts = NULL;
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt(argc, argv, "+fo:h")) != -1) {
+		switch (c) {
+		case 'f':
+			m.foreground = true;
+			break;
+		case 'o':
+			opts = optarg;
+			break;
+		case 'h':
+			fputs(mount_usage, stdout);
+			return 0;
+		default:
+			fputs(mount_usage, stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 2) {
+		fprintf(stderr, "tracefs: mount needs a trace and a mountpoint\n%s", mount_usage);
+		return 2;
+	}
+	if (access("/dev/fuse", R_OK | W_OK) < 0)
+		return mount_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
+				  strerror(errno));
+	rc = check_mountpoint(argv[optind + 1]);
+	if (rc)
+		return rc;
+	rc = open_mount(&m, argv[optind]);
+	if (rc)
+		return rc;
+	if (!m.foreground)
+		openlog("tracefs", LOG_PID, LOG_DAEMON);
+	rc = serve(&m, argv[optind + 1], opts);
+	close_mount(&m);
+	return rc;
+}
+
+int fs_cmd_umount(int argc, char **argv)
+{
+	pid_t pid;
+	int status;
+
+	if (argc != 2) {
+		fputs("usage: tracefs umount MOUNTPOINT\n", stderr);
+		return 2;
+	}
+	if (umount2(argv[1], 0) == 0)
+		return 0;
+	if (errno != EPERM)
+		return mount_fail("cannot unmount %s: %s", argv[1],
+				  errno == EINVAL ? "not a mount point" : strerror(errno));
+	pid = fork();
+	if (pid == 0) {
+		execlp("fusermount3", "fusermount3", "-u", argv[1], (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		return mount_fail("cannot unmount %s", argv[1]);
+	return 0;
+}
