@@ -1,0 +1,998 @@
+/*
+ * Online Sequitur grammar builder with repetition counts (Pilgrim's variant, FORMAT.md §6):
+ * every appended terminal extends the start rule, adjacent equal symbols are merged into
+ * one symbol with a count, a digram (two adjacent symbols with their counts) never occurs
+ * twice, and every rule is referenced twice or once with a count >= 2. It builds the grammar
+ * of one stream in memory and exports it as a block; it does not parse blocks (grammar.c),
+ * split streams into blocks, or know what a terminal means.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_i.h"
+
+/*
+ * Symbols (struct gnode.sym):
+ *   terminal id      < 2^30
+ *   SYM_RULE  | r    reference to rule r (never the start rule 0)
+ *   SYM_GUARD | r    the guard node of rule r, which closes the circular body list
+ *   SYM_FREE         node on the free list
+ */
+#define SYM_RULE (UINT32_C(1) << 30)
+#define SYM_GUARD (UINT32_C(1) << 31)
+#define SYM_FREE UINT32_MAX
+#define SYM_ID_MASK (SYM_RULE - 1)
+
+#define NIL UINT32_MAX
+/* Node indices stay below 2^31 so the hash table (2 slots per node) has at most 2^32 slots. */
+#define NODE_CAP_MAX (UINT32_C(1) << 31)
+#define RULE_CAP_MAX (SYM_ID_MASK - 1)
+/*
+ * Capacity that gbuild_append reserves before it touches anything. One append allocates one
+ * node, and each rule it creates takes one rule, a guard and a reference node (the digram's
+ * own two nodes move into the rule); every other step frees at least as much as it takes.
+ * A rule created by a cascade is inlined again before the cascade goes on, and over the test
+ * streams (random, runs, loops, millions of symbols) no append ever held more than 3 extra
+ * nodes and 1 extra rule at once. There is no proof of a bound, hence the tenfold margin; if
+ * a cascade ever needs more, new_rule grows mid-append and, should even that fail, leaves
+ * the digram unfactored: the grammar stays exact, only less compact (gbuild_check says so).
+ */
+#define NODE_RESERVE 32
+#define RULE_RESERVE 16
+
+#define SLOT_EMPTY UINT64_MAX
+
+/* One symbol occurrence, or a rule's guard. 24 bytes. */
+struct gnode {
+	uint64_t count; /* repetitions, 1 .. GRAM_MAX_EVENTS; unused in guards */
+	uint32_t prev;
+	uint32_t next; /* next free node while on the free list */
+	uint32_t sym;
+	uint32_t flags; /* NF_* */
+};
+
+#define NF_QUEUED 1u  /* the node sits on the work stack */
+#define NF_INDEXED 2u /* the digram starting here is the one in the index */
+
+struct grule {
+	uint32_t guard; /* guard node, NIL while the rule is free */
+	uint32_t refs;  /* nodes referencing the rule (counts ignored); next free rule if free */
+};
+
+struct tfs_gbuild {
+	struct gnode *nodes;
+	uint32_t node_cap;
+	uint32_t node_hw;   /* nodes [0, node_hw) have been handed out at least once */
+	uint32_t node_free; /* free list head, NIL if empty */
+	uint32_t n_free_nodes;
+
+	struct grule *rules; /* rules[0] is the start rule */
+	uint32_t rule_cap;
+	uint32_t rule_hw;
+	uint32_t rule_free;
+	uint32_t n_free_rules;
+
+	/*
+	 * Digram index, linear probing with backward-shift deletion. A slot holds the digram's
+	 * first node in the low 32 bits and its 32-bit hash above (the home slot is the hash's
+	 * top bits). Always at least 2 slots per node, so the load stays <= 1/2.
+	 */
+	uint64_t *slots;
+	uint64_t slot_mask;
+	unsigned int slot_shift; /* 32 - log2(slots) */
+	uint32_t n_digrams;
+
+	/* Nodes whose rule utility and right digram must be checked; capacity node_cap. */
+	uint32_t *work;
+	uint32_t n_work;
+
+	uint64_t n_events;
+	uint64_t n_unfactored; /* digrams left duplicated because memory ran out mid-append */
+};
+
+/* ---- nodes, rules, work stack ---- */
+
+static inline bool is_guard(const struct tfs_gbuild *g, uint32_t n)
+{
+	return g->nodes[n].sym & SYM_GUARD;
+}
+
+static inline bool is_rule_sym(uint32_t sym)
+{
+	return (sym & (SYM_RULE | SYM_GUARD)) == SYM_RULE;
+}
+
+static inline uint32_t nrule(const struct tfs_gbuild *g, uint32_t n)
+{
+	return g->nodes[n].sym & SYM_ID_MASK;
+}
+
+static inline uint32_t nodes_avail(const struct tfs_gbuild *g)
+{
+	return g->n_free_nodes + (g->node_cap - g->node_hw);
+}
+
+static inline uint32_t rules_avail(const struct tfs_gbuild *g)
+{
+	return g->n_free_rules + (g->rule_cap - g->rule_hw);
+}
+
+/* Callers have made sure capacity is there. */
+static uint32_t node_alloc(struct tfs_gbuild *g, uint32_t sym, uint64_t count)
+{
+	uint32_t n;
+
+	if (g->node_free != NIL) {
+		n = g->node_free;
+		g->node_free = g->nodes[n].next;
+		g->n_free_nodes--;
+	} else {
+		assert(g->node_hw < g->node_cap);
+		n = g->node_hw++;
+		g->nodes[n].flags = 0;
+	}
+	g->nodes[n].sym = sym;
+	g->nodes[n].count = count;
+	return n;
+}
+
+/* A queued node stays queued: its stack entry is still there and will visit whatever the
+ * node has become by then. */
+static void node_release(struct tfs_gbuild *g, uint32_t n)
+{
+	assert(!(g->nodes[n].flags & NF_INDEXED));
+	g->nodes[n].sym = SYM_FREE;
+	g->nodes[n].next = g->node_free;
+	g->node_free = n;
+	g->n_free_nodes++;
+}
+
+static uint32_t rule_alloc(struct tfs_gbuild *g)
+{
+	uint32_t r;
+
+	if (g->rule_free != NIL) {
+		r = g->rule_free;
+		g->rule_free = g->rules[r].refs;
+		g->n_free_rules--;
+	} else {
+		assert(g->rule_hw < g->rule_cap);
+		r = g->rule_hw++;
+	}
+	g->rules[r].refs = 0;
+	g->rules[r].guard = node_alloc(g, SYM_GUARD | r, 0);
+	g->nodes[g->rules[r].guard].prev = g->rules[r].guard;
+	g->nodes[g->rules[r].guard].next = g->rules[r].guard;
+	return r;
+}
+
+static void rule_release(struct tfs_gbuild *g, uint32_t r)
+{
+	node_release(g, g->rules[r].guard);
+	g->rules[r].guard = NIL;
+	g->rules[r].refs = g->rule_free;
+	g->rule_free = r;
+	g->n_free_rules++;
+}
+
+static inline void link2(struct tfs_gbuild *g, uint32_t a, uint32_t b)
+{
+	g->nodes[a].next = b;
+	g->nodes[b].prev = a;
+}
+
+static inline void push(struct tfs_gbuild *g, uint32_t n)
+{
+	if (!(g->nodes[n].flags & NF_QUEUED)) {
+		g->nodes[n].flags |= NF_QUEUED;
+		g->work[g->n_work++] = n;
+	}
+}
+
+static inline void unref(struct tfs_gbuild *g, uint32_t sym)
+{
+	if (is_rule_sym(sym))
+		g->rules[sym & SYM_ID_MASK].refs--;
+}
+
+/* ---- digram index ---- */
+
+/* Multiplicative hashing: the top bits of the product are the well-mixed ones. */
+static inline uint32_t dg_hash(uint32_t s1, uint64_t c1, uint32_t s2, uint64_t c2)
+{
+	uint64_t k = ((uint64_t)s1 << 32 | s2) ^ ((c1 - 1) * UINT64_C(0xc2b2ae3d27d4eb4f)) ^
+		     ((c2 - 1) * UINT64_C(0x165667b19e3779f9));
+
+	return (uint32_t)((k * UINT64_C(0x9e3779b97f4a7c15)) >> 32);
+}
+
+static inline uint32_t dg_tag(const struct tfs_gbuild *g, uint32_t n)
+{
+	const struct gnode *a = &g->nodes[n], *b = &g->nodes[a->next];
+
+	return dg_hash(a->sym, a->count, b->sym, b->count);
+}
+
+/* The home slot is the tag's top bits. */
+static inline uint64_t home_slot(const struct tfs_gbuild *g, uint32_t tag)
+{
+	return tag >> g->slot_shift;
+}
+
+/*
+ * Slot holding the digram that starts at @n (same symbols and counts), or the empty slot
+ * where it would go. @n and its successor are symbols, not guards.
+ */
+static uint64_t dg_probe(const struct tfs_gbuild *g, uint32_t n, uint32_t tag, bool *found)
+{
+	const struct gnode *a = &g->nodes[n], *b = &g->nodes[a->next];
+	uint64_t i = home_slot(g, tag);
+
+	for (;;) {
+		uint64_t s = g->slots[i];
+		const struct gnode *x, *y;
+
+		if (s == SLOT_EMPTY) {
+			*found = false;
+			return i;
+		}
+		if ((uint32_t)(s >> 32) == tag) {
+			x = &g->nodes[(uint32_t)s];
+			y = &g->nodes[x->next];
+			if (x->sym == a->sym && y->sym == b->sym && x->count == a->count &&
+			    y->count == b->count) {
+				*found = true;
+				return i;
+			}
+		}
+		i = (i + 1) & g->slot_mask;
+	}
+}
+
+static void slot_remove(struct tfs_gbuild *g, uint64_t i)
+{
+	uint64_t j = i;
+
+	for (;;) {
+		uint64_t s, home;
+
+		j = (j + 1) & g->slot_mask;
+		s = g->slots[j];
+		if (s == SLOT_EMPTY)
+			break;
+		home = home_slot(g, (uint32_t)(s >> 32));
+		/* The entry may move back to i only if its home is not in (i, j]. */
+		if (((j - home) & g->slot_mask) >= ((j - i) & g->slot_mask)) {
+			g->slots[i] = s;
+			i = j;
+		}
+	}
+	g->slots[i] = SLOT_EMPTY;
+	g->n_digrams--;
+}
+
+/*
+ * Forget the digram starting at @n if the index points at this occurrence. Must run before
+ * the digram's symbols, counts or links change: the home slot is hashed from the nodes.
+ */
+static void dg_del(struct tfs_gbuild *g, uint32_t n)
+{
+	uint64_t i;
+
+	if (!(g->nodes[n].flags & NF_INDEXED))
+		return;
+	g->nodes[n].flags &= ~NF_INDEXED;
+	for (i = home_slot(g, dg_tag(g, n)); (uint32_t)g->slots[i] != n;)
+		i = (i + 1) & g->slot_mask;
+	slot_remove(g, i);
+}
+
+/* ---- capacity ---- */
+
+static int grow_nodes(struct tfs_gbuild *g, uint32_t need)
+{
+	uint64_t cap = g->node_cap, n_slots;
+	struct gnode *nodes;
+	uint64_t *slots;
+	uint32_t *work;
+
+	while (cap - g->node_hw + g->n_free_nodes < need)
+		cap *= 2;
+	if (cap > NODE_CAP_MAX)
+		cap = NODE_CAP_MAX;
+	if (cap - g->node_hw + g->n_free_nodes < need)
+		return -ENOMEM;
+	n_slots = 2 * cap;
+	if (n_slots > g->slot_mask + 1) {
+		unsigned int shift = g->slot_shift - (unsigned int)__builtin_ctzll(n_slots /
+									(g->slot_mask + 1));
+
+		slots = malloc(n_slots * sizeof(*slots));
+		if (!slots)
+			return -ENOMEM;
+		memset(slots, 0xff, n_slots * sizeof(*slots));
+		for (uint64_t i = 0; i <= g->slot_mask; i++) {
+			uint64_t s = g->slots[i], j;
+
+			if (s == SLOT_EMPTY)
+				continue;
+			for (j = (uint32_t)(s >> 32) >> shift; slots[j] != SLOT_EMPTY;)
+				j = (j + 1) & (n_slots - 1);
+			slots[j] = s;
+		}
+		free(g->slots);
+		g->slots = slots;
+		g->slot_mask = n_slots - 1;
+		g->slot_shift = shift;
+	}
+	work = realloc(g->work, cap * sizeof(*work));
+	if (!work)
+		return -ENOMEM;
+	g->work = work;
+	nodes = realloc(g->nodes, cap * sizeof(*nodes));
+	if (!nodes)
+		return -ENOMEM;
+	g->nodes = nodes;
+	g->node_cap = (uint32_t)cap;
+	return 0;
+}
+
+static int grow_rules(struct tfs_gbuild *g, uint32_t need)
+{
+	uint64_t cap = g->rule_cap;
+	struct grule *rules;
+
+	while (cap - g->rule_hw + g->n_free_rules < need)
+		cap *= 2;
+	if (cap > RULE_CAP_MAX)
+		cap = RULE_CAP_MAX;
+	if (cap - g->rule_hw + g->n_free_rules < need)
+		return -ENOMEM;
+	rules = realloc(g->rules, cap * sizeof(*rules));
+	if (!rules)
+		return -ENOMEM;
+	g->rules = rules;
+	g->rule_cap = (uint32_t)cap;
+	return 0;
+}
+
+/* Every step keeps the builder consistent, so a failure half-way leaves it usable. */
+static int reserve(struct tfs_gbuild *g, uint32_t n_nodes, uint32_t n_rules)
+{
+	int rc;
+
+	if (nodes_avail(g) < n_nodes) {
+		rc = grow_nodes(g, n_nodes);
+		if (rc < 0)
+			return rc;
+	}
+	if (rules_avail(g) < n_rules) {
+		rc = grow_rules(g, n_rules);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- Sequitur operations ---- */
+
+/* A digram starting at @n that is the whole body of a rule other than the start rule. */
+static inline uint32_t whole_rule(const struct tfs_gbuild *g, uint32_t n)
+{
+	uint32_t p = g->nodes[n].prev, q = g->nodes[g->nodes[n].next].next;
+
+	if (p == q && is_guard(g, p) && nrule(g, p) != 0)
+		return nrule(g, p);
+	return NIL;
+}
+
+/*
+ * Replace the digram at @a by one reference to rule @r, merge it with equal neighbours, and
+ * queue what changed. The caller queues the surviving occurrence, where any rule that just
+ * lost its second reference is referenced from.
+ */
+static void subst(struct tfs_gbuild *g, uint32_t a, uint32_t r)
+{
+	uint32_t b = g->nodes[a].next;
+	uint32_t p = g->nodes[a].prev, q = g->nodes[b].next;
+	uint32_t x, sym = SYM_RULE | r;
+
+	dg_del(g, p);
+	dg_del(g, a);
+	dg_del(g, b);
+	unref(g, g->nodes[a].sym);
+	unref(g, g->nodes[b].sym);
+	node_release(g, a);
+	node_release(g, b);
+	x = node_alloc(g, sym, 1);
+	link2(g, p, x);
+	link2(g, x, q);
+	g->rules[r].refs++;
+	if (!is_guard(g, p) && g->nodes[p].sym == sym) {
+		dg_del(g, g->nodes[p].prev);
+		g->nodes[p].count++;
+		link2(g, p, q);
+		node_release(g, x);
+		g->rules[r].refs--;
+		x = p;
+	}
+	if (!is_guard(g, q) && g->nodes[q].sym == sym) {
+		dg_del(g, g->nodes[x].prev);
+		dg_del(g, q);
+		g->nodes[x].count += g->nodes[q].count;
+		link2(g, x, g->nodes[q].next);
+		node_release(g, q);
+		g->rules[r].refs--;
+	}
+	if (!is_guard(g, g->nodes[x].prev))
+		push(g, g->nodes[x].prev);
+	push(g, x);
+}
+
+/*
+ * The digram at @m (indexed) occurs again at @n and neither is a whole rule: move @m's two
+ * nodes into a new rule, put a reference in their place, and substitute @n as well.
+ */
+static void new_rule(struct tfs_gbuild *g, uint32_t n, uint32_t m)
+{
+	uint32_t b = g->nodes[m].next;
+	uint32_t p = g->nodes[m].prev, q = g->nodes[b].next;
+	uint32_t r, x, guard;
+
+	if (reserve(g, 2, 1) < 0) {
+		/* Out of memory mid-cascade: keep the duplicate, the grammar is still exact. */
+		g->n_unfactored++;
+		return;
+	}
+	dg_del(g, p);
+	dg_del(g, b);
+	r = rule_alloc(g);
+	guard = g->rules[r].guard;
+	x = node_alloc(g, SYM_RULE | r, 1);
+	link2(g, p, x);
+	link2(g, x, q);
+	link2(g, guard, m);
+	link2(g, m, b);
+	link2(g, b, guard);
+	g->rules[r].refs = 1;
+	if (!is_guard(g, p))
+		push(g, p);
+	push(g, x);
+	subst(g, n, r);
+	push(g, m);
+	push(g, b);
+}
+
+/* The digram at @n equals the indexed one at @m (n != m, never overlapping). */
+static void match(struct tfs_gbuild *g, uint32_t n, uint32_t m)
+{
+	uint32_t r;
+
+	r = whole_rule(g, m);
+	if (r != NIL) {
+		/* When @n is a whole rule too, its rule becomes an alias of r. */
+		subst(g, n, r);
+		push(g, m);
+		push(g, g->nodes[m].next);
+		return;
+	}
+	r = whole_rule(g, n);
+	if (r != NIL) {
+		subst(g, m, r);
+		push(g, n); /* indexes the rule body in place of @m */
+		push(g, g->nodes[n].next);
+		return;
+	}
+	new_rule(g, n, m);
+}
+
+/* @x is the only reference to its rule and has count 1: splice the body in its place. */
+static void inline_rule(struct tfs_gbuild *g, uint32_t x)
+{
+	uint32_t r = nrule(g, x), guard = g->rules[r].guard;
+	uint32_t p = g->nodes[x].prev, q = g->nodes[x].next;
+	uint32_t f = g->nodes[guard].next, l = g->nodes[guard].prev;
+
+	dg_del(g, p);
+	dg_del(g, x);
+	node_release(g, x);
+	rule_release(g, r);
+	link2(g, p, f);
+	link2(g, l, q);
+	if (!is_guard(g, p) && g->nodes[p].sym == g->nodes[f].sym) {
+		dg_del(g, g->nodes[p].prev);
+		dg_del(g, f);
+		g->nodes[p].count += g->nodes[f].count;
+		unref(g, g->nodes[f].sym);
+		link2(g, p, g->nodes[f].next);
+		node_release(g, f);
+		if (l == f)
+			l = p;
+		f = p;
+	}
+	if (!is_guard(g, q) && g->nodes[l].sym == g->nodes[q].sym) {
+		dg_del(g, g->nodes[l].prev);
+		dg_del(g, q);
+		g->nodes[l].count += g->nodes[q].count;
+		unref(g, g->nodes[q].sym);
+		link2(g, l, g->nodes[q].next);
+		node_release(g, q);
+	}
+	if (!is_guard(g, g->nodes[f].prev))
+		push(g, g->nodes[f].prev);
+	push(g, f);
+	if (!is_guard(g, g->nodes[l].prev))
+		push(g, g->nodes[l].prev);
+	push(g, l);
+}
+
+static void visit(struct tfs_gbuild *g, uint32_t n)
+{
+	struct gnode *a = &g->nodes[n];
+	uint32_t tag, m;
+	uint64_t i;
+	bool found;
+
+	a->flags &= ~NF_QUEUED;
+	if (a->sym & SYM_GUARD) /* also SYM_FREE */
+		return;
+	if (is_rule_sym(a->sym) && a->count == 1 && g->rules[a->sym & SYM_ID_MASK].refs == 1) {
+		inline_rule(g, n);
+		return;
+	}
+	if ((a->flags & NF_INDEXED) || is_guard(g, a->next))
+		return;
+	tag = dg_tag(g, n);
+	i = dg_probe(g, n, tag, &found);
+	if (!found) {
+		g->slots[i] = (uint64_t)tag << 32 | n;
+		g->n_digrams++;
+		a->flags |= NF_INDEXED;
+		return;
+	}
+	m = (uint32_t)g->slots[i];
+	if (m == n || g->nodes[m].next == n || a->next == m)
+		return;
+	match(g, n, m);
+}
+
+static void drain(struct tfs_gbuild *g)
+{
+	while (g->n_work)
+		visit(g, g->work[--g->n_work]);
+}
+
+/* ---- public ---- */
+
+static void start_rule(struct tfs_gbuild *g)
+{
+	uint32_t r = rule_alloc(g);
+
+	assert(r == 0);
+	(void)r;
+}
+
+void gbuild_reset(struct tfs_gbuild *g)
+{
+	g->node_hw = 0;
+	g->node_free = NIL;
+	g->n_free_nodes = 0;
+	g->rule_hw = 0;
+	g->rule_free = NIL;
+	g->n_free_rules = 0;
+	memset(g->slots, 0xff, (g->slot_mask + 1) * sizeof(*g->slots));
+	g->n_digrams = 0;
+	g->n_work = 0;
+	g->n_events = 0;
+	g->n_unfactored = 0;
+	start_rule(g);
+}
+
+struct tfs_gbuild *gbuild_new(void)
+{
+	struct tfs_gbuild *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->node_cap = 64;
+	g->rule_cap = 16;
+	g->slot_mask = 2 * g->node_cap - 1;
+	g->slot_shift = 32 - 7; /* 128 slots */
+	g->nodes = malloc(g->node_cap * sizeof(*g->nodes));
+	if (!g->nodes)
+		goto err_free_builder;
+	g->work = malloc(g->node_cap * sizeof(*g->work));
+	if (!g->work)
+		goto err_free_builder;
+	g->slots = malloc((g->slot_mask + 1) * sizeof(*g->slots));
+	if (!g->slots)
+		goto err_free_builder;
+	g->rules = malloc(g->rule_cap * sizeof(*g->rules));
+	if (!g->rules)
+		goto err_free_builder;
+	gbuild_reset(g);
+	return g;
+
+err_free_builder:
+	gbuild_free(g); /* frees what was allocated */
+	return NULL;
+}
+
+void gbuild_free(struct tfs_gbuild *g)
+{
+	if (!g)
+		return;
+	free(g->nodes);
+	free(g->work);
+	free(g->slots);
+	free(g->rules);
+	free(g);
+}
+
+int gbuild_append(struct tfs_gbuild *g, uint32_t terminal)
+{
+	uint32_t guard = g->rules[0].guard, last;
+	int rc;
+
+	if (terminal >= GRAM_MAX_TERMINAL)
+		return -EINVAL;
+	if (g->n_events >= GRAM_MAX_EVENTS)
+		return -EOVERFLOW;
+	if (nodes_avail(g) < NODE_RESERVE || rules_avail(g) < RULE_RESERVE) {
+		rc = reserve(g, NODE_RESERVE, RULE_RESERVE);
+		if (rc < 0)
+			return rc;
+	}
+	last = g->nodes[guard].prev;
+	if (last != guard && g->nodes[last].sym == terminal) {
+		uint32_t p = g->nodes[last].prev;
+
+		dg_del(g, p);
+		g->nodes[last].count++;
+		if (p != guard)
+			push(g, p);
+	} else {
+		uint32_t x = node_alloc(g, terminal, 1);
+
+		link2(g, last, x);
+		link2(g, x, guard);
+		if (last != guard)
+			push(g, last);
+	}
+	drain(g);
+	g->n_events++;
+	return 0;
+}
+
+size_t gbuild_mem_bytes(const struct tfs_gbuild *g)
+{
+	return sizeof(*g) + (size_t)g->node_cap * (sizeof(*g->nodes) + sizeof(*g->work)) +
+	       (size_t)g->rule_cap * sizeof(*g->rules) +
+	       (size_t)(g->slot_mask + 1) * sizeof(*g->slots);
+}
+
+uint64_t gbuild_n_events(const struct tfs_gbuild *g)
+{
+	return g->n_events;
+}
+
+/* ---- export ---- */
+
+/*
+ * Post-order of the rules reachable from the start rule, without recursion. @order receives
+ * rule numbers (start rule last), @num maps a rule to its position (NIL if unreached).
+ * @stack holds one body cursor per open rule. Returns the number of rules.
+ */
+static uint32_t post_order(const struct tfs_gbuild *g, uint32_t *order, uint32_t *num,
+			   uint32_t *stack)
+{
+	uint32_t depth = 0, n_out = 0;
+
+	for (uint32_t r = 0; r < g->rule_hw; r++)
+		num[r] = NIL;
+	num[0] = NIL - 1; /* open */
+	stack[depth++] = g->nodes[g->rules[0].guard].next;
+	while (depth) {
+		uint32_t n = stack[depth - 1];
+
+		if (is_guard(g, n)) {
+			uint32_t r = nrule(g, n);
+
+			depth--;
+			num[r] = n_out;
+			order[n_out++] = r;
+			continue;
+		}
+		stack[depth - 1] = g->nodes[n].next;
+		if (is_rule_sym(g->nodes[n].sym) && num[nrule(g, n)] == NIL) {
+			num[nrule(g, n)] = NIL - 1;
+			stack[depth++] = g->nodes[g->rules[nrule(g, n)].guard].next;
+		}
+	}
+	return n_out;
+}
+
+static int put_rule(const struct tfs_gbuild *g, uint32_t r, const uint32_t *num,
+		    struct tfs_buf *out)
+{
+	uint32_t guard = g->rules[r].guard;
+	uint64_t n_elems = 0;
+	int rc;
+
+	for (uint32_t n = g->nodes[guard].next; n != guard; n = g->nodes[n].next)
+		n_elems++;
+	rc = buf_put_varint(out, n_elems);
+	for (uint32_t n = g->nodes[guard].next; rc == 0 && n != guard; n = g->nodes[n].next) {
+		const struct gnode *a = &g->nodes[n];
+		uint64_t id = is_rule_sym(a->sym) ? num[a->sym & SYM_ID_MASK] : a->sym;
+		uint64_t tag = id << 2 | (uint64_t)is_rule_sym(a->sym) << 1 | (a->count >= 2);
+
+		rc = buf_put_varint(out, tag);
+		if (rc == 0 && a->count >= 2)
+			rc = buf_put_varint(out, a->count - 2);
+	}
+	return rc;
+}
+
+int gbuild_export(const struct tfs_gbuild *g, struct tfs_buf *out)
+{
+	size_t len0 = out->len;
+	uint32_t *order, *num, *stack;
+	uint32_t n_rules;
+	int rc = -ENOMEM;
+
+	order = malloc((size_t)g->rule_hw * sizeof(*order));
+	if (!order)
+		return -ENOMEM;
+	num = malloc((size_t)g->rule_hw * sizeof(*num));
+	if (!num)
+		goto out_free_order;
+	stack = malloc((size_t)g->rule_hw * sizeof(*stack));
+	if (!stack)
+		goto out_free_num;
+	n_rules = post_order(g, order, num, stack);
+	rc = buf_put_varint(out, n_rules);
+	for (uint32_t i = 0; rc == 0 && i < n_rules; i++)
+		rc = put_rule(g, order[i], num, out);
+	if (rc < 0)
+		out->len = len0;
+	free(stack);
+out_free_num:
+	free(num);
+out_free_order:
+	free(order);
+	return rc;
+}
+
+/* ---- validator ---- */
+
+struct check_ctx {
+	const struct tfs_gbuild *g;
+	char *why;
+	size_t why_cap;
+	uint32_t *refs;	    /* computed references per rule */
+	uint64_t *one_count; /* count of the last reference seen per rule */
+	uint64_t *events;   /* expansion length per rule, UINT64_MAX while open */
+	uint32_t n_digrams;
+	uint32_t n_nodes;
+};
+
+__attribute__((format(printf, 2, 3))) static int bad(struct check_ctx *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->why && c->why_cap) {
+		va_start(ap, fmt);
+		vsnprintf(c->why, c->why_cap, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static int check_digram(struct check_ctx *c, uint32_t n)
+{
+	const struct tfs_gbuild *g = c->g;
+	uint32_t tag = dg_tag(g, n);
+	uint64_t i;
+	bool found;
+
+	i = dg_probe(g, n, tag, &found);
+	if (!found)
+		return bad(c, "digram at node %u not indexed", n);
+	if ((uint32_t)g->slots[i] != n)
+		return bad(c, "digram at node %u repeats at node %u", n, (uint32_t)g->slots[i]);
+	if (!(g->nodes[n].flags & NF_INDEXED))
+		return bad(c, "indexed digram at node %u not flagged", n);
+	if ((uint32_t)(g->slots[i] >> 32) != tag)
+		return bad(c, "digram at node %u indexed under a stale hash", n);
+	c->n_digrams++;
+	return 0;
+}
+
+static int check_body(struct check_ctx *c, uint32_t r)
+{
+	const struct tfs_gbuild *g = c->g;
+	uint32_t guard = g->rules[r].guard, prev = guard, len = 0;
+
+	if (guard >= g->node_hw || g->nodes[guard].sym != (SYM_GUARD | r))
+		return bad(c, "rule %u has a bad guard", r);
+	c->n_nodes++;
+	for (uint32_t n = g->nodes[guard].next; n != guard; n = g->nodes[n].next) {
+		const struct gnode *a = &g->nodes[n];
+		int rc;
+
+		if (n >= g->node_hw || ++len > g->node_hw)
+			return bad(c, "rule %u: broken list at node %u", r, n);
+		if (a->prev != prev)
+			return bad(c, "rule %u: node %u has a wrong prev link", r, n);
+		if (a->sym & SYM_GUARD)
+			return bad(c, "rule %u: node %u is free or a foreign guard", r, n);
+		if (a->count < 1 || a->count > g->n_events)
+			return bad(c, "rule %u: node %u count %llu", r, n,
+				   (unsigned long long)a->count);
+		if (a->flags & NF_QUEUED)
+			return bad(c, "node %u still queued", n);
+		if (is_guard(g, a->next) && (a->flags & NF_INDEXED))
+			return bad(c, "rule %u: last node %u flagged as indexed", r, n);
+		if (is_rule_sym(a->sym)) {
+			uint32_t s = a->sym & SYM_ID_MASK;
+
+			if (s == 0 || s >= g->rule_hw || g->rules[s].guard == NIL)
+				return bad(c, "rule %u: node %u references bad rule %u", r, n, s);
+			c->refs[s]++;
+			c->one_count[s] = a->count;
+		} else if (a->sym >= GRAM_MAX_TERMINAL) {
+			return bad(c, "rule %u: node %u has bad terminal", r, n);
+		}
+		if (prev != guard && g->nodes[prev].sym == a->sym)
+			return bad(c, "rule %u: adjacent equal symbols at node %u", r, n);
+		if (prev != guard) {
+			rc = check_digram(c, prev);
+			if (rc < 0)
+				return rc;
+		}
+		c->n_nodes++;
+		prev = n;
+	}
+	if (g->nodes[guard].prev != prev)
+		return bad(c, "rule %u: guard has a wrong prev link", r);
+	if (len == 0 && r != 0)
+		return bad(c, "rule %u is empty", r);
+	return 0;
+}
+
+/* Expansion lengths by an iterative post-order walk; also proves acyclicity and reach. */
+static int check_events(struct check_ctx *c, uint32_t *stack)
+{
+	const struct tfs_gbuild *g = c->g;
+	uint32_t depth = 0;
+
+	for (uint32_t r = 0; r < g->rule_hw; r++)
+		c->events[r] = 0;
+	c->events[0] = UINT64_MAX;
+	stack[depth++] = g->nodes[g->rules[0].guard].next;
+	while (depth) {
+		uint32_t n = stack[depth - 1], r;
+		uint64_t sum = 0;
+
+		if (is_guard(g, n)) {
+			r = nrule(g, n);
+			for (uint32_t k = g->nodes[n].next; k != n; k = g->nodes[k].next) {
+				const struct gnode *a = &g->nodes[k];
+				uint64_t ev = is_rule_sym(a->sym) ? c->events[a->sym & SYM_ID_MASK] : 1;
+
+				if (!mul_u64(ev, a->count, &ev) || !add_u64(sum, ev, &sum))
+					return bad(c, "rule %u expansion overflows", r);
+			}
+			c->events[r] = sum;
+			depth--;
+			continue;
+		}
+		stack[depth - 1] = g->nodes[n].next;
+		if (!is_rule_sym(g->nodes[n].sym))
+			continue;
+		r = nrule(g, n);
+		if (c->events[r] == UINT64_MAX)
+			return bad(c, "rule %u is part of a cycle", r);
+		if (c->events[r] == 0) {
+			c->events[r] = UINT64_MAX;
+			stack[depth++] = g->nodes[g->rules[r].guard].next;
+		}
+	}
+	for (uint32_t r = 0; r < g->rule_hw; r++)
+		if (g->rules[r].guard != NIL && c->events[r] == 0 && r != 0)
+			return bad(c, "rule %u is unreachable", r);
+	if (c->events[0] != g->n_events)
+		return bad(c, "grammar expands to %llu events, %llu appended",
+			   (unsigned long long)c->events[0], (unsigned long long)g->n_events);
+	return 0;
+}
+
+static int check_rules(struct check_ctx *c)
+{
+	const struct tfs_gbuild *g = c->g;
+	uint32_t n_free = 0;
+	int rc;
+
+	for (uint32_t r = 0; r < g->rule_hw; r++) {
+		c->refs[r] = 0;
+		if (g->rules[r].guard == NIL)
+			n_free++;
+	}
+	if (n_free != g->n_free_rules || g->rules[0].guard == NIL)
+		return bad(c, "rule free list out of step");
+	for (uint32_t r = 0; r < g->rule_hw; r++) {
+		if (g->rules[r].guard == NIL)
+			continue;
+		rc = check_body(c, r);
+		if (rc < 0)
+			return rc;
+	}
+	for (uint32_t r = 0; r < g->rule_hw; r++) {
+		if (g->rules[r].guard == NIL)
+			continue;
+		if (c->refs[r] != g->rules[r].refs)
+			return bad(c, "rule %u has refs %u, counted %u", r, g->rules[r].refs,
+				   c->refs[r]);
+		if (r != 0 && (c->refs[r] == 0 || (c->refs[r] == 1 && c->one_count[r] < 2)))
+			return bad(c, "rule %u is underused (refs %u)", r, c->refs[r]);
+	}
+	return 0;
+}
+
+int gbuild_check(const struct tfs_gbuild *g, char *why, size_t why_cap)
+{
+	struct check_ctx c = {.g = g, .why = why, .why_cap = why_cap};
+	uint32_t n_free = 0, n_used = 0;
+	int rc = -ENOMEM;
+
+	if (why && why_cap)
+		why[0] = '\0';
+	if (g->n_work)
+		return bad(&c, "work stack not empty");
+	for (uint32_t n = g->node_free; n != NIL; n = g->nodes[n].next) {
+		if (n >= g->node_hw || g->nodes[n].sym != SYM_FREE || ++n_free > g->node_hw ||
+		    (g->nodes[n].flags & NF_INDEXED))
+			return bad(&c, "broken node free list at %u", n);
+	}
+	if (n_free != g->n_free_nodes)
+		return bad(&c, "node free list holds %u, expected %u", n_free, g->n_free_nodes);
+	for (uint64_t i = 0; i <= g->slot_mask; i++)
+		n_used += g->slots[i] != SLOT_EMPTY;
+	if (n_used != g->n_digrams)
+		return bad(&c, "%u slots used, %u digrams", n_used, g->n_digrams);
+
+	c.refs = malloc((size_t)g->rule_hw * sizeof(*c.refs));
+	c.one_count = malloc((size_t)g->rule_hw * sizeof(*c.one_count));
+	c.events = malloc((size_t)g->rule_hw * sizeof(*c.events));
+	if (!c.refs || !c.one_count || !c.events)
+		goto out;
+	rc = check_rules(&c);
+	if (rc < 0)
+		goto out;
+	if (c.n_nodes + n_free != g->node_hw) {
+		rc = bad(&c, "%u nodes in rules + %u free != %u handed out", c.n_nodes, n_free,
+			 g->node_hw);
+		goto out;
+	}
+	if (c.n_digrams != g->n_digrams) {
+		rc = bad(&c, "%u digrams in rules, %u indexed", c.n_digrams, g->n_digrams);
+		goto out;
+	}
+	if (g->n_unfactored) {
+		rc = bad(&c, "%llu digrams left unfactored", (unsigned long long)g->n_unfactored);
+		goto out;
+	}
+	/* refs is free again: reuse it as the walk stack */
+	rc = check_events(&c, c.refs);
+out:
+	free(c.events);
+	free(c.one_count);
+	free(c.refs);
+	return rc;
+}
