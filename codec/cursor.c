@@ -6,6 +6,7 @@
  * renders lines on demand. Nothing here is shared between cursors, so cursors on one trace
  * run in parallel without locks. verify lives here too: it is a full read of every view.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -355,7 +356,8 @@ static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
 {
 	static const uint64_t no_vals[1];
 	struct render_in in = {
-		.term = c->w.term, .rank = c->s->rank, .thread = c->s->thread, .vals = no_vals,
+		.index = c->w.event, .term = c->w.term, .rank = c->s->rank,
+		.thread = c->s->thread, .vals = no_vals,
 	};
 	uint32_t slot;
 	int rc;
@@ -434,7 +436,10 @@ int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
 
 	if (index >= c->s->n_events)
 		return -EINVAL;
-	walker_seek_event(&c->w, index);
+	if (c->w.valid && index == c->w.event + 1)
+		walker_next(&c->w); /* iterating: O(1) instead of a seek */
+	else if (!c->w.valid || index != c->w.event)
+		walker_seek_event(&c->w, index);
 	memset(ev, 0, sizeof(*ev));
 	if (needs_values(c, c->w.term)) {
 		rc = load_values(c, index, &slot, diag);
@@ -504,4 +509,89 @@ int tfs_trace_verify(struct tfs_trace *t, struct tfs_diag *diag)
 			rc = read_all(t, i, v, diag);
 	}
 	return rc;
+}
+
+int tfs_trace_term_counts(const struct tfs_trace *t, uint32_t stream, uint64_t *counts)
+{
+	const struct gsec *g;
+	uint64_t *mult;
+
+	if (stream >= t->n_streams)
+		return -ENOENT;
+	g = &t->gsecs[t->streams[stream].gsec];
+	memset(counts, 0, (size_t)t->n_terms * sizeof(*counts));
+	for (uint32_t b = 0; b < g->n_blocks; b++) {
+		const struct tfs_grammar *gr = &g->blocks[b];
+
+		mult = calloc(gr->n_rules, sizeof(*mult));
+		if (!mult)
+			return -ENOMEM;
+		/* rules only use lower-numbered rules: parents are done before children */
+		mult[gr->n_rules - 1] = 1;
+		for (uint32_t r = gr->n_rules; r-- > 0;) {
+			const struct gram_rule *ru = &gr->rules[r];
+
+			for (uint32_t i = 0; i < ru->n_elems; i++) {
+				const struct gram_elem *e = &gr->elems[ru->first_elem + i];
+
+				if (e->is_rule)
+					mult[e->id] += mult[r] * e->count;
+				else
+					counts[e->id] += mult[r] * e->count;
+			}
+		}
+		free(mult);
+	}
+	return 0;
+}
+
+int tfs_trace_grammar_text(const struct tfs_trace *t, uint32_t stream, char **out,
+			   size_t *len)
+{
+	const struct gsec *g;
+	struct tfs_buf b;
+	char line[64];
+	int rc = 0;
+
+	if (stream >= t->n_streams)
+		return -ENOENT;
+	g = &t->gsecs[t->streams[stream].gsec];
+	buf_init(&b);
+	for (uint32_t k = 0; k < g->n_blocks && rc == 0; k++) {
+		const struct tfs_grammar *gr = &g->blocks[k];
+
+		snprintf(line, sizeof(line), "# block %u: %llu events, %u rules\n", k,
+			 (unsigned long long)gr->n_events, gr->n_rules);
+		rc = buf_put(&b, line, strlen(line));
+		for (uint32_t r = 0; r < gr->n_rules && rc == 0; r++) {
+			const struct gram_rule *ru = &gr->rules[r];
+
+			if (r + 1 == gr->n_rules)
+				snprintf(line, sizeof(line), "S ->");
+			else
+				snprintf(line, sizeof(line), "R%u ->", r);
+			rc = buf_put(&b, line, strlen(line));
+			for (uint32_t i = 0; i < ru->n_elems && rc == 0; i++) {
+				const struct gram_elem *e = &gr->elems[ru->first_elem + i];
+				int n = snprintf(line, sizeof(line), " %c%u", e->is_rule ? 'R' : 't',
+						 e->id);
+
+				if (e->count > 1)
+					n += snprintf(line + n, sizeof(line) - (size_t)n, "^%llu",
+						      (unsigned long long)e->count);
+				rc = buf_put(&b, line, (size_t)n);
+			}
+			if (rc == 0)
+				rc = buf_put(&b, "\n", 1);
+		}
+	}
+	if (rc == 0)
+		rc = buf_put(&b, "", 1);
+	if (rc < 0) {
+		buf_fini(&b);
+		return rc;
+	}
+	*out = (char *)b.data;
+	*len = b.len - 1;
+	return 0;
 }

@@ -270,6 +270,7 @@ static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
 	t->w_dur = digits(t->max_dur);
 	t->w_ts_json = digits(t->max_ts);
 	t->w_thread = digits(t->max_thread);
+	t->w_rank = digits(t->n_ranks - 1);
 	return 0;
 }
 
@@ -319,6 +320,9 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 			return rc;
 		t->n_streams = i + 1;
 	}
+	for (uint32_t i = 0; i < t->n_streams; i++)
+		if (digits(t->streams[i].n_events) > t->w_index)
+			t->w_index = digits(t->streams[i].n_events);
 	rc = check_unique(t, r);
 	if (rc == 0)
 		rc = rd_varint_max(r, rd_left(r) / 4, &n, "phase count");

@@ -289,6 +289,74 @@ static void json_line(struct sink *s, const struct tfs_trace *t, const struct re
 	puts_(s, "}}");
 }
 
+/* Microseconds with three decimals, from nanoseconds; counted at @digits when measuring. */
+static void put_us(struct sink *s, uint64_t ns, unsigned int digits)
+{
+	char frac[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+			(char)('0' + ns % 10)};
+
+	if (s->measure) {
+		s->n += digits + 4;
+		return;
+	}
+	put_dec(s, ns / 1000, 0);
+	put(s, frac, sizeof(frac));
+}
+
+/* Whether the kind's first argument is a STR called "name": then it names the event. */
+static bool named_by_arg(const struct schema_kind *k)
+{
+	return k->n_args && k->args[0].enc == TFS_ENC_STR && !strcmp(k->args[0].name, "name");
+}
+
+static void chrome_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
+	const uint64_t *val = in->vals;
+
+	puts_(s, "{\"name\":");
+	if (named_by_arg(k))
+		put_escaped(s, (const uint8_t *)t->strs[w[0]], t->str_len[w[0]], true);
+	else
+		put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
+	puts_(s, ",\"cat\":");
+	put_escaped(s, (const uint8_t *)k->category, strlen(k->category), true);
+	puts_(s, ",\"ph\":\"X\",\"ts\":");
+	if (t->timing == TFS_TIMING_NONE) {
+		/* without times, one event per microsecond keeps the order visible */
+		put_us(s, in->index * 1000, t->w_index);
+		puts_(s, ",\"dur\":1.000");
+	} else {
+		put_us(s, in->ts_ns, dec_digits(t->max_ts / 1000));
+		puts_(s, ",\"dur\":");
+		put_us(s, in->dur_ns, dec_digits(t->max_dur / 1000));
+	}
+	puts_(s, ",\"pid\":");
+	if (s->measure)
+		s->n += t->w_rank;
+	else
+		put_dec(s, in->rank, 0);
+	puts_(s, ",\"tid\":");
+	if (s->measure)
+		s->n += t->w_thread;
+	else
+		put_dec(s, in->thread, 0);
+	puts_(s, ",\"args\":{");
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if (i)
+			put(s, ",", 1);
+		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
+		put(s, ":", 1);
+		put_arg(s, t, a, w[i], val, in->rank, true);
+		if (a->enc == TFS_ENC_VAL && val)
+			val++;
+	}
+	puts_(s, "}},");
+}
+
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag)
 {
@@ -304,8 +372,10 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		return -ENOMEM;
 	if (view == TFS_VIEW_TEXT)
 		text_line(&s, t, in);
-	else
+	else if (view == TFS_VIEW_JSONL)
 		json_line(&s, t, in);
+	else
+		chrome_line(&s, t, in);
 	if (s.err)
 		return s.err;
 	if (s.measure) {
@@ -347,4 +417,76 @@ void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const 
 			args[i].u = a->type == TFS_TYPE_I64 ? (uint64_t)zigzag_dec(w[i]) : w[i];
 		}
 	}
+}
+
+int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind)
+{
+	if (term >= t->n_terms)
+		return -ENOENT;
+	*kind = t->term_kind[term];
+	return 0;
+}
+
+ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap)
+{
+	const struct schema_kind *k;
+	const uint64_t *w;
+	struct tfs_buf b;
+	struct sink s = {.out = &b};
+	bool first = true;
+	ssize_t n;
+
+	if (term >= t->n_terms)
+		return -ENOENT;
+	k = &t->schema.kinds[t->term_kind[term]];
+	w = t->term_arg + t->term_argoff[term];
+	buf_init(&b);
+	puts_(&s, k->name);
+	put(&s, "(", 1);
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if ((int32_t)i == k->result)
+			continue;
+		if (!first)
+			put(&s, ", ", 2);
+		first = false;
+		puts_(&s, a->name);
+		put(&s, "=", 1);
+		if (a->enc == TFS_ENC_VAL) {
+			put(&s, "*", 1);
+		} else if (a->enc == TFS_ENC_RANK) {
+			int64_t rel = zigzag_dec(w[i]);
+
+			put(&s, "r", 1);
+			if (rel) {
+				put(&s, rel > 0 ? "+" : "-", 1);
+				put_dec(&s, rel > 0 ? (uint64_t)rel : -(uint64_t)rel, 0);
+			}
+		} else {
+			put_arg(&s, t, a, w[i], NULL, 0, false);
+		}
+	}
+	put(&s, ")", 1);
+	if (k->result >= 0) {
+		put(&s, " = ", 3);
+		if (k->args[k->result].enc == TFS_ENC_VAL)
+			put(&s, "*", 1);
+		else
+			put_arg(&s, t, &k->args[k->result], w[k->result], NULL, 0, false);
+	}
+	if (s.err) {
+		buf_fini(&b);
+		return s.err;
+	}
+	n = (ssize_t)b.len;
+	if (cap) {
+		size_t c = b.len < cap - 1 ? b.len : cap - 1;
+
+		if (c)
+			memcpy(buf, b.data, c);
+		buf[c] = 0;
+	}
+	buf_fini(&b);
+	return n;
 }

@@ -75,7 +75,7 @@ struct tfs_trace {
 	int timing;
 	double rel_err;
 	uint64_t max_ts, max_dur;
-	unsigned int w_sec, w_dur, w_thread, w_ts_json;
+	unsigned int w_sec, w_dur, w_thread, w_ts_json, w_rank, w_index;
 	struct tstream *streams;
 	uint32_t n_streams;
 	struct tphase *phases;
@@ -90,6 +90,7 @@ void layout_free(struct gsec *g);
 
 /* render.c */
 struct render_in {
+	uint64_t index; /* the event's index in its stream (Chrome view without timing) */
 	uint32_t term;
 	uint32_t rank, thread;
 	uint64_t ts_ns, dur_ns;

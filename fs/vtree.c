@@ -192,7 +192,8 @@ static int add_thread_views(struct fs_vtree *vt, uint32_t dir, uint32_t stream, 
 	tdir = add_node(vt, (uint32_t)threads, name, NODE_DIR, thread);
 	if (tdir < 0)
 		return (int)tdir;
-	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+	/* the Chrome view is served wrapped, as trace.json: not one of these plain files */
+	for (int v = TFS_VIEW_TEXT; v <= TFS_VIEW_JSONL; v++) {
 		struct vnode *f;
 		int64_t idx = add_node(vt, (uint32_t)tdir, view_file[v], NODE_VIEW, (uint64_t)v);
 		int rc;

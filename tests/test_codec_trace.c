@@ -167,6 +167,39 @@ static const char *line_start(const char *text, int k)
 	return text;
 }
 
+/* Signatures, counts and grammar text of the hand-written trace below. */
+static void check_tables(struct tfs_trace *t)
+{
+	struct tfs_trace_info info;
+	uint64_t counts[16], sum = 0;
+	char sig[128], *g;
+	size_t glen;
+	uint32_t kind;
+
+	tfs_trace_get_info(t, &info);
+	assert_int_equal(info.n_terminals, 4); /* the two pwrites and the two mallocs share */
+	assert_int_equal(tfs_trace_term_counts(t, 0, counts), 0);
+	for (uint32_t i = 0; i < info.n_terminals; i++) {
+		sum += counts[i];
+		assert_int_equal(tfs_trace_term_kind(t, i, &kind), 0);
+		assert_true(tfs_trace_signature(t, i, sig, sizeof(sig)) > 0);
+		if (kind == TG_PWRITE) {
+			assert_string_equal(sig, "pwrite(fd=file#3, count=*, offset=*) = *");
+			assert_true(counts[i] == 2);
+		} else if (kind == TG_SEND) {
+			assert_string_equal(sig, "send(dest=r+1, tag=-7, bytes=2)");
+		} else if (kind == TG_ZONE) {
+			assert_string_equal(sig, "zone(name=\"init\")");
+		}
+	}
+	assert_true(sum == 6);
+	assert_int_equal(tfs_trace_signature(t, 4, sig, sizeof(sig)), -ENOENT);
+	assert_int_equal(tfs_trace_grammar_text(t, 0, &g, &glen), 0);
+	assert_non_null(strstr(g, "\nS ->"));
+	assert_true(strlen(g) == glen);
+	free(g);
+}
+
 /* Expected bytes written by hand from FORMAT.md §9, not by the code under test. */
 static void test_trace_views_match_hand_written_lines(void **state)
 {
@@ -190,6 +223,12 @@ static void test_trace_views_match_hand_written_lines(void **state)
 		"\"ptr\":\"0x7f00\"}}         \n"
 		"{\"ts\":6000,\"dur\":7,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":1000000,"
 		"\"ptr\":\"0xabcdef\"}}  \n";
+	static const char expect_chrome[] =
+		"{\"name\":\"pwrite\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":1.000,\"dur\":0.100,"
+		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":3,\"count\":4096,\"offset\":0,"
+		"\"ret\":4096}},   \n"
+		"{\"name\":\"init\",\"cat\":\"zone\",\"ph\":\"X\",\"ts\":2.000,\"dur\":0.050,"
+		"\"pid\":0,\"tid\":0,\"args\":{\"name\":\"init\"}},\n";
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
 	struct tfs_trace *t;
@@ -226,6 +265,10 @@ static void test_trace_views_match_hand_written_lines(void **state)
 	assert_int_equal(size, line_start(expect_text, 4) - line_start(expect_text, 2));
 	assert_memory_equal(got, line_start(expect_text, 2), size);
 	free(got);
+	got = read_view(t, 0, TFS_VIEW_CHROME, 0, 6, &size);
+	assert_memory_equal(got, expect_chrome, strlen(expect_chrome));
+	free(got);
+	check_tables(t);
 	tfs_trace_close(t);
 }
 

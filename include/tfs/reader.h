@@ -27,6 +27,8 @@ struct tfs_cursor;
 enum tfs_view {
 	TFS_VIEW_TEXT = 0,  /**< trace.txt: fixed columns, one line per event */
 	TFS_VIEW_JSONL = 1, /**< events.jsonl: one JSON object per line */
+	TFS_VIEW_CHROME = 2, /**< Chrome trace-event "X" objects, one per line, each ending in
+			      *   a comma: wrap them in "[" ... "]" with a last object */
 	TFS_VIEW_COUNT
 };
 
@@ -160,6 +162,32 @@ int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
 
 /** Byte offset in the cursor's view where event @index (relative to the range) begins. */
 int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off);
+
+/**
+ * Occurrences of every terminal in the whole of @stream, from the grammar alone
+ * (O(grammar), no decoding). @counts holds info.n_terminals entries.
+ * @return 0 or -ENOENT
+ */
+int tfs_trace_term_counts(const struct tfs_trace *t, uint32_t stream, uint64_t *counts);
+
+/** Kind of terminal @term, or -ENOENT. */
+int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind);
+
+/**
+ * Print terminal @term's call signature as the text view prints its calls, with "*" for
+ * every argument that varies per occurrence: `pwrite(fd=file#3, count=*, offset=*) = *`.
+ * Ranks print relative to the caller: `send(dest=r+1)`. Always NUL-terminates.
+ * @return the full length (like snprintf), or -ENOENT
+ */
+ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap);
+
+/**
+ * The grammar of @stream as text, one rule per line (`R7 -> R3^1000 t5 t9`), block by
+ * block, start rules named S. @out is a new malloc'ed buffer, NUL-terminated.
+ * @return 0, -ENOENT or -ENOMEM
+ */
+int tfs_trace_grammar_text(const struct tfs_trace *t, uint32_t stream, char **out,
+			   size_t *len);
 
 #ifdef __cplusplus
 }
