@@ -46,7 +46,7 @@ static bool name_ok(const char *p, size_t n, bool may_be_empty)
 
 static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
 {
-	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~TFS_ARG_RESULT))
+	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~(TFS_ARG_RESULT | TFS_ARG_BYTES)))
 		return false;
 	return (type == TFS_TYPE_STR) == (enc == TFS_ENC_STR);
 }

@@ -36,6 +36,7 @@ enum tfs_arg_enc {
 
 /** Argument flags. */
 #define TFS_ARG_RESULT 0x1u /**< the call's result: rendered after "=" */
+#define TFS_ARG_BYTES 0x2u  /**< a byte count the call moved or allocated (profiles sum it) */
 
 /** Limits a schema must respect (checked by the writer and the reader). */
 #define TFS_MAX_ARGS 32
