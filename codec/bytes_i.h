@@ -44,6 +44,18 @@ static inline int64_t zigzag_dec(uint64_t v)
 	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
+/* Characters of @v printed in decimal. */
+static inline unsigned int dec_digits(uint64_t v)
+{
+	unsigned int n = 1;
+
+	while (v >= 10) {
+		v /= 10;
+		n++;
+	}
+	return n;
+}
+
 /* Store little-endian into raw memory. */
 void le_put16(uint8_t *p, uint16_t v);
 void le_put32(uint8_t *p, uint32_t v);

@@ -228,17 +228,6 @@ static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p)
 	return p->name ? 0 : -ENOMEM;
 }
 
-static unsigned int digits(uint64_t v)
-{
-	unsigned int n = 1;
-
-	while (v >= 10) {
-		v /= 10;
-		n++;
-	}
-	return n;
-}
-
 static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
 {
 	uint64_t n_ranks, max_thread, bits;
@@ -266,11 +255,11 @@ static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
 	t->n_ranks = (uint32_t)n_ranks;
 	t->max_thread = (uint32_t)max_thread;
 	t->timing = timing;
-	t->w_sec = digits(t->max_ts / 1000000000u);
-	t->w_dur = digits(t->max_dur);
-	t->w_ts_json = digits(t->max_ts);
-	t->w_thread = digits(t->max_thread);
-	t->w_rank = digits(t->n_ranks - 1);
+	t->w_sec = dec_digits(t->max_ts / 1000000000u);
+	t->w_dur = dec_digits(t->max_dur);
+	t->w_ts_json = dec_digits(t->max_ts);
+	t->w_thread = dec_digits(t->max_thread);
+	t->w_rank = dec_digits(t->n_ranks - 1);
 	return 0;
 }
 
@@ -321,8 +310,8 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 		t->n_streams = i + 1;
 	}
 	for (uint32_t i = 0; i < t->n_streams; i++)
-		if (digits(t->streams[i].n_events) > t->w_index)
-			t->w_index = digits(t->streams[i].n_events);
+		if (dec_digits(t->streams[i].n_events) > t->w_index)
+			t->w_index = dec_digits(t->streams[i].n_events);
 	rc = check_unique(t, r);
 	if (rc == 0)
 		rc = rd_varint_max(r, rd_left(r) / 4, &n, "phase count");

@@ -90,17 +90,6 @@ static void put_nanos(struct sink *s, uint64_t v)
 	put(s, tmp, sizeof(tmp));
 }
 
-static unsigned int dec_digits(uint64_t v)
-{
-	unsigned int n = 1;
-
-	while (v >= 10) {
-		v /= 10;
-		n++;
-	}
-	return n;
-}
-
 static unsigned int signed_width(int64_t v)
 {
 	return v < 0 ? 1 + dec_digits(-(uint64_t)v) : dec_digits((uint64_t)v);
@@ -247,11 +236,29 @@ static void text_line(struct sink *s, const struct tfs_trace *t, const struct re
 	}
 }
 
+/* The members of "args" in both JSON views. */
+static void put_json_args(struct sink *s, const struct tfs_trace *t, const struct schema_kind *k,
+			  const uint64_t *w, const struct render_in *in)
+{
+	const uint64_t *val = in->vals;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+
+		if (i)
+			put(s, ",", 1);
+		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
+		put(s, ":", 1);
+		put_arg(s, t, a, w[i], val, in->rank, true);
+		if (a->enc == TFS_ENC_VAL && val)
+			val++;
+	}
+}
+
 static void json_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
-	const uint64_t *val = in->vals;
 
 	put(s, "{", 1);
 	if (t->timing != TFS_TIMING_NONE) {
@@ -275,17 +282,7 @@ static void json_line(struct sink *s, const struct tfs_trace *t, const struct re
 	puts_(s, "\"name\":");
 	put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
 	puts_(s, ",\"args\":{");
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		const struct schema_arg *a = &k->args[i];
-
-		if (i)
-			put(s, ",", 1);
-		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
-		put(s, ":", 1);
-		put_arg(s, t, a, w[i], val, in->rank, true);
-		if (a->enc == TFS_ENC_VAL && val)
-			val++;
-	}
+	put_json_args(s, t, k, w, in);
 	puts_(s, "}}");
 }
 
@@ -313,7 +310,6 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, const struct 
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
-	const uint64_t *val = in->vals;
 
 	puts_(s, "{\"name\":");
 	if (named_by_arg(k))
@@ -343,17 +339,7 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, const struct 
 	else
 		put_dec(s, in->thread, 0);
 	puts_(s, ",\"args\":{");
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		const struct schema_arg *a = &k->args[i];
-
-		if (i)
-			put(s, ",", 1);
-		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
-		put(s, ":", 1);
-		put_arg(s, t, a, w[i], val, in->rank, true);
-		if (a->enc == TFS_ENC_VAL && val)
-			val++;
-	}
+	put_json_args(s, t, k, w, in);
 	puts_(s, "}},");
 }
 

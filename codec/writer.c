@@ -180,29 +180,18 @@ uint64_t tfs_wstream_n_events(const struct tfs_wstream *s)
 	return s->n_events;
 }
 
-static unsigned int dec_width(uint64_t v)
-{
-	unsigned int n = 1;
-
-	while (v >= 10) {
-		v /= 10;
-		n++;
-	}
-	return n;
-}
-
 /* Characters a VAL field prints in every view (FORMAT.md §9). */
 static unsigned int val_width(uint8_t type, uint64_t v)
 {
 	switch (type) {
 	case TFS_TYPE_I64:
 		if ((int64_t)v < 0)
-			return 1 + dec_width(-(uint64_t)v);
-		return dec_width(v);
+			return 1 + dec_digits(-(uint64_t)v);
+		return dec_digits(v);
 	case TFS_TYPE_HEX:
 		return 2 + (v ? (unsigned int)(64 - __builtin_clzll(v) + 3) / 4 : 1);
 	default:
-		return dec_width(v);
+		return dec_digits(v);
 	}
 }
 
