@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bytes_i.h"
+#include "crc32c_i.h"
 #include "testutil.h"
 #include "tfs/reader.h"
 #include "tfs/writer.h"
@@ -496,6 +498,29 @@ static void test_trace_golden_every_bit_flip_refused(void **state)
 	free(g);
 }
 
+/* A trace of a newer major version is refused by name, not as corruption. */
+static void test_trace_newer_version_refused_clearly(void **state)
+{
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("small.trace", p, sizeof(p)), &n);
+	struct tfs_trace *t;
+	struct tfs_diag d;
+
+	g[8] = 2; /* major 2 */
+	le_put32(g + 32, crc32c(g, 32));
+	spit(tmp_path, g, n);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -TFS_EFORMAT);
+	assert_non_null(strstr(d.reason, "format 2.0 is newer than this tracefs"));
+	g[8] = 1;
+	g[10] = 7; /* a newer minor of the same major still opens */
+	le_put32(g + 32, crc32c(g, 32));
+	spit(tmp_path, g, n);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), 0);
+	tfs_trace_close(t);
+	free(g);
+}
+
 /* Every allocation of write + save + open + full read fails in turn: clean errors only. */
 static void test_trace_allocation_failures_are_clean(void **state)
 {
@@ -581,6 +606,7 @@ int main(void)
 		cmocka_unit_test(test_trace_golden_renders_committed_text),
 		cmocka_unit_test(test_trace_golden_every_truncation_refused),
 		cmocka_unit_test(test_trace_golden_every_bit_flip_refused),
+		cmocka_unit_test(test_trace_newer_version_refused_clearly),
 		cmocka_unit_test(test_trace_allocation_failures_are_clean),
 	};
 
