@@ -1,542 +1,15 @@
 /*
- * Value and timing streams (FORMAT.md §7): the encoder turns each event's start time,
- * duration and VAL fields into prediction residuals, writes them column by column into a
- * raw block and compresses every full block into one zstd frame; the decoder checks the
- * section header and block index, then rebuilds one block at a time from the terminals its
- * caller supplies. Prediction state lives per terminal and is invalidated per block by a
- * generation stamp rather than cleared. This file does not walk grammars, know event kinds
- * or own the bytes of a parsed section, and it never calls zstd directly.
+ * The values decoder (FORMAT.md §7.6): checks a section's header and block index, then
+ * rebuilds one block at a time from the terminals its caller supplies, checking every
+ * varint, column length and value. It does not walk grammars or own the section's bytes.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "values_i.h"
+#include "vpred_i.h"
 #include "zstd_i.h"
 
-#define VAL_MAGIC 0x31564654u	     /* "TFV1" little-endian */
-#define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
-#define VAL_HDR_LEN 36u
-#define VAL_IDX_ENTRY_LEN 16u
-#define VAL_RAW_HDR_MAX 40u /* four varints */
-#define VAL_VARINT_MAX 10u
-#define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
-#define VAL_DEFAULT_LEVEL 3
-/*
- * zstd ignores bit 4 of a frame's header descriptor (RFC 8878 §3.1.1.1.1, "unused bit"), the
- * only bit of a frame neither its parser nor its checksum looks at: refused here so that
- * every bit of a values section is checked. It belongs in zs_decompress.
- */
-#define ZSTD_FHD_OFF 4
-#define ZSTD_FHD_UNUSED_BIT 0x10
-#define VAL_MAX_TERMINAL (UINT32_C(1) << 30)
-#define NVALS_UNKNOWN 0xff
-
-__extension__ typedef unsigned __int128 u128;
-
 static const char section_name[] = "values";
-
-/*
- * Prediction state of one terminal. Valid only while @gen equals the owner's current
- * generation; a stale entry reads as "not seen in this block".
- */
-struct tstate {
-	uint32_t gen;
-	uint32_t val_slot; /* its VAL fields' first fstate in the block arena */
-	uint64_t gap;	   /* last start-time gap, or signed gap bin index (LOSSY) */
-	uint64_t dur;	   /* last duration, or duration bin index (LOSSY) */
-	uint8_t seen;	   /* occurred before in this block (VAL stride needs two) */
-	uint8_t n_vals;	   /* encoder only: VAL-field count, NVALS_UNKNOWN until first use */
-};
-
-/* Stride predictor of one VAL field: prediction = last + delta (wrapping). */
-struct fstate {
-	uint64_t last;
-	uint64_t delta;
-};
-
-/*
- * Exponential bins of LOSSY timing (FORMAT.md §7.5). Bin k >= 1 holds [lo[k], lo[k+1]),
- * the last bin reaches UINT64_MAX; bin 0 is {0}.
- */
-struct bins {
-	uint64_t *lo;
-	uint32_t n;
-	uint32_t e_fix;	  /* rel_err as a 0.32 fixed-point fraction; 0: not built */
-	uint32_t oct[65]; /* oct[p]: the bin holding 2^p; oct[64] = n - 1 */
-};
-
-/* Everything prediction needs, shared by the encoder and struct vblock's decoder. */
-struct vpred {
-	struct tstate *t; /* indexed by terminal */
-	size_t t_cap;
-	uint32_t gen;	  /* current block's generation, never 0 */
-	struct fstate *f; /* arena of the current block's VAL predictors */
-	size_t f_len, f_cap;
-	struct bins bins;
-};
-
-struct vidx {
-	uint32_t stored_len;
-	uint32_t raw_len;
-};
-
-enum { COL_TS, COL_DUR, COL_VALS, N_COLS };
-
-struct tfs_venc {
-	uint32_t block_events;
-	int timing;
-	double rel_err;
-	int level;
-	struct vpred p;
-	struct tfs_buf col[N_COLS]; /* residual columns of the pending block */
-	uint32_t blk_n;		    /* events in the pending block */
-	uint64_t prev_ts;	    /* previous (reconstructed) start time in the block */
-	struct tfs_buf raw;	    /* the pending block assembled for compression */
-	struct tfs_buf frames;	    /* compressed blocks, back to back */
-	struct vidx *idx;
-	size_t n_idx, idx_cap;
-	uint64_t n_events;
-	bool finished;
-};
-
-/* ---- small helpers ---- */
-
-static inline uint64_t zz(uint64_t diff)
-{
-	return zigzag_enc((int64_t)diff);
-}
-
-static inline uint64_t unzz(uint64_t v)
-{
-	return (uint64_t)zigzag_dec(v);
-}
-
-/* Store a varint into space the caller reserved. */
-static inline void put_varint(struct tfs_buf *b, uint64_t v)
-{
-	uint8_t *p = b->data + b->len;
-
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	b->len = (size_t)(p - b->data);
-}
-
-/*
- * Grow the array whose pointer is at @pp (any object pointer type) to hold @need elements of
- * @elem bytes, doubling. On failure the array and *@cap are unchanged.
- */
-static int grow(void *pp, size_t *cap, size_t need, size_t elem)
-{
-	size_t n = *cap ? *cap : 16;
-	void *p, *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need) {
-		if (n > SIZE_MAX / 2 / elem)
-			return -ENOMEM;
-		n *= 2;
-	}
-	memcpy(&p, pp, sizeof(p));
-	q = realloc(p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	memcpy(pp, &q, sizeof(q));
-	*cap = n;
-	return 0;
-}
-
-static uint32_t rel_err_fix(double rel_err)
-{
-	return (uint32_t)(rel_err * 4294967296.0);
-}
-
-static bool rel_err_ok(double rel_err)
-{
-	return rel_err >= VAL_MIN_REL_ERR && rel_err < 1.0;
-}
-
-/* ---- exponential bins ---- */
-
-static uint64_t bin_rep_of_lo(uint64_t lo, uint32_t e_fix)
-{
-	u128 r = (u128)lo + (((u128)lo * e_fix) >> 32);
-
-	return r > UINT64_MAX ? UINT64_MAX : (uint64_t)r;
-}
-
-static int bins_build(struct bins *b, uint32_t e_fix)
-{
-	uint64_t *lo = NULL;
-	size_t cap = 0, n = 2;
-	uint32_t k = 0;
-
-	if (b->e_fix == e_fix)
-		return 0;
-	if (grow(&lo, &cap, 256, sizeof(*lo)) < 0)
-		return -ENOMEM;
-	lo[0] = 0;
-	lo[1] = 1;
-	for (;;) {
-		uint64_t rep = bin_rep_of_lo(lo[n - 1], e_fix);
-		u128 hi = ((u128)rep << 32) / ((UINT64_C(1) << 32) - e_fix);
-
-		if (hi >= UINT64_MAX)
-			break;
-		if (grow(&lo, &cap, n + 1, sizeof(*lo)) < 0) {
-			free(lo);
-			return -ENOMEM;
-		}
-		lo[n++] = (uint64_t)hi + 1;
-	}
-	free(b->lo);
-	b->lo = lo;
-	b->n = (uint32_t)n;
-	b->e_fix = e_fix;
-	for (unsigned int p = 0; p < 64; p++) {
-		while (k + 1 < n && lo[k + 1] <= UINT64_C(1) << p)
-			k++;
-		b->oct[p] = k;
-	}
-	b->oct[64] = (uint32_t)n - 1;
-	return 0;
-}
-
-static uint32_t bin_of(const struct bins *b, uint64_t x)
-{
-	uint32_t lo, hi;
-	unsigned int p;
-
-	if (!x)
-		return 0;
-	p = 63 - (unsigned int)__builtin_clzll(x);
-	lo = b->oct[p];
-	hi = b->oct[p + 1];
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (b->lo[mid] <= x)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	return lo;
-}
-
-static uint64_t bin_rep(const struct bins *b, uint32_t k)
-{
-	return k ? bin_rep_of_lo(b->lo[k], b->e_fix) : 0;
-}
-
-/* Signed bin index of a signed gap: the magnitude is binned, the sign kept. */
-static int64_t sbin_of(const struct bins *b, uint64_t gap)
-{
-	if ((int64_t)gap >= 0)
-		return bin_of(b, gap);
-	return -(int64_t)bin_of(b, 0 - gap);
-}
-
-static uint64_t sbin_rep(const struct bins *b, int64_t sb)
-{
-	if (sb >= 0)
-		return bin_rep(b, (uint32_t)sb);
-	return 0 - bin_rep(b, (uint32_t)-sb);
-}
-
-/* ---- prediction state ---- */
-
-static void pred_fini(struct vpred *p)
-{
-	free(p->t);
-	free(p->f);
-	free(p->bins.lo);
-}
-
-static int pred_reserve_terms(struct vpred *p, size_t n)
-{
-	size_t old = p->t_cap;
-
-	if (grow(&p->t, &p->t_cap, n, sizeof(*p->t)) < 0)
-		return -ENOMEM;
-	for (size_t i = old; i < p->t_cap; i++) {
-		p->t[i].gen = 0;
-		p->t[i].n_vals = NVALS_UNKNOWN;
-	}
-	return 0;
-}
-
-static void pred_next_block(struct vpred *p)
-{
-	p->f_len = 0;
-	if (++p->gen != 0)
-		return;
-	for (size_t i = 0; i < p->t_cap; i++)
-		p->t[i].gen = 0;
-	p->gen = 1;
-}
-
-/* First occurrence of @st in the block: fresh predictors, @n_vals arena slots claimed. */
-static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_vals)
-{
-	st->gen = p->gen;
-	st->seen = 0;
-	st->gap = 0;
-	st->dur = 0;
-	st->val_slot = (uint32_t)p->f_len;
-	p->f_len += n_vals;
-}
-
-/* ---- encoder ---- */
-
-int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
-{
-	struct tfs_venc *e;
-
-	*out = NULL;
-	if (opts->block_events > VAL_MAX_BLOCK_EVENTS)
-		return -EINVAL;
-	if (opts->timing != VAL_TIMING_NONE && opts->timing != VAL_TIMING_LOSSLESS &&
-	    opts->timing != VAL_TIMING_LOSSY)
-		return -EINVAL;
-	if (opts->timing == VAL_TIMING_LOSSY && !rel_err_ok(opts->rel_err))
-		return -EINVAL;
-	e = calloc(1, sizeof(*e));
-	if (!e)
-		return -ENOMEM;
-	e->block_events = opts->block_events ? opts->block_events : VAL_DEFAULT_BLOCK_EVENTS;
-	e->timing = opts->timing;
-	e->rel_err = opts->timing == VAL_TIMING_LOSSY ? opts->rel_err : 0.0;
-	e->level = opts->zstd_level ? opts->zstd_level : VAL_DEFAULT_LEVEL;
-	e->p.gen = 1;
-	for (int c = 0; c < N_COLS; c++)
-		buf_init(&e->col[c]);
-	buf_init(&e->raw);
-	buf_init(&e->frames);
-	if (e->timing == VAL_TIMING_LOSSY && bins_build(&e->p.bins, rel_err_fix(e->rel_err)) < 0)
-		goto err_free_enc;
-	*out = e;
-	return 0;
-
-err_free_enc:
-	free(e);
-	return -ENOMEM;
-}
-
-void venc_free(struct tfs_venc *e)
-{
-	if (!e)
-		return;
-	pred_fini(&e->p);
-	for (int c = 0; c < N_COLS; c++)
-		buf_fini(&e->col[c]);
-	buf_fini(&e->raw);
-	buf_fini(&e->frames);
-	free(e->idx);
-	free(e);
-}
-
-uint64_t venc_n_events(const struct tfs_venc *e)
-{
-	return e->n_events;
-}
-
-/* Compress the pending block into one frame. On failure nothing changes. */
-static int flush_block(struct tfs_venc *e)
-{
-	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
-	int rc;
-
-	if (!e->blk_n)
-		return 0;
-	for (int c = 0; c < N_COLS; c++)
-		need += e->col[c].len;
-	if (grow(&e->idx, &e->idx_cap, e->n_idx + 1, sizeof(*e->idx)) < 0)
-		return -ENOMEM;
-	e->raw.len = 0;
-	rc = buf_reserve(&e->raw, need);
-	if (rc < 0)
-		return rc;
-	put_varint(&e->raw, e->blk_n);
-	for (int c = 0; c < N_COLS; c++)
-		put_varint(&e->raw, e->col[c].len);
-	for (int c = 0; c < N_COLS; c++) {
-		if (!e->col[c].len)
-			continue;
-		memcpy(e->raw.data + e->raw.len, e->col[c].data, e->col[c].len);
-		e->raw.len += e->col[c].len;
-	}
-	rc = zs_compress(&e->frames, e->raw.data, e->raw.len, e->level);
-	if (rc < 0)
-		return rc;
-	e->idx[e->n_idx].raw_len = (uint32_t)e->raw.len;
-	e->idx[e->n_idx].stored_len = (uint32_t)(e->frames.len - frames_len);
-	e->n_idx++;
-	for (int c = 0; c < N_COLS; c++)
-		e->col[c].len = 0;
-	e->blk_n = 0;
-	e->prev_ts = 0;
-	pred_next_block(&e->p);
-	return 0;
-}
-
-static void code_times_lossless(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns,
-				uint64_t dur_ns)
-{
-	if (e->blk_n) {
-		uint64_t gap = ts_ns - e->prev_ts;
-
-		put_varint(&e->col[COL_TS], zz(gap - st->gap));
-		st->gap = gap;
-	} else {
-		put_varint(&e->col[COL_TS], zz(ts_ns));
-	}
-	e->prev_ts = ts_ns;
-	put_varint(&e->col[COL_DUR], zz(dur_ns - st->dur));
-	st->dur = dur_ns;
-}
-
-static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns, uint64_t dur_ns)
-{
-	const struct bins *b = &e->p.bins;
-	uint32_t dur_bin = bin_of(b, dur_ns);
-
-	if (e->blk_n) {
-		/* against the reconstructed start, so that errors do not accumulate */
-		int64_t sb = sbin_of(b, ts_ns - e->prev_ts);
-
-		put_varint(&e->col[COL_TS], zz((uint64_t)sb - st->gap));
-		st->gap = (uint64_t)sb;
-		e->prev_ts += sbin_rep(b, sb);
-	} else {
-		put_varint(&e->col[COL_TS], zz(ts_ns));
-		e->prev_ts = ts_ns;
-	}
-	put_varint(&e->col[COL_DUR], zz(dur_bin - st->dur));
-	st->dur = dur_bin;
-}
-
-static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
-{
-	struct tfs_buf *col = &e->col[COL_VALS];
-	struct fstate *f;
-
-	if (!n_vals)
-		goto out_seen;
-	f = e->p.f + st->val_slot;
-	for (uint32_t j = 0; j < n_vals; j++) {
-		put_varint(col, zz(vals[j] - (f[j].last + f[j].delta)));
-		f[j].delta = st->seen ? vals[j] - f[j].last : 0;
-		f[j].last = vals[j];
-	}
-out_seen:
-	st->seen = 1;
-}
-
-/* Make every allocation the event needs, so that coding it cannot fail. */
-static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
-{
-	struct tstate *st;
-	int rc;
-
-	rc = pred_reserve_terms(&e->p, (size_t)terminal + 1);
-	if (rc < 0)
-		return rc;
-	st = &e->p.t[terminal];
-	if (st->n_vals != NVALS_UNKNOWN && st->n_vals != n_vals)
-		return -EINVAL;
-	if (st->gen != e->p.gen &&
-	    grow(&e->p.f, &e->p.f_cap, e->p.f_len + n_vals, sizeof(*e->p.f)) < 0)
-		return -ENOMEM;
-	if (e->timing != VAL_TIMING_NONE) {
-		rc = buf_reserve(&e->col[COL_TS], VAL_VARINT_MAX);
-		if (rc == 0)
-			rc = buf_reserve(&e->col[COL_DUR], VAL_VARINT_MAX);
-		if (rc < 0)
-			return rc;
-	}
-	return buf_reserve(&e->col[COL_VALS], (size_t)VAL_VARINT_MAX * n_vals);
-}
-
-int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
-	     const uint64_t *vals, uint32_t n_vals)
-{
-	struct tstate *st;
-	int rc;
-
-	if (e->finished || terminal >= VAL_MAX_TERMINAL || n_vals > VAL_MAX_FIELDS ||
-	    (n_vals && !vals))
-		return -EINVAL;
-	if (e->blk_n == e->block_events) {
-		rc = flush_block(e);
-		if (rc < 0)
-			return rc;
-	}
-	rc = reserve_event(e, terminal, n_vals);
-	if (rc < 0)
-		return rc;
-	st = &e->p.t[terminal];
-	st->n_vals = (uint8_t)n_vals;
-	if (st->gen != e->p.gen) {
-		pred_enter(&e->p, st, n_vals);
-		if (n_vals)
-			memset(e->p.f + st->val_slot, 0, n_vals * sizeof(*e->p.f));
-	}
-	if (e->timing == VAL_TIMING_LOSSLESS)
-		code_times_lossless(e, st, ts_ns, dur_ns);
-	else if (e->timing == VAL_TIMING_LOSSY)
-		code_times_lossy(e, st, ts_ns, dur_ns);
-	code_vals(e, st, vals, n_vals);
-	e->blk_n++;
-	e->n_events++;
-	return 0;
-}
-
-static void put_header(uint8_t *h, const struct tfs_venc *e)
-{
-	uint64_t rel_bits;
-
-	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));
-	le_put32(h, VAL_MAGIC);
-	h[4] = (uint8_t)e->timing;
-	h[5] = h[6] = h[7] = 0;
-	le_put32(h + 8, e->block_events);
-	le_put64(h + 12, rel_bits);
-	le_put64(h + 20, e->n_events);
-	le_put64(h + 28, e->n_idx);
-}
-
-int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
-{
-	uint64_t off;
-	uint8_t *p;
-	int rc;
-
-	rc = flush_block(e);
-	if (rc < 0)
-		return rc;
-	e->finished = true;
-	off = VAL_HDR_LEN + (uint64_t)VAL_IDX_ENTRY_LEN * e->n_idx;
-	rc = buf_reserve(out, (size_t)off + e->frames.len);
-	if (rc < 0)
-		return rc;
-	p = out->data + out->len;
-	put_header(p, e);
-	p += VAL_HDR_LEN;
-	for (size_t i = 0; i < e->n_idx; i++) {
-		le_put64(p, off);
-		le_put32(p + 8, e->idx[i].stored_len);
-		le_put32(p + 12, e->idx[i].raw_len);
-		off += e->idx[i].stored_len;
-		p += VAL_IDX_ENTRY_LEN;
-	}
-	if (e->frames.len)
-		memcpy(p, e->frames.data, e->frames.len);
-	out->len += (size_t)(p - (out->data + out->len)) + e->frames.len;
-	return 0;
-}
 
 /* ---- section header and index ---- */
 
@@ -577,7 +50,7 @@ static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
 		return diag_set(diag, -TFS_ECORRUPT, base_off + 8, section_name,
 				"block_events %u out of range", s->block_events);
 	memcpy(&s->rel_err, &rel_bits, sizeof(rel_bits));
-	if (s->timing == VAL_TIMING_LOSSY ? !rel_err_ok(s->rel_err) : rel_bits != 0)
+	if (s->timing == VAL_TIMING_LOSSY ? !vp_rel_err_ok(s->rel_err) : rel_bits != 0)
 		return diag_set(diag, -TFS_ECORRUPT, base_off + 12, section_name,
 				"bad rel_err bits 0x%016llx for timing mode %d",
 				(unsigned long long)rel_bits, s->timing);
@@ -678,7 +151,7 @@ void vblock_fini(struct vblock *b)
 	free(b->val_off);
 	free(b->raw);
 	if (b->pred) {
-		pred_fini(b->pred);
+		vp_pred_fini(b->pred);
 		free(b->pred);
 	}
 	vblock_init(b);
@@ -808,7 +281,7 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 			if (sb <= -n_bins || sb >= n_bins)
 				return block_fail(d, "gap bin out of range", &tc);
 			st->gap = (uint64_t)sb;
-			prev += sbin_rep(b, sb);
+			prev += vp_sbin_rep(b, sb);
 		} else {
 			prev = unzz(res);
 		}
@@ -818,7 +291,7 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 		st->dur += unzz(res);
 		if (st->dur >= (uint64_t)n_bins)
 			return block_fail(d, "duration bin out of range", &dc);
-		dur_ns[i] = bin_rep(b, (uint32_t)st->dur);
+		dur_ns[i] = vp_bin_rep(b, (uint32_t)st->dur);
 	}
 	*ts_col = tc;
 	*dur_col = dc;
@@ -873,10 +346,10 @@ static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
 			return -ENOMEM;
 		b->pred = p;
 	}
-	if (pred_reserve_terms(p, n_terminals) < 0)
+	if (vp_pred_reserve_terms(p, n_terminals) < 0)
 		return -ENOMEM;
 	b->pred_cap = p->t_cap;
-	if (s->timing == VAL_TIMING_LOSSY && bins_build(&p->bins, rel_err_fix(s->rel_err)) < 0)
+	if (s->timing == VAL_TIMING_LOSSY && vp_bins_build(&p->bins, vp_rel_err_fix(s->rel_err)) < 0)
 		return -ENOMEM;
 	if (n <= b->cap_events)
 		return 0;
@@ -900,9 +373,9 @@ static int reserve_contents(struct vblock *b, size_t n_vals, size_t raw_len)
 {
 	struct vpred *p = b->pred;
 
-	if (grow(&b->vals, &b->cap_vals, n_vals, sizeof(*b->vals)) < 0 ||
-	    grow(&b->raw, &b->raw_cap, raw_len, 1) < 0 ||
-	    grow(&p->f, &p->f_cap, p->f_len, sizeof(*p->f)) < 0)
+	if (vp_grow(&b->vals, &b->cap_vals, n_vals, sizeof(*b->vals)) < 0 ||
+	    vp_grow(&b->raw, &b->raw_cap, raw_len, 1) < 0 ||
+	    vp_grow(&p->f, &p->f_cap, p->f_len, sizeof(*p->f)) < 0)
 		return -ENOMEM;
 	if (p->f_len)
 		memset(p->f, 0, p->f_len * sizeof(*p->f));
@@ -1012,7 +485,7 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
 	if (rc < 0)
 		return rc;
 	d.p = out->pred;
-	pred_next_block(d.p);
+	vp_pred_next_block(d.p);
 	rc = scan_terms(&d, n_vals_of, n_terminals, &n_vals);
 	if (rc < 0)
 		return rc;

@@ -1,0 +1,277 @@
+/*
+ * The values encoder (FORMAT.md §7): turns each event's start time, duration and VAL fields
+ * into prediction residuals, writes them column by column into a raw block, compresses every
+ * full block into one zstd frame and finally writes the header and block index. It does not
+ * know event kinds and never calls zstd directly.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vpred_i.h"
+#include "zstd_i.h"
+
+struct tfs_venc {
+	uint32_t block_events;
+	int timing;
+	double rel_err;
+	int level;
+	struct vpred p;
+	struct tfs_buf col[N_COLS]; /* residual columns of the pending block */
+	uint32_t blk_n;		    /* events in the pending block */
+	uint64_t prev_ts;	    /* previous (reconstructed) start time in the block */
+	struct tfs_buf raw;	    /* the pending block assembled for compression */
+	struct tfs_buf frames;	    /* compressed blocks, back to back */
+	struct vidx *idx;
+	size_t n_idx, idx_cap;
+	uint64_t n_events;
+	bool finished;
+};
+
+/* ---- encoder ---- */
+
+int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
+{
+	struct tfs_venc *e;
+
+	*out = NULL;
+	if (opts->block_events > VAL_MAX_BLOCK_EVENTS)
+		return -EINVAL;
+	if (opts->timing != VAL_TIMING_NONE && opts->timing != VAL_TIMING_LOSSLESS &&
+	    opts->timing != VAL_TIMING_LOSSY)
+		return -EINVAL;
+	if (opts->timing == VAL_TIMING_LOSSY && !vp_rel_err_ok(opts->rel_err))
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->block_events = opts->block_events ? opts->block_events : VAL_DEFAULT_BLOCK_EVENTS;
+	e->timing = opts->timing;
+	e->rel_err = opts->timing == VAL_TIMING_LOSSY ? opts->rel_err : 0.0;
+	e->level = opts->zstd_level ? opts->zstd_level : VAL_DEFAULT_LEVEL;
+	e->p.gen = 1;
+	for (int c = 0; c < N_COLS; c++)
+		buf_init(&e->col[c]);
+	buf_init(&e->raw);
+	buf_init(&e->frames);
+	if (e->timing == VAL_TIMING_LOSSY && vp_bins_build(&e->p.bins, vp_rel_err_fix(e->rel_err)) < 0)
+		goto err_free_enc;
+	*out = e;
+	return 0;
+
+err_free_enc:
+	free(e);
+	return -ENOMEM;
+}
+
+void venc_free(struct tfs_venc *e)
+{
+	if (!e)
+		return;
+	vp_pred_fini(&e->p);
+	for (int c = 0; c < N_COLS; c++)
+		buf_fini(&e->col[c]);
+	buf_fini(&e->raw);
+	buf_fini(&e->frames);
+	free(e->idx);
+	free(e);
+}
+
+uint64_t venc_n_events(const struct tfs_venc *e)
+{
+	return e->n_events;
+}
+
+/* Compress the pending block into one frame. On failure nothing changes. */
+static int flush_block(struct tfs_venc *e)
+{
+	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
+	int rc;
+
+	if (!e->blk_n)
+		return 0;
+	for (int c = 0; c < N_COLS; c++)
+		need += e->col[c].len;
+	if (vp_grow(&e->idx, &e->idx_cap, e->n_idx + 1, sizeof(*e->idx)) < 0)
+		return -ENOMEM;
+	e->raw.len = 0;
+	rc = buf_reserve(&e->raw, need);
+	if (rc < 0)
+		return rc;
+	put_varint(&e->raw, e->blk_n);
+	for (int c = 0; c < N_COLS; c++)
+		put_varint(&e->raw, e->col[c].len);
+	for (int c = 0; c < N_COLS; c++) {
+		if (!e->col[c].len)
+			continue;
+		memcpy(e->raw.data + e->raw.len, e->col[c].data, e->col[c].len);
+		e->raw.len += e->col[c].len;
+	}
+	rc = zs_compress(&e->frames, e->raw.data, e->raw.len, e->level);
+	if (rc < 0)
+		return rc;
+	e->idx[e->n_idx].raw_len = (uint32_t)e->raw.len;
+	e->idx[e->n_idx].stored_len = (uint32_t)(e->frames.len - frames_len);
+	e->n_idx++;
+	for (int c = 0; c < N_COLS; c++)
+		e->col[c].len = 0;
+	e->blk_n = 0;
+	e->prev_ts = 0;
+	vp_pred_next_block(&e->p);
+	return 0;
+}
+
+static void code_times_lossless(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns,
+				uint64_t dur_ns)
+{
+	if (e->blk_n) {
+		uint64_t gap = ts_ns - e->prev_ts;
+
+		put_varint(&e->col[COL_TS], zz(gap - st->gap));
+		st->gap = gap;
+	} else {
+		put_varint(&e->col[COL_TS], zz(ts_ns));
+	}
+	e->prev_ts = ts_ns;
+	put_varint(&e->col[COL_DUR], zz(dur_ns - st->dur));
+	st->dur = dur_ns;
+}
+
+static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns, uint64_t dur_ns)
+{
+	const struct bins *b = &e->p.bins;
+	uint32_t dur_bin = vp_bin_of(b, dur_ns);
+
+	if (e->blk_n) {
+		/* against the reconstructed start, so that errors do not accumulate */
+		int64_t sb = vp_sbin_of(b, ts_ns - e->prev_ts);
+
+		put_varint(&e->col[COL_TS], zz((uint64_t)sb - st->gap));
+		st->gap = (uint64_t)sb;
+		e->prev_ts += vp_sbin_rep(b, sb);
+	} else {
+		put_varint(&e->col[COL_TS], zz(ts_ns));
+		e->prev_ts = ts_ns;
+	}
+	put_varint(&e->col[COL_DUR], zz(dur_bin - st->dur));
+	st->dur = dur_bin;
+}
+
+static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
+{
+	struct tfs_buf *col = &e->col[COL_VALS];
+	struct fstate *f;
+
+	if (!n_vals)
+		goto out_seen;
+	f = e->p.f + st->val_slot;
+	for (uint32_t j = 0; j < n_vals; j++) {
+		put_varint(col, zz(vals[j] - (f[j].last + f[j].delta)));
+		f[j].delta = st->seen ? vals[j] - f[j].last : 0;
+		f[j].last = vals[j];
+	}
+out_seen:
+	st->seen = 1;
+}
+
+/* Make every allocation the event needs, so that coding it cannot fail. */
+static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
+{
+	struct tstate *st;
+	int rc;
+
+	rc = vp_pred_reserve_terms(&e->p, (size_t)terminal + 1);
+	if (rc < 0)
+		return rc;
+	st = &e->p.t[terminal];
+	if (st->n_vals != NVALS_UNKNOWN && st->n_vals != n_vals)
+		return -EINVAL;
+	if (st->gen != e->p.gen &&
+	    vp_grow(&e->p.f, &e->p.f_cap, e->p.f_len + n_vals, sizeof(*e->p.f)) < 0)
+		return -ENOMEM;
+	if (e->timing != VAL_TIMING_NONE) {
+		rc = buf_reserve(&e->col[COL_TS], VAL_VARINT_MAX);
+		if (rc == 0)
+			rc = buf_reserve(&e->col[COL_DUR], VAL_VARINT_MAX);
+		if (rc < 0)
+			return rc;
+	}
+	return buf_reserve(&e->col[COL_VALS], (size_t)VAL_VARINT_MAX * n_vals);
+}
+
+int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+	     const uint64_t *vals, uint32_t n_vals)
+{
+	struct tstate *st;
+	int rc;
+
+	if (e->finished || terminal >= VAL_MAX_TERMINAL || n_vals > VAL_MAX_FIELDS ||
+	    (n_vals && !vals))
+		return -EINVAL;
+	if (e->blk_n == e->block_events) {
+		rc = flush_block(e);
+		if (rc < 0)
+			return rc;
+	}
+	rc = reserve_event(e, terminal, n_vals);
+	if (rc < 0)
+		return rc;
+	st = &e->p.t[terminal];
+	st->n_vals = (uint8_t)n_vals;
+	if (st->gen != e->p.gen) {
+		pred_enter(&e->p, st, n_vals);
+		if (n_vals)
+			memset(e->p.f + st->val_slot, 0, n_vals * sizeof(*e->p.f));
+	}
+	if (e->timing == VAL_TIMING_LOSSLESS)
+		code_times_lossless(e, st, ts_ns, dur_ns);
+	else if (e->timing == VAL_TIMING_LOSSY)
+		code_times_lossy(e, st, ts_ns, dur_ns);
+	code_vals(e, st, vals, n_vals);
+	e->blk_n++;
+	e->n_events++;
+	return 0;
+}
+
+static void put_header(uint8_t *h, const struct tfs_venc *e)
+{
+	uint64_t rel_bits;
+
+	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));
+	le_put32(h, VAL_MAGIC);
+	h[4] = (uint8_t)e->timing;
+	h[5] = h[6] = h[7] = 0;
+	le_put32(h + 8, e->block_events);
+	le_put64(h + 12, rel_bits);
+	le_put64(h + 20, e->n_events);
+	le_put64(h + 28, e->n_idx);
+}
+
+int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
+{
+	uint64_t off;
+	uint8_t *p;
+	int rc;
+
+	rc = flush_block(e);
+	if (rc < 0)
+		return rc;
+	e->finished = true;
+	off = VAL_HDR_LEN + (uint64_t)VAL_IDX_ENTRY_LEN * e->n_idx;
+	rc = buf_reserve(out, (size_t)off + e->frames.len);
+	if (rc < 0)
+		return rc;
+	p = out->data + out->len;
+	put_header(p, e);
+	p += VAL_HDR_LEN;
+	for (size_t i = 0; i < e->n_idx; i++) {
+		le_put64(p, off);
+		le_put32(p + 8, e->idx[i].stored_len);
+		le_put32(p + 12, e->idx[i].raw_len);
+		off += e->idx[i].stored_len;
+		p += VAL_IDX_ENTRY_LEN;
+	}
+	if (e->frames.len)
+		memcpy(p, e->frames.data, e->frames.len);
+	out->len += (size_t)(p - (out->data + out->len)) + e->frames.len;
+	return 0;
+}

@@ -1,0 +1,131 @@
+/*
+ * Internals shared by the values encoder (values_enc.c), decoder (values_dec.c) and their
+ * prediction and binning helpers (vpred.c): section constants, per-terminal prediction
+ * state, lossy bins. Nothing outside those files includes it.
+ */
+#ifndef TFS_VPRED_I_H
+#define TFS_VPRED_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "values_i.h"
+
+#define VAL_MAGIC 0x31564654u	     /* "TFV1" little-endian */
+#define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
+#define VAL_HDR_LEN 36u
+#define VAL_IDX_ENTRY_LEN 16u
+#define VAL_RAW_HDR_MAX 40u /* four varints */
+#define VAL_VARINT_MAX 10u
+#define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
+#define VAL_DEFAULT_LEVEL 3
+/*
+ * zstd ignores bit 4 of a frame's header descriptor (RFC 8878 §3.1.1.1.1, "unused bit"), the
+ * only bit of a frame neither its parser nor its checksum looks at: refused here so that
+ * every bit of a values section is checked. It belongs in zs_decompress.
+ */
+#define ZSTD_FHD_OFF 4
+#define ZSTD_FHD_UNUSED_BIT 0x10
+#define VAL_MAX_TERMINAL (UINT32_C(1) << 30)
+#define NVALS_UNKNOWN 0xff
+
+__extension__ typedef unsigned __int128 u128;
+
+
+/*
+ * Prediction state of one terminal. Valid only while @gen equals the owner's current
+ * generation; a stale entry reads as "not seen in this block".
+ */
+struct tstate {
+	uint32_t gen;
+	uint32_t val_slot; /* its VAL fields' first fstate in the block arena */
+	uint64_t gap;	   /* last start-time gap, or signed gap bin index (LOSSY) */
+	uint64_t dur;	   /* last duration, or duration bin index (LOSSY) */
+	uint8_t seen;	   /* occurred before in this block (VAL stride needs two) */
+	uint8_t n_vals;	   /* encoder only: VAL-field count, NVALS_UNKNOWN until first use */
+};
+
+/* Stride predictor of one VAL field: prediction = last + delta (wrapping). */
+struct fstate {
+	uint64_t last;
+	uint64_t delta;
+};
+
+/*
+ * Exponential bins of LOSSY timing (FORMAT.md §7.5). Bin k >= 1 holds [lo[k], lo[k+1]),
+ * the last bin reaches UINT64_MAX; bin 0 is {0}.
+ */
+struct bins {
+	uint64_t *lo;
+	uint32_t n;
+	uint32_t e_fix;	  /* rel_err as a 0.32 fixed-point fraction; 0: not built */
+	uint32_t oct[65]; /* oct[p]: the bin holding 2^p; oct[64] = n - 1 */
+};
+
+/* Everything prediction needs, shared by the encoder and struct vblock's decoder. */
+struct vpred {
+	struct tstate *t; /* indexed by terminal */
+	size_t t_cap;
+	uint32_t gen;	  /* current block's generation, never 0 */
+	struct fstate *f; /* arena of the current block's VAL predictors */
+	size_t f_len, f_cap;
+	struct bins bins;
+};
+
+struct vidx {
+	uint32_t stored_len;
+	uint32_t raw_len;
+};
+
+enum { COL_TS, COL_DUR, COL_VALS, N_COLS };
+
+/* ---- small helpers ---- */
+
+static inline uint64_t zz(uint64_t diff)
+{
+	return zigzag_enc((int64_t)diff);
+}
+
+static inline uint64_t unzz(uint64_t v)
+{
+	return (uint64_t)zigzag_dec(v);
+}
+
+/* Store a varint into space the caller reserved. */
+static inline void put_varint(struct tfs_buf *b, uint64_t v)
+{
+	uint8_t *p = b->data + b->len;
+
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	b->len = (size_t)(p - b->data);
+}
+
+
+int vp_grow(void *pp, size_t *cap, size_t need, size_t elem);
+uint32_t vp_rel_err_fix(double rel_err);
+bool vp_rel_err_ok(double rel_err);
+int vp_bins_build(struct bins *b, uint32_t e_fix);
+uint32_t vp_bin_of(const struct bins *b, uint64_t x);
+uint64_t vp_bin_rep(const struct bins *b, uint32_t k);
+int64_t vp_sbin_of(const struct bins *b, uint64_t gap);
+uint64_t vp_sbin_rep(const struct bins *b, int64_t sb);
+void vp_pred_fini(struct vpred *p);
+int vp_pred_reserve_terms(struct vpred *p, size_t n);
+void vp_pred_next_block(struct vpred *p);
+
+/* First occurrence of @st in the block: fresh predictors, @n_vals arena slots claimed. */
+static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_vals)
+{
+	st->gen = p->gen;
+	st->seen = 0;
+	st->gap = 0;
+	st->dur = 0;
+	st->val_slot = (uint32_t)p->f_len;
+	p->f_len += n_vals;
+}
+
+#endif
