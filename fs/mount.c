@@ -41,10 +41,26 @@ struct fs_mount {
 	const char *trace_path;
 };
 
-/* An opened file: the kernel may read one handle from several threads at once. */
-struct fs_open_file {
-	pthread_mutex_t lock;
+/*
+ * An opened file. The kernel reads one handle from several threads at once (readahead runs
+ * ahead of the reader), so a handle holds up to FS_POOL_MAX tree handles, each with its own
+ * cursor: concurrent reads decode in parallel, and a read that continues where one ended
+ * takes that cursor and costs O(1) per event instead of a seek.
+ */
+#define FS_POOL_MAX 4
+
+struct fs_slot {
 	struct fs_vfile *f;
+	uint64_t end_off; /* where this cursor's last read ended */
+	bool busy;	  /* a thread reads through it now */
+};
+
+struct fs_open_file {
+	pthread_mutex_t lock; /* protects n_slots and every slot's end_off and busy */
+	pthread_cond_t idle;  /* signalled when a slot stops being busy */
+	uint64_t ino;
+	unsigned int n_slots;
+	struct fs_slot slot[FS_POOL_MAX];
 };
 
 static struct fs_mount *fs_of(fuse_req_t req)
@@ -169,6 +185,15 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 	free(buf);
 }
 
+static void open_file_free(struct fs_open_file *of)
+{
+	for (unsigned int i = 0; i < of->n_slots; i++)
+		fs_vfile_close(of->slot[i].f);
+	pthread_cond_destroy(&of->idle);
+	pthread_mutex_destroy(&of->lock);
+	free(of);
+}
+
 static void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_mount *m = fs_of(req);
@@ -184,19 +209,48 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	rc = fs_vfile_open(m->vt, ino, &of->f);
+	/* the first cursor now, so a file that cannot be read fails at open */
+	rc = fs_vfile_open(m->vt, ino, &of->slot[0].f);
 	if (rc < 0) {
 		free(of);
 		fs_reply_err(req, rc);
 		return;
 	}
+	of->n_slots = 1;
+	of->ino = ino;
 	pthread_mutex_init(&of->lock, NULL);
+	pthread_cond_init(&of->idle, NULL);
 	fi->fh = (uintptr_t)of;
 	fi->keep_cache = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT) { /* the opener was interrupted */
-		fs_vfile_close(of->f);
-		pthread_mutex_destroy(&of->lock);
-		free(of);
+	if (fuse_reply_open(req, fi) == -ENOENT) /* the opener was interrupted */
+		open_file_free(of);
+}
+
+/*
+ * Take a slot for a read at @off: an idle one that ended at @off, else a new one while
+ * there is room, else any idle one; wait when all are busy. Called with of->lock held.
+ */
+static struct fs_slot *slot_take(struct fs_mount *m, struct fs_open_file *of, uint64_t off)
+{
+	struct fs_slot *any;
+
+	for (;;) {
+		any = NULL;
+		for (unsigned int i = 0; i < of->n_slots; i++) {
+			struct fs_slot *s = &of->slot[i];
+
+			if (s->busy)
+				continue;
+			if (s->end_off == off)
+				return s;
+			any = s;
+		}
+		if (of->n_slots < FS_POOL_MAX &&
+		    fs_vfile_open(m->vt, of->ino, &of->slot[of->n_slots].f) == 0)
+			return &of->slot[of->n_slots++];
+		if (any)
+			return any;
+		pthread_cond_wait(&of->idle, &of->lock);
 	}
 }
 
@@ -205,6 +259,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct fs_open_file *of = (struct fs_open_file *)(uintptr_t)fi->fh;
 	struct fs_mount *m = fs_of(req);
+	struct fs_slot *s;
 	char *buf;
 	ssize_t got;
 
@@ -216,13 +271,22 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	pthread_mutex_lock(&of->lock);
-	got = fs_vfile_read(of->f, buf, size, (uint64_t)off);
+	s = slot_take(m, of, (uint64_t)off);
+	s->busy = true;
+	pthread_mutex_unlock(&of->lock);
+
+	got = fs_vfile_read(s->f, buf, size, (uint64_t)off);
 	if (got == -TFS_ECORRUPT) {
 		char d[256];
 
 		fs_log(m, "corrupt trace %s: %s", m->trace_path,
-		       tfs_diag_str(fs_vfile_diag(of->f), d, sizeof(d)));
+		       tfs_diag_str(fs_vfile_diag(s->f), d, sizeof(d)));
 	}
+
+	pthread_mutex_lock(&of->lock);
+	s->end_off = got > 0 ? (uint64_t)off + (uint64_t)got : UINT64_MAX;
+	s->busy = false;
+	pthread_cond_signal(&of->idle);
 	pthread_mutex_unlock(&of->lock);
 	if (got < 0)
 		fs_reply_err(req, (int)got);
@@ -233,11 +297,7 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void fs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct fs_open_file *of = (struct fs_open_file *)(uintptr_t)fi->fh;
-
-	fs_vfile_close(of->f);
-	pthread_mutex_destroy(&of->lock);
-	free(of);
+	open_file_free((struct fs_open_file *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -400,10 +460,13 @@ static int mount_fail(const char *fmt, ...)
 	return 1;
 }
 
-/* Refuse a mountpoint that is missing, not a directory, or already mounted on. */
-static int check_mountpoint(const char *mp)
+/*
+ * Refuse a mountpoint that is missing, not a directory, or already mounted on. @real gets
+ * its absolute path: the daemon changes to "/" and must still unmount it on a signal.
+ */
+static int check_mountpoint(const char *mp, char real[PATH_MAX])
 {
-	char real[PATH_MAX], parent[PATH_MAX + 4];
+	char parent[PATH_MAX + 4];
 	struct stat st, pst;
 
 	if (stat(mp, &st) < 0)
@@ -476,10 +539,13 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	struct fuse_loop_config *cfg;
 	struct fuse_session *se;
-	int rc = 1;
+	int loop_rc, rc = 1;
 
-	snprintf(opts, sizeof(opts), "ro,default_permissions,fsname=tracefs,subtype=tracefs%s%s",
-		 user_opts ? "," : "", user_opts ? user_opts : "");
+	/* ours last, so "-o rw" cannot make the mount writable */
+	if (snprintf(opts, sizeof(opts), "%s%sro,default_permissions,fsname=tracefs,"
+		     "subtype=tracefs", user_opts ? user_opts : "", user_opts ? "," : "") >=
+	    (int)sizeof(opts))
+		return mount_fail("cannot mount at %s: options too long", mp);
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), m);
 	if (!se)
 		return mount_fail("cannot mount at %s: bad options %s", mp, opts);
@@ -497,7 +563,11 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	if (!cfg)
 		goto err_unmount;
 	fuse_loop_cfg_set_max_threads(cfg, 16);
-	rc = fuse_session_loop_mt(se, cfg) == 0 ? 0 : 1;
+	/* > 0: the signal that ended it, a requested shutdown like an unmount */
+	loop_rc = fuse_session_loop_mt(se, cfg);
+	if (loop_rc < 0)
+		fs_log(m, "serving %s failed: %s", mp, strerror(-loop_rc));
+	rc = loop_rc < 0 ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
 err_unmount:
 	fuse_session_unmount(se);
@@ -513,6 +583,7 @@ int fs_cmd_mount(int argc, char **argv)
 {
 	struct fs_mount m = {0};
 	const char *opts = NULL;
+	char mp[PATH_MAX];
 	int c, rc;
 
 	optind = 1;
@@ -539,7 +610,7 @@ int fs_cmd_mount(int argc, char **argv)
 	if (access("/dev/fuse", R_OK | W_OK) < 0)
 		return mount_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
 				  strerror(errno));
-	rc = check_mountpoint(argv[optind + 1]);
+	rc = check_mountpoint(argv[optind + 1], mp);
 	if (rc)
 		return rc;
 	rc = open_mount(&m, argv[optind]);
@@ -547,32 +618,95 @@ int fs_cmd_mount(int argc, char **argv)
 		return rc;
 	if (!m.foreground)
 		openlog("tracefs", LOG_PID, LOG_DAEMON);
-	rc = serve(&m, argv[optind + 1], opts);
+	rc = serve(&m, mp, opts);
 	close_mount(&m);
 	return rc;
 }
 
+/* Undo the octal escapes (\040 for a space) of a /proc/self/mountinfo path, in place. */
+static void unescape_mountinfo(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/*
+ * The file system type mounted at @real (absolute, resolved) into @type ("" when nothing
+ * is mounted there), from the last matching line of /proc/self/mountinfo.
+ * @return 0 or a negative errno
+ */
+static int mounted_type(const char *real, char *type, size_t type_cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+
+	if (!f)
+		return -errno;
+	type[0] = '\0';
+	while (getline(&line, &cap, f) > 0) {
+		char mp[PATH_MAX], fstype[64];
+		const char *sep = strstr(line, " - ");
+
+		/* id parent major:minor root MOUNTPOINT ... - FSTYPE source options */
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(sep + 3, "%63s", fstype) != 1)
+			continue;
+		unescape_mountinfo(mp);
+		if (strcmp(mp, real) == 0)
+			snprintf(type, type_cap, "%s", fstype);
+	}
+	free(line);
+	fclose(f);
+	return 0;
+}
+
+/* Unmount only what tracefs mounted: never another file system by mistake. */
 int fs_cmd_umount(int argc, char **argv)
 {
+	char real[PATH_MAX], type[64];
 	pid_t pid;
-	int status;
+	int status, rc;
 
 	if (argc != 2) {
 		fputs("usage: tracefs umount MOUNTPOINT\n", stderr);
 		return 2;
 	}
-	if (umount2(argv[1], 0) == 0)
+	if (!realpath(argv[1], real)) {
+		/* a mount whose daemon died: stat fails with ENOTCONN, the name is still right */
+		if (errno != ENOTCONN || strlen(argv[1]) >= sizeof(real) || argv[1][0] != '/')
+			return mount_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+		snprintf(real, sizeof(real), "%s", argv[1]);
+	}
+	rc = mounted_type(real, type, sizeof(type));
+	if (rc < 0)
+		return mount_fail("cannot unmount %s: /proc/self/mountinfo: %s", argv[1],
+				  strerror(-rc));
+	if (!type[0])
+		return mount_fail("cannot unmount %s: not a mount point", argv[1]);
+	if (strcmp(type, "fuse.tracefs") != 0)
+		return mount_fail("cannot unmount %s: not a tracefs mount: type=%s", argv[1], type);
+	if (umount2(real, UMOUNT_NOFOLLOW) == 0)
 		return 0;
 	if (errno != EPERM)
-		return mount_fail("cannot unmount %s: %s", argv[1],
-				  errno == EINVAL ? "not a mount point" : strerror(errno));
+		return mount_fail("cannot unmount %s: %s", argv[1], strerror(errno));
 	pid = fork();
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", "-u", argv[1], (char *)NULL);
+		execlp("fusermount3", "fusermount3", "-u", real, (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != 0)
-		return mount_fail("cannot unmount %s", argv[1]);
+		return mount_fail("cannot unmount %s: fusermount3 -u failed", argv[1]);
 	return 0;
 }

@@ -5,6 +5,7 @@
  * for encoding, decoding from the start for seeking. Text renderings are written to OUTDIR
  * so tests/bench/run can compress them with zstd -19 --long=27 and xz -9.
  * Usage: bench_codec OUTDIR [events]
+ *        bench_codec --make-huge PATH   (only write the 10^10-event trace, for run_mount)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -278,8 +279,16 @@ int main(int argc, char **argv)
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 10000000;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_codec OUTDIR [events]\n");
+		fprintf(stderr, "usage: bench_codec OUTDIR [events] | --make-huge PATH\n");
 		return 2;
+	}
+	if (strcmp(argv[1], "--make-huge") == 0) {
+		if (argc != 3) {
+			fprintf(stderr, "usage: bench_codec --make-huge PATH\n");
+			return 2;
+		}
+		printf("%" PRIu64 "\n", make_huge(argv[2]));
+		return 0;
 	}
 	encode(argv[1], "regular-untimed", n, 1, TFS_TIMING_NONE);
 	encode(argv[1], "regular-lossless", n, 1, TFS_TIMING_LOSSLESS);
