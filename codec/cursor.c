@@ -351,8 +351,11 @@ static bool needs_values(const struct tfs_cursor *c, uint32_t term)
 	return c->t->timing != TFS_TIMING_NONE || c->t->term_nvals[term] > 0;
 }
 
-/* Render the walker's current event into c->line (cached per event). */
-static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
+/*
+ * Render the walker's current event into @out (appending). With @out NULL: into c->line,
+ * cached per event.
+ */
+static int render_current(struct tfs_cursor *c, struct tfs_buf *out, struct tfs_diag *diag)
 {
 	static const uint64_t no_vals[1];
 	struct render_in in = {
@@ -362,7 +365,7 @@ static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
 	uint32_t slot;
 	int rc;
 
-	if (c->line_event == c->w.event)
+	if (!out && c->line_event == c->w.event)
 		return 0;
 	if (needs_values(c, c->w.term)) {
 		rc = load_values(c, c->w.event, &slot, diag);
@@ -372,6 +375,10 @@ static int render_current(struct tfs_cursor *c, struct tfs_diag *diag)
 		in.dur_ns = c->vb.dur_ns[slot];
 		if (c->t->term_nvals[c->w.term])
 			in.vals = c->vb.vals + c->vb.val_off[slot];
+	}
+	if (out) {
+		in.in_place = true;
+		return render_line(c->t, c->view, &in, out, NULL, diag);
 	}
 	c->line.len = 0;
 	c->line_event = UINT64_MAX;
@@ -407,9 +414,23 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		intra = walker_seek_byte(&c->w, abs);
 	}
 	for (;;) {
+		uint64_t fixed = c->t->term_len[c->view][c->w.term];
 		size_t n;
 
-		rc = render_current(c, diag);
+		if (intra == 0 && fixed <= len - done) {
+			/* a whole line fits: render it in place, no copy */
+			struct tfs_buf direct = {.data = dst + done, .len = 0, .cap = (size_t)fixed};
+
+			rc = render_current(c, &direct, diag);
+			if (rc < 0)
+				return rc;
+			done += direct.len;
+			if (done == len || c->w.event + 1 >= end)
+				break;
+			walker_next(&c->w);
+			continue;
+		}
+		rc = render_current(c, NULL, diag);
 		if (rc < 0)
 			return rc;
 		line_len = c->line.len;

@@ -10,11 +10,16 @@
 
 #include "trace_i.h"
 
-/* Appends to a buffer, or only counts when measuring. */
+/*
+ * Appends to a buffer, or only counts when measuring. A buffer whose capacity is exactly the
+ * terminal's line length (rendering in place into a reader's buffer) is never grown: a line
+ * that would not fit is corrupt data, refused before a byte lands outside.
+ */
 struct sink {
 	struct tfs_buf *out;
 	uint64_t n;
 	bool measure;
+	bool fixed;
 	int err;
 };
 
@@ -28,6 +33,8 @@ static inline void put(struct sink *s, const void *p, size_t n)
 	if (b->cap - b->len >= n) {
 		memcpy(b->data + b->len, p, n);
 		b->len += n;
+	} else if (s->fixed) {
+		s->err = -TFS_ECORRUPT;
 	} else {
 		s->err = buf_put(b, p, n);
 	}
@@ -38,19 +45,31 @@ static void puts_(struct sink *s, const char *str)
 	put(s, str, strlen(str));
 }
 
+static const char digit_pairs[201] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
 /* Unsigned decimal right-aligned in @width (0: natural width). */
 static void put_dec(struct sink *s, uint64_t v, unsigned int width)
 {
 	char tmp[24];
-	unsigned int n = 0;
+	char *p = tmp + sizeof(tmp);
 
-	do {
-		tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n < width && n < sizeof(tmp))
-		tmp[sizeof(tmp) - 1 - n++] = ' ';
-	put(s, tmp + sizeof(tmp) - n, n);
+	while (v >= 100) {
+		p -= 2;
+		memcpy(p, digit_pairs + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10) {
+		p -= 2;
+		memcpy(p, digit_pairs + 2 * v, 2);
+	} else {
+		*--p = (char)('0' + v);
+	}
+	while ((size_t)(tmp + sizeof(tmp) - p) < width && p > tmp)
+		*--p = ' ';
+	put(s, p, (size_t)(tmp + sizeof(tmp) - p));
 }
 
 static void put_i64(struct sink *s, int64_t v)
@@ -119,12 +138,27 @@ static void put_num(struct sink *s, uint8_t type, uint64_t v, bool json)
 	}
 }
 
+static inline bool plain(uint8_t c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 {
-	put(s, "\"", 1);
-	for (size_t i = 0; i < n; i++) {
-		uint8_t c = p[i];
+	static const char hex[] = "0123456789abcdef";
 
+	put(s, "\"", 1);
+	for (size_t i = 0; i < n;) {
+		size_t run = i;
+		uint8_t c;
+
+		while (run < n && plain(p[run]))
+			run++;
+		put(s, p + i, run - i);
+		if (run == n)
+			break;
+		c = p[run];
+		i = run + 1;
 		if (c == '"' || c == '\\') {
 			char e[2] = {'\\', (char)c};
 
@@ -135,16 +169,14 @@ static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 			put(s, "\\t", 2);
 		} else if (c == '\r') {
 			put(s, "\\r", 2);
-		} else if (c >= 0x20 && c < 0x7f) {
-			put(s, &c, 1);
-		} else {
-			static const char digit[] = "0123456789abcdef";
-			char e[6] = {'\\', 'u', '0', '0', digit[c >> 4], digit[c & 15]};
+		} else if (json) {
+			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
 
-			if (json)
-				put(s, e, 6);
-			else
-				put(s, (char[]){'\\', 'x', e[4], e[5]}, 4);
+			put(s, e, 6);
+		} else {
+			char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+
+			put(s, e, 4);
 		}
 	}
 	put(s, "\"", 1);
@@ -348,13 +380,15 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 {
 	struct sink s = {.out = out, .measure = in->measure};
 	uint64_t fixed;
+	bool in_place = in->in_place;
 
 	if (!s.measure && t->timing != TFS_TIMING_NONE &&
 	    (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
 		return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[t->streams[0].vsec_idx].off,
 				"values", "event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
-	if (!s.measure && buf_reserve(out, t->term_len[view][in->term]) < 0)
+	s.fixed = in_place;
+	if (!s.measure && !in_place && buf_reserve(out, t->term_len[view][in->term]) < 0)
 		return -ENOMEM;
 	if (view == TFS_VIEW_TEXT)
 		text_line(&s, t, in);
@@ -362,6 +396,9 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		json_line(&s, t, in);
 	else
 		chrome_line(&s, t, in);
+	if (s.err == -TFS_ECORRUPT)
+		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
+				"a value of terminal %u is wider than the cst says", in->term);
 	if (s.err)
 		return s.err;
 	if (s.measure) {
@@ -372,7 +409,7 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 	if (s.n + 1 > fixed)
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 				"a value of terminal %u is wider than the cst says", in->term);
-	if (buf_reserve(out, fixed - s.n) < 0)
+	if (!in_place && buf_reserve(out, fixed - s.n) < 0)
 		return -ENOMEM;
 	memset(out->data + out->len, ' ', fixed - s.n - 1);
 	out->len += fixed - s.n - 1;

@@ -96,6 +96,8 @@ struct render_in {
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
 	bool measure;	      /* compute the fixed length instead of rendering */
+	bool in_place;	      /* @out is a caller's buffer of exactly the line's length, empty:
+			       * never grow it (a line that does not fit is corrupt) */
 };
 
 /*
