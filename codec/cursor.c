@@ -378,11 +378,11 @@ static int render_current(struct tfs_cursor *c, struct tfs_buf *out, struct tfs_
 	}
 	if (out) {
 		in.in_place = true;
-		return render_line(c->t, c->view, &in, out, NULL, diag);
+		return render_line(c->t, c->view, &in, out, diag);
 	}
 	c->line.len = 0;
 	c->line_event = UINT64_MAX;
-	rc = render_line(c->t, c->view, &in, &c->line, NULL, diag);
+	rc = render_line(c->t, c->view, &in, &c->line, diag);
 	if (rc < 0)
 		return rc;
 	c->line_event = c->w.event;

@@ -465,23 +465,6 @@ static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 	return 0;
 }
 
-static int measure_terms(struct tfs_trace *t, struct tfs_diag *diag)
-{
-	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
-		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
-		if (!t->term_len[v])
-			return -ENOMEM;
-		for (uint32_t i = 0; i < t->n_terms; i++) {
-			struct render_in in = {.term = i, .measure = true};
-			int rc = render_line(t, v, &in, NULL, &t->term_len[v][i], diag);
-
-			if (rc < 0)
-				return rc;
-		}
-	}
-	return 0;
-}
-
 /* Section index of the one section of @type, or a corruption. */
 static int find_unique(const struct tfs_trace *t, uint16_t type, uint32_t *idx,
 		       struct tfs_diag *diag)
@@ -519,7 +502,7 @@ static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
 			rc = with_section(t, idx, parse[i], NULL, diag);
 	}
 	if (rc == 0)
-		rc = measure_terms(t, diag);
+		rc = render_templates(t);
 	if (rc == 0)
 		rc = load_grammars(t, diag);
 	if (rc == 0)
@@ -595,8 +578,12 @@ void tfs_trace_close(struct tfs_trace *t)
 		free(t->phases[i].name);
 	free(t->phases);
 	free(t->streams);
-	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
 		free(t->term_len[v]);
+		free(t->segs[v]);
+		free(t->tmpl_first[v]);
+		free(t->tmpl_text[v]);
+	}
 	free(t->term_kind);
 	free(t->term_argoff);
 	free(t->term_arg);

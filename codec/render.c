@@ -1,35 +1,57 @@
 /*
  * One event to one line of a view (FORMAT.md §9), from the schema stored in the trace.
- * The same code measures a terminal's fixed line length (every per-occurrence number
- * counted at its width) and renders occurrences (numbers printed naturally, the line padded
- * to that length), so the two can never disagree. It does not walk grammars or decode values.
+ * The line functions describe a terminal's line once, as constant text and "holes" (the
+ * numbers that vary per occurrence), and run once per terminal and view at open: that gives
+ * the terminal's fixed line length (each hole counted at its width) and a template
+ * (constant bytes and hole descriptors). Rendering an occurrence only copies the constant
+ * bytes, prints the holes and pads the line to its length. One description, so a line's
+ * length and its rendering can never disagree. It does not walk grammars or decode values.
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace_i.h"
 
 /*
- * Appends to a buffer, or only counts when measuring. A buffer whose capacity is exactly the
- * terminal's line length (rendering in place into a reader's buffer) is never grown: a line
- * that would not fit is corrupt data, refused before a byte lands outside.
+ * Where bytes go: appended to a buffer, or recorded into a template (@tb). A buffer whose
+ * capacity is exactly the line's length (rendering in place into a reader's buffer) is never
+ * grown: a line that would not fit is corrupt data, refused before a byte lands outside.
  */
 struct sink {
 	struct tfs_buf *out;
-	uint64_t n;
-	bool measure;
+	uint64_t n;	      /* bytes of the line so far (holes at their width when recording) */
 	bool fixed;
 	int err;
+	struct tfs_buf *segs; /* recording: struct tmpl_seg */
+	struct tfs_buf *text; /* recording: the constant bytes */
 };
 
-static inline void put(struct sink *s, const void *p, size_t n)
+static void put(struct sink *s, const void *p, size_t n)
 {
 	struct tfs_buf *b = s->out;
 
 	s->n += n;
-	if (s->measure || s->err)
+	if (s->err)
 		return;
+	if (s->segs) {
+		struct tmpl_seg *last = s->segs->len ? (struct tmpl_seg *)(s->segs->data +
+					s->segs->len) - 1 : NULL;
+
+		if (!last || last->kind != SEG_TEXT) {
+			struct tmpl_seg seg = {.kind = SEG_TEXT, .a = s->text->len};
+
+			s->err = buf_put(s->segs, &seg, sizeof(seg));
+			if (s->err)
+				return;
+			last = (struct tmpl_seg *)(s->segs->data + s->segs->len) - 1;
+		}
+		s->err = buf_put(s->text, p, n);
+		if (!s->err)
+			last->len += n;
+		return;
+	}
 	if (b->cap - b->len >= n) {
 		memcpy(b->data + b->len, p, n);
 		b->len += n;
@@ -43,6 +65,17 @@ static inline void put(struct sink *s, const void *p, size_t n)
 static void puts_(struct sink *s, const char *str)
 {
 	put(s, str, strlen(str));
+}
+
+/* Record a hole of @width characters (recording mode only). */
+static void hole(struct sink *s, uint8_t kind, unsigned int width, uint8_t type, bool json,
+		 uint32_t val, uint64_t a)
+{
+	struct tmpl_seg seg = {.kind = kind, .type = type, .json = json, .val = val, .a = a};
+
+	s->n += width;
+	if (!s->err)
+		s->err = buf_put(s->segs, &seg, sizeof(seg));
 }
 
 static const char digit_pairs[201] =
@@ -183,21 +216,20 @@ static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 }
 
 /* One argument's value. @word: the CST word, @val: the occurrence's VAL field if any. */
+/*
+ * One argument's value: a hole for what varies per occurrence (VAL, RANK), else the
+ * constant printed now. @vi is the index of the argument among the kind's VAL arguments.
+ */
 static void put_arg(struct sink *s, const struct tfs_trace *t, const struct schema_arg *a,
-		    uint64_t word, const uint64_t *val, uint32_t rank, bool json)
+		    uint64_t word, uint32_t vi, bool json)
 {
 	switch (a->enc) {
 	case TFS_ENC_VAL:
-		if (s->measure)
-			s->n += word + (json && a->type == TFS_TYPE_HEX ? 2 : 0);
-		else
-			put_num(s, a->type, *val, json);
+		hole(s, SEG_VAL, (unsigned int)word + (json && a->type == TFS_TYPE_HEX ? 2 : 0),
+		     a->type, json, vi, 0);
 		return;
 	case TFS_ENC_RANK:
-		if (s->measure)
-			s->n += render_rank_width(t, word);
-		else
-			put_i64(s, (int64_t)((uint64_t)zigzag_dec(word) + rank));
+		hole(s, SEG_RANK_ARG, render_rank_width(t, word), 0, json, 0, word);
 		return;
 	case TFS_ENC_STR:
 		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
@@ -215,121 +247,84 @@ static void put_arg(struct sink *s, const struct tfs_trace *t, const struct sche
 	}
 }
 
-static void text_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+/* VAL index of argument @arg of @k. */
+static uint32_t val_index(const struct schema_kind *k, uint32_t arg)
 {
-	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
-	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
-	const uint64_t *val = in->vals;
+	uint32_t vi = 0;
+
+	for (uint32_t i = 0; i < arg; i++)
+		vi += k->args[i].enc == TFS_ENC_VAL;
+	return vi;
+}
+
+static void text_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[term];
 	bool first = true;
 
 	if (t->timing != TFS_TIMING_NONE) {
-		uint64_t ts = s->measure ? 0 : in->ts_ns, dur = s->measure ? 0 : in->dur_ns;
-
-		put_dec(s, ts / 1000000000u, t->w_sec);
-		put(s, ".", 1);
-		put_nanos(s, ts % 1000000000u);
+		hole(s, SEG_TS_TEXT, t->w_sec + 10, 0, false, 0, 0);
 		put(s, " ", 1);
-		put_dec(s, dur, t->w_dur);
+		hole(s, SEG_DUR_TEXT, t->w_dur, 0, false, 0, 0);
 		put(s, " ", 1);
 	}
 	put(s, "T", 1);
-	{
-		uint64_t before = s->n;
-
-		put_dec(s, in->thread, 0);
-		while (s->n - before < t->w_thread)
-			put(s, " ", 1);
-	}
+	hole(s, SEG_THREAD_PAD, t->w_thread, 0, false, 0, 0);
 	put(s, " ", 1);
 	puts_(s, k->name);
 	put(s, "(", 1);
 	for (uint32_t i = 0; i < k->n_args; i++) {
-		const struct schema_arg *a = &k->args[i];
-
-		if ((int32_t)i != k->result) {
-			if (!first)
-				put(s, ", ", 2);
-			first = false;
-			puts_(s, a->name);
-			put(s, "=", 1);
-			put_arg(s, t, a, w[i], val, in->rank, false);
-		}
-		if (a->enc == TFS_ENC_VAL && val)
-			val++;
+		if ((int32_t)i == k->result)
+			continue;
+		if (!first)
+			put(s, ", ", 2);
+		first = false;
+		puts_(s, k->args[i].name);
+		put(s, "=", 1);
+		put_arg(s, t, &k->args[i], w[i], val_index(k, i), false);
 	}
 	put(s, ")", 1);
 	if (k->result >= 0) {
-		uint32_t r = (uint32_t)k->result, vi = 0;
+		uint32_t r = (uint32_t)k->result;
 
-		for (uint32_t i = 0; i < r; i++)
-			vi += k->args[i].enc == TFS_ENC_VAL;
 		put(s, " = ", 3);
-		put_arg(s, t, &k->args[r], w[r], in->vals ? in->vals + vi : NULL, in->rank, false);
+		put_arg(s, t, &k->args[r], w[r], val_index(k, r), false);
 	}
 }
 
 /* The members of "args" in both JSON views. */
 static void put_json_args(struct sink *s, const struct tfs_trace *t, const struct schema_kind *k,
-			  const uint64_t *w, const struct render_in *in)
+			  const uint64_t *w)
 {
-	const uint64_t *val = in->vals;
-
 	for (uint32_t i = 0; i < k->n_args; i++) {
-		const struct schema_arg *a = &k->args[i];
-
 		if (i)
 			put(s, ",", 1);
-		put_escaped(s, (const uint8_t *)a->name, strlen(a->name), true);
+		put_escaped(s, (const uint8_t *)k->args[i].name, strlen(k->args[i].name), true);
 		put(s, ":", 1);
-		put_arg(s, t, a, w[i], val, in->rank, true);
-		if (a->enc == TFS_ENC_VAL && val)
-			val++;
+		put_arg(s, t, &k->args[i], w[i], val_index(k, i), true);
 	}
 }
 
-static void json_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+static void json_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
 {
-	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
-	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
 
 	put(s, "{", 1);
 	if (t->timing != TFS_TIMING_NONE) {
-		if (s->measure)
-			s->n += strlen("\"ts\":,\"dur\":,") + t->w_ts_json + dec_digits(t->max_dur);
-		else {
-			puts_(s, "\"ts\":");
-			put_dec(s, in->ts_ns, 0);
-			puts_(s, ",\"dur\":");
-			put_dec(s, in->dur_ns, 0);
-			put(s, ",", 1);
-		}
-	}
-	if (s->measure)
-		s->n += strlen("\"thread\":,") + t->w_thread;
-	else {
-		puts_(s, "\"thread\":");
-		put_dec(s, in->thread, 0);
+		puts_(s, "\"ts\":");
+		hole(s, SEG_TS, t->w_ts_json, 0, true, 0, 0);
+		puts_(s, ",\"dur\":");
+		hole(s, SEG_DUR, dec_digits(t->max_dur), 0, true, 0, 0);
 		put(s, ",", 1);
 	}
-	puts_(s, "\"name\":");
+	puts_(s, "\"thread\":");
+	hole(s, SEG_THREAD, t->w_thread, 0, true, 0, 0);
+	puts_(s, ",\"name\":");
 	put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
 	puts_(s, ",\"args\":{");
-	put_json_args(s, t, k, w, in);
+	put_json_args(s, t, k, t->term_arg + t->term_argoff[term]);
 	puts_(s, "}}");
-}
-
-/* Microseconds with three decimals, from nanoseconds; counted at @digits when measuring. */
-static void put_us(struct sink *s, uint64_t ns, unsigned int digits)
-{
-	char frac[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
-			(char)('0' + ns % 10)};
-
-	if (s->measure) {
-		s->n += digits + 4;
-		return;
-	}
-	put_dec(s, ns / 1000, 0);
-	put(s, frac, sizeof(frac));
 }
 
 /* Whether the kind's first argument is a STR called "name": then it names the event. */
@@ -338,10 +333,10 @@ static bool named_by_arg(const struct schema_kind *k)
 	return k->n_args && k->args[0].enc == TFS_ENC_STR && !strcmp(k->args[0].name, "name");
 }
 
-static void chrome_line(struct sink *s, const struct tfs_trace *t, const struct render_in *in)
+static void chrome_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
 {
-	const struct schema_kind *k = &t->schema.kinds[t->term_kind[in->term]];
-	const uint64_t *w = t->term_arg + t->term_argoff[in->term];
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[term];
 
 	puts_(s, "{\"name\":");
 	if (named_by_arg(k))
@@ -353,64 +348,141 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, const struct 
 	puts_(s, ",\"ph\":\"X\",\"ts\":");
 	if (t->timing == TFS_TIMING_NONE) {
 		/* without times, one event per microsecond keeps the order visible */
-		put_us(s, in->index * 1000, t->w_index);
+		hole(s, SEG_INDEX_US, t->w_index + 4, 0, true, 0, 0);
 		puts_(s, ",\"dur\":1.000");
 	} else {
-		put_us(s, in->ts_ns, dec_digits(t->max_ts / 1000));
+		hole(s, SEG_TS_US, dec_digits(t->max_ts / 1000) + 4, 0, true, 0, 0);
 		puts_(s, ",\"dur\":");
-		put_us(s, in->dur_ns, dec_digits(t->max_dur / 1000));
+		hole(s, SEG_DUR_US, dec_digits(t->max_dur / 1000) + 4, 0, true, 0, 0);
 	}
 	puts_(s, ",\"pid\":");
-	if (s->measure)
-		s->n += t->w_rank;
-	else
-		put_dec(s, in->rank, 0);
+	hole(s, SEG_RANK, t->w_rank, 0, true, 0, 0);
 	puts_(s, ",\"tid\":");
-	if (s->measure)
-		s->n += t->w_thread;
-	else
-		put_dec(s, in->thread, 0);
+	hole(s, SEG_THREAD, t->w_thread, 0, true, 0, 0);
 	puts_(s, ",\"args\":{");
-	put_json_args(s, t, k, w, in);
+	put_json_args(s, t, k, w);
 	puts_(s, "}},");
 }
 
-int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
-		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag)
+int render_templates(struct tfs_trace *t)
 {
-	struct sink s = {.out = out, .measure = in->measure};
-	uint64_t fixed;
-	bool in_place = in->in_place;
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		struct tfs_buf segs, text;
+		struct sink s = {.segs = &segs, .text = &text};
 
-	if (!s.measure && t->timing != TFS_TIMING_NONE &&
-	    (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
-		return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[t->streams[0].vsec_idx].off,
-				"values", "event time %llu+%llu beyond the trace's maxima",
+		buf_init(&segs);
+		buf_init(&text);
+		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
+		t->tmpl_first[v] = calloc(t->n_terms + 1, sizeof(uint32_t));
+		if (!t->term_len[v] || !t->tmpl_first[v])
+			s.err = -ENOMEM;
+		for (uint32_t i = 0; i < t->n_terms && !s.err; i++) {
+			s.n = 0;
+			if (v == TFS_VIEW_TEXT)
+				text_line(&s, t, i);
+			else if (v == TFS_VIEW_JSONL)
+				json_line(&s, t, i);
+			else
+				chrome_line(&s, t, i);
+			t->term_len[v][i] = s.n + 1;
+			/* a template never merges text across terminals */
+			if (!s.err)
+				s.err = buf_put(&segs, &(struct tmpl_seg){.kind = SEG_END},
+						sizeof(struct tmpl_seg));
+			t->tmpl_first[v][i + 1] = (uint32_t)(segs.len / sizeof(struct tmpl_seg));
+		}
+		t->segs[v] = (struct tmpl_seg *)segs.data;
+		t->tmpl_text[v] = (char *)text.data;
+		if (s.err)
+			return s.err;
+	}
+	return 0;
+}
+
+/* Microseconds with three decimals, from nanoseconds. */
+static void put_us(struct sink *s, uint64_t ns)
+{
+	char frac[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+			(char)('0' + ns % 10)};
+
+	put_dec(s, ns / 1000, 0);
+	put(s, frac, sizeof(frac));
+}
+
+static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmpl_seg *g,
+		     const struct render_in *in)
+{
+	switch (g->kind) {
+	case SEG_TS_TEXT:
+		put_dec(s, in->ts_ns / 1000000000u, t->w_sec);
+		put(s, ".", 1);
+		put_nanos(s, in->ts_ns % 1000000000u);
+		break;
+	case SEG_DUR_TEXT:
+		put_dec(s, in->dur_ns, t->w_dur);
+		break;
+	case SEG_THREAD_PAD: {
+		uint64_t before = s->n;
+
+		put_dec(s, in->thread, 0);
+		while (s->n - before < t->w_thread)
+			put(s, " ", 1);
+		break;
+	}
+	case SEG_TS:
+		put_dec(s, in->ts_ns, 0);
+		break;
+	case SEG_DUR:
+		put_dec(s, in->dur_ns, 0);
+		break;
+	case SEG_THREAD:
+		put_dec(s, in->thread, 0);
+		break;
+	case SEG_RANK:
+		put_dec(s, in->rank, 0);
+		break;
+	case SEG_TS_US:
+		put_us(s, in->ts_ns);
+		break;
+	case SEG_DUR_US:
+		put_us(s, in->dur_ns);
+		break;
+	case SEG_INDEX_US:
+		put_us(s, in->index * 1000);
+		break;
+	case SEG_VAL:
+		put_num(s, g->type, in->vals[g->val], g->json);
+		break;
+	default: /* SEG_RANK_ARG */
+		put_i64(s, (int64_t)((uint64_t)zigzag_dec(g->a) + in->rank));
+	}
+}
+
+int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
+		struct tfs_buf *out, struct tfs_diag *diag)
+{
+	struct sink s = {.out = out, .fixed = in->in_place};
+	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
+	const char *text = t->tmpl_text[view];
+	uint64_t fixed = t->term_len[view][in->term];
+
+	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
+		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
+				"event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
-	s.fixed = in_place;
-	if (!s.measure && !in_place && buf_reserve(out, t->term_len[view][in->term]) < 0)
+	if (!in->in_place && buf_reserve(out, fixed) < 0)
 		return -ENOMEM;
-	if (view == TFS_VIEW_TEXT)
-		text_line(&s, t, in);
-	else if (view == TFS_VIEW_JSONL)
-		json_line(&s, t, in);
-	else
-		chrome_line(&s, t, in);
-	if (s.err == -TFS_ECORRUPT)
+	for (; g->kind != SEG_END; g++) {
+		if (g->kind == SEG_TEXT)
+			put(&s, text + g->a, g->len);
+		else
+			put_hole(&s, t, g, in);
+	}
+	if (s.err == -TFS_ECORRUPT || (!s.err && s.n + 1 > fixed))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 				"a value of terminal %u is wider than the cst says", in->term);
 	if (s.err)
 		return s.err;
-	if (s.measure) {
-		*len = s.n + 1;
-		return 0;
-	}
-	fixed = t->term_len[view][in->term];
-	if (s.n + 1 > fixed)
-		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
-				"a value of terminal %u is wider than the cst says", in->term);
-	if (!in_place && buf_reserve(out, fixed - s.n) < 0)
-		return -ENOMEM;
 	memset(out->data + out->len, ' ', fixed - s.n - 1);
 	out->len += fixed - s.n - 1;
 	out->data[out->len++] = '\n';
@@ -450,6 +522,26 @@ int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind
 	return 0;
 }
 
+/* An argument as a signature shows it: "*" if it varies, ranks relative ("r+1"). */
+static void put_sig_arg(struct sink *s, const struct tfs_trace *t, const struct schema_arg *a,
+			uint64_t word)
+{
+	int64_t rel;
+
+	if (a->enc == TFS_ENC_VAL) {
+		put(s, "*", 1);
+	} else if (a->enc == TFS_ENC_RANK) {
+		rel = zigzag_dec(word);
+		put(s, "r", 1);
+		if (rel) {
+			put(s, rel > 0 ? "+" : "-", 1);
+			put_dec(s, rel > 0 ? (uint64_t)rel : -(uint64_t)rel, 0);
+		}
+	} else {
+		put_arg(s, t, a, word, 0, false);
+	}
+}
+
 ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap)
 {
 	const struct schema_kind *k;
@@ -476,27 +568,12 @@ ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf,
 		first = false;
 		puts_(&s, a->name);
 		put(&s, "=", 1);
-		if (a->enc == TFS_ENC_VAL) {
-			put(&s, "*", 1);
-		} else if (a->enc == TFS_ENC_RANK) {
-			int64_t rel = zigzag_dec(w[i]);
-
-			put(&s, "r", 1);
-			if (rel) {
-				put(&s, rel > 0 ? "+" : "-", 1);
-				put_dec(&s, rel > 0 ? (uint64_t)rel : -(uint64_t)rel, 0);
-			}
-		} else {
-			put_arg(&s, t, a, w[i], NULL, 0, false);
-		}
+		put_sig_arg(&s, t, a, w[i]);
 	}
 	put(&s, ")", 1);
 	if (k->result >= 0) {
 		put(&s, " = ", 3);
-		if (k->args[k->result].enc == TFS_ENC_VAL)
-			put(&s, "*", 1);
-		else
-			put_arg(&s, t, &k->args[k->result], w[k->result], NULL, 0, false);
+		put_sig_arg(&s, t, &k->args[k->result], w[k->result]);
 	}
 	if (s.err) {
 		buf_fini(&b);

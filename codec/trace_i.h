@@ -36,6 +36,30 @@ struct gsec {
 	uint32_t n_rules;     /* over blocks */
 };
 
+/* A rendering template segment (render.c): constant text or a per-occurrence hole. */
+enum {
+	SEG_END,	/* closes a terminal's template */
+	SEG_TEXT,	/* @len constant bytes at tmpl_text + @a */
+	SEG_TS_TEXT,	/* start time as seconds.nanoseconds, seconds right-aligned */
+	SEG_DUR_TEXT,	/* duration, right-aligned */
+	SEG_THREAD_PAD, /* thread, left-aligned */
+	SEG_TS,		/* start time, natural decimal */
+	SEG_DUR,
+	SEG_THREAD,
+	SEG_RANK,	/* the stream's rank */
+	SEG_TS_US,	/* microseconds with three decimals */
+	SEG_DUR_US,
+	SEG_INDEX_US,	/* the event's index as microseconds (untimed Chrome view) */
+	SEG_VAL,	/* VAL field @val of @type, JSON style if @json */
+	SEG_RANK_ARG,	/* RANK argument, relative word @a */
+};
+
+struct tmpl_seg {
+	uint8_t kind, type, json;
+	uint32_t val;
+	uint64_t a, len;
+};
+
 struct tstream {
 	uint32_t rank, thread;
 	uint64_t n_events;
@@ -70,6 +94,10 @@ struct tfs_trace {
 	uint64_t *term_arg;
 	uint8_t *term_nvals;
 	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
+	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END */
+	struct tmpl_seg *segs[TFS_VIEW_COUNT];
+	uint32_t *tmpl_first[TFS_VIEW_COUNT];
+	char *tmpl_text[TFS_VIEW_COUNT];
 	/* trace header (FORMAT.md §8) and the column widths derived from it (§9) */
 	uint32_t n_ranks, max_thread;
 	int timing;
@@ -95,18 +123,21 @@ struct render_in {
 	uint32_t rank, thread;
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
-	bool measure;	      /* compute the fixed length instead of rendering */
 	bool in_place;	      /* @out is a caller's buffer of exactly the line's length, empty:
 			       * never grow it (a line that does not fit is corrupt) */
 };
 
 /*
+ * Build every terminal's line template and fixed length for every view (at open).
+ * @return 0 or -ENOMEM
+ */
+int render_templates(struct tfs_trace *t);
+/*
  * Render one event as one line of @view, padded to the terminal's fixed length, appended
- * to @out; or, when in->measure, return the fixed length in *len without writing.
- * @return 0, -TFS_ECORRUPT (a value wider than the trace says: diag), -ENOMEM
+ * to @out. @return 0, -TFS_ECORRUPT (a value wider than the trace says: diag), -ENOMEM
  */
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
-		struct tfs_buf *out, uint64_t *len, struct tfs_diag *diag);
+		struct tfs_buf *out, struct tfs_diag *diag);
 /* Width of the printed absolute rank of a RANK argument word @zz at any rank. */
 unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz);
 /* Fill tfs_event.args: the decoded argument values of terminal @term. */
