@@ -28,31 +28,35 @@ struct sink {
 	struct tfs_buf *text; /* recording: the constant bytes */
 };
 
-static void put(struct sink *s, const void *p, size_t n)
+/* Recording a template: extend its last text segment or start one. */
+static void __attribute__((noinline)) put_record(struct sink *s, const void *p, size_t n)
+{
+	struct tmpl_seg *last = s->segs->len ? (struct tmpl_seg *)(s->segs->data +
+				s->segs->len) - 1 : NULL;
+
+	if (!last || last->kind != SEG_TEXT) {
+		struct tmpl_seg seg = {.kind = SEG_TEXT, .a = s->text->len};
+
+		s->err = buf_put(s->segs, &seg, sizeof(seg));
+		if (s->err)
+			return;
+		last = (struct tmpl_seg *)(s->segs->data + s->segs->len) - 1;
+	}
+	s->err = buf_put(s->text, p, n);
+	if (!s->err)
+		last->len += n;
+}
+
+static inline void put(struct sink *s, const void *p, size_t n)
 {
 	struct tfs_buf *b = s->out;
 
 	s->n += n;
 	if (s->err)
 		return;
-	if (s->segs) {
-		struct tmpl_seg *last = s->segs->len ? (struct tmpl_seg *)(s->segs->data +
-					s->segs->len) - 1 : NULL;
-
-		if (!last || last->kind != SEG_TEXT) {
-			struct tmpl_seg seg = {.kind = SEG_TEXT, .a = s->text->len};
-
-			s->err = buf_put(s->segs, &seg, sizeof(seg));
-			if (s->err)
-				return;
-			last = (struct tmpl_seg *)(s->segs->data + s->segs->len) - 1;
-		}
-		s->err = buf_put(s->text, p, n);
-		if (!s->err)
-			last->len += n;
-		return;
-	}
-	if (b->cap - b->len >= n) {
+	if (__builtin_expect(s->segs != NULL, 0)) {
+		put_record(s, p, n);
+	} else if (b->cap - b->len >= n) {
 		memcpy(b->data + b->len, p, n);
 		b->len += n;
 	} else if (s->fixed) {
