@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "container_i.h"
+#include "intern_i.h"
 #include "writer_i.h"
 
 /* The merged tables and, per stream, its payloads and where they are stored. */
@@ -24,7 +25,9 @@ struct merge {
 	uint32_t g_cap;
 	struct tfs_buf scratch;
 	struct tfs_buf *gram, *vals; /* per stream payloads */
-	uint32_t *same_as;	/* per stream: first stream with identical payloads */
+	uint64_t *gram_hash, *vals_hash;
+	uint32_t *gram_first;	/* per stream: first stream with an identical grammar payload */
+	uint32_t *vals_first;	/* per stream: first stream with identical values */
 	uint32_t *sec_of;	/* per stream: section index of its grammar */
 	uint32_t *vsec_of;	/* per stream: section index of its values, or the section count */
 };
@@ -45,7 +48,10 @@ static void merge_fini(struct merge *m, uint32_t n_streams)
 	}
 	free(m->gram);
 	free(m->vals);
-	free(m->same_as);
+	free(m->gram_hash);
+	free(m->vals_hash);
+	free(m->gram_first);
+	free(m->vals_first);
 	free(m->sec_of);
 	free(m->vsec_of);
 }
@@ -206,6 +212,20 @@ static bool same_buf(const struct tfs_buf *a, const struct tfs_buf *b)
 }
 
 /* Merge tables, build per-stream payloads and find identical streams. */
+/* First stream before @i whose payload equals bufs[i] (hashes compared first), or @i. */
+static uint32_t first_equal(const struct tfs_buf *bufs, const uint64_t *hash, uint32_t i)
+{
+	for (uint32_t j = 0; j < i; j++)
+		if (hash[j] == hash[i] && same_buf(&bufs[i], &bufs[j]))
+			return j;
+	return i;
+}
+
+/*
+ * Merge tables, build per-stream payloads and store each distinct grammar and each
+ * distinct values payload once: threads that run the same code share a grammar even when
+ * their numbers differ.
+ */
 static int merge_streams(struct merge *m, struct tfs_writer *w)
 {
 	uint32_t n = w->n_streams ? w->n_streams : 1;
@@ -214,10 +234,14 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 
 	m->gram = calloc(n, sizeof(*m->gram));
 	m->vals = calloc(n, sizeof(*m->vals));
-	m->same_as = calloc(n, sizeof(*m->same_as));
+	m->gram_hash = calloc(n, sizeof(*m->gram_hash));
+	m->vals_hash = calloc(n, sizeof(*m->vals_hash));
+	m->gram_first = calloc(n, sizeof(*m->gram_first));
+	m->vals_first = calloc(n, sizeof(*m->vals_first));
 	m->sec_of = calloc(n, sizeof(*m->sec_of));
 	m->vsec_of = calloc(n, sizeof(*m->vsec_of));
-	if (!m->gram || !m->vals || !m->same_as || !m->sec_of || !m->vsec_of)
+	if (!m->gram || !m->vals || !m->gram_hash || !m->vals_hash || !m->gram_first ||
+	    !m->vals_first || !m->sec_of || !m->vsec_of)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		struct tfs_wstream *s = w->streams[i];
@@ -234,21 +258,19 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 		if (rc == 0 && wstream_has_values(s))
 			rc = venc_finish(s->venc, &m->vals[i]);
 		free(map);
-		m->same_as[i] = i;
-		for (uint32_t j = 0; j < i && rc == 0; j++) {
-			if (m->same_as[j] == j && same_buf(&m->gram[i], &m->gram[j]) &&
-			    same_buf(&m->vals[i], &m->vals[j])) {
-				m->same_as[i] = j;
-				break;
-			}
-		}
-		if (m->same_as[i] == i) {
-			m->sec_of[i] = next_sec++;
-			m->vsec_of[i] = m->vals[i].len ? next_sec++ : UINT32_MAX;
-		} else {
-			m->sec_of[i] = m->sec_of[m->same_as[i]];
-			m->vsec_of[i] = m->vsec_of[m->same_as[i]];
-		}
+		if (rc < 0)
+			break;
+		m->gram_hash[i] = hash_bytes(m->gram[i].data, m->gram[i].len);
+		m->vals_hash[i] = hash_bytes(m->vals[i].data, m->vals[i].len);
+		m->gram_first[i] = first_equal(m->gram, m->gram_hash, i);
+		m->vals_first[i] = first_equal(m->vals, m->vals_hash, i);
+		m->sec_of[i] = m->gram_first[i] == i ? next_sec++ : m->sec_of[m->gram_first[i]];
+		if (!m->vals[i].len)
+			m->vsec_of[i] = UINT32_MAX;
+		else if (m->vals_first[i] == i)
+			m->vsec_of[i] = next_sec++;
+		else
+			m->vsec_of[i] = m->vsec_of[m->vals_first[i]];
 	}
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++)
 		if (m->vsec_of[i] == UINT32_MAX)
@@ -419,11 +441,12 @@ static int write_sections(const struct merge *m, const struct tfs_writer *w, int
 		rc = build_streams(m, w, &b);
 	if (rc == 0)
 		rc = ctr_add(&cw, SEC_STREAMS, 1, b.data, b.len, b.len);
+	/* in the order merge_streams() numbered them */
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
-		if (m->same_as[i] != i)
-			continue;
-		rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len, m->gram[i].len);
-		if (rc == 0 && m->vals[i].len)
+		if (m->gram_first[i] == i)
+			rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
+				     m->gram[i].len);
+		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
 			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 	}

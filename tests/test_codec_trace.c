@@ -306,6 +306,30 @@ static void test_trace_identical_streams_stored_once(void **state)
 	tfs_trace_close(t);
 }
 
+/* Threads running the same code with other numbers share the grammar, not the values. */
+static void test_trace_equal_grammars_stored_once(void **state)
+{
+	struct tg_stream s[2];
+	struct tfs_stream_info a, b;
+	struct tfs_trace_info info;
+	struct tfs_trace *t;
+
+	write_trace(NULL, s, 2, 5000, 1, 1234);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	/* 5 fixed sections + one shared grammar + two values sections */
+	assert_int_equal(info.n_sections, 8);
+	assert_int_equal(tfs_trace_stream(t, 0, &a), 0);
+	assert_int_equal(tfs_trace_stream(t, 1, &b), 0);
+	assert_int_equal(b.same_as, 1);
+	for (int i = 0; i < 2; i++) {
+		check_events(t, &s[i], TFS_TIMING_LOSSLESS, 0);
+		tg_free(&s[i]);
+	}
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	tfs_trace_close(t);
+}
+
 static void test_trace_grammar_blocks_read_as_one_stream(void **state)
 {
 	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .grammar_budget = 4096};
@@ -599,6 +623,7 @@ int main(void)
 		cmocka_unit_test(test_trace_untimed_round_trip),
 		cmocka_unit_test(test_trace_views_match_hand_written_lines),
 		cmocka_unit_test(test_trace_identical_streams_stored_once),
+		cmocka_unit_test(test_trace_equal_grammars_stored_once),
 		cmocka_unit_test(test_trace_grammar_blocks_read_as_one_stream),
 		cmocka_unit_test(test_trace_phase_views_are_slices),
 		cmocka_unit_test(test_trace_writer_rejects_bad_input),
