@@ -1,7 +1,9 @@
 /*
  * The generated files of the virtual tree: info.json (the same object `tracefs info --json`
- * prints) and README.txt (fixed text plus a few trace facts). Both come from the trace's
- * tables only; nothing here decodes events. This is the only file that builds JSON.
+ * prints), README.txt (fixed text plus a few trace facts) and the tail of every trace.json
+ * (metadata and phase events), plus the text buffer the generators share. Only the phase
+ * events decode anything: their first and last events' times. This is the only file that
+ * builds JSON; the event lines of trace.json come from the codec's Chrome view.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +16,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
-#include "vtree_i.h"
+#include "vnode_i.h"
 
 static const char *timing_name(int timing)
 {
@@ -338,17 +340,9 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	return o;
 }
 
-/* ---- README.txt ---- */
+/* ---- text buffers ---- */
 
-struct sbuf {
-	char *data;
-	size_t len, cap;
-	bool failed;
-};
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
+void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -379,15 +373,61 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 	}
 }
 
+void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len)
+{
+	if (b->failed)
+		return;
+	if (b->cap - b->len <= len) {
+		size_t cap = 2 * b->cap + len + 1;
+		char *d = realloc(b->data, cap);
+
+		if (!d) {
+			b->failed = true;
+			return;
+		}
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len)
+{
+	if (!b->failed && !b->data)
+		fs_sb_put(b, "", 0);
+	if (b->failed) {
+		free(b->data);
+		*b = (struct fs_sbuf){0};
+		return -ENOMEM;
+	}
+	*out = b->data;
+	*len = b->len;
+	*b = (struct fs_sbuf){0};
+	return 0;
+}
+
 static const char readme_layout[] =
     "Layout\n"
-    "  README.txt                          this file\n"
-    "  info.json                           facts about the trace as one JSON object: metadata,\n"
-    "                                      timing, ranks, streams, phases, sections, sizes\n"
-    "  ranks/<r>/threads/<t>/trace.txt     every event of thread <t> of rank <r>, one per line\n"
-    "  ranks/<r>/threads/<t>/events.jsonl  the same events as JSON lines\n"
-    "  ranks/<r>/phases/<name>/threads/<t>/trace.txt, events.jsonl\n"
-    "                                      only the events of phase <name> of that thread\n"
+    "  README.txt        this file\n"
+    "  info.json         facts about the trace as one JSON object: metadata, timing, ranks,\n"
+    "                    streams, phases, sections, sizes\n"
+    "  trace.json        the whole run as Chrome trace-event JSON (Perfetto, chrome://tracing,\n"
+    "                    speedscope)\n"
+    "  trace.json.d/     only when trace.json holds more than %s of events: the same\n"
+    "                    events cut into part-000.json, part-001.json..., each a standalone\n"
+    "                    JSON array with its own metadata (phases are in part-000.json)\n"
+    "  summary.txt       profile of the whole trace\n"
+    "  signatures.txt    the call-signature table\n"
+    "  grammar.txt       the grammars the event streams are compressed into\n"
+    "  ranks/<r>/        trace.txt, events.jsonl, trace.json, summary.txt, stacks.folded of\n"
+    "                    rank <r>: all its threads\n"
+    "  ranks/<r>/threads/<t>/\n"
+    "                    trace.txt, events.jsonl, trace.json of thread <t> of rank <r>\n"
+    "  ranks/<r>/phases/<name>/\n"
+    "                    the files of ranks/<r>/ restricted to phase <name>, with\n"
+    "                    threads/<t>/ inside for each thread the phase covers\n"
     "\n"
     "Formats (FORMAT.md section 9 in the tracefs sources is the exact specification)\n"
     "  trace.txt     <s>.<ns> <dur_ns> T<thread> <name>(<arg>=<value>, ...) = <result>\n"
@@ -399,45 +439,85 @@ static const char readme_layout[] =
     "                One JSON object per line, padded with spaces like trace.txt; the result\n"
     "                is an ordinary member of args; every string byte outside printable\n"
     "                ASCII is one \\u00XX escape, so any byte string round-trips.\n"
+    "                A rank's (or phase's) trace.txt and events.jsonl interleave the lines of\n"
+    "                its threads by start time (ties: lower thread first, then stream order).\n"
+    "%s"
+    "  trace.json    [ then one \"X\" event per line, {\"name\":...,\"cat\":...,\"ph\":\"X\",\n"
+    "                \"ts\":<us>,\"dur\":<us>,\"pid\":<rank>,\"tid\":<thread>,\"args\":{...}}\n"
+    "                (microseconds with three decimals; without timing ts is the event's\n"
+    "                index), then \"M\" events naming each process \"rank <r>\" and thread\n"
+    "                \"thread <t>\", then the phases as \"X\" events of category \"phase\"\n"
+    "                on a track of their own per rank, named \"phases\" (tid %" PRIu64 "),\n"
+    "                from the start of a phase's first event to the end of its last; ].\n"
+    "                Zones are named by their name argument.\n"
+    "  summary.txt   one line per event kind (\"kind\") and per zone name (\"zone\"):\n"
+    "                count, total and mean duration in ns, bytes moved (the sum of the\n"
+    "                arguments that count bytes; negative results count 0), sorted by total\n"
+    "                duration, largest first. Lines starting with # are comments.\n"
+    "  signatures.txt  <id> <occurrences> <signature>: every distinct call (kind and the\n"
+    "                arguments stored once), \"*\" for values that vary per call, ranks\n"
+    "                relative to the caller (r+1). Ids are the t<id> of grammar.txt.\n"
+    "  grammar.txt   per distinct stream a line \"== stream ... ==\", then its rules, block by\n"
+    "                block: R<i> -> <symbols>, S the start rule, x^n x repeated n times.\n"
+    "  stacks.folded <frame>;<frame>;... <bytes>, sorted: bytes allocated (allocation\n"
+    "                calls: category \"alloc\", with a byte-count argument) per stack, for\n"
+    "                flamegraph.pl, speedscope or inferno. Until traces carry backtraces, a\n"
+    "                stack is \"rank <r>;thread <t>\" followed by the zones of that thread\n"
+    "                the allocation lies in (start <= ts < start + duration), outermost\n"
+    "                first; a zone counts for the events after it in its stream. Zone\n"
+    "                names are written as in trace.txt without quotes, ';' as \\x3b.\n"
+    "                In a phase directory, the allocations of the phase are counted, inside\n"
+    "                zones opened before or in it.\n"
     "\n"
     "Phase directory names\n"
-    "  A phase name is used as is, except that '%', '/', '~', control bytes and DEL are\n"
-    "  written %XX (hex), a name made only of dots starts with %2E, and the empty name is\n"
-    "  %00. A name longer than 240 bytes is cut and gets ~<n> appended, n being the phase's\n"
+    "  A phase name is used as is, except that '%%', '/', '~', control bytes and DEL are\n"
+    "  written %%XX (hex), a name made only of dots starts with %%2E, and the empty name is\n"
+    "  %%00. A name longer than 240 bytes is cut and gets ~<n> appended, n being the phase's\n"
     "  index in info.json (which also lists each phase's \"dir\"); a phase that covers the\n"
     "  same thread as an earlier phase of the same name gets its own directory <name>~<n>.\n"
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
-    "bytes read are decoded.\n";
+    "bytes read are decoded. summary.txt and stacks.folded are computed (one pass over their\n"
+    "events) the first time they are listed or opened; a rank's merged trace.txt and\n"
+    "events.jsonl index their threads' start times the first time they are read.\n";
 
-static int readme_new(const struct tfs_trace *t, const char *trace_name, char **out,
+static const char readme_untimed[] =
+    "                This trace has no timing: those files hold each thread's lines\n"
+    "                in turn (thread order), not interleaved.\n";
+
+static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **out,
 		      size_t *out_len)
 {
-	struct sbuf b = {0};
+	const struct tfs_trace *t = vt->trace;
+	char split[32];
+	struct fs_sbuf b = {0};
 	struct tfs_trace_info ti;
 	const char *program = tfs_trace_meta(t, "program");
 
 	tfs_trace_get_info(t, &ti);
-	sb_printf(&b, "tracefs view of %s\n\n", trace_name ? trace_name : "a trace");
-	sb_printf(&b, "This tree is generated from one compressed trace file; nothing in it is "
+	fs_sb_printf(&b, "tracefs view of %s\n\n", trace_name ? trace_name : "a trace");
+	fs_sb_printf(&b, "This tree is generated from one compressed trace file; nothing in it is "
 		      "stored as text.\n");
 	if (program)
-		sb_printf(&b, "  program   %s\n", program);
-	sb_printf(&b,
+		fs_sb_printf(&b, "  program   %s\n", program);
+	fs_sb_printf(&b,
 		  "  events    %" PRIu64 " in %" PRIu32 " stream%s (one per rank and thread) "
 		  "of %" PRIu32 " rank%s\n",
 		  ti.n_events, ti.n_streams, ti.n_streams == 1 ? "" : "s", ti.n_ranks,
 		  ti.n_ranks == 1 ? "" : "s");
-	sb_printf(&b, "  phases    %" PRIu32 " (event ranges of one stream each)\n", ti.n_phases);
-	sb_printf(&b, "  timing    %s", timing_name(ti.timing));
+	fs_sb_printf(&b, "  phases    %" PRIu32 " (event ranges of one stream each)\n", ti.n_phases);
+	fs_sb_printf(&b, "  timing    %s", timing_name(ti.timing));
 	if (ti.timing == TFS_TIMING_LOSSY)
-		sb_printf(&b, " (relative error <= %g)", ti.rel_err);
-	sb_printf(&b,
+		fs_sb_printf(&b, " (relative error <= %g)", ti.rel_err);
+	fs_sb_printf(&b,
 		  "\n  size      %" PRIu64 " bytes for %" PRIu64 " bytes of trace.txt "
 		  "(ratio %.1f)\n",
 		  ti.file_bytes, ti.text_bytes,
 		  ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0);
-	sb_printf(&b, "\n%s", readme_layout);
+	snprintf(split, sizeof(split), "%" PRIu64 " bytes", vt->split_bytes);
+	fs_sb_printf(&b, "\n");
+	fs_sb_printf(&b, readme_layout, split, ti.timing == TFS_TIMING_NONE ? readme_untimed : "",
+		     (uint64_t)vt->max_thread + 1);
 	if (b.failed) {
 		free(b.data);
 		return -ENOMEM;
@@ -447,14 +527,15 @@ static int readme_new(const struct tfs_trace *t, const char *trace_name, char **
 	return 0;
 }
 
-int fs_gen_files(const struct tfs_trace *t, const char *trace_name, char **readme,
+int fs_gen_files(const struct fs_vtree *vt, const char *trace_name, char **readme,
 		 size_t *readme_len, char **info, size_t *info_len)
 {
+	const struct tfs_trace *t = vt->trace;
 	json_t *j;
 	char *text;
 	int rc;
 
-	rc = readme_new(t, trace_name, readme, readme_len);
+	rc = readme_new(vt, trace_name, readme, readme_len);
 	if (rc < 0)
 		return rc;
 	j = fs_info_json_new(t);
@@ -478,4 +559,151 @@ err_free_readme:
 	free(*readme);
 	*readme = NULL;
 	return -ENOMEM;
+}
+
+/* ---- the end of trace.json: metadata and phases ---- */
+
+/* Nanoseconds as Chrome's microseconds with three decimals (FORMAT.md §9). */
+static void put_us(struct fs_sbuf *b, uint64_t ns)
+{
+	fs_sb_printf(b, "%" PRIu64 ".%03" PRIu64, ns / 1000, ns % 1000);
+}
+
+/* Objects separated by ",\n"; the last one gets no comma. */
+static void next_object(struct fs_sbuf *b, bool *first)
+{
+	if (!*first)
+		fs_sb_put(b, ",\n", 2);
+	*first = false;
+}
+
+/* A phase's extent: from its first event's start to its last event's end. */
+static int phase_extent(struct fs_vtree *vt, const struct tfs_phase_info *pi, uint64_t *ts_ns,
+			uint64_t *dur_ns)
+{
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	uint64_t end;
+	int rc;
+
+	if (vt->ti.timing == TFS_TIMING_NONE) {
+		/* as the events: one microsecond per event index */
+		*ts_ns = pi->first_event * 1000;
+		*dur_ns = pi->n_events * 1000;
+		return 0;
+	}
+	rc = tfs_cursor_new(vt->trace, pi->stream, TFS_VIEW_TEXT, pi->first_event, pi->n_events,
+			    &c);
+	if (rc < 0)
+		return rc;
+	rc = tfs_cursor_event(c, pi->first_event, &ev, NULL);
+	*ts_ns = ev.ts_ns;
+	if (rc == 0)
+		rc = tfs_cursor_event(c, pi->first_event + pi->n_events - 1, &ev, NULL);
+	end = ev.ts_ns + ev.dur_ns;
+	*dur_ns = end > *ts_ns ? end - *ts_ns : 0;
+	tfs_cursor_free(c);
+	return rc;
+}
+
+static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t idx, uint64_t tid,
+		     bool *first)
+{
+	struct tfs_phase_info pi;
+	struct tfs_stream_info si;
+	uint64_t ts_ns, dur_ns;
+	json_t *name;
+	char *text;
+	int rc;
+
+	rc = tfs_trace_phase(vt->trace, idx, &pi);
+	if (rc == 0)
+		rc = tfs_trace_stream(vt->trace, pi.stream, &si);
+	if (rc < 0 || pi.n_events == 0)
+		return rc;
+	rc = phase_extent(vt, &pi, &ts_ns, &dur_ns);
+	if (rc < 0)
+		return rc;
+	name = fs_json_bytes_new(pi.name ? pi.name : "");
+	text = name ? json_dumps(name, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+	json_decref(name);
+	if (!text)
+		return -ENOMEM;
+	next_object(b, first);
+	fs_sb_printf(b, "{\"name\":%s,\"cat\":\"phase\",\"ph\":\"X\",\"ts\":", text);
+	put_us(b, ts_ns);
+	fs_sb_printf(b, ",\"dur\":");
+	put_us(b, dur_ns);
+	fs_sb_printf(b, ",\"pid\":%" PRIu32 ",\"tid\":%" PRIu64 ",\"args\":{\"phase\":%" PRIu32
+		     ",\"thread\":%" PRIu32 ",\"first_event\":%" PRIu64 ",\"events\":%" PRIu64 "}}",
+		     si.rank, tid, idx, si.thread, pi.first_event, pi.n_events);
+	free(text);
+	return 0;
+}
+
+static void put_name_meta(struct fs_sbuf *b, const char *what, uint32_t pid, uint64_t tid,
+			  const char *prefix, uint64_t num, bool *first)
+{
+	next_object(b, first);
+	fs_sb_printf(b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu64
+		     ",\"args\":{\"name\":\"%s", what, pid, tid, prefix);
+	if (num != UINT64_MAX)
+		fs_sb_printf(b, " %" PRIu64, num);
+	fs_sb_printf(b, "\"}}");
+}
+
+/* Per rank of the scope: its name, its threads' names, then its phases on their track. */
+static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool phases, char **out,
+		       size_t *len)
+{
+	const uint64_t phase_tid = (uint64_t)vt->max_thread + 1;
+	struct fs_sbuf b = {0};
+	bool first = true;
+	uint32_t p = 0;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
+		const struct fs_seg *s = &sc->segs[i];
+		bool named = false;
+
+		if (i == 0 || s->rank != s[-1].rank)
+			put_name_meta(&b, "process_name", s->rank, 0, "rank", s->rank, &first);
+		put_name_meta(&b, "thread_name", s->rank, s->thread, "thread", s->thread, &first);
+		if (i + 1 < sc->n_segs && s[1].rank == s->rank)
+			continue;
+		/* the last thread of the rank: its phases (sc->phases follow the rank order) */
+		for (; phases && p < sc->n_phases && rc == 0; p++) {
+			struct tfs_phase_info pi;
+			struct tfs_stream_info si;
+
+			rc = tfs_trace_phase(vt->trace, sc->phases[p], &pi);
+			if (rc == 0)
+				rc = tfs_trace_stream(vt->trace, pi.stream, &si);
+			if (rc < 0 || si.rank != s->rank)
+				break;
+			if (!named && pi.n_events > 0) {
+				put_name_meta(&b, "thread_name", s->rank, phase_tid, "phases",
+					      UINT64_MAX, &first);
+				named = true;
+			}
+			rc = put_phase(vt, &b, sc->phases[p], phase_tid, &first);
+		}
+	}
+	fs_sb_put(&b, first ? "]\n" : "\n]\n", first ? 2 : 3);
+	if (rc < 0) {
+		free(b.data);
+		return rc;
+	}
+	return fs_sb_detach(&b, out, len);
+}
+
+int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
+{
+	return chrome_tail(vt, sc, true, out, len);
+}
+
+int fs_chrome_tail_nophase_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
+			       size_t *len)
+{
+	return chrome_tail(vt, sc, false, out, len);
 }

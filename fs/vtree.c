@@ -1,511 +1,61 @@
 /*
- * The virtual file tree (vtree_i.h): builds the node table of an opened trace once,
- * answers stat/readdir/lookup by inode, and reads files through per-opener handles.
- * Nodes live in one array indexed by inode - 1 and are immutable after fs_vtree_new(), so
- * any number of threads may query the tree at once. This file does not render anything
- * itself: stream views come from tfs_cursor_pread(), generated files from vgen.c.
+ * The virtual file tree (vtree_i.h): answers stat/readdir/lookup by inode and reads files
+ * through per-opener handles. Nodes live in one array indexed by inode - 1; vbuild.c lays
+ * them out once and they never move, so any number of threads may query the tree at once.
+ * The only state that changes after the build is computed once per file or scope (summary
+ * text, JSON tails, merge indexes) behind struct fs_once. This file renders nothing itself:
+ * it dispatches to the cursor, vconcat.c, vmerge.c and the generated buffers.
  */
 #include <assert.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tfs/reader.h"
-#include "vtree_i.h"
-
-enum node_kind {
-	NODE_DIR,
-	NODE_GEN,  /* generated buffer held by the tree */
-	NODE_VIEW, /* a view over an event range of one stream */
-};
-
-struct vnode {
-	char *name;	    /* owned */
-	uint32_t parent;    /* node index; the root is its own parent */
-	uint8_t kind;	    /* enum node_kind */
-	uint8_t view;	    /* NODE_VIEW: enum tfs_view */
-	uint32_t stream;    /* NODE_VIEW */
-	uint64_t first;	    /* NODE_VIEW: first event (stream index) */
-	uint64_t n_events;  /* NODE_VIEW */
-	uint64_t size;	    /* files: exact bytes */
-	const char *gen;    /* NODE_GEN: borrowed from the tree */
-	uint64_t sort_key;  /* listing order among siblings (ties: creation order) */
-	uint32_t *children; /* NODE_DIR: listing order, after finish() */
-	uint32_t *by_name;  /* NODE_DIR: sorted by strcmp(name), for lookup */
-	uint32_t n_children;
-	uint32_t children_cap;
-};
-
-struct fs_vtree {
-	struct tfs_trace *trace; /* borrowed */
-	struct vnode *nodes;
-	uint32_t n_nodes;
-	uint32_t nodes_cap;
-	char *readme, *info; /* generated files */
-	size_t readme_len, info_len;
-};
+#include "vnode_i.h"
 
 struct fs_vfile {
 	struct fs_vtree *vt;
 	uint64_t size;
-	const char *gen;	/* generated file, or NULL */
-	struct tfs_cursor *cur; /* stream view, or NULL when empty or generated */
+	const char *gen;		/* generated file, or NULL */
+	struct tfs_cursor *cur;		/* stream view, or NULL */
+	struct fs_concat_reader *cr;	/* composite file, or NULL */
+	struct fs_merge_reader *mr;	/* merged view, or NULL */
 	struct tfs_diag diag;
 };
 
-static const char *const view_file[TFS_VIEW_COUNT] = {
-    [TFS_VIEW_TEXT] = "trace.txt",
-    [TFS_VIEW_JSONL] = "events.jsonl",
-};
+/* ---- once-only computations ---- */
 
-/* ---- phase names ---- */
-
-static bool needs_escape(unsigned char c)
+void fs_once_init(struct fs_once *o)
 {
-	return c < 0x20 || c == 0x7f || c == '%' || c == '/' || c == '~';
+	pthread_mutex_init(&o->lock, NULL);
+	atomic_init(&o->done, false);
 }
 
-static size_t encode_name(const char *name, char *out, size_t out_cap, bool *truncated)
+void fs_once_fini(struct fs_once *o)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	const unsigned char *s = (const unsigned char *)name;
-	size_t len = 0, limit = out_cap - 1 < 240 ? out_cap - 1 : 240;
-	bool dots = *s != '\0';
-
-	assert(out_cap >= 256);
-	*truncated = false;
-	for (const unsigned char *p = s; *p; p++)
-		dots = dots && *p == '.';
-	if (*s == '\0') {
-		memcpy(out, "%00", 4);
-		return 3;
-	}
-	for (; *s; s++) {
-		bool esc = needs_escape(*s) || (dots && s == (const unsigned char *)name);
-
-		if (len + (esc ? 3 : 1) > limit) {
-			*truncated = true;
-			break;
-		}
-		if (esc) {
-			out[len++] = '%';
-			out[len++] = hex[*s >> 4];
-			out[len++] = hex[*s & 15];
-		} else {
-			out[len++] = (char)*s;
-		}
-	}
-	out[len] = '\0';
-	return len;
+	pthread_mutex_destroy(&o->lock);
 }
 
-size_t fs_phase_dirname(const char *name, char *out, size_t out_cap)
+int fs_once_run(struct fs_once *o, int (*fn)(void *arg), void *arg)
 {
-	bool truncated;
+	int rc = 0;
 
-	return encode_name(name, out, out_cap, &truncated);
-}
-
-/* ---- building ---- */
-
-/* Append a node under @parent. @return its index, or -ENOMEM */
-static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, int kind,
-			uint64_t sort_key)
-{
-	struct vnode *n, *p;
-	uint32_t idx = vt->n_nodes;
-
-	if (vt->n_nodes == vt->nodes_cap) {
-		uint32_t cap = vt->nodes_cap ? vt->nodes_cap * 2 : 64;
-		struct vnode *nodes;
-
-		if (vt->nodes_cap >= UINT32_MAX / 2)
-			return -ENOMEM;
-		nodes = realloc(vt->nodes, (size_t)cap * sizeof(*nodes));
-		if (!nodes)
-			return -ENOMEM;
-		vt->nodes = nodes;
-		vt->nodes_cap = cap;
-	}
-	if (idx != parent) {
-		p = &vt->nodes[parent];
-		assert(p->kind == NODE_DIR);
-		if (p->n_children == p->children_cap) {
-			uint32_t cap = p->children_cap ? p->children_cap * 2 : 4;
-			uint32_t *c = realloc(p->children, (size_t)cap * sizeof(*c));
-
-			if (!c)
-				return -ENOMEM;
-			p->children = c;
-			p->children_cap = cap;
-		}
-	}
-	n = &vt->nodes[idx];
-	memset(n, 0, sizeof(*n));
-	n->name = strdup(name);
-	if (!n->name)
-		return -ENOMEM;
-	n->parent = parent;
-	n->kind = (uint8_t)kind;
-	n->sort_key = sort_key;
-	vt->n_nodes++;
-	if (idx != parent) {
-		p = &vt->nodes[parent];
-		p->children[p->n_children++] = idx;
-	}
-	return idx;
-}
-
-/* The child of @dir named @name, or -1. Linear: used while building, on small dirs only. */
-static int64_t find_child(const struct fs_vtree *vt, uint32_t dir, const char *name)
-{
-	const struct vnode *d = &vt->nodes[dir];
-
-	for (uint32_t i = 0; i < d->n_children; i++) {
-		if (strcmp(vt->nodes[d->children[i]].name, name) == 0)
-			return d->children[i];
-	}
-	return -1;
-}
-
-static int64_t get_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t sort_key)
-{
-	int64_t idx = find_child(vt, parent, name);
-
-	return idx >= 0 ? idx : add_node(vt, parent, name, NODE_DIR, sort_key);
-}
-
-/* Add threads/<thread>/{trace.txt,events.jsonl} under @dir for an event range. */
-static int add_thread_views(struct fs_vtree *vt, uint32_t dir, uint32_t stream, uint32_t thread,
-			    uint64_t first, uint64_t n_events)
-{
-	char name[16];
-	int64_t threads, tdir;
-
-	threads = get_dir(vt, dir, "threads", 0);
-	if (threads < 0)
-		return (int)threads;
-	snprintf(name, sizeof(name), "%" PRIu32, thread);
-	tdir = add_node(vt, (uint32_t)threads, name, NODE_DIR, thread);
-	if (tdir < 0)
-		return (int)tdir;
-	/* the Chrome view is served wrapped, as trace.json: not one of these plain files */
-	for (int v = TFS_VIEW_TEXT; v <= TFS_VIEW_JSONL; v++) {
-		struct vnode *f;
-		int64_t idx = add_node(vt, (uint32_t)tdir, view_file[v], NODE_VIEW, (uint64_t)v);
-		int rc;
-
-		if (idx < 0)
-			return (int)idx;
-		f = &vt->nodes[idx];
-		f->view = (uint8_t)v;
-		f->stream = stream;
-		f->first = first;
-		f->n_events = n_events;
-		rc = tfs_trace_view_size(vt->trace, stream, v, first, n_events, &f->size);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-/* A new ranks/<rank>/ with its "threads" and "phases" directories. */
-static int64_t rank_dir(struct fs_vtree *vt, uint32_t ranks, uint32_t rank)
-{
-	char name[16];
-	int64_t idx, sub;
-
-	snprintf(name, sizeof(name), "%" PRIu32, rank);
-	idx = add_node(vt, ranks, name, NODE_DIR, rank);
-	if (idx < 0)
-		return idx;
-	sub = add_node(vt, (uint32_t)idx, "threads", NODE_DIR, 0);
-	if (sub < 0)
-		return sub;
-	sub = add_node(vt, (uint32_t)idx, "phases", NODE_DIR, 1);
-	return sub < 0 ? sub : idx;
-}
-
-static int add_streams(struct fs_vtree *vt, uint32_t ranks, const struct tfs_trace_info *ti,
-		       int64_t *rank_idx)
-{
-	for (uint32_t s = 0; s < ti->n_streams; s++) {
-		struct tfs_stream_info si;
-		int64_t r;
-		int rc;
-
-		rc = tfs_trace_stream(vt->trace, s, &si);
-		if (rc < 0)
-			return rc;
-		if (si.rank >= ti->n_ranks)
-			return -EINVAL;
-		r = rank_idx[si.rank];
-		if (r < 0) {
-			r = rank_dir(vt, ranks, si.rank);
-			if (r < 0)
-				return (int)r;
-			rank_idx[si.rank] = r;
-		}
-		rc = add_thread_views(vt, (uint32_t)r, s, si.thread, 0, si.n_events);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-struct phase_rec {
-	uint32_t idx, rank, thread, stream;
-	const char *name; /* borrowed from the trace, then the directory name */
-	uint64_t first, n_events;
-};
-
-static int cmp_rank_name(const void *a, const void *b)
-{
-	const struct phase_rec *x = a, *y = b;
-	int c;
-
-	if (x->rank != y->rank)
-		return x->rank < y->rank ? -1 : 1;
-	c = strcmp(x->name, y->name);
-	if (c)
-		return c;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* Read every phase with its stream's rank and thread, in trace order. */
-static int phase_recs(const struct tfs_trace *t, uint32_t n_phases, struct phase_rec *recs)
-{
-	for (uint32_t i = 0; i < n_phases; i++) {
-		struct tfs_phase_info pi;
-		struct tfs_stream_info si;
-		int rc = tfs_trace_phase(t, i, &pi);
-
-		if (rc == 0)
-			rc = tfs_trace_stream(t, pi.stream, &si);
-		if (rc < 0)
-			return rc;
-		recs[i] = (struct phase_rec){.idx = i,
-					     .rank = si.rank,
-					     .thread = si.thread,
-					     .stream = pi.stream,
-					     .name = pi.name ? pi.name : "",
-					     .first = pi.first_event,
-					     .n_events = pi.n_events};
-	}
-	return 0;
-}
-
-/*
- * Directory names of one group of phases (same rank and name, sorted by index): the encoded
- * name, plus "~<first index>" if it was cut; a phase whose thread an earlier phase of the
- * group already has gets the encoded name plus "~<own index>".
- */
-static int name_group(const struct phase_rec *g, uint32_t n, char **dirs)
-{
-	char enc[256], base[256 + 16], own[256 + 16];
-	bool truncated;
-
-	encode_name(g[0].name, enc, sizeof(enc), &truncated);
-	snprintf(base, sizeof(base), truncated ? "%s~%" PRIu32 : "%s", enc, g[0].idx);
-	for (uint32_t i = 0; i < n; i++) {
-		bool seen = false;
-
-		for (uint32_t j = 0; j < i && !seen; j++)
-			seen = g[j].thread == g[i].thread;
-		snprintf(own, sizeof(own), "%s~%" PRIu32, enc, g[i].idx);
-		dirs[g[i].idx] = strdup(seen ? own : base);
-		if (!dirs[g[i].idx])
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-int fs_phase_dirs_new(const struct tfs_trace *t, char ***out)
-{
-	struct tfs_trace_info ti;
-	struct phase_rec *recs;
-	char **dirs;
-	int rc;
-
-	*out = NULL;
-	tfs_trace_get_info(t, &ti);
-	dirs = calloc((size_t)ti.n_phases + 1, sizeof(*dirs));
-	recs = calloc((size_t)ti.n_phases + 1, sizeof(*recs));
-	if (!dirs || !recs) {
-		rc = -ENOMEM;
-		goto err_free;
-	}
-	rc = phase_recs(t, ti.n_phases, recs);
-	if (rc < 0)
-		goto err_free;
-	qsort(recs, ti.n_phases, sizeof(*recs), cmp_rank_name);
-	for (uint32_t i = 0, n; i < ti.n_phases && rc == 0; i += n) {
-		for (n = 1; i + n < ti.n_phases && recs[i + n].rank == recs[i].rank &&
-			    strcmp(recs[i + n].name, recs[i].name) == 0;
-		     n++)
-			;
-		rc = name_group(&recs[i], n, dirs);
-	}
-	if (rc < 0)
-		goto err_free;
-	free(recs);
-	*out = dirs;
-	return 0;
-
-err_free:
-	fs_phase_dirs_free(dirs, ti.n_phases);
-	free(recs);
-	return rc;
-}
-
-void fs_phase_dirs_free(char **dirs, uint32_t n_phases)
-{
-	if (!dirs)
-		return;
-	for (uint32_t i = 0; i < n_phases; i++)
-		free(dirs[i]);
-	free(dirs);
-}
-
-/* ranks/<r>/phases/<dir>/threads/<t>/..., one directory per distinct (rank, dir). */
-static int add_phases(struct fs_vtree *vt, const struct tfs_trace_info *ti, int64_t *rank_idx)
-{
-	struct phase_rec *recs;
-	char **dirs;
-	int64_t dir = -1;
-	int rc;
-
-	if (ti->n_phases == 0)
+	if (atomic_load_explicit(&o->done, memory_order_acquire))
 		return 0;
-	rc = fs_phase_dirs_new(vt->trace, &dirs);
-	if (rc < 0)
-		return rc;
-	recs = calloc(ti->n_phases, sizeof(*recs));
-	if (!recs) {
-		rc = -ENOMEM;
-		goto out_free_dirs;
+	pthread_mutex_lock(&o->lock);
+	if (!atomic_load_explicit(&o->done, memory_order_relaxed)) {
+		rc = fn(arg);
+		if (rc == 0)
+			atomic_store_explicit(&o->done, true, memory_order_release);
 	}
-	rc = phase_recs(vt->trace, ti->n_phases, recs);
-	if (rc < 0)
-		goto out_free_recs;
-	for (uint32_t i = 0; i < ti->n_phases; i++)
-		recs[i].name = dirs[i];
-	qsort(recs, ti->n_phases, sizeof(*recs), cmp_rank_name);
-	for (uint32_t i = 0; i < ti->n_phases; i++) {
-		const struct phase_rec *p = &recs[i];
-		int64_t r = p->rank < ti->n_ranks ? rank_idx[p->rank] : -1;
-
-		if (r < 0) {
-			rc = -EINVAL;
-			goto out_free_recs;
-		}
-		/* sorted: the first phase of a directory has the lowest index, its listing key */
-		if (i == 0 || p->rank != p[-1].rank || strcmp(p->name, p[-1].name)) {
-			int64_t phases = find_child(vt, (uint32_t)r, "phases");
-
-			assert(phases >= 0);
-			dir = add_node(vt, (uint32_t)phases, p->name, NODE_DIR, p->idx);
-			if (dir < 0) {
-				rc = (int)dir;
-				goto out_free_recs;
-			}
-		}
-		rc = add_thread_views(vt, (uint32_t)dir, p->stream, p->thread, p->first,
-				      p->n_events);
-		if (rc < 0)
-			goto out_free_recs;
-	}
-out_free_recs:
-	free(recs);
-out_free_dirs:
-	fs_phase_dirs_free(dirs, ti->n_phases);
+	pthread_mutex_unlock(&o->lock);
 	return rc;
 }
 
-static int cmp_listing(const void *a, const void *b, void *arg)
-{
-	const struct fs_vtree *vt = arg;
-	const struct vnode *x = &vt->nodes[*(const uint32_t *)a];
-	const struct vnode *y = &vt->nodes[*(const uint32_t *)b];
-
-	if (x->sort_key != y->sort_key)
-		return x->sort_key < y->sort_key ? -1 : 1;
-	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
-}
-
-static int cmp_name(const void *a, const void *b, void *arg)
-{
-	const struct fs_vtree *vt = arg;
-
-	return strcmp(vt->nodes[*(const uint32_t *)a].name, vt->nodes[*(const uint32_t *)b].name);
-}
-
-/* Order every directory's listing and build its lookup index. */
-static int finish(struct fs_vtree *vt)
-{
-	for (uint32_t i = 0; i < vt->n_nodes; i++) {
-		struct vnode *d = &vt->nodes[i];
-
-		if (d->kind != NODE_DIR || d->n_children == 0)
-			continue;
-		qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
-		d->by_name = malloc((size_t)d->n_children * sizeof(*d->by_name));
-		if (!d->by_name)
-			return -ENOMEM;
-		memcpy(d->by_name, d->children, (size_t)d->n_children * sizeof(*d->by_name));
-		qsort_r(d->by_name, d->n_children, sizeof(*d->by_name), cmp_name, vt);
-	}
-	return 0;
-}
-
-static int add_gen_file(struct fs_vtree *vt, const char *name, const char *buf, size_t len,
-			uint64_t sort_key)
-{
-	int64_t idx = add_node(vt, 0, name, NODE_GEN, sort_key);
-
-	if (idx < 0)
-		return (int)idx;
-	vt->nodes[idx].gen = buf;
-	vt->nodes[idx].size = len;
-	return 0;
-}
-
-static int build(struct fs_vtree *vt, const char *trace_name)
-{
-	struct tfs_trace_info ti;
-	int64_t *rank_idx, root, ranks;
-	int rc;
-
-	tfs_trace_get_info(vt->trace, &ti);
-	rc = fs_gen_files(vt->trace, trace_name, &vt->readme, &vt->readme_len, &vt->info,
-			  &vt->info_len);
-	if (rc < 0)
-		return rc;
-	root = add_node(vt, 0, "", NODE_DIR, 0);
-	if (root < 0)
-		return (int)root;
-	rc = add_gen_file(vt, "README.txt", vt->readme, vt->readme_len, 0);
-	if (rc == 0)
-		rc = add_gen_file(vt, "info.json", vt->info, vt->info_len, 1);
-	if (rc < 0)
-		return rc;
-	ranks = add_node(vt, 0, "ranks", NODE_DIR, 2);
-	if (ranks < 0)
-		return (int)ranks;
-	rank_idx = malloc(((size_t)ti.n_ranks + 1) * sizeof(*rank_idx));
-	if (!rank_idx)
-		return -ENOMEM;
-	for (uint32_t r = 0; r < ti.n_ranks; r++)
-		rank_idx[r] = -1;
-	rc = add_streams(vt, (uint32_t)ranks, &ti, rank_idx);
-	if (rc == 0)
-		rc = add_phases(vt, &ti, rank_idx);
-	free(rank_idx);
-	return rc < 0 ? rc : finish(vt);
-}
+/* ---- lifetime ---- */
 
 int fs_vtree_new(struct tfs_trace *t, const char *trace_name, struct fs_vtree **out)
 {
@@ -517,13 +67,23 @@ int fs_vtree_new(struct tfs_trace *t, const char *trace_name, struct fs_vtree **
 	if (!vt)
 		return -ENOMEM;
 	vt->trace = t;
-	rc = build(vt, trace_name);
+	fs_once_init(&vt->terms_once);
+	rc = fs_vtree_build(vt, trace_name);
 	if (rc < 0) {
 		fs_vtree_free(vt);
 		return rc;
 	}
 	*out = vt;
 	return 0;
+}
+
+static void lazygen_free(struct fs_lazygen *g)
+{
+	if (!g)
+		return;
+	fs_once_fini(&g->once);
+	free(g->data);
+	free(g);
 }
 
 void fs_vtree_free(struct fs_vtree *vt)
@@ -534,7 +94,21 @@ void fs_vtree_free(struct fs_vtree *vt)
 		free(vt->nodes[i].name);
 		free(vt->nodes[i].children);
 		free(vt->nodes[i].by_name);
+		fs_concat_free(vt->nodes[i].concat);
+		lazygen_free(vt->nodes[i].lazy);
 	}
+	for (uint32_t i = 0; i < vt->n_scopes; i++)
+		fs_scope_free(vt->scopes[i]);
+	if (vt->terms) {
+		for (uint32_t i = 0; i < vt->ti.n_terminals; i++)
+			free(vt->terms[i].zone);
+	}
+	fs_once_fini(&vt->terms_once);
+	free(vt->term_len[0]);
+	free(vt->term_len[1]);
+	free(vt->terms);
+	free(vt->kinds);
+	free(vt->scopes);
 	free(vt->nodes);
 	free(vt->readme);
 	free(vt->info);
@@ -543,11 +117,51 @@ void fs_vtree_free(struct fs_vtree *vt)
 
 /* ---- queries ---- */
 
-static const struct vnode *node_of(const struct fs_vtree *vt, uint64_t ino)
+static struct vnode *node_of(const struct fs_vtree *vt, uint64_t ino)
 {
 	if (ino < FS_ROOT_INO || ino - FS_ROOT_INO >= vt->n_nodes)
 		return NULL;
 	return &vt->nodes[ino - FS_ROOT_INO];
+}
+
+static int lazy_run(void *arg)
+{
+	struct fs_lazygen *g = arg;
+	int rc;
+
+	switch (g->what) {
+	case LAZY_SUMMARY:
+		rc = fs_summary_new(g->vt, g->scope, &g->data, &g->len);
+		break;
+	case LAZY_STACKS:
+		rc = fs_stacks_new(g->vt, g->scope, &g->data, &g->len);
+		break;
+	case LAZY_SIGNATURES:
+		rc = fs_signatures_new(g->vt, &g->data, &g->len);
+		break;
+	default:
+		rc = fs_grammar_new(g->vt, &g->data, &g->len);
+		break;
+	}
+	if (rc == 0)
+		g->vt->nodes[g->node].size = g->len;
+	return rc;
+}
+
+/*
+ * The exact size of @n, computing once what it depends on: a summary's text, a composite's
+ * generated tail.
+ */
+static int node_ready(struct vnode *n, uint64_t *size)
+{
+	int rc = 0;
+
+	if (n->kind == NODE_LAZY)
+		rc = fs_once_run(&n->lazy->once, lazy_run, n->lazy);
+	if (n->kind == NODE_CONCAT)
+		return fs_concat_ready(n->concat, size);
+	*size = n->size;
+	return rc;
 }
 
 uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
@@ -557,15 +171,19 @@ uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
 
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info)
 {
-	const struct vnode *n = node_of(vt, ino);
+	struct vnode *n = node_of(vt, ino);
+	int rc;
 
 	if (!n)
 		return -ENOENT;
+	/* the tree is logically const: this only fills in what is computed once */
+	rc = node_ready(n, &info->size);
+	if (rc < 0)
+		return rc;
 	info->ino = ino;
 	info->parent = (uint64_t)n->parent + FS_ROOT_INO;
 	info->name = n->name;
 	info->is_dir = n->kind == NODE_DIR;
-	info->size = n->size;
 	info->n_children = n->n_children;
 	return 0;
 }
@@ -646,9 +264,29 @@ int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino)
 
 /* ---- file handles ---- */
 
+static int open_reader(struct fs_vtree *vt, const struct vnode *n, struct fs_vfile *f)
+{
+	switch (n->kind) {
+	case NODE_GEN:
+		f->gen = n->gen;
+		return 0;
+	case NODE_LAZY:
+		f->gen = n->lazy->data;
+		return 0;
+	case NODE_VIEW:
+		return tfs_cursor_new(vt->trace, n->stream, n->view, n->first, n->n_events,
+				      &f->cur);
+	case NODE_CONCAT:
+		return fs_concat_reader_new(n->concat, vt->trace, &f->cr);
+	case NODE_MERGE:
+		return fs_merge_reader_new(vt, n->scope, n->view, &f->mr);
+	}
+	return -EISDIR;
+}
+
 int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out)
 {
-	const struct vnode *n = node_of(vt, ino);
+	struct vnode *n = node_of(vt, ino);
 	struct fs_vfile *f;
 	int rc;
 
@@ -660,12 +298,14 @@ int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out)
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
+	rc = node_ready(n, &f->size);
+	if (rc < 0) {
+		free(f);
+		return rc;
+	}
 	f->vt = vt;
-	f->size = n->size;
-	if (n->kind == NODE_GEN) {
-		f->gen = n->gen;
-	} else if (n->size > 0) {
-		rc = tfs_cursor_new(vt->trace, n->stream, n->view, n->first, n->n_events, &f->cur);
+	if (f->size > 0) {
+		rc = open_reader(vt, n, f);
 		if (rc < 0) {
 			free(f);
 			return rc;
@@ -680,6 +320,8 @@ void fs_vfile_close(struct fs_vfile *f)
 	if (!f)
 		return;
 	tfs_cursor_free(f->cur);
+	fs_concat_reader_free(f->cr);
+	fs_merge_reader_free(f->mr);
 	free(f);
 }
 
@@ -700,6 +342,10 @@ ssize_t fs_vfile_read(struct fs_vfile *f, void *buf, size_t len, uint64_t off)
 		memcpy(buf, f->gen + off, len);
 		return (ssize_t)len;
 	}
+	if (f->cr)
+		return fs_concat_read(f->cr, buf, len, off, &f->diag);
+	if (f->mr)
+		return fs_merge_read(f->mr, buf, len, off, &f->diag);
 	return tfs_cursor_pread(f->cur, buf, len, off, &f->diag);
 }
 

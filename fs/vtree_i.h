@@ -1,20 +1,24 @@
 /*
  * The virtual file tree of one opened trace: the directories and files that `tracefs cat`,
  * `tracefs ls` and the FUSE mount all serve, so there is exactly one rendering path.
- * Nodes are built once from the trace's tables (no event is decoded) and never change:
- * inode numbers are stable (1 is the root), every file's exact size is known up front.
+ * Nodes are built once from the trace's tables and never move: inode numbers are stable
+ * (1 is the root) and every file's exact size is known at its first stat.
  * Reading goes through per-opener handles (struct fs_vfile) that own a tfs_cursor for
  * stream views or borrow a generated buffer for the small generated files.
  * This module does not know FUSE or the command line; it does not print anything.
  *
- * Layout (README.txt inside the tree says the same to users):
+ * Layout (README.txt inside the tree says the same to users; vbuild.c builds it):
  *
- *   /README.txt
- *   /info.json
- *   /ranks/<r>/threads/<t>/{trace.txt,events.jsonl}
- *   /ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl}
+ *   /{README.txt,info.json,trace.json,summary.txt,signatures.txt,grammar.txt}
+ *   /ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
+ *   /ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
+ *   /ranks/<r>/phases/<name>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
+ *   /ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl,trace.json}
+ *   and <dir>/trace.json.d/part-NNN.json beside a trace.json too large for one file
  *
- * Phase names are mapped to file names by fs_phase_dirname().
+ * Phase names are mapped to file names by fs_phase_dirname(). A few files need a decoding
+ * pass for their size (summary.txt, stacks.folded, the metadata tail of trace.json): it runs
+ * once, at their first fs_vtree_stat() or fs_vfile_open(), from whichever thread comes first.
  */
 #ifndef TFS_FS_VTREE_I_H
 #define TFS_FS_VTREE_I_H
@@ -55,7 +59,11 @@ void fs_vtree_free(struct fs_vtree *vt);
 /** Number of nodes; inodes are FS_ROOT_INO .. FS_ROOT_INO + n - 1. */
 uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt);
 
-/** @return 0 or -ENOENT (no such inode) */
+/**
+ * What node @ino is. Thread-safe. The first stat of a profile or trace.json computes its
+ * size (decoding its events once); later ones are O(1).
+ * @return 0, -ENOENT (no such inode), or -ENOMEM / -TFS_ECORRUPT from that computation
+ */
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info);
 
 /**
@@ -79,7 +87,7 @@ int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino)
 /**
  * Open file @ino for reading. The handle is used by one thread at a time; any number of
  * handles may be open on the same tree from different threads.
- * @return 0, -ENOENT, -EISDIR, or -ENOMEM / -EINVAL from tfs_cursor_new()
+ * @return 0, -ENOENT, -EISDIR, or -ENOMEM / -EINVAL / -TFS_ECORRUPT from the readers
  */
 int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out);
 /** Accepts NULL. */
@@ -88,7 +96,8 @@ void fs_vfile_close(struct fs_vfile *f);
 uint64_t fs_vfile_size(const struct fs_vfile *f);
 
 /**
- * Copy up to @len bytes from byte @off of the file into @buf.
+ * Copy up to @len bytes from byte @off of the file into @buf. The first read of a rank's or
+ * phase's merged trace.txt / events.jsonl builds the scope's merge index (one pass).
  * @return bytes copied (0 at or past the end), -TFS_ECORRUPT (fs_vfile_diag() says where)
  *         or -ENOMEM
  */
@@ -135,12 +144,5 @@ struct json_t *fs_info_json_new(const struct tfs_trace *t);
  * @return a new reference, or NULL on ENOMEM
  */
 struct json_t *fs_json_bytes_new(const char *s);
-
-/**
- * Generate README.txt (@readme) and info.json (@info) as malloc'ed buffers the caller frees.
- * @return 0 or -ENOMEM (nothing allocated then)
- */
-int fs_gen_files(const struct tfs_trace *t, const char *trace_name, char **readme,
-		 size_t *readme_len, char **info, size_t *info_len);
 
 #endif

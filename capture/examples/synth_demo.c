@@ -23,7 +23,7 @@ static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
 };
 static const struct tfs_arg_desc malloc_args[] = {
-    {"size", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
     {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
 };
 static const struct tfs_arg_desc free_args[] = {
@@ -31,13 +31,13 @@ static const struct tfs_arg_desc free_args[] = {
 };
 static const struct tfs_arg_desc pwrite_args[] = {
     {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
-    {"count", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"count", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
     {"offset", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
     {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
 };
 static const struct tfs_arg_desc read_args[] = {
     {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
-    {"count", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+    {"count", TFS_TYPE_U64, TFS_ENC_SIG, TFS_ARG_BYTES, NULL},
     {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
 };
 static const struct tfs_arg_desc mark_args[] = {
@@ -46,12 +46,12 @@ static const struct tfs_arg_desc mark_args[] = {
 static const struct tfs_arg_desc send_args[] = {
     {"dest", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
     {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
-    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
 };
 static const struct tfs_arg_desc recv_args[] = {
     {"src", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
     {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
-    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+    {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_RESULT | TFS_ARG_BYTES, NULL},
 };
 
 #define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
@@ -72,7 +72,7 @@ static const struct tfs_kind_desc kinds[N_KINDS] = {
 static const char *const zone_names[] = {
     "init",	   "init\tconfig",    "solve/step",
     "caf\xc3\xa9", "raw\x01\x7f\xff", "output \"final\"",
-    "back\\slash",
+    "back\\slash", "step;sub",
 };
 
 struct opts {
@@ -175,6 +175,20 @@ static void zone(struct gen *g, const char *name)
 	emit(g, K_ZONE, jitter(g, 40), a);
 }
 
+/*
+ * A zone that encloses the events after it: it lasts @span_ns from its start while the
+ * clock moves on only by the gap, so the next events start inside it (zone nesting).
+ */
+static void zone_span(struct gen *g, const char *name, uint64_t span_ns)
+{
+	union tfs_arg a[1] = {{.s = name}};
+	uint64_t dur_ns = jitter(g, span_ns);
+
+	emit(g, K_ZONE, dur_ns, a);
+	if (!g->rc)
+		g->ts_ns -= dur_ns; /* emit() moved past the zone: go back inside it */
+}
+
 static void mark(struct gen *g, const char *msg)
 {
 	union tfs_arg a[1] = {{.s = msg}};
@@ -225,8 +239,8 @@ static uint64_t n_events(const struct gen *g)
 
 static void phase_init(struct gen *g, uint64_t heap, uint64_t cfg_fd, uint64_t out_fd)
 {
-	zone(g, zone_names[0]);
-	zone(g, zone_names[1]);
+	zone_span(g, zone_names[0], 40000);
+	zone_span(g, zone_names[1], 2000);
 	mark(g, "reading \"demo.cfg\"\n");
 	for (uint32_t i = 0; i < 4; i++)
 		do_malloc(g, UINT64_C(1) << (12 + i), heap + i * 0x100000);
@@ -247,7 +261,9 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd
 	int64_t result;
 	char msg[64];
 
-	zone(g, zone_names[2]);
+	if (i % 10 == 0)
+		zone_span(g, zone_names[7], 1200);
+	zone_span(g, zone_names[2], 500);
 	ptr = do_malloc(g, size, heap + 0x400000 + (i % 8) * 0x10000);
 	if (g->thread == 0) {
 		int64_t n = g->n_ranks;

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 
+import tree_checks
+
 TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
 ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
 ARG_RESULT = 1
@@ -369,7 +371,8 @@ def check_views(tap, cli, model, info, jq):
     files = expected_files(model, info)
     listed, disorder = cli.walk()
     tap.ok(not disorder, "ranks and threads are listed in numeric order", disorder)
-    views = {p: s for p, s in listed.items() if p not in (b"README.txt", b"info.json")}
+    views = {p: s for p, s in listed.items()
+             if b"/threads/" in p and p.endswith((b"/trace.txt", b"/events.jsonl"))}
     tap.ok(set(views) == set(files), "the tree holds exactly the expected %d view files"
            % len(files), "missing: %r\nunexpected: %r" % (sorted(set(files) - set(views))[:10],
                                                           sorted(set(views) - set(files))[:10]))
@@ -393,6 +396,26 @@ def check_views(tap, cli, model, info, jq):
                None if actual == expected else first_diff(actual, expected))
         if view == "events.jsonl":
             check_jsonl(tap, path, actual, n, jq)
+    return listed
+
+
+def stream_times(tap, cli, model):
+    """(rank, thread) -> [(ts, dur)] as the trace holds them (lossy: as checked in trace.txt)."""
+    times = {}
+    for (rank, thread), evs in model.streams.items():
+        if model.timing == TIMING_NONE:
+            times[(rank, thread)] = [(0, 0)] * len(evs)
+        elif model.timing == TIMING_LOSSLESS:
+            times[(rank, thread)] = [(e[1], e[2]) for e in evs]
+        else:
+            path = b"ranks/%d/threads/%d/trace.txt" % (rank, thread)
+            rc, data, err = cli.cat(path)
+            t = lossy_times(tap, data, evs, "trace.txt", model.header["rel_err"], path)
+            if rc != 0 or t is None:
+                tap.ok(False, "times of %s" % path.decode(), err)
+                return None
+            times[(rank, thread)] = t
+    return times
 
 
 def check_jsonl(tap, path, data, n, jq):
@@ -438,7 +461,9 @@ def check_info(tap, cli, model, n_events):
                (model.max_ts, model.max_dur), "max_ts_ns and max_dur_ns are the true maxima",
                info["timing"])
     rc, readme, err = cli.cat(b"README.txt")
-    tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/trace.txt" in readme, "cat README.txt", err)
+    tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/" in readme and b"stacks.folded" in readme and
+           (b"not interleaved" in readme) == (model.timing == TIMING_NONE), "cat README.txt",
+           err)
     rc, text, err = cli.cat(b"info.json")
     try:
         same = rc == 0 and text.endswith(b"}\n") and json.loads(text) == info
@@ -543,7 +568,14 @@ def full(args, tap, workdir):
     jq = shutil.which("jq")
     if not jq:
         tap.diag("jq not found: JSON lines are checked with json.loads only")
-    check_views(tap, cli, model, info, jq)
+    listed = check_views(tap, cli, model, info, jq)
+    times = stream_times(tap, cli, model)
+    if times is not None:
+        seed = args.seed * 1000003 + model.timing
+        tap.diag("random slices: seed %d" % seed)
+        tree = tree_checks.check_tree(tap, cli, model, info, times, listed, text_escape,
+                                      args.slices, seed)
+        tree_checks.check_split(tap, cli, tree, 300000)
     check_errors(tap, cli, args.tracefs)
     check_corruption(tap, args.tracefs, trace, info, workdir)
 
@@ -574,6 +606,7 @@ def main():
     ap.add_argument("--events", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--large", type=int, default=0)
+    ap.add_argument("--slices", help="the vtree_slices helper (random-offset reads)")
     args = ap.parse_args()
     tap = Tap()
     workdir = tempfile.mkdtemp(prefix="tracefs-cli-")

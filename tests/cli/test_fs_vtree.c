@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,23 +126,35 @@ static void test_vtree_layout_and_lookup(void **state)
 {
 	struct fixture *f = *state;
 	struct fs_node_info n;
-	const char *names[3];
+	static const char *const root[] = {"README.txt",     "info.json",   "trace.json",
+					   "summary.txt",    "signatures.txt", "grammar.txt",
+					   "ranks"};
+	static const char *const rank[] = {"trace.txt",	  "events.jsonl",  "trace.json",
+					   "summary.txt", "stacks.folded", "threads",
+					   "phases"};
 	uint64_t ino, dir;
 
 	assert_int_equal(resolve(f->vt, ""), FS_ROOT_INO);
 	assert_int_equal(resolve(f->vt, "//"), FS_ROOT_INO);
 	assert_int_equal(fs_vtree_stat(f->vt, FS_ROOT_INO, &n), 0);
 	assert_true(n.is_dir);
-	assert_int_equal(n.n_children, 3);
-	for (uint32_t i = 0; i < 3; i++) {
+	assert_int_equal(n.n_children, 7);
+	for (uint32_t i = 0; i < 7; i++) {
 		assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, i, &ino), 0);
 		assert_int_equal(fs_vtree_stat(f->vt, ino, &n), 0);
-		names[i] = n.name;
+		assert_string_equal(n.name, root[i]);
 	}
-	assert_string_equal(names[0], "README.txt");
-	assert_string_equal(names[1], "info.json");
-	assert_string_equal(names[2], "ranks");
-	assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, 3, &ino), -ENOENT);
+	assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, 7, &ino), -ENOENT);
+	dir = resolve(f->vt, "ranks/0");
+	for (uint32_t i = 0; i < 7; i++) {
+		assert_int_equal(fs_vtree_child(f->vt, dir, i, &ino), 0);
+		assert_int_equal(fs_vtree_stat(f->vt, ino, &n), 0);
+		assert_string_equal(n.name, rank[i]);
+	}
+	resolve(f->vt, "ranks/0/threads/0/trace.json");
+	resolve(f->vt, "ranks/0/phases/p/stacks.folded");
+	assert_int_equal(fs_vtree_resolve(f->vt, "ranks/0/threads/0/summary.txt", &ino), -ENOENT);
+	assert_int_equal(fs_vtree_resolve(f->vt, "trace.json.d", &ino), -ENOENT);
 
 	dir = resolve(f->vt, "/ranks/0/phases/");
 	assert_int_equal(fs_vtree_stat(f->vt, dir, &n), 0);
@@ -194,6 +207,12 @@ static void check_file(struct fs_vtree *vt, const char *path, uint64_t want_size
 
 static void test_vtree_files_read_as_sized(void **state)
 {
+	static const char *const composites[] = {
+	    "summary.txt", "signatures.txt", "grammar.txt", "trace.json", "ranks/0/trace.txt",
+	    "ranks/0/events.jsonl", "ranks/0/trace.json", "ranks/0/summary.txt",
+	    "ranks/3/trace.json", "ranks/3/summary.txt", "ranks/0/phases/p/trace.json",
+	    "ranks/0/phases/p/threads/0/trace.json", "ranks/3/phases/%00/trace.json",
+	};
 	struct fixture *f = *state;
 	struct fs_vfile *h;
 	uint64_t size;
@@ -208,6 +227,10 @@ static void test_vtree_files_read_as_sized(void **state)
 	check_file(f->vt, "ranks/0/phases/a%2Fb/threads/0/events.jsonl", UINT64_MAX);
 	check_file(f->vt, "ranks/3/threads/1/trace.txt", 0);
 	check_file(f->vt, "ranks/3/phases/%00/threads/1/events.jsonl", 0);
+	for (size_t i = 0; i < sizeof(composites) / sizeof(composites[0]); i++)
+		check_file(f->vt, composites[i], UINT64_MAX);
+	check_file(f->vt, "ranks/3/stacks.folded", 0);
+	check_file(f->vt, "ranks/3/trace.txt", 0);
 	assert_int_equal(fs_vfile_open(f->vt, resolve(f->vt, "ranks"), &h), -EISDIR);
 	assert_int_equal(fs_vfile_open(f->vt, 99999, &h), -ENOENT);
 	fs_vfile_close(NULL);
@@ -243,6 +266,174 @@ static void test_vtree_kind_without_val_fields(void **state)
 	unlink(f.path);
 }
 
+/* The whole of file @path, NUL-terminated; its size in @size. */
+static char *read_path(struct fs_vtree *vt, const char *path, uint64_t *size)
+{
+	struct fs_node_info n;
+	struct fs_vfile *h;
+	uint64_t ino = resolve(vt, path);
+	char *all;
+
+	assert_int_equal(fs_vtree_stat(vt, ino, &n), 0);
+	assert_int_equal(fs_vfile_open(vt, ino, &h), 0);
+	all = malloc(n.size + 1);
+	assert_non_null(all);
+	assert_int_equal(fs_vfile_read(h, all, n.size + 1, 0), n.size);
+	all[n.size] = '\0';
+	fs_vfile_close(h);
+	*size = n.size;
+	return all;
+}
+
+/* Open @path (a new trace) as a fixture of its own. */
+static void open_fixture(struct fixture *f, struct tfs_writer *w)
+{
+	int fd;
+
+	strcpy(f->path, "/tmp/test_fs_vtree.XXXXXX");
+	fd = mkstemp(f->path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(tfs_writer_save(w, f->path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(f->path, &f->trace, NULL), 0);
+	assert_int_equal(fs_vtree_new(f->trace, "t", &f->vt), 0);
+}
+
+static void close_fixture(struct fixture *f)
+{
+	fs_vtree_free(f->vt);
+	tfs_trace_close(f->trace);
+	unlink(f->path);
+}
+
+/*
+ * Two threads whose events all start at the same times: the merged view alternates thread 0
+ * and thread 1, and crosses merge checkpoints (4096 events apart) in both directions.
+ */
+static void test_vtree_merge_ties_and_checkpoints(void **state)
+{
+	enum { N = 5000 };
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	struct fs_vfile *h;
+	char *merged, *t0, *t1, *p0, *p1, *want, *o;
+	uint64_t size, n0, n1, seed = 42;
+	uint32_t kind;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
+	for (uint32_t t = 0; t < 2; t++) {
+		assert_int_equal(tfs_writer_stream_new(w, 0, t, &s), 0);
+		for (uint64_t i = 0; i < N; i++) {
+			union tfs_arg a[2] = {{.u = 3}, {.u = (i * 7919 + t) % 100000}};
+
+			assert_int_equal(tfs_wstream_append(s, kind, 10 * (i / 2), 1 + i % 13, a), 0);
+		}
+	}
+	open_fixture(&f, w);
+	merged = read_path(f.vt, "ranks/0/trace.txt", &size);
+	t0 = read_path(f.vt, "ranks/0/threads/0/trace.txt", &n0);
+	t1 = read_path(f.vt, "ranks/0/threads/1/trace.txt", &n1);
+	assert_int_equal(size, n0 + n1);
+	/* equal start times: thread 0 before thread 1, each thread in its own order */
+	want = o = malloc(size + 1);
+	assert_non_null(want);
+	p0 = t0;
+	p1 = t1;
+	for (uint64_t i = 0; i < N / 2; i++) {
+		for (int k = 0; k < 2; k++) {
+			size_t l = (size_t)(strchr(p0, '\n') + 1 - p0);
+
+			memcpy(o, p0, l);
+			o += l;
+			p0 += l;
+		}
+		for (int k = 0; k < 2; k++) {
+			size_t l = (size_t)(strchr(p1, '\n') + 1 - p1);
+
+			memcpy(o, p1, l);
+			o += l;
+			p1 += l;
+		}
+	}
+	assert_int_equal(o - want, size);
+	assert_memory_equal(merged, want, size);
+	print_message("# random slices of the merged view: seed %" PRIu64 "\n", seed);
+	assert_int_equal(fs_vfile_open(f.vt, resolve(f.vt, "ranks/0/trace.txt"), &h), 0);
+	for (int i = 0; i < 300; i++) {
+		char piece[3000];
+		uint64_t off = (seed = seed * 6364136223846793005u + 1442695040888963407u) % size;
+		size_t len = 1 + (seed >> 33) % sizeof(piece);
+		ssize_t got = fs_vfile_read(h, piece, len, off);
+
+		assert_int_equal(got, len < size - off ? len : size - off);
+		assert_memory_equal(piece, want + off, (size_t)got);
+	}
+	fs_vfile_close(h);
+	free(want);
+	free(merged);
+	free(t0);
+	free(t1);
+	close_fixture(&f);
+}
+
+/*
+ * No timing and byte counts in the signatures: the profile comes from the grammar's counts;
+ * the rank's trace.txt is its threads one after the other; zones have no extent.
+ */
+static void test_vtree_untimed_profiles(void **state)
+{
+	static const struct tfs_arg_desc alloc_args[] = {
+	    {"size", TFS_TYPE_U64, TFS_ENC_SIG, TFS_ARG_BYTES, NULL}};
+	static const struct tfs_arg_desc zone_args[] = {{"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL}};
+	static const struct tfs_kind_desc kinds[] = {{"grab", "alloc", 1, alloc_args},
+						     {"zone", "zone", 1, zone_args}};
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	char *text, *t0, *t1;
+	uint64_t size, n0, n1;
+	uint32_t k[2];
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kinds[0], &k[0]), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kinds[1], &k[1]), 0);
+	for (uint32_t t = 0; t < 2; t++) {
+		union tfs_arg z = {.s = "a;b\n"}, a = {.u = 100 + t};
+
+		assert_int_equal(tfs_writer_stream_new(w, 0, t, &s), 0);
+		assert_int_equal(tfs_wstream_append(s, k[1], 0, 0, &z), 0);
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(tfs_wstream_append(s, k[0], 0, 0, &a), 0);
+	}
+	open_fixture(&f, w);
+	text = read_path(f.vt, "ranks/0/summary.txt", &size);
+	assert_non_null(strstr(text, "\nkind               6                  0              0"
+				     "                603  grab\n"));
+	assert_non_null(strstr(text, "\nzone               2                  0              0"
+				     "                  0  zone \"a;b\\n\"\n"));
+	free(text);
+	text = read_path(f.vt, "ranks/0/stacks.folded", &size);
+	assert_string_equal(text, "rank 0;thread 0 300\nrank 0;thread 1 303\n");
+	free(text);
+	text = read_path(f.vt, "ranks/0/trace.txt", &size);
+	t0 = read_path(f.vt, "ranks/0/threads/0/trace.txt", &n0);
+	t1 = read_path(f.vt, "ranks/0/threads/1/trace.txt", &n1);
+	assert_int_equal(size, n0 + n1);
+	assert_memory_equal(text, t0, n0);
+	assert_memory_equal(text + n0, t1, n1);
+	free(text);
+	free(t0);
+	free(t1);
+	text = read_path(f.vt, "signatures.txt", &size);
+	assert_non_null(strstr(text, "      3  grab(size=101)\n"));
+	free(text);
+	close_fixture(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +441,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_vtree_layout_and_lookup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_vtree_files_read_as_sized, setup, teardown),
 	    cmocka_unit_test(test_vtree_kind_without_val_fields),
+	    cmocka_unit_test(test_vtree_merge_ties_and_checkpoints),
+	    cmocka_unit_test(test_vtree_untimed_profiles),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

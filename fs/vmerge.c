@@ -1,0 +1,427 @@
+/*
+ * Merged views: the trace.txt or events.jsonl lines of several threads (a rank, or a phase
+ * directory) interleaved in start-time order, ties broken by thread and then event index.
+ * Every line's length is fixed by its terminal (FORMAT.md §9), so the merged file's size is
+ * the sum of the threads' views, known without decoding.
+ *
+ * Reading at an arbitrary offset needs to know which events precede it. The first read of a
+ * scope builds its merge index in one pass that decodes every start time: every
+ * max(4096, 128 x threads) merged events, a checkpoint keeps each thread's next event index
+ * and the merged byte offset in both views. The index costs (8 x threads + 16) bytes per
+ * checkpoint: under 0.07 bytes per event up to 32 threads and at most 1/16 byte per event
+ * beyond, plus one u32 per terminal and view for line lengths (shared by the tree). A read
+ * binary-searches the checkpoints, decodes each thread's next start time, then merges
+ * forward, decoding only start times until its offset and rendering only the lines it
+ * returns. A handle remembers its merge position, so sequential reads cost O(1) per event.
+ *
+ * Traces without timing are not merged (every time is 0): vbuild.c serves those as the
+ * threads' views one after the other.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vnode_i.h"
+
+#define CP_MIN_EVENTS 4096
+#define CP_EVENTS_PER_THREAD 128
+
+struct fs_merge_index {
+	uint64_t interval; /* merged events between checkpoints */
+	uint64_t n_cp;
+	uint64_t *next;	   /* [n_cp][n_segs]: each segment's next event, relative to its first */
+	uint64_t *off;	   /* [n_cp][2]: merged byte offset in the TEXT and JSONL views */
+};
+
+/* A position in the merge: each segment's next event (its head) in a heap. */
+struct mstate {
+	struct fs_vtree *vt;
+	const struct fs_scope *sc;
+	struct tfs_cursor **cur; /* [n_segs] over each segment's range, in the file's view */
+	uint64_t *next;		 /* [n_segs] the head, relative to the segment's first */
+	uint64_t *toff;		 /* [n_segs] where the head's line starts in the segment's view */
+	uint64_t *ts;		 /* [n_segs] the head's start time */
+	uint32_t *term;		 /* [n_segs] the head's terminal */
+	uint32_t *heap;		 /* segments with a head, smallest (ts, segment) first */
+	uint32_t n_heap;
+	uint64_t count;		 /* merged events before the top head */
+	uint64_t off[2];	 /* merged offset of the top head's line, TEXT and JSONL */
+	bool valid;
+};
+
+struct fs_merge_reader {
+	struct mstate ms;
+	struct fs_scope *sc;
+	int view;
+	uint64_t size;
+	const struct fs_merge_index *mi; /* once built */
+};
+
+int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
+		  uint64_t *size)
+{
+	*size = 0;
+	for (uint32_t i = 0; i < sc->n_segs; i++) {
+		const struct fs_seg *s = &sc->segs[i];
+		uint64_t n;
+		int rc = tfs_trace_view_size(vt->trace, s->stream, view, s->first, s->n_events, &n);
+
+		if (rc < 0)
+			return rc;
+		*size += n;
+	}
+	return 0;
+}
+
+void fs_merge_index_free(struct fs_merge_index *mi)
+{
+	if (!mi)
+		return;
+	free(mi->next);
+	free(mi->off);
+	free(mi);
+}
+
+/* Length of every line of terminal @term in @view, learnt from one event of it. */
+static int line_len(struct mstate *ms, int view, uint32_t seg, uint32_t term, uint64_t *len)
+{
+	_Atomic uint32_t *known = &ms->vt->term_len[view][term];
+	const struct fs_seg *s = &ms->sc->segs[seg];
+	uint64_t n;
+	int rc;
+
+	n = atomic_load_explicit(known, memory_order_relaxed);
+	if (n == 0) {
+		rc = tfs_trace_view_size(ms->vt->trace, s->stream, view, s->first + ms->next[seg],
+					 1, &n);
+		if (rc < 0)
+			return rc;
+		if (n == 0 || n > UINT32_MAX)
+			return -TFS_ECORRUPT;
+		atomic_store_explicit(known, (uint32_t)n, memory_order_relaxed);
+	}
+	*len = n;
+	return 0;
+}
+
+static bool before(const struct mstate *ms, uint32_t a, uint32_t b)
+{
+	return ms->ts[a] != ms->ts[b] ? ms->ts[a] < ms->ts[b] : a < b;
+}
+
+static void heap_push(struct mstate *ms, uint32_t seg)
+{
+	uint32_t i = ms->n_heap++;
+
+	while (i > 0 && before(ms, seg, ms->heap[(i - 1) / 2])) {
+		ms->heap[i] = ms->heap[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	ms->heap[i] = seg;
+}
+
+static void heap_pop(struct mstate *ms)
+{
+	uint32_t last = ms->heap[--ms->n_heap], i = 0;
+
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+
+		if (c >= ms->n_heap)
+			break;
+		if (c + 1 < ms->n_heap && before(ms, ms->heap[c + 1], ms->heap[c]))
+			c++;
+		if (!before(ms, ms->heap[c], last))
+			break;
+		ms->heap[i] = ms->heap[c];
+		i = c;
+	}
+	if (ms->n_heap > 0)
+		ms->heap[i] = last;
+}
+
+/* Decode the start time of segment @seg's head and put it in the heap (if it has one). */
+static int load_head(struct mstate *ms, uint32_t seg, struct tfs_diag *diag)
+{
+	const struct fs_seg *s = &ms->sc->segs[seg];
+	struct tfs_event ev;
+	int rc;
+
+	if (ms->next[seg] >= s->n_events)
+		return 0;
+	rc = tfs_cursor_event(ms->cur[seg], s->first + ms->next[seg], &ev, diag);
+	if (rc < 0)
+		return rc;
+	ms->ts[seg] = ev.ts_ns;
+	ms->term[seg] = ev.terminal;
+	heap_push(ms, seg);
+	return 0;
+}
+
+static void ms_fini(struct mstate *ms)
+{
+	for (uint32_t i = 0; ms->cur && i < ms->sc->n_segs; i++)
+		tfs_cursor_free(ms->cur[i]);
+	free(ms->cur);
+	free(ms->next);
+	free(ms->toff);
+	free(ms->ts);
+	free(ms->term);
+	free(ms->heap);
+}
+
+static int ms_init(struct mstate *ms, struct fs_vtree *vt, const struct fs_scope *sc, int view)
+{
+	size_t n = sc->n_segs ? sc->n_segs : 1;
+
+	memset(ms, 0, sizeof(*ms));
+	ms->vt = vt;
+	ms->sc = sc;
+	ms->cur = calloc(n, sizeof(*ms->cur));
+	ms->next = calloc(n, sizeof(*ms->next));
+	ms->toff = calloc(n, sizeof(*ms->toff));
+	ms->ts = calloc(n, sizeof(*ms->ts));
+	ms->term = calloc(n, sizeof(*ms->term));
+	ms->heap = calloc(n, sizeof(*ms->heap));
+	if (!ms->cur || !ms->next || !ms->toff || !ms->ts || !ms->term || !ms->heap)
+		goto err_fini;
+	for (uint32_t i = 0; i < sc->n_segs; i++) {
+		const struct fs_seg *s = &sc->segs[i];
+		int rc = tfs_cursor_new(vt->trace, s->stream, view, s->first, s->n_events,
+					&ms->cur[i]);
+
+		if (rc < 0) {
+			ms_fini(ms);
+			return rc;
+		}
+	}
+	return 0;
+
+err_fini:
+	ms_fini(ms);
+	return -ENOMEM;
+}
+
+/* Go to checkpoint @k of @mi (NULL: the start). */
+static int ms_seek(struct mstate *ms, const struct fs_merge_index *mi, uint64_t k,
+		   struct tfs_diag *diag)
+{
+	uint32_t n_segs = ms->sc->n_segs;
+	int rc;
+
+	ms->valid = false;
+	ms->n_heap = 0;
+	ms->count = mi ? k * mi->interval : 0;
+	ms->off[0] = mi ? mi->off[2 * k] : 0;
+	ms->off[1] = mi ? mi->off[2 * k + 1] : 0;
+	for (uint32_t i = 0; i < n_segs; i++) {
+		ms->next[i] = mi ? mi->next[k * n_segs + i] : 0;
+		ms->toff[i] = 0;
+		if (ms->next[i] > 0 && ms->next[i] < ms->sc->segs[i].n_events) {
+			rc = tfs_cursor_event_offset(ms->cur[i], ms->next[i], &ms->toff[i]);
+			if (rc < 0)
+				return rc;
+		}
+		rc = load_head(ms, i, diag);
+		if (rc < 0)
+			return rc;
+	}
+	ms->valid = true;
+	return 0;
+}
+
+/* Step past the top head. @view: the view the segments' offsets are kept in. */
+static int ms_advance(struct mstate *ms, int view, struct tfs_diag *diag)
+{
+	uint32_t seg = ms->heap[0];
+	uint64_t len[2];
+	int rc;
+
+	for (int v = 0; v < 2; v++) {
+		rc = line_len(ms, v, seg, ms->term[seg], &len[v]);
+		if (rc < 0)
+			goto err_invalid;
+		ms->off[v] += len[v];
+	}
+	heap_pop(ms);
+	ms->toff[seg] += len[view];
+	ms->next[seg]++;
+	ms->count++;
+	rc = load_head(ms, seg, diag);
+	if (rc < 0)
+		goto err_invalid;
+	return 0;
+
+err_invalid:
+	ms->valid = false;
+	return rc;
+}
+
+/* ---- the index ---- */
+
+struct build_arg {
+	struct fs_vtree *vt;
+	struct fs_scope *sc;
+	struct tfs_diag *diag;
+};
+
+static int build_index(void *arg)
+{
+	struct build_arg *a = arg;
+	const struct fs_scope *sc = a->sc;
+	struct fs_merge_index *mi;
+	struct mstate ms;
+	int rc;
+
+	mi = calloc(1, sizeof(*mi));
+	if (!mi)
+		return -ENOMEM;
+	mi->interval = (uint64_t)CP_EVENTS_PER_THREAD * sc->n_segs;
+	if (mi->interval < CP_MIN_EVENTS)
+		mi->interval = CP_MIN_EVENTS;
+	mi->n_cp = sc->n_events / mi->interval + 1;
+	mi->next = calloc(mi->n_cp * (sc->n_segs ? sc->n_segs : 1), sizeof(*mi->next));
+	mi->off = calloc(mi->n_cp * 2, sizeof(*mi->off));
+	rc = mi->next && mi->off ? ms_init(&ms, a->vt, sc, TFS_VIEW_TEXT) : -ENOMEM;
+	if (rc < 0)
+		goto err_free_index;
+	rc = ms_seek(&ms, NULL, 0, a->diag);
+	for (uint64_t k = 0; k < mi->n_cp && rc == 0; k++) {
+		memcpy(&mi->next[k * sc->n_segs], ms.next, sc->n_segs * sizeof(*ms.next));
+		mi->off[2 * k] = ms.off[0];
+		mi->off[2 * k + 1] = ms.off[1];
+		for (uint64_t i = 0; i < mi->interval && ms.n_heap > 0 && rc == 0; i++)
+			rc = ms_advance(&ms, TFS_VIEW_TEXT, a->diag);
+	}
+	ms_fini(&ms);
+	if (rc < 0)
+		goto err_free_index;
+	a->sc->merge = mi;
+	return 0;
+
+err_free_index:
+	fs_merge_index_free(mi);
+	return rc;
+}
+
+/* ---- readers ---- */
+
+int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, int view,
+			struct fs_merge_reader **out)
+{
+	struct fs_merge_reader *r;
+	int rc;
+
+	*out = NULL;
+	assert(view == TFS_VIEW_TEXT || view == TFS_VIEW_JSONL);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->sc = sc;
+	r->view = view;
+	rc = fs_merge_size(vt, sc, view, &r->size);
+	if (rc == 0)
+		rc = ms_init(&r->ms, vt, sc, view);
+	if (rc < 0) {
+		free(r);
+		return rc;
+	}
+	*out = r;
+	return 0;
+}
+
+void fs_merge_reader_free(struct fs_merge_reader *r)
+{
+	if (!r)
+		return;
+	ms_fini(&r->ms);
+	free(r);
+}
+
+/* The last checkpoint at or before merged byte @off. */
+static uint64_t checkpoint_at(const struct fs_merge_index *mi, int view, uint64_t off)
+{
+	uint64_t lo = 0, hi = mi->n_cp;
+
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (mi->off[2 * mid + view] <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Put the merge at the line holding @off: from where it is if that is on the way. */
+static int position(struct fs_merge_reader *r, uint64_t off, struct tfs_diag *diag)
+{
+	struct mstate *ms = &r->ms;
+	uint64_t k = checkpoint_at(r->mi, r->view, off), len;
+	int rc;
+
+	if (!ms->valid || off < ms->off[r->view] || k > ms->count / r->mi->interval) {
+		rc = ms_seek(ms, r->mi, k, diag);
+		if (rc < 0)
+			return rc;
+	}
+	while (ms->n_heap > 0) {
+		rc = line_len(ms, r->view, ms->heap[0], ms->term[ms->heap[0]], &len);
+		if (rc < 0)
+			return rc;
+		if (ms->off[r->view] + len > off)
+			break;
+		rc = ms_advance(ms, r->view, diag);
+		if (rc < 0)
+			return rc;
+	}
+	return ms->n_heap > 0 ? 0 : -TFS_ECORRUPT;
+}
+
+ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t off,
+		      struct tfs_diag *diag)
+{
+	struct mstate *ms = &r->ms;
+	struct build_arg a = {.vt = ms->vt, .sc = r->sc, .diag = diag};
+	size_t done = 0;
+	int rc;
+
+	if (off >= r->size || len == 0)
+		return 0;
+	if (len > r->size - off)
+		len = (size_t)(r->size - off);
+	if (!r->mi) {
+		rc = fs_once_run(&r->sc->merge_once, build_index, &a);
+		if (rc < 0)
+			return rc;
+		r->mi = r->sc->merge;
+	}
+	rc = position(r, off, diag);
+	while (rc == 0 && done < len) {
+		uint32_t seg = ms->heap[0];
+		uint64_t line, intra = off + done - ms->off[r->view];
+		size_t n;
+		ssize_t got;
+
+		rc = line_len(ms, r->view, seg, ms->term[seg], &line);
+		if (rc < 0)
+			break;
+		n = line - intra < len - done ? (size_t)(line - intra) : len - done;
+		got = tfs_cursor_pread(ms->cur[seg], (char *)buf + done, n, ms->toff[seg] + intra,
+				       diag);
+		if (got != (ssize_t)n) {
+			rc = got < 0 ? (int)got : -TFS_ECORRUPT;
+			break;
+		}
+		done += n;
+		if (intra + n == line && ms->n_heap > 0 && off + done < r->size)
+			rc = ms_advance(ms, r->view, diag);
+	}
+	if (rc < 0) {
+		ms->valid = false;
+		return rc;
+	}
+	return (ssize_t)done;
+}

@@ -1,0 +1,267 @@
+/*
+ * Inside the virtual tree: the node table, the scopes files are computed over, the
+ * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
+ * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
+ * vmerge.c time-merged views, vsummary.c profiles and stacks, vtables.c the signature and
+ * grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
+ * includes this; the tree's users see vtree_i.h only.
+ */
+#ifndef TFS_FS_VNODE_I_H
+#define TFS_FS_VNODE_I_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tfs/reader.h"
+#include "vtree_i.h"
+
+/*
+ * trace.json files whose event lines exceed this also get trace.json.d/part-NNN.json.
+ * The environment variable TRACEFS_JSON_SPLIT_BYTES overrides it (for tests).
+ */
+#define FS_JSON_SPLIT_BYTES (UINT64_C(512) << 20)
+
+/* ---- once-only computations ---- */
+
+/*
+ * A computation run at most once successfully, by whichever thread needs it first; others
+ * wait on @lock. A failed run (ENOMEM, a corrupt block) is retried by the next caller.
+ */
+struct fs_once {
+	pthread_mutex_t lock;
+	atomic_bool done; /* set (release) after a successful run; read (acquire) lock-free */
+};
+
+void fs_once_init(struct fs_once *o);
+void fs_once_fini(struct fs_once *o);
+/** Run @fn(@arg) unless it already succeeded. @return 0 or @fn's negative errno */
+int fs_once_run(struct fs_once *o, int (*fn)(void *arg), void *arg);
+
+/* ---- scopes: the event ranges a file covers ---- */
+
+/** One event range of one stream. */
+struct fs_seg {
+	uint32_t stream, rank, thread;
+	uint64_t first, n_events;
+};
+
+struct fs_merge_index;
+
+/*
+ * What a composite or computed file covers: event ranges (at most one per thread, sorted by
+ * rank then thread) and the phases trace.json draws. Owned by the tree, immutable after
+ * the build except for the lazily built merge index.
+ */
+struct fs_scope {
+	char *label;	     /* owned; "rank 0", shown in summary headers */
+	struct fs_seg *segs; /* owned */
+	uint32_t n_segs, segs_cap;
+	uint32_t *phases;    /* owned; phase indices, by rank then index */
+	uint32_t n_phases, phases_cap;
+	uint64_t n_events;   /* over all segs */
+	struct fs_once merge_once;	/* guards merge */
+	struct fs_merge_index *merge;	/* vmerge.c; NULL until the first merged read */
+};
+
+/* ---- kinds and terminals ---- */
+
+/** What the profiles need to know of an event kind. Strings borrowed from the trace. */
+struct fs_kind {
+	const char *name, *category;
+	uint32_t n_args;
+	struct tfs_arg_desc args[TFS_MAX_ARGS]; /* strings borrowed from the trace */
+	int32_t result;	 /* the argument printed after " = ", or -1 */
+	bool is_zone;	 /* first argument a STR called "name" (as FORMAT.md §9 Chrome names) */
+	bool is_alloc;	 /* category "alloc" with a byte-count argument */
+};
+
+/**
+ * What a call signature fixes: the text-escaped zone name, the byte counts in it. Read from
+ * tfs_trace_signature()'s text (the codec has no call for a terminal's arguments).
+ */
+struct fs_term {
+	uint32_t kind;
+	bool bytes_val;	   /* some byte-count argument varies per occurrence (VAL) */
+	uint64_t sig_bytes; /* sum of the byte-count arguments fixed by the signature */
+	char *zone;	   /* owned; zones: the name as the text view prints it, quoted */
+};
+
+/* ---- nodes ---- */
+
+enum node_kind {
+	NODE_DIR,
+	NODE_GEN,    /* generated buffer held by the tree */
+	NODE_VIEW,   /* a view over an event range of one stream */
+	NODE_CONCAT, /* parts put end to end (vconcat.c) */
+	NODE_MERGE,  /* the events of several threads in time order (vmerge.c) */
+	NODE_LAZY,   /* generated at the first stat or open (vsummary.c, vgen.c) */
+};
+
+enum lazy_what {
+	LAZY_SUMMARY,
+	LAZY_STACKS,
+	LAZY_SIGNATURES,
+	LAZY_GRAMMAR,
+};
+
+struct fs_concat;
+
+/* NODE_LAZY: bytes made by @what over @scope once, then held. */
+struct fs_lazygen {
+	struct fs_once once;
+	struct fs_vtree *vt;
+	int what;			/* enum lazy_what */
+	const struct fs_scope *scope;	/* summary, stacks */
+	char *data;			/* owned, after once */
+	size_t len;
+	uint32_t node;			/* whose size the run sets */
+};
+
+struct vnode {
+	char *name;	    /* owned */
+	uint32_t parent;    /* node index; the root is its own parent */
+	uint8_t kind;	    /* enum node_kind */
+	uint8_t view;	    /* NODE_VIEW, NODE_MERGE: enum tfs_view */
+	uint32_t stream;    /* NODE_VIEW */
+	uint64_t first;	    /* NODE_VIEW: first event (stream index) */
+	uint64_t n_events;  /* NODE_VIEW */
+	uint64_t size;	    /* files: exact bytes (CONCAT, LAZY: once done) */
+	const char *gen;    /* NODE_GEN: borrowed from the tree */
+	struct fs_concat *concat;	/* NODE_CONCAT: owned */
+	struct fs_scope *scope;		/* NODE_MERGE: borrowed from the tree */
+	struct fs_lazygen *lazy;	/* NODE_LAZY: owned */
+	uint64_t sort_key;  /* listing order among siblings (ties: creation order) */
+	uint32_t *children; /* NODE_DIR: listing order, after finish() */
+	uint32_t *by_name;  /* NODE_DIR: sorted by strcmp(name), for lookup */
+	uint32_t n_children;
+	uint32_t children_cap;
+};
+
+struct fs_vtree {
+	struct tfs_trace *trace; /* borrowed */
+	struct tfs_trace_info ti;
+	struct vnode *nodes;
+	uint32_t n_nodes;
+	uint32_t nodes_cap;
+	char *readme, *info; /* generated files */
+	size_t readme_len, info_len;
+	struct fs_scope **scopes; /* owned */
+	uint32_t n_scopes, scopes_cap;
+	struct fs_kind *kinds;	  /* [ti.n_kinds] */
+	struct fs_term *terms;	  /* [ti.n_terminals], filled by terms_once */
+	struct fs_once terms_once;
+	_Atomic uint32_t *term_len[2]; /* TEXT, JSONL line length per terminal; 0: not known yet */
+	uint64_t split_bytes;	  /* FS_JSON_SPLIT_BYTES or its override */
+	uint32_t max_thread;	  /* highest thread number of any stream */
+};
+
+/* ---- vphase.c ---- */
+
+/** A phase with its stream's rank and thread. */
+struct fs_phase_rec {
+	uint32_t idx, rank, thread, stream;
+	const char *name; /* borrowed from the trace, or a directory name */
+	uint64_t first, n_events;
+};
+
+/** Read every phase with its stream's rank and thread, in trace order. */
+int fs_phase_recs(const struct tfs_trace *t, uint32_t n_phases, struct fs_phase_rec *recs);
+/** qsort order: rank, then name, then index. */
+int fs_phase_rec_cmp(const void *a, const void *b);
+
+/* ---- vbuild.c ---- */
+
+/** Lay out the whole tree of @vt->trace (nodes, scopes, generated files). */
+int fs_vtree_build(struct fs_vtree *vt, const char *trace_name);
+/** Accepts NULL. */
+void fs_scope_free(struct fs_scope *sc);
+
+/* ---- vconcat.c: a file made of parts ---- */
+
+/** Generates a lazy part: a new malloc'ed buffer in @out. @return 0 or -errno */
+typedef int (*fs_part_gen_fn)(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
+			      size_t *len);
+
+/** A new empty composite of @vt's trace (borrowed). @return NULL on ENOMEM */
+struct fs_concat *fs_concat_new(struct fs_vtree *vt);
+/** Accepts NULL. */
+void fs_concat_free(struct fs_concat *c);
+/** Append fixed bytes (borrowed, must outlive the concat). @return 0 or -ENOMEM */
+int fs_concat_add_bytes(struct fs_concat *c, const char *bytes, size_t len);
+/** Append a stream view's event range. @return 0, -ENOMEM or tfs_trace_view_size()'s error */
+int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t stream,
+		       int view, uint64_t first, uint64_t n);
+/** Append a part that @gen makes at the first fs_concat_ready(). @return 0 or -ENOMEM */
+int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc);
+/** Make the lazy parts once (thread-safe) and give the total size. @return 0 or -errno */
+int fs_concat_ready(struct fs_concat *c, uint64_t *size);
+
+struct fs_concat_reader;
+int fs_concat_reader_new(const struct fs_concat *c, struct tfs_trace *t,
+			 struct fs_concat_reader **out);
+void fs_concat_reader_free(struct fs_concat_reader *r);
+/** Read a concat made ready before. @return bytes, 0 at the end, or -errno */
+ssize_t fs_concat_read(struct fs_concat_reader *r, void *buf, size_t len, uint64_t off,
+		       struct tfs_diag *diag);
+
+/* ---- vmerge.c: threads interleaved in time order ---- */
+
+struct fs_merge_reader;
+/** Total bytes of @view over @sc: the sum of its segments' views. */
+int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
+		  uint64_t *size);
+int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, int view,
+			struct fs_merge_reader **out);
+void fs_merge_reader_free(struct fs_merge_reader *r);
+/** Builds the scope's merge index on the first call. @return bytes, 0 at the end, -errno */
+ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t off,
+		      struct tfs_diag *diag);
+void fs_merge_index_free(struct fs_merge_index *mi);
+
+/* ---- vsummary.c ---- */
+
+/** Make vt->terms (once). @return 0, -ENOMEM or a reader error */
+int fs_terms_ready(struct fs_vtree *vt);
+/** summary.txt of @sc. @return 0 or -errno; @out is new */
+int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+/** stacks.folded of @sc. @return 0 or -errno; @out is new */
+int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+
+/* ---- vgen.c ---- */
+
+/** A growing text buffer; after an allocation failure every call is a no-op. */
+struct fs_sbuf {
+	char *data;
+	size_t len, cap;
+	bool failed;
+};
+
+void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len);
+/** Hand the buffer over. @return 0 or -ENOMEM (the buffer is freed then) */
+int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len);
+
+/**
+ * Generate README.txt (@readme) and info.json (@info) as malloc'ed buffers the caller frees.
+ * @return 0 or -ENOMEM (nothing allocated then)
+ */
+int fs_gen_files(const struct fs_vtree *vt, const char *trace_name, char **readme,
+		 size_t *readme_len, char **info, size_t *info_len);
+/** The end of a trace.json: metadata and phase events, then "]\n" (fs_part_gen_fn). */
+int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
+		       size_t *len);
+/** The same without phase events (the later parts of a split trace.json). */
+int fs_chrome_tail_nophase_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
+			       size_t *len);
+
+/* ---- vtables.c ---- */
+
+/** signatures.txt: one line per terminal. */
+int fs_signatures_new(struct fs_vtree *vt, char **out, size_t *len);
+/** grammar.txt: the grammar of every distinct stream under a header line. */
+int fs_grammar_new(struct fs_vtree *vt, char **out, size_t *len);
+
+#endif

@@ -1,0 +1,658 @@
+/*
+ * Profiles of a scope, computed once at the first stat of their file: summary.txt (count,
+ * total and mean duration and bytes moved per event kind and per zone name) and
+ * stacks.folded (bytes allocated per stack of zones, in the folded format flame graph
+ * tools read). Both fold per-terminal facts taken from the call signatures (zone names,
+ * byte counts fixed by the signature) with what only decoding gives (times, VAL byte
+ * counts). When no per-occurrence value is needed - no timing and no VAL byte count - the
+ * counts come from the grammar alone (tfs_trace_term_counts) and nothing is decoded.
+ * Until traces carry backtraces, a stack is the nesting of zones on one thread.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vnode_i.h"
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* ---- terminals: what their signatures fix ---- */
+
+/* One printed value at @p: a quoted string (STR) or up to the next ',' or ')'. */
+static const char *scan_value(const char *p, bool quoted)
+{
+	if (!quoted)
+		return p + strcspn(p, ",)");
+	if (*p++ != '"')
+		return NULL;
+	for (; *p && *p != '"'; p++) {
+		if (*p == '\\' && !*++p)
+			return NULL;
+	}
+	return *p == '"' ? p + 1 : NULL;
+}
+
+/*
+ * Split a signature, printed as the text view prints calls (FORMAT.md §9,
+ * `name(arg=value, ...) = result`), into the printed value of every argument.
+ */
+static int sig_values(const char *sig, const struct fs_kind *k, const char **val,
+		      size_t *val_len)
+{
+	const char *p = sig;
+	size_t n = strlen(k->name);
+	bool first = true;
+
+	if (strncmp(p, k->name, n) || p[n] != '(')
+		return -TFS_ECORRUPT;
+	p += n + 1;
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const char *end;
+
+		if ((int32_t)i == k->result)
+			continue;
+		if (!first && strncmp(p, ", ", 2))
+			return -TFS_ECORRUPT;
+		p += first ? 0 : 2;
+		first = false;
+		n = strlen(k->args[i].name);
+		if (strncmp(p, k->args[i].name, n) || p[n] != '=')
+			return -TFS_ECORRUPT;
+		p += n + 1;
+		end = scan_value(p, k->args[i].type == TFS_TYPE_STR);
+		if (!end)
+			return -TFS_ECORRUPT;
+		val[i] = p;
+		val_len[i] = (size_t)(end - p);
+		p = end;
+	}
+	if (*p++ != ')')
+		return -TFS_ECORRUPT;
+	if (k->result >= 0) {
+		if (strncmp(p, " = ", 3))
+			return -TFS_ECORRUPT;
+		val[k->result] = p + 3;
+		val_len[k->result] = strlen(p + 3);
+	} else if (*p) {
+		return -TFS_ECORRUPT;
+	}
+	return 0;
+}
+
+/* A byte count as printed: decimal, or 0x hex; negative (an error result) counts 0. */
+static uint64_t printed_bytes(const char *s, size_t len, int type)
+{
+	char num[32];
+	uint64_t v = 0;
+
+	if (len == 0 || len >= sizeof(num) || s[0] == '-' || s[0] == '*')
+		return 0;
+	memcpy(num, s, len);
+	num[len] = '\0';
+	if (type == TFS_TYPE_HEX)
+		v = strtoull(num + 2, NULL, 16);
+	else if (type == TFS_TYPE_U64 || type == TFS_TYPE_I64)
+		v = strtoull(num, NULL, 10);
+	return v;
+}
+
+static int term_fill(const struct fs_vtree *vt, uint32_t term, struct fs_term *ft)
+{
+	const char *val[TFS_MAX_ARGS] = {0};
+	size_t val_len[TFS_MAX_ARGS] = {0};
+	const struct fs_kind *k;
+	char *sig;
+	ssize_t n;
+	int rc;
+
+	rc = tfs_trace_term_kind(vt->trace, term, &ft->kind);
+	if (rc < 0)
+		return rc;
+	if (ft->kind >= vt->ti.n_kinds)
+		return -TFS_ECORRUPT;
+	k = &vt->kinds[ft->kind];
+	n = tfs_trace_signature(vt->trace, term, NULL, 0);
+	if (n < 0)
+		return (int)n;
+	sig = malloc((size_t)n + 1);
+	if (!sig)
+		return -ENOMEM;
+	tfs_trace_signature(vt->trace, term, sig, (size_t)n + 1);
+	/* the codec prints signatures as FORMAT.md §9 says: anything else is a bug there */
+	rc = sig_values(sig, k, val, val_len);
+	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+		const struct tfs_arg_desc *a = &k->args[i];
+
+		if (!(a->flags & TFS_ARG_BYTES))
+			continue;
+		if (a->enc == TFS_ENC_VAL)
+			ft->bytes_val = true;
+		else if (a->enc == TFS_ENC_SIG)
+			ft->sig_bytes = sat_add(ft->sig_bytes,
+						printed_bytes(val[i], val_len[i], a->type));
+	}
+	if (rc == 0 && k->is_zone) {
+		ft->zone = strndup(val[0], val_len[0]);
+		if (!ft->zone)
+			rc = -ENOMEM;
+	}
+	free(sig);
+	return rc;
+}
+
+static int terms_run(void *arg)
+{
+	struct fs_vtree *vt = arg;
+	uint32_t n = vt->ti.n_terminals;
+	struct fs_term *terms = calloc(n ? n : 1, sizeof(*terms));
+	int rc = terms ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; i < n && rc == 0; i++)
+		rc = term_fill(vt, i, &terms[i]);
+	if (rc < 0) {
+		for (uint32_t i = 0; terms && i < n; i++)
+			free(terms[i].zone);
+		free(terms);
+		return rc;
+	}
+	vt->terms = terms;
+	return 0;
+}
+
+int fs_terms_ready(struct fs_vtree *vt)
+{
+	return fs_once_run(&vt->terms_once, terms_run, vt);
+}
+
+/* Bytes an event moved: the signature's byte counts plus its VAL ones. */
+static uint64_t event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev)
+{
+	const struct fs_term *ft = &vt->terms[ev->terminal];
+	const struct fs_kind *k = &vt->kinds[ev->kind];
+	uint64_t bytes = ft->sig_bytes;
+
+	if (!ft->bytes_val)
+		return bytes;
+	for (uint32_t i = 0; i < k->n_args && i < ev->n_args; i++) {
+		const struct tfs_arg_desc *a = &k->args[i];
+
+		if (!(a->flags & TFS_ARG_BYTES) || a->enc != TFS_ENC_VAL)
+			continue;
+		if (a->type == TFS_TYPE_I64)
+			bytes = sat_add(bytes, ev->args[i].i > 0 ? (uint64_t)ev->args[i].i : 0);
+		else
+			bytes = sat_add(bytes, ev->args[i].u);
+	}
+	return bytes;
+}
+
+/*
+ * Whether segment @s can be counted from the grammar alone: no timing, the whole stream,
+ * and none of its terminals (@counts, from tfs_trace_term_counts) has a VAL byte count.
+ */
+static bool counts_suffice(const struct fs_vtree *vt, const struct fs_seg *s,
+			   const uint64_t *counts, bool allocs_only)
+{
+	struct tfs_stream_info si;
+
+	if (vt->ti.timing != TFS_TIMING_NONE || s->first != 0 ||
+	    tfs_trace_stream(vt->trace, s->stream, &si) < 0 || si.n_events != s->n_events)
+		return false;
+	for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
+		if (counts[t] && vt->terms[t].bytes_val &&
+		    (!allocs_only || vt->kinds[vt->terms[t].kind].is_alloc))
+			return false;
+	}
+	return true;
+}
+
+/* ---- summary.txt ---- */
+
+struct tstat {
+	uint64_t count, total_ns, bytes;
+};
+
+struct row {
+	const char *what; /* "kind" or "zone" */
+	char *name;	  /* owned */
+	struct tstat st;
+};
+
+static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *ts,
+		     uint64_t *counts)
+{
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	int rc;
+
+	rc = tfs_trace_term_counts(vt->trace, s->stream, counts);
+	if (rc < 0)
+		return rc;
+	if (counts_suffice(vt, s, counts, false)) {
+		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
+			ts[t].count += counts[t];
+			ts[t].bytes = sat_add(ts[t].bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+		}
+		return 0;
+	}
+	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
+	for (uint64_t i = 0; i < s->n_events && rc == 0; i++) {
+		rc = tfs_cursor_event(c, s->first + i, &ev, NULL);
+		if (rc < 0)
+			break;
+		ts[ev.terminal].count++;
+		ts[ev.terminal].total_ns = sat_add(ts[ev.terminal].total_ns, ev.dur_ns);
+		ts[ev.terminal].bytes = sat_add(ts[ev.terminal].bytes, event_bytes(vt, &ev));
+	}
+	tfs_cursor_free(c);
+	return rc;
+}
+
+static void add_stat(struct tstat *to, const struct tstat *from)
+{
+	to->count += from->count;
+	to->total_ns = sat_add(to->total_ns, from->total_ns);
+	to->bytes = sat_add(to->bytes, from->bytes);
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c;
+
+	if (x->st.total_ns != y->st.total_ns)
+		return x->st.total_ns > y->st.total_ns ? -1 : 1;
+	c = strcmp(x->what, y->what);
+	return c ? c : strcmp(x->name, y->name);
+}
+
+static int cmp_row_name(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	int c = strcmp(x->what, y->what);
+
+	return c ? c : strcmp(x->name, y->name);
+}
+
+/*
+ * Rows per kind and per (zone kind, name): one per kind and zone terminal, then rows of the
+ * same name (terminals differing in other arguments) folded into one.
+ */
+static int make_rows(const struct fs_vtree *vt, const struct tstat *ts, struct row *rows,
+		     uint32_t *n_rows)
+{
+	uint32_t n = vt->ti.n_kinds, m = 0;
+
+	for (uint32_t k = 0; k < vt->ti.n_kinds; k++)
+		rows[k] = (struct row){.what = "kind", .name = strdup(vt->kinds[k].name)};
+	for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
+		const char *zone = vt->terms[t].zone, *kind = vt->kinds[vt->terms[t].kind].name;
+
+		add_stat(&rows[vt->terms[t].kind].st, &ts[t]);
+		if (!zone || ts[t].count == 0)
+			continue;
+		rows[n] = (struct row){.what = "zone", .st = ts[t]};
+		if (asprintf(&rows[n].name, "%s %s", kind, zone) < 0)
+			rows[n].name = NULL;
+		n++;
+	}
+	*n_rows = n;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!rows[i].name)
+			return -ENOMEM;
+	}
+	qsort(rows, n, sizeof(*rows), cmp_row_name);
+	for (uint32_t i = 0; i < n; i++) {
+		if (m > 0 && cmp_row_name(&rows[m - 1], &rows[i]) == 0) {
+			add_stat(&rows[m - 1].st, &rows[i].st);
+			free(rows[i].name);
+		} else {
+			rows[m++] = rows[i];
+		}
+	}
+	*n_rows = m;
+	return 0;
+}
+
+static const char *timing_name(int timing)
+{
+	return timing == TFS_TIMING_NONE ? "none" : timing == TFS_TIMING_LOSSY ? "lossy" : "lossless";
+}
+
+static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, struct row *rows,
+			 uint32_t n_rows, char **out, size_t *len)
+{
+	struct fs_sbuf b = {0};
+
+	qsort(rows, n_rows, sizeof(*rows), cmp_row);
+	fs_sb_printf(&b, "# summary of %s: %" PRIu64 " events, timing %s\n", sc->label,
+		     sc->n_events, timing_name(vt->ti.timing));
+	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
+			 "# durations in ns (mean rounded down), bytes: sum of the arguments "
+			 "that count bytes\n");
+	fs_sb_printf(&b, "#%-4s %14s %18s %14s %18s  %s\n", "what", "count", "total_ns",
+		     "mean_ns", "bytes", "name");
+	for (uint32_t i = 0; i < n_rows; i++) {
+		const struct tstat *st = &rows[i].st;
+
+		if (st->count == 0)
+			continue;
+		fs_sb_printf(&b, "%-5s %14" PRIu64 " %18" PRIu64 " %14" PRIu64 " %18" PRIu64 "  %s\n",
+			     rows[i].what, st->count, st->total_ns, st->total_ns / st->count,
+			     st->bytes, rows[i].name);
+	}
+	return fs_sb_detach(&b, out, len);
+}
+
+int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
+{
+	uint32_t n_terms = vt->ti.n_terminals, n_rows = 0;
+	struct tstat *ts = NULL;
+	uint64_t *counts = NULL;
+	struct row *rows = NULL;
+	int rc;
+
+	rc = fs_terms_ready(vt);
+	if (rc < 0)
+		return rc;
+	ts = calloc(n_terms + 1, sizeof(*ts));
+	counts = calloc(n_terms + 1, sizeof(*counts));
+	rows = calloc((size_t)vt->ti.n_kinds + n_terms + 1, sizeof(*rows));
+	if (!ts || !counts || !rows) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
+		rc = count_seg(vt, &sc->segs[i], ts, counts);
+	if (rc == 0)
+		rc = make_rows(vt, ts, rows, &n_rows);
+	if (rc == 0)
+		rc = print_summary(vt, sc, rows, n_rows, out, len);
+out_free:
+	for (uint32_t i = 0; i < n_rows; i++)
+		free(rows[i].name);
+	free(rows);
+	free(counts);
+	free(ts);
+	return rc;
+}
+
+/* ---- stacks.folded ---- */
+
+/* Folded stacks and their bytes: an open-addressing hash table of owned strings. */
+struct stackmap {
+	char **keys;
+	uint64_t *bytes;
+	size_t n, cap; /* cap: a power of two */
+};
+
+static uint64_t hash_str(const char *s, size_t len)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * UINT64_C(1099511628211);
+	return h;
+}
+
+static int map_grow(struct stackmap *m)
+{
+	size_t cap = m->cap ? 2 * m->cap : 64;
+	char **keys = calloc(cap, sizeof(*keys));
+	uint64_t *bytes = calloc(cap, sizeof(*bytes));
+
+	if (!keys || !bytes) {
+		free(keys);
+		free(bytes);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		size_t j;
+
+		if (!m->keys[i])
+			continue;
+		j = hash_str(m->keys[i], strlen(m->keys[i])) & (cap - 1);
+		while (keys[j])
+			j = (j + 1) & (cap - 1);
+		keys[j] = m->keys[i];
+		bytes[j] = m->bytes[i];
+	}
+	free(m->keys);
+	free(m->bytes);
+	m->keys = keys;
+	m->bytes = bytes;
+	m->cap = cap;
+	return 0;
+}
+
+static int map_add(struct stackmap *m, const char *key, size_t len, uint64_t bytes)
+{
+	size_t i;
+
+	if (2 * (m->n + 1) > m->cap && map_grow(m) < 0)
+		return -ENOMEM;
+	i = hash_str(key, len) & (m->cap - 1);
+	while (m->keys[i] && (strncmp(m->keys[i], key, len) || m->keys[i][len]))
+		i = (i + 1) & (m->cap - 1);
+	if (!m->keys[i]) {
+		m->keys[i] = strndup(key, len);
+		if (!m->keys[i])
+			return -ENOMEM;
+		m->n++;
+	}
+	m->bytes[i] = sat_add(m->bytes[i], bytes);
+	return 0;
+}
+
+static void map_fini(struct stackmap *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->keys[i]);
+	free(m->keys);
+	free(m->bytes);
+}
+
+/* An open zone of one thread. */
+struct zone {
+	uint64_t start_ns, end_ns, index;
+	uint32_t term;
+};
+
+static int cmp_zone(const void *a, const void *b)
+{
+	const struct zone *x = a, *y = b;
+
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	if (x->end_ns != y->end_ns)
+		return x->end_ns > y->end_ns ? -1 : 1;
+	return x->index < y->index ? -1 : 1;
+}
+
+/* A frame: the zone name as the text view prints it, without quotes, ';' as \x3b. */
+static void put_frame(struct fs_sbuf *b, const char *quoted)
+{
+	size_t len = strlen(quoted);
+
+	fs_sb_put(b, ";", 1);
+	for (size_t i = 1; i + 1 < len; i++) {
+		if (quoted[i] == ';')
+			fs_sb_put(b, "\\x3b", 4);
+		else
+			fs_sb_put(b, &quoted[i], 1);
+	}
+}
+
+struct stack_walk {
+	struct zone *open; /* zones that may still contain later events, in stream order */
+	size_t n_open, open_cap;
+	struct zone *active;
+	struct fs_sbuf key;
+	size_t root_len;
+};
+
+/* Forget zones that ended by @ts_ns (streams are in start order: later events start later). */
+static void drop_ended(struct stack_walk *w, uint64_t ts_ns)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->n_open; i++) {
+		if (w->open[i].end_ns > ts_ns)
+			w->open[n++] = w->open[i];
+	}
+	w->n_open = n;
+}
+
+static int push_zone(struct stack_walk *w, const struct tfs_event *ev)
+{
+	if (w->n_open == w->open_cap) {
+		size_t cap = w->open_cap ? 2 * w->open_cap : 16;
+		struct zone *o = realloc(w->open, cap * sizeof(*o));
+		struct zone *a = realloc(w->active, cap * sizeof(*a));
+
+		if (o)
+			w->open = o;
+		if (a)
+			w->active = a;
+		if (!o || !a)
+			return -ENOMEM;
+		w->open_cap = cap;
+	}
+	w->open[w->n_open++] = (struct zone){.start_ns = ev->ts_ns,
+					      .end_ns = sat_add(ev->ts_ns, ev->dur_ns),
+					      .index = ev->index,
+					      .term = ev->terminal};
+	return 0;
+}
+
+/* Add an allocation's bytes to the stack of zones it lies in. */
+static int add_alloc(struct fs_vtree *vt, struct stackmap *m, struct stack_walk *w,
+		     const struct tfs_event *ev)
+{
+	uint64_t bytes = event_bytes(vt, ev);
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->n_open; i++) {
+		if (w->open[i].start_ns <= ev->ts_ns)
+			w->active[n++] = w->open[i];
+	}
+	qsort(w->active, n, sizeof(*w->active), cmp_zone);
+	w->key.len = w->root_len;
+	for (size_t i = 0; i < n; i++)
+		put_frame(&w->key, vt->terms[w->active[i].term].zone);
+	if (w->key.failed)
+		return -ENOMEM;
+	return map_add(m, w->key.data, w->key.len, bytes);
+}
+
+/* Allocations of one segment, with the zones of its thread from the stream's start. */
+static int stack_seg(struct fs_vtree *vt, const struct fs_seg *s, struct stackmap *m,
+		     struct stack_walk *w, uint64_t *counts)
+{
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	uint64_t bytes = 0;
+	int rc;
+
+	w->key.len = 0;
+	w->n_open = 0;
+	fs_sb_printf(&w->key, "rank %" PRIu32 ";thread %" PRIu32, s->rank, s->thread);
+	if (w->key.failed)
+		return -ENOMEM;
+	w->root_len = w->key.len;
+	rc = tfs_trace_term_counts(vt->trace, s->stream, counts);
+	if (rc < 0)
+		return rc;
+	if (counts_suffice(vt, s, counts, true)) {
+		/* untimed: zones have no extent, every allocation is at the root */
+		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
+			if (vt->kinds[vt->terms[t].kind].is_alloc)
+				bytes = sat_add(bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+		}
+		return map_add(m, w->key.data, w->key.len, bytes);
+	}
+	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, 0, s->first + s->n_events, &c);
+	for (uint64_t i = 0; i < s->first + s->n_events && rc == 0; i++) {
+		const struct fs_kind *k;
+
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc < 0)
+			break;
+		k = &vt->kinds[ev.kind];
+		if (!k->is_alloc && !k->is_zone)
+			continue;
+		drop_ended(w, ev.ts_ns);
+		if (k->is_alloc && i >= s->first)
+			rc = add_alloc(vt, m, w, &ev);
+		if (rc == 0 && k->is_zone)
+			rc = push_zone(w, &ev);
+	}
+	tfs_cursor_free(c);
+	return rc;
+}
+
+struct stack_total {
+	const char *key; /* borrowed from the map */
+	uint64_t bytes;
+};
+
+static int cmp_total(const void *a, const void *b)
+{
+	return strcmp(((const struct stack_total *)a)->key, ((const struct stack_total *)b)->key);
+}
+
+/* One line per stack with bytes, sorted by the stack's bytes (strcmp). */
+static int print_stacks(const struct stackmap *m, char **out, size_t *len)
+{
+	struct fs_sbuf b = {0};
+	struct stack_total *tot = malloc((m->n + 1) * sizeof(*tot));
+	size_t n = 0;
+
+	if (!tot)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->keys[i] && m->bytes[i])
+			tot[n++] = (struct stack_total){m->keys[i], m->bytes[i]};
+	}
+	qsort(tot, n, sizeof(*tot), cmp_total);
+	for (size_t i = 0; i < n; i++)
+		fs_sb_printf(&b, "%s %" PRIu64 "\n", tot[i].key, tot[i].bytes);
+	free(tot);
+	return fs_sb_detach(&b, out, len);
+}
+
+int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
+{
+	struct stackmap m = {0};
+	struct stack_walk w = {0};
+	uint64_t *counts;
+	int rc;
+
+	rc = fs_terms_ready(vt);
+	if (rc < 0)
+		return rc;
+	counts = calloc((size_t)vt->ti.n_terminals + 1, sizeof(*counts));
+	if (!counts)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
+		rc = stack_seg(vt, &sc->segs[i], &m, &w, counts);
+	if (rc == 0)
+		rc = print_stacks(&m, out, len);
+	free(counts);
+	free(w.open);
+	free(w.active);
+	free(w.key.data);
+	map_fini(&m);
+	return rc;
+}

@@ -1,0 +1,435 @@
+"""Checks of the composite and computed files of the virtual tree, for check_cli.py.
+
+From synth_demo's --dump alone (and, for lossy timing, the per-thread times the thread views
+were already checked to hold), this computes what every rank, phase and root file must say:
+merged trace.txt / events.jsonl (lines of all threads in start-time order), trace.json (one
+"X" event per dumped event, metadata, phases), summary.txt, signatures.txt, grammar.txt
+headers, stacks.folded; then compares with `tracefs cat` and `tracefs ls`, and has
+vtree_slices read random slices of the merged and composite files. No tracefs code is
+reused: the rules come from README.txt and FORMAT.md §9.
+"""
+
+import collections
+import heapq
+import json
+import os
+import random
+import re
+import subprocess
+
+TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
+ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
+ARG_BYTES = 2
+TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
+TIMING_NAMES = ["none", "lossless", "lossy"]
+
+
+class Seg:
+    def __init__(self, rank, thread, first, n):
+        self.rank, self.thread, self.first, self.n = rank, thread, first, n
+
+
+class Scope:
+    """Event ranges (one per thread, by rank then thread) and phase indices (rank, index)."""
+
+    def __init__(self, label, segs, phases):
+        self.label = label
+        self.segs = sorted(segs, key=lambda s: (s.rank, s.thread))
+        self.phases = phases
+
+
+def is_zone(kind):
+    a = kind["args"]
+    return bool(a) and a[0]["enc"] == ENC_STR and a[0]["name"] == "name"
+
+
+def is_alloc(kind):
+    return kind["category"] == "alloc" and any(a["flags"] & ARG_BYTES for a in kind["args"])
+
+
+def event_bytes(kind, e):
+    total = 0
+    for a, v in zip(kind["args"], e[3]):
+        if a["flags"] & ARG_BYTES and a["type"] != TYPE_STR:
+            total += max(v, 0) if a["type"] == TYPE_I64 else v
+    return total
+
+
+class Tree:
+    """The expected tree of one trace, from the model (check_cli.Model) and info.json."""
+
+    def __init__(self, model, info, times, listed, text_escape):
+        self.m = model
+        self.info = info
+        self.times = times  # (rank, thread) -> [(ts, dur)] as the trace holds them
+        self.text_escape = text_escape
+        self.phases = info["phases"]
+        self.phase_dir = {}
+        for i, p in enumerate(self.phases):
+            d = p["dir"]
+            for cand in (d.encode("utf-8", "surrogateescape"), d.encode("latin-1", "replace")):
+                if any(k.startswith(b"ranks/%d/phases/%s/" % (p["rank"], cand)) for k in listed):
+                    self.phase_dir[i] = cand
+                    break
+        self.max_thread = max(t for _, t in model.streams)
+        self.scopes = {}  # directory path (bytes) -> (Scope, with profiles)
+        streams = sorted(model.streams)
+        by_rank = collections.defaultdict(list)
+        for i, p in enumerate(self.phases):
+            by_rank[p["rank"]].append(i)
+        full = {k: Seg(k[0], k[1], 0, len(model.streams[k])) for k in streams}
+        all_phases = [i for r in sorted(by_rank) for i in by_rank[r]]
+        self.scopes[b""] = (Scope("the whole trace", full.values(), all_phases), True)
+        for r in sorted({r for r, _ in streams}):
+            segs = [full[k] for k in streams if k[0] == r]
+            self.scopes[b"ranks/%d" % r] = (Scope("rank %d" % r, segs, by_rank[r]), True)
+        for (r, t) in streams:
+            ph = [i for i in by_rank[r] if self.phases[i]["thread"] == t]
+            self.scopes[b"ranks/%d/threads/%d" % (r, t)] = (
+                Scope("", [full[(r, t)]], ph), False)
+        groups = collections.defaultdict(list)
+        for i, p in enumerate(self.phases):
+            groups[(p["rank"], self.phase_dir[i])].append(i)
+        for (r, d), idx in groups.items():
+            segs = [Seg(r, self.phases[i]["thread"], self.phases[i]["first_event"],
+                        self.phases[i]["events"]) for i in idx]
+            label = b"rank %d phase directory " % r + d
+            self.scopes[b"ranks/%d/phases/%s" % (r, d)] = (Scope(label, segs, idx), True)
+            for i, s in zip(idx, segs):
+                self.scopes[b"ranks/%d/phases/%s/threads/%d" % (r, d, s.thread)] = (
+                    Scope("", [s], [i]), False)
+
+    def files(self):
+        """Every file the tree must hold (without trace.json.d)."""
+        out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
+               b"grammar.txt", b"trace.json"}
+        for d, (_, profiles) in self.scopes.items():
+            if not d:
+                continue
+            names = [b"trace.txt", b"events.jsonl", b"trace.json"]
+            if profiles:
+                names += [b"summary.txt", b"stacks.folded"]
+            out.update(d + b"/" + n for n in names)
+        return out
+
+    def event(self, rank, thread, i):
+        e = self.m.streams[(rank, thread)][i]
+        ts, dur = self.times[(rank, thread)][i]
+        return (e[0], ts, dur, e[3])
+
+    # ---- merged views ----
+
+    def merged(self, sc, view):
+        render = self.m.text_line if view == "trace.txt" else self.m.json_line
+        runs = []
+        for k, s in enumerate(sc.segs):
+            runs.append([(self.times[(s.rank, s.thread)][i][0], k, i,
+                          render(s.rank, s.thread, self.event(s.rank, s.thread, i)))
+                         for i in range(s.first, s.first + s.n)])
+        if self.m.timing == TIMING_NONE:
+            return b"".join(x[3] for run in runs for x in run)
+        return b"".join(x[3] for x in heapq.merge(*runs))
+
+    # ---- summary.txt ----
+
+    def summary(self, sc):
+        rows = {}
+        for s in sc.segs:
+            for i in range(s.first, s.first + s.n):
+                kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
+                kind = self.m.kinds[kind_name]
+                b = event_bytes(kind, (kind_name, ts, dur, args))
+                keys = [(b"kind", kind["bname"])]
+                if is_zone(kind):
+                    keys.append((b"zone", kind["bname"] + b" " + self.text_escape(args[0])))
+                for key in keys:
+                    r = rows.setdefault(key, [0, 0, 0])
+                    r[0] += 1
+                    r[1] += dur
+                    r[2] += b
+        n = sum(s.n for s in sc.segs)
+        label = sc.label.encode() if isinstance(sc.label, str) else sc.label
+        out = [b"# summary of %s: %d events, timing %s\n" % (label, n,
+                                                            TIMING_NAMES[self.m.timing].encode()),
+               b"# per event kind and per zone name, largest total duration first;\n"
+               b"# durations in ns (mean rounded down), bytes: sum of the arguments "
+               b"that count bytes\n",
+               b"#%-4s %14s %18s %14s %18s  %s\n" % (b"what", b"count", b"total_ns",
+                                                    b"mean_ns", b"bytes", b"name")]
+        for (what, name), (c, tot, b) in sorted(rows.items(),
+                                                key=lambda kv: (-kv[1][1], kv[0][0], kv[0][1])):
+            out.append(b"%-5s %14d %18d %14d %18d  %s\n" % (what, c, tot, tot // c, b, name))
+        return b"".join(out)
+
+    # ---- stacks.folded ----
+
+    def frame(self, name):
+        return self.text_escape(name)[1:-1].replace(b";", b"\\x3b")
+
+    def stacks(self, sc):
+        total = collections.Counter()
+        for s in sc.segs:
+            root = b"rank %d;thread %d" % (s.rank, s.thread)
+            zones = []  # (start, end, index, name)
+            for i in range(s.first + s.n):
+                kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
+                kind = self.m.kinds[kind_name]
+                if not (is_alloc(kind) or is_zone(kind)):
+                    continue
+                zones = [z for z in zones if z[1] > ts]
+                if is_alloc(kind) and i >= s.first:
+                    act = sorted((z for z in zones if z[0] <= ts),
+                                 key=lambda z: (z[0], -z[1], z[2]))
+                    key = root + b"".join(b";" + self.frame(z[3]) for z in act)
+                    total[key] += event_bytes(kind, (kind_name, ts, dur, args))
+                if is_zone(kind):
+                    zones.append((ts, ts + dur, i, args[0]))
+        return b"".join(b"%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
+
+    # ---- trace.json ----
+
+    def json_args(self, rank, kind, args):
+        out = {}
+        for a, v in zip(kind["args"], args):
+            if a["enc"] == ENC_STR:
+                out[a["name"]] = v.decode("latin-1")
+            elif a["type"] == TYPE_HEX and a["enc"] != ENC_SYM:
+                out[a["name"]] = "0x%x" % v
+            else:
+                out[a["name"]] = v
+        return out
+
+    def chrome_events(self, sc):
+        """(name, cat, ts_ns, dur_ns, pid, tid, args) of every event, in file order."""
+        out = []
+        for s in sc.segs:
+            for i in range(s.first, s.first + s.n):
+                kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
+                kind = self.m.kinds[kind_name]
+                name = args[0].decode("latin-1") if is_zone(kind) else kind_name
+                if self.m.timing == TIMING_NONE:
+                    ts, dur = i * 1000, 1000
+                out.append((name, kind["category"], ts, dur, s.rank, s.thread,
+                            self.json_args(s.rank, kind, args)))
+        return out
+
+    def chrome_meta(self, sc, phases=True):
+        out = []
+        ptid = self.max_thread + 1
+        ranks = []
+        for s in sc.segs:
+            if s.rank not in ranks:
+                ranks.append(s.rank)
+        for r in ranks:
+            out.append({"name": "process_name", "ph": "M", "pid": r, "tid": 0,
+                        "args": {"name": "rank %d" % r}})
+            for s in sc.segs:
+                if s.rank == r:
+                    out.append({"name": "thread_name", "ph": "M", "pid": r, "tid": s.thread,
+                                "args": {"name": "thread %d" % s.thread}})
+            mine = [i for i in sc.phases if self.phases[i]["rank"] == r
+                    and self.phases[i]["events"] > 0] if phases else []
+            if mine:
+                out.append({"name": "thread_name", "ph": "M", "pid": r, "tid": ptid,
+                            "args": {"name": "phases"}})
+            for i in mine:
+                p = self.phases[i]
+                key = (r, p["thread"])
+                f, n = p["first_event"], p["events"]
+                if self.m.timing == TIMING_NONE:
+                    ts, dur = f * 1000, n * 1000
+                else:
+                    ts = self.times[key][f][0]
+                    end = sum(self.times[key][f + n - 1])
+                    dur = max(end - ts, 0)
+                out.append({"name": p["name"], "cat": "phase", "ph": "X", "ts": ts,
+                            "dur": dur, "pid": r, "tid": ptid,
+                            "args": {"phase": i, "thread": p["thread"], "first_event": f,
+                                     "events": n}})
+        return out
+
+
+def ns(us):
+    return int(round(us * 1000))
+
+
+def check_chrome(tap, tree, sc, data, path, phases=True):
+    """trace.json: valid JSON; its X events, metadata and phases as the scope says."""
+    try:
+        arr = json.loads(data)
+    except ValueError as e:
+        tap.ok(False, "%s parses with json.loads" % path, e)
+        return None
+    ok = data.startswith(b"[\n") and data.endswith(b"]\n") and isinstance(arr, list)
+    events = [o for o in arr if o.get("ph") == "X" and o.get("cat") != "phase"]
+    rest = [o for o in arr if not (o.get("ph") == "X" and o.get("cat") != "phase")]
+    got = [(o["name"], o["cat"], ns(o["ts"]), ns(o["dur"]), o["pid"], o["tid"], o["args"])
+           for o in events]
+    want = tree.chrome_events(sc)
+    for o in rest:
+        if o.get("ph") == "X":
+            o["ts"], o["dur"] = ns(o["ts"]), ns(o["dur"])
+    meta = tree.chrome_meta(sc, phases)
+    bad = None
+    if got != want:
+        k = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]),
+                 min(len(got), len(want)))
+        bad = "event %d of %d/%d: got %r\nwant %r" % (k, len(got), len(want),
+                                                       got[k:k + 1], want[k:k + 1])
+    elif rest != meta:
+        bad = "metadata/phases differ:\ngot  %r\nwant %r" % (rest[:6], meta[:6])
+    tap.ok(ok and bad is None, "%s: valid JSON, %d X events, %d metadata and phase events" %
+           (path, len(want), len(meta)), bad)
+    return events
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
+                       env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, seed):
+    tree = Tree(model, info, times, listed, text_escape)
+    want = tree.files()
+    tap.ok(set(listed) == want, "the tree holds exactly the %d expected files" % len(want),
+           "missing: %r\nunexpected: %r" % (sorted(want - set(listed))[:8],
+                                            sorted(set(listed) - want)[:8]))
+    contents = {}
+    for path in sorted(want & set(listed)):
+        if path.endswith((b"/trace.txt", b"/events.jsonl")) and b"/threads/" in path:
+            continue  # check_views compares these with the model
+        rc, data, err = cli.cat(path)
+        if not tap.ok(rc == 0 and not err and listed[path] == len(data),
+                      "cat %s gives its ls size %d" % (path.decode(), listed[path]),
+                      "rc=%d bytes=%d stderr=%r" % (rc, len(data), err)):
+            continue
+        contents[path] = data
+    for d, (sc, profiles) in sorted(tree.scopes.items()):
+        pre = d + b"/" if d else b""
+        if d:
+            for view in ("trace.txt", "events.jsonl"):
+                p = pre + view.encode()
+                if p in contents and b"/threads/" not in p:
+                    exp = tree.merged(sc, view)
+                    tap.ok(contents[p] == exp, "%s: %d threads' lines in time order" %
+                           (p.decode(), len(sc.segs)),
+                           None if contents[p] == exp else first_diff(contents[p], exp))
+        if pre + b"trace.json" in contents:
+            check_chrome(tap, tree, sc, contents[pre + b"trace.json"],
+                         (pre + b"trace.json").decode())
+        if profiles:
+            exp = tree.summary(sc)
+            got = contents.get(pre + b"summary.txt")
+            tap.ok(got == exp, "%ssummary.txt: counts, durations and bytes of %d events" %
+                   (pre.decode(), sum(s.n for s in sc.segs)),
+                   None if got is None or got == exp else first_diff(got, exp))
+        if profiles and d:
+            exp = tree.stacks(sc)
+            got = contents.get(pre + b"stacks.folded")
+            tap.ok(got == exp, "%sstacks.folded: %d stacks" % (pre.decode(), exp.count(b"\n")),
+                   None if got is None or got == exp else first_diff(got, exp))
+    check_signatures(tap, model, contents.get(b"signatures.txt", b""))
+    check_grammar(tap, info, contents.get(b"grammar.txt", b""))
+    composite = [p.decode() for p in sorted(contents)
+                 if p.endswith((b"trace.json", b"summary.txt", b"stacks.folded"))
+                 or (p.endswith((b"trace.txt", b"events.jsonl")) and b"/threads/" not in p)]
+    check_slices(tap, cli, slices_exe, seed, composite)
+    return tree
+
+
+def first_diff(a, b):
+    n = next((i for i in range(min(len(a), len(b))) if a[i] != b[i]), min(len(a), len(b)))
+    start = a.rfind(b"\n", 0, n) + 1
+    return "first difference at byte %d of %d/%d\nexpected: %r\nactual:   %r" % (
+        n, len(a), len(b), b[start:b.find(b"\n", start) + 1][:300],
+        a[start:a.find(b"\n", start) + 1][:300])
+
+
+def check_signatures(tap, model, data):
+    lines = [l for l in data.split(b"\n") if l and not l.startswith(b"#")]
+    terms = collections.Counter()
+    for (rank, _), evs in model.streams.items():
+        for e in evs:
+            terms[model.terminal(rank, e)] += 1
+    occ = []
+    for l in lines:
+        m = re.match(rb"^ *(\d+) +(\d+)  (\S.*)$", l)
+        occ.append(int(m.group(2)) if m else -1)
+    n = sum(terms.values())
+    tap.ok(len(lines) == len(terms) and sorted(occ) == sorted(terms.values()) and
+           sum(occ) == n, "signatures.txt: %d signatures, occurrences sum to %d events" %
+           (len(terms), n), "lines=%d occ=%r want %r" % (len(lines), sorted(occ)[:10],
+                                                         sorted(terms.values())[:10]))
+
+
+def check_grammar(tap, info, data):
+    heads = re.findall(rb"(?m)^== stream (\d+) \(rank (\d+), thread (\d+)\): (\d+) events"
+                       rb"(?:; also ([^=]*))? ==$", data)
+    distinct = [i for i, s in enumerate(info["streams"]) if s["same_as"] == i]
+    covered = set()
+    for h in heads:
+        covered.add((int(h[1]), int(h[2])))
+        for m in re.finditer(rb"rank (\d+) thread (\d+)", h[4] or b""):
+            covered.add((int(m.group(1)), int(m.group(2))))
+    every = {(s["rank"], s["thread"]) for s in info["streams"]}
+    tap.ok([int(h[0]) for h in heads] == distinct and covered == every and
+           data.count(b"\nS ->") + data.startswith(b"S ->") >= len(distinct),
+           "grammar.txt: a header and a start rule per distinct stream (%d), all %d streams "
+           "named" % (len(distinct), len(every)), data[:300])
+
+
+def check_slices(tap, cli, exe, seed, paths):
+    if not exe:
+        tap.diag("vtree_slices not given: random slices not checked")
+        return
+    for i in range(0, len(paths), 16):
+        chunk = paths[i:i + 16]
+        rc, out, err = run([exe, cli.trace, str(seed), "60"] + chunk)
+        tap.ok(rc == 0 and out.count(b"\nok ") + out.startswith(b"ok ") == len(chunk),
+               "random slices (seed %d) of %d merged and composite files equal their full "
+               "read, from 4 threads at once" % (seed, len(chunk)), out + err)
+
+
+def check_split(tap, cli, tree, split):
+    """With a split size, every trace.json over it gets trace.json.d/ of valid parts."""
+    env = dict(os.environ, TRACEFS_JSON_SPLIT_BYTES=str(split))
+    n_dirs = 0
+    for d, (sc, _) in sorted(tree.scopes.items()):
+        pre = d + b"/" if d else b""
+        if b"/phases/" in d:
+            continue
+        rc, out, err = run([cli.tracefs, "ls", cli.trace, pre + b"trace.json.d"], env=env)
+        if rc != 0:
+            continue
+        n_dirs += 1
+        parts = [l.split()[-1] for l in out.splitlines()]
+        sizes = {l.split()[-1]: int(l.split()[1]) for l in out.splitlines()}
+        got_events, ok, why = [], True, None
+        for i, name in enumerate(parts):
+            p = pre + b"trace.json.d/" + name
+            rc, data, err = run([cli.tracefs, "cat", cli.trace, p], env=env)
+            try:
+                arr = json.loads(data)
+            except ValueError as e:
+                ok, why = False, "%s: %s" % (p, e)
+                break
+            if name != b"part-%03d.json" % i or len(data) != sizes[name]:
+                ok, why = False, "%s: name or size %d vs %d" % (p, len(data), sizes[name])
+            x = [(o["pid"], o["tid"], o["ts"], o["name"]) for o in arr
+                 if o.get("ph") == "X" and o.get("cat") != "phase"]
+            if len(data) > split + 4096 * (1 + len(sc.segs)) and len(x) > 1:
+                ok, why = False, "%s: %d bytes for a split size of %d" % (p, len(data), split)
+            ph = [o for o in arr if o.get("cat") == "phase"]
+            if ph and i > 0:
+                ok, why = False, "%s: phases outside part-000" % p
+            got_events += x
+        rc, whole, err = run([cli.tracefs, "cat", cli.trace, pre + b"trace.json"], env=env)
+        want = [(o["pid"], o["tid"], o["ts"], o["name"]) for o in json.loads(whole)
+                if o.get("ph") == "X" and o.get("cat") != "phase"]
+        tap.ok(ok and got_events == want and len(parts) > 1,
+               "%strace.json.d: %d standalone parts hold the %d events of trace.json" %
+               (pre.decode(), len(parts), len(want)), why or "%d vs %d events" %
+               (len(got_events), len(want)))
+    tap.ok(n_dirs > 0, "a split size of %d makes trace.json.d directories (%d)" %
+           (split, n_dirs))
