@@ -21,6 +21,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "mount_i.h"
+#include "record_i.h"
 #include "vtree_i.h"
 
 #define EXIT_RUNTIME 1
@@ -40,12 +41,18 @@ static const char usage_text[] =
     "                        serve the virtual tree as a read-only file system; returns\n"
     "                        once the mount is ready (-f: stay in the foreground)\n"
     "  umount MOUNTPOINT     unmount it\n"
+    "  record [-o FILE] [--timing=lossless|none|lossy:ERR] [--trace=zones,mem]\n"
+    "         [--spool-size=MIB] [--] COMMAND [ARGS...]\n"
+    "                        run COMMAND with the capture library preloaded and write its\n"
+    "                        trace (default COMMAND.trace); exits with COMMAND's status\n"
     "  help, --help          this text\n"
     "  --version             the tracefs and format versions\n"
     "\n"
     "The virtual tree (see README.txt in it, `tracefs cat TRACE README.txt`):\n"
-    "  README.txt, info.json, ranks/<r>/threads/<t>/{trace.txt,events.jsonl},\n"
-    "  ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl}\n"
+    "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
+    "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
+    "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
+    "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "\n"
     "exit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 usage error\n";
 
@@ -480,5 +487,7 @@ int main(int argc, char **argv)
 		return fs_cmd_mount(argc - 1, argv + 1);
 	if (!strcmp(cmd, "umount"))
 		return fs_cmd_umount(argc - 1, argv + 1);
+	if (!strcmp(cmd, "record"))
+		return fs_cmd_record(argc - 1, argv + 1);
 	return usage_error("unknown command %s", cmd);
 }

@@ -1,0 +1,558 @@
+/*
+ * The producer side of capture: the library constructor that decides the mode (off,
+ * attached to the spool of `tracefs record`, or in-process with a consumer thread of its
+ * own), the per-thread state, and the hot path that appends raw records (spool_i.h) to the
+ * calling thread's chunk. The hot path takes no lock, calls no allocator, never blocks and
+ * preserves errno; when no chunk is free it drops the event and counts it. It does not turn
+ * records into trace events (consumer.c) and interposes nothing yet.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tfs/capture.h"
+#include "tfs/tfs.h"
+#include "capture_i.h"
+#include "spool_i.h"
+
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define N_STR_CACHE 256	  /* per-thread name cache entries (direct-mapped by address) */
+#define MAX_NAME 255	  /* bytes kept of a zone, counter, thread or phase name */
+#define MAX_MESSAGE 1024  /* bytes kept of a mark's message */
+#define MAX_PHASE_DEPTH 32
+#define CLAIM_BACKOFF 64  /* events dropped without retrying after a failed chunk claim */
+
+unsigned int tfs_capture_mask_;
+
+/*
+ * One producing thread. Lives in its own anonymous mapping (not malloc: the allocator will
+ * be interposed), reached through an initial-exec TLS pointer; freed at thread exit.
+ */
+struct tstate {
+	struct spool_chunk *chunk; /* current chunk, NULL when none could be claimed */
+	uint8_t *data;		   /* its record area */
+	uint32_t fill, cap;	   /* bytes written, bytes available */
+	uint32_t thread;	   /* symbolic id */
+	uint32_t gen;		   /* process-phase generation this thread has recorded */
+	uint64_t seq;		   /* number of the next chunk to claim */
+	uint32_t backoff;	   /* events left to drop before claiming again */
+	uint32_t next_str;	   /* next per-thread string id */
+	uint32_t zone_depth;
+	uint64_t zone_lost;	   /* bit d: the begin of the open zone at depth d was dropped */
+	uint32_t n_phases;
+	struct {
+		uint32_t id, scope;
+	} phases[MAX_PHASE_DEPTH];
+	struct {
+		const char *ptr;
+		uint32_t id;
+	} strs[N_STR_CACHE];
+};
+
+static struct spool g_spool;
+static bool g_no_clock;
+static bool g_inproc;
+static pthread_key_t g_key;
+static _Atomic uint32_t g_phase_gen;
+static _Atomic uint32_t g_phase_id;
+static _Atomic uint64_t g_lost_early; /* dropped before a spool existed to count them */
+
+static _Thread_local struct tstate *tls_state TLS_IE;
+static _Thread_local unsigned int tls_depth TLS_IE;
+static _Thread_local bool tls_dead TLS_IE;
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	if (g_no_clock)
+		return 0;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void count_drop(void)
+{
+	if (g_spool.hdr)
+		atomic_fetch_add_explicit(&g_spool.hdr->dropped_events, 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&g_lost_early, 1, memory_order_relaxed);
+}
+
+static bool next_chunk(struct tstate *ts)
+{
+	if (ts->chunk) {
+		cap_spool_hand_over(ts->chunk);
+		ts->chunk = NULL;
+	}
+	if (ts->backoff) {
+		ts->backoff--;
+		return false;
+	}
+	ts->chunk = cap_spool_claim(&g_spool, ts->thread, ts->seq);
+	if (!ts->chunk) {
+		ts->backoff = CLAIM_BACKOFF;
+		return false;
+	}
+	ts->seq++;
+	ts->data = cap_chunk_data(ts->chunk);
+	ts->fill = 0;
+	ts->cap = cap_chunk_cap(&g_spool);
+	return true;
+}
+
+static inline uint64_t *rec_reserve(struct tstate *ts, uint32_t words)
+{
+	if (unlikely(ts->fill + words * 8 > ts->cap) && !next_chunk(ts))
+		return NULL;
+	return (uint64_t *)(ts->data + ts->fill);
+}
+
+/* Make the record just written visible to the consumer, in this or another process. */
+static inline void rec_publish(struct tstate *ts, uint32_t words)
+{
+	ts->fill += words * 8;
+	atomic_store_explicit(&ts->chunk->fill, ts->fill, memory_order_release);
+}
+
+static bool put_sync(struct tstate *ts, uint32_t gen)
+{
+	uint64_t *r = rec_reserve(ts, 3);
+
+	if (!r)
+		return false;
+	r[0] = cap_rec_word0(REC_SYNC, 3, 0, 0);
+	r[1] = now_ns();
+	r[2] = gen;
+	rec_publish(ts, 3);
+	ts->gen = gen;
+	return true;
+}
+
+/* Before any record: tell the consumer when this thread first sees a phase change. */
+static inline void sync_phase(struct tstate *ts)
+{
+	uint32_t gen = atomic_load_explicit(&g_phase_gen, memory_order_relaxed);
+
+	if (unlikely(gen != ts->gen))
+		put_sync(ts, gen);
+}
+
+/* A record with @n_args u64 arguments and a string payload of @len bytes. */
+static uint64_t *put_with_payload(struct tstate *ts, uint32_t kind, uint32_t aux,
+				  const uint64_t *args, uint32_t n_args, const char *s,
+				  size_t len)
+{
+	uint32_t words = 2 + n_args + (uint32_t)((len + 7) / 8);
+	uint64_t *r = rec_reserve(ts, words);
+
+	if (!r)
+		return NULL;
+	r[0] = cap_rec_word0(kind, words, (uint32_t)len, aux);
+	r[1] = now_ns();
+	for (uint32_t i = 0; i < n_args; i++)
+		r[2 + i] = args[i];
+	if (len) {
+		r[words - 1] = 0; /* zero padding of the last payload word */
+		memcpy(r + 2 + n_args, s, len);
+	}
+	rec_publish(ts, words);
+	return r;
+}
+
+/* The per-thread id of name @s, defining it in the stream on first use (or eviction). */
+static bool intern(struct tstate *ts, const char *s, uint32_t *id)
+{
+	uint32_t slot = (uint32_t)(((uintptr_t)s >> 3) * 0x9e3779b1u) >> 24;
+
+	if (likely(ts->strs[slot].ptr == s)) {
+		*id = ts->strs[slot].id;
+		return true;
+	}
+	if (!put_with_payload(ts, REC_STRING, ts->next_str, NULL, 0, s, strnlen(s, MAX_NAME)))
+		return false;
+	ts->strs[slot].ptr = s;
+	ts->strs[slot].id = *id = ts->next_str++;
+	return true;
+}
+
+static void thread_gone(void *arg)
+{
+	struct tstate *ts = arg;
+
+	if (ts->chunk)
+		cap_spool_hand_over(ts->chunk);
+	tls_state = NULL;
+	tls_dead = true;
+	munmap(ts, sizeof(*ts));
+}
+
+static struct tstate *thread_start(void)
+{
+	struct tstate *ts;
+
+	if (tls_dead || !tfs_capture_mask_)
+		return NULL;
+	ts = mmap(NULL, sizeof(*ts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (ts == MAP_FAILED)
+		return NULL;
+	ts->thread = atomic_fetch_add_explicit(&g_spool.hdr->next_thread, 1, memory_order_relaxed);
+	if (pthread_setspecific(g_key, ts) != 0) {
+		munmap(ts, sizeof(*ts));
+		return NULL;
+	}
+	tls_state = ts;
+	return ts;
+}
+
+/*
+ * Enter the capture on this thread: NULL when it must not record (re-entered, a thread of
+ * the capture itself, past its exit, or no state). Pair with leave().
+ */
+static inline struct tstate *enter(void)
+{
+	struct tstate *ts;
+
+	if (tls_depth++ != 0)
+		return NULL;
+	ts = tls_state;
+	if (unlikely(!ts)) {
+		ts = thread_start();
+		if (!ts) {
+			count_drop();
+			return NULL;
+		}
+	}
+	sync_phase(ts);
+	return ts;
+}
+
+static inline void leave(void)
+{
+	tls_depth--;
+}
+
+void tfs_cap_zone_begin(const char *name)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts) {
+		uint32_t depth = ts->zone_depth++, id;
+		uint64_t *r = NULL;
+
+		if (intern(ts, name, &id) && (r = rec_reserve(ts, 2))) {
+			r[0] = cap_rec_word0(REC_ZONE_BEGIN, 2, 0, id);
+			r[1] = now_ns();
+			rec_publish(ts, 2);
+		}
+		if (depth < 64)
+			ts->zone_lost = r ? ts->zone_lost & ~(UINT64_C(1) << depth)
+					  : ts->zone_lost | UINT64_C(1) << depth;
+		if (!r)
+			count_drop();
+	}
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_cap_zone_end(void)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts && ts->zone_depth > 0) {
+		uint32_t depth = --ts->zone_depth;
+		uint64_t *r;
+
+		/* an end whose begin was dropped would close the wrong zone */
+		if (depth < 64 && (ts->zone_lost & UINT64_C(1) << depth)) {
+			count_drop();
+		} else if ((r = rec_reserve(ts, 2))) {
+			r[0] = cap_rec_word0(REC_ZONE_END, 2, 0, 0);
+			r[1] = now_ns();
+			rec_publish(ts, 2);
+		} else {
+			count_drop();
+		}
+	}
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_cap_mem_access(const void *addr, size_t size, int is_store, const void *site)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts) {
+		uint64_t *r = rec_reserve(ts, 5);
+
+		if (r) {
+			r[0] = cap_rec_word0(REC_MEM, 5, is_store ? 1 : 0, 0);
+			r[1] = now_ns();
+			r[2] = (uintptr_t)addr;
+			r[3] = size;
+			r[4] = (uintptr_t)site;
+			rec_publish(ts, 5);
+		} else {
+			count_drop();
+		}
+	}
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_cap_counter(const char *name, int64_t value)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts) {
+		uint32_t id;
+		uint64_t *r = NULL;
+
+		if (intern(ts, name, &id) && (r = rec_reserve(ts, 3))) {
+			r[0] = cap_rec_word0(REC_COUNTER, 3, 0, id);
+			r[1] = now_ns();
+			r[2] = (uint64_t)value;
+			rec_publish(ts, 3);
+		}
+		if (!r)
+			count_drop();
+	}
+	leave();
+	errno = saved_errno;
+}
+
+static void put_string_event(uint32_t kind, const char *s, size_t max)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts && !put_with_payload(ts, kind, 0, NULL, 0, s, strnlen(s, max)))
+		count_drop();
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_cap_mark(const char *message)
+{
+	put_string_event(REC_MARK, message, MAX_MESSAGE);
+}
+
+void tfs_cap_thread_name(const char *name)
+{
+	put_string_event(REC_THREAD_NAME, name, MAX_NAME);
+}
+
+void tfs_cap_phase_begin(const char *name, unsigned int scope)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts) {
+		uint32_t id = atomic_fetch_add_explicit(&g_phase_id, 1, memory_order_relaxed);
+		bool process = scope & TFS_PHASE_PROCESS;
+		uint64_t args[2] = {process ? TFS_PHASE_PROCESS : TFS_PHASE_THREAD, 0};
+
+		if (process)
+			args[1] = atomic_fetch_add_explicit(&g_phase_gen, 1, memory_order_relaxed) + 1;
+		if (!put_with_payload(ts, REC_PHASE_BEGIN, id, args, 2, name,
+				      strnlen(name, MAX_NAME)))
+			count_drop();
+		else if (process && args[1] > ts->gen)
+			ts->gen = (uint32_t)args[1];
+		if (ts->n_phases < MAX_PHASE_DEPTH) {
+			ts->phases[ts->n_phases].id = id;
+			ts->phases[ts->n_phases].scope = (uint32_t)args[0];
+		}
+		ts->n_phases++;
+	}
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_cap_phase_end(void)
+{
+	const int saved_errno = errno;
+	struct tstate *ts = enter();
+
+	if (ts && ts->n_phases > 0 && --ts->n_phases < MAX_PHASE_DEPTH) {
+		uint32_t id = ts->phases[ts->n_phases].id;
+		uint64_t gen = 0;
+
+		if (ts->phases[ts->n_phases].scope == TFS_PHASE_PROCESS)
+			gen = atomic_fetch_add_explicit(&g_phase_gen, 1, memory_order_relaxed) + 1;
+		if (!put_with_payload(ts, REC_PHASE_END, id, &gen, 1, "", 0))
+			count_drop();
+		else if (gen > ts->gen)
+			ts->gen = (uint32_t)gen;
+	}
+	leave();
+	errno = saved_errno;
+}
+
+void tfs_capture_flush(void)
+{
+	const int saved_errno = errno;
+
+	if (!tfs_capture_mask_)
+		return;
+	if (tls_depth++ == 0) {
+		struct tstate *ts = tls_state;
+
+		if (ts && ts->chunk) {
+			cap_spool_hand_over(ts->chunk);
+			ts->chunk = NULL;
+			ts->fill = ts->cap = 0;
+		}
+		if (g_inproc)
+			cap_inproc_flush();
+	}
+	tls_depth--;
+	errno = saved_errno;
+}
+
+uint64_t tfs_capture_dropped(void)
+{
+	uint64_t n = atomic_load_explicit(&g_lost_early, memory_order_relaxed);
+
+	if (g_spool.hdr)
+		n += atomic_load_explicit(&g_spool.hdr->dropped_events, memory_order_relaxed);
+	return n;
+}
+
+void cap_thread_exclude(void)
+{
+	tls_depth++;
+	tls_dead = true;
+}
+
+/* A forked child must not write into its parent's spool: fork following comes later. */
+static void fork_child(void)
+{
+	tfs_capture_mask_ = 0;
+	g_inproc = false;
+}
+
+/* Parse TFS_TRACE: a comma-separated list of zones, mem; unknown names are ignored. */
+static uint32_t parse_trace(const char *s)
+{
+	uint32_t mask = TFS_TRACE_ON;
+	char word[32];
+
+	if (!s || !*s)
+		return TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+
+		snprintf(word, sizeof(word), "%.*s", (int)(n < 31 ? n : 31), s);
+		if (!strcmp(word, "zones"))
+			mask |= TFS_TRACE_ZONES;
+		else if (!strcmp(word, "mem"))
+			mask |= TFS_TRACE_MEM;
+		else if (!strcmp(word, "all"))
+			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM;
+		s += n + (s[n] == ',');
+	}
+	return mask;
+}
+
+static int start_inproc(void)
+{
+	struct cap_timing tm;
+	const char *mb = getenv("TFS_SPOOL_MB");
+	size_t bytes = (size_t)SPOOL_DEFAULT_MB << 20;
+	int rc;
+
+	if (cap_parse_timing(getenv("TFS_TIMING"), &tm) < 0) {
+		fprintf(stderr, "tfs capture: bad TFS_TIMING=%s: using lossless\n",
+			getenv("TFS_TIMING"));
+		tm.timing = TFS_TIMING_LOSSLESS;
+		tm.rel_err = 0;
+	}
+	if (mb && atol(mb) > 0)
+		bytes = (size_t)atol(mb) << 20;
+	rc = cap_spool_create(&g_spool, NULL, bytes, (uint32_t)tm.timing,
+			      parse_trace(getenv("TFS_TRACE")));
+	if (rc < 0)
+		return rc;
+	atomic_store(&g_spool.hdr->producer_pid, (uint32_t)getpid());
+	rc = cap_inproc_start(&g_spool, &tm);
+	if (rc < 0)
+		cap_spool_unmap(&g_spool);
+	return rc;
+}
+
+static int attach(const char *path)
+{
+	uint32_t pid = (uint32_t)getpid(), expect = 0;
+	int rc = cap_spool_attach(&g_spool, path);
+
+	if (rc < 0)
+		return rc;
+	/* one producing process per spool; an exec'd image keeps the pid and goes on */
+	if (!atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) &&
+	    expect != pid) {
+		cap_spool_unmap(&g_spool);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+__attribute__((constructor)) static void capture_init(void)
+{
+	const char *env = getenv("TFS_CAPTURE");
+	const char *path = getenv("TFS_SPOOL");
+	int rc;
+
+	if (env && !strcmp(env, "0"))
+		return;
+	if (pthread_key_create(&g_key, thread_gone) != 0)
+		return;
+	if (path && *path) {
+		rc = attach(path);
+	} else {
+		rc = start_inproc();
+		g_inproc = rc == 0;
+	}
+	if (rc < 0)
+		return;
+	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
+	pthread_atfork(NULL, NULL, fork_child);
+	tfs_capture_mask_ = g_spool.hdr->trace_mask | TFS_TRACE_ON;
+	/* the thread running the constructors is thread 0 */
+	if (tls_depth++ == 0 && !tls_state)
+		thread_start();
+	tls_depth--;
+}
+
+__attribute__((destructor)) static void capture_fini(void)
+{
+	if (!tfs_capture_mask_)
+		return;
+	if (g_inproc) {
+		tfs_capture_mask_ = 0;
+		g_inproc = false;
+		cap_inproc_finish(atomic_load(&g_lost_early));
+		return;
+	}
+	/* the exiting thread's chunk is complete: hand it over (others' are read as they are) */
+	if (tls_depth++ == 0 && tls_state && tls_state->chunk) {
+		cap_spool_hand_over(tls_state->chunk);
+		tls_state->chunk = NULL;
+		tls_state->fill = tls_state->cap = 0;
+	}
+	tls_depth--;
+	atomic_store(&g_spool.hdr->exited, 1);
+}

@@ -1,0 +1,720 @@
+/*
+ * The consumer: reads the raw records of a spool chunk by chunk, each producing thread's
+ * chunks in their order, and turns them into trace events of that thread's writer stream:
+ * zone begin/end pairs into `zone` events (start and duration), memory accesses into
+ * `load`/`store` with symbolic sites, phases into writer phase ranges. Chunks it has read
+ * are recycled to the producers. It trusts nothing in the spool: a malformed record ends
+ * the reading of its chunk and is counted. It neither creates spools nor runs programs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tfs/capture.h"
+#include "tfs/writer.h"
+#include "consumer_i.h"
+
+enum ckind { K_ZONE, K_ZONE_UNFINISHED, K_MARK, K_COUNTER, K_THREAD_NAME, K_LOAD, K_STORE,
+	     N_KINDS };
+
+static const struct tfs_arg_desc zone_args[] = {
+    {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"depth", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+};
+static const struct tfs_arg_desc mark_args[] = {
+    {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+static const struct tfs_arg_desc counter_args[] = {
+    {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"value", TFS_TYPE_I64, TFS_ENC_VAL, 0, NULL},
+};
+static const struct tfs_arg_desc thread_name_args[] = {
+    {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+static const struct tfs_arg_desc mem_args[] = {
+    {"addr", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
+    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+    {"site", TFS_TYPE_U64, TFS_ENC_SYM, 0, "site"},
+};
+
+#define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
+static const struct tfs_kind_desc kinds[N_KINDS] = {
+    [K_ZONE] = {"zone", "zone", N_ARGS(zone_args), zone_args},
+    [K_ZONE_UNFINISHED] = {"zone_unfinished", "zone", N_ARGS(zone_args), zone_args},
+    [K_MARK] = {"mark", "user", N_ARGS(mark_args), mark_args},
+    [K_COUNTER] = {"counter", "user", N_ARGS(counter_args), counter_args},
+    [K_THREAD_NAME] = {"thread_name", "thread", N_ARGS(thread_name_args), thread_name_args},
+    [K_LOAD] = {"load", "mem", N_ARGS(mem_args), mem_args},
+    [K_STORE] = {"store", "mem", N_ARGS(mem_args), mem_args},
+};
+
+struct czone {
+	uint32_t name; /* per-thread string id */
+	uint64_t ts_ns;
+};
+
+/* The first event index of a thread after it saw process-phase generation @gen. */
+struct csync {
+	uint32_t gen;
+	uint64_t index;
+};
+
+struct cphase {
+	uint32_t id;
+	char *name;
+	uint64_t first;
+};
+
+/* What the consumer knows of one producing thread. */
+struct cthread {
+	struct tfs_wstream *s; /* NULL until the thread's first record */
+	uint64_t next_seq;     /* the chunk number to read next */
+	uint64_t last_ts;      /* raw, of the latest record */
+	char **strs;	       /* by per-thread string id */
+	uint32_t n_strs;
+	struct czone *zones; /* open zones, innermost last */
+	uint32_t n_zones, zones_cap;
+	struct csync *syncs;
+	uint32_t n_syncs, syncs_cap;
+	struct cphase *phases; /* open thread phases */
+	uint32_t n_phases, phases_cap;
+};
+
+struct pphase {
+	uint32_t id;
+	char *name;
+	uint32_t thread; /* the thread that began it */
+	uint32_t gen_begin, gen_end; /* gen_end 0: still open */
+};
+
+struct cand {
+	uint32_t thread;
+	uint64_t seq;
+	uint32_t idx;
+};
+
+struct cap_consumer {
+	struct spool *spool;
+	struct tfs_writer *w;
+	bool timed;
+	uint32_t kind[N_KINDS];
+	struct cthread *threads;
+	uint32_t n_threads;
+	struct pphase *pphases;
+	uint32_t n_pphases, pphases_cap;
+	uint64_t *site_keys; /* open addressing, key 0 is "empty" (stored as key + 1) */
+	uint32_t *site_ids;
+	uint32_t sites_cap, n_sites;
+	struct cand *cands; /* scratch, n_chunks entries */
+	bool in_partial;    /* reading a chunk nobody handed over */
+	bool finished;
+	int err;
+	struct cap_consumer_stats st;
+};
+
+int cap_parse_timing(const char *s, struct cap_timing *out)
+{
+	char *end;
+
+	out->timing = TFS_TIMING_LOSSLESS;
+	out->rel_err = 0;
+	if (!s || !*s || !strcmp(s, "lossless"))
+		return 0;
+	if (!strcmp(s, "none")) {
+		out->timing = TFS_TIMING_NONE;
+		return 0;
+	}
+	if (strncmp(s, "lossy:", 6) != 0)
+		return -EINVAL;
+	out->rel_err = strtod(s + 6, &end);
+	if (end == s + 6 || *end || !(out->rel_err >= 1.0 / 1024 && out->rel_err < 1))
+		return -EINVAL;
+	out->timing = TFS_TIMING_LOSSY;
+	return 0;
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint32_t n = *cap ? *cap : 8;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	q = realloc(*p, (size_t)n * elem);
+	if (!q)
+		return -ENOMEM;
+	memset((char *)q + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_consumer **out)
+{
+	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err};
+	struct cap_consumer *c;
+	int rc;
+
+	*out = NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->spool = s;
+	c->timed = tm->timing != TFS_TIMING_NONE;
+	c->cands = calloc(s->hdr->n_chunks, sizeof(*c->cands));
+	if (!c->cands) {
+		rc = -ENOMEM;
+		goto err_free;
+	}
+	rc = tfs_writer_new(&wo, &c->w);
+	if (rc < 0)
+		goto err_free;
+	for (int k = 0; k < N_KINDS && rc == 0; k++)
+		rc = tfs_writer_add_kind(c->w, &kinds[k], &c->kind[k]);
+	if (rc < 0)
+		goto err_free;
+	*out = c;
+	return 0;
+
+err_free:
+	cap_consumer_free(c);
+	return rc;
+}
+
+static void thread_fini(struct cthread *ct)
+{
+	for (uint32_t i = 0; i < ct->n_strs; i++)
+		free(ct->strs[i]);
+	free(ct->strs);
+	free(ct->zones);
+	free(ct->syncs);
+	for (uint32_t i = 0; i < ct->n_phases; i++)
+		free(ct->phases[i].name);
+	free(ct->phases);
+}
+
+void cap_consumer_free(struct cap_consumer *c)
+{
+	if (!c)
+		return;
+	for (uint32_t i = 0; i < c->n_threads; i++)
+		thread_fini(&c->threads[i]);
+	free(c->threads);
+	for (uint32_t i = 0; i < c->n_pphases; i++)
+		free(c->pphases[i].name);
+	free(c->pphases);
+	free(c->site_keys);
+	free(c->site_ids);
+	free(c->cands);
+	tfs_writer_free(c->w);
+	free(c);
+}
+
+static uint64_t rel_ts(const struct cap_consumer *c, uint64_t ts)
+{
+	uint64_t origin = c->spool->hdr->origin_ns;
+
+	return c->timed && ts > origin ? ts - origin : 0;
+}
+
+static uint64_t n_events(const struct cthread *ct)
+{
+	return ct->s ? tfs_wstream_n_events(ct->s) : 0;
+}
+
+static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint64_t ts,
+		 uint64_t dur, const union tfs_arg *args)
+{
+	int rc;
+
+	if (c->err)
+		return;
+	rc = tfs_wstream_append(ct->s, c->kind[k], rel_ts(c, ts), c->timed ? dur : 0, args);
+	if (rc < 0) {
+		c->err = rc;
+		return;
+	}
+	c->st.n_events++;
+	if (c->in_partial)
+		c->st.n_partial_events++;
+}
+
+/* Symbolic id of memory-access site @key: 0, 1, 2... in order of first use. */
+static int site_id(struct cap_consumer *c, uint64_t key, uint64_t *id)
+{
+	uint32_t i;
+
+	if (2 * (c->n_sites + 1) > c->sites_cap) {
+		uint32_t cap = c->sites_cap ? 2 * c->sites_cap : 64;
+		uint64_t *keys = calloc(cap, sizeof(*keys));
+		uint32_t *ids = calloc(cap, sizeof(*ids));
+
+		if (!keys || !ids) {
+			free(keys);
+			free(ids);
+			return -ENOMEM;
+		}
+		for (uint32_t j = 0; j < c->sites_cap; j++) {
+			if (!c->site_keys[j])
+				continue;
+			for (i = (uint32_t)(c->site_keys[j] * 0x9e3779b97f4a7c15u >> 40) % cap;
+			     keys[i]; i = (i + 1) % cap)
+				;
+			keys[i] = c->site_keys[j];
+			ids[i] = c->site_ids[j];
+		}
+		free(c->site_keys);
+		free(c->site_ids);
+		c->site_keys = keys;
+		c->site_ids = ids;
+		c->sites_cap = cap;
+	}
+	key++;
+	for (i = (uint32_t)(key * 0x9e3779b97f4a7c15u >> 40) % c->sites_cap; c->site_keys[i];
+	     i = (i + 1) % c->sites_cap) {
+		if (c->site_keys[i] == key) {
+			*id = c->site_ids[i];
+			return 0;
+		}
+	}
+	c->site_keys[i] = key;
+	c->site_ids[i] = c->n_sites;
+	*id = c->n_sites++;
+	return 0;
+}
+
+static const char *str_of(struct cap_consumer *c, const struct cthread *ct, uint32_t id)
+{
+	if (id < ct->n_strs && ct->strs[id])
+		return ct->strs[id];
+	c->st.bad_records++;
+	return "?";
+}
+
+static int add_sync(struct cthread *ct, uint32_t gen)
+{
+	if (grow((void **)&ct->syncs, &ct->syncs_cap, ct->n_syncs + 1, sizeof(*ct->syncs)))
+		return -ENOMEM;
+	ct->syncs[ct->n_syncs].gen = gen;
+	ct->syncs[ct->n_syncs].index = n_events(ct);
+	ct->n_syncs++;
+	return 0;
+}
+
+static int def_string(struct cthread *ct, uint32_t id, const char *s)
+{
+	char *d;
+
+	if (id >= ct->n_strs) {
+		uint32_t cap = ct->n_strs;
+
+		if (grow((void **)&ct->strs, &cap, id + 1, sizeof(char *)))
+			return -ENOMEM;
+		ct->n_strs = cap;
+	}
+	d = strdup(s);
+	if (!d)
+		return -ENOMEM;
+	free(ct->strs[id]);
+	ct->strs[id] = d;
+	return 0;
+}
+
+static void zone_end(struct cap_consumer *c, struct cthread *ct, uint64_t ts)
+{
+	struct czone z;
+	union tfs_arg a[2];
+
+	if (ct->n_zones == 0) {
+		c->st.bad_records++;
+		return;
+	}
+	z = ct->zones[--ct->n_zones];
+	a[0].s = str_of(c, ct, z.name);
+	a[1].u = ct->n_zones;
+	emit(c, ct, K_ZONE, z.ts_ns, ts > z.ts_ns ? ts - z.ts_ns : 0, a);
+}
+
+static int phase_begin(struct cap_consumer *c, struct cthread *ct, uint32_t thread,
+		       uint32_t id, uint64_t scope, uint64_t gen, const char *name)
+{
+	char *d = strdup(name);
+
+	if (!d)
+		return -ENOMEM;
+	if (scope == TFS_PHASE_PROCESS) {
+		if (grow((void **)&c->pphases, &c->pphases_cap, c->n_pphases + 1,
+			 sizeof(*c->pphases)) ||
+		    add_sync(ct, (uint32_t)gen)) {
+			free(d);
+			return -ENOMEM;
+		}
+		c->pphases[c->n_pphases++] = (struct pphase){id, d, thread, (uint32_t)gen, 0};
+		return 0;
+	}
+	if (grow((void **)&ct->phases, &ct->phases_cap, ct->n_phases + 1, sizeof(*ct->phases))) {
+		free(d);
+		return -ENOMEM;
+	}
+	ct->phases[ct->n_phases++] = (struct cphase){id, d, n_events(ct)};
+	return 0;
+}
+
+static int close_thread_phase(struct cap_consumer *c, struct cthread *ct, uint32_t thread,
+			      uint32_t i)
+{
+	struct cphase p = ct->phases[i];
+	int rc = tfs_writer_add_phase(c->w, p.name, 0, thread, p.first, n_events(ct) - p.first);
+
+	free(p.name);
+	memmove(ct->phases + i, ct->phases + i + 1, (ct->n_phases - i - 1) * sizeof(p));
+	ct->n_phases--;
+	return rc;
+}
+
+static int phase_end(struct cap_consumer *c, struct cthread *ct, uint32_t thread, uint32_t id,
+		     uint64_t gen)
+{
+	if (gen) {
+		for (uint32_t i = 0; i < c->n_pphases; i++)
+			if (c->pphases[i].id == id)
+				c->pphases[i].gen_end = (uint32_t)gen;
+		return add_sync(ct, (uint32_t)gen);
+	}
+	for (uint32_t i = ct->n_phases; i-- > 0;)
+		if (ct->phases[i].id == id)
+			return close_thread_phase(c, ct, thread, i);
+	c->st.bad_records++;
+	return 0;
+}
+
+/* The string payload of a record, NUL-terminated in @buf. false: it does not fit. */
+static bool payload(const uint64_t *r, uint32_t words, uint32_t n_args, char *buf, size_t cap)
+{
+	size_t len = (r[0] >> 16) & 0xffff;
+
+	if (2 + n_args + (len + 7) / 8 > words || len >= cap)
+		return false;
+	memcpy(buf, r + 2 + n_args, len);
+	buf[len] = '\0';
+	return true;
+}
+
+/* One record of thread @thread. @return 0, -EBADMSG (malformed: stop the chunk), -ENOMEM */
+static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, uint32_t words)
+{
+	struct cthread *ct = &c->threads[thread];
+	uint32_t kind = r[0] & 0xff, aux = (uint32_t)(r[0] >> 32);
+	char buf[1100];
+	union tfs_arg a[3];
+	uint64_t site;
+
+	ct->last_ts = r[1];
+	c->st.n_records++;
+	switch (kind) {
+	case REC_STRING:
+		if (!payload(r, words, 0, buf, sizeof(buf)))
+			return -EBADMSG;
+		return def_string(ct, aux, buf);
+	case REC_ZONE_BEGIN:
+		if (grow((void **)&ct->zones, &ct->zones_cap, ct->n_zones + 1, sizeof(*ct->zones)))
+			return -ENOMEM;
+		ct->zones[ct->n_zones++] = (struct czone){aux, r[1]};
+		return 0;
+	case REC_ZONE_END:
+		zone_end(c, ct, r[1]);
+		return 0;
+	case REC_MARK:
+	case REC_THREAD_NAME:
+		if (!payload(r, words, 0, buf, sizeof(buf)))
+			return -EBADMSG;
+		a[0].s = buf;
+		emit(c, ct, kind == REC_MARK ? K_MARK : K_THREAD_NAME, r[1], 0, a);
+		return 0;
+	case REC_COUNTER:
+		if (words < 3)
+			return -EBADMSG;
+		a[0].s = str_of(c, ct, aux);
+		a[1].i = (int64_t)r[2];
+		emit(c, ct, K_COUNTER, r[1], 0, a);
+		return 0;
+	case REC_MEM:
+		if (words < 5)
+			return -EBADMSG;
+		if (site_id(c, r[4], &site) < 0)
+			return -ENOMEM;
+		a[0].u = r[2];
+		a[1].u = r[3];
+		a[2].u = site;
+		emit(c, ct, (r[0] >> 16) & 1 ? K_STORE : K_LOAD, r[1], 0, a);
+		return 0;
+	case REC_PHASE_BEGIN:
+		if (!payload(r, words, 2, buf, sizeof(buf)))
+			return -EBADMSG;
+		return phase_begin(c, ct, thread, aux, r[2], r[3], buf);
+	case REC_PHASE_END:
+		if (words < 3)
+			return -EBADMSG;
+		return phase_end(c, ct, thread, aux, r[2]);
+	case REC_SYNC:
+		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
+	default:
+		return -EBADMSG;
+	}
+}
+
+static int thread_get(struct cap_consumer *c, uint32_t thread, struct cthread **out)
+{
+	struct cthread *ct;
+	int rc;
+
+	/* ids are handed out by the spool header's counter; any other is a damaged chunk */
+	if (thread >= atomic_load_explicit(&c->spool->hdr->next_thread, memory_order_relaxed))
+		return -EBADMSG;
+	if (thread >= c->n_threads) {
+		uint32_t cap = c->n_threads;
+
+		if (grow((void **)&c->threads, &cap, thread + 1, sizeof(*c->threads)))
+			return -ENOMEM;
+		c->n_threads = cap;
+	}
+	ct = &c->threads[thread];
+	if (!ct->s) {
+		rc = tfs_writer_stream_new(c->w, 0, thread, &ct->s);
+		if (rc < 0)
+			return rc;
+		c->st.n_threads++;
+	}
+	*out = ct;
+	return 0;
+}
+
+/* Read the records of one chunk, up to its published fill. */
+static int read_chunk(struct cap_consumer *c, struct spool_chunk *ch)
+{
+	uint64_t fill = atomic_load_explicit(&ch->fill, memory_order_acquire);
+	const uint8_t *data = cap_chunk_data(ch);
+	struct cthread *ct;
+	uint64_t off = 0;
+	int rc;
+
+	rc = thread_get(c, ch->thread, &ct);
+	if (rc == -EBADMSG) {
+		c->st.bad_records++;
+		return 0;
+	}
+	if (rc < 0)
+		return rc;
+	if (fill > cap_chunk_cap(c->spool) || fill % 8) {
+		c->st.bad_records++;
+		fill = 0; /* damaged: nothing in it can be trusted */
+	}
+	c->st.n_chunks++;
+	while (off + 16 <= fill) {
+		const uint64_t *r = (const uint64_t *)(data + off);
+		uint32_t words = (r[0] >> 8) & 0xff;
+
+		if (words < 2 || off + words * 8u > fill) {
+			c->st.bad_records++;
+			break;
+		}
+		rc = record(c, ch->thread, r, words);
+		if (rc == -EBADMSG) {
+			c->st.bad_records++;
+			break;
+		}
+		if (rc < 0)
+			return rc;
+		if (c->err)
+			return c->err;
+		off += words * 8u;
+	}
+	ct->next_seq = ch->seq + 1;
+	return 0;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static uint64_t next_seq(const struct cap_consumer *c, uint32_t thread)
+{
+	return thread < c->n_threads ? c->threads[thread].next_seq : 0;
+}
+
+/* Read chunks in state FULL (and OWNED too when @all), each thread's in order. */
+static int take_in(struct cap_consumer *c, bool all)
+{
+	const struct spool *s = c->spool;
+	uint32_t n = 0;
+	int rc, taken = 0;
+
+	for (uint32_t i = 0; i < s->hdr->n_chunks; i++) {
+		struct spool_chunk *ch = cap_spool_chunk(s, i);
+		uint32_t st = atomic_load_explicit(&ch->state, memory_order_acquire);
+
+		if (st == SPOOL_FULL || (all && st == SPOOL_OWNED))
+			c->cands[n++] = (struct cand){ch->thread, ch->seq, i};
+	}
+	qsort(c->cands, n, sizeof(*c->cands), cand_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		struct spool_chunk *ch = cap_spool_chunk(s, c->cands[i].idx);
+
+		/* a thread's next chunk may still be filling: read none after it */
+		if (!all && c->cands[i].seq != next_seq(c, c->cands[i].thread))
+			continue;
+		c->in_partial = atomic_load_explicit(&ch->state, memory_order_relaxed) ==
+				SPOOL_OWNED;
+		c->st.n_partial_chunks += c->in_partial;
+		rc = read_chunk(c, ch);
+		c->in_partial = false;
+		if (rc < 0)
+			return c->err = rc;
+		atomic_store_explicit(&ch->state, SPOOL_FREE, memory_order_release);
+		taken++;
+	}
+	return taken;
+}
+
+int cap_consumer_poll(struct cap_consumer *c)
+{
+	if (c->err)
+		return c->err;
+	return take_in(c, false);
+}
+
+static int end_thread(struct cap_consumer *c, uint32_t thread)
+{
+	struct cthread *ct = &c->threads[thread];
+	union tfs_arg a[2];
+	int rc = 0;
+
+	if (!ct->s)
+		return 0;
+	while (ct->n_zones > 0 && !c->err) {
+		struct czone z = ct->zones[--ct->n_zones];
+
+		a[0].s = str_of(c, ct, z.name);
+		a[1].u = ct->n_zones;
+		emit(c, ct, K_ZONE_UNFINISHED, z.ts_ns,
+		     ct->last_ts > z.ts_ns ? ct->last_ts - z.ts_ns : 0, a);
+		c->st.open_zones++;
+	}
+	while (ct->n_phases > 0 && rc == 0) {
+		rc = close_thread_phase(c, ct, thread, ct->n_phases - 1);
+		c->st.open_phases++;
+	}
+	return c->err ? c->err : rc;
+}
+
+/* Index of the first event thread @ct recorded after it saw generation @gen. */
+static uint64_t sync_index(const struct cthread *ct, uint32_t gen)
+{
+	for (uint32_t i = 0; i < ct->n_syncs; i++)
+		if (ct->syncs[i].gen >= gen)
+			return ct->syncs[i].index;
+	return n_events(ct);
+}
+
+static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
+{
+	int rc = 0;
+
+	for (uint32_t t = 0; t < c->n_threads && rc == 0; t++) {
+		const struct cthread *ct = &c->threads[t];
+		uint64_t first, end;
+
+		if (!ct->s)
+			continue;
+		first = sync_index(ct, p->gen_begin);
+		end = p->gen_end ? sync_index(ct, p->gen_end) : n_events(ct);
+		if (end < first)
+			end = first;
+		/* threads with nothing in the span are left out, except the one that began it */
+		if (end > first || t == p->thread)
+			rc = tfs_writer_add_phase(c->w, p->name, 0, t, first, end - first);
+	}
+	return rc;
+}
+
+int cap_consumer_finish(struct cap_consumer *c)
+{
+	char buf[32];
+	int rc;
+
+	if (c->finished)
+		return -EALREADY;
+	c->finished = true;
+	if (c->err)
+		return c->err;
+	rc = take_in(c, true);
+	if (rc < 0)
+		return rc;
+	for (uint32_t t = 0; t < c->n_threads && rc >= 0; t++)
+		rc = end_thread(c, t);
+	for (uint32_t i = 0; i < c->n_pphases && rc >= 0; i++) {
+		c->st.open_phases += c->pphases[i].gen_end == 0;
+		rc = add_process_phase(c, &c->pphases[i]);
+	}
+	if (rc < 0)
+		return c->err = rc;
+	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);
+	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
+	return cap_consumer_set_meta(c, "dropped_events", buf);
+}
+
+int cap_consumer_set_meta(struct cap_consumer *c, const char *key, const char *value)
+{
+	return tfs_writer_set_meta(c->w, key, value);
+}
+
+int cap_consumer_set_common_meta(struct cap_consumer *c, const char *program,
+				 const char *cmdline, long pid, const char *mode)
+{
+	time_t secs = (time_t)(c->spool->hdr->origin_realtime_ns / 1000000000u);
+	char start[64] = "", pid_s[32], host[256] = "";
+	struct tm tm;
+	int rc;
+
+	if (gmtime_r(&secs, &tm))
+		strftime(start, sizeof(start), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	snprintf(pid_s, sizeof(pid_s), "%ld", pid);
+	gethostname(host, sizeof(host) - 1);
+	rc = cap_consumer_set_meta(c, "program", program);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "cmdline", cmdline);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "pid", pid_s);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "capture", mode);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "start_time", start);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "host", host);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "tracefs_version", tfs_version());
+	return rc;
+}
+
+int cap_consumer_save(struct cap_consumer *c, const char *path)
+{
+	if (c->err)
+		return c->err;
+	return tfs_writer_save(c->w, path);
+}
+
+void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st)
+{
+	*st = c->st;
+}

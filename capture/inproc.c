@@ -1,0 +1,171 @@
+/*
+ * In-process mode: a program linked with libtfscapture and run without `tracefs record`
+ * consumes its own spool on a thread of its own and saves the trace when it exits, to
+ * $TFS_OUTPUT or <program>.<pid>.trace in the working directory. The consumer thread
+ * records nothing and receives no signals. A program that dies without running its exit
+ * path (abort, a fatal signal, _exit) leaves no trace in this mode: `tracefs record`
+ * recovers those. This file does not parse records (consumer.c does).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "consumer_i.h"
+
+#define IDLE_WAIT_NS 2000000 /* poll period while producers hand over nothing */
+
+static struct {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	/* signals a finished round, a flush request, a stop */
+	bool stop;		/* under lock */
+	bool kick;		/* under lock: a flush asks for a round now */
+	uint64_t rounds;	/* under lock: polls completed */
+	struct cap_consumer *consumer;
+	struct spool *spool;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void deadline_in(struct timespec *t, long ns)
+{
+	clock_gettime(CLOCK_REALTIME, t);
+	t->tv_nsec += ns;
+	while (t->tv_nsec >= 1000000000) {
+		t->tv_nsec -= 1000000000;
+		t->tv_sec++;
+	}
+}
+
+static void *consumer_main(void *arg)
+{
+	struct timespec t;
+
+	(void)arg;
+	cap_thread_exclude();
+	pthread_mutex_lock(&g.lock);
+	while (!g.stop) {
+		int n;
+
+		pthread_mutex_unlock(&g.lock);
+		n = cap_consumer_poll(g.consumer);
+		pthread_mutex_lock(&g.lock);
+		g.rounds++;
+		pthread_cond_broadcast(&g.cond);
+		if (n == 0 && !g.stop && !g.kick) {
+			deadline_in(&t, IDLE_WAIT_NS);
+			pthread_cond_timedwait(&g.cond, &g.lock, &t);
+		}
+		g.kick = false;
+	}
+	pthread_mutex_unlock(&g.lock);
+	return NULL;
+}
+
+int cap_inproc_start(struct spool *s, const struct cap_timing *tm)
+{
+	sigset_t all, old;
+	int rc;
+
+	rc = cap_consumer_new(s, tm, &g.consumer);
+	if (rc < 0)
+		return rc;
+	g.spool = s;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = -pthread_create(&g.thread, NULL, consumer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc < 0) {
+		cap_consumer_free(g.consumer);
+		g.consumer = NULL;
+	}
+	return rc;
+}
+
+void cap_inproc_flush(void)
+{
+	struct timespec t;
+	uint64_t target;
+
+	deadline_in(&t, 1000000000);
+	pthread_mutex_lock(&g.lock);
+	/* the round running now may have scanned before the hand-over: wait for the next */
+	target = g.rounds + 2;
+	g.kick = true;
+	pthread_cond_broadcast(&g.cond);
+	while (g.rounds < target && !g.stop)
+		if (pthread_cond_timedwait(&g.cond, &g.lock, &t) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&g.lock);
+}
+
+/* argv of this process, spaces between, from /proc/self/cmdline. */
+static void read_cmdline(char *buf, size_t cap)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, cap - 1);
+
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	buf[n] = '\0';
+	for (ssize_t i = 0; n > 0 && i < n - 1; i++)
+		if (buf[i] == '\0')
+			buf[i] = ' ';
+}
+
+static int save(const char *path)
+{
+	char cmdline[4096];
+	int rc;
+
+	read_cmdline(cmdline, sizeof(cmdline));
+	rc = cap_consumer_finish(g.consumer);
+	if (rc == 0)
+		rc = cap_consumer_set_common_meta(g.consumer, program_invocation_short_name,
+						  cmdline, (long)getpid(), "in-process");
+	if (rc == 0)
+		rc = cap_consumer_set_meta(g.consumer, "end", "exit");
+	if (rc == 0)
+		rc = cap_consumer_save(g.consumer, path);
+	return rc;
+}
+
+void cap_inproc_finish(uint64_t dropped_early)
+{
+	const int saved_errno = errno;
+	const char *out = getenv("TFS_OUTPUT");
+	struct cap_consumer_stats st;
+	char path[4096];
+	int rc;
+
+	if (!g.consumer)
+		return;
+	pthread_mutex_lock(&g.lock);
+	g.stop = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	pthread_join(g.thread, NULL);
+	if (out && *out)
+		snprintf(path, sizeof(path), "%s", out);
+	else
+		snprintf(path, sizeof(path), "%s.%ld.trace", program_invocation_short_name,
+			 (long)getpid());
+	rc = save(path);
+	if (rc < 0)
+		fprintf(stderr, "tfs capture: cannot save %s: %s\n", path, strerror(-rc));
+	cap_consumer_stats(g.consumer, &st);
+	if (st.dropped_events + dropped_early)
+		fprintf(stderr, "tfs capture: %" PRIu64 " events dropped (spool full): %s\n",
+			st.dropped_events + dropped_early, path);
+	cap_consumer_free(g.consumer);
+	g.consumer = NULL;
+	errno = saved_errno;
+}

@@ -1,0 +1,150 @@
+/*
+ * Creating, attaching and carving the spool (spool_i.h has the layout). Used by the
+ * producer (capture.c), by the in-process consumer and by `tracefs record`. It never reads
+ * records: consumer.c does. It allocates nothing with malloc, so the producer may call it
+ * from a constructor before anything else is set up.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spool_i.h"
+
+_Static_assert(sizeof(struct spool_chunk) == SPOOL_CHUNK_HDR_BYTES, "chunk header size");
+_Static_assert(sizeof(struct spool_hdr) <= SPOOL_HDR_BYTES, "spool header size");
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+
+	clock_gettime(id, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * @populate: fault every page in now. Producers do: the spool is their whole memory budget,
+ * and a first-touch fault per page on the hot path costs more than the event itself.
+ */
+static int map_fd(struct spool *s, int fd, size_t bytes, bool populate)
+{
+	int flags = (fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED) |
+		    (populate ? MAP_POPULATE : 0);
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
+
+	if (p == MAP_FAILED)
+		return -errno;
+	s->hdr = p;
+	s->map_bytes = bytes;
+	return 0;
+}
+
+int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
+		     uint32_t trace_mask)
+{
+	size_t n_chunks = bytes / SPOOL_CHUNK_BYTES;
+	size_t total;
+	int fd = -1, rc;
+
+	if (n_chunks < 2)
+		n_chunks = 2;
+	if (n_chunks > UINT32_MAX / 2)
+		return -EINVAL;
+	total = SPOOL_HDR_BYTES + n_chunks * SPOOL_CHUNK_BYTES;
+	if (path) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)total) < 0) {
+			rc = -errno;
+			goto err_close_fd;
+		}
+	}
+	rc = map_fd(s, fd, total, fd < 0);
+	if (rc < 0)
+		goto err_close_fd;
+	if (fd >= 0)
+		close(fd);
+	s->hdr->version = SPOOL_VERSION;
+	s->hdr->chunk_bytes = SPOOL_CHUNK_BYTES;
+	s->hdr->n_chunks = (uint32_t)n_chunks;
+	s->hdr->origin_ns = clock_ns(CLOCK_MONOTONIC);
+	s->hdr->origin_realtime_ns = clock_ns(CLOCK_REALTIME);
+	s->hdr->timing = timing;
+	s->hdr->trace_mask = trace_mask;
+	/* the magic last: a producer attaching early sees a complete header or none */
+	atomic_thread_fence(memory_order_release);
+	s->hdr->magic = SPOOL_MAGIC;
+	return 0;
+
+err_close_fd:
+	if (fd >= 0)
+		close(fd);
+	if (path)
+		unlink(path);
+	return rc;
+}
+
+int cap_spool_attach(struct spool *s, const char *path)
+{
+	struct spool_hdr h;
+	struct stat st;
+	int fd, rc;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out_close_fd;
+	}
+	rc = -EBADMSG;
+	if ((size_t)st.st_size < SPOOL_HDR_BYTES || pread(fd, &h, sizeof(h), 0) != sizeof(h))
+		goto out_close_fd;
+	if (h.magic != SPOOL_MAGIC || h.version != SPOOL_VERSION || h.chunk_bytes < 4096 ||
+	    h.chunk_bytes % 4096 || h.n_chunks < 2 ||
+	    (uint64_t)st.st_size != SPOOL_HDR_BYTES + (uint64_t)h.n_chunks * h.chunk_bytes)
+		goto out_close_fd;
+	rc = map_fd(s, fd, (size_t)st.st_size, true);
+out_close_fd:
+	close(fd);
+	return rc;
+}
+
+void cap_spool_unmap(struct spool *s)
+{
+	if (s->hdr)
+		munmap(s->hdr, s->map_bytes);
+	s->hdr = NULL;
+	s->map_bytes = 0;
+}
+
+struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq)
+{
+	const uint32_t n = s->hdr->n_chunks;
+	uint32_t start = atomic_load_explicit(&s->hdr->claim_hint, memory_order_relaxed) % n;
+
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t idx = start + k < n ? start + k : start + k - n;
+		struct spool_chunk *c = cap_spool_chunk(s, idx);
+		uint32_t expect = SPOOL_FREE;
+
+		if (atomic_load_explicit(&c->state, memory_order_relaxed) != SPOOL_FREE)
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(&c->state, &expect, SPOOL_CLAIMING,
+							     memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		c->thread = thread;
+		c->seq = seq;
+		atomic_store_explicit(&c->fill, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->state, SPOOL_OWNED, memory_order_release);
+		atomic_store_explicit(&s->hdr->claim_hint, idx + 1, memory_order_relaxed);
+		return c;
+	}
+	return NULL;
+}

@@ -1,0 +1,142 @@
+/*
+ * The spool: a file (or anonymous memory) shared between the producing threads of one
+ * traced process and one consumer, carved into fixed-size chunks. Each producing thread
+ * owns one chunk at a time and appends raw records to it with no lock, publishing a fill
+ * counter with a release store after each record, so a consumer in another process reads
+ * every complete record even when the producer dies mid-record. This header is the
+ * contract between capture.c (producer), consumer.c and `tracefs record`; it does not
+ * define how records become trace events (consumer.c does).
+ *
+ * Layout (all little-endian, host order; producer and consumer are the same machine):
+ *
+ *   0                     4096                4096 + chunk_bytes
+ *   +---------------------+-------------------+-------------------+---
+ *   | struct spool_hdr    | chunk 0           | chunk 1           | ... n_chunks
+ *   +---------------------+-------------------+-------------------+---
+ *
+ *   chunk:  +--------------------------+-------------------------------------------+
+ *           | struct spool_chunk (64)  | records, 8-byte words, `fill` bytes valid |
+ *           +--------------------------+-------------------------------------------+
+ *
+ *   record: word 0                                               word 1     words 2..
+ *           +--------+---------+----------------+----------------+----------+----------+
+ *           | kind u8| words u8| small u16      | aux u32        | ts_ns u64| args ... |
+ *           +--------+---------+----------------+----------------+----------+----------+
+ *   `words` counts the whole record (>= 2); string payloads follow the u64 args, `small`
+ *   bytes long, zero-padded to a word.
+ *
+ * Chunk states: FREE -> CLAIMING (a producer won it and is writing the header) -> OWNED
+ * (being filled by thread `thread`) -> FULL (handed over) -> FREE (consumed, recycled).
+ * Only the consumer moves FULL to FREE; only a producer moves FREE to OWNED.
+ */
+#ifndef TFS_SPOOL_I_H
+#define TFS_SPOOL_I_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPOOL_MAGIC 0x50534654u /* "TFSP" */
+#define SPOOL_VERSION 1u
+#define SPOOL_HDR_BYTES 4096u
+#define SPOOL_CHUNK_HDR_BYTES 64u
+#define SPOOL_CHUNK_BYTES (64u * 1024u)
+#define SPOOL_DEFAULT_MB 64u
+#define SPOOL_MAX_RECORD_WORDS 255u
+
+enum spool_chunk_state {
+	SPOOL_FREE = 0,
+	SPOOL_CLAIMING = 1,
+	SPOOL_OWNED = 2,
+	SPOOL_FULL = 3,
+};
+
+/* Raw record kinds (word 0, bits 0-7). */
+enum spool_rec {
+	REC_STRING = 1,	     /* aux: per-thread string id; payload: the bytes */
+	REC_ZONE_BEGIN = 2,  /* aux: string id of the name */
+	REC_ZONE_END = 3,    /* no args */
+	REC_MARK = 4,	     /* payload: the message */
+	REC_COUNTER = 5,     /* aux: string id of the name; arg 0: value (i64) */
+	REC_THREAD_NAME = 6, /* payload: the name */
+	REC_MEM = 7,	     /* small: 1 store, 0 load; arg 0: addr, arg 1: size, arg 2: site */
+	REC_PHASE_BEGIN = 8, /* aux: phase id; arg 0: scope; arg 1: generation; payload: name */
+	REC_PHASE_END = 9,   /* aux: phase id; arg 0: generation (process phases, else 0) */
+	REC_SYNC = 10,	     /* arg 0: the process-phase generation this thread now sees */
+};
+
+struct spool_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t chunk_bytes;	     /* including the chunk header; a multiple of 4096 */
+	uint32_t n_chunks;
+	uint64_t origin_ns;	     /* CLOCK_MONOTONIC at creation: time 0 of the trace */
+	uint64_t origin_realtime_ns; /* CLOCK_REALTIME at creation */
+	uint32_t timing;	     /* enum tfs_timing; NONE: producers read no clock */
+	uint32_t trace_mask;	     /* TFS_TRACE_* the producers record */
+	_Atomic uint32_t producer_pid; /* the one process allowed to produce; 0 until it attaches */
+	_Atomic uint32_t next_thread;  /* symbolic thread ids, handed out in first-event order */
+	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
+	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
+	_Atomic uint64_t dropped_events;
+};
+
+struct spool_chunk {
+	_Atomic uint32_t state; /* enum spool_chunk_state */
+	uint32_t thread;	/* owner's symbolic thread id (valid from OWNED on) */
+	uint64_t seq;		/* owner's chunk number: 0, 1, 2... */
+	_Atomic uint64_t fill;	/* bytes of complete records after this header */
+	uint8_t pad[SPOOL_CHUNK_HDR_BYTES - 24];
+};
+
+/* A mapped spool. The mapping belongs to this struct; the file is never unlinked here. */
+struct spool {
+	struct spool_hdr *hdr;
+	size_t map_bytes;
+};
+
+/*
+ * Create a spool of @bytes (rounded to whole chunks, at least 2) at @path, which must not
+ * exist, or in anonymous memory when @path is NULL (then faulted in at once: the in-process
+ * producer's mapping). @return 0 or -errno
+ */
+int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
+		     uint32_t trace_mask);
+/*
+ * Map an existing spool read-write (faulted in at once: the producer's mapping) and check
+ * its header. @return 0, -errno or -EBADMSG
+ */
+int cap_spool_attach(struct spool *s, const char *path);
+void cap_spool_unmap(struct spool *s);
+
+static inline struct spool_chunk *cap_spool_chunk(const struct spool *s, uint32_t idx)
+{
+	return (struct spool_chunk *)((uint8_t *)s->hdr + SPOOL_HDR_BYTES +
+				      (size_t)idx * s->hdr->chunk_bytes);
+}
+
+static inline uint8_t *cap_chunk_data(struct spool_chunk *c)
+{
+	return (uint8_t *)c + SPOOL_CHUNK_HDR_BYTES;
+}
+
+static inline uint32_t cap_chunk_cap(const struct spool *s)
+{
+	return s->hdr->chunk_bytes - SPOOL_CHUNK_HDR_BYTES;
+}
+
+/* Claim a free chunk for @thread as its chunk number @seq. @return the chunk or NULL */
+struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq);
+
+static inline void cap_spool_hand_over(struct spool_chunk *c)
+{
+	atomic_store_explicit(&c->state, SPOOL_FULL, memory_order_release);
+}
+
+static inline uint64_t cap_rec_word0(uint32_t kind, uint32_t words, uint32_t small, uint32_t aux)
+{
+	return (uint64_t)kind | (uint64_t)words << 8 | (uint64_t)small << 16 | (uint64_t)aux << 32;
+}
+
+#endif

@@ -1,0 +1,463 @@
+/*
+ * `tracefs record [options] -- command [args...]`: runs a program with libtfscapture
+ * preloaded and attached to a spool this process creates, consumes the spool while the
+ * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
+ * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
+ * exits with the program's status (128 + signal when killed). This file does the command
+ * line and process control only; the consumer is capture/consumer.c.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tfs/capture.h"
+#include "tfs/reader.h"
+#include "consumer_i.h"
+#include "record_i.h"
+
+#define EXIT_RUNTIME 1
+#define EXIT_USAGE 2
+#define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
+
+#ifndef TFS_LIBDIR
+#define TFS_LIBDIR "/usr/local/lib"
+#endif
+
+struct record_opts {
+	const char *out;
+	struct cap_timing timing;
+	uint32_t mask;
+	size_t spool_bytes;
+	char **argv; /* the command */
+};
+
+static pid_t g_child;
+
+static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tracefs: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static int usage(const char *what)
+{
+	msg("record: %s (try 'tracefs --help')", what);
+	return EXIT_USAGE;
+}
+
+/* --trace=LIST. @return 0 or -EINVAL */
+static int parse_trace(const char *s, uint32_t *mask)
+{
+	char word[32];
+
+	*mask = TFS_TRACE_ON;
+	while (*s) {
+		size_t n = strcspn(s, ",");
+
+		if (n == 0 || n >= sizeof(word))
+			return -EINVAL;
+		memcpy(word, s, n);
+		word[n] = '\0';
+		if (!strcmp(word, "zones"))
+			*mask |= TFS_TRACE_ZONES;
+		else if (!strcmp(word, "mem"))
+			*mask |= TFS_TRACE_MEM;
+		else if (!strcmp(word, "all"))
+			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM;
+		else if (!strcmp(word, "alloc") || !strcmp(word, "io") || !strcmp(word, "threads"))
+			msg("warning: --trace=%s: no interposers yet, only the capture API records",
+			    word);
+		else
+			return -EINVAL;
+		s += n + (s[n] == ',');
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct record_opts *o)
+{
+	static const struct option lo[] = {
+	    {"output", required_argument, NULL, 'o'},
+	    {"timing", required_argument, NULL, 't'},
+	    {"trace", required_argument, NULL, 'T'},
+	    {"spool-size", required_argument, NULL, 's'},
+	    {0},
+	};
+	char *end;
+	long mb;
+	int c;
+
+	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM,
+				  .timing = {.timing = TFS_TIMING_LOSSLESS},
+				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+o:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			o->out = optarg;
+			break;
+		case 't':
+			if (cap_parse_timing(optarg, &o->timing) < 0)
+				return usage("--timing must be lossless, none or lossy:ERR "
+					     "with 2^-10 <= ERR < 1");
+			break;
+		case 'T':
+			if (parse_trace(optarg, &o->mask) < 0)
+				return usage("--trace takes a list of zones, mem, all");
+			break;
+		case 's':
+			mb = strtol(optarg, &end, 10);
+			if (*end || mb < 1 || mb > 65536)
+				return usage("--spool-size takes MiB, 1 to 65536");
+			o->spool_bytes = (size_t)mb << 20;
+			break;
+		default:
+			return usage("unknown option");
+		}
+	}
+	if (optind >= argc)
+		return usage("missing the command to run");
+	o->argv = argv + optind;
+	return 0;
+}
+
+/* The file execvp() would run for @cmd, in @buf. false: not found. */
+static bool find_command(const char *cmd, char *buf, size_t cap)
+{
+	const char *path = getenv("PATH"), *p;
+
+	if (strchr(cmd, '/')) {
+		snprintf(buf, cap, "%s", cmd);
+		return access(buf, X_OK) == 0;
+	}
+	for (p = path ? path : "/usr/bin:/bin"; p; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
+		size_t n = strcspn(p, ":");
+
+		snprintf(buf, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd);
+		if (access(buf, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* An ELF executable without PT_INTERP is statically linked: LD_PRELOAD cannot reach it. */
+static bool is_static_elf(const char *file)
+{
+	unsigned char id[EI_NIDENT];
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	bool is_static = false;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, id, sizeof(id), 0) != sizeof(id) || memcmp(id, ELFMAG, SELFMAG) != 0 ||
+	    id[EI_CLASS] != ELFCLASS64 || pread(fd, &eh, sizeof(eh), 0) != sizeof(eh))
+		goto out;
+	is_static = eh.e_type == ET_EXEC || eh.e_type == ET_DYN;
+	for (uint32_t i = 0; i < eh.e_phnum && is_static; i++) {
+		off_t off = (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize);
+
+		if (pread(fd, &ph, sizeof(ph), off) != sizeof(ph))
+			break;
+		if (ph.p_type == PT_INTERP)
+			is_static = false;
+	}
+out:
+	close(fd);
+	return is_static;
+}
+
+/* libtfscapture.so: $TFS_CAPTURE_LIB, next to this build's tracefs, or installed. */
+static bool find_library(char *buf, size_t cap)
+{
+	static const char *const rel[] = {"/../capture/libtfscapture.so", "/../lib/libtfscapture.so"};
+	const char *env = getenv("TFS_CAPTURE_LIB");
+	char exe[PATH_MAX], cand[PATH_MAX + 64];
+	ssize_t n;
+
+	if (env && *env) {
+		snprintf(buf, cap, "%s", env);
+		return access(buf, R_OK) == 0;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		*strrchr(exe, '/') = '\0';
+		for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+			snprintf(cand, sizeof(cand), "%s%s", exe, rel[i]);
+			if (access(cand, R_OK) == 0 && realpath(cand, exe)) {
+				snprintf(buf, cap, "%s", exe);
+				return true;
+			}
+		}
+	}
+	snprintf(buf, cap, "%s/libtfscapture.so", TFS_LIBDIR);
+	return access(buf, R_OK) == 0;
+}
+
+static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
+{
+	const char *env = getenv("TFS_SPOOL");
+	int rc;
+
+	if (env && *env) {
+		snprintf(path, cap, "%s", env);
+		return cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
+					o->mask);
+	}
+	for (unsigned int i = 0; i < 100; i++) {
+		snprintf(path, cap, "/dev/shm/tracefs-spool.%ld.%u", (long)getpid(), i);
+		rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
+				      o->mask);
+		if (rc != -EEXIST)
+			return rc;
+	}
+	return -EEXIST;
+}
+
+static void set_preload(const char *lib)
+{
+	const char *old = getenv("LD_PRELOAD");
+	char buf[8192];
+
+	if (old && *old)
+		snprintf(buf, sizeof(buf), "%s:%s", lib, old);
+	else
+		snprintf(buf, sizeof(buf), "%s", lib);
+	setenv("LD_PRELOAD", buf, 1);
+}
+
+static void forward_signal(int sig)
+{
+	if (g_child > 0)
+		kill(g_child, sig);
+}
+
+static pid_t start_child(const struct record_opts *o, const char *lib, const char *spool)
+{
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	set_preload(lib);
+	setenv("TFS_SPOOL", spool, 1);
+	execvp(o->argv[0], o->argv);
+	msg("cannot run %s: %s", o->argv[0], strerror(errno));
+	_exit(127);
+}
+
+/* Consume while the child runs. @return its wait status */
+static int run_consumer(struct cap_consumer *c, pid_t pid, int *consume_err)
+{
+	const struct timespec idle = {0, IDLE_POLL_NS};
+	int status = 0;
+
+	for (;;) {
+		int n = *consume_err ? 0 : cap_consumer_poll(c);
+		pid_t r;
+
+		if (n < 0)
+			*consume_err = n;
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == pid || (r < 0 && errno != EINTR))
+			return status;
+		if (n <= 0)
+			nanosleep(&idle, NULL);
+	}
+}
+
+static void describe_end(int status, char *buf, size_t cap)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, cap, "killed by signal %d (SIG%s)", WTERMSIG(status),
+			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+	else
+		snprintf(buf, cap, "ended with wait status %d", status);
+}
+
+static int mirror_status(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return EXIT_RUNTIME;
+}
+
+static void join_args(char **argv, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; argv[i] && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? " " : "", argv[i]);
+}
+
+static void summary(const char *out, const char *how, const struct cap_consumer_stats *st)
+{
+	struct tfs_trace_info ti = {0};
+	struct tfs_trace *t;
+	char rec[256];
+
+	if (tfs_trace_open(out, &t, NULL) == 0) {
+		tfs_trace_get_info(t, &ti);
+		tfs_trace_close(t);
+	}
+	if (st->n_partial_chunks || st->open_zones || st->open_phases)
+		snprintf(rec, sizeof(rec),
+			 "recovered %" PRIu64 " events, %" PRIu64 " of them from %" PRIu64
+			 " chunks never handed over, %" PRIu32 " zones and %" PRIu32
+			 " phases left open",
+			 st->n_events, st->n_partial_events, st->n_partial_chunks, st->open_zones,
+			 st->open_phases);
+	else
+		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
+	fprintf(stderr,
+		"tracefs: %s: %" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
+		"ratio %.1f against the text (%" PRIu64 " bytes), %" PRIu32
+		" threads; program %s; %s; %" PRIu64 " dropped\n",
+		out, ti.n_events, ti.file_bytes,
+		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
+		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
+		st->n_threads, how, rec, st->dropped_events);
+	if (st->bad_records)
+		msg("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
+}
+
+/* Take in what is left, set the metadata and save. @return 0 or -errno */
+static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid_t pid,
+			const char *how, const char *out)
+{
+	char cmdline[4096];
+	const char *slash = strrchr(o->argv[0], '/');
+	int rc;
+
+	join_args(o->argv, cmdline, sizeof(cmdline));
+	rc = cap_consumer_finish(c);
+	if (rc == 0)
+		rc = cap_consumer_set_common_meta(c, slash ? slash + 1 : o->argv[0], cmdline,
+						  (long)pid, "record");
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "end", how);
+	if (rc == 0)
+		rc = cap_consumer_save(c, out);
+	return rc;
+}
+
+static int record(const struct record_opts *o, const char *lib, const char *out)
+{
+	struct sigaction fwd = {.sa_handler = forward_signal}, ign = {.sa_handler = SIG_IGN};
+	struct cap_consumer_stats st;
+	struct cap_consumer *c;
+	struct spool s;
+	char spool_path[PATH_MAX], how[96];
+	int rc, status, consume_err = 0, exit_status;
+
+	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
+	if (rc < 0) {
+		msg("cannot create the spool %s: %s", spool_path, strerror(-rc));
+		return EXIT_RUNTIME;
+	}
+	rc = cap_consumer_new(&s, &o->timing, &c);
+	if (rc < 0) {
+		msg("cannot start the consumer: %s", strerror(-rc));
+		goto err_unlink;
+	}
+	/* the terminal's ^C and ^\ go to the program; its end is what we wait for */
+	sigaction(SIGINT, &ign, NULL);
+	sigaction(SIGQUIT, &ign, NULL);
+	sigaction(SIGTERM, &fwd, NULL);
+	sigaction(SIGHUP, &fwd, NULL);
+	g_child = start_child(o, lib, spool_path);
+	if (g_child < 0) {
+		msg("cannot fork: %s", strerror(errno));
+		goto err_free_consumer;
+	}
+	status = run_consumer(c, g_child, &consume_err);
+	describe_end(status, how, sizeof(how));
+	exit_status = mirror_status(status);
+	if (consume_err) {
+		msg("cannot record %s: %s", o->argv[0], strerror(-consume_err));
+	} else if (atomic_load(&s.hdr->producer_pid) == 0) {
+		msg("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
+		    "statically linked, or not run); program %s",
+		    o->argv[0], how);
+	} else if ((rc = finish_trace(c, o, g_child, how, out)) < 0) {
+		msg("cannot save %s: %s", out, strerror(-rc));
+		if (exit_status == 0)
+			exit_status = EXIT_RUNTIME;
+	} else {
+		cap_consumer_stats(c, &st);
+		summary(out, how, &st);
+	}
+	cap_consumer_free(c);
+	unlink(spool_path);
+	cap_spool_unmap(&s);
+	return exit_status;
+
+err_free_consumer:
+	cap_consumer_free(c);
+err_unlink:
+	unlink(spool_path);
+	cap_spool_unmap(&s);
+	return EXIT_RUNTIME;
+}
+
+int fs_cmd_record(int argc, char **argv)
+{
+	struct record_opts o;
+	char file[PATH_MAX], lib[PATH_MAX], out[PATH_MAX];
+	const char *base;
+	int rc;
+
+	rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (!find_command(o.argv[0], file, sizeof(file))) {
+		msg("cannot run %s: command not found", o.argv[0]);
+		return 127;
+	}
+	if (is_static_elf(file))
+		msg("warning: %s is statically linked: LD_PRELOAD cannot reach it, only events of "
+		    "the capture API linked into it are recorded",
+		    file);
+	if (!find_library(lib, sizeof(lib))) {
+		msg("cannot find libtfscapture.so (looked next to tracefs and in %s; set "
+		    "TFS_CAPTURE_LIB)",
+		    TFS_LIBDIR);
+		return EXIT_RUNTIME;
+	}
+	base = strrchr(o.argv[0], '/') ? strrchr(o.argv[0], '/') + 1 : o.argv[0];
+	snprintf(out, sizeof(out), "%s", o.out ? o.out : base);
+	if (!o.out)
+		snprintf(out, sizeof(out), "%s.trace", base);
+	return record(&o, lib, out);
+}

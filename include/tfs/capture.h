@@ -1,0 +1,209 @@
+/*
+ * Capturing events from a running program: zones, phases, marks, counters, thread names and
+ * memory accesses, each recorded by the calling thread into its own chunk of a shared spool
+ * with no lock, and turned into a trace by a consumer (a thread of this process, or
+ * `tracefs record` in another process). Usable from C and C++; declares no codec types.
+ *
+ * Cost: every entry point is an inline test of one global, so a program built with these
+ * calls and run with TFS_CAPTURE=0 (or never initialised) pays one predictable branch per
+ * call. Traced, an event costs a clock read and a few stores into shared memory.
+ *
+ * The capture never fails or slows the host program: when the spool is full an event is
+ * dropped and counted (the count is stored in the trace as metadata `dropped_events`),
+ * and no entry point changes errno.
+ *
+ * Environment (read once, when the library is loaded):
+ *   TFS_CAPTURE=0          capture off: no spool, no consumer, no trace, no events
+ *   TFS_OUTPUT=FILE        in-process mode: the trace file (default <program>.<pid>.trace)
+ *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none
+ *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem (all)
+ *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
+ *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
+ *
+ * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
+ * exec'd image under `tracefs record` goes on in the same rank with new thread ids), the
+ * LD_PRELOAD interposers (allocations, I/O, threads) and backtraces.
+ */
+#ifndef TFS_CAPTURE_H
+#define TFS_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** tfs_phase_begin() scope: the phase holds the calling thread's events only. */
+#define TFS_PHASE_THREAD 0x1u
+/** tfs_phase_begin() scope: the phase holds every thread's events in its span. */
+#define TFS_PHASE_PROCESS 0x2u
+
+/** Categories (`--trace=` of `tracefs record`, TFS_TRACE). */
+#define TFS_TRACE_ON 0x1u    /**< set whenever capture is on: phases and flush */
+#define TFS_TRACE_ZONES 0x2u /**< zones, marks, counters, thread names */
+#define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
+
+/**
+ * Implementation: the categories being captured, 0 when capture is off. Written only by the
+ * library (at load, and 0 in a forked child and at exit); read through the inline functions.
+ */
+extern unsigned int tfs_capture_mask_;
+
+/* Implementation entry points: call the inline functions below instead. */
+void tfs_cap_zone_begin(const char *name);
+void tfs_cap_zone_end(void);
+void tfs_cap_phase_begin(const char *name, unsigned int scope);
+void tfs_cap_phase_end(void);
+void tfs_cap_mark(const char *message);
+void tfs_cap_counter(const char *name, int64_t value);
+void tfs_cap_thread_name(const char *name);
+void tfs_cap_mem_access(const void *addr, size_t size, int is_store, const void *site);
+
+/** True when capture is on in this process. Thread-safe. */
+static inline int tfs_capture_enabled(void)
+{
+	return tfs_capture_mask_ != 0;
+}
+
+/**
+ * Open a zone on the calling thread: a named region that ends at the matching
+ * tfs_zone_end(). Zones nest; each becomes one `zone(name=..., depth=D)` event, whose start
+ * time is the begin and whose duration runs to the end (events are stored when the zone
+ * ends, so a zone follows the zones nested in it). A zone still open when the program ends
+ * becomes `zone_unfinished`.
+ * @param name  recorded by address: it must stay valid and unchanged while the process
+ *              runs (a string literal). Up to 255 bytes are kept.
+ */
+static inline void tfs_zone_begin(const char *name)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_ZONES)
+		tfs_cap_zone_begin(name);
+}
+
+/** Close the calling thread's innermost open zone. */
+static inline void tfs_zone_end(void)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_ZONES)
+		tfs_cap_zone_end();
+}
+
+/**
+ * Begin a phase: a named span that slices the trace (the virtual tree shows each phase as
+ * ranks/<r>/phases/<name>/). @scope TFS_PHASE_THREAD: the calling thread's events until the
+ * matching tfs_phase_end(); TFS_PHASE_PROCESS: every thread's events from the moment each
+ * thread next records an event after the begin until it next records one after the end.
+ * Phases nest with each other and with zones. @name is copied (up to 255 bytes).
+ */
+static inline void tfs_phase_begin(const char *name, unsigned int scope)
+{
+	if (tfs_capture_mask_)
+		tfs_cap_phase_begin(name, scope);
+}
+
+/** End the innermost phase the calling thread began. */
+static inline void tfs_phase_end(void)
+{
+	if (tfs_capture_mask_)
+		tfs_cap_phase_end();
+}
+
+/** An instant `mark(message=...)`. @message is copied (up to 1024 bytes). */
+static inline void tfs_mark(const char *message)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_ZONES)
+		tfs_cap_mark(message);
+}
+
+/**
+ * A counter's value at this instant: `counter(name=..., value=V)`.
+ * @param name  recorded by address, like a zone name (a string literal)
+ */
+static inline void tfs_counter(const char *name, int64_t value)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_ZONES)
+		tfs_cap_counter(name, value);
+}
+
+/** Name the calling thread: a `thread_name(name=...)` event. @name is copied (255 bytes). */
+static inline void tfs_thread_name(const char *name)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_ZONES)
+		tfs_cap_thread_name(name);
+}
+
+/**
+ * A memory access at an explicit site: `load(addr=, size=, site=site#N)` or `store(...)`.
+ * Events of one site share a call signature, so their addresses and sizes are predicted
+ * from that site's previous accesses (stride): a strided loop stores zeros (EPRSD).
+ * @param site  any address that identifies the access in the program (same site, same
+ *              pointer); the trace numbers sites 0, 1, 2... in order of first use
+ */
+static inline void tfs_mem_access_site(const void *addr, size_t size, int is_store,
+				       const void *site)
+{
+	if (tfs_capture_mask_ & TFS_TRACE_MEM)
+		tfs_cap_mem_access(addr, size, is_store, site);
+}
+
+/**
+ * A memory access, its site being this place in the source: each use of the macro is its own
+ * site, like an instruction address in a binary-instrumentation tracer.
+ */
+#define tfs_mem_access(addr, size, is_store)                                                       \
+	tfs_mem_access_site((addr), (size), (is_store), __extension__({                            \
+				    static char tfs_site_;                                   \
+				    (const void *)&tfs_site_;                                      \
+			    }))
+
+/**
+ * Hand the calling thread's recorded events to the consumer now (they are otherwise handed
+ * over chunk by chunk) and, in in-process mode, wait up to a second until the consumer has
+ * taken in everything handed over so far. Events already survive a crash under
+ * `tracefs record` without this; it does not write the trace file (that happens at exit).
+ */
+void tfs_capture_flush(void);
+
+/** Events dropped so far because the spool was full (or the thread could not start). */
+uint64_t tfs_capture_dropped(void);
+
+/* Scoped zones in C: the zone ends when the enclosing block is left (cleanup attribute). */
+static inline void tfs_zone_scope_end_(const char *const *begun)
+{
+	if (*begun)
+		tfs_cap_zone_end();
+}
+
+static inline const char *tfs_zone_scope_begin_(const char *name)
+{
+	if (!(tfs_capture_mask_ & TFS_TRACE_ZONES))
+		return NULL;
+	tfs_cap_zone_begin(name);
+	return name;
+}
+
+#define TFS_ZONE_CAT2_(a, b) a##b
+#define TFS_ZONE_CAT_(a, b) TFS_ZONE_CAT2_(a, b)
+/** A zone from here to the end of the enclosing block: `TFS_ZONE("parse");` */
+#define TFS_ZONE(name)                                                                             \
+	const char *TFS_ZONE_CAT_(tfs_zone_, __LINE__)                                             \
+	    __attribute__((cleanup(tfs_zone_scope_end_), unused)) = tfs_zone_scope_begin_(name)
+
+#ifdef __cplusplus
+}
+
+namespace tfs {
+/** A zone for the lifetime of the object: `tfs::zone z("parse");` */
+class zone {
+      public:
+	explicit zone(const char *name) : begun_(tfs_zone_scope_begin_(name)) {}
+	~zone() { tfs_zone_scope_end_(&begun_); }
+	zone(const zone &) = delete;
+	zone &operator=(const zone &) = delete;
+
+      private:
+	const char *begun_;
+};
+} // namespace tfs
+#endif
+#endif

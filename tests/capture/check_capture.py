@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the capture library and `tracefs record` (TAP).
+
+Programs with exactly known capture events (cap_known.c) are traced in both modes (under
+`tracefs record`, and in-process with TFS_OUTPUT), ending normally and by abort, segfault,
+_exit and SIGKILL; the events `tracefs cat` decodes are compared with an expectation written
+here from cap_known.c's description, not computed by any tracefs code. Also: stdout of the
+traced program equals its untraced stdout, TFS_CAPTURE=0, many threads, a full spool
+(dropped events are counted exactly), the matmul EPRSD workload's size, the demo program.
+
+  check_capture.py --tracefs T --known K --known-static KS --matmul M --demo D
+"""
+
+import argparse
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def ok(self, cond, desc, diag=None):
+        self.n += 1
+        print(("ok %d - %s" if cond else "not ok %d - %s") % (self.n, desc), flush=True)
+        if not cond:
+            self.failed += 1
+            for line in str(diag or "").splitlines()[:30]:
+                print("# " + line, flush=True)
+        return cond
+
+    def diag(self, text):
+        for line in text.splitlines():
+            print("# " + line, flush=True)
+
+    def done(self):
+        print("1..%d" % self.n, flush=True)
+        return 1 if self.failed else 0
+
+
+def run(cmd, env=None, timeout=300, cwd=None):
+    e = dict(os.environ)
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE"):
+        e.pop(k, None)
+    e.update(env or {})
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
+                       timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Trace:
+    """What the CLI shows of one trace file."""
+
+    def __init__(self, tracefs, path):
+        self.tracefs = tracefs
+        self.path = path
+        rc, out, err = run([tracefs, "info", "--json", path])
+        if rc != 0:
+            raise RuntimeError("info failed: %s" % err.decode(errors="replace"))
+        self.info = json.loads(out)
+
+    def meta(self, key):
+        return self.info.get("meta", {}).get(key)
+
+    def threads(self):
+        return sorted(s["thread"] for s in self.info["streams"])
+
+    def cat(self, vpath):
+        rc, out, err = run([self.tracefs, "cat", self.path, vpath])
+        if rc != 0:
+            raise RuntimeError("cat %s failed: %s" % (vpath, err.decode(errors="replace")))
+        return out
+
+    def events(self, thread):
+        data = self.cat("ranks/0/threads/%d/events.jsonl" % thread)
+        return [json.loads(line) for line in data.decode().splitlines()]
+
+    def text(self, thread):
+        return self.cat("ranks/0/threads/%d/trace.txt" % thread).decode()
+
+    def phases(self):
+        return sorted((p["name"], p["thread"], p["first_event"], p["events"])
+                      for p in self.info.get("phases", []))
+
+    def verify(self):
+        return run([self.tracefs, "verify", self.path])
+
+
+# ---- the expectation, from cap_known.c's description ----
+
+def known_main(mode):
+    ev = [("thread_name", {"name": "main"}),
+          ("mark", {"message": 'hello "world"\n'}),
+          ("zone", {"name": "inner", "depth": 1})]
+    ev += [("counter", {"name": "count", "value": i - 2}) for i in range(5)]
+    ev += [("zone", {"name": "outer", "depth": 0}),
+           ("mark", {"message": "before crash"})]
+    done = mode in ("ok", "exit7")
+    ev.append(("zone" if done else "zone_unfinished", {"name": "doomed", "depth": 0}))
+    return ev
+
+
+def known_worker(w):
+    ev = [("thread_name", {"name": "worker-%d" % w})]
+    for i in range(10):
+        ev += [("counter", {"name": "i", "value": i * w}), ("zone", {"name": "step", "depth": 0})]
+    ev += [("store" if i % 2 else "load", {"size": 8, "site": 0}) for i in range(16)]
+    return ev
+
+
+def known_phases(n_workers):
+    ph = [("setup", 0, 1, 8)]
+    ph += [("work", w, 1, 36) for w in range(1, n_workers + 1)]
+    return sorted(ph)
+
+
+def strip(events):
+    """(name, args) with addresses left out (checked separately)."""
+    out = []
+    for e in events:
+        args = {k: v for k, v in e["args"].items() if k != "addr"}
+        out.append((e["name"], args))
+    return out
+
+
+def first_diff(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return "event %d: got %r, expected %r" % (i, x, y)
+    return "got %d events, expected %d" % (len(a), len(b))
+
+
+def check_known(tap, t, mode, n_workers, what, timed=True):
+    ok = True
+    ok &= tap.ok(t.threads() == list(range(n_workers + 1)),
+                 "%s: streams are threads 0..%d" % (what, n_workers), t.threads())
+    main = t.events(0)
+    exp = known_main(mode)
+    ok &= tap.ok(strip(main) == exp, "%s: thread 0 events exactly as expected" % what,
+                 first_diff(strip(main), exp))
+    for w in range(1, n_workers + 1):
+        evs = t.events(w)
+        exp = known_worker(w)
+        ok &= tap.ok(strip(evs) == exp, "%s: thread %d events exactly as expected" % (what, w),
+                     first_diff(strip(evs), exp))
+        addrs = [int(e["args"]["addr"], 16) for e in evs if e["name"] in ("load", "store")]
+        ok &= tap.ok(len(addrs) == 16 and all(addrs[i + 1] - addrs[i] == 8 for i in range(15)),
+                     "%s: thread %d accesses 8 bytes apart" % (what, w), addrs)
+        ok &= tap.ok(all(e["thread"] == w for e in evs),
+                     "%s: thread %d events carry thread %d" % (what, w, w))
+    ok &= tap.ok(t.phases() == known_phases(n_workers), "%s: phases exactly as expected" % what,
+                 "%r\n%r" % (t.phases(), known_phases(n_workers)))
+    if timed:
+        inner, outer = main[2], main[8]
+        ok &= tap.ok(outer["ts"] <= inner["ts"] and
+                     inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"] and
+                     all(outer["ts"] <= c["ts"] <= outer["ts"] + outer["dur"]
+                         for c in main[3:8]),
+                     "%s: nested zone and counters lie inside the outer zone" % what,
+                     json.dumps(main[2:9]))
+    text = t.text(0).splitlines()
+    ok &= tap.ok(len(text) == len(main) and
+                 bool(re.match(r'^(\s*\d+\.\d{9}\s+\d+ )?T0 thread_name\(name="main"\)\s*$', text[0])
+                 and re.search(r'T0 mark\(message="hello \\"world\\"\\n"\)\s*$', text[1])),
+                 "%s: trace.txt renders the same events" % what, "\n".join(text[:3]))
+    rc, out, err = t.verify()
+    ok &= tap.ok(rc == 0, "%s: tracefs verify passes" % what, err)
+    return ok
+
+
+SUMMARY_RE = re.compile(
+    rb"^tracefs: (?P<out>\S+): (?P<events>\d+) events, (?P<bytes>\d+) bytes, [\d.]+ bytes/event, "
+    rb"ratio [\d.]+ against the text \(\d+ bytes\), \d+ threads; program (?P<how>[^;]+); "
+    rb"(?P<rec>[^;]+); (?P<dropped>\d+) dropped$", re.M)
+
+ENDINGS = {
+    "ok": (0, "exited with status 0"),
+    "exit7": (7, "exited with status 7"),
+    "abort": (128 + signal.SIGABRT, "killed by signal %d (SIGABRT)" % signal.SIGABRT),
+    "segv": (128 + signal.SIGSEGV, "killed by signal %d (SIGSEGV)" % signal.SIGSEGV),
+    "_exit": (3, "exited with status 3"),
+    "kill": (128 + signal.SIGKILL, "killed by signal %d (SIGKILL)" % signal.SIGKILL),
+}
+
+
+def untraced_stdout(args, cmd):
+    rc, out, err = run(cmd, env={"TFS_CAPTURE": "0"})
+    return rc, out
+
+
+def test_record_modes(tap, args, work):
+    for mode, (status, how) in ENDINGS.items():
+        out = os.path.join(work, "known-%s.trace" % mode)
+        cmd = [args.known, mode, "3"]
+        rc, sout, serr = run([args.tracefs, "record", "-o", out, "--"] + cmd)
+        tap.ok(rc == status, "record %s: exit status mirrors the program (%d)" % (mode, status),
+               "rc=%d\n%s" % (rc, serr.decode(errors="replace")))
+        m = SUMMARY_RE.search(serr)
+        tap.ok(m is not None and m.group("how").decode() == how,
+               "record %s: summary says the program %s" % (mode, how),
+               serr.decode(errors="replace"))
+        if m and mode not in ("ok", "exit7"):
+            tap.ok(b"1 zones" in m.group("rec"),
+                   "record %s: summary reports the open zone recovered" % mode, m.group("rec"))
+        _, plain = untraced_stdout(args, cmd)
+        tap.ok(sout == plain, "record %s: stdout byte-identical to the untraced run" % mode,
+               "%r\n%r" % (sout, plain))
+        if not os.path.exists(out):
+            tap.ok(False, "record %s: trace written" % mode)
+            continue
+        t = Trace(args.tracefs, out)
+        tap.ok(t.meta("end") == how and t.meta("dropped_events") == "0" and
+               t.meta("capture") == "record",
+               "record %s: metadata end, dropped_events, capture" % mode, t.info.get("meta"))
+        check_known(tap, t, mode, 3, "record %s" % mode)
+
+
+def test_timing_modes(tap, args, work):
+    for timing in ("none", "lossy:0.1"):
+        out = os.path.join(work, "known-%s.trace" % timing.split(":")[0])
+        rc, _, serr = run([args.tracefs, "record", "-o", out, "--timing=" + timing, "--",
+                           args.known, "ok", "2"])
+        if tap.ok(rc == 0, "record --timing=%s runs" % timing, serr):
+            # lossy start times may move by up to 10% of each gap: no exact nesting check
+            check_known(tap, Trace(args.tracefs, out), "ok", 2, "timing %s" % timing,
+                        timed=False)
+
+
+def test_inprocess(tap, args, work):
+    for exe, label in ((args.known, "shared"), (args.known_static, "static")):
+        out = os.path.join(work, "inproc-%s.trace" % label)
+        rc, sout, serr = run([exe, "ok", "4"], env={"TFS_OUTPUT": out})
+        tap.ok(rc == 0 and os.path.exists(out) and serr == b"",
+               "in-process (%s library): exits 0, quietly, and saves TFS_OUTPUT" % label, serr)
+        _, plain = untraced_stdout(args, [exe, "ok", "4"])
+        tap.ok(sout == plain, "in-process (%s): stdout byte-identical to untraced" % label)
+        if os.path.exists(out):
+            t = Trace(args.tracefs, out)
+            tap.ok(t.meta("capture") == "in-process" and t.meta("end") == "exit",
+                   "in-process (%s): metadata" % label, t.info.get("meta"))
+            check_known(tap, t, "ok", 4, "in-process %s" % label)
+    cwd = tempfile.mkdtemp(dir=work)
+    rc, _, _ = run([args.known, "ok", "1"], cwd=cwd)
+    names = os.listdir(cwd)
+    tap.ok(rc == 0 and len(names) == 1 and re.match(r"^cap_known\.\d+\.trace$", names[0]),
+           "in-process without TFS_OUTPUT: <program>.<pid>.trace in the cwd", names)
+
+
+def test_capture_off(tap, args, work):
+    cwd = tempfile.mkdtemp(dir=work)
+    rc, sout, serr = run([args.known, "ok", "2"], env={"TFS_CAPTURE": "0"}, cwd=cwd)
+    tap.ok(rc == 0 and os.listdir(cwd) == [] and serr == b"",
+           "TFS_CAPTURE=0: no trace file, nothing on stderr", os.listdir(cwd))
+    out = os.path.join(cwd, "off.trace")
+    rc, sout2, serr = run([args.tracefs, "record", "-o", out, "--", args.known, "ok", "2"],
+                          env={"TFS_CAPTURE": "0"})
+    tap.ok(rc == 0 and not os.path.exists(out) and b"nothing recorded" in serr,
+           "TFS_CAPTURE=0 under record: no trace, says nothing was recorded", serr)
+    tap.ok(sout == sout2, "TFS_CAPTURE=0: same stdout traced or not")
+
+
+def test_fork(tap, args, work):
+    parent = [("mark", {"message": "parent before"}), ("mark", {"message": "parent after"})]
+    out = os.path.join(work, "fork.trace")
+    rc, sout, serr = run([args.tracefs, "record", "-o", out, "--", args.known, "fork"])
+    tap.ok(rc == 0 and sorted(sout.splitlines()) == [b"child done", b"parent done"],
+           "fork under record: both processes run", serr)
+    t = Trace(args.tracefs, out)
+    tap.ok(t.threads() == [0] and strip(t.events(0)) == parent and t.verify()[0] == 0,
+           "fork under record: the child records nothing (fork following comes later), "
+           "the parent's events are intact", (t.threads(), strip(t.events(0))))
+    cwd = tempfile.mkdtemp(dir=work)
+    rc, sout, serr = run([args.known, "fork"], cwd=cwd)
+    names = os.listdir(cwd)
+    tap.ok(rc == 0 and len(names) == 1 and serr == b"",
+           "fork in-process: one trace, the parent's", (names, serr))
+    if len(names) == 1:
+        t = Trace(args.tracefs, os.path.join(cwd, names[0]))
+        tap.ok(strip(t.events(0)) == parent and t.threads() == [0],
+               "fork in-process: the parent's events only", strip(t.events(0)))
+
+
+def child_of(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = f.read().split()
+        return int(kids[0]) if kids else None
+    except OSError:
+        return None
+
+
+def test_external_kill(tap, args, work):
+    out = os.path.join(work, "spin.trace")
+    p = subprocess.Popen([args.tracefs, "record", "-o", out, "--", args.known, "spin"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    child = child_of(p.pid)
+    tap.ok(line == b"ready\n" and child, "spin: running and ready", line)
+    if child:
+        time.sleep(0.2)
+        os.kill(child, signal.SIGKILL)
+    _, serr = p.communicate(timeout=120)
+    tap.ok(p.returncode == 128 + signal.SIGKILL,
+           "SIGKILL from outside: record exits 137", serr)
+    tap.ok(b"killed by signal 9 (SIGKILL)" in serr, "SIGKILL from outside: reported", serr)
+    if os.path.exists(out):
+        t = Trace(args.tracefs, out)
+        rc, _, err = t.verify()
+        tap.ok(rc == 0, "SIGKILL from outside: trace verifies", err)
+        evs = t.events(0)
+        zones = [e for e in evs if e["name"] == "zone" and e["args"]["name"] == "spin"]
+        tail = [e for e in evs if e["name"] != "zone"]
+        tap.ok(len(zones) >= 1001 and all(e["name"] == "zone_unfinished" for e in tail)
+               and len(tail) <= 1,
+               "SIGKILL from outside: every zone before ready and after is there "
+               "(%d zones)" % len(zones), "%d zones, tail %r" % (len(zones), tail))
+    else:
+        tap.ok(False, "SIGKILL from outside: trace written", serr)
+
+
+def test_many_threads(tap, args, work, n=20):
+    out = os.path.join(work, "many.trace")
+    rc, sout, serr = run([args.tracefs, "record", "-o", out, "--", args.known, "many", str(n)])
+    tap.ok(rc == 0 and sout == b"many %d done\n" % n, "%d threads: run" % n, serr)
+    t = Trace(args.tracefs, out)
+    threads = t.threads()
+    tap.ok(threads == list(range(1, n + 1)),
+           "%d threads: one stream each, ids 1..%d (0 is main, which records nothing)" % (n, n),
+           threads)
+    names, good = set(), True
+    for th in threads:
+        evs = strip(t.events(th))
+        names.add(evs[0][1].get("name") if evs else None)
+        good &= evs[1:] == [("zone", {"name": "z", "depth": 0})] * 100 and \
+            evs[0][0] == "thread_name"
+    tap.ok(good and names == {"t%d" % i for i in range(n)},
+           "%d threads: each stream is its thread's name and 100 zones" % n, sorted(map(str, names)))
+    rc, _, err = t.verify()
+    tap.ok(rc == 0, "%d threads: verify" % n, err)
+
+
+def test_full_spool(tap, args, work, n=3000000):
+    out = os.path.join(work, "burst.trace")
+    rc, sout, serr = run([args.tracefs, "record", "-o", out, "--spool-size=1", "--",
+                          args.known, "burst", str(n)])
+    m = SUMMARY_RE.search(serr)
+    tap.ok(rc == 0 and m, "full spool: runs", serr)
+    if not m:
+        return
+    t = Trace(args.tracefs, out)
+    dropped = int(t.meta("dropped_events"))
+    events = t.info["events"]
+    said = int(re.search(rb"(\d+) dropped", sout).group(1))
+    tap.diag("1 MiB spool, %d accesses: %d recorded, %d dropped" % (n, events, dropped))
+    tap.ok(dropped > 0 and events + dropped == n,
+           "full spool: recorded + dropped == accesses made, exactly", (events, dropped))
+    tap.ok(int(m.group("dropped")) == dropped and said == dropped,
+           "full spool: record and the program report the same dropped count",
+           (m.group("dropped"), said, dropped))
+    rc, _, err = t.verify()
+    tap.ok(rc == 0, "full spool: verify", err)
+
+
+def test_matmul(tap, args, work):
+    rows = []
+    for n in (8, 16):
+        for threads in (1, 4, 8, 32):
+            out = os.path.join(work, "mm-%d-%d.trace" % (n, threads))
+            rc, sout, serr = run([args.tracefs, "record", "-o", out, "--timing=none", "--",
+                                  args.matmul, str(n), str(threads)])
+            _, plain = untraced_stdout(args, [args.matmul, str(n), str(threads)])
+            t = Trace(args.tracefs, out) if rc == 0 else None
+            accesses = n * n * (2 * n + 1)
+            mem = sum(1 for th in (t.threads() if t else [])
+                      for line in t.text(th).splitlines() if "load(" in line or "store(" in line)
+            size = t.info["file_bytes"] if t else 0
+            rows.append((n, threads, accesses, size))
+            tap.ok(rc == 0 and sout == plain and mem == accesses,
+                   "matmul %dx%d, %d threads: %d accesses traced, stdout as untraced"
+                   % (n, n, threads, accesses), "rc=%d mem=%d\n%s" % (rc, mem, serr))
+            if n == 16 and threads <= 8:
+                tap.ok(size < 0.5 * accesses,
+                       "matmul 16x16, %d threads: %.3f bytes per access (< 0.5)"
+                       % (threads, size / accesses), size)
+            elif n == 16:
+                # 264 accesses per thread: each stream's fixed cost (its grammar and values
+                # sections, their zstd frames and section-table entries, ~250 bytes) dominates
+                tap.ok(size < 1.5 * accesses and size < 39691,
+                       "matmul 16x16, %d threads: %.3f bytes per access (< 1.5, and under "
+                       "the EPRSD paper's 39,691 bytes)" % (threads, size / accesses), size)
+    tap.diag("matmul trace sizes, timing none (EPRSD paper: 39,691 bytes compressed):")
+    for n, threads, accesses, size in rows:
+        tap.diag("  %2dx%-2d %2d threads: %6d accesses %6d bytes  %.3f B/access"
+                 % (n, n, threads, accesses, size, size / accesses))
+    out = os.path.join(work, "mm-lossless.trace")
+    rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.matmul, "16", "4"])
+    if rc == 0:
+        size = Trace(args.tracefs, out).info["file_bytes"]
+        tap.diag("  16x16  4 threads, lossless timing: %d bytes  %.3f B/access"
+                 % (size, size / (16 * 16 * 33)))
+
+
+def test_demo(tap, args, work):
+    out = os.path.join(work, "demo.trace")
+    rc, sout, serr = run([args.tracefs, "record", "-o", out, "--", args.demo, "100"])
+    _, plain = untraced_stdout(args, [args.demo, "100"])
+    tap.ok(rc == 0 and sout == plain, "demo_threads: record, stdout as untraced", serr)
+    t = Trace(args.tracefs, out)
+    names = {p[0] for p in t.phases()}
+    tap.ok(t.threads() == [0, 1, 2, 3, 4] and names == {"init", "solve", "output"},
+           "demo_threads: 5 threads, phases init/solve/output", (t.threads(), names))
+    solve = [p for p in t.phases() if p[0] == "solve"]
+    tap.ok(sorted(p[1] for p in solve if p[3] > 0) == [1, 2, 3, 4],
+           "demo_threads: the solve phase holds the 4 workers' events", solve)
+    rc, _, err = t.verify()
+    tap.ok(rc == 0, "demo_threads: verify", err)
+
+
+def test_cli(tap, args, work):
+    rc, _, err = run([args.tracefs, "record"])
+    tap.ok(rc == 2 and b"missing the command" in err, "record without a command: usage error",
+           err)
+    rc, _, err = run([args.tracefs, "record", "--timing=fast", "--", "true"])
+    tap.ok(rc == 2, "record --timing=fast: usage error", err)
+    rc, _, err = run([args.tracefs, "record", "--", os.path.join(work, "no-such-program")])
+    tap.ok(rc == 127 and b"not found" in err, "record of a missing program: 127", err)
+    static = next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)),
+                  None)
+    if static:
+        out = os.path.join(work, "static.trace")
+        rc, _, err = run([args.tracefs, "record", "-o", out, "--", static, "--version"])
+        tap.ok(rc == 0 and b"statically linked" in err and b"nothing recorded" in err
+               and not os.path.exists(out),
+               "a statically linked program: clear message, no trace", err)
+    cwd = tempfile.mkdtemp(dir=work)
+    rc, _, err = run([args.tracefs, "record", "--", args.known, "ok", "1"], cwd=cwd)
+    tap.ok(rc == 0 and os.listdir(cwd) == ["cap_known.trace"],
+           "record without -o writes <command>.trace in the cwd", os.listdir(cwd))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for opt in ("--tracefs", "--known", "--known-static", "--matmul", "--demo"):
+        ap.add_argument(opt, required=True)
+    args = ap.parse_args()
+    for k in ("tracefs", "known", "known_static", "matmul", "demo"):
+        setattr(args, k, os.path.abspath(getattr(args, k)))
+    tap = Tap()
+    with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
+        for test in (test_record_modes, test_timing_modes, test_inprocess, test_capture_off,
+                     test_fork, test_external_kill, test_many_threads, test_full_spool, test_matmul,
+                     test_demo, test_cli):
+            try:
+                test(tap, args, work)
+            except Exception as e:  # a crash of the checker is a failure, not an abort
+                tap.ok(False, "%s raised %s: %s" % (test.__name__, type(e).__name__, e))
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+/*
+ * The consumer against hand-written spools: raw records laid out here word by word (not by
+ * the producer), so what the consumer makes of them is checked independently of capture.c.
+ * Covers zone pairing (start, duration, depth), chunk order by sequence number whatever the
+ * chunk's place, partial chunks read only at the end, phases, memory-access sites, and
+ * damaged records and chunk headers, which must be skipped and counted, never crash.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tfs/capture.h"
+#include "tfs/reader.h"
+#include "consumer_i.h"
+
+struct fixture {
+	struct spool spool;
+	struct cap_consumer *c;
+	char path[64];
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+
+	assert_non_null(f);
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_ZONES),
+			 0);
+	f->spool.hdr->origin_ns = 1000;
+	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
+	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	cap_consumer_free(f->c);
+	cap_spool_unmap(&f->spool);
+	unlink(f->path);
+	free(f);
+	return 0;
+}
+
+/* A chunk being written by hand. */
+struct wchunk {
+	struct spool_chunk *ch;
+	uint64_t *w;
+	uint32_t n; /* words written */
+};
+
+static struct wchunk chunk_at(struct fixture *f, uint32_t idx, uint32_t thread, uint64_t seq)
+{
+	struct wchunk wc = {cap_spool_chunk(&f->spool, idx), NULL, 0};
+
+	wc.ch->thread = thread;
+	wc.ch->seq = seq;
+	wc.w = (uint64_t *)cap_chunk_data(wc.ch);
+	if (thread >= f->spool.hdr->next_thread)
+		f->spool.hdr->next_thread = thread + 1;
+	return wc;
+}
+
+static void put(struct wchunk *wc, uint32_t kind, uint32_t small, uint32_t aux, uint64_t ts,
+		int n_args, ...)
+{
+	va_list ap;
+	uint32_t words = 2 + (uint32_t)n_args;
+
+	wc->w[wc->n] = cap_rec_word0(kind, words, small, aux);
+	wc->w[wc->n + 1] = ts;
+	va_start(ap, n_args);
+	for (int i = 0; i < n_args; i++)
+		wc->w[wc->n + 2 + i] = va_arg(ap, uint64_t);
+	va_end(ap);
+	wc->n += words;
+}
+
+static void put_str(struct wchunk *wc, uint32_t kind, uint32_t aux, uint64_t ts,
+		    const char *s)
+{
+	size_t len = strlen(s);
+	uint32_t words = 2 + (uint32_t)((len + 7) / 8);
+
+	wc->w[wc->n] = cap_rec_word0(kind, words, (uint32_t)len, aux);
+	wc->w[wc->n + 1] = ts;
+	memset(wc->w + wc->n + 2, 0, (words - 2) * 8);
+	memcpy(wc->w + wc->n + 2, s, len);
+	wc->n += words;
+}
+
+static void publish(struct wchunk *wc, uint32_t state)
+{
+	atomic_store(&wc->ch->fill, (uint64_t)wc->n * 8);
+	atomic_store(&wc->ch->state, state);
+}
+
+/* Save, reopen, and return thread @thread's events.jsonl as one string (caller frees). */
+static char *saved_view(struct fixture *f, uint32_t thread, struct tfs_trace **out)
+{
+	struct tfs_stream_info si;
+	struct tfs_trace *t;
+	struct tfs_cursor *cur;
+	uint32_t idx;
+	uint64_t size;
+	char *buf;
+
+	assert_int_equal(cap_consumer_save(f->c, f->path), 0);
+	assert_int_equal(tfs_trace_open(f->path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	assert_int_equal(tfs_trace_find_stream(t, 0, thread, &idx), 0);
+	assert_int_equal(tfs_trace_stream(t, idx, &si), 0);
+	assert_int_equal(tfs_cursor_new(t, idx, TFS_VIEW_JSONL, 0, si.n_events, &cur), 0);
+	size = tfs_cursor_size(cur);
+	buf = calloc(1, size + 1);
+	assert_non_null(buf);
+	assert_int_equal(tfs_cursor_pread(cur, buf, size, 0, NULL), (ssize_t)size);
+	tfs_cursor_free(cur);
+	/* squeeze the padding out so lines compare simply */
+	for (char *r = buf, *w = buf;; r++) {
+		if (*r == ' ' && (r[1] == ' ' || r[1] == '\n' || r[1] == '\0'))
+			continue;
+		*w++ = *r;
+		if (!*r)
+			break;
+	}
+	*out = t;
+	return buf;
+}
+
+static void test_consumer_zones_pair_into_events(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk wc = chunk_at(f, 0, 0, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	char *got;
+
+	put_str(&wc, REC_STRING, 0, 1000, "outer");
+	put_str(&wc, REC_STRING, 1, 1000, "inner");
+	put(&wc, REC_ZONE_BEGIN, 0, 0, 1100, 0);
+	put(&wc, REC_ZONE_BEGIN, 0, 1, 1200, 0);
+	put(&wc, REC_COUNTER, 0, 1, 1250, 1, (uint64_t)-5);
+	put(&wc, REC_ZONE_END, 0, 0, 1300, 0);
+	put(&wc, REC_ZONE_END, 0, 0, 1400, 0);
+	publish(&wc, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(atomic_load(&cap_spool_chunk(&f->spool, 0)->state), SPOOL_FREE);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 3);
+	assert_int_equal(st.bad_records, 0);
+	got = saved_view(f, 0, &t);
+	assert_string_equal(
+	    got, "{\"ts\":250,\"dur\":0,\"thread\":0,\"name\":\"counter\",\"args\":{\"name\":\"inner\","
+		 "\"value\":-5}}\n"
+		 "{\"ts\":200,\"dur\":100,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
+		 "\"depth\":1}}\n"
+		 "{\"ts\":100,\"dur\":300,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
+		 "\"depth\":0}}\n");
+	assert_string_equal(tfs_trace_meta(t, "dropped_events"), "0");
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_consumer_reads_chunks_in_sequence_order(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk second = chunk_at(f, 0, 0, 1), first = chunk_at(f, 3, 0, 0);
+	struct tfs_trace *t;
+	char *got;
+
+	put_str(&first, REC_MARK, 0, 1001, "a");
+	put_str(&second, REC_MARK, 0, 1002, "b");
+	publish(&second, SPOOL_FULL);
+	/* the second chunk alone must wait for the first */
+	assert_int_equal(cap_consumer_poll(f->c), 0);
+	publish(&first, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 2);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	got = saved_view(f, 0, &t);
+	assert_non_null(strstr(got, "\"a\"}}\n{"));
+	assert_true(strstr(got, "\"a\"") < strstr(got, "\"b\""));
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_consumer_reads_partial_chunks_only_at_the_end(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk wc = chunk_at(f, 1, 0, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	char *got;
+
+	put_str(&wc, REC_STRING, 0, 1000, "open");
+	put(&wc, REC_ZONE_BEGIN, 0, 0, 1100, 0);
+	put_str(&wc, REC_MARK, 0, 1500, "last");
+	publish(&wc, SPOOL_OWNED);
+	/* a record written but not published: beyond fill, never read */
+	put_str(&wc, REC_MARK, 0, 1600, "unpublished");
+	assert_int_equal(cap_consumer_poll(f->c), 0);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_partial_chunks, 1);
+	assert_int_equal(st.n_partial_events, 1);
+	assert_int_equal(st.open_zones, 1);
+	got = saved_view(f, 0, &t);
+	assert_non_null(strstr(got, "\"name\":\"mark\",\"args\":{\"message\":\"last\"}"));
+	assert_non_null(strstr(got, "\"ts\":100,\"dur\":400,\"thread\":0,\"name\":\"zone_unfinished\""));
+	assert_null(strstr(got, "unpublished"));
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_consumer_phases_and_sites(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0);
+	struct tfs_phase_info pi;
+	struct tfs_trace *t;
+	char *got;
+	int found = 0;
+
+	/* thread 0: a process phase (generations 1..2) around two marks */
+	put_str(&a, REC_MARK, 0, 1001, "before");
+	a.w[a.n] = cap_rec_word0(REC_PHASE_BEGIN, 6, 5, 7);
+	a.w[a.n + 1] = 1002;
+	a.w[a.n + 2] = TFS_PHASE_PROCESS;
+	a.w[a.n + 3] = 1;
+	memcpy(a.w + a.n + 4, "solve\0\0\0\0\0\0\0\0\0\0\0", 16);
+	a.n += 6;
+	put_str(&a, REC_MARK, 0, 1003, "in");
+	put(&a, REC_PHASE_END, 0, 7, 1004, 1, (uint64_t)2);
+	put_str(&a, REC_MARK, 0, 1005, "after");
+	publish(&a, SPOOL_FULL);
+	/* thread 1: one access, sees generation 1, two accesses, sees 2, one access */
+	put(&b, REC_MEM, 0, 0, 1001, 3, (uint64_t)0x1000, (uint64_t)8, (uint64_t)0xaaa);
+	put(&b, REC_SYNC, 0, 0, 1002, 1, (uint64_t)1);
+	put(&b, REC_MEM, 1, 0, 1003, 3, (uint64_t)0x1008, (uint64_t)8, (uint64_t)0xbbb);
+	put(&b, REC_MEM, 0, 0, 1003, 3, (uint64_t)0x1010, (uint64_t)8, (uint64_t)0xaaa);
+	put(&b, REC_SYNC, 0, 0, 1004, 1, (uint64_t)2);
+	put(&b, REC_MEM, 0, 0, 1005, 3, (uint64_t)0x1018, (uint64_t)8, (uint64_t)0xaaa);
+	publish(&b, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 2);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	got = saved_view(f, 1, &t);
+	assert_non_null(strstr(got, "\"name\":\"store\",\"args\":{\"addr\":\"0x1008\",\"size\":8,\"site\":1}"));
+	assert_non_null(strstr(got, "\"name\":\"load\",\"args\":{\"addr\":\"0x1018\",\"size\":8,\"site\":0}"));
+	for (uint32_t i = 0; tfs_trace_phase(t, i, &pi) == 0; i++) {
+		struct tfs_stream_info si;
+
+		assert_string_equal(pi.name, "solve");
+		assert_int_equal(tfs_trace_stream(t, pi.stream, &si), 0);
+		assert_int_equal(pi.first_event, 1);
+		assert_int_equal(pi.n_events, si.thread == 0 ? 1 : 2);
+		found++;
+	}
+	assert_int_equal(found, 2);
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_consumer_skips_damage_and_counts_it(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0);
+	struct wchunk d = chunk_at(f, 3, 3, 0), e = chunk_at(f, 4, 4, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	char *got;
+
+	/* a: good, then an end without a begin, an unknown string, then an unknown kind */
+	put_str(&a, REC_MARK, 0, 1001, "ok");
+	put(&a, REC_ZONE_END, 0, 0, 1002, 0);
+	put(&a, REC_COUNTER, 0, 99, 1003, 1, (uint64_t)1);
+	put(&a, 200, 0, 0, 1004, 0);
+	put_str(&a, REC_MARK, 0, 1005, "never read");
+	publish(&a, SPOOL_FULL);
+	/* b: a record claiming more words than the chunk's fill */
+	put_str(&b, REC_MARK, 0, 1001, "fine");
+	b.w[b.n] = cap_rec_word0(REC_MARK, 200, 3, 0);
+	b.n += 2;
+	publish(&b, SPOOL_FULL);
+	/* c: a string payload longer than its record */
+	c.w[0] = cap_rec_word0(REC_THREAD_NAME, 2, 500, 0);
+	c.n = 2;
+	publish(&c, SPOOL_FULL);
+	/* d: a fill beyond the chunk's capacity */
+	put_str(&d, REC_MARK, 0, 1001, "x");
+	publish(&d, SPOOL_FULL);
+	atomic_store(&d.ch->fill, (uint64_t)1 << 40);
+	/* e: a thread id the spool never handed out */
+	put_str(&e, REC_MARK, 0, 1001, "y");
+	publish(&e, SPOOL_FULL);
+	e.ch->thread = 1000000;
+	assert_true(cap_consumer_poll(f->c) >= 4);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.bad_records, 7);
+	got = saved_view(f, 0, &t);
+	assert_non_null(strstr(got, "\"message\":\"ok\""));
+	assert_non_null(strstr(got, "\"name\":\"?\",\"value\":1"));
+	assert_null(strstr(got, "never read"));
+	free(got);
+	tfs_trace_close(t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_consumer_zones_pair_into_events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_reads_chunks_in_sequence_order, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_reads_partial_chunks_only_at_the_end,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_phases_and_sites, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_skips_damage_and_counts_it, setup,
+					    teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
