@@ -148,7 +148,7 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 			  struct fuse_file_info *fi)
 {
 	struct fs_mount *m = fs_of(req);
-	struct fs_node_info dir, n;
+	struct fs_node_info dir;
 	char *buf = malloc(size ? size : 1);
 	size_t used = 0;
 	int rc = fs_vtree_stat(m->vt, ino, &dir);
@@ -158,24 +158,27 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 		fs_reply_err(req, rc < 0 ? rc : -ENOMEM);
 		return;
 	}
-	/* offsets: 0 ".", 1 "..", 2 + i the i-th child; each entry carries the next offset */
+	/*
+	 * Offsets: 0 ".", 1 "..", 2 + i the i-th child; each entry carries the next offset.
+	 * readdir only passes the inode and type on, so no size is computed here: listing a
+	 * rank must not run its profile's decoding pass.
+	 */
 	for (off_t i = off; i < (off_t)dir.n_children + 2; i++) {
-		struct stat st;
+		struct stat st = {0};
 		const char *name;
 		uint64_t child;
+		bool is_dir = true;
 		size_t need;
 
 		if (i < 2) {
 			child = i == 0 ? ino : dir.parent;
 			name = i == 0 ? "." : "..";
-		} else if (fs_vtree_child(m->vt, ino, (uint32_t)(i - 2), &child) < 0) {
+		} else if (fs_vtree_child(m->vt, ino, (uint32_t)(i - 2), &child) < 0 ||
+			   fs_vtree_peek(m->vt, child, &name, &is_dir) < 0) {
 			break;
-		} else {
-			fs_vtree_stat(m->vt, child, &n);
-			name = n.name;
 		}
-		fs_vtree_stat(m->vt, child, &n);
-		fill_stat(m, &n, &st);
+		st.st_ino = child;
+		st.st_mode = is_dir ? S_IFDIR | 0555 : S_IFREG | 0444;
 		need = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
 		if (need > size - used)
 			break;

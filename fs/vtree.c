@@ -169,6 +169,17 @@ uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
 	return vt->n_nodes;
 }
 
+int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bool *is_dir)
+{
+	struct vnode *n = node_of(vt, ino);
+
+	if (!n)
+		return -ENOENT;
+	*name = n->name;
+	*is_dir = n->kind == NODE_DIR;
+	return 0;
+}
+
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info)
 {
 	struct vnode *n = node_of(vt, ino);

@@ -60,6 +60,12 @@ void fs_vtree_free(struct fs_vtree *vt);
 uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt);
 
 /**
+ * Name and type of @ino without computing anything (a listing needs no sizes, and the
+ * size of a profile costs a decoding pass). Thread-safe. @return 0 or -ENOENT
+ */
+int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bool *is_dir);
+
+/**
  * What node @ino is. Thread-safe. The first stat of a profile or trace.json computes its
  * size (decoding its events once); later ones are O(1).
  * @return 0, -ENOENT (no such inode), or -ENOMEM / -TFS_ECORRUPT from that computation
