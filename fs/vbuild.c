@@ -272,8 +272,10 @@ static int cmp_phase(const void *a, const void *b, void *arg)
 /* Put segments in (rank, thread) order and phases in (rank, index) order. */
 static void scope_sort(struct fs_scope *sc, const struct fs_phase_rec *by_idx)
 {
-	qsort(sc->segs, sc->n_segs, sizeof(*sc->segs), cmp_seg);
-	qsort_r(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_phase, (void *)by_idx);
+	if (sc->n_segs > 1)
+		qsort(sc->segs, sc->n_segs, sizeof(*sc->segs), cmp_seg);
+	if (sc->n_phases > 1)
+		qsort_r(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_phase, (void *)by_idx);
 }
 
 /* ---- the files of a scope ---- */
@@ -603,7 +605,8 @@ static int lay_phases(struct fs_vtree *vt, struct layout *l)
 	}
 	if (rc < 0)
 		goto out_free_sorted;
-	qsort(sorted, vt->ti.n_phases, sizeof(*sorted), fs_phase_rec_cmp);
+	if (vt->ti.n_phases > 1)
+		qsort(sorted, vt->ti.n_phases, sizeof(*sorted), fs_phase_rec_cmp);
 	for (uint32_t i = 0; i < vt->ti.n_phases && rc == 0; i++) {
 		const struct fs_phase_rec *p = &sorted[i];
 
@@ -673,12 +676,14 @@ static int finish(struct fs_vtree *vt)
 
 		if (d->kind != NODE_DIR || d->n_children == 0)
 			continue;
-		qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
+		if (d->n_children > 1)
+			qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
 		d->by_name = malloc((size_t)d->n_children * sizeof(*d->by_name));
 		if (!d->by_name)
 			return -ENOMEM;
 		memcpy(d->by_name, d->children, (size_t)d->n_children * sizeof(*d->by_name));
-		qsort_r(d->by_name, d->n_children, sizeof(*d->by_name), cmp_name, vt);
+		if (d->n_children > 1)
+			qsort_r(d->by_name, d->n_children, sizeof(*d->by_name), cmp_name, vt);
 	}
 	return 0;
 }

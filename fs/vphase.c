@@ -137,7 +137,8 @@ int fs_phase_dirs_new(const struct tfs_trace *t, char ***out)
 	rc = fs_phase_recs(t, ti.n_phases, recs);
 	if (rc < 0)
 		goto err_free;
-	qsort(recs, ti.n_phases, sizeof(*recs), fs_phase_rec_cmp);
+	if (ti.n_phases > 1)
+		qsort(recs, ti.n_phases, sizeof(*recs), fs_phase_rec_cmp);
 	for (uint32_t i = 0, n; i < ti.n_phases && rc == 0; i += n) {
 		for (n = 1; i + n < ti.n_phases && recs[i + n].rank == recs[i].rank &&
 			    strcmp(recs[i + n].name, recs[i].name) == 0;

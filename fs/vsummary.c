@@ -312,7 +312,8 @@ static int make_rows(const struct fs_vtree *vt, const struct tstat *ts, struct r
 		if (!rows[i].name)
 			return -ENOMEM;
 	}
-	qsort(rows, n, sizeof(*rows), cmp_row_name);
+	if (n > 1)
+		qsort(rows, n, sizeof(*rows), cmp_row_name);
 	for (uint32_t i = 0; i < n; i++) {
 		if (m > 0 && cmp_row_name(&rows[m - 1], &rows[i]) == 0) {
 			add_stat(&rows[m - 1].st, &rows[i].st);
@@ -335,7 +336,8 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 {
 	struct fs_sbuf b = {0};
 
-	qsort(rows, n_rows, sizeof(*rows), cmp_row);
+	if (n_rows > 1)
+		qsort(rows, n_rows, sizeof(*rows), cmp_row);
 	fs_sb_printf(&b, "# summary of %s: %" PRIu64 " events, timing %s\n", sc->label,
 		     sc->n_events, timing_name(vt->ti.timing));
 	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
@@ -547,7 +549,8 @@ static int add_alloc(struct fs_vtree *vt, struct stackmap *m, struct stack_walk 
 		if (w->open[i].start_ns <= ev->ts_ns)
 			w->active[n++] = w->open[i];
 	}
-	qsort(w->active, n, sizeof(*w->active), cmp_zone);
+	if (n > 1)
+		qsort(w->active, n, sizeof(*w->active), cmp_zone);
 	w->key.len = w->root_len;
 	for (size_t i = 0; i < n; i++)
 		put_frame(&w->key, vt->terms[w->active[i].term].zone);
@@ -625,7 +628,8 @@ static int print_stacks(const struct stackmap *m, char **out, size_t *len)
 		if (m->keys[i] && m->bytes[i])
 			tot[n++] = (struct stack_total){m->keys[i], m->bytes[i]};
 	}
-	qsort(tot, n, sizeof(*tot), cmp_total);
+	if (n > 1)
+		qsort(tot, n, sizeof(*tot), cmp_total);
 	for (size_t i = 0; i < n; i++)
 		fs_sb_printf(&b, "%s %" PRIu64 "\n", tot[i].key, tot[i].bytes);
 	free(tot);
