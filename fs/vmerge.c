@@ -9,7 +9,9 @@
  * max(4096, 128 x threads) merged events, a checkpoint keeps each thread's next event index
  * and the merged byte offset in both views. The index costs (8 x threads + 16) bytes per
  * checkpoint: under 0.07 bytes per event up to 32 threads and at most 1/16 byte per event
- * beyond, plus one u32 per terminal and view for line lengths (shared by the tree). A read
+ * beyond, and never more than CP_MAX_BYTES (32 MiB) per scope: a longer scope gets sparser
+ * checkpoints, so a read then merges forward further. Plus one u32 per terminal and view
+ * for line lengths (shared by the tree). A read
  * binary-searches the checkpoints, decodes each thread's next start time, then merges
  * forward, decoding only start times until its offset and rendering only the lines it
  * returns. A handle remembers its merge position, so sequential reads cost O(1) per event.
@@ -26,6 +28,8 @@
 
 #define CP_MIN_EVENTS 4096
 #define CP_EVENTS_PER_THREAD 128
+/* The most one scope's index may take: past it checkpoints are spaced further apart. */
+#define CP_MAX_BYTES ((uint64_t)32 << 20)
 
 struct fs_merge_index {
 	uint64_t interval; /* merged events between checkpoints */
@@ -258,6 +262,20 @@ err_invalid:
 	return rc;
 }
 
+/* Merged events between checkpoints: dense enough to seek fast, within CP_MAX_BYTES. */
+static uint64_t cp_interval(const struct fs_scope *sc)
+{
+	uint64_t per_cp = 8 * (uint64_t)sc->n_segs + 16;
+	uint64_t max_cp = CP_MAX_BYTES / per_cp;
+	uint64_t interval = (uint64_t)CP_EVENTS_PER_THREAD * sc->n_segs;
+
+	if (interval < CP_MIN_EVENTS)
+		interval = CP_MIN_EVENTS;
+	if (sc->n_events / interval + 1 > max_cp)
+		interval = sc->n_events / (max_cp - 1) + 1;
+	return interval;
+}
+
 /* ---- the index ---- */
 
 struct build_arg {
@@ -277,9 +295,7 @@ static int build_index(void *arg)
 	mi = calloc(1, sizeof(*mi));
 	if (!mi)
 		return -ENOMEM;
-	mi->interval = (uint64_t)CP_EVENTS_PER_THREAD * sc->n_segs;
-	if (mi->interval < CP_MIN_EVENTS)
-		mi->interval = CP_MIN_EVENTS;
+	mi->interval = cp_interval(sc);
 	mi->n_cp = sc->n_events / mi->interval + 1;
 	mi->next = calloc(mi->n_cp * (sc->n_segs ? sc->n_segs : 1), sizeof(*mi->next));
 	mi->off = calloc(mi->n_cp * 2, sizeof(*mi->off));
