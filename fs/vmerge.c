@@ -266,7 +266,7 @@ err_invalid:
 static uint64_t cp_interval(const struct fs_scope *sc)
 {
 	uint64_t per_cp = 8 * (uint64_t)sc->n_segs + 16;
-	uint64_t max_cp = CP_MAX_BYTES / per_cp;
+	uint64_t max_cp = CP_MAX_BYTES / per_cp > 2 ? CP_MAX_BYTES / per_cp : 2;
 	uint64_t interval = (uint64_t)CP_EVENTS_PER_THREAD * sc->n_segs;
 
 	if (interval < CP_MIN_EVENTS)
