@@ -358,8 +358,12 @@ static int close_part(struct fs_vtree *vt, uint32_t dir, struct fs_scope *part,
 	return rc;
 }
 
-/* trace.json.d/part-NNN.json: @sc's events cut into standalone arrays of about split bytes. */
-static int add_chrome_parts(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc)
+/*
+ * trace.json.d/part-NNN.json: @sc's events cut into standalone arrays of about @part_bytes
+ * each.
+ */
+static int add_chrome_parts(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc,
+			    uint64_t part_bytes)
 {
 	struct fs_scope *part = NULL;
 	uint64_t used = 0, k = 0, size;
@@ -378,7 +382,7 @@ static int add_chrome_parts(struct fs_vtree *vt, uint32_t dir, const struct fs_s
 					return -ENOMEM;
 				used = 0;
 			}
-			rc = fit_events(vt, s, s->first + done, vt->split_bytes - used, &k);
+			rc = fit_events(vt, s, s->first + done, part_bytes - used, &k);
 			if (rc == 0 && k == 0 && used > 0) {
 				rc = close_part(vt, dir, part, sc, n_parts++);
 				part = NULL;
@@ -422,7 +426,12 @@ static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
 	d = add_node(vt, dir, "trace.json.d", NODE_DIR, KEY_JSON_D);
-	return d < 0 ? (int)d : add_chrome_parts(vt, (uint32_t)d, sc);
+	/* at most FS_JSON_MAX_PARTS parts, so that mount time does not grow with the trace */
+	return d < 0 ? (int)d
+		     : add_chrome_parts(vt, (uint32_t)d, sc,
+					lines / FS_JSON_MAX_PARTS + 1 > vt->split_bytes
+						? lines / FS_JSON_MAX_PARTS + 1
+						: vt->split_bytes);
 }
 
 /* The views of a scope in @dir; with @profiles also summary.txt and stacks.folded. */

@@ -23,6 +23,8 @@
  * The environment variable TRACEFS_JSON_SPLIT_BYTES overrides it (for tests).
  */
 #define FS_JSON_SPLIT_BYTES (UINT64_C(512) << 20)
+/* trace.json.d/ holds at most this many parts (bigger ones past 64 x 512 MiB of events). */
+#define FS_JSON_MAX_PARTS 64
 
 /* ---- once-only computations ---- */
 
