@@ -25,6 +25,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "cli_i.h"
 #include "mount_i.h"
 #include "tfs/reader.h"
 #include "vtree_i.h"
@@ -450,19 +451,6 @@ static const char mount_usage[] =
 	"  -f          stay in the foreground (default: return once the mount is ready)\n"
 	"  -o OPTIONS  FUSE mount options, comma separated (e.g. allow_other)\n";
 
-static int mount_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int mount_fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("tracefs: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return 1;
-}
-
 /*
  * Refuse a mountpoint that is missing, not a directory, or already mounted on. @real gets
  * its absolute path: the daemon changes to "/" and must still unmount it on a signal.
@@ -473,16 +461,16 @@ static int check_mountpoint(const char *mp, char real[PATH_MAX])
 	struct stat st, pst;
 
 	if (stat(mp, &st) < 0)
-		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return mount_fail("cannot mount at %s: not a directory", mp);
+		return fs_fail("cannot mount at %s: not a directory", mp);
 	if (!realpath(mp, real))
-		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
 	snprintf(parent, sizeof(parent), "%s/..", real);
 	if (stat(parent, &pst) < 0)
-		return mount_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
 	if (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino)
-		return mount_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
+		return fs_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
 				  mp, mp);
 	return 0;
 }
@@ -514,14 +502,14 @@ static int open_mount(struct fs_mount *m, const char *path)
 
 	if (rc < 0) {
 		if (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT)
-			return mount_fail("cannot open %s: %s", path,
+			return fs_fail("cannot open %s: %s", path,
 					  tfs_diag_str(&diag, d, sizeof(d)));
-		return mount_fail("cannot open %s: %s", path, strerror(-rc));
+		return fs_fail("cannot open %s: %s", path, strerror(-rc));
 	}
 	rc = fs_vtree_new(m->t, base ? base + 1 : path, &m->vt);
 	if (rc < 0) {
 		tfs_trace_close(m->t);
-		return mount_fail("cannot build the tree of %s: %s", path, strerror(-rc));
+		return fs_fail("cannot build the tree of %s: %s", path, strerror(-rc));
 	}
 	m->time = trace_time(m->t, path);
 	m->trace_path = path;
@@ -548,16 +536,16 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	if (snprintf(opts, sizeof(opts), "%s%sro,default_permissions,fsname=tracefs,"
 		     "subtype=tracefs", user_opts ? user_opts : "", user_opts ? "," : "") >=
 	    (int)sizeof(opts))
-		return mount_fail("cannot mount at %s: options too long", mp);
+		return fs_fail("cannot mount at %s: options too long", mp);
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), m);
 	if (!se)
-		return mount_fail("cannot mount at %s: bad options %s", mp, opts);
+		return fs_fail("cannot mount at %s: bad options %s", mp, opts);
 	if (fuse_set_signal_handlers(se) < 0) {
-		mount_fail("cannot install signal handlers");
+		fs_fail("cannot install signal handlers");
 		goto err_destroy;
 	}
 	if (fuse_session_mount(se, mp) < 0) {
-		mount_fail("cannot mount at %s (see the fuse message above)", mp);
+		fs_fail("cannot mount at %s (see the fuse message above)", mp);
 		goto err_handlers;
 	}
 	if (fuse_daemonize(m->foreground) < 0)
@@ -611,7 +599,7 @@ int fs_cmd_mount(int argc, char **argv)
 		return 2;
 	}
 	if (access("/dev/fuse", R_OK | W_OK) < 0)
-		return mount_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
+		return fs_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
 				  strerror(errno));
 	rc = check_mountpoint(argv[optind + 1], mp);
 	if (rc)
@@ -688,21 +676,21 @@ int fs_cmd_umount(int argc, char **argv)
 	if (!realpath(argv[1], real)) {
 		/* a mount whose daemon died: stat fails with ENOTCONN, the name is still right */
 		if (errno != ENOTCONN || strlen(argv[1]) >= sizeof(real) || argv[1][0] != '/')
-			return mount_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+			return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
 		snprintf(real, sizeof(real), "%s", argv[1]);
 	}
 	rc = mounted_type(real, type, sizeof(type));
 	if (rc < 0)
-		return mount_fail("cannot unmount %s: /proc/self/mountinfo: %s", argv[1],
+		return fs_fail("cannot unmount %s: /proc/self/mountinfo: %s", argv[1],
 				  strerror(-rc));
 	if (!type[0])
-		return mount_fail("cannot unmount %s: not a mount point", argv[1]);
+		return fs_fail("cannot unmount %s: not a mount point", argv[1]);
 	if (strcmp(type, "fuse.tracefs") != 0)
-		return mount_fail("cannot unmount %s: not a tracefs mount: type=%s", argv[1], type);
+		return fs_fail("cannot unmount %s: not a tracefs mount: type=%s", argv[1], type);
 	if (umount2(real, UMOUNT_NOFOLLOW) == 0)
 		return 0;
 	if (errno != EPERM)
-		return mount_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+		return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", real, (char *)NULL);
@@ -710,6 +698,6 @@ int fs_cmd_umount(int argc, char **argv)
 	}
 	if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != 0)
-		return mount_fail("cannot unmount %s: fusermount3 -u failed", argv[1]);
+		return fs_fail("cannot unmount %s: fusermount3 -u failed", argv[1]);
 	return 0;
 }

@@ -20,6 +20,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
+#include "cli_i.h"
 #include "mount_i.h"
 #include "record_i.h"
 #include "vtree_i.h"
@@ -55,19 +56,6 @@ static const char usage_text[] =
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "\n"
     "exit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 usage error\n";
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void fail(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("tracefs: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -107,7 +95,7 @@ static int finish_stdout(void)
 		return 0;
 	if (errno == EPIPE)
 		return 0;
-	fail("cannot write to stdout: %s", strerror(errno));
+	fs_fail("cannot write to stdout: %s", strerror(errno));
 	return EXIT_RUNTIME;
 }
 
@@ -118,7 +106,7 @@ static int open_trace(const char *path, struct tfs_trace **t)
 	int rc = tfs_trace_open(path, t, &diag);
 
 	if (rc < 0) {
-		fail("cannot open %s: %s", path, detail(rc, &diag, buf, sizeof(buf)));
+		fs_fail("cannot open %s: %s", path, detail(rc, &diag, buf, sizeof(buf)));
 		return EXIT_RUNTIME;
 	}
 	return 0;
@@ -260,7 +248,7 @@ static int cmd_info(int argc, char **argv)
 		return rc;
 	info = fs_info_json_new(t);
 	if (!info) {
-		fail("cannot describe %s: out of memory", argv[optind]);
+		fs_fail("cannot describe %s: out of memory", argv[optind]);
 		tfs_trace_close(t);
 		return EXIT_RUNTIME;
 	}
@@ -290,12 +278,12 @@ static int open_tree(const char *trace, const char *path, struct tfs_trace **t,
 		return rc;
 	rc = fs_vtree_new(*t, base_name(trace), vt);
 	if (rc < 0) {
-		fail("cannot list %s: %s", trace, detail(rc, NULL, buf, sizeof(buf)));
+		fs_fail("cannot list %s: %s", trace, detail(rc, NULL, buf, sizeof(buf)));
 		goto err_close_trace;
 	}
 	rc = fs_vtree_resolve(*vt, path, ino);
 	if (rc < 0) {
-		fail("cannot find %s in %s: %s", path, trace, errstr(-rc, buf, sizeof(buf)));
+		fs_fail("cannot find %s in %s: %s", path, trace, errstr(-rc, buf, sizeof(buf)));
 		goto err_free_tree;
 	}
 	return 0;
@@ -366,19 +354,19 @@ static int cat_file(struct fs_vtree *vt, uint64_t ino, const char *path)
 
 	rc = fs_vfile_open(vt, ino, &f);
 	if (rc < 0) {
-		fail("cannot cat %s: %s", path, errstr(-rc, msg, sizeof(msg)));
+		fs_fail("cannot cat %s: %s", path, errstr(-rc, msg, sizeof(msg)));
 		return EXIT_RUNTIME;
 	}
 	buf = malloc(CAT_CHUNK);
 	if (!buf) {
-		fail("cannot cat %s: out of memory", path);
+		fs_fail("cannot cat %s: out of memory", path);
 		goto out_close;
 	}
 	for (;;) {
 		ssize_t n = fs_vfile_read(f, buf, CAT_CHUNK, off);
 
 		if (n < 0) {
-			fail("cannot read %s: %s", path,
+			fs_fail("cannot read %s: %s", path,
 			     detail((int)n, fs_vfile_diag(f), msg, sizeof(msg)));
 			goto out_free_buf;
 		}
@@ -388,13 +376,13 @@ static int cat_file(struct fs_vtree *vt, uint64_t ino, const char *path)
 			if (errno == EPIPE)
 				status = 0;
 			else
-				fail("cannot write to stdout: %s", errstr(errno, msg, sizeof(msg)));
+				fs_fail("cannot write to stdout: %s", errstr(errno, msg, sizeof(msg)));
 			goto out_free_buf;
 		}
 		off += (uint64_t)n;
 	}
 	if (off != fs_vfile_size(f)) {
-		fail("cannot read %s: offset=%" PRIu64 ": file ends before its size %" PRIu64, path,
+		fs_fail("cannot read %s: offset=%" PRIu64 ": file ends before its size %" PRIu64, path,
 		     off, fs_vfile_size(f));
 		goto out_free_buf;
 	}
@@ -421,7 +409,7 @@ static int cmd_cat(int argc, char **argv)
 		return rc;
 	fs_vtree_stat(vt, ino, &n);
 	if (n.is_dir) {
-		fail("cannot cat %s: is a directory", argv[2]);
+		fs_fail("cannot cat %s: is a directory", argv[2]);
 		rc = EXIT_RUNTIME;
 	} else {
 		rc = cat_file(vt, ino, argv[2]);
@@ -448,7 +436,7 @@ static int cmd_verify(int argc, char **argv)
 		return rc;
 	rc = tfs_trace_verify(t, &diag);
 	if (rc < 0) {
-		fail("%s is corrupt: %s", argv[1], detail(rc, &diag, buf, sizeof(buf)));
+		fs_fail("%s is corrupt: %s", argv[1], detail(rc, &diag, buf, sizeof(buf)));
 		tfs_trace_close(t);
 		return EXIT_RUNTIME;
 	}
