@@ -546,6 +546,53 @@ static void put_sig_arg(struct sink *s, const struct tfs_trace *t, const struct 
 	}
 }
 
+/* Copy a rendered buffer out as snprintf does. */
+static ssize_t copy_out(struct tfs_buf *b, int err, char *buf, size_t cap)
+{
+	ssize_t n = (ssize_t)b->len;
+
+	if (err) {
+		buf_fini(b);
+		return err;
+	}
+	if (cap) {
+		size_t c = b->len < cap - 1 ? b->len : cap - 1;
+
+		if (c)
+			memcpy(buf, b->data, c);
+		buf[c] = 0;
+	}
+	buf_fini(b);
+	return n;
+}
+
+ssize_t tfs_trace_term_arg_text(const struct tfs_trace *t, uint32_t term, uint32_t arg,
+				char *buf, size_t cap)
+{
+	const struct schema_kind *k;
+	struct tfs_buf b;
+	struct sink s = {.out = &b};
+
+	if (term >= t->n_terms)
+		return -ENOENT;
+	k = &t->schema.kinds[t->term_kind[term]];
+	if (arg >= k->n_args)
+		return -EINVAL;
+	buf_init(&b);
+	put_sig_arg(&s, t, &k->args[arg], t->term_arg[t->term_argoff[term] + arg]);
+	return copy_out(&b, s.err, buf, cap);
+}
+
+int tfs_trace_term_args(const struct tfs_trace *t, uint32_t term, union tfs_arg *args)
+{
+	static const uint64_t zero_vals[TFS_MAX_ARGS];
+
+	if (term >= t->n_terms)
+		return -ENOENT;
+	render_args(t, term, 0, zero_vals, args);
+	return 0;
+}
+
 ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap)
 {
 	const struct schema_kind *k;
@@ -553,7 +600,6 @@ ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf,
 	struct tfs_buf b;
 	struct sink s = {.out = &b};
 	bool first = true;
-	ssize_t n;
 
 	if (term >= t->n_terms)
 		return -ENOENT;
@@ -579,18 +625,5 @@ ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf,
 		put(&s, " = ", 3);
 		put_sig_arg(&s, t, &k->args[k->result], w[k->result]);
 	}
-	if (s.err) {
-		buf_fini(&b);
-		return s.err;
-	}
-	n = (ssize_t)b.len;
-	if (cap) {
-		size_t c = b.len < cap - 1 ? b.len : cap - 1;
-
-		if (c)
-			memcpy(buf, b.data, c);
-		buf[c] = 0;
-	}
-	buf_fini(&b);
-	return n;
+	return copy_out(&b, s.err, buf, cap);
 }

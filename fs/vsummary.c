@@ -29,126 +29,42 @@ static uint64_t sat_mul(uint64_t a, uint64_t b)
 
 /* ---- terminals: what their signatures fix ---- */
 
-/* One printed value at @p: a quoted string (STR) or up to the next ',' or ')'. */
-static const char *scan_value(const char *p, bool quoted)
-{
-	if (!quoted)
-		return p + strcspn(p, ",)");
-	if (*p++ != '"')
-		return NULL;
-	for (; *p && *p != '"'; p++) {
-		if (*p == '\\' && !*++p)
-			return NULL;
-	}
-	return *p == '"' ? p + 1 : NULL;
-}
-
-/*
- * Split a signature, printed as the text view prints calls (FORMAT.md §9,
- * `name(arg=value, ...) = result`), into the printed value of every argument.
- */
-static int sig_values(const char *sig, const struct fs_kind *k, const char **val,
-		      size_t *val_len)
-{
-	const char *p = sig;
-	size_t n = strlen(k->name);
-	bool first = true;
-
-	if (strncmp(p, k->name, n) || p[n] != '(')
-		return -TFS_ECORRUPT;
-	p += n + 1;
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		const char *end;
-
-		if ((int32_t)i == k->result)
-			continue;
-		if (!first && strncmp(p, ", ", 2))
-			return -TFS_ECORRUPT;
-		p += first ? 0 : 2;
-		first = false;
-		n = strlen(k->args[i].name);
-		if (strncmp(p, k->args[i].name, n) || p[n] != '=')
-			return -TFS_ECORRUPT;
-		p += n + 1;
-		end = scan_value(p, k->args[i].type == TFS_TYPE_STR);
-		if (!end)
-			return -TFS_ECORRUPT;
-		val[i] = p;
-		val_len[i] = (size_t)(end - p);
-		p = end;
-	}
-	if (*p++ != ')')
-		return -TFS_ECORRUPT;
-	if (k->result >= 0) {
-		if (strncmp(p, " = ", 3))
-			return -TFS_ECORRUPT;
-		val[k->result] = p + 3;
-		val_len[k->result] = strlen(p + 3);
-	} else if (*p) {
-		return -TFS_ECORRUPT;
-	}
-	return 0;
-}
-
-/* A byte count as printed: decimal, or 0x hex; negative (an error result) counts 0. */
-static uint64_t printed_bytes(const char *s, size_t len, int type)
-{
-	char num[32];
-	uint64_t v = 0;
-
-	if (len == 0 || len >= sizeof(num) || s[0] == '-' || s[0] == '*')
-		return 0;
-	memcpy(num, s, len);
-	num[len] = '\0';
-	if (type == TFS_TYPE_HEX)
-		v = strtoull(num + 2, NULL, 16);
-	else if (type == TFS_TYPE_U64 || type == TFS_TYPE_I64)
-		v = strtoull(num, NULL, 10);
-	return v;
-}
-
 static int term_fill(const struct fs_vtree *vt, uint32_t term, struct fs_term *ft)
 {
-	const char *val[TFS_MAX_ARGS] = {0};
-	size_t val_len[TFS_MAX_ARGS] = {0};
+	union tfs_arg args[TFS_MAX_ARGS];
 	const struct fs_kind *k;
-	char *sig;
 	ssize_t n;
 	int rc;
 
 	rc = tfs_trace_term_kind(vt->trace, term, &ft->kind);
+	if (rc == 0 && ft->kind >= vt->ti.n_kinds)
+		rc = -TFS_ECORRUPT;
+	if (rc == 0)
+		rc = tfs_trace_term_args(vt->trace, term, args);
 	if (rc < 0)
 		return rc;
-	if (ft->kind >= vt->ti.n_kinds)
-		return -TFS_ECORRUPT;
 	k = &vt->kinds[ft->kind];
-	n = tfs_trace_signature(vt->trace, term, NULL, 0);
-	if (n < 0)
-		return (int)n;
-	sig = malloc((size_t)n + 1);
-	if (!sig)
-		return -ENOMEM;
-	tfs_trace_signature(vt->trace, term, sig, (size_t)n + 1);
-	/* the codec prints signatures as FORMAT.md §9 says: anything else is a bug there */
-	rc = sig_values(sig, k, val, val_len);
-	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+	for (uint32_t i = 0; i < k->n_args; i++) {
 		const struct tfs_arg_desc *a = &k->args[i];
 
 		if (!(a->flags & TFS_ARG_BYTES))
 			continue;
 		if (a->enc == TFS_ENC_VAL)
 			ft->bytes_val = true;
-		else if (a->enc == TFS_ENC_SIG)
-			ft->sig_bytes = sat_add(ft->sig_bytes,
-						printed_bytes(val[i], val_len[i], a->type));
+		else if (a->enc == TFS_ENC_SIG && !(a->type == TFS_TYPE_I64 && args[i].i < 0))
+			ft->sig_bytes = sat_add(ft->sig_bytes, args[i].u);
 	}
-	if (rc == 0 && k->is_zone) {
-		ft->zone = strndup(val[0], val_len[0]);
-		if (!ft->zone)
-			rc = -ENOMEM;
-	}
-	free(sig);
-	return rc;
+	if (!k->is_zone)
+		return 0;
+	/* the zone's name as the text view prints it: quoted and escaped, one line */
+	n = tfs_trace_term_arg_text(vt->trace, term, 0, NULL, 0);
+	if (n < 0)
+		return (int)n;
+	ft->zone = malloc((size_t)n + 1);
+	if (!ft->zone)
+		return -ENOMEM;
+	tfs_trace_term_arg_text(vt->trace, term, 0, ft->zone, (size_t)n + 1);
+	return 0;
 }
 
 static int terms_run(void *arg)

@@ -189,9 +189,16 @@ static void check_tables(struct tfs_trace *t)
 			assert_string_equal(sig, "pwrite(fd=file#3, count=*, offset=*) = *");
 			assert_true(counts[i] == 2);
 		} else if (kind == TG_SEND) {
+			union tfs_arg args[TFS_MAX_ARGS];
+
 			assert_string_equal(sig, "send(dest=r+1, tag=-7, bytes=2)");
+			assert_int_equal(tfs_trace_term_args(t, i, args), 0);
+			assert_true(args[0].i == 1 && args[1].i == -7 && args[2].u == 2);
 		} else if (kind == TG_ZONE) {
 			assert_string_equal(sig, "zone(name=\"init\")");
+			assert_int_equal(tfs_trace_term_arg_text(t, i, 0, sig, sizeof(sig)), 6);
+			assert_string_equal(sig, "\"init\"");
+			assert_int_equal(tfs_trace_term_arg_text(t, i, 1, sig, sizeof(sig)), -EINVAL);
 		}
 	}
 	assert_true(sum == 6);

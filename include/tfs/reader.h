@@ -182,6 +182,22 @@ int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind
 ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap);
 
 /**
+ * Argument @arg of terminal @term printed as a signature prints it (`"a\tb"` for a string,
+ * `*` for a value that varies per call). Always NUL-terminates.
+ * @return the full length (like snprintf), -ENOENT (no such terminal) or -EINVAL (argument)
+ */
+ssize_t tfs_trace_term_arg_text(const struct tfs_trace *t, uint32_t term, uint32_t arg,
+				char *buf, size_t cap);
+
+/**
+ * The values terminal @term fixes: SIG and SYM arguments as given to the writer (i64 in
+ * .i), RANK arguments relative to the caller's rank (.i), STR arguments as borrowed strings;
+ * VAL arguments (which vary per call) are 0. @args holds TFS_MAX_ARGS entries.
+ * @return 0 or -ENOENT
+ */
+int tfs_trace_term_args(const struct tfs_trace *t, uint32_t term, union tfs_arg *args);
+
+/**
  * The grammar of @stream as text, one rule per line (`R7 -> R3^1000 t5 t9`), block by
  * block, start rules named S. @out is a new malloc'ed buffer, NUL-terminated.
  * @return 0, -ENOENT or -ENOMEM
