@@ -4,7 +4,8 @@
  * own), the per-thread state, and the hot path that appends raw records (spool_i.h) to the
  * calling thread's chunk. The hot path takes no lock, calls no allocator, never blocks and
  * preserves errno; when no chunk is free it drops the event and counts it. It does not turn
- * records into trace events (consumer.c) and interposes nothing yet.
+ * records into trace events (consumer.c); the interposers (interpose.c) record through
+ * cap_put_call().
  */
 #include <errno.h>
 #include <pthread.h>
@@ -67,7 +68,8 @@ static _Atomic uint32_t g_phase_id;
 static _Atomic uint64_t g_lost_early; /* dropped before a spool existed to count them */
 
 static _Thread_local struct tstate *tls_state TLS_IE;
-static _Thread_local unsigned int tls_depth TLS_IE;
+_Thread_local unsigned int cap_tls_depth TLS_IE;
+static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthread_create */
 static _Thread_local bool tls_dead TLS_IE;
 
 static inline uint64_t now_ns(void)
@@ -196,6 +198,16 @@ static void thread_gone(void *arg)
 	munmap(ts, sizeof(*ts));
 }
 
+uint32_t cap_thread_reserve(void)
+{
+	return atomic_fetch_add_explicit(&g_spool.hdr->next_thread, 1, memory_order_relaxed);
+}
+
+void cap_thread_preassign(uint32_t id)
+{
+	tls_thread_id = id + 1;
+}
+
 static struct tstate *thread_start(void)
 {
 	struct tstate *ts;
@@ -205,7 +217,7 @@ static struct tstate *thread_start(void)
 	ts = mmap(NULL, sizeof(*ts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ts == MAP_FAILED)
 		return NULL;
-	ts->thread = atomic_fetch_add_explicit(&g_spool.hdr->next_thread, 1, memory_order_relaxed);
+	ts->thread = tls_thread_id ? tls_thread_id - 1 : cap_thread_reserve();
 	if (pthread_setspecific(g_key, ts) != 0) {
 		munmap(ts, sizeof(*ts));
 		return NULL;
@@ -222,7 +234,7 @@ static inline struct tstate *enter(void)
 {
 	struct tstate *ts;
 
-	if (tls_depth++ != 0)
+	if (cap_tls_depth++ != 0)
 		return NULL;
 	ts = tls_state;
 	if (unlikely(!ts)) {
@@ -238,7 +250,7 @@ static inline struct tstate *enter(void)
 
 static inline void leave(void)
 {
-	tls_depth--;
+	cap_tls_depth--;
 }
 
 void tfs_cap_zone_begin(const char *name)
@@ -402,13 +414,53 @@ void tfs_cap_phase_end(void)
 	errno = saved_errno;
 }
 
+uint64_t cap_now_ns(void)
+{
+	return now_ns();
+}
+
+void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+		  const char *strs, size_t strs_len)
+{
+	const int saved_errno = errno;
+	struct tstate *ts;
+	uint64_t *r;
+	uint32_t words;
+
+	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
+	if (tls_dead) {
+		errno = saved_errno;
+		return;
+	}
+	ts = enter();
+	if (ts) {
+		words = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+		r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
+		if (r) {
+			r[0] = cap_rec_word0(REC_CALL, words, (uint32_t)strs_len, call);
+			r[1] = ts_ns;
+			for (uint32_t i = 0; i < n_args; i++)
+				r[2 + i] = args[i];
+			if (strs_len) {
+				r[words - 1] = 0;
+				memcpy(r + 2 + n_args, strs, strs_len);
+			}
+			rec_publish(ts, words);
+		} else {
+			count_drop();
+		}
+	}
+	leave();
+	errno = saved_errno;
+}
+
 void tfs_capture_flush(void)
 {
 	const int saved_errno = errno;
 
 	if (!tfs_capture_mask_)
 		return;
-	if (tls_depth++ == 0) {
+	if (cap_tls_depth++ == 0) {
 		struct tstate *ts = tls_state;
 
 		if (ts && ts->chunk) {
@@ -419,7 +471,7 @@ void tfs_capture_flush(void)
 		if (g_inproc)
 			cap_inproc_flush();
 	}
-	tls_depth--;
+	cap_tls_depth--;
 	errno = saved_errno;
 }
 
@@ -434,7 +486,7 @@ uint64_t tfs_capture_dropped(void)
 
 void cap_thread_exclude(void)
 {
-	tls_depth++;
+	cap_tls_depth++;
 	tls_dead = true;
 }
 
@@ -445,7 +497,11 @@ static void fork_child(void)
 	g_inproc = false;
 }
 
-/* Parse TFS_TRACE: a comma-separated list of zones, mem; unknown names are ignored. */
+/*
+ * Parse TFS_TRACE: a comma-separated list of zones, mem, alloc, io, threads, all; unknown
+ * names are ignored. Unset or empty: zones and mem (the interposers stay off in-process
+ * unless asked for).
+ */
 static uint32_t parse_trace(const char *s)
 {
 	uint32_t mask = TFS_TRACE_ON;
@@ -461,8 +517,15 @@ static uint32_t parse_trace(const char *s)
 			mask |= TFS_TRACE_ZONES;
 		else if (!strcmp(word, "mem"))
 			mask |= TFS_TRACE_MEM;
+		else if (!strcmp(word, "alloc"))
+			mask |= TFS_TRACE_ALLOC;
+		else if (!strcmp(word, "io"))
+			mask |= TFS_TRACE_IO;
+		else if (!strcmp(word, "threads"))
+			mask |= TFS_TRACE_THREADS;
 		else if (!strcmp(word, "all"))
-			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM;
+			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
+				TFS_TRACE_THREADS;
 		s += n + (s[n] == ',');
 	}
 	return mask;
@@ -532,9 +595,9 @@ __attribute__((constructor)) static void capture_init(void)
 	pthread_atfork(NULL, NULL, fork_child);
 	tfs_capture_mask_ = g_spool.hdr->trace_mask | TFS_TRACE_ON;
 	/* the thread running the constructors is thread 0 */
-	if (tls_depth++ == 0 && !tls_state)
+	if (cap_tls_depth++ == 0 && !tls_state)
 		thread_start();
-	tls_depth--;
+	cap_tls_depth--;
 }
 
 __attribute__((destructor)) static void capture_fini(void)
@@ -548,11 +611,11 @@ __attribute__((destructor)) static void capture_fini(void)
 		return;
 	}
 	/* the exiting thread's chunk is complete: hand it over (others' are read as they are) */
-	if (tls_depth++ == 0 && tls_state && tls_state->chunk) {
+	if (cap_tls_depth++ == 0 && tls_state && tls_state->chunk) {
 		cap_spool_hand_over(tls_state->chunk);
 		tls_state->chunk = NULL;
 		tls_state->fill = tls_state->cap = 0;
 	}
-	tls_depth--;
+	cap_tls_depth--;
 	atomic_store(&g_spool.hdr->exited, 1);
 }

@@ -6,6 +6,7 @@
 #ifndef TFS_CAPTURE_I_H
 #define TFS_CAPTURE_I_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct spool;
@@ -21,6 +22,29 @@ struct cap_timing {
  * @return 0 or -EINVAL
  */
 int cap_parse_timing(const char *s, struct cap_timing *out);
+
+/*
+ * Nesting depth of the capture on the calling thread: non-zero while the capture itself runs
+ * (an interposed call made from inside it is passed through unrecorded).
+ */
+extern _Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+
+/* The clock of the trace (0 when timing is none). */
+uint64_t cap_now_ns(void);
+
+/*
+ * Record interposed call @call (enum cap_call, calls_i.h) that began at @ts_ns: @args are
+ * its words (duration first, then its u64 arguments), @strs its string arguments, each
+ * NUL-terminated, @strs_len bytes in all. Never fails: a lost record is counted as
+ * dropped. Preserves errno.
+ */
+void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+		  const char *strs, size_t strs_len);
+
+/* Reserve the next symbolic thread id (pthread_create numbers threads in creation order). */
+uint32_t cap_thread_reserve(void);
+/* The calling thread records as thread @id (reserved by its creator). */
+void cap_thread_preassign(uint32_t id);
 
 /* The calling thread never records (it is the capture's own consumer thread). */
 void cap_thread_exclude(void);

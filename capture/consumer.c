@@ -2,9 +2,11 @@
  * The consumer: reads the raw records of a spool chunk by chunk, each producing thread's
  * chunks in their order, and turns them into trace events of that thread's writer stream:
  * zone begin/end pairs into `zone` events (start and duration), memory accesses into
- * `load`/`store` with symbolic sites, phases into writer phase ranges. Chunks it has read
- * are recycled to the producers. It trusts nothing in the spool: a malformed record ends
- * the reading of its chunk and is counted. It neither creates spools nor runs programs.
+ * `load`/`store` with symbolic sites, phases into writer phase ranges, interposed calls
+ * (calls_i.h) into one event of their kind (declared only when the spool records calls).
+ * Chunks it has read are recycled to the producers. It trusts nothing in the spool: a
+ * malformed record ends the reading of its chunk and is counted. It neither creates spools
+ * nor runs programs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +18,7 @@
 
 #include "tfs/capture.h"
 #include "tfs/writer.h"
+#include "calls_i.h"
 #include "consumer_i.h"
 
 enum ckind { K_ZONE, K_ZONE_UNFINISHED, K_MARK, K_COUNTER, K_THREAD_NAME, K_LOAD, K_STORE,
@@ -102,6 +105,8 @@ struct cap_consumer {
 	struct tfs_writer *w;
 	bool timed;
 	uint32_t kind[N_KINDS];
+	uint32_t call_kind[N_CALLS]; /* valid when calls: the spool records interposed calls */
+	bool calls;
 	struct cthread *threads;
 	uint32_t n_threads;
 	struct pphase *pphases;
@@ -177,6 +182,10 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 		goto err_free;
 	for (int k = 0; k < N_KINDS && rc == 0; k++)
 		rc = tfs_writer_add_kind(c->w, &kinds[k], &c->kind[k]);
+	/* kinds are fixed before the first stream: declare the calls only when recorded */
+	c->calls = s->hdr->trace_mask & (TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS);
+	for (int k = 0; c->calls && k < N_CALLS && rc == 0; k++)
+		rc = tfs_writer_add_kind(c->w, &cap_call_kinds[k], &c->call_kind[k]);
 	if (rc < 0)
 		goto err_free;
 	*out = c;
@@ -228,14 +237,14 @@ static uint64_t n_events(const struct cthread *ct)
 	return ct->s ? tfs_wstream_n_events(ct->s) : 0;
 }
 
-static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint64_t ts,
-		 uint64_t dur, const union tfs_arg *args)
+static void emit_kind(struct cap_consumer *c, struct cthread *ct, uint32_t kind, uint64_t ts,
+		      uint64_t dur, const union tfs_arg *args)
 {
 	int rc;
 
 	if (c->err)
 		return;
-	rc = tfs_wstream_append(ct->s, c->kind[k], rel_ts(c, ts), c->timed ? dur : 0, args);
+	rc = tfs_wstream_append(ct->s, kind, rel_ts(c, ts), c->timed ? dur : 0, args);
 	if (rc < 0) {
 		c->err = rc;
 		return;
@@ -243,6 +252,51 @@ static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint6
 	c->st.n_events++;
 	if (c->in_partial)
 		c->st.n_partial_events++;
+}
+
+static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint64_t ts,
+		 uint64_t dur, const union tfs_arg *args)
+{
+	emit_kind(c, ct, c->kind[k], ts, dur, args);
+}
+
+/*
+ * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
+ * arguments in order. @return 0 or -EBADMSG
+ */
+static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
+		       uint32_t words)
+{
+	uint32_t call = (uint32_t)(r[0] >> 32), w = 3;
+	size_t len = (r[0] >> 16) & 0xffff, off = 0;
+	union tfs_arg a[TFS_MAX_ARGS];
+	const struct tfs_kind_desc *k;
+	const char *str;
+
+	if (!c->calls || call >= N_CALLS || words < 3)
+		return -EBADMSG;
+	k = &cap_call_kinds[call];
+	for (uint32_t i = 0; i < k->n_args; i++)
+		w += k->args[i].enc != TFS_ENC_STR;
+	if (w + (len + 7) / 8 > words)
+		return -EBADMSG;
+	str = (const char *)(r + w);
+	w = 3;
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const char *end;
+
+		if (k->args[i].enc != TFS_ENC_STR) {
+			a[i].u = r[w++];
+			continue;
+		}
+		end = off < len ? memchr(str + off, '\0', len - off) : NULL;
+		if (!end)
+			return -EBADMSG;
+		a[i].s = str + off;
+		off = (size_t)(end - str) + 1;
+	}
+	emit_kind(c, ct, c->call_kind[call], r[1], r[2], a);
+	return 0;
 }
 
 /* Symbolic id of memory-access site @key: 0, 1, 2... in order of first use. */
@@ -464,6 +518,8 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 		return phase_end(c, ct, thread, aux, r[2]);
 	case REC_SYNC:
 		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
+	case REC_CALL:
+		return call_record(c, ct, r, words);
 	default:
 		return -EBADMSG;
 	}

@@ -64,6 +64,9 @@ enum spool_rec {
 	REC_PHASE_BEGIN = 8, /* aux: phase id; arg 0: scope; arg 1: generation; payload: name */
 	REC_PHASE_END = 9,   /* aux: phase id; arg 0: generation (process phases, else 0) */
 	REC_SYNC = 10,	     /* arg 0: the process-phase generation this thread now sees */
+	REC_CALL = 11,	     /* an interposed call (calls_i.h): aux: enum cap_call; arg 0:
+				duration (ns); args 1..: its u64 arguments in schema order;
+				payload: its string arguments, each NUL-terminated */
 };
 
 struct spool_hdr {

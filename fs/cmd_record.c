@@ -3,7 +3,8 @@
  * preloaded and attached to a spool this process creates, consumes the spool while the
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
- * exits with the program's status (128 + signal when killed). This file does the command
+ * exits with the program's status (128 + signal when killed). --trace selects the categories
+ * (zones, mem, alloc, io, threads, all; all by default). This file does the command
  * line and process control only; the consumer is capture/consumer.c.
  */
 #include <elf.h>
@@ -82,11 +83,15 @@ static int parse_trace(const char *s, uint32_t *mask)
 			*mask |= TFS_TRACE_ZONES;
 		else if (!strcmp(word, "mem"))
 			*mask |= TFS_TRACE_MEM;
+		else if (!strcmp(word, "alloc"))
+			*mask |= TFS_TRACE_ALLOC;
+		else if (!strcmp(word, "io"))
+			*mask |= TFS_TRACE_IO;
+		else if (!strcmp(word, "threads"))
+			*mask |= TFS_TRACE_THREADS;
 		else if (!strcmp(word, "all"))
-			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM;
-		else if (!strcmp(word, "alloc") || !strcmp(word, "io") || !strcmp(word, "threads"))
-			msg("warning: --trace=%s: no interposers yet, only the capture API records",
-			    word);
+			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
+				 TFS_TRACE_THREADS;
 		else
 			return -EINVAL;
 		s += n + (s[n] == ',');
@@ -107,7 +112,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	long mb;
 	int c;
 
-	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM,
+	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM |
+					  TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS,
 				  .timing = {.timing = TFS_TIMING_LOSSLESS},
 				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20};
 	opterr = 0;
@@ -123,7 +129,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'T':
 			if (parse_trace(optarg, &o->mask) < 0)
-				return usage("--trace takes a list of zones, mem, all");
+				return usage("--trace takes a list of zones, mem, alloc, io, threads, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);

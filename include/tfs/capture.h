@@ -16,13 +16,25 @@
  *   TFS_CAPTURE=0          capture off: no spool, no consumer, no trace, no events
  *   TFS_OUTPUT=FILE        in-process mode: the trace file (default <program>.<pid>.trace)
  *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none
- *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem (all)
+ *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
+ *                          io, threads, all (unset: zones, mem; the last three need the
+ *                          library preloaded or linked: its interposers record them)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *
+ * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
+ * record` records all categories unless --trace says otherwise): the malloc family, POSIX
+ * and stdio I/O with their 64-bit and fortified (__read_chk...) variants, pthread_create and
+ * pthread_join. Descriptors and FILE * become symbolic file ids, one per path, the path
+ * stored once in the opening call; threads created with pthread_create are numbered in
+ * creation order. The event kinds are listed in capture/calls.c.
+ *
  * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
- * exec'd image under `tracefs record` goes on in the same rank with new thread ids), the
- * LD_PRELOAD interposers (allocations, I/O, threads) and backtraces.
+ * exec'd image under `tracefs record` goes on in the same rank with new thread ids), buffer
+ * pointers of I/O calls as (allocation id, offset), backtraces, mmap/munmap, dup/dup2/fcntl
+ * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
+ * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
+ * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
  */
 #ifndef TFS_CAPTURE_H
 #define TFS_CAPTURE_H
@@ -43,6 +55,9 @@ extern "C" {
 #define TFS_TRACE_ON 0x1u    /**< set whenever capture is on: phases and flush */
 #define TFS_TRACE_ZONES 0x2u /**< zones, marks, counters, thread names */
 #define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
+#define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family */
+#define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
+#define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the

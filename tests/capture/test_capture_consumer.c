@@ -3,7 +3,8 @@
  * the producer), so what the consumer makes of them is checked independently of capture.c.
  * Covers zone pairing (start, duration, depth), chunk order by sequence number whatever the
  * chunk's place, partial chunks read only at the end, phases, memory-access sites, and
- * damaged records and chunk headers, which must be skipped and counted, never crash.
+ * damaged records and chunk headers, which must be skipped and counted, never crash, and
+ * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 
 #include "tfs/capture.h"
 #include "tfs/reader.h"
+#include "calls_i.h"
 #include "consumer_i.h"
 
 struct fixture {
@@ -34,6 +36,24 @@ static int setup(void **state)
 	assert_non_null(f);
 	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
 					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_ZONES),
+			 0);
+	f->spool.hdr->origin_ns = 1000;
+	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
+	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
+	*state = f;
+	return 0;
+}
+
+/* A spool whose producers record the interposed calls (allocations and I/O). */
+static int setup_calls(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+
+	assert_non_null(f);
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+					  TFS_TIMING_LOSSLESS,
+					  TFS_TRACE_ON | TFS_TRACE_ALLOC | TFS_TRACE_IO),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
 	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
@@ -97,6 +117,24 @@ static void put_str(struct wchunk *wc, uint32_t kind, uint32_t aux, uint64_t ts,
 	wc->w[wc->n + 1] = ts;
 	memset(wc->w + wc->n + 2, 0, (words - 2) * 8);
 	memcpy(wc->w + wc->n + 2, s, len);
+	wc->n += words;
+}
+
+/* A REC_CALL: @n_args words (duration first), then @len bytes of NUL-terminated strings. */
+static void put_call(struct wchunk *wc, uint32_t call, uint64_t ts, const char *strs,
+		     size_t len, int n_args, ...)
+{
+	va_list ap;
+	uint32_t words = 2 + (uint32_t)n_args + (uint32_t)((len + 7) / 8);
+
+	wc->w[wc->n] = cap_rec_word0(REC_CALL, words, (uint32_t)len, call);
+	wc->w[wc->n + 1] = ts;
+	va_start(ap, n_args);
+	for (int i = 0; i < n_args; i++)
+		wc->w[wc->n + 2 + i] = va_arg(ap, uint64_t);
+	va_end(ap);
+	memset(wc->w + wc->n + 2 + n_args, 0, (words - 2 - (uint32_t)n_args) * 8);
+	memcpy(wc->w + wc->n + 2 + n_args, strs, len);
 	wc->n += words;
 }
 
@@ -317,6 +355,63 @@ static void test_consumer_skips_damage_and_counts_it(void **state)
 	tfs_trace_close(t);
 }
 
+static void test_consumer_calls_become_events(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	char *got;
+
+	put_call(&a, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
+	put_call(&a, CALL_OPEN, 1020, "/tmp/a", 7, 6, (uint64_t)50, (uint64_t)0x241,
+		 (uint64_t)0644, (uint64_t)0, (uint64_t)3, (uint64_t)0);
+	put_call(&a, CALL_PREAD, 1100, "", 0, 6, (uint64_t)5, (uint64_t)0, (uint64_t)512,
+		 (uint64_t)4096, (uint64_t)512, (uint64_t)0);
+	put_call(&a, CALL_RENAME, 1200, "a\0b", 4, 3, (uint64_t)7, (uint64_t)-1, (uint64_t)2);
+	/* a string without its NUL: malformed, ends the chunk */
+	put_call(&a, CALL_UNLINK, 1300, "abc", 3, 3, (uint64_t)0, (uint64_t)0, (uint64_t)0);
+	put_call(&a, CALL_FREE, 1400, "", 0, 2, (uint64_t)0, (uint64_t)0x1000);
+	publish(&a, SPOOL_FULL);
+	/* b: a call number past the last */
+	put_call(&b, N_CALLS + 5, 1001, "", 0, 1, (uint64_t)0);
+	publish(&b, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 2);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 4);
+	assert_int_equal(st.bad_records, 2);
+	got = saved_view(f, 0, &t);
+	assert_string_equal(
+	    got, "{\"ts\":10,\"dur\":0,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
+		 "\"ret\":\"0x1000\"}}\n"
+		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
+		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
+		 "\"errno\":0}}\n"
+		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"file\":0,"
+		 "\"count\":512,\"offset\":4096,\"ret\":512,\"errno\":0}}\n"
+		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
+		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
+	free(got);
+	tfs_trace_close(t);
+}
+
+static void test_consumer_rejects_calls_not_declared(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	struct cap_consumer_stats st;
+
+	/* the spool records zones only: its consumer declared no call kinds */
+	put_call(&a, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 0);
+	assert_int_equal(st.bad_records, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -327,6 +422,10 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_phases_and_sites, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_skips_damage_and_counts_it, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_calls_become_events, setup_calls,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_rejects_calls_not_declared, setup,
 					    teardown),
 	};
 

@@ -1,0 +1,116 @@
+/*
+ * The event kinds of the interposed calls: names, categories and argument encodings, as the
+ * consumer declares them to the writer. Encodings follow Pilgrim and Recorder: files are
+ * symbolic ids (file#N, one per path in the process, its path stored once in the opening
+ * event), sizes, offsets, counts, pointers and results vary per occurrence and are stride
+ * predicted by the codec, flags and modes belong to the call signature. errno is the value
+ * after a failed call and 0 after a successful one. `fd_file` is no call: it gives the path
+ * of a descriptor the program did not open through an interposed call, when first used.
+ * Buffer pointers of I/O calls and backtraces are not recorded.
+ */
+#include <stddef.h>
+
+#include "calls_i.h"
+
+#define ARG(n, t, e, f)                                                                            \
+	{                                                                                          \
+		n, TFS_TYPE_##t, TFS_ENC_##e, f, NULL                                              \
+	}
+#define FILE_ARG(n)                                                                                \
+	{                                                                                          \
+		n, TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"                                            \
+	}
+#define RET ARG("ret", I64, VAL, TFS_ARG_RESULT)
+#define RET_BYTES ARG("ret", I64, VAL, TFS_ARG_RESULT | TFS_ARG_BYTES)
+#define ERRNO ARG("errno", U64, VAL, 0)
+#define PTR_RET ARG("ret", HEX, VAL, TFS_ARG_RESULT)
+#define SIZE_BYTES ARG("size", U64, VAL, TFS_ARG_BYTES)
+
+static const struct tfs_arg_desc malloc_args[] = {SIZE_BYTES, PTR_RET};
+static const struct tfs_arg_desc calloc_args[] = {ARG("nmemb", U64, VAL, 0),
+						  ARG("size", U64, VAL, 0), PTR_RET};
+static const struct tfs_arg_desc realloc_args[] = {ARG("ptr", HEX, VAL, 0), SIZE_BYTES, PTR_RET};
+static const struct tfs_arg_desc free_args[] = {ARG("ptr", HEX, VAL, 0)};
+static const struct tfs_arg_desc posix_memalign_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
+							  ARG("ptr", HEX, VAL, 0), RET};
+static const struct tfs_arg_desc aligned_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
+						   PTR_RET};
+
+static const struct tfs_arg_desc open_args[] = {ARG("path", STR, STR, 0),
+						ARG("flags", HEX, SIG, 0),
+						ARG("mode", HEX, SIG, 0),
+						FILE_ARG("file"),
+						RET,
+						ERRNO};
+static const struct tfs_arg_desc openat_args[] = {ARG("dirfd", I64, SIG, 0),
+						  ARG("path", STR, STR, 0),
+						  ARG("flags", HEX, SIG, 0),
+						  ARG("mode", HEX, SIG, 0),
+						  FILE_ARG("file"),
+						  RET,
+						  ERRNO};
+static const struct tfs_arg_desc creat_args[] = {ARG("path", STR, STR, 0), ARG("mode", HEX, SIG, 0),
+						 FILE_ARG("file"), RET, ERRNO};
+static const struct tfs_arg_desc file_args[] = {FILE_ARG("file"), RET, ERRNO};
+static const struct tfs_arg_desc rw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0),
+					      RET_BYTES, ERRNO};
+static const struct tfs_arg_desc prw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0),
+					       ARG("offset", I64, VAL, 0), RET_BYTES, ERRNO};
+static const struct tfs_arg_desc rwv_args[] = {FILE_ARG("file"), ARG("iovcnt", U64, VAL, 0),
+					       RET_BYTES, ERRNO};
+static const struct tfs_arg_desc seek_args[] = {FILE_ARG("file"), ARG("offset", I64, VAL, 0),
+						ARG("whence", U64, SIG, 0), RET, ERRNO};
+static const struct tfs_arg_desc ftruncate_args[] = {FILE_ARG("file"), ARG("length", I64, VAL, 0),
+						     RET, ERRNO};
+static const struct tfs_arg_desc unlink_args[] = {ARG("path", STR, STR, 0), RET, ERRNO};
+static const struct tfs_arg_desc rename_args[] = {ARG("oldpath", STR, STR, 0),
+						  ARG("newpath", STR, STR, 0), RET, ERRNO};
+static const struct tfs_arg_desc fopen_args[] = {ARG("path", STR, STR, 0), ARG("mode", STR, STR, 0),
+						 FILE_ARG("file"), RET, ERRNO};
+static const struct tfs_arg_desc fdopen_args[] = {FILE_ARG("file"), ARG("mode", STR, STR, 0), RET,
+						  ERRNO};
+static const struct tfs_arg_desc frw_args[] = {FILE_ARG("file"), ARG("size", U64, VAL, 0),
+					       ARG("nmemb", U64, VAL, 0), RET, ERRNO};
+static const struct tfs_arg_desc fd_file_args[] = {ARG("fd", I64, SIG, 0), ARG("path", STR, STR, 0),
+						   FILE_ARG("file")};
+static const struct tfs_arg_desc thread_args[] = {
+    {"thread", TFS_TYPE_U64, TFS_ENC_SYM, 0, "thread"}, RET};
+
+#define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
+#define KIND(c, n, cat, a) [c] = {n, cat, N_ARGS(a), a}
+
+const struct tfs_kind_desc cap_call_kinds[N_CALLS] = {
+    KIND(CALL_MALLOC, "malloc", "alloc", malloc_args),
+    KIND(CALL_CALLOC, "calloc", "alloc", calloc_args),
+    KIND(CALL_REALLOC, "realloc", "alloc", realloc_args),
+    KIND(CALL_FREE, "free", "alloc", free_args),
+    KIND(CALL_POSIX_MEMALIGN, "posix_memalign", "alloc", posix_memalign_args),
+    KIND(CALL_ALIGNED_ALLOC, "aligned_alloc", "alloc", aligned_args),
+    KIND(CALL_MEMALIGN, "memalign", "alloc", aligned_args),
+    KIND(CALL_OPEN, "open", "io", open_args),
+    KIND(CALL_OPENAT, "openat", "io", openat_args),
+    KIND(CALL_CREAT, "creat", "io", creat_args),
+    KIND(CALL_CLOSE, "close", "io", file_args),
+    KIND(CALL_READ, "read", "io", rw_args),
+    KIND(CALL_WRITE, "write", "io", rw_args),
+    KIND(CALL_PREAD, "pread", "io", prw_args),
+    KIND(CALL_PWRITE, "pwrite", "io", prw_args),
+    KIND(CALL_READV, "readv", "io", rwv_args),
+    KIND(CALL_WRITEV, "writev", "io", rwv_args),
+    KIND(CALL_LSEEK, "lseek", "io", seek_args),
+    KIND(CALL_FSYNC, "fsync", "io", file_args),
+    KIND(CALL_FDATASYNC, "fdatasync", "io", file_args),
+    KIND(CALL_FTRUNCATE, "ftruncate", "io", ftruncate_args),
+    KIND(CALL_UNLINK, "unlink", "io", unlink_args),
+    KIND(CALL_RENAME, "rename", "io", rename_args),
+    KIND(CALL_FOPEN, "fopen", "io", fopen_args),
+    KIND(CALL_FDOPEN, "fdopen", "io", fdopen_args),
+    KIND(CALL_FCLOSE, "fclose", "io", file_args),
+    KIND(CALL_FREAD, "fread", "io", frw_args),
+    KIND(CALL_FWRITE, "fwrite", "io", frw_args),
+    KIND(CALL_FSEEK, "fseek", "io", seek_args),
+    KIND(CALL_FFLUSH, "fflush", "io", file_args),
+    KIND(CALL_FD_FILE, "fd_file", "io", fd_file_args),
+    KIND(CALL_PTHREAD_CREATE, "pthread_create", "thread", thread_args),
+    KIND(CALL_PTHREAD_JOIN, "pthread_join", "thread", thread_args),
+};

@@ -1,0 +1,62 @@
+/*
+ * The interposed calls (interpose.c) as records and as event kinds: the numbering shared by
+ * the producer, which writes REC_CALL records (spool_i.h), and the consumer, which declares
+ * one event kind per call (calls.c) on first use. A record carries the kind's non-string
+ * arguments as u64 words in schema order and its string arguments, in schema order, as
+ * NUL-terminated payload. Not an API: producer and consumer come from one build.
+ */
+#ifndef TFS_CALLS_I_H
+#define TFS_CALLS_I_H
+
+#include <stdint.h>
+
+#include "tfs/schema.h"
+
+enum cap_call {
+	/* alloc */
+	CALL_MALLOC,
+	CALL_CALLOC,
+	CALL_REALLOC,
+	CALL_FREE,
+	CALL_POSIX_MEMALIGN,
+	CALL_ALIGNED_ALLOC,
+	CALL_MEMALIGN,
+	/* io: descriptors */
+	CALL_OPEN,
+	CALL_OPENAT,
+	CALL_CREAT,
+	CALL_CLOSE,
+	CALL_READ,
+	CALL_WRITE,
+	CALL_PREAD,
+	CALL_PWRITE,
+	CALL_READV,
+	CALL_WRITEV,
+	CALL_LSEEK,
+	CALL_FSYNC,
+	CALL_FDATASYNC,
+	CALL_FTRUNCATE,
+	CALL_UNLINK,
+	CALL_RENAME,
+	/* io: stdio */
+	CALL_FOPEN,
+	CALL_FDOPEN,
+	CALL_FCLOSE,
+	CALL_FREAD,
+	CALL_FWRITE,
+	CALL_FSEEK,
+	CALL_FFLUSH,
+	CALL_FD_FILE, /* not a call: a descriptor opened elsewhere, met first */
+	/* threads */
+	CALL_PTHREAD_CREATE,
+	CALL_PTHREAD_JOIN,
+	N_CALLS
+};
+
+/* Bytes kept of one string argument (a path, a mode); longer ones are cut. */
+#define CALL_MAX_STR 900u
+
+/* The event kind of each call, indexed by enum cap_call. */
+extern const struct tfs_kind_desc cap_call_kinds[N_CALLS];
+
+#endif

@@ -1,0 +1,381 @@
+/*
+ * The LD_PRELOAD interposers of libtfscapture.so, allocation and thread half: the real
+ * functions of every interposer (here and in interpose_io.c) and their resolution, the
+ * malloc family, pthread_create/join. Each interposer records one REC_CALL (calls_i.h) when
+ * its category (TFS_TRACE_ALLOC, _IO, _THREADS) is on and passes straight through otherwise.
+ * The real functions come from dlsym(RTLD_NEXT) in a constructor, or at first use when
+ * another library calls them earlier; while dlsym runs, its own allocations come from a
+ * static bootstrap arena that is never freed. A call made from inside the capture
+ * (cap_tls_depth) is passed through unrecorded, so the tracer's own allocations are never
+ * traced. Every interposer preserves the errno the real function left. Threads created
+ * through pthread_create while threads are traced get their symbolic ids in creation order.
+ *
+ * Not done: buffer pointers as (allocation id, offset), backtraces, mmap/munmap, fork and
+ * exec following, valloc, pvalloc and reallocarray (not interposed), and calls made before
+ * this library is loaded (the dynamic loader's).
+ */
+#undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */
+#undef _FORTIFY_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "calls_i.h"
+#include "interpose_i.h"
+
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+
+#define BOOT_BYTES (256u * 1024u) /* dlsym's allocations before the real malloc is known */
+#define N_THREADS 4096		  /* live pthread_t -> thread id entries */
+#define NO_THREAD 0xffffffffu
+
+struct cap_real cap_real;
+
+static _Thread_local bool tls_resolving TLS_IE;
+static _Alignas(64) unsigned char g_boot[BOOT_BYTES];
+static _Atomic size_t g_boot_used;
+
+static atomic_flag g_threads_lock = ATOMIC_FLAG_INIT;
+static struct {
+	pthread_t th;
+	uint32_t id; /* NO_THREAD: free slot */
+} g_threads[N_THREADS];
+static bool g_threads_init;
+
+/*
+ * Take a spinlock of the interposers. The capture counts as entered while it is held, so a signal
+ * handler that interrupts the holder and calls an interposed function passes straight
+ * through instead of spinning on a lock its own thread holds.
+ */
+void cap_lock(atomic_flag *l)
+{
+	cap_tls_depth++;
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+		;
+}
+
+void cap_unlock(atomic_flag *l)
+{
+	atomic_flag_clear_explicit(l, memory_order_release);
+	cap_tls_depth--;
+}
+
+/* ---- resolution and the bootstrap arena ---- */
+
+void cap_resolve(void)
+{
+	if (tls_resolving)
+		return;
+	tls_resolving = true;
+#define R(f) *(void **)&cap_real.f = dlsym(RTLD_NEXT, #f)
+#define R2(f, sym) *(void **)&cap_real.f = dlsym(RTLD_NEXT, sym)
+	R(malloc);
+	R(calloc);
+	R(realloc);
+	R(free);
+	R(posix_memalign);
+	R(aligned_alloc);
+	R(memalign);
+	R(open);
+	R(open64);
+	R(openat);
+	R(openat64);
+	R2(open_2, "__open_2");
+	R2(open64_2, "__open64_2");
+	R2(openat_2, "__openat_2");
+	R2(openat64_2, "__openat64_2");
+	R(creat);
+	R(creat64);
+	R(close);
+	R(read);
+	R2(read_chk, "__read_chk");
+	R(write);
+	R(pread);
+	R(pread64);
+	R2(pread_chk, "__pread_chk");
+	R2(pread64_chk, "__pread64_chk");
+	R(pwrite);
+	R(pwrite64);
+	R(readv);
+	R(writev);
+	R(lseek);
+	R(lseek64);
+	R(fsync);
+	R(fdatasync);
+	R(ftruncate);
+	R(ftruncate64);
+	R(unlink);
+	R(rename);
+	R(fopen);
+	R(fopen64);
+	R(fdopen);
+	R(fclose);
+	R(fread);
+	R2(fread_chk, "__fread_chk");
+	R(fwrite);
+	R(fseek);
+	R(fseeko);
+	R(fseeko64);
+	R(fflush);
+	R(pthread_create);
+	R(pthread_join);
+#undef R
+#undef R2
+	tls_resolving = false;
+}
+
+__attribute__((constructor(101))) static void interpose_init(void)
+{
+	if (!cap_real.free)
+		cap_resolve();
+}
+
+/* 16 bytes of header (the size) before each block, 16-byte aligned. */
+static void *boot_alloc(size_t n)
+{
+	size_t sz = (n + 31) & ~(size_t)15, off;
+
+	if (n > BOOT_BYTES)
+		return NULL;
+	off = atomic_fetch_add(&g_boot_used, sz);
+	if (off + sz > BOOT_BYTES)
+		return NULL;
+	memcpy(g_boot + off, &n, sizeof(n));
+	return g_boot + off + 16;
+}
+
+static bool is_boot(const void *p)
+{
+	return (const unsigned char *)p >= g_boot && (const unsigned char *)p < g_boot + BOOT_BYTES;
+}
+
+/* ---- the malloc family ---- */
+
+static void put_alloc(enum cap_call call, uint64_t a, uint64_t b, uint64_t c, uint32_t n)
+{
+	uint64_t args[4] = {0, a, b, c};
+
+	cap_put_call(call, cap_now_ns(), args, n + 1, NULL, 0);
+}
+
+EXPORT void *malloc(size_t size)
+{
+	void *p;
+
+	if (unlikely(!cap_real.malloc)) {
+		if (tls_resolving)
+			return boot_alloc(size);
+		if (!HAVE(malloc))
+			return NULL;
+	}
+	p = cap_real.malloc(size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_MALLOC, size, (uintptr_t)p, 0, 2);
+	return p;
+}
+
+EXPORT void *calloc(size_t nmemb, size_t size)
+{
+	void *p;
+
+	if (unlikely(!cap_real.calloc)) {
+		if (tls_resolving)
+			return nmemb && size > SIZE_MAX / nmemb ? NULL : boot_alloc(nmemb * size);
+		if (!HAVE(calloc))
+			return NULL;
+	}
+	p = cap_real.calloc(nmemb, size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_CALLOC, nmemb, size, (uintptr_t)p, 3);
+	return p;
+}
+
+EXPORT void *realloc(void *ptr, size_t size)
+{
+	void *p;
+
+	if (unlikely(is_boot(ptr))) {
+		size_t old;
+
+		memcpy(&old, (unsigned char *)ptr - 16, sizeof(old));
+		p = malloc(size);
+		if (p)
+			memcpy(p, ptr, old < size ? old : size);
+		return p;
+	}
+	if (unlikely(!cap_real.realloc)) {
+		if (tls_resolving)
+			return ptr ? NULL : boot_alloc(size);
+		if (!HAVE(realloc))
+			return NULL;
+	}
+	p = cap_real.realloc(ptr, size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_REALLOC, (uintptr_t)ptr, size, (uintptr_t)p, 3);
+	return p;
+}
+
+EXPORT void free(void *ptr)
+{
+	if (unlikely(is_boot(ptr)))
+		return;
+	if (unlikely(!cap_real.free)) {
+		cap_resolve();
+		if (!cap_real.free)
+			return;
+	}
+	cap_real.free(ptr);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_FREE, (uintptr_t)ptr, 0, 0, 1);
+}
+
+EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+	int rc;
+
+	if (unlikely(!cap_real.posix_memalign)) {
+		cap_resolve();
+		if (!cap_real.posix_memalign)
+			return ENOMEM;
+	}
+	rc = cap_real.posix_memalign(memptr, alignment, size);
+	if (tracing(TFS_TRACE_ALLOC)) {
+		uint64_t args[5] = {0, alignment, size, rc ? 0 : (uintptr_t)*memptr, (uint64_t)rc};
+
+		cap_put_call(CALL_POSIX_MEMALIGN, cap_now_ns(), args, 5, NULL, 0);
+	}
+	return rc;
+}
+
+EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+	void *p;
+
+	if (!HAVE(aligned_alloc))
+		return NULL;
+	p = cap_real.aligned_alloc(alignment, size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_ALIGNED_ALLOC, alignment, size, (uintptr_t)p, 3);
+	return p;
+}
+
+EXPORT void *memalign(size_t alignment, size_t size)
+{
+	void *p;
+
+	if (!HAVE(memalign))
+		return NULL;
+	p = cap_real.memalign(alignment, size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_MEMALIGN, alignment, size, (uintptr_t)p, 3);
+	return p;
+}
+
+/* ---- threads ---- */
+
+struct tramp {
+	void *(*fn)(void *);
+	void *arg;
+	uint32_t id;
+};
+
+static void *tramp_start(void *p)
+{
+	struct tramp t = *(struct tramp *)p;
+
+	cap_real.free(p);
+	cap_thread_preassign(t.id);
+	return t.fn(t.arg);
+}
+
+static void thread_remember(pthread_t th, uint32_t id)
+{
+	cap_lock(&g_threads_lock);
+	if (!g_threads_init) {
+		for (uint32_t i = 0; i < N_THREADS; i++)
+			g_threads[i].id = NO_THREAD;
+		g_threads_init = true;
+	}
+	for (uint32_t i = 0; i < N_THREADS; i++) {
+		if (g_threads[i].id == NO_THREAD) {
+			g_threads[i].th = th;
+			g_threads[i].id = id;
+			break;
+		}
+	}
+	cap_unlock(&g_threads_lock);
+}
+
+static uint32_t thread_forget(pthread_t th)
+{
+	uint32_t id = NO_THREAD;
+
+	cap_lock(&g_threads_lock);
+	for (uint32_t i = 0; g_threads_init && i < N_THREADS; i++) {
+		if (g_threads[i].id != NO_THREAD && pthread_equal(g_threads[i].th, th)) {
+			id = g_threads[i].id;
+			g_threads[i].id = NO_THREAD;
+			break;
+		}
+	}
+	cap_unlock(&g_threads_lock);
+	return id;
+}
+
+EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	struct tramp *t;
+	uint64_t t0, args[3];
+	uint32_t id;
+	int rc;
+
+	if (!HAVE(pthread_create))
+		return ENOSYS;
+	if (!tracing(TFS_TRACE_THREADS))
+		return cap_real.pthread_create(th, attr, fn, arg);
+	t = cap_real.malloc(sizeof(*t)); /* the tracer's own: not recorded */
+	if (!t)
+		return cap_real.pthread_create(th, attr, fn, arg);
+	id = cap_thread_reserve();
+	*t = (struct tramp){fn, arg, id};
+	t0 = cap_now_ns();
+	rc = cap_real.pthread_create(th, attr, tramp_start, t); /* the thread frees @t */
+	if (rc != 0)
+		cap_real.free(t);
+	else
+		thread_remember(*th, id);
+	args[0] = since(t0);
+	args[1] = rc == 0 ? id : NO_THREAD;
+	args[2] = (uint64_t)(int64_t)rc;
+	cap_put_call(CALL_PTHREAD_CREATE, t0, args, 3, NULL, 0);
+	return rc;
+}
+
+EXPORT int pthread_join(pthread_t th, void **retval)
+{
+	uint64_t t0, args[3];
+	int rc;
+
+	if (!HAVE(pthread_join))
+		return ENOSYS;
+	if (!tracing(TFS_TRACE_THREADS))
+		return cap_real.pthread_join(th, retval);
+	t0 = cap_now_ns();
+	rc = cap_real.pthread_join(th, retval);
+	args[0] = since(t0);
+	args[1] = rc == 0 ? thread_forget(th) : NO_THREAD;
+	args[2] = (uint64_t)(int64_t)rc;
+	cap_put_call(CALL_PTHREAD_JOIN, t0, args, 3, NULL, 0);
+	return rc;
+}
