@@ -27,6 +27,7 @@
 #include "tfs/capture.h"
 #include "tfs/reader.h"
 #include "consumer_i.h"
+#include "cli_i.h"
 #include "record_i.h"
 
 #define EXIT_RUNTIME 1
@@ -47,22 +48,9 @@ struct record_opts {
 
 static pid_t g_child;
 
-static void msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static void msg(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("tracefs: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
 static int usage(const char *what)
 {
-	msg("record: %s (try 'tracefs --help')", what);
+	fs_fail("record: %s (try 'tracefs --help')", what);
 	return EXIT_USAGE;
 }
 
@@ -274,7 +262,7 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
 	execvp(o->argv[0], o->argv);
-	msg("cannot run %s: %s", o->argv[0], strerror(errno));
+	fs_fail("cannot run %s: %s", o->argv[0], strerror(errno));
 	_exit(127);
 }
 
@@ -355,7 +343,7 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
 		st->n_threads, how, rec, st->dropped_events);
 	if (st->bad_records)
-		msg("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
+		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
 }
 
 /* Take in what is left, set the metadata and save. @return 0 or -errno */
@@ -389,12 +377,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
-		msg("cannot create the spool %s: %s", spool_path, strerror(-rc));
+		fs_fail("cannot create the spool %s: %s", spool_path, strerror(-rc));
 		return EXIT_RUNTIME;
 	}
 	rc = cap_consumer_new(&s, &o->timing, &c);
 	if (rc < 0) {
-		msg("cannot start the consumer: %s", strerror(-rc));
+		fs_fail("cannot start the consumer: %s", strerror(-rc));
 		goto err_unlink;
 	}
 	/* the terminal's ^C and ^\ go to the program; its end is what we wait for */
@@ -404,20 +392,20 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	sigaction(SIGHUP, &fwd, NULL);
 	g_child = start_child(o, lib, spool_path);
 	if (g_child < 0) {
-		msg("cannot fork: %s", strerror(errno));
+		fs_fail("cannot fork: %s", strerror(errno));
 		goto err_free_consumer;
 	}
 	status = run_consumer(c, g_child, &consume_err);
 	describe_end(status, how, sizeof(how));
 	exit_status = mirror_status(status);
 	if (consume_err) {
-		msg("cannot record %s: %s", o->argv[0], strerror(-consume_err));
+		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
 	} else if (atomic_load(&s.hdr->producer_pid) == 0) {
-		msg("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
+		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
 		    "statically linked, or not run); program %s",
 		    o->argv[0], how);
 	} else if ((rc = finish_trace(c, o, g_child, how, out)) < 0) {
-		msg("cannot save %s: %s", out, strerror(-rc));
+		fs_fail("cannot save %s: %s", out, strerror(-rc));
 		if (exit_status == 0)
 			exit_status = EXIT_RUNTIME;
 	} else {
@@ -448,15 +436,15 @@ int fs_cmd_record(int argc, char **argv)
 	if (rc)
 		return rc;
 	if (!find_command(o.argv[0], file, sizeof(file))) {
-		msg("cannot run %s: command not found", o.argv[0]);
+		fs_fail("cannot run %s: command not found", o.argv[0]);
 		return 127;
 	}
 	if (is_static_elf(file))
-		msg("warning: %s is statically linked: LD_PRELOAD cannot reach it, only events of "
+		fs_fail("warning: %s is statically linked: LD_PRELOAD cannot reach it, only events of "
 		    "the capture API linked into it are recorded",
 		    file);
 	if (!find_library(lib, sizeof(lib))) {
-		msg("cannot find libtfscapture.so (looked next to tracefs and in %s; set "
+		fs_fail("cannot find libtfscapture.so (looked next to tracefs and in %s; set "
 		    "TFS_CAPTURE_LIB)",
 		    TFS_LIBDIR);
 		return EXIT_RUNTIME;
