@@ -24,28 +24,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
 
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, desc, diag=None):
-        self.n += 1
-        print(("ok %d - %s" if cond else "not ok %d - %s") % (self.n, desc), flush=True)
-        if not cond:
-            self.failed += 1
-            for line in str(diag or "").splitlines()[:30]:
-                print("# " + line, flush=True)
-        return cond
-
-    def diag(self, text):
-        for line in text.splitlines():
-            print("# " + line, flush=True)
-
-    def done(self):
-        print("1..%d" % self.n, flush=True)
-        return 1 if self.failed else 0
 
 
 def run(cmd, env=None, timeout=300, cwd=None):

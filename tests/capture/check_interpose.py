@@ -34,6 +34,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
+
 LINE = re.compile(r"^\s*[0-9.]+\s+\d+\s+T\d+\s+(.*?)\s*$")
 ALLOC_KINDS = ("malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
                "memalign")
@@ -41,28 +44,6 @@ ALLOC_KINDS = ("malloc", "calloc", "realloc", "free", "posix_memalign", "aligned
 # (none seen on Debian 12 with glibc 2.36): the tolerance allows for a few
 ALLOC_TOLERANCE = 2
 
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, desc, diag=None):
-        self.n += 1
-        print(("ok %d - %s" if cond else "not ok %d - %s") % (self.n, desc), flush=True)
-        if not cond:
-            self.failed += 1
-            for line in str(diag or "").splitlines()[:30]:
-                print("# " + line, flush=True)
-        return cond
-
-    def skip(self, desc, why):
-        self.n += 1
-        print("ok %d - %s # SKIP %s" % (self.n, desc, why), flush=True)
-
-    def done(self):
-        print("1..%d" % self.n, flush=True)
-        return 1 if self.failed else 0
 
 
 def run(cmd, env=None, timeout=300, cwd=None, stdout=subprocess.PIPE):

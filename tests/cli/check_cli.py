@@ -22,6 +22,9 @@ import tempfile
 
 import tree_checks
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
+
 TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
 ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
 ARG_RESULT = 1
@@ -29,28 +32,6 @@ TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 VIEWS = ("trace.txt", "events.jsonl")
 DIAG_RE = re.compile(rb"^tracefs: .*section=[^=]+ offset=\d+: \S.*$")
 
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, desc, diag=None):
-        self.n += 1
-        print(("ok %d - %s" if cond else "not ok %d - %s") % (self.n, desc), flush=True)
-        if not cond:
-            self.failed += 1
-            for line in str(diag or "").splitlines()[:20]:
-                print("# " + line, flush=True)
-        return cond
-
-    def diag(self, text):
-        for line in text.splitlines():
-            print("# " + line, flush=True)
-
-    def done(self):
-        print("1..%d" % self.n, flush=True)
-        return 1 if self.failed else 0
 
 
 def run(cmd, timeout=600, stdin=subprocess.DEVNULL):
