@@ -205,6 +205,35 @@ int tfs_trace_term_args(const struct tfs_trace *t, uint32_t term, union tfs_arg 
 int tfs_trace_grammar_text(const struct tfs_trace *t, uint32_t stream, char **out,
 			   size_t *len);
 
+/**
+ * Open a trace held in memory (@data, @len borrowed: they must outlive the trace).
+ * Same checks and errors as tfs_trace_open() apart from file-system errors.
+ */
+int tfs_trace_open_mem(const void *data, size_t len, struct tfs_trace **out,
+		       struct tfs_diag *diag);
+
+/** Number of backtraces (stack#0 .. stack#n-1) stored for @rank; 0 when none. */
+uint64_t tfs_trace_n_backtraces(const struct tfs_trace *t, uint32_t rank);
+
+/**
+ * Backtrace `stack#@id` of @rank: *@frames points at *@n code addresses, outermost first,
+ * borrowed from the trace (valid until it is closed). The rank's backtraces section is
+ * decoded on first use. Thread-safe.
+ * @return 0, -ENOENT (no such rank or id), -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int tfs_trace_backtrace(struct tfs_trace *t, uint32_t rank, uint64_t id, const uint64_t **frames,
+			uint32_t *n, struct tfs_diag *diag);
+
+struct tfs_src_frame;
+
+/**
+ * Source frames of code address @addr of @rank (see tfs_writer_add_symbol), outermost
+ * first, borrowed from the trace. Thread-safe.
+ * @return 0, -ENOENT (not symbolised), -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int tfs_trace_symbol(struct tfs_trace *t, uint32_t rank, uint64_t addr,
+		     const struct tfs_src_frame **frames, uint32_t *n, struct tfs_diag *diag);
+
 #ifdef __cplusplus
 }
 #endif
