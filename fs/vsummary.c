@@ -530,9 +530,17 @@ static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted
 		w->group_ns = ns;
 		drop_done(w, ns);
 	}
-	if (it->term != ALLOC_TERM)
-		return ivec_push(&w->open, it);
-	return counted ? ivec_push(&w->group, it) : 0;
+	if (it->term != ALLOC_TERM) /* a zone without extent holds nothing */
+		return it->end_ns > it->start_ns ? ivec_push(&w->open, it) : 0;
+	if (!counted)
+		return 0;
+	if (w->group.n > 0 && w->group.v[w->group.n - 1].start_ns == it->start_ns &&
+	    w->group.v[w->group.n - 1].end_ns == it->end_ns) {
+		w->group.v[w->group.n - 1].bytes = sat_add(w->group.v[w->group.n - 1].bytes,
+							   it->bytes);
+		return 0;
+	}
+	return ivec_push(&w->group, it);
 }
 
 static void sweep_start(struct stack_walk *w, bool reverse)
@@ -618,6 +626,25 @@ static int sweep_sorted(struct stack_walk *w, struct tfs_cursor *c, const struct
 	return rc == 0 ? flush_group(w) : rc;
 }
 
+/* Untimed: zones have no extent, every allocation of the segment is at the root. */
+static int root_bytes(struct stack_walk *w, const struct fs_seg *s, struct stackmap *total)
+{
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	struct sitem it;
+	uint64_t bytes = 0;
+	int rc;
+
+	rc = tfs_cursor_new(w->vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
+	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc == 0 && event_item(w->vt, &ev, &it) && it.term == ALLOC_TERM)
+			bytes = sat_add(bytes, it.bytes);
+	}
+	tfs_cursor_free(c);
+	return rc < 0 ? rc : map_add(total, w->key.data, w->key.len, bytes);
+}
+
 /* Allocations of one segment, in the zones of its thread's whole stream. */
 static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *counts,
 		     struct stackmap *total)
@@ -644,6 +671,8 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 		}
 		return map_add(total, w->key.data, w->key.len, bytes);
 	}
+	if (vt->ti.timing == TFS_TIMING_NONE)
+		return root_bytes(w, s, total);
 	rc = tfs_trace_stream(vt->trace, s->stream, &si);
 	if (rc < 0)
 		return rc;
