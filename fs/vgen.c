@@ -486,7 +486,8 @@ static const char readme_layout[] =
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
     "bytes read are decoded. summary.txt and stacks.folded are computed (one pass over their\n"
-    "events) the first time they are listed or opened; a rank's merged trace.txt and\n"
+    "events; stacks.folded: two for threads in end order, three in neither order) the\n"
+    "first time they are listed or opened; a rank's merged trace.txt and\n"
     "events.jsonl index their threads' times the first time they are read.\n";
 
 static const char readme_untimed[] =

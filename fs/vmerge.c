@@ -14,10 +14,9 @@
  * had reached otherwise (lossy timing, or an event listed after one that ended later).
  *
  * Reading at an arbitrary offset needs to know which events precede it. The first read of a
- * scope builds its merge index in one pass that decodes every time: every
- * max(4096, 128 x threads) merged
- * events, a checkpoint keeps each thread's next event index and key so far and the merged
- * byte offset in both views. The index costs (16 x threads + 16) bytes per checkpoint:
+ * scope builds its merge index in one pass that decodes every time: every max(4096, 128 x
+ * threads) merged events, a checkpoint keeps each thread's next event index and key so far
+ * and the merged byte offset in both views. The index costs (16 x threads + 16) bytes per checkpoint:
  * under 0.14 bytes per event up to 32 threads and at most 1/8 byte per event beyond, and
  * never more than CP_MAX_BYTES (32 MiB) per scope: a longer scope gets sparser checkpoints,
  * so a read then merges forward further. Plus one u32 per terminal and view for line
