@@ -4,9 +4,8 @@
  * zones, allocations, strided pwrites, reads, marks and point-to-point messages, with
  * jittered timing from a seeded PRNG. With --dump it also writes every event it appended
  * (plus the schema and phases) as JSON lines, so tests can derive the expected rendered
- * views without any tracefs code. Events are appended as they start, or with --end-order
- * as they end (the same events, in the order the capture records them). It captures
- * nothing from a real program; the capture library does.
+ * views without any tracefs code. It captures nothing from a real program; the capture
+ * library will.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -86,7 +85,11 @@ struct opts {
 	bool end_order;
 };
 
-/* A zone that has started but not ended yet (--end-order appends it when it ends). */
+/*
+ * Events are appended as they start or, with --end-order, as they end: the same events in
+ * the order the capture records them (metadata event_order=end). A zone that has started
+ * but not ended yet waits here until the clock passes its end.
+ */
 struct pending {
 	uint64_t ts_ns, dur_ns;
 	const char *name;
