@@ -4,9 +4,9 @@
  * line's length is fixed by its terminal (FORMAT.md §9), so the merged file's size is the
  * sum of the threads' views, known without decoding.
  *
- * Streams need not be sorted (FORMAT.md §8): synthetic writers append in start order, the
+ * Streams need not be sorted (FORMAT.md §3.1): synthetic writers append in start order, the
  * capture in end order (an event is recorded when it ends, so a zone follows the zones and
- * calls nested in it) and says so in the `event_order` metadata (§3.1). A trace is merged
+ * calls nested in it) and says so in the `event_order` metadata. A trace is merged
  * by end time (start + duration) when that key is "end", else by start time. The key of an
  * event is the largest such time of the events of its range up to and including it, so
  * every range is non-decreasing in its key whatever its order and so is the merged file:

@@ -384,7 +384,7 @@ static void map_fini(struct stackmap *m)
 
 /*
  * An allocation's stack is the zones of its thread whose extent holds the allocation's:
- * zone start <= allocation start < zone end and allocation end <= zone end (FORMAT.md §8
+ * zone start <= allocation start < zone end and allocation end <= zone end (FORMAT.md §3.1
  * lets a stream list its events in any order). A sweep over the whole stream finds them with
  * memory bounded by the nesting depth (and the most allocations sharing one time) when the
  * stream's zones and allocations are in start order (non-decreasing start: a zone that
