@@ -292,7 +292,7 @@ static void test_values_lossy_bounds_hold_and_shrink_jittery_timing(void **state
 }
 
 /*
- * End order (FORMAT.md §8): a zone that encloses the events before it steps back to its
+ * End order (FORMAT.md §3.1): a zone that encloses the events before it steps back to its
  * start. Steps back to starts near 0, with gaps anywhere in their bin, never reconstruct
  * below 0 (a wrapped time would be beyond the trace's maxima) and stay in the bound.
  */
