@@ -456,9 +456,9 @@ struct stack_walk {
 	struct ivec all;    /* a stream in neither order: its zones and allocations */
 	struct fs_sbuf key;
 	size_t root_len;
-	bool reverse;	    /* sweeping from the stream's end (end order) */
+	bool reverse; /* sweeping from the stream's end (end order) */
 	bool in_group;
-	uint64_t group_ns;  /* the group's sort time: start (forward) or end (reverse) */
+	uint64_t group_ns; /* the group's sort time: start (forward) or end (reverse) */
 };
 
 static uint64_t sort_ns(const struct stack_walk *w, const struct sitem *it)
@@ -518,6 +518,7 @@ static void drop_done(struct stack_walk *w, uint64_t ns)
 static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted)
 {
 	uint64_t ns = sort_ns(w, it);
+	struct sitem *last;
 	int rc;
 
 	if (!w->in_group || ns != w->group_ns) {
@@ -534,10 +535,9 @@ static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted
 		return it->end_ns > it->start_ns ? ivec_push(&w->open, it) : 0;
 	if (!counted)
 		return 0;
-	if (w->group.n > 0 && w->group.v[w->group.n - 1].start_ns == it->start_ns &&
-	    w->group.v[w->group.n - 1].end_ns == it->end_ns) {
-		w->group.v[w->group.n - 1].bytes = sat_add(w->group.v[w->group.n - 1].bytes,
-							   it->bytes);
+	last = w->group.n > 0 ? &w->group.v[w->group.n - 1] : NULL;
+	if (last && last->start_ns == it->start_ns && last->end_ns == it->end_ns) {
+		last->bytes = sat_add(last->bytes, it->bytes); /* same stack: one entry */
 		return 0;
 	}
 	return ivec_push(&w->group, it);
