@@ -518,6 +518,11 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	fs_sb_printf(&b, "  timing    %s", timing_name(ti.timing));
 	if (ti.timing == TFS_TIMING_LOSSY)
 		fs_sb_printf(&b, " (relative error <= %g)", ti.rel_err);
+	if (ti.timing != TFS_TIMING_NONE)
+		fs_sb_printf(&b, "\n  order     %s",
+			     fs_merge_by_end(vt) ? "end (each thread lists an event when it ends): "
+						   "merged files by end time"
+						 : "start: merged files by start time");
 	fs_sb_printf(&b,
 		  "\n  size      %" PRIu64 " bytes for %" PRIu64 " bytes of trace.txt "
 		  "(ratio %.1f)\n",

@@ -480,7 +480,9 @@ def test_demo_order(tap, args, work):
     if not tap.ok(rc == 0, "demo_threads, every category: record", serr):
         return
     t = Trace(args.tracefs, out)
-    tap.ok(t.meta("event_order") == "end", "recorded trace: metadata event_order=end",
+    readme = t.cat("README.txt")
+    tap.ok(t.meta("event_order") == "end" and b"merged files by end time" in readme,
+           "recorded trace: metadata event_order=end, README.txt says merged by end time",
            t.meta("event_order"))
     streams = {th: t.events(th) for th in t.threads()}
     late = []

@@ -454,9 +454,14 @@ def check_info(tap, cli, model, n_events):
                (model.max_ts, model.max_dur), "max_ts_ns and max_dur_ns are the true maxima",
                info["timing"])
     rc, readme, err = cli.cat(b"README.txt")
+    by_end = info.get("meta", {}).get("event_order") == "end"
+    order = (b"" if model.timing == TIMING_NONE else
+             b"\n  order     end (each thread lists an event when it ends): merged files by end "
+             b"time\n" if by_end else b"\n  order     start: merged files by start time\n")
     tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/" in readme and b"stacks.folded" in readme and
-           (b"not interleaved" in readme) == (model.timing == TIMING_NONE), "cat README.txt",
-           err)
+           (b"not interleaved" in readme) == (model.timing == TIMING_NONE) and
+           (b"\n  order " in readme) == bool(order) and order in readme,
+           "cat README.txt (order: %s)" % (order.strip().decode() or "none, untimed"), err)
     rc, text, err = cli.cat(b"info.json")
     try:
         same = rc == 0 and text.endswith(b"}\n") and json.loads(text) == info
@@ -557,6 +562,9 @@ def full(args, tap, workdir):
     info = check_info(tap, cli, model, n_events)
     if info is None:
         return
+    tap.ok(info.get("meta", {}).get("event_order") == ("end" if args.end_order else None),
+           "metadata event_order is %s" % ("end" if args.end_order else "absent"),
+           info.get("meta"))
     if model.timing != TIMING_NONE:
         model.set_times(info["timing"]["max_ts_ns"], info["timing"]["max_dur_ns"])
     jq = shutil.which("jq")
