@@ -2,17 +2,24 @@
  * bench_alloc: cost per event of a malloc(64)/free loop (two events per iteration), for the
  * allocation interposers of libtfscapture.so. Links nothing of tracefs, so it runs untraced
  * as is, and traced with the library preloaded (`tracefs record --trace=alloc`, or
- * LD_PRELOAD with TFS_TRACE=alloc). Prints one line: loop, events, ns per event, events
- * dropped (read from the preloaded library when there is one). tests/bench/run_capture
- * runs every combination and prints the ratios.
+ * LD_PRELOAD with TFS_TRACE=alloc). With T threads, each runs N / T iterations at once and
+ * the time is the wall time of all of them: ns per event is then the inverse of the
+ * process's throughput, which shows what contention on the allocation table costs. Prints
+ * one line: loop, events, ns per event, events dropped (read from the preloaded library
+ * when there is one). tests/bench/run_capture runs every combination and prints the ratios.
  *
- *   bench_alloc N
+ *   bench_alloc N [T]
  */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#define MAX_THREADS 256
+
+static long g_iters;
 
 static uint64_t now_ns(void)
 {
@@ -22,26 +29,44 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-int main(int argc, char **argv)
+static void *loop(void *arg)
 {
-	long n = argc > 1 ? atol(argv[1]) : 1000000;
-	uint64_t (*dropped)(void);
-	uint64_t t0, t1;
-
-	if (n < 1) {
-		fprintf(stderr, "usage: bench_alloc N\n");
-		return 2;
-	}
-	t0 = now_ns();
-	for (long i = 0; i < n; i++) {
+	for (long i = 0; i < g_iters; i++) {
 		void *p = malloc(64);
 
 		__asm__ volatile("" : "+r"(p) : : "memory"); /* keeps the pair from being elided */
 		free(p);
 	}
+	return arg;
+}
+
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	long n_threads = argc > 2 ? atol(argv[2]) : 1;
+	pthread_t th[MAX_THREADS];
+	uint64_t (*dropped)(void);
+	uint64_t t0, t1, events;
+
+	if (n < 1 || n_threads < 1 || n_threads > MAX_THREADS || n < n_threads) {
+		fprintf(stderr, "usage: bench_alloc N [THREADS (1..%d)]\n", MAX_THREADS);
+		return 2;
+	}
+	g_iters = n / n_threads;
+	events = 2 * (uint64_t)g_iters * (uint64_t)n_threads;
+	t0 = now_ns();
+	if (n_threads == 1) {
+		loop(NULL);
+	} else {
+		for (long i = 0; i < n_threads; i++)
+			if (pthread_create(&th[i], NULL, loop, NULL) != 0)
+				return 1;
+		for (long i = 0; i < n_threads; i++)
+			pthread_join(th[i], NULL);
+	}
 	t1 = now_ns();
 	*(void **)&dropped = dlsym(RTLD_DEFAULT, "tfs_capture_dropped");
-	printf("alloc %" PRIu64 " %.2f %" PRIu64 "\n", 2 * (uint64_t)n,
-	       (double)(t1 - t0) / (2.0 * (double)n), dropped ? dropped() : 0);
+	printf("alloc %" PRIu64 " %.2f %" PRIu64 "\n", events, (double)(t1 - t0) / (double)events,
+	       dropped ? dropped() : 0);
 	return 0;
 }

@@ -13,6 +13,9 @@
  *   cap_io churn DIR N K  N threads, each K rounds of allocating (malloc, calloc, realloc,
  *                         1 MiB blocks, mmap), preading into the middle of a live block,
  *                         freeing; prints a checksum of all it read
+ *   cap_io forks DIR N    4 threads churning as above while the main thread forks N times;
+ *                         each child allocates, writes from the block, frees and exits 0
+ *                         (a lock of the allocation table held at fork would hang it)
  *
  * bufs, on file DIR/b (file#0), nothing else allocating meanwhile, allocation ids from 1:
  *   p = malloc(8192) (id 1); pin = malloc(100) (id 2); write p (offset 0, 4096 bytes),
@@ -33,6 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char buf[8192];
@@ -314,6 +318,54 @@ static int churn(const char *dir, int n, int rounds)
 	return 0;
 }
 
+static volatile int g_stop;
+
+static void *spinner(void *arg)
+{
+	struct churn *c = arg;
+
+	while (!g_stop) {
+		c->rounds = 50;
+		churner(c);
+	}
+	return NULL;
+}
+
+static int forks(const char *dir, int n)
+{
+	struct churn c[4];
+	pthread_t th[4];
+	int bad = 0;
+
+	g_fd = open(in_dir(dir, "forks"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	write(g_fd, buf, 512);
+	for (int i = 0; i < 4; i++) {
+		c[i] = (struct churn){50, (unsigned int)i + 1, 0};
+		pthread_create(&th[i], NULL, spinner, &c[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid == 0) {
+			char *p = keep(malloc(100));
+
+			memset(p, 'c', 100);
+			write(g_fd, p + 10, 10);
+			free(p);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			bad = 1;
+	}
+	g_stop = 1;
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	close(g_fd);
+	return bad ? 6 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "calls")) {
@@ -328,6 +380,8 @@ int main(int argc, char **argv)
 		return bufs(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "seqread"))
 		return seqread(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "forks"))
+		return forks(argv[2], atoi(argv[3]));
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "errno")) {

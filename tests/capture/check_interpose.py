@@ -575,6 +575,22 @@ def test_churn(tap, args, work, n=16, rounds=1500):
            % (n_ids, n_reads), "\n".join(bad[:20]))
 
 
+def test_forks(tap, args, work, n=200):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "forks.trace")
+    try:
+        rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.capio, "forks", d,
+                           str(n)], timeout=120)
+    except subprocess.TimeoutExpired:
+        rc, serr = -1, b"timed out: a child hung on a lock held at fork"
+    tap.ok(rc == 0, "forks: %d forks while 4 threads allocate, every child allocates, writes "
+           "and exits" % n, serr)
+    if rc == 0:
+        writes = [e for e in cat_events(args.tracefs, out, 0) if kind(e) == "write"]
+        tap.ok(len(writes) == 1, "forks: children's calls stay out of the parent's trace",
+               writes)
+
+
 def test_ids_off(tap, args, work):
     d = tempfile.mkdtemp(dir=work)
     out = os.path.join(work, "noids.trace")
@@ -598,7 +614,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tfs-interpose.") as work:
         for test in (test_known_calls, test_threads, test_gzip, test_sort,
                      test_errno_and_selection, test_bufs, test_seqread, test_churn,
-                     test_ids_off):
+                     test_forks, test_ids_off):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
