@@ -7,19 +7,26 @@
  * process's throughput, which shows what contention on the allocation table costs. Prints
  * one line: loop, events, ns per event, events dropped (read from the preloaded library
  * when there is one). tests/bench/run_capture runs every combination and prints the ratios.
+ * With "io", the loop is instead one 1-byte write to /dev/null per iteration (one event),
+ * alternately from a heap block and from the stack: what looking up the allocation of an
+ * I/O buffer costs (TFS_TRACE=io with allocation ids on and off).
  *
- *   bench_alloc N [T]
+ *   bench_alloc N [T [io]]
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_THREADS 256
 
 static long g_iters;
+static int g_null = -1; /* io loop: /dev/null */
 
 static uint64_t now_ns(void)
 {
@@ -27,6 +34,18 @@ static uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void *io_loop(void *arg)
+{
+	char stack[16] = {0};
+	char *heap = calloc(1, 4096);
+
+	for (long i = 0; heap && i < g_iters; i++)
+		if (write(g_null, i & 1 ? stack : heap + i % 4096, 1) != 1)
+			break;
+	free(heap);
+	return arg;
 }
 
 static void *loop(void *arg)
@@ -44,6 +63,7 @@ int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 1000000;
 	long n_threads = argc > 2 ? atol(argv[2]) : 1;
+	void *(*fn)(void *) = loop;
 	pthread_t th[MAX_THREADS];
 	uint64_t (*dropped)(void);
 	uint64_t t0, t1, events;
@@ -54,19 +74,26 @@ int main(int argc, char **argv)
 	}
 	g_iters = n / n_threads;
 	events = 2 * (uint64_t)g_iters * (uint64_t)n_threads;
+	if (argc > 3 && !strcmp(argv[3], "io")) {
+		g_null = open("/dev/null", O_WRONLY);
+		if (g_null < 0)
+			return 1;
+		fn = io_loop;
+		events /= 2;
+	}
 	t0 = now_ns();
 	if (n_threads == 1) {
-		loop(NULL);
+		fn(NULL);
 	} else {
 		for (long i = 0; i < n_threads; i++)
-			if (pthread_create(&th[i], NULL, loop, NULL) != 0)
+			if (pthread_create(&th[i], NULL, fn, NULL) != 0)
 				return 1;
 		for (long i = 0; i < n_threads; i++)
 			pthread_join(th[i], NULL);
 	}
 	t1 = now_ns();
 	*(void **)&dropped = dlsym(RTLD_DEFAULT, "tfs_capture_dropped");
-	printf("alloc %" PRIu64 " %.2f %" PRIu64 "\n", events, (double)(t1 - t0) / (double)events,
+	printf("%s %" PRIu64 " %.2f %" PRIu64 "\n", fn == loop ? "alloc" : "io", events, (double)(t1 - t0) / (double)events,
 	       dropped ? dropped() : 0);
 	return 0;
 }
