@@ -4,7 +4,7 @@
  * record a buffer pointer as (allocation id, offset). It does not record anything itself.
  *
  * Heap blocks under a region (1 MiB) live in one of N_SHARDS treaps, chosen by the region
- * of the block's start, each behind its own mutex: a thread's blocks mostly come from its
+ * of the block's start, each behind its own spinlock: a thread's blocks mostly come from its
  * own malloc arena, so threads rarely meet on a shard, and a malloc or free costs one short
  * critical section of O(log n) steps. A block smaller than a region starts in the region of
  * any address inside it or in the region before, so a lookup searches at most two shards.
@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -40,6 +41,7 @@
 #define N_SHARDS 256		       /* a power of two */
 #define SLAB_BYTES (64u * 1024u)       /* tree nodes are mapped this many bytes at a time */
 #define BIG_INITIAL 256		       /* entries of the big set's first array */
+#define LOCK_SPINS 64		       /* tries before a waiting thread yields */
 
 /* A heap block [lo, hi) in a shard's treap: a search tree on lo, a max-heap on prio. */
 struct anode {
@@ -50,7 +52,7 @@ struct anode {
 };
 
 struct shard {
-	pthread_mutex_t lock;
+	atomic_int lock;
 	struct anode *root;  /* under lock */
 	struct anode *spare; /* unused nodes, under lock */
 } __attribute__((aligned(64)));
@@ -65,8 +67,8 @@ struct big {
 
 bool cap_allocs_enabled_ = true;
 
-static struct shard g_shards[N_SHARDS] = {[0 ... N_SHARDS - 1] = {PTHREAD_MUTEX_INITIALIZER}};
-static pthread_mutex_t g_big_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shard g_shards[N_SHARDS];
+static atomic_int g_big_lock;
 static struct big *g_big;	    /* sorted by lo, under g_big_lock */
 static size_t g_n_big, g_big_cap; /* entries in use, entries available */
 static _Atomic uint64_t g_next_id = 1;
@@ -90,6 +92,36 @@ static void raw_unmap(void *p, size_t bytes)
 
 	syscall(SYS_munmap, p, bytes);
 	errno = saved_errno;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * The table's locks: critical sections are a few dozen instructions, so a lock spins a
+ * little, then yields the processor (its holder may have been preempted: with more threads
+ * than cores, spinning on would burn the holder's time slice).
+ */
+static void lock(atomic_int *l)
+{
+	for (unsigned int spins = 0;; spins++) {
+		if (!atomic_load_explicit(l, memory_order_relaxed) &&
+		    !atomic_exchange_explicit(l, 1, memory_order_acquire))
+			return;
+		if (spins >= LOCK_SPINS)
+			sched_yield();
+		else
+			cpu_relax();
+	}
+}
+
+static void unlock(atomic_int *l)
+{
+	atomic_store_explicit(l, 0, memory_order_release);
 }
 
 /*
@@ -352,14 +384,14 @@ uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 	if (size >= REGION_BYTES) {
 		struct big e = {lo, lo + size, lo, id, false};
 
-		pthread_mutex_lock(&g_big_lock);
+		lock(&g_big_lock);
 		big_put(&e);
-		pthread_mutex_unlock(&g_big_lock);
+		unlock(&g_big_lock);
 	} else {
 		struct shard *s = shard_of(lo >> REGION_SHIFT);
 		struct anode *n, *old;
 
-		pthread_mutex_lock(&s->lock);
+		lock(&s->lock);
 		n = node_new(s);
 		if (n) {
 			*n = (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL, prio_of(lo)};
@@ -367,7 +399,7 @@ uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 			if (old)
 				node_free(s, old);
 		}
-		pthread_mutex_unlock(&s->lock);
+		unlock(&s->lock);
 	}
 	leave_table();
 	return id;
@@ -383,25 +415,25 @@ uint64_t cap_alloc_remove(const void *p, size_t *size)
 
 	if (!p || !enter_table())
 		goto out;
-	pthread_mutex_lock(&s->lock);
+	lock(&s->lock);
 	n = tree_remove(&s->root, lo);
 	if (n) {
 		id = n->id;
 		sz = n->hi - n->lo;
 		node_free(s, n);
 	}
-	pthread_mutex_unlock(&s->lock);
+	unlock(&s->lock);
 	if (!n) {
 		ptrdiff_t i;
 
-		pthread_mutex_lock(&g_big_lock);
+		lock(&g_big_lock);
 		i = big_floor(lo);
 		if (i >= 0 && g_big[i].lo == lo && !g_big[i].map) {
 			id = g_big[i].id;
 			sz = g_big[i].hi - g_big[i].lo;
 			big_delete_at((size_t)i);
 		}
-		pthread_mutex_unlock(&g_big_lock);
+		unlock(&g_big_lock);
 	}
 	leave_table();
 out:
@@ -427,10 +459,10 @@ uint64_t cap_map_add(const void *p, size_t len)
 
 	if (!enter_table())
 		return id;
-	pthread_mutex_lock(&g_big_lock);
+	lock(&g_big_lock);
 	big_cut(e.lo, e.hi);
 	big_put(&e);
-	pthread_mutex_unlock(&g_big_lock);
+	unlock(&g_big_lock);
 	leave_table();
 	return id;
 }
@@ -441,9 +473,9 @@ void cap_map_remove(const void *p, size_t len)
 
 	if (!len || (lo & (g_page - 1)) || !enter_table())
 		return; /* munmap fails on these: nothing is unmapped */
-	pthread_mutex_lock(&g_big_lock);
+	lock(&g_big_lock);
 	big_cut(lo, page_end(lo, len));
-	pthread_mutex_unlock(&g_big_lock);
+	unlock(&g_big_lock);
 	leave_table();
 }
 
@@ -454,14 +486,14 @@ static bool shard_find(uintptr_t region, uintptr_t p, uint64_t *id, uint64_t *of
 	const struct anode *n;
 	bool hit;
 
-	pthread_mutex_lock(&s->lock);
+	lock(&s->lock);
 	n = tree_floor(s->root, p);
 	hit = n && p < n->hi;
 	if (hit) {
 		*id = n->id;
 		*off = p - n->lo;
 	}
-	pthread_mutex_unlock(&s->lock);
+	unlock(&s->lock);
 	return hit;
 }
 
@@ -470,14 +502,14 @@ static bool big_find(uintptr_t p, uint64_t *id, uint64_t *off)
 	ptrdiff_t i;
 	bool hit;
 
-	pthread_mutex_lock(&g_big_lock);
+	lock(&g_big_lock);
 	i = big_floor(p);
 	hit = i >= 0 && p < g_big[i].hi;
 	if (hit) {
 		*id = g_big[i].id;
 		*off = p - g_big[i].base;
 	}
-	pthread_mutex_unlock(&g_big_lock);
+	unlock(&g_big_lock);
 	return hit;
 }
 
@@ -505,24 +537,24 @@ static void fork_prepare(void)
 	tls_inside = true;
 	cap_tls_depth++;
 	for (int i = 0; i < N_SHARDS; i++)
-		pthread_mutex_lock(&g_shards[i].lock);
-	pthread_mutex_lock(&g_big_lock);
+		lock(&g_shards[i].lock);
+	lock(&g_big_lock);
 }
 
 static void fork_parent(void)
 {
-	pthread_mutex_unlock(&g_big_lock);
+	unlock(&g_big_lock);
 	for (int i = 0; i < N_SHARDS; i++)
-		pthread_mutex_unlock(&g_shards[i].lock);
+		unlock(&g_shards[i].lock);
 	cap_tls_depth--;
 	tls_inside = false;
 }
 
 static void fork_child(void)
 {
-	pthread_mutex_init(&g_big_lock, NULL);
+	atomic_store(&g_big_lock, 0);
 	for (int i = 0; i < N_SHARDS; i++)
-		pthread_mutex_init(&g_shards[i].lock, NULL);
+		atomic_store(&g_shards[i].lock, 0);
 	cap_tls_depth--;
 	tls_inside = false;
 }
