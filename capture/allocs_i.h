@@ -19,8 +19,15 @@
 #include "tfs/capture.h"
 #include "capture_i.h"
 
-/* The categories that need allocation ids: the table is kept while any of them is traced. */
+/*
+ * The categories that need allocation ids: the table is kept while any of them is traced
+ * (MPI buffers too, where the MPI wrappers exist).
+ */
+#ifdef TFS_TRACE_MPI
+#define CAP_ALLOCS_MASK (TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_MPI)
+#else
 #define CAP_ALLOCS_MASK (TFS_TRACE_ALLOC | TFS_TRACE_IO)
+#endif
 
 /* False when TFS_ALLOC_IDS=0 (ids off: every id recorded is 0). Set once at load. */
 extern bool cap_allocs_enabled_;
