@@ -6,7 +6,8 @@
  * the time is the wall time of all of them: ns per event is then the inverse of the
  * process's throughput, which shows what contention on the allocation table costs. Prints
  * one line: loop, events, ns per event, events dropped (read from the preloaded library
- * when there is one). tests/bench/run_capture runs every combination and prints the ratios.
+ * when there is one), and CPU ns per event (user + system time of every thread of this
+ * process: steadier than wall time on a loaded machine). tests/bench/run_capture runs every combination and prints the ratios.
  * With "io", the loop is instead one 1-byte write to /dev/null per iteration (one event),
  * alternately from a heap block and from the stack: what looking up the allocation of an
  * I/O buffer costs (TFS_TRACE=io with allocation ids on and off).
@@ -17,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,15 @@
 
 static long g_iters;
 static int g_null = -1; /* io loop: /dev/null */
+
+static double cpu_ns(void)
+{
+	struct rusage u;
+
+	getrusage(RUSAGE_SELF, &u);
+	return ((double)u.ru_utime.tv_sec + (double)u.ru_stime.tv_sec) * 1e9 +
+	       ((double)u.ru_utime.tv_usec + (double)u.ru_stime.tv_usec) * 1e3;
+}
 
 static uint64_t now_ns(void)
 {
@@ -67,6 +78,7 @@ int main(int argc, char **argv)
 	pthread_t th[MAX_THREADS];
 	uint64_t (*dropped)(void);
 	uint64_t t0, t1, events;
+	double c0, c1;
 
 	if (n < 1 || n_threads < 1 || n_threads > MAX_THREADS || n < n_threads) {
 		fprintf(stderr, "usage: bench_alloc N [THREADS (1..%d)]\n", MAX_THREADS);
@@ -81,6 +93,7 @@ int main(int argc, char **argv)
 		fn = io_loop;
 		events /= 2;
 	}
+	c0 = cpu_ns();
 	t0 = now_ns();
 	if (n_threads == 1) {
 		fn(NULL);
@@ -92,8 +105,10 @@ int main(int argc, char **argv)
 			pthread_join(th[i], NULL);
 	}
 	t1 = now_ns();
+	c1 = cpu_ns();
 	*(void **)&dropped = dlsym(RTLD_DEFAULT, "tfs_capture_dropped");
-	printf("%s %" PRIu64 " %.2f %" PRIu64 "\n", fn == loop ? "alloc" : "io", events, (double)(t1 - t0) / (double)events,
-	       dropped ? dropped() : 0);
+	printf("%s %" PRIu64 " %.2f %" PRIu64 " %.2f\n", fn == loop ? "alloc" : "io", events,
+	       (double)(t1 - t0) / (double)events, dropped ? dropped() : 0,
+	       (c1 - c0) / (double)events);
 	return 0;
 }
