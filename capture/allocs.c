@@ -36,12 +36,12 @@
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 
-#define REGION_SHIFT 20		       /* heap blocks under 1 MiB go to the shards */
+#define REGION_SHIFT 20 /* heap blocks under 1 MiB go to the shards */
 #define REGION_BYTES ((uintptr_t)1 << REGION_SHIFT)
-#define N_SHARDS 256		       /* a power of two */
-#define SLAB_BYTES (64u * 1024u)       /* tree nodes are mapped this many bytes at a time */
-#define BIG_INITIAL 256		       /* entries of the big set's first array */
-#define LOCK_SPINS 64		       /* tries before a waiting thread yields */
+#define N_SHARDS 256		 /* a power of two */
+#define SLAB_BYTES (64u * 1024u) /* tree nodes are mapped this many bytes at a time */
+#define BIG_INITIAL 256		 /* entries of the big set's first array */
+#define LOCK_SPINS 64		 /* tries before a waiting thread yields */
 
 /* A heap block [lo, hi) in a shard's treap: a search tree on lo, a max-heap on prio. */
 struct anode {
@@ -69,7 +69,7 @@ bool cap_allocs_enabled_ = true;
 
 static struct shard g_shards[N_SHARDS];
 static atomic_int g_big_lock;
-static struct big *g_big;	    /* sorted by lo, under g_big_lock */
+static struct big *g_big;	  /* sorted by lo, under g_big_lock */
 static size_t g_n_big, g_big_cap; /* entries in use, entries available */
 static _Atomic uint64_t g_next_id = 1;
 static uintptr_t g_page = 4096;
@@ -394,7 +394,8 @@ uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 		lock(&s->lock);
 		n = node_new(s);
 		if (n) {
-			*n = (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL, prio_of(lo)};
+			*n =
+			    (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL, prio_of(lo)};
 			old = tree_insert(&s->root, n);
 			if (old)
 				node_free(s, old);

@@ -45,8 +45,8 @@ static const struct tfs_arg_desc calloc_args[] = {ARG("nmemb", U64, VAL, 0),
 static const struct tfs_arg_desc realloc_args[] = {ARG("ptr", HEX, VAL, 0), SIZE_BYTES, PTR_RET, ID,
 						   ARG("freed", U64, VAL, 0)};
 static const struct tfs_arg_desc free_args[] = {ARG("ptr", HEX, VAL, 0), ID};
-static const struct tfs_arg_desc posix_memalign_args[] = {
-    ARG("alignment", U64, VAL, 0), SIZE_BYTES, ARG("ptr", HEX, VAL, 0), RET, ID};
+static const struct tfs_arg_desc posix_memalign_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
+							  ARG("ptr", HEX, VAL, 0), RET, ID};
 static const struct tfs_arg_desc aligned_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
 						   PTR_RET, ID};
 static const struct tfs_arg_desc mmap_args[] = {ARG("addr", HEX, VAL, 0),
@@ -79,8 +79,8 @@ static const struct tfs_arg_desc creat_args[] = {ARG("path", STR, STR, 0), ARG("
 static const struct tfs_arg_desc file_args[] = {FILE_ARG("file"), RET, ERRNO};
 static const struct tfs_arg_desc rw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0), BUF,
 					      RET_BYTES, ERRNO};
-static const struct tfs_arg_desc prw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0),
-					       ARG("offset", I64, VAL, 0), BUF, RET_BYTES, ERRNO};
+static const struct tfs_arg_desc prw_args[] = {
+    FILE_ARG("file"), ARG("count", U64, VAL, 0), ARG("offset", I64, VAL, 0), BUF, RET_BYTES, ERRNO};
 static const struct tfs_arg_desc rwv_args[] = {FILE_ARG("file"), ARG("iovcnt", U64, VAL, 0), BUF,
 					       RET_BYTES, ERRNO};
 static const struct tfs_arg_desc seek_args[] = {FILE_ARG("file"), ARG("offset", I64, VAL, 0),
@@ -94,8 +94,8 @@ static const struct tfs_arg_desc fopen_args[] = {ARG("path", STR, STR, 0), ARG("
 						 FILE_ARG("file"), RET, ERRNO};
 static const struct tfs_arg_desc fdopen_args[] = {FILE_ARG("file"), ARG("mode", STR, STR, 0), RET,
 						  ERRNO};
-static const struct tfs_arg_desc frw_args[] = {FILE_ARG("file"), ARG("size", U64, VAL, 0),
-					       ARG("nmemb", U64, VAL, 0), BUF, RET, ERRNO};
+static const struct tfs_arg_desc frw_args[] = {
+    FILE_ARG("file"), ARG("size", U64, VAL, 0), ARG("nmemb", U64, VAL, 0), BUF, RET, ERRNO};
 static const struct tfs_arg_desc fd_file_args[] = {ARG("fd", I64, SIG, 0), ARG("path", STR, STR, 0),
 						   FILE_ARG("file")};
 static const struct tfs_arg_desc thread_args[] = {

@@ -430,7 +430,8 @@ EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_
 {
 	uint64_t m[4] = {count, (uint64_t)off};
 
-	return BUF_CALL(ssize_t, pread64_chk, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off, buflen);
+	return BUF_CALL(ssize_t, pread64_chk, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off,
+			buflen);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t count, off_t off)

@@ -16,8 +16,8 @@
 #include "calls_i.h"
 #include "interpose_i.h"
 
-static void put_mmap(uint64_t t0, void *addr, size_t len, int prot, int flags, int fd,
-		     int64_t off, void *p, uint64_t id, int err)
+static void put_mmap(uint64_t t0, void *addr, size_t len, int prot, int flags, int fd, int64_t off,
+		     void *p, uint64_t id, int err)
 {
 	uint32_t file = (flags & MAP_ANONYMOUS) || fd < 0 ? CALL_NO_FILE : cap_fd_file(fd);
 	uint64_t args[10] = {since(t0),

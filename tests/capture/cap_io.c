@@ -267,8 +267,8 @@ static void *churner(void *arg)
 			l->p = keep(malloc(l->size));
 		} else if (kind == 1) {
 			l->size = 4096 * (1 + rand_r(&c->seed) % 8);
-			l->p = mmap(NULL, l->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-				    -1, 0);
+			l->p = mmap(NULL, l->size, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 			l->mapped = 1;
 		} else if (kind == 2) {
 			l->p = keep(calloc(1, l->size));

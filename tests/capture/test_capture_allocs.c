@@ -289,8 +289,8 @@ static void *work(void *arg)
 			uint64_t id, off;
 
 			if (live[i]) {
-				if (cap_alloc_lookup(at(lo + 100), &id, &off) != 0 || id != live[i] ||
-				    off != 100)
+				if (cap_alloc_lookup(at(lo + 100), &id, &off) != 0 ||
+				    id != live[i] || off != 100)
 					w->errors++;
 				if (cap_alloc_remove(at(lo), NULL) != live[i])
 					w->errors++;
@@ -305,8 +305,8 @@ static void *work(void *arg)
 		}
 	}
 	for (int i = 0; i < PER_THREAD; i++)
-		if (live[i] && cap_alloc_remove(at(base + (uintptr_t)i * N_THREADS * 4096), NULL) !=
-				   live[i])
+		if (live[i] &&
+		    cap_alloc_remove(at(base + (uintptr_t)i * N_THREADS * 4096), NULL) != live[i])
 			w->errors++;
 	return NULL;
 }
