@@ -32,7 +32,7 @@
  * name of the --trace word that records it. Descriptors and FILE * become symbolic file
  * ids, one per path, the path stored once in the opening call; threads created with
  * pthread_create are numbered in creation order. Every heap block and mapping gets an
- * allocation id (1, 2, 3... in allocation order across the process, `id=` in its
+ * allocation id (1, 2, 3... in allocation order across the process image, `id=` in its
  * allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is recorded
  * as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`; id 0 and
  * the address itself for a stack or static buffer), so a loop over one buffer compresses to
