@@ -23,6 +23,12 @@
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *   TFS_ALLOC_IDS=0        no table of live allocations: every allocation id and buffer id
  *                          recorded is 0 (the interposers' cost without it, for comparison)
+ *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
+ *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
+ *                          half the cost of clock_gettime; drifts from it by the calibration
+ *                          error, a few parts in 10^5); ignored without an invariant TSC
+ *                          (constant_tsc and nonstop_tsc). The trace's `clock` metadata says
+ *                          which clock was used.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
