@@ -88,7 +88,8 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t f = 0; f < N_FUNCS && rc == 0; f++) {
 		char name[32], file[32];
-		struct tfs_src_frame sf[2] = {{name, file, 10 + f}, {"inlined_helper", "util.h", 7}};
+		struct tfs_src_frame sf[2] = {{name, file, 10 + f},
+					      {"inlined_helper", "util.h", 7}};
 
 		snprintf(name, sizeof(name), "function_%u", f);
 		snprintf(file, sizeof(file), "src/module_%u.c", f / 40);
