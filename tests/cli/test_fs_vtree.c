@@ -12,6 +12,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
+#include "testutil.h"
 #include "vtree_i.h"
 
 struct fixture {
@@ -527,6 +528,61 @@ static void test_vtree_backtrace_files(void **state)
 	close_fixture(&f);
 }
 
+/*
+ * Every allocation of a rank's first backtrace and symbol decoding and of making its two
+ * files fails in turn: each attempt fails cleanly and the next one succeeds from scratch.
+ */
+static void test_vtree_backtrace_files_allocation_failures(void **state)
+{
+	static const char *const files[] = {"ranks/0/backtraces.txt", "ranks/0/allocs.folded"};
+	static const struct tfs_arg_desc args[] = {
+	    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+	    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"}};
+	static const struct tfs_kind_desc kind = {"malloc", "alloc", 2, args};
+	static const struct tfs_src_frame src[] = {{"main", "m.c", 3}, {"inl", "i.h", 4}};
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t k;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kind, &k), 0);
+	for (uint64_t i = 0; i < 50; i++) {
+		uint64_t frames[3] = {0x10, 0x20 + i % 7, 0x30 + i};
+
+		assert_int_equal(tfs_writer_add_backtrace(w, 0, i, frames, 3), 0);
+		assert_int_equal(tfs_writer_add_symbol(w, 0, 0x30 + i, src, 1 + i % 2), 0);
+	}
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint64_t i = 0; i < 200; i++) {
+		union tfs_arg a[2] = {{.u = i}, {.u = i % 50}};
+
+		assert_int_equal(tfs_wstream_append(s, k, 10 * i, 1, a), 0);
+	}
+	open_fixture(&f, w);
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t ino = resolve(f.vt, files[i]);
+		long attempts = 0;
+
+		for (long n = 0;; n++) {
+			struct fs_vfile *h = NULL;
+			int rc;
+
+			fa_arm(n);
+			rc = fs_vfile_open(f.vt, ino, &h);
+			attempts = fa_count();
+			fa_disarm();
+			fs_vfile_close(h);
+			if (rc == 0)
+				break;
+			assert_int_equal(rc, -ENOMEM);
+		}
+		assert_true(attempts > 3);
+		check_file(f.vt, files[i], UINT64_MAX);
+	}
+	close_fixture(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -537,6 +593,7 @@ int main(void)
 	    cmocka_unit_test(test_vtree_merge_ties_and_checkpoints),
 	    cmocka_unit_test(test_vtree_untimed_profiles),
 	    cmocka_unit_test(test_vtree_backtrace_files),
+	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
