@@ -191,7 +191,9 @@ ssize_t tfs_trace_term_arg_text(const struct tfs_trace *t, uint32_t term, uint32
 
 /**
  * The values terminal @term fixes: SIG and SYM arguments as given to the writer (i64 in
- * .i), RANK arguments relative to the caller's rank (.i), STR arguments as borrowed strings;
+ * .i), RANK arguments relative to the caller's rank (.i) except special (negative) ranks,
+ * which are the same at every rank and come as given (tfs_trace_term_arg_text() tells the
+ * two apart: `r-1` against `-1`), STR arguments as borrowed strings;
  * VAL arguments (which vary per call) are 0. @args holds TFS_MAX_ARGS entries.
  * @return 0 or -ENOENT
  */
