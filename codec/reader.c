@@ -700,6 +700,29 @@ const char *tfs_trace_meta(const struct tfs_trace *t, const char *key)
 	return NULL;
 }
 
+const char *tfs_trace_meta_rank(const struct tfs_trace *t, const char *key, uint32_t rank)
+{
+	const char *best = tfs_trace_meta(t, key);
+	size_t n = strlen(key);
+	int64_t best_rank = -1;
+
+	for (uint32_t i = 0; i < t->n_meta; i++) {
+		const char *k = t->meta[2 * i], *d;
+		uint64_t r = 0;
+
+		if (strncmp(k, key, n) != 0 || strncmp(k + n, ".rank", 5) != 0 || !k[n + 5] ||
+		    (k[n + 5] == '0' && k[n + 6]))
+			continue;
+		for (d = k + n + 5; *d >= '0' && *d <= '9' && r <= rank; d++)
+			r = r * 10 + (uint64_t)(*d - '0');
+		if (*d || r > rank || (int64_t)r <= best_rank)
+			continue;
+		best = t->meta[2 * i + 1];
+		best_rank = (int64_t)r;
+	}
+	return best;
+}
+
 int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,
 		      const char **value)
 {

@@ -79,6 +79,12 @@ int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_sectio
 
 /** Metadata value of @key, or NULL. Borrowed from the trace. */
 const char *tfs_trace_meta(const struct tfs_trace *t, const char *key);
+/**
+ * Metadata value of @key for @rank of a merged trace (tfs_merge_traces()): the value of
+ * `<key>.rank<R>` for the largest R <= @rank present, else that of @key, else NULL.
+ * Borrowed from the trace.
+ */
+const char *tfs_trace_meta_rank(const struct tfs_trace *t, const char *key, uint32_t rank);
 /** Metadata pair @idx (in file order). @return 0 or -ENOENT */
 int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,
 		      const char **value);
