@@ -757,6 +757,11 @@ static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	return rc;
 }
 
+static const char *timing_name(int timing)
+{
+	return timing == TFS_TIMING_NONE ? "none" : timing == TFS_TIMING_LOSSY ? "lossy" : "lossless";
+}
+
 static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag *diag)
 {
 	uint64_t ranks = 0;
@@ -767,7 +772,9 @@ static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag
 		if (in[i]->timing != in[0]->timing ||
 		    (in[0]->timing == TFS_TIMING_LOSSY && in[i]->rel_err != in[0]->rel_err))
 			return diag_set(diag, -EINVAL, 0, "streams",
-					"input %u: timing differs from input 0's", i);
+					"input %u: timing %s (error %g) differs from the first "
+					"input's %s (error %g)", i, timing_name(in[i]->timing),
+					in[i]->rel_err, timing_name(in[0]->timing), in[0]->rel_err);
 		ranks += in[i]->n_ranks;
 	}
 	if (ranks > UINT32_MAX)
