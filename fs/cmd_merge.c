@@ -55,7 +55,7 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 }
 
 /* Write @len bytes to @path through a temporary file in the same directory. */
-static int save_atomic(const char *path, const void *data, size_t len)
+int fs_save_atomic(const char *path, const void *data, size_t len)
 {
 	size_t n = strlen(path) + 16;
 	char *tmp = malloc(n);
@@ -155,7 +155,7 @@ int fs_cmd_merge(int argc, char **argv)
 	}
 	tfs_trace_get_info(check, &oi);
 	tfs_trace_close(check);
-	rc = save_atomic(out, data, len);
+	rc = fs_save_atomic(out, data, len);
 	if (rc < 0) {
 		fs_fail("cannot write %s: %s", out, strerror(-rc));
 		goto out_close;
