@@ -115,6 +115,8 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->origin_realtime_ns = parent->origin_realtime_ns;
 	s->hdr->timing = parent->timing;
 	s->hdr->trace_mask = parent->trace_mask;
+	atomic_store_explicit(&s->hdr->tsc_hz, atomic_load(&parent->tsc_hz),
+			      memory_order_relaxed);
 	s->hdr->parent_pid = ppid;
 	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
 	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);

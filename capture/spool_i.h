@@ -83,6 +83,9 @@ struct spool_hdr {
 	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
 	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
 	_Atomic uint64_t dropped_events;
+	_Atomic uint64_t tsc_hz; /* the producer's clock (TFS_CLOCK=tsc): its calibrated TSC
+				    rate; 0: CLOCK_MONOTONIC. Either way times are on the
+				    CLOCK_MONOTONIC scale of origin_ns */
 	/* process following (`tracefs record`): a forked or spawned process records into a
 	 * spool of its own, `<first spool's path>.<pid>`, created with these set */
 	uint32_t parent_pid;	     /* 0: the first process's spool */

@@ -458,6 +458,47 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 	return 0;
 }
 
+/*
+ * The vpatch section (FORMAT.md §8.1) that stream @first of @t names, for the output: its
+ * base re-numbered, the lists of @t's streams naming it in their order (which the output
+ * keeps: no other input's stream names it). @return 0 or -errno
+ */
+static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
+			uint32_t *vsec_out, struct tfs_diag *diag)
+{
+	const struct tstream *s0 = &t->streams[first];
+	const struct vpatch_list *p1 = NULL, *p2 = NULL;
+	struct tfs_buf b;
+	uint32_t base = vsec_out[s0->vbase_idx], n = 0;
+	int rc = 0;
+
+	if (base == UINT32_MAX)
+		rc = merge_values(m, t, s0->vbase_idx, &vsec_out[s0->vbase_idx], diag);
+	if (rc < 0)
+		return rc;
+	base = vsec_out[s0->vbase_idx];
+	for (uint32_t i = first; i < t->n_streams; i++)
+		n += t->streams[i].vsec_idx == s0->vsec_idx;
+	buf_init(&b);
+	rc = buf_put_varint(&b, base);
+	if (rc == 0)
+		rc = buf_put_varint(&b, n);
+	for (uint32_t i = first; i < t->n_streams && rc == 0; i++) {
+		const struct tstream *s = &t->streams[i];
+
+		if (s->vsec_idx != s0->vsec_idx)
+			continue;
+		rc = vpatch_write(&b, &s->patch, p1, p2);
+		p2 = p1;
+		p1 = &s->patch;
+	}
+	vsec_out[s0->vsec_idx] = m->cw.n;
+	if (rc == 0)
+		rc = add_section(m, SEC_VPATCH, b.data, b.len);
+	buf_fini(&b);
+	return rc;
+}
+
 /* Streams and phases of input @t, its grammar sections already placed by @gsec_out. */
 static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			 const uint32_t *gsec_out, struct tfs_diag *diag)
@@ -476,8 +517,12 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tstream *s = &t->streams[i];
 		struct ostream *o = &m->streams[m->n_streams];
 
-		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX)
-			rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
+		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX) {
+			if (t->cf.ents[s->vsec_idx].type == SEC_VPATCH)
+				rc = merge_vpatch(m, t, i, vsec_out, diag);
+			else
+				rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
+		}
 		o->rank = base + s->rank;
 		o->thread = s->thread;
 		o->n_events = s->n_events;

@@ -21,6 +21,12 @@
  *                          library preloaded or linked: its interposers record them)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
+ *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
+ *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
+ *                          half the cost of clock_gettime; drifts from it by the calibration
+ *                          error, a few parts in 10^5); ignored without an invariant TSC
+ *                          (constant_tsc and nonstop_tsc). The trace's `clock` metadata says
+ *                          which clock was used.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): the malloc family, POSIX

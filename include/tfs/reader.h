@@ -68,7 +68,7 @@ struct tfs_trace_info {
 void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info);
 
 struct tfs_section_info {
-	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar", "values" */
+	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar", "values", "vpatch"... */
 	uint32_t type;
 	uint32_t codec;	       /**< 0 raw, 1 zstd */
 	uint64_t offset, stored_bytes, raw_bytes;
