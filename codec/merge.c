@@ -32,6 +32,13 @@ struct ostream {
 	uint32_t vsec;	/* output section index, or UINT32_MAX: none */
 };
 
+/* A rank with backtraces or symbols (FORMAT.md §8 rank table). */
+struct orank {
+	uint32_t rank;
+	uint32_t bt_sec, sym_sec; /* output section index, or UINT32_MAX: none */
+	uint64_t n_bt;
+};
+
 struct ophase {
 	const char *name; /* borrowed from an input */
 	uint32_t stream;
@@ -62,6 +69,8 @@ struct mg {
 	uint32_t n_streams, streams_cap;
 	struct ophase *phases;
 	uint32_t n_phases, phases_cap;
+	struct orank *ranks;
+	uint32_t n_ranks_bt, ranks_cap;
 	char **meta;		/* key, value pairs, owned */
 	uint32_t n_meta, meta_cap;
 	struct intern meta_keys;	/* every output key (they must stay unique) */
@@ -142,6 +151,7 @@ static void mg_fini(struct mg *m)
 	free(m->vtab);
 	free(m->streams);
 	free(m->phases);
+	free(m->ranks);
 	for (uint32_t i = 0; i < 2 * m->n_meta; i++)
 		free(m->meta[i]);
 	free(m->meta);
@@ -425,7 +435,10 @@ static int vtab_grow(struct mg *m)
 	return 0;
 }
 
-/* Output section of values section @idx of @t: an equal one already copied, or a copy. */
+/*
+ * Output section of section @idx of @t (values, backtraces, symbols: sections that mean
+ * the same in any trace and at any rank): an equal one already copied, or a copy.
+ */
 static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, uint32_t *sec,
 			struct tfs_diag *diag)
 {
@@ -442,7 +455,8 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 	for (j = (uint32_t)key & (m->vtab_cap - 1); m->vtab[j].key; j = (j + 1) & (m->vtab_cap - 1)) {
 		const struct sec_entry *o = &m->cw.ents[m->vtab[j].sec];
 
-		if (m->vtab[j].key == key && o->stored == e->stored && o->head_len == e->head_len &&
+		if (m->vtab[j].key == key && o->type == e->type && o->codec == e->codec &&
+		    o->raw == e->raw && o->stored == e->stored && o->head_len == e->head_len &&
 		    memcmp(m->out.data + o->off, t->map + e->off, (size_t)e->stored) == 0) {
 			*sec = m->vtab[j].sec;
 			return 0;
@@ -538,6 +552,27 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tphase *p = &t->phases[i];
 
 		m->phases[m->n_phases++] = (struct ophase){p->name, first + p->stream, p->first, p->n};
+	}
+	return rc;
+}
+
+/* The backtraces and symbols of @t's ranks, re-based by @base (FORMAT.md §8 rank table). */
+static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
+			struct tfs_diag *diag)
+{
+	int rc = grow((void **)&m->ranks, &m->ranks_cap, (uint64_t)m->n_ranks_bt + t->n_rank_ents,
+		      sizeof(*m->ranks));
+
+	for (uint32_t i = 0; i < t->n_rank_ents && rc == 0; i++) {
+		const struct trank *e = &t->ranks[i];
+		struct orank o = {base + e->rank, UINT32_MAX, UINT32_MAX, e->n_bt};
+
+		if (e->bt_sec < t->cf.n)
+			rc = merge_values(m, t, e->bt_sec, &o.bt_sec, diag);
+		if (rc == 0 && e->sym_sec < t->cf.n)
+			rc = merge_values(m, t, e->sym_sec, &o.sym_sec, diag);
+		if (rc == 0)
+			m->ranks[m->n_ranks_bt++] = o;
 	}
 	return rc;
 }
@@ -735,6 +770,16 @@ static int build_streams(const struct mg *m, int timing, double rel_err, uint32_
 		if (rc == 0)
 			rc = buf_put_varint(out, p->n);
 	}
+	if (rc == 0)
+		rc = buf_put_varint(out, m->n_ranks_bt);
+	for (uint32_t i = 0; i < m->n_ranks_bt && rc == 0; i++) {
+		const struct orank *r = &m->ranks[i];
+		uint64_t f[4] = {r->rank, r->bt_sec == UINT32_MAX ? none : r->bt_sec, r->n_bt,
+				 r->sym_sec == UINT32_MAX ? none : r->sym_sec};
+
+		for (int j = 0; j < 4 && rc == 0; j++)
+			rc = buf_put_varint(out, f[j]);
+	}
 	return rc;
 }
 
@@ -793,6 +838,8 @@ static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		rc = merge_grammars(m, t, term_map, gsec_out, diag);
 	if (rc == 0)
 		rc = merge_streams(m, t, base, gsec_out, diag);
+	if (rc == 0)
+		rc = merge_stacks(m, t, base, diag);
 	if (rc == 0)
 		rc = merge_meta(m, t, base, diag);
 	free(kind_map);
