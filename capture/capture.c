@@ -547,7 +547,8 @@ void cap_before_exec(void)
 
 /*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
- * process we were forked or spawned from), and let an exec'd image find it.
+ * process we were forked or spawned from). The environment is left alone (setenv is not
+ * safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
 static int become_child(const struct spool_hdr *parent)
 {
@@ -562,11 +563,7 @@ static int become_child(const struct spool_hdr *parent)
 		unlink(g_path);
 		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
 	}
-	if (rc < 0)
-		return rc;
-	if (setenv("TFS_SPOOL", g_path, 1) < 0 || setenv("TFS_SPOOL_ROOT", g_root, 1) < 0)
-		return -ENOMEM;
-	return 0;
+	return rc;
 }
 
 /*
@@ -659,6 +656,17 @@ static int start_inproc(void)
 	return rc;
 }
 
+/* Map @path if it is a spool this process (pid @pid) produces into. */
+static bool attach_own(const char *path, uint32_t pid)
+{
+	if (cap_spool_attach(&g_spool, path) < 0)
+		return false;
+	if (atomic_load(&g_spool.hdr->producer_pid) == pid)
+		return true;
+	cap_spool_unmap(&g_spool);
+	return false;
+}
+
 static int attach(const char *path)
 {
 	uint32_t pid = (uint32_t)getpid(), expect = 0;
@@ -675,9 +683,15 @@ static int attach(const char *path)
 	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) ||
 	    expect == pid)
 		return 0;
-	/* another process's spool: we were spawned (posix_spawn, vfork + exec) by it */
+	/* the image a forked child exec'd with the environment it inherited: its own spool */
 	other = g_spool;
 	g_spool.hdr = NULL;
+	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) < sizeof(g_path) &&
+	    attach_own(g_path, pid)) {
+		cap_spool_unmap(&other);
+		return 0;
+	}
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
 	rc = become_child(other.hdr);
 	cap_spool_unmap(&other);
 	if (rc < 0)

@@ -5,14 +5,19 @@
  * With "exec", child 1 execs `cat DIR/parent` instead of writing; with "system", the
  * parent finally runs system("cat DIR/child2 >/dev/null") (posix_spawn inside glibc). Each
  * open names its file, so the test knows which rank did what.
- * Usage: cap_fork DIR [crash] [exec] [vfork] [system]
+ * With "rawexec", child 1 writes DIR/child1 once then execs /bin/cat DIR/parent through the
+ * raw system call, past every interposer and with the environment it inherited.
+ * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system]
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static void write_n(const char *dir, const char *name, int n)
 {
@@ -50,6 +55,14 @@ int main(int argc, char **argv)
 		if (has(argc, argv, "exec")) {
 			snprintf(path, sizeof(path), "%s/parent", dir);
 			execlp("cat", "cat", path, (char *)NULL);
+			_exit(127);
+		}
+		if (has(argc, argv, "rawexec")) {
+			char *cargv[] = {"cat", path, NULL};
+
+			write_n(dir, "child1", 1);
+			snprintf(path, sizeof(path), "%s/parent", dir);
+			syscall(SYS_execve, "/bin/cat", cargv, environ);
 			_exit(127);
 		}
 		write_n(dir, "child1", 2);

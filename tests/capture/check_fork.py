@@ -143,6 +143,17 @@ def main():
     tap.ok(len(cat_open) == 1 and cat_open[0][0] > 0 and r1.index(ex[0]) < r1.index(cat_open[0]),
            "the exec'd image's events follow in the same rank, on a new thread id", r1)
 
+    # an exec past the interposers, with the inherited environment: the image finds its spool
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, sout, serr = record(tap, a, work, "rawexec", a.fork, d, "rawexec")
+    t = Trace(a.tracefs, out)
+    r1 = t.events(1) if t.info["n_ranks"] == 3 else []
+    mine, cat_open = opens(r1, d + "/child1"), opens(r1, d + "/parent")
+    tap.ok(rc == 0 and sout == b"parent" and len(mine) == 1 and len(cat_open) == 1 and
+           mine[0][0] == 0 and cat_open[0][0] > 0 and r1.index(mine[0]) < r1.index(cat_open[0]),
+           "a raw execve: the new image goes on in the child's rank after its own events",
+           (t.info["n_ranks"], r1, serr))
+
     # sh -c running two commands: fork + exec each
     d = tempfile.mkdtemp(dir=work)
     for f in ("a", "b"):
