@@ -16,6 +16,7 @@
 
 #include "container_i.h"
 #include "intern_i.h"
+#include "merge_i.h"
 #include "tfs/merge.h"
 #include "trace_i.h"
 
@@ -71,54 +72,13 @@ struct mg {
 	uint32_t n_phases, phases_cap;
 	struct orank *ranks;
 	uint32_t n_ranks_bt, ranks_cap;
-	char **meta;		/* key, value pairs, owned */
-	uint32_t n_meta, meta_cap;
-	struct intern meta_keys;	/* every output key (they must stay unique) */
-	struct intern meta_base;	/* key without its .rank<R> suffix -> latest value */
-	const char **base_val;	/* [meta_base.n] borrowed from meta */
-	int64_t *base_rank;	/* [meta_base.n] rank that latest value starts at (-1: plain) */
-	uint32_t base_cap;
+	struct mmeta meta;
 	uint32_t n_ranks, max_thread;
 	uint64_t max_ts, max_dur;
 	struct tfs_buf scratch;
 	struct tfs_buf out;
 	struct ctr_writer cw;
 };
-
-static int grow(void **arr, uint32_t *cap, uint64_t need, size_t elem)
-{
-	uint64_t n = *cap ? *cap : 16;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (n > UINT32_MAX)
-		return -ENOMEM;
-	p = realloc(*arr, (size_t)n * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = (uint32_t)n;
-	return 0;
-}
-
-/* Grow two arrays that share one capacity. */
-static int grow2(void **a, size_t a_elem, void **b, size_t b_elem, uint32_t *cap, uint64_t need)
-{
-	uint32_t ca = *cap, cb = *cap;
-	int rc;
-
-	if (need <= *cap)
-		return 0;
-	rc = grow(a, &ca, need, a_elem);
-	if (rc == 0)
-		rc = grow(b, &cb, ca, b_elem);
-	if (rc == 0)
-		*cap = ca;
-	return rc;
-}
 
 static void mg_init(struct mg *m)
 {
@@ -128,8 +88,7 @@ static void mg_init(struct mg *m)
 	intern_init(&m->strs);
 	intern_init(&m->sigs);
 	intern_init(&m->grams);
-	intern_init(&m->meta_keys);
-	intern_init(&m->meta_base);
+	mmeta_init(&m->meta);
 	buf_init(&m->g_widths);
 	buf_init(&m->scratch);
 	buf_init(&m->out);
@@ -142,8 +101,7 @@ static void mg_fini(struct mg *m)
 	intern_fini(&m->strs);
 	intern_fini(&m->sigs);
 	intern_fini(&m->grams);
-	intern_fini(&m->meta_keys);
-	intern_fini(&m->meta_base);
+	mmeta_fini(&m->meta);
 	free(m->g_kind);
 	free(m->g_woff);
 	buf_fini(&m->g_widths);
@@ -152,11 +110,6 @@ static void mg_fini(struct mg *m)
 	free(m->streams);
 	free(m->phases);
 	free(m->ranks);
-	for (uint32_t i = 0; i < 2 * m->n_meta; i++)
-		free(m->meta[i]);
-	free(m->meta);
-	free(m->base_val);
-	free(m->base_rank);
 	buf_fini(&m->scratch);
 	buf_fini(&m->out);
 	ctr_writer_fini(&m->cw);
@@ -294,7 +247,7 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 
 		rc = term_key(m, t, term, base, kind_map, str_map, wid, diag);
 		if (rc == 0)
-			rc = grow2((void **)&m->g_kind, sizeof(*m->g_kind), (void **)&m->g_woff,
+			rc = merge_grow2((void **)&m->g_kind, sizeof(*m->g_kind), (void **)&m->g_woff,
 				   sizeof(*m->g_woff), &m->g_cap, (uint64_t)m->sigs.n + 1);
 		if (rc == 0)
 			rc = buf_reserve(&m->g_widths, nv);
@@ -383,7 +336,7 @@ static int merge_grammars(struct mg *m, const struct tfs_trace *t, const uint32_
 		m->scratch.len = 0;
 		rc = encode_grammar(g, term_map, &m->scratch, &changed);
 		if (rc == 0)
-			rc = grow((void **)&m->gram_sec, &m->gram_cap, (uint64_t)m->grams.n + 1,
+			rc = merge_grow((void **)&m->gram_sec, &m->gram_cap, (uint64_t)m->grams.n + 1,
 				  sizeof(*m->gram_sec));
 		if (rc == 0)
 			rc = intern_get(&m->grams, m->scratch.data, m->scratch.len, &ord, &is_new);
@@ -525,7 +478,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		return -ENOMEM;
 	for (uint32_t i = 0; i <= t->cf.n; i++)
 		vsec_out[i] = UINT32_MAX;
-	rc = grow((void **)&m->streams, &m->streams_cap, (uint64_t)m->n_streams + t->n_streams,
+	rc = merge_grow((void **)&m->streams, &m->streams_cap, (uint64_t)m->n_streams + t->n_streams,
 		  sizeof(*m->streams));
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
 		const struct tstream *s = &t->streams[i];
@@ -546,7 +499,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	}
 	free(vsec_out);
 	if (rc == 0)
-		rc = grow((void **)&m->phases, &m->phases_cap, (uint64_t)m->n_phases + t->n_phases,
+		rc = merge_grow((void **)&m->phases, &m->phases_cap, (uint64_t)m->n_phases + t->n_phases,
 			  sizeof(*m->phases));
 	for (uint32_t i = 0; i < t->n_phases && rc == 0; i++) {
 		const struct tphase *p = &t->phases[i];
@@ -560,7 +513,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			struct tfs_diag *diag)
 {
-	int rc = grow((void **)&m->ranks, &m->ranks_cap, (uint64_t)m->n_ranks_bt + t->n_rank_ents,
+	int rc = merge_grow((void **)&m->ranks, &m->ranks_cap, (uint64_t)m->n_ranks_bt + t->n_rank_ents,
 		      sizeof(*m->ranks));
 
 	for (uint32_t i = 0; i < t->n_rank_ents && rc == 0; i++) {
@@ -577,112 +530,7 @@ static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	return rc;
 }
 
-/* ---- metadata (merge.h: `<key>.rank<R>` holds the value from rank R on) ---- */
-
-/* Split "<base>.rank<R>" with R < @n_ranks (no leading zero); else the whole key, R = -1. */
-static size_t key_base(const char *key, uint32_t n_ranks, int64_t *rank)
-{
-	const char *dot = strrchr(key, '.');
-	const char *d;
-	uint64_t r = 0;
-
-	*rank = -1;
-	if (!dot || dot == key || strncmp(dot, ".rank", 5) != 0 || !dot[5] ||
-	    (dot[5] == '0' && dot[6]))
-		return strlen(key);
-	for (d = dot + 5; *d; d++) {
-		if (*d < '0' || *d > '9' || r >= n_ranks)
-			return strlen(key);
-		r = r * 10 + (uint64_t)(*d - '0');
-	}
-	if (r >= n_ranks)
-		return strlen(key);
-	*rank = (int64_t)r;
-	return (size_t)(dot - key);
-}
-
-static int meta_add(struct mg *m, const char *base, size_t base_len, int64_t rank,
-		    const char *value, struct tfs_diag *diag)
-{
-	char *k, *v;
-	uint32_t id, bid;
-	bool is_new;
-	int rc;
-
-	k = malloc(base_len + 32);
-	if (!k)
-		return -ENOMEM;
-	memcpy(k, base, base_len);
-	if (rank >= 0)
-		snprintf(k + base_len, 32, ".rank%lld", (long long)rank);
-	else
-		k[base_len] = '\0';
-	v = strdup(value);
-	rc = v ? grow((void **)&m->meta, &m->meta_cap, 2 * ((uint64_t)m->n_meta + 1), sizeof(char *))
-	       : -ENOMEM;
-	if (rc == 0)
-		rc = grow2((void **)&m->base_val, sizeof(*m->base_val), (void **)&m->base_rank,
-			   sizeof(*m->base_rank), &m->base_cap, (uint64_t)m->meta_base.n + 1);
-	if (rc == 0 && strlen(k) > 65535)
-		rc = diag_set(diag, -EINVAL, 0, "meta", "metadata key too long once ranked");
-	if (rc == 0)
-		rc = intern_get(&m->meta_keys, k, strlen(k), &id, &is_new);
-	if (rc == 0 && !is_new)
-		rc = diag_set(diag, -EINVAL, 0, "meta", "metadata key %.60s clashes", k);
-	if (rc == 0)
-		rc = intern_get(&m->meta_base, base, base_len, &bid, &is_new);
-	if (rc < 0) {
-		free(k);
-		free(v);
-		return rc;
-	}
-	m->meta[2 * m->n_meta] = k;
-	m->meta[2 * m->n_meta + 1] = v;
-	m->n_meta++;
-	if (is_new || rank >= m->base_rank[bid]) {
-		m->base_val[bid] = v;
-		m->base_rank[bid] = rank;
-	}
-	return 0;
-}
-
-static int merge_meta(struct mg *m, const struct tfs_trace *t, uint32_t base,
-		      struct tfs_diag *diag)
-{
-	for (uint32_t i = 0; i < t->n_meta; i++) {
-		const char *key = t->meta[2 * i], *val = t->meta[2 * i + 1];
-		int64_t rank;
-		size_t n = key_base(key, t->n_ranks, &rank);
-		uint32_t bid;
-		int rc;
-
-		if (base == 0) {
-			rc = meta_add(m, key, n, rank, val, diag);
-		} else if (rank >= 0) {
-			rc = meta_add(m, key, n, rank + base, val, diag);
-		} else {
-			/* the value in force at the last rank so far; equal: nothing to say */
-			rc = intern_find(&m->meta_base, key, n, &bid);
-			if (rc == 0 && strcmp(m->base_val[bid], val) == 0)
-				continue;
-			rc = meta_add(m, key, n, base, val, diag);
-		}
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
 /* ---- the tables written last ---- */
-
-static int build_meta(const struct mg *m, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->n_meta);
-
-	for (uint32_t i = 0; i < 2 * m->n_meta && rc == 0; i++)
-		rc = buf_put_str(out, m->meta[i], strlen(m->meta[i]));
-	return rc;
-}
 
 static int build_strings(const struct mg *m, struct tfs_buf *out)
 {
@@ -789,7 +637,7 @@ static int write_tables(struct mg *m, int timing, double rel_err)
 	int rc;
 
 	buf_init(&b);
-	rc = build_meta(m, &b);
+	rc = mmeta_write(&m->meta, &b);
 	if (rc == 0)
 		rc = add_section(m, SEC_META, b.data, b.len);
 	b.len = 0;
@@ -841,7 +689,7 @@ static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	if (rc == 0)
 		rc = merge_stacks(m, t, base, diag);
 	if (rc == 0)
-		rc = merge_meta(m, t, base, diag);
+		rc = mmeta_add(&m->meta, t->meta, t->n_meta, t->n_ranks, base, diag);
 	free(kind_map);
 	free(str_map);
 	free(term_map);
