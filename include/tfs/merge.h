@@ -34,9 +34,12 @@ struct tfs_trace;
  * `<key>.rank<R + first rank>`. So merging merged traces pairwise (MPI at MPI_Finalize)
  * gives the same values per rank as merging all inputs at once.
  *
- * Sections whose content does not change (values sections, grammars whose terminals keep
- * their numbers) are copied as stored after their whole checksum is checked; equal
- * sections are stored once. Inputs are only read: several merges may share them.
+ * Sections whose content does not change (values, backtraces and symbols sections, grammars
+ * whose terminals keep their numbers) are copied as stored after their whole checksum is
+ * checked, and equal ones are stored once; renumbered grammars and vpatch sections (which
+ * name the values section they patch) are written anew. Each input rank's backtraces and
+ * symbols stay with it. Inputs are only read: several merges may share them. Time and
+ * memory are linear in the inputs' tables, stream counts and the output's size.
  *
  * @param out  a new malloc'ed buffer of *@len bytes (a complete trace file), caller frees
  * @return 0, -EINVAL (n == 0, mixed timing, too many ranks, a rank argument or metadata
