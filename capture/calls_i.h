@@ -21,6 +21,8 @@ enum cap_call {
 	CALL_POSIX_MEMALIGN,
 	CALL_ALIGNED_ALLOC,
 	CALL_MEMALIGN,
+	CALL_MMAP,
+	CALL_MUNMAP,
 	/* io: descriptors */
 	CALL_OPEN,
 	CALL_OPENAT,
@@ -57,6 +59,9 @@ enum cap_call {
 	CALL_SPAWN,
 	N_CALLS
 };
+
+/* The file id of no file: an anonymous mapping's, printed file#4294967295. */
+#define CALL_NO_FILE 0xffffffffu
 
 /* Bytes kept of one string argument (a path, a mode); longer ones are cut. */
 #define CALL_MAX_STR 900u

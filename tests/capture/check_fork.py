@@ -11,6 +11,7 @@ crashes keeps its events; vfork, `sh -c` and system() are followed; two recordin
 import argparse
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -78,11 +79,13 @@ def writes(events):
     return [e for e in events if e[1] == "write"]
 
 
-def record(tap, a, work, name, *args, timing=None):
+def record(tap, a, work, name, *args, timing=None, no_aslr=False):
     """Record with the spools in work/spools (not /dev/shm, which other runs share)."""
     out = os.path.join(work, name + ".trace")
     cmd = [a.tracefs, "record", "-o", out] + (["--timing=" + timing] if timing else []) + \
         ["--"] + list(args)
+    if no_aslr:  # buffers outside the heap are recorded by address
+        cmd = ["setarch", platform.machine(), "-R"] + cmd
     rc, sout, serr = run(cmd, env={"TFS_SPOOL": os.path.join(work, "spools", name)})
     return rc, out, sout, serr
 
@@ -182,13 +185,14 @@ def main():
            "system(): the spawned shell and its cat are ranks after the forks",
            (t.info["n_ranks"], serr))
 
-    # the same program twice, untimed: every rank serves the same bytes
+    # the same program twice, untimed, without address randomisation: the same bytes
     d = os.path.join(work, "same")
     texts = []
     for i in range(2):
         shutil.rmtree(d, ignore_errors=True)
         os.mkdir(d)
-        rc, out, _, _ = record(tap, a, work, "same%d" % i, a.fork, d, timing="none")
+        rc, out, _, _ = record(tap, a, work, "same%d" % i, a.fork, d, timing="none",
+                               no_aslr=True)
         t = Trace(a.tracefs, out)
         texts.append([FORK_RE.sub(b"fork(errno=0) = PID\n", t.cat("ranks/%d/trace.txt" % r))
                       for r in range(t.info["n_ranks"])])

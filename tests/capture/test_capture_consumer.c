@@ -363,15 +363,16 @@ static void test_consumer_calls_become_events(void **state)
 	struct tfs_trace *t;
 	char *got;
 
-	put_call(&a, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
+	put_call(&a, CALL_MALLOC, 1010, "", 0, 4, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000,
+		 (uint64_t)7);
 	put_call(&a, CALL_OPEN, 1020, "/tmp/a", 7, 6, (uint64_t)50, (uint64_t)0x241,
 		 (uint64_t)0644, (uint64_t)0, (uint64_t)3, (uint64_t)0);
-	put_call(&a, CALL_PREAD, 1100, "", 0, 6, (uint64_t)5, (uint64_t)0, (uint64_t)512,
-		 (uint64_t)4096, (uint64_t)512, (uint64_t)0);
+	put_call(&a, CALL_PREAD, 1100, "", 0, 8, (uint64_t)5, (uint64_t)0, (uint64_t)512,
+		 (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512, (uint64_t)0);
 	put_call(&a, CALL_RENAME, 1200, "a\0b", 4, 3, (uint64_t)7, (uint64_t)-1, (uint64_t)2);
 	/* a string without its NUL: malformed, ends the chunk */
 	put_call(&a, CALL_UNLINK, 1300, "abc", 3, 3, (uint64_t)0, (uint64_t)0, (uint64_t)0);
-	put_call(&a, CALL_FREE, 1400, "", 0, 2, (uint64_t)0, (uint64_t)0x1000);
+	put_call(&a, CALL_FREE, 1400, "", 0, 3, (uint64_t)0, (uint64_t)0x1000, (uint64_t)7);
 	publish(&a, SPOOL_FULL);
 	/* b: a call number past the last */
 	put_call(&b, N_CALLS + 5, 1001, "", 0, 1, (uint64_t)0);
@@ -384,12 +385,13 @@ static void test_consumer_calls_become_events(void **state)
 	got = saved_view(f, 0, &t);
 	assert_string_equal(
 	    got, "{\"ts\":10,\"dur\":0,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
-		 "\"ret\":\"0x1000\"}}\n"
+		 "\"ret\":\"0x1000\",\"id\":7}}\n"
 		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"file\":0,"
-		 "\"count\":512,\"offset\":4096,\"ret\":512,\"errno\":0}}\n"
+		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
+		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
 		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
 	free(got);
