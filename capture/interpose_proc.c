@@ -97,7 +97,8 @@ static void put_exec(const char *path, char *const argv[])
 
 	if (!tracing(TFS_TRACE_THREADS))
 		return;
-	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf, put_argv(buf, put_str(buf, 0, path), argv));
+	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
+		     put_argv(buf, put_str(buf, 0, path), argv));
 }
 
 static void put_exec_failed(const char *path, int err)
@@ -280,8 +281,7 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
  * The execl family: gather the arguments after @arg0 up to the NULL (and, for execle, the
  * environment after it) into an array and exec it.
  */
-static int exec_list(const char *file, const char *arg0, va_list ap, bool with_env,
-		     bool search)
+static int exec_list(const char *file, const char *arg0, va_list ap, bool with_env, bool search)
 {
 	va_list count;
 	char **argv, *const *envp = environ;

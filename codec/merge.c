@@ -29,8 +29,8 @@
 struct ostream {
 	uint32_t rank, thread;
 	uint64_t n_events;
-	uint32_t gsec;	/* output section index */
-	uint32_t vsec;	/* output section index, or UINT32_MAX: none */
+	uint32_t gsec; /* output section index */
+	uint32_t vsec; /* output section index, or UINT32_MAX: none */
 };
 
 /* A rank with backtraces or symbols (FORMAT.md §8 rank table). */
@@ -54,15 +54,15 @@ struct vslot {
 
 struct mg {
 	struct tfs_schema schema;
-	struct intern kinds;	/* kind descriptions -> merged kind ids (= schema ids) */
+	struct intern kinds; /* kind descriptions -> merged kind ids (= schema ids) */
 	struct intern strs;
-	struct intern sigs;	/* merged signatures (VAL widths excluded) */
-	uint32_t *g_kind;	/* [sigs.n] */
-	uint32_t *g_woff;	/* [sigs.n] first VAL width in g_widths */
+	struct intern sigs; /* merged signatures (VAL widths excluded) */
+	uint32_t *g_kind;   /* [sigs.n] */
+	uint32_t *g_woff;   /* [sigs.n] first VAL width in g_widths */
 	uint32_t g_cap;
 	struct tfs_buf g_widths;
-	struct intern grams;	/* canonical grammar payloads -> ordinal */
-	uint32_t *gram_sec;	/* [grams.n] output section of each */
+	struct intern grams; /* canonical grammar payloads -> ordinal */
+	uint32_t *gram_sec;  /* [grams.n] output section of each */
 	uint32_t gram_cap;
 	struct vslot *vtab;
 	uint32_t vtab_cap, vtab_n;
@@ -224,7 +224,8 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 			if (!rank_word_special(v) && !rank_word_rel(rank_word_value(v) - base, &v))
 				return diag_set(diag, -EINVAL, 0, "cst",
 						"terminal %u: rank argument out of range once "
-						"re-based by %u", term, base);
+						"re-based by %u",
+						term, base);
 			break;
 		default:
 			break;
@@ -247,8 +248,9 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 
 		rc = term_key(m, t, term, base, kind_map, str_map, wid, diag);
 		if (rc == 0)
-			rc = merge_grow2((void **)&m->g_kind, sizeof(*m->g_kind), (void **)&m->g_woff,
-				   sizeof(*m->g_woff), &m->g_cap, (uint64_t)m->sigs.n + 1);
+			rc = merge_grow2((void **)&m->g_kind, sizeof(*m->g_kind),
+					 (void **)&m->g_woff, sizeof(*m->g_woff), &m->g_cap,
+					 (uint64_t)m->sigs.n + 1);
 		if (rc == 0)
 			rc = buf_reserve(&m->g_widths, nv);
 		if (rc == 0)
@@ -314,7 +316,7 @@ static int encode_grammar(const struct gsec *g, const uint32_t *map, struct tfs_
 
 				*changed |= !e->is_rule && id != e->id;
 				rc = buf_put_varint(out, id << 2 | (uint64_t)e->is_rule << 1 |
-								 (e->count >= 2));
+							     (e->count >= 2));
 				if (rc == 0 && e->count >= 2)
 					rc = buf_put_varint(out, e->count - 2);
 			}
@@ -336,8 +338,8 @@ static int merge_grammars(struct mg *m, const struct tfs_trace *t, const uint32_
 		m->scratch.len = 0;
 		rc = encode_grammar(g, term_map, &m->scratch, &changed);
 		if (rc == 0)
-			rc = merge_grow((void **)&m->gram_sec, &m->gram_cap, (uint64_t)m->grams.n + 1,
-				  sizeof(*m->gram_sec));
+			rc = merge_grow((void **)&m->gram_sec, &m->gram_cap,
+					(uint64_t)m->grams.n + 1, sizeof(*m->gram_sec));
 		if (rc == 0)
 			rc = intern_get(&m->grams, m->scratch.data, m->scratch.len, &ord, &is_new);
 		if (rc < 0)
@@ -405,7 +407,8 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 		if (rc < 0)
 			return rc;
 	}
-	for (j = (uint32_t)key & (m->vtab_cap - 1); m->vtab[j].key; j = (j + 1) & (m->vtab_cap - 1)) {
+	for (j = (uint32_t)key & (m->vtab_cap - 1); m->vtab[j].key;
+	     j = (j + 1) & (m->vtab_cap - 1)) {
 		const struct sec_entry *o = &m->cw.ents[m->vtab[j].sec];
 
 		if (m->vtab[j].key == key && o->type == e->type && o->codec == e->codec &&
@@ -430,8 +433,8 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
  * base re-numbered, the lists of @t's streams naming it in their order (which the output
  * keeps: no other input's stream names it). @return 0 or -errno
  */
-static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
-			uint32_t *vsec_out, struct tfs_diag *diag)
+static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first, uint32_t *vsec_out,
+			struct tfs_diag *diag)
 {
 	const struct tstream *s0 = &t->streams[first];
 	const struct vpatch_list *p1 = NULL, *p2 = NULL;
@@ -478,8 +481,8 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		return -ENOMEM;
 	for (uint32_t i = 0; i <= t->cf.n; i++)
 		vsec_out[i] = UINT32_MAX;
-	rc = merge_grow((void **)&m->streams, &m->streams_cap, (uint64_t)m->n_streams + t->n_streams,
-		  sizeof(*m->streams));
+	rc = merge_grow((void **)&m->streams, &m->streams_cap,
+			(uint64_t)m->n_streams + t->n_streams, sizeof(*m->streams));
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
 		const struct tstream *s = &t->streams[i];
 		struct ostream *o = &m->streams[m->n_streams];
@@ -499,12 +502,13 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	}
 	free(vsec_out);
 	if (rc == 0)
-		rc = merge_grow((void **)&m->phases, &m->phases_cap, (uint64_t)m->n_phases + t->n_phases,
-			  sizeof(*m->phases));
+		rc = merge_grow((void **)&m->phases, &m->phases_cap,
+				(uint64_t)m->n_phases + t->n_phases, sizeof(*m->phases));
 	for (uint32_t i = 0; i < t->n_phases && rc == 0; i++) {
 		const struct tphase *p = &t->phases[i];
 
-		m->phases[m->n_phases++] = (struct ophase){p->name, first + p->stream, p->first, p->n};
+		m->phases[m->n_phases++] =
+		    (struct ophase){p->name, first + p->stream, p->first, p->n};
 	}
 	return rc;
 }
@@ -513,8 +517,8 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			struct tfs_diag *diag)
 {
-	int rc = merge_grow((void **)&m->ranks, &m->ranks_cap, (uint64_t)m->n_ranks_bt + t->n_rank_ents,
-		      sizeof(*m->ranks));
+	int rc = merge_grow((void **)&m->ranks, &m->ranks_cap,
+			    (uint64_t)m->n_ranks_bt + t->n_rank_ents, sizeof(*m->ranks));
 
 	for (uint32_t i = 0; i < t->n_rank_ents && rc == 0; i++) {
 		const struct trank *e = &t->ranks[i];
@@ -699,7 +703,9 @@ static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
 
 static const char *timing_name(int timing)
 {
-	return timing == TFS_TIMING_NONE ? "none" : timing == TFS_TIMING_LOSSY ? "lossy" : "lossless";
+	return timing == TFS_TIMING_NONE    ? "none"
+	       : timing == TFS_TIMING_LOSSY ? "lossy"
+					    : "lossless";
 }
 
 static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag *diag)
@@ -713,8 +719,9 @@ static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag
 		    (in[0]->timing == TFS_TIMING_LOSSY && in[i]->rel_err != in[0]->rel_err))
 			return diag_set(diag, -EINVAL, 0, "streams",
 					"input %u: timing %s (error %g) differs from the first "
-					"input's %s (error %g)", i, timing_name(in[i]->timing),
-					in[i]->rel_err, timing_name(in[0]->timing), in[0]->rel_err);
+					"input's %s (error %g)",
+					i, timing_name(in[i]->timing), in[i]->rel_err,
+					timing_name(in[0]->timing), in[0]->rel_err);
 		ranks += in[i]->n_ranks;
 	}
 	if (ranks > UINT32_MAX)

@@ -105,8 +105,9 @@ static int meta_add(struct mmeta *m, const char *base, size_t base_len, int64_t 
 	rc = v ? merge_grow((void **)&m->kv, &m->kv_cap, 2 * ((uint64_t)m->n + 1), sizeof(char *))
 	       : -ENOMEM;
 	if (rc == 0)
-		rc = merge_grow2((void **)&m->base_val, sizeof(*m->base_val), (void **)&m->base_rank,
-			   sizeof(*m->base_rank), &m->base_cap, (uint64_t)m->bases.n + 1);
+		rc =
+		    merge_grow2((void **)&m->base_val, sizeof(*m->base_val), (void **)&m->base_rank,
+				sizeof(*m->base_rank), &m->base_cap, (uint64_t)m->bases.n + 1);
 	if (rc == 0 && strlen(k) > 65535)
 		rc = diag_set(diag, -EINVAL, 0, "meta", "metadata key too long once ranked");
 	if (rc == 0)

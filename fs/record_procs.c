@@ -28,13 +28,13 @@
 
 struct rproc {
 	char *path;
-	struct spool *s;	/* its own allocation: the consumer keeps a pointer to it */
+	struct spool *s; /* its own allocation: the consumer keeps a pointer to it */
 	struct cap_consumer *c;
 	uint32_t pid, ppid;
 	uint64_t fork_ns;
-	int status;	/* wait status, when @reaped */
-	bool reaped;	/* the recorder reaped it (the first process, orphans) */
-	bool borrowed;	/* the first process's spool and consumer belong to the caller */
+	int status;    /* wait status, when @reaped */
+	bool reaped;   /* the recorder reaped it (the first process, orphans) */
+	bool borrowed; /* the first process's spool and consumer belong to the caller */
 };
 
 struct rec_procs {
@@ -43,7 +43,7 @@ struct rec_procs {
 	struct cap_timing tm;
 	char *dir;	/* the spools' directory */
 	char *prefix;	/* "<first spool's name>." */
-	uint32_t n_bad;	/* spools that never became readable */
+	uint32_t n_bad; /* spools that never became readable */
 };
 
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
@@ -65,8 +65,12 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 		return -ENOMEM;
 	}
 	sprintf(ps->prefix, "%s.", slash ? slash + 1 : path);
-	ps->v[0] = (struct rproc){.path = strdup(path), .s = s, .c = c, .pid = pid,
-				  .ppid = (uint32_t)getpid(), .borrowed = true};
+	ps->v[0] = (struct rproc){.path = strdup(path),
+				  .s = s,
+				  .c = c,
+				  .pid = pid,
+				  .ppid = (uint32_t)getpid(),
+				  .borrowed = true};
 	if (!ps->v[0].path) {
 		rec_procs_free(ps);
 		return -ENOMEM;

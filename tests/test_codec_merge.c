@@ -54,8 +54,8 @@ static void mt_close(struct mtrace *m)
  * @sends, no event has a RANK argument: copies of the trace then do the same thing at
  * every rank (with them, a copy's rank 0 still sends to absolute rank 1).
  */
-static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n,
-			 uint64_t seed, const char *pid, bool sends)
+static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
+			 const char *pid, bool sends)
 {
 	struct tfs_writer_opts o = {.timing = timing, .rel_err = 0.01};
 	struct tfs_writer *w;
@@ -138,8 +138,8 @@ static uint64_t strip_pad(char *s, uint64_t n)
  * byte for byte, or but for line padding when @pad_may_differ (a RANK argument's width
  * depends on the rank count).
  */
-static void assert_views(struct tfs_trace *a, uint32_t rank, struct tfs_trace *b,
-			 uint32_t rank_b, uint32_t thread, bool pad_may_differ)
+static void assert_views(struct tfs_trace *a, uint32_t rank, struct tfs_trace *b, uint32_t rank_b,
+			 uint32_t thread, bool pad_may_differ)
 {
 	uint32_t ia, ib;
 
@@ -252,15 +252,15 @@ static void test_merge_shares_sections(void **state)
 enum { K_SEND, K_RECV };
 
 static const struct tfs_arg_desc send_args[] = {
-	{.name = "dest", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
-	{.name = "bytes", .type = TFS_TYPE_U64, .enc = TFS_ENC_SIG},
+    {.name = "dest", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+    {.name = "bytes", .type = TFS_TYPE_U64, .enc = TFS_ENC_SIG},
 };
 static const struct tfs_arg_desc recv_args[] = {
-	{.name = "src", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+    {.name = "src", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
 };
 static const struct tfs_kind_desc ring_kinds[] = {
-	{"send", "mpi", 2, send_args},
-	{"recv", "mpi", 1, recv_args},
+    {"send", "mpi", 2, send_args},
+    {"recv", "mpi", 1, recv_args},
 };
 
 /*
@@ -476,7 +476,8 @@ static void test_merge_pairwise_equals_all_at_once(void **state)
 	struct tfs_trace_info ai, pi;
 
 	for (int i = 0; i < 4; i++) {
-		gen_trace_ex(&in[i], TFS_TIMING_LOSSY, 1 + i % 2, 400, seed + 10 * i, pids[i], true);
+		gen_trace_ex(&in[i], TFS_TIMING_LOSSY, 1 + i % 2, 400, seed + 10 * i, pids[i],
+			     true);
 		t[i] = in[i].t;
 	}
 	assert_int_equal(merge(t, 4, &all), 0);
@@ -819,18 +820,18 @@ static void test_merge_allocation_failures_are_clean(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_merge_copies_render_like_the_input),
-		cmocka_unit_test(test_merge_shares_sections),
-		cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
-		cmocka_unit_test(test_special_ranks_are_absolute),
-		cmocka_unit_test(test_merge_reads_format_1_0),
-		cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
-		cmocka_unit_test(test_merge_matches_kinds_by_description),
-		cmocka_unit_test(test_merge_keeps_patched_values),
-		cmocka_unit_test(test_merge_carries_backtraces_and_symbols),
-		cmocka_unit_test(test_merge_refuses_bad_input),
-		cmocka_unit_test(test_mem_round_trip),
-		cmocka_unit_test(test_merge_allocation_failures_are_clean),
+	    cmocka_unit_test(test_merge_copies_render_like_the_input),
+	    cmocka_unit_test(test_merge_shares_sections),
+	    cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
+	    cmocka_unit_test(test_special_ranks_are_absolute),
+	    cmocka_unit_test(test_merge_reads_format_1_0),
+	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
+	    cmocka_unit_test(test_merge_matches_kinds_by_description),
+	    cmocka_unit_test(test_merge_keeps_patched_values),
+	    cmocka_unit_test(test_merge_carries_backtraces_and_symbols),
+	    cmocka_unit_test(test_merge_refuses_bad_input),
+	    cmocka_unit_test(test_mem_round_trip),
+	    cmocka_unit_test(test_merge_allocation_failures_are_clean),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

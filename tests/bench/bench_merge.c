@@ -57,8 +57,8 @@ static struct buf rank_trace(uint32_t rank, uint64_t n)
 		check("fill", tg_fill(&s, n, 1, 1 + rank * THREADS + th));
 		check("stream", tfs_writer_stream_new(w, 0, th, &ws));
 		for (uint64_t i = 0; i < s.n; i++)
-			check("append", tfs_wstream_append(ws, s.ev[i].kind, s.ev[i].ts, s.ev[i].dur,
-							   s.ev[i].args));
+			check("append", tfs_wstream_append(ws, s.ev[i].kind, s.ev[i].ts,
+							   s.ev[i].dur, s.ev[i].args));
 		tg_free(&s);
 	}
 	check("save", tfs_writer_save_mem(w, &b.data, &b.len));
@@ -97,7 +97,8 @@ static double reread_resave_s(const struct buf *in)
 			struct tfs_event ev;
 
 			check("event", tfs_cursor_event(c, i, &ev, NULL));
-			check("append", tfs_wstream_append(ws, ev.kind, ev.ts_ns, ev.dur_ns, ev.args));
+			check("append",
+			      tfs_wstream_append(ws, ev.kind, ev.ts_ns, ev.dur_ns, ev.args));
 		}
 		tfs_cursor_free(c);
 	}
@@ -180,9 +181,10 @@ int main(int argc, char **argv)
 		free(all.data);
 		free(rounds.data);
 	}
-	printf("\nall/base: one merge of every input against re-encoding one trace;\n"
-	       "all/rank/base: per input; rounds: log2(P) pairwise rounds, run one after the other\n"
-	       "here (MPI runs each round's merges in parallel)\n");
+	printf(
+	    "\nall/base: one merge of every input against re-encoding one trace;\n"
+	    "all/rank/base: per input; rounds: log2(P) pairwise rounds, run one after the other\n"
+	    "here (MPI runs each round's merges in parallel)\n");
 	for (uint32_t r = 0; r < MAX_P; r++)
 		free(in[r].data);
 	return 0;
