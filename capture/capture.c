@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,6 +71,11 @@ static pthread_key_t g_key;
 static _Atomic uint32_t g_phase_gen;
 static _Atomic uint32_t g_phase_id;
 static _Atomic uint64_t g_lost_early; /* dropped before a spool existed to count them */
+/* attached to `tracefs record`: this process's spool, and the first process's, from which
+ * every forked or spawned process derives its own (`<root>.<pid>`) */
+static bool g_follow;
+static char g_path[PATH_MAX];
+static char g_root[PATH_MAX];
 
 static _Thread_local struct tstate *tls_state TLS_IE;
 _Thread_local unsigned int cap_tls_depth TLS_IE;
@@ -516,11 +522,78 @@ void cap_thread_exclude(void)
 	tls_dead = true;
 }
 
-/* A forked child must not write into its parent's spool: fork following comes later. */
+const char *cap_spool_path(void)
+{
+	return g_follow ? g_path : NULL;
+}
+
+const char *cap_spool_root(void)
+{
+	return g_follow ? g_root : NULL;
+}
+
+void cap_before_exec(void)
+{
+	if (!tfs_capture_mask_)
+		return;
+	/* the new image goes on in this spool; what this thread wrote so far is complete */
+	if (cap_tls_depth++ == 0 && tls_state && tls_state->chunk) {
+		cap_spool_hand_over(tls_state->chunk);
+		tls_state->chunk = NULL;
+		tls_state->fill = tls_state->cap = 0;
+	}
+	cap_tls_depth--;
+}
+
+/*
+ * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
+ * process we were forked or spawned from). The environment is left alone (setenv is not
+ * safe in a forked child): an exec'd image finds this spool by its name (attach()).
+ */
+static int become_child(const struct spool_hdr *parent)
+{
+	uint32_t pid = (uint32_t)getpid();
+	int rc;
+
+	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
+		return -ENAMETOOLONG;
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
+	if (rc == -EEXIST) {
+		/* left by an earlier process of this pid that the recorder has consumed */
+		unlink(g_path);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
+	}
+	return rc;
+}
+
+/*
+ * In a forked child (one thread, the forking one): in-process capture stops; attached to
+ * `tracefs record`, the child becomes a new rank with a spool of its own. The parent's
+ * spool, chunk and thread state are the parent's: dropped here, never touched.
+ */
 static void fork_child(void)
 {
-	tfs_capture_mask_ = 0;
-	g_inproc = false;
+	struct spool parent = g_spool;
+	struct tstate *ts = tls_state;
+	int rc = -ENOTSUP;
+
+	cap_tls_depth++;
+	tls_state = NULL;
+	tls_thread_id = 0;
+	pthread_setspecific(g_key, NULL);
+	if (ts)
+		munmap(ts, sizeof(*ts));
+	g_spool.hdr = NULL;
+	if (g_follow)
+		rc = become_child(parent.hdr);
+	cap_spool_unmap(&parent);
+	atomic_store(&g_phase_gen, 0);
+	atomic_store(&g_lost_early, 0);
+	if (rc < 0) {
+		tfs_capture_mask_ = 0;
+		g_inproc = false;
+	}
+	cap_tls_depth--;
 }
 
 /*
@@ -583,20 +656,47 @@ static int start_inproc(void)
 	return rc;
 }
 
+/* Map @path if it is a spool this process (pid @pid) produces into. */
+static bool attach_own(const char *path, uint32_t pid)
+{
+	if (cap_spool_attach(&g_spool, path) < 0)
+		return false;
+	if (atomic_load(&g_spool.hdr->producer_pid) == pid)
+		return true;
+	cap_spool_unmap(&g_spool);
+	return false;
+}
+
 static int attach(const char *path)
 {
 	uint32_t pid = (uint32_t)getpid(), expect = 0;
+	const char *root = getenv("TFS_SPOOL_ROOT");
+	struct spool other;
 	int rc = cap_spool_attach(&g_spool, path);
 
 	if (rc < 0)
 		return rc;
+	g_follow = true;
+	snprintf(g_path, sizeof(g_path), "%s", path);
+	snprintf(g_root, sizeof(g_root), "%s", root && *root ? root : path);
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
-	if (!atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) &&
-	    expect != pid) {
-		cap_spool_unmap(&g_spool);
-		return -EBUSY;
+	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) ||
+	    expect == pid)
+		return 0;
+	/* the image a forked child exec'd with the environment it inherited: its own spool */
+	other = g_spool;
+	g_spool.hdr = NULL;
+	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) < sizeof(g_path) &&
+	    attach_own(g_path, pid)) {
+		cap_spool_unmap(&other);
+		return 0;
 	}
-	return 0;
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
+	rc = become_child(other.hdr);
+	cap_spool_unmap(&other);
+	if (rc < 0)
+		g_follow = false;
+	return rc;
 }
 
 /* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */

@@ -31,11 +31,11 @@ struct merge {
 	uint32_t *vals_first;	/* per stream: first stream with identical values */
 	uint32_t *sec_of;	/* per stream: section index of its grammar */
 	uint32_t *vsec_of;	/* per stream: section index of its values, or the section count */
+	struct vpatch_list *patch; /* per stream: words replaced in a shared section (§8.1) */
+	uint32_t *psec_of;	/* per base stream: its vpatch section, or UINT32_MAX */
 	uint32_t *bt_sec_of;	/* per writer rank: section index of its backtraces, or n_sect */
 	uint32_t *sym_sec_of;	/* per writer rank: section index of its symbols, or n_sect */
 	uint32_t n_sect;
-	struct vpatch_list *patch; /* per stream: words replaced in a shared section (§8.1) */
-	uint32_t *psec_of;	/* per base stream: its vpatch section, or UINT32_MAX */
 };
 
 static void merge_fini(struct merge *m, uint32_t n_streams)
@@ -234,27 +234,6 @@ static uint32_t first_equal(const struct tfs_buf *bufs, const uint64_t *hash, ui
 	return i;
 }
 
-/* Backtraces and symbols sections follow the streams' sections, rank by rank (FORMAT.md §8). */
-static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uint32_t *next_sec)
-{
-	uint32_t n = w->n_ranks ? w->n_ranks : 1;
-
-	m->bt_sec_of = calloc(n, sizeof(*m->bt_sec_of));
-	m->sym_sec_of = calloc(n, sizeof(*m->sym_sec_of));
-	if (!m->bt_sec_of || !m->sym_sec_of)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < w->n_ranks; i++) {
-		m->bt_sec_of[i] = w->ranks[i]->n_bt ? (*next_sec)++ : UINT32_MAX;
-		m->sym_sec_of[i] = wrank_has_symbols(w->ranks[i]) ? (*next_sec)++ : UINT32_MAX;
-	}
-	for (uint32_t i = 0; i < w->n_ranks; i++) {
-		if (m->bt_sec_of[i] == UINT32_MAX)
-			m->bt_sec_of[i] = *next_sec;
-		if (m->sym_sec_of[i] == UINT32_MAX)
-			m->sym_sec_of[i] = *next_sec;
-	}
-	return 0;
-}
 
 /* The stream owning the values section that patched stream @i patches. */
 static uint32_t patch_base(const struct merge *m, uint32_t i)
@@ -304,6 +283,28 @@ static int find_patch(struct merge *m, uint32_t i)
 		if (rc == 0)
 			m->vals_first[i] = j;
 		return rc;
+	}
+	return 0;
+}
+
+/* Backtraces and symbols sections follow the streams' sections, rank by rank (FORMAT.md §8). */
+static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uint32_t *next_sec)
+{
+	uint32_t n = w->n_ranks ? w->n_ranks : 1;
+
+	m->bt_sec_of = calloc(n, sizeof(*m->bt_sec_of));
+	m->sym_sec_of = calloc(n, sizeof(*m->sym_sec_of));
+	if (!m->bt_sec_of || !m->sym_sec_of)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n_ranks; i++) {
+		m->bt_sec_of[i] = w->ranks[i]->n_bt ? (*next_sec)++ : UINT32_MAX;
+		m->sym_sec_of[i] = wrank_has_symbols(w->ranks[i]) ? (*next_sec)++ : UINT32_MAX;
+	}
+	for (uint32_t i = 0; i < w->n_ranks; i++) {
+		if (m->bt_sec_of[i] == UINT32_MAX)
+			m->bt_sec_of[i] = *next_sec;
+		if (m->sym_sec_of[i] == UINT32_MAX)
+			m->sym_sec_of[i] = *next_sec;
 	}
 	return 0;
 }
@@ -451,32 +452,6 @@ static uint64_t time_bound(const struct tfs_writer *w, uint64_t max)
 	return max + (uint64_t)extra;
 }
 
-/* FORMAT.md §8 rank table: the ranks with backtraces or symbols, in rank order. */
-static int build_rank_table(const struct merge *m, const struct tfs_writer *w,
-			    struct tfs_buf *out)
-{
-	uint32_t n = 0;
-	int rc;
-
-	for (uint32_t i = 0; i < w->n_ranks; i++)
-		n += m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect;
-	rc = buf_put_varint(out, n);
-	for (uint32_t i = 0; i < w->n_ranks && rc == 0; i++) {
-		const struct wrank *r = w->ranks[i];
-
-		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
-			continue;
-		rc = buf_put_varint(out, r->rank);
-		if (rc == 0)
-			rc = buf_put_varint(out, m->bt_sec_of[i]);
-		if (rc == 0)
-			rc = buf_put_varint(out, r->n_bt);
-		if (rc == 0)
-			rc = buf_put_varint(out, m->sym_sec_of[i]);
-	}
-	return rc;
-}
-
 /*
  * FORMAT.md §8.1: the vpatch section of the streams that patch stream @base's values: the
  * base's section index, then each patching stream's list in stream-table order, each
@@ -500,6 +475,32 @@ static int build_vpatch(const struct merge *m, const struct tfs_writer *w, uint3
 		rc = vpatch_write(out, &m->patch[i], p1, p2);
 		p2 = p1;
 		p1 = &m->patch[i];
+	}
+	return rc;
+}
+
+/* FORMAT.md §8 rank table: the ranks with backtraces or symbols, in rank order. */
+static int build_rank_table(const struct merge *m, const struct tfs_writer *w,
+			    struct tfs_buf *out)
+{
+	uint32_t n = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < w->n_ranks; i++)
+		n += m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect;
+	rc = buf_put_varint(out, n);
+	for (uint32_t i = 0; i < w->n_ranks && rc == 0; i++) {
+		const struct wrank *r = w->ranks[i];
+
+		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
+			continue;
+		rc = buf_put_varint(out, r->rank);
+		if (rc == 0)
+			rc = buf_put_varint(out, m->bt_sec_of[i]);
+		if (rc == 0)
+			rc = buf_put_varint(out, r->n_bt);
+		if (rc == 0)
+			rc = buf_put_varint(out, m->sym_sec_of[i]);
 	}
 	return rc;
 }
@@ -598,6 +599,11 @@ static size_t values_head(const struct tfs_buf *v)
 	return (size_t)vs.data_start;
 }
 
+static int zstd_level(const struct tfs_writer *w)
+{
+	return w->opts.zstd_level ? w->opts.zstd_level : 19;
+}
+
 /* Whether stream @i is the first in the table to use its vpatch section. */
 static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uint32_t i)
 {
@@ -607,59 +613,56 @@ static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uin
 	return true;
 }
 
-static int write_sections(const struct merge *m, struct tfs_writer *w, int fd)
+/* Every section, then the table and header, through @cw (which the caller finalises). */
+static int write_sections(const struct merge *m, struct tfs_writer *w,
+			  struct ctr_writer *cw)
 {
 	struct tfs_buf b;
-	struct ctr_writer cw;
-	int level = w->opts.zstd_level ? w->opts.zstd_level : 19;
 	int rc;
 
 	buf_init(&b);
-	rc = ctr_writer_init(&cw, fd, level);
+	rc = build_meta(w, &b);
 	if (rc == 0)
-		rc = build_meta(w, &b);
-	if (rc == 0)
-		rc = ctr_add(&cw, SEC_META, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_META, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = schema_write(&w->schema, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_strings(m, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_STRINGS, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_STRINGS, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_cst(m, w, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_CST, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_CST, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_streams(m, w, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_STREAMS, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_STREAMS, 1, b.data, b.len, b.len);
 	/* in the order merge_streams() numbered them */
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		if (m->gram_first[i] == i)
-			rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
+			rc = ctr_add(cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
 				     m->gram[i].len);
 		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
-			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
+			rc = ctr_add(cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 		if (rc == 0 && m->patch[i].n && first_patcher(m, w, i)) {
 			b.len = 0;
 			rc = build_vpatch(m, w, patch_base(m, i), &b);
 			if (rc == 0)
-				rc = ctr_add(&cw, SEC_VPATCH, 1, b.data, b.len, b.len);
+				rc = ctr_add(cw, SEC_VPATCH, 1, b.data, b.len, b.len);
 		}
 	}
 	if (rc == 0)
-		rc = write_rank_sections(m, w, &cw);
+		rc = write_rank_sections(m, w, cw);
 	if (rc == 0)
-		rc = ctr_finish(&cw);
-	ctr_writer_fini(&cw);
+		rc = ctr_finish(cw);
 	buf_fini(&b);
 	return rc;
 }
@@ -689,21 +692,59 @@ static int open_temp(const char *path, char **tmp_out)
 	return fd;
 }
 
+/* Merge the streams' tables (once: the value streams are finished here). */
+static int save_begin(struct merge *m, struct tfs_writer *w)
+{
+	if (w->saved)
+		return -EALREADY;
+	memset(m, 0, sizeof(*m));
+	intern_init(&m->strs);
+	intern_init(&m->sigs);
+	buf_init(&m->g_widths);
+	buf_init(&m->scratch);
+	w->saved = true; /* value streams are finished below: no appends after this */
+	return merge_streams(m, w);
+}
+
+int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len)
+{
+	struct ctr_writer cw;
+	struct tfs_buf b;
+	struct merge m;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (w->saved)
+		return -EALREADY;
+	buf_init(&b);
+	rc = save_begin(&m, w);
+	if (rc == 0)
+		rc = ctr_writer_init_mem(&cw, &b, zstd_level(w));
+	if (rc == 0) {
+		rc = write_sections(&m, w, &cw);
+		ctr_writer_fini(&cw);
+	}
+	merge_fini(&m, w->n_streams);
+	if (rc < 0) {
+		buf_fini(&b);
+		return rc;
+	}
+	*out = b.data;
+	*len = b.len;
+	return 0;
+}
+
 int tfs_writer_save(struct tfs_writer *w, const char *path)
 {
+	struct ctr_writer cw;
 	struct merge m;
 	char *tmp = NULL;
 	int fd, rc;
 
 	if (w->saved)
 		return -EALREADY;
-	memset(&m, 0, sizeof(m));
-	intern_init(&m.strs);
-	intern_init(&m.sigs);
-	buf_init(&m.g_widths);
-	buf_init(&m.scratch);
-	w->saved = true; /* value streams are finished below: no appends after this */
-	rc = merge_streams(&m, w);
+	rc = save_begin(&m, w);
 	if (rc < 0)
 		goto out_merge;
 	fd = open_temp(path, &tmp);
@@ -711,7 +752,10 @@ int tfs_writer_save(struct tfs_writer *w, const char *path)
 		rc = fd;
 		goto out_merge;
 	}
-	rc = write_sections(&m, w, fd);
+	rc = ctr_writer_init(&cw, fd, zstd_level(w));
+	if (rc == 0)
+		rc = write_sections(&m, w, &cw);
+	ctr_writer_fini(&cw);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)

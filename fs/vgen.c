@@ -506,9 +506,9 @@ static const char readme_layout[] =
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
     "bytes read are decoded. summary.txt, stacks.folded, backtraces.txt and allocs.folded are\n"
-    "computed (one pass over their events; stacks.folded: two for threads in end order,\n"
-    "three in neither order) the first time they are listed or opened; a rank's merged\n"
-    "trace.txt and events.jsonl index their threads' times the first time they are read.\n";
+    "computed (one pass over their events; stacks.folded: two for threads in end order, three\n"
+    "in neither order) the first time they are listed or opened; a rank's merged trace.txt\n"
+    "and events.jsonl index their threads' times the first time they are read.\n";
 
 static const char readme_untimed[] =
     "                This trace has no timing: those files hold each thread's lines\n"

@@ -34,7 +34,8 @@
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
  * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign) and mmap, mmap64,
  * munmap; io is POSIX and stdio I/O with their 64-bit and fortified (__read_chk...) variants;
- * threads is pthread_create and pthread_join. Every event's category in the trace is the
+ * threads is pthread_create, pthread_join, fork, vfork, the exec family and posix_spawn.
+ * Every event's category in the trace is the
  * name of the --trace word that records it. Descriptors and FILE * become symbolic file
  * ids, one per path, the path stored once in the opening call; threads created with
  * pthread_create are numbered in creation order. Every heap block and mapping gets an
@@ -46,10 +47,17 @@
  * munmap that cuts a mapping in two leaves two pieces with the mapping's id and offsets
  * from its original start. The event kinds are listed in capture/calls.c.
  *
- * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
- * exec'd image under `tracefs record` goes on in the same rank with new thread ids),
- * backtraces, mremap, shmat and brk (a mapping mremap moved keeps its old range in the
- * allocation table until unmapped; memory they return has buffer id 0), dup/dup2/fcntl
+ * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
+ * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the
+ * trace (rank 0 the program, then in the order processes began; metadata pid, ppid and end
+ * per rank, `<key>.rank<R>`); an exec'd image goes on in its process's rank after an `exec`
+ * event, with new thread ids. In-process capture (no `tracefs record`) stops in a forked
+ * child. Processes started by clone() directly and statically linked images are not
+ * followed.
+ *
+ * Not done yet (later): backtraces, mremap, shmat and brk (a mapping mremap moved keeps its
+ * old range in the allocation table until unmapped; memory they return has buffer id 0),
+ * dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
  * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
@@ -75,11 +83,12 @@ extern "C" {
 #define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
 #define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family, mmap, munmap */
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
-#define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join */
+#define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the
- * library (at load, and 0 in a forked child and at exit); read through the inline functions.
+ * library (at load, and at exit; 0 in a forked child unless `tracefs record` follows it); read
+ * through the inline functions.
  */
 extern unsigned int tfs_capture_mask_;
 

@@ -318,9 +318,19 @@ def test_fork(tap, args, work):
     tap.ok(rc == 0 and sorted(sout.splitlines()) == [b"child done", b"parent done"],
            "fork under record: both processes run", serr)
     t = Trace(args.tracefs, out)
-    tap.ok(t.threads() == [0] and strip(t.events(0)) == parent and t.verify()[0] == 0,
-           "fork under record: the child records nothing (fork following comes later), "
-           "the parent's events are intact", (t.threads(), strip(t.events(0))))
+    tap.ok(t.info["n_ranks"] == 2 and strip(t.events(0)) == parent and t.verify()[0] == 0,
+           "fork under record: the parent is rank 0, its events intact",
+           (t.info["n_ranks"], strip(t.events(0))))
+    child = [json.loads(line) for line in
+             t.cat("ranks/1/threads/0/events.jsonl").decode().splitlines()] \
+        if t.info["n_ranks"] == 2 else []
+    names = [e["name"] for e in child]
+    tap.ok(names == ["zone"] * 100 + ["mark"] and child[-1]["args"] == {"message": "child"},
+           "fork under record: the child is rank 1 with its own events", names[:4])
+    tap.ok(t.meta("ppid.rank1") == t.meta("pid") and t.meta("pid.rank1") not in (None, t.meta("pid"))
+           and t.meta("end.rank1") == "exited",
+           "fork under record: the child's pid, ppid and end are rank 1's metadata",
+           t.info.get("meta"))
     cwd = tempfile.mkdtemp(dir=work)
     rc, sout, serr = run([args.known, "fork"], cwd=cwd)
     names = os.listdir(cwd)
