@@ -523,6 +523,8 @@ static uint32_t parse_trace(const char *s)
 			mask |= TFS_TRACE_IO;
 		else if (!strcmp(word, "threads"))
 			mask |= TFS_TRACE_THREADS;
+		else if (!strcmp(word, "mpi"))
+			mask |= TFS_TRACE_MPI;
 		else if (!strcmp(word, "all"))
 			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
 				TFS_TRACE_THREADS;

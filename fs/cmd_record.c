@@ -4,8 +4,12 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default). This file does the command
- * line and process control only; the consumer is capture/consumer.c.
+ * (zones, mem, alloc, io, threads, all; all by default). Run by an MPI launcher
+ * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
+ * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers, and each rank
+ * saves its own trace as <out>.<rank> (merging them into one file at MPI_Finalize is not
+ * done yet). This file does the command line and process control only; the consumer is
+ * capture/consumer.c.
  */
 #include <elf.h>
 #include <errno.h>
@@ -44,6 +48,7 @@ struct record_opts {
 	uint32_t mask;
 	size_t spool_bytes;
 	char **argv; /* the command */
+	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 };
 
 static pid_t g_child;
@@ -182,6 +187,44 @@ out:
 	return is_static;
 }
 
+/* The rank and size an MPI launcher gave this process (mpich's Hydra, Open MPI). */
+static void mpi_launch(long *rank, long *size)
+{
+	static const char *const vars[][2] = {{"PMI_RANK", "PMI_SIZE"},
+					      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}};
+
+	*rank = 0;
+	*size = 0;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *r = getenv(vars[i][0]), *s = getenv(vars[i][1]);
+
+		if (r && s && atol(s) > 0) {
+			*rank = atol(r);
+			*size = atol(s);
+			return;
+		}
+	}
+}
+
+/* libtfsmpi.so, next to libtfscapture.so @lib (installed) or in mpi/ beside it (build). */
+static bool find_mpi_library(const char *lib, char *buf, size_t cap)
+{
+	static const char *const rel[] = {"/mpi/libtfsmpi.so", "/libtfsmpi.so"};
+	const char *env = getenv("TFS_MPI_LIB");
+	const char *slash = strrchr(lib, '/');
+
+	if (env && *env) {
+		snprintf(buf, cap, "%s", env);
+		return access(buf, R_OK) == 0;
+	}
+	for (size_t i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(buf, cap, "%.*s%s", (int)(slash - lib), lib, rel[i]);
+		if (access(buf, R_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* libtfscapture.so: $TFS_CAPTURE_LIB, next to this build's tracefs, or installed. */
 static bool find_library(char *buf, size_t cap)
 {
@@ -233,7 +276,7 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 static void set_preload(const char *lib)
 {
 	const char *old = getenv("LD_PRELOAD");
-	char buf[8192];
+	char buf[16384];
 
 	if (old && *old)
 		snprintf(buf, sizeof(buf), "%s:%s", lib, old);
@@ -361,6 +404,15 @@ static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid
 						  (long)pid, "record");
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "end", how);
+	if (rc == 0 && o->mpi_size > 0) {
+		char v[32];
+
+		snprintf(v, sizeof(v), "%ld", o->mpi_rank);
+		rc = cap_consumer_set_meta(c, "mpi_rank", v);
+		snprintf(v, sizeof(v), "%ld", o->mpi_size);
+		if (rc == 0)
+			rc = cap_consumer_set_meta(c, "mpi_size", v);
+	}
 	if (rc == 0)
 		rc = cap_consumer_save(c, out);
 	return rc;
@@ -410,7 +462,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			exit_status = EXIT_RUNTIME;
 	} else {
 		cap_consumer_stats(c, &st);
-		summary(out, how, &st);
+		if (o->mpi_rank == 0) /* one line per job, not per rank */
+			summary(out, how, &st);
 	}
 	cap_consumer_free(c);
 	unlink(spool_path);
@@ -428,7 +481,7 @@ err_unlink:
 int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
-	char file[PATH_MAX], lib[PATH_MAX], out[PATH_MAX];
+	char file[PATH_MAX], lib[2 * PATH_MAX + 2], out[PATH_MAX + 24];
 	const char *base;
 	int rc;
 
@@ -453,5 +506,19 @@ int fs_cmd_record(int argc, char **argv)
 	snprintf(out, sizeof(out), "%s", o.out ? o.out : base);
 	if (!o.out)
 		snprintf(out, sizeof(out), "%s.trace", base);
+	mpi_launch(&o.mpi_rank, &o.mpi_size);
+	if (o.mpi_size > 0) {
+		char mpilib[PATH_MAX];
+		size_t n = strlen(lib);
+
+		if (!find_mpi_library(lib, mpilib, sizeof(mpilib))) {
+			fs_fail("cannot find libtfsmpi.so next to %s (set TFS_MPI_LIB)", lib);
+			return EXIT_RUNTIME;
+		}
+		snprintf(lib + n, sizeof(lib) - n, ":%s", mpilib);
+		o.mask |= TFS_TRACE_MPI;
+		n = strlen(out);
+		snprintf(out + n, sizeof(out) - n, ".%ld", o.mpi_rank);
+	}
 	return record(&o, lib, out);
 }
