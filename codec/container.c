@@ -21,9 +21,27 @@ const char *ctr_type_name(uint32_t type)
 	return type <= SEC_TYPE_MAX ? names[type] : "unknown";
 }
 
-static int write_all(int fd, const void *p, size_t n, uint64_t off)
+static int write_mem(struct tfs_buf *m, const void *p, size_t n, uint64_t off)
+{
+	if (off + n > m->len) {
+		int rc = buf_reserve(m, (size_t)(off + n - m->len));
+
+		if (rc < 0)
+			return rc;
+		m->len = (size_t)(off + n);
+	}
+	if (n)
+		memcpy(m->data + off, p, n);
+	return 0;
+}
+
+static int write_all(const struct ctr_writer *cw, const void *p, size_t n, uint64_t off)
 {
 	const uint8_t *b = p;
+	int fd = cw->fd;
+
+	if (cw->mem)
+		return write_mem(cw->mem, p, n, off);
 
 	while (n) {
 		ssize_t w = pwrite(fd, b, n, (off_t)off);
@@ -48,7 +66,19 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level)
 	cw->fd = fd;
 	cw->zstd_level = zstd_level;
 	cw->off = CTR_HEADER_BYTES;
-	return write_all(fd, zero, sizeof(zero), 0);
+	return write_all(cw, zero, sizeof(zero), 0);
+}
+
+int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_level)
+{
+	uint8_t zero[CTR_HEADER_BYTES] = {0};
+
+	memset(cw, 0, sizeof(*cw));
+	cw->fd = -1;
+	cw->mem = mem;
+	cw->zstd_level = zstd_level;
+	cw->off = CTR_HEADER_BYTES;
+	return write_all(cw, zero, sizeof(zero), 0);
 }
 
 void ctr_writer_fini(struct ctr_writer *cw)
@@ -56,6 +86,36 @@ void ctr_writer_fini(struct ctr_writer *cw)
 	free(cw->ents);
 	cw->ents = NULL;
 	cw->n = cw->cap = 0;
+}
+
+static int reserve_entry(struct ctr_writer *cw)
+{
+	struct sec_entry *e;
+	uint32_t cap = cw->cap ? cw->cap * 2 : 16;
+
+	if (cw->n < cw->cap)
+		return 0;
+	e = realloc(cw->ents, cap * sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	cw->ents = e;
+	cw->cap = cap;
+	return 0;
+}
+
+int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void *stored)
+{
+	int rc = reserve_entry(cw);
+
+	if (rc == 0)
+		rc = write_all(cw, stored, (size_t)e->stored, cw->off);
+	if (rc < 0)
+		return rc;
+	cw->ents[cw->n] = *e;
+	cw->ents[cw->n].off = cw->off;
+	cw->off += e->stored;
+	cw->n++;
+	return 0;
 }
 
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
@@ -67,15 +127,9 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 	size_t stored_len = n;
 	int rc;
 
-	if (cw->n == cw->cap) {
-		uint32_t cap = cw->cap ? cw->cap * 2 : 16;
-
-		e = realloc(cw->ents, cap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		cw->ents = e;
-		cw->cap = cap;
-	}
+	rc = reserve_entry(cw);
+	if (rc < 0)
+		return rc;
 	buf_init(&z);
 	if (compress) {
 		rc = zs_compress(&z, data, n, cw->zstd_level);
@@ -95,7 +149,7 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 	e->crc_all = crc32c(stored, stored_len);
 	e->head_len = head_len > stored_len ? stored_len : head_len;
 	e->crc_head = crc32c(stored, e->head_len);
-	rc = write_all(cw->fd, stored, stored_len, cw->off);
+	rc = write_all(cw, stored, stored_len, cw->off);
 	if (rc < 0)
 		goto out;
 	cw->off += stored_len;
@@ -137,9 +191,9 @@ int ctr_finish(struct ctr_writer *cw)
 	le_put32(hdr + 24, cw->n);
 	le_put32(hdr + 28, crc32c(table, tlen));
 	le_put32(hdr + 32, crc32c(hdr, 32));
-	rc = write_all(cw->fd, table, tlen, cw->off);
+	rc = write_all(cw, table, tlen, cw->off);
 	if (rc == 0)
-		rc = write_all(cw->fd, hdr, sizeof(hdr), 0);
+		rc = write_all(cw, hdr, sizeof(hdr), 0);
 	free(table);
 	return rc;
 }

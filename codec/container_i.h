@@ -34,9 +34,13 @@ struct sec_entry {
 	uint64_t head_len;
 };
 
-/* Writer: sections are written sequentially to @fd, then the table and the header. */
+/*
+ * Writer: sections are written sequentially to @fd (or appended to @mem when it is not
+ * NULL), then the table and the header.
+ */
 struct ctr_writer {
 	int fd;
+	struct tfs_buf *mem;
 	uint64_t off;
 	int zstd_level;
 	struct sec_entry *ents;
@@ -45,6 +49,8 @@ struct ctr_writer {
 
 /* Writes the placeholder header. @return 0 or -errno */
 int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level);
+/* Same, into the empty buffer @mem (the caller owns it). @return 0 or -ENOMEM */
+int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_level);
 void ctr_writer_fini(struct ctr_writer *cw);
 /*
  * Append a section. @compress: store as one zstd frame. @head_len: bytes covered by crc_hd
@@ -52,6 +58,13 @@ void ctr_writer_fini(struct ctr_writer *cw);
  */
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
 	    size_t head_len);
+/*
+ * Append a section whose stored bytes and entry come from another trace as they are
+ * (a merge copies sections it does not change): @e's codec, raw size, checksums and
+ * head_len are kept, its offset is replaced. The caller checked crc_all.
+ * @return 0 or -errno
+ */
+int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void *stored);
 /* Write table and header. @return 0 or -errno */
 int ctr_finish(struct ctr_writer *cw);
 

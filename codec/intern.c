@@ -76,6 +76,22 @@ static int grow_slots(struct intern *t)
 	return 0;
 }
 
+int intern_find(const struct intern *t, const void *key, size_t len, uint32_t *id)
+{
+	uint32_t i;
+
+	if (!t->n_slots)
+		return -ENOENT;
+	i = (uint32_t)hash_bytes(key, len) & (t->n_slots - 1);
+	for (; t->slots[i]; i = (i + 1) & (t->n_slots - 1)) {
+		if (key_eq(t, t->slots[i] - 1, key, len)) {
+			*id = t->slots[i] - 1;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int intern_get(struct intern *t, const void *key, size_t len, uint32_t *id, bool *is_new)
 {
 	uint32_t i;

@@ -26,6 +26,8 @@ void intern_fini(struct intern *t);
  * when 2^31 keys exist
  */
 int intern_get(struct intern *t, const void *key, size_t len, uint32_t *id, bool *is_new);
+/* Id of @key if present. @return 0 or -ENOENT */
+int intern_find(const struct intern *t, const void *key, size_t len, uint32_t *id);
 static inline const uint8_t *intern_key(const struct intern *t, uint32_t id, size_t *len)
 {
 	*len = (size_t)(t->offs[id + 1] - t->offs[id]);

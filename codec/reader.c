@@ -143,6 +143,9 @@ static int parse_term(struct tfs_trace *t, struct tfs_rd *r, uint32_t term, uint
 				rc = rd_fail(r, "string argument with an empty string table");
 		} else {
 			rc = rd_varint(r, &w);
+			if (rc == 0 && a->enc == TFS_ENC_RANK && t->cf.minor == 0 &&
+			    !rank_word_from_v10(w, &w))
+				rc = rd_fail(r, "rank argument out of range");
 		}
 		if (rc < 0)
 			return rc;
@@ -527,29 +530,23 @@ static int map_file(struct tfs_trace *t, const char *path, struct tfs_diag *diag
 				"file of %lld bytes is too short for a trace header",
 				(long long)st.st_size);
 	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, t->fd, 0);
-	if (m == MAP_FAILED)
-		return -errno;
+	if (m == MAP_FAILED) {
+		int rc = -errno;
+
+		close(t->fd);
+		t->fd = -1;
+		return rc;
+	}
 	t->map = m;
 	t->size = (uint64_t)st.st_size;
 	return 0;
 }
 
-int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *diag)
+/* Open over @t->map once it is set, from a file or a caller's buffer. */
+static int open_common(struct tfs_trace *t, struct tfs_trace **out, struct tfs_diag *diag)
 {
-	struct tfs_trace *t;
-	int rc;
+	int rc = ctr_parse(&t->cf, t->map, t->size, diag);
 
-	*out = NULL;
-	if (diag)
-		memset(diag, 0, sizeof(*diag));
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	t->fd = -1;
-	schema_init(&t->schema);
-	rc = map_file(t, path, diag);
-	if (rc == 0)
-		rc = ctr_parse(&t->cf, t->map, t->size, diag);
 	if (rc == 0)
 		rc = load_tables(t, diag);
 	if (rc < 0) {
@@ -558,6 +555,56 @@ int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *di
 	}
 	*out = t;
 	return 0;
+}
+
+static struct tfs_trace *trace_new(struct tfs_diag *diag)
+{
+	struct tfs_trace *t;
+
+	if (diag)
+		memset(diag, 0, sizeof(*diag));
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->fd = -1;
+	schema_init(&t->schema);
+	return t;
+}
+
+int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *diag)
+{
+	struct tfs_trace *t;
+	int rc;
+
+	*out = NULL;
+	t = trace_new(diag);
+	if (!t)
+		return -ENOMEM;
+	rc = map_file(t, path, diag);
+	if (rc < 0) {
+		tfs_trace_close(t);
+		return rc;
+	}
+	return open_common(t, out, diag);
+}
+
+int tfs_trace_open_mem(const void *data, size_t len, struct tfs_trace **out,
+		       struct tfs_diag *diag)
+{
+	struct tfs_trace *t;
+
+	*out = NULL;
+	t = trace_new(diag);
+	if (!t)
+		return -ENOMEM;
+	if (len < CTR_HEADER_BYTES) {
+		tfs_trace_close(t);
+		return diag_set(diag, -TFS_ECORRUPT, (uint64_t)len, "header",
+				"buffer of %zu bytes is too short for a trace header", len);
+	}
+	t->map = data;
+	t->size = (uint64_t)len;
+	return open_common(t, out, diag);
 }
 
 void tfs_trace_close(struct tfs_trace *t)
@@ -597,10 +644,11 @@ void tfs_trace_close(struct tfs_trace *t)
 	free(t->meta);
 	schema_fini(&t->schema);
 	ctr_fini(&t->cf);
-	if (t->map)
-		munmap((void *)t->map, (size_t)t->size);
-	if (t->fd >= 0)
+	if (t->fd >= 0) {
+		if (t->map)
+			munmap((void *)t->map, (size_t)t->size);
 		close(t->fd);
+	}
 	free(t);
 }
 
@@ -650,6 +698,29 @@ const char *tfs_trace_meta(const struct tfs_trace *t, const char *key)
 		if (strcmp(t->meta[2 * i], key) == 0)
 			return t->meta[2 * i + 1];
 	return NULL;
+}
+
+const char *tfs_trace_meta_rank(const struct tfs_trace *t, const char *key, uint32_t rank)
+{
+	const char *best = tfs_trace_meta(t, key);
+	size_t n = strlen(key);
+	int64_t best_rank = -1;
+
+	for (uint32_t i = 0; i < t->n_meta; i++) {
+		const char *k = t->meta[2 * i], *d;
+		uint64_t r = 0;
+
+		if (strncmp(k, key, n) != 0 || strncmp(k + n, ".rank", 5) != 0 || !k[n + 5] ||
+		    (k[n + 5] == '0' && k[n + 6]))
+			continue;
+		for (d = k + n + 5; *d >= '0' && *d <= '9' && r <= rank; d++)
+			r = r * 10 + (uint64_t)(*d - '0');
+		if (*d || r > rank || (int64_t)r <= best_rank)
+			continue;
+		best = t->meta[2 * i + 1];
+		best_rank = (int64_t)r;
+	}
+	return best;
 }
 
 int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,

@@ -146,15 +146,26 @@ static void put_nanos(struct sink *s, uint64_t v)
 	put(s, tmp, sizeof(tmp));
 }
 
+/* The absolute rank a RANK word means in a stream of rank @rank. */
+static int64_t rank_abs(uint64_t word, uint32_t rank)
+{
+	if (rank_word_special(word))
+		return rank_word_value(word);
+	return (int64_t)((uint64_t)rank_word_value(word) + rank);
+}
+
 static unsigned int signed_width(int64_t v)
 {
 	return v < 0 ? 1 + dec_digits(-(uint64_t)v) : dec_digits((uint64_t)v);
 }
 
-unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz)
+unsigned int render_rank_width(const struct tfs_trace *t, uint64_t word)
 {
-	int64_t rel = zigzag_dec(zz);
+	int64_t rel = rank_word_value(word);
 	unsigned int a = signed_width(rel);
+
+	if (rank_word_special(word))
+		return a;
 	unsigned int b = signed_width((int64_t)((uint64_t)rel + (t->n_ranks - 1)));
 
 	return a > b ? a : b;
@@ -458,7 +469,7 @@ static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmp
 		put_num(s, g->type, in->vals[g->val], g->json);
 		break;
 	default: /* SEG_RANK_ARG */
-		put_i64(s, (int64_t)((uint64_t)zigzag_dec(g->a) + in->rank));
+		put_i64(s, rank_abs(g->a, in->rank));
 	}
 }
 
@@ -507,7 +518,7 @@ void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const 
 			args[i].u = *vals++;
 			break;
 		case TFS_ENC_RANK:
-			args[i].i = (int64_t)((uint64_t)zigzag_dec(w[i]) + rank);
+			args[i].i = rank_abs(w[i], rank);
 			break;
 		case TFS_ENC_STR:
 			args[i].s = t->strs[w[i]];
@@ -534,8 +545,10 @@ static void put_sig_arg(struct sink *s, const struct tfs_trace *t, const struct 
 
 	if (a->enc == TFS_ENC_VAL) {
 		put(s, "*", 1);
+	} else if (a->enc == TFS_ENC_RANK && rank_word_special(word)) {
+		put_i64(s, rank_word_value(word));
 	} else if (a->enc == TFS_ENC_RANK) {
-		rel = zigzag_dec(word);
+		rel = rank_word_value(word);
 		put(s, "r", 1);
 		if (rel) {
 			put(s, rel > 0 ? "+" : "-", 1);

@@ -5,6 +5,7 @@
 #ifndef TFS_SCHEMA_I_H
 #define TFS_SCHEMA_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bytes_i.h"
@@ -29,6 +30,54 @@ struct tfs_schema {
 	uint32_t n_kinds, cap;
 	struct schema_kind *kinds;
 };
+
+/*
+ * A RANK argument's signature word (FORMAT.md §5.2, format 1.1): a rank >= 0 is stored
+ * relative to the stream's rank as zigzag(rank - stream rank) << 1; a negative rank
+ * (MPI_PROC_NULL, MPI_ANY_SOURCE, MPI_ROOT...) means the same at every rank and is stored
+ * as is, (-rank - 1) << 1 | 1. Ranks lie in [-RANK_LIMIT, RANK_LIMIT).
+ */
+#define RANK_LIMIT (INT64_C(1) << 62)
+
+static inline bool rank_word_special(uint64_t w)
+{
+	return w & 1;
+}
+
+/* The relative rank of a plain word, or the absolute (negative) rank of a special one. */
+static inline int64_t rank_word_value(uint64_t w)
+{
+	if (w & 1)
+		return -(int64_t)(w >> 1) - 1;
+	return zigzag_dec(w >> 1);
+}
+
+/* Word of a rank relative to the stream's; false if it is out of range. */
+static inline bool rank_word_rel(int64_t rel, uint64_t *w)
+{
+	if (rel >= RANK_LIMIT || rel < -RANK_LIMIT)
+		return false;
+	*w = zigzag_enc(rel) << 1;
+	return true;
+}
+
+/* Word of absolute rank @abs seen from a stream of rank @rank; false if out of range. */
+static inline bool rank_word_enc(int64_t abs, uint32_t rank, uint64_t *w)
+{
+	if (abs >= RANK_LIMIT || abs < -RANK_LIMIT)
+		return false;
+	if (abs < 0) {
+		*w = (uint64_t)(-(abs + 1)) << 1 | 1;
+		return true;
+	}
+	return rank_word_rel(abs - (int64_t)rank, w);
+}
+
+/* Word of a format 1.0 trace (zigzag(rank - stream rank), negative ranks too) as 1.1. */
+static inline bool rank_word_from_v10(uint64_t w10, uint64_t *w)
+{
+	return rank_word_rel(zigzag_dec(w10), w);
+}
 
 void schema_init(struct tfs_schema *s);
 void schema_fini(struct tfs_schema *s);

@@ -77,7 +77,7 @@ struct tphase {
 
 struct tfs_trace {
 	int fd;
-	const uint8_t *map;
+	const uint8_t *map; /* the file mapped (fd >= 0), or the caller's buffer (fd < 0) */
 	uint64_t size;
 	struct ctr_file cf;
 	char **meta; /* key, value pairs, NUL-terminated copies */
@@ -87,7 +87,7 @@ struct tfs_trace {
 	uint32_t *str_len; /* their lengths (they may hold NUL bytes) */
 	uint32_t n_strs;
 	/* CST: terminal t has kind term_kind[t] and argument words term_arg[term_argoff[t]..]
-	 * (SIG/SYM value, zigzagged relative rank, string index, or VAL width) */
+	 * (SIG/SYM value, RANK word as format 1.1 has it (§5.2), string index, or VAL width) */
 	uint32_t n_terms;
 	uint32_t *term_kind;
 	uint32_t *term_argoff;
@@ -138,8 +138,8 @@ int render_templates(struct tfs_trace *t);
  */
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, struct tfs_diag *diag);
-/* Width of the printed absolute rank of a RANK argument word @zz at any rank. */
-unsigned int render_rank_width(const struct tfs_trace *t, uint64_t zz);
+/* Width of the printed absolute rank of a RANK argument word @word at any rank. */
+unsigned int render_rank_width(const struct tfs_trace *t, uint64_t word);
 /* Fill tfs_event.args: the decoded argument values of terminal @term. */
 void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,
 		 union tfs_arg *args);

@@ -219,9 +219,14 @@ static int encode_sig(struct tfs_wstream *s, const struct schema_kind *k, uint32
 		case TFS_ENC_SYM:
 			rc = buf_put_varint(&s->sig, v);
 			break;
-		case TFS_ENC_RANK:
-			rc = buf_put_varint(&s->sig, zigzag_enc(args[i].i - (int64_t)s->rank));
+		case TFS_ENC_RANK: {
+			uint64_t w;
+
+			if (!rank_word_enc(args[i].i, s->rank, &w))
+				return -EINVAL;
+			rc = buf_put_varint(&s->sig, w);
 			break;
+		}
 		case TFS_ENC_STR: {
 			size_t n = args[i].s ? strlen(args[i].s) : 0;
 

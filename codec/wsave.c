@@ -408,51 +408,53 @@ static size_t values_head(const struct tfs_buf *v)
 	return (size_t)vs.data_start;
 }
 
-static int write_sections(const struct merge *m, const struct tfs_writer *w, int fd)
+static int zstd_level(const struct tfs_writer *w)
+{
+	return w->opts.zstd_level ? w->opts.zstd_level : 19;
+}
+
+/* Every section, then the table and header, through @cw (which the caller finalises). */
+static int write_sections(const struct merge *m, const struct tfs_writer *w,
+			  struct ctr_writer *cw)
 {
 	struct tfs_buf b;
-	struct ctr_writer cw;
-	int level = w->opts.zstd_level ? w->opts.zstd_level : 19;
 	int rc;
 
 	buf_init(&b);
-	rc = ctr_writer_init(&cw, fd, level);
+	rc = build_meta(w, &b);
 	if (rc == 0)
-		rc = build_meta(w, &b);
-	if (rc == 0)
-		rc = ctr_add(&cw, SEC_META, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_META, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = schema_write(&w->schema, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_strings(m, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_STRINGS, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_STRINGS, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_cst(m, w, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_CST, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_CST, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
 		rc = build_streams(m, w, &b);
 	if (rc == 0)
-		rc = ctr_add(&cw, SEC_STREAMS, 1, b.data, b.len, b.len);
+		rc = ctr_add(cw, SEC_STREAMS, 1, b.data, b.len, b.len);
 	/* in the order merge_streams() numbered them */
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		if (m->gram_first[i] == i)
-			rc = ctr_add(&cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
+			rc = ctr_add(cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
 				     m->gram[i].len);
 		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
-			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
+			rc = ctr_add(cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 	}
 	if (rc == 0)
-		rc = ctr_finish(&cw);
-	ctr_writer_fini(&cw);
+		rc = ctr_finish(cw);
 	buf_fini(&b);
 	return rc;
 }
@@ -482,21 +484,59 @@ static int open_temp(const char *path, char **tmp_out)
 	return fd;
 }
 
+/* Merge the streams' tables (once: the value streams are finished here). */
+static int save_begin(struct merge *m, struct tfs_writer *w)
+{
+	if (w->saved)
+		return -EALREADY;
+	memset(m, 0, sizeof(*m));
+	intern_init(&m->strs);
+	intern_init(&m->sigs);
+	buf_init(&m->g_widths);
+	buf_init(&m->scratch);
+	w->saved = true; /* value streams are finished below: no appends after this */
+	return merge_streams(m, w);
+}
+
+int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len)
+{
+	struct ctr_writer cw;
+	struct tfs_buf b;
+	struct merge m;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (w->saved)
+		return -EALREADY;
+	buf_init(&b);
+	rc = save_begin(&m, w);
+	if (rc == 0)
+		rc = ctr_writer_init_mem(&cw, &b, zstd_level(w));
+	if (rc == 0) {
+		rc = write_sections(&m, w, &cw);
+		ctr_writer_fini(&cw);
+	}
+	merge_fini(&m, w->n_streams);
+	if (rc < 0) {
+		buf_fini(&b);
+		return rc;
+	}
+	*out = b.data;
+	*len = b.len;
+	return 0;
+}
+
 int tfs_writer_save(struct tfs_writer *w, const char *path)
 {
+	struct ctr_writer cw;
 	struct merge m;
 	char *tmp = NULL;
 	int fd, rc;
 
 	if (w->saved)
 		return -EALREADY;
-	memset(&m, 0, sizeof(m));
-	intern_init(&m.strs);
-	intern_init(&m.sigs);
-	buf_init(&m.g_widths);
-	buf_init(&m.scratch);
-	w->saved = true; /* value streams are finished below: no appends after this */
-	rc = merge_streams(&m, w);
+	rc = save_begin(&m, w);
 	if (rc < 0)
 		goto out_merge;
 	fd = open_temp(path, &tmp);
@@ -504,7 +544,10 @@ int tfs_writer_save(struct tfs_writer *w, const char *path)
 		rc = fd;
 		goto out_merge;
 	}
-	rc = write_sections(&m, w, fd);
+	rc = ctr_writer_init(&cw, fd, zstd_level(w));
+	if (rc == 0)
+		rc = write_sections(&m, w, &cw);
+	ctr_writer_fini(&cw);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)

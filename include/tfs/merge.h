@@ -23,12 +23,26 @@ struct tfs_trace;
 
 /**
  * Merge @n open traces into one trace in memory: input i's rank k becomes rank
- * (sum of the ranks of inputs 0..i-1) + k. Inputs must share a timing mode (else -EINVAL).
- * Metadata comes from input 0; a key whose value differs elsewhere is stored as
- * `<key>.rank<R>` for the first rank R of that input.
+ * (sum of the ranks of inputs 0..i-1) + k, its streams and phases follow input i-1's.
+ * Inputs must share a timing mode (else -EINVAL); their schemas may differ (kinds are
+ * matched by their whole description). The same trace may be given several times.
+ *
+ * Metadata comes from input 0. A key `<key>.rank<R>` holds the value of `<key>` from rank R
+ * on, up to the next such key (tfs_trace_meta_rank() reads it): a key of input i whose
+ * value differs from the one in force at the previous rank is stored as `<key>.rank<R>` for
+ * the first rank R of input i, and input i's own `<key>.rank<R>` keys are re-based to
+ * `<key>.rank<R + first rank>`. So merging merged traces pairwise (MPI at MPI_Finalize)
+ * gives the same values per rank as merging all inputs at once.
+ *
+ * Sections whose content does not change (values sections, grammars whose terminals keep
+ * their numbers) are copied as stored after their whole checksum is checked; equal
+ * sections are stored once. Inputs are only read: several merges may share them.
+ *
  * @param out  a new malloc'ed buffer of *@len bytes (a complete trace file), caller frees
- * @return 0, -EINVAL (n == 0, mixed timing, too many ranks), -TFS_ECORRUPT (an input, diag
- *         filled) or -ENOMEM
+ * @return 0, -EINVAL (n == 0, mixed timing, too many ranks, a rank argument or metadata
+ *         key out of range once re-based; diag filled), -TFS_ECORRUPT (a section of an
+ *         input fails its checksum; diag filled, its reason starts with "input <i>: " and
+ *         its offset is in that input) or -ENOMEM
  */
 int tfs_merge_traces(struct tfs_trace *const *in, uint32_t n, void **out, size_t *len,
 		     struct tfs_diag *diag);

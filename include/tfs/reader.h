@@ -79,6 +79,12 @@ int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_sectio
 
 /** Metadata value of @key, or NULL. Borrowed from the trace. */
 const char *tfs_trace_meta(const struct tfs_trace *t, const char *key);
+/**
+ * Metadata value of @key for @rank of a merged trace (tfs_merge_traces()): the value of
+ * `<key>.rank<R>` for the largest R <= @rank present, else that of @key, else NULL.
+ * Borrowed from the trace.
+ */
+const char *tfs_trace_meta_rank(const struct tfs_trace *t, const char *key, uint32_t rank);
 /** Metadata pair @idx (in file order). @return 0 or -ENOENT */
 int tfs_trace_meta_at(const struct tfs_trace *t, uint32_t idx, const char **key,
 		      const char **value);
@@ -191,7 +197,9 @@ ssize_t tfs_trace_term_arg_text(const struct tfs_trace *t, uint32_t term, uint32
 
 /**
  * The values terminal @term fixes: SIG and SYM arguments as given to the writer (i64 in
- * .i), RANK arguments relative to the caller's rank (.i), STR arguments as borrowed strings;
+ * .i), RANK arguments relative to the caller's rank (.i) except special (negative) ranks,
+ * which are the same at every rank and come as given (tfs_trace_term_arg_text() tells the
+ * two apart: `r-1` against `-1`), STR arguments as borrowed strings;
  * VAL arguments (which vary per call) are 0. @args holds TFS_MAX_ARGS entries.
  * @return 0 or -ENOENT
  */

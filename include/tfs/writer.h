@@ -63,7 +63,10 @@ int tfs_writer_stream_new(struct tfs_writer *w, uint32_t rank, uint32_t thread,
 /**
  * Append one event. @args holds exactly the kind's n_args values. Times are in
  * nanoseconds from any fixed origin (the trace's start is customary).
- * @return 0, -EINVAL (unknown kind, string too long) or -ENOMEM (event not added)
+ * A RANK argument is an absolute rank: >= 0 for a process (stored relative to the
+ * stream's rank), or negative for a special value stored as is (MPI_PROC_NULL...).
+ * @return 0, -EINVAL (unknown kind, string too long, a RANK argument outside
+ *         [-2^62, 2^62)) or -ENOMEM (event not added)
  */
 int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uint64_t dur_ns,
 		       const union tfs_arg *args);
@@ -114,7 +117,8 @@ int tfs_writer_add_symbol(struct tfs_writer *w, uint32_t rank, uint64_t addr,
 			  const struct tfs_src_frame *frames, uint32_t n);
 
 /**
- * Write the trace to memory instead of a file (same bytes as tfs_writer_save()). Call once.
+ * Write the trace to memory instead of a file (same bytes as tfs_writer_save()). Call once:
+ * afterwards the writer can only be freed.
  * @param out  a new malloc'ed buffer of *@len bytes, the caller frees it
  * @return 0, -EALREADY or -ENOMEM
  */

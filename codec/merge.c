@@ -1,0 +1,820 @@
+/*
+ * Merging traces (include/tfs/merge.h): the inputs' ranks one after the other in one new
+ * trace, built in memory. Kinds, strings and call signatures are interned into merged
+ * tables; each input gets maps from its ids to the merged ones, with RANK words re-based on
+ * the streams' new ranks (FORMAT.md §5.2), so that ranks which did the same thing end up
+ * with equal signatures and, once their grammars are renumbered, equal grammars, stored
+ * once. A grammar section whose terminals keep their numbers and every values section are
+ * copied as stored (after their checksum is checked), never recompressed. Work and memory
+ * are linear in the inputs' tables and stream counts plus the output; nothing is indexed by
+ * rank. It does not decode events, and it does not check what the inputs' open did not.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "container_i.h"
+#include "intern_i.h"
+#include "tfs/merge.h"
+#include "trace_i.h"
+
+/* Sections this module compresses: small ones hard, large ones fast (merges run at
+ * MPI_Finalize in log2(P) rounds, so throughput matters more than the last percent). */
+#define SMALL_SECTION (256u << 10)
+#define SMALL_LEVEL 19
+#define LARGE_LEVEL 6
+
+struct ostream {
+	uint32_t rank, thread;
+	uint64_t n_events;
+	uint32_t gsec;	/* output section index */
+	uint32_t vsec;	/* output section index, or UINT32_MAX: none */
+};
+
+struct ophase {
+	const char *name; /* borrowed from an input */
+	uint32_t stream;
+	uint64_t first, n;
+};
+
+/* A copied values section, found again by (crc, size) then compared byte for byte. */
+struct vslot {
+	uint64_t key; /* 0: empty */
+	uint32_t sec;
+};
+
+struct mg {
+	struct tfs_schema schema;
+	struct intern kinds;	/* kind descriptions -> merged kind ids (= schema ids) */
+	struct intern strs;
+	struct intern sigs;	/* merged signatures (VAL widths excluded) */
+	uint32_t *g_kind;	/* [sigs.n] */
+	uint32_t *g_woff;	/* [sigs.n] first VAL width in g_widths */
+	uint32_t g_cap;
+	struct tfs_buf g_widths;
+	struct intern grams;	/* canonical grammar payloads -> ordinal */
+	uint32_t *gram_sec;	/* [grams.n] output section of each */
+	uint32_t gram_cap;
+	struct vslot *vtab;
+	uint32_t vtab_cap, vtab_n;
+	struct ostream *streams;
+	uint32_t n_streams, streams_cap;
+	struct ophase *phases;
+	uint32_t n_phases, phases_cap;
+	char **meta;		/* key, value pairs, owned */
+	uint32_t n_meta, meta_cap;
+	struct intern meta_keys;	/* every output key (they must stay unique) */
+	struct intern meta_base;	/* key without its .rank<R> suffix -> latest value */
+	const char **base_val;	/* [meta_base.n] borrowed from meta */
+	int64_t *base_rank;	/* [meta_base.n] rank that latest value starts at (-1: plain) */
+	uint32_t base_cap;
+	uint32_t n_ranks, max_thread;
+	uint64_t max_ts, max_dur;
+	struct tfs_buf scratch;
+	struct tfs_buf out;
+	struct ctr_writer cw;
+};
+
+static int grow(void **arr, uint32_t *cap, uint64_t need, size_t elem)
+{
+	uint64_t n = *cap ? *cap : 16;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if (n > UINT32_MAX)
+		return -ENOMEM;
+	p = realloc(*arr, (size_t)n * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = (uint32_t)n;
+	return 0;
+}
+
+/* Grow two arrays that share one capacity. */
+static int grow2(void **a, size_t a_elem, void **b, size_t b_elem, uint32_t *cap, uint64_t need)
+{
+	uint32_t ca = *cap, cb = *cap;
+	int rc;
+
+	if (need <= *cap)
+		return 0;
+	rc = grow(a, &ca, need, a_elem);
+	if (rc == 0)
+		rc = grow(b, &cb, ca, b_elem);
+	if (rc == 0)
+		*cap = ca;
+	return rc;
+}
+
+static void mg_init(struct mg *m)
+{
+	memset(m, 0, sizeof(*m));
+	schema_init(&m->schema);
+	intern_init(&m->kinds);
+	intern_init(&m->strs);
+	intern_init(&m->sigs);
+	intern_init(&m->grams);
+	intern_init(&m->meta_keys);
+	intern_init(&m->meta_base);
+	buf_init(&m->g_widths);
+	buf_init(&m->scratch);
+	buf_init(&m->out);
+}
+
+static void mg_fini(struct mg *m)
+{
+	schema_fini(&m->schema);
+	intern_fini(&m->kinds);
+	intern_fini(&m->strs);
+	intern_fini(&m->sigs);
+	intern_fini(&m->grams);
+	intern_fini(&m->meta_keys);
+	intern_fini(&m->meta_base);
+	free(m->g_kind);
+	free(m->g_woff);
+	buf_fini(&m->g_widths);
+	free(m->gram_sec);
+	free(m->vtab);
+	free(m->streams);
+	free(m->phases);
+	for (uint32_t i = 0; i < 2 * m->n_meta; i++)
+		free(m->meta[i]);
+	free(m->meta);
+	free(m->base_val);
+	free(m->base_rank);
+	buf_fini(&m->scratch);
+	buf_fini(&m->out);
+	ctr_writer_fini(&m->cw);
+}
+
+/* Prefix the diagnostic of input @i's failure with the input's number. */
+static int in_fail(struct tfs_diag *diag, uint32_t i, int rc)
+{
+	char reason[sizeof(diag->reason)];
+	int n;
+
+	if (diag && (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -EINVAL)) {
+		memcpy(reason, diag->reason, sizeof(reason));
+		n = snprintf(diag->reason, sizeof(diag->reason), "input %u: ", i);
+		if (n > 0 && (size_t)n < sizeof(diag->reason))
+			snprintf(diag->reason + n, sizeof(diag->reason) - (size_t)n, "%.*s",
+				 (int)(sizeof(diag->reason) - (size_t)n - 1), reason);
+	}
+	return rc;
+}
+
+/* ---- kinds, strings, signatures ---- */
+
+static int kind_key(const struct tfs_kind_desc *d, struct tfs_buf *b)
+{
+	int rc;
+
+	b->len = 0;
+	rc = buf_put_str(b, d->name, strlen(d->name));
+	if (rc == 0)
+		rc = buf_put_str(b, d->category, strlen(d->category));
+	if (rc == 0)
+		rc = buf_put_varint(b, d->n_args);
+	for (uint32_t i = 0; i < d->n_args && rc == 0; i++) {
+		const struct tfs_arg_desc *a = &d->args[i];
+		const char *sc = a->sym_class ? a->sym_class : "";
+
+		rc = buf_put_str(b, a->name, strlen(a->name));
+		if (rc == 0)
+			rc = buf_put_u8(b, a->type);
+		if (rc == 0)
+			rc = buf_put_u8(b, a->enc);
+		if (rc == 0)
+			rc = buf_put_u8(b, a->flags);
+		if (rc == 0)
+			rc = buf_put_str(b, sc, strlen(sc));
+	}
+	return rc;
+}
+
+static int map_kinds(struct mg *m, const struct tfs_trace *t, uint32_t *kind_map)
+{
+	struct tfs_arg_desc args[TFS_MAX_ARGS];
+	struct tfs_kind_desc d;
+
+	for (uint32_t k = 0; k < t->schema.n_kinds; k++) {
+		uint32_t id, sid;
+		bool is_new;
+		int rc;
+
+		schema_desc(&t->schema, k, &d, args);
+		rc = kind_key(&d, &m->scratch);
+		if (rc == 0)
+			rc = intern_get(&m->kinds, m->scratch.data, m->scratch.len, &id, &is_new);
+		if (rc == 0 && is_new) {
+			rc = schema_add(&m->schema, &d, &sid);
+			assert(rc < 0 || sid == id);
+		}
+		if (rc < 0)
+			return rc;
+		kind_map[k] = id;
+	}
+	return 0;
+}
+
+static int map_strings(struct mg *m, const struct tfs_trace *t, uint32_t *str_map)
+{
+	for (uint32_t s = 0; s < t->n_strs; s++) {
+		bool is_new;
+		int rc = intern_get(&m->strs, t->strs[s], t->str_len[s], &str_map[s], &is_new);
+
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Merged signature of input terminal @term into m->scratch; its VAL widths into @wid. */
+static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint32_t base,
+		    const uint32_t *kind_map, const uint32_t *str_map, uint8_t *wid,
+		    struct tfs_diag *diag)
+{
+	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
+	const uint64_t *w = t->term_arg + t->term_argoff[term];
+	uint32_t nv = 0;
+	int rc;
+
+	m->scratch.len = 0;
+	rc = buf_put_varint(&m->scratch, kind_map[t->term_kind[term]]);
+	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+		uint64_t v = w[i];
+
+		switch (k->args[i].enc) {
+		case TFS_ENC_VAL:
+			wid[nv++] = (uint8_t)v;
+			continue;
+		case TFS_ENC_STR:
+			v = str_map[v];
+			break;
+		case TFS_ENC_RANK:
+			/* absolute = rel + old rank = rel' + new rank, new = old + base */
+			if (!rank_word_special(v) && !rank_word_rel(rank_word_value(v) - base, &v))
+				return diag_set(diag, -EINVAL, 0, "cst",
+						"terminal %u: rank argument out of range once "
+						"re-based by %u", term, base);
+			break;
+		default:
+			break;
+		}
+		rc = buf_put_varint(&m->scratch, v);
+	}
+	return rc;
+}
+
+static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
+		     const uint32_t *kind_map, const uint32_t *str_map, uint32_t *term_map,
+		     struct tfs_diag *diag)
+{
+	uint8_t wid[TFS_MAX_ARGS];
+
+	for (uint32_t term = 0; term < t->n_terms; term++) {
+		uint32_t nv = t->term_nvals[term], g;
+		bool is_new;
+		int rc;
+
+		rc = term_key(m, t, term, base, kind_map, str_map, wid, diag);
+		if (rc == 0)
+			rc = grow2((void **)&m->g_kind, sizeof(*m->g_kind), (void **)&m->g_woff,
+				   sizeof(*m->g_woff), &m->g_cap, (uint64_t)m->sigs.n + 1);
+		if (rc == 0)
+			rc = buf_reserve(&m->g_widths, nv);
+		if (rc == 0)
+			rc = intern_get(&m->sigs, m->scratch.data, m->scratch.len, &g, &is_new);
+		if (rc < 0)
+			return rc;
+		if (g >= GRAM_MAX_TERMINAL)
+			return diag_set(diag, -EINVAL, 0, "cst", "more than 2^30 signatures");
+		if (is_new) {
+			m->g_kind[g] = kind_map[t->term_kind[term]];
+			m->g_woff[g] = (uint32_t)m->g_widths.len;
+			buf_put(&m->g_widths, wid, nv); /* reserved above */
+		} else {
+			uint8_t *gw = m->g_widths.data + m->g_woff[g];
+
+			for (uint32_t j = 0; j < nv; j++)
+				gw[j] = wid[j] > gw[j] ? wid[j] : gw[j];
+		}
+		term_map[term] = g;
+	}
+	return 0;
+}
+
+/* ---- grammar and values sections ---- */
+
+static int add_section(struct mg *m, uint16_t type, const void *data, size_t n)
+{
+	m->cw.zstd_level = n <= SMALL_SECTION ? SMALL_LEVEL : LARGE_LEVEL;
+	return ctr_add(&m->cw, type, 1, data, n, n);
+}
+
+/* Copy section @idx of input @t as stored, once its whole checksum holds. */
+static int copy_section(struct mg *m, const struct tfs_trace *t, uint32_t idx,
+			struct tfs_diag *diag)
+{
+	const struct sec_entry *e = &t->cf.ents[idx];
+	int rc = ctr_check(&t->cf, idx, diag);
+
+	if (rc < 0)
+		return rc;
+	return ctr_add_stored(&m->cw, e, t->map + e->off);
+}
+
+/* FORMAT.md §6 payload of @g with terminals renumbered; *@changed if any number changed. */
+static int encode_grammar(const struct gsec *g, const uint32_t *map, struct tfs_buf *out,
+			  bool *changed)
+{
+	int rc = buf_put_varint(out, g->n_blocks);
+
+	for (uint32_t b = 0; b < g->n_blocks && rc == 0; b++) {
+		const struct tfs_grammar *gr = &g->blocks[b];
+
+		rc = buf_put_varint(out, gr->n_events);
+		if (rc == 0)
+			rc = buf_put_varint(out, gr->n_rules);
+		for (uint32_t i = 0; i < gr->n_rules && rc == 0; i++) {
+			const struct gram_rule *ru = &gr->rules[i];
+
+			rc = buf_put_varint(out, ru->n_elems);
+			for (uint32_t j = 0; j < ru->n_elems && rc == 0; j++) {
+				const struct gram_elem *e = &gr->elems[ru->first_elem + j];
+				uint64_t id = e->is_rule ? e->id : map[e->id];
+
+				*changed |= !e->is_rule && id != e->id;
+				rc = buf_put_varint(out, id << 2 | (uint64_t)e->is_rule << 1 |
+								 (e->count >= 2));
+				if (rc == 0 && e->count >= 2)
+					rc = buf_put_varint(out, e->count - 2);
+			}
+		}
+	}
+	return rc;
+}
+
+/* Output section of every grammar section of @t, stored once per distinct content. */
+static int merge_grammars(struct mg *m, const struct tfs_trace *t, const uint32_t *term_map,
+			  uint32_t *gsec_out, struct tfs_diag *diag)
+{
+	for (uint32_t i = 0; i < t->n_gsecs; i++) {
+		const struct gsec *g = &t->gsecs[i];
+		bool changed = false, is_new;
+		uint32_t ord;
+		int rc;
+
+		m->scratch.len = 0;
+		rc = encode_grammar(g, term_map, &m->scratch, &changed);
+		if (rc == 0)
+			rc = grow((void **)&m->gram_sec, &m->gram_cap, (uint64_t)m->grams.n + 1,
+				  sizeof(*m->gram_sec));
+		if (rc == 0)
+			rc = intern_get(&m->grams, m->scratch.data, m->scratch.len, &ord, &is_new);
+		if (rc < 0)
+			return rc;
+		if (is_new) {
+			m->gram_sec[ord] = m->cw.n;
+			if (changed)
+				rc = add_section(m, SEC_GRAMMAR, m->scratch.data, m->scratch.len);
+			else
+				rc = copy_section(m, t, g->sec, diag);
+			if (rc < 0)
+				return rc;
+		}
+		gsec_out[i] = m->gram_sec[ord];
+	}
+	return 0;
+}
+
+static uint64_t vkey(const struct sec_entry *e)
+{
+	uint64_t k = ((uint64_t)e->crc_all << 32 | e->crc_head) ^ (e->stored * 0x9e3779b97f4a7c15u);
+
+	return k ? k : 1;
+}
+
+static int vtab_grow(struct mg *m)
+{
+	uint32_t cap = m->vtab_cap ? m->vtab_cap * 2 : 64;
+	struct vslot *v;
+
+	if (cap == 0)
+		return -ENOMEM;
+	v = calloc(cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < m->vtab_cap; i++) {
+		uint32_t j = (uint32_t)m->vtab[i].key & (cap - 1);
+
+		if (!m->vtab[i].key)
+			continue;
+		while (v[j].key)
+			j = (j + 1) & (cap - 1);
+		v[j] = m->vtab[i];
+	}
+	free(m->vtab);
+	m->vtab = v;
+	m->vtab_cap = cap;
+	return 0;
+}
+
+/* Output section of values section @idx of @t: an equal one already copied, or a copy. */
+static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, uint32_t *sec,
+			struct tfs_diag *diag)
+{
+	const struct sec_entry *e = &t->cf.ents[idx];
+	uint64_t key = vkey(e);
+	uint32_t j;
+	int rc;
+
+	if (2 * (m->vtab_n + 1) > m->vtab_cap) {
+		rc = vtab_grow(m);
+		if (rc < 0)
+			return rc;
+	}
+	for (j = (uint32_t)key & (m->vtab_cap - 1); m->vtab[j].key; j = (j + 1) & (m->vtab_cap - 1)) {
+		const struct sec_entry *o = &m->cw.ents[m->vtab[j].sec];
+
+		if (m->vtab[j].key == key && o->stored == e->stored && o->head_len == e->head_len &&
+		    memcmp(m->out.data + o->off, t->map + e->off, (size_t)e->stored) == 0) {
+			*sec = m->vtab[j].sec;
+			return 0;
+		}
+	}
+	*sec = m->cw.n;
+	rc = copy_section(m, t, idx, diag);
+	if (rc < 0)
+		return rc;
+	m->vtab[j].key = key;
+	m->vtab[j].sec = *sec;
+	m->vtab_n++;
+	return 0;
+}
+
+/* Streams and phases of input @t, its grammar sections already placed by @gsec_out. */
+static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
+			 const uint32_t *gsec_out, struct tfs_diag *diag)
+{
+	uint32_t first = m->n_streams;
+	uint32_t *vsec_out = malloc((t->cf.n + 1) * sizeof(*vsec_out)); /* input -> output */
+	int rc = 0;
+
+	if (!vsec_out)
+		return -ENOMEM;
+	for (uint32_t i = 0; i <= t->cf.n; i++)
+		vsec_out[i] = UINT32_MAX;
+	rc = grow((void **)&m->streams, &m->streams_cap, (uint64_t)m->n_streams + t->n_streams,
+		  sizeof(*m->streams));
+	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
+		const struct tstream *s = &t->streams[i];
+		struct ostream *o = &m->streams[m->n_streams];
+
+		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX)
+			rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
+		o->rank = base + s->rank;
+		o->thread = s->thread;
+		o->n_events = s->n_events;
+		o->gsec = gsec_out[s->gsec];
+		o->vsec = vsec_out[s->vsec_idx < t->cf.n ? s->vsec_idx : t->cf.n];
+		m->n_streams++;
+	}
+	free(vsec_out);
+	if (rc == 0)
+		rc = grow((void **)&m->phases, &m->phases_cap, (uint64_t)m->n_phases + t->n_phases,
+			  sizeof(*m->phases));
+	for (uint32_t i = 0; i < t->n_phases && rc == 0; i++) {
+		const struct tphase *p = &t->phases[i];
+
+		m->phases[m->n_phases++] = (struct ophase){p->name, first + p->stream, p->first, p->n};
+	}
+	return rc;
+}
+
+/* ---- metadata (merge.h: `<key>.rank<R>` holds the value from rank R on) ---- */
+
+/* Split "<base>.rank<R>" with R < @n_ranks (no leading zero); else the whole key, R = -1. */
+static size_t key_base(const char *key, uint32_t n_ranks, int64_t *rank)
+{
+	const char *dot = strrchr(key, '.');
+	const char *d;
+	uint64_t r = 0;
+
+	*rank = -1;
+	if (!dot || dot == key || strncmp(dot, ".rank", 5) != 0 || !dot[5] ||
+	    (dot[5] == '0' && dot[6]))
+		return strlen(key);
+	for (d = dot + 5; *d; d++) {
+		if (*d < '0' || *d > '9' || r >= n_ranks)
+			return strlen(key);
+		r = r * 10 + (uint64_t)(*d - '0');
+	}
+	if (r >= n_ranks)
+		return strlen(key);
+	*rank = (int64_t)r;
+	return (size_t)(dot - key);
+}
+
+static int meta_add(struct mg *m, const char *base, size_t base_len, int64_t rank,
+		    const char *value, struct tfs_diag *diag)
+{
+	char *k, *v;
+	uint32_t id, bid;
+	bool is_new;
+	int rc;
+
+	k = malloc(base_len + 32);
+	if (!k)
+		return -ENOMEM;
+	memcpy(k, base, base_len);
+	if (rank >= 0)
+		snprintf(k + base_len, 32, ".rank%lld", (long long)rank);
+	else
+		k[base_len] = '\0';
+	v = strdup(value);
+	rc = v ? grow((void **)&m->meta, &m->meta_cap, 2 * ((uint64_t)m->n_meta + 1), sizeof(char *))
+	       : -ENOMEM;
+	if (rc == 0)
+		rc = grow2((void **)&m->base_val, sizeof(*m->base_val), (void **)&m->base_rank,
+			   sizeof(*m->base_rank), &m->base_cap, (uint64_t)m->meta_base.n + 1);
+	if (rc == 0 && strlen(k) > 65535)
+		rc = diag_set(diag, -EINVAL, 0, "meta", "metadata key too long once ranked");
+	if (rc == 0)
+		rc = intern_get(&m->meta_keys, k, strlen(k), &id, &is_new);
+	if (rc == 0 && !is_new)
+		rc = diag_set(diag, -EINVAL, 0, "meta", "metadata key %.60s clashes", k);
+	if (rc == 0)
+		rc = intern_get(&m->meta_base, base, base_len, &bid, &is_new);
+	if (rc < 0) {
+		free(k);
+		free(v);
+		return rc;
+	}
+	m->meta[2 * m->n_meta] = k;
+	m->meta[2 * m->n_meta + 1] = v;
+	m->n_meta++;
+	if (is_new || rank >= m->base_rank[bid]) {
+		m->base_val[bid] = v;
+		m->base_rank[bid] = rank;
+	}
+	return 0;
+}
+
+static int merge_meta(struct mg *m, const struct tfs_trace *t, uint32_t base,
+		      struct tfs_diag *diag)
+{
+	for (uint32_t i = 0; i < t->n_meta; i++) {
+		const char *key = t->meta[2 * i], *val = t->meta[2 * i + 1];
+		int64_t rank;
+		size_t n = key_base(key, t->n_ranks, &rank);
+		uint32_t bid;
+		int rc;
+
+		if (base == 0) {
+			rc = meta_add(m, key, n, rank, val, diag);
+		} else if (rank >= 0) {
+			rc = meta_add(m, key, n, rank + base, val, diag);
+		} else {
+			/* the value in force at the last rank so far; equal: nothing to say */
+			rc = intern_find(&m->meta_base, key, n, &bid);
+			if (rc == 0 && strcmp(m->base_val[bid], val) == 0)
+				continue;
+			rc = meta_add(m, key, n, base, val, diag);
+		}
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- the tables written last ---- */
+
+static int build_meta(const struct mg *m, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, m->n_meta);
+
+	for (uint32_t i = 0; i < 2 * m->n_meta && rc == 0; i++)
+		rc = buf_put_str(out, m->meta[i], strlen(m->meta[i]));
+	return rc;
+}
+
+static int build_strings(const struct mg *m, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, m->strs.n);
+
+	for (uint32_t i = 0; i < m->strs.n && rc == 0; i++) {
+		size_t n;
+		const uint8_t *p = intern_key(&m->strs, i, &n);
+
+		rc = buf_put_str(out, (const char *)p, n);
+	}
+	return rc;
+}
+
+/* FORMAT.md §5.2: each signature with its VAL widths put back at their arguments' places. */
+static int build_cst(const struct mg *m, struct tfs_buf *out)
+{
+	int rc = buf_put_varint(out, m->sigs.n);
+
+	for (uint32_t t = 0; t < m->sigs.n && rc == 0; t++) {
+		const struct schema_kind *k = &m->schema.kinds[m->g_kind[t]];
+		const uint8_t *gw = m->g_widths.data + m->g_woff[t];
+		struct tfs_rd r;
+		const uint8_t *p;
+		size_t n;
+		uint64_t v;
+
+		p = intern_key(&m->sigs, t, &n);
+		rd_init(&r, p, n, 0, "signature", NULL);
+		rc = rd_varint(&r, &v);
+		if (rc == 0)
+			rc = buf_put_varint(out, v);
+		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+			if (k->args[i].enc == TFS_ENC_VAL) {
+				rc = buf_put_u8(out, *gw++);
+				continue;
+			}
+			rc = rd_varint(&r, &v);
+			if (rc == 0)
+				rc = buf_put_varint(out, v);
+		}
+	}
+	return rc;
+}
+
+/* FORMAT.md §8. @none: the section count, which marks a stream without values. */
+static int build_streams(const struct mg *m, int timing, double rel_err, uint32_t none,
+			 struct tfs_buf *out)
+{
+	uint64_t bits;
+	int rc;
+
+	memcpy(&bits, &rel_err, sizeof(bits));
+	rc = buf_put_varint(out, m->n_ranks);
+	if (rc == 0)
+		rc = buf_put_varint(out, m->max_thread);
+	if (rc == 0)
+		rc = buf_put_u8(out, (uint8_t)timing);
+	if (rc == 0)
+		rc = buf_put_u64(out, timing == TFS_TIMING_LOSSY ? bits : 0);
+	if (rc == 0)
+		rc = buf_put_varint(out, m->max_ts);
+	if (rc == 0)
+		rc = buf_put_varint(out, m->max_dur);
+	if (rc == 0)
+		rc = buf_put_varint(out, m->n_streams);
+	for (uint32_t i = 0; i < m->n_streams && rc == 0; i++) {
+		const struct ostream *s = &m->streams[i];
+		uint64_t f[5] = {s->rank, s->thread, s->n_events, s->gsec,
+				 s->vsec == UINT32_MAX ? none : s->vsec};
+
+		for (int j = 0; j < 5 && rc == 0; j++)
+			rc = buf_put_varint(out, f[j]);
+	}
+	if (rc == 0)
+		rc = buf_put_varint(out, m->n_phases);
+	for (uint32_t i = 0; i < m->n_phases && rc == 0; i++) {
+		const struct ophase *p = &m->phases[i];
+
+		rc = buf_put_str(out, p->name, strlen(p->name));
+		if (rc == 0)
+			rc = buf_put_varint(out, p->stream);
+		if (rc == 0)
+			rc = buf_put_varint(out, p->first);
+		if (rc == 0)
+			rc = buf_put_varint(out, p->n);
+	}
+	return rc;
+}
+
+static int write_tables(struct mg *m, int timing, double rel_err)
+{
+	struct tfs_buf b;
+	int rc;
+
+	buf_init(&b);
+	rc = build_meta(m, &b);
+	if (rc == 0)
+		rc = add_section(m, SEC_META, b.data, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = schema_write(&m->schema, &b);
+	if (rc == 0)
+		rc = add_section(m, SEC_SCHEMA, b.data, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = build_strings(m, &b);
+	if (rc == 0)
+		rc = add_section(m, SEC_STRINGS, b.data, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = build_cst(m, &b);
+	if (rc == 0)
+		rc = add_section(m, SEC_CST, b.data, b.len);
+	b.len = 0;
+	/* the streams section is the last one: the section count is this one's index + 1 */
+	if (rc == 0)
+		rc = build_streams(m, timing, rel_err, m->cw.n + 1, &b);
+	if (rc == 0)
+		rc = add_section(m, SEC_STREAMS, b.data, b.len);
+	buf_fini(&b);
+	return rc;
+}
+
+/* ---- one input ---- */
+
+static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
+		       struct tfs_diag *diag)
+{
+	uint32_t *kind_map = malloc((t->schema.n_kinds + 1) * sizeof(uint32_t));
+	uint32_t *str_map = malloc((t->n_strs + 1) * sizeof(uint32_t));
+	uint32_t *term_map = malloc((t->n_terms + 1) * sizeof(uint32_t));
+	uint32_t *gsec_out = malloc((t->n_gsecs + 1) * sizeof(uint32_t));
+	int rc = -ENOMEM;
+
+	if (kind_map && str_map && term_map && gsec_out)
+		rc = map_kinds(m, t, kind_map);
+	if (rc == 0)
+		rc = map_strings(m, t, str_map);
+	if (rc == 0)
+		rc = map_terms(m, t, base, kind_map, str_map, term_map, diag);
+	if (rc == 0)
+		rc = merge_grammars(m, t, term_map, gsec_out, diag);
+	if (rc == 0)
+		rc = merge_streams(m, t, base, gsec_out, diag);
+	if (rc == 0)
+		rc = merge_meta(m, t, base, diag);
+	free(kind_map);
+	free(str_map);
+	free(term_map);
+	free(gsec_out);
+	return rc;
+}
+
+static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag *diag)
+{
+	uint64_t ranks = 0;
+
+	if (n == 0)
+		return diag_set(diag, -EINVAL, 0, "streams", "nothing to merge");
+	for (uint32_t i = 0; i < n; i++) {
+		if (in[i]->timing != in[0]->timing ||
+		    (in[0]->timing == TFS_TIMING_LOSSY && in[i]->rel_err != in[0]->rel_err))
+			return diag_set(diag, -EINVAL, 0, "streams",
+					"input %u: timing differs from input 0's", i);
+		ranks += in[i]->n_ranks;
+	}
+	if (ranks > UINT32_MAX)
+		return diag_set(diag, -EINVAL, 0, "streams", "%llu ranks in all: too many",
+				(unsigned long long)ranks);
+	return 0;
+}
+
+int tfs_merge_traces(struct tfs_trace *const *in, uint32_t n, void **out, size_t *len,
+		     struct tfs_diag *diag)
+{
+	struct mg m;
+	uint32_t base = 0;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (diag)
+		memset(diag, 0, sizeof(*diag));
+	rc = check_inputs(in, n, diag);
+	if (rc < 0)
+		return rc;
+	mg_init(&m);
+	rc = ctr_writer_init_mem(&m.cw, &m.out, SMALL_LEVEL);
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		const struct tfs_trace *t = in[i];
+
+		rc = merge_input(&m, t, base, diag);
+		if (rc < 0) {
+			rc = in_fail(diag, i, rc);
+			break;
+		}
+		base += t->n_ranks;
+		m.max_thread = t->max_thread > m.max_thread ? t->max_thread : m.max_thread;
+		m.max_ts = t->max_ts > m.max_ts ? t->max_ts : m.max_ts;
+		m.max_dur = t->max_dur > m.max_dur ? t->max_dur : m.max_dur;
+	}
+	m.n_ranks = base;
+	if (rc == 0)
+		rc = write_tables(&m, in[0]->timing, in[0]->rel_err);
+	if (rc == 0)
+		rc = ctr_finish(&m.cw);
+	if (rc == 0) {
+		*out = m.out.data;
+		*len = m.out.len;
+		buf_init(&m.out);
+	}
+	mg_fini(&m);
+	return rc;
+}

@@ -1,0 +1,683 @@
+/*
+ * Trace merging (include/tfs/merge.h), traces in memory (tfs_writer_save_mem,
+ * tfs_trace_open_mem) and special (negative) RANK values (FORMAT.md §5.2, §9): merged ranks
+ * render exactly what their inputs render, equal content is stored once, ranks keep their
+ * absolute values, metadata follows its ranks, and bad input or failed allocations give
+ * clean errors.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "tfs/merge.h"
+#include "tfs/reader.h"
+#include "tfs/writer.h"
+#include "tracegen.h"
+
+#ifndef TFS_TEST_DATA
+#define TFS_TEST_DATA "tests/data"
+#endif
+
+/* A trace held in memory and opened over it. */
+struct mtrace {
+	void *buf;
+	size_t len;
+	struct tfs_trace *t;
+};
+
+static void mt_open(struct mtrace *m, void *buf, size_t len)
+{
+	struct tfs_diag d;
+
+	m->buf = buf;
+	m->len = len;
+	assert_int_equal(tfs_trace_open_mem(buf, len, &m->t, &d), 0);
+}
+
+static void mt_close(struct mtrace *m)
+{
+	tfs_trace_close(m->t);
+	free(m->buf);
+	memset(m, 0, sizeof(*m));
+}
+
+/*
+ * Streams (rank r, thread th) for r < @n_ranks, th < 2 from tracegen, and a phase. Without
+ * @sends, no event has a RANK argument: copies of the trace then do the same thing at
+ * every rank (with them, a copy's rank 0 still sends to absolute rank 1).
+ */
+static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n,
+			 uint64_t seed, const char *pid, bool sends)
+{
+	struct tfs_writer_opts o = {.timing = timing, .rel_err = 0.01};
+	struct tfs_writer *w;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tfs_writer_set_meta(w, "program", "unit-test"), 0);
+	assert_int_equal(tfs_writer_set_meta(w, "pid", pid), 0);
+	for (uint32_t i = 0; i < 2 * n_ranks; i++) {
+		struct tg_stream s = {.rank = i / 2, .thread = i % 2};
+
+		uint64_t kept = 0;
+
+		assert_int_equal(tg_fill(&s, n, i % 2 == 0, seed + i / 2), 0);
+		for (uint64_t e = 0; e < s.n; e++)
+			if (sends || s.ev[e].kind != TG_SEND)
+				s.ev[kept++] = s.ev[e];
+		s.n = kept;
+		assert_int_equal(tg_write(w, &s), 0);
+		tg_free(&s);
+	}
+	assert_int_equal(tfs_writer_add_phase(w, "init", 0, 1, 2, 5), 0);
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+static void gen_trace(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
+		      const char *pid)
+{
+	gen_trace_ex(m, timing, n_ranks, n, seed, pid, false);
+}
+
+static char *read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t *size)
+{
+	struct tfs_stream_info si;
+	struct tfs_cursor *c;
+	char *buf;
+
+	assert_int_equal(tfs_trace_stream(t, stream, &si), 0);
+	assert_int_equal(tfs_cursor_new(t, stream, view, 0, si.n_events, &c), 0);
+	*size = tfs_cursor_size(c);
+	buf = malloc(*size + 1);
+	assert_non_null(buf);
+	assert_int_equal(tfs_cursor_pread(c, buf, *size, 0, NULL), (ssize_t)*size);
+	buf[*size] = 0;
+	tfs_cursor_free(c);
+	return buf;
+}
+
+/* Chrome lines carry the rank as "pid":R: replace R by "#" so ranks compare equal. */
+static void blank_pid(char *s)
+{
+	for (char *p = strstr(s, "\"pid\":"); p; p = strstr(p, "\"pid\":")) {
+		p += 6;
+		while (*p >= '0' && *p <= '9')
+			*p++ = '#';
+	}
+}
+
+/* Drop the spaces that pad each line to its terminal's length (FORMAT.md §9). */
+static uint64_t strip_pad(char *s, uint64_t n)
+{
+	uint64_t o = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		if (s[i] == '\n')
+			while (o && s[o - 1] == ' ')
+				o--;
+		s[o++] = s[i];
+	}
+	s[o] = 0;
+	return o;
+}
+
+/*
+ * Every view of stream (@rank, @thread) of @a equals that of (@rank_b, @thread) of @b,
+ * byte for byte, or but for line padding when @pad_may_differ (a RANK argument's width
+ * depends on the rank count).
+ */
+static void assert_views(struct tfs_trace *a, uint32_t rank, struct tfs_trace *b,
+			 uint32_t rank_b, uint32_t thread, bool pad_may_differ)
+{
+	uint32_t ia, ib;
+
+	assert_int_equal(tfs_trace_find_stream(a, rank, thread, &ia), 0);
+	assert_int_equal(tfs_trace_find_stream(b, rank_b, thread, &ib), 0);
+	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
+		uint64_t na, nb;
+		char *va = read_view(a, ia, v, &na), *vb = read_view(b, ib, v, &nb);
+
+		if (v == TFS_VIEW_CHROME) {
+			blank_pid(va);
+			blank_pid(vb);
+		}
+		if (pad_may_differ) {
+			na = strip_pad(va, na);
+			nb = strip_pad(vb, nb);
+		}
+		assert_int_equal(na, nb);
+		assert_memory_equal(va, vb, na);
+		free(va);
+		free(vb);
+	}
+}
+
+static void assert_same_views(struct tfs_trace *a, uint32_t rank, struct tfs_trace *b,
+			      uint32_t rank_b, uint32_t thread)
+{
+	assert_views(a, rank, b, rank_b, thread, false);
+}
+
+static int merge(struct tfs_trace *const *in, uint32_t n, struct mtrace *out)
+{
+	struct tfs_diag d;
+	void *buf;
+	size_t len;
+	int rc = tfs_merge_traces(in, n, &buf, &len, &d);
+
+	if (rc == 0)
+		mt_open(out, buf, len);
+	return rc;
+}
+
+/* k copies: k times the ranks, each rendering byte for byte what the input renders. */
+static void test_merge_copies_render_like_the_input(void **state)
+{
+	uint64_t seed = tu_seed("copies");
+	struct tfs_trace *in[3];
+	struct tfs_trace_info ii, oi;
+	struct tfs_phase_info ph;
+	struct mtrace a, m;
+
+	gen_trace(&a, TFS_TIMING_LOSSLESS, 2, 700, seed, "100");
+	for (int i = 0; i < 3; i++)
+		in[i] = a.t;
+	assert_int_equal(merge(in, 3, &m), 0);
+	tfs_trace_get_info(a.t, &ii);
+	tfs_trace_get_info(m.t, &oi);
+	assert_int_equal(oi.n_ranks, 6);
+	assert_int_equal(oi.n_streams, 12);
+	assert_int_equal(oi.n_phases, 3);
+	assert_int_equal(oi.n_events, 3 * ii.n_events);
+	assert_int_equal(oi.n_terminals, ii.n_terminals);
+	assert_int_equal(oi.version_minor, TFS_FORMAT_MINOR);
+	assert_int_equal(tfs_trace_verify(m.t, NULL), 0);
+	for (uint32_t r = 0; r < 6; r++)
+		for (uint32_t th = 0; th < 2; th++)
+			assert_same_views(m.t, r, a.t, r % 2, th);
+	for (uint32_t p = 0; p < 3; p++) {
+		struct tfs_stream_info si;
+
+		assert_int_equal(tfs_trace_phase(m.t, p, &ph), 0);
+		assert_string_equal(ph.name, "init");
+		assert_int_equal(tfs_trace_stream(m.t, ph.stream, &si), 0);
+		assert_int_equal(si.rank, 2 * p);
+		assert_int_equal(si.thread, 1);
+		assert_true(ph.first_event == 2 && ph.n_events == 5);
+	}
+	mt_close(&m);
+	mt_close(&a);
+}
+
+/* 16 copies store their grammars and values once: same sections, size close to one copy. */
+static void test_merge_shares_sections(void **state)
+{
+	uint64_t seed = tu_seed("sharing");
+	struct tfs_trace *in[16];
+	struct tfs_trace_info ii, oi;
+	struct mtrace a, m;
+
+	gen_trace(&a, TFS_TIMING_LOSSLESS, 2, 3000, seed, "7");
+	for (int i = 0; i < 16; i++)
+		in[i] = a.t;
+	assert_int_equal(merge(in, 16, &m), 0);
+	tfs_trace_get_info(a.t, &ii);
+	tfs_trace_get_info(m.t, &oi);
+	assert_int_equal(oi.n_streams, 16 * ii.n_streams);
+	assert_int_equal(oi.n_sections, ii.n_sections);
+	print_message("# 1 copy %zu bytes, 16 copies %zu bytes\n", a.len, m.len);
+	assert_true(m.len < a.len + a.len / 10 + 16 * 64);
+	for (uint32_t s = 0; s < oi.n_streams; s++) {
+		struct tfs_stream_info si;
+
+		assert_int_equal(tfs_trace_stream(m.t, s, &si), 0);
+		assert_int_equal(si.same_as, s % 4);
+	}
+	mt_close(&m);
+	mt_close(&a);
+}
+
+enum { K_SEND, K_RECV };
+
+static const struct tfs_arg_desc send_args[] = {
+	{.name = "dest", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+	{.name = "bytes", .type = TFS_TYPE_U64, .enc = TFS_ENC_SIG},
+};
+static const struct tfs_arg_desc recv_args[] = {
+	{.name = "src", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+};
+static const struct tfs_kind_desc ring_kinds[] = {
+	{"send", "mpi", 2, send_args},
+	{"recv", "mpi", 1, recv_args},
+};
+
+/*
+ * The trace one process of a ring writes alone: rank 0 of its own trace, absolute ranks
+ * of world rank @me in its arguments (dest = me + 1, src = me - 1 or MPI_ANY_SOURCE,
+ * MPI_PROC_NULL past the end).
+ */
+static void ring_trace(struct mtrace *m, uint32_t me, uint32_t n, uint32_t write_rank)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t id;
+	void *buf;
+	size_t len;
+	char pid[16];
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(tfs_writer_add_kind(w, &ring_kinds[k], &id), 0);
+	snprintf(pid, sizeof(pid), "%u", 1000 + me);
+	assert_int_equal(tfs_writer_set_meta(w, "pid", pid), 0);
+	assert_int_equal(tfs_writer_stream_new(w, write_rank, 0, &s), 0);
+	for (int i = 0; i < 50; i++) {
+		union tfs_arg snd[2] = {{.i = me + 1 < n ? (int64_t)me + 1 : -1}, {.u = 64}};
+		union tfs_arg any[1] = {{.i = -2}};
+		union tfs_arg rcv[1] = {{.i = (int64_t)me - 1}};
+
+		assert_int_equal(tfs_wstream_append(s, K_SEND, 0, 0, snd), 0);
+		assert_int_equal(tfs_wstream_append(s, K_RECV, 0, 0, me ? rcv : any), 0);
+	}
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+static uint64_t stream_text(struct tfs_trace *t, uint32_t rank, char *buf, size_t cap)
+{
+	uint32_t idx;
+	uint64_t n;
+	char *v;
+
+	assert_int_equal(tfs_trace_find_stream(t, rank, 0, &idx), 0);
+	v = read_view(t, idx, TFS_VIEW_TEXT, &n);
+	assert_true(n < cap);
+	memcpy(buf, v, n + 1);
+	free(v);
+	return n;
+}
+
+/* Each process's absolute ranks survive; ranks doing the same share one grammar. */
+static void test_merge_rebases_ranks_of_a_ring(void **state)
+{
+	enum { P = 6 };
+	struct mtrace in[P], m;
+	struct tfs_trace *t[P];
+	struct tfs_trace_info oi;
+	char buf[8192], want[128];
+	char sig[128];
+
+	for (uint32_t r = 0; r < P; r++) {
+		ring_trace(&in[r], r, P, 0);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, P, &m), 0);
+	tfs_trace_get_info(m.t, &oi);
+	assert_int_equal(oi.n_ranks, P);
+	/* send(r+1), recv(r-1) for the middle ranks; recv(-2) at 0; send(-1) at P-1 */
+	assert_int_equal(oi.n_terminals, 4);
+	assert_int_equal(oi.n_sections, 5 + 3);
+	for (uint32_t r = 0; r < P; r++) {
+		stream_text(m.t, r, buf, sizeof(buf));
+		if (r + 1 < P)
+			snprintf(want, sizeof(want), "T0 send(dest=%u, bytes=64)\n", r + 1);
+		else
+			snprintf(want, sizeof(want), "T0 send(dest=-1, bytes=64)\n");
+		assert_memory_equal(buf, want, strlen(want));
+		/* r-1 is -1 at rank 0: two characters wide, so padded where it is one digit */
+		if (r)
+			snprintf(want, sizeof(want), "T0 recv(src=%u) \n", r - 1);
+		else
+			snprintf(want, sizeof(want), "T0 recv(src=-2)\n");
+		assert_memory_equal(strchr(buf, '\n') + 1, want, strlen(want));
+	}
+	for (uint32_t term = 0; term < oi.n_terminals; term++) {
+		assert_true(tfs_trace_signature(m.t, term, sig, sizeof(sig)) > 0);
+		assert_true(strcmp(sig, "send(dest=r+1, bytes=64)") == 0 ||
+			    strcmp(sig, "recv(src=-2)") == 0 || strcmp(sig, "recv(src=r-1)") == 0 ||
+			    strcmp(sig, "send(dest=-1, bytes=64)") == 0);
+	}
+	for (uint32_t r = 0; r < P; r++) {
+		snprintf(want, sizeof(want), "%u", 1000 + r);
+		assert_string_equal(tfs_trace_meta_rank(m.t, "pid", r), want);
+		mt_close(&in[r]);
+	}
+	mt_close(&m);
+}
+
+/* Negative ranks: the same signature and the same text at every rank, never relative. */
+static void test_special_ranks_are_absolute(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	union tfs_arg big[2] = {{.i = INT64_C(1) << 62}, {.u = 1}};
+	union tfs_arg small[2] = {{.i = -(INT64_C(1) << 62) - 1}, {.u = 1}};
+	union tfs_arg jsonl_arg[2] = {{.i = -3}, {.u = 8}};
+	struct tfs_trace_info ti;
+	struct tfs_writer *w;
+	struct tfs_wstream *s[3];
+	struct mtrace m;
+	struct tfs_event ev;
+	struct tfs_cursor *c;
+	uint32_t id;
+	void *buf, *again;
+	size_t len, again_len;
+	char text[256], sig[64];
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	for (int k = 0; k < 2; k++)
+		assert_int_equal(tfs_writer_add_kind(w, &ring_kinds[k], &id), 0);
+	for (uint32_t r = 0; r < 3; r++) {
+		union tfs_arg snd[2] = {{.i = -1}, {.u = 8}};
+
+		assert_int_equal(tfs_writer_stream_new(w, 10 * r, 0, &s[r]), 0);
+		assert_int_equal(tfs_wstream_append(s[r], K_SEND, 0, 0, snd), 0);
+		assert_int_equal(tfs_wstream_append(s[r], K_SEND, 0, 0, jsonl_arg), 0);
+	}
+	assert_int_equal(tfs_wstream_append(s[0], K_SEND, 0, 0, big), -EINVAL);
+	assert_int_equal(tfs_wstream_append(s[0], K_SEND, 0, 0, small), -EINVAL);
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	assert_int_equal(tfs_writer_save_mem(w, &again, &again_len), -EALREADY);
+	assert_null(again);
+	tfs_writer_free(w);
+	mt_open(&m, buf, len);
+	tfs_trace_get_info(m.t, &ti);
+	assert_int_equal(ti.n_terminals, 2);
+	assert_int_equal(ti.n_ranks, 21);
+	assert_true(tfs_trace_signature(m.t, 0, sig, sizeof(sig)) > 0);
+	assert_string_equal(sig, "send(dest=-1, bytes=8)");
+	for (uint32_t r = 0; r < 3; r++) {
+		stream_text(m.t, 10 * r, text, sizeof(text));
+		/* specials print at their own width whatever the rank count */
+		assert_string_equal(text, "T0 send(dest=-1, bytes=8)\nT0 send(dest=-3, bytes=8)\n");
+		assert_int_equal(tfs_trace_find_stream(m.t, 10 * r, 0, &id), 0);
+		assert_int_equal(tfs_cursor_new(m.t, id, TFS_VIEW_JSONL, 0, 2, &c), 0);
+		assert_int_equal(tfs_cursor_event(c, 1, &ev, NULL), 0);
+		assert_int_equal(ev.args[0].i, -3);
+		assert_true(tfs_cursor_pread(c, text, sizeof(text) - 1, 0, NULL) > 0);
+		assert_non_null(strstr(text, "\"dest\":-1,"));
+		tfs_cursor_free(c);
+	}
+	mt_close(&m);
+}
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+	long sz;
+
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc((size_t)sz + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
+	fclose(f);
+	*n = (size_t)sz;
+	return b;
+}
+
+/* A format 1.0 trace (relative ranks the 1.0 way) merges into 1.1 and renders the same. */
+static void test_merge_reads_format_1_0(void **state)
+{
+	struct tfs_trace *in[2];
+	struct tfs_trace_info gi;
+	struct mtrace g, m;
+	uint8_t *raw;
+	size_t n;
+
+	raw = slurp(TFS_TEST_DATA "/golden/small.trace", &n);
+	mt_open(&g, raw, n);
+	tfs_trace_get_info(g.t, &gi);
+	assert_int_equal(gi.version_minor, 0);
+	in[0] = in[1] = g.t;
+	assert_int_equal(merge(in, 2, &m), 0);
+	for (uint32_t r = 0; r < 2 * gi.n_ranks; r++)
+		assert_views(m.t, r, g.t, r % gi.n_ranks, 0, true);
+	/* absolute ranks kept: the copy's rank 0 (now 2) still sends to rank 1 */
+	{
+		struct tfs_cursor *c;
+		struct tfs_event ev;
+		uint32_t idx;
+
+		assert_int_equal(tfs_trace_find_stream(m.t, 2, 0, &idx), 0);
+		assert_int_equal(tfs_cursor_new(m.t, idx, TFS_VIEW_TEXT, 0, 1, &c), 0);
+		assert_int_equal(tfs_cursor_event(c, 4, &ev, NULL), 0);
+		assert_int_equal(ev.kind, TG_SEND);
+		assert_int_equal(ev.args[0].i, 1);
+		tfs_cursor_free(c);
+	}
+	mt_close(&m);
+	mt_close(&g);
+}
+
+/* Pairwise rounds (MPI) give the ranks, views and metadata of one merge of everything. */
+static void test_merge_pairwise_equals_all_at_once(void **state)
+{
+	uint64_t seed = tu_seed("pairwise");
+	struct mtrace in[4], ab, cd, all, pair;
+	struct tfs_trace *t[4], *p[2];
+	const char *pids[4] = {"10", "11", "10", "13"};
+	struct tfs_trace_info ai, pi;
+
+	for (int i = 0; i < 4; i++) {
+		gen_trace_ex(&in[i], TFS_TIMING_LOSSY, 1 + i % 2, 400, seed + 10 * i, pids[i], true);
+		t[i] = in[i].t;
+	}
+	assert_int_equal(merge(t, 4, &all), 0);
+	assert_int_equal(merge(t, 2, &ab), 0);
+	assert_int_equal(merge(t + 2, 2, &cd), 0);
+	p[0] = ab.t;
+	p[1] = cd.t;
+	assert_int_equal(merge(p, 2, &pair), 0);
+	tfs_trace_get_info(all.t, &ai);
+	tfs_trace_get_info(pair.t, &pi);
+	assert_int_equal(ai.n_ranks, 6);
+	assert_int_equal(pi.n_ranks, 6);
+	assert_int_equal(ai.n_sections, pi.n_sections);
+	assert_int_equal(tfs_trace_verify(pair.t, NULL), 0);
+	for (uint32_t r = 0; r < 6; r++) {
+		static const char *const want[6] = {"10", "11", "11", "10", "13", "13"};
+
+		for (uint32_t th = 0; th < 2; th++)
+			assert_same_views(all.t, r, pair.t, r, th);
+		assert_string_equal(tfs_trace_meta_rank(all.t, "pid", r), want[r]);
+		assert_string_equal(tfs_trace_meta_rank(pair.t, "pid", r), want[r]);
+		assert_string_equal(tfs_trace_meta_rank(pair.t, "program", r), "unit-test");
+	}
+	assert_string_equal(tfs_trace_meta(all.t, "pid"), "10");
+	assert_null(tfs_trace_meta(all.t, "program.rank1"));
+	mt_close(&pair);
+	mt_close(&ab);
+	mt_close(&cd);
+	mt_close(&all);
+	for (int i = 0; i < 4; i++)
+		mt_close(&in[i]);
+}
+
+/* Kinds declared in another order are matched by description. */
+static void test_merge_matches_kinds_by_description(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct mtrace a, b, m;
+	struct tfs_trace *in[2];
+	struct tfs_trace_info mi;
+	char text[512];
+
+	ring_trace(&a, 1, 4, 0);
+	{
+		struct tfs_writer *w;
+		struct tfs_wstream *s;
+		union tfs_arg rcv[1] = {{.i = 0}};
+		union tfs_arg snd[2] = {{.i = 2}, {.u = 64}};
+		uint32_t id;
+		void *buf;
+		size_t len;
+
+		assert_int_equal(tfs_writer_new(&o, &w), 0);
+		assert_int_equal(tfs_writer_add_kind(w, &ring_kinds[1], &id), 0);
+		assert_int_equal(tfs_writer_add_kind(w, &ring_kinds[0], &id), 0);
+		assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+		assert_int_equal(tfs_wstream_append(s, 1, 0, 0, snd), 0);
+		assert_int_equal(tfs_wstream_append(s, 0, 0, 0, rcv), 0);
+		assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+		tfs_writer_free(w);
+		mt_open(&b, buf, len);
+	}
+	in[0] = a.t;
+	in[1] = b.t;
+	assert_int_equal(merge(in, 2, &m), 0);
+	tfs_trace_get_info(m.t, &mi);
+	assert_int_equal(mi.n_kinds, 2);
+	stream_text(m.t, 1, text, sizeof(text));
+	assert_string_equal(text, "T0 send(dest=2, bytes=64)\nT0 recv(src=0) \n");
+	mt_close(&m);
+	mt_close(&a);
+	mt_close(&b);
+}
+
+static void test_merge_refuses_bad_input(void **state)
+{
+	struct mtrace a, b, lossy;
+	struct tfs_trace *in[2];
+	struct tfs_trace_info ai;
+	struct tfs_section_info si;
+	struct tfs_diag d;
+	void *buf;
+	size_t len;
+
+	gen_trace(&a, TFS_TIMING_LOSSLESS, 1, 5000, 3, "1");
+	gen_trace(&lossy, TFS_TIMING_LOSSY, 1, 50, 3, "1");
+	in[0] = a.t;
+	in[1] = lossy.t;
+	assert_int_equal(tfs_merge_traces(in, 0, &buf, &len, &d), -EINVAL);
+	assert_int_equal(tfs_merge_traces(in, 2, &buf, &len, &d), -EINVAL);
+	assert_non_null(strstr(d.reason, "timing"));
+	assert_null(buf);
+	/* damage a value block behind the section's head checksum: open cannot see it */
+	gen_trace(&b, TFS_TIMING_LOSSLESS, 1, 5000, 3, "1");
+	tfs_trace_get_info(b.t, &ai);
+	for (uint32_t i = 0; i < ai.n_sections; i++) {
+		assert_int_equal(tfs_trace_section(b.t, i, &si), 0);
+		if (strcmp(si.type_name, "values") == 0)
+			break;
+	}
+	assert_string_equal(si.type_name, "values");
+	((uint8_t *)b.buf)[si.offset + si.stored_bytes - 3] ^= 0x10;
+	in[1] = b.t;
+	assert_int_equal(tfs_merge_traces(in, 2, &buf, &len, &d), -TFS_ECORRUPT);
+	assert_string_equal(d.section, "values");
+	assert_int_equal(d.offset, si.offset);
+	assert_non_null(strstr(d.reason, "input 1: "));
+	assert_null(buf);
+	mt_close(&a);
+	mt_close(&b);
+	mt_close(&lossy);
+}
+
+/* open_mem reads what save_mem wrote, the same bytes save writes; truncations refused. */
+static void test_mem_round_trip(void **state)
+{
+	struct tfs_writer *w[2];
+	struct tg_stream s = {.rank = 0, .thread = 3};
+	char path[64];
+	struct tfs_trace *t;
+	struct tfs_diag d;
+	uint8_t *file;
+	void *buf;
+	size_t len, n;
+
+	snprintf(path, sizeof(path), "/tmp/tfs-merge-%d.trace", (int)getpid());
+	assert_int_equal(tg_fill(&s, 500, 0, 77), 0);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(tfs_writer_new(NULL, &w[i]), 0);
+		assert_int_equal(tg_declare(w[i]), 0);
+		assert_int_equal(tg_write(w[i], &s), 0);
+	}
+	assert_int_equal(tfs_writer_save_mem(w[0], &buf, &len), 0);
+	assert_int_equal(tfs_writer_save(w[1], path), 0);
+	file = slurp(path, &n);
+	unlink(path);
+	assert_int_equal(n, len);
+	assert_memory_equal(file, buf, len);
+	assert_int_equal(tfs_trace_open_mem(buf, len, &t, &d), 0);
+	assert_int_equal(tfs_trace_verify(t, &d), 0);
+	tfs_trace_close(t);
+	for (size_t cut = 0; cut < len; cut += 1 + cut / 8) {
+		assert_int_not_equal(tfs_trace_open_mem(buf, cut, &t, &d), 0);
+		assert_null(t);
+	}
+	for (int i = 0; i < 2; i++)
+		tfs_writer_free(w[i]);
+	free(file);
+	free(buf);
+	tg_free(&s);
+}
+
+/* Every allocation of a merge and of opening its result fails in turn: clean errors. */
+static void test_merge_allocation_failures_are_clean(void **state)
+{
+	struct mtrace a, b;
+	struct tfs_trace *in[3];
+	long reached = 0;
+
+	gen_trace(&a, TFS_TIMING_LOSSLESS, 2, 200, 5, "1");
+	gen_trace(&b, TFS_TIMING_LOSSLESS, 1, 200, 9, "2");
+	in[0] = a.t;
+	in[1] = b.t;
+	in[2] = a.t;
+	for (long k = 0;; k++) {
+		struct tfs_trace *t = NULL;
+		void *buf = NULL;
+		size_t len;
+		int rc;
+
+		fa_arm(k);
+		rc = tfs_merge_traces(in, 3, &buf, &len, NULL);
+		if (rc == 0)
+			rc = tfs_trace_open_mem(buf, len, &t, NULL);
+		reached = fa_count();
+		fa_disarm();
+		tfs_trace_close(t);
+		free(buf);
+		if (rc == 0)
+			break;
+		assert_int_equal(rc, -ENOMEM);
+	}
+	assert_true(reached > 20);
+	mt_close(&a);
+	mt_close(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_merge_copies_render_like_the_input),
+		cmocka_unit_test(test_merge_shares_sections),
+		cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
+		cmocka_unit_test(test_special_ranks_are_absolute),
+		cmocka_unit_test(test_merge_reads_format_1_0),
+		cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
+		cmocka_unit_test(test_merge_matches_kinds_by_description),
+		cmocka_unit_test(test_merge_refuses_bad_input),
+		cmocka_unit_test(test_mem_round_trip),
+		cmocka_unit_test(test_merge_allocation_failures_are_clean),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
