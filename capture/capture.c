@@ -414,6 +414,28 @@ void tfs_cap_phase_end(void)
 	errno = saved_errno;
 }
 
+int cap_save_request(char *path, size_t cap, unsigned int timeout_ms)
+{
+	const char *spool = getenv("TFS_SPOOL");
+	const struct timespec nap = {0, 1000000};
+	int32_t rc = 0;
+
+	if (!tfs_capture_mask_ || g_inproc || !g_spool.hdr || !spool || !*spool)
+		return -ENOTSUP;
+	snprintf(path, cap, "%s.trace", spool);
+	tfs_capture_flush();
+	atomic_store(&g_spool.hdr->save_req, 1);
+	for (unsigned int t = 0; t < timeout_ms; t++) {
+		rc = atomic_load(&g_spool.hdr->save_rc);
+		if (rc != 0)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	if (rc == 0)
+		return -ETIMEDOUT;
+	return rc < 0 ? rc : 0;
+}
+
 uint64_t cap_now_ns(void)
 {
 	return now_ns();

@@ -46,6 +46,14 @@ uint32_t cap_thread_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */
 void cap_thread_preassign(uint32_t id);
 
+/*
+ * Under `tracefs record`: hand over the calling thread's chunk and ask the consumer to finish
+ * and save the trace so far to @path (<spool>.trace, @cap bytes), waiting up to
+ * @timeout_ms. Events recorded afterwards are not in that trace.
+ * @return 0, -ENOTSUP (not under `tracefs record`), -ETIMEDOUT or the consumer's -errno
+ */
+int cap_save_request(char *path, size_t cap, unsigned int timeout_ms);
+
 /* The calling thread never records (it is the capture's own consumer thread). */
 void cap_thread_exclude(void);
 

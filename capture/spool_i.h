@@ -83,6 +83,11 @@ struct spool_hdr {
 	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
 	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
 	_Atomic uint64_t dropped_events;
+	/* MPI_Finalize under `tracefs record` (capture/mpi): the producer sets save_req to 1 and
+	 * waits; the consumer takes in everything, saves the trace to <spool path>.trace and sets
+	 * save_rc to 1 (or a negative errno). The producer then merges the ranks' traces. */
+	_Atomic uint32_t save_req;
+	_Atomic int32_t save_rc;
 };
 
 struct spool_chunk {

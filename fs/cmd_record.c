@@ -6,9 +6,10 @@
  * exits with the program's status (128 + signal when killed). --trace selects the categories
  * (zones, mem, alloc, io, threads, all; all by default). Run by an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
- * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers, and each rank
- * saves its own trace as <out>.<rank> (merging them into one file at MPI_Finalize is not
- * done yet). This file does the command line and process control only; the consumer is
+ * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers: at
+ * MPI_Finalize each rank's wrapper asks for its trace so far (spool_i.h save_req), the ranks
+ * merge them and rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own
+ * trace as <out>.<rank>. This file does the command line and process control only; the consumer is
  * capture/consumer.c.
  */
 #include <elf.h>
@@ -49,6 +50,7 @@ struct record_opts {
 	size_t spool_bytes;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
+	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
 };
 
 static pid_t g_child;
@@ -82,6 +84,8 @@ static int parse_trace(const char *s, uint32_t *mask)
 			*mask |= TFS_TRACE_IO;
 		else if (!strcmp(word, "threads"))
 			*mask |= TFS_TRACE_THREADS;
+		else if (!strcmp(word, "mpi"))
+			*mask |= TFS_TRACE_MPI; /* added anyway under an MPI launcher */
 		else if (!strcmp(word, "all"))
 			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
 				 TFS_TRACE_THREADS;
@@ -122,7 +126,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'T':
 			if (parse_trace(optarg, &o->mask) < 0)
-				return usage("--trace takes a list of zones, mem, alloc, io, threads, all");
+				return usage("--trace takes a list of zones, mem, alloc, io, threads, mpi, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);
@@ -309,18 +313,42 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	_exit(127);
 }
 
+static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid_t pid,
+			const char *how, const char *out);
+
+/*
+ * MPI_Finalize asked for the trace (spool_i.h save_req): finish and save it next to the
+ * spool for the MPI wrappers to merge. @return true once served (the consumer is finished).
+ */
+static bool serve_save(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
+		       pid_t pid, const char *spool_path)
+{
+	char path[PATH_MAX + 8];
+	int rc;
+
+	if (atomic_load(&s->hdr->save_req) != 1)
+		return false;
+	snprintf(path, sizeof(path), "%s.trace", spool_path);
+	rc = finish_trace(c, o, pid, "MPI_Finalize", path);
+	atomic_store(&s->hdr->save_rc, rc < 0 ? rc : 1);
+	return true;
+}
+
 /* Consume while the child runs. @return its wait status */
-static int run_consumer(struct cap_consumer *c, pid_t pid, int *consume_err)
+static int run_consumer(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
+			pid_t pid, const char *spool_path, bool *saved, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
 	int status = 0;
 
 	for (;;) {
-		int n = *consume_err ? 0 : cap_consumer_poll(c);
+		int n = *consume_err || *saved ? 0 : cap_consumer_poll(c);
 		pid_t r;
 
 		if (n < 0)
 			*consume_err = n;
+		if (!*saved && !*consume_err && o->mpi_size > 0)
+			*saved = serve_save(c, s, o, pid, spool_path);
 		r = waitpid(pid, &status, WNOHANG);
 		if (r == pid || (r < 0 && errno != EINTR))
 			return status;
@@ -426,6 +454,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	struct spool s;
 	char spool_path[PATH_MAX], how[96];
 	int rc, status, consume_err = 0, exit_status;
+	bool saved = false; /* handed to the MPI wrappers at MPI_Finalize: they merge and save */
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
@@ -447,10 +476,20 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		fs_fail("cannot fork: %s", strerror(errno));
 		goto err_free_consumer;
 	}
-	status = run_consumer(c, g_child, &consume_err);
+	status = run_consumer(c, &s, o, g_child, spool_path, &saved, &consume_err);
 	describe_end(status, how, sizeof(how));
 	exit_status = mirror_status(status);
-	if (consume_err) {
+	if (saved) {
+		char path[PATH_MAX + 8];
+
+		/* the wrappers read it (and remove it) unless they failed before */
+		snprintf(path, sizeof(path), "%s.trace", spool_path);
+		unlink(path);
+		if (o->mpi_rank == 0 && exit_status == 0 && access(o->mpi_out, R_OK) == 0) {
+			cap_consumer_stats(c, &st);
+			summary(o->mpi_out, how, &st);
+		}
+	} else if (consume_err) {
 		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
 	} else if (atomic_load(&s.hdr->producer_pid) == 0) {
 		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
@@ -481,7 +520,7 @@ err_unlink:
 int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
-	char file[PATH_MAX], lib[2 * PATH_MAX + 2], out[PATH_MAX + 24];
+	char file[PATH_MAX], lib[2 * PATH_MAX + 2], out[PATH_MAX + 24], mpi_out[2 * PATH_MAX];
 	const char *base;
 	int rc;
 
@@ -517,6 +556,13 @@ int fs_cmd_record(int argc, char **argv)
 		}
 		snprintf(lib + n, sizeof(lib) - n, ":%s", mpilib);
 		o.mask |= TFS_TRACE_MPI;
+		if (!realpath(".", mpi_out) ||
+		    strlen(mpi_out) + strlen(out) + 2 > sizeof(mpi_out) || out[0] == '/')
+			snprintf(mpi_out, sizeof(mpi_out), "%s", out);
+		else
+			strcat(strcat(mpi_out, "/"), out);
+		o.mpi_out = mpi_out;
+		setenv("TFS_MPI_OUTPUT", mpi_out, 1);
 		n = strlen(out);
 		snprintf(out + n, sizeof(out) - n, ".%ld", o.mpi_rank);
 	}

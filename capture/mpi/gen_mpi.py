@@ -164,7 +164,7 @@ class Gen:
         self.args.append((name, typ, enc, flags, cls))
         self.n_w += 1
         if enc in ('SIG', 'SYM', 'RANK') and flags == 0:
-            self.sigw.append(self.n_w)
+            self.sigw.append((self.n_w, enc))
         return f'c.w[{self.n_w}]'
 
     def string(self, name):
@@ -399,7 +399,9 @@ class Gen:
             self.post.append(code)
 
     def sig_hash(self):
-        ws = ', '.join(f'c.w[{i}]' for i in self.sigw) or '0'
+        # ranks as the trace stores them, relative: ranks doing the same thing share pools
+        ws = ', '.join(f'mpirt_rel(c.w[{i}])' if e == 'RANK' else f'c.w[{i}]'
+                       for i, e in self.sigw) or '0'
         return f'mpirt_sig_hash({self.call_no()}, (const uint64_t[]){{{ws}}}, {len(self.sigw)})'
 
     def call_no(self):
@@ -437,6 +439,14 @@ class Gen:
             o.append(f'\t{self.ret} ret;')
         o += sorted(set(self.decl), key=self.decl.index)
         o.append('')
+        if 'finalize' in self.hooks:
+            # recorded at entry: the trace is complete (and merged) before MPI ends
+            w = self.n_w
+            return '\n'.join(o + [
+                '\tif (!mpirt_enter())', f'\t\treturn {call};', '\tmpirt_start(&c);',
+                '\tc.w[0] = 0;'] + [f'\tc.w[{i}] = 0;' for i in range(1, w + 1)] + [
+                f'\tmpirt_put(&c, {self.call_no()}, {w}, NULL, 0);',
+                '\tmpirt_on_finalize();', f'\treturn {call};', '}'])
         o.append('\tif (!mpirt_enter())')
         o.append(f'\t\treturn {call};' if rv else f'\t{{\n\t\t{call};\n\t\treturn;\n\t}}')
         o += self.pre

@@ -550,8 +550,11 @@ void mpirt_on_init(void)
 
 void mpirt_on_finalize(void)
 {
-	g_mpi_live = false;
 	tfs_capture_flush();
+	cap_tls_depth++; /* the merge's own allocations and PMPI calls are not the program's */
+	mpirt_merge_at_finalize();
+	cap_tls_depth--;
+	g_mpi_live = false;
 }
 
 void mpirt_on_info_set(const char *key, const char *value)

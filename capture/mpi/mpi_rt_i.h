@@ -106,6 +106,11 @@ static inline uint64_t mpirt_rank(int64_t delta, int64_t r)
 }
 /* The caller's rank in MPI_COMM_WORLD (0 before MPI_Init). */
 int64_t mpirt_world_rank(void);
+/* A stored rank word as the trace shows it once merged: relative to the caller. */
+static inline uint64_t mpirt_rel(uint64_t w)
+{
+	return (int64_t)w >= 0 ? w - (uint64_t)mpirt_world_rank() : w;
+}
 
 /* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
 int mpirt_comm_size(MPI_Comm c);
@@ -127,6 +132,8 @@ uint64_t mpirt_bits(const void *p, size_t size);
 /* Hooks of annotated functions. */
 void mpirt_on_init(void);
 void mpirt_on_finalize(void);
+/* Under `tracefs record`: merge every rank's trace into $TFS_MPI_OUTPUT (mpi_merge.c). */
+void mpirt_merge_at_finalize(void);
 void mpirt_on_info_set(const char *key, const char *value);
 
 #endif
