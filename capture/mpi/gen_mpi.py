@@ -240,10 +240,13 @@ class Gen:
         n = p.name
         rank = 'rank' in a
         d = self.direction(p, a)
+        ctx = self.ctx
+        if rank and a['rank'] is not True:  # rank=<comm param>: a rank in that communicator
+            ctx = f'mpirt_delta_comm({a["rank"]})'
         if p.ptr == 0 and not p.arr:
             if rank:
                 w = self.word(n, 'I64', 'RANK')
-                self.pre.append(f'\t{w} = mpirt_rank({self.ctx}, {n});')
+                self.pre.append(f'\t{w} = mpirt_rank({ctx}, {n});')
             else:
                 w = self.word(n, 'I64', 'VAL' if 'val' in a else 'SIG')
                 self.pre.append(f'\t{w} = (uint64_t)(int64_t){n};')
@@ -304,16 +307,17 @@ class Gen:
                                      f'\n\t\t\tmpirt_str_sym(&{s}, "req", mpirt_req_new(&{n}[i], '
                                      f'{h}, {self.ctx}));')
                     return
+                # taken out before the call, put back after unless completed (in reverse
+                # order: requests sharing one handle value keep their order)
                 self.pre.append(
                     f'\trq_n = {ln} > 0 ? {ln} : 0;\n'
                     f'\tmpirt_scratch(rq_n, &rq_ids, &rq_deltas);\n'
                     f'\tfor (int64_t i = 0; i < rq_n; i++) {{\n'
-                    f'\t\trq_ids[i] = mpirt_req_id(&{n}[i], &rq_deltas[i]);\n'
+                    f'\t\trq_ids[i] = mpirt_req_take(&{n}[i], &rq_deltas[i]);\n'
                     f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);\n\t}}')
                 self.post.append(
-                    f'\tfor (int64_t i = 0; i < rq_n; i++)\n'
-                    f'\t\tif (rq_ids[i] && {n}[i] == MPI_REQUEST_NULL)\n'
-                    f'\t\t\tmpirt_req_done(rq_ids[i]);')
+                    f'\tfor (int64_t i = rq_n - 1; i >= 0; i--)\n'
+                    f'\t\tmpirt_req_settle(&{n}[i], rq_ids[i], rq_deltas[i]);')
                 return
             code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
                     f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
@@ -330,9 +334,8 @@ class Gen:
         if d == 'inout':
             if p.base == 'MPI_Request':
                 self.decl.append('\tint64_t rq_delta = 0;')
-                self.pre.append(f'\t{w} = {n} ? mpirt_req_id({n}, &rq_delta) : 0;')
-                self.post.append(f'\tif ({w} && {n} && *{n} == MPI_REQUEST_NULL)\n'
-                                 f'\t\tmpirt_req_done({w});')
+                self.pre.append(f'\t{w} = {n} ? mpirt_req_take({n}, &rq_delta) : 0;')
+                self.post.append(f'\tif ({n})\n\t\tmpirt_req_settle({n}, {w}, rq_delta);')
                 return
             self.pre.append(f'\t{w} = {n} ? mpirt_id({cls}, {n}, sizeof(*{n})) : 0;')
             if p.base in NULLS:

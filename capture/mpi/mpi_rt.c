@@ -311,11 +311,68 @@ uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n)
 /*
  * Request ids: (pool << 8 | slot) + 1, the pool being the creating call's signature hash;
  * 0 is MPI_REQUEST_NULL. Slots past POOL_SLOTS are handed out round-robin and never freed.
+ * The live ids of one handle value wait in a queue (struct rent), oldest first.
  */
+#define REQ_QUEUE 32
+
+struct rent {
+	uint64_t key; /* handle bits + 1 (0: empty) */
+	uint32_t n;
+	uint64_t id[REQ_QUEUE];
+	int64_t delta[REQ_QUEUE];
+};
+
+static struct rent *g_req;
+static uint32_t g_req_cap, g_req_n;
+
+/* Under g_lock. */
+static struct rent *req_entry(const MPI_Request *r, bool create)
+{
+	uint64_t key = key_of(r, sizeof(*r)) + 1;
+	uint32_t i;
+
+	if (create && 2 * (g_req_n + 1) > g_req_cap) {
+		uint32_t cap = g_req_cap ? 2 * g_req_cap : 64;
+		struct rent *e = calloc(cap, sizeof(*e));
+
+		if (!e)
+			return NULL;
+		for (uint32_t j = 0; j < g_req_cap; j++) {
+			if (!g_req[j].key)
+				continue;
+			for (i = (uint32_t)mix(g_req[j].key) % cap; e[i].key; i = (i + 1) % cap)
+				;
+			e[i] = g_req[j];
+		}
+		free(g_req);
+		g_req = e;
+		g_req_cap = cap;
+	}
+	if (!g_req_cap)
+		return NULL;
+	for (i = (uint32_t)mix(key) % g_req_cap; g_req[i].key; i = (i + 1) % g_req_cap)
+		if (g_req[i].key == key)
+			return &g_req[i];
+	if (!create)
+		return NULL;
+	g_req[i].key = key;
+	g_req[i].n = 0;
+	g_req_n++;
+	return &g_req[i];
+}
+
+static void slot_free(uint64_t id)
+{
+	uint32_t pool = (uint32_t)((id - 1) >> 8), slot = (uint32_t)((id - 1) & 0xff);
+
+	if (slot < POOL_SLOTS && pool < (1u << POOL_BITS))
+		g_pool[pool] &= ~(1ull << slot);
+}
+
 uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 {
 	uint32_t pool = (uint32_t)(sig >> (64 - POOL_BITS)), slot;
-	struct hent *e;
+	struct rent *e;
 	uint64_t id;
 
 	if (*r == MPI_REQUEST_NULL)
@@ -328,39 +385,69 @@ uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 		slot = POOL_SLOTS + g_pool_spill[pool]++ % (256 - POOL_SLOTS);
 	}
 	id = ((uint64_t)pool << 8 | slot) + 1;
-	e = lookup(&g_tab[MPIRT_REQ], key_of(r, sizeof(*r)), true);
-	if (e)
-		*e = (struct hent){.key = e->key, .id = id, .delta = delta, .has_delta = true};
+	e = req_entry(r, true);
+	if (e && e->n == REQ_QUEUE) { /* the oldest is forgotten (its slot stays taken) */
+		memmove(e->id, e->id + 1, (REQ_QUEUE - 1) * sizeof(e->id[0]));
+		memmove(e->delta, e->delta + 1, (REQ_QUEUE - 1) * sizeof(e->delta[0]));
+		e->n--;
+	}
+	if (e) {
+		e->id[e->n] = id;
+		e->delta[e->n++] = delta;
+	}
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
 
-uint64_t mpirt_req_id(const MPI_Request *r, int64_t *delta)
+static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 {
-	struct hent *e;
+	struct rent *e;
 	uint64_t id = 0;
 
 	*delta = g_world_rank;
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
 	pthread_mutex_lock(&g_lock);
-	e = lookup(&g_tab[MPIRT_REQ], key_of(r, sizeof(*r)), false);
-	if (e && e->id) {
-		id = e->id;
-		*delta = e->delta;
+	e = req_entry(r, false);
+	if (e && e->n) {
+		id = e->id[0];
+		*delta = e->delta[0];
+		if (take) {
+			e->n--;
+			memmove(e->id, e->id + 1, e->n * sizeof(e->id[0]));
+			memmove(e->delta, e->delta + 1, e->n * sizeof(e->delta[0]));
+		}
 	}
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
 
-void mpirt_req_done(uint64_t id)
+uint64_t mpirt_req_id(const MPI_Request *r, int64_t *delta)
 {
-	uint32_t pool = (uint32_t)((id - 1) >> 8), slot = (uint32_t)((id - 1) & 0xff);
+	return req_front(r, delta, false);
+}
 
-	/* the handle's entry stays: the library reuses handle values, mpirt_req_new rebinds */
+uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta)
+{
+	return req_front(r, delta, true);
+}
+
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+{
+	struct rent *e;
+
+	if (!id)
+		return;
 	pthread_mutex_lock(&g_lock);
-	if (slot < POOL_SLOTS && pool < (1u << POOL_BITS))
-		g_pool[pool] &= ~(1ull << slot);
+	if (*r == MPI_REQUEST_NULL) {
+		slot_free(id);
+	} else if ((e = req_entry(r, true)) != NULL && e->n < REQ_QUEUE) {
+		memmove(e->id + 1, e->id, e->n * sizeof(e->id[0]));
+		memmove(e->delta + 1, e->delta, e->n * sizeof(e->delta[0]));
+		e->id[0] = id;
+		e->delta[0] = delta;
+		e->n++;
+	}
 	pthread_mutex_unlock(&g_lock);
 }
 

@@ -84,10 +84,17 @@ uint64_t mpirt_comm_agree(MPI_Comm nc);
  * @delta is world rank minus the caller's rank in the request's communicator.
  */
 uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta);
-/* The id of a live request (0 for MPI_REQUEST_NULL or unknown) and its rank delta. */
+/*
+ * The id of a live request (0 for MPI_REQUEST_NULL or unknown) and its rank delta. Several
+ * live requests may share one handle value (MPICH returns one handle for every send it
+ * completed at once): they queue on it in creation order.
+ */
 uint64_t mpirt_req_id(const MPI_Request *r, int64_t *delta);
-/* The request of id @id completed (its handle is now MPI_REQUEST_NULL): free its slot. */
-void mpirt_req_done(uint64_t id);
+/* The same, taken off the handle's queue (a call that may complete it). */
+uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta);
+/* After the call: request @id (taken from @r) completed if *@r is MPI_REQUEST_NULL (its
+ * pool slot is freed), else it goes back to the front of @r's queue. */
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta);
 /* Per-thread scratch arrays of @n request ids and rank deltas (valid until the next call). */
 void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas);
 uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);
