@@ -435,11 +435,9 @@ static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid
 	if (rc == 0 && o->mpi_size > 0) {
 		char v[32];
 
-		snprintf(v, sizeof(v), "%ld", o->mpi_rank);
-		rc = cap_consumer_set_meta(c, "mpi_rank", v);
+		/* the rank is the trace's own: ranks/<r> */
 		snprintf(v, sizeof(v), "%ld", o->mpi_size);
-		if (rc == 0)
-			rc = cap_consumer_set_meta(c, "mpi_size", v);
+		rc = cap_consumer_set_meta(c, "mpi_size", v);
 	}
 	if (rc == 0)
 		rc = cap_consumer_save(c, out);

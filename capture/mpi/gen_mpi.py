@@ -220,7 +220,7 @@ class Gen:
         if p.base == 'void' and p.ptr == 1 and not p.arr:
             if 'buf' in n or n in BUF_NAMES:
                 w1 = self.word(n, 'U64', 'SYM', 0, 'alloc')
-                w2 = self.word(n + '_off', 'HEX', 'VAL')
+                w2 = self.word(n + '_off', 'HEX', 'SIG')
                 self.pre.append(f'\tmpirt_buf({n}, &{w1}, &{w2});')
                 return
             w = self.word(n, 'HEX', 'VAL')

@@ -22,7 +22,7 @@
 #define COMM_WORLD_ID 0
 #define COMM_SELF_ID 1
 #define AGREED_ID_BASE (1u << 20) /* agreed communicator ids: [2^20, 2^24) */
-#define POOL_BITS 16
+#define POOL_BITS 8 /* pools are hash buckets: signatures that share one share its slots */
 #define POOL_SLOTS 64
 
 /* One live handle: its symbolic id and, once asked for, the caller's rank delta in it. */
@@ -608,9 +608,13 @@ void mpirt_str_text(struct mpirt_str *s, const char *text)
 
 void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off)
 {
-	/* until the allocation tree is available: allocation 0, the address as offset */
 	*alloc = 0;
-	*off = (uint64_t)(uintptr_t)p;
+	if (!p)
+		*off = 0;
+	else if (p == MPI_IN_PLACE)
+		*off = UINT64_MAX;
+	else
+		*off = mpirt_id(MPIRT_BUF, &p, sizeof(p)) + 1;
 }
 
 uint64_t mpirt_bits(const void *p, size_t size)

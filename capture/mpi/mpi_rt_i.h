@@ -30,6 +30,7 @@ enum mpirt_class {
 	MPIRT_MSG,
 	MPIRT_SESSION,
 	MPIRT_FN,
+	MPIRT_BUF, /* addresses outside any allocation */
 	MPIRT_N_CLASSES
 };
 
@@ -129,8 +130,12 @@ void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self); /* "r+1", "-2"
 void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id);
 void mpirt_str_text(struct mpirt_str *s, const char *text);
 
-/* A buffer pointer: allocation id and offset in it (one place to switch to the allocation
- * tree). */
+/*
+ * A buffer pointer as (allocation id, offset), both in the call signature. Until the
+ * allocation tree is linked in, every buffer is outside any allocation: allocation 0, and
+ * for the offset a number per distinct address in first-use order (1, 2...; 0 for NULL,
+ * all ones for MPI_IN_PLACE), since raw addresses differ between ranks and runs.
+ */
 void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off);
 
 /* Bits of a by-value argument of unknown type (up to 8 bytes, else 0). */
