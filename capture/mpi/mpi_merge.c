@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mpi.h>
@@ -176,8 +177,11 @@ void mpirt_merge_at_finalize(void)
 	int rank = 0, size = 1, rc, failed = 0;
 	MPI_Comm comm;
 
+	struct timespec t0, t1;
+
 	if (!out || !*out)
 		return;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = cap_save_request(path, sizeof(path), SAVE_TIMEOUT_MS);
 	if (rc == 0) {
 		rc = read_file(path, &mine, &mine_len);
@@ -211,6 +215,12 @@ void mpirt_merge_at_finalize(void)
 		rc = write_file(out, mine, mine_len);
 		if (rc < 0)
 			fprintf(stderr, "tfs mpi: cannot write %s: %s\n", out, strerror(-rc));
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (rc == 0 && getenv("TFS_MPI_VERBOSE"))
+			fprintf(stderr, "tfs mpi: %d ranks merged into %s: %zu bytes in %.3f ms\n",
+				size, out, mine_len,
+				(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+					(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	}
 	PMPI_Comm_free(&comm);
 	free(mine);

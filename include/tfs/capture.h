@@ -17,10 +17,13 @@
  *   TFS_OUTPUT=FILE        in-process mode: the trace file (default <program>.<pid>.trace)
  *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
- *                          io, threads, all (unset: zones, mem; the last three need the
- *                          library preloaded or linked: its interposers record them)
+ *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
+ *                          and threads need the library preloaded or linked: its interposers
+ *                          record them; mpi needs libtfsmpi.so preloaded or linked)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
+ *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
+ *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): the malloc family, POSIX
