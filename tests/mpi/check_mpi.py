@@ -459,6 +459,54 @@ def check_coverage(t, o):
          'the functions not wrapped are really missing from the MPI library', absent)
 
 
+SMALL_H = '''typedef int MPI_Comm; typedef int MPI_Request;
+int MPI_Foo(int *outval, const int *inval, void *opaque, int dest, MPI_Comm comm);
+int PMPI_Foo(int *, const int *, void *, int, MPI_Comm);
+int MPI_Bar(int count, MPI_Request array_of_requests[]);
+int PMPI_Bar(int count, MPI_Request array_of_requests[]);
+int MPI_Nopmpi(int x);
+'''
+
+
+def check_generator(t, o, tmp):
+    """The generator on a small header: what C types alone give (an unannotated int * is
+    read after the call, only on success; const int * before; void * by address), what
+    annotations add, and one-line errors naming the file and line of a bad annotation."""
+    h = os.path.join(tmp, 'small.h')
+    with open(h, 'w') as f:
+        f.write(SMALL_H)
+    kinds, wrap, lst = (os.path.join(tmp, n) for n in ('k.c', 'w.c', 'l.txt'))
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', o.annot,
+                          '--kinds', kinds, '--wrap', wrap, '--list', lst],
+                         capture_output=True, text=True)
+    if not t.ok(res.returncode == 0, 'generator runs on a small header', res.stderr):
+        return
+    names = open(lst).read().split()
+    t.ok(names == ['MPI_Bar', 'MPI_Foo'], 'generator wraps the functions with a PMPI twin',
+         names)
+    w, k = open(wrap).read(), open(kinds).read()
+    foo = w[w.index('int MPI_Foo('):w.index('int MPI_Bar(') if w.index('int MPI_Bar(') >
+            w.index('int MPI_Foo(') else len(w)]
+    call = foo.index('ret = PMPI_Foo(')
+    out_at = foo.find('ret == MPI_SUCCESS && outval ? (uint64_t)(int64_t)*outval')
+    in_at = foo.find('inval ? (uint64_t)(int64_t)*inval')
+    t.ok(out_at > call and 0 < in_at < call,
+         'an unannotated int * is read after a successful call, a const int * before', foo)
+    t.ok('(uint64_t)(uintptr_t)opaque' in foo and
+         '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
+    t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
+         in foo, 'an annotated rank is relative to the communicator', k)
+    t.ok('mpirt_req_take(&array_of_requests[i]' in w and '(int64_t)count' in w,
+         'a request array takes its length from the annotated count', w[-1500:])
+    bad = os.path.join(tmp, 'bad.txt')
+    with open(bad, 'w') as f:
+        f.write('# comment\n*\tdest\trank\nMPI_Foo\tdest\tbogus\n')
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', bad,
+                          '--kinds', kinds], capture_output=True, text=True)
+    t.ok(res.returncode != 0 and res.stderr.strip() == f'{bad}:3: unknown attribute bogus',
+         'a bad annotation is a one-line error naming file and line', res.stderr)
+
+
 def check_sizes(t, run):
     prog = os.path.join(run.o.bindir, 'mpi_stencil2d')
     sizes = {}
@@ -493,19 +541,21 @@ def main():
     ap.add_argument('--cc', default='cc')
     ap.add_argument('--mpi-inc')
     ap.add_argument('--annot')
+    ap.add_argument('--gen')
     ap.add_argument('--no-mpi', action='store_true')
     ap.add_argument('--only', help='run only this program (debugging)')
     o = ap.parse_args()
     if o.no_mpi:
         print('1..0 # SKIP built without MPI')
         return 77
-    for k in ('tracefs', 'bindir', 'lib', 'annot'):
+    for k in ('tracefs', 'bindir', 'lib', 'annot', 'gen'):
         setattr(o, k, os.path.abspath(getattr(o, k)))
     t = Tap()
     with tempfile.TemporaryDirectory(prefix='tfs-mpi-') as tmp:
         run = Runner(o, tmp)
         if not o.only or o.only == 'coverage':
             check_coverage(t, o)
+            check_generator(t, o, tmp)
         for name, n, args, expect in PROGRAMS:
             if not o.only or o.only == name:
                 check_program(t, run, name, n, args, expect)
