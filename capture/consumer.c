@@ -792,6 +792,13 @@ int cap_consumer_save(struct cap_consumer *c, const char *path)
 	return tfs_writer_save(c->w, path);
 }
 
+int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len)
+{
+	if (c->err)
+		return c->err;
+	return tfs_writer_save_mem(c->w, out, len);
+}
+
 void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st)
 {
 	*st = c->st;

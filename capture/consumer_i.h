@@ -61,6 +61,9 @@ int cap_consumer_set_common_meta(struct cap_consumer *c, const char *program,
 /* Write the trace (after cap_consumer_finish). @return 0 or -errno */
 int cap_consumer_save(struct cap_consumer *c, const char *path);
 
+/* The same, into a new malloc'ed buffer the caller frees. @return 0 or -errno */
+int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len);
+
 void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st);
 
 #endif

@@ -241,8 +241,10 @@ class Gen:
         rank = 'rank' in a
         d = self.direction(p, a)
         ctx = self.ctx
-        if rank and a['rank'] is not True:  # rank=<comm param>: a rank in that communicator
-            ctx = f'mpirt_delta_comm({a["rank"]})'
+        if rank and a['rank'] is not True:  # rank=<param>: a rank in that object
+            q = self.pnames[a['rank']]
+            fn = {'MPI_Comm': 'comm', 'MPI_Group': 'group', 'MPI_Win': 'win'}[q.base]
+            ctx = f'mpirt_delta_{fn}({q.name})'
         if p.ptr == 0 and not p.arr:
             if rank:
                 w = self.word(n, 'I64', 'RANK')
@@ -257,7 +259,7 @@ class Gen:
             if ln is not None:
                 s = self.string(n)
                 if rank:
-                    el = f'mpirt_str_rel(&{s}, {n}[i], mpirt_world_rank() - {self.ctx})'
+                    el = f'mpirt_str_rel(&{s}, {n}[i], mpirt_world_rank() - {ctx})'
                 else:
                     el = f'mpirt_str_i64(&{s}, (int64_t){n}[i])'
                 code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
@@ -270,7 +272,7 @@ class Gen:
         if p.ptr == 1 and not p.arr:
             enc = 'RANK' if rank else ('VAL' if 'val' in a else 'SIG')
             w = self.word(n, 'I64', enc)
-            v = f'mpirt_rank({self.ctx}, *{n})' if rank else f'(uint64_t)(int64_t)*{n}'
+            v = f'mpirt_rank({ctx}, *{n})' if rank else f'(uint64_t)(int64_t)*{n}'
             if when == 'pre':
                 self.pre.append(f'\t{w} = {n} ? {v} : 0;')
             else:

@@ -1,9 +1,11 @@
 /*
- * One trace for the whole MPI job, made at MPI_Finalize under `tracefs record`: each rank
- * gets its trace so far from its recorder (cap_save_request), then the ranks merge pairwise
+ * One trace for the whole MPI job, made at MPI_Finalize: each rank gets its trace so far
+ * (cap_trace_now: from its consumer thread in-process, from its recorder under `tracefs
+ * record`), then the ranks merge pairwise
  * in ceil(log2(P)) rounds over a duplicate of MPI_COMM_WORLD (in round k, rank r with bit k
  * set sends its trace to r - 2^k and stops; the receiver merges the two with
- * tfs_merge_traces, its ranks first), and rank 0 writes $TFS_MPI_OUTPUT. A rank holds at most
+ * tfs_merge_traces, its ranks first), and rank 0 writes $TFS_MPI_OUTPUT (set by `tracefs
+ * record`), else $TFS_OUTPUT, else <program>.trace. A rank holds at most
  * two traces at once (its own merged part and its partner's), never a per-rank array. On any
  * failure a rank keeps its own trace as <output>.<rank> so nothing recorded is lost. It does
  * not record anything itself.
@@ -28,42 +30,6 @@
 #define CHUNK_BYTES (1 << 30) /* MPI counts are int: send in pieces */
 #define TAG_LEN 7301
 #define TAG_DATA 7302
-
-static int read_file(const char *path, void **out, size_t *len)
-{
-	struct stat st;
-	ssize_t n;
-	size_t off = 0;
-	void *buf;
-	int fd, rc = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto out_close;
-	}
-	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (!buf) {
-		rc = -ENOMEM;
-		goto out_close;
-	}
-	while (off < (size_t)st.st_size) {
-		n = read(fd, (char *)buf + off, (size_t)st.st_size - off);
-		if (n <= 0) {
-			rc = n < 0 ? -errno : -EIO;
-			free(buf);
-			goto out_close;
-		}
-		off += (size_t)n;
-	}
-	*out = buf;
-	*len = off;
-out_close:
-	close(fd);
-	return rc;
-}
 
 static int write_file(const char *path, const void *buf, size_t len)
 {
@@ -171,22 +137,24 @@ static void keep_own(const char *out, int rank, const void *buf, size_t len, int
 void mpirt_merge_at_finalize(void)
 {
 	const char *out = getenv("TFS_MPI_OUTPUT");
-	char path[4200];
 	void *mine = NULL, *theirs = NULL;
 	size_t mine_len = 0, theirs_len = 0;
 	int rank = 0, size = 1, rc, failed = 0;
 	MPI_Comm comm;
 
 	struct timespec t0, t1;
+	char dflt[300];
 
 	if (!out || !*out)
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	rc = cap_save_request(path, sizeof(path), SAVE_TIMEOUT_MS);
-	if (rc == 0) {
-		rc = read_file(path, &mine, &mine_len);
-		unlink(path);
+		out = getenv("TFS_OUTPUT");
+	if (!out || !*out) {
+		snprintf(dflt, sizeof(dflt), "%s.trace", program_invocation_short_name);
+		out = dflt;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = cap_trace_now(&mine, &mine_len, SAVE_TIMEOUT_MS);
+	if (rc == -ENOTSUP)
+		return; /* capture off: nothing to merge, nothing to wait for */
 	PMPI_Comm_dup(MPI_COMM_WORLD, &comm);
 	PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
 	PMPI_Comm_rank(comm, &rank);

@@ -144,7 +144,7 @@ uint64_t mpirt_bits(const void *p, size_t size);
 /* Hooks of annotated functions. */
 void mpirt_on_init(void);
 void mpirt_on_finalize(void);
-/* Under `tracefs record`: merge every rank's trace into $TFS_MPI_OUTPUT (mpi_merge.c). */
+/* Merge every rank's trace into one file (mpi_merge.c). */
 void mpirt_merge_at_finalize(void);
 void mpirt_on_info_set(const char *key, const char *value);
 

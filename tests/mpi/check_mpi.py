@@ -433,6 +433,27 @@ def check_program(t, run, name, n, args, expect):
              job)
 
 
+def check_inprocess(t, run):
+    """Without `tracefs record`: both libraries preloaded into the ranks only (not into
+    mpiexec), TFS_TRACE=mpi; the ranks still merge at MPI_Finalize into TFS_OUTPUT."""
+    o = run.o
+    trace = os.path.join(run.tmp, 'inproc.trace')
+    prog = os.path.join(o.bindir, 'mpi_ring')
+    cmd = [o.mpiexec, '-n', '4', 'env', f'LD_PRELOAD={o.caplib}:{o.lib}', 'TFS_TRACE=mpi',
+           f'TFS_OUTPUT={trace}', prog, '3']
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=run.tmp)
+    if not t.ok(res.returncode == 0 and os.path.exists(trace),
+                'in-process: ring traced into one trace', res.stderr):
+        return
+    t.ok(run.ls(trace, 'ranks') == ['0', '1', '2', '3'], 'in-process: ranks/0..3')
+    for r in range(4):
+        d = match_seq(exp_ring(r, 4, 3), run.events(trace, r), {'job': {}})
+        t.ok(d is None, f'in-process: rank {r} calls and arguments', d)
+    t.ok(sorted(os.listdir(run.tmp)).count('inproc.trace') == 1 and
+         not any(f.startswith('inproc.trace.') for f in os.listdir(run.tmp)),
+         'in-process: no per-rank files left')
+
+
 def check_coverage(t, o):
     """Every MPI_ function mpi.h declares (read here with a regex, not the generator) is
     exported by libtfsmpi.so, except those the library lacks (listed `absent`)."""
@@ -542,13 +563,14 @@ def main():
     ap.add_argument('--mpi-inc')
     ap.add_argument('--annot')
     ap.add_argument('--gen')
+    ap.add_argument('--caplib')
     ap.add_argument('--no-mpi', action='store_true')
     ap.add_argument('--only', help='run only this program (debugging)')
     o = ap.parse_args()
     if o.no_mpi:
         print('1..0 # SKIP built without MPI')
         return 77
-    for k in ('tracefs', 'bindir', 'lib', 'annot', 'gen'):
+    for k in ('tracefs', 'bindir', 'lib', 'annot', 'gen', 'caplib'):
         setattr(o, k, os.path.abspath(getattr(o, k)))
     t = Tap()
     with tempfile.TemporaryDirectory(prefix='tfs-mpi-') as tmp:
@@ -559,6 +581,8 @@ def main():
         for name, n, args, expect in PROGRAMS:
             if not o.only or o.only == name:
                 check_program(t, run, name, n, args, expect)
+        if not o.only or o.only == 'inproc':
+            check_inprocess(t, run)
         if not o.only or o.only == 'sizes':
             check_sizes(t, run)
     return t.done()
