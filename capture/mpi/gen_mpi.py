@@ -215,6 +215,9 @@ class Gen:
             if self.direction(p, a) == 'in':
                 self.pre.append(f'\tif ({n})\n\t\tmpirt_str_text(&{s}, {n});')
             else:
+                # an output string is only defined when the call says it found one
+                if 'flag' in self.pnames and self.pnames['flag'].ptr == 1:
+                    ok += ' && flag && *flag'
                 self.post.append(f'\tif ({ok} && {n})\n\t\tmpirt_str_text(&{s}, {n});')
             return
         if p.base == 'void' and p.ptr == 1 and not p.arr:
