@@ -126,7 +126,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'T':
 			if (parse_trace(optarg, &o->mask) < 0)
-				return usage("--trace takes a list of zones, mem, alloc, io, threads, mpi, all");
+				return usage("--trace takes a list of zones, mem, alloc, io, threads, "
+					     "mpi, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);

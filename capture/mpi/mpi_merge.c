@@ -188,7 +188,7 @@ void mpirt_merge_at_finalize(void)
 			fprintf(stderr, "tfs mpi: %d ranks merged into %s: %zu bytes in %.3f ms\n",
 				size, out, mine_len,
 				(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
-					(double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+				    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 	}
 	PMPI_Comm_free(&comm);
 	free(mine);

@@ -245,8 +245,8 @@ uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
 	struct hent *e;
 	uint64_t pid = 0, n = 0;
 
-	if (nc == MPI_COMM_NULL)
-		return UINT64_MAX;
+	/* counted even where no communicator results (MPI_Comm_split with MPI_UNDEFINED):
+	 * every member of the parent keeps the same count */
 	pthread_mutex_lock(&g_lock);
 	e = entry(MPIRT_COMM, &parent, sizeof(parent));
 	if (e) {
@@ -254,6 +254,8 @@ uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
 		n = e->children++;
 	}
 	pthread_mutex_unlock(&g_lock);
+	if (nc == MPI_COMM_NULL)
+		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
 	/* every member of the parent makes its children in the same order */
 	return comm_bind(nc, AGREED_ID_BASE + mix(pid * 0x10001 + n) % (15u * AGREED_ID_BASE));
 }
@@ -264,7 +266,7 @@ uint64_t mpirt_comm_agree(MPI_Comm nc)
 	int inter = 0;
 
 	if (nc == MPI_COMM_NULL || !g_mpi_live)
-		return UINT64_MAX;
+		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
 	mine = (unsigned long)(mix((uint64_t)g_world_rank << 32 | ++g_agree_seq) %
 			       (15u * AGREED_ID_BASE));
 	PMPI_Comm_test_inter(nc, &inter);
@@ -452,7 +454,8 @@ void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
 }
 
 /* The cached delta of @h in class @cls, computed by @rank_of on first use. */
-static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size, int (*rank_of)(const void *))
+static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size,
+			int (*rank_of)(const void *))
 {
 	struct hent *e;
 	int64_t d = 0;
@@ -516,8 +519,8 @@ int64_t mpirt_delta_comm(MPI_Comm c)
 int64_t mpirt_delta_group(MPI_Group g)
 {
 	return g == MPI_GROUP_NULL || g == MPI_GROUP_EMPTY
-		       ? g_world_rank
-		       : delta_of(MPIRT_GROUP, &g, sizeof(g), group_rank);
+		   ? g_world_rank
+		   : delta_of(MPIRT_GROUP, &g, sizeof(g), group_rank);
 }
 
 int64_t mpirt_delta_win(MPI_Win w)

@@ -18,7 +18,8 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Info_create(&info);
 	if (rank == 0) {
-		int *buf = calloc((size_t)size, sizeof(int)), *idx = calloc((size_t)size, sizeof(int));
+		int *buf = calloc((size_t)size, sizeof(int)),
+		    *idx = calloc((size_t)size, sizeof(int));
 		MPI_Request *rq = calloc((size_t)size, sizeof(MPI_Request));
 		MPI_Status *st = calloc((size_t)size, sizeof(MPI_Status));
 

@@ -38,8 +38,8 @@ int main(int argc, char **argv)
 	MPI_Reduce_scatter_block(all, &r, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0)
-		printf("coll size=%d bcast=%d max=%d alltoallv0=%d rsb=%d\n", size, v[3], s, all2[0],
-		       r);
+		printf("coll size=%d bcast=%d max=%d alltoallv0=%d rsb=%d\n", size, v[3], s,
+		       all2[0], r);
 	free(all);
 	free(all2);
 	free(cnt);

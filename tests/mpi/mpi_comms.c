@@ -36,8 +36,8 @@ int main(int argc, char **argv)
 	MPI_Comm_free(&dup);
 	MPI_Comm_free(&half);
 	if (rank == 0)
-		printf("comms size=%d half=%d ring_in=%d inter_in=%d remote=%d\n", size, hs, in, in2,
-		       rs);
+		printf("comms size=%d half=%d ring_in=%d inter_in=%d remote=%d\n", size, hs, in,
+		       in2, rs);
 	MPI_Finalize();
 	return 0;
 }

@@ -38,8 +38,8 @@ int main(int argc, char **argv)
 	MPI_Type_vector(2, 2, 3, MPI_INT, &vec2);
 	MPI_Type_free(&vec2);
 	if (rank == 1)
-		printf("dtype got %d %d %d %d and %.1f %.1f %.1f\n", b[0], b[1], b[2], b[3], d[0], d[1],
-		       d[2]);
+		printf("dtype got %d %d %d %d and %.1f %.1f %.1f\n", b[0], b[1], b[2], b[3], d[0],
+		       d[1], d[2]);
 	MPI_Finalize();
 	return 0;
 }
