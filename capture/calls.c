@@ -76,6 +76,13 @@ static const struct tfs_arg_desc fd_file_args[] = {ARG("fd", I64, SIG, 0), ARG("
 static const struct tfs_arg_desc thread_args[] = {
     {"thread", TFS_TYPE_U64, TFS_ENC_SYM, 0, "thread"}, RET};
 
+/* exec is recorded when it is called (it returns only when it fails: exec_failed follows) */
+static const struct tfs_arg_desc fork_args[] = {ARG("ret", I64, VAL, TFS_ARG_RESULT), ERRNO};
+static const struct tfs_arg_desc exec_args[] = {ARG("path", STR, STR, 0), ARG("argv", STR, STR, 0)};
+static const struct tfs_arg_desc exec_failed_args[] = {ARG("path", STR, STR, 0), ERRNO};
+static const struct tfs_arg_desc spawn_args[] = {ARG("path", STR, STR, 0), ARG("argv", STR, STR, 0),
+						 ARG("pid", I64, VAL, 0), RET};
+
 #define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 #define KIND(c, n, cat, a) [c] = {n, cat, N_ARGS(a), a}
 
@@ -113,4 +120,8 @@ const struct tfs_kind_desc cap_call_kinds[N_CALLS] = {
     KIND(CALL_FD_FILE, "fd_file", "io", fd_file_args),
     KIND(CALL_PTHREAD_CREATE, "pthread_create", "thread", thread_args),
     KIND(CALL_PTHREAD_JOIN, "pthread_join", "thread", thread_args),
+    KIND(CALL_FORK, "fork", "process", fork_args),
+    KIND(CALL_EXEC, "exec", "process", exec_args),
+    KIND(CALL_EXEC_FAILED, "exec_failed", "process", exec_failed_args),
+    KIND(CALL_SPAWN, "posix_spawn", "process", spawn_args),
 };

@@ -50,6 +50,11 @@ enum cap_call {
 	/* threads */
 	CALL_PTHREAD_CREATE,
 	CALL_PTHREAD_JOIN,
+	/* processes (interpose_proc.c) */
+	CALL_FORK,
+	CALL_EXEC,
+	CALL_EXEC_FAILED,
+	CALL_SPAWN,
 	N_CALLS
 };
 

@@ -8,6 +8,8 @@
  * cap_put_call().
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +20,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "tfs/capture.h"
 #include "tfs/tfs.h"
@@ -68,20 +73,47 @@ static pthread_key_t g_key;
 static _Atomic uint32_t g_phase_gen;
 static _Atomic uint32_t g_phase_id;
 static _Atomic uint64_t g_lost_early; /* dropped before a spool existed to count them */
+/* attached to `tracefs record`: this process's spool, and the first process's, from which
+ * every forked or spawned process derives its own (`<root>.<pid>`) */
+static bool g_follow;
+static char g_path[PATH_MAX];
+static char g_root[PATH_MAX];
 
 static _Thread_local struct tstate *tls_state TLS_IE;
 _Thread_local unsigned int cap_tls_depth TLS_IE;
 static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthread_create */
 static _Thread_local bool tls_dead TLS_IE;
 
-static inline uint64_t now_ns(void)
+/*
+ * TFS_CLOCK=tsc: times come from the time-stamp counter, mapped onto CLOCK_MONOTONIC by a
+ * pair of readings taken at start-up and a rate measured against CLOCK_MONOTONIC over 2 ms
+ * (so they drift from it by the calibration error, a few parts in 10^5). Costs a third to
+ * a half of clock_gettime, whose vDSO fences its TSC read and checks a sequence lock.
+ */
+static bool g_tsc;
+static uint64_t g_tsc0, g_mono0;
+static uint64_t g_tsc_mult; /* nanoseconds per tick, 32.32 fixed point */
+
+static inline uint64_t mono_ns(void)
 {
 	struct timespec t;
 
-	if (g_no_clock)
-		return 0;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static inline uint64_t now_ns(void)
+{
+	if (g_no_clock)
+		return 0;
+#if defined(__x86_64__)
+	if (g_tsc) {
+		uint64_t d = __rdtsc() - g_tsc0;
+
+		return g_mono0 + (uint64_t)(((unsigned __int128)d * g_tsc_mult) >> 32);
+	}
+#endif
+	return mono_ns();
 }
 
 static void count_drop(void)
@@ -559,11 +591,78 @@ void cap_thread_exclude(void)
 	tls_dead = true;
 }
 
-/* A forked child must not write into its parent's spool: fork following comes later. */
+const char *cap_spool_path(void)
+{
+	return g_follow ? g_path : NULL;
+}
+
+const char *cap_spool_root(void)
+{
+	return g_follow ? g_root : NULL;
+}
+
+void cap_before_exec(void)
+{
+	if (!tfs_capture_mask_)
+		return;
+	/* the new image goes on in this spool; what this thread wrote so far is complete */
+	if (cap_tls_depth++ == 0 && tls_state && tls_state->chunk) {
+		cap_spool_hand_over(tls_state->chunk);
+		tls_state->chunk = NULL;
+		tls_state->fill = tls_state->cap = 0;
+	}
+	cap_tls_depth--;
+}
+
+/*
+ * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
+ * process we were forked or spawned from). The environment is left alone (setenv is not
+ * safe in a forked child): an exec'd image finds this spool by its name (attach()).
+ */
+static int become_child(const struct spool_hdr *parent)
+{
+	uint32_t pid = (uint32_t)getpid();
+	int rc;
+
+	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
+		return -ENAMETOOLONG;
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
+	if (rc == -EEXIST) {
+		/* left by an earlier process of this pid that the recorder has consumed */
+		unlink(g_path);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
+	}
+	return rc;
+}
+
+/*
+ * In a forked child (one thread, the forking one): in-process capture stops; attached to
+ * `tracefs record`, the child becomes a new rank with a spool of its own. The parent's
+ * spool, chunk and thread state are the parent's: dropped here, never touched.
+ */
 static void fork_child(void)
 {
-	tfs_capture_mask_ = 0;
-	g_inproc = false;
+	struct spool parent = g_spool;
+	struct tstate *ts = tls_state;
+	int rc = -ENOTSUP;
+
+	cap_tls_depth++;
+	tls_state = NULL;
+	tls_thread_id = 0;
+	pthread_setspecific(g_key, NULL);
+	if (ts)
+		munmap(ts, sizeof(*ts));
+	g_spool.hdr = NULL;
+	if (g_follow)
+		rc = become_child(parent.hdr);
+	cap_spool_unmap(&parent);
+	atomic_store(&g_phase_gen, 0);
+	atomic_store(&g_lost_early, 0);
+	if (rc < 0) {
+		tfs_capture_mask_ = 0;
+		g_inproc = false;
+	}
+	cap_tls_depth--;
 }
 
 /*
@@ -628,20 +727,87 @@ static int start_inproc(void)
 	return rc;
 }
 
+/* Map @path if it is a spool this process (pid @pid) produces into. */
+static bool attach_own(const char *path, uint32_t pid)
+{
+	if (cap_spool_attach(&g_spool, path) < 0)
+		return false;
+	if (atomic_load(&g_spool.hdr->producer_pid) == pid)
+		return true;
+	cap_spool_unmap(&g_spool);
+	return false;
+}
+
 static int attach(const char *path)
 {
 	uint32_t pid = (uint32_t)getpid(), expect = 0;
+	const char *root = getenv("TFS_SPOOL_ROOT");
+	struct spool other;
 	int rc = cap_spool_attach(&g_spool, path);
 
 	if (rc < 0)
 		return rc;
+	g_follow = true;
+	snprintf(g_path, sizeof(g_path), "%s", path);
+	snprintf(g_root, sizeof(g_root), "%s", root && *root ? root : path);
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
-	if (!atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) &&
-	    expect != pid) {
-		cap_spool_unmap(&g_spool);
-		return -EBUSY;
+	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) ||
+	    expect == pid)
+		return 0;
+	/* the image a forked child exec'd with the environment it inherited: its own spool */
+	other = g_spool;
+	g_spool.hdr = NULL;
+	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) < sizeof(g_path) &&
+	    attach_own(g_path, pid)) {
+		cap_spool_unmap(&other);
+		return 0;
 	}
-	return 0;
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
+	rc = become_child(other.hdr);
+	cap_spool_unmap(&other);
+	if (rc < 0)
+		g_follow = false;
+	return rc;
+}
+
+/* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */
+static bool tsc_invariant(void)
+{
+	static char buf[8192];
+	int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
+}
+
+/* TFS_CLOCK=tsc (x86-64 with an invariant TSC): calibrate; otherwise stay on the vDSO. */
+static void clock_init(void)
+{
+#if defined(__x86_64__)
+	const char *env = getenv("TFS_CLOCK");
+	uint64_t t1, m1;
+
+	if (g_no_clock || !env || strcmp(env, "tsc") || !tsc_invariant())
+		return;
+	g_mono0 = mono_ns();
+	g_tsc0 = __rdtsc();
+	do {
+		m1 = mono_ns();
+		t1 = __rdtsc();
+	} while (m1 - g_mono0 < 2000000u);
+	if (t1 <= g_tsc0)
+		return;
+	g_tsc_mult = (uint64_t)((((unsigned __int128)(m1 - g_mono0)) << 32) / (t1 - g_tsc0));
+	atomic_store(&g_spool.hdr->tsc_hz, (uint64_t)((t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0)));
+	g_tsc = g_tsc_mult != 0;
+#endif
 }
 
 __attribute__((constructor)) static void capture_init(void)
@@ -663,6 +829,7 @@ __attribute__((constructor)) static void capture_init(void)
 	if (rc < 0)
 		return;
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
+	clock_init();
 	pthread_atfork(NULL, NULL, fork_child);
 	tfs_capture_mask_ = g_spool.hdr->trace_mask | TFS_TRACE_ON;
 	/* the thread running the constructors is thread 0 */

@@ -59,6 +59,15 @@ int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms);
 /* The calling thread never records (it is the capture's own consumer thread). */
 void cap_thread_exclude(void);
 
+/*
+ * Process following (attached to `tracefs record` only): this process's spool path and the
+ * first process's (NULL otherwise). A forked child records into `<root>.<pid>`.
+ */
+const char *cap_spool_path(void);
+const char *cap_spool_root(void);
+/* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
+void cap_before_exec(void);
+
 /* In-process mode: start the consumer thread over @s. @return 0 or -errno */
 int cap_inproc_start(struct spool *s, const struct cap_timing *tm);
 /* Wait (up to a second) until the consumer has taken in every chunk handed over so far. */

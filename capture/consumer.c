@@ -669,6 +669,8 @@ int cap_consumer_poll(struct cap_consumer *c)
 {
 	if (c->err)
 		return c->err;
+	if (c->finished) /* handed over early (MPI_Finalize): nothing more is taken in */
+		return 0;
 	return take_in(c, false);
 }
 
@@ -726,6 +728,17 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 	return rc;
 }
 
+/* Which clock stamped the events: `clock` = monotonic, or tsc with its calibrated rate. */
+static int set_clock_meta(struct cap_consumer *c)
+{
+	uint64_t hz = atomic_load(&c->spool->hdr->tsc_hz);
+	char buf[64] = "monotonic";
+
+	if (hz)
+		snprintf(buf, sizeof(buf), "tsc %" PRIu64 " Hz", hz);
+	return cap_consumer_set_meta(c, "clock", buf);
+}
+
 int cap_consumer_finish(struct cap_consumer *c)
 {
 	char buf[32];
@@ -749,7 +762,10 @@ int cap_consumer_finish(struct cap_consumer *c)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);
 	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
-	return cap_consumer_set_meta(c, "dropped_events", buf);
+	rc = cap_consumer_set_meta(c, "dropped_events", buf);
+	if (rc == 0 && c->timed)
+		rc = set_clock_meta(c);
+	return rc;
 }
 
 int cap_consumer_set_meta(struct cap_consumer *c, const char *key, const char *value)
@@ -794,6 +810,8 @@ int cap_consumer_save(struct cap_consumer *c, const char *path)
 
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len)
 {
+	*out = NULL;
+	*len = 0;
 	if (c->err)
 		return c->err;
 	return tfs_writer_save_mem(c->w, out, len);

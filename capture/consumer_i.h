@@ -8,6 +8,7 @@
 #define TFS_CONSUMER_I_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "capture_i.h"
@@ -61,7 +62,7 @@ int cap_consumer_set_common_meta(struct cap_consumer *c, const char *program,
 /* Write the trace (after cap_consumer_finish). @return 0 or -errno */
 int cap_consumer_save(struct cap_consumer *c, const char *path);
 
-/* The same, into a new malloc'ed buffer the caller frees. @return 0 or -errno */
+/* Write the trace into a new malloc'ed buffer (after cap_consumer_finish). @return 0 or -errno */
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len);
 
 void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st);

@@ -10,8 +10,8 @@
  * traced. Every interposer preserves the errno the real function left. Threads created
  * through pthread_create while threads are traced get their symbolic ids in creation order.
  *
- * Not done: buffer pointers as (allocation id, offset), backtraces, mmap/munmap, fork and
- * exec following, valloc, pvalloc and reallocarray (not interposed), and calls made before
+ * Not done: buffer pointers as (allocation id, offset), backtraces, mmap/munmap, valloc,
+ * pvalloc and reallocarray (not interposed), and calls made before
  * this library is loaded (the dynamic loader's).
  */
 #undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */

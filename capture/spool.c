@@ -43,8 +43,8 @@ static int map_fd(struct spool *s, int fd, size_t bytes, bool populate)
 	return 0;
 }
 
-int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
-		     uint32_t trace_mask)
+/* Create and map; the caller fills the header and publishes the magic. */
+static int create(struct spool *s, const char *path, size_t bytes)
 {
 	size_t n_chunks = bytes / SPOOL_CHUNK_BYTES;
 	size_t total;
@@ -72,13 +72,6 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t t
 	s->hdr->version = SPOOL_VERSION;
 	s->hdr->chunk_bytes = SPOOL_CHUNK_BYTES;
 	s->hdr->n_chunks = (uint32_t)n_chunks;
-	s->hdr->origin_ns = clock_ns(CLOCK_MONOTONIC);
-	s->hdr->origin_realtime_ns = clock_ns(CLOCK_REALTIME);
-	s->hdr->timing = timing;
-	s->hdr->trace_mask = trace_mask;
-	/* the magic last: a producer attaching early sees a complete header or none */
-	atomic_thread_fence(memory_order_release);
-	s->hdr->magic = SPOOL_MAGIC;
 	return 0;
 
 err_close_fd:
@@ -87,6 +80,48 @@ err_close_fd:
 	if (path)
 		unlink(path);
 	return rc;
+}
+
+/* The magic last: a producer or consumer attaching early sees a complete header or none. */
+static void publish(struct spool *s)
+{
+	atomic_thread_fence(memory_order_release);
+	s->hdr->magic = SPOOL_MAGIC;
+}
+
+int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
+		     uint32_t trace_mask)
+{
+	int rc = create(s, path, bytes);
+
+	if (rc < 0)
+		return rc;
+	s->hdr->origin_ns = clock_ns(CLOCK_MONOTONIC);
+	s->hdr->origin_realtime_ns = clock_ns(CLOCK_REALTIME);
+	s->hdr->timing = timing;
+	s->hdr->trace_mask = trace_mask;
+	publish(s);
+	return 0;
+}
+
+int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
+			   uint32_t pid, uint32_t ppid)
+{
+	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes);
+
+	if (rc < 0)
+		return rc;
+	s->hdr->origin_ns = parent->origin_ns;
+	s->hdr->origin_realtime_ns = parent->origin_realtime_ns;
+	s->hdr->timing = parent->timing;
+	s->hdr->trace_mask = parent->trace_mask;
+	atomic_store_explicit(&s->hdr->tsc_hz, atomic_load(&parent->tsc_hz),
+			      memory_order_relaxed);
+	s->hdr->parent_pid = ppid;
+	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
+	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);
+	publish(s);
+	return 0;
 }
 
 int cap_spool_attach(struct spool *s, const char *path)

@@ -83,6 +83,14 @@ struct spool_hdr {
 	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
 	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
 	_Atomic uint64_t dropped_events;
+	_Atomic uint64_t tsc_hz; /* the producer's clock (TFS_CLOCK=tsc): its calibrated TSC
+				    rate; 0: CLOCK_MONOTONIC. Either way times are on the
+				    CLOCK_MONOTONIC scale of origin_ns */
+	/* process following (`tracefs record`): a forked or spawned process records into a
+	 * spool of its own, `<first spool's path>.<pid>`, created with these set */
+	uint32_t parent_pid;	     /* 0: the first process's spool */
+	uint32_t reserved;
+	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
 	/* MPI_Finalize under `tracefs record` (capture/mpi): the producer sets save_req to 1 and
 	 * waits; the consumer takes in everything, saves the trace to <spool path>.trace and sets
 	 * save_rc to 1 (or a negative errno). The producer then merges the ranks' traces. */
@@ -111,6 +119,14 @@ struct spool {
  */
 int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
 		     uint32_t trace_mask);
+/*
+ * Create the spool of a process forked or spawned from the producer of @parent, at @path
+ * (which must not exist): the same size, timing, trace mask and time origin, producer
+ * @pid, parent @ppid, fork_ns now. @return 0 or -errno
+ */
+int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
+			   uint32_t pid, uint32_t ppid);
+
 /*
  * Map an existing spool read-write (faulted in at once: the producer's mapping) and check
  * its header. @return 0, -errno or -EBADMSG

@@ -32,6 +32,13 @@ struct ostream {
 	uint32_t vsec;	/* output section index, or UINT32_MAX: none */
 };
 
+/* A rank with backtraces or symbols (FORMAT.md §8 rank table). */
+struct orank {
+	uint32_t rank;
+	uint32_t bt_sec, sym_sec; /* output section index, or UINT32_MAX: none */
+	uint64_t n_bt;
+};
+
 struct ophase {
 	const char *name; /* borrowed from an input */
 	uint32_t stream;
@@ -62,6 +69,8 @@ struct mg {
 	uint32_t n_streams, streams_cap;
 	struct ophase *phases;
 	uint32_t n_phases, phases_cap;
+	struct orank *ranks;
+	uint32_t n_ranks_bt, ranks_cap;
 	char **meta;		/* key, value pairs, owned */
 	uint32_t n_meta, meta_cap;
 	struct intern meta_keys;	/* every output key (they must stay unique) */
@@ -142,6 +151,7 @@ static void mg_fini(struct mg *m)
 	free(m->vtab);
 	free(m->streams);
 	free(m->phases);
+	free(m->ranks);
 	for (uint32_t i = 0; i < 2 * m->n_meta; i++)
 		free(m->meta[i]);
 	free(m->meta);
@@ -425,7 +435,10 @@ static int vtab_grow(struct mg *m)
 	return 0;
 }
 
-/* Output section of values section @idx of @t: an equal one already copied, or a copy. */
+/*
+ * Output section of section @idx of @t (values, backtraces, symbols: sections that mean
+ * the same in any trace and at any rank): an equal one already copied, or a copy.
+ */
 static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, uint32_t *sec,
 			struct tfs_diag *diag)
 {
@@ -442,7 +455,8 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 	for (j = (uint32_t)key & (m->vtab_cap - 1); m->vtab[j].key; j = (j + 1) & (m->vtab_cap - 1)) {
 		const struct sec_entry *o = &m->cw.ents[m->vtab[j].sec];
 
-		if (m->vtab[j].key == key && o->stored == e->stored && o->head_len == e->head_len &&
+		if (m->vtab[j].key == key && o->type == e->type && o->codec == e->codec &&
+		    o->raw == e->raw && o->stored == e->stored && o->head_len == e->head_len &&
 		    memcmp(m->out.data + o->off, t->map + e->off, (size_t)e->stored) == 0) {
 			*sec = m->vtab[j].sec;
 			return 0;
@@ -456,6 +470,47 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 	m->vtab[j].sec = *sec;
 	m->vtab_n++;
 	return 0;
+}
+
+/*
+ * The vpatch section (FORMAT.md §8.1) that stream @first of @t names, for the output: its
+ * base re-numbered, the lists of @t's streams naming it in their order (which the output
+ * keeps: no other input's stream names it). @return 0 or -errno
+ */
+static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
+			uint32_t *vsec_out, struct tfs_diag *diag)
+{
+	const struct tstream *s0 = &t->streams[first];
+	const struct vpatch_list *p1 = NULL, *p2 = NULL;
+	struct tfs_buf b;
+	uint32_t base = vsec_out[s0->vbase_idx], n = 0;
+	int rc = 0;
+
+	if (base == UINT32_MAX)
+		rc = merge_values(m, t, s0->vbase_idx, &vsec_out[s0->vbase_idx], diag);
+	if (rc < 0)
+		return rc;
+	base = vsec_out[s0->vbase_idx];
+	for (uint32_t i = first; i < t->n_streams; i++)
+		n += t->streams[i].vsec_idx == s0->vsec_idx;
+	buf_init(&b);
+	rc = buf_put_varint(&b, base);
+	if (rc == 0)
+		rc = buf_put_varint(&b, n);
+	for (uint32_t i = first; i < t->n_streams && rc == 0; i++) {
+		const struct tstream *s = &t->streams[i];
+
+		if (s->vsec_idx != s0->vsec_idx)
+			continue;
+		rc = vpatch_write(&b, &s->patch, p1, p2);
+		p2 = p1;
+		p1 = &s->patch;
+	}
+	vsec_out[s0->vsec_idx] = m->cw.n;
+	if (rc == 0)
+		rc = add_section(m, SEC_VPATCH, b.data, b.len);
+	buf_fini(&b);
+	return rc;
 }
 
 /* Streams and phases of input @t, its grammar sections already placed by @gsec_out. */
@@ -476,8 +531,12 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tstream *s = &t->streams[i];
 		struct ostream *o = &m->streams[m->n_streams];
 
-		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX)
-			rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
+		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX) {
+			if (t->cf.ents[s->vsec_idx].type == SEC_VPATCH)
+				rc = merge_vpatch(m, t, i, vsec_out, diag);
+			else
+				rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
+		}
 		o->rank = base + s->rank;
 		o->thread = s->thread;
 		o->n_events = s->n_events;
@@ -493,6 +552,27 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tphase *p = &t->phases[i];
 
 		m->phases[m->n_phases++] = (struct ophase){p->name, first + p->stream, p->first, p->n};
+	}
+	return rc;
+}
+
+/* The backtraces and symbols of @t's ranks, re-based by @base (FORMAT.md §8 rank table). */
+static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
+			struct tfs_diag *diag)
+{
+	int rc = grow((void **)&m->ranks, &m->ranks_cap, (uint64_t)m->n_ranks_bt + t->n_rank_ents,
+		      sizeof(*m->ranks));
+
+	for (uint32_t i = 0; i < t->n_rank_ents && rc == 0; i++) {
+		const struct trank *e = &t->ranks[i];
+		struct orank o = {base + e->rank, UINT32_MAX, UINT32_MAX, e->n_bt};
+
+		if (e->bt_sec < t->cf.n)
+			rc = merge_values(m, t, e->bt_sec, &o.bt_sec, diag);
+		if (rc == 0 && e->sym_sec < t->cf.n)
+			rc = merge_values(m, t, e->sym_sec, &o.sym_sec, diag);
+		if (rc == 0)
+			m->ranks[m->n_ranks_bt++] = o;
 	}
 	return rc;
 }
@@ -690,6 +770,16 @@ static int build_streams(const struct mg *m, int timing, double rel_err, uint32_
 		if (rc == 0)
 			rc = buf_put_varint(out, p->n);
 	}
+	if (rc == 0)
+		rc = buf_put_varint(out, m->n_ranks_bt);
+	for (uint32_t i = 0; i < m->n_ranks_bt && rc == 0; i++) {
+		const struct orank *r = &m->ranks[i];
+		uint64_t f[4] = {r->rank, r->bt_sec == UINT32_MAX ? none : r->bt_sec, r->n_bt,
+				 r->sym_sec == UINT32_MAX ? none : r->sym_sec};
+
+		for (int j = 0; j < 4 && rc == 0; j++)
+			rc = buf_put_varint(out, f[j]);
+	}
 	return rc;
 }
 
@@ -749,12 +839,19 @@ static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	if (rc == 0)
 		rc = merge_streams(m, t, base, gsec_out, diag);
 	if (rc == 0)
+		rc = merge_stacks(m, t, base, diag);
+	if (rc == 0)
 		rc = merge_meta(m, t, base, diag);
 	free(kind_map);
 	free(str_map);
 	free(term_map);
 	free(gsec_out);
 	return rc;
+}
+
+static const char *timing_name(int timing)
+{
+	return timing == TFS_TIMING_NONE ? "none" : timing == TFS_TIMING_LOSSY ? "lossy" : "lossless";
 }
 
 static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag *diag)
@@ -767,7 +864,9 @@ static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag
 		if (in[i]->timing != in[0]->timing ||
 		    (in[0]->timing == TFS_TIMING_LOSSY && in[i]->rel_err != in[0]->rel_err))
 			return diag_set(diag, -EINVAL, 0, "streams",
-					"input %u: timing differs from input 0's", i);
+					"input %u: timing %s (error %g) differs from the first "
+					"input's %s (error %g)", i, timing_name(in[i]->timing),
+					in[i]->rel_err, timing_name(in[0]->timing), in[0]->rel_err);
 		ranks += in[i]->n_ranks;
 	}
 	if (ranks > UINT32_MAX)

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 #include "consumer_i.h"
 #include "cli_i.h"
 #include "record_i.h"
+#include "record_procs_i.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -314,51 +316,88 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	_exit(127);
 }
 
-static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid_t pid,
-			const char *how, const char *out);
+static void join_args(char **argv, char *buf, size_t cap);
 
 /*
- * MPI_Finalize asked for the trace (spool_i.h save_req): finish and save it next to the
- * spool for the MPI wrappers to merge. @return true once served (the consumer is finished).
+ * MPI_Finalize asked for the trace (spool_i.h save_req): finish the program's own consumer
+ * and save its trace next to the spool for the MPI wrappers to merge (processes the rank
+ * started are not in it). @return true once served: the consumer is finished.
  */
 static bool serve_save(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
 		       pid_t pid, const char *spool_path)
 {
-	char path[PATH_MAX + 8];
+	char cmdline[4096], path[PATH_MAX + 8], v[32];
+	const char *slash = strrchr(o->argv[0], '/');
 	int rc;
 
 	if (atomic_load(&s->hdr->save_req) != 1)
 		return false;
 	snprintf(path, sizeof(path), "%s.trace", spool_path);
-	rc = finish_trace(c, o, pid, "MPI_Finalize", path);
+	join_args(o->argv, cmdline, sizeof(cmdline));
+	rc = cap_consumer_finish(c);
+	if (rc == 0)
+		rc = cap_consumer_set_common_meta(c, slash ? slash + 1 : o->argv[0], cmdline,
+						  (long)pid, "record");
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "end", "MPI_Finalize");
+	snprintf(v, sizeof(v), "%ld", o->mpi_size);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "mpi_size", v);
+	if (rc == 0)
+		rc = cap_consumer_save(c, path);
 	atomic_store(&s->hdr->save_rc, rc < 0 ? rc : 1);
 	return true;
 }
 
-/* Consume while the child runs. @return its wait status */
-static int run_consumer(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
-			pid_t pid, const char *spool_path, bool *saved, int *consume_err)
+/* The MPI wrappers' request, when the program runs under an MPI launcher. */
+struct mpi_save {
+	struct cap_consumer *c;
+	struct spool *s;
+	const struct record_opts *o;
+	const char *spool_path;
+	bool saved;
+};
+
+/*
+ * Consume while the program and every process it started run: the recorder is their
+ * subreaper, so once the program has ended and no child is left, every descendant has
+ * ended. @return the program's wait status
+ */
+static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
+	bool ended = false;
 	int status = 0;
 
-	for (;;) {
-		int n = *consume_err || *saved ? 0 : cap_consumer_poll(c);
+	for (unsigned int pass = 0;; pass++) {
+		int n = *consume_err ? 0 : rec_procs_poll(ps);
+		int st;
 		pid_t r;
 
 		if (n < 0)
 			*consume_err = n;
-		if (!*saved && !*consume_err && o->mpi_size > 0)
-			*saved = serve_save(c, s, o, pid, spool_path);
-		r = waitpid(pid, &status, WNOHANG);
-		if (r == pid || (r < 0 && errno != EINTR))
+		if (ms && !ms->saved && !*consume_err && ms->o->mpi_size > 0)
+			ms->saved = serve_save(ms->c, ms->s, ms->o, pid, ms->spool_path);
+		if (pass % 4 == 0)
+			rec_procs_scan(ps, false);
+		while ((r = waitpid(-1, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
+			if (r == pid) {
+				status = st;
+				ended = true;
+			}
+			if (r > 0)
+				rec_procs_reaped(ps, r, st);
+		}
+		if (r < 0 && errno == ECHILD && ended)
+			return status;
+		if (r < 0 && errno == ECHILD) /* never started: nothing to wait for */
 			return status;
 		if (n <= 0)
 			nanosleep(&idle, NULL);
 	}
 }
 
-static void describe_end(int status, char *buf, size_t cap)
+void fs_describe_end(int status, char *buf, size_t cap)
 {
 	if (WIFEXITED(status))
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
@@ -387,12 +426,15 @@ static void join_args(char **argv, char *buf, size_t cap)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? " " : "", argv[i]);
 }
 
-static void summary(const char *out, const char *how, const struct cap_consumer_stats *st)
+static void summary(const char *out, const char *how, const struct cap_consumer_stats *st,
+		    uint32_t n_procs)
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256];
+	char rec[256], procs[48] = "";
 
+	if (n_procs > 1)
+		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
 	if (tfs_trace_open(out, &t, NULL) == 0) {
 		tfs_trace_get_info(t, &ti);
 		tfs_trace_close(t);
@@ -409,18 +451,21 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 	fprintf(stderr,
 		"tracefs: %s: %" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
 		"ratio %.1f against the text (%" PRIu64 " bytes), %" PRIu32
-		" threads; program %s; %s; %" PRIu64 " dropped\n",
+		" threads%s; program %s; %s; %" PRIu64 " dropped\n",
 		out, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		st->n_threads, how, rec, st->dropped_events);
+		st->n_threads, procs, how, rec, st->dropped_events);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
 }
 
-/* Take in what is left, set the metadata and save. @return 0 or -errno */
-static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid_t pid,
-			const char *how, const char *out)
+/*
+ * Take in what is left, set the metadata and save: one process's trace as it is, several
+ * merged with a rank each. @return 0 or -errno
+ */
+static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
+			const struct record_opts *o, pid_t pid, const char *how, const char *out)
 {
 	char cmdline[4096];
 	const char *slash = strrchr(o->argv[0], '/');
@@ -441,8 +486,21 @@ static int finish_trace(struct cap_consumer *c, const struct record_opts *o, pid
 		rc = cap_consumer_set_meta(c, "mpi_size", v);
 	}
 	if (rc == 0)
+		rc = rec_procs_finish(ps);
+	if (rc == 0 && rec_procs_count(ps) == 1)
 		rc = cap_consumer_save(c, out);
+	else if (rc == 0)
+		rc = rec_procs_save(ps, out);
 	return rc;
+}
+
+/* Neither the program nor any process it started loaded the capture library. */
+static bool nothing_recorded(const struct spool *s, struct rec_procs *ps)
+{
+	if (atomic_load(&s->hdr->producer_pid) != 0)
+		return false;
+	rec_procs_scan(ps, true);
+	return rec_procs_count(ps) == 1;
 }
 
 static int record(const struct record_opts *o, const char *lib, const char *out)
@@ -450,10 +508,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	struct sigaction fwd = {.sa_handler = forward_signal}, ign = {.sa_handler = SIG_IGN};
 	struct cap_consumer_stats st;
 	struct cap_consumer *c;
+	struct rec_procs *ps = NULL;
 	struct spool s;
 	char spool_path[PATH_MAX], how[96];
 	int rc, status, consume_err = 0, exit_status;
-	bool saved = false; /* handed to the MPI wrappers at MPI_Finalize: they merge and save */
+	/* handed to the MPI wrappers at MPI_Finalize (ms.saved): they merge and save */
+	struct mpi_save ms = {.s = &s, .o = o, .spool_path = spool_path};
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
@@ -470,15 +530,25 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	sigaction(SIGQUIT, &ign, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
+	/* processes the program leaves behind become ours: we know when all have ended */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	g_child = start_child(o, lib, spool_path);
 	if (g_child < 0) {
 		fs_fail("cannot fork: %s", strerror(errno));
 		goto err_free_consumer;
 	}
-	status = run_consumer(c, &s, o, g_child, spool_path, &saved, &consume_err);
-	describe_end(status, how, sizeof(how));
+	rc = rec_procs_new(&s, c, spool_path, (uint32_t)g_child, &o->timing, &ps);
+	if (rc < 0) {
+		fs_fail("cannot record %s: %s", o->argv[0], strerror(-rc));
+		kill(g_child, SIGKILL);
+		waitpid(g_child, NULL, 0);
+		goto err_free_consumer;
+	}
+	ms.c = c;
+	status = run_consumer(ps, g_child, &ms, &consume_err);
+	fs_describe_end(status, how, sizeof(how));
 	exit_status = mirror_status(status);
-	if (saved) {
+	if (ms.saved) {
 		char path[PATH_MAX + 8];
 
 		/* the wrappers read it (and remove it) unless they failed before */
@@ -486,23 +556,24 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		unlink(path);
 		if (o->mpi_rank == 0 && exit_status == 0 && access(o->mpi_out, R_OK) == 0) {
 			cap_consumer_stats(c, &st);
-			summary(o->mpi_out, how, &st);
+			summary(o->mpi_out, how, &st, 1);
 		}
 	} else if (consume_err) {
 		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
-	} else if (atomic_load(&s.hdr->producer_pid) == 0) {
+	} else if (nothing_recorded(&s, ps)) {
 		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
 		    "statically linked, or not run); program %s",
 		    o->argv[0], how);
-	} else if ((rc = finish_trace(c, o, g_child, how, out)) < 0) {
+	} else if ((rc = finish_trace(c, ps, o, g_child, how, out)) < 0) {
 		fs_fail("cannot save %s: %s", out, strerror(-rc));
 		if (exit_status == 0)
 			exit_status = EXIT_RUNTIME;
 	} else {
-		cap_consumer_stats(c, &st);
+		rec_procs_stats(ps, &st);
 		if (o->mpi_rank == 0) /* one line per job, not per rank */
-			summary(out, how, &st);
+			summary(out, how, &st, rec_procs_count(ps));
 	}
+	rec_procs_free(ps);
 	cap_consumer_free(c);
 	unlink(spool_path);
 	cap_spool_unmap(&s);

@@ -21,6 +21,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "cli_i.h"
+#include "merge_i.h"
 #include "mount_i.h"
 #include "record_i.h"
 #include "vtree_i.h"
@@ -46,7 +47,11 @@ static const char usage_text[] =
     "         [--trace=all|zones,mem,alloc,io,threads,mpi]\n"
     "         [--spool-size=MIB] [--] COMMAND [ARGS...]\n"
     "                        run COMMAND with the capture library preloaded and write its\n"
-    "                        trace (default COMMAND.trace); exits with COMMAND's status\n"
+    "                        trace (default COMMAND.trace), a rank per process it forks\n"
+    "                        or spawns; exits with COMMAND's status\n"
+    "  merge -o OUT TRACE...  one trace whose ranks are the TRACEs' ranks one after the\n"
+    "                        other (equal content stored once, rank arguments kept\n"
+    "                        absolute, metadata that differs kept as KEY.rankR)\n"
     "  help, --help          this text\n"
     "  --version             the tracefs and format versions\n"
     "\n"
@@ -478,5 +483,7 @@ int main(int argc, char **argv)
 		return fs_cmd_umount(argc - 1, argv + 1);
 	if (!strcmp(cmd, "record"))
 		return fs_cmd_record(argc - 1, argv + 1);
+	if (!strcmp(cmd, "merge"))
+		return fs_cmd_merge(argc - 1, argv + 1);
 	return usage_error("unknown command %s", cmd);
 }

@@ -590,6 +590,158 @@ static void test_merge_refuses_bad_input(void **state)
 	mt_close(&lossy);
 }
 
+/* Threads differing only in their start addresses: one values section plus a vpatch. */
+static void shifted_trace(struct mtrace *m, uint32_t n_threads)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct tfs_writer *w;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	for (uint32_t i = 0; i < n_threads; i++) {
+		struct tg_stream s = {.rank = 0, .thread = i};
+
+		assert_int_equal(tg_fill(&s, 3000, 1, 42), 0);
+		for (uint64_t j = 0; j < s.n; j++)
+			if (s.ev[j].kind == TG_MALLOC)
+				s.ev[j].args[1].u += i * 0x100000ull;
+		assert_int_equal(tg_write(w, &s), 0);
+		tg_free(&s);
+	}
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+static uint32_t count_sections(struct tfs_trace *t, const char *type)
+{
+	struct tfs_trace_info ti;
+	struct tfs_section_info si;
+	uint32_t n = 0;
+
+	tfs_trace_get_info(t, &ti);
+	for (uint32_t i = 0; i < ti.n_sections; i++) {
+		assert_int_equal(tfs_trace_section(t, i, &si), 0);
+		n += strcmp(si.type_name, type) == 0;
+	}
+	return n;
+}
+
+/* Patched values (FORMAT.md §8.1) survive a merge: re-based on the copied values section. */
+static void test_merge_keeps_patched_values(void **state)
+{
+	struct mtrace a, b, m;
+	struct tfs_trace *in[3];
+
+	shifted_trace(&a, 4);
+	shifted_trace(&b, 3);
+	assert_int_equal(count_sections(a.t, "vpatch"), 1);
+	in[0] = a.t;
+	in[1] = b.t;
+	in[2] = a.t;
+	assert_int_equal(merge(in, 3, &m), 0);
+	assert_int_equal(tfs_trace_verify(m.t, NULL), 0);
+	/* one values section for all (equal bytes), one vpatch section per input */
+	assert_int_equal(count_sections(m.t, "values"), 1);
+	assert_int_equal(count_sections(m.t, "vpatch"), 3);
+	/* sends to rank 1 re-based at ranks 1 and 2 are wider: padding differs */
+	for (uint32_t th = 0; th < 4; th++) {
+		assert_views(m.t, 0, a.t, 0, th, true);
+		assert_views(m.t, 2, a.t, 0, th, true);
+	}
+	for (uint32_t th = 0; th < 3; th++)
+		assert_views(m.t, 1, b.t, 0, th, true);
+	mt_close(&m);
+	mt_close(&a);
+	mt_close(&b);
+}
+
+/* A trace with backtraces for ranks 0 and 2 and symbols for rank 2. */
+static void stacks_trace(struct mtrace *m, uint64_t salt)
+{
+	struct tfs_writer *w;
+	struct tfs_src_frame sf[2] = {{"main", "a.c", 3}, {"inlined", "b.h", 7 + (int)salt}};
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	for (uint32_t r = 0; r < 3; r++) {
+		struct tg_stream s = {.rank = r, .thread = 0};
+
+		assert_int_equal(tg_fill(&s, 50, 1, 3), 0);
+		assert_int_equal(tg_write(w, &s), 0);
+		tg_free(&s);
+	}
+	for (uint32_t r = 0; r < 3; r += 2) {
+		for (uint64_t id = 0; id < 20; id++) {
+			uint64_t fr[4] = {0x401000, 0x402000 + r, 0x403000 + id % 3, salt};
+
+			assert_int_equal(tfs_writer_add_backtrace(w, r, id, fr, 3 + (id & 1)), 0);
+		}
+	}
+	assert_int_equal(tfs_writer_add_symbol(w, 2, 0x401000, sf, 2), 0);
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+static void assert_same_stacks(struct tfs_trace *a, uint32_t ra, struct tfs_trace *b, uint32_t rb)
+{
+	const struct tfs_src_frame *fa, *fb;
+	uint32_t na, nb;
+
+	assert_int_equal(tfs_trace_n_backtraces(a, ra), tfs_trace_n_backtraces(b, rb));
+	for (uint64_t id = 0; id < tfs_trace_n_backtraces(a, ra); id++) {
+		const uint64_t *xa, *xb;
+
+		assert_int_equal(tfs_trace_backtrace(a, ra, id, &xa, &na, NULL), 0);
+		assert_int_equal(tfs_trace_backtrace(b, rb, id, &xb, &nb, NULL), 0);
+		assert_int_equal(na, nb);
+		assert_memory_equal(xa, xb, na * sizeof(*xa));
+	}
+	assert_int_equal(tfs_trace_symbol(a, ra, 0x401000, &fa, &na, NULL),
+			 tfs_trace_symbol(b, rb, 0x401000, &fb, &nb, NULL));
+	if (tfs_trace_symbol(a, ra, 0x401000, &fa, &na, NULL) == 0) {
+		assert_int_equal(na, nb);
+		for (uint32_t i = 0; i < na; i++) {
+			assert_string_equal(fa[i].function, fb[i].function);
+			assert_string_equal(fa[i].file, fb[i].file);
+			assert_int_equal(fa[i].line, fb[i].line);
+		}
+	}
+}
+
+/* Backtraces and symbols travel with their ranks; equal sections are stored once. */
+static void test_merge_carries_backtraces_and_symbols(void **state)
+{
+	struct mtrace a, b, m;
+	struct tfs_trace *in[3];
+
+	stacks_trace(&a, 0);
+	stacks_trace(&b, 1);
+	in[0] = a.t;
+	in[1] = b.t;
+	in[2] = a.t;
+	assert_int_equal(merge(in, 3, &m), 0);
+	assert_int_equal(tfs_trace_verify(m.t, NULL), 0);
+	for (uint32_t r = 0; r < 3; r++) {
+		assert_same_stacks(m.t, r, a.t, r);
+		assert_same_stacks(m.t, 3 + r, b.t, r);
+		assert_same_stacks(m.t, 6 + r, a.t, r);
+	}
+	assert_int_equal(tfs_trace_n_backtraces(m.t, 1), 0);
+	assert_int_equal(tfs_trace_n_backtraces(m.t, 8), 20);
+	/* a's and b's sections differ (salt), the second copy of a shares a's */
+	assert_int_equal(count_sections(m.t, "backtraces"), 2 * count_sections(a.t, "backtraces"));
+	assert_int_equal(count_sections(m.t, "symbols"), 2 * count_sections(a.t, "symbols"));
+	mt_close(&m);
+	mt_close(&a);
+	mt_close(&b);
+}
+
 /* open_mem reads what save_mem wrote, the same bytes save writes; truncations refused. */
 static void test_mem_round_trip(void **state)
 {
@@ -674,6 +826,8 @@ int main(void)
 		cmocka_unit_test(test_merge_reads_format_1_0),
 		cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
 		cmocka_unit_test(test_merge_matches_kinds_by_description),
+		cmocka_unit_test(test_merge_keeps_patched_values),
+		cmocka_unit_test(test_merge_carries_backtraces_and_symbols),
 		cmocka_unit_test(test_merge_refuses_bad_input),
 		cmocka_unit_test(test_mem_round_trip),
 		cmocka_unit_test(test_merge_allocation_failures_are_clean),

@@ -24,16 +24,30 @@
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
  *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
+ *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
+ *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
+ *                          half the cost of clock_gettime; drifts from it by the calibration
+ *                          error, a few parts in 10^5); ignored without an invariant TSC
+ *                          (constant_tsc and nonstop_tsc). The trace's `clock` metadata says
+ *                          which clock was used.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): the malloc family, POSIX
  * and stdio I/O with their 64-bit and fortified (__read_chk...) variants, pthread_create and
- * pthread_join. Descriptors and FILE * become symbolic file ids, one per path, the path
- * stored once in the opening call; threads created with pthread_create are numbered in
- * creation order. The event kinds are listed in capture/calls.c.
+ * pthread_join, fork, vfork, the exec family and posix_spawn. Descriptors and FILE * become
+ * symbolic file ids, one per path, the path stored once in the opening call; threads created
+ * with pthread_create are numbered in creation order. The event kinds are listed in
+ * capture/calls.c.
  *
- * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
- * exec'd image under `tracefs record` goes on in the same rank with new thread ids), buffer
+ * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
+ * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the
+ * trace (rank 0 the program, then in the order processes began; metadata pid, ppid and end
+ * per rank, `<key>.rank<R>`); an exec'd image goes on in its process's rank after an `exec`
+ * event, with new thread ids. In-process capture (no `tracefs record`) stops in a forked
+ * child. Processes started by clone() directly and statically linked images are not
+ * followed.
+ *
+ * Not done yet (later): buffer
  * pointers of I/O calls as (allocation id, offset), backtraces, mmap/munmap, dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
@@ -60,12 +74,13 @@ extern "C" {
 #define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
 #define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family */
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
-#define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join */
+#define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
 #define TFS_TRACE_MPI 0x40u     /**< libtfsmpi.so: every MPI function (capture/mpi) */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the
- * library (at load, and 0 in a forked child and at exit); read through the inline functions.
+ * library (at load, and at exit; 0 in a forked child unless `tracefs record` follows it); read
+ * through the inline functions.
  */
 extern unsigned int tfs_capture_mask_;
 

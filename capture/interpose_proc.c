@@ -1,0 +1,393 @@
+/*
+ * The LD_PRELOAD interposers for processes: fork, vfork (run as fork: a vfork child shares
+ * its parent's memory, where the capture could not keep a state of its own, and programs
+ * correct under vfork are correct under fork), the exec family and posix_spawn. Under
+ * `tracefs record` a forked child records into a spool of its own (capture.c: a new rank);
+ * an exec'd image goes on in the spool of its process with new thread ids, so the trace of
+ * a rank shows the exec event, then the new image's events. The exec interposers record
+ * `exec(path, argv)` when called (argv joined with spaces), hand over the calling thread's
+ * chunk, and make sure the new image's environment still names the capture library and the
+ * spool (a program may pass its own environment); an exec that returns failed and records
+ * `exec_failed`. A spawned child (posix_spawn, which glibc's system() and popen() use)
+ * finds its parent's spool taken and makes its own (capture.c). Events are recorded when
+ * threads are traced (TFS_TRACE_THREADS); processes are followed whatever is traced.
+ *
+ * Not done: clone() called directly, and statically linked images (LD_PRELOAD cannot reach
+ * them: `tracefs record` warns for the first one only).
+ */
+#undef _FILE_OFFSET_BITS
+#include <dlfcn.h>
+#include <errno.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calls_i.h"
+#include "interpose_i.h"
+
+#define MAX_EXEC_ARGS 65536 /* arguments an execl-style call may pass */
+
+extern char **environ;
+
+static struct {
+	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			    const posix_spawnattr_t *, char *const[], char *const[]);
+} real;
+
+static void resolve(void)
+{
+	*(void **)&real.fork = dlsym(RTLD_NEXT, "fork");
+	*(void **)&real.execve = dlsym(RTLD_NEXT, "execve");
+	*(void **)&real.execvpe = dlsym(RTLD_NEXT, "execvpe");
+	*(void **)&real.fexecve = dlsym(RTLD_NEXT, "fexecve");
+	*(void **)&real.posix_spawn = dlsym(RTLD_NEXT, "posix_spawn");
+	*(void **)&real.posix_spawnp = dlsym(RTLD_NEXT, "posix_spawnp");
+}
+
+__attribute__((constructor(102))) static void interpose_proc_init(void)
+{
+	resolve();
+}
+
+/* True when real function @f is known (resolved now if need be), else errno ENOSYS. */
+#define REAL(f) (real.f || (resolve(), real.f) || (errno = ENOSYS, 0))
+
+/* @s NUL-terminated at @buf + @len, cut to CALL_MAX_STR bytes. @return the new length */
+static size_t put_str(char *buf, size_t len, const char *s)
+{
+	size_t n = s ? strnlen(s, CALL_MAX_STR) : 0;
+
+	memcpy(buf + len, s ? s : "", n);
+	buf[len + n] = '\0';
+	return len + n + 1;
+}
+
+/* argv[0], argv[1]... joined with spaces, cut to CALL_MAX_STR bytes, NUL-terminated. */
+static size_t put_argv(char *buf, size_t len, char *const argv[])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; argv && argv[i] && n < CALL_MAX_STR; i++) {
+		size_t k = strnlen(argv[i], CALL_MAX_STR - n);
+
+		if (i && n < CALL_MAX_STR)
+			buf[len + n++] = ' ';
+		if (k > CALL_MAX_STR - n)
+			k = CALL_MAX_STR - n;
+		memcpy(buf + len + n, argv[i], k);
+		n += k;
+	}
+	buf[len + n] = '\0';
+	return len + n + 1;
+}
+
+static void put_exec(const char *path, char *const argv[])
+{
+	char buf[2 * CALL_MAX_STR + 2];
+	uint64_t args[1] = {0};
+
+	if (!tracing(TFS_TRACE_THREADS))
+		return;
+	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf, put_argv(buf, put_str(buf, 0, path), argv));
+}
+
+static void put_exec_failed(const char *path, int err)
+{
+	char buf[CALL_MAX_STR + 1];
+	uint64_t args[2] = {0, (uint64_t)err};
+
+	if (tracing(TFS_TRACE_THREADS))
+		cap_put_call(CALL_EXEC_FAILED, cap_now_ns(), args, 2, buf, put_str(buf, 0, path));
+}
+
+static bool starts(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The file name of this library, for LD_PRELOAD. */
+static const char *self_path(void)
+{
+	Dl_info info;
+
+	if (dladdr((void *)self_path, &info) && info.dli_fname && info.dli_fname[0] == '/')
+		return info.dli_fname;
+	return NULL;
+}
+
+/*
+ * @envp with TFS_SPOOL and TFS_SPOOL_ROOT naming this process's spool and LD_PRELOAD naming
+ * this library, in a new array (free with free_env()); NULL when the capture follows no
+ * processes or memory runs out (the caller then passes @envp as it is).
+ */
+static char **capture_env(char *const envp[])
+{
+	const char *path = cap_spool_path(), *root = cap_spool_root(), *lib = self_path();
+	const char *preload = NULL;
+	size_t n = 0, k = 0, len;
+	char **env, *s[3];
+
+	if (!path || !root || !lib)
+		return NULL;
+	for (; envp && envp[n]; n++)
+		if (starts(envp[n], "LD_PRELOAD="))
+			preload = envp[n] + 11;
+	cap_tls_depth++; /* the tracer's own allocations */
+	env = malloc((n + 4) * sizeof(*env));
+	len = strlen(path) + strlen(root) + strlen(lib) + (preload ? strlen(preload) : 0) + 64;
+	s[0] = malloc(len);
+	if (!env || !s[0]) {
+		free(env);
+		free(s[0]);
+		cap_tls_depth--;
+		return NULL;
+	}
+	s[1] = s[0] + snprintf(s[0], len, "TFS_SPOOL=%s", path) + 1;
+	s[2] = s[1] + snprintf(s[1], len, "TFS_SPOOL_ROOT=%s", root) + 1;
+	if (preload && *preload && !strstr(preload, lib))
+		snprintf(s[2], len, "LD_PRELOAD=%s:%s", lib, preload);
+	else
+		snprintf(s[2], len, "LD_PRELOAD=%s", preload && *preload ? preload : lib);
+	for (size_t i = 0; i < n; i++)
+		if (!starts(envp[i], "TFS_SPOOL=") && !starts(envp[i], "TFS_SPOOL_ROOT=") &&
+		    !starts(envp[i], "LD_PRELOAD="))
+			env[k++] = envp[i];
+	env[k++] = s[0];
+	env[k++] = s[1];
+	env[k++] = s[2];
+	env[k] = NULL;
+	cap_tls_depth--;
+	return env;
+}
+
+static void free_env(char **env)
+{
+	if (!env)
+		return;
+	cap_tls_depth++;
+	for (size_t i = 0; env[i]; i++) {
+		if (starts(env[i], "TFS_SPOOL=")) {
+			free(env[i]); /* the one block of the three strings */
+			break;
+		}
+	}
+	free(env);
+	cap_tls_depth--;
+}
+
+/* ---- fork ---- */
+
+EXPORT pid_t fork(void)
+{
+	uint64_t t0, args[3];
+	pid_t pid;
+	int err;
+
+	if (!REAL(fork))
+		return -1;
+	if (!tracing(TFS_TRACE_THREADS))
+		return real.fork();
+	t0 = cap_now_ns();
+	pid = real.fork(); /* the child starts a rank of its own in the atfork handler */
+	if (pid == 0)
+		return 0;
+	err = errno;
+	args[0] = since(t0);
+	args[1] = (uint64_t)(int64_t)pid;
+	args[2] = pid < 0 ? (uint64_t)err : 0;
+	cap_put_call(CALL_FORK, t0, args, 3, NULL, 0);
+	errno = err;
+	return pid;
+}
+
+EXPORT pid_t vfork(void)
+{
+	return fork();
+}
+
+/* ---- exec ---- */
+
+/* execve, or execvpe when @search, with the capture's environment. */
+static int do_exec(const char *file, char *const argv[], char *const envp[], bool search)
+{
+	char **env;
+	int rc, err;
+
+	if (search ? !REAL(execvpe) : !REAL(execve))
+		return -1;
+	put_exec(file, argv);
+	env = capture_env(envp);
+	cap_before_exec();
+	rc = search ? real.execvpe(file, argv, env ? env : envp)
+		    : real.execve(file, argv, env ? env : envp);
+	err = errno;
+	free_env(env);
+	put_exec_failed(file, err);
+	errno = err;
+	return rc;
+}
+
+EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return do_exec(path, argv, envp, false);
+}
+
+EXPORT int execv(const char *path, char *const argv[])
+{
+	return do_exec(path, argv, environ, false);
+}
+
+EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	return do_exec(file, argv, envp, true);
+}
+
+EXPORT int execvp(const char *file, char *const argv[])
+{
+	return do_exec(file, argv, environ, true);
+}
+
+EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	char path[32];
+	char **env;
+	int rc, err;
+
+	if (!REAL(fexecve))
+		return -1;
+	snprintf(path, sizeof(path), "/dev/fd/%d", fd);
+	put_exec(path, argv);
+	env = capture_env(envp);
+	cap_before_exec();
+	rc = real.fexecve(fd, argv, env ? env : envp);
+	err = errno;
+	free_env(env);
+	put_exec_failed(path, err);
+	errno = err;
+	return rc;
+}
+
+/*
+ * The execl family: gather the arguments after @arg0 up to the NULL (and, for execle, the
+ * environment after it) into an array and exec it.
+ */
+static int exec_list(const char *file, const char *arg0, va_list ap, bool with_env,
+		     bool search)
+{
+	va_list count;
+	char **argv, *const *envp = environ;
+	size_t n = 1;
+	int rc, err;
+
+	va_copy(count, ap);
+	while (va_arg(count, const char *) && n < MAX_EXEC_ARGS)
+		n++;
+	va_end(count);
+	if (n >= MAX_EXEC_ARGS) {
+		errno = E2BIG;
+		return -1;
+	}
+	cap_tls_depth++;
+	argv = malloc((n + 1) * sizeof(*argv));
+	cap_tls_depth--;
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	argv[0] = (char *)arg0;
+	for (size_t i = 1; i <= n; i++)
+		argv[i] = va_arg(ap, char *); /* argv[n] is the terminating NULL */
+	if (with_env)
+		envp = va_arg(ap, char *const *);
+	rc = do_exec(file, argv, envp, search);
+	err = errno;
+	cap_tls_depth++;
+	free(argv);
+	cap_tls_depth--;
+	errno = err;
+	return rc;
+}
+
+EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, arg0);
+	rc = exec_list(path, arg0, ap, false, false);
+	va_end(ap);
+	return rc;
+}
+
+EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, arg0);
+	rc = exec_list(file, arg0, ap, false, true);
+	va_end(ap);
+	return rc;
+}
+
+EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, arg0);
+	rc = exec_list(path, arg0, ap, true, false);
+	va_end(ap);
+	return rc;
+}
+
+/* ---- posix_spawn ---- */
+
+static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	char buf[2 * CALL_MAX_STR + 2];
+	uint64_t t0, args[3];
+	pid_t child = -1;
+	char **env;
+	int rc;
+
+	if (search ? !REAL(posix_spawnp) : !REAL(posix_spawn))
+		return ENOSYS;
+	env = capture_env(envp);
+	t0 = cap_now_ns();
+	rc = search ? real.posix_spawnp(&child, file, fa, attr, argv, env ? env : envp)
+		    : real.posix_spawn(&child, file, fa, attr, argv, env ? env : envp);
+	free_env(env);
+	if (pid)
+		*pid = child;
+	if (tracing(TFS_TRACE_THREADS)) {
+		args[0] = since(t0);
+		args[1] = (uint64_t)(int64_t)(rc == 0 ? child : -1);
+		args[2] = (uint64_t)(int64_t)rc;
+		cap_put_call(CALL_SPAWN, t0, args, 3, buf,
+			     put_argv(buf, put_str(buf, 0, file), argv));
+	}
+	return rc;
+}
+
+EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		       const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn(false, pid, path, fa, attr, argv, envp);
+}
+
+EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn(true, pid, file, fa, attr, argv, envp);
+}

@@ -1,0 +1,47 @@
+/*
+ * The processes of one `tracefs record` (record_procs.c): the first process's spool and
+ * consumer plus one per forked or spawned process, found as they appear, consumed, and
+ * merged into one trace with a rank per process. Used by cmd_record.c only.
+ */
+#ifndef TFS_FS_RECORD_PROCS_I_H
+#define TFS_FS_RECORD_PROCS_I_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture_i.h"
+#include "consumer_i.h"
+#include "spool_i.h"
+
+struct rec_procs;
+
+/*
+ * Track the first process (@pid) recording into spool @s at @path with consumer @c
+ * (borrowed: the caller frees them). @return 0 or -ENOMEM
+ */
+int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
+		  const struct cap_timing *tm, struct rec_procs **out);
+/* Free the other processes' consumers, unmap and remove their spools. Accepts NULL. */
+void rec_procs_free(struct rec_procs *ps);
+/* Take in the spools that appeared since; @final: the last pass, warn about bad ones. */
+void rec_procs_scan(struct rec_procs *ps, bool final);
+/* Poll every consumer. @return chunks taken in, or -errno */
+int rec_procs_poll(struct rec_procs *ps);
+/* The recorder reaped @pid with wait status @status. */
+void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status);
+uint32_t rec_procs_count(const struct rec_procs *ps);
+/* Sum of every consumer's statistics. */
+void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum);
+/*
+ * Every process has ended: last scan, finish the other processes' consumers (the caller
+ * finishes the first one's) and order them by the time they began. @return 0 or -errno
+ */
+int rec_procs_finish(struct rec_procs *ps);
+/* Save every process's trace in memory and write their merge to @out. @return 0 or -errno */
+int rec_procs_save(struct rec_procs *ps, const char *out);
+
+/* How a process ended, from its wait status (cmd_record.c). */
+void fs_describe_end(int status, char *buf, size_t cap);
+
+#endif

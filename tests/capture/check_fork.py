@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Process following in `tracefs record`: every forked or spawned process is a rank of its
+own (rank 0 the program, then in fork order) with its pid, ppid and end in the metadata;
+an exec'd image goes on in its rank after an exec event, with new thread ids; a child that
+crashes keeps its events; vfork, `sh -c` and system() are followed; two recordings with
+--timing=none serve the same bytes; no spool is left behind. Output is TAP.
+
+  check_fork.py --tracefs T --fork CAP_FORK
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
+
+
+FORK_RE = re.compile(rb"fork\(errno=0\) = \d+ *\n")
+
+
+def run(cmd, cwd=None, env=None):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=300, cwd=cwd,
+                       env=dict(os.environ, **env) if env else None)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Trace:
+    def __init__(self, tracefs, path):
+        self.tracefs, self.path = tracefs, path
+        rc, out, err = run([tracefs, "info", "--json", path])
+        if rc != 0:
+            raise RuntimeError(err.decode())
+        self.info = json.loads(out)
+        self.meta = self.info.get("meta", {})
+
+    def cat(self, vpath):
+        rc, out, err = run([self.tracefs, "cat", self.path, vpath])
+        return out if rc == 0 else b""
+
+    def events(self, rank):
+        """(thread, name, args) of every event of @rank but allocations, in stream order."""
+        out = []
+        for s in sorted(self.info["streams"], key=lambda s: s["thread"]):
+            if s["rank"] != rank:
+                continue
+            data = self.cat("ranks/%d/threads/%d/events.jsonl" % (rank, s["thread"]))
+            for line in data.decode().splitlines():
+                e = json.loads(line)
+                if e["args"].get("path", "").startswith("/tmp/bash_jobs"):
+                    continue
+                if e["name"] not in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
+                                     "posix_memalign", "memalign"):
+                    out.append((s["thread"], e["name"], e["args"]))
+        return out
+
+    def rank_meta(self, key, rank):
+        best, best_r = self.meta.get(key), -1
+        for k, v in self.meta.items():
+            if k.startswith(key + ".rank") and k[len(key) + 5:].isdigit():
+                r = int(k[len(key) + 5:])
+                if best_r < r <= rank:
+                    best, best_r = v, r
+        return best
+
+
+def opens(events, path):
+    return [e for e in events if e[1] == "open" and e[2].get("path") == path]
+
+
+def writes(events):
+    return [e for e in events if e[1] == "write"]
+
+
+def record(tap, a, work, name, *args, timing=None):
+    """Record with the spools in work/spools (not /dev/shm, which other runs share)."""
+    out = os.path.join(work, name + ".trace")
+    cmd = [a.tracefs, "record", "-o", out] + (["--timing=" + timing] if timing else []) + \
+        ["--"] + list(args)
+    rc, sout, serr = run(cmd, env={"TFS_SPOOL": os.path.join(work, "spools", name)})
+    return rc, out, sout, serr
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tracefs", required=True)
+    ap.add_argument("--fork", required=True)
+    a = ap.parse_args()
+    tap = Tap()
+    work = tempfile.mkdtemp(prefix="tfs-fork-")
+    os.mkdir(os.path.join(work, "spools"))
+
+    # two children doing I/O
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, _, serr = record(tap, a, work, "plain", a.fork, d)
+    tap.ok(rc == 0 and b"in 3 processes (ranks)" in serr, "record of a program forking twice",
+           serr.decode())
+    t = Trace(a.tracefs, out)
+    tap.ok(t.info["n_ranks"] == 3 and run([a.tracefs, "verify", out])[0] == 0,
+           "three ranks, the trace verifies", t.info["n_ranks"])
+    r0, r1, r2 = t.events(0), t.events(1), t.events(2)
+    forks = [e for e in r0 if e[1] == "fork"]
+    tap.ok(len(opens(r0, d + "/parent")) == 2 and len(writes(r0)) == 2 and len(forks) == 2,
+           "rank 0: the parent's two opens and writes, two forks", r0)
+    tap.ok(len(opens(r1, d + "/child1")) == 1 and len(writes(r1)) == 2 and
+           not opens(r1, d + "/parent"), "rank 1: the first child's open and two writes", r1)
+    tap.ok(len(opens(r2, d + "/child2")) == 1 and len(writes(r2)) == 3,
+           "rank 2: the second child's open and three writes", r2)
+    pids = [t.rank_meta("pid", r) for r in range(3)]
+    tap.ok([str(f[2]["ret"]) for f in forks] == pids[1:] and
+           t.rank_meta("ppid", 1) == pids[0] and t.rank_meta("ppid", 2) == pids[0],
+           "fork results are the children's pids, their ppid the parent's", (forks, t.meta))
+    tap.ok(t.rank_meta("end", 0) == "exited with status 0" and t.rank_meta("end", 2) == "exited",
+           "each rank says how its process ended", t.meta)
+    tap.ok(open(d + "/child2").read() == "child2" * 3, "the program ran as without tracing")
+
+    # a crashing child keeps its rank and events
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, _, serr = record(tap, a, work, "crash", a.fork, d, "crash")
+    t = Trace(a.tracefs, out)
+    r2 = t.events(2) if t.info["n_ranks"] == 3 else []
+    tap.ok(rc == 0 and len(opens(r2, d + "/child2")) == 1 and len(writes(r2)) == 3,
+           "a child killed by SIGABRT: its rank keeps its events", (rc, serr, r2))
+    tap.ok("without its exit path" in (t.rank_meta("end", 2) or ""),
+           "its end says it never ran its exit path", t.meta)
+
+    # exec: the new image goes on in the same rank, with new thread ids; vfork as fork
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, sout, serr = record(tap, a, work, "exec", a.fork, d, "exec", "vfork")
+    t = Trace(a.tracefs, out)
+    r1 = t.events(1) if t.info["n_ranks"] == 3 else []
+    ex = [e for e in r1 if e[1] == "exec"]
+    cat_open = opens(r1, d + "/parent")
+    tap.ok(rc == 0 and sout == b"parent" and len(ex) == 1 and ex[0][0] == 0 and
+           ex[0][2] == {"path": "cat", "argv": "cat " + d + "/parent"},
+           "vfork + execlp: an exec event with path and argv in the child's rank", (r1, serr))
+    tap.ok(len(cat_open) == 1 and cat_open[0][0] > 0 and r1.index(ex[0]) < r1.index(cat_open[0]),
+           "the exec'd image's events follow in the same rank, on a new thread id", r1)
+
+    # an exec past the interposers, with the inherited environment: the image finds its spool
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, sout, serr = record(tap, a, work, "rawexec", a.fork, d, "rawexec")
+    t = Trace(a.tracefs, out)
+    r1 = t.events(1) if t.info["n_ranks"] == 3 else []
+    mine, cat_open = opens(r1, d + "/child1"), opens(r1, d + "/parent")
+    tap.ok(rc == 0 and sout == b"parent" and len(mine) == 1 and len(cat_open) == 1 and
+           mine[0][0] == 0 and cat_open[0][0] > 0 and r1.index(mine[0]) < r1.index(cat_open[0]),
+           "a raw execve: the new image goes on in the child's rank after its own events",
+           (t.info["n_ranks"], r1, serr))
+
+    # sh -c running two commands: fork + exec each
+    d = tempfile.mkdtemp(dir=work)
+    for f in ("a", "b"):
+        with open(os.path.join(d, f), "w") as fh:
+            fh.write(f)
+    rc, out, sout, serr = record(tap, a, work, "sh", "sh", "-c",
+                                 "cat %s/a >/dev/null; cat %s/b" % (d, d))
+    t = Trace(a.tracefs, out)
+    where = {}
+    for r in range(t.info["n_ranks"]):
+        ev = t.events(r)
+        for f in ("a", "b"):
+            if opens(ev, "%s/%s" % (d, f)) and any(e[1] == "exec" for e in ev):
+                where.setdefault(f, []).append(r)
+    tap.ok(rc == 0 and sout == b"b" and t.info["n_ranks"] >= 2 and len(where.get("a", [])) == 1
+           and len(where.get("b", [])) == 1 and where["a"] != where["b"],
+           "sh -c 'cat a; cat b': each cat in a rank of its own after its exec",
+           (t.info["n_ranks"], where, serr))
+
+    # system() spawns through posix_spawn: the shell is followed too
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, _, serr = record(tap, a, work, "system", a.fork, d, "system")
+    t = Trace(a.tracefs, out)
+    reads = [r for r in range(3, t.info["n_ranks"]) if opens(t.events(r), d + "/child2")]
+    tap.ok(rc == 0 and t.info["n_ranks"] >= 4 and reads,
+           "system(): the spawned shell and its cat are ranks after the forks",
+           (t.info["n_ranks"], serr))
+
+    # the same program twice, untimed: every rank serves the same bytes
+    d = os.path.join(work, "same")
+    texts = []
+    for i in range(2):
+        shutil.rmtree(d, ignore_errors=True)
+        os.mkdir(d)
+        rc, out, _, _ = record(tap, a, work, "same%d" % i, a.fork, d, timing="none")
+        t = Trace(a.tracefs, out)
+        texts.append([FORK_RE.sub(b"fork(errno=0) = PID\n", t.cat("ranks/%d/trace.txt" % r))
+                      for r in range(t.info["n_ranks"])])
+    tap.ok(len(texts[0]) == 3 and texts[0] == texts[1],
+           "two untimed recordings: every rank's trace.txt byte for byte the same "
+           "(but the children's pids)",
+           [len(x) for x in texts])
+
+    left = os.listdir(os.path.join(work, "spools"))
+    tap.ok(left == [], "no spool left behind", left)
+    shutil.rmtree(work)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
