@@ -69,4 +69,21 @@ enum cap_call {
 /* The event kind of each call, indexed by enum cap_call. */
 extern const struct tfs_kind_desc cap_call_kinds[N_CALLS];
 
+/*
+ * The MPI calls (capture/mpi, generated from the installed mpi.h): call N_CALLS + i is
+ * cap_mpi_kinds[i]; none when the build found no MPI.
+ */
+extern const struct tfs_kind_desc *const cap_mpi_kinds;
+extern const uint32_t cap_mpi_n_kinds;
+
+/* The kind of call @call, NULL if there is no such call. */
+static inline const struct tfs_kind_desc *cap_call_kind(uint32_t call)
+{
+	if (call < N_CALLS)
+		return &cap_call_kinds[call];
+	if (call - N_CALLS < cap_mpi_n_kinds)
+		return &cap_mpi_kinds[call - N_CALLS];
+	return NULL;
+}
+
 #endif

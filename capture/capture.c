@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -446,6 +448,73 @@ void tfs_cap_phase_end(void)
 	errno = saved_errno;
 }
 
+/* The whole of file @path in a new buffer. @return 0 or -errno */
+static int slurp(const char *path, void **out, size_t *len)
+{
+	struct stat st;
+	size_t off = 0;
+	char *buf;
+	int fd, rc = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out_close;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + off, (size_t)st.st_size - off);
+
+		if (n <= 0) {
+			rc = n < 0 ? -errno : -EIO;
+			free(buf);
+			goto out_close;
+		}
+		off += (size_t)n;
+	}
+	*out = buf;
+	*len = off;
+out_close:
+	close(fd);
+	return rc;
+}
+
+int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms)
+{
+	const char *spool = getenv("TFS_SPOOL");
+	const struct timespec nap = {0, 1000000};
+	char path[4200];
+	int32_t rc = 0;
+
+	if (!tfs_capture_mask_ || !g_spool.hdr)
+		return -ENOTSUP;
+	if (g_inproc)
+		return cap_inproc_save_mem(out, len);
+	if (!spool || !*spool)
+		return -ENOTSUP;
+	atomic_store(&g_spool.hdr->save_req, 1);
+	for (unsigned int t = 0; t < timeout_ms; t++) {
+		rc = atomic_load(&g_spool.hdr->save_rc);
+		if (rc != 0)
+			break;
+		nanosleep(&nap, NULL);
+	}
+	if (rc == 0)
+		return -ETIMEDOUT;
+	if (rc < 0)
+		return rc;
+	snprintf(path, sizeof(path), "%s.trace", spool);
+	rc = slurp(path, out, len);
+	unlink(path);
+	return rc;
+}
+
 uint64_t cap_now_ns(void)
 {
 	return now_ns();
@@ -622,6 +691,8 @@ static uint32_t parse_trace(const char *s)
 			mask |= TFS_TRACE_IO;
 		else if (!strcmp(word, "threads"))
 			mask |= TFS_TRACE_THREADS;
+		else if (!strcmp(word, "mpi"))
+			mask |= TFS_TRACE_MPI;
 		else if (!strcmp(word, "all"))
 			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
 				TFS_TRACE_THREADS;

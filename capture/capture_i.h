@@ -46,6 +46,16 @@ uint32_t cap_thread_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */
 void cap_thread_preassign(uint32_t id);
 
+/*
+ * The trace so far, for MPI_Finalize to merge: in-process, the consumer thread finishes and
+ * hands it over in memory; under `tracefs record`, the recorder is asked (spool save_req)
+ * to finish and save it to <spool>.trace, read here and removed, waiting up to
+ * @timeout_ms. Events recorded afterwards are in no trace.
+ * @param out  a new malloc'ed buffer of *@len bytes, the caller frees it
+ * @return 0, -ENOTSUP (capture off), -ETIMEDOUT, -ENOMEM or the consumer's -errno
+ */
+int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms);
+
 /* The calling thread never records (it is the capture's own consumer thread). */
 void cap_thread_exclude(void);
 
@@ -64,5 +74,10 @@ int cap_inproc_start(struct spool *s, const struct cap_timing *tm);
 void cap_inproc_flush(void);
 /* At exit: stop the consumer thread, take in everything left, save the trace. */
 void cap_inproc_finish(uint64_t dropped_early);
+/*
+ * Now (MPI_Finalize): stop the consumer thread, take in everything, hand the trace over in a
+ * new malloc'ed buffer; nothing is saved at exit. @return 0, -ENOTSUP (no consumer) or -errno
+ */
+int cap_inproc_save_mem(void **out, size_t *len);
 
 #endif

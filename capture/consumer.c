@@ -106,6 +106,9 @@ struct cap_consumer {
 	bool timed;
 	uint32_t kind[N_KINDS];
 	uint32_t call_kind[N_CALLS]; /* valid when calls: the spool records interposed calls */
+	uint32_t *mpi_kind; /* cap_mpi_n_kinds, when the spool records MPI calls; declared on
+			       first use (a trace holds the kinds of the MPI calls made, not all
+			       of mpi.h's), UINT32_MAX until then */
 	bool calls;
 	struct cthread *threads;
 	uint32_t n_threads;
@@ -162,7 +165,8 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 
 int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_consumer **out)
 {
-	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err};
+	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err,
+				     .late_kinds = 1};
 	struct cap_consumer *c;
 	int rc;
 
@@ -188,6 +192,13 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 	c->calls = s->hdr->trace_mask & (TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS);
 	for (int k = 0; c->calls && k < N_CALLS && rc == 0; k++)
 		rc = tfs_writer_add_kind(c->w, &cap_call_kinds[k], &c->call_kind[k]);
+	if (rc == 0 && (s->hdr->trace_mask & TFS_TRACE_MPI) && cap_mpi_n_kinds) {
+		c->mpi_kind = malloc(cap_mpi_n_kinds * sizeof(*c->mpi_kind));
+		if (!c->mpi_kind)
+			rc = -ENOMEM;
+		else
+			memset(c->mpi_kind, 0xff, cap_mpi_n_kinds * sizeof(*c->mpi_kind));
+	}
 	if (rc < 0)
 		goto err_free;
 	*out = c;
@@ -223,6 +234,7 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->site_keys);
 	free(c->site_ids);
 	free(c->cands);
+	free(c->mpi_kind);
 	tfs_writer_free(c->w);
 	free(c);
 }
@@ -275,9 +287,9 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	const struct tfs_kind_desc *k;
 	const char *str;
 
-	if (!c->calls || call >= N_CALLS || words < 3)
+	k = cap_call_kind(call);
+	if (!k || words < 3 || (call < N_CALLS ? !c->calls : !c->mpi_kind))
 		return -EBADMSG;
-	k = &cap_call_kinds[call];
 	for (uint32_t i = 0; i < k->n_args; i++)
 		w += k->args[i].enc != TFS_ENC_STR;
 	if (w + (len + 7) / 8 > words)
@@ -297,7 +309,17 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 		a[i].s = str + off;
 		off = (size_t)(end - str) + 1;
 	}
-	emit_kind(c, ct, c->call_kind[call], r[1], r[2], a);
+	if (call >= N_CALLS && c->mpi_kind[call - N_CALLS] == UINT32_MAX) {
+		int rc = tfs_writer_add_kind(c->w, k, &c->mpi_kind[call - N_CALLS]);
+
+		if (rc < 0) {
+			c->mpi_kind[call - N_CALLS] = UINT32_MAX;
+			c->err = c->err ? c->err : rc;
+			return 0;
+		}
+	}
+	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
+		  r[2], a);
 	return 0;
 }
 
@@ -649,6 +671,8 @@ int cap_consumer_poll(struct cap_consumer *c)
 {
 	if (c->err)
 		return c->err;
+	if (c->finished) /* handed over early (MPI_Finalize): nothing more is taken in */
+		return 0;
 	return take_in(c, false);
 }
 

@@ -121,7 +121,8 @@ static void read_cmdline(char *buf, size_t cap)
 			buf[i] = ' ';
 }
 
-static int save(const char *path)
+/* Take in everything and set the metadata; @end says how the recording ended. */
+static int finish(const char *end)
 {
 	char cmdline[4096];
 	int rc;
@@ -132,9 +133,39 @@ static int save(const char *path)
 		rc = cap_consumer_set_common_meta(g.consumer, program_invocation_short_name,
 						  cmdline, (long)getpid(), "in-process");
 	if (rc == 0)
-		rc = cap_consumer_set_meta(g.consumer, "end", "exit");
+		rc = cap_consumer_set_meta(g.consumer, "end", end);
+	return rc;
+}
+
+static int save(const char *path)
+{
+	int rc = finish("exit");
+
+	return rc < 0 ? rc : cap_consumer_save(g.consumer, path);
+}
+
+static void stop_thread(void)
+{
+	pthread_mutex_lock(&g.lock);
+	g.stop = true;
+	pthread_cond_broadcast(&g.cond);
+	pthread_mutex_unlock(&g.lock);
+	pthread_join(g.thread, NULL);
+}
+
+int cap_inproc_save_mem(void **out, size_t *len)
+{
+	int rc;
+
+	if (!g.consumer)
+		return -ENOTSUP;
+	stop_thread();
+	rc = finish("MPI_Finalize");
 	if (rc == 0)
-		rc = cap_consumer_save(g.consumer, path);
+		rc = cap_consumer_save_mem(g.consumer, out, len);
+	/* the trace is handed over: nothing more is consumed or saved at exit */
+	cap_consumer_free(g.consumer);
+	g.consumer = NULL;
 	return rc;
 }
 
@@ -148,11 +179,7 @@ void cap_inproc_finish(uint64_t dropped_early)
 
 	if (!g.consumer)
 		return;
-	pthread_mutex_lock(&g.lock);
-	g.stop = true;
-	pthread_cond_broadcast(&g.cond);
-	pthread_mutex_unlock(&g.lock);
-	pthread_join(g.thread, NULL);
+	stop_thread();
 	if (out && *out)
 		snprintf(path, sizeof(path), "%s", out);
 	else

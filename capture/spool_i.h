@@ -91,6 +91,11 @@ struct spool_hdr {
 	uint32_t parent_pid;	     /* 0: the first process's spool */
 	uint32_t reserved;
 	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
+	/* MPI_Finalize under `tracefs record` (capture/mpi): the producer sets save_req to 1 and
+	 * waits; the consumer takes in everything, saves the trace to <spool path>.trace and sets
+	 * save_rc to 1 (or a negative errno). The producer then merges the ranks' traces. */
+	_Atomic uint32_t save_req;
+	_Atomic int32_t save_rc;
 };
 
 struct spool_chunk {

@@ -103,8 +103,10 @@ void tfs_writer_free(struct tfs_writer *w)
 int tfs_writer_add_kind(struct tfs_writer *w, const struct tfs_kind_desc *kind,
 			uint32_t *kind_out)
 {
-	if (w->n_streams)
-		return -EINVAL; /* kinds are fixed once streams exist: keeps appends lock-free */
+	/* kinds are fixed once streams exist (appends stay lock-free) unless the caller
+	 * serialises them with its appends */
+	if (w->n_streams && !w->opts.late_kinds)
+		return -EINVAL;
 	return schema_add(&w->schema, kind, kind_out);
 }
 

@@ -4,8 +4,13 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default). This file does the command
- * line and process control only; the consumer is capture/consumer.c.
+ * (zones, mem, alloc, io, threads, all; all by default). Run by an MPI launcher
+ * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
+ * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers: at
+ * MPI_Finalize each rank's wrapper asks for its trace so far (spool_i.h save_req), the ranks
+ * merge them and rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own
+ * trace as <out>.<rank>. This file does the command line and process control only; the consumer is
+ * capture/consumer.c.
  */
 #include <elf.h>
 #include <errno.h>
@@ -46,6 +51,8 @@ struct record_opts {
 	uint32_t mask;
 	size_t spool_bytes;
 	char **argv; /* the command */
+	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
+	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
 };
 
 static pid_t g_child;
@@ -79,6 +86,8 @@ static int parse_trace(const char *s, uint32_t *mask)
 			*mask |= TFS_TRACE_IO;
 		else if (!strcmp(word, "threads"))
 			*mask |= TFS_TRACE_THREADS;
+		else if (!strcmp(word, "mpi"))
+			*mask |= TFS_TRACE_MPI; /* added anyway under an MPI launcher */
 		else if (!strcmp(word, "all"))
 			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
 				 TFS_TRACE_THREADS;
@@ -119,7 +128,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'T':
 			if (parse_trace(optarg, &o->mask) < 0)
-				return usage("--trace takes a list of zones, mem, alloc, io, threads, all");
+				return usage("--trace takes a list of zones, mem, alloc, io, threads, "
+					     "mpi, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);
@@ -184,6 +194,44 @@ out:
 	return is_static;
 }
 
+/* The rank and size an MPI launcher gave this process (mpich's Hydra, Open MPI). */
+static void mpi_launch(long *rank, long *size)
+{
+	static const char *const vars[][2] = {{"PMI_RANK", "PMI_SIZE"},
+					      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}};
+
+	*rank = 0;
+	*size = 0;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *r = getenv(vars[i][0]), *s = getenv(vars[i][1]);
+
+		if (r && s && atol(s) > 0) {
+			*rank = atol(r);
+			*size = atol(s);
+			return;
+		}
+	}
+}
+
+/* libtfsmpi.so, next to libtfscapture.so @lib (installed) or in mpi/ beside it (build). */
+static bool find_mpi_library(const char *lib, char *buf, size_t cap)
+{
+	static const char *const rel[] = {"/mpi/libtfsmpi.so", "/libtfsmpi.so"};
+	const char *env = getenv("TFS_MPI_LIB");
+	const char *slash = strrchr(lib, '/');
+
+	if (env && *env) {
+		snprintf(buf, cap, "%s", env);
+		return access(buf, R_OK) == 0;
+	}
+	for (size_t i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
+		snprintf(buf, cap, "%.*s%s", (int)(slash - lib), lib, rel[i]);
+		if (access(buf, R_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
 /* libtfscapture.so: $TFS_CAPTURE_LIB, next to this build's tracefs, or installed. */
 static bool find_library(char *buf, size_t cap)
 {
@@ -235,7 +283,7 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 static void set_preload(const char *lib)
 {
 	const char *old = getenv("LD_PRELOAD");
-	char buf[8192];
+	char buf[16384];
 
 	if (old && *old)
 		snprintf(buf, sizeof(buf), "%s:%s", lib, old);
@@ -268,12 +316,54 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	_exit(127);
 }
 
+static void join_args(char **argv, char *buf, size_t cap);
+
+/*
+ * MPI_Finalize asked for the trace (spool_i.h save_req): finish the program's own consumer
+ * and save its trace next to the spool for the MPI wrappers to merge (processes the rank
+ * started are not in it). @return true once served: the consumer is finished.
+ */
+static bool serve_save(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
+		       pid_t pid, const char *spool_path)
+{
+	char cmdline[4096], path[PATH_MAX + 8], v[32];
+	const char *slash = strrchr(o->argv[0], '/');
+	int rc;
+
+	if (atomic_load(&s->hdr->save_req) != 1)
+		return false;
+	snprintf(path, sizeof(path), "%s.trace", spool_path);
+	join_args(o->argv, cmdline, sizeof(cmdline));
+	rc = cap_consumer_finish(c);
+	if (rc == 0)
+		rc = cap_consumer_set_common_meta(c, slash ? slash + 1 : o->argv[0], cmdline,
+						  (long)pid, "record");
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "end", "MPI_Finalize");
+	snprintf(v, sizeof(v), "%ld", o->mpi_size);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "mpi_size", v);
+	if (rc == 0)
+		rc = cap_consumer_save(c, path);
+	atomic_store(&s->hdr->save_rc, rc < 0 ? rc : 1);
+	return true;
+}
+
+/* The MPI wrappers' request, when the program runs under an MPI launcher. */
+struct mpi_save {
+	struct cap_consumer *c;
+	struct spool *s;
+	const struct record_opts *o;
+	const char *spool_path;
+	bool saved;
+};
+
 /*
  * Consume while the program and every process it started run: the recorder is their
  * subreaper, so once the program has ended and no child is left, every descendant has
  * ended. @return the program's wait status
  */
-static int run_consumer(struct rec_procs *ps, pid_t pid, int *consume_err)
+static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
 	bool ended = false;
@@ -286,6 +376,8 @@ static int run_consumer(struct rec_procs *ps, pid_t pid, int *consume_err)
 
 		if (n < 0)
 			*consume_err = n;
+		if (ms && !ms->saved && !*consume_err && ms->o->mpi_size > 0)
+			ms->saved = serve_save(ms->c, ms->s, ms->o, pid, ms->spool_path);
 		if (pass % 4 == 0)
 			rec_procs_scan(ps, false);
 		while ((r = waitpid(-1, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
@@ -386,6 +478,13 @@ static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
 						  (long)pid, "record");
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "end", how);
+	if (rc == 0 && o->mpi_size > 0) {
+		char v[32];
+
+		/* the rank is the trace's own: ranks/<r> */
+		snprintf(v, sizeof(v), "%ld", o->mpi_size);
+		rc = cap_consumer_set_meta(c, "mpi_size", v);
+	}
 	if (rc == 0)
 		rc = rec_procs_finish(ps);
 	if (rc == 0 && rec_procs_count(ps) == 1)
@@ -413,6 +512,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	struct spool s;
 	char spool_path[PATH_MAX], how[96];
 	int rc, status, consume_err = 0, exit_status;
+	/* handed to the MPI wrappers at MPI_Finalize (ms.saved): they merge and save */
+	struct mpi_save ms = {.s = &s, .o = o, .spool_path = spool_path};
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
@@ -443,10 +544,21 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		waitpid(g_child, NULL, 0);
 		goto err_free_consumer;
 	}
-	status = run_consumer(ps, g_child, &consume_err);
+	ms.c = c;
+	status = run_consumer(ps, g_child, &ms, &consume_err);
 	fs_describe_end(status, how, sizeof(how));
 	exit_status = mirror_status(status);
-	if (consume_err) {
+	if (ms.saved) {
+		char path[PATH_MAX + 8];
+
+		/* the wrappers read it (and remove it) unless they failed before */
+		snprintf(path, sizeof(path), "%s.trace", spool_path);
+		unlink(path);
+		if (o->mpi_rank == 0 && exit_status == 0 && access(o->mpi_out, R_OK) == 0) {
+			cap_consumer_stats(c, &st);
+			summary(o->mpi_out, how, &st, 1);
+		}
+	} else if (consume_err) {
 		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
 	} else if (nothing_recorded(&s, ps)) {
 		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
@@ -458,7 +570,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			exit_status = EXIT_RUNTIME;
 	} else {
 		rec_procs_stats(ps, &st);
-		summary(out, how, &st, rec_procs_count(ps));
+		if (o->mpi_rank == 0) /* one line per job, not per rank */
+			summary(out, how, &st, rec_procs_count(ps));
 	}
 	rec_procs_free(ps);
 	cap_consumer_free(c);
@@ -477,7 +590,7 @@ err_unlink:
 int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
-	char file[PATH_MAX], lib[PATH_MAX], out[PATH_MAX];
+	char file[PATH_MAX], lib[2 * PATH_MAX + 2], out[PATH_MAX + 24], mpi_out[2 * PATH_MAX];
 	const char *base;
 	int rc;
 
@@ -502,5 +615,26 @@ int fs_cmd_record(int argc, char **argv)
 	snprintf(out, sizeof(out), "%s", o.out ? o.out : base);
 	if (!o.out)
 		snprintf(out, sizeof(out), "%s.trace", base);
+	mpi_launch(&o.mpi_rank, &o.mpi_size);
+	if (o.mpi_size > 0) {
+		char mpilib[PATH_MAX];
+		size_t n = strlen(lib);
+
+		if (!find_mpi_library(lib, mpilib, sizeof(mpilib))) {
+			fs_fail("cannot find libtfsmpi.so next to %s (set TFS_MPI_LIB)", lib);
+			return EXIT_RUNTIME;
+		}
+		snprintf(lib + n, sizeof(lib) - n, ":%s", mpilib);
+		o.mask |= TFS_TRACE_MPI;
+		if (!realpath(".", mpi_out) ||
+		    strlen(mpi_out) + strlen(out) + 2 > sizeof(mpi_out) || out[0] == '/')
+			snprintf(mpi_out, sizeof(mpi_out), "%s", out);
+		else
+			strcat(strcat(mpi_out, "/"), out);
+		o.mpi_out = mpi_out;
+		setenv("TFS_MPI_OUTPUT", mpi_out, 1);
+		n = strlen(out);
+		snprintf(out + n, sizeof(out) - n, ".%ld", o.mpi_rank);
+	}
 	return record(&o, lib, out);
 }

@@ -44,7 +44,7 @@ static const char usage_text[] =
     "                        once the mount is ready (-f: stay in the foreground)\n"
     "  umount MOUNTPOINT     unmount it\n"
     "  record [-o FILE] [--timing=lossless|none|lossy:ERR]\n"
-    "         [--trace=all|zones,mem,alloc,io,threads]\n"
+    "         [--trace=all|zones,mem,alloc,io,threads,mpi]\n"
     "         [--spool-size=MIB] [--] COMMAND [ARGS...]\n"
     "                        run COMMAND with the capture library preloaded and write its\n"
     "                        trace (default COMMAND.trace), a rank per process it forks\n"

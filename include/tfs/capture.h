@@ -17,12 +17,15 @@
  *   TFS_OUTPUT=FILE        in-process mode: the trace file (default <program>.<pid>.trace)
  *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
- *                          io, threads, all (unset: zones, mem; the last three need the
- *                          library preloaded or linked: its interposers record them)
+ *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
+ *                          and threads need the library preloaded or linked: its interposers
+ *                          record them; mpi needs libtfsmpi.so preloaded or linked)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *   TFS_ALLOC_IDS=0        no table of live allocations: every allocation id and buffer id
  *                          recorded is 0 (the interposers' cost without it, for comparison)
+ *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
+ *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
  *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
  *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
  *                          half the cost of clock_gettime; drifts from it by the calibration
@@ -84,6 +87,7 @@ extern "C" {
 #define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family, mmap, munmap */
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
 #define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
+#define TFS_TRACE_MPI 0x40u     /**< libtfsmpi.so: every MPI function (capture/mpi) */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the

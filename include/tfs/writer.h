@@ -23,6 +23,8 @@ struct tfs_writer_opts {
 	size_t grammar_budget;	   /**< bytes per stream's grammar before a new block; 0: 16 MiB */
 	uint32_t block_events;	   /**< events per value block; 0: 4096 */
 	int zstd_level;		   /**< 0: default */
+	int late_kinds;		   /**< non-zero: tfs_writer_add_kind() also once streams exist,
+					the caller making sure no append runs meanwhile */
 };
 
 struct tfs_writer;
@@ -39,8 +41,9 @@ void tfs_writer_free(struct tfs_writer *w);
 /**
  * Declare an event kind; the description is copied.
  * @param kind_out  the kind's id, used in tfs_wstream_append()
+ * Kinds are declared before the first stream unless the writer was made with late_kinds.
  * @return 0, -EINVAL (too many args, STR type without STR encoding, bad enum, name too
- *         long or with a NUL) or -ENOMEM
+ *         long or with a NUL; streams exist and late_kinds is off) or -ENOMEM
  */
 int tfs_writer_add_kind(struct tfs_writer *w, const struct tfs_kind_desc *kind,
 			uint32_t *kind_out);

@@ -4,7 +4,8 @@
  * Covers zone pairing (start, duration, depth), chunk order by sequence number whatever the
  * chunk's place, partial chunks read only at the end, phases, memory-access sites, and
  * damaged records and chunk headers, which must be skipped and counted, never crash, and
- * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind).
+ * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind),
+ * MPI calls (kinds declared on first use).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,23 @@ static int setup_calls(void **state)
 	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
 					  TFS_TIMING_LOSSLESS,
 					  TFS_TRACE_ON | TFS_TRACE_ALLOC | TFS_TRACE_IO),
+			 0);
+	f->spool.hdr->origin_ns = 1000;
+	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
+	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
+	*state = f;
+	return 0;
+}
+
+/* A spool whose producer records MPI calls only (libtfsmpi.so). */
+static int setup_mpi(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+
+	assert_non_null(f);
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_MPI),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
 	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
@@ -414,6 +432,60 @@ static void test_consumer_rejects_calls_not_declared(void **state)
 	assert_int_equal(st.bad_records, 1);
 }
 
+static uint32_t mpi_call(const char *name)
+{
+	for (uint32_t i = 0; i < cap_mpi_n_kinds; i++)
+		if (!strcmp(cap_mpi_kinds[i].name, name))
+			return N_CALLS + i;
+	fail_msg("no kind %s", name);
+	return 0;
+}
+
+static void test_consumer_declares_mpi_kinds_on_first_use(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace_info ti;
+	struct tfs_trace *t;
+	uint32_t barrier;
+	char *got;
+
+	if (!cap_mpi_n_kinds) {
+		/* built without MPI: no MPI kinds, every MPI call number is unknown */
+		put_call(&a, N_CALLS, 1010, "", 0, 1, (uint64_t)0);
+		publish(&a, SPOOL_FULL);
+		assert_int_equal(cap_consumer_poll(f->c), 1);
+		assert_int_equal(cap_consumer_finish(f->c), 0);
+		cap_consumer_stats(f->c, &st);
+		assert_int_equal(st.n_events, 0);
+		assert_int_equal(st.bad_records, 1);
+		return;
+	}
+	barrier = mpi_call("MPI_Barrier");
+	assert_int_equal(cap_mpi_kinds[barrier - N_CALLS].n_args, 2); /* comm, ret */
+	put_call(&a, barrier, 1010, "", 0, 3, (uint64_t)40, (uint64_t)0, (uint64_t)0);
+	put_call(&a, barrier, 1100, "", 0, 3, (uint64_t)30, (uint64_t)3, (uint64_t)0);
+	/* one past the last MPI call: malformed, ends the chunk */
+	put_call(&a, N_CALLS + cap_mpi_n_kinds, 1200, "", 0, 1, (uint64_t)0);
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 2);
+	assert_int_equal(st.bad_records, 1);
+	got = saved_view(f, 0, &t);
+	assert_string_equal(got, "{\"ts\":10,\"dur\":40,\"thread\":0,\"name\":\"MPI_Barrier\","
+				 "\"args\":{\"comm\":0,\"ret\":0}}\n"
+				 "{\"ts\":100,\"dur\":30,\"thread\":0,\"name\":\"MPI_Barrier\","
+				 "\"args\":{\"comm\":3,\"ret\":0}}\n");
+	/* the consumer's own kinds and the one MPI call made, not all of mpi.h */
+	tfs_trace_get_info(t, &ti);
+	assert_true(ti.n_kinds < 10);
+	free(got);
+	tfs_trace_close(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -429,6 +501,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_calls_not_declared, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_declares_mpi_kinds_on_first_use,
+					    setup_mpi, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,554 @@
+#!/usr/bin/env python3
+"""Generate the PMPI wrappers and their event kinds from the installed mpi.h.
+
+Reads the preprocessed prototypes of mpi.h (every MPI_X that has a PMPI_X twin) and the
+annotations of mpi_annot.txt (what the C types do not say: ranks, directions, array lengths,
+released handles), and writes:
+  --kinds FILE  the event kinds (cap_mpi_kinds[], calls N_CALLS + i), always; empty without
+                an mpi.h, so the consumer builds the same way with or without MPI
+  --wrap FILE   the wrappers (one per function, recording through mpi_rt.c)
+  --list FILE   the wrapped function names, one per line (the test of coverage reads it)
+It does not decide how values are stored beyond choosing an encoding per argument.
+"""
+import argparse
+import re
+import subprocess
+import sys
+
+HANDLES = {
+    'MPI_Comm': ('MPIRT_COMM', 'comm'),
+    'MPI_Datatype': ('MPIRT_TYPE', 'type'),
+    'MPI_Op': ('MPIRT_OP', 'op'),
+    'MPI_Group': ('MPIRT_GROUP', 'group'),
+    'MPI_Request': ('MPIRT_REQ', 'req'),
+    'MPI_File': ('MPIRT_FILE', 'mpifile'),
+    'MPI_Win': ('MPIRT_WIN', 'win'),
+    'MPI_Info': ('MPIRT_INFO', 'info'),
+    'MPI_Errhandler': ('MPIRT_ERRH', 'errh'),
+    'MPI_Message': ('MPIRT_MSG', 'msg'),
+    'MPI_Session': ('MPIRT_SESSION', 'session'),
+}
+NULLS = {'MPI_Request': 'MPI_REQUEST_NULL', 'MPI_Message': 'MPI_MESSAGE_NULL'}
+INTS = {'int', 'MPI_Aint', 'MPI_Count', 'MPI_Offset', 'MPI_Fint', 'long', 'unsigned',
+        'unsigned int', 'long long', 'size_t'}
+BUF_NAMES = {'origin_addr', 'result_addr', 'compare_addr', 'inbuf', 'outbuf', 'inoutbuf',
+             'location', 'buffer', 'pack_buf'}
+MAX_ARGS = 32
+
+
+class Param:
+    def __init__(self, text):
+        self.text = text.strip()
+        t = self.text
+        self.arr = t.endswith(']')
+        if self.arr:
+            t = t[:t.index('[')].strip()
+        m = re.search(r'(\w+)\s*$', t)
+        self.name = m.group(1)
+        decl = t[:m.start()].strip()
+        self.const = bool(re.search(r'\bconst\b', decl))
+        self.ptr = decl.count('*')
+        self.base = re.sub(r'\s+', ' ', re.sub(r'\bconst\b|\*', ' ', decl)).strip()
+        self.func_ptr = '(' in self.text
+
+
+def parse_header(text):
+    """{name: (ret, [Param], variadic)} for every MPI_X with a PMPI_X twin."""
+    text = re.sub(r'__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)', '', text)
+    protos = {}
+    for stmt in text.replace('\n', ' ').split(';'):
+        stmt = stmt.strip()
+        if stmt.startswith('typedef') or stmt.startswith('extern "C"'):
+            continue
+        m = re.match(r'^(?:extern\s+)?([\w\s\*]+?)\s*\b(P?MPI_\w+)\s*\((.*)\)\s*$', stmt)
+        if not m:
+            continue
+        protos[m.group(2)] = (m.group(1).strip(), m.group(3).strip())
+    out = {}
+    for name, (ret, params) in sorted(protos.items()):
+        if not name.startswith('MPI_') or 'P' + name not in protos:
+            continue
+        # parameter names come from the MPI_ prototype (ROMIO's PMPI_ ones have none)
+        variadic = False
+        plist = []
+        if params and params != 'void':
+            for p in split_params(params):
+                if p.strip() == '...':
+                    variadic = True
+                    continue
+                plist.append(Param(p))
+        out[name] = (ret, plist, variadic)
+    return out
+
+
+def split_params(s):
+    depth, cur, res = 0, '', []
+    for ch in s:
+        if ch == '(':
+            depth += 1
+        elif ch == ')':
+            depth -= 1
+        if ch == ',' and depth == 0:
+            res.append(cur)
+            cur = ''
+        else:
+            cur += ch
+    res.append(cur)
+    return res
+
+
+def parse_annot(path):
+    rules, hooks = {}, {}
+    with open(path) as f:
+        for ln, line in enumerate(f, 1):
+            line = line.split('#', 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) < 3:
+                sys.exit(f'{path}:{ln}: expected "<scope> <param> <attr>..."')
+            scope, param, attrs = parts[0], parts[1], parts[2:]
+            if param == '-':
+                hooks.setdefault(scope, []).extend(attrs)
+                continue
+            d = {}
+            for a in attrs:
+                k, _, v = a.partition('=')
+                if k not in ('rank', 'val', 'in', 'out', 'inout', 'len', 'free', 'skip'):
+                    sys.exit(f'{path}:{ln}: unknown attribute {k}')
+                d[k] = v or True
+            rules[(scope, param)] = d
+    return rules, hooks
+
+
+def attrs_of(rules, func, param):
+    base = func[:-2] if func.endswith('_c') else func
+    for key in ((func, param), (base, param), ('*', param)):
+        if key in rules:
+            return rules[key]
+    return {}
+
+
+def hooks_of(hooks, func):
+    base = func[:-2] if func.endswith('_c') else func
+    return hooks.get(func, hooks.get(base, []))
+
+
+class Gen:
+    """The schema and code of one wrapper."""
+
+    def __init__(self, name, ret, params, variadic, rules, hooks):
+        self.name, self.ret, self.params, self.variadic = name, ret, params, variadic
+        self.rules, self.hooks = rules, hooks_of(hooks, name)
+        self.args = []      # (name, type, enc, flags, sym_class)
+        self.pre, self.post, self.decl = [], [], []
+        self.n_w = 0
+        self.sigw = []  # words of the call signature so far: what pools requests
+        self.strs = []
+        self.pnames = {p.name: p for p in params}
+        self.ctx = self.context()
+
+    def context(self):
+        for p in self.params:
+            if p.base == 'MPI_Comm' and p.ptr == 0 and not p.arr:
+                return f'mpirt_delta_comm({p.name})'
+        for p in self.params:
+            if p.base == 'MPI_Group' and p.ptr == 0 and not p.arr:
+                return f'mpirt_delta_group({p.name})'
+        for p in self.params:
+            if p.base == 'MPI_Win' and p.ptr == 0 and not p.arr:
+                return f'mpirt_delta_win({p.name})'
+        return 'mpirt_world_rank()'
+
+    def word(self, name, typ, enc, flags=0, cls=None):
+        self.args.append((name, typ, enc, flags, cls))
+        self.n_w += 1
+        if enc in ('SIG', 'SYM', 'RANK') and flags == 0:
+            self.sigw.append((self.n_w, enc))
+        return f'c.w[{self.n_w}]'
+
+    def string(self, name):
+        self.args.append((name, 'STR', 'STR', 0, None))
+        v = f's{len(self.strs)}'
+        self.strs.append(v)
+        self.decl.append(f'\tstruct mpirt_str {v};')
+        self.pre.append(f'\tmpirt_str_reset(&{v});')
+        return v
+
+    def length(self, spec, when):
+        if spec == 'commsize':
+            comms = [p.name for p in self.params if p.base == 'MPI_Comm' and p.ptr == 0]
+            return f'mpirt_comm_size({comms[0]})' if comms else None
+        if spec.isdigit():
+            return spec
+        p = self.pnames.get(spec)
+        if p is None:
+            return None
+        if p.ptr == 0 and not p.arr:
+            return f'(int64_t){p.name}'
+        if p.ptr == 1 and not p.arr and when == 'post':
+            return f'({p.name} ? (int64_t)*{p.name} : 0)'
+        return None
+
+    def direction(self, p, a):
+        for d in ('inout', 'in', 'out'):
+            if d in a:
+                return d
+        return 'in' if p.const or (p.ptr == 0 and not p.arr) else 'out'
+
+    def param(self, p):
+        a = attrs_of(self.rules, self.name, p.name)
+        n = p.name
+        if 'skip' in a:
+            return
+        ok = 'ret == MPI_SUCCESS'
+        if p.func_ptr or p.base.endswith('_function') or p.base.endswith('_fn'):
+            w = self.word(n, 'U64', 'SYM', 0, 'fn')
+            self.pre.append(f'\t{w} = mpirt_id(MPIRT_FN, &{n}, sizeof({n}));')
+            return
+        if p.base in HANDLES:
+            return self.handle(p, a)
+        if p.base == 'MPI_Status':
+            return self.status(p, a)
+        if p.base == 'char' and p.ptr == 1 and not p.arr or p.base == 'char' and p.ptr == 0 and p.arr:
+            s = self.string(n)
+            if self.direction(p, a) == 'in':
+                self.pre.append(f'\tif ({n})\n\t\tmpirt_str_text(&{s}, {n});')
+            else:
+                # an output string is only defined when the call says it found one
+                if 'flag' in self.pnames and self.pnames['flag'].ptr == 1:
+                    ok += ' && flag && *flag'
+                self.post.append(f'\tif ({ok} && {n})\n\t\tmpirt_str_text(&{s}, {n});')
+            return
+        if p.base == 'void' and p.ptr == 1 and not p.arr:
+            if 'buf' in n or n in BUF_NAMES:
+                w1 = self.word(n, 'U64', 'SYM', 0, 'alloc')
+                w2 = self.word(n + '_off', 'HEX', 'SIG')
+                self.pre.append(f'\tmpirt_buf({n}, &{w1}, &{w2});')
+                return
+            w = self.word(n, 'HEX', 'VAL')
+            self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
+            return
+        if p.base in INTS:
+            return self.integer(p, a)
+        # anything else: by value, its bits in the signature; behind a pointer, the address
+        if p.ptr == 0 and not p.arr:
+            w = self.word(n, 'HEX', 'SIG')
+            self.pre.append(f'\t{w} = mpirt_bits(&{n}, sizeof({n}));')
+        else:
+            w = self.word(n, 'HEX', 'VAL')
+            self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
+
+    def integer(self, p, a):
+        n = p.name
+        rank = 'rank' in a
+        d = self.direction(p, a)
+        ctx = self.ctx
+        if rank and a['rank'] is not True:  # rank=<param>: a rank in that object
+            q = self.pnames[a['rank']]
+            fn = {'MPI_Comm': 'comm', 'MPI_Group': 'group', 'MPI_Win': 'win'}[q.base]
+            ctx = f'mpirt_delta_{fn}({q.name})'
+        if p.ptr == 0 and not p.arr:
+            if rank:
+                w = self.word(n, 'I64', 'RANK')
+                self.pre.append(f'\t{w} = mpirt_rank({ctx}, {n});')
+            else:
+                w = self.word(n, 'I64', 'VAL' if 'val' in a else 'SIG')
+                self.pre.append(f'\t{w} = (uint64_t)(int64_t){n};')
+            return
+        when = 'pre' if d == 'in' else 'post'
+        if 'len' in a:
+            ln = self.length(a['len'], when)
+            if ln is not None:
+                s = self.string(n)
+                if rank:
+                    el = f'mpirt_str_rel(&{s}, {n}[i], mpirt_world_rank() - {ctx})'
+                else:
+                    el = f'mpirt_str_i64(&{s}, (int64_t){n}[i])'
+                code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
+                        f'\t\t\t{el};')
+                if when == 'pre':
+                    self.pre.append(code)
+                else:
+                    self.post.append(f'\tif (ret == MPI_SUCCESS)\n\t{{\n{code}\n\t}}')
+                return
+        if p.ptr == 1 and not p.arr:
+            enc = 'RANK' if rank else ('VAL' if 'val' in a else 'SIG')
+            w = self.word(n, 'I64', enc)
+            v = f'mpirt_rank({ctx}, *{n})' if rank else f'(uint64_t)(int64_t)*{n}'
+            if when == 'pre':
+                self.pre.append(f'\t{w} = {n} ? {v} : 0;')
+            else:
+                self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? {v} : 0;')
+            return
+        w = self.word(n, 'HEX', 'VAL')
+        self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
+
+    def handle(self, p, a):
+        n = p.name
+        cls, sym = HANDLES[p.base]
+        d = self.direction(p, a)
+        h = self.sig_hash()  # of the words before this one: what pools a new request
+        if p.ptr == 0 and not p.arr:
+            w = self.word(n, 'U64', 'SYM', 0, sym)
+            if p.base == 'MPI_Request':
+                self.pre.append(f'\t{w} = mpirt_req_id(&{n}, &rq_delta);')
+                self.decl.append('\tint64_t rq_delta = 0;')
+            else:
+                self.pre.append(f'\t{w} = mpirt_id({cls}, &{n}, sizeof({n}));')
+            return
+        if p.arr or 'len' in a:
+            ln = self.length(a.get('len', ''), 'pre' if d != 'out' else 'post')
+            if ln is None:
+                w = self.word(n, 'HEX', 'VAL')
+                self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
+                return
+            s = self.string(n)
+            if p.base == 'MPI_Request':
+                self.decl.append('\tuint64_t *rq_ids = NULL;\n\tint64_t *rq_deltas = NULL;'
+                                 '\n\tint64_t rq_n = 0;')
+                if d == 'out':
+                    self.post.append(f'\tif (ret == MPI_SUCCESS)\n\t\tfor (int64_t i = 0; i < {ln}; i++)'
+                                     f'\n\t\t\tmpirt_str_sym(&{s}, "req", mpirt_req_new(&{n}[i], '
+                                     f'{h}, {self.ctx}));')
+                    return
+                # taken out before the call, put back after unless completed (in reverse
+                # order: requests sharing one handle value keep their order)
+                self.pre.append(
+                    f'\trq_n = {ln} > 0 ? {ln} : 0;\n'
+                    f'\tmpirt_scratch(rq_n, &rq_ids, &rq_deltas);\n'
+                    f'\tfor (int64_t i = 0; i < rq_n; i++) {{\n'
+                    f'\t\trq_ids[i] = mpirt_req_take(&{n}[i], &rq_deltas[i]);\n'
+                    f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);\n\t}}')
+                self.post.append(
+                    f'\tfor (int64_t i = rq_n - 1; i >= 0; i--)\n'
+                    f'\t\tmpirt_req_settle(&{n}[i], rq_ids[i], rq_deltas[i]);')
+                return
+            code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
+                    f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
+            (self.pre if d != 'out' else self.post).append(code)
+            return
+        w = self.word(n, 'U64', 'SYM', 0, sym)
+        if d == 'in':
+            if p.base == 'MPI_Request':
+                self.decl.append('\tint64_t rq_delta = 0;')
+                self.pre.append(f'\t{w} = {n} ? mpirt_req_id({n}, &rq_delta) : 0;')
+            else:
+                self.pre.append(f'\t{w} = {n} ? mpirt_id({cls}, {n}, sizeof(*{n})) : 0;')
+            return
+        if d == 'inout':
+            if p.base == 'MPI_Request':
+                self.decl.append('\tint64_t rq_delta = 0;')
+                self.pre.append(f'\t{w} = {n} ? mpirt_req_take({n}, &rq_delta) : 0;')
+                self.post.append(f'\tif ({n})\n\t\tmpirt_req_settle({n}, {w}, rq_delta);')
+                return
+            self.pre.append(f'\t{w} = {n} ? mpirt_id({cls}, {n}, sizeof(*{n})) : 0;')
+            if p.base in NULLS:
+                self.post.append(f'\tif ({n} && *{n} == {NULLS[p.base]})\n'
+                                 f'\t\tmpirt_release({cls}, {w});')
+            elif 'free' in a:
+                self.post.append(f'\tif (ret == MPI_SUCCESS)\n\t\tmpirt_release({cls}, {w});')
+            return
+        # out: a handle the call creates
+        if p.base == 'MPI_Request':
+            self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? mpirt_req_new({n}, '
+                             f'{h}, '
+                             f'{self.ctx}) : 0;')
+        elif p.base == 'MPI_Comm' and ('comm_child' in self.hooks or 'comm_agree' in self.hooks):
+            if 'comm_child' in self.hooks:
+                parents = [q.name for q in self.params if q.base == 'MPI_Comm' and q.ptr == 0]
+                v = f'mpirt_comm_child({parents[0]}, *{n})'
+            else:
+                v = f'mpirt_comm_agree(*{n})'
+            self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? {v} : 0;')
+        else:
+            self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? '
+                             f'mpirt_new_id({cls}, {n}, sizeof(*{n})) : 0;')
+
+    def status(self, p, a):
+        n = p.name
+        d = self.direction(p, a)
+        has_req = any(q.base == 'MPI_Request' for q in self.params)
+        ctx = 'rq_delta' if has_req and not any(q.base == 'MPI_Comm' for q in self.params) \
+            else self.ctx
+        flag = 'flag' in self.pnames and self.pnames['flag'].ptr == 1
+        req_arr = any(q.base == 'MPI_Request' and (q.arr or 'len' in attrs_of(self.rules, self.name, q.name))
+                      for q in self.params)
+        if req_arr and not (p.arr or 'len' in a):
+            ix = 'indx' if 'indx' in self.pnames else 'index'
+            ctx = (f'({ix} && *{ix} >= 0 && *{ix} < rq_n ? rq_deltas[*{ix}] : '
+                   'mpirt_world_rank())') if ix in self.pnames else 'mpirt_world_rank()'
+        if p.arr or 'len' in a:
+            ln = self.length(a.get('len', ''), 'post')
+            s = self.string(n)
+            if ln is None or not has_req:
+                return
+            idx = 'array_of_indices[i]' if 'array_of_indices' in self.pnames else 'i'
+            cond = 'ret == MPI_SUCCESS' + (' && *flag' if flag else '')
+            self.post.append(
+                f'\tif ({cond} && {n} != MPI_STATUSES_IGNORE)\n'
+                f'\t\tfor (int64_t i = 0; i < {ln}; i++) {{\n'
+                f'\t\t\tint64_t k = {idx};\n'
+                f'\t\t\tint64_t dl = k >= 0 && k < rq_n ? rq_deltas[k] : 0;\n'
+                f'\t\t\tmpirt_str_rel(&{s}, {n}[i].MPI_SOURCE, mpirt_world_rank() - dl);\n'
+                f'\t\t\tmpirt_str_i64(&{s}, {n}[i].MPI_TAG);\n\t\t}}')
+            return
+        w1 = self.word(n + '.source', 'I64', 'RANK')
+        w2 = self.word(n + '.tag', 'I64', 'SIG')
+        cond = f'{n} && {n} != MPI_STATUS_IGNORE'
+        code = (f'\tif ({cond}) {{\n\t\t{w1} = mpirt_rank({ctx}, {n}->MPI_SOURCE);\n'
+                f'\t\t{w2} = (uint64_t)(int64_t){n}->MPI_TAG;\n\t}} else {{\n'
+                f'\t\t{w1} = {w2} = (uint64_t)(int64_t)MPIRT_NO_STATUS;\n\t}}')
+        if d == 'in':
+            self.pre.append(code)
+        else:
+            if flag:
+                code = code.replace(f'if ({cond})', f'if ({cond} && ret == MPI_SUCCESS && *flag)')
+            self.post.append(code)
+
+    def sig_hash(self):
+        # ranks as the trace stores them, relative: ranks doing the same thing share pools
+        ws = ', '.join(f'mpirt_rel(c.w[{i}])' if e == 'RANK' else f'c.w[{i}]'
+                       for i, e in self.sigw) or '0'
+        return f'mpirt_sig_hash({self.call_no()}, (const uint64_t[]){{{ws}}}, {len(self.sigw)})'
+
+    def call_no(self):
+        return f'N_CALLS + {self.index}'
+
+    def build(self, index):
+        self.index = index
+        for p in self.params:
+            self.param(p)
+        if self.ret == 'int':
+            w = self.word('ret', 'I64', 'SIG', 'TFS_ARG_RESULT')
+            self.post.append(f'\t{w} = (uint64_t)(int64_t)ret;')
+        elif self.ret in INTS:
+            w = self.word('ret', 'I64', 'VAL', 'TFS_ARG_RESULT')
+            self.post.append(f'\t{w} = (uint64_t)(int64_t)ret;')
+        elif self.ret in HANDLES:
+            cls, sym = HANDLES[self.ret]
+            w = self.word('ret', 'U64', 'SYM', 'TFS_ARG_RESULT', sym)
+            self.post.append(f'\t{w} = mpirt_id({cls}, &ret, sizeof(ret));')
+        if len(self.args) > MAX_ARGS:
+            sys.exit(f'{self.name}: {len(self.args)} arguments, the schema allows {MAX_ARGS}')
+
+    def proto(self, prefix):
+        ps = ', '.join(p.text for p in self.params) or 'void'
+        if self.variadic:
+            ps += ', ...'
+        return f'{self.ret} {prefix}{self.name[4:]}({ps})'
+
+    def code(self):
+        fwd = ', '.join(p.name for p in self.params)
+        call = f'PMPI_{self.name[4:]}({fwd})'
+        rv = self.ret != 'void'
+        o = [self.proto('MPI_'), '{', '\tstruct mpirt_call c;']
+        if rv:
+            o.append(f'\t{self.ret} ret;')
+        o += sorted(set(self.decl), key=self.decl.index)
+        o.append('')
+        if 'finalize' in self.hooks:
+            # recorded at entry: the trace is complete (and merged) before MPI ends
+            w = self.n_w
+            return '\n'.join(o + [
+                '\tif (!mpirt_enter())', f'\t\treturn {call};', '\tmpirt_start(&c);',
+                '\tc.w[0] = 0;'] + [f'\tc.w[{i}] = 0;' for i in range(1, w + 1)] + [
+                f'\tmpirt_put(&c, {self.call_no()}, {w}, NULL, 0);',
+                '\tmpirt_on_finalize();', f'\treturn {call};', '}'])
+        o.append('\tif (!mpirt_enter())')
+        o.append(f'\t\treturn {call};' if rv else f'\t{{\n\t\t{call};\n\t\treturn;\n\t}}')
+        o += self.pre
+        o.append('\tmpirt_start(&c);')
+        o.append(f'\tret = {call};' if rv else f'\t{call};')
+        o.append('\tmpirt_stop(&c);')
+        o += self.post
+        if self.strs:
+            o.append('\t{\n\t\tstruct mpirt_str *const strs[] = {'
+                     + ', '.join('&' + s for s in self.strs) + '};\n')
+            o.append(f'\t\tmpirt_put(&c, {self.call_no()}, {self.n_w}, strs, {len(self.strs)});\n\t}}')
+        else:
+            o.append(f'\tmpirt_put(&c, {self.call_no()}, {self.n_w}, NULL, 0);')
+        if 'finalize' in self.hooks:
+            o.append('\tmpirt_on_finalize();')
+        if 'info_set' in self.hooks:
+            o.append('\tif (ret == MPI_SUCCESS)\n\t\tmpirt_on_info_set(key, value);')
+        if self.name in ('MPI_Init', 'MPI_Init_thread'):
+            o.insert(o.index('\tmpirt_stop(&c);') + 1, '\tmpirt_on_init();')
+        if rv:
+            o.append('\treturn ret;')
+        o.append('}')
+        return '\n'.join(o)
+
+    def kind(self):
+        args = []
+        for (n, t, e, f, cls) in self.args:
+            clss = f'"{cls}"' if cls else 'NULL'
+            args.append(f'{{"{n}", TFS_TYPE_{t}, TFS_ENC_{e}, {f}, {clss}}}')
+        return args
+
+
+def preprocess(cc, incdirs):
+    cmd = cc.split() + ['-E', '-P', '-x', 'c', '-'] + ['-I' + d for d in incdirs]
+    res = subprocess.run(cmd, input='#include <mpi.h>\n', capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f'gen_mpi: cannot preprocess mpi.h: {res.stderr.strip()}')
+    return res.stdout
+
+
+HEAD = '/* Generated by capture/mpi/gen_mpi.py from mpi.h and mpi_annot.txt: do not edit. */\n'
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--cc', default='cc')
+    ap.add_argument('--inc', action='append', default=[])
+    ap.add_argument('--header', help='an already preprocessed mpi.h (tests)')
+    ap.add_argument('--annot', required=True)
+    ap.add_argument('--kinds', required=True)
+    ap.add_argument('--wrap')
+    ap.add_argument('--list')
+    ap.add_argument('--no-mpi', action='store_true')
+    o = ap.parse_args()
+    gens = []
+    if not o.no_mpi:
+        text = open(o.header).read() if o.header else preprocess(o.cc, o.inc)
+        rules, hooks = parse_annot(o.annot)
+        funcs = [(n, f) for n, f in sorted(parse_header(text).items())
+                 if 'absent' not in hooks_of(hooks, n)]
+        for i, (name, (ret, params, variadic)) in enumerate(funcs):
+            g = Gen(name, ret, params, variadic, rules, hooks)
+            g.build(i)
+            gens.append(g)
+        if not gens:
+            sys.exit('gen_mpi: no MPI function with a PMPI twin in mpi.h')
+    with open(o.kinds, 'w') as f:
+        f.write(HEAD + '#include <stddef.h>\n\n#include "calls_i.h"\n\n')
+        for i, g in enumerate(gens):
+            if g.args:
+                f.write(f'static const struct tfs_arg_desc a{i}[] = {{\n    '
+                        + ',\n    '.join(g.kind()) + '};\n')
+        if gens:
+            f.write('\nstatic const struct tfs_kind_desc kinds[] = {\n')
+            for i, g in enumerate(gens):
+                a = f'a{i}' if g.args else 'NULL'
+                f.write(f'    {{"{g.name}", "mpi", {len(g.args)}, {a}}},\n')
+            f.write('};\n\nconst struct tfs_kind_desc *const cap_mpi_kinds = kinds;\n')
+        else:
+            f.write('const struct tfs_kind_desc *const cap_mpi_kinds = NULL;\n')
+        f.write(f'const uint32_t cap_mpi_n_kinds = {len(gens)};\n')
+    if o.wrap:
+        with open(o.wrap, 'w') as f:
+            f.write(HEAD + '#include <stdint.h>\n#include <stdlib.h>\n\n#include <mpi.h>\n\n'
+                    '#include "calls_i.h"\n#include "mpi_rt_i.h"\n\n'
+                    '#pragma GCC diagnostic ignored "-Wunused-variable"\n'
+                    '#pragma GCC diagnostic ignored "-Wunused-but-set-variable"\n\n')
+            for g in gens:
+                f.write(g.code() + '\n\n')
+    if o.list:
+        with open(o.list, 'w') as f:
+            for g in gens:
+                f.write(g.name + '\n')
+
+
+if __name__ == '__main__':
+    main()

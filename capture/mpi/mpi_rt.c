@@ -1,0 +1,662 @@
+/*
+ * Runtime of the generated MPI wrappers, after Pilgrim: MPI handles become small symbolic ids
+ * per process and class (an id freed is reused, lowest first), communicators get ids their
+ * members agree on (derived from the parent's id and how many children it had, or a
+ * reduction over the members), requests are pooled per call signature (the lowest free slot
+ * of the pool of their creating call's signature, so a loop that completes them in any
+ * order records the same ids), and ranks are made relative to the caller. It does not know
+ * individual MPI functions (the generator does) and never calls an MPI_ function, only
+ * PMPI_ ones.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tfs/capture.h"
+#include "calls_i.h"
+#include "capture_i.h"
+#include "mpi_rt_i.h"
+
+#define COMM_WORLD_ID 0
+#define COMM_SELF_ID 1
+#define AGREED_ID_BASE (1u << 20) /* agreed communicator ids: [2^20, 2^24) */
+#define POOL_BITS 8 /* pools are hash buckets: signatures that share one share its slots */
+#define POOL_SLOTS 64
+
+/* One live handle: its symbolic id and, once asked for, the caller's rank delta in it. */
+struct hent {
+	uint64_t key; /* handle bits + 1 (0: empty) */
+	uint64_t id;
+	int64_t delta;
+	uint32_t children; /* communicators created from this one */
+	bool has_delta;
+};
+
+struct htab {
+	struct hent *e;
+	uint32_t cap, n;
+	uint64_t *used; /* bitmap of ids given out by mpirt_new_id() */
+	uint32_t used_words;
+};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct htab g_tab[MPIRT_N_CLASSES];
+static uint64_t g_pool[1u << POOL_BITS]; /* busy slots of each request pool */
+static uint32_t g_pool_spill[1u << POOL_BITS];
+static int64_t g_world_rank;
+static bool g_mpi_live; /* between MPI_Init and MPI_Finalize: PMPI calls are allowed */
+static uint64_t g_agree_seq;
+
+static _Thread_local struct {
+	uint64_t *ids;
+	int64_t *deltas;
+	int64_t cap;
+} tls_scratch;
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdu;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53u;
+	return x ^ (x >> 33);
+}
+
+bool mpirt_enter(void)
+{
+	if (!(tfs_capture_mask_ & TFS_TRACE_MPI) || cap_tls_depth != 0)
+		return false;
+	cap_tls_depth++;
+	return true;
+}
+
+void mpirt_start(struct mpirt_call *c)
+{
+	c->ts_ns = cap_now_ns();
+}
+
+void mpirt_stop(struct mpirt_call *c)
+{
+	uint64_t t = cap_now_ns();
+
+	c->w[0] = t > c->ts_ns ? t - c->ts_ns : 0;
+}
+
+void mpirt_put(struct mpirt_call *c, uint32_t call, uint32_t n_w, struct mpirt_str *const *strs,
+	       uint32_t n_strs)
+{
+	char payload[CALL_MAX_STR];
+	size_t len = 0;
+
+	for (uint32_t i = 0; i < n_strs; i++) {
+		size_t n = strs[i]->len;
+
+		if (len + n + 1 > sizeof(payload))
+			n = 0; /* over the record's budget: the string is recorded empty */
+		memcpy(payload + len, strs[i]->s, n);
+		payload[len + n] = '\0';
+		len += n + 1;
+	}
+	cap_tls_depth--;
+	cap_put_call(call, c->ts_ns, c->w, n_w + 1, payload, len);
+}
+
+/* The entry of @key in @t, created (id unset) when @create. Under g_lock. */
+static struct hent *lookup(struct htab *t, uint64_t key, bool create)
+{
+	uint32_t i;
+
+	key++;
+	if (create && 2 * (t->n + 1) > t->cap) {
+		uint32_t cap = t->cap ? 2 * t->cap : 64;
+		struct hent *e = calloc(cap, sizeof(*e));
+
+		if (!e)
+			return NULL;
+		for (uint32_t j = 0; j < t->cap; j++) {
+			if (!t->e[j].key)
+				continue;
+			for (i = (uint32_t)mix(t->e[j].key) % cap; e[i].key; i = (i + 1) % cap)
+				;
+			e[i] = t->e[j];
+		}
+		free(t->e);
+		t->e = e;
+		t->cap = cap;
+	}
+	if (!t->cap)
+		return NULL;
+	for (i = (uint32_t)mix(key) % t->cap; t->e[i].key; i = (i + 1) % t->cap)
+		if (t->e[i].key == key)
+			return &t->e[i];
+	if (!create)
+		return NULL;
+	t->e[i] = (struct hent){.key = key};
+	t->n++;
+	return &t->e[i];
+}
+
+/* The lowest id not in use in @t, marked used. Under g_lock. */
+static uint64_t take_id(struct htab *t)
+{
+	uint32_t w;
+
+	for (w = 0; w < t->used_words && t->used[w] == UINT64_MAX; w++)
+		;
+	if (w == t->used_words) {
+		uint64_t *u = realloc(t->used, (size_t)(w + 8) * sizeof(*u));
+
+		if (!u)
+			return UINT64_MAX;
+		memset(u + w, 0, 8 * sizeof(*u));
+		t->used = u;
+		t->used_words = w + 8;
+	}
+	for (uint32_t b = 0; b < 64; b++) {
+		if (!(t->used[w] >> b & 1)) {
+			t->used[w] |= 1ull << b;
+			return (uint64_t)w * 64 + b;
+		}
+	}
+	return UINT64_MAX;
+}
+
+static uint64_t key_of(const void *h, size_t size)
+{
+	uint64_t k = 0;
+
+	memcpy(&k, h, size < sizeof(k) ? size : sizeof(k));
+	return k;
+}
+
+static struct hent *entry(enum mpirt_class cls, const void *h, size_t size)
+{
+	struct htab *t = &g_tab[cls];
+	struct hent *e = lookup(t, key_of(h, size), true);
+
+	if (e && !e->id) {
+		e->id = take_id(t) + 1; /* stored + 1: 0 means "no id yet" */
+		if (e->id == 0)
+			e->id = UINT64_MAX;
+	}
+	return e;
+}
+
+uint64_t mpirt_id(enum mpirt_class cls, const void *h, size_t size)
+{
+	struct hent *e;
+	uint64_t id;
+
+	pthread_mutex_lock(&g_lock);
+	e = entry(cls, h, size);
+	id = e ? e->id - 1 : UINT64_MAX;
+	pthread_mutex_unlock(&g_lock);
+	return id;
+}
+
+uint64_t mpirt_new_id(enum mpirt_class cls, const void *h, size_t size)
+{
+	struct hent *e;
+
+	/* a handle value the library reuses for a new object is a new object */
+	pthread_mutex_lock(&g_lock);
+	e = lookup(&g_tab[cls], key_of(h, size), false);
+	if (e)
+		e->id = 0, e->has_delta = false, e->children = 0;
+	pthread_mutex_unlock(&g_lock);
+	return mpirt_id(cls, h, size);
+}
+
+void mpirt_release(enum mpirt_class cls, uint64_t id)
+{
+	struct htab *t = &g_tab[cls];
+
+	pthread_mutex_lock(&g_lock);
+	for (uint32_t i = 0; i < t->cap; i++) {
+		if (t->e[i].key && t->e[i].id == id + 1) {
+			/* keep the slot (open addressing): an unused id marks it dead */
+			t->e[i].id = 0;
+			t->e[i].has_delta = false;
+			t->e[i].children = 0;
+		}
+	}
+	if (id / 64 < t->used_words)
+		t->used[id / 64] &= ~(1ull << (id % 64));
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* Bind communicator @c to the agreed @id (not from the id bitmap). */
+static uint64_t comm_bind(MPI_Comm c, uint64_t id)
+{
+	struct hent *e;
+
+	pthread_mutex_lock(&g_lock);
+	e = lookup(&g_tab[MPIRT_COMM], key_of(&c, sizeof(c)), true);
+	if (e)
+		*e = (struct hent){.key = e->key, .id = id + 1};
+	pthread_mutex_unlock(&g_lock);
+	return id;
+}
+
+uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
+{
+	struct hent *e;
+	uint64_t pid = 0, n = 0;
+
+	/* counted even where no communicator results (MPI_Comm_split with MPI_UNDEFINED):
+	 * every member of the parent keeps the same count */
+	pthread_mutex_lock(&g_lock);
+	e = entry(MPIRT_COMM, &parent, sizeof(parent));
+	if (e) {
+		pid = e->id;
+		n = e->children++;
+	}
+	pthread_mutex_unlock(&g_lock);
+	if (nc == MPI_COMM_NULL)
+		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
+	/* every member of the parent makes its children in the same order */
+	return comm_bind(nc, AGREED_ID_BASE + mix(pid * 0x10001 + n) % (15u * AGREED_ID_BASE));
+}
+
+uint64_t mpirt_comm_agree(MPI_Comm nc)
+{
+	unsigned long mine, theirs, all;
+	int inter = 0;
+
+	if (nc == MPI_COMM_NULL || !g_mpi_live)
+		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
+	mine = (unsigned long)(mix((uint64_t)g_world_rank << 32 | ++g_agree_seq) %
+			       (15u * AGREED_ID_BASE));
+	PMPI_Comm_test_inter(nc, &inter);
+	if (inter) {
+		/* an intercommunicator reduces over the remote group: twice gives everyone the
+		 * maximum of both groups */
+		PMPI_Allreduce(&mine, &theirs, 1, MPI_UNSIGNED_LONG, MPI_MAX, nc);
+		mine = mine > theirs ? mine : theirs;
+	}
+	PMPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_MAX, nc);
+	return comm_bind(nc, AGREED_ID_BASE + all);
+}
+
+void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas)
+{
+	if (n > tls_scratch.cap) {
+		int64_t cap = n < 64 ? 64 : n;
+		uint64_t *i = realloc(tls_scratch.ids, (size_t)cap * sizeof(*i));
+		int64_t *d;
+
+		if (i)
+			tls_scratch.ids = i;
+		d = realloc(tls_scratch.deltas, (size_t)cap * sizeof(*d));
+		if (d)
+			tls_scratch.deltas = d;
+		if (i && d)
+			tls_scratch.cap = cap;
+	}
+	if (n > tls_scratch.cap)
+		abort(); /* out of memory for the program's own request array: nothing to fall to */
+	*ids = tls_scratch.ids;
+	*deltas = tls_scratch.deltas;
+}
+
+uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n)
+{
+	uint64_t h = mix(call);
+
+	for (uint32_t i = 0; i < n; i++)
+		h = mix(h ^ w[i]);
+	return h;
+}
+
+/*
+ * Request ids: (pool << 8 | slot) + 1, the pool being the creating call's signature hash;
+ * 0 is MPI_REQUEST_NULL. Slots past POOL_SLOTS are handed out round-robin and never freed.
+ * The live ids of one handle value wait in a queue (struct rent), oldest first.
+ */
+#define REQ_QUEUE 32
+
+struct rent {
+	uint64_t key; /* handle bits + 1 (0: empty) */
+	uint32_t n;
+	uint64_t id[REQ_QUEUE];
+	int64_t delta[REQ_QUEUE];
+};
+
+static struct rent *g_req;
+static uint32_t g_req_cap, g_req_n;
+
+/* Under g_lock. */
+static struct rent *req_entry(const MPI_Request *r, bool create)
+{
+	uint64_t key = key_of(r, sizeof(*r)) + 1;
+	uint32_t i;
+
+	if (create && 2 * (g_req_n + 1) > g_req_cap) {
+		uint32_t cap = g_req_cap ? 2 * g_req_cap : 64;
+		struct rent *e = calloc(cap, sizeof(*e));
+
+		if (!e)
+			return NULL;
+		for (uint32_t j = 0; j < g_req_cap; j++) {
+			if (!g_req[j].key)
+				continue;
+			for (i = (uint32_t)mix(g_req[j].key) % cap; e[i].key; i = (i + 1) % cap)
+				;
+			e[i] = g_req[j];
+		}
+		free(g_req);
+		g_req = e;
+		g_req_cap = cap;
+	}
+	if (!g_req_cap)
+		return NULL;
+	for (i = (uint32_t)mix(key) % g_req_cap; g_req[i].key; i = (i + 1) % g_req_cap)
+		if (g_req[i].key == key)
+			return &g_req[i];
+	if (!create)
+		return NULL;
+	g_req[i].key = key;
+	g_req[i].n = 0;
+	g_req_n++;
+	return &g_req[i];
+}
+
+static void slot_free(uint64_t id)
+{
+	uint32_t pool = (uint32_t)((id - 1) >> 8), slot = (uint32_t)((id - 1) & 0xff);
+
+	if (slot < POOL_SLOTS && pool < (1u << POOL_BITS))
+		g_pool[pool] &= ~(1ull << slot);
+}
+
+uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
+{
+	uint32_t pool = (uint32_t)(sig >> (64 - POOL_BITS)), slot;
+	struct rent *e;
+	uint64_t id;
+
+	if (*r == MPI_REQUEST_NULL)
+		return 0;
+	pthread_mutex_lock(&g_lock);
+	if (g_pool[pool] != UINT64_MAX) {
+		slot = (uint32_t)__builtin_ctzll(~g_pool[pool]);
+		g_pool[pool] |= 1ull << slot;
+	} else {
+		slot = POOL_SLOTS + g_pool_spill[pool]++ % (256 - POOL_SLOTS);
+	}
+	id = ((uint64_t)pool << 8 | slot) + 1;
+	e = req_entry(r, true);
+	if (e && e->n == REQ_QUEUE) { /* the oldest is forgotten (its slot stays taken) */
+		memmove(e->id, e->id + 1, (REQ_QUEUE - 1) * sizeof(e->id[0]));
+		memmove(e->delta, e->delta + 1, (REQ_QUEUE - 1) * sizeof(e->delta[0]));
+		e->n--;
+	}
+	if (e) {
+		e->id[e->n] = id;
+		e->delta[e->n++] = delta;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return id;
+}
+
+static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
+{
+	struct rent *e;
+	uint64_t id = 0;
+
+	*delta = g_world_rank;
+	if (*r == MPI_REQUEST_NULL)
+		return 0;
+	pthread_mutex_lock(&g_lock);
+	e = req_entry(r, false);
+	if (e && e->n) {
+		id = e->id[0];
+		*delta = e->delta[0];
+		if (take) {
+			e->n--;
+			memmove(e->id, e->id + 1, e->n * sizeof(e->id[0]));
+			memmove(e->delta, e->delta + 1, e->n * sizeof(e->delta[0]));
+		}
+	}
+	pthread_mutex_unlock(&g_lock);
+	return id;
+}
+
+uint64_t mpirt_req_id(const MPI_Request *r, int64_t *delta)
+{
+	return req_front(r, delta, false);
+}
+
+uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta)
+{
+	return req_front(r, delta, true);
+}
+
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+{
+	struct rent *e;
+
+	if (!id)
+		return;
+	pthread_mutex_lock(&g_lock);
+	if (*r == MPI_REQUEST_NULL) {
+		slot_free(id);
+	} else if ((e = req_entry(r, true)) != NULL && e->n < REQ_QUEUE) {
+		memmove(e->id + 1, e->id, e->n * sizeof(e->id[0]));
+		memmove(e->delta + 1, e->delta, e->n * sizeof(e->delta[0]));
+		e->id[0] = id;
+		e->delta[0] = delta;
+		e->n++;
+	}
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* The cached delta of @h in class @cls, computed by @rank_of on first use. */
+static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size,
+			int (*rank_of)(const void *))
+{
+	struct hent *e;
+	int64_t d = 0;
+	bool have = false;
+	int r;
+
+	pthread_mutex_lock(&g_lock);
+	e = entry(cls, h, size);
+	if (e && e->has_delta) {
+		d = e->delta;
+		have = true;
+	}
+	pthread_mutex_unlock(&g_lock);
+	if (have || !g_mpi_live)
+		return d;
+	r = rank_of(h);
+	d = g_world_rank - (r >= 0 ? r : 0);
+	pthread_mutex_lock(&g_lock);
+	e = entry(cls, h, size);
+	if (e) {
+		e->delta = d;
+		e->has_delta = true;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return d;
+}
+
+static int comm_rank(const void *h)
+{
+	int r = -1;
+
+	PMPI_Comm_rank(*(const MPI_Comm *)h, &r);
+	return r;
+}
+
+static int group_rank(const void *h)
+{
+	int r = -1;
+
+	PMPI_Group_rank(*(const MPI_Group *)h, &r);
+	return r == MPI_UNDEFINED ? -1 : r;
+}
+
+static int win_rank(const void *h)
+{
+	MPI_Group g;
+	int r = -1;
+
+	if (PMPI_Win_get_group(*(const MPI_Win *)h, &g) != MPI_SUCCESS)
+		return -1;
+	r = group_rank(&g);
+	PMPI_Group_free(&g);
+	return r;
+}
+
+int64_t mpirt_delta_comm(MPI_Comm c)
+{
+	return c == MPI_COMM_NULL ? g_world_rank : delta_of(MPIRT_COMM, &c, sizeof(c), comm_rank);
+}
+
+int64_t mpirt_delta_group(MPI_Group g)
+{
+	return g == MPI_GROUP_NULL || g == MPI_GROUP_EMPTY
+		   ? g_world_rank
+		   : delta_of(MPIRT_GROUP, &g, sizeof(g), group_rank);
+}
+
+int64_t mpirt_delta_win(MPI_Win w)
+{
+	return w == MPI_WIN_NULL ? g_world_rank : delta_of(MPIRT_WIN, &w, sizeof(w), win_rank);
+}
+
+int64_t mpirt_world_rank(void)
+{
+	return g_world_rank;
+}
+
+int mpirt_comm_size(MPI_Comm c)
+{
+	int inter = 0, n = 0;
+
+	if (!g_mpi_live || c == MPI_COMM_NULL)
+		return 0;
+	PMPI_Comm_test_inter(c, &inter);
+	if (inter)
+		PMPI_Comm_remote_size(c, &n);
+	else
+		PMPI_Comm_size(c, &n);
+	return n;
+}
+
+void mpirt_str_reset(struct mpirt_str *s)
+{
+	s->len = 0;
+	s->s[0] = '\0';
+}
+
+static void str_add(struct mpirt_str *s, const char *text)
+{
+	size_t n = strlen(text);
+
+	if (s->len >= sizeof(s->s) - 4)
+		return;
+	if (s->len && s->s[s->len - 1] != '.')
+		s->s[s->len++] = ',';
+	if (s->len + n >= sizeof(s->s) - 4) {
+		memcpy(s->s + s->len, "...", 3);
+		s->len += 3;
+		s->s[s->len] = '\0';
+		return;
+	}
+	memcpy(s->s + s->len, text, n + 1);
+	s->len += n;
+}
+
+void mpirt_str_i64(struct mpirt_str *s, int64_t v)
+{
+	char b[24];
+
+	snprintf(b, sizeof(b), "%lld", (long long)v);
+	str_add(s, b);
+}
+
+void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self)
+{
+	char b[32];
+
+	if (r < 0)
+		snprintf(b, sizeof(b), "%lld", (long long)r);
+	else if (r == self)
+		snprintf(b, sizeof(b), "r");
+	else
+		snprintf(b, sizeof(b), "r%+lld", (long long)(r - self));
+	str_add(s, b);
+}
+
+void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id)
+{
+	char b[48];
+
+	snprintf(b, sizeof(b), "%s#%llu", cls, (unsigned long long)id);
+	str_add(s, b);
+}
+
+void mpirt_str_text(struct mpirt_str *s, const char *text)
+{
+	size_t n = strnlen(text, sizeof(s->s) - 1);
+
+	memcpy(s->s, text, n);
+	s->s[n] = '\0';
+	s->len = n;
+}
+
+void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off)
+{
+	*alloc = 0;
+	if (!p)
+		*off = 0;
+	else if (p == MPI_IN_PLACE)
+		*off = UINT64_MAX;
+	else
+		*off = mpirt_id(MPIRT_BUF, &p, sizeof(p)) + 1;
+}
+
+uint64_t mpirt_bits(const void *p, size_t size)
+{
+	return size <= 8 ? key_of(p, size) : 0;
+}
+
+void mpirt_on_init(void)
+{
+	MPI_Comm world = MPI_COMM_WORLD, self = MPI_COMM_SELF;
+	int r = 0;
+
+	PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+	g_world_rank = r;
+	g_mpi_live = true;
+	comm_bind(world, COMM_WORLD_ID);
+	comm_bind(self, COMM_SELF_ID);
+	pthread_mutex_lock(&g_lock);
+	/* ids 0 and 1 are taken by the predefined communicators */
+	take_id(&g_tab[MPIRT_COMM]);
+	take_id(&g_tab[MPIRT_COMM]);
+	pthread_mutex_unlock(&g_lock);
+}
+
+void mpirt_on_finalize(void)
+{
+	tfs_capture_flush();
+	cap_tls_depth++; /* the merge's own allocations and PMPI calls are not the program's */
+	mpirt_merge_at_finalize();
+	cap_tls_depth--;
+	g_mpi_live = false;
+}
+
+void mpirt_on_info_set(const char *key, const char *value)
+{
+	if (!key || !value || strcmp(key, "tracefs_phase") != 0)
+		return;
+	if (*value)
+		tfs_phase_begin(value, TFS_PHASE_PROCESS);
+	else
+		tfs_phase_end();
+}

@@ -1,0 +1,151 @@
+/*
+ * The runtime of the generated MPI wrappers (mpi_wrap.c, written by gen_mpi.py): symbolic ids
+ * of MPI handles, communicator ids agreed across members, requests pooled per call signature,
+ * ranks made relative to the caller, and the record each wrapper hands to cap_put_call().
+ * The wrappers are its only callers; it knows nothing of individual MPI functions beyond the
+ * handle kinds.
+ */
+#ifndef TFS_MPI_RT_I_H
+#define TFS_MPI_RT_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "tfs/schema.h"
+
+/* Handle classes: one symbolic id space each (the sym_class names in mpi_kinds.c). */
+enum mpirt_class {
+	MPIRT_COMM,
+	MPIRT_TYPE,
+	MPIRT_OP,
+	MPIRT_GROUP,
+	MPIRT_REQ,
+	MPIRT_FILE,
+	MPIRT_WIN,
+	MPIRT_INFO,
+	MPIRT_ERRH,
+	MPIRT_MSG,
+	MPIRT_SESSION,
+	MPIRT_FN,
+	MPIRT_BUF, /* addresses outside any allocation */
+	MPIRT_N_CLASSES
+};
+
+/* The source and tag recorded for MPI_STATUS_IGNORE (or a status the call left undefined). */
+#define MPIRT_NO_STATUS (-32768)
+
+/* Bytes of one string argument a wrapper builds (an array rendered as text). */
+#define MPIRT_STR_CAP 512
+
+/* An array rendered as text: "a,b,c", cut with "..." at MPIRT_STR_CAP. */
+struct mpirt_str {
+	char s[MPIRT_STR_CAP];
+	size_t len;
+};
+
+/* One wrapped call being recorded: w[0] the duration, w[1..] the u64 arguments. */
+struct mpirt_call {
+	uint64_t ts_ns;
+	uint64_t w[TFS_MAX_ARGS + 1];
+};
+
+/*
+ * Begin a wrapper: false when the call is not to be recorded (capture off, or an MPI call
+ * made from inside the capture or the MPI library itself). On true, the capture is
+ * suspended on this thread until mpirt_put(), so the library's own allocations and I/O are
+ * not recorded as the program's.
+ */
+bool mpirt_enter(void);
+/* The PMPI call starts now. */
+void mpirt_start(struct mpirt_call *c);
+/* The PMPI call has returned: its duration. */
+void mpirt_stop(struct mpirt_call *c);
+/* Hand the record over (@n_w words after the duration, then @strs in schema order). */
+void mpirt_put(struct mpirt_call *c, uint32_t call, uint32_t n_w, struct mpirt_str *const *strs,
+	       uint32_t n_strs);
+
+/* Symbolic id of the handle at @h (@size bytes), given one on first use. */
+uint64_t mpirt_id(enum mpirt_class cls, const void *h, size_t size);
+/* Forget a released handle (its id is reused by the next new handle of its class). */
+void mpirt_release(enum mpirt_class cls, uint64_t id);
+/* A handle the call created: a fresh id (ids of freed handles are reused, lowest first). */
+uint64_t mpirt_new_id(enum mpirt_class cls, const void *h, size_t size);
+
+/* The new communicator @nc, created collectively over @parent: id agreed from the parent. */
+uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc);
+/* The new communicator @nc: id agreed by a reduction over its members (intercomms too). */
+uint64_t mpirt_comm_agree(MPI_Comm nc);
+
+/*
+ * Requests: a new request from a call of signature hash @sig (kind and signature words): the
+ * lowest free slot of that signature's pool, so ids repeat whatever the completion order.
+ * @delta is world rank minus the caller's rank in the request's communicator.
+ */
+uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta);
+/*
+ * The id of a live request (0 for MPI_REQUEST_NULL or unknown) and its rank delta. Several
+ * live requests may share one handle value (MPICH returns one handle for every send it
+ * completed at once): they queue on it in creation order.
+ */
+uint64_t mpirt_req_id(const MPI_Request *r, int64_t *delta);
+/* The same, taken off the handle's queue (a call that may complete it). */
+uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta);
+/* After the call: request @id (taken from @r) completed if *@r is MPI_REQUEST_NULL (its
+ * pool slot is freed), else it goes back to the front of @r's queue. */
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta);
+/* Per-thread scratch arrays of @n request ids and rank deltas (valid until the next call). */
+void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas);
+uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);
+
+/*
+ * Ranks. A delta is (world rank) - (caller's rank in the communicator/group/window); a rank
+ * r >= 0 is stored as r + delta, so the trace's relative rank (value - stream rank) is
+ * r - (caller's rank). Negative ranks (MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_ROOT) stay.
+ */
+int64_t mpirt_delta_comm(MPI_Comm c);
+int64_t mpirt_delta_group(MPI_Group g);
+int64_t mpirt_delta_win(MPI_Win w);
+static inline uint64_t mpirt_rank(int64_t delta, int64_t r)
+{
+	return (uint64_t)(r >= 0 ? r + delta : r);
+}
+/* The caller's rank in MPI_COMM_WORLD (0 before MPI_Init). */
+int64_t mpirt_world_rank(void);
+/* A stored rank word as the trace shows it once merged: relative to the caller. */
+static inline uint64_t mpirt_rel(uint64_t w)
+{
+	return (int64_t)w >= 0 ? w - (uint64_t)mpirt_world_rank() : w;
+}
+
+/* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
+int mpirt_comm_size(MPI_Comm c);
+
+/* Text of arrays: append one element, separated by commas. */
+void mpirt_str_reset(struct mpirt_str *s);
+void mpirt_str_i64(struct mpirt_str *s, int64_t v);
+void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self); /* "r+1", "-2" for specials */
+void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id);
+void mpirt_str_text(struct mpirt_str *s, const char *text);
+
+/*
+ * A buffer pointer as (allocation id, offset), both in the call signature. Until the
+ * allocation tree is linked in, every buffer is outside any allocation: allocation 0, and
+ * for the offset a number per distinct address in first-use order (1, 2...; 0 for NULL,
+ * all ones for MPI_IN_PLACE), since raw addresses differ between ranks and runs.
+ */
+void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off);
+
+/* Bits of a by-value argument of unknown type (up to 8 bytes, else 0). */
+uint64_t mpirt_bits(const void *p, size_t size);
+
+/* Hooks of annotated functions. */
+void mpirt_on_init(void);
+void mpirt_on_finalize(void);
+/* Merge every rank's trace into one file (mpi_merge.c). */
+void mpirt_merge_at_finalize(void);
+void mpirt_on_info_set(const char *key, const char *value);
+
+#endif

@@ -1,0 +1,592 @@
+#!/usr/bin/env python3
+"""MPI tracing end to end: each test program runs under
+`mpiexec -n P tracefs record -o T -- prog`, and every rank's decoded MPI calls (ranks/R of the
+one merged trace, events.jsonl) must equal the sequence this script expects from the
+program's source, with the expected arguments: ranks as absolute values (the merged trace
+stores them relative to the caller and prints them re-based), symbolic ids consistent
+(the same object the same id, different objects different ids; communicators the same id on
+every member; requests the same id every iteration), statuses, derived datatype
+constructors. Also: the program's output is unchanged, every function of mpi.h is wrapped,
+and the 2D stencil's trace size does not grow with ranks or iterations (sizes printed).
+Exits 77 when the build has no MPI wrappers.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'helpers'))
+from tap import Tap  # noqa: E402
+
+NO_STATUS = -32768
+ANY = object()
+
+
+class V:
+    """A symbolic id: bound at first sight, the same value afterwards; distinct V names of
+    one scope must bind distinct values."""
+
+    def __init__(self, name, scope='rank'):
+        self.name, self.scope = name, scope
+
+
+class Reqs:
+    """A request array rendered as "req#a,req#b": each element a V, or 0 (a null request)."""
+
+    def __init__(self, *elems):
+        self.elems = elems
+
+
+class Fn:
+    """Any check: fn(actual, env) -> bool."""
+
+    def __init__(self, fn, what):
+        self.fn, self.what = fn, what
+
+
+def bind(v, actual, env):
+    scope = env.setdefault(v.scope, {})
+    if v.name in scope:
+        return scope[v.name] == actual
+    if actual in scope.values():
+        return False
+    scope[v.name] = actual
+    return True
+
+
+def match_val(exp, act, env):
+    if exp is ANY:
+        return True
+    if isinstance(exp, V):
+        return bind(exp, act, env)
+    if isinstance(exp, Reqs):
+        parts = act.split(',') if act else []
+        if len(parts) != len(exp.elems):
+            return False
+        for e, p in zip(exp.elems, parts):
+            m = re.fullmatch(r'req#(\d+)', p)
+            if not m:
+                return False
+            if e == 0:
+                if int(m.group(1)) != 0:
+                    return False
+            elif not bind(e, int(m.group(1)), env):
+                return False
+        return True
+    if isinstance(exp, Fn):
+        return exp.fn(act, env)
+    return exp == act
+
+
+def match_seq(exp, act, env):
+    """None when equal, else a description of the first difference."""
+    for i, (e, a) in enumerate(zip(exp, act)):
+        name, args = e
+        if a['name'] != name:
+            return f'call {i}: expected {name}, got {a["name"]}'
+        for k, v in args.items():
+            if k not in a['args']:
+                return f'call {i} {name}: no argument {k}'
+            if not match_val(v, a['args'][k], env):
+                return f'call {i} {name}: {k}={a["args"][k]!r}, expected {describe(v, env)}'
+    if len(exp) != len(act):
+        return f'{len(act)} calls, expected {len(exp)}: ' + ', '.join(
+            a['name'] for a in act[len(exp):len(exp) + 5] or act[-3:])
+    return None
+
+
+def describe(v, env):
+    if isinstance(v, V):
+        return f'{v.name} (= {env.get(v.scope, {}).get(v.name, "unbound")})'
+    if isinstance(v, Fn):
+        return v.what
+    if isinstance(v, Reqs):
+        return 'requests ' + ','.join(e.name if isinstance(e, V) else '0' for e in v.elems)
+    return repr(v)
+
+
+class Runner:
+    def __init__(self, o, tmp):
+        self.o, self.tmp = o, tmp
+
+    def mpiexec(self, n, argv, traced, trace=None, extra=()):
+        cmd = [self.o.mpiexec, '-n', str(n)]
+        if traced:
+            cmd += [self.o.tracefs, 'record', '--trace=mpi', *extra, '-o', trace, '--']
+        res = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=300,
+                             cwd=self.tmp)
+        return res
+
+    def events(self, trace, rank):
+        res = subprocess.run([self.o.tracefs, 'cat', trace, f'ranks/{rank}/threads/0/events.jsonl'],
+                             capture_output=True, text=True, check=True)
+        evs = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+        return [e for e in evs if e['name'].startswith('MPI_')]
+
+    def ls(self, trace, path):
+        res = subprocess.run([self.o.tracefs, 'ls', trace, path], capture_output=True, text=True)
+        return [ln.split()[-1] for ln in res.stdout.splitlines() if ln.strip()]
+
+
+# ---- expected call sequences, from the programs' sources ----
+
+def start(rank, size):
+    return [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': rank}),
+            ('MPI_Comm_size', {'comm': 0, 'size': size})]
+
+
+def exp_ring(rank, size, iters):
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    seq = start(rank, size)
+    for _ in range(iters):
+        seq += [('MPI_Sendrecv', {'sendcount': 1, 'dest': nxt, 'sendtag': 7, 'recvcount': 1,
+                                  'source': prv, 'recvtag': 7, 'comm': 0,
+                                  'status.source': NO_STATUS, 'status.tag': NO_STATUS}),
+                ('MPI_Irecv', {'count': 1, 'source': prv, 'tag': 8, 'comm': 0,
+                               'request': V('a')}),
+                ('MPI_Isend', {'count': 1, 'dest': nxt, 'tag': 8, 'comm': 0,
+                               'request': V('b')}),
+                ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
+                                 'array_of_statuses': ''})]
+    seq += [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+    return seq
+
+
+def grid2d(rank, size):
+    side = math.isqrt(size)
+    x, y = rank % side, rank // side
+    nb = []
+    if x > 0:
+        nb.append(rank - 1)
+    if x < side - 1:
+        nb.append(rank + 1)
+    if y > 0:
+        nb.append(rank - side)
+    if y < side - 1:
+        nb.append(rank + side)
+    return nb
+
+
+def exp_stencil2d(rank, size, iters):
+    nb = grid2d(rank, size)
+    seq = start(rank, size)
+    for _ in range(iters):
+        for k, p in enumerate(nb):
+            seq.append(('MPI_Irecv', {'count': 64, 'source': p, 'tag': 0, 'comm': 0,
+                                      'request': V(f'r{k}')}))
+        for k, p in enumerate(nb):
+            seq.append(('MPI_Isend', {'count': 64, 'dest': p, 'tag': 0, 'comm': 0,
+                                      'request': V(f's{k}')}))
+        reqs = [V(f'r{k}') for k in range(len(nb))] + [V(f's{k}') for k in range(len(nb))]
+        seq.append(('MPI_Waitall', {'count': 2 * len(nb), 'array_of_requests': Reqs(*reqs),
+                                    'array_of_statuses': ''}))
+    seq += [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+    return seq
+
+
+def dims_create(n, nd):
+    """MPI_Dims_create for nd = 3: the most balanced factors, non-increasing."""
+    best = None
+    for a in range(1, n + 1):
+        for b in range(1, n + 1):
+            if n % (a * b) == 0:
+                d = sorted([a, b, n // (a * b)], reverse=True)
+                if best is None or max(d) - min(d) < max(best) - min(best):
+                    best = d
+    return best
+
+
+def exp_stencil3d(rank, size, iters):
+    dims = dims_create(size, 3)
+    c = [rank // (dims[1] * dims[2]), (rank // dims[2]) % dims[1], rank % dims[2]]
+
+    def at(cc):
+        return (cc[0] * dims[1] + cc[1]) * dims[2] + cc[2]
+    nb = []
+    for d in range(3):
+        lo, hi = list(c), list(c)
+        lo[d] = (c[d] - 1) % dims[d]
+        hi[d] = (c[d] + 1) % dims[d]
+        nb += [at(lo), at(hi)]
+    dstr = ','.join(map(str, dims))
+    seq = [('MPI_Init', {}), ('MPI_Comm_size', {'comm': 0, 'size': size}),
+           ('MPI_Dims_create', {'nnodes': size, 'ndims': 3, 'dims': dstr}),
+           ('MPI_Cart_create', {'comm_old': 0, 'ndims': 3, 'dims': dstr, 'periods': '1,1,1',
+                                'reorder': 0, 'comm_cart': V('cart', 'job')}),
+           ('MPI_Comm_rank', {'comm': V('cart', 'job'), 'rank': rank})]
+    for d in range(3):
+        seq.append(('MPI_Cart_shift', {'comm': V('cart', 'job'), 'direction': d, 'disp': 1,
+                                       'rank_source': nb[2 * d], 'rank_dest': nb[2 * d + 1]}))
+    rel = ','.join(f'{rel_rank(nb[k], rank)},{k ^ 1}' for k in range(6))
+    for _ in range(iters):
+        for k in range(6):
+            seq.append(('MPI_Irecv', {'count': 32, 'source': nb[k], 'tag': k ^ 1,
+                                      'comm': V('cart', 'job'), 'request': V(f'r{k}')}))
+        for k in range(6):
+            seq.append(('MPI_Isend', {'count': 32, 'dest': nb[k], 'tag': k,
+                                      'comm': V('cart', 'job'), 'request': V(f's{k}')}))
+        reqs = [V(f'r{k}') for k in range(6)] + [V(f's{k}') for k in range(6)]
+        seq.append(('MPI_Waitall', {
+            'count': 12, 'array_of_requests': Reqs(*reqs),
+            'array_of_statuses': Fn(lambda a, env, rel=rel: a.startswith(rel + ','),
+                                    f'receive statuses {rel}')}))
+    seq += [('MPI_Reduce', {'count': 1, 'root': 0, 'comm': V('cart', 'job')}),
+            ('MPI_Comm_free', {'comm': V('cart', 'job')}), ('MPI_Finalize', {})]
+    return seq
+
+
+def rel_rank(r, me):
+    if r < 0:
+        return str(r)
+    return 'r' if r == me else f'r{r - me:+d}'
+
+
+def exp_coll(rank, size):
+    ones = ','.join(['1'] * size)
+    idx = ','.join(str(i) for i in range(size))
+    return start(rank, size) + [
+        ('MPI_Bcast', {'count': 4, 'datatype': V('int', 'type'), 'root': 0, 'comm': 0}),
+        ('MPI_Reduce', {'count': 1, 'op': V('sum', 'op'), 'root': size - 1, 'comm': 0}),
+        ('MPI_Allreduce', {'count': 1, 'op': V('max', 'op'), 'comm': 0}),
+        ('MPI_Gather', {'sendcount': 1, 'recvcount': 1, 'root': 0, 'comm': 0}),
+        ('MPI_Scatter', {'sendcount': 1, 'recvcount': 1, 'root': 1 % size, 'comm': 0}),
+        ('MPI_Allgather', {'sendcount': 1, 'recvcount': 1, 'comm': 0}),
+        ('MPI_Alltoall', {'sendcount': 1, 'recvcount': 1, 'comm': 0}),
+        ('MPI_Alltoallv', {'sendcounts': ones, 'sdispls': idx, 'recvcounts': ones,
+                           'rdispls': idx, 'sendtype': V('int', 'type'), 'comm': 0}),
+        ('MPI_Scan', {'count': 1, 'op': V('sum', 'op'), 'comm': 0}),
+        ('MPI_Reduce_scatter_block', {'recvcount': 1, 'op': V('sum', 'op'), 'comm': 0}),
+        ('MPI_Barrier', {'comm': 0}), ('MPI_Finalize', {})]
+
+
+def exp_dtype(rank, size):
+    seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': rank}),
+           ('MPI_Type_vector', {'count': 4, 'blocklength': 1, 'stride': 4,
+                                'oldtype': V('int', 'type'), 'newtype': V('vec', 'type')}),
+           ('MPI_Type_commit', {'datatype': V('vec', 'type')}),
+           ('MPI_Type_contiguous', {'count': 3, 'oldtype': V('dbl', 'type'), 'newtype': V('con', 'type')}),
+           ('MPI_Type_commit', {'datatype': V('con', 'type')}),
+           ('MPI_Type_create_struct', {
+               'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
+               'array_of_types': Fn(lambda a, env: a == 'type#%d,type#%d' % (
+                   env['type']['int'], env['type']['dbl']), 'type#<int>,type#<double>'),
+               'newtype': V('st', 'type')}),
+           ('MPI_Type_commit', {'datatype': V('st', 'type')})]
+    if rank == 0:
+        seq.append(('MPI_Send', {'count': 1, 'datatype': V('vec', 'type'), 'dest': 1, 'tag': 5}))
+    elif rank == 1:
+        seq.append(('MPI_Recv', {'count': 4, 'datatype': V('int', 'type'), 'source': 0, 'tag': 5,
+                                 'status.source': 0, 'status.tag': 5}))
+    seq += [('MPI_Bcast', {'count': 1, 'datatype': V('con', 'type'), 'root': 0}),
+            ('MPI_Type_free', {'datatype': V('st', 'type')}),
+            ('MPI_Type_free', {'datatype': V('con', 'type')}),
+            ('MPI_Type_free', {'datatype': V('vec', 'type')}),
+            # the lowest freed id is the first vector's: it is reused
+            ('MPI_Type_vector', {'count': 2, 'blocklength': 2, 'stride': 3,
+                                 'oldtype': V('int', 'type'), 'newtype': V('vec', 'type')}),
+            ('MPI_Type_free', {'datatype': V('vec', 'type')}),
+            ('MPI_Finalize', {})]
+    return seq
+
+
+def exp_comms(rank, size):
+    hr, hs = rank // 2, size // 2
+    half = V('half', 'job')
+
+    def in_half(r):  # a rank of `half`, printed as the world rank at the same offset
+        return rank + (r - hr)
+    dst, src = in_half((hr + 1) % hs), in_half((hr - 1) % hs)
+    return start(rank, size) + [
+        ('MPI_Comm_split', {'comm': 0, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
+        ('MPI_Comm_size', {'comm': half, 'size': hs}),
+        ('MPI_Sendrecv', {'dest': dst, 'sendtag': 3, 'source': src, 'recvtag': 3, 'comm': half,
+                          'status.source': src, 'status.tag': 3}),
+        ('MPI_Comm_dup', {'comm': 0, 'newcomm': V('dup', 'job')}),
+        ('MPI_Barrier', {'comm': V('dup', 'job')}),
+        ('MPI_Comm_idup', {'comm': 0, 'newcomm': V('idup', 'job'), 'request': V('rq')}),
+        ('MPI_Wait', {'request': V('rq'), 'status.source': NO_STATUS}),
+        ('MPI_Barrier', {'comm': V('idup', 'job')}),
+        ('MPI_Intercomm_create', {'local_comm': half, 'local_leader': in_half(0),
+                                  'peer_comm': 0, 'remote_leader': 1 - rank % 2, 'tag': 99,
+                                  'newintercomm': V('inter', 'job')}),
+        ('MPI_Comm_remote_size', {'comm': V('inter', 'job'), 'size': hs}),
+        # ranks of an intercommunicator are the remote group's, at the caller's offset
+        ('MPI_Sendrecv', {'dest': rank, 'sendtag': 4, 'source': rank, 'recvtag': 4,
+                          'comm': V('inter', 'job'), 'status.source': rank,
+                          'status.tag': 4}),
+        ('MPI_Comm_free', {'comm': V('inter', 'job')}),
+        ('MPI_Comm_free', {'comm': V('idup', 'job')}),
+        ('MPI_Comm_free', {'comm': V('dup', 'job')}),
+        ('MPI_Comm_free', {'comm': half}),
+        ('MPI_Finalize', {})]
+
+
+def check_anysome(t, evs, rank, size):
+    """Completion order is the network's: check the sets, and each status against its
+    request."""
+    names = [e['name'] for e in evs]
+    if rank != 0:
+        exp = start(rank, size) + [
+            ('MPI_Info_create', {}), ('MPI_Send', {'dest': 0, 'tag': rank}),
+            ('MPI_Barrier', {}), ('MPI_Info_set', {'key': 'tracefs_phase', 'value': 'testsome'}),
+            ('MPI_Send', {'dest': 0, 'tag': 100 + rank}),
+            ('MPI_Info_set', {'key': 'tracefs_phase', 'value': ''}),
+            ('MPI_Info_free', {}), ('MPI_Finalize', {})]
+        env = {'rank': {}, 'job': {}}
+        d = match_seq(exp, evs, env)
+        return t.ok(d is None, f'anysome: rank {rank} calls and arguments', d)
+    ok, why = True, ''
+    n = size - 1
+    irecv = [e for e in evs if e['name'] == 'MPI_Irecv']
+    first, second = irecv[:n], irecv[n:]
+    ok &= [e['args']['source'] for e in first] == list(range(1, size))
+    ok &= [e['args']['tag'] for e in second] == [100 + i for i in range(1, size)]
+    ids = [e['args']['request'] for e in first]
+    ok &= len(set(ids)) == n and 0 not in ids
+    waits = [e for e in evs if e['name'] == 'MPI_Waitany']
+    seen = []
+    live = list(ids)
+    for w in waits:
+        a = w['args']
+        exp_list = ','.join(f'req#{i}' for i in live)
+        if a['array_of_requests'] != exp_list:
+            ok, why = False, f'Waitany requests {a["array_of_requests"]} != {exp_list}'
+        k = a['indx']
+        seen.append(k)
+        if not (0 <= k < n and a['status.source'] == k + 1 and a['status.tag'] == k + 1):
+            ok, why = False, f'Waitany index {k} status {a["status.source"]}/{a["status.tag"]}'
+        else:
+            live[k] = 0
+    ok &= len(waits) == n and sorted(seen) == list(range(n))
+    got, tests = [], [e for e in evs if e['name'] == 'MPI_Testsome']
+    for e in tests:
+        a = e['args']
+        idx = [int(x) for x in a['array_of_indices'].split(',')] if a['array_of_indices'] else []
+        if len(idx) != a['outcount']:
+            ok, why = False, f'Testsome outcount {a["outcount"]} indices {idx}'
+        st = a['array_of_statuses'].split(',') if a['array_of_statuses'] else []
+        exp_st = []
+        for k in idx:
+            exp_st += [f'r+{k + 1}', str(101 + k)]
+        if st != exp_st:
+            ok, why = False, f'Testsome statuses {st} != {exp_st}'
+        got += idx
+    ok &= sorted(got) == list(range(n))
+    ok &= names[-3:] == ['MPI_Info_set', 'MPI_Info_free', 'MPI_Finalize']
+    return t.ok(ok, f'anysome: rank 0 Waitany and Testsome ({len(tests)} calls) match their '
+                'requests and statuses', why or names)
+
+
+# ---- the test cases ----
+
+PROGRAMS = [
+    # name, ranks, argv tail, expectation (rank, size) -> sequence
+    ('ring', 4, ['3'], lambda r, s: exp_ring(r, s, 3)),
+    ('stencil2d', 9, ['4'], lambda r, s: exp_stencil2d(r, s, 4)),
+    ('stencil3d', 8, ['3'], lambda r, s: exp_stencil3d(r, s, 3)),
+    ('coll', 5, [], exp_coll),
+    ('dtype', 2, [], exp_dtype),
+    ('comms', 6, [], exp_comms),
+    ('anysome', 5, [], None),
+]
+
+
+def check_program(t, run, name, n, args, expect):
+    prog = os.path.join(run.o.bindir, f'mpi_{name}')
+    trace = os.path.join(run.tmp, f'{name}.trace')
+    plain = run.mpiexec(n, [prog] + args, traced=False)
+    traced = run.mpiexec(n, [prog] + args, traced=True, trace=trace)
+    if not t.ok(traced.returncode == 0 and os.path.exists(trace),
+                f'{name}: traced with mpiexec -n {n} tracefs record', traced.stderr):
+        return
+    t.ok(plain.stdout == traced.stdout and plain.stdout,
+         f'{name}: program output unchanged', f'{plain.stdout!r} != {traced.stdout!r}')
+    t.ok(run.ls(trace, 'ranks') == [str(r) for r in range(n)], f'{name}: ranks/0..{n - 1}',
+         run.ls(trace, 'ranks'))
+    job = {}
+    for r in range(n):
+        evs = run.events(trace, r)
+        if expect is None:
+            check_anysome(t, evs, r, n)
+            continue
+        env = {'rank': {}, 'job': job}
+        d = match_seq(expect(r, n), evs, env)
+        t.ok(d is None, f'{name}: rank {r} calls and arguments', d)
+    if name == 'anysome':
+        for r in (0, 1):
+            ph = run.ls(trace, f'ranks/{r}/phases')
+            t.ok('testsome' in ph, f'anysome: rank {r} has the phase MPI_Info_set switched', ph)
+        res = subprocess.run([run.o.tracefs, 'cat', trace,
+                              'ranks/0/phases/testsome/threads/0/trace.txt'],
+                             capture_output=True, text=True)
+        names = re.findall(r'\b(MPI_\w+)\(', res.stdout)
+        t.ok('MPI_Testsome' in names and 'MPI_Waitany' not in names,
+             'anysome: the phase holds the Testsome loop, not the Waitany one', names[:8])
+    if name == 'comms':
+        t.ok(len(set(job.values())) == 4 and 0 not in job.values(),
+             'comms: split, dup, idup and intercommunicator ids agreed by all members, distinct',
+             job)
+
+
+def check_inprocess(t, run):
+    """Without `tracefs record`: both libraries preloaded into the ranks only (not into
+    mpiexec), TFS_TRACE=mpi; the ranks still merge at MPI_Finalize into TFS_OUTPUT."""
+    o = run.o
+    trace = os.path.join(run.tmp, 'inproc.trace')
+    prog = os.path.join(o.bindir, 'mpi_ring')
+    cmd = [o.mpiexec, '-n', '4', 'env', f'LD_PRELOAD={o.caplib}:{o.lib}', 'TFS_TRACE=mpi',
+           f'TFS_OUTPUT={trace}', prog, '3']
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=run.tmp)
+    if not t.ok(res.returncode == 0 and os.path.exists(trace),
+                'in-process: ring traced into one trace', res.stderr):
+        return
+    t.ok(run.ls(trace, 'ranks') == ['0', '1', '2', '3'], 'in-process: ranks/0..3')
+    for r in range(4):
+        d = match_seq(exp_ring(r, 4, 3), run.events(trace, r), {'job': {}})
+        t.ok(d is None, f'in-process: rank {r} calls and arguments', d)
+    t.ok(sorted(os.listdir(run.tmp)).count('inproc.trace') == 1 and
+         not any(f.startswith('inproc.trace.') for f in os.listdir(run.tmp)),
+         'in-process: no per-rank files left')
+
+
+def check_coverage(t, o):
+    """Every MPI_ function mpi.h declares (read here with a regex, not the generator) is
+    exported by libtfsmpi.so, except those the library lacks (listed `absent`)."""
+    pp = subprocess.run(o.cc.split() + ['-E', '-P', '-x', 'c', '-', f'-I{o.mpi_inc}'],
+                        input='#include <mpi.h>\n', capture_output=True, text=True, check=True)
+    declared = set(re.findall(r'\b(?:int|double|MPI_\w+)\s+(MPI_\w+)\s*\([^;]*\)[^;]*;',
+                              pp.stdout))
+    declared = {d for d in declared if 'P' + d in pp.stdout}
+    absent = set()
+    for line in open(o.annot):
+        f = line.split('#')[0].split()
+        if len(f) == 3 and f[1] == '-' and f[2] == 'absent':
+            absent.add(f[0])
+    nm = subprocess.run(['nm', '-D', '--defined-only', o.lib], capture_output=True, text=True,
+                        check=True).stdout
+    exported = set(re.findall(r' T (MPI_\w+)', nm))
+    missing = sorted(declared - exported - absent)
+    t.ok(len(declared) > 400 and not missing,
+         f'every MPI function of mpi.h is wrapped ({len(exported)} of {len(declared)}, '
+         f'{len(absent)} absent from the library)', missing[:20])
+    libmpi = subprocess.run(['nm', '-D', '--defined-only', o.libmpi], capture_output=True,
+                            text=True).stdout
+    t.ok(all(f'P{a}' not in libmpi for a in absent),
+         'the functions not wrapped are really missing from the MPI library', absent)
+
+
+SMALL_H = '''typedef int MPI_Comm; typedef int MPI_Request;
+int MPI_Foo(int *outval, const int *inval, void *opaque, int dest, MPI_Comm comm);
+int PMPI_Foo(int *, const int *, void *, int, MPI_Comm);
+int MPI_Bar(int count, MPI_Request array_of_requests[]);
+int PMPI_Bar(int count, MPI_Request array_of_requests[]);
+int MPI_Nopmpi(int x);
+'''
+
+
+def check_generator(t, o, tmp):
+    """The generator on a small header: what C types alone give (an unannotated int * is
+    read after the call, only on success; const int * before; void * by address), what
+    annotations add, and one-line errors naming the file and line of a bad annotation."""
+    h = os.path.join(tmp, 'small.h')
+    with open(h, 'w') as f:
+        f.write(SMALL_H)
+    kinds, wrap, lst = (os.path.join(tmp, n) for n in ('k.c', 'w.c', 'l.txt'))
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', o.annot,
+                          '--kinds', kinds, '--wrap', wrap, '--list', lst],
+                         capture_output=True, text=True)
+    if not t.ok(res.returncode == 0, 'generator runs on a small header', res.stderr):
+        return
+    names = open(lst).read().split()
+    t.ok(names == ['MPI_Bar', 'MPI_Foo'], 'generator wraps the functions with a PMPI twin',
+         names)
+    w, k = open(wrap).read(), open(kinds).read()
+    foo = w[w.index('int MPI_Foo('):w.index('int MPI_Bar(') if w.index('int MPI_Bar(') >
+            w.index('int MPI_Foo(') else len(w)]
+    call = foo.index('ret = PMPI_Foo(')
+    out_at = foo.find('ret == MPI_SUCCESS && outval ? (uint64_t)(int64_t)*outval')
+    in_at = foo.find('inval ? (uint64_t)(int64_t)*inval')
+    t.ok(out_at > call and 0 < in_at < call,
+         'an unannotated int * is read after a successful call, a const int * before', foo)
+    t.ok('(uint64_t)(uintptr_t)opaque' in foo and
+         '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
+    t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
+         in foo, 'an annotated rank is relative to the communicator', k)
+    t.ok('mpirt_req_take(&array_of_requests[i]' in w and '(int64_t)count' in w,
+         'a request array takes its length from the annotated count', w[-1500:])
+    bad = os.path.join(tmp, 'bad.txt')
+    with open(bad, 'w') as f:
+        f.write('# comment\n*\tdest\trank\nMPI_Foo\tdest\tbogus\n')
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', bad,
+                          '--kinds', kinds], capture_output=True, text=True)
+    t.ok(res.returncode != 0 and res.stderr.strip() == f'{bad}:3: unknown attribute bogus',
+         'a bad annotation is a one-line error naming file and line', res.stderr)
+
+
+def check_sizes(t, run):
+    prog = os.path.join(run.o.bindir, 'mpi_stencil2d')
+    sizes = {}
+    for n, it in ((9, 100), (16, 100), (25, 100), (9, 1000)):
+        trace = os.path.join(run.tmp, f'size_{n}_{it}.trace')
+        res = run.mpiexec(n, [prog, str(it)], traced=True, trace=trace,
+                          extra=('--timing=none',))
+        if not t.ok(res.returncode == 0, f'stencil2d size run {n} ranks {it} iterations',
+                    res.stderr):
+            return
+        sizes[(n, it)] = os.path.getsize(trace)
+        t.diag(f'stencil2d untimed: {n:2d} ranks {it:4d} iterations: {sizes[(n, it)]} bytes')
+    base = sizes[(9, 100)]
+    # what may grow with ranks is the rank-to-grammar table and each rank's pid: a few
+    # bytes per rank, within 10% from 9 to 25 ranks; nothing grows with iterations
+    for n in (16, 25):
+        v = sizes[(n, 100)]
+        t.ok(v <= base * 1.10, f'stencil2d trace size does not grow from 9 to {n} ranks: '
+             f'{base} -> {v} bytes')
+    v = sizes[(9, 1000)]
+    t.ok(v <= base * 1.03, f'stencil2d trace size does not grow from 100 to 1000 iterations: '
+         f'{base} -> {v} bytes')
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--tracefs')
+    ap.add_argument('--bindir')
+    ap.add_argument('--mpiexec', default='mpiexec')
+    ap.add_argument('--lib')
+    ap.add_argument('--libmpi')
+    ap.add_argument('--cc', default='cc')
+    ap.add_argument('--mpi-inc')
+    ap.add_argument('--annot')
+    ap.add_argument('--gen')
+    ap.add_argument('--caplib')
+    ap.add_argument('--no-mpi', action='store_true')
+    ap.add_argument('--only', help='run only this program (debugging)')
+    o = ap.parse_args()
+    if o.no_mpi:
+        print('1..0 # SKIP built without MPI')
+        return 77
+    for k in ('tracefs', 'bindir', 'lib', 'annot', 'gen', 'caplib'):
+        setattr(o, k, os.path.abspath(getattr(o, k)))
+    t = Tap()
+    with tempfile.TemporaryDirectory(prefix='tfs-mpi-') as tmp:
+        run = Runner(o, tmp)
+        if not o.only or o.only == 'coverage':
+            check_coverage(t, o)
+            check_generator(t, o, tmp)
+        for name, n, args, expect in PROGRAMS:
+            if not o.only or o.only == name:
+                check_program(t, run, name, n, args, expect)
+        if not o.only or o.only == 'inproc':
+            check_inprocess(t, run)
+        if not o.only or o.only == 'sizes':
+            check_sizes(t, run)
+    return t.done()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
