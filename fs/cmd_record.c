@@ -4,8 +4,9 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default). This file does the command
- * line and process control only; the consumer is capture/consumer.c.
+ * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
+ * of each allocation's backtrace (64 by default, 0: none). This file does the command line
+ * and process control only; the consumer is capture/consumer.c.
  */
 #include <elf.h>
 #include <errno.h>
@@ -33,6 +34,7 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
+#define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
 #define TFS_LIBDIR "/usr/local/lib"
@@ -43,6 +45,7 @@ struct record_opts {
 	struct cap_timing timing;
 	uint32_t mask;
 	size_t spool_bytes;
+	uint32_t bt_depth;
 	char **argv; /* the command */
 };
 
@@ -94,6 +97,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	    {"timing", required_argument, NULL, 't'},
 	    {"trace", required_argument, NULL, 'T'},
 	    {"spool-size", required_argument, NULL, 's'},
+	    {"backtrace-depth", required_argument, NULL, 'b'},
 	    {0},
 	};
 	char *end;
@@ -103,7 +107,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM |
 					  TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS,
 				  .timing = {.timing = TFS_TIMING_LOSSLESS},
-				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20};
+				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20,
+				  .bt_depth = DEFAULT_BT_DEPTH};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+o:", lo, NULL)) != -1) {
 		switch (c) {
@@ -124,6 +129,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (*end || mb < 1 || mb > 65536)
 				return usage("--spool-size takes MiB, 1 to 65536");
 			o->spool_bytes = (size_t)mb << 20;
+			break;
+		case 'b':
+			mb = strtol(optarg, &end, 10);
+			if (*end || end == optarg || mb < 0 || mb > (long)SPOOL_MAX_BT_FRAMES)
+				return usage("--backtrace-depth takes frames, 0 to 128");
+			o->bt_depth = (uint32_t)mb;
 			break;
 		default:
 			return usage("unknown option");
@@ -210,6 +221,16 @@ static bool find_library(char *buf, size_t cap)
 	return access(buf, R_OK) == 0;
 }
 
+static int create_spool(struct spool *s, const struct record_opts *o, const char *path)
+{
+	int rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing, o->mask);
+
+	/* backtraces belong to allocations: none without them */
+	if (rc == 0 && (o->mask & TFS_TRACE_ALLOC))
+		s->hdr->bt_depth = o->bt_depth;
+	return rc;
+}
+
 static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
 {
 	const char *env = getenv("TFS_SPOOL");
@@ -217,13 +238,11 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 
 	if (env && *env) {
 		snprintf(path, cap, "%s", env);
-		return cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
-					o->mask);
+		return create_spool(s, o, path);
 	}
 	for (unsigned int i = 0; i < 100; i++) {
 		snprintf(path, cap, "/dev/shm/tracefs-spool.%ld.%u", (long)getpid(), i);
-		rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
-				      o->mask);
+		rc = create_spool(s, o, path);
 		if (rc != -EEXIST)
 			return rc;
 	}
