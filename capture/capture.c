@@ -677,9 +677,12 @@ __attribute__((constructor)) static void capture_init(void)
 	if (g_spool.hdr->bt_depth) {
 		cap_bt_depth = g_spool.hdr->bt_depth < SPOOL_MAX_BT_FRAMES ? g_spool.hdr->bt_depth
 									     : SPOOL_MAX_BT_FRAMES;
-		if (cap_unwind_init() < 0)
+		rc = cap_unwind_init();
+		if (rc == -ENOENT)
 			fprintf(stderr, "tfs capture: cannot load libunwind.so.8: allocation "
 					"backtraces stay empty\n");
+		/* on failure the allocations still carry a (now empty) backtrace: the consumer
+		   declared their kinds with one */
 	}
 	tfs_capture_mask_ = g_spool.hdr->trace_mask | TFS_TRACE_ON;
 	/* the thread running the constructors is thread 0 */

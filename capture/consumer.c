@@ -789,7 +789,7 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 	return rc;
 }
 
-/* Symbolise the backtraces' addresses (the process is gone) and say how deep they go. */
+/* Symbolise the backtraces' addresses (the process is gone); metadata says how many. */
 static int finish_stacks(struct cap_consumer *c)
 {
 	char buf[32];
@@ -800,6 +800,13 @@ static int finish_stacks(struct cap_consumer *c)
 	snprintf(buf, sizeof(buf), "%" PRIu32, c->spool->hdr->bt_depth);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "backtrace_depth", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.n_stacks);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtraces", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64 " (%" PRIu64 " named)", c->st.n_addrs,
+		 c->st.n_named_addrs);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtrace_addresses", buf);
 	return rc;
 }
 

@@ -20,6 +20,9 @@
  *                          io, threads, all (unset: zones, mem; the last three need the
  *                          library preloaded or linked: its interposers record them)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
+ *   TFS_BACKTRACE_DEPTH=N  in-process mode with alloc: frames kept of each allocation's
+ *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
+ *                          --backtrace-depth=N`)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
@@ -29,9 +32,23 @@
  * stored once in the opening call; threads created with pthread_create are numbered in
  * creation order. The event kinds are listed in capture/calls.c.
  *
+ * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
+ * posix_memalign, aligned_alloc and memalign events get a last argument `stack` naming the
+ * call's backtrace (stack#N, numbered in order of first use per process; free has none),
+ * unwound with libunwind (libunwind.so.8, opened at start; without it backtraces are empty),
+ * the innermost N frames, the capture library's own left out. The trace stores each
+ * distinct backtrace once and each distinct code address symbolised once with libdw
+ * (function, file, line, inlined functions), so it reads without the program's binaries.
+ * Symbols come from the objects' files as they are when the trace is saved (at exit, or
+ * when the program ends under `tracefs record`): rebuilding the program before that gives
+ * wrong names. libunwind keeps a pipe open; its two descriptors are moved near the top of
+ * the descriptor limit. A backtrace costs about 0.3 us per allocation.
+ *
  * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
  * exec'd image under `tracefs record` goes on in the same rank with new thread ids), buffer
- * pointers of I/O calls as (allocation id, offset), backtraces, mmap/munmap, dup/dup2/fcntl
+ * pointers of I/O calls as (allocation id, offset), backtraces of calls other than
+ * allocations, demangled C++ names in backtraces, symbols of code unloaded by dlclose before
+ * the end (an address reused by a later object is named after it), mmap/munmap, dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
  * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
