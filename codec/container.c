@@ -16,7 +16,8 @@ static const uint8_t magic[8] = {0x89, 'T', 'F', 'S', '\r', '\n', 0x1a, '\n'};
 const char *ctr_type_name(uint32_t type)
 {
 	static const char *const names[] = {"?",       "meta",	  "schema", "strings",
-					    "cst",     "streams", "grammar", "values"};
+					    "cst",     "streams", "grammar", "values",
+					    "backtraces", "symbols"};
 
 	return type <= SEC_TYPE_MAX ? names[type] : "unknown";
 }

@@ -529,6 +529,8 @@ int tfs_trace_verify(struct tfs_trace *t, struct tfs_diag *diag)
 		for (int v = 0; v < TFS_VIEW_COUNT && rc == 0; v++)
 			rc = read_all(t, i, v, diag);
 	}
+	if (rc == 0)
+		rc = stacks_verify(t, diag);
 	return rc;
 }
 

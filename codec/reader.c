@@ -326,7 +326,7 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 			return rc;
 		t->n_phases = i + 1;
 	}
-	return 0;
+	return stacks_parse_table(t, r);
 }
 
 /* One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). */
@@ -574,6 +574,7 @@ void tfs_trace_close(struct tfs_trace *t)
 		free(g->blk_events);
 	}
 	free(t->gsecs);
+	stacks_free(t);
 	for (uint32_t i = 0; i < t->n_phases; i++)
 		free(t->phases[i].name);
 	free(t->phases);

@@ -1,14 +1,19 @@
 /*
  * Reader internals shared by reader.c (open, tables, info, verify), layout.c (per-rule
  * event counts and view byte lengths), render.c (one event to one line) and cursor.c
- * (random access). An opened trace is immutable: every field is written during open only.
+ * (random access). An opened trace is immutable: every field is written during open only,
+ * except the lazily decoded backtraces and symbols (struct trank), under lazy_lock.
  */
 #ifndef TFS_TRACE_I_H
 #define TFS_TRACE_I_H
 
+#include <pthread.h>
+#include <stdbool.h>
+
 #include "container_i.h"
 #include "grammar_i.h"
 #include "schema_i.h"
+#include "symtab_i.h"
 #include "tfs/reader.h"
 #include "values_i.h"
 
@@ -75,6 +80,24 @@ struct tphase {
 	uint64_t first, n;
 };
 
+/*
+ * The backtraces and symbols of one rank (FORMAT.md §8 rank table, §10, §11). The section
+ * indices and count are set at open; the rest is decoded on first use under
+ * tfs_trace.lazy_lock and immutable afterwards.
+ */
+struct trank {
+	uint32_t rank;
+	uint32_t bt_sec, sym_sec; /* section table index, or cf.n for none */
+	uint64_t n_bt;
+	int bt_state;		  /* 0 not decoded, 1 decoded, -TFS_ECORRUPT (sticky, bt_diag) */
+	struct tfs_diag bt_diag;
+	uint64_t *bt_first;	  /* [n_bt + 1]: backtrace i is bt_frames[bt_first[i]..] */
+	uint64_t *bt_frames;
+	int sym_state;		  /* as bt_state */
+	struct tfs_diag sym_diag;
+	struct symtab sym;
+};
+
 struct tfs_trace {
 	int fd;
 	const uint8_t *map;
@@ -110,7 +133,18 @@ struct tfs_trace {
 	uint32_t n_phases;
 	struct gsec *gsecs;
 	uint32_t n_gsecs;
+	struct trank *ranks;	/* sorted by rank, the ranks with backtraces or symbols */
+	uint32_t n_rank_ents;
+	pthread_mutex_t lazy_lock; /* protects the decoded parts of ranks[] */
+	bool lazy_lock_ready;
 };
+
+/* rstacks.c */
+/* Parse the §8 rank table (the end of the streams section) and set up lazy decoding. */
+int stacks_parse_table(struct tfs_trace *t, struct tfs_rd *r);
+/* Decode every rank's backtraces and symbols (verify). */
+int stacks_verify(struct tfs_trace *t, struct tfs_diag *diag);
+void stacks_free(struct tfs_trace *t);
 
 /* layout.c */
 int layout_build(struct tfs_trace *t, struct gsec *g, struct tfs_diag *diag);

@@ -95,6 +95,7 @@ void tfs_writer_free(struct tfs_writer *w)
 	for (uint32_t i = 0; i < w->n_phases; i++)
 		free(w->phases[i].name);
 	free(w->phases);
+	wranks_free(w);
 	schema_fini(&w->schema);
 	free(w);
 }

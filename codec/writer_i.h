@@ -9,6 +9,7 @@
 #include "grammar_i.h"
 #include "intern_i.h"
 #include "schema_i.h"
+#include "symtab_i.h"
 #include "tfs/writer.h"
 #include "values_i.h"
 
@@ -38,6 +39,20 @@ struct phase {
 	uint64_t first, n;
 };
 
+/*
+ * The backtraces and symbols of one rank, kept until save (wstacks.c). Backtraces are held
+ * prefix-coded but not yet §10-coded: the §10 coder's cache is 400 KiB, so one coder runs
+ * per rank at save time instead of one per rank for the writer's whole life.
+ */
+struct wrank {
+	uint32_t rank;
+	uint64_t n_bt;
+	struct tfs_buf bts;	/* per backtrace: varint kept prefix, varint n_new, n_new x u64 */
+	uint64_t *prev;		/* the last backtrace added, [prev_n] of [prev_cap] */
+	uint32_t prev_n, prev_cap;
+	struct symenc syms;
+};
+
 struct tfs_writer {
 	struct tfs_writer_opts opts;
 	struct tfs_schema schema;
@@ -47,6 +62,8 @@ struct tfs_writer {
 	uint32_t n_streams, streams_cap;
 	struct phase *phases;
 	uint32_t n_phases, phases_cap;
+	struct wrank **ranks;	/* sorted by rank: ranks with backtraces or symbols */
+	uint32_t n_ranks, ranks_cap;
 	bool saved;
 };
 
@@ -59,5 +76,16 @@ struct tfs_writer {
 int wstream_import_block(struct tfs_wstream *s, const uint8_t *block, size_t len);
 /* Whether @s needs a values section (FORMAT.md §8). */
 bool wstream_has_values(const struct tfs_wstream *s);
+
+/* wstacks.c */
+void wranks_free(struct tfs_writer *w);
+/* The §10 payload of @r's backtraces (appended to @out). @return 0 or -ENOMEM */
+int wrank_backtraces(const struct wrank *r, struct tfs_buf *out);
+/* The §11 payload of @r's symbols, before compression. @return 0 or -ENOMEM */
+int wrank_symbols(struct wrank *r, struct tfs_buf *out);
+static inline bool wrank_has_symbols(const struct wrank *r)
+{
+	return r->syms.n_ents > 0;
+}
 
 #endif

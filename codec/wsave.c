@@ -30,6 +30,9 @@ struct merge {
 	uint32_t *vals_first;	/* per stream: first stream with identical values */
 	uint32_t *sec_of;	/* per stream: section index of its grammar */
 	uint32_t *vsec_of;	/* per stream: section index of its values, or the section count */
+	uint32_t *bt_sec_of;	/* per writer rank: section index of its backtraces, or n_sect */
+	uint32_t *sym_sec_of;	/* per writer rank: section index of its symbols, or n_sect */
+	uint32_t n_sect;
 };
 
 static void merge_fini(struct merge *m, uint32_t n_streams)
@@ -54,6 +57,8 @@ static void merge_fini(struct merge *m, uint32_t n_streams)
 	free(m->vals_first);
 	free(m->sec_of);
 	free(m->vsec_of);
+	free(m->bt_sec_of);
+	free(m->sym_sec_of);
 }
 
 static int reserve_global(struct merge *m, uint32_t need)
@@ -221,6 +226,28 @@ static uint32_t first_equal(const struct tfs_buf *bufs, const uint64_t *hash, ui
 	return i;
 }
 
+/* Backtraces and symbols sections follow the streams' sections, rank by rank (FORMAT.md §8). */
+static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uint32_t *next_sec)
+{
+	uint32_t n = w->n_ranks ? w->n_ranks : 1;
+
+	m->bt_sec_of = calloc(n, sizeof(*m->bt_sec_of));
+	m->sym_sec_of = calloc(n, sizeof(*m->sym_sec_of));
+	if (!m->bt_sec_of || !m->sym_sec_of)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < w->n_ranks; i++) {
+		m->bt_sec_of[i] = w->ranks[i]->n_bt ? (*next_sec)++ : UINT32_MAX;
+		m->sym_sec_of[i] = wrank_has_symbols(w->ranks[i]) ? (*next_sec)++ : UINT32_MAX;
+	}
+	for (uint32_t i = 0; i < w->n_ranks; i++) {
+		if (m->bt_sec_of[i] == UINT32_MAX)
+			m->bt_sec_of[i] = *next_sec;
+		if (m->sym_sec_of[i] == UINT32_MAX)
+			m->sym_sec_of[i] = *next_sec;
+	}
+	return 0;
+}
+
 /*
  * Merge tables, build per-stream payloads and store each distinct grammar and each
  * distinct values payload once: threads that run the same code share a grammar even when
@@ -272,9 +299,12 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 		else
 			m->vsec_of[i] = m->vsec_of[m->vals_first[i]];
 	}
+	if (rc == 0)
+		rc = number_rank_sections(m, w, &next_sec);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++)
 		if (m->vsec_of[i] == UINT32_MAX)
 			m->vsec_of[i] = next_sec; /* "none": the section count */
+	m->n_sect = next_sec;
 	return rc;
 }
 
@@ -345,6 +375,57 @@ static uint64_t time_bound(const struct tfs_writer *w, uint64_t max)
 	return max + (uint64_t)extra;
 }
 
+/* FORMAT.md §8 rank table: the ranks with backtraces or symbols, in rank order. */
+static int build_rank_table(const struct merge *m, const struct tfs_writer *w,
+			    struct tfs_buf *out)
+{
+	uint32_t n = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < w->n_ranks; i++)
+		n += m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect;
+	rc = buf_put_varint(out, n);
+	for (uint32_t i = 0; i < w->n_ranks && rc == 0; i++) {
+		const struct wrank *r = w->ranks[i];
+
+		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
+			continue;
+		rc = buf_put_varint(out, r->rank);
+		if (rc == 0)
+			rc = buf_put_varint(out, m->bt_sec_of[i]);
+		if (rc == 0)
+			rc = buf_put_varint(out, r->n_bt);
+		if (rc == 0)
+			rc = buf_put_varint(out, m->sym_sec_of[i]);
+	}
+	return rc;
+}
+
+static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
+			       struct ctr_writer *cw)
+{
+	struct tfs_buf b;
+	int rc = 0;
+
+	buf_init(&b);
+	for (uint32_t i = 0; i < w->n_ranks && rc == 0; i++) {
+		b.len = 0;
+		if (m->bt_sec_of[i] != m->n_sect) {
+			rc = wrank_backtraces(w->ranks[i], &b);
+			if (rc == 0)
+				rc = ctr_add(cw, SEC_BACKTRACES, 0, b.data, b.len, b.len);
+		}
+		b.len = 0;
+		if (rc == 0 && m->sym_sec_of[i] != m->n_sect) {
+			rc = wrank_symbols(w->ranks[i], &b);
+			if (rc == 0)
+				rc = ctr_add(cw, SEC_SYMBOLS, 1, b.data, b.len, b.len);
+		}
+	}
+	buf_fini(&b);
+	return rc;
+}
+
 static int build_streams(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
 {
 	uint64_t max_ts = 0, max_dur = 0, rel_bits;
@@ -358,6 +439,10 @@ static int build_streams(const struct merge *m, const struct tfs_writer *w, stru
 		max_thread = s->thread > max_thread ? s->thread : max_thread;
 		max_ts = s->max_ts > max_ts ? s->max_ts : max_ts;
 		max_dur = s->max_dur > max_dur ? s->max_dur : max_dur;
+	}
+	for (uint32_t i = 0; i < w->n_ranks; i++) {
+		if (m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect)
+			max_rank = w->ranks[i]->rank > max_rank ? w->ranks[i]->rank : max_rank;
 	}
 	if (w->opts.timing == TFS_TIMING_NONE)
 		max_ts = max_dur = 0;
@@ -395,6 +480,8 @@ static int build_streams(const struct merge *m, const struct tfs_writer *w, stru
 		if (rc == 0)
 			rc = buf_put_varint(out, p->n);
 	}
+	if (rc == 0)
+		rc = build_rank_table(m, w, out);
 	return rc;
 }
 
@@ -408,7 +495,7 @@ static size_t values_head(const struct tfs_buf *v)
 	return (size_t)vs.data_start;
 }
 
-static int write_sections(const struct merge *m, const struct tfs_writer *w, int fd)
+static int write_sections(const struct merge *m, struct tfs_writer *w, int fd)
 {
 	struct tfs_buf b;
 	struct ctr_writer cw;
@@ -450,6 +537,8 @@ static int write_sections(const struct merge *m, const struct tfs_writer *w, int
 			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 	}
+	if (rc == 0)
+		rc = write_rank_sections(m, w, &cw);
 	if (rc == 0)
 		rc = ctr_finish(&cw);
 	ctr_writer_fini(&cw);

@@ -68,7 +68,8 @@ struct tfs_trace_info {
 void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info);
 
 struct tfs_section_info {
-	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar", "values" */
+	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar",
+				*   "values", "backtraces", "symbols" */
 	uint32_t type;
 	uint32_t codec;	       /**< 0 raw, 1 zstd */
 	uint64_t offset, stored_bytes, raw_bytes;
@@ -223,8 +224,6 @@ uint64_t tfs_trace_n_backtraces(const struct tfs_trace *t, uint32_t rank);
  */
 int tfs_trace_backtrace(struct tfs_trace *t, uint32_t rank, uint64_t id, const uint64_t **frames,
 			uint32_t *n, struct tfs_diag *diag);
-
-struct tfs_src_frame;
 
 /**
  * Source frames of code address @addr of @rank (see tfs_writer_add_symbol), outermost

@@ -1,7 +1,8 @@
 /*
  * tracefs common definitions: error codes, the diagnostic record filled by every parser of
- * untrusted bytes, and version constants. Every other public header includes this one.
- * It deliberately declares no objects: see reader.h (reading traces) and writer.h (making them).
+ * untrusted bytes, version constants and the source-frame record both sides of backtraces
+ * share. Every other public header includes this one. It deliberately declares no objects:
+ * see reader.h (reading traces) and writer.h (making them).
  */
 #ifndef TFS_TFS_H
 #define TFS_TFS_H
@@ -21,7 +22,7 @@ extern "C" {
 
 /** Container format version this build writes (FORMAT.md §1). */
 #define TFS_FORMAT_MAJOR 1
-#define TFS_FORMAT_MINOR 0
+#define TFS_FORMAT_MINOR 1
 
 /**
  * Where and why a parser refused its input. Filled only when a function returns
@@ -43,6 +44,16 @@ struct tfs_diag {
  * @return @buf
  */
 const char *tfs_diag_str(const struct tfs_diag *diag, char *buf, size_t buf_cap);
+
+/**
+ * One source location of a code address (a frame of a symbolised backtrace, FORMAT.md §11):
+ * given to tfs_writer_add_symbol(), returned by tfs_trace_symbol().
+ */
+struct tfs_src_frame {
+	const char *function; /**< "main", "std::vector<int>::push_back", "libc.so.6+0x2a1b0" */
+	const char *file;     /**< source file, "" when unknown */
+	uint32_t line;	      /**< 0 when unknown */
+};
 
 /** Timing modes (FORMAT.md §7). */
 enum tfs_timing {

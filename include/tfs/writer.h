@@ -83,13 +83,6 @@ int tfs_writer_add_phase(struct tfs_writer *w, const char *name, uint32_t rank,
  */
 int tfs_writer_save(struct tfs_writer *w, const char *path);
 
-/** One source location of a code address (a frame of a symbolised backtrace). */
-struct tfs_src_frame {
-	const char *function; /**< "main", "std::vector<int>::push_back", "libc.so.6+0x2a1b0" */
-	const char *file;     /**< source file, "" when unknown */
-	uint32_t line;	      /**< 0 when unknown */
-};
-
 /**
  * Add backtrace `stack#@id` of @rank: @n_frames code addresses, outermost first (the thread's
  * entry first, the allocating call last). Ids of one rank are dense and given in order 0, 1,

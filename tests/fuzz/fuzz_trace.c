@@ -1,8 +1,8 @@
 /*
  * libFuzzer target for the whole reader: the input is a trace file. It is opened through
  * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
- * stream's views are read at a few offsets through cursors; phases are read too. Each input
- * runs twice: as is, and with every CRC of the header and section table recomputed, since
+ * stream's views are read at a few offsets through cursors; phases, a few backtraces of each
+ * rank and their frames' symbols are read too. Each input runs twice: as is, and with every CRC of the header and section table recomputed, since
  * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
  * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
  * Errors are expected; crashes, sanitizer reports and leaks are the findings.
@@ -22,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_STREAMS 16
 #define MAX_PHASES 16
+#define MAX_RANKS 16
+#define MAX_FRAMES 64
 #define READ_LEN 4096
 #define HDR_LEN 40 /* FORMAT.md §1 */
 #define ENT_LEN 48 /* FORMAT.md §2 */
@@ -55,6 +57,42 @@ static void read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t f
 	tfs_cursor_free(c);
 }
 
+static volatile size_t sink;
+
+/* A few backtraces of each rank, first and last, and the symbols of their frames. */
+static void read_stacks(struct tfs_trace *t, uint32_t n_ranks)
+{
+	struct tfs_diag diag;
+
+	for (uint32_t r = 0; r < n_ranks && r < MAX_RANKS; r++) {
+		uint64_t n_bt = tfs_trace_n_backtraces(t, r);
+		uint64_t ids[3] = {0, n_bt / 2, n_bt ? n_bt - 1 : 0};
+
+		for (int i = 0; i < 3; i++) {
+			const struct tfs_src_frame *src;
+			const uint64_t *frames;
+			uint32_t n, ns;
+
+			if (tfs_trace_backtrace(t, r, ids[i], &frames, &n, &diag) < 0)
+				continue;
+			for (uint32_t f = 0; f < n && f < MAX_FRAMES; f++) {
+				if (tfs_trace_symbol(t, r, frames[f], &src, &ns, &diag) < 0)
+					continue;
+				/* touch every string: the sanitizers check they lie in bounds */
+				for (uint32_t k = 0; k < ns; k++)
+					sink += strlen(src[k].function) + strlen(src[k].file);
+			}
+		}
+		/* a rank's symbols are read even when it has no backtraces */
+		{
+			const struct tfs_src_frame *src;
+			uint32_t ns;
+
+			(void)tfs_trace_symbol(t, r, 0x401000, &src, &ns, &diag);
+		}
+	}
+}
+
 static void read_trace(struct tfs_trace *t, char *buf)
 {
 	struct tfs_trace_info ti;
@@ -82,6 +120,7 @@ static void read_trace(struct tfs_trace *t, char *buf)
 
 		(void)tfs_trace_kind(t, k, &kd);
 	}
+	read_stacks(t, ti.n_ranks);
 }
 
 /* Recompute crc_all, crc_hd, tbl_crc and hdr_crc (FORMAT.md §1, §2) where they lie in bounds. */
