@@ -9,7 +9,8 @@
  *                         main > f_others > f_calloc > calloc(3, 1002), and likewise
  *                         realloc(p, 5000) and posix_memalign(&p, 64, 1005)
  *   cap_bt threads N      N threads at once, each thread_main > f_outer > ... > malloc(2000+i)
- *   cap_bt loop N         N times malloc(1003) from one site, then from another, alternating
+ *   cap_bt loop N         N allocations, alternately malloc(1003) in site_a and malloc(1013)
+ *                         in site_b (different, so that the compiler does not fold them)
  *   cap_bt dlopen LIB     LIB's plugin_alloc() (a library loaded after start) > malloc(1004)
  *
  * Standard output is a fixed text.
@@ -108,7 +109,7 @@ NOINLINE static void *site_a(void)
 
 NOINLINE static void *site_b(void)
 {
-	void *p = malloc(1003); /* bt:site_b */
+	void *p = malloc(1013); /* bt:site_b */
 
 	KEEP(p);
 	return p;
