@@ -19,8 +19,10 @@ tfs_trace_symbol), without the binary's help: the symbols are in the trace.
 5. 20000 allocations from two alternating sites: exactly two stack ids alternate, so
    backtraces carried as differences against the thread's previous one decode exactly
    across spool chunks.
+6. In-process (the library preloaded, TFS_TRACE=alloc, no `tracefs record`): the same
+   chain, symbolised by the program itself at exit; TFS_BACKTRACE_DEPTH=0 turns them off.
 
-  check_backtrace.py --tracefs T --capbt B --plugin P --dump D --source cap_bt.c
+  check_backtrace.py --tracefs T --capbt B --plugin P --dump D --source cap_bt.c --lib L
 """
 
 import argparse
@@ -36,11 +38,12 @@ from tap import Tap  # noqa: E402
 RUNTIME = ("_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main")
 
 
-def run(cmd, timeout=300):
+def run(cmd, timeout=300, env=None):
     e = dict(os.environ)
     for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE",
               "TFS_BACKTRACE_DEPTH", "LD_PRELOAD"):
         e.pop(k, None)
+    e.update(env or {})
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
                        timeout=timeout, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout, p.stderr
@@ -209,18 +212,36 @@ def test_loop(tap, args, work, mk, src):
     tap.ok(out == b"loop %d done\n" % n, "loop: output as untraced")
 
 
+def test_inproc(tap, args, work, mk, src):
+    trace = os.path.join(work, "inproc.trace")
+    env = {"LD_PRELOAD": args.lib, "TFS_TRACE": "alloc", "TFS_OUTPUT": trace}
+    rc, out, err = run([args.capbt, "known"], env=env)
+    tap.ok(rc == 0 and out == b"known done\n" and not err, "in-process: runs as untraced",
+           err.decode(errors="replace"))
+    tail_is(tap, find(dump(args, trace), "malloc", 1001),
+            chain(mk, src, [("main", "main"), ("f_outer", "f_outer"), ("f_inner", "f_inner"),
+                            ("helper", "helper")]),
+            "in-process: malloc(1001): main > f_outer > f_inner > helper")
+    env["TFS_BACKTRACE_DEPTH"] = "0"
+    rc, out, err = run([args.capbt, "known"], env=env)
+    kinds = dump(args, trace, kinds=True)
+    tap.ok(rc == 0 and "malloc: size ret" in kinds and not any("stack" in k for k in kinds),
+           "in-process: TFS_BACKTRACE_DEPTH=0: no stack argument", "\n".join(kinds))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--tracefs", "--capbt", "--plugin", "--dump", "--source"):
+    for opt in ("--tracefs", "--capbt", "--plugin", "--dump", "--source", "--lib"):
         ap.add_argument(opt, required=True)
     args = ap.parse_args()
-    for k in ("tracefs", "capbt", "plugin", "dump", "source"):
+    for k in ("tracefs", "capbt", "plugin", "dump", "source", "lib"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     mk = markers(args.source)
     src = os.path.basename(args.source)
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-bt.") as work:
-        for test in (test_known, test_depth, test_threads, test_dlopen, test_loop):
+        for test in (test_known, test_depth, test_threads, test_dlopen, test_loop,
+                     test_inproc):
             try:
                 test(tap, args, work, mk, src)
             except Exception as e:  # a crash of the checker is a failure, not an abort
