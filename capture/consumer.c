@@ -297,8 +297,8 @@ static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint6
  * The stack id of the backtrace at @r[@w] (spool_i.h), @words the record's length, @ct's
  * previous backtrace in the chunk updated. @return 0, -EBADMSG, -ENOMEM or a writer error
  */
-static int backtrace(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
-		     uint32_t w, uint32_t words, uint64_t *id)
+static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
+			  uint32_t w, uint32_t words, uint64_t *id)
 {
 	uint32_t keep, n_new;
 	int rc;
@@ -367,8 +367,8 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 		off = (size_t)(end - str) + 1;
 	}
 	if (with_bt) {
-		int rc = backtrace(c, ct, r, w + (uint32_t)((len + 7) / 8), words,
-				   &a[k->n_args].u);
+		int rc = read_backtrace(c, ct, r, w + (uint32_t)((len + 7) / 8), words,
+					&a[k->n_args].u);
 
 		if (rc < 0)
 			return rc;

@@ -15,10 +15,10 @@
 struct cap_stacks {
 	uint64_t *frames; /* every interned backtrace, back to back */
 	uint64_t n_frames, frames_cap;
-	uint64_t *off;	  /* by stack id: its first frame in frames */
-	uint32_t *len;	  /* by stack id: its frame count */
+	uint64_t *off; /* by stack id: its first frame in frames */
+	uint32_t *len; /* by stack id: its frame count */
 	uint64_t n_stacks, stacks_cap;
-	uint64_t *slots;  /* stack id + 1 by hash, 0 empty; n_slots a power of two */
+	uint64_t *slots; /* stack id + 1 by hash, 0 empty; n_slots a power of two */
 	uint64_t n_slots;
 
 	uint64_t *addrs; /* distinct addresses in first-seen order */

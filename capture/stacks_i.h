@@ -14,7 +14,7 @@ struct cap_stacks;
 
 /* A loaded object of the traced process, as REC_MODULE announced it. */
 struct cap_module {
-	uint64_t bias;	/* load bias: run-time address - address in the file */
+	uint64_t bias;	 /* load bias: run-time address - address in the file */
 	uint64_t lo, hi; /* its PT_LOAD span, run-time addresses */
 	char *path;
 };

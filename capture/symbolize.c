@@ -21,7 +21,7 @@
 #include "tfs/writer.h"
 #include "stacks_i.h"
 
-#define MAX_SRC 64    /* source frames of one address (tfs_writer_add_symbol's limit) */
+#define MAX_SRC 64	/* source frames of one address (tfs_writer_add_symbol's limit) */
 #define PATH_BYTES 1024 /* an absolute source path; longer ones stay as DWARF has them */
 
 /* Room for the absolute source paths of one address's frames. */
@@ -56,8 +56,7 @@ static const char *die_name(Dwarf_Die *die)
 }
 
 /* The call site of inlined instance @die: its file (in @cu's file table) and line. */
-static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t n_files,
-		      struct tfs_src_frame *f)
+static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t n_files, struct tfs_src_frame *f)
 {
 	Dwarf_Attribute a;
 	Dwarf_Word v;
@@ -71,8 +70,7 @@ static void call_site(Dwarf_Die *die, Dwarf_Files *files, size_t n_files,
 		if (s)
 			f->file = s;
 	}
-	if (dwarf_attr(die, DW_AT_call_line, &a) && dwarf_formudata(&a, &v) == 0 &&
-	    v <= UINT32_MAX)
+	if (dwarf_attr(die, DW_AT_call_line, &a) && dwarf_formudata(&a, &v) == 0 && v <= UINT32_MAX)
 		f->line = (uint32_t)v;
 }
 
@@ -169,8 +167,8 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 }
 
 /* Symbolise one address into @w. @return 0 or -errno */
-static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w,
-			 uint32_t rank, uint64_t addr, struct paths *paths, uint64_t *n_named)
+static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+			 uint64_t addr, struct paths *paths, uint64_t *n_named)
 {
 	const struct cap_module *mod = cap_stacks_module_of(s, addr);
 	struct tfs_src_frame f[MAX_SRC], rev[MAX_SRC];

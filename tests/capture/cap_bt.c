@@ -79,9 +79,9 @@ NOINLINE static void *f_outer(size_t n)
 
 NOINLINE static void f_others(void)
 {
-	void *a = f_calloc();		     /* bt:f_others_calloc */
-	void *b = f_realloc(malloc(10));     /* bt:f_others_realloc */
-	void *c = f_memalign();		     /* bt:f_others_memalign */
+	void *a = f_calloc();		 /* bt:f_others_calloc */
+	void *b = f_realloc(malloc(10)); /* bt:f_others_realloc */
+	void *c = f_memalign();		 /* bt:f_others_memalign */
 
 	KEEP(a);
 	free(a);
