@@ -55,6 +55,7 @@ static const char usage_text[] =
     "The virtual tree (see README.txt in it, `tracefs cat TRACE README.txt`):\n"
     "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
     "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
+    "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "\n"

@@ -3,6 +3,7 @@
  *
  *   README.txt info.json summary.txt signatures.txt grammar.txt trace.json [trace.json.d/]
  *   ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
+ *   ranks/<r>/{backtraces.txt,allocs.folded}   only for a rank with backtraces
  *   ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   ranks/<r>/phases/<dir>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/phases/<dir>/threads/<t>/{trace.txt,events.jsonl,trace.json}
@@ -451,6 +452,24 @@ static int add_scope_files(struct fs_vtree *vt, uint32_t dir, struct fs_scope *s
 	return rc;
 }
 
+/* backtraces.txt and allocs.folded of a rank that has backtraces, after stacks.folded. */
+static int add_backtrace_files(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc,
+			       uint32_t rank)
+{
+	int rc;
+
+	if (tfs_trace_n_backtraces(vt->trace, rank) == 0)
+		return 0;
+	rc = add_lazy(vt, dir, "backtraces.txt", KEY_STACKS, LAZY_BACKTRACES, sc);
+	if (rc == 0)
+		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+	if (rc == 0)
+		rc = add_lazy(vt, dir, "allocs.folded", KEY_STACKS, LAZY_ALLOCS, sc);
+	if (rc == 0)
+		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+	return rc;
+}
+
 /* threads/<t>/ under @dir with the views of one event range and the phases in @sc. */
 static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc)
 {
@@ -645,6 +664,8 @@ static int lay_files(struct fs_vtree *vt, struct layout *l)
 	for (uint32_t r = 0; r < vt->ti.n_ranks && rc == 0; r++) {
 		if (l->ranks[r].dir >= 0)
 			rc = add_scope_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, true);
+		if (rc == 0 && l->ranks[r].dir >= 0)
+			rc = add_backtrace_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
 	}
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
 		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);

@@ -2,8 +2,8 @@
  * Inside the virtual tree: the node table, the scopes files are computed over, the
  * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
  * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
- * vmerge.c time-merged views, vsummary.c profiles and stacks, vtables.c the signature and
- * grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
+ * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces,
+ * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
  * includes this; the tree's users see vtree_i.h only.
  */
 #ifndef TFS_FS_VNODE_I_H
@@ -107,6 +107,8 @@ enum lazy_what {
 	LAZY_STACKS,
 	LAZY_SIGNATURES,
 	LAZY_GRAMMAR,
+	LAZY_BACKTRACES,
+	LAZY_ALLOCS,
 };
 
 struct fs_concat;
@@ -120,6 +122,7 @@ struct fs_lazygen {
 	char *data;			/* owned, after once */
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
+	uint32_t rank;			/* backtraces, allocs */
 };
 
 struct vnode {
@@ -231,6 +234,14 @@ int fs_terms_ready(struct fs_vtree *vt);
 int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
 /** stacks.folded of @sc. @return 0 or -errno; @out is new */
 int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+
+/* ---- vbtrace.c ---- */
+
+/** backtraces.txt of @rank. @return 0 or -errno; @out is new */
+int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
+/** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
+int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		  size_t *len);
 
 /* ---- vgen.c ---- */
 

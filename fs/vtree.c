@@ -139,6 +139,12 @@ static int lazy_run(void *arg)
 	case LAZY_SIGNATURES:
 		rc = fs_signatures_new(g->vt, &g->data, &g->len);
 		break;
+	case LAZY_BACKTRACES:
+		rc = fs_backtraces_new(g->vt, g->rank, &g->data, &g->len);
+		break;
+	case LAZY_ALLOCS:
+		rc = fs_allocs_new(g->vt, g->scope, g->rank, &g->data, &g->len);
+		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);
 		break;

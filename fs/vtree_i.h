@@ -11,13 +11,15 @@
  *
  *   /{README.txt,info.json,trace.json,summary.txt,signatures.txt,grammar.txt}
  *   /ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
+ *   /ranks/<r>/{backtraces.txt,allocs.folded}   (only for a rank with backtraces)
  *   /ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   /ranks/<r>/phases/<name>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   /ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   and <dir>/trace.json.d/part-NNN.json beside a trace.json too large for one file
  *
  * Phase names are mapped to file names by fs_phase_dirname(). A few files need a decoding
- * pass for their size (summary.txt, stacks.folded, the metadata tail of trace.json): it runs
+ * pass for their size (summary.txt, stacks.folded, backtraces.txt, allocs.folded, the metadata
+ * tail of trace.json): it runs
  * once, at their first fs_vtree_stat() or fs_vfile_open(), from whichever thread comes first.
  */
 #ifndef TFS_FS_VTREE_I_H

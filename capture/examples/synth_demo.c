@@ -3,8 +3,10 @@
  * small MPI + threads I/O program: ranks x threads streams, phases init/solve/output,
  * zones, allocations, strided pwrites, reads, marks and point-to-point messages, with
  * jittered timing from a seeded PRNG. With --dump it also writes every event it appended
- * (plus the schema and phases) as JSON lines, so tests can derive the expected rendered
- * views without any tracefs code. It captures nothing from a real program; the capture
+ * (plus the schema, phases, backtraces and symbols) as JSON lines, so tests can derive the
+ * expected rendered views without any tracefs code. Even ranks have backtraces (a fixed
+ * set of call stacks with shared prefixes, recursion, inlined and unsymbolised frames) that
+ * their aligned_alloc events name; odd ranks have none. It captures nothing from a real program; the capture
  * library will.
  */
 #include <errno.h>
@@ -17,7 +19,9 @@
 
 #include "tfs/writer.h"
 
-enum kind_id { K_ZONE, K_MALLOC, K_FREE, K_PWRITE, K_READ, K_MARK, K_SEND, K_RECV, N_KINDS };
+enum kind_id {
+	K_ZONE, K_MALLOC, K_FREE, K_PWRITE, K_READ, K_MARK, K_SEND, K_RECV, K_ALIGNED, N_KINDS
+};
 
 static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
@@ -54,6 +58,14 @@ static const struct tfs_arg_desc recv_args[] = {
     {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_RESULT | TFS_ARG_BYTES, NULL},
 };
 
+/* An allocation that names its call stack: backtrace stack#<n> of the event's rank. */
+static const struct tfs_arg_desc aligned_args[] = {
+    {"alignment", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"},
+    {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+
 #define N_ARGS(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 // clang-format off
 static const struct tfs_kind_desc kinds[N_KINDS] = {
@@ -65,6 +77,7 @@ static const struct tfs_kind_desc kinds[N_KINDS] = {
 	[K_MARK] = {"mark", "user", N_ARGS(mark_args), mark_args},
 	[K_SEND] = {"send", "mpi", N_ARGS(send_args), send_args},
 	[K_RECV] = {"recv", "mpi", N_ARGS(recv_args), recv_args},
+	[K_ALIGNED] = {"aligned_alloc", "alloc", N_ARGS(aligned_args), aligned_args},
 };
 // clang-format on
 
@@ -232,6 +245,115 @@ static void do_msg(struct gen *g, enum kind_id k, int64_t peer, int64_t tag, uin
 	emit(g, k, jitter(g, 3000), a);
 }
 
+/*
+ * The call stacks of an even rank: code addresses of a fictitious program, outermost first.
+ * LIBC is rank-specific (a library mapped at a different address per process).
+ */
+enum site {
+	S_MAIN_INIT, S_MAIN_SOLVE, S_MAIN_OUTPUT, S_INIT_ALLOC, S_SOLVE_STEP, S_STEP_GROW,
+	S_STEP_ALLOC, S_STEP_RECURSE, S_LIBC, S_UNKNOWN, N_SITES
+};
+
+static uint64_t site_addr(enum site s, uint32_t rank)
+{
+	static const uint64_t addr[N_SITES] = {
+	    0x401010, 0x401024, 0x401038, 0x401450, 0x401808,
+	    0x401a44, 0x401a90, 0x401b0c, 0,	      0x4c0ffe,
+	};
+
+	return s == S_LIBC ? UINT64_C(0x7f3a1c09a1b0) + ((uint64_t)rank << 32) : addr[s];
+}
+
+#define MAX_DEPTH 6
+static const struct {
+	uint32_t n;
+	enum site f[MAX_DEPTH];
+} stacks[] = {
+    {2, {S_MAIN_INIT, S_INIT_ALLOC}},
+    {3, {S_MAIN_SOLVE, S_SOLVE_STEP, S_STEP_GROW}},
+    {3, {S_MAIN_SOLVE, S_SOLVE_STEP, S_STEP_ALLOC}},
+    {5, {S_MAIN_SOLVE, S_SOLVE_STEP, S_STEP_RECURSE, S_STEP_RECURSE, S_STEP_GROW}},
+    {3, {S_MAIN_SOLVE, S_SOLVE_STEP, S_LIBC}},
+    {2, {S_MAIN_OUTPUT, S_UNKNOWN}},
+    {0, {0}},
+    {3, {S_MAIN_SOLVE, S_SOLVE_STEP, S_STEP_GROW}}, /* same frames as stack#1 */
+};
+#define N_STACKS (uint32_t)(sizeof(stacks) / sizeof(stacks[0]))
+
+/* Source frames per site, outermost first (inlined functions after the first); escapes too. */
+static const struct {
+	enum site s;
+	uint32_t n;
+	struct tfs_src_frame f[3];
+} symbols[] = {
+    {S_STEP_GROW, 3, {{"step", "solver.c", 120},
+		      {"std::vector<double>::push_back", "/usr/include/c++/12/bits/stl_vector.h",
+		       1189},
+		      {"grow\\buf", "", 0}}},
+    {S_MAIN_INIT, 1, {{"main", "synth.c", 40}}},
+    {S_MAIN_SOLVE, 1, {{"main", "synth.c", 42}}},
+    {S_MAIN_OUTPUT, 1, {{"main", "synth.c", 44}}},
+    {S_INIT_ALLOC, 2, {{"load_config", "config.c", 12}, {"parse;line", "config.h", 7}}},
+    {S_SOLVE_STEP, 1, {{"solve", "solver.c", 88}}},
+    {S_STEP_ALLOC, 1, {{"step", "solver\tnew.c", 131}}},
+    {S_STEP_RECURSE, 1, {{"step", "solver.c", 0}}},
+    {S_LIBC, 1, {{"libc.so.6+0x9a1b0", "", 0}}},
+};
+
+static void dump_frames(FILE *f, const struct tfs_src_frame *src, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		fputs(i ? ",[" : "[", f);
+		dump_str(f, src[i].function);
+		fputc(',', f);
+		dump_str(f, src[i].file);
+		fprintf(f, ",%" PRIu32 "]", src[i].line);
+	}
+}
+
+/* The backtraces and symbols of an even rank (FORMAT.md §10, §11). */
+static int add_stacks(struct tfs_writer *w, FILE *dump, uint32_t rank)
+{
+	uint64_t frames[MAX_DEPTH];
+	int rc = 0;
+
+	for (uint32_t id = 0; id < N_STACKS && rc == 0; id++) {
+		for (uint32_t i = 0; i < stacks[id].n; i++)
+			frames[i] = site_addr(stacks[id].f[i], rank);
+		rc = tfs_writer_add_backtrace(w, rank, id, frames, stacks[id].n);
+		if (rc == 0 && dump) {
+			fprintf(dump, "{\"backtrace\":%" PRIu32 ",\"rank\":%" PRIu32 ",\"frames\":[",
+				id, rank);
+			for (uint32_t i = 0; i < stacks[id].n; i++)
+				fprintf(dump, "%s%" PRIu64, i ? "," : "", frames[i]);
+			fputs("]}\n", dump);
+		}
+	}
+	for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]) && rc == 0; i++) {
+		uint64_t addr = site_addr(symbols[i].s, rank);
+
+		rc = tfs_writer_add_symbol(w, rank, addr, symbols[i].f, symbols[i].n);
+		if (rc == 0 && dump) {
+			fprintf(dump, "{\"symbol\":%" PRIu64 ",\"rank\":%" PRIu32 ",\"frames\":[",
+				addr, rank);
+			dump_frames(dump, symbols[i].f, symbols[i].n);
+			fputs("]}\n", dump);
+		}
+	}
+	if (rc < 0)
+		fprintf(stderr, "synth_demo: cannot add the backtraces of rank %" PRIu32 ": %s\n",
+			rank, strerror(-rc));
+	return rc;
+}
+
+static void do_aligned(struct gen *g, uint64_t size, uint32_t stack, uint64_t ptr)
+{
+	union tfs_arg a[4] = {{.u = 64}, {.u = size}, {.u = stack}, {.u = ptr}};
+
+	if (g->rank % 2 == 0)
+		emit(g, K_ALIGNED, jitter(g, 120), a);
+}
+
 static uint64_t n_events(const struct gen *g)
 {
 	return tfs_wstream_n_events(g->s);
@@ -244,6 +366,8 @@ static void phase_init(struct gen *g, uint64_t heap, uint64_t cfg_fd, uint64_t o
 	mark(g, "reading \"demo.cfg\"\n");
 	for (uint32_t i = 0; i < 4; i++)
 		do_malloc(g, UINT64_C(1) << (12 + i), heap + i * 0x100000);
+	do_aligned(g, 256, 0, heap + 0x3f0000);
+	do_aligned(g, 4096, 6, heap + 0x3f1000);
 	do_read(g, cfg_fd, 4096, 4096);
 	do_read(g, cfg_fd, 4096, 1234);
 	do_read(g, cfg_fd, 4096, 0);
@@ -265,6 +389,9 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd
 		zone_span(g, zone_names[7], 1200);
 	zone_span(g, zone_names[2], 500);
 	ptr = do_malloc(g, size, heap + 0x400000 + (i % 8) * 0x10000);
+	if (i % 3 == 1)
+		do_aligned(g, 64u << (i % 5), 1 + (uint32_t)((i / 3 + g->thread) % (N_STACKS - 1)),
+			   heap + 0x800000 + (i % 16) * 0x1000);
 	if (g->thread == 0) {
 		int64_t n = g->n_ranks;
 
@@ -429,6 +556,8 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 	rc = setup(w, &g, argc, argv);
 	if (rc == 0 && dump)
 		dump_schema(dump, o);
+	for (uint32_t r = 0; r < o->ranks && rc == 0; r += 2)
+		rc = add_stacks(w, dump, r);
 	for (uint32_t r = 0; r < o->ranks && rc == 0; r++) {
 		for (uint32_t t = 0; t < o->threads && rc == 0; t++) {
 			g.rank = r;

@@ -95,11 +95,19 @@ class Model:
     def __init__(self, dump_path):
         self.streams = {}  # (rank, thread) -> [(kind, ts, dur, args)]
         self.phases = []   # (name bytes, rank, thread, first, n), in the order added
+        self.backtraces = {}  # rank -> {id: [address...]}
+        self.symbols = {}     # rank -> {address: [(function, file, line)...]}
         with open(dump_path, "rb") as f:
             for raw in f:
                 rec = json.loads(raw)
                 if "schema" in rec:
                     self.header = rec
+                elif "backtrace" in rec:
+                    self.backtraces.setdefault(rec["rank"], {})[rec["backtrace"]] = rec["frames"]
+                elif "symbol" in rec:
+                    self.symbols.setdefault(rec["rank"], {})[rec["symbol"]] = [
+                        (dump_bytes(fn), dump_bytes(file), line) for fn, file, line in
+                        rec["frames"]]
                 elif "phase" in rec:
                     self.phases.append((dump_bytes(rec["phase"]), rec["rank"], rec["thread"],
                                         rec["first"], rec["n"]))
@@ -211,6 +219,65 @@ class Model:
                 e = (e[0], times[i][0], times[i][1], e[3])
             out.append(render(rank, thread, e))
         return b"".join(out)
+
+
+    # ---- backtraces.txt and allocs.folded, as README.txt states them ----
+
+    @staticmethod
+    def bt_name(b, folded=False):
+        """Control bytes, DEL, '\\' (and ';' in folded stacks) as \\xHH."""
+        out = bytearray()
+        for c in b:
+            if c < 0x20 or c == 0x7f or c == 0x5c or (folded and c == 0x3b):
+                out += b"\\x%02x" % c
+            else:
+                out.append(c)
+        return bytes(out)
+
+    def backtraces_txt(self, rank):
+        syms = self.symbols.get(rank, {})
+        out = []
+        for sid in sorted(self.backtraces[rank]):
+            out.append(b"stack#%d\n" % sid)
+            for addr in self.backtraces[rank][sid]:
+                if addr not in syms:
+                    out.append(b"  0x%x\n" % addr)
+                    continue
+                for k, (fn, file, line) in enumerate(syms[addr]):
+                    loc = self.bt_name(file) + (b":%d" % line if line else b"")
+                    out.append(b"  " + self.bt_name(fn) + (b" (" + loc + b")" if loc else b"")
+                               + (b" [inlined]" if k else b"") + b"\n")
+        return b"".join(out)
+
+    def fold(self, rank, sid):
+        stacks, syms = self.backtraces.get(rank, {}), self.symbols.get(rank, {})
+        if sid not in stacks:
+            return b"[unknown stack#%d]" % sid
+        frames = []
+        for addr in stacks[sid]:
+            if addr in syms:
+                frames += [self.bt_name(fn, True) for fn, _, _ in syms[addr]]
+            else:
+                frames.append(b"0x%x" % addr)
+        return b";".join(frames) if frames else b"[no frames]"
+
+    def allocs_folded(self, rank):
+        """Bytes of the rank's events with a stack argument, per folded stack."""
+        total = {}
+        for (r, _), evs in self.streams.items():
+            if r != rank:
+                continue
+            for e in evs:
+                args = self.kinds[e[0]]["args"]
+                at = [i for i, a in enumerate(args)
+                      if a["enc"] == ENC_SYM and a["sym_class"] == "stack"]
+                if not at:
+                    continue
+                b = sum((max(v, 0) if a["type"] == TYPE_I64 else v)
+                        for a, v in zip(args, e[3]) if a["flags"] & 2 and a["type"] != TYPE_STR)
+                key = self.fold(rank, e[3][at[0]])
+                total[key] = total.get(key, 0) + b
+        return b"".join(b"%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
 
 
 # ---- virtual tree expectations ----

@@ -4,7 +4,7 @@ From synth_demo's --dump alone (and, for lossy timing, the per-thread times the 
 were already checked to hold), this computes what every rank, phase and root file must say:
 merged trace.txt / events.jsonl (lines of all threads in start-time order), trace.json (one
 "X" event per dumped event, metadata, phases), summary.txt, signatures.txt, grammar.txt
-headers, stacks.folded; then compares with `tracefs cat` and `tracefs ls`, and has
+headers, stacks.folded, backtraces.txt and allocs.folded; then compares with `tracefs cat` and `tracefs ls`, and has
 vtree_slices read random slices of the merged and composite files. No tracefs code is
 reused: the rules come from README.txt and FORMAT.md §9.
 """
@@ -110,6 +110,9 @@ class Tree:
             if profiles:
                 names += [b"summary.txt", b"stacks.folded"]
             out.update(d + b"/" + n for n in names)
+        for r in self.m.backtraces:
+            if b"ranks/%d" % r in self.scopes:
+                out.update((b"ranks/%d/backtraces.txt" % r, b"ranks/%d/allocs.folded" % r))
         return out
 
     def event(self, rank, thread, i):
@@ -329,10 +332,23 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
             got = contents.get(pre + b"stacks.folded")
             tap.ok(got == exp, "%sstacks.folded: %d stacks" % (pre.decode(), exp.count(b"\n")),
                    None if got is None or got == exp else first_diff(got, exp))
+    ranks = sorted({r for r, _ in model.streams})
+    tap.ok(any(r in model.backtraces for r in ranks) and
+           (len(ranks) < 2 or any(r not in model.backtraces for r in ranks)),
+           "the trace has ranks with and without backtraces", repr(sorted(model.backtraces)))
+    for r in sorted(model.backtraces):
+        for name, exp in ((b"backtraces.txt", model.backtraces_txt(r)),
+                          (b"allocs.folded", model.allocs_folded(r))):
+            p = b"ranks/%d/%s" % (r, name)
+            got = contents.get(p)
+            tap.ok(got == exp, "%s: %d lines as README.txt states" % (p.decode(),
+                                                                    exp.count(b"\n")),
+                   None if got is None or got == exp else first_diff(got, exp))
     check_signatures(tap, model, contents.get(b"signatures.txt", b""))
     check_grammar(tap, info, contents.get(b"grammar.txt", b""))
     composite = [p.decode() for p in sorted(contents)
-                 if p.endswith((b"trace.json", b"summary.txt", b"stacks.folded"))
+                 if p.endswith((b"trace.json", b"summary.txt", b"stacks.folded",
+                                b"backtraces.txt", b"allocs.folded"))
                  or (p.endswith((b"trace.txt", b"events.jsonl")) and b"/threads/" not in p)]
     check_slices(tap, cli, slices_exe, seed, composite)
     return tree

@@ -306,6 +306,18 @@ class MountedTrace:
         tap.ok(not bad and set(model_files) <= set(files),
                "the %d view files equal the FORMAT.md §9 model" % len(model_files),
                "\n".join(bad[:3]))
+        bad, n = [], 0
+        for r in sorted(self.model.backtraces):
+            for name, want in ((b"backtraces.txt", self.model.backtraces_txt(r)),
+                               (b"allocs.folded", self.model.allocs_folded(r))):
+                rel = b"ranks/%d/%s" % (r, name)
+                n += 1
+                data = read_file(self.p(rel)) if rel in set(files) else None
+                if data != want:
+                    bad.append("%s: %s" % (rel.decode(), "missing" if data is None
+                                           else first_diff(data, want)))
+        tap.ok(n and not bad, "the %d backtraces.txt and allocs.folded files equal the model"
+               % n, "\n".join(bad[:3]))
 
     def check_json(self, jq):
         tap = self.tap
