@@ -98,7 +98,7 @@ static bool outer_function(Dwarf_Die *die, Dwarf_Die *out)
 	return found;
 }
 
-/* @file made absolute against @cu's compilation directory, in @buf when it must be joined. */
+/* @file made absolute against @cu's compilation directory (in @buf) when that is absolute. */
 static const char *absolute(Dwarf_Die *cu, const char *file, char *buf)
 {
 	Dwarf_Attribute a;
@@ -107,7 +107,9 @@ static const char *absolute(Dwarf_Die *cu, const char *file, char *buf)
 	if (!*file || *file == '/' || !dwarf_attr(cu, DW_AT_comp_dir, &a))
 		return file;
 	dir = dwarf_formstring(&a);
-	if (!dir || (size_t)snprintf(buf, PATH_BYTES, "%s/%s", dir, file) >= PATH_BYTES)
+	/* a relative one (a build with -fdebug-prefix-map=DIR=.) gives nothing better */
+	if (!dir || *dir != '/' ||
+	    (size_t)snprintf(buf, PATH_BYTES, "%s/%s", dir, file) >= PATH_BYTES)
 		return file;
 	return buf;
 }
