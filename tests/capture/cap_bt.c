@@ -12,6 +12,9 @@
  *   cap_bt loop N         N allocations, alternately malloc(1003) in site_a and malloc(1013)
  *                         in site_b (different, so that the compiler does not fold them)
  *   cap_bt dlopen LIB     LIB's plugin_alloc() (a library loaded after start) > malloc(1004)
+ *   cap_bt stress N LIB   N threads at once, each 1000 times site_a or site_b alternately,
+ *                         while main loads LIB and allocates through it
+ *   cap_bt abort          malloc(1001) as in known, then abort()
  *
  * Standard output is a fixed text.
  */
@@ -140,6 +143,35 @@ static int loop(long n)
 	return 0;
 }
 
+static void *stress_main(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 1000; i++) {
+		void *p = i % 2 ? site_b() : site_a(); /* bt:stress_main */
+
+		free(p);
+	}
+	return NULL;
+}
+
+static int plugin(const char *lib);
+
+static int stress(int n, const char *lib)
+{
+	pthread_t t[64];
+	int rc;
+
+	if (n < 1 || n > 64)
+		return 2;
+	for (int i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, stress_main, NULL);
+	rc = plugin(lib);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	printf("stress %d done\n", n);
+	return rc;
+}
+
 static int plugin(const char *lib)
 {
 	void *h = dlopen(lib, RTLD_NOW);
@@ -171,6 +203,13 @@ int main(int argc, char **argv)
 		return loop(argc > 2 ? atol(argv[2]) : 1000);
 	if (!strcmp(mode, "dlopen") && argc > 2)
 		return plugin(argv[2]);
+	if (!strcmp(mode, "stress") && argc > 3)
+		return stress(atoi(argv[2]), argv[3]);
+	if (!strcmp(mode, "abort")) {
+		g_sink[0] = f_outer(1001); /* bt:abort */
+		fflush(stdout);
+		abort();
+	}
 	if (strcmp(mode, "known"))
 		return 2;
 	p = f_outer(1001); /* bt:main */

@@ -19,7 +19,11 @@ tfs_trace_symbol), without the binary's help: the symbols are in the trace.
 5. 20000 allocations from two alternating sites: exactly two stack ids alternate, so
    backtraces carried as differences against the thread's previous one decode exactly
    across spool chunks.
-6. In-process (the library preloaded, TFS_TRACE=alloc, no `tracefs record`): the same
+6. 16 threads allocating from two sites while main loads a library and allocates through
+   it (the loaded objects are rescanned while others unwind): every allocation has its
+   exact chain, nothing malformed or dropped. A program killed by abort() right after an
+   allocation: the backtrace is recovered and symbolised all the same.
+7. In-process (the library preloaded, TFS_TRACE=alloc, no `tracefs record`): the same
    chain, symbolised by the program itself at exit; TFS_BACKTRACE_DEPTH=0 turns them off.
 
   check_backtrace.py --tracefs T --capbt B --plugin P --dump D --source cap_bt.c --lib L
@@ -78,12 +82,14 @@ class Event:
             "%s@%s:%d" % f for f in self.frames))
 
 
-def record(args, work, name, cmd, extra=()):
+def record(args, work, name, cmd, extra=(), status=0, errors=None):
     trace = os.path.join(work, name + ".trace")
     rc, out, err = run([args.tracefs, "record", "-o", trace, "--trace=alloc,threads"] +
                        list(extra) + ["--"] + cmd)
-    if rc != 0:
+    if rc != status:
         raise RuntimeError("record %s: status %d: %s" % (name, rc, err.decode(errors="replace")))
+    if errors is not None:
+        errors.append(err.decode(errors="replace"))
     return trace, out
 
 
@@ -212,6 +218,34 @@ def test_loop(tap, args, work, mk, src):
     tap.ok(out == b"loop %d done\n" % n, "loop: output as untraced")
 
 
+def test_stress(tap, args, work, mk, src):
+    pmk = markers(os.path.join(os.path.dirname(args.source), "cap_bt_plugin.c"))
+    err = []
+    trace, out = record(args, work, "stress", [args.capbt, "stress", "16", args.plugin],
+                        errors=err)
+    ev = dump(args, trace)
+    mine = [e for e in ev if e.kind == "malloc" and e.size in (1003, 1013)]
+    site = {1003: "site_a", 1013: "site_b"}
+    bad = [e for e in mine if e.frames[-1] != (site[e.size], src, mk[site[e.size]]) or
+           e.frames[-2] != ("stress_main", src, mk["stress_main"])]
+    tap.ok(len(mine) == 16000 and not bad,
+           "stress: 16 threads x 1000 allocations, each stress_main > site_a or site_b",
+           "%d events, bad %r" % (len(mine), bad[:2]))
+    tail_is(tap, find(ev, "malloc", 1004), [
+        ("plugin", src, mk["plugin"]), ("plugin_alloc", "cap_bt_plugin.c", pmk["plugin_alloc"])],
+        "stress: the library loaded meanwhile is symbolised")
+    tap.ok("malformed" not in err[0] and " 0 dropped" in err[0],
+           "stress: no malformed record, nothing dropped", err[0])
+
+
+def test_abort(tap, args, work, mk, src):
+    trace, out = record(args, work, "abort", [args.capbt, "abort"], status=134)
+    tail_is(tap, find(dump(args, trace), "malloc", 1001),
+            chain(mk, src, [("main", "abort"), ("f_outer", "f_outer"), ("f_inner", "f_inner"),
+                            ("helper", "helper")]),
+            "abort: the backtrace of an allocation just before is recovered and symbolised")
+
+
 def test_inproc(tap, args, work, mk, src):
     trace = os.path.join(work, "inproc.trace")
     env = {"LD_PRELOAD": args.lib, "TFS_TRACE": "alloc", "TFS_OUTPUT": trace}
@@ -241,7 +275,7 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-bt.") as work:
         for test in (test_known, test_depth, test_threads, test_dlopen, test_loop,
-                     test_inproc):
+                     test_stress, test_abort, test_inproc):
             try:
                 test(tap, args, work, mk, src)
             except Exception as e:  # a crash of the checker is a failure, not an abort
