@@ -29,6 +29,29 @@ struct paths {
 	char buf[MAX_SRC][PATH_BYTES];
 };
 
+/* A function's code range in a compilation unit (DWARF addresses, before the bias). */
+struct fn_range {
+	Dwarf_Addr lo, hi;
+	Dwarf_Die die; /* its DW_TAG_subprogram */
+};
+
+/*
+ * The functions of one compilation unit by address, built on its first lookup: finding an
+ * address's function is then a binary search, where dwarf_getscopes walks the unit's whole
+ * tree on every call (a third of a millisecond per address in libpython).
+ */
+struct cu_index {
+	const void *cu; /* the unit's Dwarf_Die .cu, its identity while the Dwfl lives */
+	struct fn_range *fns;
+	size_t n_fns, fns_cap;
+};
+
+struct sym_ctx {
+	struct paths paths;
+	struct cu_index *cus;
+	size_t n_cus, cus_cap;
+};
+
 static char *debuginfo_path;
 
 static const Dwfl_Callbacks offline_callbacks = {
@@ -114,6 +137,142 @@ static const char *absolute(Dwarf_Die *cu, const char *file, char *buf)
 	return buf;
 }
 
+static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+		if (ix->n_fns == ix->fns_cap) {
+			size_t cap = ix->fns_cap ? 2 * ix->fns_cap : 64;
+			struct fn_range *v = realloc(ix->fns, cap * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			ix->fns = v;
+			ix->fns_cap = cap;
+		}
+		ix->fns[ix->n_fns++] = (struct fn_range){lo, hi, *die};
+	}
+	return 0;
+}
+
+/* Index the functions among @parent's children, looking into namespaces and types. */
+static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
+{
+	Dwarf_Die child;
+	int rc = 0;
+
+	if (depth > 16 || dwarf_child(parent, &child) != 0)
+		return 0;
+	do {
+		switch (dwarf_tag(&child)) {
+		case DW_TAG_subprogram:
+			rc = add_ranges(ix, &child);
+			break;
+		case DW_TAG_namespace:
+		case DW_TAG_class_type:
+		case DW_TAG_structure_type:
+		case DW_TAG_union_type:
+		case DW_TAG_module:
+			rc = index_children(ix, &child, depth + 1);
+			break;
+		default:
+			break;
+		}
+	} while (rc == 0 && dwarf_siblingof(&child, &child) == 0);
+	return rc;
+}
+
+static int by_lo(const void *a, const void *b)
+{
+	const struct fn_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The index of @cu, built now if need be; NULL when out of memory. */
+static struct cu_index *cu_index_of(struct sym_ctx *ctx, Dwarf_Die *cu)
+{
+	struct cu_index *ix;
+
+	for (size_t i = 0; i < ctx->n_cus; i++)
+		if (ctx->cus[i].cu == cu->cu)
+			return &ctx->cus[i];
+	if (ctx->n_cus == ctx->cus_cap) {
+		size_t cap = ctx->cus_cap ? 2 * ctx->cus_cap : 64;
+		struct cu_index *v = realloc(ctx->cus, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		ctx->cus = v;
+		ctx->cus_cap = cap;
+	}
+	ix = &ctx->cus[ctx->n_cus];
+	*ix = (struct cu_index){cu->cu, NULL, 0, 0};
+	if (index_children(ix, cu, 0) < 0) {
+		free(ix->fns);
+		return NULL;
+	}
+	qsort(ix->fns, ix->n_fns, sizeof(*ix->fns), by_lo);
+	ctx->n_cus++;
+	return ix;
+}
+
+/* The function of @cu holding DWARF address @pc, from its index. false: none. */
+static bool function_at(struct sym_ctx *ctx, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out)
+{
+	struct cu_index *ix = cu_index_of(ctx, cu);
+	size_t lo = 0, hi;
+
+	if (!ix)
+		return false;
+	hi = ix->n_fns;
+	while (lo < hi) { /* the first range starting after pc */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ix->fns[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || pc >= ix->fns[lo - 1].hi)
+		return false;
+	*out = ix->fns[lo - 1].die;
+	return true;
+}
+
+/*
+ * The inlined instances holding @pc inside function @fn, outermost first, after @fn itself
+ * in @chain[0]. @return entries of @chain used
+ */
+static uint32_t inline_chain(Dwarf_Die *fn, Dwarf_Addr pc, Dwarf_Die *chain, uint32_t max)
+{
+	Dwarf_Die cur = *fn, child;
+	uint32_t n = 0;
+	bool deeper = true;
+
+	chain[n++] = cur;
+	for (int depth = 0; deeper && depth < 256; depth++) {
+		deeper = false;
+		if (dwarf_child(&cur, &child) != 0)
+			break;
+		do {
+			int tag = dwarf_tag(&child);
+
+			if ((tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block) &&
+			    dwarf_haspc(&child, pc) == 1) {
+				cur = child;
+				deeper = true;
+				if (tag == DW_TAG_inlined_subroutine && n < max)
+					chain[n++] = child;
+				break;
+			}
+		} while (dwarf_siblingof(&child, &child) == 0);
+	}
+	return n;
+}
+
 /*
  * The source frames of @pc from DWARF, innermost first: the function or inlined instance
  * holding it at the line of @pc, then each function it is inlined into, at the call site.
@@ -122,10 +281,10 @@ static const char *absolute(Dwarf_Die *cu, const char *file, char *buf)
  * @return frames, 0 when the module has no DWARF for @pc
  */
 static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *out,
-			   struct paths *paths)
+			   struct sym_ctx *ctx)
 {
 	struct tfs_src_frame at = {NULL, "", 0};
-	Dwarf_Die *cu, *scopes = NULL, fn;
+	Dwarf_Die *cu, *scopes = NULL, fn, chain[MAX_SRC];
 	Dwarf_Files *files = NULL;
 	size_t n_files = 0;
 	Dwarf_Addr bias;
@@ -143,6 +302,22 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 		at.file = file ? file : "";
 		at.line = lineno > 0 ? (uint32_t)lineno : 0;
 	}
+	if (dwarf_getsrcfiles(cu, &files, &n_files) != 0)
+		files = NULL;
+	if (function_at(ctx, cu, pc - bias, &fn)) {
+		uint32_t n_chain = inline_chain(&fn, pc - bias, chain, MAX_SRC);
+
+		for (uint32_t k = n_chain; k-- > 0;) {
+			out[n] = at;
+			out[n].function = die_name(&chain[k]);
+			out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
+			n++;
+			if (k > 0)
+				call_site(&chain[k], files, n_files, &at);
+		}
+		return n;
+	}
+	/* no function by the index (no address ranges on it): ask libdw the slow way */
 	n_scopes = dwarf_getscopes(cu, pc - bias, &scopes);
 	for (i = 0; i < n_scopes && !is_function(&scopes[i]); i++)
 		;
@@ -152,12 +327,10 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	}
 	fn = scopes[i];
 	free(scopes);
-	if (dwarf_getsrcfiles(cu, &files, &n_files) != 0)
-		files = NULL;
 	for (;;) {
 		out[n] = at;
 		out[n].function = die_name(&fn);
-		out[n].file = absolute(cu, at.file, paths->buf[n]);
+		out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 		n++;
 		if (dwarf_tag(&fn) == DW_TAG_subprogram || n == MAX_SRC)
 			break;
@@ -170,7 +343,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 
 /* Symbolise one address into @w. @return 0 or -errno */
 static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
-			 uint64_t addr, struct paths *paths, uint64_t *n_named)
+			 uint64_t addr, struct sym_ctx *ctx, uint64_t *n_named)
 {
 	const struct cap_module *mod = cap_stacks_module_of(s, addr);
 	struct tfs_src_frame f[MAX_SRC], rev[MAX_SRC];
@@ -180,7 +353,7 @@ static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer 
 	uint32_t n = 0;
 
 	if (m)
-		n = from_dwarf(m, addr - 1, f, paths);
+		n = from_dwarf(m, addr - 1, f, ctx);
 	if (m && (n == 0 || !f[n - 1].function))
 		sym = dwfl_module_addrname(m, addr - 1);
 	if (n == 0) {
@@ -210,17 +383,19 @@ static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer 
 int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 			 uint64_t *n_named)
 {
-	struct paths *paths = malloc(sizeof(*paths));
+	struct sym_ctx *ctx = calloc(1, sizeof(*ctx));
 	Dwfl *d;
 	int rc = 0;
 
 	*n_named = 0;
-	if (!paths)
+	if (!ctx)
 		return -ENOMEM;
 	d = dwfl_begin(&offline_callbacks);
 	if (d) {
 		dwfl_report_begin(d);
-		for (uint32_t i = 0; i < cap_stacks_n_modules(s); i++) {
+		/* latest first: where an exec'd image's objects overlap its predecessor's, the
+		   later image (the program that was asked for, usually) wins */
+		for (uint32_t i = cap_stacks_n_modules(s); i-- > 0;) {
 			const struct cap_module *mod = cap_stacks_module(s, i);
 
 			/* the vdso and other objects without a file cannot be read */
@@ -231,8 +406,11 @@ int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint3
 		dwfl_report_end(d, NULL, NULL);
 	}
 	for (uint64_t i = 0; i < cap_stacks_n_addrs(s) && rc == 0; i++)
-		rc = symbolize_one(d, s, w, rank, cap_stacks_addr(s, i), paths, n_named);
+		rc = symbolize_one(d, s, w, rank, cap_stacks_addr(s, i), ctx, n_named);
 	dwfl_end(d);
-	free(paths);
+	for (size_t i = 0; i < ctx->n_cus; i++)
+		free(ctx->cus[i].fns);
+	free(ctx->cus);
+	free(ctx);
 	return rc;
 }

@@ -49,7 +49,9 @@
  * exec'd image under `tracefs record` goes on in the same rank with new thread ids), buffer
  * pointers of I/O calls as (allocation id, offset), backtraces of calls other than
  * allocations, demangled C++ names in backtraces, symbols of code unloaded by dlclose before
- * the end (an address reused by a later object is named after it), mmap/munmap, dup/dup2/fcntl
+ * the end (an address reused by a later object is named after it) and of an exec'd image's
+ * predecessors where their objects overlap its own (only without address randomisation or
+ * with non-PIE programs: the latest image's names win), mmap/munmap, dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
  * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
