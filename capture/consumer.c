@@ -810,6 +810,17 @@ static int finish_stacks(struct cap_consumer *c)
 	return rc;
 }
 
+/* Which clock stamped the events: `clock` = monotonic, or tsc with its calibrated rate. */
+static int set_clock_meta(struct cap_consumer *c)
+{
+	uint64_t hz = atomic_load(&c->spool->hdr->tsc_hz);
+	char buf[64] = "monotonic";
+
+	if (hz)
+		snprintf(buf, sizeof(buf), "tsc %" PRIu64 " Hz", hz);
+	return cap_consumer_set_meta(c, "clock", buf);
+}
+
 int cap_consumer_finish(struct cap_consumer *c)
 {
 	char buf[32];
@@ -835,7 +846,10 @@ int cap_consumer_finish(struct cap_consumer *c)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);
 	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
-	return cap_consumer_set_meta(c, "dropped_events", buf);
+	rc = cap_consumer_set_meta(c, "dropped_events", buf);
+	if (rc == 0 && c->timed)
+		rc = set_clock_meta(c);
+	return rc;
 }
 
 int cap_consumer_set_meta(struct cap_consumer *c, const char *key, const char *value)

@@ -102,6 +102,9 @@ struct spool_hdr {
 	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
 	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
 	_Atomic uint64_t dropped_events;
+	_Atomic uint64_t tsc_hz; /* the producer's clock (TFS_CLOCK=tsc): its calibrated TSC
+				    rate; 0: CLOCK_MONOTONIC. Either way times are on the
+				    CLOCK_MONOTONIC scale of origin_ns */
 	uint32_t bt_depth;	     /* frames kept per allocation backtrace; 0: none recorded */
 };
 

@@ -15,9 +15,9 @@ static const uint8_t magic[8] = {0x89, 'T', 'F', 'S', '\r', '\n', 0x1a, '\n'};
 
 const char *ctr_type_name(uint32_t type)
 {
-	static const char *const names[] = {"?",       "meta",	  "schema", "strings",
-					    "cst",     "streams", "grammar", "values",
-					    "backtraces", "symbols"};
+	static const char *const names[] = {"?",	  "meta",    "schema",	   "strings",
+					    "cst",	  "streams", "grammar",	   "values",
+					    "backtraces", "symbols", "vpatch"};
 
 	return type <= SEC_TYPE_MAX ? names[type] : "unknown";
 }

@@ -317,6 +317,29 @@ uint64_t tfs_cursor_size(const struct tfs_cursor *c)
 	return c->size;
 }
 
+/* Decode value block @b into c->vb, applying the stream's patches of that block. */
+static int decode_values(struct tfs_cursor *c, uint64_t b, struct tfs_diag *diag)
+{
+	const struct vpatch_list *pl = &c->s->patch;
+	uint32_t lo = 0, hi = pl->n, end;
+
+	while (lo < hi) { /* first entry of block >= b */
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (pl->e[mid].block < b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < pl->n && pl->e[end].block == b; end++)
+		;
+	if (end == lo)
+		return vsec_decode_block(&c->s->vs, b, c->terms, c->t->term_nvals, c->t->n_terms,
+					 &c->vb, diag);
+	return vsec_decode_block_patched(&c->s->vs, b, pl->e + lo, end - lo, c->terms,
+					 c->t->term_nvals, c->t->n_terms, &c->vb, diag);
+}
+
 /* Make c->vb hold the value block of event @idx; return the event's slot in it. */
 static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 		       struct tfs_diag *diag)
@@ -335,8 +358,7 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 				walker_next(&c->tw);
 		}
 		c->vb_idx = UINT64_MAX;
-		rc = vsec_decode_block(vs, b, c->terms, c->t->term_nvals, c->t->n_terms, &c->vb,
-				       diag);
+		rc = decode_values(c, b, diag);
 		if (rc < 0)
 			return rc;
 		c->vb_idx = b;

@@ -191,7 +191,8 @@ static int parse_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s
 	if (f[2] > GRAM_MAX_EVENTS)
 		return rd_fail(r, "stream of %llu events", (unsigned long long)f[2]);
 	if (f[3] >= t->cf.n || t->cf.ents[f[3]].type != SEC_GRAMMAR || f[4] > t->cf.n ||
-	    (f[4] < t->cf.n && t->cf.ents[f[4]].type != SEC_VALUES))
+	    (f[4] < t->cf.n && t->cf.ents[f[4]].type != SEC_VALUES &&
+	     t->cf.ents[f[4]].type != SEC_VPATCH))
 		return rd_fail(r, "stream refers to sections %llu/%llu of the wrong type",
 			       (unsigned long long)f[3], (unsigned long long)f[4]);
 	s->rank = (uint32_t)f[0];
@@ -390,8 +391,9 @@ static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
 		}
 		s->gsec = gsec_of[sec] - 1;
 		s->same_as = i;
-		for (uint32_t j = 0; j < i; j++) {
-			if (t->streams[j].gsec == s->gsec && t->streams[j].vsec_idx == s->vsec_idx) {
+		for (uint32_t j = 0; j < i && !s->patch.n; j++) {
+			if (t->streams[j].gsec == s->gsec && t->streams[j].vsec_idx == s->vsec_idx &&
+			    !t->streams[j].patch.n) {
 				s->same_as = j;
 				break;
 			}
@@ -405,6 +407,70 @@ static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
 	}
 	free(gsec_of);
 	return rc;
+}
+
+
+/* One vpatch section (FORMAT.md §8.1) being parsed for the streams that refer to it. */
+struct vpatch_load {
+	uint32_t sec;	/* its section index */
+	uint32_t first; /* the first stream referring to it */
+};
+
+static int parse_vpatch(struct tfs_trace *t, struct tfs_rd *r, void *arg)
+{
+	const struct vpatch_load *vl = arg;
+	const struct vpatch_list *p1 = NULL, *p2 = NULL;
+	uint64_t base, n, users = 0;
+	int rc;
+
+	for (uint32_t i = vl->first; i < t->n_streams; i++)
+		users += t->streams[i].vsec_idx == vl->sec;
+	rc = rd_varint(r, &base);
+	if (rc == 0)
+		rc = rd_varint(r, &n);
+	if (rc < 0)
+		return rc;
+	if (base >= t->cf.n || t->cf.ents[base].type != SEC_VALUES)
+		return rd_fail(r, "patched section %llu is not a values section",
+			       (unsigned long long)base);
+	if (n != users)
+		return rd_fail(r, "%llu patch lists for %llu streams", (unsigned long long)n,
+			       (unsigned long long)users);
+	for (uint32_t i = vl->first; i < t->n_streams; i++) {
+		struct tstream *s = &t->streams[i];
+
+		if (s->vsec_idx != vl->sec)
+			continue;
+		rc = vpatch_read(r, &s->patch, p1, p2);
+		if (rc < 0)
+			return rc;
+		if (!s->patch.n)
+			return rd_fail(r, "empty patch list of stream %u", i);
+		s->vbase_idx = (uint32_t)base;
+		p2 = p1;
+		p1 = &s->patch;
+	}
+	return 0;
+}
+
+/* Parse every vpatch section once, giving each stream that refers to one its patches. */
+static int load_vpatches(struct tfs_trace *t, struct tfs_diag *diag)
+{
+	for (uint32_t i = 0; i < t->n_streams; i++) {
+		struct tstream *s = &t->streams[i];
+		struct vpatch_load vl = {s->vsec_idx, i};
+		int rc;
+
+		if (s->patch.n)
+			continue; /* given by the vpatch section of an earlier stream */
+		s->vbase_idx = s->vsec_idx;
+		if (s->vsec_idx == t->cf.n || t->cf.ents[s->vsec_idx].type != SEC_VPATCH)
+			continue;
+		rc = with_section(t, s->vsec_idx, parse_vpatch, &vl, diag);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
 }
 
 /* A stream without a values section may not need one (FORMAT.md §8). */
@@ -445,11 +511,11 @@ static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 				return rc;
 			continue;
 		}
-		e = &t->cf.ents[s->vsec_idx];
+		e = &t->cf.ents[s->vbase_idx];
 		if (e->codec != 0)
 			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
 					"values section must be stored raw");
-		rc = ctr_load(&t->cf, s->vsec_idx, &owned, &data, &len, diag);
+		rc = ctr_load(&t->cf, s->vbase_idx, &owned, &data, &len, diag);
 		if (rc == 0)
 			rc = vsec_open(&s->vs, data, len, e->off, diag);
 		if (rc < 0)
@@ -461,6 +527,9 @@ static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 		    (t->timing == TFS_TIMING_LOSSY && s->vs.rel_err != t->rel_err))
 			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
 					"values of stream %u disagree with the stream table", i);
+		if (s->patch.n && s->patch.e[s->patch.n - 1].block >= s->vs.n_blocks)
+			return diag_set(diag, -TFS_ECORRUPT, e->off, "streams",
+					"values patch of stream %u past its last block", i);
 	}
 	return 0;
 }
@@ -503,6 +572,8 @@ static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
 	}
 	if (rc == 0)
 		rc = render_templates(t);
+	if (rc == 0)
+		rc = load_vpatches(t, diag);
 	if (rc == 0)
 		rc = load_grammars(t, diag);
 	if (rc == 0)
@@ -578,6 +649,8 @@ void tfs_trace_close(struct tfs_trace *t)
 	for (uint32_t i = 0; i < t->n_phases; i++)
 		free(t->phases[i].name);
 	free(t->phases);
+	for (uint32_t i = 0; t->streams && i < t->n_streams; i++)
+		vpatch_list_fini(&t->streams[i].patch);
 	free(t->streams);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
 		free(t->term_len[v]);

@@ -32,7 +32,8 @@ static int check_frames(const struct tfs_src_frame *frames, uint32_t n)
 		return -EINVAL;
 	for (uint32_t i = 0; i < n; i++) {
 		if (!frames[i].function || !frames[i].file ||
-		    strlen(frames[i].function) > SYM_MAX_STR || strlen(frames[i].file) > SYM_MAX_STR)
+		    strlen(frames[i].function) > SYM_MAX_STR ||
+		    strlen(frames[i].file) > SYM_MAX_STR)
 			return -EINVAL;
 	}
 	return 0;
@@ -69,8 +70,8 @@ int symenc_add(struct symenc *e, uint64_t addr, const struct tfs_src_frame *fram
 	if (rc == 0)
 		rc = buf_reserve(&e->recs, 10 + (size_t)n * 30);
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		rc = intern_get(&e->strs, frames[i].function, strlen(frames[i].function), &ids[2 * i],
-				&is_new);
+		rc = intern_get(&e->strs, frames[i].function, strlen(frames[i].function),
+				&ids[2 * i], &is_new);
 		if (rc == 0)
 			rc = intern_get(&e->strs, frames[i].file, strlen(frames[i].file),
 					&ids[2 * i + 1], &is_new);

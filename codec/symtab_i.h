@@ -21,8 +21,8 @@
 /* One symbolised address, as recorded by symenc_add. */
 struct sym_ent {
 	uint64_t addr;
-	size_t rec_off; /* in symenc.recs: varint n, then n x (varint fn, varint file, varint line) */
-	size_t rec_len;
+	/* in symenc.recs: varint n, then n x (varint function, varint file, varint line) */
+	size_t rec_off, rec_len;
 };
 
 struct symenc {
@@ -47,11 +47,11 @@ int symenc_finish(struct symenc *e, struct tfs_buf *out);
 /* A decoded symbols section: every pointer owned by the table. */
 struct symtab {
 	uint64_t n_addrs;
-	uint64_t *addrs;		/* [n_addrs], strictly increasing */
-	uint64_t *first;		/* [n_addrs + 1]: frames of address i are frames[first[i]..] */
+	uint64_t *addrs; /* [n_addrs], strictly increasing */
+	uint64_t *first; /* [n_addrs + 1]: frames of address i are frames[first[i]..] */
 	struct tfs_src_frame *frames;
-	char *arena;			/* the strings, each NUL-terminated */
-	const char **strs;		/* [n_strings] into arena */
+	char *arena;	   /* the strings, each NUL-terminated */
+	const char **strs; /* [n_strings] into arena */
 };
 
 /*

@@ -16,6 +16,7 @@
 #include "symtab_i.h"
 #include "tfs/reader.h"
 #include "values_i.h"
+#include "vpatch_i.h"
 
 /* Rule bodies at least this long get prefix sums for binary search. */
 #define LAYOUT_PREFIX_MIN 16
@@ -69,9 +70,11 @@ struct tstream {
 	uint32_t rank, thread;
 	uint64_t n_events;
 	uint32_t gsec;	   /* index into tfs_trace.gsecs */
-	uint32_t vsec_idx; /* section table index of its values */
+	uint32_t vsec_idx; /* section table index of its values (or of its vpatch section) */
+	uint32_t vbase_idx; /* section table index of the values it decodes (patched or not) */
 	uint32_t same_as;
 	struct tfs_vsec vs;
+	struct vpatch_list patch; /* words replaced in the shared values (FORMAT.md §8.1) */
 };
 
 struct tphase {

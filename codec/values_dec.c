@@ -462,24 +462,96 @@ static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
 	return 0;
 }
 
-int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *terms,
-		      const uint8_t *n_vals_of, uint32_t n_terminals, struct vblock *out,
-		      struct tfs_diag *diag)
+
+/* Replace the words @patch names (sorted by column, then index). */
+static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off,
+		       struct vwords *pw, const struct vpatch *patch, uint32_t n_patch,
+		       struct tfs_diag *diag)
+{
+	for (uint32_t i = 0; i < n_patch; i++) {
+		const struct vpatch *p = &patch[i];
+		size_t base = 0;
+
+		if (p->block != idx || p->col >= N_COLS || p->index >= pw->n[p->col])
+			return diag_set(diag, -TFS_ECORRUPT, file_off, "streams",
+					"patch of values block %llu: word %llu of column %u is "
+					"outside the block", (unsigned long long)idx,
+					(unsigned long long)p->index, p->col);
+		for (uint32_t k = 0; k < p->col; k++)
+			base += pw->n[k];
+		pw->w[base + p->index] = p->word;
+	}
+	(void)s;
+	return 0;
+}
+
+static size_t varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Rebuild @pw->raw (FORMAT.md §7.2) from its words. */
+static int words_to_raw(struct vwords *pw, uint32_t n_events, uint32_t *raw_len)
+{
+	size_t total = pw->n[0] + pw->n[1] + pw->n[2], len[N_COLS] = {0}, off, k0 = 0;
+	uint8_t tmp[VAL_VARINT_MAX];
+	uint8_t *p;
+
+	for (int k = 0; k < N_COLS; k++) {
+		for (size_t i = 0; i < pw->n[k]; i++)
+			len[k] += varint_put(tmp, pw->w[k0 + i]);
+		k0 += pw->n[k];
+	}
+	if (vp_grow(&pw->raw, &pw->raw_cap, VAL_RAW_HDR_MAX + VAL_VARINT_MAX * total, 1) < 0)
+		return -ENOMEM;
+	p = pw->raw;
+	off = varint_put(p, n_events);
+	for (int k = 0; k < N_COLS; k++)
+		off += varint_put(p + off, len[k]);
+	for (size_t i = 0; i < total; i++)
+		off += varint_put(p + off, pw->w[i]);
+	*raw_len = (uint32_t)off;
+	return 0;
+}
+
+/* Index entry of block @idx: where its frame is and how long it is raw. */
+static void block_entry(const struct tfs_vsec *s, uint64_t idx, const uint8_t **frame,
+			uint64_t *file_off, uint32_t *stored_len, uint32_t *raw_len)
+{
+	const uint8_t *ent = s->index + idx * VAL_IDX_ENTRY_LEN;
+
+	*frame = s->data + le_get64(ent);
+	*file_off = s->base_off + le_get64(ent);
+	*stored_len = le_get32(ent + 8);
+	*raw_len = le_get32(ent + 12);
+}
+
+/*
+ * Decode block @idx; @patch (may be empty) replaces words of its raw form first, which
+ * is then rebuilt in @pw before the columns are parsed.
+ */
+static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpatch *patch,
+			uint32_t n_patch, struct vwords *pw, const uint32_t *terms,
+			const uint8_t *n_vals_of, uint32_t n_terminals, struct vblock *out,
+			struct tfs_diag *diag)
 {
 	struct dblock d = {.s = s, .idx = idx, .terms = terms, .out = out, .diag = diag};
 	struct col cols[N_COLS];
-	const uint8_t *ent, *frame;
+	const uint8_t *frame;
 	uint32_t stored_len, raw_len, n_vals = 0;
 	int rc;
 
 	out->n_events = 0;
 	if (idx >= s->n_blocks)
 		return -EINVAL;
-	ent = s->index + idx * VAL_IDX_ENTRY_LEN;
-	frame = s->data + le_get64(ent);
-	d.file_off = s->base_off + le_get64(ent);
-	stored_len = le_get32(ent + 8);
-	raw_len = le_get32(ent + 12);
+	block_entry(s, idx, &frame, &d.file_off, &stored_len, &raw_len);
 	d.n = vsec_block_len(s, idx);
 	rc = reserve_block(out, s, d.n, n_terminals);
 	if (rc < 0)
@@ -493,10 +565,23 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
 		return diag_set(diag, -TFS_ECORRUPT, d.file_off, section_name,
 				"block %llu: raw length %u impossible for %u events, %u fields",
 				(unsigned long long)idx, raw_len, d.n, n_vals);
+	if (n_patch) {
+		rc = vsec_block_words(s, idx, pw, diag);
+		if (rc == 0)
+			rc = patch_words(s, idx, d.file_off, pw, patch, n_patch, diag);
+		if (rc == 0)
+			rc = words_to_raw(pw, d.n, &raw_len);
+		if (rc < 0)
+			return rc;
+	}
 	rc = reserve_contents(out, n_vals, raw_len);
 	if (rc < 0)
 		return rc;
-	rc = zs_decompress(frame, stored_len, out->raw, raw_len, d.file_off, section_name, diag);
+	if (n_patch)
+		memcpy(out->raw, pw->raw, raw_len);
+	else
+		rc = zs_decompress(frame, stored_len, out->raw, raw_len, d.file_off, section_name,
+				   diag);
 	if (rc < 0)
 		return rc;
 	d.raw = out->raw;
@@ -512,5 +597,89 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
 	}
 	out->first_event = idx * s->block_events;
 	out->n_events = d.n;
+	return 0;
+}
+
+int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *terms,
+		      const uint8_t *n_vals_of, uint32_t n_terminals, struct vblock *out,
+		      struct tfs_diag *diag)
+{
+	return decode_block(s, idx, NULL, 0, NULL, terms, n_vals_of, n_terminals, out, diag);
+}
+
+int vsec_decode_block_patched(const struct tfs_vsec *s, uint64_t idx, const struct vpatch *patch,
+			      uint32_t n_patch, const uint32_t *terms, const uint8_t *n_vals_of,
+			      uint32_t n_terminals, struct vblock *out, struct tfs_diag *diag)
+{
+	struct vwords pw = {0};
+	int rc;
+
+	rc = decode_block(s, idx, patch, n_patch, &pw, terms, n_vals_of, n_terminals, out, diag);
+	vwords_fini(&pw);
+	return rc;
+}
+
+/* ---- raw words (FORMAT.md §8.1 patches) ---- */
+
+void vwords_fini(struct vwords *v)
+{
+	free(v->w);
+	free(v->raw);
+	memset(v, 0, sizeof(*v));
+}
+
+static int words_fail(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off,
+		      const char *what, struct tfs_diag *diag)
+{
+	(void)s;
+	return diag_set(diag, -TFS_ECORRUPT, file_off, section_name, "block %llu: %s",
+			(unsigned long long)idx, what);
+}
+
+int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
+		     struct tfs_diag *diag)
+{
+	const uint8_t *frame;
+	uint64_t file_off, n, len[N_COLS];
+	uint32_t stored_len, raw_len;
+	struct col c;
+	size_t total = 0;
+	int rc;
+
+	if (idx >= s->n_blocks)
+		return -EINVAL;
+	block_entry(s, idx, &frame, &file_off, &stored_len, &raw_len);
+	if (raw_len > raw_len_max(vsec_block_len(s, idx), 64ull * vsec_block_len(s, idx)))
+		return words_fail(s, idx, file_off, "impossible raw length", diag);
+	if (vp_grow(&out->raw, &out->raw_cap, raw_len, 1) < 0 ||
+	    vp_grow(&out->w, &out->w_cap, raw_len, sizeof(*out->w)) < 0)
+		return -ENOMEM;
+	rc = zs_decompress(frame, stored_len, out->raw, raw_len, file_off, section_name, diag);
+	if (rc < 0)
+		return rc;
+	c = (struct col){out->raw, out->raw + raw_len, "header"};
+	if (col_varint(&c, &n) || n != vsec_block_len(s, idx))
+		return words_fail(s, idx, file_off, "bad block header", diag);
+	for (int k = 0; k < N_COLS; k++)
+		if (col_varint(&c, &len[k]))
+			return words_fail(s, idx, file_off, "bad block header", diag);
+	for (int k = 0; k < N_COLS; k++) {
+		struct col w = {c.p, c.p, "words"};
+
+		if (len[k] > (uint64_t)(c.end - c.p))
+			return words_fail(s, idx, file_off, "column length overruns the block",
+					  diag);
+		w.end = c.p + len[k];
+		out->n[k] = 0;
+		while (w.p < w.end) {
+			if (col_varint(&w, &out->w[total]))
+				return words_fail(s, idx, file_off, "bad varint", diag);
+			total++;
+			out->n[k]++;
+		}
+		c.p = w.end;
+	}
+	if (c.p != c.end)
+		return words_fail(s, idx, file_off, "bytes after the last column", diag);
 	return 0;
 }

@@ -108,4 +108,41 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
 		      const uint8_t *n_vals_of, uint32_t n_terminals, struct vblock *out,
 		      struct tfs_diag *diag);
 
+/*
+ * One residual word of a shared values section replaced for one stream (FORMAT.md §8.1):
+ * streams that differ from another stream of the same grammar only in a few residuals (the
+ * first addresses of each thread of a loop) store those instead of a section of their own.
+ */
+struct vpatch {
+	uint64_t block; /* block index */
+	uint32_t col;	/* 0 ts, 1 dur, 2 vals */
+	uint64_t index; /* word index in the column */
+	uint64_t word;	/* the stored varint value (a zigzagged residual) */
+};
+
+/* The residual words of one raw block, column after column. Owned arrays, reusable. */
+struct vwords {
+	uint64_t *w;		/* n[0] + n[1] + n[2] words */
+	size_t n[3];		/* words per column: ts, dur, vals */
+	size_t w_cap;
+	uint8_t *raw;
+	size_t raw_cap;
+};
+
+void vwords_fini(struct vwords *v);
+/*
+ * Decompress block @idx and split it into its varint words (no prediction: the words are
+ * as stored). @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
+		     struct tfs_diag *diag);
+/*
+ * vsec_decode_block() with @n_patch words of the block replaced first (@patch sorted by
+ * column then index, every entry of block @idx). @return as vsec_decode_block(), and
+ * -TFS_ECORRUPT when an entry's index is outside its column
+ */
+int vsec_decode_block_patched(const struct tfs_vsec *s, uint64_t idx, const struct vpatch *patch,
+			      uint32_t n_patch, const uint32_t *terms, const uint8_t *n_vals_of,
+			      uint32_t n_terminals, struct vblock *out, struct tfs_diag *diag);
+
 #endif

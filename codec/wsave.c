@@ -14,6 +14,7 @@
 
 #include "container_i.h"
 #include "intern_i.h"
+#include "vpatch_i.h"
 #include "writer_i.h"
 
 /* The merged tables and, per stream, its payloads and where they are stored. */
@@ -33,10 +34,17 @@ struct merge {
 	uint32_t *bt_sec_of;	/* per writer rank: section index of its backtraces, or n_sect */
 	uint32_t *sym_sec_of;	/* per writer rank: section index of its symbols, or n_sect */
 	uint32_t n_sect;
+	struct vpatch_list *patch; /* per stream: words replaced in a shared section (§8.1) */
+	uint32_t *psec_of;	/* per base stream: its vpatch section, or UINT32_MAX */
 };
 
 static void merge_fini(struct merge *m, uint32_t n_streams)
 {
+	if (m->patch)
+		for (uint32_t i = 0; i < n_streams; i++)
+			vpatch_list_fini(&m->patch[i]);
+	free(m->patch);
+	free(m->psec_of);
 	intern_fini(&m->strs);
 	intern_fini(&m->sigs);
 	free(m->g_kind);
@@ -248,6 +256,58 @@ static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uin
 	return 0;
 }
 
+/* The stream owning the values section that patched stream @i patches. */
+static uint32_t patch_base(const struct merge *m, uint32_t i)
+{
+	while (m->vals_first[i] != i)
+		i = m->vals_first[i];
+	return i;
+}
+
+static int copy_patch(struct vpatch_list *dst, const struct vpatch_list *src)
+{
+	if (!src->n)
+		return 0;
+	dst->e = malloc(src->n * sizeof(*dst->e));
+	if (!dst->e)
+		return -ENOMEM;
+	memcpy(dst->e, src->e, src->n * sizeof(*dst->e));
+	dst->n = src->n;
+	return 0;
+}
+
+/*
+ * FORMAT.md §8.1: when stream @i's values differ in few words from those of an earlier
+ * stream with the same grammar that owns its section, share that section and keep the
+ * words (vals_first[i] then names the owner). A patch entry costs about 4 to 12 bytes of
+ * the stream table before zstd, a section of its own 48 bytes of table plus its payload.
+ */
+static int find_patch(struct merge *m, uint32_t i)
+{
+	struct tfs_vsec own, base;
+	uint32_t max = (uint32_t)((m->vals[i].len + 48) / 12);
+	int rc;
+
+	if (max > VPATCH_MAX)
+		max = VPATCH_MAX;
+	if (vsec_open(&own, m->vals[i].data, m->vals[i].len, 0, NULL) < 0)
+		return 0;
+	for (uint32_t j = 0; j < i; j++) {
+		if (m->gram_first[j] != m->gram_first[i] || m->vals_first[j] != j ||
+		    m->patch[j].n || !m->vals[j].len)
+			continue;
+		if (vsec_open(&base, m->vals[j].data, m->vals[j].len, 0, NULL) < 0)
+			continue;
+		rc = vpatch_diff(&base, &own, max, &m->patch[i]);
+		if (rc == -E2BIG)
+			continue;
+		if (rc == 0)
+			m->vals_first[i] = j;
+		return rc;
+	}
+	return 0;
+}
+
 /*
  * Merge tables, build per-stream payloads and store each distinct grammar and each
  * distinct values payload once: threads that run the same code share a grammar even when
@@ -267,9 +327,12 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 	m->vals_first = calloc(n, sizeof(*m->vals_first));
 	m->sec_of = calloc(n, sizeof(*m->sec_of));
 	m->vsec_of = calloc(n, sizeof(*m->vsec_of));
+	m->patch = calloc(n, sizeof(*m->patch));
+	m->psec_of = malloc(n * sizeof(*m->psec_of));
 	if (!m->gram || !m->vals || !m->gram_hash || !m->vals_hash || !m->gram_first ||
-	    !m->vals_first || !m->sec_of || !m->vsec_of)
+	    !m->vals_first || !m->sec_of || !m->vsec_of || !m->patch || !m->psec_of)
 		return -ENOMEM;
+	memset(m->psec_of, 0xff, n * sizeof(*m->psec_of));
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		struct tfs_wstream *s = w->streams[i];
 		uint32_t *map = malloc((s->sigs.n ? s->sigs.n : 1) * sizeof(*map));
@@ -292,12 +355,25 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 		m->gram_first[i] = first_equal(m->gram, m->gram_hash, i);
 		m->vals_first[i] = first_equal(m->vals, m->vals_hash, i);
 		m->sec_of[i] = m->gram_first[i] == i ? next_sec++ : m->sec_of[m->gram_first[i]];
-		if (!m->vals[i].len)
+		if (m->vals[i].len && m->vals_first[i] == i)
+			rc = find_patch(m, i);
+		else if (m->vals_first[i] != i)
+			rc = copy_patch(&m->patch[i], &m->patch[m->vals_first[i]]);
+		if (rc < 0)
+			break;
+		if (!m->vals[i].len) {
 			m->vsec_of[i] = UINT32_MAX;
-		else if (m->vals_first[i] == i)
+		} else if (m->vals_first[i] == i) {
 			m->vsec_of[i] = next_sec++;
-		else
+		} else if (m->patch[i].n) {
+			uint32_t b = patch_base(m, i);
+
+			if (m->psec_of[b] == UINT32_MAX)
+				m->psec_of[b] = next_sec++;
+			m->vsec_of[i] = m->psec_of[b];
+		} else {
 			m->vsec_of[i] = m->vsec_of[m->vals_first[i]];
+		}
 	}
 	if (rc == 0)
 		rc = number_rank_sections(m, w, &next_sec);
@@ -401,6 +477,33 @@ static int build_rank_table(const struct merge *m, const struct tfs_writer *w,
 	return rc;
 }
 
+/*
+ * FORMAT.md §8.1: the vpatch section of the streams that patch stream @base's values: the
+ * base's section index, then each patching stream's list in stream-table order, each
+ * predicted from the previous two.
+ */
+static int build_vpatch(const struct merge *m, const struct tfs_writer *w, uint32_t base,
+			struct tfs_buf *out)
+{
+	const struct vpatch_list *p1 = NULL, *p2 = NULL;
+	uint32_t n = 0;
+	int rc;
+
+	for (uint32_t i = 0; i < w->n_streams; i++)
+		n += m->vsec_of[i] == m->psec_of[base];
+	rc = buf_put_varint(out, m->vsec_of[base]);
+	if (rc == 0)
+		rc = buf_put_varint(out, n);
+	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
+		if (m->vsec_of[i] != m->psec_of[base])
+			continue;
+		rc = vpatch_write(out, &m->patch[i], p1, p2);
+		p2 = p1;
+		p1 = &m->patch[i];
+	}
+	return rc;
+}
+
 static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 			       struct ctr_writer *cw)
 {
@@ -495,6 +598,15 @@ static size_t values_head(const struct tfs_buf *v)
 	return (size_t)vs.data_start;
 }
 
+/* Whether stream @i is the first in the table to use its vpatch section. */
+static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uint32_t i)
+{
+	for (uint32_t j = 0; j < i && j < w->n_streams; j++)
+		if (m->vsec_of[j] == m->vsec_of[i])
+			return false;
+	return true;
+}
+
 static int write_sections(const struct merge *m, struct tfs_writer *w, int fd)
 {
 	struct tfs_buf b;
@@ -536,6 +648,12 @@ static int write_sections(const struct merge *m, struct tfs_writer *w, int fd)
 		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
 			rc = ctr_add(&cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
+		if (rc == 0 && m->patch[i].n && first_patcher(m, w, i)) {
+			b.len = 0;
+			rc = build_vpatch(m, w, patch_base(m, i), &b);
+			if (rc == 0)
+				rc = ctr_add(&cw, SEC_VPATCH, 1, b.data, b.len, b.len);
+		}
 	}
 	if (rc == 0)
 		rc = write_rank_sections(m, w, &cw);

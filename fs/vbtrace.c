@@ -104,6 +104,11 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 	return a + b < a ? UINT64_MAX : a + b;
 }
 
+static uint64_t sat_mul(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
 static int add_bytes(struct stack_bytes *sb, uint64_t id, uint64_t bytes)
 {
 	if (id < sb->n_bt) {
@@ -203,9 +208,7 @@ static int seg_bytes(struct fs_vtree *vt, const struct fs_seg *s, const uint64_t
 			uint64_t b = vt->terms[t].sig_bytes;
 
 			if (counts[t] && stack_of[t] != NO_STACK)
-				rc = add_bytes(sb, stack_of[t],
-					       b && counts[t] > UINT64_MAX / b ? UINT64_MAX
-									: counts[t] * b);
+				rc = add_bytes(sb, stack_of[t], sat_mul(counts[t], b));
 		}
 		return rc;
 	}

@@ -69,13 +69,15 @@ static void spit(const char *path, const void *p, size_t n)
 
 /* --- the symbols payload -------------------------------------------------------------- */
 
-/* FORMAT.md §11.2, byte for byte. */
+/* FORMAT.md §11.2, byte for byte, one line per line of the spec. */
+// clang-format off
 static const uint8_t spec_example[] = {
 	0x04, 0x04, 'm', 'a', 'i', 'n', 0x03, 'a', '.', 'c', 0x01, 'f', 0x03, 'a', '.', 'h',
 	0x02,
 	0x80, 0xA0, 0x80, 0x02, 0x02, 0x00, 0x01, 0x0A, 0x02, 0x03, 0x03,
 	0x40, 0x01, 0x00, 0x01, 0x0C,
 };
+// clang-format on
 
 static void test_stacks_symbols_match_spec_example(void **state)
 {
@@ -138,6 +140,7 @@ static void test_stacks_symbols_hostile_payloads_refused(void **state)
 		uint8_t len;
 		uint8_t p[24];
 	} bad[] = {
+	    // clang-format off
 		{"string count past the payload", 2, {0x09, 0x00}},
 		{"NUL in a string", 6, {0x01, 0x02, 'a', 0x00, 0x00, 0x00}},
 		{"address count past a fifth", 9, {0x01, 0x01, 'a', 0x02, 0x05, 0x01, 0, 0, 0}},
@@ -155,14 +158,17 @@ static void test_stacks_symbols_hostile_payloads_refused(void **state)
 		 {0x01, 0x00, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
 		  0x01, 0, 0, 0, 0x01, 0x01, 0, 0, 0}},
 		{"truncated varint", 3, {0x01, 0x81, 0x80}},
+	    // clang-format on
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_bad_payload(bad[i].p, bad[i].len, bad[i].why);
 	/* the largest valid values next to the refused ones */
 	{
+		// clang-format off
 		const uint8_t ok[] = {0x01, 0x01, 'a', 0x01, 0x05, 0x01, 0, 0, 0xff, 0xff, 0xff, 0xff,
 				      0x0f};
+		// clang-format on
 		struct symtab st;
 		const struct tfs_src_frame *fr;
 
@@ -201,12 +207,14 @@ static void test_stacks_symbols_truncations_and_flips(void **state)
 
 /* --- whole traces --------------------------------------------------------------------- */
 
+// clang-format off
 static const char *const fn_names[] = {
 	"main", "run", "step", "std::vector<int>::push_back", "parse_line", "libc.so.6+0x2a1b0",
 	"compute", "operator new(unsigned long)", "hash_insert", "inline_helper",
 };
 static const char *const file_names[] = {"", "main.c", "run.c", "/usr/include/c++/12/vector",
 					  "lib/hash.h"};
+// clang-format on
 
 #define N_NAMES (sizeof(fn_names) / sizeof(fn_names[0]))
 #define N_FILES (sizeof(file_names) / sizeof(file_names[0]))
@@ -238,7 +246,8 @@ static void gen_rank(struct mrank *m, uint32_t rank, uint32_t n_bt, uint64_t *rn
 	assert_non_null(m->frames);
 	for (uint32_t i = 0; i < POOL; i++) {
 		/* a shared executable and a library mapped at a rank-specific address */
-		m->pool[i] = i < POOL / 2 ? 0x401000 + 0x31 * i : 0x7f0000000000 + rank * 0x1000000 + 0x57 * i;
+		m->pool[i] = i < POOL / 2 ? 0x401000 + 0x31 * i
+					  : 0x7f0000000000 + rank * 0x1000000 + 0x57 * i;
 		m->symbolised[i] = tu_below(rng, 10) < 8;
 		m->n_src[i] = tu_below(rng, 4) ? 1 : 2 + (uint32_t)tu_below(rng, 7);
 		for (uint32_t f = 0; f < m->n_src[i]; f++) {
@@ -248,7 +257,8 @@ static void gen_rank(struct mrank *m, uint32_t rank, uint32_t n_bt, uint64_t *rn
 		}
 	}
 	for (uint32_t i = 0; i < n_bt; i++) {
-		uint32_t pop = (uint32_t)tu_below(rng, depth + 1) / 2, push = (uint32_t)tu_below(rng, 6);
+		uint32_t pop = (uint32_t)tu_below(rng, depth + 1) / 2,
+			 push = (uint32_t)tu_below(rng, 6);
 
 		depth -= pop;
 		if (i == n_bt / 2)
@@ -258,7 +268,7 @@ static void gen_rank(struct mrank *m, uint32_t rank, uint32_t n_bt, uint64_t *rn
 		for (uint32_t k = 0; k < push && depth < 1024; k++) {
 			/* recursion: the same return address several times in a row */
 			cur[depth] = depth && tu_below(rng, 8) == 0 ? cur[depth - 1]
-								      : m->pool[tu_below(rng, POOL)];
+								    : m->pool[tu_below(rng, POOL)];
 			depth++;
 		}
 		while (total + depth > cap) {
@@ -338,9 +348,9 @@ static void check_rank(struct tfs_trace *t, const struct mrank *m)
 
 /* An alloc kind whose events name their backtrace through a `stack` SYM argument. */
 static const struct tfs_arg_desc alloc_args[] = {
-	{"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
-	{"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"},
-	{"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"},
+    {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
 };
 static const struct tfs_kind_desc alloc_kind = {"malloc", "alloc", 3, alloc_args};
 
@@ -524,10 +534,10 @@ static const char *golden(const char *name, char *buf, size_t cap)
 }
 
 static const uint64_t gold_frames[][5] = {
-	{0x401000, 0x401100, 0x401200},
-	{0x401000, 0x401100, 0x401300, 0x401300},
-	{0x401000, 0x7f1234560000},
-	{0},
+    {0x401000, 0x401100, 0x401200},
+    {0x401000, 0x401100, 0x401300, 0x401300},
+    {0x401000, 0x7f1234560000},
+    {0},
 };
 static const uint32_t gold_n[] = {3, 4, 2, 0};
 static const struct tfs_src_frame gold_main[] = {{"main", "demo.c", 40}};
@@ -548,8 +558,9 @@ static void gold_write(const char *path)
 	for (uint32_t r = 0; r < 2; r++) {
 		assert_int_equal(tfs_writer_stream_new(w, r, 0, &s[r]), 0);
 		for (uint32_t i = 0; i < 4 - r; i++)
-			assert_int_equal(tfs_writer_add_backtrace(w, r, i, gold_frames[i + r],
-								  gold_n[i + r]), 0);
+			assert_int_equal(
+			    tfs_writer_add_backtrace(w, r, i, gold_frames[i + r], gold_n[i + r]),
+			    0);
 		for (uint32_t i = 0; i < 5; i++) {
 			a[0].u = 16u << i;
 			a[1].u = (i + r) % (4 - r);
@@ -809,17 +820,17 @@ static void write_golden(const char *dir)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stacks_symbols_match_spec_example),
-		cmocka_unit_test(test_stacks_symbols_hostile_payloads_refused),
-		cmocka_unit_test(test_stacks_symbols_truncations_and_flips),
-		cmocka_unit_test(test_stacks_round_trip_seeded),
-		cmocka_unit_test(test_stacks_first_use_from_threads),
-		cmocka_unit_test(test_stacks_writer_rejects_bad_input),
-		cmocka_unit_test(test_stacks_golden_renders_committed_text),
-		cmocka_unit_test(test_stacks_golden_every_truncation_refused),
-		cmocka_unit_test(test_stacks_golden_every_bit_flip_refused),
-		cmocka_unit_test(test_stacks_newer_minor_still_reads),
-		cmocka_unit_test(test_stacks_allocation_failures_are_clean),
+	    cmocka_unit_test(test_stacks_symbols_match_spec_example),
+	    cmocka_unit_test(test_stacks_symbols_hostile_payloads_refused),
+	    cmocka_unit_test(test_stacks_symbols_truncations_and_flips),
+	    cmocka_unit_test(test_stacks_round_trip_seeded),
+	    cmocka_unit_test(test_stacks_first_use_from_threads),
+	    cmocka_unit_test(test_stacks_writer_rejects_bad_input),
+	    cmocka_unit_test(test_stacks_golden_renders_committed_text),
+	    cmocka_unit_test(test_stacks_golden_every_truncation_refused),
+	    cmocka_unit_test(test_stacks_golden_every_bit_flip_refused),
+	    cmocka_unit_test(test_stacks_newer_minor_still_reads),
+	    cmocka_unit_test(test_stacks_allocation_failures_are_clean),
 	};
 
 	if (getenv("TFS_WRITE_GOLDEN")) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bytes_i.h"
@@ -529,6 +530,98 @@ static void test_trace_golden_every_bit_flip_refused(void **state)
 	free(g);
 }
 
+
+/*
+ * Threads of one loop that differ only in where their addresses start (EPRSD's base
+ * address as a function of the thread) share one values section plus a vpatch section of
+ * a few words each (FORMAT.md §8.1); threads 6 and 7 are identical and share a patch.
+ */
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_size;
+}
+
+static void write_shifted(struct tg_stream *s, uint32_t n_streams, uint64_t n)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct tfs_writer *w;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	for (uint32_t i = 0; i < n_streams; i++) {
+		uint64_t shift = (i < 7 ? i : 6) * 0x100000ull;
+
+		s[i].rank = 0;
+		s[i].thread = i;
+		assert_int_equal(tg_fill(&s[i], n, 1, 42), 0);
+		for (uint64_t j = 0; j < n; j++)
+			if (s[i].ev[j].kind == TG_MALLOC)
+				s[i].ev[j].args[1].u += shift;
+		assert_int_equal(tg_write(w, &s[i]), 0);
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+}
+
+static void test_trace_shifted_streams_share_patched_values(void **state)
+{
+	struct tg_stream s[8];
+	struct tfs_trace_info info;
+	struct tfs_section_info sec;
+	struct tfs_trace *t;
+	uint32_t n_vpatch = 0, n_values = 0;
+	uint64_t one_size, all_size;
+
+	write_shifted(s, 1, 20000);
+	one_size = file_size(tmp_path);
+	tg_free(&s[0]);
+	write_shifted(s, 8, 20000);
+	all_size = file_size(tmp_path);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	for (uint32_t i = 0; i < info.n_sections; i++) {
+		assert_int_equal(tfs_trace_section(t, i, &sec), 0);
+		n_vpatch += strcmp(sec.type_name, "vpatch") == 0;
+		n_values += strcmp(sec.type_name, "values") == 0;
+	}
+	assert_int_equal(n_values, 1);
+	assert_int_equal(n_vpatch, 1);
+	/* seven more threads cost a few bytes each, not a values section each */
+	printf("# 1 thread: %llu B, 8 threads: %llu B\n", (unsigned long long)one_size,
+	       (unsigned long long)all_size);
+	assert_true(all_size < one_size + 8 * 48);
+	for (uint32_t i = 0; i < 8; i++) {
+		check_events(t, &s[i], TFS_TIMING_NONE, 0);
+		tg_free(&s[i]);
+	}
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	tfs_trace_close(t);
+}
+
+/* Every truncation and bit flip of a trace with patched values is refused. */
+static void test_trace_patched_values_damage_refused(void **state)
+{
+	struct tg_stream s[8];
+	size_t n;
+	uint8_t *g;
+
+	write_shifted(s, 8, 3000);
+	for (uint32_t i = 0; i < 8; i++)
+		tg_free(&s[i]);
+	g = slurp(tmp_path, &n);
+	for (size_t len = 0; len < n; len++)
+		expect_refused(g, len, "truncation", len);
+	for (size_t i = 0; i < n * 8; i++) {
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+		expect_refused(g, n, "bit flip", i);
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	free(g);
+}
+
 /* A trace of a newer major version is refused by name, not as corruption. */
 static void test_trace_newer_version_refused_clearly(void **state)
 {
@@ -645,6 +738,8 @@ int main(void)
 		cmocka_unit_test(test_trace_views_match_hand_written_lines),
 		cmocka_unit_test(test_trace_identical_streams_stored_once),
 		cmocka_unit_test(test_trace_equal_grammars_stored_once),
+		cmocka_unit_test(test_trace_shifted_streams_share_patched_values),
+		cmocka_unit_test(test_trace_patched_values_damage_refused),
 		cmocka_unit_test(test_trace_grammar_blocks_read_as_one_stream),
 		cmocka_unit_test(test_trace_phase_views_are_slices),
 		cmocka_unit_test(test_trace_writer_rejects_bad_input),

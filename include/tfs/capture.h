@@ -24,6 +24,12 @@
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
  *                          --backtrace-depth=N`)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
+ *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
+ *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
+ *                          half the cost of clock_gettime; drifts from it by the calibration
+ *                          error, a few parts in 10^5); ignored without an invariant TSC
+ *                          (constant_tsc and nonstop_tsc). The trace's `clock` metadata says
+ *                          which clock was used.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): the malloc family, POSIX

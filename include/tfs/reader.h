@@ -69,7 +69,7 @@ void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info);
 
 struct tfs_section_info {
 	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar",
-				*   "values", "backtraces", "symbols" */
+				*   "values", "backtraces", "symbols", "vpatch"... */
 	uint32_t type;
 	uint32_t codec;	       /**< 0 raw, 1 zstd */
 	uint64_t offset, stored_bytes, raw_bytes;
@@ -219,16 +219,20 @@ uint64_t tfs_trace_n_backtraces(const struct tfs_trace *t, uint32_t rank);
 /**
  * Backtrace `stack#@id` of @rank: *@frames points at *@n code addresses, outermost first,
  * borrowed from the trace (valid until it is closed). The rank's backtraces section is
- * decoded on first use. Thread-safe.
- * @return 0, -ENOENT (no such rank or id), -TFS_ECORRUPT (diag filled) or -ENOMEM
+ * decoded whole on first use and kept (8 bytes per frame of every backtrace). Thread-safe.
+ * Corruption found then is reported again by every later call; a failed allocation is not.
+ * @return 0, -ENOENT (no such rank or id), -TFS_ECORRUPT (diag filled) or -ENOMEM (also
+ *         when the rank's backtraces hold more than 2^25 frames in all)
  */
 int tfs_trace_backtrace(struct tfs_trace *t, uint32_t rank, uint64_t id, const uint64_t **frames,
 			uint32_t *n, struct tfs_diag *diag);
 
 /**
  * Source frames of code address @addr of @rank (see tfs_writer_add_symbol), outermost
- * first, borrowed from the trace. Thread-safe.
- * @return 0, -ENOENT (not symbolised), -TFS_ECORRUPT (diag filled) or -ENOMEM
+ * first, borrowed from the trace (valid until it is closed). The rank's symbols section is
+ * decoded whole on first use; lookups are a binary search. Thread-safe.
+ * @return 0, -ENOENT (not symbolised, or the rank has no symbols), -TFS_ECORRUPT (diag
+ *         filled) or -ENOMEM
  */
 int tfs_trace_symbol(struct tfs_trace *t, uint32_t rank, uint64_t addr,
 		     const struct tfs_src_frame **frames, uint32_t *n, struct tfs_diag *diag);

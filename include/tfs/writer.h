@@ -87,8 +87,11 @@ int tfs_writer_save(struct tfs_writer *w, const char *path);
  * Add backtrace `stack#@id` of @rank: @n_frames code addresses, outermost first (the thread's
  * entry first, the allocating call last). Ids of one rank are dense and given in order 0, 1,
  * 2...; events refer to a backtrace through a TFS_ENC_SYM argument of class "stack". Stored
- * in the rank's `backtraces` section (FORMAT.md §10).
- * @return 0, -EINVAL (@id out of order, @n_frames > 1024) or -ENOMEM
+ * in the rank's `backtraces` section (FORMAT.md §10); kept in memory until save, coded
+ * against the previous backtrace's common prefix. A rank needs no stream. Not thread-safe
+ * against other writer calls.
+ * @return 0, -EINVAL (@id out of order, @n_frames > 1024, NULL @frames with @n_frames > 0,
+ *         or after save) or -ENOMEM (nothing added)
  */
 int tfs_writer_add_backtrace(struct tfs_writer *w, uint32_t rank, uint64_t id,
 			     const uint64_t *frames, uint32_t n_frames);
@@ -96,9 +99,12 @@ int tfs_writer_add_backtrace(struct tfs_writer *w, uint32_t rank, uint64_t id,
 /**
  * Symbolise code address @addr of @rank: @n source frames, outermost first (the function
  * containing @addr, then each function inlined into it down to the innermost). Strings are
- * copied. Each address at most once per rank; a trace reads without the original binaries.
+ * copied (each distinct string is stored once per rank, FORMAT.md §11). Each address at
+ * most once per rank; a trace reads without the original binaries. Not thread-safe against
+ * other writer calls.
  * @return 0, -EEXIST (@addr already symbolised), -EINVAL (@n is 0 or over 64, a NULL or
- *         over-long string) or -ENOMEM
+ *         over-long (> 65535 bytes) string, or after save) or -ENOMEM (the symbol is not
+ *         added)
  */
 int tfs_writer_add_symbol(struct tfs_writer *w, uint32_t rank, uint64_t addr,
 			  const struct tfs_src_frame *frames, uint32_t n);

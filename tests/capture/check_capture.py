@@ -245,6 +245,37 @@ def test_timing_modes(tap, args, work):
                         timed=False)
 
 
+def tsc_invariant():
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    return " constant_tsc" in flags and " nonstop_tsc" in flags
+
+
+def test_tsc_clock(tap, args, work):
+    """TFS_CLOCK=tsc: same events, nesting and scale as the default clock."""
+    want = "tsc " if tsc_invariant() else "monotonic"
+    for mode in ("record", "in-process"):
+        out = os.path.join(work, "tsc-%s.trace" % mode)
+        env = {"TFS_CLOCK": "tsc"}
+        start = time.monotonic()
+        if mode == "record":
+            rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out, "--",
+                               args.known, "ok", "2"], env=env)
+        else:
+            env["TFS_OUTPUT"] = out
+            rc, _, serr = run([args.known, "ok", "2"], env=env)
+        wall_ns = (time.monotonic() - start) * 1e9
+        if not tap.ok(rc == 0, "TFS_CLOCK=tsc %s: runs" % mode, serr):
+            continue
+        t = Trace(args.tracefs, out)
+        clock = t.meta("clock") or ""
+        tap.ok(clock.startswith(want), "TFS_CLOCK=tsc %s: clock metadata %r" % (mode, clock))
+        check_known(tap, t, "ok", 2, "tsc clock %s" % mode)
+        ends = [e["ts"] + e["dur"] for th in t.threads() for e in t.events(th)]
+        tap.ok(0 < max(ends) < wall_ns, "TFS_CLOCK=tsc %s: the last event ends within the "
+               "run's wall time (%d < %d ns)" % (mode, max(ends), wall_ns))
+
+
 def test_inprocess(tap, args, work):
     for exe, label in ((args.known, "shared"), (args.known_static, "static")):
         out = os.path.join(work, "inproc-%s.trace" % label)
@@ -475,7 +506,7 @@ def main():
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
-        for test in (test_record_modes, test_timing_modes, test_inprocess, test_capture_off,
+        for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess, test_capture_off,
                      test_fork, test_external_kill, test_many_threads, test_full_spool, test_matmul,
                      test_demo, test_cli):
             try:
