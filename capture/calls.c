@@ -6,7 +6,17 @@
  * predicted by the codec, flags and modes belong to the call signature. errno is the value
  * after a failed call and 0 after a successful one. `fd_file` is no call: it gives the path
  * of a descriptor the program did not open through an interposed call, when first used.
- * Buffer pointers of I/O calls and backtraces are not recorded.
+ *
+ * Allocations (category alloc: the malloc family, mmap, munmap) carry allocation ids, VAL:
+ * `id` the block or mapping the call returned (1, 2, 3... in allocation order, process-wide;
+ * a block realloc left in place keeps its id), `freed` the block realloc freed when it
+ * moved the data, free's `id` the block it freed (0: unknown or NULL). An I/O call with a
+ * buffer records it as `buf_id`, `buf_off`: the live allocation holding it and the offset
+ * in it, so a loop reading into one buffer, or walking through one, is one terminal with
+ * stride-predicted values; `buf_id` 0 means no live heap block or mapping holds it (a stack
+ * or static buffer) and `buf_off` is then its address. readv and writev record their first
+ * buffer (0, 0 when the call failed). mmap's `file` is CALL_NO_FILE for an anonymous
+ * mapping. Backtraces are not recorded.
  */
 #include <stddef.h>
 
@@ -26,15 +36,30 @@
 #define PTR_RET ARG("ret", HEX, VAL, TFS_ARG_RESULT)
 #define SIZE_BYTES ARG("size", U64, VAL, TFS_ARG_BYTES)
 
-static const struct tfs_arg_desc malloc_args[] = {SIZE_BYTES, PTR_RET};
+#define ID ARG("id", U64, VAL, 0)
+#define BUF ARG("buf_id", U64, VAL, 0), ARG("buf_off", U64, VAL, 0)
+
+static const struct tfs_arg_desc malloc_args[] = {SIZE_BYTES, PTR_RET, ID};
 static const struct tfs_arg_desc calloc_args[] = {ARG("nmemb", U64, VAL, 0),
-						  ARG("size", U64, VAL, 0), PTR_RET};
-static const struct tfs_arg_desc realloc_args[] = {ARG("ptr", HEX, VAL, 0), SIZE_BYTES, PTR_RET};
-static const struct tfs_arg_desc free_args[] = {ARG("ptr", HEX, VAL, 0)};
+						  ARG("size", U64, VAL, 0), PTR_RET, ID};
+static const struct tfs_arg_desc realloc_args[] = {ARG("ptr", HEX, VAL, 0), SIZE_BYTES, PTR_RET, ID,
+						   ARG("freed", U64, VAL, 0)};
+static const struct tfs_arg_desc free_args[] = {ARG("ptr", HEX, VAL, 0), ID};
 static const struct tfs_arg_desc posix_memalign_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
-							  ARG("ptr", HEX, VAL, 0), RET};
+							  ARG("ptr", HEX, VAL, 0), RET, ID};
 static const struct tfs_arg_desc aligned_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
-						   PTR_RET};
+						   PTR_RET, ID};
+static const struct tfs_arg_desc mmap_args[] = {ARG("addr", HEX, VAL, 0),
+						ARG("length", U64, VAL, TFS_ARG_BYTES),
+						ARG("prot", HEX, SIG, 0),
+						ARG("flags", HEX, SIG, 0),
+						FILE_ARG("file"),
+						ARG("offset", I64, VAL, 0),
+						ID,
+						PTR_RET,
+						ERRNO};
+static const struct tfs_arg_desc munmap_args[] = {ARG("addr", HEX, VAL, 0),
+						  ARG("length", U64, VAL, 0), RET, ERRNO};
 
 static const struct tfs_arg_desc open_args[] = {ARG("path", STR, STR, 0),
 						ARG("flags", HEX, SIG, 0),
@@ -52,11 +77,11 @@ static const struct tfs_arg_desc openat_args[] = {ARG("dirfd", I64, SIG, 0),
 static const struct tfs_arg_desc creat_args[] = {ARG("path", STR, STR, 0), ARG("mode", HEX, SIG, 0),
 						 FILE_ARG("file"), RET, ERRNO};
 static const struct tfs_arg_desc file_args[] = {FILE_ARG("file"), RET, ERRNO};
-static const struct tfs_arg_desc rw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0),
+static const struct tfs_arg_desc rw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0), BUF,
 					      RET_BYTES, ERRNO};
-static const struct tfs_arg_desc prw_args[] = {FILE_ARG("file"), ARG("count", U64, VAL, 0),
-					       ARG("offset", I64, VAL, 0), RET_BYTES, ERRNO};
-static const struct tfs_arg_desc rwv_args[] = {FILE_ARG("file"), ARG("iovcnt", U64, VAL, 0),
+static const struct tfs_arg_desc prw_args[] = {
+    FILE_ARG("file"), ARG("count", U64, VAL, 0), ARG("offset", I64, VAL, 0), BUF, RET_BYTES, ERRNO};
+static const struct tfs_arg_desc rwv_args[] = {FILE_ARG("file"), ARG("iovcnt", U64, VAL, 0), BUF,
 					       RET_BYTES, ERRNO};
 static const struct tfs_arg_desc seek_args[] = {FILE_ARG("file"), ARG("offset", I64, VAL, 0),
 						ARG("whence", U64, SIG, 0), RET, ERRNO};
@@ -69,8 +94,8 @@ static const struct tfs_arg_desc fopen_args[] = {ARG("path", STR, STR, 0), ARG("
 						 FILE_ARG("file"), RET, ERRNO};
 static const struct tfs_arg_desc fdopen_args[] = {FILE_ARG("file"), ARG("mode", STR, STR, 0), RET,
 						  ERRNO};
-static const struct tfs_arg_desc frw_args[] = {FILE_ARG("file"), ARG("size", U64, VAL, 0),
-					       ARG("nmemb", U64, VAL, 0), RET, ERRNO};
+static const struct tfs_arg_desc frw_args[] = {
+    FILE_ARG("file"), ARG("size", U64, VAL, 0), ARG("nmemb", U64, VAL, 0), BUF, RET, ERRNO};
 static const struct tfs_arg_desc fd_file_args[] = {ARG("fd", I64, SIG, 0), ARG("path", STR, STR, 0),
 						   FILE_ARG("file")};
 static const struct tfs_arg_desc thread_args[] = {
@@ -87,6 +112,8 @@ const struct tfs_kind_desc cap_call_kinds[N_CALLS] = {
     KIND(CALL_POSIX_MEMALIGN, "posix_memalign", "alloc", posix_memalign_args),
     KIND(CALL_ALIGNED_ALLOC, "aligned_alloc", "alloc", aligned_args),
     KIND(CALL_MEMALIGN, "memalign", "alloc", aligned_args),
+    KIND(CALL_MMAP, "mmap", "alloc", mmap_args),
+    KIND(CALL_MUNMAP, "munmap", "alloc", munmap_args),
     KIND(CALL_OPEN, "open", "io", open_args),
     KIND(CALL_OPENAT, "openat", "io", openat_args),
     KIND(CALL_CREAT, "creat", "io", creat_args),

@@ -22,6 +22,8 @@ enum cap_call {
 	CALL_POSIX_MEMALIGN,
 	CALL_ALIGNED_ALLOC,
 	CALL_MEMALIGN,
+	CALL_MMAP,
+	CALL_MUNMAP,
 	/* io: descriptors */
 	CALL_OPEN,
 	CALL_OPENAT,
@@ -53,6 +55,9 @@ enum cap_call {
 	CALL_PTHREAD_JOIN,
 	N_CALLS
 };
+
+/* The file id of no file: an anonymous mapping's, printed file#4294967295. */
+#define CALL_NO_FILE 0xffffffffu
 
 /* The calls whose events carry an allocation backtrace (a `stack` argument, last) when on. */
 static inline bool cap_call_has_stack(uint32_t call)

@@ -209,6 +209,8 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 	rc = tfs_writer_new(&wo, &c->w);
 	if (rc < 0)
 		goto err_free;
+	/* events are appended as their records arrive: when they end (FORMAT.md §3.1) */
+	rc = tfs_writer_set_meta(c->w, "event_order", "end");
 	for (int k = 0; k < N_KINDS && rc == 0; k++)
 		rc = tfs_writer_add_kind(c->w, &kinds[k], &c->kind[k]);
 	/* kinds are fixed before the first stream: declare the calls only when recorded */

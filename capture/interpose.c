@@ -9,10 +9,11 @@
  * (cap_tls_depth) is passed through unrecorded, so the tracer's own allocations are never
  * traced. Every interposer preserves the errno the real function left. Threads created
  * through pthread_create while threads are traced get their symbolic ids in creation order.
+ * The malloc family keeps the table of live allocations (allocs_i.h) and records each
+ * block's allocation id: a block leaves the table before the real free or realloc runs.
  *
- * Not done: buffer pointers as (allocation id, offset), backtraces, mmap/munmap, fork and
- * exec following, valloc, pvalloc and reallocarray (not interposed), and calls made before
- * this library is loaded (the dynamic loader's).
+ * Not done: backtraces, fork and exec following, valloc, pvalloc and reallocarray (not
+ * interposed), and calls made before this library is loaded (the dynamic loader's).
  */
 #undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */
 #undef _FORTIFY_SOURCE
@@ -31,6 +32,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "allocs_i.h"
 #include "calls_i.h"
 #include "interpose_i.h"
 
@@ -87,6 +89,9 @@ void cap_resolve(void)
 	R(posix_memalign);
 	R(aligned_alloc);
 	R(memalign);
+	R(mmap);
+	R(mmap64);
+	R(munmap);
 	R(open);
 	R(open64);
 	R(openat);
@@ -162,15 +167,30 @@ static bool is_boot(const void *p)
 
 /* ---- the malloc family ---- */
 
-static void put_alloc(enum cap_call call, uint64_t a, uint64_t b, uint64_t c, uint32_t n)
+/* Record @call with its @n (up to 5) argument words @a, @b... */
+static void put_alloc(enum cap_call call, uint32_t n, uint64_t a, uint64_t b, uint64_t c,
+		      uint64_t d, uint64_t e)
 {
-	uint64_t args[4] = {0, a, b, c};
+	uint64_t args[6] = {0, a, b, c, d, e};
 
 	cap_put_call(call, cap_now_ns(), args, n + 1, NULL, 0);
 }
 
+/* The allocation id of the block the malloc family just returned (0 when ids are not kept). */
+static inline uint64_t new_id(const void *p, size_t size)
+{
+	return cap_allocs_keep() ? cap_alloc_add(p, size, 0) : 0;
+}
+
+/* The allocation id of the block about to be freed, taken out of the table first. */
+static inline uint64_t gone_id(const void *p)
+{
+	return cap_allocs_keep() ? cap_alloc_remove(p, NULL) : 0;
+}
+
 EXPORT void *malloc(size_t size)
 {
+	uint64_t id;
 	void *p;
 
 	if (unlikely(!cap_real.malloc)) {
@@ -180,13 +200,15 @@ EXPORT void *malloc(size_t size)
 			return NULL;
 	}
 	p = cap_real.malloc(size);
+	id = new_id(p, size);
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_MALLOC, size, (uintptr_t)p, 0, 2);
+		put_alloc(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
+	uint64_t id;
 	void *p;
 
 	if (unlikely(!cap_real.calloc)) {
@@ -196,13 +218,17 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 			return NULL;
 	}
 	p = cap_real.calloc(nmemb, size);
+	id = new_id(p, nmemb * size);
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_CALLOC, nmemb, size, (uintptr_t)p, 3);
+		put_alloc(CALL_CALLOC, 4, nmemb, size, (uintptr_t)p, id, 0);
 	return p;
 }
 
 EXPORT void *realloc(void *ptr, size_t size)
 {
+	uint64_t id = 0, old_id = 0, freed = 0;
+	size_t old_size = 0;
+	bool keep;
 	void *p;
 
 	if (unlikely(is_boot(ptr))) {
@@ -220,14 +246,28 @@ EXPORT void *realloc(void *ptr, size_t size)
 		if (!HAVE(realloc))
 			return NULL;
 	}
+	/* out of the table first: once realloc moved the block, its memory is anyone's */
+	keep = cap_allocs_keep();
+	if (keep && ptr)
+		old_id = cap_alloc_remove(ptr, &old_size);
 	p = cap_real.realloc(ptr, size);
+	if (keep && p) {
+		id = cap_alloc_add(p, size, p == ptr ? old_id : 0); /* in place: the same block */
+		freed = p == ptr ? 0 : old_id;
+	} else if (keep && ptr && size == 0) {
+		freed = old_id; /* glibc's realloc(p, 0) frees p */
+	} else if (keep && old_id) {
+		cap_alloc_add(ptr, old_size, old_id); /* failed: @ptr is still live */
+	}
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_REALLOC, (uintptr_t)ptr, size, (uintptr_t)p, 3);
+		put_alloc(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
 	return p;
 }
 
 EXPORT void free(void *ptr)
 {
+	uint64_t id;
+
 	if (unlikely(is_boot(ptr)))
 		return;
 	if (unlikely(!cap_real.free)) {
@@ -235,13 +275,15 @@ EXPORT void free(void *ptr)
 		if (!cap_real.free)
 			return;
 	}
+	id = gone_id(ptr);
 	cap_real.free(ptr);
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_FREE, (uintptr_t)ptr, 0, 0, 1);
+		put_alloc(CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 
 EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
+	uint64_t id;
 	int rc;
 
 	if (unlikely(!cap_real.posix_memalign)) {
@@ -250,35 +292,38 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 			return ENOMEM;
 	}
 	rc = cap_real.posix_memalign(memptr, alignment, size);
-	if (tracing(TFS_TRACE_ALLOC)) {
-		uint64_t args[5] = {0, alignment, size, rc ? 0 : (uintptr_t)*memptr, (uint64_t)rc};
-
-		cap_put_call(CALL_POSIX_MEMALIGN, cap_now_ns(), args, 5, NULL, 0);
-	}
+	id = rc ? 0 : new_id(*memptr, size);
+	if (tracing(TFS_TRACE_ALLOC))
+		put_alloc(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
+			  (uint64_t)rc, id);
 	return rc;
 }
 
 EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
+	uint64_t id;
 	void *p;
 
 	if (!HAVE(aligned_alloc))
 		return NULL;
 	p = cap_real.aligned_alloc(alignment, size);
+	id = new_id(p, size);
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_ALIGNED_ALLOC, alignment, size, (uintptr_t)p, 3);
+		put_alloc(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
 
 EXPORT void *memalign(size_t alignment, size_t size)
 {
+	uint64_t id;
 	void *p;
 
 	if (!HAVE(memalign))
 		return NULL;
 	p = cap_real.memalign(alignment, size);
+	id = new_id(p, size);
 	if (tracing(TFS_TRACE_ALLOC))
-		put_alloc(CALL_MEMALIGN, alignment, size, (uintptr_t)p, 3);
+		put_alloc(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
 

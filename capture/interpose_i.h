@@ -1,7 +1,7 @@
 /*
- * Internal interfaces between the two files of LD_PRELOAD interposers: interpose.c (the
- * real functions and their resolution, the malloc family, threads) and interpose_io.c
- * (POSIX and stdio I/O). Both are linked into libtfscapture.so only.
+ * Internal interfaces between the files of LD_PRELOAD interposers: interpose.c (the real
+ * functions and their resolution, the malloc family, threads), interpose_io.c (POSIX and
+ * stdio I/O) and interpose_mem.c (mmap, munmap). All are linked into libtfscapture.so only.
  *
  * A call is recorded when it returns, stamped with the time it began and its duration: the
  * calls it makes itself through the dynamic linker (fopen's malloc of its FILE) come before
@@ -46,6 +46,9 @@ struct cap_real {
 	int (*posix_memalign)(void **, size_t, size_t);
 	void *(*aligned_alloc)(size_t, size_t);
 	void *(*memalign)(size_t, size_t);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off64_t);
+	int (*munmap)(void *, size_t);
 	int (*open)(const char *, int, ...);
 	int (*open64)(const char *, int, ...);
 	int (*openat)(int, const char *, int, ...);
@@ -92,6 +95,12 @@ struct cap_real {
 };
 
 extern struct cap_real cap_real;
+
+/*
+ * The symbolic file id of descriptor @fd (interpose_io.c), declaring it by an `fd_file`
+ * event at first use when the program did not open it through an interposed call.
+ */
+uint32_t cap_fd_file(int fd);
 
 /* Look up every real function (dlsym(RTLD_NEXT)); a no-op while already looking up. */
 void cap_resolve(void);

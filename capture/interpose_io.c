@@ -9,8 +9,12 @@
  * its descriptor. Descriptors the program did not open through an interposed call (0, 1, 2,
  * pipes, sockets, dup) get an id at first use, keyed by what /proc/self/fd shows for them,
  * stored once by an `fd_file` event. Each call records its result and errno (0 after a
- * success). Buffer pointers are not recorded. Symbolic ids belong to one process image:
- * an exec'd image under `tracefs record` numbers its files from 0 again.
+ * success). A call with a buffer records it as (buf_id, buf_off): the allocation holding
+ * it and the offset in it (allocs_i.h; id 0 and the address itself outside any live heap
+ * block or mapping), looked up before the call; readv and writev record their first
+ * buffer, once the call succeeded (until then the iovec array may be unreadable), else 0, 0.
+ * Symbolic ids belong to one process image: an exec'd image under `tracefs record` numbers
+ * its files from 0 again.
  */
 #undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */
 #undef _FORTIFY_SOURCE
@@ -22,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "allocs_i.h"
 #include "calls_i.h"
 #include "interpose_i.h"
 
@@ -113,6 +118,11 @@ static uint32_t fd_file(int fd)
 	}
 	errno = saved_errno;
 	return id;
+}
+
+uint32_t cap_fd_file(int fd)
+{
+	return fd_file(fd);
 }
 
 static void fd_forget(int fd)
@@ -327,6 +337,30 @@ static void put_file_call(enum cap_call call, uint64_t t0, uint32_t id, const ui
 		ret_;                                                                              \
 	})
 
+/*
+ * FD_CALL for a call with buffer @buf: @more has room for two words after its @n, the
+ * buffer's allocation id and offset, filled in before the call.
+ */
+#define BUF_CALL(type, fn, call, fd, buf, more, n, ...)                                            \
+	__extension__({                                                                            \
+		type ret_ = -1;                                                                    \
+		if (!HAVE(fn)) {                                                                   \
+		} else if (!tracing(TFS_TRACE_IO)) {                                               \
+			ret_ = cap_real.fn(__VA_ARGS__);                                           \
+		} else {                                                                           \
+			uint64_t t0_;                                                              \
+			int err_;                                                                  \
+			cap_alloc_lookup(buf, &(more)[n], &(more)[(n) + 1]);                       \
+			t0_ = cap_now_ns();                                                        \
+			ret_ = cap_real.fn(__VA_ARGS__);                                           \
+			err_ = errno;                                                              \
+			put_file_call(call, t0_, fd_file(fd), more, (n) + 2, (long long)ret_,      \
+				      err_);                                                       \
+			errno = err_;                                                              \
+		}                                                                                  \
+		ret_;                                                                              \
+	})
+
 EXPORT int close(int fd)
 {
 	uint64_t t0;
@@ -352,79 +386,105 @@ EXPORT int close(int fd)
 
 EXPORT ssize_t read(int fd, void *buf, size_t count)
 {
-	uint64_t m[1] = {count};
+	uint64_t m[3] = {count};
 
-	return FD_CALL(ssize_t, read, CALL_READ, fd, m, 1, fd, buf, count);
+	return BUF_CALL(ssize_t, read, CALL_READ, fd, buf, m, 1, fd, buf, count);
 }
 
 EXPORT ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen)
 {
-	uint64_t m[1] = {count};
+	uint64_t m[3] = {count};
 
-	return FD_CALL(ssize_t, read_chk, CALL_READ, fd, m, 1, fd, buf, count, buflen);
+	return BUF_CALL(ssize_t, read_chk, CALL_READ, fd, buf, m, 1, fd, buf, count, buflen);
 }
 
 EXPORT ssize_t write(int fd, const void *buf, size_t count)
 {
-	uint64_t m[1] = {count};
+	uint64_t m[3] = {count};
 
-	return FD_CALL(ssize_t, write, CALL_WRITE, fd, m, 1, fd, buf, count);
+	return BUF_CALL(ssize_t, write, CALL_WRITE, fd, buf, m, 1, fd, buf, count);
 }
 
 EXPORT ssize_t pread(int fd, void *buf, size_t count, off_t off)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pread, CALL_PREAD, fd, m, 2, fd, buf, count, off);
+	return BUF_CALL(ssize_t, pread, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off);
 }
 
 EXPORT ssize_t pread64(int fd, void *buf, size_t count, off64_t off)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pread64, CALL_PREAD, fd, m, 2, fd, buf, count, off);
+	return BUF_CALL(ssize_t, pread64, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off);
 }
 
 EXPORT ssize_t __pread_chk(int fd, void *buf, size_t count, off_t off, size_t buflen)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pread_chk, CALL_PREAD, fd, m, 2, fd, buf, count, off, buflen);
+	return BUF_CALL(ssize_t, pread_chk, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off, buflen);
 }
 
 EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pread64_chk, CALL_PREAD, fd, m, 2, fd, buf, count, off, buflen);
+	return BUF_CALL(ssize_t, pread64_chk, CALL_PREAD, fd, buf, m, 2, fd, buf, count, off,
+			buflen);
 }
 
 EXPORT ssize_t pwrite(int fd, const void *buf, size_t count, off_t off)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pwrite, CALL_PWRITE, fd, m, 2, fd, buf, count, off);
+	return BUF_CALL(ssize_t, pwrite, CALL_PWRITE, fd, buf, m, 2, fd, buf, count, off);
 }
 
 EXPORT ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t off)
 {
-	uint64_t m[2] = {count, (uint64_t)off};
+	uint64_t m[4] = {count, (uint64_t)off};
 
-	return FD_CALL(ssize_t, pwrite64, CALL_PWRITE, fd, m, 2, fd, buf, count, off);
+	return BUF_CALL(ssize_t, pwrite64, CALL_PWRITE, fd, buf, m, 2, fd, buf, count, off);
 }
+
+/* A readv or writev that returned @ret: its first buffer only once the call succeeded. */
+static void put_rwv(enum cap_call call, uint64_t t0, int fd, const struct iovec *iov, int iovcnt,
+		    ssize_t ret, int err)
+{
+	uint64_t m[3] = {(uint64_t)iovcnt, 0, 0};
+
+	if (ret >= 0 && iovcnt > 0)
+		cap_alloc_lookup(iov[0].iov_base, &m[1], &m[2]);
+	put_file_call(call, t0, fd_file(fd), m, 3, ret, err);
+}
+
+/* The value of real readv or writev @fn, recorded as @call: an expression. */
+#define RWV_CALL(fn, call)                                                                         \
+	__extension__({                                                                            \
+		ssize_t ret_ = -1;                                                                 \
+		if (!HAVE(fn)) {                                                                   \
+		} else if (!tracing(TFS_TRACE_IO)) {                                               \
+			ret_ = cap_real.fn(fd, iov, iovcnt);                                       \
+		} else {                                                                           \
+			uint64_t t0_ = cap_now_ns();                                               \
+			int err_;                                                                  \
+			ret_ = cap_real.fn(fd, iov, iovcnt);                                       \
+			err_ = errno;                                                              \
+			put_rwv(call, t0_, fd, iov, iovcnt, ret_, err_);                           \
+			errno = err_;                                                              \
+		}                                                                                  \
+		ret_;                                                                              \
+	})
 
 EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	uint64_t m[1] = {(uint64_t)iovcnt};
-
-	return FD_CALL(ssize_t, readv, CALL_READV, fd, m, 1, fd, iov, iovcnt);
+	return RWV_CALL(readv, CALL_READV);
 }
 
 EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	uint64_t m[1] = {(uint64_t)iovcnt};
-
-	return FD_CALL(ssize_t, writev, CALL_WRITEV, fd, m, 1, fd, iov, iovcnt);
+	return RWV_CALL(writev, CALL_WRITEV);
 }
 
 EXPORT off_t lseek(int fd, off_t off, int whence)
@@ -605,19 +665,20 @@ EXPORT int fclose(FILE *fp)
 	return ret;
 }
 
+/* An fread or fwrite: @buf the buffer's allocation id and offset, looked up before the call. */
 static void put_frw(enum cap_call call, uint64_t t0, FILE *fp, size_t size, size_t nmemb,
-		    size_t ret, int err)
+		    const uint64_t *buf, size_t ret, int err)
 {
-	uint64_t args[6] = {since(t0), stream_file(fp), size, nmemb, ret, 0};
+	uint64_t args[8] = {since(t0), stream_file(fp), size, nmemb, buf[0], buf[1], ret, 0};
 
 	if (ret < nmemb && ferror(fp))
-		args[5] = (uint64_t)err;
-	cap_put_call(call, t0, args, 6, NULL, 0);
+		args[7] = (uint64_t)err;
+	cap_put_call(call, t0, args, 8, NULL, 0);
 }
 
 EXPORT size_t fread(void *ptr, size_t size, size_t nmemb, FILE *fp)
 {
-	uint64_t t0;
+	uint64_t t0, buf[2];
 	size_t ret;
 	int err;
 
@@ -625,17 +686,18 @@ EXPORT size_t fread(void *ptr, size_t size, size_t nmemb, FILE *fp)
 		return 0;
 	if (!tracing(TFS_TRACE_IO))
 		return cap_real.fread(ptr, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
 	t0 = cap_now_ns();
 	ret = cap_real.fread(ptr, size, nmemb, fp);
 	err = errno;
-	put_frw(CALL_FREAD, t0, fp, size, nmemb, ret, err);
+	put_frw(CALL_FREAD, t0, fp, size, nmemb, buf, ret, err);
 	errno = err;
 	return ret;
 }
 
 EXPORT size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *fp)
 {
-	uint64_t t0;
+	uint64_t t0, buf[2];
 	size_t ret;
 	int err;
 
@@ -643,17 +705,18 @@ EXPORT size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, F
 		return 0;
 	if (!tracing(TFS_TRACE_IO))
 		return cap_real.fread_chk(ptr, ptrlen, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
 	t0 = cap_now_ns();
 	ret = cap_real.fread_chk(ptr, ptrlen, size, nmemb, fp);
 	err = errno;
-	put_frw(CALL_FREAD, t0, fp, size, nmemb, ret, err);
+	put_frw(CALL_FREAD, t0, fp, size, nmemb, buf, ret, err);
 	errno = err;
 	return ret;
 }
 
 EXPORT size_t fwrite(const void *ptr, size_t size, size_t nmemb, FILE *fp)
 {
-	uint64_t t0;
+	uint64_t t0, buf[2];
 	size_t ret;
 	int err;
 
@@ -661,10 +724,11 @@ EXPORT size_t fwrite(const void *ptr, size_t size, size_t nmemb, FILE *fp)
 		return 0;
 	if (!tracing(TFS_TRACE_IO))
 		return cap_real.fwrite(ptr, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
 	t0 = cap_now_ns();
 	ret = cap_real.fwrite(ptr, size, nmemb, fp);
 	err = errno;
-	put_frw(CALL_FWRITE, t0, fp, size, nmemb, ret, err);
+	put_frw(CALL_FWRITE, t0, fp, size, nmemb, buf, ret, err);
 	errno = err;
 	return ret;
 }

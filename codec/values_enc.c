@@ -145,6 +145,10 @@ static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_
 		/* against the reconstructed start, so that errors do not accumulate */
 		int64_t sb = vp_sbin_of(b, ts_ns - e->prev_ts);
 
+		/* a step back to a start near 0 must not round to below 0 (FORMAT.md §7.4) */
+		if (sb < 0 && ts_ns <= e->prev_ts && vp_bin_rep(b, (uint32_t)-sb) > e->prev_ts)
+			sb++;
+
 		put_varint(&e->col[COL_TS], zz((uint64_t)sb - st->gap));
 		st->gap = (uint64_t)sb;
 		e->prev_ts += vp_sbin_rep(b, sb);

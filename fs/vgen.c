@@ -444,8 +444,15 @@ static const char readme_layout[] =
     "                One JSON object per line, padded with spaces like trace.txt; the result\n"
     "                is an ordinary member of args; every string byte outside printable\n"
     "                ASCII is one \\u00XX escape, so any byte string round-trips.\n"
+    "                A thread's files list its events in the order the trace stores them:\n"
+    "                as they end for a recorded trace (metadata event_order=end: an event\n"
+    "                follows the events nested in it), else usually as they start.\n"
     "                A rank's (or phase's) trace.txt and events.jsonl interleave the lines of\n"
-    "                its threads by start time (ties: lower thread first, then stream order).\n"
+    "                its threads by key, non-decreasing (ties: lower thread first, then\n"
+    "                stream order). An event's key is the largest end time (ts + dur) when\n"
+    "                event_order is \"end\", else the largest start time, of the events of\n"
+    "                its thread (in this file) up to and including it: exactly its own end\n"
+    "                (start) time when its thread's events are in that order.\n"
     "%s"
     "  trace.json    [ then one \"X\" event per line, {\"name\":...,\"cat\":...,\"ph\":\"X\",\n"
     "                \"ts\":<us>,\"dur\":<us>,\"pid\":<rank>,\"tid\":<thread>,\"args\":{...}}\n"
@@ -468,11 +475,11 @@ static const char readme_layout[] =
     "                calls: category \"alloc\", with a byte-count argument) per stack, for\n"
     "                flamegraph.pl, speedscope or inferno. Until traces carry backtraces, a\n"
     "                stack is \"rank <r>;thread <t>\" followed by the zones of that thread\n"
-    "                the allocation lies in (start <= ts < start + duration), outermost\n"
-    "                first; a zone counts for the events after it in its stream. Zone\n"
-    "                names are written as in trace.txt without quotes, ';' as \\x3b.\n"
-    "                In a phase directory, the allocations of the phase are counted, inside\n"
-    "                zones opened before or in it.\n"
+    "                the allocation lies in (zone start <= ts < zone end and ts + dur <=\n"
+    "                zone end, wherever the zone is listed), outermost first (earlier\n"
+    "                start, then longer, then stream order). Zone names are written as in\n"
+    "                trace.txt without quotes, ';' as \\x3b. In a phase directory, the\n"
+    "                allocations of the phase are counted, in any zone of their thread.\n"
     "  backtraces.txt  every backtrace stack#<n> of the rank, in id order: a line\n"
     "                \"stack#<n>\", then one line per frame, outermost first (the thread's\n"
     "                entry first, the call that allocated last), indented two spaces:\n"
@@ -499,9 +506,9 @@ static const char readme_layout[] =
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
     "bytes read are decoded. summary.txt, stacks.folded, backtraces.txt and allocs.folded are\n"
-    "computed (one pass over their events) the first time they are listed or opened; a rank's\n"
-    "merged trace.txt and events.jsonl index their threads' start times the first time they\n"
-    "are read.\n";
+    "computed (one pass over their events; stacks.folded: two for threads in end order, three\n"
+    "in neither order) the first time they are listed or opened; a rank's merged trace.txt\n"
+    "and events.jsonl index their threads' times the first time they are read.\n";
 
 static const char readme_untimed[] =
     "                This trace has no timing: those files hold each thread's lines\n"
@@ -531,6 +538,11 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	fs_sb_printf(&b, "  timing    %s", timing_name(ti.timing));
 	if (ti.timing == TFS_TIMING_LOSSY)
 		fs_sb_printf(&b, " (relative error <= %g)", ti.rel_err);
+	if (ti.timing != TFS_TIMING_NONE)
+		fs_sb_printf(&b, "\n  order     %s",
+			     fs_merge_by_end(vt) ? "end (each thread lists an event when it ends): "
+						   "merged files by end time"
+						 : "start: merged files by start time");
 	fs_sb_printf(&b,
 		  "\n  size      %" PRIu64 " bytes for %" PRIu64 " bytes of trace.txt "
 		  "(ratio %.1f)\n",

@@ -1,20 +1,29 @@
 /*
  * Merged views: the trace.txt or events.jsonl lines of several threads (a rank, or a phase
- * directory) interleaved in start-time order, ties broken by thread and then event index.
- * Every line's length is fixed by its terminal (FORMAT.md §9), so the merged file's size is
- * the sum of the threads' views, known without decoding.
+ * directory) interleaved by a merge key, ties broken by thread and then event index. Every
+ * line's length is fixed by its terminal (FORMAT.md §9), so the merged file's size is the
+ * sum of the threads' views, known without decoding.
+ *
+ * Streams need not be sorted (FORMAT.md §3.1): synthetic writers append in start order, the
+ * capture in end order (an event is recorded when it ends, so a zone follows the zones and
+ * calls nested in it) and says so in the `event_order` metadata. A trace is merged
+ * by end time (start + duration) when that key is "end", else by start time. The key of an
+ * event is the largest such time of the events of its range up to and including it, so
+ * every range is non-decreasing in its key whatever its order and so is the merged file:
+ * the key is exactly the event's time in a range in that order, and the time its thread
+ * had reached otherwise (lossy timing, or an event listed after one that ended later).
  *
  * Reading at an arbitrary offset needs to know which events precede it. The first read of a
- * scope builds its merge index in one pass that decodes every start time: every
- * max(4096, 128 x threads) merged events, a checkpoint keeps each thread's next event index
- * and the merged byte offset in both views. The index costs (8 x threads + 16) bytes per
- * checkpoint: under 0.07 bytes per event up to 32 threads and at most 1/16 byte per event
- * beyond, and never more than CP_MAX_BYTES (32 MiB) per scope: a longer scope gets sparser
- * checkpoints, so a read then merges forward further. Plus one u32 per terminal and view
- * for line lengths (shared by the tree). A read
- * binary-searches the checkpoints, decodes each thread's next start time, then merges
- * forward, decoding only start times until its offset and rendering only the lines it
- * returns. A handle remembers its merge position, so sequential reads cost O(1) per event.
+ * scope builds its merge index in one pass that decodes every time: every max(4096, 128 x
+ * threads) merged events, a checkpoint keeps each thread's next event index and key so far
+ * and the merged byte offset in both views. The index costs (16 x threads + 16) bytes per checkpoint:
+ * under 0.14 bytes per event up to 32 threads and at most 1/8 byte per event beyond, and
+ * never more than CP_MAX_BYTES (32 MiB) per scope: a longer scope gets sparser checkpoints,
+ * so a read then merges forward further. Plus one u32 per terminal and view for line
+ * lengths (shared by the tree). A read binary-searches the checkpoints, decodes each
+ * thread's next time, then merges forward, decoding only times until its offset and
+ * rendering only the lines it returns. A handle remembers its merge position, so
+ * sequential reads cost O(1) per event.
  *
  * Traces without timing are not merged (every time is 0): vbuild.c serves those as the
  * threads' views one after the other.
@@ -34,7 +43,9 @@
 struct fs_merge_index {
 	uint64_t interval; /* merged events between checkpoints */
 	uint64_t n_cp;
+	bool by_end;	   /* merged by end time (event_order "end") */
 	uint64_t *next;	   /* [n_cp][n_segs]: each segment's next event, relative to its first */
+	uint64_t *run;	   /* [n_cp][n_segs]: each segment's key so far (0 before its first) */
 	uint64_t *off;	   /* [n_cp][2]: merged byte offset in the TEXT and JSONL views */
 };
 
@@ -45,12 +56,14 @@ struct mstate {
 	struct tfs_cursor **cur; /* [n_segs] over each segment's range, in the file's view */
 	uint64_t *next;		 /* [n_segs] the head, relative to the segment's first */
 	uint64_t *toff;		 /* [n_segs] where the head's line starts in the segment's view */
-	uint64_t *ts;		 /* [n_segs] the head's start time */
+	uint64_t *run;		 /* [n_segs] the largest time of the segment's merged events */
+	uint64_t *key;		 /* [n_segs] the head's key: max(run, the head's time) */
 	uint32_t *term;		 /* [n_segs] the head's terminal */
-	uint32_t *heap;		 /* segments with a head, smallest (ts, segment) first */
+	uint32_t *heap;		 /* segments with a head, smallest (key, segment) first */
 	uint32_t n_heap;
 	uint64_t count;		 /* merged events before the top head */
 	uint64_t off[2];	 /* merged offset of the top head's line, TEXT and JSONL */
+	bool by_end;		 /* the time is the end time, else the start time */
 	bool valid;
 };
 
@@ -61,6 +74,13 @@ struct fs_merge_reader {
 	uint64_t size;
 	const struct fs_merge_index *mi; /* once built */
 };
+
+bool fs_merge_by_end(const struct fs_vtree *vt)
+{
+	const char *order = tfs_trace_meta(vt->trace, "event_order");
+
+	return order && !strcmp(order, "end");
+}
 
 int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
 		  uint64_t *size)
@@ -83,6 +103,7 @@ void fs_merge_index_free(struct fs_merge_index *mi)
 	if (!mi)
 		return;
 	free(mi->next);
+	free(mi->run);
 	free(mi->off);
 	free(mi);
 }
@@ -111,7 +132,7 @@ static int line_len(struct mstate *ms, int view, uint32_t seg, uint32_t term, ui
 
 static bool before(const struct mstate *ms, uint32_t a, uint32_t b)
 {
-	return ms->ts[a] != ms->ts[b] ? ms->ts[a] < ms->ts[b] : a < b;
+	return ms->key[a] != ms->key[b] ? ms->key[a] < ms->key[b] : a < b;
 }
 
 static void heap_push(struct mstate *ms, uint32_t seg)
@@ -150,6 +171,7 @@ static int load_head(struct mstate *ms, uint32_t seg, struct tfs_diag *diag)
 {
 	const struct fs_seg *s = &ms->sc->segs[seg];
 	struct tfs_event ev;
+	uint64_t t;
 	int rc;
 
 	if (ms->next[seg] >= s->n_events)
@@ -157,7 +179,10 @@ static int load_head(struct mstate *ms, uint32_t seg, struct tfs_diag *diag)
 	rc = tfs_cursor_event(ms->cur[seg], s->first + ms->next[seg], &ev, diag);
 	if (rc < 0)
 		return rc;
-	ms->ts[seg] = ev.ts_ns;
+	t = ev.ts_ns;
+	if (ms->by_end)
+		t = ev.ts_ns + ev.dur_ns < ev.ts_ns ? UINT64_MAX : ev.ts_ns + ev.dur_ns;
+	ms->key[seg] = t > ms->run[seg] ? t : ms->run[seg];
 	ms->term[seg] = ev.terminal;
 	heap_push(ms, seg);
 	return 0;
@@ -170,7 +195,8 @@ static void ms_fini(struct mstate *ms)
 	free(ms->cur);
 	free(ms->next);
 	free(ms->toff);
-	free(ms->ts);
+	free(ms->run);
+	free(ms->key);
 	free(ms->term);
 	free(ms->heap);
 }
@@ -185,10 +211,11 @@ static int ms_init(struct mstate *ms, struct fs_vtree *vt, const struct fs_scope
 	ms->cur = calloc(n, sizeof(*ms->cur));
 	ms->next = calloc(n, sizeof(*ms->next));
 	ms->toff = calloc(n, sizeof(*ms->toff));
-	ms->ts = calloc(n, sizeof(*ms->ts));
+	ms->run = calloc(n, sizeof(*ms->run));
+	ms->key = calloc(n, sizeof(*ms->key));
 	ms->term = calloc(n, sizeof(*ms->term));
 	ms->heap = calloc(n, sizeof(*ms->heap));
-	if (!ms->cur || !ms->next || !ms->toff || !ms->ts || !ms->term || !ms->heap)
+	if (!ms->cur || !ms->next || !ms->toff || !ms->run || !ms->key || !ms->term || !ms->heap)
 		goto err_fini;
 	for (uint32_t i = 0; i < sc->n_segs; i++) {
 		const struct fs_seg *s = &sc->segs[i];
@@ -216,11 +243,13 @@ static int ms_seek(struct mstate *ms, const struct fs_merge_index *mi, uint64_t 
 
 	ms->valid = false;
 	ms->n_heap = 0;
+	ms->by_end = mi ? mi->by_end : fs_merge_by_end(ms->vt);
 	ms->count = mi ? k * mi->interval : 0;
 	ms->off[0] = mi ? mi->off[2 * k] : 0;
 	ms->off[1] = mi ? mi->off[2 * k + 1] : 0;
 	for (uint32_t i = 0; i < n_segs; i++) {
 		ms->next[i] = mi ? mi->next[k * n_segs + i] : 0;
+		ms->run[i] = mi ? mi->run[k * n_segs + i] : 0;
 		ms->toff[i] = 0;
 		if (ms->next[i] > 0 && ms->next[i] < ms->sc->segs[i].n_events) {
 			rc = tfs_cursor_event_offset(ms->cur[i], ms->next[i], &ms->toff[i]);
@@ -249,6 +278,7 @@ static int ms_advance(struct mstate *ms, int view, struct tfs_diag *diag)
 		ms->off[v] += len[v];
 	}
 	heap_pop(ms);
+	ms->run[seg] = ms->key[seg];
 	ms->toff[seg] += len[view];
 	ms->next[seg]++;
 	ms->count++;
@@ -265,7 +295,7 @@ err_invalid:
 /* Merged events between checkpoints: dense enough to seek fast, within CP_MAX_BYTES. */
 static uint64_t cp_interval(const struct fs_scope *sc)
 {
-	uint64_t per_cp = 8 * (uint64_t)sc->n_segs + 16;
+	uint64_t per_cp = 16 * (uint64_t)sc->n_segs + 16;
 	uint64_t max_cp = CP_MAX_BYTES / per_cp > 2 ? CP_MAX_BYTES / per_cp : 2;
 	uint64_t interval = (uint64_t)CP_EVENTS_PER_THREAD * sc->n_segs;
 
@@ -288,6 +318,7 @@ static int build_index(void *arg)
 {
 	struct build_arg *a = arg;
 	const struct fs_scope *sc = a->sc;
+	size_t n_segs = sc->n_segs ? sc->n_segs : 1;
 	struct fs_merge_index *mi;
 	struct mstate ms;
 	int rc;
@@ -297,14 +328,17 @@ static int build_index(void *arg)
 		return -ENOMEM;
 	mi->interval = cp_interval(sc);
 	mi->n_cp = sc->n_events / mi->interval + 1;
-	mi->next = calloc(mi->n_cp * (sc->n_segs ? sc->n_segs : 1), sizeof(*mi->next));
+	mi->next = calloc(mi->n_cp * n_segs, sizeof(*mi->next));
+	mi->run = calloc(mi->n_cp * n_segs, sizeof(*mi->run));
 	mi->off = calloc(mi->n_cp * 2, sizeof(*mi->off));
-	rc = mi->next && mi->off ? ms_init(&ms, a->vt, sc, TFS_VIEW_TEXT) : -ENOMEM;
+	rc = mi->next && mi->run && mi->off ? ms_init(&ms, a->vt, sc, TFS_VIEW_TEXT) : -ENOMEM;
 	if (rc < 0)
 		goto err_free_index;
+	mi->by_end = fs_merge_by_end(a->vt);
 	rc = ms_seek(&ms, NULL, 0, a->diag);
 	for (uint64_t k = 0; k < mi->n_cp && rc == 0; k++) {
 		memcpy(&mi->next[k * sc->n_segs], ms.next, sc->n_segs * sizeof(*ms.next));
+		memcpy(&mi->run[k * sc->n_segs], ms.run, sc->n_segs * sizeof(*ms.run));
 		mi->off[2 * k] = ms.off[0];
 		mi->off[2 * k + 1] = ms.off[1];
 		for (uint64_t i = 0; i < mi->interval && ms.n_heap > 0 && rc == 0; i++)

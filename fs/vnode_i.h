@@ -215,6 +215,8 @@ ssize_t fs_concat_read(struct fs_concat_reader *r, void *buf, size_t len, uint64
 /* ---- vmerge.c: threads interleaved in time order ---- */
 
 struct fs_merge_reader;
+/** Merged by end time: the trace's `event_order` metadata is "end" (else by start time). */
+bool fs_merge_by_end(const struct fs_vtree *vt);
 /** Total bytes of @view over @sc: the sum of its segments' views. */
 int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
 		  uint64_t *size);

@@ -6,7 +6,8 @@
  * byte counts fixed by the signature) with what only decoding gives (times, VAL byte
  * counts). When no per-occurrence value is needed - no timing and no VAL byte count - the
  * counts come from the grammar alone (tfs_trace_term_counts) and nothing is decoded.
- * Until traces carry backtraces, a stack is the nesting of zones on one thread.
+ * Until traces carry backtraces, a stack is the nesting of zones on one thread, found from
+ * their times whatever order the stream lists them in.
  */
 #include <assert.h>
 #include <errno.h>
@@ -381,21 +382,35 @@ static void map_fini(struct stackmap *m)
 	free(m->bytes);
 }
 
-/* An open zone of one thread. */
-struct zone {
-	uint64_t start_ns, end_ns, index;
+/*
+ * An allocation's stack is the zones of its thread whose extent holds the allocation's:
+ * zone start <= allocation start < zone end and allocation end <= zone end (FORMAT.md §3.1
+ * lets a stream list its events in any order). A sweep over the whole stream finds them with
+ * memory bounded by the nesting depth (and the most allocations sharing one time) when the
+ * stream's zones and allocations are in start order (non-decreasing start: a zone that
+ * holds an allocation comes before it or shares its start) or, sweeping from the end, in
+ * end order (non-decreasing end, as the capture records: the zone comes after it or shares
+ * its end). Each sweep checks its order and gives up at the first event out of it; a
+ * stream in neither order is then sorted by start time in memory.
+ */
+
+/* A zone, or an allocation (term UINT32_MAX), as the sweep sees it. */
+struct sitem {
+	uint64_t start_ns, end_ns, index, bytes;
 	uint32_t term;
 };
 
+#define ALLOC_TERM UINT32_MAX
+
 static int cmp_zone(const void *a, const void *b)
 {
-	const struct zone *x = a, *y = b;
+	const struct sitem *x = a, *y = b;
 
 	if (x->start_ns != y->start_ns)
 		return x->start_ns < y->start_ns ? -1 : 1;
 	if (x->end_ns != y->end_ns)
 		return x->end_ns > y->end_ns ? -1 : 1;
-	return x->index < y->index ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
 }
 
 /* A frame: the zone name as the text view prints it, without quotes, ';' as \x3b. */
@@ -412,80 +427,235 @@ static void put_frame(struct fs_sbuf *b, const char *quoted)
 	}
 }
 
-struct stack_walk {
-	struct zone *open; /* zones that may still contain later events, in stream order */
-	size_t n_open, open_cap;
-	struct zone *active;
-	struct fs_sbuf key;
-	size_t root_len;
+struct ivec {
+	struct sitem *v;
+	size_t n, cap;
 };
 
-/* Forget zones that ended by @ts_ns (streams are in start order: later events start later). */
-static void drop_ended(struct stack_walk *w, uint64_t ts_ns)
+static int ivec_push(struct ivec *a, const struct sitem *it)
 {
-	size_t n = 0;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? 2 * a->cap : 16;
+		struct sitem *v = realloc(a->v, cap * sizeof(*v));
 
-	for (size_t i = 0; i < w->n_open; i++) {
-		if (w->open[i].end_ns > ts_ns)
-			w->open[n++] = w->open[i];
-	}
-	w->n_open = n;
-}
-
-static int push_zone(struct stack_walk *w, const struct tfs_event *ev)
-{
-	if (w->n_open == w->open_cap) {
-		size_t cap = w->open_cap ? 2 * w->open_cap : 16;
-		struct zone *o = realloc(w->open, cap * sizeof(*o));
-		struct zone *a = realloc(w->active, cap * sizeof(*a));
-
-		if (o)
-			w->open = o;
-		if (a)
-			w->active = a;
-		if (!o || !a)
+		if (!v)
 			return -ENOMEM;
-		w->open_cap = cap;
+		a->v = v;
+		a->cap = cap;
 	}
-	w->open[w->n_open++] = (struct zone){.start_ns = ev->ts_ns,
-					      .end_ns = sat_add(ev->ts_ns, ev->dur_ns),
-					      .index = ev->index,
-					      .term = ev->terminal};
+	a->v[a->n++] = *it;
 	return 0;
 }
 
-/* Add an allocation's bytes to the stack of zones it lies in. */
-static int add_alloc(struct fs_vtree *vt, struct stackmap *m, struct stack_walk *w,
-		     const struct tfs_event *ev)
-{
-	uint64_t bytes = event_bytes(vt, ev);
-	size_t n = 0;
+struct stack_walk {
+	struct fs_vtree *vt;
+	struct stackmap *m; /* the stacks of the segment being swept */
+	struct ivec open;   /* zones that may hold allocations still to come */
+	struct ivec group;  /* the allocations of the current group (same sort time) */
+	struct ivec active; /* scratch: the zones of one allocation */
+	struct ivec all;    /* a stream in neither order: its zones and allocations */
+	struct fs_sbuf key;
+	size_t root_len;
+	bool reverse; /* sweeping from the stream's end (end order) */
+	bool in_group;
+	uint64_t group_ns; /* the group's sort time: start (forward) or end (reverse) */
+};
 
-	for (size_t i = 0; i < w->n_open; i++) {
-		if (w->open[i].start_ns <= ev->ts_ns)
-			w->active[n++] = w->open[i];
-	}
-	if (n > 1)
-		qsort(w->active, n, sizeof(*w->active), cmp_zone);
-	w->key.len = w->root_len;
-	for (size_t i = 0; i < n; i++)
-		put_frame(&w->key, vt->terms[w->active[i].term].zone);
-	if (w->key.failed)
-		return -ENOMEM;
-	return map_add(m, w->key.data, w->key.len, bytes);
+static uint64_t sort_ns(const struct stack_walk *w, const struct sitem *it)
+{
+	return w->reverse ? it->end_ns : it->start_ns;
 }
 
-/* Allocations of one segment, with the zones of its thread from the stream's start. */
-static int stack_seg(struct fs_vtree *vt, const struct fs_seg *s, struct stackmap *m,
-		     struct stack_walk *w, uint64_t *counts)
+/* Add the bytes of each allocation of the group to its stack. */
+static int flush_group(struct stack_walk *w)
+{
+	int rc = 0;
+
+	for (size_t g = 0; g < w->group.n && rc == 0; g++) {
+		const struct sitem *a = &w->group.v[g];
+
+		w->active.n = 0;
+		for (size_t i = 0; i < w->open.n && rc == 0; i++) {
+			const struct sitem *z = &w->open.v[i];
+
+			if (z->start_ns <= a->start_ns && a->start_ns < z->end_ns &&
+			    a->end_ns <= z->end_ns)
+				rc = ivec_push(&w->active, z);
+		}
+		if (rc < 0)
+			return rc;
+		if (w->active.n > 1)
+			qsort(w->active.v, w->active.n, sizeof(*w->active.v), cmp_zone);
+		w->key.len = w->root_len;
+		for (size_t i = 0; i < w->active.n; i++)
+			put_frame(&w->key, w->vt->terms[w->active.v[i].term].zone);
+		if (w->key.failed)
+			return -ENOMEM;
+		rc = map_add(w->m, w->key.data, w->key.len, a->bytes);
+	}
+	w->group.n = 0;
+	return rc;
+}
+
+/* Forget the zones that can hold no allocation of sort time @ns or beyond. */
+static void drop_done(struct stack_walk *w, uint64_t ns)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->open.n; i++) {
+		const struct sitem *z = &w->open.v[i];
+
+		if (w->reverse ? z->start_ns <= ns : z->end_ns > ns)
+			w->open.v[n++] = *z;
+	}
+	w->open.n = n;
+}
+
+/*
+ * Take the next item of the sweep (@counted: an allocation whose bytes count).
+ * @return 0, or 1 when the items are out of the sweep's order
+ */
+static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted)
+{
+	uint64_t ns = sort_ns(w, it);
+	struct sitem *last;
+	int rc;
+
+	if (!w->in_group || ns != w->group_ns) {
+		if (w->in_group && (w->reverse ? ns > w->group_ns : ns < w->group_ns))
+			return 1;
+		rc = flush_group(w);
+		if (rc < 0)
+			return rc;
+		w->in_group = true;
+		w->group_ns = ns;
+		drop_done(w, ns);
+	}
+	if (it->term != ALLOC_TERM) /* a zone without extent holds nothing */
+		return it->end_ns > it->start_ns ? ivec_push(&w->open, it) : 0;
+	if (!counted)
+		return 0;
+	last = w->group.n > 0 ? &w->group.v[w->group.n - 1] : NULL;
+	if (last && last->start_ns == it->start_ns && last->end_ns == it->end_ns) {
+		last->bytes = sat_add(last->bytes, it->bytes); /* same stack: one entry */
+		return 0;
+	}
+	return ivec_push(&w->group, it);
+}
+
+static void sweep_start(struct stack_walk *w, bool reverse)
+{
+	w->reverse = reverse;
+	w->in_group = false;
+	w->open.n = 0;
+	w->group.n = 0;
+}
+
+/* The event as a sweep item. @return true for a zone or an allocation */
+static bool event_item(struct fs_vtree *vt, const struct tfs_event *ev, struct sitem *it)
+{
+	const struct fs_kind *k = &vt->kinds[ev->kind];
+
+	if (!k->is_alloc && !k->is_zone)
+		return false;
+	*it = (struct sitem){.start_ns = ev->ts_ns,
+			     .end_ns = sat_add(ev->ts_ns, ev->dur_ns),
+			     .index = ev->index,
+			     .bytes = k->is_zone ? 0 : event_bytes(vt, ev),
+			     .term = k->is_zone ? ev->terminal : ALLOC_TERM};
+	return true;
+}
+
+/*
+ * Sweep segment @s's whole stream from its start (or from its end, @reverse): a zone
+ * anywhere may hold the segment's allocations, and the order is checked everywhere.
+ * @return 0, 1 (out of order) or -errno
+ */
+static int sweep_stream(struct stack_walk *w, struct tfs_cursor *c, const struct fs_seg *s,
+			uint64_t n, bool reverse)
+{
+	uint64_t end = s->first + s->n_events;
+	struct tfs_event ev;
+	struct sitem it;
+	int rc = 0;
+
+	sweep_start(w, reverse);
+	for (uint64_t k = 0; k < n && rc == 0; k++) {
+		uint64_t i = reverse ? n - 1 - k : k;
+
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc < 0 || !event_item(w->vt, &ev, &it))
+			continue;
+		rc = sweep_item(w, &it, i >= s->first && i < end);
+	}
+	return rc == 0 ? flush_group(w) : rc;
+}
+
+static int cmp_start(const void *a, const void *b)
+{
+	const struct sitem *x = a, *y = b;
+
+	if (x->start_ns != y->start_ns)
+		return x->start_ns < y->start_ns ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* A stream in neither order: its zones and counted allocations sorted, then swept. */
+static int sweep_sorted(struct stack_walk *w, struct tfs_cursor *c, const struct fs_seg *s,
+			uint64_t n)
+{
+	struct tfs_event ev;
+	struct sitem it;
+	int rc = 0;
+
+	w->all.n = 0;
+	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc < 0 || !event_item(w->vt, &ev, &it))
+			continue;
+		if (it.term != ALLOC_TERM || (i >= s->first && i < s->first + s->n_events))
+			rc = ivec_push(&w->all, &it);
+	}
+	if (rc < 0)
+		return rc;
+	qsort(w->all.v, w->all.n, sizeof(*w->all.v), cmp_start);
+	sweep_start(w, false);
+	for (size_t i = 0; i < w->all.n && rc == 0; i++)
+		rc = sweep_item(w, &w->all.v[i], true);
+	assert(rc <= 0);
+	return rc == 0 ? flush_group(w) : rc;
+}
+
+/* Untimed: zones have no extent, every allocation of the segment is at the root. */
+static int root_bytes(struct stack_walk *w, const struct fs_seg *s, struct stackmap *total)
 {
 	struct tfs_cursor *c;
 	struct tfs_event ev;
+	struct sitem it;
+	uint64_t bytes = 0;
+	int rc;
+
+	rc = tfs_cursor_new(w->vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
+	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc == 0 && event_item(w->vt, &ev, &it) && it.term == ALLOC_TERM)
+			bytes = sat_add(bytes, it.bytes);
+	}
+	tfs_cursor_free(c);
+	return rc < 0 ? rc : map_add(total, w->key.data, w->key.len, bytes);
+}
+
+/* Allocations of one segment, in the zones of its thread's whole stream. */
+static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *counts,
+		     struct stackmap *total)
+{
+	struct fs_vtree *vt = w->vt;
+	struct tfs_stream_info si;
+	struct tfs_cursor *c;
 	uint64_t bytes = 0;
 	int rc;
 
 	w->key.len = 0;
-	w->n_open = 0;
 	fs_sb_printf(&w->key, "rank %" PRIu32 ";thread %" PRIu32, s->rank, s->thread);
 	if (w->key.failed)
 		return -ENOMEM;
@@ -499,25 +669,32 @@ static int stack_seg(struct fs_vtree *vt, const struct fs_seg *s, struct stackma
 			if (vt->kinds[vt->terms[t].kind].is_alloc)
 				bytes = sat_add(bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
 		}
-		return map_add(m, w->key.data, w->key.len, bytes);
+		return map_add(total, w->key.data, w->key.len, bytes);
 	}
-	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, 0, s->first + s->n_events, &c);
-	for (uint64_t i = 0; i < s->first + s->n_events && rc == 0; i++) {
-		const struct fs_kind *k;
-
-		rc = tfs_cursor_event(c, i, &ev, NULL);
-		if (rc < 0)
+	if (vt->ti.timing == TFS_TIMING_NONE)
+		return root_bytes(w, s, total);
+	rc = tfs_trace_stream(vt->trace, s->stream, &si);
+	if (rc < 0)
+		return rc;
+	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, 0, si.n_events, &c);
+	if (rc < 0)
+		return rc;
+	/* a sweep that finds disorder half-way leaves only its own map to throw away */
+	for (int how = 0; how < 3; how++) {
+		map_fini(w->m);
+		memset(w->m, 0, sizeof(*w->m));
+		if (how < 2)
+			rc = sweep_stream(w, c, s, si.n_events, how == 1);
+		else
+			rc = sweep_sorted(w, c, s, si.n_events);
+		if (rc != 1)
 			break;
-		k = &vt->kinds[ev.kind];
-		if (!k->is_alloc && !k->is_zone)
-			continue;
-		drop_ended(w, ev.ts_ns);
-		if (k->is_alloc && i >= s->first)
-			rc = add_alloc(vt, m, w, &ev);
-		if (rc == 0 && k->is_zone)
-			rc = push_zone(w, &ev);
 	}
 	tfs_cursor_free(c);
+	for (size_t i = 0; i < w->m->cap && rc == 0; i++) {
+		if (w->m->keys[i])
+			rc = map_add(total, w->m->keys[i], strlen(w->m->keys[i]), w->m->bytes[i]);
+	}
 	return rc;
 }
 
@@ -554,8 +731,8 @@ static int print_stacks(const struct stackmap *m, char **out, size_t *len)
 
 int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
 {
-	struct stackmap m = {0};
-	struct stack_walk w = {0};
+	struct stackmap m = {0}, seg_m = {0};
+	struct stack_walk w = {.vt = vt, .m = &seg_m};
 	uint64_t *counts;
 	int rc;
 
@@ -566,13 +743,16 @@ int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, si
 	if (!counts)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
-		rc = stack_seg(vt, &sc->segs[i], &m, &w, counts);
+		rc = stack_seg(&w, &sc->segs[i], counts, &m);
 	if (rc == 0)
 		rc = print_stacks(&m, out, len);
 	free(counts);
-	free(w.open);
-	free(w.active);
+	free(w.open.v);
+	free(w.group.v);
+	free(w.active.v);
+	free(w.all.v);
 	free(w.key.data);
+	map_fini(&seg_m);
 	map_fini(&m);
 	return rc;
 }

@@ -91,7 +91,7 @@ static uint64_t umag(uint64_t d)
 static void check_times(const struct tfs_vsec *v, const struct evset *s, const struct vblock *b,
 			uint32_t i)
 {
-	uint64_t k = b->first_event + i;
+	uint64_t k = b->first_event + i, err, gap;
 	uint32_t e_fix = (uint32_t)(v->rel_err * 4294967296.0);
 
 	switch (v->timing) {
@@ -109,8 +109,13 @@ static void check_times(const struct tfs_vsec *v, const struct evset *s, const s
 		assert_true(b->ts_ns[0] == s->ts[k]);
 		return;
 	}
-	assert_true((u128)umag(b->ts_ns[i] - s->ts[k]) << 32 <=
-		    (u128)e_fix * umag(s->ts[k] - b->ts_ns[i - 1]));
+	err = umag(b->ts_ns[i] - s->ts[k]);
+	gap = umag(s->ts[k] - b->ts_ns[i - 1]);
+	if ((u128)err << 32 <= (u128)e_fix * gap)
+		return;
+	/* FORMAT.md §7.4: a step back to near 0 rounds up instead of below 0, within 2e'g + 2 */
+	assert_true(s->ts[k] <= b->ts_ns[i] && b->ts_ns[i] <= b->ts_ns[i - 1]);
+	assert_true((u128)err << 32 <= 2 * (u128)e_fix * gap + ((u128)2 << 32));
 }
 
 /* Decode every block of @sec and compare with @s. */
@@ -284,6 +289,58 @@ static void test_values_lossy_bounds_hold_and_shrink_jittery_timing(void **state
 	}
 	buf_fini(&ref);
 	ev_fini(&s);
+}
+
+/*
+ * End order (FORMAT.md §3.1): a zone that encloses the events before it steps back to its
+ * start. Steps back to starts near 0, with gaps anywhere in their bin, never reconstruct
+ * below 0 (a wrapped time would be beyond the trace's maxima) and stay in the bound.
+ */
+static void test_values_lossy_step_back_to_zero_stays_non_negative(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const double errs[] = {VAL_MIN_REL_ERR, 0.1, 0.5};
+	size_t raised = 0;
+
+	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
+		struct venc_opts o = {.block_events = 4096, .timing = VAL_TIMING_LOSSY,
+				      .rel_err = errs[k]};
+		struct tfs_vsec v;
+		struct vblock b;
+		struct tfs_diag d;
+		struct tfs_buf sec;
+		struct evset s;
+		uint64_t p;
+
+		ev_init(&s, 4000, 1);
+		s.n_vals_of[0] = 0;
+		ev_push(&s, 0, 0, 10);
+		while (s.n + 2 <= 4000) {
+			/* a nested event at p, then its zone from a start near 0 */
+			p = 64 + (tu_rand(&seed) >> (24 + tu_below(&seed, 32)));
+			ev_push(&s, 0, p, 5);
+			ev_push(&s, 0, tu_below(&seed, 1 + p / 64), p);
+		}
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSY);
+		memset(&d, 0, sizeof(d));
+		assert_int_equal(vsec_open(&v, sec.data, sec.len, 1000, &d), 0);
+		vblock_init(&b);
+		assert_int_equal(vsec_decode_block(&v, 0, s.term, s.n_vals_of, s.n_terms, &b, &d), 0);
+		for (uint32_t i = 0; i < b.n_events; i++) {
+			uint64_t err = b.ts_ns[i] - s.ts[i], gap = b.ts_ns[i ? i - 1 : 0] - s.ts[i];
+
+			assert_true(b.ts_ns[i] <= UINT64_C(1) << 62);
+			/* rounded up past the usual bound: the rule was needed */
+			raised += i > 0 && b.ts_ns[i] > s.ts[i] &&
+				  (u128)err << 32 > (u128)(uint32_t)(errs[k] * 4294967296.0) * gap;
+		}
+		vblock_fini(&b);
+		buf_fini(&sec);
+		ev_fini(&s);
+	}
+	fprintf(stderr, "# steps back rounded up to stay >= 0: %zu\n", raised);
+	assert_true(raised > 0);
 }
 
 static void test_values_strided_loop_is_tiny(void **state)
@@ -780,6 +837,7 @@ int main(void)
 		cmocka_unit_test(test_values_round_trip_lossless_random),
 		cmocka_unit_test(test_values_round_trip_lossy_random_extremes),
 		cmocka_unit_test(test_values_lossy_bounds_hold_and_shrink_jittery_timing),
+		cmocka_unit_test(test_values_lossy_step_back_to_zero_stays_non_negative),
 		cmocka_unit_test(test_values_strided_loop_is_tiny),
 		cmocka_unit_test(test_values_none_stores_no_timing),
 		cmocka_unit_test(test_values_empty_section_is_header_only),

@@ -95,6 +95,17 @@ struct opts {
 	uint32_t ranks, threads;
 	struct tfs_writer_opts w;
 	bool odd_phases;
+	bool end_order;
+};
+
+/*
+ * Events are appended as they start or, with --end-order, as they end: the same events in
+ * the order the capture records them (metadata event_order=end). A zone that has started
+ * but not ended yet waits here until the clock passes its end.
+ */
+struct pending {
+	uint64_t ts_ns, dur_ns;
+	const char *name;
 };
 
 struct gen {
@@ -105,6 +116,9 @@ struct gen {
 	uint32_t kind_id[N_KINDS];
 	FILE *dump;
 	int rc;
+	bool end_order;
+	struct pending *open; /* zones not appended yet, in start order */
+	size_t n_open, open_cap;
 };
 
 /* xorshift64* */
@@ -133,14 +147,15 @@ static void dump_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static void dump_event(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
+static void dump_event(struct gen *g, enum kind_id k, uint64_t ts_ns, uint64_t dur_ns,
+		       const union tfs_arg *a)
 {
 	const struct tfs_kind_desc *d = &kinds[k];
 
 	fprintf(g->dump,
 		"{\"rank\":%" PRIu32 ",\"thread\":%" PRIu32 ",\"kind\":\"%s\",\"ts\":%" PRIu64
 		",\"dur\":%" PRIu64 ",\"args\":[",
-		g->rank, g->thread, d->name, g->ts_ns, dur_ns);
+		g->rank, g->thread, d->name, ts_ns, dur_ns);
 	for (uint32_t i = 0; i < d->n_args; i++) {
 		if (i)
 			fputc(',', g->dump);
@@ -154,25 +169,64 @@ static void dump_event(struct gen *g, enum kind_id k, uint64_t dur_ns, const uni
 	fputs("]}\n", g->dump);
 }
 
-/* Append one event after a jittered gap; the clock then moves past its duration. */
-static void emit(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
+static void append(struct gen *g, enum kind_id k, uint64_t ts_ns, uint64_t dur_ns,
+		   const union tfs_arg *a)
 {
-	uint64_t gap = 150 + below(g, 200);
 	int rc;
 
 	if (g->rc)
 		return;
-	if (below(g, 2000) == 0)
-		gap += 1000000 + below(g, 4000000); /* a pause: descheduled, page faults... */
-	g->ts_ns += gap;
-	rc = tfs_wstream_append(g->s, g->kind_id[k], g->ts_ns, dur_ns, a);
+	rc = tfs_wstream_append(g->s, g->kind_id[k], ts_ns, dur_ns, a);
 	if (rc < 0) {
 		fprintf(stderr, "synth_demo: cannot append event: %s\n", strerror(-rc));
 		g->rc = rc;
 		return;
 	}
 	if (g->dump)
-		dump_event(g, k, dur_ns, a);
+		dump_event(g, k, ts_ns, dur_ns, a);
+}
+
+/* Append the open zones that end by @end_ns, earliest end first (ties: earliest start). */
+static void close_zones(struct gen *g, uint64_t end_ns)
+{
+	while (g->n_open > 0 && !g->rc) {
+		size_t best = 0;
+		union tfs_arg a[1];
+
+		for (size_t i = 1; i < g->n_open; i++) {
+			if (g->open[i].ts_ns + g->open[i].dur_ns <
+			    g->open[best].ts_ns + g->open[best].dur_ns)
+				best = i;
+		}
+		if (g->open[best].ts_ns + g->open[best].dur_ns > end_ns)
+			return;
+		a[0].s = g->open[best].name;
+		append(g, K_ZONE, g->open[best].ts_ns, g->open[best].dur_ns, a);
+		g->n_open--;
+		memmove(&g->open[best], &g->open[best + 1], (g->n_open - best) * sizeof(*g->open));
+	}
+}
+
+/* The start of the next event: the clock moves on by a jittered gap. */
+static uint64_t next_start(struct gen *g)
+{
+	uint64_t gap = 150 + below(g, 200);
+
+	if (below(g, 2000) == 0)
+		gap += 1000000 + below(g, 4000000); /* a pause: descheduled, page faults... */
+	g->ts_ns += gap;
+	return g->ts_ns;
+}
+
+/* Append one event after a jittered gap; the clock then moves past its duration. */
+static void emit(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
+{
+	if (g->rc)
+		return;
+	next_start(g);
+	if (g->end_order)
+		close_zones(g, g->ts_ns + dur_ns);
+	append(g, k, g->ts_ns, dur_ns, a);
 	g->ts_ns += dur_ns;
 }
 
@@ -196,10 +250,26 @@ static void zone_span(struct gen *g, const char *name, uint64_t span_ns)
 {
 	union tfs_arg a[1] = {{.s = name}};
 	uint64_t dur_ns = jitter(g, span_ns);
+	struct pending *p;
 
-	emit(g, K_ZONE, dur_ns, a);
-	if (!g->rc)
-		g->ts_ns -= dur_ns; /* emit() moved past the zone: go back inside it */
+	if (g->rc || !g->end_order) {
+		emit(g, K_ZONE, dur_ns, a);
+		if (!g->rc)
+			g->ts_ns -= dur_ns; /* emit() moved past the zone: go back inside it */
+		return;
+	}
+	if (g->n_open == g->open_cap) {
+		size_t cap = g->open_cap ? 2 * g->open_cap : 16;
+
+		p = realloc(g->open, cap * sizeof(*p));
+		if (!p) {
+			g->rc = -ENOMEM;
+			return;
+		}
+		g->open = p;
+		g->open_cap = cap;
+	}
+	g->open[g->n_open++] = (struct pending){next_start(g), dur_ns, name};
 }
 
 static void mark(struct gen *g, const char *msg)
@@ -479,6 +549,7 @@ static int gen_stream(struct tfs_writer *w, struct gen *g, const struct opts *o)
 		solve_step(g, i, heap, out_fd);
 	mark1 = n_events(g);
 	phase_output(g, target, heap, out_fd);
+	close_zones(g, UINT64_MAX);
 	if (g->rc)
 		return g->rc;
 	rc = add_phase(w, g->dump, "init", g, 0, mark0);
@@ -545,7 +616,7 @@ static int setup(struct tfs_writer *w, struct gen *g, int argc, char **argv)
 static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 {
 	struct tfs_writer *w;
-	struct gen g = {.dump = dump, .n_ranks = o->ranks};
+	struct gen g = {.dump = dump, .n_ranks = o->ranks, .end_order = o->end_order};
 	int rc;
 
 	rc = tfs_writer_new(&o->w, &w);
@@ -554,6 +625,8 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 		return rc;
 	}
 	rc = setup(w, &g, argc, argv);
+	if (rc == 0 && o->end_order)
+		rc = tfs_writer_set_meta(w, "event_order", "end");
 	if (rc == 0 && dump)
 		dump_schema(dump, o);
 	for (uint32_t r = 0; r < o->ranks && rc == 0; r += 2)
@@ -581,15 +654,18 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 			fprintf(stderr, "synth_demo: cannot save %s: %s\n", o->out, strerror(-rc));
 	}
 	tfs_writer_free(w);
+	free(g.open);
 	return rc;
 }
 
 static const char usage[] =
     "usage: synth_demo -o FILE [--events N] [--timing none|lossless|lossy:ERR] [--seed S]\n"
-    "                  [--ranks R] [--threads T] [--dump FILE] [--odd-phases]\n"
+    "                  [--ranks R] [--threads T] [--dump FILE] [--odd-phases] [--end-order]\n"
     "Writes a deterministic synthetic trace of about N events (default 100000).\n"
     "--dump also writes the schema, every event and the phases as JSON lines.\n"
-    "--odd-phases adds phases with names that need escaping as directory names.\n";
+    "--odd-phases adds phases with names that need escaping as directory names.\n"
+    "--end-order appends each event when it ends, as the capture does (metadata\n"
+    "event_order=end), instead of when it starts.\n";
 
 static bool parse_timing(const char *s, struct tfs_writer_opts *w)
 {
@@ -629,6 +705,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	    {"ranks", required_argument, NULL, 'R'},
 	    {"threads", required_argument, NULL, 'T'},
 	    {"odd-phases", no_argument, NULL, 'p'},
+	    {"end-order", no_argument, NULL, 'e'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
@@ -647,6 +724,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case 'p':
 			o->odd_phases = true;
+			break;
+		case 'e':
+			o->end_order = true;
 			break;
 		case 'n':
 			ok = parse_u64(optarg, UINT64_C(1) << 40, &o->events);

@@ -24,6 +24,8 @@
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
  *                          --backtrace-depth=N`)
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
+ *   TFS_ALLOC_IDS=0        no table of live allocations: every allocation id and buffer id
+ *                          recorded is 0 (the interposers' cost without it, for comparison)
  *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
  *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
  *                          half the cost of clock_gettime; drifts from it by the calibration
@@ -32,11 +34,20 @@
  *                          which clock was used.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
- * record` records all categories unless --trace says otherwise): the malloc family, POSIX
- * and stdio I/O with their 64-bit and fortified (__read_chk...) variants, pthread_create and
- * pthread_join. Descriptors and FILE * become symbolic file ids, one per path, the path
- * stored once in the opening call; threads created with pthread_create are numbered in
- * creation order. The event kinds are listed in capture/calls.c.
+ * record` records all categories unless --trace says otherwise): alloc is the malloc family
+ * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign) and mmap, mmap64,
+ * munmap; io is POSIX and stdio I/O with their 64-bit and fortified (__read_chk...) variants;
+ * threads is pthread_create and pthread_join. Every event's category in the trace is the
+ * name of the --trace word that records it. Descriptors and FILE * become symbolic file
+ * ids, one per path, the path stored once in the opening call; threads created with
+ * pthread_create are numbered in creation order. Every heap block and mapping gets an
+ * allocation id (1, 2, 3... in allocation order across the process image, `id=` in its
+ * allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is recorded
+ * as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`; id 0 and
+ * the address itself for a stack or static buffer), so a loop over one buffer compresses to
+ * one grammar rule; the table of live allocations is kept while alloc or io is traced. A
+ * munmap that cuts a mapping in two leaves two pieces with the mapping's id and offsets
+ * from its original start. The event kinds are listed in capture/calls.c.
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
  * posix_memalign, aligned_alloc and memalign events get a last argument `stack` naming the
@@ -53,12 +64,13 @@
  * frames), symbolisation included.
  *
  * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
- * exec'd image under `tracefs record` goes on in the same rank with new thread ids), buffer
- * pointers of I/O calls as (allocation id, offset), backtraces of calls other than
- * allocations, demangled C++ names in backtraces, symbols of code unloaded by dlclose before
- * the end (an address reused by a later object is named after it) and of an exec'd image's
- * predecessors where their objects overlap its own (only without address randomisation or
- * with non-PIE programs: the latest image's names win), mmap/munmap, dup/dup2/fcntl
+ * exec'd image under `tracefs record` goes on in the same rank with new thread ids),
+ * backtraces of calls other than allocations, demangled C++ names in backtraces, symbols of
+ * code unloaded by dlclose before the end (an address reused by a later object is named
+ * after it) and of an exec'd image's predecessors where their objects overlap its own (only
+ * without address randomisation or with non-PIE programs: the latest image's names win),
+ * mremap, shmat and brk (a mapping mremap moved keeps its old range in the
+ * allocation table until unmapped; memory they return has buffer id 0), dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
  * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
@@ -82,7 +94,7 @@ extern "C" {
 #define TFS_TRACE_ON 0x1u    /**< set whenever capture is on: phases and flush */
 #define TFS_TRACE_ZONES 0x2u /**< zones, marks, counters, thread names */
 #define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
-#define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family */
+#define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family, mmap, munmap */
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
 #define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join */
 

@@ -4,9 +4,28 @@
  * from this description). It prints nothing and links nothing of tracefs.
  *
  *   cap_io calls DIR      the calls below, in this order, on files in DIR
- *   cap_io threads DIR N  N threads, each 10 x {malloc(32), write 16 bytes, free}
+ *   cap_io threads DIR N  N threads, each 10 x {p = malloc(32), write 16 bytes at p + i, free}
  *   cap_io loop N         N x {malloc(64), free} (the benchmark's allocation loop)
  *   cap_io errno          exits 3 if a traced call changes errno where the real one would not
+ *   cap_io bufs DIR       buffers in heap blocks, on the stack, in mappings (below)
+ *   cap_io seqread DIR N  N reads of 512 bytes walking through one heap buffer, then N reads
+ *                         into the start of it
+ *   cap_io churn DIR N K  N threads, each K rounds of allocating (malloc, calloc, realloc,
+ *                         1 MiB blocks, mmap), preading into the middle of a live block,
+ *                         freeing; prints a checksum of all it read
+ *   cap_io forks DIR N    4 threads churning as above while the main thread forks N times;
+ *                         each child allocates, writes from the block, frees and exits 0
+ *                         (a lock of the allocation table held at fork would hang it)
+ *
+ * bufs, on file DIR/b (file#0), nothing else allocating meanwhile, allocation ids from 1:
+ *   p = malloc(8192) (id 1); pin = malloc(100) (id 2); write p (offset 0, 4096 bytes),
+ *   p + 100 (50 bytes), a stack buffer (10 bytes); q = realloc(p, 4 MiB): moved (id 3,
+ *   freed 1; exits 4 if it was not); write q + 1000 (10 bytes); free q, pin;
+ *   m = mmap 4 anonymous pages (id 4); write m + 4104 (8 bytes); munmap the second page;
+ *   write m + 8208 (8 bytes: id 4 still, offset from the original start), m + 4096
+ *   (unmapped: EFAULT, id 0); munmap the first page, then the last two;
+ *   f = mmap 2 pages of DIR/b read-only (id 5); write f + 10 (5 bytes); munmap it;
+ *   close.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char buf[8192];
@@ -117,14 +138,71 @@ static void streams(const char *dir)
 	unlink(other); /* ENOENT */
 }
 
+/* Exits 4 when the allocator did not do what `bufs` relies on. */
+static int bufs(const char *dir)
+{
+	char stack[64] = {0};
+	char *p, *q, *pin, *m, *f;
+	int fd;
+
+	fd = open(in_dir(dir, "b"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	p = keep(malloc(8192));
+	pin = keep(malloc(100));
+	memset(p, 'p', 8192);
+	write(fd, p, 4096);
+	write(fd, p + 100, 50);
+	write(fd, stack, 10);
+	q = keep(realloc(p, 4u << 20));
+	if (q == p)
+		return 4;
+	write(fd, q + 1000, 10);
+	free(q);
+	free(pin);
+	m = mmap(NULL, 16384, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return 4;
+	write(fd, m + 4104, 8);
+	munmap(m + 4096, 4096);
+	write(fd, m + 8208, 8);
+	write(fd, m + 4096, 8); /* EFAULT: no longer mapped */
+	munmap(m, 4096);
+	munmap(m + 8192, 8192);
+	f = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (f == MAP_FAILED)
+		return 4;
+	write(fd, f + 10, 5);
+	munmap(f, 8192);
+	close(fd);
+	return 0;
+}
+
+static int seqread(const char *dir, int n)
+{
+	char *b = keep(malloc((size_t)n * 512));
+	int fd = open(in_dir(dir, "s"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+
+	memset(b, 's', (size_t)n * 512);
+	write(fd, b, (size_t)n * 512);
+	lseek(fd, 0, SEEK_SET);
+	for (int i = 0; i < n; i++)
+		read(fd, b + (size_t)i * 512, 512);
+	lseek(fd, 0, SEEK_SET);
+	for (int i = 0; i < n; i++)
+		read(fd, b, 512);
+	close(fd);
+	free(b);
+	return 0;
+}
+
 static int g_fd;
 
 static void *worker(void *arg)
 {
 	for (int i = 0; i < 10; i++) {
-		void *p = keep(malloc(32));
+		char *p = keep(malloc(32));
 
-		write(g_fd, buf, 16);
+		memset(p, 't', 32);
+		write(g_fd, p + i, 16);
 		free(p);
 	}
 	return arg;
@@ -145,6 +223,149 @@ static int threads(const char *dir, int n)
 	return 0;
 }
 
+/* ---- churn ---- */
+
+#define CHURN_LIVE 8
+
+struct churn {
+	int rounds;
+	unsigned int seed;
+	unsigned long sum;
+};
+
+struct live {
+	char *p;
+	size_t size;
+	int mapped;
+};
+
+static void live_free(struct live *l)
+{
+	if (l->mapped)
+		munmap(l->p, l->size);
+	else
+		free(l->p);
+	l->p = NULL;
+}
+
+static void *churner(void *arg)
+{
+	struct churn *c = arg;
+	struct live live[CHURN_LIVE] = {{0}};
+	char tmp[16];
+
+	for (int r = 0; r < c->rounds; r++) {
+		struct live *l = &live[rand_r(&c->seed) % CHURN_LIVE];
+		unsigned int kind = rand_r(&c->seed) % 16;
+
+		if (l->p)
+			live_free(l);
+		l->size = 16 + rand_r(&c->seed) % 4000;
+		l->mapped = 0;
+		if (kind == 0) {
+			l->size = (1u << 20) + 4096 * (rand_r(&c->seed) % 4);
+			l->p = keep(malloc(l->size));
+		} else if (kind == 1) {
+			l->size = 4096 * (1 + rand_r(&c->seed) % 8);
+			l->p = mmap(NULL, l->size, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			l->mapped = 1;
+		} else if (kind == 2) {
+			l->p = keep(calloc(1, l->size));
+		} else if (kind == 3) {
+			l->p = keep(malloc(l->size / 2));
+			l->p = keep(realloc(l->p, l->size));
+		} else {
+			l->p = keep(malloc(l->size));
+		}
+		if (!l->p || l->p == MAP_FAILED)
+			exit(5);
+		memset(l->p, 0, l->size);
+		pread(g_fd, l->p + l->size / 2, 8, (off_t)(r % 64) * 8);
+		c->sum = c->sum * 31 + (unsigned char)l->p[l->size / 2 + r % 8];
+		pread(g_fd, tmp, 8, 0); /* a stack buffer: id 0 */
+		c->sum += (unsigned char)tmp[r % 8];
+	}
+	for (int i = 0; i < CHURN_LIVE; i++)
+		if (live[i].p)
+			live_free(&live[i]);
+	return NULL;
+}
+
+static int churn(const char *dir, int n, int rounds)
+{
+	struct churn c[64];
+	pthread_t th[64];
+	unsigned long sum = 0;
+	char data[512];
+
+	if (n < 1 || n > 64)
+		return 2;
+	for (int i = 0; i < 512; i++)
+		data[i] = (char)(i * 7 + 3);
+	g_fd = open(in_dir(dir, "churn"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	write(g_fd, data, sizeof(data));
+	for (int i = 0; i < n; i++) {
+		c[i] = (struct churn){rounds, (unsigned int)i + 1, 0};
+		pthread_create(&th[i], NULL, churner, &c[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		sum = sum * 1000003 + c[i].sum;
+	}
+	close(g_fd);
+	printf("%lx\n", sum);
+	return 0;
+}
+
+static volatile int g_stop;
+
+static void *spinner(void *arg)
+{
+	struct churn *c = arg;
+
+	while (!g_stop) {
+		c->rounds = 50;
+		churner(c);
+	}
+	return NULL;
+}
+
+static int forks(const char *dir, int n)
+{
+	struct churn c[4];
+	pthread_t th[4];
+	int bad = 0;
+
+	g_fd = open(in_dir(dir, "forks"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	write(g_fd, buf, 512);
+	for (int i = 0; i < 4; i++) {
+		c[i] = (struct churn){50, (unsigned int)i + 1, 0};
+		pthread_create(&th[i], NULL, spinner, &c[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pid_t pid = fork();
+		int status;
+
+		if (pid == 0) {
+			char *p = keep(malloc(100));
+
+			memset(p, 'c', 100);
+			write(g_fd, p + 10, 10);
+			free(p);
+			_exit(0);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			bad = 1;
+	}
+	g_stop = 1;
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	close(g_fd);
+	return bad ? 6 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "calls")) {
@@ -155,6 +376,14 @@ int main(int argc, char **argv)
 	}
 	if (argc == 4 && !strcmp(argv[1], "threads"))
 		return threads(argv[2], atoi(argv[3]));
+	if (argc == 3 && !strcmp(argv[1], "bufs"))
+		return bufs(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "seqread"))
+		return seqread(argv[2], atoi(argv[3]));
+	if (argc == 4 && !strcmp(argv[1], "forks"))
+		return forks(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(argv[1], "churn"))
+		return churn(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "errno")) {
 		errno = 77;
 		free(keep(malloc(8)));

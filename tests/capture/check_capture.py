@@ -474,6 +474,96 @@ def test_demo(tap, args, work):
     tap.ok(rc == 0, "demo_threads: verify", err)
 
 
+def is_zone_event(e):
+    return e["name"] in ("zone", "zone_unfinished")
+
+
+def ends(e):
+    return e["ts"] + e["dur"]
+
+
+def expected_stacks(streams):
+    """stacks.folded as README.txt defines it, by brute force: each allocation (category
+    alloc with a byte count: here malloc, realloc, posix_memalign... size) in every zone of
+    its thread with zone start <= ts < zone end and ts + dur <= zone end."""
+    sizes = {"malloc": "size", "realloc": "size", "posix_memalign": "size",
+             "aligned_alloc": "size", "memalign": "size"}
+    total = {}
+    for t, evs in sorted(streams.items()):
+        zones = [(e["ts"], -ends(e), i, e["args"]["name"]) for i, e in enumerate(evs)
+                 if is_zone_event(e)]
+        for e in evs:
+            if e["name"] not in sizes:
+                continue
+            inside = sorted(z for z in zones
+                            if z[0] <= e["ts"] < -z[1] and ends(e) <= -z[1])
+            key = "rank 0;thread %d" % t + "".join(";" + z[3].replace(";", "\\x3b")
+                                                   for z in inside)
+            total[key] = total.get(key, 0) + e["args"][sizes[e["name"]]]
+    return "".join("%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
+
+
+def test_demo_order(tap, args, work):
+    """A recorded trace lists each thread's events as they end; the merged rank files order
+    them by end time and stacks.folded nests allocations in zones listed after them."""
+    out = os.path.join(work, "demo-all.trace")
+    rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.demo, "30"])
+    if not tap.ok(rc == 0, "demo_threads, every category: record", serr):
+        return
+    t = Trace(args.tracefs, out)
+    readme = t.cat("README.txt")
+    tap.ok(t.meta("event_order") == "end" and b"merged files by end time" in readme,
+           "recorded trace: metadata event_order=end, README.txt says merged by end time",
+           t.meta("event_order"))
+    streams = {th: t.events(th) for th in t.threads()}
+    late = []
+    for th, evs in streams.items():
+        for zi, z in enumerate(evs):
+            if is_zone_event(z):
+                late += [(th, i, zi) for i, e in enumerate(evs)
+                         if i > zi and e["dur"] < z["dur"] and z["ts"] <= e["ts"]
+                         and ends(e) <= ends(z)]
+    tap.ok(not late and any(is_zone_event(e) and e["args"]["depth"] > 0
+                            for evs in streams.values() for e in evs),
+           "each thread lists a zone after every event nested in it", late[:5])
+    order = []
+    for th, evs in sorted(streams.items()):
+        key = 0
+        for i, e in enumerate(evs):
+            key = max(key, ends(e))
+            order.append((key, th, i))
+    order.sort()
+    merged = [json.loads(line) for line in t.cat("ranks/0/events.jsonl").decode().splitlines()]
+    tap.ok(merged == [streams[th][i] for _, th, i in order],
+           "ranks/0/events.jsonl: %d lines by end time, ties by thread" % len(merged),
+           first_diff(merged, [streams[th][i] for _, th, i in order]))
+    text = {th: t.text(th).splitlines(keepends=True) for th in streams}
+    got = t.cat("ranks/0/trace.txt").decode()
+    tap.ok(got == "".join(text[th][i] for _, th, i in order),
+           "ranks/0/trace.txt: the threads' lines in the same order")
+    seen, keys = {}, []
+    for e in merged:
+        seen[e["thread"]] = max(seen.get(e["thread"], 0), ends(e))
+        keys.append((seen[e["thread"]], e["thread"]))
+    tap.ok(keys == sorted(keys) and sum(ends(e) < k for e, (k, _) in zip(merged, keys)) <
+           len(merged) // 10, "ranks/0/events.jsonl: keys (end time so far on the line's "
+           "thread) non-decreasing, ties by thread; mostly the line's own end")
+    # an allocation made inside an interposed call (fdopen's malloc) ends first: it comes
+    # before the call in the merged file and lies in the same zones
+    pos = {(th, i): n for n, (_, th, i) in enumerate(order)}
+    nested = [(th, i, ci) for th, evs in streams.items() for ci, c in enumerate(evs)
+              if c["name"] in ("fopen", "fdopen") for i, e in enumerate(evs)
+              if e["name"] == "malloc" and c["ts"] <= e["ts"] and ends(e) <= ends(c)]
+    tap.ok(nested and all(pos[(th, i)] < pos[(th, ci)] for th, i, ci in nested),
+           "%d mallocs inside fopen/fdopen precede it in ranks/0/events.jsonl" % len(nested),
+           nested[:5])
+    exp = expected_stacks(streams)
+    got = t.cat("ranks/0/stacks.folded").decode()
+    tap.ok(got == exp and exp.count(";") > exp.count("\n"),
+           "ranks/0/stacks.folded: %d stacks, allocations inside nested zones" %
+           exp.count("\n"), "got:\n%sexpected:\n%s" % (got, exp))
+
+
 def test_cli(tap, args, work):
     rc, _, err = run([args.tracefs, "record"])
     tap.ok(rc == 2 and b"missing the command" in err, "record without a command: usage error",
@@ -508,7 +598,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
         for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess, test_capture_off,
                      test_fork, test_external_kill, test_many_threads, test_full_spool, test_matmul,
-                     test_demo, test_cli):
+                     test_demo, test_demo_order, test_cli):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort

@@ -20,6 +20,12 @@
 4. errno is preserved, --trace=zones,mem records no calls, TFS_TRACE selects categories
    in-process; a descriptor the program did not open (gzip's stdout) is declared once with
    its /proc/self/fd path by an fd_file event.
+5. Allocation ids and buffers: `cap_io bufs` with exact ids and offsets (heap buffer at
+   offset 0 and inside, stack buffer, realloc that moved, anonymous and file mappings, a
+   munmap that splits a mapping); `cap_io seqread` whose two read loops are one grammar rule
+   with stride-predicted values; `cap_io churn`, 16 threads allocating, preading into their
+   blocks and freeing at once: every id allocated once, every free and every buffer names
+   the right live block, output byte-identical to untraced; TFS_ALLOC_IDS=0 turns ids off.
 
   check_interpose.py --tracefs T --capio C --capio32 C32 --capio-fortified CF --lib LIB
 """
@@ -37,10 +43,10 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from tap import Tap  # noqa: E402
 
-LINE = re.compile(r"^\s*[0-9.]+\s+\d+\s+T\d+\s+(.*?)\s*$")
+LINE = re.compile(r"^\s*(?:[0-9.]+\s+\d+\s+)?T\d+\s+(.*?)\s*$")  # timing none: no ts, dur
 STACK_ARG = re.compile(r", stack=stack#\d+")
 ALLOC_KINDS = ("malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
-               "memalign")
+               "memalign", "mmap", "munmap")
 # valgrind and the trace may differ by allocations made before the preload constructor runs
 # (none seen on Debian 12 with glibc 2.36): the tolerance allows for a few
 ALLOC_TOLERANCE = 2
@@ -81,7 +87,8 @@ def n_streams(tracefs, trace):
 
 
 class Binder:
-    """Matches an expected line with {NAME} placeholders for pointers against an actual one."""
+    """Matches an expected line with {NAME} placeholders (a hex pointer or a decimal number)
+    against an actual one: a name bound once must match the same text everywhere."""
 
     def __init__(self):
         self.vals = {}
@@ -92,7 +99,7 @@ class Binder:
         names = []
         for i, p in enumerate(parts):
             if i % 2:
-                rx += r"(0x[0-9a-f]+)"
+                rx += r"(0x[0-9a-f]+|\d+)"
                 names.append(p)
             else:
                 rx += re.escape(p)
@@ -125,60 +132,73 @@ def ok_call(name, args, ret, err=0):
 
 
 def expect_allocs():
-    ev = ["malloc(size=64) = {P%d}" % i for i in range(100)]
-    ev += ["free(ptr={P%d})" % i for i in range(100)]
-    ev += ["calloc(nmemb=10, size=100) = {C}",
-           "realloc(ptr={C}, size=2000) = {R}",
-           "free(ptr={R})",
-           "posix_memalign(alignment=64, size=1000, ptr={M64}) = 0",
-           "free(ptr={M64})",
-           "aligned_alloc(alignment=128, size=256) = {A128}",
-           "free(ptr={A128})",
-           "memalign(alignment=32, size=100) = {A32}",
-           "free(ptr={A32})",
-           "free(ptr=0x0)"]
+    """Allocation ids count from 1: nothing is allocated before main."""
+    ev = ["malloc(size=64, id=%d) = {P%d}" % (i + 1, i) for i in range(100)]
+    ev += ["free(ptr={P%d}, id=%d)" % (i, i + 1) for i in range(100)]
+    # realloc may grow the block in place (same id, nothing freed) or move it: checked after
+    ev += ["calloc(nmemb=10, size=100, id=101) = {C}",
+           "realloc(ptr={C}, size=2000, id={RID}, freed={RFREED}) = {R}",
+           "free(ptr={R}, id={RID})",
+           "posix_memalign(alignment=64, size=1000, ptr={M64}, id={I1}) = 0",
+           "free(ptr={M64}, id={I1})",
+           "aligned_alloc(alignment=128, size=256, id={I2}) = {A128}",
+           "free(ptr={A128}, id={I2})",
+           "memalign(alignment=32, size=100, id={I3}) = {A32}",
+           "free(ptr={A32}, id={I3})",
+           "free(ptr=0x0, id=0)"]
     return ev
+
+
+def realloc_ids_ok(v):
+    """The realloc of expect_allocs kept block 101 in place, or moved it to a new id 102."""
+    moved = v["R"] != v["C"]
+    rid, freed = int(v["RID"]), int(v["RFREED"])
+    nxt = 103 if moved else 102
+    return ((rid, freed) == ((102, 101) if moved else (101, 0))
+            and [int(v["I%d" % i]) for i in (1, 2, 3)] == [nxt, nxt + 1, nxt + 2])
 
 
 def expect_io(d):
     f_data, f_fd3, f_c, f_v, f_text, f_missing = range(6)  # file ids, in order of first use
     rw = os.O_RDWR | os.O_CREAT | os.O_TRUNC
+    # every buffer is the program's static one: in no allocation, its address as the offset
+    sb = "buf_id=0, buf_off={B}"
     ev = ['open(path="%s/data", flags=0x%x, mode=0x%x, file=file#%d, errno=0) = 3'
           % (d, rw, 0o600, f_data)]
-    ev += [ok_call("write", "file=file#%d, count=4096" % f_data, 4096)] * 10
+    ev += [ok_call("write", "file=file#%d, count=4096, %s" % (f_data, sb), 4096)] * 10
     ev += [ok_call("lseek", "file=file#%d, offset=0, whence=%d" % (f_data, os.SEEK_SET), 0)]
-    ev += [ok_call("read", "file=file#%d, count=4096" % f_data, 4096)] * 10
-    ev += [ok_call("read", "file=file#%d, count=4096" % f_data, 0)]
-    ev += [ok_call("pread", "file=file#%d, count=512, offset=%d" % (f_data, i * 4096), 512)
-           for i in range(4)]
-    ev += [ok_call("pwrite", "file=file#%d, count=100, offset=40960" % f_data, 100),
+    ev += [ok_call("read", "file=file#%d, count=4096, %s" % (f_data, sb), 4096)] * 10
+    ev += [ok_call("read", "file=file#%d, count=4096, %s" % (f_data, sb), 0)]
+    ev += [ok_call("pread", "file=file#%d, count=512, offset=%d, %s" % (f_data, i * 4096, sb),
+                   512) for i in range(4)]
+    ev += [ok_call("pwrite", "file=file#%d, count=100, offset=40960, %s" % (f_data, sb), 100),
            ok_call("ftruncate", "file=file#%d, length=8192" % f_data, 0),
            ok_call("fsync", "file=file#%d" % f_data, 0),
            ok_call("fdatasync", "file=file#%d" % f_data, 0),
            ok_call("close", "file=file#%d" % f_data, 0),
            # fd 3 is closed: it gets an id of its own, without a path
-           ok_call("read", "file=file#%d, count=1" % f_fd3, -1, errno.EBADF),
+           ok_call("read", "file=file#%d, count=1, %s" % (f_fd3, sb), -1, errno.EBADF),
            'creat(path="%s/c", mode=0x%x, file=file#%d, errno=0) = 3' % (d, 0o644, f_c),
-           ok_call("write", "file=file#%d, count=10" % f_c, 10),
+           ok_call("write", "file=file#%d, count=10, %s" % (f_c, sb), 10),
            ok_call("close", "file=file#%d" % f_c, 0),
            'open(path="%s/v", flags=0x%x, mode=0x%x, file=file#%d, errno=0) = 3'
            % (d, os.O_RDWR | os.O_CREAT, 0o600, f_v),
-           ok_call("writev", "file=file#%d, iovcnt=2" % f_v, 30),
+           ok_call("writev", "file=file#%d, iovcnt=2, %s" % (f_v, sb), 30),
            ok_call("lseek", "file=file#%d, offset=0, whence=%d" % (f_v, os.SEEK_SET), 0),
-           ok_call("readv", "file=file#%d, iovcnt=2" % f_v, 30),
+           ok_call("readv", "file=file#%d, iovcnt=2, %s" % (f_v, sb), 30),
            ok_call("close", "file=file#%d" % f_v, 0),
            # the same path again: the same file id
            'openat(dirfd=-100, path="%s/data", flags=0x%x, mode=0x0, file=file#%d, errno=0) = 3'
            % (d, os.O_RDONLY, f_data),
            ok_call("close", "file=file#%d" % f_data, 0),
            'fopen(path="%s/text", mode="w", file=file#%d, errno=0) = 3' % (d, f_text),
-           ok_call("fwrite", "file=file#%d, size=1, nmemb=1000" % f_text, 1000),
-           ok_call("fwrite", "file=file#%d, size=100, nmemb=3" % f_text, 3),
+           ok_call("fwrite", "file=file#%d, size=1, nmemb=1000, %s" % (f_text, sb), 1000),
+           ok_call("fwrite", "file=file#%d, size=100, nmemb=3, %s" % (f_text, sb), 3),
            ok_call("fflush", "file=file#%d" % f_text, 0),
            ok_call("fseek", "file=file#%d, offset=0, whence=%d" % (f_text, os.SEEK_END), 0),
            ok_call("fclose", "file=file#%d" % f_text, 0),
            'fopen(path="%s/data", mode="r", file=file#%d, errno=0) = 3' % (d, f_data),
-           ok_call("fread", "file=file#%d, size=4096, nmemb=2" % f_data, 2),
+           ok_call("fread", "file=file#%d, size=4096, nmemb=2, %s" % (f_data, sb), 2),
            ok_call("fclose", "file=file#%d" % f_data, 0),
            'fopen(path="%s/missing/x", mode="r", file=file#%d, errno=%d) = -1'
            % (d, f_missing, errno.ENOENT),
@@ -218,6 +238,8 @@ def known_calls(tap, args, work, prog, what):
                and int(b.vals["M64"], 16) % 64 == 0 and int(b.vals["A128"], 16) % 128 == 0
                and int(b.vals["A32"], 16) % 32 == 0,
                "%s: 100 live blocks distinct, alignments honoured" % what, b.vals)
+        tap.ok(realloc_ids_ok(b.vals), "%s: realloc keeps the id in place, else a new id and "
+               "the old one freed; later ids consecutive" % what, b.vals)
     # ...then I/O; the allocations stdio makes for its FILEs and buffers are glibc's (their
     # sizes are not the program's to know): left out of the comparison, checked to balance
     rest = ev[len(exp_a):]
@@ -230,7 +252,7 @@ def known_calls(tap, args, work, prog, what):
         m = re.match(r"(malloc|calloc)\(.*\) = (0x[0-9a-f]+)$", e)
         if m:
             live.add(m.group(2))
-        m = re.match(r"free\(ptr=(0x[0-9a-f]+)\)$", e)
+        m = re.match(r"free\(ptr=(0x[0-9a-f]+), id=\d+\)$", e)
         if m and m.group(1) != "0x0":
             live.discard(m.group(1))
     tap.ok(not live, "%s: stdio's own allocations are all freed by fclose" % what, live)
@@ -256,15 +278,22 @@ def test_threads(tap, args, work, n=16):
     diff, _ = compare(exp_main, main)
     tap.ok(diff is None, "threads: main opens, creates and joins thread#1..%d in order" % n, diff)
     exp = []
-    for _ in range(10):
-        exp += ["malloc(size=32) = {P}", "write(file=file#0, count=16, errno=0) = 16",
-                "free(ptr={P})"]
+    for i in range(10):
+        exp += ["malloc(size=32, id={I%d}) = {P}" % i,
+                "write(file=file#0, count=16, buf_id={I%d}, buf_off=%d, errno=0) = 16" % (i, i),
+                "free(ptr={P}, id={I%d})" % i]
     bad = []
+    ids = []
     for t in range(1, n + 1):
-        diff, _ = compare(exp, cat_events(args.tracefs, out, t))
+        diff, b = compare(exp, cat_events(args.tracefs, out, t))
         if diff:
             bad.append("thread %d: %s" % (t, diff))
-    tap.ok(not bad, "threads: each of %d threads has exactly its 30 events" % n, "\n".join(bad))
+        else:
+            ids += [int(b.vals["I%d" % i]) for i in range(10)]
+    tap.ok(not bad, "threads: each of %d threads has exactly its 30 events, each write from "
+           "the block just allocated" % n, "\n".join(bad))
+    tap.ok(len(ids) == 10 * n and len(set(ids)) == len(ids) and 0 not in ids,
+           "threads: %d allocation ids, all distinct" % (10 * n), sorted(ids))
     with open(os.path.join(d, "t"), "rb") as f:
         tap.ok(len(f.read()) == n * 160, "threads: the file holds every write")
 
@@ -393,6 +422,189 @@ def test_errno_and_selection(tap, args, work):
            "TFS_TRACE=io in-process: I/O recorded, allocations not", counts)
 
 
+# ---- allocation ids and buffers ----
+
+def expect_bufs(d):
+    """cap_io bufs, from its description in cap_io.c."""
+    w = lambda buf, count, ret=None, err=0: ok_call(  # noqa: E731
+        "write", "file=file#0, count=%d, %s" % (count, buf), count if ret is None else ret, err)
+    return ['open(path="%s/b", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
+            % (d, os.O_RDWR | os.O_CREAT | os.O_TRUNC),
+            "malloc(size=8192, id=1) = {P}",
+            "malloc(size=100, id=2) = {PIN}",
+            w("buf_id=1, buf_off=0", 4096),
+            w("buf_id=1, buf_off=100", 50),
+            w("buf_id=0, buf_off={STACK}", 10),
+            "realloc(ptr={P}, size=%d, id=3, freed=1) = {Q}" % (4 << 20),
+            w("buf_id=3, buf_off=1000", 10),
+            "free(ptr={Q}, id=3)",
+            "free(ptr={PIN}, id=2)",
+            "mmap(addr=0x0, length=16384, prot=0x%x, flags=0x%x, file=file#4294967295, "
+            "offset=0, id=4, errno=0) = {M}" % (PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS),
+            w("buf_id=4, buf_off=4104", 8),
+            "munmap(addr={M1}, length=4096, errno=0) = 0",
+            w("buf_id=4, buf_off=8208", 8),
+            w("buf_id=0, buf_off={M1D}", 8, -1, errno.EFAULT),
+            "munmap(addr={M}, length=4096, errno=0) = 0",
+            "munmap(addr={M2}, length=8192, errno=0) = 0",
+            "mmap(addr=0x0, length=8192, prot=0x1, flags=0x%x, file=file#0, offset=0, id=5, "
+            "errno=0) = {F}" % MAP_PRIVATE,
+            w("buf_id=5, buf_off=10", 5),
+            "munmap(addr={F}, length=8192, errno=0) = 0",
+            "close(file=file#0, errno=0) = 0"]
+
+
+PROT_RW = 0x3          # PROT_READ | PROT_WRITE
+MAP_PRIVATE = 0x2
+MAP_ANONYMOUS = 0x20   # Linux, every architecture Debian builds tracefs for
+
+
+def test_bufs(tap, args, work):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "bufs.trace")
+    rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.capio, "bufs", d])
+    if not tap.ok(rc == 0, "bufs: traced program exits 0 (its realloc moved, mmap worked)",
+                  serr):
+        return
+    tap.ok(run([args.tracefs, "verify", out])[0] == 0, "bufs: trace verifies")
+    ev = cat_events(args.tracefs, out, 0)
+    diff, b = compare(expect_bufs(d), ev)
+    tap.ok(diff is None, "bufs: ids and offsets of heap, stack and mapped buffers exact", diff)
+    if diff is None:
+        m = int(b.vals["M"], 16)
+        tap.ok(int(b.vals["M1"], 16) == m + 4096 and int(b.vals["M1D"]) == m + 4096
+               and int(b.vals["M2"], 16) == m + 8192,
+               "bufs: the unmapped middle page is no allocation (id 0, its address); the "
+               "pages either side keep id 4 and offsets from the original start", b.vals)
+
+
+def test_seqread(tap, args, work, n=3000):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "seq.trace")
+    rc, _, serr = run([args.tracefs, "record", "--timing=none", "-o", out, "--", args.capio,
+                       "seqread", d, str(n)])
+    if not tap.ok(rc == 0, "seqread: traced program exits 0", serr):
+        return
+    ev = cat_events(args.tracefs, out, 0)
+    reads = [e for e in ev if kind(e) == "read"]
+    exp = ["read(file=file#0, count=512, buf_id=1, buf_off=%d, errno=0) = 512" % (i * 512)
+           for i in range(n)]
+    exp += ["read(file=file#0, count=512, buf_id=1, buf_off=0, errno=0) = 512"] * n
+    tap.ok(reads == exp, "seqread: %d reads walking through block 1, %d into its start"
+           % (n, n), (reads[:3], reads[n:n + 3]))
+    rc, sigs, _ = run([args.tracefs, "cat", out, "signatures.txt"])
+    m = re.search(rb"^\s*(\d+)\s+(\d+)\s+read\(", sigs, re.M)
+    tap.ok(m is not None and int(m.group(2)) == 2 * n,
+           "seqread: every read shares one call signature", sigs)
+    if m is None:
+        return
+    t = "t%d" % int(m.group(1))
+    rc, gram, _ = run([args.tracefs, "cat", out, "grammar.txt"])
+    uses = re.findall(rb"\b" + t.encode() + rb"(\^\d+)?\b", gram)
+    tap.ok(uses == [b"^%d" % n], "seqread: both loops are one grammar element %s^%d (a rule "
+           "used twice)" % (t, n), gram)
+    rc, info, _ = run([args.tracefs, "cat", out, "info.json"])
+    vb = re.search(rb'"values_bytes":\s*(\d+)', info)
+    # five VAL fields per read: unpredicted offsets alone would need 2 bytes per read
+    tap.ok(vb is not None and int(vb.group(1)) < n // 10,
+           "seqread: stride prediction: %s values bytes for %d reads"
+           % (vb.group(1).decode() if vb else "?", 2 * n), info[:400])
+
+
+ALLOC_RX = re.compile(r"(malloc|calloc|realloc|mmap|posix_memalign|aligned_alloc|memalign)"
+                      r"\((.*)\) = (0x[0-9a-f]+|-?\d+)$")
+
+
+def fields(e):
+    return dict(kv.split("=", 1) for kv in e[e.index("(") + 1:e.rindex(")")].split(", "))
+
+
+def churn_check(streams):
+    """Problems found in `cap_io churn` streams ([] when consistent)."""
+    bad, owner, freed, n_heap_reads = [], {}, set(), 0
+    for t, ev in enumerate(streams):
+        live = {}  # id -> (ptr, size) of this thread's live blocks
+        for e in ev:
+            k, f = kind(e), fields(e)
+            m = ALLOC_RX.match(e)
+            if m:
+                i, ptr = int(f["id"]), m.group(3)
+                if k == "realloc" and i in live and live[i][0] == ptr == f["ptr"]:
+                    del owner[i]  # grown in place: the same block, the same id
+                if i in owner:
+                    bad.append("T%d: id %d allocated twice: %s" % (t, i, e))
+                if k == "realloc" and int(f["freed"]):
+                    live.pop(int(f["freed"]), None)
+                    freed.add(int(f["freed"]))
+                size = int(f.get("length", f.get("size", 0)))
+                owner[i] = (t, ptr)
+                live[i] = (ptr, size)
+            elif k in ("free", "munmap"):
+                ptr = f.get("ptr", f.get("addr"))
+                hit = [i for i, (p, _) in live.items() if p == ptr]
+                if k == "free" and int(f["id"]) != (hit[0] if hit else 0) and ptr != "0x0":
+                    bad.append("T%d: free names id %s, live block at %s is %s"
+                               % (t, f["id"], ptr, hit))
+                for i in hit:
+                    del live[i]
+                    freed.add(i)
+            elif k == "pread" and int(f["buf_id"]):
+                n_heap_reads += 1
+                i = int(f["buf_id"])
+                if i not in live or int(f["buf_off"]) != live[i][1] // 2:
+                    bad.append("T%d: %s: not the middle of a live block of this thread (%s)"
+                               % (t, e, live.get(i)))
+            elif k == "pread" and f["offset"] != "0":
+                bad.append("T%d: a read into a live block recorded as no allocation: %s" % (t, e))
+    return bad, len(owner), n_heap_reads
+
+
+def test_churn(tap, args, work, n=16, rounds=1500):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "churn.trace")
+    cmd = [args.capio, "churn", d, str(n), str(rounds)]
+    rc, plain, _ = run(cmd)
+    rc2, traced, serr = run([args.tracefs, "record", "-o", out, "--"] + cmd)
+    if not tap.ok(rc == 0 and rc2 == 0 and traced == plain and b" 0 dropped" in serr,
+                  "churn: %d threads, output byte-identical to untraced, none dropped" % n,
+                  serr):
+        return
+    tap.ok(run([args.tracefs, "verify", out])[0] == 0, "churn: trace verifies")
+    streams = [cat_events(args.tracefs, out, t) for t in range(1, n + 1)]
+    bad, n_ids, n_reads = churn_check(streams)
+    tap.ok(not bad and n_reads == n * rounds,
+           "churn: %d ids each allocated once, frees and %d buffers name the right live block"
+           % (n_ids, n_reads), "\n".join(bad[:20]))
+
+
+def test_forks(tap, args, work, n=200):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "forks.trace")
+    try:
+        rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.capio, "forks", d,
+                           str(n)], timeout=120)
+    except subprocess.TimeoutExpired:
+        rc, serr = -1, b"timed out: a child hung on a lock held at fork"
+    tap.ok(rc == 0, "forks: %d forks while 4 threads allocate, every child allocates, writes "
+           "and exits" % n, serr)
+    if rc == 0:
+        writes = [e for e in cat_events(args.tracefs, out, 0) if kind(e) == "write"]
+        tap.ok(len(writes) == 1, "forks: children's calls stay out of the parent's trace",
+               writes)
+
+
+def test_ids_off(tap, args, work):
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "noids.trace")
+    rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.capio, "bufs", d],
+                      env={"TFS_ALLOC_IDS": "0"})
+    ev = cat_events(args.tracefs, out, 0) if rc == 0 else []
+    ids = [fields(e).get("id", fields(e).get("buf_id")) for e in ev
+           if kind(e) in ("malloc", "realloc", "mmap", "write", "free")]
+    tap.ok(rc == 0 and len(ids) == 15 and set(ids) == {"0"},
+           "TFS_ALLOC_IDS=0: every id recorded is 0", ev)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for opt in ("--tracefs", "--capio", "--capio32", "--capio-fortified", "--lib"):
@@ -403,7 +615,8 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-interpose.") as work:
         for test in (test_known_calls, test_threads, test_gzip, test_sort,
-                     test_errno_and_selection):
+                     test_errno_and_selection, test_bufs, test_seqread, test_churn,
+                     test_forks, test_ids_off):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort

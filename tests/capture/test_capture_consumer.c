@@ -161,24 +161,39 @@ static void put_call(struct wchunk *wc, uint32_t call, uint64_t ts, const char *
 }
 
 /*
- * A REC_CALL_BT of malloc(@size) = @ret: keep @keep frames of the thread's previous
- * backtrace, then @n_new frames; @extra words of garbage after them (0: well-formed).
+ * A REC_CALL_BT of malloc(@size) = @ret (its further arguments 0): keep @keep frames of the
+ * thread's previous backtrace, then @n_new frames; @extra words of garbage after them (0:
+ * well-formed).
  */
 static void put_malloc_bt(struct wchunk *wc, uint64_t ts, uint64_t size, uint64_t ret,
 			  uint32_t keep, uint32_t n_new, const uint64_t *frames, uint32_t extra)
 {
-	uint32_t words = 2 + 3 + 1 + n_new + extra;
-	uint64_t *r = wc->w + wc->n;
+	const uint32_t n_args = 1 + cap_call_kinds[CALL_MALLOC].n_args; /* duration first */
+	uint32_t words = 2 + n_args + 1 + n_new + extra;
+	uint64_t *r = wc->w + wc->n, *bt = r + 2 + n_args;
 
+	memset(r, 0, words * sizeof(*r));
 	r[0] = cap_rec_word0(REC_CALL_BT, words, 0, CALL_MALLOC);
 	r[1] = ts;
-	r[2] = 0;
 	r[3] = size;
 	r[4] = ret;
-	r[5] = (uint64_t)keep | (uint64_t)n_new << 16;
-	memcpy(r + 6, frames, n_new * sizeof(*frames));
-	memset(r + 6 + n_new, 0xab, extra * sizeof(*r));
+	bt[0] = (uint64_t)keep | (uint64_t)n_new << 16;
+	memcpy(bt + 1, frames, n_new * sizeof(*frames));
+	memset(bt + 1 + n_new, 0xab, extra * sizeof(*r));
 	wc->n += words;
+}
+
+/* The REC_CALL of free(@ptr), its further arguments 0. */
+static void put_free(struct wchunk *wc, uint64_t ts, uint64_t ptr)
+{
+	const uint32_t n_args = 1 + cap_call_kinds[CALL_FREE].n_args;
+	uint64_t *r = wc->w + wc->n;
+
+	memset(r, 0, (2 + n_args) * sizeof(*r));
+	r[0] = cap_rec_word0(REC_CALL, 2 + n_args, 0, CALL_FREE);
+	r[1] = ts;
+	r[3] = ptr;
+	wc->n += 2 + n_args;
 }
 
 /* A REC_MODULE: @path loaded at @bias, spanning [@lo, @hi). */
@@ -424,15 +439,16 @@ static void test_consumer_calls_become_events(void **state)
 	struct tfs_trace *t;
 	char *got;
 
-	put_call(&a, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
+	put_call(&a, CALL_MALLOC, 1010, "", 0, 4, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000,
+		 (uint64_t)7);
 	put_call(&a, CALL_OPEN, 1020, "/tmp/a", 7, 6, (uint64_t)50, (uint64_t)0x241,
 		 (uint64_t)0644, (uint64_t)0, (uint64_t)3, (uint64_t)0);
-	put_call(&a, CALL_PREAD, 1100, "", 0, 6, (uint64_t)5, (uint64_t)0, (uint64_t)512,
-		 (uint64_t)4096, (uint64_t)512, (uint64_t)0);
+	put_call(&a, CALL_PREAD, 1100, "", 0, 8, (uint64_t)5, (uint64_t)0, (uint64_t)512,
+		 (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512, (uint64_t)0);
 	put_call(&a, CALL_RENAME, 1200, "a\0b", 4, 3, (uint64_t)7, (uint64_t)-1, (uint64_t)2);
 	/* a string without its NUL: malformed, ends the chunk */
 	put_call(&a, CALL_UNLINK, 1300, "abc", 3, 3, (uint64_t)0, (uint64_t)0, (uint64_t)0);
-	put_call(&a, CALL_FREE, 1400, "", 0, 2, (uint64_t)0, (uint64_t)0x1000);
+	put_call(&a, CALL_FREE, 1400, "", 0, 3, (uint64_t)0, (uint64_t)0x1000, (uint64_t)7);
 	publish(&a, SPOOL_FULL);
 	/* b: a call number past the last */
 	put_call(&b, N_CALLS + 5, 1001, "", 0, 1, (uint64_t)0);
@@ -445,12 +461,13 @@ static void test_consumer_calls_become_events(void **state)
 	got = saved_view(f, 0, &t);
 	assert_string_equal(
 	    got, "{\"ts\":10,\"dur\":0,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
-		 "\"ret\":\"0x1000\"}}\n"
+		 "\"ret\":\"0x1000\",\"id\":7}}\n"
 		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"file\":0,"
-		 "\"count\":512,\"offset\":4096,\"ret\":512,\"errno\":0}}\n"
+		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
+		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
 		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
 	free(got);
@@ -495,10 +512,10 @@ static uint32_t saved_stacks(struct fixture *f, struct tfs_trace **out, uint64_t
 		if (strcmp(k.name, "malloc"))
 			continue;
 		/* the stack is malloc's last argument */
-		assert_int_equal(k.n_args, 3);
-		assert_string_equal(k.args[2].name, "stack");
+		assert_int_equal(k.n_args, cap_call_kinds[CALL_MALLOC].n_args + 1);
+		assert_string_equal(k.args[k.n_args - 1].name, "stack");
 		assert_true(n < cap);
-		ids[n++] = ev.args[2].u;
+		ids[n++] = ev.args[k.n_args - 1].u;
 	}
 	tfs_cursor_free(cur);
 	return n;
@@ -532,7 +549,7 @@ static void test_consumer_backtraces_become_stacks(void **state)
 	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
 	put_malloc_bt(&a, 1020, 64, 0x2000, 3, 0, NULL, 0);     /* the same backtrace */
 	put_malloc_bt(&a, 1030, 64, 0x3000, 2, 1, abd + 2, 0); /* A B, then D */
-	put_call(&a, CALL_FREE, 1040, "", 0, 2, (uint64_t)0, (uint64_t)0x1000);
+	put_free(&a, 1040, 0x1000);
 	publish(&a, SPOOL_FULL);
 	/* a new chunk refers to nothing before it: its first backtrace is whole */
 	put_malloc_bt(&b, 1050, 64, 0x4000, 0, 3, abc, 0);
@@ -584,15 +601,17 @@ static void test_consumer_rejects_damaged_backtraces(void **state)
 	put_malloc_bt(&b, 1020, 64, 0x1000, 0, 3, abc, 2);
 	publish(&b, SPOOL_FULL);
 	/* c: free has no backtrace */
-	put_call(&c, CALL_FREE, 1010, "", 0, 2, (uint64_t)0, (uint64_t)0x1000);
-	c.w[0] = cap_rec_word0(REC_CALL_BT, 4, 0, CALL_FREE);
+	put_free(&c, 1010, 0x1000);
+	c.w[0] = cap_rec_word0(REC_CALL_BT, c.n, 0, CALL_FREE);
 	publish(&c, SPOOL_FULL);
 	/* d: a malloc without one while backtraces are on */
-	put_call(&d, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
+	put_malloc_bt(&d, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	d.w[0] = cap_rec_word0(REC_CALL, d.n - 1, 0, CALL_MALLOC); /* the same, less the bt word */
+	d.n--;
 	publish(&d, SPOOL_FULL);
 	/* e: more frames than a backtrace may have */
 	put_malloc_bt(&e, 1010, 64, 0x1000, 0, 3, abc, 0);
-	e.w[5] = (uint64_t)(SPOOL_MAX_BT_FRAMES + 1) << 16;
+	e.w[e.n - 4] = (uint64_t)(SPOOL_MAX_BT_FRAMES + 1) << 16; /* the bt word */
 	publish(&e, SPOOL_FULL);
 	assert_int_equal(cap_consumer_poll(f->c), 5);
 	assert_int_equal(cap_consumer_finish(f->c), 0);

@@ -387,8 +387,11 @@ class Cli:
 
 # ---- checks ----
 
-def lossy_times(tap, actual, evs, view, rel_err, path):
-    """Parse the reconstructed (ts, dur) of each line and check they are within bounds."""
+def lossy_times(tap, actual, evs, view, rel_err, path, prev=None):
+    """Parse the reconstructed (ts, dur) of each line and check FORMAT.md §7.4's bounds:
+    durations within rel_err, a start within rel_err of its gap to the reconstructed start
+    before it (@prev for the first line; None: the stream's first event, exact), or within
+    2 rel_err + 2 when a step back to near 0 rounded up to stay >= 0."""
     pat = (rb"^ *(\d+)\.(\d{9}) +(\d+) T" if view == "trace.txt"
            else rb'^\{"ts":(\d+),"dur":(\d+),')
     times = []
@@ -399,7 +402,12 @@ def lossy_times(tap, actual, evs, view, rel_err, path):
             return None
         g = [int(x) for x in m.groups()]
         ts, dur = (g[0] * 10**9 + g[1], g[2]) if view == "trace.txt" else (g[0], g[1])
-        if abs(dur - e[2]) > rel_err * e[2] + 1 or abs(ts - e[1]) > rel_err * e[1] + 1:
+        p = times[-1][0] if times else prev
+        gap = abs(e[1] - p) if p is not None else 0
+        err = abs(ts - e[1])
+        ok_ts = err <= rel_err * gap + 1 or (
+            p is not None and e[1] <= ts <= p and err <= 2 * rel_err * gap + 2)
+        if abs(dur - e[2]) > rel_err * e[2] + 1 or not ok_ts:
             tap.diag("%s line %d: ts/dur %d/%d for %d/%d beyond rel_err %g" %
                      (path.decode(), i + 1, ts, dur, e[1], e[2], rel_err))
             return None
@@ -424,6 +432,9 @@ def check_views(tap, cli, model, info, jq):
     tap.ok(set(views) == set(files), "the tree holds exactly the expected %d view files"
            % len(files), "missing: %r\nunexpected: %r" % (sorted(set(files) - set(views))[:10],
                                                           sorted(set(views) - set(files))[:10]))
+    starts = {}  # (rank, thread) -> reconstructed starts, for the line before a phase
+    if model.timing == TIMING_LOSSY:
+        starts = {k: [t[0] for t in v] for k, v in (stream_times(tap, cli, model) or {}).items()}
     for path in sorted(files):
         rank, thread, first, n = files[path]
         view = path.rsplit(b"/", 1)[1].decode()
@@ -435,7 +446,8 @@ def check_views(tap, cli, model, info, jq):
         times = None
         if model.timing == TIMING_LOSSY:
             evs = model.streams[(rank, thread)][first:first + n]
-            times = lossy_times(tap, actual, evs, view, model.header["rel_err"], path)
+            prev = starts.get((rank, thread), [None] * first)[first - 1] if first else None
+            times = lossy_times(tap, actual, evs, view, model.header["rel_err"], path, prev)
             if times is None:
                 tap.ok(False, "%s times within the lossy bound" % path.decode())
                 continue
@@ -509,9 +521,14 @@ def check_info(tap, cli, model, n_events):
                (model.max_ts, model.max_dur), "max_ts_ns and max_dur_ns are the true maxima",
                info["timing"])
     rc, readme, err = cli.cat(b"README.txt")
+    by_end = info.get("meta", {}).get("event_order") == "end"
+    order = (b"" if model.timing == TIMING_NONE else
+             b"\n  order     end (each thread lists an event when it ends): merged files by end "
+             b"time\n" if by_end else b"\n  order     start: merged files by start time\n")
     tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/" in readme and b"stacks.folded" in readme and
-           (b"not interleaved" in readme) == (model.timing == TIMING_NONE), "cat README.txt",
-           err)
+           (b"not interleaved" in readme) == (model.timing == TIMING_NONE) and
+           (b"\n  order " in readme) == bool(order) and order in readme,
+           "cat README.txt (order: %s)" % (order.strip().decode() or "none, untimed"), err)
     rc, text, err = cli.cat(b"info.json")
     try:
         same = rc == 0 and text.endswith(b"}\n") and json.loads(text) == info
@@ -598,7 +615,8 @@ def full(args, tap, workdir):
     trace = os.path.join(workdir, "demo.trace")
     dump = os.path.join(workdir, "demo.jsonl")
     rc, out, err = run([args.demo, "-o", trace, "--dump", dump, "--events", str(args.events),
-                        "--timing", args.timing, "--seed", str(args.seed), "--odd-phases"])
+                        "--timing", args.timing, "--seed", str(args.seed), "--odd-phases"]
+                       + (["--end-order"] if args.end_order else []))
     if not tap.ok(rc == 0, "synth_demo --timing %s --events %d" % (args.timing, args.events),
                   err):
         return
@@ -611,6 +629,9 @@ def full(args, tap, workdir):
     info = check_info(tap, cli, model, n_events)
     if info is None:
         return
+    tap.ok(info.get("meta", {}).get("event_order") == ("end" if args.end_order else None),
+           "metadata event_order is %s" % ("end" if args.end_order else "absent"),
+           info.get("meta"))
     if model.timing != TIMING_NONE:
         model.set_times(info["timing"]["max_ts_ns"], info["timing"]["max_dur_ns"])
     jq = shutil.which("jq")
@@ -654,6 +675,8 @@ def main():
     ap.add_argument("--events", type=int, default=30000)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--large", type=int, default=0)
+    ap.add_argument("--end-order", action="store_true",
+                    help="synth_demo appends events as they end (as the capture does)")
     ap.add_argument("--slices", help="the vtree_slices helper (random-offset reads)")
     args = ap.parse_args()
     tap = Tap()

@@ -2,7 +2,7 @@
 
 From synth_demo's --dump alone (and, for lossy timing, the per-thread times the thread views
 were already checked to hold), this computes what every rank, phase and root file must say:
-merged trace.txt / events.jsonl (lines of all threads in start-time order), trace.json (one
+merged trace.txt / events.jsonl (lines of all threads by start, or end, time), trace.json (one
 "X" event per dumped event, metadata, phases), summary.txt, signatures.txt, grammar.txt
 headers, stacks.folded, backtraces.txt and allocs.folded; then compares with `tracefs cat` and `tracefs ls`, and has
 vtree_slices read random slices of the merged and composite files. No tracefs code is
@@ -123,15 +123,22 @@ class Tree:
     # ---- merged views ----
 
     def merged(self, sc, view):
+        """README.txt: by end time when the metadata says event_order=end, else by start
+        time; an event's key is the largest such time of its range up to it."""
         render = self.m.text_line if view == "trace.txt" else self.m.json_line
-        runs = []
+        times = [self.times[(s.rank, s.thread)][s.first:s.first + s.n] for s in sc.segs]
+        by_end = self.info.get("meta", {}).get("event_order") == "end"
+        lines = []
         for k, s in enumerate(sc.segs):
-            runs.append([(self.times[(s.rank, s.thread)][i][0], k, i,
-                          render(s.rank, s.thread, self.event(s.rank, s.thread, i)))
-                         for i in range(s.first, s.first + s.n)])
-        if self.m.timing == TIMING_NONE:
-            return b"".join(x[3] for run in runs for x in run)
-        return b"".join(x[3] for x in heapq.merge(*runs))
+            key = 0
+            for j, (ts, dur) in enumerate(times[k]):
+                key = max(key, ts + dur if by_end else ts)
+                lines.append((key, k, j, s.first + j))
+        if self.m.timing != TIMING_NONE:
+            lines.sort()
+        return b"".join(render(sc.segs[k].rank, sc.segs[k].thread,
+                               self.event(sc.segs[k].rank, sc.segs[k].thread, i))
+                        for _, k, _, i in lines)
 
     # ---- summary.txt ----
 
@@ -170,23 +177,30 @@ class Tree:
         return self.text_escape(name)[1:-1].replace(b";", b"\\x3b")
 
     def stacks(self, sc):
+        """README.txt: an allocation of the range lies in every zone of its thread, listed
+        anywhere in the stream, with zone start <= its start < zone end and its end <= zone
+        end; frames outermost first (start, then longest, then stream order)."""
         total = collections.Counter()
         for s in sc.segs:
             root = b"rank %d;thread %d" % (s.rank, s.thread)
-            zones = []  # (start, end, index, name)
-            for i in range(s.first + s.n):
+            zones, allocs = [], []
+            for i in range(len(self.m.streams[(s.rank, s.thread)])):
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
-                if not (is_alloc(kind) or is_zone(kind)):
-                    continue
-                zones = [z for z in zones if z[1] > ts]
-                if is_alloc(kind) and i >= s.first:
-                    act = sorted((z for z in zones if z[0] <= ts),
-                                 key=lambda z: (z[0], -z[1], z[2]))
-                    key = root + b"".join(b";" + self.frame(z[3]) for z in act)
-                    total[key] += event_bytes(kind, (kind_name, ts, dur, args))
                 if is_zone(kind):
                     zones.append((ts, ts + dur, i, args[0]))
+                elif is_alloc(kind) and s.first <= i < s.first + s.n:
+                    allocs.append((ts, ts + dur, event_bytes(kind, (kind_name, ts, dur, args))))
+            zones.sort()
+            allocs.sort()
+            live, z = [], 0
+            for ts, end, b in allocs:
+                while z < len(zones) and zones[z][0] <= ts:
+                    live.append(zones[z])
+                    z += 1
+                live = [x for x in live if x[1] > ts]
+                act = sorted((x for x in live if end <= x[1]), key=lambda x: (x[0], -x[1], x[2]))
+                total[root + b"".join(b";" + self.frame(x[3]) for x in act)] += b
         return b"".join(b"%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
 
     # ---- trace.json ----

@@ -288,6 +288,10 @@ class MountedTrace:
         tap.ok(not bad and files, "all %d files: stat size == bytes read == `tracefs cat`, "
                "byte for byte" % len(files), "\n".join(bad))
         bad = []
+        starts = {}  # (rank, thread) -> reconstructed starts, for the line before a phase
+        if self.model.timing == check_cli.TIMING_LOSSY:
+            starts = {k: [t[0] for t in v] for k, v in
+                      (check_cli.stream_times(tap, self.cli, self.model) or {}).items()}
         for rel in sorted(model_files):
             rank, thread, first, n = model_files[rel]
             view = rel.rsplit(b"/", 1)[1].decode()
@@ -295,8 +299,9 @@ class MountedTrace:
             times = None
             if self.model.timing == check_cli.TIMING_LOSSY:
                 evs = self.model.streams[(rank, thread)][first:first + n]
+                prev = starts.get((rank, thread), [None] * first)[first - 1] if first else None
                 times = lossy_times(self.tap, data, evs, view, self.model.header["rel_err"],
-                                    rel)
+                                    rel, prev)
                 if times is None:
                     bad.append("%s: times beyond the lossy bound" % rel.decode())
                     continue
