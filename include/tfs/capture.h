@@ -60,8 +60,8 @@
  * when the program ends under `tracefs record`): rebuilding the program before that gives
  * wrong names. libunwind keeps a pipe open; its two descriptors are moved near the top of
  * the descriptor limit. Cost (CPU, tests/bench/run_backtrace): about 0.15 us per
- * allocation from a shallow stack, 0.4 us per allocation of Python (stacks cut at 64
- * frames), symbolisation included.
+ * allocation from a shallow stack, 0.4 to 0.9 us per allocation of Python (stacks cut at
+ * 64 frames), symbolisation included.
  *
  * Not done yet (later): fork and exec following (a forked child stops capturing at once; an
  * exec'd image under `tracefs record` goes on in the same rank with new thread ids),
