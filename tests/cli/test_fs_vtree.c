@@ -12,6 +12,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
+#include "testutil.h"
 #include "vtree_i.h"
 
 struct fixture {
@@ -434,6 +435,154 @@ static void test_vtree_untimed_profiles(void **state)
 	close_fixture(&f);
 }
 
+/*
+ * backtraces.txt and allocs.folded: symbolised, inlined and bare frames, escapes, an empty
+ * backtrace, a stack id past the rank's backtraces, stacks that fold alike, byte counts in
+ * the signature (rank 2: counted from the grammar) and per call (decoded); a rank without
+ * backtraces has neither file.
+ */
+static void test_vtree_backtrace_files(void **state)
+{
+	static const struct tfs_arg_desc val_args[] = {
+	    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+	    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"}};
+	static const struct tfs_arg_desc sig_args[] = {
+	    {"size", TFS_TYPE_U64, TFS_ENC_SIG, TFS_ARG_BYTES, NULL},
+	    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"}};
+	static const struct tfs_kind_desc kinds[] = {{"malloc", "alloc", 2, val_args},
+						     {"grab", "alloc", 2, sig_args}};
+	static const uint64_t bt[][3] = {{0x10, 0x20}, {0x10, 0x30, 0x40}, {0}, {0x10, 0x20}};
+	static const uint32_t bt_n[] = {2, 3, 0, 2};
+	static const struct tfs_src_frame main_f[] = {{"main", "m.c", 3}};
+	static const struct tfs_src_frame work_f[] = {
+	    {"work", "w.c", 0}, {"in;line\\\n", "", 9}, {"deeper", "", 0}};
+	static const struct tfs_src_frame lib_f[] = {{"libc.so.6+0x10", "", 0}};
+	/* kind, size, stack */
+	static const uint64_t ev[][3] = {{0, 100, 0}, {0, 5, 1}, {1, 7, 1}, {1, 7, 1},
+					 {0, 1, 2}, {0, 0, 2}, {0, 3, 9}, {0, 11, 3}};
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint64_t size, ino;
+	uint32_t k[2];
+	char *text;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kinds[0], &k[0]), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kinds[1], &k[1]), 0);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(tfs_writer_add_backtrace(w, 0, i, bt[i], bt_n[i]), 0);
+	assert_int_equal(tfs_writer_add_symbol(w, 0, 0x20, work_f, 3), 0);
+	assert_int_equal(tfs_writer_add_symbol(w, 0, 0x10, main_f, 1), 0);
+	assert_int_equal(tfs_writer_add_symbol(w, 0, 0x40, lib_f, 1), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++) {
+		union tfs_arg a[2] = {{.u = ev[i][1]}, {.u = ev[i][2]}};
+
+		assert_int_equal(tfs_wstream_append(s, k[ev[i][0]], 10 * i, 1, a), 0);
+	}
+	assert_int_equal(tfs_writer_stream_new(w, 1, 0, &s), 0);
+	/* rank 2: byte counts only in signatures, no symbols */
+	assert_int_equal(tfs_writer_add_backtrace(w, 2, 0, bt[1], 3), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 2, 0, &s), 0);
+	for (int i = 0; i < 3; i++) {
+		union tfs_arg a[2] = {{.u = 7}, {.u = 0}};
+
+		assert_int_equal(tfs_wstream_append(s, k[1], 10 * i, 1, a), 0);
+	}
+	open_fixture(&f, w);
+	text = read_path(f.vt, "ranks/0/backtraces.txt", &size);
+	assert_string_equal(text, "stack#0\n"
+				  "  main (m.c:3)\n"
+				  "  work (w.c)\n"
+				  "  in;line\\x5c\\x0a (:9) [inlined]\n"
+				  "  deeper [inlined]\n"
+				  "stack#1\n"
+				  "  main (m.c:3)\n"
+				  "  0x30\n"
+				  "  libc.so.6+0x10\n"
+				  "stack#2\n"
+				  "stack#3\n"
+				  "  main (m.c:3)\n"
+				  "  work (w.c)\n"
+				  "  in;line\\x5c\\x0a (:9) [inlined]\n"
+				  "  deeper [inlined]\n");
+	free(text);
+	check_file(f.vt, "ranks/0/backtraces.txt", size);
+	text = read_path(f.vt, "ranks/0/allocs.folded", &size);
+	assert_string_equal(text, "[no frames] 1\n"
+				  "[unknown stack#9] 3\n"
+				  "main;0x30;libc.so.6+0x10 19\n"
+				  "main;work;in\\x3bline\\x5c\\x0a;deeper 111\n");
+	free(text);
+	check_file(f.vt, "ranks/0/allocs.folded", size);
+	text = read_path(f.vt, "ranks/2/allocs.folded", &size);
+	assert_string_equal(text, "0x10;0x30;0x40 21\n");
+	free(text);
+	text = read_path(f.vt, "ranks/2/backtraces.txt", &size);
+	assert_string_equal(text, "stack#0\n  0x10\n  0x30\n  0x40\n");
+	free(text);
+	assert_int_equal(fs_vtree_resolve(f.vt, "ranks/1/backtraces.txt", &ino), -ENOENT);
+	assert_int_equal(fs_vtree_resolve(f.vt, "ranks/1/allocs.folded", &ino), -ENOENT);
+	assert_int_equal(fs_vtree_resolve(f.vt, "ranks/0/phases", &ino), 0);
+	close_fixture(&f);
+}
+
+/*
+ * Every allocation of a rank's first backtrace and symbol decoding and of making its two
+ * files fails in turn: each attempt fails cleanly and the next one succeeds from scratch.
+ */
+static void test_vtree_backtrace_files_allocation_failures(void **state)
+{
+	static const char *const files[] = {"ranks/0/backtraces.txt", "ranks/0/allocs.folded"};
+	static const struct tfs_arg_desc args[] = {
+	    {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
+	    {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"}};
+	static const struct tfs_kind_desc kind = {"malloc", "alloc", 2, args};
+	static const struct tfs_src_frame src[] = {{"main", "m.c", 3}, {"inl", "i.h", 4}};
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t k;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kind, &k), 0);
+	for (uint64_t i = 0; i < 50; i++) {
+		uint64_t frames[3] = {0x10, 0x20 + i % 7, 0x30 + i};
+
+		assert_int_equal(tfs_writer_add_backtrace(w, 0, i, frames, 3), 0);
+		assert_int_equal(tfs_writer_add_symbol(w, 0, 0x30 + i, src, 1 + i % 2), 0);
+	}
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint64_t i = 0; i < 200; i++) {
+		union tfs_arg a[2] = {{.u = i}, {.u = i % 50}};
+
+		assert_int_equal(tfs_wstream_append(s, k, 10 * i, 1, a), 0);
+	}
+	open_fixture(&f, w);
+	for (size_t i = 0; i < 2; i++) {
+		uint64_t ino = resolve(f.vt, files[i]);
+		long attempts = 0;
+
+		for (long n = 0;; n++) {
+			struct fs_vfile *h = NULL;
+			int rc;
+
+			fa_arm(n);
+			rc = fs_vfile_open(f.vt, ino, &h);
+			attempts = fa_count();
+			fa_disarm();
+			fs_vfile_close(h);
+			if (rc == 0)
+				break;
+			assert_int_equal(rc, -ENOMEM);
+		}
+		assert_true(attempts > 3);
+		check_file(f.vt, files[i], UINT64_MAX);
+	}
+	close_fixture(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -443,6 +592,8 @@ int main(void)
 	    cmocka_unit_test(test_vtree_kind_without_val_fields),
 	    cmocka_unit_test(test_vtree_merge_ties_and_checkpoints),
 	    cmocka_unit_test(test_vtree_untimed_profiles),
+	    cmocka_unit_test(test_vtree_backtrace_files),
+	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
