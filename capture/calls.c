@@ -16,7 +16,8 @@
  * stride-predicted values; `buf_id` 0 means no live heap block or mapping holds it (a stack
  * or static buffer) and `buf_off` is then its address. readv and writev record their first
  * buffer (0, 0 when the call failed). mmap's `file` is CALL_NO_FILE for an anonymous
- * mapping. Backtraces are not recorded.
+ * mapping. The allocating kinds get a last argument `stack` (TFS_ENC_SYM, class "stack") when
+ * the spool records backtraces: the consumer appends it (consumer.c), free has none.
  */
 #include <stddef.h>
 

@@ -8,6 +8,7 @@
 #ifndef TFS_CALLS_I_H
 #define TFS_CALLS_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tfs/schema.h"
@@ -62,6 +63,13 @@ enum cap_call {
 
 /* The file id of no file: an anonymous mapping's, printed file#4294967295. */
 #define CALL_NO_FILE 0xffffffffu
+
+/* The calls whose events carry an allocation backtrace (a `stack` argument, last) when on. */
+static inline bool cap_call_has_stack(uint32_t call)
+{
+	return call == CALL_MALLOC || call == CALL_CALLOC || call == CALL_REALLOC ||
+	       call == CALL_POSIX_MEMALIGN || call == CALL_ALIGNED_ALLOC || call == CALL_MEMALIGN;
+}
 
 /* Bytes kept of one string argument (a path, a mode); longer ones are cut. */
 #define CALL_MAX_STR 900u

@@ -26,6 +26,7 @@
 
 #include "tfs/capture.h"
 #include "tfs/tfs.h"
+#include "calls_i.h"
 #include "capture_i.h"
 #include "spool_i.h"
 
@@ -38,8 +39,10 @@
 #define MAX_MESSAGE 1024  /* bytes kept of a mark's message */
 #define MAX_PHASE_DEPTH 32
 #define CLAIM_BACKOFF 64  /* events dropped without retrying after a failed chunk claim */
+#define DEFAULT_BT_DEPTH 64
 
 unsigned int tfs_capture_mask_;
+uint32_t cap_bt_depth;
 
 /*
  * One producing thread. Lives in its own anonymous mapping (not malloc: the allocator will
@@ -64,6 +67,8 @@ struct tstate {
 		const char *ptr;
 		uint32_t id;
 	} strs[N_STR_CACHE];
+	uint32_t bt_n;			     /* frames of bt valid: 0 at the start of a chunk */
+	uint64_t bt[SPOOL_MAX_BT_FRAMES];    /* the latest backtrace recorded, outermost first */
 };
 
 static struct spool g_spool;
@@ -142,6 +147,7 @@ static bool next_chunk(struct tstate *ts)
 	ts->seq++;
 	ts->data = cap_chunk_data(ts->chunk);
 	ts->fill = 0;
+	ts->bt_n = 0; /* the chunk's first backtrace is whole: each chunk decodes alone */
 	ts->cap = cap_chunk_cap(&g_spool);
 	return true;
 }
@@ -520,6 +526,57 @@ uint64_t cap_now_ns(void)
 	return now_ns();
 }
 
+void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
+{
+	struct tstate *ts = tls_state;
+	uint64_t args[3] = {bias, lo, hi};
+
+	/* a path is at most what the rest of a record holds */
+	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
+				     strnlen(path, (SPOOL_MAX_RECORD_WORDS - 5) * 8)))
+		count_drop();
+}
+
+/*
+ * REC_CALL_BT: the call's words, then the calling thread's backtrace as the frames it
+ * shares with the thread's previous one in this chunk and the new ones (spool_i.h).
+ */
+static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
+			uint32_t n_args, const char *strs, size_t strs_len)
+{
+	uint64_t frames[SPOOL_MAX_BT_FRAMES];
+	uint32_t n = cap_unwind(frames, cap_bt_depth), keep = 0, base, words;
+	uint64_t *r;
+
+	while (keep < n && keep < ts->bt_n && ts->bt[keep] == frames[keep])
+		keep++;
+	/* before the reservation: announcing an object writes records of its own */
+	cap_modules_check(frames + keep, n - keep);
+	base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+	if (base + 1 + n > SPOOL_MAX_RECORD_WORDS)
+		return false;
+	r = rec_reserve(ts, base + 1 + n); /* a new chunk forgets the previous backtrace */
+	if (!r)
+		return false;
+	if (keep > ts->bt_n)
+		keep = ts->bt_n;
+	words = base + 1 + n - keep;
+	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
+	r[1] = ts_ns;
+	for (uint32_t i = 0; i < n_args; i++)
+		r[2 + i] = args[i];
+	if (strs_len) {
+		r[base - 1] = 0;
+		memcpy(r + 2 + n_args, strs, strs_len);
+	}
+	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
+	memcpy(r + base + 1, frames + keep, (n - keep) * sizeof(*frames));
+	memcpy(ts->bt + keep, frames + keep, (n - keep) * sizeof(*frames));
+	ts->bt_n = n;
+	rec_publish(ts, words);
+	return true;
+}
+
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len)
 {
@@ -534,7 +591,10 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		return;
 	}
 	ts = enter();
-	if (ts) {
+	if (ts && cap_bt_depth && cap_call_has_stack(call)) {
+		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len))
+			count_drop();
+	} else if (ts) {
 		words = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
 		r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
 		if (r) {
@@ -653,6 +713,8 @@ static void fork_child(void)
 	if (ts)
 		munmap(ts, sizeof(*ts));
 	g_spool.hdr = NULL;
+	if (cap_bt_depth)
+		cap_modules_forget();
 	if (g_follow)
 		rc = become_child(parent.hdr);
 	cap_spool_unmap(&parent);
@@ -701,6 +763,23 @@ static uint32_t parse_trace(const char *s)
 	return mask;
 }
 
+/* TFS_BACKTRACE_DEPTH: frames per allocation backtrace, 0 (off) to SPOOL_MAX_BT_FRAMES. */
+static uint32_t parse_bt_depth(const char *s)
+{
+	char *end;
+	long n;
+
+	if (!s || !*s)
+		return DEFAULT_BT_DEPTH;
+	n = strtol(s, &end, 10);
+	if (*end || n < 0 || n > (long)SPOOL_MAX_BT_FRAMES) {
+		fprintf(stderr, "tfs capture: bad TFS_BACKTRACE_DEPTH=%s (0 to %u): using %u\n", s,
+			SPOOL_MAX_BT_FRAMES, DEFAULT_BT_DEPTH);
+		return DEFAULT_BT_DEPTH;
+	}
+	return (uint32_t)n;
+}
+
 static int start_inproc(void)
 {
 	struct cap_timing tm;
@@ -720,6 +799,9 @@ static int start_inproc(void)
 			      parse_trace(getenv("TFS_TRACE")));
 	if (rc < 0)
 		return rc;
+	/* before the consumer starts: it declares the allocation kinds with or without stacks */
+	if (g_spool.hdr->trace_mask & TFS_TRACE_ALLOC)
+		g_spool.hdr->bt_depth = parse_bt_depth(getenv("TFS_BACKTRACE_DEPTH"));
 	atomic_store(&g_spool.hdr->producer_pid, (uint32_t)getpid());
 	rc = cap_inproc_start(&g_spool, &tm);
 	if (rc < 0)
@@ -831,10 +913,23 @@ __attribute__((constructor)) static void capture_init(void)
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
 	clock_init();
 	pthread_atfork(NULL, NULL, fork_child);
+	cap_tls_depth++; /* libunwind's and the loader's allocations are not the program's */
+	if (g_spool.hdr->bt_depth) {
+		cap_bt_depth = g_spool.hdr->bt_depth < SPOOL_MAX_BT_FRAMES ? g_spool.hdr->bt_depth
+									     : SPOOL_MAX_BT_FRAMES;
+		rc = cap_unwind_init();
+		if (rc == -ENOENT)
+			fprintf(stderr, "tfs capture: cannot load libunwind.so.8: allocation "
+					"backtraces stay empty\n");
+		/* on failure the allocations still carry a (now empty) backtrace: the consumer
+		   declared their kinds with one */
+	}
 	tfs_capture_mask_ = g_spool.hdr->trace_mask | TFS_TRACE_ON;
 	/* the thread running the constructors is thread 0 */
-	if (cap_tls_depth++ == 0 && !tls_state)
+	if (cap_tls_depth == 1 && !tls_state)
 		thread_start();
+	if (cap_bt_depth && tls_state)
+		cap_modules_scan();
 	cap_tls_depth--;
 }
 

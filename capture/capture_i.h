@@ -41,6 +41,31 @@ uint64_t cap_now_ns(void);
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len);
 
+/*
+ * Allocation backtraces (unwind.c). cap_bt_depth: frames kept per backtrace, 0 when off;
+ * set once before capture starts. The rest is called from inside the capture only.
+ */
+extern uint32_t cap_bt_depth;
+/* Open libunwind. @return 0 or -ENOENT (not installed: backtraces stay empty) */
+int cap_unwind_init(void);
+/*
+ * The calling thread's backtrace into @frames, outermost first, the capture library's own
+ * frames left out, at most @max (the innermost ones when deeper). @return frames stored
+ */
+uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+/*
+ * In a forked child recording into a spool of its own: forget what was announced (to the
+ * parent's spool), so that the child's first backtrace announces its objects again. Clears
+ * the scan lock another thread may have held at the fork.
+ */
+void cap_modules_forget(void);
+/* Announce every loaded object not announced yet (REC_MODULE through cap_put_module). */
+void cap_modules_scan(void);
+/* Announce new objects if one of @frames lies outside every object announced so far. */
+void cap_modules_check(const uint64_t *frames, uint32_t n);
+/* Record a REC_MODULE on the calling thread (capture.c); inside the capture only. */
+void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path);
+
 /* Reserve the next symbolic thread id (pthread_create numbers threads in creation order). */
 uint32_t cap_thread_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */

@@ -3,7 +3,9 @@
  * chunks in their order, and turns them into trace events of that thread's writer stream:
  * zone begin/end pairs into `zone` events (start and duration), memory accesses into
  * `load`/`store` with symbolic sites, phases into writer phase ranges, interposed calls
- * (calls_i.h) into one event of their kind (declared only when the spool records calls).
+ * (calls_i.h) into one event of their kind (declared only when the spool records calls),
+ * allocations with a `stack` argument naming their backtrace when the spool has backtraces
+ * (interned and symbolised by stacks.c and symbolize.c).
  * Chunks it has read are recycled to the producers. It trusts nothing in the spool: a
  * malformed record ends the reading of its chunk and is counted. It neither creates spools
  * nor runs programs.
@@ -20,6 +22,9 @@
 #include "tfs/writer.h"
 #include "calls_i.h"
 #include "consumer_i.h"
+#include "stacks_i.h"
+
+#define RANK 0 /* the one process of a spool */
 
 enum ckind { K_ZONE, K_ZONE_UNFINISHED, K_MARK, K_COUNTER, K_THREAD_NAME, K_LOAD, K_STORE,
 	     N_KINDS };
@@ -85,6 +90,10 @@ struct cthread {
 	uint32_t n_syncs, syncs_cap;
 	struct cphase *phases; /* open thread phases */
 	uint32_t n_phases, phases_cap;
+	uint64_t *bt;	       /* [SPOOL_MAX_BT_FRAMES]: its latest backtrace in this chunk */
+	uint32_t bt_n;
+	bool bt_known;	       /* bt_id is the stack id of bt */
+	uint64_t bt_id;
 };
 
 struct pphase {
@@ -110,6 +119,7 @@ struct cap_consumer {
 			       first use (a trace holds the kinds of the MPI calls made, not all
 			       of mpi.h's), UINT32_MAX until then */
 	bool calls;
+	struct cap_stacks *stacks; /* NULL when the spool records no backtraces */
 	struct cthread *threads;
 	uint32_t n_threads;
 	struct pphase *pphases;
@@ -163,6 +173,25 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 	return 0;
 }
 
+/* Declare call @call's kind, with a last `stack` argument when it carries backtraces. */
+static int add_call_kind(struct cap_consumer *c, uint32_t call)
+{
+	static const struct tfs_arg_desc stack = {"stack", TFS_TYPE_U64, TFS_ENC_SYM, 0, "stack"};
+	const struct tfs_kind_desc *k = &cap_call_kinds[call];
+	struct tfs_arg_desc args[TFS_MAX_ARGS];
+	struct tfs_kind_desc with = *k;
+
+	if (!c->stacks || !cap_call_has_stack(call))
+		return tfs_writer_add_kind(c->w, k, &c->call_kind[call]);
+	if (k->n_args >= TFS_MAX_ARGS)
+		return -EINVAL;
+	memcpy(args, k->args, k->n_args * sizeof(*args));
+	args[k->n_args] = stack;
+	with.args = args;
+	with.n_args = k->n_args + 1;
+	return tfs_writer_add_kind(c->w, &with, &c->call_kind[call]);
+}
+
 int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_consumer **out)
 {
 	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err,
@@ -190,8 +219,10 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 		rc = tfs_writer_add_kind(c->w, &kinds[k], &c->kind[k]);
 	/* kinds are fixed before the first stream: declare the calls only when recorded */
 	c->calls = s->hdr->trace_mask & (TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS);
-	for (int k = 0; c->calls && k < N_CALLS && rc == 0; k++)
-		rc = tfs_writer_add_kind(c->w, &cap_call_kinds[k], &c->call_kind[k]);
+	if (rc == 0 && c->calls && s->hdr->bt_depth)
+		rc = cap_stacks_new(&c->stacks);
+	for (uint32_t k = 0; c->calls && k < N_CALLS && rc == 0; k++)
+		rc = add_call_kind(c, k);
 	if (rc == 0 && (s->hdr->trace_mask & TFS_TRACE_MPI) && cap_mpi_n_kinds) {
 		c->mpi_kind = malloc(cap_mpi_n_kinds * sizeof(*c->mpi_kind));
 		if (!c->mpi_kind)
@@ -219,6 +250,7 @@ static void thread_fini(struct cthread *ct)
 	for (uint32_t i = 0; i < ct->n_phases; i++)
 		free(ct->phases[i].name);
 	free(ct->phases);
+	free(ct->bt);
 }
 
 void cap_consumer_free(struct cap_consumer *c)
@@ -235,6 +267,7 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->site_ids);
 	free(c->cands);
 	free(c->mpi_kind);
+	cap_stacks_free(c->stacks);
 	tfs_writer_free(c->w);
 	free(c);
 }
@@ -275,11 +308,46 @@ static void emit(struct cap_consumer *c, struct cthread *ct, enum ckind k, uint6
 }
 
 /*
+ * The stack id of the backtrace at @r[@w] (spool_i.h), @words the record's length, @ct's
+ * previous backtrace in the chunk updated. @return 0, -EBADMSG, -ENOMEM or a writer error
+ */
+static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
+			  uint32_t w, uint32_t words, uint64_t *id)
+{
+	uint32_t keep, n_new;
+	int rc;
+
+	if (w >= words)
+		return -EBADMSG;
+	keep = r[w] & 0xffff;
+	n_new = (r[w] >> 16) & 0xffff;
+	if ((r[w] >> 32) || keep > ct->bt_n || keep + n_new > SPOOL_MAX_BT_FRAMES ||
+	    w + 1 + n_new != words)
+		return -EBADMSG;
+	if (keep == ct->bt_n && n_new == 0 && ct->bt_known) {
+		*id = ct->bt_id; /* the same as the thread's previous one: the common case */
+		return 0;
+	}
+	if (!ct->bt && !(ct->bt = malloc(SPOOL_MAX_BT_FRAMES * sizeof(*ct->bt))))
+		return -ENOMEM;
+	memcpy(ct->bt + keep, r + w + 1, n_new * sizeof(*ct->bt));
+	ct->bt_n = keep + n_new;
+	ct->bt_known = false;
+	rc = cap_stacks_intern(c->stacks, c->w, RANK, ct->bt, ct->bt_n, id);
+	if (rc < 0)
+		return rc;
+	ct->bt_known = true;
+	ct->bt_id = *id;
+	return 0;
+}
+
+/*
  * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
- * arguments in order. @return 0 or -EBADMSG
+ * arguments in order, then its backtrace when @with_bt (REC_CALL_BT).
+ * @return 0, -EBADMSG or -errno
  */
 static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
-		       uint32_t words)
+		       uint32_t words, bool with_bt)
 {
 	uint32_t call = (uint32_t)(r[0] >> 32), w = 3;
 	size_t len = (r[0] >> 16) & 0xffff, off = 0;
@@ -289,6 +357,9 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 
 	k = cap_call_kind(call);
 	if (!k || words < 3 || (call < N_CALLS ? !c->calls : !c->mpi_kind))
+		return -EBADMSG;
+	/* a recorded call has a stack exactly when its kind was declared with one */
+	if (with_bt != (c->stacks && cap_call_has_stack(call)))
 		return -EBADMSG;
 	for (uint32_t i = 0; i < k->n_args; i++)
 		w += k->args[i].enc != TFS_ENC_STR;
@@ -317,6 +388,13 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 			c->err = c->err ? c->err : rc;
 			return 0;
 		}
+	}
+	if (with_bt) {
+		int rc = read_backtrace(c, ct, r, w + (uint32_t)((len + 7) / 8), words,
+					&a[k->n_args].u);
+
+		if (rc < 0)
+			return rc;
 	}
 	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
 		  r[2], a);
@@ -489,7 +567,7 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 {
 	struct cthread *ct = &c->threads[thread];
 	uint32_t kind = r[0] & 0xff, aux = (uint32_t)(r[0] >> 32);
-	char buf[1100];
+	char buf[2048]; /* a payload: up to 250 words */
 	union tfs_arg a[3];
 	uint64_t site;
 
@@ -543,7 +621,12 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 	case REC_SYNC:
 		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
 	case REC_CALL:
-		return call_record(c, ct, r, words);
+	case REC_CALL_BT:
+		return call_record(c, ct, r, words, kind == REC_CALL_BT);
+	case REC_MODULE:
+		if (!c->stacks || !payload(r, words, 3, buf, sizeof(buf)))
+			return -EBADMSG;
+		return cap_stacks_add_module(c->stacks, r[2], r[3], r[4], buf);
 	default:
 		return -EBADMSG;
 	}
@@ -596,6 +679,8 @@ static int read_chunk(struct cap_consumer *c, struct spool_chunk *ch)
 		fill = 0; /* damaged: nothing in it can be trusted */
 	}
 	c->st.n_chunks++;
+	ct->bt_n = 0; /* a chunk's backtraces refer to none before it */
+	ct->bt_known = false;
 	while (off + 16 <= fill) {
 		const uint64_t *r = (const uint64_t *)(data + off);
 		uint32_t words = (r[0] >> 8) & 0xff;
@@ -730,6 +815,27 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 	return rc;
 }
 
+/* Symbolise the backtraces' addresses (the process is gone); metadata says how many. */
+static int finish_stacks(struct cap_consumer *c)
+{
+	char buf[32];
+	int rc = cap_stacks_symbolize(c->stacks, c->w, RANK, &c->st.n_named_addrs);
+
+	c->st.n_stacks = cap_stacks_n_stacks(c->stacks);
+	c->st.n_addrs = cap_stacks_n_addrs(c->stacks);
+	snprintf(buf, sizeof(buf), "%" PRIu32, c->spool->hdr->bt_depth);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtrace_depth", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.n_stacks);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtraces", buf);
+	snprintf(buf, sizeof(buf), "%" PRIu64 " (%" PRIu64 " named)", c->st.n_addrs,
+		 c->st.n_named_addrs);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtrace_addresses", buf);
+	return rc;
+}
+
 /* Which clock stamped the events: `clock` = monotonic, or tsc with its calibrated rate. */
 static int set_clock_meta(struct cap_consumer *c)
 {
@@ -760,6 +866,8 @@ int cap_consumer_finish(struct cap_consumer *c)
 		c->st.open_phases += c->pphases[i].gen_end == 0;
 		rc = add_process_phase(c, &c->pphases[i]);
 	}
+	if (rc >= 0 && c->stacks)
+		rc = finish_stacks(c);
 	if (rc < 0)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);

@@ -27,6 +27,9 @@ struct cap_consumer_stats {
 	uint32_t n_threads;	   /* producing threads seen */
 	uint32_t open_zones;	   /* zones still open at the end (zone_unfinished events) */
 	uint32_t open_phases;	   /* phases still open at the end (closed there) */
+	uint64_t n_stacks;	   /* distinct allocation backtraces */
+	uint64_t n_addrs;	   /* distinct code addresses in them */
+	uint64_t n_named_addrs;	   /* of those, symbolised with a function name */
 };
 
 /*

@@ -12,8 +12,9 @@
  * The malloc family keeps the table of live allocations (allocs_i.h) and records each
  * block's allocation id: a block leaves the table before the real free or realloc runs.
  *
- * Not done: backtraces, valloc, pvalloc and reallocarray (not interposed), and calls made
- * before this library is loaded (the dynamic loader's).
+ * Allocating calls are recorded with their backtrace when backtraces are on (cap_put_call
+ * unwinds, unwind.c). Not done: valloc, pvalloc and reallocarray (not interposed), and
+ * calls made before this library is loaded (the dynamic loader's).
  */
 #undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */
 #undef _FORTIFY_SOURCE

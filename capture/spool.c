@@ -115,6 +115,7 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->origin_realtime_ns = parent->origin_realtime_ns;
 	s->hdr->timing = parent->timing;
 	s->hdr->trace_mask = parent->trace_mask;
+	s->hdr->bt_depth = parent->bt_depth;
 	atomic_store_explicit(&s->hdr->tsc_hz, atomic_load(&parent->tsc_hz),
 			      memory_order_relaxed);
 	s->hdr->parent_pid = ppid;

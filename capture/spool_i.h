@@ -67,7 +67,26 @@ enum spool_rec {
 	REC_CALL = 11,	     /* an interposed call (calls_i.h): aux: enum cap_call; arg 0:
 				duration (ns); args 1..: its u64 arguments in schema order;
 				payload: its string arguments, each NUL-terminated */
+	REC_CALL_BT = 12,    /* REC_CALL of an allocating call followed by its backtrace,
+				after the padded payload (see below) */
+	REC_MODULE = 13,     /* a loaded object: arg 0: load bias; args 1, 2: lowest and end
+				address of its PT_LOAD segments; payload: its file's path */
 };
+
+/*
+ * The backtrace of a REC_CALL_BT, after the call's payload:
+ *
+ *   +--------------------------------+------------+-----+------------+
+ *   | keep u16 | n_new u16 | 0 u32   | frame      | ... | frame      |
+ *   +--------------------------------+------------+-----+------------+
+ *                                      n_new return addresses, outermost first
+ *
+ * The backtrace is the first `keep` frames of the previous backtrace recorded by the same
+ * thread in the same chunk (keep is 0 for the first one of a chunk, so every chunk decodes
+ * on its own), followed by the `n_new` frames. Frames of the capture library itself are
+ * left out; at most SPOOL_MAX_BT_FRAMES.
+ */
+#define SPOOL_MAX_BT_FRAMES 128u
 
 struct spool_hdr {
 	uint32_t magic;
@@ -96,6 +115,7 @@ struct spool_hdr {
 	 * save_rc to 1 (or a negative errno). The producer then merges the ranks' traces. */
 	_Atomic uint32_t save_req;
 	_Atomic int32_t save_rc;
+	uint32_t bt_depth;	     /* frames kept per allocation backtrace; 0: none recorded */
 };
 
 struct spool_chunk {

@@ -4,13 +4,14 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default). Run by an MPI launcher
+ * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
+ * of each allocation's backtrace (64 by default, 0: none). Run by an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
  * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers: at
  * MPI_Finalize each rank's wrapper asks for its trace so far (spool_i.h save_req), the ranks
  * merge them and rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own
- * trace as <out>.<rank>. This file does the command line and process control only; the consumer is
- * capture/consumer.c.
+ * trace as <out>.<rank>. This file does the command line and process control only; the
+ * consumer is capture/consumer.c.
  */
 #include <elf.h>
 #include <errno.h>
@@ -40,6 +41,7 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
+#define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
 #define TFS_LIBDIR "/usr/local/lib"
@@ -50,6 +52,7 @@ struct record_opts {
 	struct cap_timing timing;
 	uint32_t mask;
 	size_t spool_bytes;
+	uint32_t bt_depth;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
@@ -105,6 +108,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	    {"timing", required_argument, NULL, 't'},
 	    {"trace", required_argument, NULL, 'T'},
 	    {"spool-size", required_argument, NULL, 's'},
+	    {"backtrace-depth", required_argument, NULL, 'b'},
 	    {0},
 	};
 	char *end;
@@ -114,7 +118,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM |
 					  TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS,
 				  .timing = {.timing = TFS_TIMING_LOSSLESS},
-				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20};
+				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20,
+				  .bt_depth = DEFAULT_BT_DEPTH};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+o:", lo, NULL)) != -1) {
 		switch (c) {
@@ -136,6 +141,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (*end || mb < 1 || mb > 65536)
 				return usage("--spool-size takes MiB, 1 to 65536");
 			o->spool_bytes = (size_t)mb << 20;
+			break;
+		case 'b':
+			mb = strtol(optarg, &end, 10);
+			if (*end || end == optarg || mb < 0 || mb > (long)SPOOL_MAX_BT_FRAMES)
+				return usage("--backtrace-depth takes frames, 0 to 128");
+			o->bt_depth = (uint32_t)mb;
 			break;
 		default:
 			return usage("unknown option");
@@ -260,6 +271,16 @@ static bool find_library(char *buf, size_t cap)
 	return access(buf, R_OK) == 0;
 }
 
+static int create_spool(struct spool *s, const struct record_opts *o, const char *path)
+{
+	int rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing, o->mask);
+
+	/* backtraces belong to allocations: none without them */
+	if (rc == 0 && (o->mask & TFS_TRACE_ALLOC))
+		s->hdr->bt_depth = o->bt_depth;
+	return rc;
+}
+
 static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
 {
 	const char *env = getenv("TFS_SPOOL");
@@ -267,13 +288,11 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 
 	if (env && *env) {
 		snprintf(path, cap, "%s", env);
-		return cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
-					o->mask);
+		return create_spool(s, o, path);
 	}
 	for (unsigned int i = 0; i < 100; i++) {
 		snprintf(path, cap, "/dev/shm/tracefs-spool.%ld.%u", (long)getpid(), i);
-		rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing,
-				      o->mask);
+		rc = create_spool(s, o, path);
 		if (rc != -EEXIST)
 			return rc;
 	}

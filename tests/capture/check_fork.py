@@ -145,6 +145,10 @@ def main():
            "vfork + execlp: an exec event with path and argv in the child's rank", (r1, serr))
     tap.ok(len(cat_open) == 1 and cat_open[0][0] > 0 and r1.index(ex[0]) < r1.index(cat_open[0]),
            "the exec'd image's events follow in the same rank, on a new thread id", r1)
+    # a forked child announces its objects to its own spool: its backtraces are symbolised
+    bts = t.cat("ranks/1/backtraces.txt").decode()
+    tap.ok(b"malformed" not in serr and re.search(r"\bmain \(.*cap_fork\.c:\d+\)", bts),
+           "the child's allocation backtraces are whole and name cap_fork.c's main", (serr, bts))
 
     # an exec past the interposers, with the inherited environment: the image finds its spool
     d = tempfile.mkdtemp(dir=work)

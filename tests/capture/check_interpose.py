@@ -44,6 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 LINE = re.compile(r"^\s*(?:[0-9.]+\s+\d+\s+)?T\d+\s+(.*?)\s*$")  # timing none: no ts, dur
+STACK_ARG = re.compile(r", stack=stack#\d+")
 ALLOC_KINDS = ("malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc",
                "memalign", "mmap", "munmap")
 # valgrind and the trace may differ by allocations made before the preload constructor runs
@@ -70,7 +71,8 @@ def cat_events(tracefs, trace, thread):
     for line in out.decode().splitlines():
         m = LINE.match(line)
         if m:
-            ev.append(m.group(1))
+            # allocation backtraces are check_backtrace.py's: their stack ids are left out
+            ev.append(STACK_ARG.sub("", m.group(1)))
     return ev
 
 

@@ -5,7 +5,9 @@
  * chunk's place, partial chunks read only at the end, phases, memory-access sites, and
  * damaged records and chunk headers, which must be skipped and counted, never crash, and
  * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind),
- * MPI calls (kinds declared on first use).
+ * MPI calls (kinds declared on first use), allocation backtraces (REC_CALL_BT: frames kept from the thread's previous backtrace in the
+ * chunk plus new ones, interned into stack ids; REC_MODULE; symbols of objects that cannot
+ * be read fall back to "<file name>+0x<offset>") and damaged backtrace records.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +22,7 @@
 
 #include "tfs/capture.h"
 #include "tfs/reader.h"
+#include "tfs/writer.h"
 #include "calls_i.h"
 #include "consumer_i.h"
 
@@ -74,6 +77,24 @@ static int setup_mpi(void **state)
 					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_MPI),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
+	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
+	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
+	*state = f;
+	return 0;
+}
+
+/* A spool with allocation backtraces of up to 8 frames. */
+static int setup_bt(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+
+	assert_non_null(f);
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_ALLOC),
+			 0);
+	f->spool.hdr->origin_ns = 1000;
+	f->spool.hdr->bt_depth = 8;
 	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
 	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
 	*state = f;
@@ -153,6 +174,60 @@ static void put_call(struct wchunk *wc, uint32_t call, uint64_t ts, const char *
 	va_end(ap);
 	memset(wc->w + wc->n + 2 + n_args, 0, (words - 2 - (uint32_t)n_args) * 8);
 	memcpy(wc->w + wc->n + 2 + n_args, strs, len);
+	wc->n += words;
+}
+
+/*
+ * A REC_CALL_BT of malloc(@size) = @ret (its further arguments 0): keep @keep frames of the
+ * thread's previous backtrace, then @n_new frames; @extra words of garbage after them (0:
+ * well-formed).
+ */
+static void put_malloc_bt(struct wchunk *wc, uint64_t ts, uint64_t size, uint64_t ret,
+			  uint32_t keep, uint32_t n_new, const uint64_t *frames, uint32_t extra)
+{
+	const uint32_t n_args = 1 + cap_call_kinds[CALL_MALLOC].n_args; /* duration first */
+	uint32_t words = 2 + n_args + 1 + n_new + extra;
+	uint64_t *r = wc->w + wc->n, *bt = r + 2 + n_args;
+
+	memset(r, 0, words * sizeof(*r));
+	r[0] = cap_rec_word0(REC_CALL_BT, words, 0, CALL_MALLOC);
+	r[1] = ts;
+	r[3] = size;
+	r[4] = ret;
+	bt[0] = (uint64_t)keep | (uint64_t)n_new << 16;
+	memcpy(bt + 1, frames, n_new * sizeof(*frames));
+	memset(bt + 1 + n_new, 0xab, extra * sizeof(*r));
+	wc->n += words;
+}
+
+/* The REC_CALL of free(@ptr), its further arguments 0. */
+static void put_free(struct wchunk *wc, uint64_t ts, uint64_t ptr)
+{
+	const uint32_t n_args = 1 + cap_call_kinds[CALL_FREE].n_args;
+	uint64_t *r = wc->w + wc->n;
+
+	memset(r, 0, (2 + n_args) * sizeof(*r));
+	r[0] = cap_rec_word0(REC_CALL, 2 + n_args, 0, CALL_FREE);
+	r[1] = ts;
+	r[3] = ptr;
+	wc->n += 2 + n_args;
+}
+
+/* A REC_MODULE: @path loaded at @bias, spanning [@lo, @hi). */
+static void put_module(struct wchunk *wc, uint64_t bias, uint64_t lo, uint64_t hi,
+		       const char *path)
+{
+	size_t len = strlen(path);
+	uint32_t words = 5 + (uint32_t)((len + 7) / 8);
+	uint64_t *r = wc->w + wc->n;
+
+	r[0] = cap_rec_word0(REC_MODULE, words, (uint32_t)len, 0);
+	r[1] = 1000;
+	r[2] = bias;
+	r[3] = lo;
+	r[4] = hi;
+	memset(r + 5, 0, (words - 5) * 8);
+	memcpy(r + 5, path, len);
 	wc->n += words;
 }
 
@@ -486,6 +561,157 @@ static void test_consumer_declares_mpi_kinds_on_first_use(void **state)
 	tfs_trace_close(t);
 }
 
+/* The stack ids of thread 0's events, in order, from the saved trace. */
+static uint32_t saved_stacks(struct fixture *f, struct tfs_trace **out, uint64_t *ids,
+			     uint32_t cap)
+{
+	struct tfs_stream_info si;
+	struct tfs_cursor *cur;
+	struct tfs_kind_desc k;
+	struct tfs_event ev;
+	uint32_t idx, n = 0;
+
+	assert_int_equal(cap_consumer_save(f->c, f->path), 0);
+	assert_int_equal(tfs_trace_open(f->path, out, NULL), 0);
+	assert_int_equal(tfs_trace_verify(*out, NULL), 0);
+	assert_int_equal(tfs_trace_find_stream(*out, 0, 0, &idx), 0);
+	assert_int_equal(tfs_trace_stream(*out, idx, &si), 0);
+	assert_int_equal(tfs_cursor_new(*out, idx, TFS_VIEW_TEXT, 0, si.n_events, &cur), 0);
+	for (uint64_t e = 0; e < si.n_events; e++) {
+		assert_int_equal(tfs_cursor_event(cur, e, &ev, NULL), 0);
+		assert_int_equal(tfs_trace_kind(*out, ev.kind, &k), 0);
+		if (strcmp(k.name, "malloc"))
+			continue;
+		/* the stack is malloc's last argument */
+		assert_int_equal(k.n_args, cap_call_kinds[CALL_MALLOC].n_args + 1);
+		assert_string_equal(k.args[k.n_args - 1].name, "stack");
+		assert_true(n < cap);
+		ids[n++] = ev.args[k.n_args - 1].u;
+	}
+	tfs_cursor_free(cur);
+	return n;
+}
+
+static void assert_backtrace(struct tfs_trace *t, uint64_t id, const uint64_t *want,
+			     uint32_t n_want)
+{
+	const uint64_t *frames;
+	uint32_t n;
+
+	assert_int_equal(tfs_trace_backtrace(t, 0, id, &frames, &n, NULL), 0);
+	assert_int_equal(n, n_want);
+	if (n_want)
+		assert_memory_equal(frames, want, n * sizeof(*frames));
+}
+
+static void test_consumer_backtraces_become_stacks(void **state)
+{
+	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300}, abd[] = {0x10100, 0x10200,
+									      0x50400};
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 0, 1);
+	const struct tfs_src_frame *src;
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	uint64_t ids[8];
+	uint32_t n_src;
+
+	put_module(&a, 0x10000, 0x10000, 0x20000, "/nonexistent/libfake.so.1");
+	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
+	put_malloc_bt(&a, 1020, 64, 0x2000, 3, 0, NULL, 0);     /* the same backtrace */
+	put_malloc_bt(&a, 1030, 64, 0x3000, 2, 1, abd + 2, 0); /* A B, then D */
+	put_free(&a, 1040, 0x1000);
+	publish(&a, SPOOL_FULL);
+	/* a new chunk refers to nothing before it: its first backtrace is whole */
+	put_malloc_bt(&b, 1050, 64, 0x4000, 0, 3, abc, 0);
+	put_malloc_bt(&b, 1060, 64, 0x5000, 0, 0, NULL, 0); /* an empty backtrace */
+	publish(&b, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 2);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.bad_records, 0);
+	assert_int_equal(st.n_events, 6);
+	assert_int_equal(st.n_stacks, 3);
+	assert_int_equal(st.n_addrs, 4);
+	assert_int_equal(saved_stacks(f, &t, ids, 8), 5);
+	assert_int_equal(ids[0], 0);
+	assert_int_equal(ids[1], 0);
+	assert_int_equal(ids[2], 1);
+	assert_int_equal(ids[3], 0);
+	assert_int_equal(ids[4], 2);
+	assert_int_equal(tfs_trace_n_backtraces(t, 0), 3);
+	assert_backtrace(t, 0, abc, 3);
+	assert_backtrace(t, 1, abd, 3);
+	assert_backtrace(t, 2, NULL, 0);
+	/* the object cannot be read: its file name and the offset in it */
+	assert_int_equal(tfs_trace_symbol(t, 0, 0x10200, &src, &n_src, NULL), 0);
+	assert_int_equal(n_src, 1);
+	assert_string_equal(src[0].function, "libfake.so.1+0x200");
+	assert_string_equal(src[0].file, "");
+	assert_int_equal(src[0].line, 0);
+	/* outside every object announced: the address */
+	assert_int_equal(tfs_trace_symbol(t, 0, 0x50400, &src, &n_src, NULL), 0);
+	assert_string_equal(src[0].function, "0x50400");
+	assert_string_equal(tfs_trace_meta(t, "backtraces"), "3");
+	tfs_trace_close(t);
+}
+
+static void test_consumer_rejects_damaged_backtraces(void **state)
+{
+	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0),
+		      d = chunk_at(f, 3, 3, 0), e = chunk_at(f, 4, 4, 0);
+	struct cap_consumer_stats st;
+
+	/* a: keeps frames of a previous backtrace the chunk does not have */
+	put_malloc_bt(&a, 1010, 64, 0x1000, 2, 1, abc, 0);
+	publish(&a, SPOOL_FULL);
+	/* b: a good one, then one whose length disagrees with its frame count */
+	put_malloc_bt(&b, 1010, 64, 0x1000, 0, 3, abc, 0);
+	put_malloc_bt(&b, 1020, 64, 0x1000, 0, 3, abc, 2);
+	publish(&b, SPOOL_FULL);
+	/* c: free has no backtrace */
+	put_free(&c, 1010, 0x1000);
+	c.w[0] = cap_rec_word0(REC_CALL_BT, c.n, 0, CALL_FREE);
+	publish(&c, SPOOL_FULL);
+	/* d: a malloc without one while backtraces are on */
+	put_malloc_bt(&d, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	d.w[0] = cap_rec_word0(REC_CALL, d.n - 1, 0, CALL_MALLOC); /* the same, less the bt word */
+	d.n--;
+	publish(&d, SPOOL_FULL);
+	/* e: more frames than a backtrace may have */
+	put_malloc_bt(&e, 1010, 64, 0x1000, 0, 3, abc, 0);
+	e.w[e.n - 4] = (uint64_t)(SPOOL_MAX_BT_FRAMES + 1) << 16; /* the bt word */
+	publish(&e, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 5);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 1);
+	assert_int_equal(st.bad_records, 5);
+	assert_int_equal(st.n_stacks, 1);
+}
+
+static void test_consumer_rejects_backtraces_when_off(void **state)
+{
+	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0);
+	struct cap_consumer_stats st;
+
+	/* the spool records allocations without backtraces: malloc has no stack argument */
+	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
+	publish(&a, SPOOL_FULL);
+	put_module(&b, 0x10000, 0x10000, 0x20000, "/lib/x.so");
+	publish(&b, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 2);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 0);
+	assert_int_equal(st.bad_records, 2);
+	assert_int_equal(st.n_stacks, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -503,6 +729,12 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_declares_mpi_kinds_on_first_use,
 					    setup_mpi, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_backtraces_become_stacks, setup_bt,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_rejects_damaged_backtraces, setup_bt,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_rejects_backtraces_when_off,
+					    setup_calls, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,59 @@
+/*
+ * Allocation backtraces, consumer side: the backtraces of one process interned into stack
+ * ids (stacks.c), the objects it had loaded, and the symbolisation of every distinct code
+ * address with libdw once the process is gone (symbolize.c). Not thread-safe: one consumer
+ * owns it. It does not parse spool records (consumer.c).
+ */
+#ifndef TFS_STACKS_I_H
+#define TFS_STACKS_I_H
+
+#include <stdint.h>
+
+struct tfs_writer;
+struct cap_stacks;
+
+/* A loaded object of the traced process, as REC_MODULE announced it. */
+struct cap_module {
+	uint64_t bias;	 /* load bias: run-time address - address in the file */
+	uint64_t lo, hi; /* its PT_LOAD span, run-time addresses */
+	char *path;
+};
+
+/* @return 0 or -ENOMEM */
+int cap_stacks_new(struct cap_stacks **out);
+/* Accepts NULL. */
+void cap_stacks_free(struct cap_stacks *s);
+
+/*
+ * The stack id of backtrace @frames (@n return addresses, outermost first): 0, 1, 2... in
+ * order of first appearance; a new one is added to @w (tfs_writer_add_backtrace, @rank).
+ * @return 0, -ENOMEM or a writer error
+ */
+int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+		      const uint64_t *frames, uint32_t n, uint64_t *id);
+
+/* Remember an object (@path copied). @return 0 or -ENOMEM */
+int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,
+			  const char *path);
+
+/* The latest announced object holding @addr, or NULL. Borrowed. */
+const struct cap_module *cap_stacks_module_of(const struct cap_stacks *s, uint64_t addr);
+
+/* Distinct code addresses so far, in order of first appearance (@i < the count). */
+uint64_t cap_stacks_n_addrs(const struct cap_stacks *s);
+uint64_t cap_stacks_addr(const struct cap_stacks *s, uint64_t i);
+uint64_t cap_stacks_n_stacks(const struct cap_stacks *s);
+uint32_t cap_stacks_n_modules(const struct cap_stacks *s);
+const struct cap_module *cap_stacks_module(const struct cap_stacks *s, uint32_t i);
+
+/*
+ * Symbolise every distinct code address once into @w (tfs_writer_add_symbol, @rank):
+ * function, file and line, inlined functions as frames of their own; a return address is
+ * looked up at addr - 1 (the call). What has no symbol becomes "<object file name>+0x<offset
+ * in the file>" (or "0x<addr>" outside every object). *@n_named counts the addresses that
+ * got a function name. @return 0, -ENOMEM or a writer error
+ */
+int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+			 uint64_t *n_named);
+
+#endif
