@@ -136,9 +136,15 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 		rc = zs_compress(&z, data, n, cw->zstd_level);
 		if (rc < 0)
 			goto out;
-		stored = z.data;
-		stored_len = z.len;
-		head_len = z.len;
+		/* CTR_ZSTD_IF_SMALLER: a frame costs about 13 bytes, tiny payloads stay raw */
+		if (compress != CTR_ZSTD_IF_SMALLER || z.len < n) {
+			stored = z.data;
+			stored_len = z.len;
+			head_len = z.len;
+		} else {
+			compress = 0;
+			head_len = n;
+		}
 	}
 	e = &cw->ents[cw->n];
 	e->type = type;

@@ -55,9 +55,14 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level);
 /* Same, into the empty buffer @mem (the caller owns it). @return 0 or -ENOMEM */
 int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_level);
 void ctr_writer_fini(struct ctr_writer *cw);
+/* ctr_add() @compress: one zstd frame unless that is not smaller than the payload. */
+#define CTR_ZSTD_IF_SMALLER 2
+
 /*
- * Append a section. @compress: store as one zstd frame. @head_len: bytes covered by crc_hd
- * (of the stored bytes; must be all of them when compressed). @return 0 or -errno
+ * Append a section. @compress: store as one zstd frame (1), or as one unless raw is
+ * smaller (CTR_ZSTD_IF_SMALLER, for types whose readers take both, FORMAT.md §3).
+ * @head_len: bytes covered by crc_hd (of the stored bytes; must be all of them when
+ * compressed). @return 0 or -errno
  */
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
 	    size_t head_len);

@@ -279,7 +279,7 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 static int add_section(struct mg *m, uint16_t type, const void *data, size_t n)
 {
 	m->cw.zstd_level = n <= SMALL_SECTION ? SMALL_LEVEL : LARGE_LEVEL;
-	return ctr_add(&m->cw, type, 1, data, n, n);
+	return ctr_add(&m->cw, type, type == SEC_GRAMMAR ? CTR_ZSTD_IF_SMALLER : 1, data, n, n);
 }
 
 /* Copy section @idx of input @t as stored, once its whole checksum holds. */

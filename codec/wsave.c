@@ -647,7 +647,7 @@ static int write_sections(const struct merge *m, struct tfs_writer *w,
 	/* in the order merge_streams() numbered them */
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		if (m->gram_first[i] == i)
-			rc = ctr_add(cw, SEC_GRAMMAR, 1, m->gram[i].data, m->gram[i].len,
+			rc = ctr_add(cw, SEC_GRAMMAR, CTR_ZSTD_IF_SMALLER, m->gram[i].data, m->gram[i].len,
 				     m->gram[i].len);
 		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
 			rc = ctr_add(cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,

@@ -17,6 +17,7 @@
 #include "tfs/capture.h"
 #include "calls_i.h"
 #include "capture_i.h"
+#include "allocs_i.h"
 #include "mpi_rt_i.h"
 
 #define COMM_WORLD_ID 0
@@ -612,12 +613,16 @@ void mpirt_str_text(struct mpirt_str *s, const char *text)
 void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off)
 {
 	*alloc = 0;
-	if (!p)
+	if (!p) {
 		*off = 0;
-	else if (p == MPI_IN_PLACE)
+	} else if (p == MPI_IN_PLACE) {
 		*off = UINT64_MAX;
-	else
+	} else if (cap_alloc_lookup(p, alloc, off) < 0) {
+		/* outside every live allocation (stack, static data): addresses differ from rank
+		   to rank, so number the address by first use instead */
+		*alloc = 0;
 		*off = mpirt_id(MPIRT_BUF, &p, sizeof(p)) + 1;
+	}
 }
 
 uint64_t mpirt_bits(const void *p, size_t size)
