@@ -32,73 +32,45 @@ struct fixture {
 	char path[64];
 };
 
-static int setup(void **state)
+/* A consumer over a fresh in-memory spool whose producers record @mask. */
+static int setup_spool(void **state, uint32_t mask, uint32_t bt_depth)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
 	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
 
 	assert_non_null(f);
 	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
-					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_ZONES),
+					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | mask),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
+	f->spool.hdr->bt_depth = bt_depth;
 	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
 	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_spool(state, TFS_TRACE_ZONES, 0);
 }
 
 /* A spool whose producers record the interposed calls (allocations and I/O). */
 static int setup_calls(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
-
-	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
-					  TFS_TIMING_LOSSLESS,
-					  TFS_TRACE_ON | TFS_TRACE_ALLOC | TFS_TRACE_IO),
-			 0);
-	f->spool.hdr->origin_ns = 1000;
-	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
-	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
-	*state = f;
-	return 0;
+	return setup_spool(state, TFS_TRACE_ALLOC | TFS_TRACE_IO, 0);
 }
 
 /* A spool whose producer records MPI calls only (libtfsmpi.so). */
 static int setup_mpi(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
-
-	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
-					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_MPI),
-			 0);
-	f->spool.hdr->origin_ns = 1000;
-	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
-	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
-	*state = f;
-	return 0;
+	return setup_spool(state, TFS_TRACE_MPI, 0);
 }
 
 /* A spool with allocation backtraces of up to 8 frames. */
 static int setup_bt(void **state)
 {
-	struct fixture *f = calloc(1, sizeof(*f));
-	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
-
-	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
-					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | TFS_TRACE_ALLOC),
-			 0);
-	f->spool.hdr->origin_ns = 1000;
-	f->spool.hdr->bt_depth = 8;
-	assert_int_equal(cap_consumer_new(&f->spool, &tm, &f->c), 0);
-	snprintf(f->path, sizeof(f->path), "/tmp/test_capture_consumer.%d.trace", (int)getpid());
-	*state = f;
-	return 0;
+	return setup_spool(state, TFS_TRACE_ALLOC, 8);
 }
 
 static int teardown(void **state)
