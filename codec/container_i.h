@@ -6,7 +6,10 @@
 #ifndef TFS_CONTAINER_I_H
 #define TFS_CONTAINER_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "tfs/tfs.h"
 
 #include "bytes_i.h"
 
@@ -24,11 +27,24 @@ enum {
 	SEC_TYPE_MAX = 10,
 };
 
+enum {
+	CTR_CODEC_RAW = 0,
+	CTR_CODEC_ZSTD = 1,
+	CTR_CODEC_PACKED = 2, /* format 2: the bytes lie in the section table (FORMAT.md §2) */
+};
+
 #define CTR_HEADER_BYTES 40
-#define CTR_ENTRY_BYTES 48
+#define CTR_ENTRY_BYTES_V1 48 /* format 1.x table entries (FORMAT.md §A) */
 #define CTR_MAX_SECTIONS 1000000u
 #define CTR_MAX_RAW (UINT64_C(1) << 30)
+#define CTR_PACK_MAX 65536u	       /* largest section a writer packs */
+#define CTR_PACK_TOTAL (1u << 20)      /* packed bytes per file a writer allows */
 
+/*
+ * A section: for codec 0 and 1 @off is its file offset, for CTR_CODEC_PACKED the offset
+ * of its bytes among the packed payloads (then stored = raw = head_len and both crcs are
+ * the CRC of the bytes, computed in memory: the table's checksum covers them on disk).
+ */
 struct sec_entry {
 	uint16_t type, codec;
 	uint32_t aux;
@@ -48,6 +64,7 @@ struct ctr_writer {
 	int zstd_level;
 	struct sec_entry *ents;
 	uint32_t n, cap;
+	struct tfs_buf pack; /* payloads of the packed sections, in entry order */
 };
 
 /* Writes the placeholder header. @return 0 or -errno */
@@ -60,9 +77,10 @@ void ctr_writer_fini(struct ctr_writer *cw);
 
 /*
  * Append a section. @compress: store as one zstd frame (1), or as one unless raw is
- * smaller (CTR_ZSTD_IF_SMALLER, for types whose readers take both, FORMAT.md §3).
- * @head_len: bytes covered by crc_hd (of the stored bytes; must be all of them when
- * compressed). @return 0 or -errno
+ * smaller (CTR_ZSTD_IF_SMALLER, for types whose readers take both, FORMAT.md §3); either
+ * packs a payload of at most CTR_PACK_MAX bytes into the table instead while the file's
+ * packed bytes stay within CTR_PACK_TOTAL. @head_len: bytes covered by crc_hd (of the
+ * stored bytes; must be all of them when compressed). @return 0 or -errno
  */
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
 	    size_t head_len);
@@ -73,6 +91,11 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
  * @return 0 or -errno
  */
 int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void *stored);
+/*
+ * The stored bytes of section @idx of @cw (the writer must write to memory, or the
+ * section must be packed): for comparing a section with one about to be copied.
+ */
+const uint8_t *ctr_writer_bytes(const struct ctr_writer *cw, uint32_t idx);
 /* Write table and header. @return 0 or -errno */
 int ctr_finish(struct ctr_writer *cw);
 
@@ -83,7 +106,23 @@ struct ctr_file {
 	uint16_t major, minor;
 	uint32_t n;
 	struct sec_entry *ents;
+	uint64_t table_off;   /* where the table starts in the file */
+	uint64_t table_len, table_raw; /* its stored and decompressed bytes */
+	uint8_t *table;	      /* format 2: the decompressed table (owned) */
+	const uint8_t *pack;  /* format 2: the packed payloads, inside @table */
 };
+
+/* Whether @cf's format is @major.@minor or later. */
+static inline bool ctr_at_least(const struct ctr_file *cf, uint16_t major, uint16_t minor)
+{
+	return cf->major > major || (cf->major == major && cf->minor >= minor);
+}
+
+/* Whether @cf is of a newer minor than this build knows (FORMAT.md §1: fields to skip). */
+static inline bool ctr_newer_minor(const struct ctr_file *cf)
+{
+	return cf->major == 1 ? cf->minor > 1 : cf->minor > TFS_FORMAT_MINOR;
+}
 
 /* Parse and check header and table (not the sections). @return 0, -TFS_ECORRUPT,
  * -TFS_EFORMAT or -ENOMEM */
@@ -95,8 +134,18 @@ void ctr_fini(struct ctr_file *cf);
  */
 int ctr_load(const struct ctr_file *cf, uint32_t idx, uint8_t **owned, const uint8_t **data,
 	     size_t *len, struct tfs_diag *diag);
-/* Check crc_all of section @idx. */
+/* Check crc_all of section @idx (packed sections were checked with the table). */
 int ctr_check(const struct ctr_file *cf, uint32_t idx, struct tfs_diag *diag);
+/* The stored bytes of section @idx (in the map, or among the packed payloads). */
+const uint8_t *ctr_bytes(const struct ctr_file *cf, uint32_t idx);
+/*
+ * Append section @idx of @cf to @cw as it is (after checking crc_all), or packed again
+ * when it is packed in @cf. @return 0 or -errno / -TFS_ECORRUPT (diag filled)
+ */
+int ctr_copy(struct ctr_writer *cw, const struct ctr_file *cf, uint32_t idx,
+	     struct tfs_diag *diag);
+/* The file offset a user can look at for section @idx: its own, or the table's. */
+uint64_t ctr_file_off(const struct ctr_file *cf, uint32_t idx);
 const char *ctr_type_name(uint32_t type);
 
 #endif

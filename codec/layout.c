@@ -58,7 +58,7 @@ static int layout_block(struct tfs_trace *t, const struct tfs_grammar *g,
 
 int layout_build(struct tfs_trace *t, struct gsec *g, struct tfs_diag *diag)
 {
-	uint64_t off = t->cf.ents[g->sec].off;
+	uint64_t off = ctr_file_off(&t->cf, g->sec);
 	int rc;
 
 	g->layout = calloc(g->n_blocks, sizeof(*g->layout));

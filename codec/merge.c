@@ -17,6 +17,7 @@
 #include "container_i.h"
 #include "intern_i.h"
 #include "merge_i.h"
+#include "streams_i.h"
 #include "tfs/merge.h"
 #include "trace_i.h"
 
@@ -25,26 +26,6 @@
 #define SMALL_SECTION (256u << 10)
 #define SMALL_LEVEL 19
 #define LARGE_LEVEL 6
-
-struct ostream {
-	uint32_t rank, thread;
-	uint64_t n_events;
-	uint32_t gsec; /* output section index */
-	uint32_t vsec; /* output section index, or UINT32_MAX: none */
-};
-
-/* A rank with backtraces or symbols (FORMAT.md §8 rank table). */
-struct orank {
-	uint32_t rank;
-	uint32_t bt_sec, sym_sec; /* output section index, or UINT32_MAX: none */
-	uint64_t n_bt;
-};
-
-struct ophase {
-	const char *name; /* borrowed from an input */
-	uint32_t stream;
-	uint64_t first, n;
-};
 
 /* A copied values section, found again by (crc, size) then compared byte for byte. */
 struct vslot {
@@ -66,11 +47,11 @@ struct mg {
 	uint32_t gram_cap;
 	struct vslot *vtab;
 	uint32_t vtab_cap, vtab_n;
-	struct ostream *streams;
+	struct sx_stream *streams;
 	uint32_t n_streams, streams_cap;
-	struct ophase *phases;
+	struct sx_phase *phases;
 	uint32_t n_phases, phases_cap;
-	struct orank *ranks;
+	struct sx_rank *ranks;
 	uint32_t n_ranks_bt, ranks_cap;
 	struct mmeta meta;
 	uint32_t n_ranks, max_thread;
@@ -286,12 +267,7 @@ static int add_section(struct mg *m, uint16_t type, const void *data, size_t n)
 static int copy_section(struct mg *m, const struct tfs_trace *t, uint32_t idx,
 			struct tfs_diag *diag)
 {
-	const struct sec_entry *e = &t->cf.ents[idx];
-	int rc = ctr_check(&t->cf, idx, diag);
-
-	if (rc < 0)
-		return rc;
-	return ctr_add_stored(&m->cw, e, t->map + e->off);
+	return ctr_copy(&m->cw, &t->cf, idx, diag);
 }
 
 /* FORMAT.md §6 payload of @g with terminals renumbered; *@changed if any number changed. */
@@ -413,7 +389,8 @@ static int merge_values(struct mg *m, const struct tfs_trace *t, uint32_t idx, u
 
 		if (m->vtab[j].key == key && o->type == e->type && o->codec == e->codec &&
 		    o->raw == e->raw && o->stored == e->stored && o->head_len == e->head_len &&
-		    memcmp(m->out.data + o->off, t->map + e->off, (size_t)e->stored) == 0) {
+		    memcmp(ctr_writer_bytes(&m->cw, m->vtab[j].sec), ctr_bytes(&t->cf, idx),
+			   (size_t)e->stored) == 0) {
 			*sec = m->vtab[j].sec;
 			return 0;
 		}
@@ -485,7 +462,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			(uint64_t)m->n_streams + t->n_streams, sizeof(*m->streams));
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
 		const struct tstream *s = &t->streams[i];
-		struct ostream *o = &m->streams[m->n_streams];
+		struct sx_stream *o = &m->streams[m->n_streams];
 
 		if (s->vsec_idx < t->cf.n && vsec_out[s->vsec_idx] == UINT32_MAX) {
 			if (t->cf.ents[s->vsec_idx].type == SEC_VPATCH)
@@ -508,7 +485,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tphase *p = &t->phases[i];
 
 		m->phases[m->n_phases++] =
-		    (struct ophase){p->name, first + p->stream, p->first, p->n};
+		    (struct sx_phase){p->name, first + p->stream, p->first, p->n};
 	}
 	return rc;
 }
@@ -522,7 +499,7 @@ static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
 
 	for (uint32_t i = 0; i < t->n_rank_ents && rc == 0; i++) {
 		const struct trank *e = &t->ranks[i];
-		struct orank o = {base + e->rank, UINT32_MAX, UINT32_MAX, e->n_bt};
+		struct sx_rank o = {base + e->rank, UINT32_MAX, UINT32_MAX, e->n_bt};
 
 		if (e->bt_sec < t->cf.n)
 			rc = merge_values(m, t, e->bt_sec, &o.bt_sec, diag);
@@ -584,55 +561,14 @@ static int build_cst(const struct mg *m, struct tfs_buf *out)
 static int build_streams(const struct mg *m, int timing, double rel_err, uint32_t none,
 			 struct tfs_buf *out)
 {
-	uint64_t bits;
-	int rc;
+	struct sx_table t = {.n_ranks = m->n_ranks, .max_thread = m->max_thread,
+			     .timing = timing, .rel_err = rel_err, .max_ts = m->max_ts,
+			     .max_dur = m->max_dur, .n_sect = none, .streams = m->streams,
+			     .n_streams = m->n_streams, .phases = m->phases,
+			     .n_phases = m->n_phases, .ranks = m->ranks,
+			     .n_ranks_bt = m->n_ranks_bt};
 
-	memcpy(&bits, &rel_err, sizeof(bits));
-	rc = buf_put_varint(out, m->n_ranks);
-	if (rc == 0)
-		rc = buf_put_varint(out, m->max_thread);
-	if (rc == 0)
-		rc = buf_put_u8(out, (uint8_t)timing);
-	if (rc == 0)
-		rc = buf_put_u64(out, timing == TFS_TIMING_LOSSY ? bits : 0);
-	if (rc == 0)
-		rc = buf_put_varint(out, m->max_ts);
-	if (rc == 0)
-		rc = buf_put_varint(out, m->max_dur);
-	if (rc == 0)
-		rc = buf_put_varint(out, m->n_streams);
-	for (uint32_t i = 0; i < m->n_streams && rc == 0; i++) {
-		const struct ostream *s = &m->streams[i];
-		uint64_t f[5] = {s->rank, s->thread, s->n_events, s->gsec,
-				 s->vsec == UINT32_MAX ? none : s->vsec};
-
-		for (int j = 0; j < 5 && rc == 0; j++)
-			rc = buf_put_varint(out, f[j]);
-	}
-	if (rc == 0)
-		rc = buf_put_varint(out, m->n_phases);
-	for (uint32_t i = 0; i < m->n_phases && rc == 0; i++) {
-		const struct ophase *p = &m->phases[i];
-
-		rc = buf_put_str(out, p->name, strlen(p->name));
-		if (rc == 0)
-			rc = buf_put_varint(out, p->stream);
-		if (rc == 0)
-			rc = buf_put_varint(out, p->first);
-		if (rc == 0)
-			rc = buf_put_varint(out, p->n);
-	}
-	if (rc == 0)
-		rc = buf_put_varint(out, m->n_ranks_bt);
-	for (uint32_t i = 0; i < m->n_ranks_bt && rc == 0; i++) {
-		const struct orank *r = &m->ranks[i];
-		uint64_t f[4] = {r->rank, r->bt_sec == UINT32_MAX ? none : r->bt_sec, r->n_bt,
-				 r->sym_sec == UINT32_MAX ? none : r->sym_sec};
-
-		for (int j = 0; j < 4 && rc == 0; j++)
-			rc = buf_put_varint(out, f[j]);
-	}
-	return rc;
+	return sx_encode(&t, out);
 }
 
 static int write_tables(struct mg *m, int timing, double rel_err)
@@ -733,6 +669,13 @@ static int check_inputs(struct tfs_trace *const *in, uint32_t n, struct tfs_diag
 int tfs_merge_traces(struct tfs_trace *const *in, uint32_t n, void **out, size_t *len,
 		     struct tfs_diag *diag)
 {
+	return tfs_merge_traces_opts(in, n, NULL, out, len, diag);
+}
+
+int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
+			  const struct tfs_merge_opts *opts, void **out, size_t *len,
+			  struct tfs_diag *diag)
+{
 	struct mg m;
 	uint32_t base = 0;
 	int rc;
@@ -745,6 +688,7 @@ int tfs_merge_traces(struct tfs_trace *const *in, uint32_t n, void **out, size_t
 	if (rc < 0)
 		return rc;
 	mg_init(&m);
+	m.meta.first_only = opts ? opts->first_only_keys : NULL;
 	rc = ctr_writer_init_mem(&m.cw, &m.out, SMALL_LEVEL);
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		const struct tfs_trace *t = in[i];

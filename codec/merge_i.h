@@ -24,6 +24,7 @@ struct mmeta {
 	const char **base_val;	/* [bases.n] borrowed from kv */
 	int64_t *base_rank;	/* [bases.n] rank that value starts at (-1: the plain key) */
 	uint32_t base_cap;
+	const char *const *first_only; /* NULL-terminated keys later inputs do not change */
 };
 
 void mmeta_init(struct mmeta *m);

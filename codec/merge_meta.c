@@ -131,6 +131,14 @@ static int meta_add(struct mmeta *m, const char *base, size_t base_len, int64_t 
 	return 0;
 }
 
+static bool first_only(const struct mmeta *m, const char *key, size_t n)
+{
+	for (const char *const *k = m->first_only; k && *k; k++)
+		if (strlen(*k) == n && memcmp(*k, key, n) == 0)
+			return true;
+	return false;
+}
+
 int mmeta_add(struct mmeta *m, char *const *kv, uint32_t n_kv, uint32_t n_ranks, uint32_t base,
 	      struct tfs_diag *diag)
 {
@@ -141,6 +149,8 @@ int mmeta_add(struct mmeta *m, char *const *kv, uint32_t n_kv, uint32_t n_ranks,
 		uint32_t bid;
 		int rc;
 
+		if ((base > 0 || rank >= 0) && first_only(m, key, n))
+			continue;
 		if (base == 0) {
 			rc = meta_add(m, key, n, rank, val, diag);
 		} else if (rank >= 0) {

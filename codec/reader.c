@@ -33,13 +33,13 @@ static int with_section(struct tfs_trace *t, uint32_t idx,
 	rc = ctr_load(&t->cf, idx, &owned, &data, &len, diag);
 	if (rc < 0)
 		return rc;
-	/* offsets inside a compressed section are reported relative to its start */
+	/* offsets inside a compressed or packed section are reported relative to its start */
 	rd_init(&r, data, len, e->codec ? 0 : e->off, ctr_type_name(e->type), diag);
 	rc = parse(t, &r, arg);
 	if (rc == 0 && rd_left(&r))
 		rc = rd_fail(&r, "%zu trailing bytes", rd_left(&r));
 	if (rc == -TFS_ECORRUPT && diag && e->codec)
-		diag->offset = e->off; /* the file offset is what a user can look at */
+		diag->offset = ctr_file_off(&t->cf, idx); /* what a user can look at */
 	free(owned);
 	return rc;
 }
@@ -143,7 +143,7 @@ static int parse_term(struct tfs_trace *t, struct tfs_rd *r, uint32_t term, uint
 				rc = rd_fail(r, "string argument with an empty string table");
 		} else {
 			rc = rd_varint(r, &w);
-			if (rc == 0 && a->enc == TFS_ENC_RANK && t->cf.minor == 0 &&
+			if (rc == 0 && a->enc == TFS_ENC_RANK && !ctr_at_least(&t->cf, 1, 1) &&
 			    !rank_word_from_v10(w, &w))
 				rc = rd_fail(r, "rank argument out of range");
 		}
@@ -179,15 +179,10 @@ static int parse_cst(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	return 0;
 }
 
-static int parse_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s)
+/* Check and keep the five fields of a stream (FORMAT.md §8). */
+static int set_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s,
+		      const uint64_t f[5])
 {
-	uint64_t f[5];
-	int rc = 0;
-
-	for (int i = 0; i < 5 && rc == 0; i++)
-		rc = rd_varint(r, &f[i]);
-	if (rc < 0)
-		return rc;
 	if (f[0] >= t->n_ranks || f[1] > t->max_thread)
 		return rd_fail(r, "stream rank %llu / thread %llu outside the header's limits",
 			       (unsigned long long)f[0], (unsigned long long)f[1]);
@@ -204,6 +199,54 @@ static int parse_stream(struct tfs_trace *t, struct tfs_rd *r, struct tstream *s
 	s->gsec = (uint32_t)f[3]; /* section index for now; resolved in load_grammars() */
 	s->vsec_idx = (uint32_t)f[4];
 	return 0;
+}
+
+/* Format 1.x: a stream's five fields one after the other, its rank absolute. */
+static int parse_streams_v1(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t f[5];
+		int rc = 0;
+
+		for (int j = 0; j < 5 && rc == 0; j++)
+			rc = rd_varint(r, &f[j]);
+		if (rc == 0)
+			rc = set_stream(t, r, &t->streams[i], f);
+		if (rc < 0)
+			return rc;
+		t->n_streams = i + 1;
+	}
+	return 0;
+}
+
+/* Format 2: by columns, each rank as zigzag(rank - the previous stream's rank). */
+static int parse_streams_v2(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
+{
+	uint64_t *col = malloc(((size_t)n * 5 + 1) * sizeof(*col));
+	int64_t rank = 0;
+	int rc = 0;
+
+	if (!col)
+		return -ENOMEM;
+	for (size_t i = 0; i < (size_t)n * 5 && rc == 0; i++)
+		rc = rd_varint(r, &col[i]);
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		uint64_t z = col[i], f[5];
+
+		rank += (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+		if (rank < 0 || rank > UINT32_MAX) {
+			rc = rd_fail(r, "stream %u has rank %lld", i, (long long)rank);
+			break;
+		}
+		f[0] = (uint64_t)rank;
+		for (int j = 1; j < 5; j++)
+			f[j] = col[(size_t)j * n + i];
+		rc = set_stream(t, r, &t->streams[i], f);
+		if (rc == 0)
+			t->n_streams = i + 1;
+	}
+	free(col);
+	return rc;
 }
 
 static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p)
@@ -307,12 +350,10 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	t->streams = calloc(n + 1, sizeof(*t->streams));
 	if (!t->streams)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++) {
-		rc = parse_stream(t, r, &t->streams[i]);
-		if (rc < 0)
-			return rc;
-		t->n_streams = i + 1;
-	}
+	rc = t->cf.major == 1 ? parse_streams_v1(t, r, (uint32_t)n)
+			      : parse_streams_v2(t, r, (uint32_t)n);
+	if (rc < 0)
+		return rc;
 	for (uint32_t i = 0; i < t->n_streams; i++)
 		if (dec_digits(t->streams[i].n_events) > t->w_index)
 			t->w_index = dec_digits(t->streams[i].n_events);
@@ -742,6 +783,8 @@ void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info)
 	info->file_bytes = t->size;
 	info->max_ts_ns = t->max_ts;
 	info->max_dur_ns = t->max_dur;
+	info->table_bytes = t->cf.table_len;
+	info->table_raw_bytes = t->cf.table_raw;
 	for (uint32_t i = 0; i < t->n_streams; i++) {
 		const struct gsec *g = &t->gsecs[t->streams[i].gsec];
 
@@ -760,8 +803,8 @@ int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_sectio
 	info->type = e->type;
 	info->type_name = ctr_type_name(e->type);
 	info->codec = e->codec;
-	info->offset = e->off;
-	info->stored_bytes = e->stored;
+	info->offset = ctr_file_off(&t->cf, idx);
+	info->stored_bytes = e->codec == CTR_CODEC_PACKED ? 0 : e->stored;
 	info->raw_bytes = e->raw;
 	return 0;
 }

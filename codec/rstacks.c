@@ -39,7 +39,7 @@ static int parse_entry(struct tfs_trace *t, struct tfs_rd *r, struct trank *e,
 	bt = f[1] < t->cf.n ? &t->cf.ents[f[1]] : NULL;
 	sym = f[3] < t->cf.n ? &t->cf.ents[f[3]] : NULL;
 	if ((bt && (bt->type != SEC_BACKTRACES || bt->codec != 0)) ||
-	    (sym && (sym->type != SEC_SYMBOLS || sym->codec != 1)))
+	    (sym && (sym->type != SEC_SYMBOLS || sym->codec == CTR_CODEC_RAW)))
 		return rd_fail(r, "rank %llu refers to sections of the wrong type or codec",
 			       (unsigned long long)f[0]);
 	if (bt ? f[2] == 0 || f[2] > bt->stored : f[2] != 0)
@@ -60,8 +60,8 @@ int stacks_parse_table(struct tfs_trace *t, struct tfs_rd *r)
 	if (pthread_mutex_init(&t->lazy_lock, NULL) != 0)
 		return -ENOMEM;
 	t->lazy_lock_ready = true;
-	if (t->cf.minor < 1)
-		return 0; /* FORMAT.md §1: minor 0 has no rank table */
+	if (!ctr_at_least(&t->cf, 1, 1))
+		return 0; /* FORMAT.md §8: 1.0 has no rank table */
 	/* an entry takes at least 4 bytes */
 	rc = rd_varint_max(r, rd_left(r) / 4, &n, "rank table size");
 	if (rc < 0)
@@ -75,7 +75,7 @@ int stacks_parse_table(struct tfs_trace *t, struct tfs_rd *r)
 			return rc;
 		t->n_rank_ents = i + 1;
 	}
-	if (t->cf.minor > TFS_FORMAT_MINOR)
+	if (ctr_newer_minor(&t->cf))
 		r->off = r->len; /* FORMAT.md §1: fields of a newer minor */
 	return 0;
 }

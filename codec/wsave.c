@@ -14,7 +14,9 @@
 
 #include "container_i.h"
 #include "intern_i.h"
+#include "streams_i.h"
 #include "vpatch_i.h"
+#include "streams_i.h"
 #include "writer_i.h"
 
 /* The merged tables and, per stream, its payloads and where they are stored. */
@@ -480,31 +482,6 @@ static int build_vpatch(const struct merge *m, const struct tfs_writer *w, uint3
 }
 
 /* FORMAT.md §8 rank table: the ranks with backtraces or symbols, in rank order. */
-static int build_rank_table(const struct merge *m, const struct tfs_writer *w,
-			    struct tfs_buf *out)
-{
-	uint32_t n = 0;
-	int rc;
-
-	for (uint32_t i = 0; i < w->n_ranks; i++)
-		n += m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect;
-	rc = buf_put_varint(out, n);
-	for (uint32_t i = 0; i < w->n_ranks && rc == 0; i++) {
-		const struct wrank *r = w->ranks[i];
-
-		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
-			continue;
-		rc = buf_put_varint(out, r->rank);
-		if (rc == 0)
-			rc = buf_put_varint(out, m->bt_sec_of[i]);
-		if (rc == 0)
-			rc = buf_put_varint(out, r->n_bt);
-		if (rc == 0)
-			rc = buf_put_varint(out, m->sym_sec_of[i]);
-	}
-	return rc;
-}
-
 static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 			       struct ctr_writer *cw)
 {
@@ -530,62 +507,53 @@ static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 	return rc;
 }
 
+/* The FORMAT.md §8 payload through the shared encoder (streams_enc.c). */
 static int build_streams(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
 {
-	uint64_t max_ts = 0, max_dur = 0, rel_bits;
-	uint32_t max_rank = 0, max_thread = 0;
-	int rc;
+	struct sx_table t = {.timing = w->opts.timing, .rel_err = w->opts.rel_err,
+			     .n_sect = m->n_sect, .n_streams = w->n_streams,
+			     .n_phases = w->n_phases};
+	struct sx_stream *ss = calloc(w->n_streams + 1, sizeof(*ss));
+	struct sx_phase *ps = calloc(w->n_phases + 1, sizeof(*ps));
+	struct sx_rank *rs = calloc(w->n_ranks + 1, sizeof(*rs));
+	uint32_t max_rank = 0;
+	int rc = -ENOMEM;
 
+	if (!ss || !ps || !rs)
+		goto out;
 	for (uint32_t i = 0; i < w->n_streams; i++) {
 		const struct tfs_wstream *s = w->streams[i];
 
+		ss[i] = (struct sx_stream){s->rank, s->thread, s->n_events, m->sec_of[i],
+					   m->vsec_of[i]};
 		max_rank = s->rank > max_rank ? s->rank : max_rank;
-		max_thread = s->thread > max_thread ? s->thread : max_thread;
-		max_ts = s->max_ts > max_ts ? s->max_ts : max_ts;
-		max_dur = s->max_dur > max_dur ? s->max_dur : max_dur;
+		t.max_thread = s->thread > t.max_thread ? s->thread : t.max_thread;
+		t.max_ts = s->max_ts > t.max_ts ? s->max_ts : t.max_ts;
+		t.max_dur = s->max_dur > t.max_dur ? s->max_dur : t.max_dur;
 	}
 	for (uint32_t i = 0; i < w->n_ranks; i++) {
-		if (m->bt_sec_of[i] != m->n_sect || m->sym_sec_of[i] != m->n_sect)
-			max_rank = w->ranks[i]->rank > max_rank ? w->ranks[i]->rank : max_rank;
-	}
-	if (w->opts.timing == TFS_TIMING_NONE)
-		max_ts = max_dur = 0;
-	memcpy(&rel_bits, &w->opts.rel_err, sizeof(rel_bits));
-	rc = buf_put_varint(out, (uint64_t)max_rank + 1);
-	if (rc == 0)
-		rc = buf_put_varint(out, max_thread);
-	if (rc == 0)
-		rc = buf_put_u8(out, (uint8_t)w->opts.timing);
-	if (rc == 0)
-		rc = buf_put_u64(out, rel_bits);
-	if (rc == 0)
-		rc = buf_put_varint(out, time_bound(w, max_ts));
-	if (rc == 0)
-		rc = buf_put_varint(out, time_bound(w, max_dur));
-	if (rc == 0)
-		rc = buf_put_varint(out, w->n_streams);
-	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
-		const struct tfs_wstream *s = w->streams[i];
-		uint64_t f[5] = {s->rank, s->thread, s->n_events, m->sec_of[i], m->vsec_of[i]};
+		const struct wrank *r = w->ranks[i];
 
-		for (int j = 0; j < 5 && rc == 0; j++)
-			rc = buf_put_varint(out, f[j]);
+		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
+			continue;
+		rs[t.n_ranks_bt++] = (struct sx_rank){r->rank, m->bt_sec_of[i], m->sym_sec_of[i],
+						      r->n_bt};
+		max_rank = r->rank > max_rank ? r->rank : max_rank;
 	}
-	if (rc == 0)
-		rc = buf_put_varint(out, w->n_phases);
-	for (uint32_t i = 0; i < w->n_phases && rc == 0; i++) {
-		const struct phase *p = &w->phases[i];
-
-		rc = buf_put_str(out, p->name, strlen(p->name));
-		if (rc == 0)
-			rc = buf_put_varint(out, p->stream);
-		if (rc == 0)
-			rc = buf_put_varint(out, p->first);
-		if (rc == 0)
-			rc = buf_put_varint(out, p->n);
-	}
-	if (rc == 0)
-		rc = build_rank_table(m, w, out);
+	for (uint32_t i = 0; i < w->n_phases; i++)
+		ps[i] = (struct sx_phase){w->phases[i].name, w->phases[i].stream,
+					  w->phases[i].first, w->phases[i].n};
+	t.n_ranks = max_rank + 1;
+	t.max_ts = time_bound(w, t.max_ts);
+	t.max_dur = time_bound(w, t.max_dur);
+	t.streams = ss;
+	t.phases = ps;
+	t.ranks = rs;
+	rc = sx_encode(&t, out);
+out:
+	free(ss);
+	free(ps);
+	free(rs);
 	return rc;
 }
 

@@ -256,7 +256,7 @@ static json_t *section_json(uint32_t idx, const struct tfs_section_info *s)
 	json_t *o = json_object();
 
 	if (!put(o, "index", json_integer(idx)) || !put(o, "type", json_string(s->type_name)) ||
-	    !put(o, "codec", json_string(s->codec ? "zstd" : "raw")) ||
+	    !put(o, "codec", json_string(s->codec == 2 ? "packed" : s->codec ? "zstd" : "raw")) ||
 	    !put(o, "offset", json_integer((json_int_t)s->offset)) ||
 	    !put(o, "stored_bytes", json_integer((json_int_t)s->stored_bytes)) ||
 	    !put(o, "raw_bytes", json_integer((json_int_t)s->raw_bytes))) {
@@ -269,7 +269,7 @@ static json_t *section_json(uint32_t idx, const struct tfs_section_info *s)
 /* "sections" (each) and "section_totals" ({type: {count, stored_bytes, raw_bytes}}). */
 static bool put_sections(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
 {
-	json_t *list = json_array(), *totals = json_object();
+	json_t *list = json_array(), *totals = json_object(), *tab;
 	bool ok = list && totals;
 
 	for (uint32_t i = 0; ok && i < ti->n_sections; i++) {
@@ -302,6 +302,20 @@ static bool put_sections(json_t *o, const struct tfs_trace *t, const struct tfs_
 				 json_integer_value(json_object_get(tot, "raw_bytes")) +
 				     (json_int_t)s.raw_bytes);
 	}
+	if (!ok) {
+		json_decref(list);
+		json_decref(totals);
+		return false;
+	}
+	/* the table (with the packed sections' bytes) completes the file: header + all = size */
+	tab = json_object();
+	if (!put(tab, "count", json_integer(1)) ||
+	    !put(tab, "stored_bytes", json_integer((json_int_t)ti->table_bytes)) ||
+	    !put(tab, "raw_bytes", json_integer((json_int_t)ti->table_raw_bytes))) {
+		json_decref(tab);
+		tab = NULL;
+	}
+	ok = put(totals, "table", tab);
 	if (!ok) {
 		json_decref(list);
 		json_decref(totals);

@@ -511,6 +511,77 @@ static void test_merge_pairwise_equals_all_at_once(void **state)
 		mt_close(&in[i]);
 }
 
+/*
+ * first_only_keys (MPI's pid): later inputs' values and their `pid.rank<R>` keys are dropped,
+ * pairwise as at once, while other differing keys still travel with their ranks.
+ */
+static void test_merge_first_only_keys(void **state)
+{
+	static const char *const pid_only[] = {"pid", NULL};
+	const struct tfs_merge_opts opts = {.first_only_keys = pid_only};
+	uint64_t seed = tu_seed("first_only");
+	const char *pids[4] = {"10", "11", "12", "13"};
+	struct tfs_trace *t[4], *p[2];
+	struct mtrace in[4], ab, cd, pair, all;
+	struct tfs_diag d;
+	void *buf;
+	size_t len;
+
+	for (int i = 0; i < 4; i++) {
+		gen_trace_ex(&in[i], TFS_TIMING_NONE, 1, 50, seed + i, pids[i], false);
+		t[i] = in[i].t;
+	}
+	/* a key that differs and is not listed: rank 3's "end" is kept */
+	{
+		struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+		struct tfs_writer *w;
+		struct tg_stream s = {.rank = 0, .thread = 0};
+
+		mt_close(&in[3]);
+		assert_int_equal(tfs_writer_new(&o, &w), 0);
+		assert_int_equal(tg_declare(w), 0);
+		assert_int_equal(tfs_writer_set_meta(w, "program", "unit-test"), 0);
+		assert_int_equal(tfs_writer_set_meta(w, "pid", "13"), 0);
+		assert_int_equal(tfs_writer_set_meta(w, "end", "abort"), 0);
+		assert_int_equal(tg_fill(&s, 50, 1, seed), 0);
+		assert_int_equal(tg_write(w, &s), 0);
+		tg_free(&s);
+		assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+		tfs_writer_free(w);
+		mt_open(&in[3], buf, len);
+		t[3] = in[3].t;
+	}
+	assert_int_equal(tfs_merge_traces_opts(t, 4, &opts, &buf, &len, &d), 0);
+	mt_open(&all, buf, len);
+	assert_int_equal(tfs_merge_traces_opts(t, 2, &opts, &buf, &len, &d), 0);
+	mt_open(&ab, buf, len);
+	assert_int_equal(tfs_merge_traces_opts(t + 2, 2, &opts, &buf, &len, &d), 0);
+	mt_open(&cd, buf, len);
+	p[0] = ab.t;
+	p[1] = cd.t;
+	assert_int_equal(tfs_merge_traces_opts(p, 2, &opts, &buf, &len, &d), 0);
+	mt_open(&pair, buf, len);
+	for (uint32_t r = 0; r < 4; r++) {
+		assert_string_equal(tfs_trace_meta_rank(all.t, "pid", r), "10");
+		assert_string_equal(tfs_trace_meta_rank(pair.t, "pid", r), "10");
+	}
+	assert_null(tfs_trace_meta(pair.t, "pid.rank2"));
+	assert_null(tfs_trace_meta_rank(pair.t, "end", 2));
+	assert_string_equal(tfs_trace_meta_rank(pair.t, "end", 3), "abort");
+	assert_string_equal(tfs_trace_meta_rank(all.t, "end", 3), "abort");
+	/* without the option every pid stays */
+	assert_int_equal(tfs_merge_traces_opts(p, 2, NULL, &buf, &len, &d), 0);
+	mt_close(&all);
+	mt_open(&all, buf, len);
+	assert_string_equal(tfs_trace_meta_rank(all.t, "pid", 2), "12");
+	mt_close(&all);
+	mt_close(&pair);
+	mt_close(&ab);
+	mt_close(&cd);
+	for (int i = 0; i < 4; i++)
+		mt_close(&in[i]);
+}
+
 /* Kinds declared in another order are matched by description. */
 static void test_merge_matches_kinds_by_description(void **state)
 {
@@ -826,6 +897,7 @@ int main(void)
 	    cmocka_unit_test(test_special_ranks_are_absolute),
 	    cmocka_unit_test(test_merge_reads_format_1_0),
 	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
+	    cmocka_unit_test(test_merge_first_only_keys),
 	    cmocka_unit_test(test_merge_matches_kinds_by_description),
 	    cmocka_unit_test(test_merge_keeps_patched_values),
 	    cmocka_unit_test(test_merge_carries_backtraces_and_symbols),

@@ -388,7 +388,8 @@ static void test_stacks_round_trip_seeded(void **state)
 
 	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), 0);
 	tfs_trace_get_info(t, &info);
-	assert_int_equal(info.version_minor, 1);
+	assert_int_equal(info.version_major, TFS_FORMAT_MAJOR);
+	assert_int_equal(info.version_minor, TFS_FORMAT_MINOR);
 	assert_int_equal(info.n_ranks, 4); /* rank 3 has backtraces and no stream */
 	for (int r = 0; r < 3; r++)
 		check_rank(t, &m[r]);
@@ -634,7 +635,8 @@ static char *render(struct tfs_trace *t, size_t *len)
 	return out;
 }
 
-static void test_stacks_golden_renders_committed_text(void **state)
+/* The committed trace @name renders the committed text. */
+static void golden_renders(const char *name)
 {
 	char p1[512], p2[512];
 	struct tfs_trace *t;
@@ -642,7 +644,7 @@ static void test_stacks_golden_renders_committed_text(void **state)
 	uint8_t *want;
 	char *got;
 
-	assert_int_equal(tfs_trace_open(golden("stacks.trace", p1, sizeof(p1)), &t, NULL), 0);
+	assert_int_equal(tfs_trace_open(golden(name, p1, sizeof(p1)), &t, NULL), 0);
 	assert_int_equal(tfs_trace_verify(t, NULL), 0);
 	got = render(t, &got_len);
 	want = slurp(golden("stacks.txt", p2, sizeof(p2)), &n);
@@ -653,17 +655,40 @@ static void test_stacks_golden_renders_committed_text(void **state)
 	free(got);
 	free(want);
 	tfs_trace_close(t);
+}
+
+static void test_stacks_golden_renders_committed_text(void **state)
+{
+	char p1[512];
+
+	golden_renders("stacks.trace");
 	/* the writer still produces exactly the committed bytes */
 	gold_write(tmp_path);
 	{
 		size_t n1, n2;
-		uint8_t *a = slurp(p1, &n1), *b = slurp(tmp_path, &n2);
+		uint8_t *a = slurp(golden("stacks.trace", p1, sizeof(p1)), &n1),
+			*b = slurp(tmp_path, &n2);
 
 		assert_int_equal(n1, n2);
 		assert_memory_equal(a, b, n1);
 		free(a);
 		free(b);
 	}
+}
+
+/* The same trace written by format 1.1 (48-byte table entries, no packing) reads the same. */
+static void test_stacks_golden_1_1_still_renders(void **state)
+{
+	struct tfs_trace_info info;
+	struct tfs_trace *t;
+	char p[512];
+
+	golden_renders("stacks-1.1.trace");
+	assert_int_equal(tfs_trace_open(golden("stacks-1.1.trace", p, sizeof(p)), &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	assert_int_equal(info.version_major, 1);
+	assert_int_equal(info.version_minor, 1);
+	tfs_trace_close(t);
 }
 
 /* Open, verify and ask for every backtrace and symbol: must fail cleanly with a diagnostic. */
@@ -699,22 +724,22 @@ static void expect_refused(const uint8_t *bytes, size_t n, const char *what, siz
 		fail_msg("%s at %zu: no diagnostic", what, at);
 }
 
-static void test_stacks_golden_every_truncation_refused(void **state)
+static void every_truncation_refused(const char *name)
 {
 	char p[512];
 	size_t n;
-	uint8_t *g = slurp(golden("stacks.trace", p, sizeof(p)), &n);
+	uint8_t *g = slurp(golden(name, p, sizeof(p)), &n);
 
 	for (size_t len = 0; len < n; len++)
 		expect_refused(g, len, "truncation", len);
 	free(g);
 }
 
-static void test_stacks_golden_every_bit_flip_refused(void **state)
+static void every_bit_flip_refused(const char *name)
 {
 	char p[512];
 	size_t n;
-	uint8_t *g = slurp(golden("stacks.trace", p, sizeof(p)), &n);
+	uint8_t *g = slurp(golden(name, p, sizeof(p)), &n);
 
 	for (size_t i = 0; i < n * 8; i++) {
 		g[i / 8] ^= (uint8_t)(1u << (i % 8));
@@ -724,26 +749,51 @@ static void test_stacks_golden_every_bit_flip_refused(void **state)
 	free(g);
 }
 
-/* A newer minor of the same major opens, backtraces and all (FORMAT.md §1). */
-static void test_stacks_newer_minor_still_reads(void **state)
+static void test_stacks_golden_every_truncation_refused(void **state)
+{
+	every_truncation_refused("stacks.trace");
+	every_truncation_refused("stacks-1.1.trace");
+}
+
+static void test_stacks_golden_every_bit_flip_refused(void **state)
+{
+	every_bit_flip_refused("stacks.trace");
+	every_bit_flip_refused("stacks-1.1.trace");
+}
+
+/* @name with its minor version set to 7 (the header checksum fixed) opens and reads. */
+static void newer_minor_reads(const char *name)
 {
 	char p[512];
 	size_t n;
-	uint8_t *g = slurp(golden("stacks.trace", p, sizeof(p)), &n);
+	uint8_t *g = slurp(golden(name, p, sizeof(p)), &n);
+	struct tfs_trace_info info;
 	struct tfs_trace *t;
 	const uint64_t *fr;
 	uint32_t nf;
 
 	g[10] = 7;
-	le_put32(g + 32, crc32c(g, 32));
+	if (le_get16(g + 8) == 1)
+		le_put32(g + 32, crc32c(g, 32)); /* FORMAT.md §A */
+	else
+		le_put32(g + 36, crc32c(g, 36));
 	spit(tmp_path, g, n);
 	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	assert_int_equal(info.version_minor, 7);
 	assert_int_equal(tfs_trace_backtrace(t, 0, 1, &fr, &nf, NULL), 0);
 	assert_int_equal(nf, 4);
 	assert_true(fr[3] == 0x401300);
 	assert_int_equal(tfs_trace_verify(t, NULL), 0);
 	tfs_trace_close(t);
 	free(g);
+}
+
+/* A newer minor of the same major opens, backtraces and all (FORMAT.md §1), in 2.x and 1.x. */
+static void test_stacks_newer_minor_still_reads(void **state)
+{
+	newer_minor_reads("stacks.trace");
+	newer_minor_reads("stacks-1.1.trace");
 }
 
 /* Every allocation of write + save + open + first use + verify fails in turn. */
@@ -827,6 +877,7 @@ int main(void)
 	    cmocka_unit_test(test_stacks_first_use_from_threads),
 	    cmocka_unit_test(test_stacks_writer_rejects_bad_input),
 	    cmocka_unit_test(test_stacks_golden_renders_committed_text),
+	    cmocka_unit_test(test_stacks_golden_1_1_still_renders),
 	    cmocka_unit_test(test_stacks_golden_every_truncation_refused),
 	    cmocka_unit_test(test_stacks_golden_every_bit_flip_refused),
 	    cmocka_unit_test(test_stacks_newer_minor_still_reads),

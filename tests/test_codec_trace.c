@@ -625,22 +625,32 @@ static void test_trace_patched_values_damage_refused(void **state)
 /* A trace of a newer major version is refused by name, not as corruption. */
 static void test_trace_newer_version_refused_clearly(void **state)
 {
-	char p[512];
-	size_t n;
-	uint8_t *g = slurp(golden("small.trace", p, sizeof(p)), &n);
+	struct tg_stream s = {.rank = 0, .thread = 0};
+	struct tfs_writer *w;
 	struct tfs_trace *t;
 	struct tfs_diag d;
+	uint8_t *g;
+	size_t n;
 
-	g[8] = 2; /* major 2 */
-	le_put32(g + 32, crc32c(g, 32));
+	assert_int_equal(tg_fill(&s, 50, 0, 7), 0);
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tg_write(w, &s), 0);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	tg_free(&s);
+	g = slurp(tmp_path, &n);
+	assert_int_equal(le_get16(g + 8), TFS_FORMAT_MAJOR);
+	le_put16(g + 8, TFS_FORMAT_MAJOR + 1);
+	le_put32(g + 36, crc32c(g, 36));
 	spit(tmp_path, g, n);
 	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -TFS_EFORMAT);
-	assert_non_null(strstr(d.reason, "format 2.0 is newer than this tracefs"));
+	assert_non_null(strstr(d.reason, "format 3.0 is newer than this tracefs"));
 	free(g);
-	/* a newer minor of the same major still opens: test_codec_stacks.c, on a 1.1 trace */
+	/* a newer minor of the same major still opens: test_codec_stacks.c */
 }
 
-/* The golden trace is a 1.0 file: this minor-1 reader reads it as before. */
+/* The golden trace is a 1.0 file: this 2.0 reader reads it as before. */
 static void test_trace_golden_is_format_1_0(void **state)
 {
 	struct tfs_trace_info info;
@@ -695,7 +705,7 @@ static void test_trace_allocation_failures_are_clean(void **state)
 /*
  * Regenerates tests/data/golden/small.* when TFS_WRITE_GOLDEN names that directory. The
  * committed small.trace is a format 1.0 file kept to prove old traces still read: regenerating
- * it makes a 1.1 file and test_trace_golden_is_format_1_0 fails.
+ * it makes a file of the current format and test_trace_golden_is_format_1_0 fails.
  */
 static void write_golden(const char *dir)
 {

@@ -97,9 +97,17 @@ static int recv_trace(void **out, size_t *len, int from, MPI_Comm comm)
 	return n ? 0 : -ENODATA;
 }
 
-/* Merge @b (the next ranks) after @a; on success *a is replaced. */
+/*
+ * Merge @b (the next ranks) after @a; on success *a is replaced. Every rank's pid and start
+ * time would make the trace grow with the number of ranks: rank 0's are kept, unless
+ * TFS_MPI_PIDS=1 asks for all of them.
+ */
 static int merge2(void **a, size_t *a_len, const void *b, size_t b_len)
 {
+	static const char *const rank0_only[] = {"pid", "start_time", NULL};
+	const char *all = getenv("TFS_MPI_PIDS");
+	struct tfs_merge_opts opts = {
+	    .first_only_keys = all && strcmp(all, "1") == 0 ? NULL : rank0_only};
 	struct tfs_trace *in[2] = {NULL, NULL};
 	struct tfs_diag diag = {0};
 	void *out;
@@ -110,7 +118,7 @@ static int merge2(void **a, size_t *a_len, const void *b, size_t b_len)
 	if (rc == 0)
 		rc = tfs_trace_open_mem(b, b_len, &in[1], &diag);
 	if (rc == 0)
-		rc = tfs_merge_traces(in, 2, &out, &len, &diag);
+		rc = tfs_merge_traces_opts(in, 2, &opts, &out, &len, &diag);
 	if (in[1])
 		tfs_trace_close(in[1]);
 	if (in[0])

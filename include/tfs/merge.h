@@ -50,6 +50,21 @@ struct tfs_trace;
 int tfs_merge_traces(struct tfs_trace *const *in, uint32_t n, void **out, size_t *len,
 		     struct tfs_diag *diag);
 
+/** Options of tfs_merge_traces_opts(). Zeroed: tfs_merge_traces(). */
+struct tfs_merge_opts {
+	/**
+	 * NULL-terminated metadata keys whose value comes from input 0 only: the other inputs'
+	 * values (and `<key>.rank<R>` keys) are dropped. MPI drops `pid` and `start_time` so
+	 * that a job's trace does not grow with its number of ranks.
+	 */
+	const char *const *first_only_keys;
+};
+
+/** tfs_merge_traces() with @opts (may be NULL). */
+int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
+			  const struct tfs_merge_opts *opts, void **out, size_t *len,
+			  struct tfs_diag *diag);
+
 #ifdef __cplusplus
 }
 #endif

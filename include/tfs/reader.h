@@ -63,6 +63,9 @@ struct tfs_trace_info {
 	uint64_t file_bytes;
 	uint64_t text_bytes;	/**< size of all streams' TEXT views (the compression baseline) */
 	uint64_t max_ts_ns, max_dur_ns;
+	/** The section table: its bytes in the file and decompressed (they include the packed
+	 *  sections' bytes, FORMAT.md §2). */
+	uint64_t table_bytes, table_raw_bytes;
 };
 
 void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info);
@@ -71,7 +74,9 @@ struct tfs_section_info {
 	const char *type_name; /**< "meta", "schema", "strings", "cst", "streams", "grammar",
 				*   "values", "backtraces", "symbols", "vpatch"... */
 	uint32_t type;
-	uint32_t codec;	       /**< 0 raw, 1 zstd */
+	uint32_t codec;	       /**< 0 raw, 1 zstd, 2 packed into the section table */
+	/** Where its bytes are stored and how many; a packed section's lie compressed in the
+	 *  section table: offset is the table's and stored_bytes 0. */
 	uint64_t offset, stored_bytes, raw_bytes;
 };
 

@@ -21,8 +21,8 @@ extern "C" {
 #define TFS_EFORMAT ENOTSUP
 
 /** Container format version this build writes (FORMAT.md §1). */
-#define TFS_FORMAT_MAJOR 1
-#define TFS_FORMAT_MINOR 1
+#define TFS_FORMAT_MAJOR 2
+#define TFS_FORMAT_MINOR 0
 
 /**
  * Where and why a parser refused its input. Filled only when a function returns

@@ -577,9 +577,11 @@ def corrupt_copies(trace, info, workdir):
     data = open(trace, "rb").read()
     copies = [("empty file", b""), ("first 39 bytes", data[:39]),
               ("first half", data[:len(data) // 2]), ("last byte cut", data[:-1])]
-    spots = [("magic", 1), ("major version", 8), ("table offset", 17), ("header crc", 29),
-             ("section table", len(data) - 7), ("first table entry", len(data) - 48 * 
-              len(info["sections"]) + 9)]
+    table = info["section_totals"]["table"]["stored_bytes"]  # it ends the file (FORMAT.md §1)
+    spots = [("magic", 1), ("major version", 8), ("table offset", 17), ("table size", 25),
+             ("table crc", 33), ("header crc", 37), ("section table end", len(data) - 7),
+             ("section table start", len(data) - table + 1),
+             ("section table middle", len(data) - table // 2)]
     for s in info["sections"]:
         if s["stored_bytes"] > 0:
             spots.append(("%s section #%d" % (s["type"], s["index"]),

@@ -16,6 +16,7 @@
 
 #include "bytes_i.h"
 #include "crc32c_i.h"
+#include "fix_crcs.h"
 #include "tfs/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -25,9 +26,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_RANKS 16
 #define MAX_FRAMES 64
 #define READ_LEN 4096
-#define HDR_LEN 40 /* FORMAT.md §1 */
-#define ENT_LEN 48 /* FORMAT.md §2 */
-#define MAX_FIX_SECTIONS 4096
 
 static void read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
 		      char *buf)
@@ -123,33 +121,6 @@ static void read_trace(struct tfs_trace *t, char *buf)
 	read_stacks(t, ti.n_ranks);
 }
 
-/* Recompute crc_all, crc_hd, tbl_crc and hdr_crc (FORMAT.md §1, §2) where they lie in bounds. */
-static void fix_crcs(uint8_t *p, size_t size)
-{
-	uint64_t table_off, n_sect;
-
-	if (size < HDR_LEN)
-		return;
-	table_off = le_get64(p + 16);
-	n_sect = le_get32(p + 24);
-	if (n_sect <= MAX_FIX_SECTIONS && table_off <= size &&
-	    n_sect * ENT_LEN <= size - table_off) {
-		for (uint64_t i = 0; i < n_sect; i++) {
-			uint8_t *e = p + table_off + i * ENT_LEN;
-			uint64_t off = le_get64(e + 8), stored = le_get64(e + 16);
-			uint64_t head = le_get64(e + 40);
-
-			if (off > size || stored > size - off)
-				continue;
-			le_put32(e + 32, crc32c(p + off, stored));
-			if (head <= stored)
-				le_put32(e + 36, crc32c(p + off, head));
-		}
-		le_put32(p + 28, crc32c(p + table_off, n_sect * ENT_LEN));
-	}
-	le_put32(p + 32, crc32c(p, 32));
-}
-
 static void run_one(const uint8_t *data, size_t size)
 {
 	static char buf[READ_LEN];
@@ -176,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint8_t *fixed;
 
 	run_one(data, size);
-	if (size < HDR_LEN)
+	if (size < FIX_HDR_LEN)
 		return 0;
 	fixed = malloc(size);
 	if (!fixed)
