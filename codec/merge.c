@@ -582,7 +582,7 @@ static int write_tables(struct mg *m, int timing, double rel_err)
 		rc = add_section(m, SEC_META, b.data, b.len);
 	b.len = 0;
 	if (rc == 0)
-		rc = schema_write(&m->schema, &b);
+		rc = schema_write(&m->schema, NULL, &b);
 	if (rc == 0)
 		rc = add_section(m, SEC_SCHEMA, b.data, b.len);
 	b.len = 0;

@@ -142,12 +142,19 @@ err_free_kind:
 	return -ENOMEM;
 }
 
-int schema_write(const struct tfs_schema *s, struct tfs_buf *out)
+int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out)
 {
-	int rc = buf_put_varint(out, s->n_kinds);
+	uint32_t n = 0;
+	int rc;
 
+	for (uint32_t i = 0; i < s->n_kinds; i++)
+		n += !map || map[i] != UINT32_MAX;
+	rc = buf_put_varint(out, n);
 	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
 		const struct schema_kind *k = &s->kinds[i];
+
+		if (map && map[i] == UINT32_MAX)
+			continue;
 
 		rc = buf_put_str(out, k->name, strlen(k->name));
 		if (rc == 0)

@@ -83,7 +83,11 @@ void schema_init(struct tfs_schema *s);
 void schema_fini(struct tfs_schema *s);
 /* Validate and copy @d. @return 0, -EINVAL or -ENOMEM */
 int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id);
-int schema_write(const struct tfs_schema *s, struct tfs_buf *out);
+/*
+ * FORMAT.md §4 payload of the kinds of @s, or only of those whose @map entry is not
+ * UINT32_MAX (@map NULL: all; the kept kinds then number 0, 1... in their order).
+ */
+int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out);
 /* @return 0, -TFS_ECORRUPT (via @r) or -ENOMEM */
 int schema_parse(struct tfs_rd *r, struct tfs_schema *s);
 /* Borrowed view of kind @id as the public struct; @args must hold TFS_MAX_ARGS entries. */

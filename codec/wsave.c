@@ -38,6 +38,7 @@ struct merge {
 	uint32_t *bt_sec_of;	/* per writer rank: section index of its backtraces, or n_sect */
 	uint32_t *sym_sec_of;	/* per writer rank: section index of its symbols, or n_sect */
 	uint32_t n_sect;
+	uint32_t *kind_map;	/* per declared kind: its id in the file, UINT32_MAX: unused */
 };
 
 static void merge_fini(struct merge *m, uint32_t n_streams)
@@ -50,6 +51,7 @@ static void merge_fini(struct merge *m, uint32_t n_streams)
 	intern_fini(&m->strs);
 	intern_fini(&m->sigs);
 	free(m->g_kind);
+	free(m->kind_map);
 	free(m->g_woff);
 	buf_fini(&m->g_widths);
 	buf_fini(&m->scratch);
@@ -426,7 +428,7 @@ static int build_cst(const struct merge *m, const struct tfs_writer *w, struct t
 		rd_init(&r, p, n, 0, "signature", NULL);
 		rc = rd_varint(&r, &v);
 		if (rc == 0)
-			rc = buf_put_varint(out, v);
+			rc = buf_put_varint(out, m->kind_map[v]);
 		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
 			if (k->args[i].enc == TFS_ENC_VAL) {
 				rc = buf_put_u8(out, *gw ? *gw : 1);
@@ -594,7 +596,7 @@ static int write_sections(const struct merge *m, struct tfs_writer *w,
 		rc = ctr_add(cw, SEC_META, 1, b.data, b.len, b.len);
 	b.len = 0;
 	if (rc == 0)
-		rc = schema_write(&w->schema, &b);
+		rc = schema_write(&w->schema, m->kind_map, &b);
 	if (rc == 0)
 		rc = ctr_add(cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
 	b.len = 0;
@@ -660,9 +662,31 @@ static int open_temp(const char *path, char **tmp_out)
 	return fd;
 }
 
+/*
+ * Kinds no terminal uses are left out of the file (a capture declares every kind it might
+ * record: an MPI trace would carry the I/O and zone kinds too); the others keep their order.
+ */
+static int map_kinds(struct merge *m, const struct tfs_writer *w)
+{
+	uint32_t next = 0;
+
+	m->kind_map = malloc((w->schema.n_kinds + 1) * sizeof(*m->kind_map));
+	if (!m->kind_map)
+		return -ENOMEM;
+	memset(m->kind_map, 0xff, (w->schema.n_kinds + 1) * sizeof(*m->kind_map));
+	for (uint32_t t = 0; t < m->sigs.n; t++)
+		m->kind_map[m->g_kind[t]] = 0;
+	for (uint32_t k = 0; k < w->schema.n_kinds; k++)
+		if (m->kind_map[k] == 0)
+			m->kind_map[k] = next++;
+	return 0;
+}
+
 /* Merge the streams' tables (once: the value streams are finished here). */
 static int save_begin(struct merge *m, struct tfs_writer *w)
 {
+	int rc;
+
 	if (w->saved)
 		return -EALREADY;
 	memset(m, 0, sizeof(*m));
@@ -671,7 +695,8 @@ static int save_begin(struct merge *m, struct tfs_writer *w)
 	buf_init(&m->g_widths);
 	buf_init(&m->scratch);
 	w->saved = true; /* value streams are finished below: no appends after this */
-	return merge_streams(m, w);
+	rc = merge_streams(m, w);
+	return rc < 0 ? rc : map_kinds(m, w);
 }
 
 int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len)
