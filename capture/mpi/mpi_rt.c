@@ -407,7 +407,7 @@ static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 	struct rent *e;
 	uint64_t id = 0;
 
-	*delta = g_world_rank;
+	*delta = mpirt_rq_pack(g_world_rank, MPIRT_ST_ALL);
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
 	pthread_mutex_lock(&g_lock);
@@ -590,6 +590,100 @@ void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self)
 		snprintf(b, sizeof(b), "r");
 	else
 		snprintf(b, sizeof(b), "r%+lld", (long long)(r - self));
+	str_add(s, b);
+}
+
+static int64_t status_bytes(const MPI_Status *st)
+{
+#if MPI_VERSION >= 4
+	MPI_Count n = MPI_UNDEFINED;
+
+	if (PMPI_Get_count_c(st, MPI_BYTE, &n) != MPI_SUCCESS)
+		return MPI_UNDEFINED;
+#else
+	int n = MPI_UNDEFINED;
+
+	if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS)
+		return MPI_UNDEFINED;
+#endif
+	return (int64_t)n;
+}
+
+static int64_t status_cancelled(const MPI_Status *st)
+{
+	int flag = 0;
+
+	return PMPI_Test_cancelled(st, &flag) == MPI_SUCCESS && flag;
+}
+
+void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint64_t *w)
+{
+	mpirt_no_status(w);
+	w[3] = (uint64_t)status_cancelled(st);
+	if (w[3])
+		return; /* the other fields of a cancelled request's status are undefined */
+	if (what == MPIRT_ST_ALL) {
+		w[0] = mpirt_rank(delta, st->MPI_SOURCE);
+		w[1] = mpirt_rval(delta, st->MPI_SOURCE, st->MPI_TAG);
+	}
+	if (what != MPIRT_ST_CANCELLED)
+		w[2] = (uint64_t)status_bytes(st);
+}
+
+void mpirt_no_status(uint64_t *w)
+{
+	w[0] = (uint64_t)(int64_t)MPIRT_NO_STATUS;
+	w[1] = tfs_rval(MPIRT_NO_STATUS, 0);
+	w[2] = w[3] = (uint64_t)(int64_t)MPIRT_NO_STATUS;
+}
+
+/* The error class of @code: codes carry per-process detail, classes are the same anywhere. */
+static int error_class(int code)
+{
+	int cls = code;
+
+	if (code != MPI_SUCCESS && PMPI_Error_class(code, &cls) != MPI_SUCCESS)
+		cls = code;
+	return cls;
+}
+
+void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
+		      enum mpirt_st what, bool with_error)
+{
+	int64_t self = g_world_rank - delta, src = st->MPI_SOURCE, tag = st->MPI_TAG;
+	char b[96], r[32] = "-", t[32] = "-", n[32] = "-";
+	int cancelled, len;
+
+	/* only MPI_ERROR is defined in the status of a failed or still pending request */
+	if (with_error && st->MPI_ERROR == MPI_ERR_PENDING) {
+		str_add(s, "pending");
+		return;
+	}
+	if (with_error && st->MPI_ERROR != MPI_SUCCESS) {
+		snprintf(b, sizeof(b), "error:%d", error_class(st->MPI_ERROR));
+		str_add(s, b);
+		return;
+	}
+	cancelled = status_cancelled(st) != 0;
+	if (what == MPIRT_ST_ALL && !cancelled) {
+		if (src < 0)
+			snprintf(r, sizeof(r), "%lld", (long long)src);
+		else if (src == self)
+			snprintf(r, sizeof(r), "r");
+		else
+			snprintf(r, sizeof(r), "r%+lld", (long long)(src - self));
+		if (!mpirt_derived(self, src, tag))
+			snprintf(t, sizeof(t), "%lld", (long long)tag);
+		else if (tag == self)
+			snprintf(t, sizeof(t), "r");
+		else
+			snprintf(t, sizeof(t), "r%+lld", (long long)(tag - self));
+	}
+	if (what != MPIRT_ST_CANCELLED && !cancelled)
+		snprintf(n, sizeof(n), "%lld", (long long)status_bytes(st));
+	len = snprintf(b, sizeof(b), "%s:%s:%s:%d", r, t, n, cancelled);
+	if (with_error && len > 0 && (size_t)len < sizeof(b))
+		snprintf(b + len, sizeof(b) - (size_t)len, ":0");
 	str_add(s, b);
 }
 
