@@ -419,6 +419,10 @@ static const struct tfs_arg_desc tag_args[] = {
     {.name = "tag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
 };
 static const struct tfs_kind_desc tag_kind = {"tsend", "mpi", 2, tag_args};
+static const struct tfs_arg_desc bad_tag_args[] = {
+    {.name = "tag", .type = TFS_TYPE_U64, .enc = TFS_ENC_RVAL},
+};
+static const struct tfs_kind_desc bad_tag_kind = {"usend", "mpi", 1, bad_tag_args};
 
 /* Process @me of a ring alone: sends tagged with its own rank, then with the constant 7. */
 static void tag_trace(struct mtrace *m, uint32_t me, uint32_t n)
@@ -432,6 +436,8 @@ static void tag_trace(struct mtrace *m, uint32_t me, uint32_t n)
 	size_t len;
 
 	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	/* an RVAL argument is signed */
+	assert_int_equal(tfs_writer_add_kind(w, &bad_tag_kind, &id), -EINVAL);
 	assert_int_equal(tfs_writer_add_kind(w, &tag_kind, &id), 0);
 	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
 	for (int i = 0; i < 20; i++) {
@@ -504,6 +510,46 @@ static void test_merge_rebases_rank_derived_values(void **state)
 	assert_int_equal(n_own, 1);
 	assert_int_equal(oi.n_terminals, 4);
 	for (uint32_t r = 0; r < P; r++)
+		mt_close(&in[r]);
+	mt_close(&m);
+}
+
+/* A trace with RVAL arguments: every truncation and every single-bit flip is refused. */
+static void test_rank_derived_values_damage_refused(void **state)
+{
+	struct mtrace in[3], m;
+	struct tfs_trace *t[3], *bad;
+	struct tfs_diag d;
+	uint8_t *g;
+
+	for (uint32_t r = 0; r < 3; r++) {
+		tag_trace(&in[r], r, 3);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, 3, &m), 0);
+	g = m.buf;
+	for (size_t len = 0; len < m.len; len++) {
+		memset(&d, 0, sizeof(d));
+		if (tfs_trace_open_mem(g, len, &bad, &d) == 0)
+			fail_msg("truncation at %zu opened", len);
+		assert_true(d.reason[0] != '\0');
+	}
+	for (size_t i = 0; i < m.len * 8; i++) {
+		int rc;
+
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+		memset(&d, 0, sizeof(d));
+		rc = tfs_trace_open_mem(g, m.len, &bad, &d);
+		if (rc == 0) {
+			rc = tfs_trace_verify(bad, &d);
+			tfs_trace_close(bad);
+		}
+		if (rc != -TFS_ECORRUPT && rc != -TFS_EFORMAT)
+			fail_msg("bit flip %zu: rc=%d, expected a refusal", i, rc);
+		assert_true(d.reason[0] != '\0');
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	for (uint32_t r = 0; r < 3; r++)
 		mt_close(&in[r]);
 	mt_close(&m);
 }
@@ -919,6 +965,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
 	    cmocka_unit_test(test_special_ranks_are_absolute),
 	    cmocka_unit_test(test_merge_rebases_rank_derived_values),
+	    cmocka_unit_test(test_rank_derived_values_damage_refused),
 	    cmocka_unit_test(test_merge_reads_format_1_0),
 	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
 	    cmocka_unit_test(test_merge_matches_kinds_by_description),
