@@ -343,12 +343,10 @@ class Gen:
                 self.pre.append(
                     f'\trq_n = {ln} > 0 ? {ln} : 0;\n'
                     f'\tmpirt_scratch(rq_n, &rq_ids, &rq_deltas);\n'
-                    f'\tfor (int64_t i = 0; i < rq_n; i++) {{\n'
-                    f'\t\trq_ids[i] = mpirt_req_take(&{n}[i], &rq_deltas[i]);\n'
-                    f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);\n\t}}')
-                self.post.append(
-                    f'\tfor (int64_t i = rq_n - 1; i >= 0; i--)\n'
-                    f'\t\tmpirt_req_settle(&{n}[i], rq_ids[i], rq_deltas[i]);')
+                    f'\tmpirt_req_take_all({n}, rq_n, rq_ids, rq_deltas);\n'
+                    f'\tfor (int64_t i = 0; i < rq_n; i++)\n'
+                    f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);')
+                self.post.append(f'\tmpirt_req_settle_all({n}, rq_n, rq_ids, rq_deltas);')
                 return
             code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
                     f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')

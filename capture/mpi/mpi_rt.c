@@ -472,7 +472,8 @@ uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 	return id;
 }
 
-static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
+/* Under g_lock. */
+static uint64_t req_front_locked(const MPI_Request *r, int64_t *delta, bool take)
 {
 	struct rent *e;
 	uint64_t id = 0;
@@ -480,7 +481,6 @@ static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 	*delta = mpirt_rq_pack(g_world_rank, MPIRT_ST_ALL);
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
-	pthread_mutex_lock(&g_lock);
 	e = req_entry(r, false);
 	if (e && e->n) {
 		id = e->id[0];
@@ -491,6 +491,19 @@ static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 			memmove(e->delta, e->delta + 1, e->n * sizeof(e->delta[0]));
 		}
 	}
+	return id;
+}
+
+static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
+{
+	uint64_t id;
+
+	if (*r == MPI_REQUEST_NULL) {
+		*delta = mpirt_rq_pack(g_world_rank, MPIRT_ST_ALL);
+		return 0;
+	}
+	pthread_mutex_lock(&g_lock);
+	id = req_front_locked(r, delta, take);
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
@@ -505,13 +518,21 @@ uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta)
 	return req_front(r, delta, true);
 }
 
-void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+void mpirt_req_take_all(const MPI_Request *r, int64_t n, uint64_t *ids, int64_t *deltas)
+{
+	pthread_mutex_lock(&g_lock);
+	for (int64_t i = 0; i < n; i++)
+		ids[i] = req_front_locked(&r[i], &deltas[i], true);
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* Under g_lock. */
+static void req_settle_locked(const MPI_Request *r, uint64_t id, int64_t delta)
 {
 	struct rent *e;
 
 	if (!id)
 		return;
-	pthread_mutex_lock(&g_lock);
 	if (*r == MPI_REQUEST_NULL) {
 		slot_free(id);
 	} else if ((e = req_entry(r, true)) != NULL && e->n < REQ_QUEUE) {
@@ -521,6 +542,24 @@ void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
 		e->delta[0] = delta;
 		e->n++;
 	}
+}
+
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+{
+	if (!id)
+		return;
+	pthread_mutex_lock(&g_lock);
+	req_settle_locked(r, id, delta);
+	pthread_mutex_unlock(&g_lock);
+}
+
+void mpirt_req_settle_all(const MPI_Request *r, int64_t n, const uint64_t *ids,
+			  const int64_t *deltas)
+{
+	pthread_mutex_lock(&g_lock);
+	/* in reverse: requests sharing one handle value keep their order */
+	for (int64_t i = n - 1; i >= 0; i--)
+		req_settle_locked(&r[i], ids[i], deltas[i]);
 	pthread_mutex_unlock(&g_lock);
 }
 

@@ -97,6 +97,10 @@ uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta);
 /* After the call: request @id (taken from @r) completed if *@r is MPI_REQUEST_NULL (its
  * pool slot is freed), else it goes back to the front of @r's queue. */
 void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta);
+/* The same for the @n requests at @r, taken and settled in one go (settled last first). */
+void mpirt_req_take_all(const MPI_Request *r, int64_t n, uint64_t *ids, int64_t *deltas);
+void mpirt_req_settle_all(const MPI_Request *r, int64_t n, const uint64_t *ids,
+			  const int64_t *deltas);
 /* Per-thread scratch arrays of @n request ids and rank deltas (valid until the next call). */
 void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas);
 uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);

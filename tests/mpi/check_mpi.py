@@ -644,7 +644,7 @@ def check_generator(t, o, tmp):
          '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
     t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
          in foo, 'an annotated rank is relative to the communicator', k)
-    t.ok('mpirt_req_take(&array_of_requests[i]' in w and '(int64_t)count' in w,
+    t.ok('mpirt_req_take_all(array_of_requests, rq_n' in w and '(int64_t)count' in w,
          'a request array takes its length from the annotated count', w[-1500:])
     bad = os.path.join(tmp, 'bad.txt')
     with open(bad, 'w') as f:
