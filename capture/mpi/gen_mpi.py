@@ -159,7 +159,8 @@ class Gen:
         for p in self.params:
             if p.base == 'MPI_Win' and p.ptr == 0 and not p.arr:
                 return f'mpirt_delta_win({p.name})'
-        return 'mpirt_world_rank()'
+        # no communicator: ranks as they are (a delta of 0 prints them unchanged)
+        return '0'
 
     def word(self, name, typ, enc, flags=0, cls=None):
         self.args.append((name, typ, enc, flags, cls))
@@ -401,8 +402,8 @@ class Gen:
         if req_arr and not (p.arr or 'len' in a):
             ix = 'indx' if 'indx' in self.pnames else 'index'
             ctx = (f'({ix} && *{ix} >= 0 && *{ix} < rq_n ? rq_deltas[*{ix}] : '
-                   'mpirt_rq_pack(mpirt_world_rank(), MPIRT_ST_ALL))') if ix in self.pnames \
-                else 'mpirt_rq_pack(mpirt_world_rank(), MPIRT_ST_ALL)'
+                   'mpirt_rq_pack(0, MPIRT_ST_ALL))') if ix in self.pnames \
+                else 'mpirt_rq_pack(0, MPIRT_ST_ALL)'
             rq = True
         if p.arr or 'len' in a:
             ln = self.length(a.get('len', ''), 'post')

@@ -478,7 +478,7 @@ static uint64_t req_front_locked(const MPI_Request *r, int64_t *delta, bool take
 	struct rent *e;
 	uint64_t id = 0;
 
-	*delta = mpirt_rq_pack(g_world_rank, MPIRT_ST_ALL);
+	*delta = mpirt_rq_pack(0, MPIRT_ST_ALL);
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
 	e = req_entry(r, false);
@@ -499,7 +499,7 @@ static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 	uint64_t id;
 
 	if (*r == MPI_REQUEST_NULL) {
-		*delta = mpirt_rq_pack(g_world_rank, MPIRT_ST_ALL);
+		*delta = mpirt_rq_pack(0, MPIRT_ST_ALL);
 		return 0;
 	}
 	pthread_mutex_lock(&g_lock);

@@ -1,5 +1,6 @@
 /*
- * What a status holds: rank 1 receives 3 of 8 posted ints (12 bytes), cancels an Irecv that
+ * What a status holds: rank 1 receives 3 of 8 posted ints (12 bytes; MPI_Get_count says 3
+ * ints), cancels an Irecv that
  * nothing matches (MPI_Test_cancelled says so), then, with MPI_ERRORS_RETURN on the
  * communicator, completes with one MPI_Waitall a receive of 2 ints into 1 (truncated, an
  * error) and a receive that fits: MPI_Waitall returns MPI_ERR_IN_STATUS and each status its
@@ -29,9 +30,10 @@ int main(int argc, char **argv)
 		MPI_Send(two, 2, MPI_INT, 1, 6, MPI_COMM_WORLD);
 		MPI_Send(&one, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
 	} else {
-		int rc;
+		int rc, n = -1;
 
 		MPI_Recv(buf, 8, MPI_INT, 0, 5, MPI_COMM_WORLD, &st);
+		MPI_Get_count(&st, MPI_INT, &n);
 		MPI_Irecv(&a, 1, MPI_INT, 0, 99, MPI_COMM_WORLD, &rq);
 		MPI_Cancel(&rq);
 		MPI_Wait(&rq, &st);
@@ -44,9 +46,9 @@ int main(int argc, char **argv)
 		/* an MPI may stop at the failed request and leave the other pending */
 		if (rc == MPI_ERR_IN_STATUS && sts[1].MPI_ERROR == MPI_ERR_PENDING)
 			MPI_Wait(&rqs[1], &sts[1]);
-		printf("status cancelled=%d waitall=%d truncated=%d b=%d "
+		printf("status count=%d cancelled=%d waitall=%d truncated=%d b=%d "
 		       "MPI_ERR_IN_STATUS=%d MPI_ERR_TRUNCATE=%d\n",
-		       flag, rc, cls, b, MPI_ERR_IN_STATUS, MPI_ERR_TRUNCATE);
+		       n, flag, rc, cls, b, MPI_ERR_IN_STATUS, MPI_ERR_TRUNCATE);
 	}
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_Finalize();
