@@ -208,6 +208,11 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 						"re-based by %u",
 						term, base);
 			break;
+		case TFS_ENC_RVAL:
+			/* a ranked value keeps its absolute value as the rank is re-based */
+			if (rval_word_ranked(v))
+				v = zigzag_enc((int64_t)((uint64_t)rval_word_value(v) - base)) << 1 | 1;
+			break;
 		default:
 			break;
 		}

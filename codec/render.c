@@ -246,6 +246,14 @@ static void put_arg(struct sink *s, const struct tfs_trace *t, const struct sche
 	case TFS_ENC_RANK:
 		hole(s, SEG_RANK_ARG, render_rank_width(t, word), 0, json, 0, word);
 		return;
+	case TFS_ENC_RVAL:
+		/* a ranked value prints as a process rank would: the displacement's rank word */
+		if (rval_word_ranked(word))
+			hole(s, SEG_RANK_ARG, render_rank_width(t, word & ~UINT64_C(1)), 0, json, 0,
+			     word & ~UINT64_C(1));
+		else
+			put_i64(s, rval_word_value(word));
+		return;
 	case TFS_ENC_STR:
 		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
 		return;
@@ -520,6 +528,9 @@ void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const 
 		case TFS_ENC_RANK:
 			args[i].i = rank_abs(w[i], rank);
 			break;
+		case TFS_ENC_RVAL:
+			args[i].i = rval_word_abs(w[i], rank);
+			break;
 		case TFS_ENC_STR:
 			args[i].s = t->strs[w[i]];
 			break;
@@ -547,8 +558,10 @@ static void put_sig_arg(struct sink *s, const struct tfs_trace *t, const struct 
 		put(s, "*", 1);
 	} else if (a->enc == TFS_ENC_RANK && rank_word_special(word)) {
 		put_i64(s, rank_word_value(word));
-	} else if (a->enc == TFS_ENC_RANK) {
-		rel = rank_word_value(word);
+	} else if (a->enc == TFS_ENC_RVAL && !rval_word_ranked(word)) {
+		put_i64(s, rval_word_value(word));
+	} else if (a->enc == TFS_ENC_RANK || a->enc == TFS_ENC_RVAL) {
+		rel = a->enc == TFS_ENC_RANK ? rank_word_value(word) : rval_word_value(word);
 		put(s, "r", 1);
 		if (rel) {
 			put(s, rel > 0 ? "+" : "-", 1);

@@ -48,6 +48,8 @@ static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
 {
 	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~(TFS_ARG_RESULT | TFS_ARG_BYTES)))
 		return false;
+	if (enc == TFS_ENC_RVAL && type != TFS_TYPE_I64)
+		return false;
 	return (type == TFS_TYPE_STR) == (enc == TFS_ENC_STR);
 }
 

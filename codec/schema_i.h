@@ -79,6 +79,42 @@ static inline bool rank_word_from_v10(uint64_t w10, uint64_t *w)
 	return rank_word_rel(zigzag_dec(w10), w);
 }
 
+/*
+ * An RVAL argument's signature word (FORMAT.md §5.2): a literal value v as zigzag(v) << 1,
+ * a value derived from the caller's rank as zigzag(v - stream rank) << 1 | 1.
+ */
+static inline bool rval_word_ranked(uint64_t w)
+{
+	return w & 1;
+}
+
+/* The literal value, or the displacement from the stream's rank of a ranked word. */
+static inline int64_t rval_word_value(uint64_t w)
+{
+	return zigzag_dec(w >> 1);
+}
+
+/* Word of writer value @arg (tfs_rval()) in a stream of rank @rank; false if out of range. */
+static inline bool rval_word_enc(uint64_t arg, uint32_t rank, uint64_t *w)
+{
+	int64_t v = (int64_t)arg >> 1;
+
+	if (v >= TFS_RVAL_LIMIT || v < -TFS_RVAL_LIMIT)
+		return false;
+	if (arg & 1)
+		v -= rank;
+	*w = zigzag_enc(v) << 1 | (arg & 1);
+	return true;
+}
+
+/* The absolute value word @w means in a stream of rank @rank. */
+static inline int64_t rval_word_abs(uint64_t w, uint32_t rank)
+{
+	int64_t v = rval_word_value(w);
+
+	return rval_word_ranked(w) ? (int64_t)((uint64_t)v + rank) : v;
+}
+
 void schema_init(struct tfs_schema *s);
 void schema_fini(struct tfs_schema *s);
 /* Validate and copy @d. @return 0, -EINVAL or -ENOMEM */

@@ -228,6 +228,14 @@ static int encode_sig(struct tfs_wstream *s, const struct schema_kind *k, uint32
 			rc = buf_put_varint(&s->sig, w);
 			break;
 		}
+		case TFS_ENC_RVAL: {
+			uint64_t w;
+
+			if (!rval_word_enc(v, s->rank, &w))
+				return -EINVAL;
+			rc = buf_put_varint(&s->sig, w);
+			break;
+		}
 		case TFS_ENC_STR: {
 			size_t n = args[i].s ? strlen(args[i].s) : 0;
 

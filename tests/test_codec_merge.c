@@ -414,6 +414,146 @@ static void test_special_ranks_are_absolute(void **state)
 	mt_close(&m);
 }
 
+static const struct tfs_arg_desc tag_args[] = {
+    {.name = "dest", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+    {.name = "tag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
+};
+static const struct tfs_kind_desc tag_kind = {"tsend", "mpi", 2, tag_args};
+static const struct tfs_arg_desc bad_tag_args[] = {
+    {.name = "tag", .type = TFS_TYPE_U64, .enc = TFS_ENC_RVAL},
+};
+static const struct tfs_kind_desc bad_tag_kind = {"usend", "mpi", 1, bad_tag_args};
+
+/* Process @me of a ring alone: sends tagged with its own rank, then with the constant 7. */
+static void tag_trace(struct mtrace *m, uint32_t me, uint32_t n)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	union tfs_arg far[2] = {{.i = 0}, {.u = tfs_rval(TFS_RVAL_LIMIT, 0)}};
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t id;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	/* an RVAL argument is signed */
+	assert_int_equal(tfs_writer_add_kind(w, &bad_tag_kind, &id), -EINVAL);
+	assert_int_equal(tfs_writer_add_kind(w, &tag_kind, &id), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		union tfs_arg own[2] = {{.i = (me + 1) % n}, {.u = tfs_rval(me, 1)}};
+		union tfs_arg lit[2] = {{.i = (me + 1) % n}, {.u = tfs_rval(7, 0)}};
+
+		assert_int_equal(tfs_wstream_append(s, 0, 0, 0, own), 0);
+		assert_int_equal(tfs_wstream_append(s, 0, 0, 0, lit), 0);
+	}
+	assert_int_equal(tfs_wstream_append(s, 0, 0, 0, far), -EINVAL);
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+/*
+ * A tag derived from the rank prints absolute at every rank yet is one signature for all
+ * the ranks but the last of the ring (they share one grammar: the first stream's); a
+ * constant tag stays a constant.
+ */
+static void test_merge_rebases_rank_derived_values(void **state)
+{
+	enum { P = 7 };
+	struct mtrace in[P], m;
+	struct tfs_trace *t[P];
+	struct tfs_trace_info oi;
+	struct tfs_stream_info si;
+	struct tfs_event ev;
+	struct tfs_cursor *c;
+	union tfs_arg ta[TFS_MAX_ARGS];
+	char buf[8192], want[128], sig[128];
+	uint32_t idx, n_own = 0;
+
+	for (uint32_t r = 0; r < P; r++) {
+		tag_trace(&in[r], r, P);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, P, &m), 0);
+	tfs_trace_get_info(m.t, &oi);
+	for (uint32_t r = 0; r < P; r++) {
+		stream_text(m.t, r, buf, sizeof(buf));
+		/* dest=r-6 of the last rank would print "-6" at rank 0: padded to two */
+		snprintf(want, sizeof(want), "T0 tsend(dest=%u, tag=%u)%s\nT0 tsend(dest=%u, tag=7)",
+			 (r + 1) % P, r, r + 1 < P ? "" : " ", (r + 1) % P);
+		assert_memory_equal(buf, want, strlen(want));
+		assert_int_equal(tfs_trace_find_stream(m.t, r, 0, &idx), 0);
+		assert_int_equal(tfs_trace_stream(m.t, idx, &si), 0);
+		if (r + 1 < P)
+			assert_int_equal(si.same_as, 0);
+		assert_int_equal(tfs_cursor_new(m.t, idx, TFS_VIEW_JSONL, 0, 2, &c), 0);
+		assert_int_equal(tfs_cursor_event(c, 0, &ev, NULL), 0);
+		assert_int_equal(ev.args[1].i, (int64_t)r);
+		assert_int_equal(tfs_cursor_event(c, 1, &ev, NULL), 0);
+		assert_int_equal(ev.args[1].i, 7);
+		tfs_cursor_free(c);
+	}
+	/* own tag: one terminal for every rank but the last (dest wraps to 0 there) */
+	for (uint32_t term = 0; term < oi.n_terminals; term++) {
+		assert_true(tfs_trace_signature(m.t, term, sig, sizeof(sig)) > 0);
+		assert_int_equal(tfs_trace_term_args(m.t, term, ta), 0);
+		if (strcmp(sig, "tsend(dest=r+1, tag=r)") == 0) {
+			assert_int_equal(ta[1].i, 0);
+			n_own++;
+		} else if (strstr(sig, "tag=7")) {
+			assert_int_equal(ta[1].i, 7);
+		} else {
+			assert_string_equal(sig, "tsend(dest=r-6, tag=r)");
+		}
+	}
+	assert_int_equal(n_own, 1);
+	assert_int_equal(oi.n_terminals, 4);
+	for (uint32_t r = 0; r < P; r++)
+		mt_close(&in[r]);
+	mt_close(&m);
+}
+
+/* A trace with RVAL arguments: every truncation and every single-bit flip is refused. */
+static void test_rank_derived_values_damage_refused(void **state)
+{
+	struct mtrace in[3], m;
+	struct tfs_trace *t[3], *bad;
+	struct tfs_diag d;
+	uint8_t *g;
+
+	for (uint32_t r = 0; r < 3; r++) {
+		tag_trace(&in[r], r, 3);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, 3, &m), 0);
+	g = m.buf;
+	for (size_t len = 0; len < m.len; len++) {
+		memset(&d, 0, sizeof(d));
+		if (tfs_trace_open_mem(g, len, &bad, &d) == 0)
+			fail_msg("truncation at %zu opened", len);
+		assert_true(d.reason[0] != '\0');
+	}
+	for (size_t i = 0; i < m.len * 8; i++) {
+		int rc;
+
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+		memset(&d, 0, sizeof(d));
+		rc = tfs_trace_open_mem(g, m.len, &bad, &d);
+		if (rc == 0) {
+			rc = tfs_trace_verify(bad, &d);
+			tfs_trace_close(bad);
+		}
+		if (rc != -TFS_ECORRUPT && rc != -TFS_EFORMAT)
+			fail_msg("bit flip %zu: rc=%d, expected a refusal", i, rc);
+		assert_true(d.reason[0] != '\0');
+		g[i / 8] ^= (uint8_t)(1u << (i % 8));
+	}
+	for (uint32_t r = 0; r < 3; r++)
+		mt_close(&in[r]);
+	mt_close(&m);
+}
+
 static uint8_t *slurp(const char *path, size_t *n)
 {
 	FILE *f = fopen(path, "rb");
@@ -895,6 +1035,8 @@ int main(void)
 	    cmocka_unit_test(test_merge_shares_sections),
 	    cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
 	    cmocka_unit_test(test_special_ranks_are_absolute),
+	    cmocka_unit_test(test_merge_rebases_rank_derived_values),
+	    cmocka_unit_test(test_rank_derived_values_damage_refused),
 	    cmocka_unit_test(test_merge_reads_format_1_0),
 	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
 	    cmocka_unit_test(test_merge_first_only_keys),

@@ -47,14 +47,15 @@ static const struct tfs_arg_desc read_args[] = {
 static const struct tfs_arg_desc mark_args[] = {
     {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
 };
+/* tags as MPI traces have them: a constant for sends, the source's rank for receives */
 static const struct tfs_arg_desc send_args[] = {
     {"dest", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
-    {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"tag", TFS_TYPE_I64, TFS_ENC_RVAL, 0, NULL},
     {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
 };
 static const struct tfs_arg_desc recv_args[] = {
     {"src", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
-    {"tag", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"tag", TFS_TYPE_I64, TFS_ENC_RVAL, 0, NULL},
     {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_RESULT | TFS_ARG_BYTES, NULL},
 };
 
@@ -308,9 +309,10 @@ static void do_read(struct gen *g, uint64_t fd, uint64_t count, int64_t result)
 	emit(g, K_READ, jitter(g, 800), a);
 }
 
-static void do_msg(struct gen *g, enum kind_id k, int64_t peer, int64_t tag, uint64_t bytes)
+/* @tag: tfs_rval() (dumped as such: the value times 2, plus 1 when derived from a rank) */
+static void do_msg(struct gen *g, enum kind_id k, int64_t peer, uint64_t tag, uint64_t bytes)
 {
-	union tfs_arg a[3] = {{.i = peer}, {.i = tag}, {.u = bytes}};
+	union tfs_arg a[3] = {{.i = peer}, {.u = tag}, {.u = bytes}};
 
 	emit(g, k, jitter(g, 3000), a);
 }
@@ -465,8 +467,9 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd
 	if (g->thread == 0) {
 		int64_t n = g->n_ranks;
 
-		do_msg(g, K_SEND, (g->rank + 1) % n, (int64_t)(i % 2), 8192);
-		do_msg(g, K_RECV, (g->rank + n - 1) % n, -1, 8192 - (below(g, 50) == 0) * 4096);
+		do_msg(g, K_SEND, (g->rank + 1) % n, tfs_rval((int64_t)(i % 2), 0), 8192);
+		do_msg(g, K_RECV, (g->rank + n - 1) % n, tfs_rval((g->rank + n - 1) % n, 1),
+		       8192 - (below(g, 50) == 0) * 4096);
 	}
 	if (i % 97 == 96)
 		count = 4096 * (1 + below(g, 16));

@@ -114,7 +114,8 @@ def parse_annot(path):
             d = {}
             for a in attrs:
                 k, _, v = a.partition('=')
-                if k not in ('rank', 'val', 'in', 'out', 'inout', 'len', 'free', 'skip'):
+                if k not in ('rank', 'rval', 'val', 'in', 'out', 'inout', 'len', 'free',
+                             'skip'):
                     sys.exit(f'{path}:{ln}: unknown attribute {k}')
                 d[k] = v or True
             rules[(scope, param)] = d
@@ -158,12 +159,13 @@ class Gen:
         for p in self.params:
             if p.base == 'MPI_Win' and p.ptr == 0 and not p.arr:
                 return f'mpirt_delta_win({p.name})'
-        return 'mpirt_world_rank()'
+        # no communicator: ranks as they are (a delta of 0 prints them unchanged)
+        return '0'
 
     def word(self, name, typ, enc, flags=0, cls=None):
         self.args.append((name, typ, enc, flags, cls))
         self.n_w += 1
-        if enc in ('SIG', 'SYM', 'RANK') and flags == 0:
+        if enc in ('SIG', 'SYM', 'RANK', 'RVAL') and flags == 0:
             self.sigw.append((self.n_w, enc))
         return f'c.w[{self.n_w}]'
 
@@ -252,6 +254,9 @@ class Gen:
             if rank:
                 w = self.word(n, 'I64', 'RANK')
                 self.pre.append(f'\t{w} = mpirt_rank({ctx}, {n});')
+            elif 'rval' in a:
+                w = self.word(n, 'I64', 'RVAL')
+                self.pre.append(f'\t{w} = mpirt_rval({ctx}, {self.peer(a["rval"])}, {n});')
             else:
                 w = self.word(n, 'I64', 'VAL' if 'val' in a else 'SIG')
                 self.pre.append(f'\t{w} = (uint64_t)(int64_t){n};')
@@ -284,6 +289,28 @@ class Gen:
         w = self.word(n, 'HEX', 'VAL')
         self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
 
+    def rq_pack(self):
+        """The rank delta of a new request and which fields of its status are defined:
+        all of a receive's (or a generalized request's), the byte count of file I/O, only
+        the cancelled flag of anything else (sends, collectives, one-sided)."""
+        low = self.name.lower()
+        if 'recv' in low or 'grequest' in low:
+            st = 'MPIRT_ST_ALL'
+        elif low.startswith('mpi_file_'):
+            st = 'MPIRT_ST_IO'
+        else:
+            st = 'MPIRT_ST_CANCELLED'
+        return f'mpirt_rq_pack({self.ctx}, {st})'
+
+    def peer(self, spec):
+        """The peer rank a rank-derived value may equal: the parameter @spec, else the
+        call's dest or source; -1 when there is none."""
+        for name in ([spec] if spec is not True else ['dest', 'source']):
+            q = self.pnames.get(name)
+            if q is not None and q.ptr == 0 and not q.arr and q.base in INTS:
+                return f'(int64_t){name}'
+        return '-1'
+
     def handle(self, p, a):
         n = p.name
         cls, sym = HANDLES[p.base]
@@ -310,19 +337,17 @@ class Gen:
                 if d == 'out':
                     self.post.append(f'\tif (ret == MPI_SUCCESS)\n\t\tfor (int64_t i = 0; i < {ln}; i++)'
                                      f'\n\t\t\tmpirt_str_sym(&{s}, "req", mpirt_req_new(&{n}[i], '
-                                     f'{h}, {self.ctx}));')
+                                     f'{h}, {self.rq_pack()}));')
                     return
                 # taken out before the call, put back after unless completed (in reverse
                 # order: requests sharing one handle value keep their order)
                 self.pre.append(
                     f'\trq_n = {ln} > 0 ? {ln} : 0;\n'
                     f'\tmpirt_scratch(rq_n, &rq_ids, &rq_deltas);\n'
-                    f'\tfor (int64_t i = 0; i < rq_n; i++) {{\n'
-                    f'\t\trq_ids[i] = mpirt_req_take(&{n}[i], &rq_deltas[i]);\n'
-                    f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);\n\t}}')
-                self.post.append(
-                    f'\tfor (int64_t i = rq_n - 1; i >= 0; i--)\n'
-                    f'\t\tmpirt_req_settle(&{n}[i], rq_ids[i], rq_deltas[i]);')
+                    f'\tmpirt_req_take_all({n}, rq_n, rq_ids, rq_deltas);\n'
+                    f'\tfor (int64_t i = 0; i < rq_n; i++)\n'
+                    f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);')
+                self.post.append(f'\tmpirt_req_settle_all({n}, rq_n, rq_ids, rq_deltas);')
                 return
             code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
                     f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
@@ -352,8 +377,7 @@ class Gen:
         # out: a handle the call creates
         if p.base == 'MPI_Request':
             self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? mpirt_req_new({n}, '
-                             f'{h}, '
-                             f'{self.ctx}) : 0;')
+                             f'{h}, {self.rq_pack()}) : 0;')
         elif p.base == 'MPI_Comm' and ('comm_child' in self.hooks or 'comm_agree' in self.hooks):
             if 'comm_child' in self.hooks:
                 parents = [q.name for q in self.params if q.base == 'MPI_Comm' and q.ptr == 0]
@@ -369,46 +393,55 @@ class Gen:
         n = p.name
         d = self.direction(p, a)
         has_req = any(q.base == 'MPI_Request' for q in self.params)
-        ctx = 'rq_delta' if has_req and not any(q.base == 'MPI_Comm' for q in self.params) \
-            else self.ctx
+        # a status of a request: what the request's creator defines (mpirt_rq_pack())
+        rq = has_req and not any(q.base == 'MPI_Comm' for q in self.params)
+        ctx = 'rq_delta' if rq else self.ctx
         flag = 'flag' in self.pnames and self.pnames['flag'].ptr == 1
         req_arr = any(q.base == 'MPI_Request' and (q.arr or 'len' in attrs_of(self.rules, self.name, q.name))
                       for q in self.params)
         if req_arr and not (p.arr or 'len' in a):
             ix = 'indx' if 'indx' in self.pnames else 'index'
             ctx = (f'({ix} && *{ix} >= 0 && *{ix} < rq_n ? rq_deltas[*{ix}] : '
-                   'mpirt_world_rank())') if ix in self.pnames else 'mpirt_world_rank()'
+                   'mpirt_rq_pack(0, MPIRT_ST_ALL))') if ix in self.pnames \
+                else 'mpirt_rq_pack(0, MPIRT_ST_ALL)'
+            rq = True
         if p.arr or 'len' in a:
             ln = self.length(a.get('len', ''), 'post')
             s = self.string(n)
             if ln is None or not has_req:
                 return
             idx = 'array_of_indices[i]' if 'array_of_indices' in self.pnames else 'i'
-            cond = 'ret == MPI_SUCCESS' + (' && *flag' if flag else '')
+            # MPI_ERROR is defined only where the call returns MPI_ERR_IN_STATUS
+            cond = '(ret == MPI_SUCCESS || ret == MPI_ERR_IN_STATUS)' + (
+                ' && *flag' if flag else '')
             self.post.append(
                 f'\tif ({cond} && {n} != MPI_STATUSES_IGNORE)\n'
                 f'\t\tfor (int64_t i = 0; i < {ln}; i++) {{\n'
                 f'\t\t\tint64_t k = {idx};\n'
                 f'\t\t\tint64_t dl = k >= 0 && k < rq_n ? rq_deltas[k] : 0;\n'
-                f'\t\t\tmpirt_str_rel(&{s}, {n}[i].MPI_SOURCE, mpirt_world_rank() - dl);\n'
-                f'\t\t\tmpirt_str_i64(&{s}, {n}[i].MPI_TAG);\n\t\t}}')
+                f'\t\t\tmpirt_str_status(&{s}, &{n}[i], mpirt_rq_delta(dl), '
+                f'mpirt_rq_status(dl), ret == MPI_ERR_IN_STATUS);'
+                f'\n\t\t}}')
             return
-        w1 = self.word(n + '.source', 'I64', 'RANK')
-        w2 = self.word(n + '.tag', 'I64', 'SIG')
+        w = self.word(n + '.source', 'I64', 'RANK')
+        self.word(n + '.tag', 'I64', 'RVAL')
+        self.word(n + '.count', 'I64', 'SIG')
+        self.word(n + '.cancelled', 'I64', 'SIG')
         cond = f'{n} && {n} != MPI_STATUS_IGNORE'
-        code = (f'\tif ({cond}) {{\n\t\t{w1} = mpirt_rank({ctx}, {n}->MPI_SOURCE);\n'
-                f'\t\t{w2} = (uint64_t)(int64_t){n}->MPI_TAG;\n\t}} else {{\n'
-                f'\t\t{w1} = {w2} = (uint64_t)(int64_t)MPIRT_NO_STATUS;\n\t}}')
-        if d == 'in':
-            self.pre.append(code)
-        else:
-            if flag:
-                code = code.replace(f'if ({cond})', f'if ({cond} && ret == MPI_SUCCESS && *flag)')
-            self.post.append(code)
+        if d != 'in':
+            # an output status is defined only when the call succeeded (and found something)
+            cond += ' && ret == MPI_SUCCESS' + (' && *flag' if flag else '')
+        st = f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_ALL'
+        if rq:
+            ctx = f'mpirt_rq_delta({ctx})'
+        code = (f'\tif ({cond})\n\t\tmpirt_status({n}, {ctx}, {st}, &{w});\n'
+                f'\telse\n\t\tmpirt_no_status(&{w});')
+        (self.pre if d == 'in' else self.post).append(code)
 
     def sig_hash(self):
         # ranks as the trace stores them, relative: ranks doing the same thing share pools
-        ws = ', '.join(f'mpirt_rel(c.w[{i}])' if e == 'RANK' else f'c.w[{i}]'
+        rel = {'RANK': 'mpirt_rel', 'RVAL': 'mpirt_rval_rel'}
+        ws = ', '.join(f'{rel[e]}(c.w[{i}])' if e in rel else f'c.w[{i}]'
                        for i, e in self.sigw) or '0'
         return f'mpirt_sig_hash({self.call_no()}, (const uint64_t[]){{{ws}}}, {len(self.sigw)})'
 

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,28 @@ struct htab {
 	uint64_t *used; /* bitmap of ids given out by mpirt_new_id() */
 	uint32_t used_words;
 };
+
+/*
+ * A thread's cache of handle ids and rank deltas, read without g_lock: every wrapper looks
+ * up a few handles (datatype, communicator, its delta), and the lock and the probe of the
+ * shared table were most of a wrapper's cost. An entry is valid while its @gen is g_gen,
+ * which each change of an existing handle's id or delta bumps under g_lock (release, a
+ * handle value reused, an agreed communicator id); new handles need no bump.
+ */
+#define HCACHE_SLOTS 32
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+
+struct hcache {
+	uint64_t key; /* handle bits */
+	uint64_t id;
+	int64_t delta;
+	uint32_t gen; /* 0: empty */
+	uint8_t cls;
+	bool has_delta;
+};
+
+static _Thread_local struct hcache tls_hcache[HCACHE_SLOTS] TLS_IE;
+static _Atomic uint32_t g_gen = 1;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct htab g_tab[MPIRT_N_CLASSES];
@@ -185,14 +208,57 @@ static struct hent *entry(enum mpirt_class cls, const void *h, size_t size)
 	return e;
 }
 
+static struct hcache *hcache_slot(enum mpirt_class cls, uint64_t key)
+{
+	return &tls_hcache[((key * 0x9e3779b97f4a7c15u) >> 59 ^ cls) % HCACHE_SLOTS];
+}
+
+/* The cached entry of (@cls, @key), or NULL. */
+static const struct hcache *hcache_get(enum mpirt_class cls, uint64_t key)
+{
+	const struct hcache *c = hcache_slot(cls, key);
+
+	if (c->gen == atomic_load_explicit(&g_gen, memory_order_acquire) && c->key == key &&
+	    c->cls == cls)
+		return c;
+	return NULL;
+}
+
+/* Cache @e, the entry of (@cls, @key). Under g_lock (which orders it after any bump). */
+static void hcache_put(enum mpirt_class cls, uint64_t key, const struct hent *e)
+{
+	struct hcache *c = hcache_slot(cls, key);
+
+	*c = (struct hcache){.key = key,
+			     .id = e->id - 1,
+			     .delta = e->delta,
+			     .gen = atomic_load_explicit(&g_gen, memory_order_relaxed),
+			     .cls = (uint8_t)cls,
+			     .has_delta = e->has_delta};
+}
+
+/* Existing handles changed: every thread's cache is stale. Under g_lock. */
+static void hcache_bump(void)
+{
+	uint32_t g = atomic_load_explicit(&g_gen, memory_order_relaxed) + 1;
+
+	atomic_store_explicit(&g_gen, g ? g : 1, memory_order_release);
+}
+
 uint64_t mpirt_id(enum mpirt_class cls, const void *h, size_t size)
 {
+	const uint64_t key = key_of(h, size);
+	const struct hcache *c = hcache_get(cls, key);
 	struct hent *e;
 	uint64_t id;
 
+	if (c)
+		return c->id;
 	pthread_mutex_lock(&g_lock);
 	e = entry(cls, h, size);
 	id = e ? e->id - 1 : UINT64_MAX;
+	if (e && e->id)
+		hcache_put(cls, key, e);
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
@@ -204,8 +270,10 @@ uint64_t mpirt_new_id(enum mpirt_class cls, const void *h, size_t size)
 	/* a handle value the library reuses for a new object is a new object */
 	pthread_mutex_lock(&g_lock);
 	e = lookup(&g_tab[cls], key_of(h, size), false);
-	if (e)
+	if (e) {
 		e->id = 0, e->has_delta = false, e->children = 0;
+		hcache_bump();
+	}
 	pthread_mutex_unlock(&g_lock);
 	return mpirt_id(cls, h, size);
 }
@@ -225,6 +293,7 @@ void mpirt_release(enum mpirt_class cls, uint64_t id)
 	}
 	if (id / 64 < t->used_words)
 		t->used[id / 64] &= ~(1ull << (id % 64));
+	hcache_bump();
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -237,6 +306,7 @@ static uint64_t comm_bind(MPI_Comm c, uint64_t id)
 	e = lookup(&g_tab[MPIRT_COMM], key_of(&c, sizeof(c)), true);
 	if (e)
 		*e = (struct hent){.key = e->key, .id = id + 1};
+	hcache_bump();
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
@@ -402,15 +472,15 @@ uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 	return id;
 }
 
-static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
+/* Under g_lock. */
+static uint64_t req_front_locked(const MPI_Request *r, int64_t *delta, bool take)
 {
 	struct rent *e;
 	uint64_t id = 0;
 
-	*delta = g_world_rank;
+	*delta = mpirt_rq_pack(0, MPIRT_ST_ALL);
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
-	pthread_mutex_lock(&g_lock);
 	e = req_entry(r, false);
 	if (e && e->n) {
 		id = e->id[0];
@@ -421,6 +491,19 @@ static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
 			memmove(e->delta, e->delta + 1, e->n * sizeof(e->delta[0]));
 		}
 	}
+	return id;
+}
+
+static uint64_t req_front(const MPI_Request *r, int64_t *delta, bool take)
+{
+	uint64_t id;
+
+	if (*r == MPI_REQUEST_NULL) {
+		*delta = mpirt_rq_pack(0, MPIRT_ST_ALL);
+		return 0;
+	}
+	pthread_mutex_lock(&g_lock);
+	id = req_front_locked(r, delta, take);
 	pthread_mutex_unlock(&g_lock);
 	return id;
 }
@@ -435,13 +518,21 @@ uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta)
 	return req_front(r, delta, true);
 }
 
-void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+void mpirt_req_take_all(const MPI_Request *r, int64_t n, uint64_t *ids, int64_t *deltas)
+{
+	pthread_mutex_lock(&g_lock);
+	for (int64_t i = 0; i < n; i++)
+		ids[i] = req_front_locked(&r[i], &deltas[i], true);
+	pthread_mutex_unlock(&g_lock);
+}
+
+/* Under g_lock. */
+static void req_settle_locked(const MPI_Request *r, uint64_t id, int64_t delta)
 {
 	struct rent *e;
 
 	if (!id)
 		return;
-	pthread_mutex_lock(&g_lock);
 	if (*r == MPI_REQUEST_NULL) {
 		slot_free(id);
 	} else if ((e = req_entry(r, true)) != NULL && e->n < REQ_QUEUE) {
@@ -451,6 +542,24 @@ void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
 		e->delta[0] = delta;
 		e->n++;
 	}
+}
+
+void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
+{
+	if (!id)
+		return;
+	pthread_mutex_lock(&g_lock);
+	req_settle_locked(r, id, delta);
+	pthread_mutex_unlock(&g_lock);
+}
+
+void mpirt_req_settle_all(const MPI_Request *r, int64_t n, const uint64_t *ids,
+			  const int64_t *deltas)
+{
+	pthread_mutex_lock(&g_lock);
+	/* in reverse: requests sharing one handle value keep their order */
+	for (int64_t i = n - 1; i >= 0; i--)
+		req_settle_locked(&r[i], ids[i], deltas[i]);
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -458,16 +567,21 @@ void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta)
 static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size,
 			int (*rank_of)(const void *))
 {
+	const uint64_t key = key_of(h, size);
+	const struct hcache *c = hcache_get(cls, key);
 	struct hent *e;
 	int64_t d = 0;
 	bool have = false;
 	int r;
 
+	if (c && c->has_delta)
+		return c->delta;
 	pthread_mutex_lock(&g_lock);
 	e = entry(cls, h, size);
 	if (e && e->has_delta) {
 		d = e->delta;
 		have = true;
+		hcache_put(cls, key, e);
 	}
 	pthread_mutex_unlock(&g_lock);
 	if (have || !g_mpi_live)
@@ -479,6 +593,8 @@ static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size,
 	if (e) {
 		e->delta = d;
 		e->has_delta = true;
+		if (e->id)
+			hcache_put(cls, key, e);
 	}
 	pthread_mutex_unlock(&g_lock);
 	return d;
@@ -572,12 +688,36 @@ static void str_add(struct mpirt_str *s, const char *text)
 	s->len += n;
 }
 
+/* @v in decimal, ending at @end (not NUL-terminated): its first character. */
+static char *fmt_u64(char *end, uint64_t v)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
+}
+
+/* @prefix then @v in decimal (with its sign always when @plus, else only when negative),
+ * written at the end of @b: the text. */
+static const char *fmt_num(char *b, size_t cap, const char *prefix, int64_t v, bool plus)
+{
+	size_t n = strlen(prefix);
+	char *p = fmt_u64(b + cap - 1, v < 0 ? -(uint64_t)v : (uint64_t)v);
+
+	b[cap - 1] = '\0';
+	if (v < 0 || plus)
+		*--p = v < 0 ? '-' : '+';
+	p -= n;
+	memcpy(p, prefix, n);
+	return p;
+}
+
 void mpirt_str_i64(struct mpirt_str *s, int64_t v)
 {
 	char b[24];
 
-	snprintf(b, sizeof(b), "%lld", (long long)v);
-	str_add(s, b);
+	str_add(s, fmt_num(b, sizeof(b), "", v, false));
 }
 
 void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self)
@@ -585,20 +725,118 @@ void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self)
 	char b[32];
 
 	if (r < 0)
-		snprintf(b, sizeof(b), "%lld", (long long)r);
+		str_add(s, fmt_num(b, sizeof(b), "", r, false));
 	else if (r == self)
-		snprintf(b, sizeof(b), "r");
+		str_add(s, "r");
 	else
-		snprintf(b, sizeof(b), "r%+lld", (long long)(r - self));
+		str_add(s, fmt_num(b, sizeof(b), "r", r - self, true));
+}
+
+static int64_t status_bytes(const MPI_Status *st)
+{
+#if MPI_VERSION >= 4
+	MPI_Count n = MPI_UNDEFINED;
+
+	if (PMPI_Get_count_c(st, MPI_BYTE, &n) != MPI_SUCCESS)
+		return MPI_UNDEFINED;
+#else
+	int n = MPI_UNDEFINED;
+
+	if (PMPI_Get_count(st, MPI_BYTE, &n) != MPI_SUCCESS)
+		return MPI_UNDEFINED;
+#endif
+	return (int64_t)n;
+}
+
+static int64_t status_cancelled(const MPI_Status *st)
+{
+	int flag = 0;
+
+	return PMPI_Test_cancelled(st, &flag) == MPI_SUCCESS && flag;
+}
+
+void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint64_t *w)
+{
+	mpirt_no_status(w);
+	w[3] = (uint64_t)status_cancelled(st);
+	if (w[3])
+		return; /* the other fields of a cancelled request's status are undefined */
+	if (what == MPIRT_ST_ALL) {
+		w[0] = mpirt_rank(delta, st->MPI_SOURCE);
+		w[1] = mpirt_rval(delta, st->MPI_SOURCE, st->MPI_TAG);
+	}
+	if (what != MPIRT_ST_CANCELLED)
+		w[2] = (uint64_t)status_bytes(st);
+}
+
+void mpirt_no_status(uint64_t *w)
+{
+	w[0] = (uint64_t)(int64_t)MPIRT_NO_STATUS;
+	w[1] = tfs_rval(MPIRT_NO_STATUS, 0);
+	w[2] = w[3] = (uint64_t)(int64_t)MPIRT_NO_STATUS;
+}
+
+/* The error class of @code: codes carry per-process detail, classes are the same anywhere. */
+static int error_class(int code)
+{
+	int cls = code;
+
+	if (code != MPI_SUCCESS && PMPI_Error_class(code, &cls) != MPI_SUCCESS)
+		cls = code;
+	return cls;
+}
+
+void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
+		      enum mpirt_st what, bool with_error)
+{
+	int64_t self = g_world_rank - delta, src = st->MPI_SOURCE, tag = st->MPI_TAG;
+	char b[96], r[32] = "-", t[32] = "-", n[32] = "-";
+	int cancelled, len;
+
+	/* only MPI_ERROR is defined in the status of a failed or still pending request */
+	if (with_error && st->MPI_ERROR == MPI_ERR_PENDING) {
+		str_add(s, "pending");
+		return;
+	}
+	if (with_error && st->MPI_ERROR != MPI_SUCCESS) {
+		snprintf(b, sizeof(b), "error:%d", error_class(st->MPI_ERROR));
+		str_add(s, b);
+		return;
+	}
+	cancelled = status_cancelled(st) != 0;
+	if (what == MPIRT_ST_ALL && !cancelled) {
+		if (src < 0)
+			snprintf(r, sizeof(r), "%lld", (long long)src);
+		else if (src == self)
+			snprintf(r, sizeof(r), "r");
+		else
+			snprintf(r, sizeof(r), "r%+lld", (long long)(src - self));
+		if (!mpirt_derived(self, src, tag))
+			snprintf(t, sizeof(t), "%lld", (long long)tag);
+		else if (tag == self)
+			snprintf(t, sizeof(t), "r");
+		else
+			snprintf(t, sizeof(t), "r%+lld", (long long)(tag - self));
+	}
+	if (what != MPIRT_ST_CANCELLED && !cancelled)
+		snprintf(n, sizeof(n), "%lld", (long long)status_bytes(st));
+	len = snprintf(b, sizeof(b), "%s:%s:%s:%d", r, t, n, cancelled);
+	if (with_error && len > 0 && (size_t)len < sizeof(b))
+		snprintf(b + len, sizeof(b) - (size_t)len, ":0");
 	str_add(s, b);
 }
 
 void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id)
 {
 	char b[48];
+	char *p = fmt_u64(b + sizeof(b) - 1, id);
+	size_t n = strnlen(cls, 24);
 
-	snprintf(b, sizeof(b), "%s#%llu", cls, (unsigned long long)id);
-	str_add(s, b);
+	b[sizeof(b) - 1] = '\0';
+	*--p = '#';
+	p -= n;
+	memcpy(p, cls, n);
+	str_add(s, p);
 }
 
 void mpirt_str_text(struct mpirt_str *s, const char *text)

@@ -82,7 +82,8 @@ uint64_t mpirt_comm_agree(MPI_Comm nc);
 /*
  * Requests: a new request from a call of signature hash @sig (kind and signature words): the
  * lowest free slot of that signature's pool, so ids repeat whatever the completion order.
- * @delta is world rank minus the caller's rank in the request's communicator.
+ * @delta is world rank minus the caller's rank in the request's communicator, packed with
+ * what its status defines (mpirt_rq_pack()).
  */
 uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta);
 /*
@@ -96,6 +97,10 @@ uint64_t mpirt_req_take(const MPI_Request *r, int64_t *delta);
 /* After the call: request @id (taken from @r) completed if *@r is MPI_REQUEST_NULL (its
  * pool slot is freed), else it goes back to the front of @r's queue. */
 void mpirt_req_settle(const MPI_Request *r, uint64_t id, int64_t delta);
+/* The same for the @n requests at @r, taken and settled in one go (settled last first). */
+void mpirt_req_take_all(const MPI_Request *r, int64_t n, uint64_t *ids, int64_t *deltas);
+void mpirt_req_settle_all(const MPI_Request *r, int64_t n, const uint64_t *ids,
+			  const int64_t *deltas);
 /* Per-thread scratch arrays of @n request ids and rank deltas (valid until the next call). */
 void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas);
 uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);
@@ -119,6 +124,71 @@ static inline uint64_t mpirt_rel(uint64_t w)
 {
 	return (int64_t)w >= 0 ? w - (uint64_t)mpirt_world_rank() : w;
 }
+
+/*
+ * A value that may derive from the caller's rank (a tag, a Comm_split color or key), as the
+ * writer takes it (tfs_rval()): derived when it is positive and equals the caller's rank in
+ * the call's communicator (world rank - @delta) or @peer, the peer rank of the same call in
+ * that communicator (-1: none). Stored relative to the world rank, so it prints absolute.
+ * 0 is always literal: it is the most common constant tag, and read as derived it would
+ * split rank 0 and every rank talking to rank 0 off the grammar their neighbours share.
+ */
+static inline bool mpirt_derived(int64_t self, int64_t peer, int64_t v)
+{
+	return v > 0 && (v == self || v == peer);
+}
+static inline uint64_t mpirt_rval(int64_t delta, int64_t peer, int64_t v)
+{
+	return tfs_rval(v, mpirt_derived(mpirt_world_rank() - delta, peer, v));
+}
+/* An RVAL word as the trace shows it once merged (rank-independent when derived). */
+static inline uint64_t mpirt_rval_rel(uint64_t w)
+{
+	return w & 1 ? w - ((uint64_t)mpirt_world_rank() << 1) : w;
+}
+
+/*
+ * Which fields of a status the standard defines: all of a receive's; of file I/O the byte
+ * count and the cancelled flag; of anything else (sends, collectives) only the cancelled
+ * flag. Undefined fields are recorded as MPIRT_NO_STATUS ("-" in text): they hold garbage.
+ */
+enum mpirt_st { MPIRT_ST_CANCELLED, MPIRT_ST_ALL, MPIRT_ST_IO };
+
+/* A request's rank delta and enum mpirt_st packed in one word (what the pools keep). */
+static inline int64_t mpirt_rq_pack(int64_t delta, enum mpirt_st st)
+{
+	return (int64_t)((uint64_t)delta << 2) | st;
+}
+static inline int64_t mpirt_rq_delta(int64_t packed)
+{
+	return (packed - (packed & 3)) / 4;
+}
+static inline enum mpirt_st mpirt_rq_status(int64_t packed)
+{
+	return (enum mpirt_st)(packed & 3);
+}
+
+/*
+ * A status: MPIRT_STATUS_WORDS words, source (RANK), tag (RVAL), bytes received
+ * (MPI_UNDEFINED when not a whole number), cancelled (0/1); the fields @what leaves
+ * undefined, and all but cancelled when it is 1, as MPIRT_NO_STATUS. MPI_ERROR is not among
+ * them: it is defined only in the statuses of calls that return MPI_ERR_IN_STATUS
+ * (mpirt_str_status). @delta: world rank minus the caller's rank in the status's
+ * communicator.
+ */
+#define MPIRT_STATUS_WORDS 4
+void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint64_t *w);
+/* The words of MPI_STATUS_IGNORE or of a status the call left undefined. */
+void mpirt_no_status(uint64_t *w);
+/*
+ * Append status @st to @s as "source:tag:bytes:cancelled" (source relative, "r+1"; tag
+ * relative when derived from a rank, else literal; "-" for what is undefined). With
+ * @with_error (the call returned MPI_ERR_IN_STATUS) ":0" follows for a request that
+ * succeeded; a failed one is "error:<error class>" and one still pending "pending", their
+ * other fields being undefined.
+ */
+void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
+		      enum mpirt_st what, bool with_error);
 
 /* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
 int mpirt_comm_size(MPI_Comm c);

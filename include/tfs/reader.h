@@ -162,7 +162,7 @@ struct tfs_event {
 	uint32_t terminal;    /**< CST entry */
 	uint64_t ts_ns, dur_ns;
 	uint32_t n_args;
-	const union tfs_arg *args; /**< ranks absolute, strings NUL-terminated */
+	const union tfs_arg *args; /**< ranks and RVAL values absolute, strings NUL-terminated */
 };
 
 /**
@@ -205,7 +205,9 @@ ssize_t tfs_trace_term_arg_text(const struct tfs_trace *t, uint32_t term, uint32
  * The values terminal @term fixes: SIG and SYM arguments as given to the writer (i64 in
  * .i), RANK arguments relative to the caller's rank (.i) except special (negative) ranks,
  * which are the same at every rank and come as given (tfs_trace_term_arg_text() tells the
- * two apart: `r-1` against `-1`), STR arguments as borrowed strings;
+ * two apart: `r-1` against `-1`), RVAL arguments as their literal value or, derived from
+ * the rank, their displacement from the caller's rank (.i; `7` against `r+1`), STR
+ * arguments as borrowed strings;
  * VAL arguments (which vary per call) are 0. @args holds TFS_MAX_ARGS entries.
  * @return 0 or -ENOENT
  */

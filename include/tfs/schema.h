@@ -31,6 +31,8 @@ enum tfs_arg_enc {
 	TFS_ENC_RANK = 2, /**< a rank, stored relative to the caller's rank in the signature */
 	TFS_ENC_VAL = 3,  /**< varies per occurrence: value stream with stride prediction */
 	TFS_ENC_STR = 4,  /**< string stored once in the string table, id in the signature */
+	TFS_ENC_RVAL = 5, /**< a signed value (an MPI tag), literal or the caller's rank plus a
+			       constant: in the signature (tfs_rval()) */
 	TFS_ENC_COUNT
 };
 
@@ -65,6 +67,20 @@ union tfs_arg {
 	int64_t i;	/**< TFS_TYPE_I64; ranks (absolute, the writer makes them relative) */
 	const char *s;	/**< TFS_TYPE_STR: NUL-terminated, borrowed for the call */
 };
+
+/** Values of a TFS_ENC_RVAL argument lie in [-TFS_RVAL_LIMIT, TFS_RVAL_LIMIT). */
+#define TFS_RVAL_LIMIT (INT64_C(1) << 61)
+
+/**
+ * The tfs_arg.u a writer takes for a TFS_ENC_RVAL argument: the absolute value @v, and
+ * whether it derives from the caller's rank (@ranked: stored relative to the stream's rank,
+ * so that `tag = rank` is one signature at every rank) or is a constant (stored as is).
+ * Readers give the absolute value back in tfs_arg.i.
+ */
+static inline uint64_t tfs_rval(int64_t v, int ranked)
+{
+	return (uint64_t)v << 1 | (ranked != 0);
+}
 
 #ifdef __cplusplus
 }

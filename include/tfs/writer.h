@@ -65,8 +65,9 @@ int tfs_writer_stream_new(struct tfs_writer *w, uint32_t rank, uint32_t thread,
  * nanoseconds from any fixed origin (the trace's start is customary).
  * A RANK argument is an absolute rank: >= 0 for a process (stored relative to the
  * stream's rank), or negative for a special value stored as is (MPI_PROC_NULL...).
+ * An RVAL argument is tfs_rval(value, ranked).
  * @return 0, -EINVAL (unknown kind, string too long, a RANK argument outside
- *         [-2^62, 2^62)) or -ENOMEM (event not added)
+ *         [-2^62, 2^62), an RVAL value outside [-2^61, 2^61)) or -ENOMEM (event not added)
  */
 int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uint64_t dur_ns,
 		       const union tfs_arg *args);

@@ -26,8 +26,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
-ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
+ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR, ENC_RVAL = 0, 1, 2, 3, 4, 5
 ARG_RESULT = 1
+
+
+class RVal(int):
+    """An RVAL argument (§5.2): its absolute value, and whether the writer said it derives
+    from the rank (synth_demo dumps tfs_rval(): value * 2 + derived)."""
+
+    def __new__(cls, packed):
+        v = super().__new__(cls, packed >> 1)
+        v.ranked = bool(packed & 1)
+        return v
 TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 VIEWS = ("trace.txt", "events.jsonl")
 DIAG_RE = re.compile(rb"^tracefs: .*section=[^=]+ offset=\d+: \S.*$")
@@ -102,6 +112,8 @@ class Model:
                 rec = json.loads(raw)
                 if "schema" in rec:
                     self.header = rec
+                    rvals = {k["name"]: [i for i, a in enumerate(k["args"])
+                                         if a["enc"] == ENC_RVAL] for k in rec["schema"]}
                 elif "backtrace" in rec:
                     self.backtraces.setdefault(rec["rank"], {})[rec["backtrace"]] = rec["frames"]
                 elif "symbol" in rec:
@@ -114,6 +126,8 @@ class Model:
                 else:
                     key = (rec["rank"], rec["thread"])
                     args = [dump_bytes(a) if isinstance(a, str) else a for a in rec["args"]]
+                    for i in rvals[rec["kind"]]:
+                        args[i] = RVal(args[i])
                     self.streams.setdefault(key, []).append(
                         (rec["kind"], rec["ts"], rec["dur"], args))
         self.kinds = {k["name"]: k for k in self.header["schema"]}
@@ -141,6 +155,8 @@ class Model:
         for a, v in zip(self.kinds[e[0]]["args"], e[3]):
             if a["enc"] == ENC_RANK:
                 sig.append(v - rank)
+            elif a["enc"] == ENC_RVAL:
+                sig.append(("r", v - rank) if v.ranked else v)
             elif a["enc"] != ENC_VAL:
                 sig.append(v)
         return tuple(sig)
@@ -162,7 +178,7 @@ class Model:
                 s = json_escape(v) if json_view else text_escape(v)
             elif a["enc"] == ENC_SYM:
                 s = b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
-            elif a["enc"] == ENC_RANK:
+            elif a["enc"] == ENC_RANK or a["enc"] == ENC_RVAL and v.ranked:
                 s = b"%d" % v
                 deficit = self.rank_width(v - rank) - len(s)
             else:

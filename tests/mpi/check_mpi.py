@@ -113,11 +113,11 @@ class Runner:
     def __init__(self, o, tmp):
         self.o, self.tmp = o, tmp
 
-    def mpiexec(self, n, argv, traced, trace=None, extra=()):
+    def mpiexec(self, n, argv, traced, trace=None, extra=(), timeout=300):
         cmd = [self.o.mpiexec, '-n', str(n)]
         if traced:
             cmd += [self.o.tracefs, 'record', '--trace=mpi', *extra, '-o', trace, '--']
-        res = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=300,
+        res = subprocess.run(cmd + argv, capture_output=True, text=True, timeout=timeout,
                              cwd=self.tmp)
         return res
 
@@ -145,7 +145,8 @@ def exp_ring(rank, size, iters):
     for _ in range(iters):
         seq += [('MPI_Sendrecv', {'sendcount': 1, 'dest': nxt, 'sendtag': 7, 'recvcount': 1,
                                   'source': prv, 'recvtag': 7, 'comm': 0,
-                                  'status.source': NO_STATUS, 'status.tag': NO_STATUS}),
+                                  'status.source': NO_STATUS, 'status.tag': NO_STATUS,
+                                  'status.count': NO_STATUS, 'status.cancelled': NO_STATUS}),
                 ('MPI_Irecv', {'count': 1, 'source': prv, 'tag': 8, 'comm': 0,
                                'request': V('a')}),
                 ('MPI_Isend', {'count': 1, 'dest': nxt, 'tag': 8, 'comm': 0,
@@ -221,7 +222,10 @@ def exp_stencil3d(rank, size, iters):
     for d in range(3):
         seq.append(('MPI_Cart_shift', {'comm': V('cart', 'job'), 'direction': d, 'disp': 1,
                                        'rank_source': nb[2 * d], 'rank_dest': nb[2 * d + 1]}))
-    rel = ','.join(f'{rel_rank(nb[k], rank)},{k ^ 1}' for k in range(6))
+    # receive statuses: source, tag (relative where it equals the caller's rank or the
+    # source), 32 ints, not cancelled; a send's status defines only the cancelled flag
+    rel = ','.join(f'{rel_rank(nb[k], rank)}:{rel_tag(k ^ 1, nb[k], rank)}:128:0'
+                   for k in range(6)) + ',-:-:-:0' * 6
     for _ in range(iters):
         for k in range(6):
             seq.append(('MPI_Irecv', {'count': 32, 'source': nb[k], 'tag': k ^ 1,
@@ -232,8 +236,7 @@ def exp_stencil3d(rank, size, iters):
         reqs = [V(f'r{k}') for k in range(6)] + [V(f's{k}') for k in range(6)]
         seq.append(('MPI_Waitall', {
             'count': 12, 'array_of_requests': Reqs(*reqs),
-            'array_of_statuses': Fn(lambda a, env, rel=rel: a.startswith(rel + ','),
-                                    f'receive statuses {rel}')}))
+            'array_of_statuses': rel}))
     seq += [('MPI_Reduce', {'count': 1, 'root': 0, 'comm': V('cart', 'job')}),
             ('MPI_Comm_free', {'comm': V('cart', 'job')}), ('MPI_Finalize', {})]
     return seq
@@ -243,6 +246,12 @@ def rel_rank(r, me):
     if r < 0:
         return str(r)
     return 'r' if r == me else f'r{r - me:+d}'
+
+
+def rel_tag(tag, peer, me):
+    """A tag in a status string: relative when positive and equal to the caller's rank or
+    the peer's, else literal."""
+    return rel_rank(tag, me) if tag > 0 and tag in (peer, me) else str(tag)
 
 
 def exp_coll(rank, size):
@@ -280,7 +289,8 @@ def exp_dtype(rank, size):
         seq.append(('MPI_Send', {'count': 1, 'datatype': V('vec', 'type'), 'dest': 1, 'tag': 5}))
     elif rank == 1:
         seq.append(('MPI_Recv', {'count': 4, 'datatype': V('int', 'type'), 'source': 0, 'tag': 5,
-                                 'status.source': 0, 'status.tag': 5}))
+                                 'status.source': 0, 'status.tag': 5, 'status.count': 16,
+                                 'status.cancelled': 0}))
     seq += [('MPI_Bcast', {'count': 1, 'datatype': V('con', 'type'), 'root': 0}),
             ('MPI_Type_free', {'datatype': V('st', 'type')}),
             ('MPI_Type_free', {'datatype': V('con', 'type')}),
@@ -305,7 +315,8 @@ def exp_comms(rank, size):
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': hs}),
         ('MPI_Sendrecv', {'dest': dst, 'sendtag': 3, 'source': src, 'recvtag': 3, 'comm': half,
-                          'status.source': src, 'status.tag': 3}),
+                          'status.source': src, 'status.tag': 3, 'status.count': 4,
+                          'status.cancelled': 0}),
         ('MPI_Comm_dup', {'comm': 0, 'newcomm': V('dup', 'job')}),
         ('MPI_Barrier', {'comm': V('dup', 'job')}),
         ('MPI_Comm_idup', {'comm': 0, 'newcomm': V('idup', 'job'), 'request': V('rq')}),
@@ -318,7 +329,7 @@ def exp_comms(rank, size):
         # ranks of an intercommunicator are the remote group's, at the caller's offset
         ('MPI_Sendrecv', {'dest': rank, 'sendtag': 4, 'source': rank, 'recvtag': 4,
                           'comm': V('inter', 'job'), 'status.source': rank,
-                          'status.tag': 4}),
+                          'status.tag': 4, 'status.count': 4, 'status.cancelled': 0}),
         ('MPI_Comm_free', {'comm': V('inter', 'job')}),
         ('MPI_Comm_free', {'comm': V('idup', 'job')}),
         ('MPI_Comm_free', {'comm': V('dup', 'job')}),
@@ -358,7 +369,8 @@ def check_anysome(t, evs, rank, size):
             ok, why = False, f'Waitany requests {a["array_of_requests"]} != {exp_list}'
         k = a['indx']
         seen.append(k)
-        if not (0 <= k < n and a['status.source'] == k + 1 and a['status.tag'] == k + 1):
+        if not (0 <= k < n and a['status.source'] == k + 1 and a['status.tag'] == k + 1 and
+                a['status.count'] == 4 and a['status.cancelled'] == 0):
             ok, why = False, f'Waitany index {k} status {a["status.source"]}/{a["status.tag"]}'
         else:
             live[k] = 0
@@ -372,7 +384,7 @@ def check_anysome(t, evs, rank, size):
         st = a['array_of_statuses'].split(',') if a['array_of_statuses'] else []
         exp_st = []
         for k in idx:
-            exp_st += [f'r+{k + 1}', str(101 + k)]
+            exp_st.append(f'r+{k + 1}:{101 + k}:4:0')
         if st != exp_st:
             ok, why = False, f'Testsome statuses {st} != {exp_st}'
         got += idx
@@ -431,6 +443,124 @@ def check_program(t, run, name, n, args, expect):
         t.ok(len(set(job.values())) == 4 and 0 not in job.values(),
              'comms: split, dup, idup and intercommunicator ids agreed by all members, distinct',
              job)
+
+
+def exp_tagring(rank, size, iters):
+    """Tags are the sender's rank: absolute in the decoded calls whatever the trace stores."""
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    seq = start(rank, size)
+    st = f'{rel_rank(prv, rank)}:{rel_tag(prv, prv, rank)}:4:0,-:-:-:0'
+    for _ in range(iters):
+        seq += [('MPI_Sendrecv', {'dest': nxt, 'sendtag': rank, 'source': prv, 'recvtag': prv,
+                                  'status.source': prv, 'status.tag': prv, 'status.count': 4,
+                                  'status.cancelled': 0}),
+                ('MPI_Irecv', {'source': prv, 'tag': prv, 'request': V('a')}),
+                ('MPI_Isend', {'dest': nxt, 'tag': rank, 'request': V('b')}),
+                ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
+                                 'array_of_statuses': st})]
+    return seq + [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+
+
+def n_grammars(run, trace):
+    """Grammar sections of a trace: one per distinct grammar among its streams."""
+    res = subprocess.run([run.o.tracefs, 'info', trace], capture_output=True, text=True,
+                         check=True)
+    return len(re.findall(r'^\s*\d+\s+grammar\s', res.stdout, re.M))
+
+
+def check_tagring(t, run):
+    """Tags derived from ranks: right absolute values at every rank, and the grammars do not
+    grow with the rank count (ranks 0, 1 (receives tag 0, a literal) and P-1 have their own,
+    every other rank shares one); the constant-tag ring keeps its grammars too."""
+    prog = os.path.join(run.o.bindir, 'mpi_tagring')
+    counts = {}
+    for n in (4, 9):
+        trace = os.path.join(run.tmp, f'tagring{n}.trace')
+        res = run.mpiexec(n, [prog, '5'], traced=True, trace=trace)
+        if not t.ok(res.returncode == 0, f'tagring: traced at {n} ranks', res.stderr):
+            return
+        for r in range(n):
+            d = match_seq(exp_tagring(r, n, 5), run.events(trace, r), {'job': {}})
+            t.ok(d is None, f'tagring: {n} ranks, rank {r} calls and absolute tags', d)
+        counts[n] = n_grammars(run, trace)
+    t.ok(counts[4] == counts[9] == 4, f'tagring: 4 grammars at 4 and at 9 ranks', counts)
+    trace = os.path.join(run.tmp, 'ring4.trace')
+    res = run.mpiexec(4, [os.path.join(run.o.bindir, 'mpi_ring'), '5'], traced=True,
+                      trace=trace)
+    t.ok(res.returncode == 0 and n_grammars(run, trace) == 3,
+         'ring with constant tags 7 and 8 at 4 ranks: 3 grammars (ends and middle)',
+         res.stderr)
+
+
+def check_status(t, run):
+    """Status contents: bytes received, cancelled, MPI_ERROR after MPI_ERR_IN_STATUS."""
+    trace = os.path.join(run.tmp, 'status.trace')
+    res = run.mpiexec(2, [os.path.join(run.o.bindir, 'mpi_status')], traced=True, trace=trace)
+    m = re.search(r'status count=3 cancelled=1 waitall=(-?\d+) truncated=(\d+) b=3 '
+                  r'MPI_ERR_IN_STATUS=(\d+) MPI_ERR_TRUNCATE=(\d+)', res.stdout)
+    if not t.ok(res.returncode == 0 and m and m.group(1) == m.group(3) and
+                m.group(2) == m.group(4), 'status: traced; the MPI returns MPI_ERR_IN_STATUS '
+                'and a truncation in the status', res.stdout + res.stderr):
+        return
+    in_status, trunc = int(m.group(3)), int(m.group(4))
+    cls = V('errh', 'errh')
+    exp0 = start(0, 2) + [
+        ('MPI_Comm_set_errhandler', {'comm': 0, 'errhandler': cls}),
+        ('MPI_Send', {'count': 3, 'dest': 1, 'tag': 5}),
+        ('MPI_Send', {'count': 2, 'dest': 1, 'tag': 6}),
+        ('MPI_Send', {'count': 1, 'dest': 1, 'tag': 7}),
+        ('MPI_Barrier', {}), ('MPI_Finalize', {})]
+    evs1 = run.events(trace, 1)
+    # a second MPI_Wait (not on the cancelled request) completes a request left pending
+    pending = [e['name'] for e in evs1].count('MPI_Wait') == 2
+    undef = {'status.source': NO_STATUS, 'status.tag': NO_STATUS, 'status.count': NO_STATUS}
+    exp1 = start(1, 2) + [
+        ('MPI_Comm_set_errhandler', {'comm': 0, 'errhandler': cls}),
+        # 3 of 8 posted ints
+        ('MPI_Recv', {'count': 8, 'source': 0, 'tag': 5, 'status.source': 0,
+                      'status.tag': 5, 'status.count': 12, 'status.cancelled': 0, 'ret': 0}),
+        # a status read without its communicator: its source as it is
+        ('MPI_Get_count', {'status.source': 0, 'status.tag': 5, 'status.count': 12,
+                           'status.cancelled': 0, 'count': 3}),
+        ('MPI_Irecv', {'count': 1, 'source': 0, 'tag': 99, 'request': V('c')}),
+        ('MPI_Cancel', {'request': V('c')}),
+        # a cancelled request's status defines nothing but the flag
+        ('MPI_Wait', dict(undef, **{'request': V('c'), 'status.cancelled': 1})),
+        ('MPI_Test_cancelled', dict(undef, **{'status.cancelled': 1, 'flag': 1})),
+        ('MPI_Irecv', {'count': 1, 'tag': 6, 'request': V('t')}),
+        ('MPI_Irecv', {'count': 1, 'tag': 7, 'request': V('f')}),
+        ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('t'), V('f')),
+                         'array_of_statuses': f'error:{trunc},' + (
+                             'pending' if pending else 'r-1:7:4:0:0'),
+                         'ret': in_status}),
+        ('MPI_Error_class', {'errorcode': ANY, 'errorclass': trunc})]
+    if pending:
+        exp1.append(('MPI_Wait', {'request': V('f'), 'status.source': 0, 'status.tag': 7,
+                                  'status.count': 4, 'status.cancelled': 0}))
+    exp1 += [('MPI_Barrier', {}), ('MPI_Finalize', {})]
+    for r, exp in ((0, exp0), (1, exp1)):
+        d = match_seq(exp, run.events(trace, r), {'errh': {}, 'job': {}})
+        t.ok(d is None, f'status: rank {r} calls, counts, cancelled and errors', d)
+    txt = subprocess.run([run.o.tracefs, 'cat', trace, 'ranks/1/threads/0/trace.txt'],
+                         capture_output=True, text=True).stdout
+    t.ok('status.count=12, status.cancelled=0)' in txt and
+         f'array_of_statuses="error:{trunc},' in txt, 'status: the text view shows them', txt)
+
+
+def check_refusals(t, run):
+    """The 2D stencil needs a square rank count: others are refused at once."""
+    prog = os.path.join(run.o.bindir, 'mpi_stencil2d')
+    for n in (2, 3):
+        try:
+            res = run.mpiexec(n, [prog, '3'], traced=False, timeout=60)
+        except subprocess.TimeoutExpired:
+            t.ok(False, f'stencil2d: {n} ranks refused at start', 'timed out')
+            continue
+        lines = [ln for ln in res.stderr.splitlines() if 'mpi_stencil2d' in ln]
+        t.ok(res.returncode != 0 and
+             lines[:1] == [f'mpi_stencil2d: {n} ranks is not a square number'],
+             f'stencil2d: {n} ranks refused at start with one line, exit {res.returncode}',
+             res.stderr)
 
 
 def check_inprocess(t, run):
@@ -517,7 +647,7 @@ def check_generator(t, o, tmp):
          '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
     t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
          in foo, 'an annotated rank is relative to the communicator', k)
-    t.ok('mpirt_req_take(&array_of_requests[i]' in w and '(int64_t)count' in w,
+    t.ok('mpirt_req_take_all(array_of_requests, rq_n' in w and '(int64_t)count' in w,
          'a request array takes its length from the annotated count', w[-1500:])
     bad = os.path.join(tmp, 'bad.txt')
     with open(bad, 'w') as f:
@@ -585,6 +715,10 @@ def main():
         for name, n, args, expect in PROGRAMS:
             if not o.only or o.only == name:
                 check_program(t, run, name, n, args, expect)
+        for name, fn in (('status', check_status), ('tagring', check_tagring),
+                         ('refusals', check_refusals)):
+            if not o.only or o.only == name:
+                fn(t, run)
         if not o.only or o.only == 'inproc':
             check_inprocess(t, run)
         if not o.only or o.only == 'sizes':

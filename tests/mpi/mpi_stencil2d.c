@@ -20,6 +20,14 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	side = (int)lround(sqrt(size));
+	if (side * side != size) {
+		/* every rank ends cleanly with status 2: under MPI_Abort, mpiexec may kill the job
+		 * before it has forwarded rank 0's message */
+		if (rank == 0)
+			fprintf(stderr, "mpi_stencil2d: %d ranks is not a square number\n", size);
+		MPI_Finalize();
+		return 2;
+	}
 	x = rank % side;
 	y = rank / side;
 	if (x > 0)
