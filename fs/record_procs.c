@@ -156,6 +156,8 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	return 0;
 }
 
+static int retire(struct rproc *p);
+
 static bool is_child_spool(const struct rec_procs *ps, const char *name)
 {
 	size_t n = strlen(ps->prefix);
@@ -186,6 +188,9 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 			continue;
 		}
 		rc = add(ps, path, st.st_ino);
+		/* at the end every process has ended: one spool mapped at a time */
+		if (rc == 0 && final)
+			retire(&ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
 		if (rc == 0)
 			continue;
 		/* a spool still being created is read on a later pass; at the end it never will be */
@@ -348,7 +353,12 @@ int rec_procs_finish(struct rec_procs *ps)
 	uint32_t lost;
 	int rc = 0;
 
-	rec_procs_scan(ps, true);
+	/* the spools taken in first: the last scan then has the most memory to map the rest */
+	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
+		if (!ps->v[i].retired)
+			rc = retire(&ps->v[i]);
+	if (rc == 0)
+		rec_procs_scan(ps, true);
 	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
 		if (!ps->v[i].retired)
 			rc = retire(&ps->v[i]);
