@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -148,6 +149,26 @@ def many_children(tap, a, work):
            "%d children: the spools' peak is %d MiB (under %d MiB: the first process's "
            "spool and the live children's), none left" % (n, peak >> 20, bound >> 20),
            (peak, left))
+
+
+def address_limit(tap, a, work):
+    """60 children under a 2 GiB address-space limit: room for about 30 spools at once."""
+    n = 60
+    out = os.path.join(work, "aslimit.trace")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    p = subprocess.run([a.tracefs, "record", "-o", out, "--", "sh", "-c",
+                        "for i in $(seq %d); do /bin/true; done" % n],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                       timeout=300, preexec_fn=limit,
+                       env=dict(os.environ, TFS_SPOOL=os.path.join(work, "spools", "aslimit")))
+    ranks = Trace(a.tracefs, out).info["n_ranks"] if p.returncode == 0 else 0
+    # before, the recorder kept every spool mapped: the later ones were skipped, unreadable
+    tap.ok(p.returncode == 0 and ranks == n + 2 and b"unreadable" not in p.stderr,
+           "%d children under a 2 GiB address-space limit: all %d ranks, none skipped"
+           % (n, n + 2), (p.returncode, ranks, p.stderr[-2000:]))
 
 
 def unrecorded(tap, a, work):
@@ -292,6 +313,7 @@ def main():
            [len(x) for x in texts])
 
     many_children(tap, a, work)
+    address_limit(tap, a, work)
     unrecorded(tap, a, work)
 
     left = os.listdir(os.path.join(work, "spools"))
