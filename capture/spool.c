@@ -241,10 +241,12 @@ static struct spool_chunk *claim_ready(const struct spool *s, uint32_t n, uint32
  */
 static bool grow(const struct spool *s, uint32_t n)
 {
-	uint32_t to = n < s->hdr->n_chunks - n ? 2 * n : s->hdr->n_chunks;
+	const uint32_t all = s->hdr->n_chunks;
+	uint32_t to;
 
-	if (n >= s->hdr->n_chunks)
+	if (n >= all)
 		return false;
+	to = n == 0 ? 1 : n < all - n ? 2 * n : all;
 	if (populate(s, ready_bytes(n), (size_t)(to - n) * SPOOL_CHUNK_BYTES) < 0)
 		return false;
 	atomic_compare_exchange_strong_explicit(&s->hdr->n_ready, &n, to, memory_order_release,
@@ -256,7 +258,7 @@ struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint
 {
 	for (;;) {
 		uint32_t n = cap_spool_n_ready(s);
-		struct spool_chunk *c = claim_ready(s, n, thread, seq);
+		struct spool_chunk *c = n ? claim_ready(s, n, thread, seq) : NULL;
 
 		if (c || !grow(s, n))
 			return c;
