@@ -59,13 +59,22 @@ static int reserve(int fd, size_t bytes)
 
 /*
  * Fault @len bytes at @off of the mapping in for writing. Kernels before 5.14 lack
- * MADV_POPULATE_WRITE (EINVAL): the pages then fault in on first use.
+ * MADV_POPULATE_WRITE (EINVAL): each page is then written by an atomic add of 0 to its
+ * first word (a chunk's state, or record words no one else writes yet), which cannot
+ * report a failure.
  */
 static int populate(const struct spool *s, size_t off, size_t len)
 {
-	if (madvise((uint8_t *)s->hdr + off, len, MADV_POPULATE_WRITE) == 0 || errno == EINVAL)
+	uint8_t *p = (uint8_t *)s->hdr + off;
+
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
 		return 0;
-	return -errno;
+	if (errno != EINVAL)
+		return -errno;
+	for (size_t o = 0; o < len; o += 4096)
+		atomic_fetch_add_explicit((_Atomic uint32_t *)(void *)(p + o), 0,
+					  memory_order_relaxed);
+	return 0;
 }
 
 static size_t ready_bytes(uint32_t n_ready)
