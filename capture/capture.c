@@ -653,7 +653,10 @@ void cap_thread_exclude(void)
 
 const char *cap_spool_path(void)
 {
-	return g_follow ? g_path : NULL;
+	/* without a spool of its own (none could be made), an exec'd image tries again */
+	if (!g_follow)
+		return NULL;
+	return g_spool.hdr ? g_path : g_root;
 }
 
 const char *cap_spool_root(void)
@@ -696,9 +699,40 @@ static int become_child(const struct spool_hdr *parent)
 }
 
 /*
+ * This process cannot record (@why): say so on stderr and count it in the first process's
+ * spool, for `tracefs record` to report at the end. Async-signal-safe calls only (and
+ * snprintf of strings and numbers): a forked child of a threaded program may be here.
+ */
+static void unrecorded(const char *why, int err)
+{
+	char msg[PATH_MAX + 160];
+	const char *name = err ? strerrorname_np(err) : NULL;
+	struct spool_hdr *root;
+	int fd, len;
+
+	len = snprintf(msg, sizeof(msg), "tfs capture: process %u is not recorded: %s%s%s%s\n",
+		       (unsigned int)getpid(), why, name ? " (" : "", name ? name : "",
+		       name ? ")" : "");
+	if (len > 0)
+		(void)!write(STDERR_FILENO, msg, (size_t)len < sizeof(msg) ? (size_t)len
+									     : sizeof(msg) - 1);
+	fd = open(g_root, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	root = mmap(NULL, SPOOL_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (root == MAP_FAILED)
+		return;
+	if (root->magic == SPOOL_MAGIC && root->version == SPOOL_VERSION)
+		atomic_fetch_add(&root->n_unrecorded, 1);
+	munmap(root, SPOOL_HDR_BYTES);
+}
+
+/*
  * In a forked child (one thread, the forking one): in-process capture stops; attached to
  * `tracefs record`, the child becomes a new rank with a spool of its own. The parent's
- * spool, chunk and thread state are the parent's: dropped here, never touched.
+ * spool, chunk and thread state are the parent's: dropped here, never touched. A child of
+ * a process that could not record cannot either (no spool to derive its own from).
  */
 static void fork_child(void)
 {
@@ -715,8 +749,13 @@ static void fork_child(void)
 	g_spool.hdr = NULL;
 	if (cap_bt_depth)
 		cap_modules_forget();
-	if (g_follow)
+	if (g_follow && parent.hdr) {
 		rc = become_child(parent.hdr);
+		if (rc < 0)
+			unrecorded("cannot create its spool", -rc);
+	} else if (g_follow) {
+		unrecorded("the process it was forked from is not", 0);
+	}
 	cap_spool_unmap(&parent);
 	atomic_store(&g_phase_gen, 0);
 	atomic_store(&g_lost_early, 0);
@@ -814,8 +853,10 @@ static bool attach_own(const char *path, uint32_t pid)
 {
 	if (cap_spool_attach(&g_spool, path) < 0)
 		return false;
-	if (atomic_load(&g_spool.hdr->producer_pid) == pid)
+	if (atomic_load(&g_spool.hdr->producer_pid) == pid) {
+		cap_spool_prefault(&g_spool);
 		return true;
+	}
 	cap_spool_unmap(&g_spool);
 	return false;
 }
@@ -834,8 +875,10 @@ static int attach(const char *path)
 	snprintf(g_root, sizeof(g_root), "%s", root && *root ? root : path);
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
 	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) ||
-	    expect == pid)
+	    expect == pid) {
+		cap_spool_prefault(&g_spool);
 		return 0;
+	}
 	/* the image a forked child exec'd with the environment it inherited: its own spool */
 	other = g_spool;
 	g_spool.hdr = NULL;
@@ -847,8 +890,10 @@ static int attach(const char *path)
 	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
 	rc = become_child(other.hdr);
 	cap_spool_unmap(&other);
-	if (rc < 0)
+	if (rc < 0) {
+		unrecorded("cannot create its spool", -rc);
 		g_follow = false;
+	}
 	return rc;
 }
 

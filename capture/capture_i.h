@@ -86,7 +86,8 @@ void cap_thread_exclude(void);
 
 /*
  * Process following (attached to `tracefs record` only): this process's spool path and the
- * first process's (NULL otherwise). A forked child records into `<root>.<pid>`.
+ * first process's (NULL otherwise). A forked child records into `<root>.<pid>`; one that
+ * could not make it names the first process's, from which an exec'd image tries again.
  */
 const char *cap_spool_path(void);
 const char *cap_spool_root(void);

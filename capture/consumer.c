@@ -722,10 +722,12 @@ static uint64_t next_seq(const struct cap_consumer *c, uint32_t thread)
 static int take_in(struct cap_consumer *c, bool all)
 {
 	const struct spool *s = c->spool;
+	const uint32_t n_ready = cap_spool_n_ready(s);
 	uint32_t n = 0;
 	int rc, taken = 0;
 
-	for (uint32_t i = 0; i < s->hdr->n_chunks; i++) {
+	/* chunks past the ready ones were never claimed and have no memory behind them */
+	for (uint32_t i = 0; i < n_ready; i++) {
 		struct spool_chunk *ch = cap_spool_chunk(s, i);
 		uint32_t st = atomic_load_explicit(&ch->state, memory_order_acquire);
 

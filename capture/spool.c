@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,13 +28,14 @@ static uint64_t clock_ns(clockid_t id)
 }
 
 /*
- * @populate: fault every page in now. Producers do: the spool is their whole memory budget,
- * and a first-touch fault per page on the hot path costs more than the event itself.
+ * @whole: fault every page in now (the in-process producer's anonymous spool). Producers
+ * fault in what they will write (cap_spool_prefault, grow): a first-touch fault per page on
+ * the hot path costs more than the event itself.
  */
-static int map_fd(struct spool *s, int fd, size_t bytes, bool populate)
+static int map_fd(struct spool *s, int fd, size_t bytes, bool whole)
 {
 	int flags = (fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED) |
-		    (populate ? MAP_POPULATE : 0);
+		    (whole ? MAP_POPULATE : 0);
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
 
 	if (p == MAP_FAILED)
@@ -43,8 +45,49 @@ static int map_fd(struct spool *s, int fd, size_t bytes, bool populate)
 	return 0;
 }
 
-/* Create and map; the caller fills the header and publishes the magic. */
-static int create(struct spool *s, const char *path, size_t bytes)
+/*
+ * Give the first @bytes of spool file @fd memory now: a tmpfs out of space then says so
+ * here instead of raising SIGBUS at the first store. File systems without fallocate
+ * allocate on first store as before.
+ */
+static int reserve(int fd, size_t bytes)
+{
+	if (fallocate(fd, 0, 0, (off_t)bytes) == 0 || errno == EOPNOTSUPP)
+		return 0;
+	return -errno;
+}
+
+/*
+ * Fault @len bytes at @off of the mapping in for writing. Kernels before 5.14 lack
+ * MADV_POPULATE_WRITE (EINVAL): each page is then written by an atomic add of 0 to its
+ * first word (a chunk's state, or record words no one else writes yet), which cannot
+ * report a failure.
+ */
+static int populate(const struct spool *s, size_t off, size_t len)
+{
+	uint8_t *p = (uint8_t *)s->hdr + off;
+
+	if (madvise(p, len, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno != EINVAL)
+		return -errno;
+	for (size_t o = 0; o < len; o += 4096)
+		atomic_fetch_add_explicit((_Atomic uint32_t *)(void *)(p + o), 0,
+					  memory_order_relaxed);
+	return 0;
+}
+
+static size_t ready_bytes(uint32_t n_ready)
+{
+	return SPOOL_HDR_BYTES + (size_t)n_ready * SPOOL_CHUNK_BYTES;
+}
+
+/*
+ * Create and map, @n_ready chunks ready (0: all); @prefault: the caller produces into it.
+ * The caller fills the rest of the header and publishes the magic.
+ */
+static int create(struct spool *s, const char *path, size_t bytes, uint32_t n_ready,
+		  bool prefault)
 {
 	size_t n_chunks = bytes / SPOOL_CHUNK_BYTES;
 	size_t total;
@@ -54,6 +97,8 @@ static int create(struct spool *s, const char *path, size_t bytes)
 		n_chunks = 2;
 	if (n_chunks > UINT32_MAX / 2)
 		return -EINVAL;
+	if (n_ready == 0 || n_ready > n_chunks)
+		n_ready = (uint32_t)n_chunks;
 	total = SPOOL_HDR_BYTES + n_chunks * SPOOL_CHUNK_BYTES;
 	if (path) {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -63,15 +108,21 @@ static int create(struct spool *s, const char *path, size_t bytes)
 			rc = -errno;
 			goto err_close_fd;
 		}
+		rc = reserve(fd, ready_bytes(n_ready));
+		if (rc < 0)
+			goto err_close_fd;
 	}
 	rc = map_fd(s, fd, total, fd < 0);
 	if (rc < 0)
 		goto err_close_fd;
 	if (fd >= 0)
 		close(fd);
+	if (fd >= 0 && prefault)
+		(void)populate(s, 0, ready_bytes(n_ready)); /* reserved: it only saves faults */
 	s->hdr->version = SPOOL_VERSION;
 	s->hdr->chunk_bytes = SPOOL_CHUNK_BYTES;
 	s->hdr->n_chunks = (uint32_t)n_chunks;
+	atomic_store_explicit(&s->hdr->n_ready, n_ready, memory_order_relaxed);
 	return 0;
 
 err_close_fd:
@@ -92,7 +143,7 @@ static void publish(struct spool *s)
 int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
 		     uint32_t trace_mask)
 {
-	int rc = create(s, path, bytes);
+	int rc = create(s, path, bytes, 0, false);
 
 	if (rc < 0)
 		return rc;
@@ -107,7 +158,8 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t t
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
 			   uint32_t pid, uint32_t ppid)
 {
-	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes);
+	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes,
+			SPOOL_CHILD_READY_CHUNKS, true);
 
 	if (rc < 0)
 		return rc;
@@ -145,7 +197,7 @@ int cap_spool_attach(struct spool *s, const char *path)
 	    h.chunk_bytes % 4096 || h.n_chunks < 2 ||
 	    (uint64_t)st.st_size != SPOOL_HDR_BYTES + (uint64_t)h.n_chunks * h.chunk_bytes)
 		goto out_close_fd;
-	rc = map_fd(s, fd, (size_t)st.st_size, true);
+	rc = map_fd(s, fd, (size_t)st.st_size, false);
 out_close_fd:
 	close(fd);
 	return rc;
@@ -159,9 +211,15 @@ void cap_spool_unmap(struct spool *s)
 	s->map_bytes = 0;
 }
 
-struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq)
+int cap_spool_prefault(struct spool *s)
 {
-	const uint32_t n = s->hdr->n_chunks;
+	return populate(s, 0, ready_bytes(cap_spool_n_ready(s)));
+}
+
+/* Claim a free chunk among the @n ready ones. @return the chunk or NULL */
+static struct spool_chunk *claim_ready(const struct spool *s, uint32_t n, uint32_t thread,
+				       uint64_t seq)
+{
 	uint32_t start = atomic_load_explicit(&s->hdr->claim_hint, memory_order_relaxed) % n;
 
 	for (uint32_t k = 0; k < n; k++) {
@@ -183,4 +241,35 @@ struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint
 		return c;
 	}
 	return NULL;
+}
+
+/*
+ * Double the ready chunks (@n of them) up to the whole spool, allocating the new ones
+ * first. Producers racing here allocate the same pages (harmless); one publishes.
+ * @return whether there are more ready chunks than @n now
+ */
+static bool grow(const struct spool *s, uint32_t n)
+{
+	const uint32_t all = s->hdr->n_chunks;
+	uint32_t to;
+
+	if (n >= all)
+		return false;
+	to = n == 0 ? 1 : n < all - n ? 2 * n : all;
+	if (populate(s, ready_bytes(n), (size_t)(to - n) * SPOOL_CHUNK_BYTES) < 0)
+		return false;
+	atomic_compare_exchange_strong_explicit(&s->hdr->n_ready, &n, to, memory_order_release,
+						memory_order_relaxed);
+	return true;
+}
+
+struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq)
+{
+	for (;;) {
+		uint32_t n = cap_spool_n_ready(s);
+		struct spool_chunk *c = n ? claim_ready(s, n, thread, seq) : NULL;
+
+		if (c || !grow(s, n))
+			return c;
+	}
 }

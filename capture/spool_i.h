@@ -28,6 +28,13 @@
  * Chunk states: FREE -> CLAIMING (a producer won it and is writing the header) -> OWNED
  * (being filled by thread `thread`) -> FULL (handed over) -> FREE (consumed, recycled).
  * Only the consumer moves FULL to FREE; only a producer moves FREE to OWNED.
+ *
+ * Memory: only chunks 0 .. n_ready - 1 are ever claimed or looked at. A spool made whole
+ * (the first process's, an in-process one) is ready in full; a forked or spawned process's
+ * starts with SPOOL_CHILD_READY_CHUNKS and its producer doubles n_ready when no ready chunk
+ * is free, allocating the new chunks first (so a full /dev/shm drops events, never raises
+ * SIGBUS). A short-lived child thus costs a few hundred KiB of shared memory, not the whole
+ * spool size.
  */
 #ifndef TFS_SPOOL_I_H
 #define TFS_SPOOL_I_H
@@ -38,11 +45,13 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 1u
+#define SPOOL_VERSION 2u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
 #define SPOOL_DEFAULT_MB 64u
+/* chunks a forked or spawned process's spool starts with memory behind (n_ready) */
+#define SPOOL_CHILD_READY_CHUNKS 4u
 #define SPOOL_MAX_RECORD_WORDS 255u
 
 enum spool_chunk_state {
@@ -108,7 +117,8 @@ struct spool_hdr {
 	/* process following (`tracefs record`): a forked or spawned process records into a
 	 * spool of its own, `<first spool's path>.<pid>`, created with these set */
 	uint32_t parent_pid;	     /* 0: the first process's spool */
-	uint32_t reserved;
+	_Atomic uint32_t n_ready;    /* chunks with memory behind them, from chunk 0: the only
+					ones claimed or read; grows (producer only), never shrinks */
 	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
 	/* MPI_Finalize under `tracefs record` (capture/mpi): the producer sets save_req to 1 and
 	 * waits; the consumer takes in everything, saves the trace to <spool path>.trace and sets
@@ -116,6 +126,8 @@ struct spool_hdr {
 	_Atomic uint32_t save_req;
 	_Atomic int32_t save_rc;
 	uint32_t bt_depth;	     /* frames kept per allocation backtrace; 0: none recorded */
+	_Atomic uint32_t n_unrecorded; /* first process's spool: processes forked or spawned
+					  under it that could not make a spool (not recorded) */
 };
 
 struct spool_chunk {
@@ -133,8 +145,9 @@ struct spool {
 };
 
 /*
- * Create a spool of @bytes (rounded to whole chunks, at least 2) at @path, which must not
- * exist, or in anonymous memory when @path is NULL (then faulted in at once: the in-process
+ * Create a spool of @bytes (rounded to whole chunks, at least 2), ready in full, at @path,
+ * which must not exist (its memory allocated now: -ENOSPC rather than a SIGBUS later), or
+ * in anonymous memory when @path is NULL (then faulted in at once: the in-process
  * producer's mapping). @return 0 or -errno
  */
 int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
@@ -142,16 +155,24 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t t
 /*
  * Create the spool of a process forked or spawned from the producer of @parent, at @path
  * (which must not exist): the same size, timing, trace mask and time origin, producer
- * @pid, parent @ppid, fork_ns now. @return 0 or -errno
+ * @pid, parent @ppid, fork_ns now; SPOOL_CHILD_READY_CHUNKS ready, allocated and faulted
+ * in (the caller is its producer). @return 0 or -errno (-ENOSPC, -ENOMEM: no memory)
  */
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
 			   uint32_t pid, uint32_t ppid);
 
 /*
- * Map an existing spool read-write (faulted in at once: the producer's mapping) and check
- * its header. @return 0, -errno or -EBADMSG
+ * Map an existing spool read-write and check its header. Nothing is faulted in: a consumer
+ * touches only the ready chunks; a producer calls cap_spool_prefault. @return 0, -errno or
+ * -EBADMSG
  */
 int cap_spool_attach(struct spool *s, const char *path);
+/*
+ * Fault the header and the ready chunks of @s in for writing, so the producer's hot path
+ * takes no first-touch fault. @return 0, or -errno (memory ran out: the spool is usable,
+ * its pages then fault in on first use)
+ */
+int cap_spool_prefault(struct spool *s);
 void cap_spool_unmap(struct spool *s);
 
 static inline struct spool_chunk *cap_spool_chunk(const struct spool *s, uint32_t idx)
@@ -170,7 +191,18 @@ static inline uint32_t cap_chunk_cap(const struct spool *s)
 	return s->hdr->chunk_bytes - SPOOL_CHUNK_HDR_BYTES;
 }
 
-/* Claim a free chunk for @thread as its chunk number @seq. @return the chunk or NULL */
+/* Chunks 0 .. cap_spool_n_ready() - 1 may be claimed, and are the only ones to read. */
+static inline uint32_t cap_spool_n_ready(const struct spool *s)
+{
+	uint32_t n = atomic_load_explicit(&s->hdr->n_ready, memory_order_acquire);
+
+	return n < s->hdr->n_chunks ? n : s->hdr->n_chunks;
+}
+
+/*
+ * Claim a free chunk for @thread as its chunk number @seq, making more chunks ready when
+ * none is free. @return the chunk, or NULL: every chunk is in use, or no memory for more
+ */
 struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq);
 
 static inline void cap_spool_hand_over(struct spool_chunk *c)

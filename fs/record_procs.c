@@ -3,10 +3,13 @@
  * of every process forked or spawned from it, which record into spools of their own named
  * `<first spool>.<pid>` (capture.c). New spools are found by listing their directory, so a
  * process that crashes right after creating its spool is still found; each is consumed
- * like the first. At the end each process's trace is saved in memory and they are merged
- * (tfs_merge_traces): rank 0 is the first process, then the others in the order they began
- * (fork order), each with its pid, ppid and how it ended in the metadata. It does not start
- * or wait for processes (cmd_record.c does).
+ * like the first. Once a process other than the first has ended (no thread of it can write
+ * any more), its consumer takes in the rest, its trace is saved in memory (compressed) and
+ * its spool is unmapped and removed: shared memory is held by the processes alive, not by
+ * every process ever started. At the end the first process's trace is saved in memory too
+ * and they are merged (tfs_merge_traces): rank 0 is the first process, then the others in
+ * the order they began (fork order), each with its pid, ppid and how it ended in the
+ * metadata. It does not start or wait for processes (cmd_record.c does).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +18,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,14 +31,20 @@
 #include "merge_i.h"
 #include "record_procs_i.h"
 
+/* One process. Once @retired, only @trace, @st and the identity fields are left. */
 struct rproc {
 	char *path;
+	ino_t ino;	 /* the spool file's: a later process of the same pid has another */
 	struct spool *s; /* its own allocation: the consumer keeps a pointer to it */
 	struct cap_consumer *c;
+	void *trace;	 /* its trace, saved in memory when it retired */
+	size_t trace_len;
+	struct cap_consumer_stats st; /* its consumer's last statistics, once retired */
 	uint32_t pid, ppid;
 	uint64_t fork_ns;
 	int status;    /* wait status, when @reaped */
 	bool reaped;   /* the recorder reaped it (the first process, orphans) */
+	bool retired;  /* ended, trace saved, spool removed */
 	bool borrowed; /* the first process's spool and consumer belong to the caller */
 };
 
@@ -87,12 +98,13 @@ void rec_procs_free(struct rec_procs *ps)
 	for (uint32_t i = 0; i < ps->n; i++) {
 		struct rproc *p = &ps->v[i];
 
-		if (!p->borrowed) {
+		if (!p->borrowed && !p->retired) {
 			cap_consumer_free(p->c);
 			unlink(p->path);
 			cap_spool_unmap(p->s);
 			free(p->s);
 		}
+		free(p->trace);
 		free(p->path);
 	}
 	free(ps->v);
@@ -101,18 +113,19 @@ void rec_procs_free(struct rec_procs *ps)
 	free(ps);
 }
 
-static bool known(const struct rec_procs *ps, const char *path)
+/* Spool @path, file @ino, is taken in already (a child's: the first one is not listed). */
+static bool known(const struct rec_procs *ps, const char *path, ino_t ino)
 {
-	for (uint32_t i = 0; i < ps->n; i++)
-		if (strcmp(ps->v[i].path, path) == 0)
+	for (uint32_t i = 1; i < ps->n; i++)
+		if (ps->v[i].ino == ino && strcmp(ps->v[i].path, path) == 0)
 			return true;
 	return false;
 }
 
-/* Take spool @path in. @return 0, or -errno (not readable yet, or no memory) */
-static int add(struct rec_procs *ps, char *path)
+/* Take spool @path (file @ino) in. @return 0, or -errno (not readable yet, or no memory) */
+static int add(struct rec_procs *ps, char *path, ino_t ino)
 {
-	struct rproc p = {.path = path};
+	struct rproc p = {.path = path, .ino = ino};
 	int rc;
 
 	if (ps->n == ps->cap) {
@@ -143,6 +156,8 @@ static int add(struct rec_procs *ps, char *path)
 	return 0;
 }
 
+static int retire(struct rproc *p);
+
 static bool is_child_spool(const struct rec_procs *ps, const char *name)
 {
 	size_t n = strlen(ps->prefix);
@@ -160,6 +175,7 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
+		struct stat st;
 		char *path;
 		int rc;
 
@@ -167,11 +183,14 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 			continue;
 		if (asprintf(&path, "%s/%s", ps->dir, e->d_name) < 0)
 			continue;
-		if (known(ps, path)) {
-			free(path);
+		if (stat(path, &st) < 0 || known(ps, path, st.st_ino)) {
+			free(path); /* gone meanwhile: removed by a process of the same pid */
 			continue;
 		}
-		rc = add(ps, path);
+		rc = add(ps, path, st.st_ino);
+		/* at the end every process has ended: one spool mapped at a time */
+		if (rc == 0 && final)
+			retire(&ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
 		if (rc == 0)
 			continue;
 		/* a spool still being created is read on a later pass; at the end it never will be */
@@ -186,63 +205,14 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 	closedir(d);
 }
 
-int rec_procs_poll(struct rec_procs *ps)
+/*
+ * No thread of process @p can write to its spool any more: the recorder reaped it, or it
+ * was reaped and no process has its pid (a zombie is not gone: the recorder may reap it
+ * yet and learn how it ended). A pid taken again only keeps @p until the end.
+ */
+static bool gone(const struct rproc *p)
 {
-	int total = 0;
-
-	for (uint32_t i = 0; i < ps->n; i++) {
-		int n = cap_consumer_poll(ps->v[i].c);
-
-		if (n < 0)
-			return n;
-		total += n;
-	}
-	return total;
-}
-
-void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)
-{
-	for (uint32_t i = 0; i < ps->n; i++) {
-		if (ps->v[i].pid == (uint32_t)pid && !ps->v[i].reaped) {
-			ps->v[i].reaped = true;
-			ps->v[i].status = status;
-			return;
-		}
-	}
-}
-
-uint32_t rec_procs_count(const struct rec_procs *ps)
-{
-	return ps->n;
-}
-
-void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
-{
-	memset(sum, 0, sizeof(*sum));
-	for (uint32_t i = 0; i < ps->n; i++) {
-		struct cap_consumer_stats st;
-
-		cap_consumer_stats(ps->v[i].c, &st);
-		sum->n_events += st.n_events;
-		sum->n_records += st.n_records;
-		sum->n_chunks += st.n_chunks;
-		sum->n_partial_chunks += st.n_partial_chunks;
-		sum->n_partial_events += st.n_partial_events;
-		sum->dropped_events += st.dropped_events;
-		sum->bad_records += st.bad_records;
-		sum->n_threads += st.n_threads;
-		sum->open_zones += st.open_zones;
-		sum->open_phases += st.open_phases;
-	}
-}
-
-static int cmp_fork(const void *a, const void *b)
-{
-	const struct rproc *x = a, *y = b;
-
-	if (x->fork_ns != y->fork_ns)
-		return x->fork_ns < y->fork_ns ? -1 : 1;
-	return x->pid < y->pid ? -1 : x->pid > y->pid;
+	return p->reaped || (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH);
 }
 
 /* pid, ppid and how a forked process ended, as its rank's metadata. */
@@ -267,18 +237,138 @@ static int child_meta(struct rproc *p)
 	return rc;
 }
 
+/*
+ * Process @p has ended: take in the rest, set its metadata, save its trace in memory,
+ * then free its consumer, unmap its spool and remove it (unless the name is another
+ * process's spool now). @return 0 or -errno
+ */
+static int retire(struct rproc *p)
+{
+	struct stat st;
+	int rc = cap_consumer_finish(p->c);
+
+	if (rc == 0)
+		rc = child_meta(p);
+	if (rc == 0)
+		rc = cap_consumer_save_mem(p->c, &p->trace, &p->trace_len);
+	if (rc < 0)
+		return rc;
+	cap_consumer_stats(p->c, &p->st);
+	cap_consumer_free(p->c);
+	p->c = NULL;
+	if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
+		unlink(p->path);
+	cap_spool_unmap(p->s);
+	free(p->s);
+	p->s = NULL;
+	p->retired = true;
+	return 0;
+}
+
+int rec_procs_poll(struct rec_procs *ps)
+{
+	int total = 0;
+
+	for (uint32_t i = 0; i < ps->n; i++) {
+		struct rproc *p = &ps->v[i];
+		bool ended = i > 0 && !p->retired && gone(p);
+		int n = p->retired ? 0 : cap_consumer_poll(p->c);
+
+		if (n >= 0 && ended) {
+			int rc = retire(p);
+
+			if (rc < 0)
+				return rc;
+		}
+		if (n < 0)
+			return n;
+		total += n;
+	}
+	return total;
+}
+
+static struct rproc *find_live(struct rec_procs *ps, pid_t pid)
+{
+	/* the latest first: an earlier process of this pid has ended */
+	for (uint32_t i = ps->n; i-- > 0;) {
+		struct rproc *p = &ps->v[i];
+
+		if (p->pid == (uint32_t)pid && !p->reaped && !p->retired)
+			return p;
+	}
+	return NULL;
+}
+
+void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)
+{
+	struct rproc *p = find_live(ps, pid);
+
+	if (!p) { /* an orphan that ended before its spool was seen */
+		rec_procs_scan(ps, false);
+		p = find_live(ps, pid);
+	}
+	if (p) {
+		p->reaped = true;
+		p->status = status;
+	}
+}
+
+uint32_t rec_procs_count(const struct rec_procs *ps)
+{
+	return ps->n;
+}
+
+void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
+{
+	memset(sum, 0, sizeof(*sum));
+	for (uint32_t i = 0; i < ps->n; i++) {
+		struct cap_consumer_stats st = ps->v[i].st;
+
+		if (!ps->v[i].retired)
+			cap_consumer_stats(ps->v[i].c, &st);
+		sum->n_events += st.n_events;
+		sum->n_records += st.n_records;
+		sum->n_chunks += st.n_chunks;
+		sum->n_partial_chunks += st.n_partial_chunks;
+		sum->n_partial_events += st.n_partial_events;
+		sum->dropped_events += st.dropped_events;
+		sum->bad_records += st.bad_records;
+		sum->n_threads += st.n_threads;
+		sum->open_zones += st.open_zones;
+		sum->open_phases += st.open_phases;
+	}
+}
+
+static int cmp_fork(const void *a, const void *b)
+{
+	const struct rproc *x = a, *y = b;
+
+	if (x->fork_ns != y->fork_ns)
+		return x->fork_ns < y->fork_ns ? -1 : 1;
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
 int rec_procs_finish(struct rec_procs *ps)
 {
+	uint32_t lost;
 	int rc = 0;
 
-	rec_procs_scan(ps, true);
-	for (uint32_t i = 1; i < ps->n && rc == 0; i++) {
-		rc = cap_consumer_finish(ps->v[i].c);
-		if (rc == 0)
-			rc = child_meta(&ps->v[i]);
-	}
+	/* the spools taken in first: the last scan then has the most memory to map the rest */
+	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
+		if (!ps->v[i].retired)
+			rc = retire(&ps->v[i]);
+	if (rc == 0)
+		rec_procs_scan(ps, true);
+	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
+		if (!ps->v[i].retired)
+			rc = retire(&ps->v[i]);
 	if (ps->n > 2)
 		qsort(ps->v + 1, ps->n - 1, sizeof(*ps->v), cmp_fork);
+	lost = atomic_load(&ps->v[0].s->hdr->n_unrecorded);
+	if (lost)
+		fs_fail("warning: %" PRIu32 " times a process the program started could not make "
+			"its spool (their messages above say why): their events are not in the trace",
+			lost);
 	return rc;
 }
 
@@ -296,24 +386,25 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	snprintf(ppid, sizeof(ppid), "%" PRIu32, ps->v[0].ppid);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(ps->v[0].c, "ppid", ppid);
+	if (rc == 0)
+		rc = cap_consumer_save_mem(ps->v[0].c, &bufs[0], &len);
+	/* the others' traces are theirs (saved when they retired) */
 	for (; opened < ps->n && rc == 0; opened++) {
-		rc = cap_consumer_save_mem(ps->v[opened].c, &bufs[opened], &len);
-		if (rc == 0)
-			rc = tfs_trace_open_mem(bufs[opened], len, &t[opened], &d);
-		if (rc < 0) {
-			free(bufs[opened]);
-			bufs[opened] = NULL;
+		if (opened > 0) {
+			bufs[opened] = ps->v[opened].trace;
+			len = ps->v[opened].trace_len;
 		}
+		rc = tfs_trace_open_mem(bufs[opened], len, &t[opened], &d);
 	}
 	if (rc == 0)
 		rc = tfs_merge_traces(t, ps->n, &merged, &len, &d);
 	if (rc == 0)
 		rc = fs_save_atomic(out, merged, len);
 	free(merged);
-	for (uint32_t i = 0; t && bufs && i < opened; i++) {
+	for (uint32_t i = 0; t && i < opened; i++)
 		tfs_trace_close(t[i]);
-		free(bufs[i]);
-	}
+	if (bufs)
+		free(bufs[0]);
 	free(t);
 	free(bufs);
 	return rc;

@@ -22,11 +22,17 @@ struct rec_procs;
  */
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
 		  const struct cap_timing *tm, struct rec_procs **out);
-/* Free the other processes' consumers, unmap and remove their spools. Accepts NULL. */
+/* Free the other processes' consumers and traces, unmap and remove their spools. Accepts NULL. */
 void rec_procs_free(struct rec_procs *ps);
-/* Take in the spools that appeared since; @final: the last pass, warn about bad ones. */
+/*
+ * Take in the spools that appeared since; @final: the last pass (every process has ended):
+ * retire each at once, warn about bad ones.
+ */
 void rec_procs_scan(struct rec_procs *ps, bool final);
-/* Poll every consumer. @return chunks taken in, or -errno */
+/*
+ * Poll every consumer; retire the processes that have ended (trace saved in memory, spool
+ * removed). @return chunks taken in, or -errno
+ */
 int rec_procs_poll(struct rec_procs *ps);
 /* The recorder reaped @pid with wait status @status. */
 void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status);
@@ -34,8 +40,9 @@ uint32_t rec_procs_count(const struct rec_procs *ps);
 /* Sum of every consumer's statistics. */
 void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum);
 /*
- * Every process has ended: last scan, finish the other processes' consumers (the caller
- * finishes the first one's) and order them by the time they began. @return 0 or -errno
+ * Every process has ended: retire the others, last scan (the caller finishes the first
+ * one's consumer), order them by the time they began, warn about the processes that could
+ * not record. @return 0 or -errno
  */
 int rec_procs_finish(struct rec_procs *ps);
 /* Save every process's trace in memory and write their merge to @out. @return 0 or -errno */

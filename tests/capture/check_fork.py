@@ -3,7 +3,11 @@
 own (rank 0 the program, then in fork order) with its pid, ppid and end in the metadata;
 an exec'd image goes on in its rank after an exec event, with new thread ids; a child that
 crashes keeps its events; vfork, `sh -c` and system() are followed; two recordings with
---timing=none serve the same bytes; no spool is left behind. Output is TAP.
+--timing=none serve the same bytes; no spool is left behind. Shared memory follows the
+processes alive: 500 short children in turn are 502 ranks with their events while the
+spools' allocated bytes stay under a few spools' worth; a process that cannot make a spool
+(a spool path too long) says so, is counted in the recorder's warning, and runs on, as do
+its own children. Output is TAP.
 
   check_fork.py --tracefs T --fork CAP_FORK
 """
@@ -13,10 +17,12 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from tap import Tap  # noqa: E402
@@ -79,15 +85,116 @@ def writes(events):
     return [e for e in events if e[1] == "write"]
 
 
-def record(tap, a, work, name, *args, timing=None, no_aslr=False):
+def record(tap, a, work, name, *args, timing=None, no_aslr=False, spool=None):
     """Record with the spools in work/spools (not /dev/shm, which other runs share)."""
     out = os.path.join(work, name + ".trace")
     cmd = [a.tracefs, "record", "-o", out] + (["--timing=" + timing] if timing else []) + \
         ["--"] + list(args)
     if no_aslr:  # buffers outside the heap are recorded by address
         cmd = ["setarch", platform.machine(), "-R"] + cmd
-    rc, sout, serr = run(cmd, env={"TFS_SPOOL": os.path.join(work, "spools", name)})
+    rc, sout, serr = run(cmd, env={"TFS_SPOOL": spool or os.path.join(work, "spools", name)})
     return rc, out, sout, serr
+
+
+def spooled_bytes(d):
+    """Bytes allocated to the files in @d (what the spools there hold of memory or disk)."""
+    total = 0
+    for f in os.listdir(d):
+        try:
+            total += os.stat(os.path.join(d, f)).st_blocks * 512
+        except FileNotFoundError:  # removed meanwhile
+            pass
+    return total
+
+
+def record_sampling(a, work, name, spool_dir, *args):
+    """record() with the spools in @spool_dir, sampling their allocated bytes meanwhile."""
+    out = os.path.join(work, name + ".trace")
+    cmd = [a.tracefs, "record", "-o", out, "--"] + list(args)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL,
+                         env=dict(os.environ, TFS_SPOOL=os.path.join(spool_dir, name)))
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, spooled_bytes(spool_dir))
+        time.sleep(0.01)
+    sout, serr = p.communicate()
+    return p.returncode, out, sout, serr, peak
+
+
+def many_children(tap, a, work):
+    """500 short children in turn: all recorded, memory held by the live ones only."""
+    n = 500
+    # on tmpfs when there is one: where the spools normally are, and the memory measured
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else work
+    spool_dir = tempfile.mkdtemp(prefix="tfs-fork-many-", dir=base)
+    try:
+        rc, out, _, serr, peak = record_sampling(
+            a, work, "many", spool_dir, "sh", "-c", "for i in $(seq %d); do /bin/true; done" % n)
+        left = os.listdir(spool_dir)
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    ranks = t.info["n_ranks"] if t else 0
+    # sh, the $(seq) subshell, one per /bin/true: each exec'd with its events
+    execs = [r for r in range(ranks) if any(e[1] == "exec" and e[2].get("path") == "/bin/true"
+                                           for e in t.events(r))] if t else []
+    tap.ok(rc == 0 and ranks == n + 2 and len(execs) == n and b"unreadable" not in serr and
+           b"not recorded" not in serr and b"not in the trace" not in serr,
+           "%d children in turn: %d ranks, each /bin/true's with its exec event, no warning"
+           % (n, n + 2), (rc, ranks, len(execs), serr[-2000:]))
+    # before, every child kept a whole (64 MiB) spool until the end: 500 of them, 32 GiB
+    bound = 4 * 64 << 20
+    tap.ok(0 < peak < bound and left == [],
+           "%d children: the spools' peak is %d MiB (under %d MiB: the first process's "
+           "spool and the live children's), none left" % (n, peak >> 20, bound >> 20),
+           (peak, left))
+
+
+def address_limit(tap, a, work):
+    """60 children under a 2 GiB address-space limit: room for about 30 spools at once."""
+    n = 60
+    out = os.path.join(work, "aslimit.trace")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    p = subprocess.run([a.tracefs, "record", "-o", out, "--", "sh", "-c",
+                        "for i in $(seq %d); do /bin/true; done" % n],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                       timeout=300, preexec_fn=limit,
+                       env=dict(os.environ, TFS_SPOOL=os.path.join(work, "spools", "aslimit")))
+    ranks = Trace(a.tracefs, out).info["n_ranks"] if p.returncode == 0 else 0
+    # before, the recorder kept every spool mapped: the later ones were skipped, unreadable
+    tap.ok(p.returncode == 0 and ranks == n + 2 and b"unreadable" not in p.stderr,
+           "%d children under a 2 GiB address-space limit: all %d ranks, none skipped"
+           % (n, n + 2), (p.returncode, ranks, p.stderr[-2000:]))
+
+
+def unrecorded(tap, a, work):
+    """Spool paths too long for a child's `<spool>.<pid>`: the children run unrecorded."""
+    d = os.path.join(work, "long")
+    os.mkdir(d)
+    while len(d) < 4000:  # PATH_MAX 4096: room for the spool, not for its `.<pid>`
+        d = os.path.join(d, "d" * min(200, 4000 - len(d)))
+        os.mkdir(d)
+    spool = os.path.join(d, "s" * (4093 - len(d)))  # 4094 bytes: no room for ".<pid>"
+    # the subshell cannot record; its own child (true) must neither crash nor record
+    rc, out, sout, serr = record(tap, a, work, "unrec", "sh", "-c",
+                                 "(/bin/true && echo sub-ok); echo ok", spool=spool)
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    tap.ok(rc == 0 and sout == b"sub-ok\nok\n" and t and t.info["n_ranks"] == 1,
+           "children that cannot make a spool run as without tracing; the shell is recorded",
+           (rc, sout, serr))
+    # the subshell at its fork; true at its fork (its parent has no spool) and after its exec
+    m = re.search(rb"warning: (\d+) times a process the program started could not make its "
+                  rb"spool", serr)
+    tap.ok(serr.count(b"is not recorded: cannot create its spool (ENAMETOOLONG)") == 2 and
+           serr.count(b"is not recorded: the process it was forked from is not") == 1 and
+           m and int(m.group(1)) == 3,
+           "each says it is not recorded and why; the recorder counts them", serr)
+    tap.ok(os.listdir(d) == [], "no spool left behind", os.listdir(d))
+    shutil.rmtree(os.path.join(work, "long"))
 
 
 def main():
@@ -204,6 +311,10 @@ def main():
            "two untimed recordings: every rank's trace.txt byte for byte the same "
            "(but the children's pids)",
            [len(x) for x in texts])
+
+    many_children(tap, a, work)
+    address_limit(tap, a, work)
+    unrecorded(tap, a, work)
 
     left = os.listdir(os.path.join(work, "spools"))
     tap.ok(left == [], "no spool left behind", left)

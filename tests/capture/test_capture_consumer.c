@@ -7,7 +7,9 @@
  * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind),
  * MPI calls (kinds declared on first use), allocation backtraces (REC_CALL_BT: frames kept from the thread's previous backtrace in the
  * chunk plus new ones, interned into stack ids; REC_MODULE; symbols of objects that cannot
- * be read fall back to "<file name>+0x<offset>") and damaged backtrace records.
+ * be read fall back to "<file name>+0x<offset>") and damaged backtrace records. A forked
+ * process's spool has memory behind its first chunks only, grows as its producer claims
+ * more, and its consumer reads the ready chunks alone.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tfs/capture.h"
@@ -297,6 +300,75 @@ static void test_consumer_reads_chunks_in_sequence_order(void **state)
 	assert_true(strstr(got, "\"a\"") < strstr(got, "\"b\""));
 	free(got);
 	tfs_trace_close(t);
+}
+
+/* Bytes of memory (or disk) the file at @path holds. */
+static uint64_t allocated(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_blocks * 512u;
+}
+
+static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t chunk = SPOOL_CHUNK_BYTES;
+	struct spool child = {0};
+	struct spool_chunk *c[9];
+	struct cap_consumer *cc;
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+	char path[64];
+
+	snprintf(path, sizeof(path), "%s/test_capture_consumer.%d.spool",
+		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+	unlink(path);
+	/* the fixture's spool (8 chunks) as the parent */
+	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6), 0);
+	assert_int_equal(child.hdr->n_chunks, 8);
+	assert_int_equal(cap_spool_n_ready(&child), SPOOL_CHILD_READY_CHUNKS);
+	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 4 * chunk, SPOOL_HDR_BYTES + 5 * chunk);
+	assert_int_equal(cap_consumer_new(&child, &tm, &cc), 0);
+	/* the ready chunks first, then twice as many with memory behind them: all 8 */
+	for (uint32_t i = 0; i < 4; i++)
+		assert_non_null(c[i] = cap_spool_claim(&child, 0, i));
+	assert_int_equal(cap_spool_n_ready(&child), 4);
+	assert_non_null(c[4] = cap_spool_claim(&child, 0, 4));
+	assert_int_equal(cap_spool_n_ready(&child), 8);
+	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 8 * chunk, SPOOL_HDR_BYTES + 9 * chunk);
+	for (uint32_t i = 5; i < 8; i++)
+		assert_non_null(c[i] = cap_spool_claim(&child, 0, i));
+	/* every chunk owned: the claim fails (the event is dropped), nothing grows further */
+	assert_null(c[8] = cap_spool_claim(&child, 0, 8));
+	child.hdr->next_thread = 1;
+	for (uint32_t i = 0; i < 8; i++) {
+		struct wchunk wc = {c[i], (uint64_t *)cap_chunk_data(c[i]), 0};
+
+		put_str(&wc, REC_MARK, 0, 1000 + i, "m");
+		publish(&wc, SPOOL_FULL);
+	}
+	assert_int_equal(cap_consumer_poll(cc), 8);
+	assert_non_null(c[8] = cap_spool_claim(&child, 0, 8));
+	cap_consumer_free(cc);
+	cap_spool_unmap(&child);
+	unlink(path);
+}
+
+/* A chunk past the ready ones is never looked at, whatever its header says. */
+static void test_consumer_ignores_chunks_not_ready(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk ready = chunk_at(f, 1, 0, 0), beyond = chunk_at(f, 6, 0, 1);
+
+	atomic_store(&f->spool.hdr->n_ready, 4);
+	put_str(&ready, REC_MARK, 0, 1001, "a");
+	put_str(&beyond, REC_MARK, 0, 1002, "b");
+	publish(&ready, SPOOL_FULL);
+	publish(&beyond, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	atomic_store(&f->spool.hdr->n_ready, 8);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
 }
 
 static void test_consumer_reads_partial_chunks_only_at_the_end(void **state)
@@ -693,6 +765,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_consumer_reads_partial_chunks_only_at_the_end,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_phases_and_sites, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		test_consumer_child_spool_grows_and_only_ready_chunks_are_read, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_ignores_chunks_not_ready, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_skips_damage_and_counts_it, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_calls_become_events, setup_calls,
