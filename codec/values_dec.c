@@ -256,7 +256,7 @@ static int decode_lossless(const struct dblock *d, struct col *ts_col, struct co
 	struct col tc = *ts_col, dc = *dur_col;
 	struct tstate *t = d->p->t;
 	uint64_t *ts_ns = d->out->ts_ns, *dur_ns = d->out->dur_ns;
-	const uint64_t end_mask = d->s->version >= 2 ? UINT64_MAX : 0;
+	const uint64_t end_mask = d->pred & VAL_GAP_START ? 0 : UINT64_MAX;
 	uint64_t base = 0, res, ts_mask, dur_mask;
 
 	pred_masks(d, &ts_mask, &dur_mask);
@@ -291,7 +291,7 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 	struct col tc = *ts_col, dc = *dur_col;
 	struct tstate *t = d->p->t;
 	uint64_t *ts_ns = d->out->ts_ns, *dur_ns = d->out->dur_ns;
-	const uint64_t end_mask = d->s->version >= 2 ? UINT64_MAX : 0;
+	const uint64_t end_mask = d->pred & VAL_GAP_START ? 0 : UINT64_MAX;
 	uint64_t base = 0, res, ts_mask, dur_mask;
 
 	pred_masks(d, &ts_mask, &dur_mask);
@@ -452,12 +452,12 @@ static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_C
 		return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
 				"block %llu holds %llu events, expected %u",
 				(unsigned long long)d->idx, (unsigned long long)n, d->n);
-	d->pred = VAL_PRED_ALL;
+	d->pred = VAL_PRED_ALL | VAL_GAP_START;
 	if (d->s->version >= 2) {
 		if (hdr.p == hdr.end)
 			return block_fail(d, "missing predictor byte", &hdr);
 		d->pred = *hdr.p;
-		if (d->pred & ~VAL_PRED_ALL ||
+		if (d->pred & ~VAL_PRED_BITS ||
 		    (d->s->timing == VAL_TIMING_NONE && d->pred))
 			return block_fail(d, "bad predictor byte", &hdr);
 		hdr.p++;
@@ -703,7 +703,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 		return words_fail(s, idx, file_off, "bad block header", diag);
 	out->pred = 0;
 	if (s->version >= 2) {
-		if (c.p == c.end || *c.p & ~VAL_PRED_ALL)
+		if (c.p == c.end || *c.p & ~VAL_PRED_BITS)
 			return words_fail(s, idx, file_off, "bad predictor byte", diag);
 		out->pred = *c.p++;
 	}

@@ -3,10 +3,9 @@
  * into prediction residuals, writes them column by column into a raw block, compresses every
  * full block into one zstd frame and finally writes the header and block index. Each timing
  * column is coded both with and without its per-terminal predictor; when the block is full
- * the one whose bytes have the lower order-0 entropy is kept. It does not know event kinds
- * and never calls zstd directly.
+ * the one that compresses smaller is kept. It does not know event kinds and never calls
+ * zstd directly.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +17,10 @@ struct tfs_venc {
 	int timing;
 	double rel_err;
 	int level;
+	int final_level;   /* recompress at finish when above level; 0 once done */
 	int version;	   /* 1 or 2 */
 	unsigned int pred; /* venc_opts.pred */
+	bool from_start;   /* gaps from the previous start: TFV1, or VAL_GAP_START */
 	struct vpred p;
 	struct tfs_buf col[N_COLS]; /* residual columns of the pending block (predicted) */
 	struct tfs_buf raw_col[2];  /* TFV2: the ts and dur columns unpredicted */
@@ -27,6 +28,7 @@ struct tfs_venc {
 	uint64_t base;		    /* reconstructed start (TFV1) or end (TFV2) of the previous
 				       event in the block: what the next gap is measured from */
 	struct tfs_buf raw;	    /* the pending block assembled for compression */
+	struct tfs_buf trial;	    /* scratch of choose_pred's trial compressions */
 	struct tfs_buf frames;	    /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
@@ -52,6 +54,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 		return -EINVAL;
 	if (opts->pred && (opts->pred & ~VAL_PRED_ALL) != VAL_PRED_FIXED)
 		return -EINVAL;
+	if (opts->gap_base < VAL_BASE_DEFAULT || opts->gap_base > VAL_BASE_START)
+		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -59,14 +63,19 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	e->timing = opts->timing;
 	e->rel_err = opts->timing == VAL_TIMING_LOSSY ? opts->rel_err : 0.0;
 	e->level = opts->zstd_level ? opts->zstd_level : VAL_DEFAULT_LEVEL;
+	e->final_level = opts->final_level > e->level ? opts->final_level : 0;
 	e->version = opts->version ? opts->version : VAL_VERSION;
 	e->pred = opts->pred;
+	e->from_start = e->version < 2 || opts->gap_base == VAL_BASE_START ||
+			(opts->gap_base == VAL_BASE_DEFAULT && e->timing == VAL_TIMING_LOSSY &&
+			 VAL_LOSSY_FROM_START);
 	e->p.gen = 1;
 	for (int c = 0; c < N_COLS; c++)
 		buf_init(&e->col[c]);
 	buf_init(&e->raw_col[0]);
 	buf_init(&e->raw_col[1]);
 	buf_init(&e->raw);
+	buf_init(&e->trial);
 	buf_init(&e->frames);
 	if (e->timing == VAL_TIMING_LOSSY && vp_bins_build(&e->p.bins, vp_rel_err_fix(e->rel_err)) < 0)
 		goto err_free_enc;
@@ -88,6 +97,7 @@ void venc_free(struct tfs_venc *e)
 	buf_fini(&e->raw_col[0]);
 	buf_fini(&e->raw_col[1]);
 	buf_fini(&e->raw);
+	buf_fini(&e->trial);
 	buf_fini(&e->frames);
 	free(e->idx);
 	free(e);
@@ -98,43 +108,56 @@ uint64_t venc_n_events(const struct tfs_venc *e)
 	return e->n_events;
 }
 
-/* Order-0 entropy of @b's bytes, in bits: what zstd's entropy stage would roughly spend. */
-static double byte_entropy(const struct tfs_buf *b)
+/* Size of @b compressed at zstd's fastest regular level, into the scratch buffer @tmp. */
+static int trial_size(const struct tfs_buf *b, struct tfs_buf *tmp, size_t *size)
 {
-	uint32_t hist[256] = {0};
-	double bits;
+	int rc;
 
-	if (!b->len)
-		return 0;
-	for (size_t i = 0; i < b->len; i++)
-		hist[b->data[i]]++;
-	bits = (double)b->len * log2((double)b->len);
-	for (int k = 0; k < 256; k++)
-		if (hist[k])
-			bits -= hist[k] * log2(hist[k]);
-	return bits;
+	tmp->len = 0;
+	rc = b->len ? zs_compress(tmp, b->data, b->len, VAL_TRIAL_LEVEL) : 0;
+	*size = tmp->len;
+	return rc;
 }
 
 /*
- * FORMAT.md §7.2 predictor byte of the pending block: per timing column, predicted unless
- * the unpredicted residuals look cheaper. Measured on MPI traces, this choice agrees with
- * what zstd actually produces for every block, where summed varint or bit lengths do not.
+ * Whether timing column @c of the pending block is cheaper predicted. Order-0 entropy or
+ * summed varint lengths miss what zstd's matches find in unpredicted values that repeat (a
+ * periodic ring's bins), so both variants are compressed fast and compared.
+ * @return 1 predicted, 0 not, or -ENOMEM
  */
-static uint8_t choose_pred(const struct tfs_venc *e)
+static int pred_wins(struct tfs_venc *e, int c)
 {
-	uint8_t pred = 0;
+	size_t with = 0, without = 0;
+	int rc;
+
+	rc = trial_size(&e->col[c], &e->trial, &with);
+	if (rc == 0)
+		rc = trial_size(&e->raw_col[c], &e->trial, &without);
+	if (rc < 0)
+		return rc;
+	return with <= without;
+}
+
+/* FORMAT.md §7.2 predictor byte of the pending block. @return it, or -ENOMEM */
+static int choose_pred(struct tfs_venc *e)
+{
+	int pred = 0, ts, dur;
 
 	if (e->version < 2)
-		return VAL_PRED_ALL;
+		return VAL_PRED_ALL; /* and from the start: TFV1 has no predictor byte */
 	if (e->timing == VAL_TIMING_NONE)
 		return 0;
+	if (e->from_start)
+		pred |= VAL_GAP_START;
 	if (e->pred & VAL_PRED_FIXED)
-		return (uint8_t)(e->pred & VAL_PRED_ALL);
-	if (byte_entropy(&e->col[COL_TS]) <= byte_entropy(&e->raw_col[COL_TS]))
-		pred |= VAL_PRED_TS;
-	if (byte_entropy(&e->col[COL_DUR]) <= byte_entropy(&e->raw_col[COL_DUR]))
-		pred |= VAL_PRED_DUR;
-	return pred;
+		return pred | (int)(e->pred & VAL_PRED_ALL);
+	ts = pred_wins(e, COL_TS);
+	if (ts < 0)
+		return ts;
+	dur = pred_wins(e, COL_DUR);
+	if (dur < 0)
+		return dur;
+	return pred | (ts ? VAL_PRED_TS : 0) | (dur ? VAL_PRED_DUR : 0);
 }
 
 /* The pending block's column @c as chosen by @pred. */
@@ -155,7 +178,10 @@ static int flush_block(struct tfs_venc *e)
 
 	if (!e->blk_n)
 		return 0;
-	pred = choose_pred(e);
+	rc = choose_pred(e);
+	if (rc < 0)
+		return rc;
+	pred = (uint8_t)rc;
 	for (int c = 0; c < N_COLS; c++) {
 		col[c] = block_col(e, c, pred);
 		need += col[c]->len;
@@ -213,7 +239,7 @@ static void code_times_lossless(struct tfs_venc *e, struct tstate *st, uint64_t 
 	}
 	put_time(e, COL_DUR, dur_ns, st->dur);
 	st->dur = dur_ns;
-	e->base = e->version >= 2 ? ts_ns + dur_ns : ts_ns;
+	e->base = e->from_start ? ts_ns : ts_ns + dur_ns;
 }
 
 static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns, uint64_t dur_ns)
@@ -239,7 +265,7 @@ static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_
 	}
 	put_time(e, COL_DUR, dur_bin, st->dur);
 	st->dur = dur_bin;
-	e->base = e->version >= 2 ? ts_rec + vp_bin_rep(b, dur_bin) : ts_rec;
+	e->base = e->from_start ? ts_rec : ts_rec + vp_bin_rep(b, dur_bin);
 }
 
 static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
@@ -334,6 +360,54 @@ static void put_header(uint8_t *h, const struct tfs_venc *e)
 	le_put64(h + 28, e->n_idx);
 }
 
+/*
+ * Recompress every block at e->final_level, keeping each smaller frame. All or nothing: on
+ * failure the frames are unchanged.
+ */
+static int recompress(struct tfs_venc *e)
+{
+	struct tfs_buf frames, raw;
+	uint32_t *stored;
+	size_t off = 0;
+	int rc = -ENOMEM;
+
+	buf_init(&frames);
+	buf_init(&raw);
+	stored = malloc((e->n_idx ? e->n_idx : 1) * sizeof(*stored));
+	if (!stored)
+		return -ENOMEM;
+	for (size_t i = 0; i < e->n_idx; i++) {
+		const uint8_t *frame = e->frames.data + off;
+		size_t before = frames.len;
+
+		rc = buf_reserve(&raw, e->idx[i].raw_len);
+		if (rc == 0)
+			rc = zs_decompress(frame, e->idx[i].stored_len, raw.data, e->idx[i].raw_len,
+					   0, "values", NULL);
+		if (rc == 0)
+			rc = zs_compress(&frames, raw.data, e->idx[i].raw_len, e->final_level);
+		if (rc == 0 && frames.len - before >= e->idx[i].stored_len) {
+			frames.len = before;
+			rc = buf_put(&frames, frame, e->idx[i].stored_len);
+		}
+		if (rc < 0)
+			goto out_free;
+		stored[i] = (uint32_t)(frames.len - before);
+		off += e->idx[i].stored_len;
+	}
+	for (size_t i = 0; i < e->n_idx; i++)
+		e->idx[i].stored_len = stored[i];
+	buf_fini(&e->frames);
+	e->frames = frames;
+	buf_init(&frames);
+	e->final_level = 0;
+out_free:
+	buf_fini(&frames);
+	buf_fini(&raw);
+	free(stored);
+	return rc;
+}
+
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
 {
 	uint64_t off;
@@ -341,6 +415,8 @@ int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
 	int rc;
 
 	rc = flush_block(e);
+	if (rc == 0 && e->final_level)
+		rc = recompress(e);
 	if (rc < 0)
 		return rc;
 	e->finished = true;

@@ -36,16 +36,24 @@ enum {
 #define VAL_PRED_TS 1u
 #define VAL_PRED_DUR 2u
 #define VAL_PRED_ALL (VAL_PRED_TS | VAL_PRED_DUR)
-#define VAL_PRED_FIXED 4u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
+#define VAL_GAP_START 4u  /* gaps from the previous start, not its end */
+#define VAL_PRED_BITS (VAL_PRED_ALL | VAL_GAP_START) /* every defined bit */
+#define VAL_PRED_FIXED 8u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
+
+enum { VAL_BASE_DEFAULT = 0, VAL_BASE_END = 1, VAL_BASE_START = 2 };
 
 struct venc_opts {
 	uint32_t block_events; /* 0: VAL_DEFAULT_BLOCK_EVENTS */
 	int timing;	       /* VAL_TIMING_* */
 	double rel_err;	       /* LOSSY only: VAL_MIN_REL_ERR <= rel_err < 1 */
 	int zstd_level;	       /* 0: a sensible default */
+	int final_level;       /* > zstd_level: venc_finish recompresses every block at this
+				  level, keeping the smaller frame (slow: for small streams) */
 	int version;	       /* 0: VAL_VERSION; 1: TFV1 (compatibility tests, benchmarks) */
 	unsigned int pred;     /* TFV2, timed: 0 chooses per block and column (the writer's
 				  way); VAL_PRED_FIXED | VAL_PRED_* forces them (tests) */
+	int gap_base;	       /* TFV2, timed: 0 the writer's default for the timing mode,
+				  VAL_BASE_END or VAL_BASE_START (tests, benchmarks) */
 };
 
 struct tfs_venc;
@@ -63,8 +71,9 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 	     const uint64_t *vals, uint32_t n_vals);
 uint64_t venc_n_events(const struct tfs_venc *e);
 /*
- * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure). Afterwards
- * venc_add fails with -EINVAL; after -ENOMEM venc_finish may be called again.
+ * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure), after
+ * recompressing the blocks at venc_opts.final_level if that is set. Afterwards venc_add
+ * fails with -EINVAL; after -ENOMEM venc_finish may be called again.
  * @return 0 or -ENOMEM
  */
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out);

@@ -20,6 +20,12 @@
 #define VAL_VARINT_MAX 10u
 #define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
 #define VAL_DEFAULT_LEVEL 3
+#define VAL_TRIAL_LEVEL 1 /* the writer's trial compressions choosing predictors */
+/*
+ * Whether TFV2 lossy sections measure gaps from the previous start: a reconstructed end
+ * carries its duration's rounding error into the next gap (FORMAT.md §7.4).
+ */
+#define VAL_LOSSY_FROM_START 1
 /*
  * zstd ignores bit 4 of a frame's header descriptor (RFC 8878 §3.1.1.1.1, "unused bit"), the
  * only bit of a frame neither its parser nor its checksum looks at: refused here so that

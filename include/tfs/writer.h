@@ -25,6 +25,10 @@ struct tfs_writer_opts {
 	int zstd_level;		   /**< 0: default */
 	int late_kinds;		   /**< non-zero: tfs_writer_add_kind() also once streams exist,
 					the caller making sure no append runs meanwhile */
+	int values_save_level;	   /**< 0: off; else a zstd level (1 to 22) at which save
+					recompresses every value block, keeping it where
+					smaller. Costs about a microsecond per timed event at
+					19: meant for small traces (FORMAT.md §7.6) */
 };
 
 struct tfs_writer;

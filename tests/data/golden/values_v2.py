@@ -3,7 +3,7 @@
 
 values_v2.bin holds two section payloads back to back (a lossless one, then a lossy one at
 rel_err 0.5), each block with the predictor byte chosen below rather than by the writer's
-heuristic, so that every predictor choice appears. values_v2.txt lists each section's
+heuristic, so that every predictor choice and both gap bases appear. values_v2.txt lists each section's
 offset and length, the terminals' VAL-field counts and every event as a reader must decode
 it: terminal, ts_ns, dur_ns, VAL fields. Run from this directory; needs the zstd CLI.
 """
@@ -29,7 +29,7 @@ EVENTS = [
 ]
 BLOCK_EVENTS = 8
 LOSSLESS_PREDS = [3, 0, 1]
-LOSSY_PREDS = [2, 3, 0]
+LOSSY_PREDS = [2 | 4, 3, 2]  # block 0: gaps from the previous start
 REL_ERR = 0.5
 
 
@@ -113,7 +113,7 @@ def block_columns(events, pred, bins):
             delta[(t, j)] = (v - lj) & M64 if t in seen else 0
             last[(t, j)] = v
         seen.add(t)
-        base = (ts_rec + dur_rec) & M64
+        base = ts_rec if pred & 4 else (ts_rec + dur_rec) & M64
         decoded.append((t, ts_rec, dur_rec, vals))
     return bytes(ts_col), bytes(dur_col), bytes(vals_col), decoded
 
