@@ -177,7 +177,7 @@ struct dblock {
 	uint64_t idx;
 	uint64_t file_off; /* of the block's frame */
 	uint32_t n;	   /* events in the block */
-	uint8_t pred;	   /* VAL_PRED_*: which timing columns are predicted */
+	uint8_t pred;	   /* VAL_PRED_* and VAL_GAP_START bits (TFV1: all three) */
 	const uint8_t *raw;
 	const uint32_t *terms;
 	struct vblock *out;

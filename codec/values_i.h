@@ -1,14 +1,14 @@
 /*
  * Value and timing streams of one event stream (FORMAT.md §7): per-occurrence numbers
  * (start time, duration, the VAL-encoded arguments) that do not belong in the CST.
- * Start times are coded as gaps from the previous event's reconstructed end (TFV2; TFV1,
- * still read, used the previous start), each timing column of a block either predicted by
- * the same terminal's previous gap or duration or stored as is, whichever the writer finds
- * smaller for that block; VAL arguments are predicted by stride against the previous two
- * occurrences of the same terminal. Residuals are zigzag varint coded column by column, in
- * blocks of block_events events that restart prediction (absolute anchors), each block one
- * zstd frame. This module does not know event kinds: a terminal is a number with a VAL-field
- * count.
+ * Start times are coded as gaps from the previous event's reconstructed end (TFV2 lossless)
+ * or start (TFV2 lossy, and TFV1, which readers still decode), each timing column of a block
+ * either predicted by the same terminal's previous gap or duration or stored as is,
+ * whichever compresses smaller for that block; VAL arguments are predicted by stride
+ * against the previous two occurrences of the same terminal. Residuals are zigzag varint
+ * coded column by column, in blocks of block_events events that restart prediction
+ * (absolute anchors), each block one zstd frame. This module does not know event kinds: a
+ * terminal is a number with a VAL-field count.
  */
 #ifndef TFS_VALUES_I_H
 #define TFS_VALUES_I_H
