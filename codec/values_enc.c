@@ -21,9 +21,14 @@ struct tfs_venc {
 	int version;	   /* 1 or 2 */
 	unsigned int pred; /* venc_opts.pred */
 	bool from_start;   /* gaps from the previous start: TFV1, or VAL_GAP_START */
+	bool auto_base;	   /* lossless TFV2: each block takes the better of both bases */
 	struct vpred p;
 	struct tfs_buf col[N_COLS]; /* residual columns of the pending block (predicted) */
 	struct tfs_buf raw_col[2];  /* TFV2: the ts and dur columns unpredicted */
+	struct tfs_buf start_ts[2]; /* auto_base: ts column from the previous start,
+				       predicted [0] and not [1] */
+	const struct tfs_buf *ts_pick; /* the ts column choose_pred kept */
+	uint64_t prev_ts;	    /* auto_base: start of the previous event in the block */
 	uint32_t blk_n;		    /* events in the pending block */
 	uint64_t base;		    /* reconstructed start (TFV1) or end (TFV2) of the previous
 				       event in the block: what the next gap is measured from */
@@ -69,11 +74,15 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	e->from_start = e->version < 2 || opts->gap_base == VAL_BASE_START ||
 			(opts->gap_base == VAL_BASE_DEFAULT && e->timing == VAL_TIMING_LOSSY &&
 			 VAL_LOSSY_FROM_START);
+	e->auto_base = e->version >= 2 && e->timing == VAL_TIMING_LOSSLESS &&
+		       opts->gap_base == VAL_BASE_DEFAULT && !opts->pred;
 	e->p.gen = 1;
 	for (int c = 0; c < N_COLS; c++)
 		buf_init(&e->col[c]);
-	buf_init(&e->raw_col[0]);
-	buf_init(&e->raw_col[1]);
+	for (int k = 0; k < 2; k++) {
+		buf_init(&e->raw_col[k]);
+		buf_init(&e->start_ts[k]);
+	}
 	buf_init(&e->raw);
 	buf_init(&e->trial);
 	buf_init(&e->frames);
@@ -94,8 +103,10 @@ void venc_free(struct tfs_venc *e)
 	vp_pred_fini(&e->p);
 	for (int c = 0; c < N_COLS; c++)
 		buf_fini(&e->col[c]);
-	buf_fini(&e->raw_col[0]);
-	buf_fini(&e->raw_col[1]);
+	for (int k = 0; k < 2; k++) {
+		buf_fini(&e->raw_col[k]);
+		buf_fini(&e->start_ts[k]);
+	}
 	buf_fini(&e->raw);
 	buf_fini(&e->trial);
 	buf_fini(&e->frames);
@@ -120,50 +131,68 @@ static int trial_size(const struct tfs_buf *b, struct tfs_buf *tmp, size_t *size
 }
 
 /*
- * Whether timing column @c of the pending block is cheaper predicted. Order-0 entropy or
- * summed varint lengths miss what zstd's matches find in unpredicted values that repeat (a
- * periodic ring's bins), so both variants are compressed fast and compared.
- * @return 1 predicted, 0 not, or -ENOMEM
+ * Which of @n candidate columns compresses smallest (the first of equals). Order-0 entropy
+ * or summed varint lengths miss what zstd's matches find in unpredicted values that repeat
+ * (a periodic ring's bins), so each candidate is compressed fast and measured.
+ * @return its index, or -ENOMEM
  */
-static int pred_wins(struct tfs_venc *e, int c)
+static int smallest(struct tfs_venc *e, const struct tfs_buf *const *cand, int n)
 {
-	size_t with = 0, without = 0;
-	int rc;
+	size_t best = SIZE_MAX;
+	int pick = 0;
 
-	rc = trial_size(&e->col[c], &e->trial, &with);
-	if (rc == 0)
-		rc = trial_size(&e->raw_col[c], &e->trial, &without);
-	if (rc < 0)
-		return rc;
-	return with <= without;
+	for (int k = 0; k < n; k++) {
+		size_t size = 0;
+		int rc = trial_size(cand[k], &e->trial, &size);
+
+		if (rc < 0)
+			return rc;
+		if (size < best) {
+			best = size;
+			pick = k;
+		}
+	}
+	return pick;
 }
 
-/* FORMAT.md §7.2 predictor byte of the pending block. @return it, or -ENOMEM */
+/*
+ * FORMAT.md §7.2 predictor byte of the pending block, with e->ts_pick the ts column it
+ * describes. @return the byte, or -ENOMEM
+ */
 static int choose_pred(struct tfs_venc *e)
 {
-	int pred = 0, ts, dur;
+	const struct tfs_buf *ts[4] = {&e->col[COL_TS], &e->raw_col[COL_TS], &e->start_ts[0],
+				       &e->start_ts[1]};
+	const struct tfs_buf *dur[2] = {&e->col[COL_DUR], &e->raw_col[COL_DUR]};
+	int pred = e->from_start ? VAL_GAP_START : 0, t, d;
 
+	e->ts_pick = &e->col[COL_TS];
 	if (e->version < 2)
 		return VAL_PRED_ALL; /* and from the start: TFV1 has no predictor byte */
 	if (e->timing == VAL_TIMING_NONE)
 		return 0;
-	if (e->from_start)
-		pred |= VAL_GAP_START;
-	if (e->pred & VAL_PRED_FIXED)
+	if (e->pred & VAL_PRED_FIXED) {
+		if (!(e->pred & VAL_PRED_TS))
+			e->ts_pick = &e->raw_col[COL_TS];
 		return pred | (int)(e->pred & VAL_PRED_ALL);
-	ts = pred_wins(e, COL_TS);
-	if (ts < 0)
-		return ts;
-	dur = pred_wins(e, COL_DUR);
-	if (dur < 0)
-		return dur;
-	return pred | (ts ? VAL_PRED_TS : 0) | (dur ? VAL_PRED_DUR : 0);
+	}
+	t = smallest(e, ts, e->auto_base ? 4 : 2);
+	if (t < 0)
+		return t;
+	d = smallest(e, dur, 2);
+	if (d < 0)
+		return d;
+	e->ts_pick = ts[t];
+	return pred | (t % 2 ? 0 : VAL_PRED_TS) | (t >= 2 ? VAL_GAP_START : 0) |
+	       (d ? 0 : VAL_PRED_DUR);
 }
 
-/* The pending block's column @c as chosen by @pred. */
+/* The pending block's column @c as chosen by choose_pred() and @pred. */
 static const struct tfs_buf *block_col(const struct tfs_venc *e, int c, uint8_t pred)
 {
-	if ((c == COL_TS && !(pred & VAL_PRED_TS)) || (c == COL_DUR && !(pred & VAL_PRED_DUR)))
+	if (c == COL_TS)
+		return e->ts_pick;
+	if (c == COL_DUR && !(pred & VAL_PRED_DUR))
 		return &e->raw_col[c];
 	return &e->col[c];
 }
@@ -212,8 +241,10 @@ static int flush_block(struct tfs_venc *e)
 	for (int c = 0; c < N_COLS; c++)
 		e->col[c].len = 0;
 	e->raw_col[0].len = e->raw_col[1].len = 0;
+	e->start_ts[0].len = e->start_ts[1].len = 0;
 	e->blk_n = 0;
 	e->base = 0;
+	e->prev_ts = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
 }
@@ -236,6 +267,15 @@ static void code_times_lossless(struct tfs_venc *e, struct tstate *st, uint64_t 
 		st->gap = gap;
 	} else {
 		put_time(e, COL_TS, ts_ns, 0);
+	}
+	if (e->auto_base) {
+		uint64_t gap = e->blk_n ? ts_ns - e->prev_ts : ts_ns;
+
+		put_varint(&e->start_ts[0], zz(gap - (e->blk_n ? st->gap_start : 0)));
+		put_varint(&e->start_ts[1], zz(gap));
+		if (e->blk_n)
+			st->gap_start = gap;
+		e->prev_ts = ts_ns;
 	}
 	put_time(e, COL_DUR, dur_ns, st->dur);
 	st->dur = dur_ns;
@@ -305,6 +345,8 @@ static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
 			rc = buf_reserve(&e->col[c], VAL_VARINT_MAX);
 			if (rc == 0)
 				rc = buf_reserve(&e->raw_col[c], VAL_VARINT_MAX);
+			if (rc == 0 && e->auto_base)
+				rc = buf_reserve(&e->start_ts[c], VAL_VARINT_MAX);
 		}
 		if (rc < 0)
 			return rc;

@@ -1,8 +1,9 @@
 /*
  * Value and timing streams of one event stream (FORMAT.md §7): per-occurrence numbers
  * (start time, duration, the VAL-encoded arguments) that do not belong in the CST.
- * Start times are coded as gaps from the previous event's reconstructed end (TFV2 lossless)
- * or start (TFV2 lossy, and TFV1, which readers still decode), each timing column of a block
+ * Start times are coded as gaps from the previous event's reconstructed end or start (TFV2
+ * lossless: whichever is smaller per block; lossy: the start; TFV1, which readers still
+ * decode: the start), each timing column of a block
  * either predicted by the same terminal's previous gap or duration or stored as is,
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
  * against the previous two occurrences of the same terminal. Residuals are zigzag varint

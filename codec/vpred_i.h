@@ -49,6 +49,7 @@ struct tstate {
 	uint64_t gap;	   /* last start-time gap, or signed gap bin index (LOSSY); a gap is
 			      from the previous start (TFV1) or end (TFV2) */
 	uint64_t dur;	   /* last duration, or duration bin index (LOSSY) */
+	uint64_t gap_start; /* encoder, lossless TFV2: last gap from the previous start */
 	uint8_t seen;	   /* occurred before in this block (VAL stride needs two) */
 	uint8_t n_vals;	   /* encoder only: VAL-field count, NVALS_UNKNOWN until first use */
 };
@@ -132,6 +133,7 @@ static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_val
 	st->seen = 0;
 	st->gap = 0;
 	st->dur = 0;
+	st->gap_start = 0;
 	st->val_slot = (uint32_t)p->f_len;
 	p->f_len += n_vals;
 }

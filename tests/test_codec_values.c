@@ -266,9 +266,10 @@ static void check_preds(const struct tfs_buf *sec, const struct venc_opts *o)
 		}
 		if (o->pred)
 			assert_int_equal(w.pred & VAL_PRED_ALL, o->pred & VAL_PRED_ALL);
+		/* lossless with the writer's choices: either base, block by block */
 		if (o->gap_base)
 			assert_int_equal(!!(w.pred & VAL_GAP_START), o->gap_base == VAL_BASE_START);
-		else
+		else if (o->timing == VAL_TIMING_LOSSY || o->pred)
 			assert_int_equal(!!(w.pred & VAL_GAP_START),
 					 o->timing == VAL_TIMING_LOSSY);
 	}
@@ -427,7 +428,8 @@ static void test_values_final_level_shrinks_and_keeps_contents(void **state)
 
 /*
  * The writer's choice follows the data: a block of periodic calls (each terminal keeps its
- * gap and duration) is predicted, a block of noise is not.
+ * gap and duration) is predicted, a block of noise is not, and a strict period with random
+ * durations measures its gaps from the previous start.
  */
 static void test_values_predictor_choice_follows_the_data(void **state)
 {
@@ -439,19 +441,24 @@ static void test_values_predictor_choice_follows_the_data(void **state)
 	struct evset s;
 	uint64_t ts = 1000;
 
-	ev_init(&s, 8192, 4);
+	ev_init(&s, 3 * 4096, 4);
 	for (uint32_t t = 0; t < 4; t++)
 		s.n_vals_of[t] = 0;
-	for (size_t i = 0; i < 8192; i++) {
+	for (size_t i = 0; i < 3 * 4096; i++) {
 		uint32_t t = (uint32_t)(i % 4);
 		uint64_t gap, dur;
 
 		if (i < 4096) {
 			gap = 13000 * (t + 1) + tu_below(&seed, 4);
 			dur = 777 * (t + 1) + tu_below(&seed, 4);
-		} else {
+		} else if (i < 2 * 4096) {
 			gap = tu_below(&seed, 100);
 			dur = tu_below(&seed, 100);
+		} else { /* a strict period whatever the durations: gaps from the start */
+			dur = tu_below(&seed, 5000);
+			ev_push(&s, t, ts, dur);
+			ts += 10000;
+			continue;
 		}
 		ts += gap;
 		ev_push(&s, t, ts, dur);
@@ -464,6 +471,8 @@ static void test_values_predictor_choice_follows_the_data(void **state)
 	assert_int_equal(w.pred, VAL_PRED_ALL);
 	assert_int_equal(vsec_block_words(&v, 1, &w, NULL), 0);
 	assert_int_equal(w.pred, 0);
+	assert_int_equal(vsec_block_words(&v, 2, &w, NULL), 0);
+	assert_int_equal(w.pred & VAL_GAP_START, VAL_GAP_START);
 	vwords_fini(&w);
 	buf_fini(&sec);
 	ev_fini(&s);
