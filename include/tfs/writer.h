@@ -27,8 +27,9 @@ struct tfs_writer_opts {
 					the caller making sure no append runs meanwhile */
 	int values_save_level;	   /**< 0: off; else a zstd level (1 to 22) at which save
 					recompresses every value block, keeping it where
-					smaller. Costs about a microsecond per timed event at
-					19: meant for small traces (FORMAT.md §7.6) */
+					smaller: at 19, 3-10% smaller timing for about 0.3 us
+					per event (MPI traces): for small traces (FORMAT.md
+					§7.6, tests/bench/run_values) */
 };
 
 struct tfs_writer;
