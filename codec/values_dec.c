@@ -13,16 +13,23 @@ static const char section_name[] = "values";
 
 /* ---- section header and index ---- */
 
-/* Largest raw block of @n_events events holding @n_vals VAL fields in all. */
-static uint64_t raw_len_max(uint64_t n_events, uint64_t n_vals)
+/* Bytes of a raw block header at most: four varints, and TFV2's predictor byte. */
+static uint64_t raw_hdr_max(const struct tfs_vsec *s)
 {
-	return VAL_RAW_HDR_MAX + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
+	return 4 * VAL_VARINT_MAX + (s->version >= 2);
+}
+
+/* Largest raw block of @n_events events holding @n_vals VAL fields in all. */
+static uint64_t raw_len_max(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
+{
+	return raw_hdr_max(s) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
 }
 
 /* Smallest raw block of @n_events events: one byte per varint. */
-static uint64_t raw_len_min(int timing, uint64_t n_events, uint64_t n_vals)
+static uint64_t raw_len_min(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
 {
-	return 4 + (timing == VAL_TIMING_NONE ? 0 : 2 * n_events) + n_vals;
+	return 4 + (s->version >= 2) + (s->timing == VAL_TIMING_NONE ? 0 : 2 * n_events) +
+	       n_vals;
 }
 
 static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
@@ -31,13 +38,14 @@ static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
 	uint32_t magic = le_get32(h);
 	uint64_t rel_bits = le_get64(h + 12), want_blocks;
 
-	if (magic != VAL_MAGIC) {
+	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2) {
 		if ((magic & 0xffffff) == VAL_MAGIC_FAMILY)
 			return diag_set(diag, -TFS_EFORMAT, base_off, section_name,
 					"unsupported values section version 0x%02x", h[3]);
 		return diag_set(diag, -TFS_ECORRUPT, base_off, section_name, "bad magic 0x%08x",
 				magic);
 	}
+	s->version = magic == VAL_MAGIC_V2 ? 2 : 1;
 	s->timing = h[4];
 	if (h[4] > VAL_TIMING_LOSSY)
 		return diag_set(diag, -TFS_EFORMAT, base_off + 4, section_name,
@@ -88,8 +96,8 @@ static int check_index(const struct tfs_vsec *s, struct tfs_diag *diag)
 			return diag_set(diag, -TFS_ECORRUPT, s->base_off + pos + ZSTD_FHD_OFF,
 					section_name, "block %llu: unused zstd header bit set",
 					(unsigned long long)i);
-		if (raw < raw_len_min(s->timing, n, 0) ||
-		    raw > raw_len_max(n, (uint64_t)VAL_MAX_FIELDS * n) ||
+		if (raw < raw_len_min(s, n, 0) ||
+		    raw > raw_len_max(s, n, (uint64_t)VAL_MAX_FIELDS * n) ||
 		    raw > (uint64_t)stored * VAL_ZSTD_MAX_EXPANSION)
 			return diag_set(diag, -TFS_ECORRUPT, ent_off + 12, section_name,
 					"block %llu: raw length %u impossible for %llu events",
@@ -169,6 +177,7 @@ struct dblock {
 	uint64_t idx;
 	uint64_t file_off; /* of the block's frame */
 	uint32_t n;	   /* events in the block */
+	uint8_t pred;	   /* VAL_PRED_* and VAL_GAP_START bits (TFV1: all three) */
 	const uint8_t *raw;
 	const uint32_t *terms;
 	struct vblock *out;
@@ -232,29 +241,43 @@ done:
 	return 0;
 }
 
+/*
+ * Prediction masks of the block's timing columns: all ones where a column is predicted, so
+ * the loops below add the terminal's state or 0 without branching.
+ */
+static void pred_masks(const struct dblock *d, uint64_t *ts_mask, uint64_t *dur_mask)
+{
+	*ts_mask = d->pred & VAL_PRED_TS ? UINT64_MAX : 0;
+	*dur_mask = d->pred & VAL_PRED_DUR ? UINT64_MAX : 0;
+}
+
 static int decode_lossless(const struct dblock *d, struct col *ts_col, struct col *dur_col)
 {
 	struct col tc = *ts_col, dc = *dur_col;
 	struct tstate *t = d->p->t;
 	uint64_t *ts_ns = d->out->ts_ns, *dur_ns = d->out->dur_ns;
-	uint64_t prev = 0, res;
+	const uint64_t end_mask = d->pred & VAL_GAP_START ? 0 : UINT64_MAX;
+	uint64_t base = 0, res, ts_mask, dur_mask;
 
+	pred_masks(d, &ts_mask, &dur_mask);
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct tstate *st = &t[d->terms[i]];
+		uint64_t ts;
 
 		if (col_varint(&tc, &res))
 			return block_fail(d, "bad varint", &tc);
 		if (i) {
-			st->gap += unzz(res);
-			prev += st->gap;
+			st->gap = (st->gap & ts_mask) + unzz(res);
+			ts = base + st->gap;
 		} else {
-			prev = unzz(res);
+			ts = unzz(res);
 		}
-		ts_ns[i] = prev;
+		ts_ns[i] = ts;
 		if (col_varint(&dc, &res))
 			return block_fail(d, "bad varint", &dc);
-		st->dur += unzz(res);
+		st->dur = (st->dur & dur_mask) + unzz(res);
 		dur_ns[i] = st->dur;
+		base = ts + (st->dur & end_mask);
 	}
 	*ts_col = tc;
 	*dur_col = dc;
@@ -268,30 +291,35 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 	struct col tc = *ts_col, dc = *dur_col;
 	struct tstate *t = d->p->t;
 	uint64_t *ts_ns = d->out->ts_ns, *dur_ns = d->out->dur_ns;
-	uint64_t prev = 0, res;
+	const uint64_t end_mask = d->pred & VAL_GAP_START ? 0 : UINT64_MAX;
+	uint64_t base = 0, res, ts_mask, dur_mask;
 
+	pred_masks(d, &ts_mask, &dur_mask);
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct tstate *st = &t[d->terms[i]];
+		uint64_t ts, dur;
 
 		if (col_varint(&tc, &res))
 			return block_fail(d, "bad varint", &tc);
 		if (i) {
-			int64_t sb = (int64_t)(st->gap + unzz(res));
+			int64_t sb = (int64_t)((st->gap & ts_mask) + unzz(res));
 
 			if (sb <= -n_bins || sb >= n_bins)
 				return block_fail(d, "gap bin out of range", &tc);
 			st->gap = (uint64_t)sb;
-			prev += vp_sbin_rep(b, sb);
+			ts = base + vp_sbin_rep(b, sb);
 		} else {
-			prev = unzz(res);
+			ts = unzz(res);
 		}
-		ts_ns[i] = prev;
+		ts_ns[i] = ts;
 		if (col_varint(&dc, &res))
 			return block_fail(d, "bad varint", &dc);
-		st->dur += unzz(res);
+		st->dur = (st->dur & dur_mask) + unzz(res);
 		if (st->dur >= (uint64_t)n_bins)
 			return block_fail(d, "duration bin out of range", &dc);
-		dur_ns[i] = vp_bin_rep(b, (uint32_t)st->dur);
+		dur = vp_bin_rep(b, (uint32_t)st->dur);
+		dur_ns[i] = dur;
+		base = ts + (dur & end_mask);
 	}
 	*ts_col = tc;
 	*dur_col = dc;
@@ -411,7 +439,7 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 	return 0;
 }
 
-static int parse_columns(const struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
+static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
 	static const char *const names[N_COLS] = {"ts", "dur", "vals"};
 	struct col hdr = {d->raw, d->raw + raw_len, "header"};
@@ -424,6 +452,16 @@ static int parse_columns(const struct dblock *d, uint32_t raw_len, struct col co
 		return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
 				"block %llu holds %llu events, expected %u",
 				(unsigned long long)d->idx, (unsigned long long)n, d->n);
+	d->pred = VAL_PRED_ALL | VAL_GAP_START;
+	if (d->s->version >= 2) {
+		if (hdr.p == hdr.end)
+			return block_fail(d, "missing predictor byte", &hdr);
+		d->pred = *hdr.p;
+		if (d->pred & ~VAL_PRED_BITS ||
+		    (d->s->timing == VAL_TIMING_NONE && d->pred))
+			return block_fail(d, "bad predictor byte", &hdr);
+		hdr.p++;
+	}
 	for (int c = 0; c < N_COLS; c++)
 		if (col_varint(&hdr, &len[c]))
 			return block_fail(d, "bad varint", &hdr);
@@ -498,7 +536,8 @@ static size_t varint_put(uint8_t *p, uint64_t v)
 }
 
 /* Rebuild @pw->raw (FORMAT.md §7.2) from its words. */
-static int words_to_raw(struct vwords *pw, uint32_t n_events, uint32_t *raw_len)
+static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_events,
+			uint32_t *raw_len)
 {
 	size_t total = pw->n[0] + pw->n[1] + pw->n[2], len[N_COLS] = {0}, off, k0 = 0;
 	uint8_t tmp[VAL_VARINT_MAX];
@@ -513,6 +552,8 @@ static int words_to_raw(struct vwords *pw, uint32_t n_events, uint32_t *raw_len)
 		return -ENOMEM;
 	p = pw->raw;
 	off = varint_put(p, n_events);
+	if (s->version >= 2)
+		p[off++] = pw->pred;
 	for (int k = 0; k < N_COLS; k++)
 		off += varint_put(p + off, len[k]);
 	for (size_t i = 0; i < total; i++)
@@ -561,7 +602,7 @@ static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpa
 	rc = scan_terms(&d, n_vals_of, n_terminals, &n_vals);
 	if (rc < 0)
 		return rc;
-	if (raw_len < raw_len_min(s->timing, d.n, n_vals) || raw_len > raw_len_max(d.n, n_vals))
+	if (raw_len < raw_len_min(s, d.n, n_vals) || raw_len > raw_len_max(s, d.n, n_vals))
 		return diag_set(diag, -TFS_ECORRUPT, d.file_off, section_name,
 				"block %llu: raw length %u impossible for %u events, %u fields",
 				(unsigned long long)idx, raw_len, d.n, n_vals);
@@ -570,7 +611,7 @@ static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpa
 		if (rc == 0)
 			rc = patch_words(s, idx, d.file_off, pw, patch, n_patch, diag);
 		if (rc == 0)
-			rc = words_to_raw(pw, d.n, &raw_len);
+			rc = words_to_raw(s, pw, d.n, &raw_len);
 		if (rc < 0)
 			return rc;
 	}
@@ -649,7 +690,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 	if (idx >= s->n_blocks)
 		return -EINVAL;
 	block_entry(s, idx, &frame, &file_off, &stored_len, &raw_len);
-	if (raw_len > raw_len_max(vsec_block_len(s, idx), 64ull * vsec_block_len(s, idx)))
+	if (raw_len > raw_len_max(s, vsec_block_len(s, idx), 64ull * vsec_block_len(s, idx)))
 		return words_fail(s, idx, file_off, "impossible raw length", diag);
 	if (vp_grow(&out->raw, &out->raw_cap, raw_len, 1) < 0 ||
 	    vp_grow(&out->w, &out->w_cap, raw_len, sizeof(*out->w)) < 0)
@@ -660,6 +701,12 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 	c = (struct col){out->raw, out->raw + raw_len, "header"};
 	if (col_varint(&c, &n) || n != vsec_block_len(s, idx))
 		return words_fail(s, idx, file_off, "bad block header", diag);
+	out->pred = 0;
+	if (s->version >= 2) {
+		if (c.p == c.end || *c.p & ~VAL_PRED_BITS)
+			return words_fail(s, idx, file_off, "bad predictor byte", diag);
+		out->pred = *c.p++;
+	}
 	for (int k = 0; k < N_COLS; k++)
 		if (col_varint(&c, &len[k]))
 			return words_fail(s, idx, file_off, "bad block header", diag);

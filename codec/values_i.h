@@ -1,11 +1,15 @@
 /*
  * Value and timing streams of one event stream (FORMAT.md §7): per-occurrence numbers
  * (start time, duration, the VAL-encoded arguments) that do not belong in the CST.
- * Numbers are predicted (start-time gap and duration against the previous occurrence of
- * the same terminal; VAL arguments by stride against the previous two occurrences of the
- * same terminal), residuals zigzag varint coded column by column, in blocks of
- * block_events events that restart prediction (absolute anchors), each block one zstd frame.
- * This module does not know event kinds: a terminal is a number with a VAL-field count.
+ * Start times are coded as gaps from the previous event's reconstructed end or start (TFV2
+ * lossless: whichever is smaller per block; lossy: the start; TFV1, which readers still
+ * decode: the start), each timing column of a block
+ * either predicted by the same terminal's previous gap or duration or stored as is,
+ * whichever compresses smaller for that block; VAL arguments are predicted by stride
+ * against the previous two occurrences of the same terminal. Residuals are zigzag varint
+ * coded column by column, in blocks of block_events events that restart prediction
+ * (absolute anchors), each block one zstd frame. This module does not know event kinds: a
+ * terminal is a number with a VAL-field count.
  */
 #ifndef TFS_VALUES_I_H
 #define TFS_VALUES_I_H
@@ -22,17 +26,35 @@ enum {
 	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
 };
 
+#define VAL_VERSION 2		 /* the section version writers write ("TFV2") */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
 /* Finest LOSSY rel_err: keeps the bin table (FORMAT.md §7.5) near 20000 entries. */
 #define VAL_MIN_REL_ERR (1.0 / 1024)
 
+/* TFV2 raw block predictor byte (FORMAT.md §7.2): the timing columns predicted per terminal. */
+#define VAL_PRED_TS 1u
+#define VAL_PRED_DUR 2u
+#define VAL_PRED_ALL (VAL_PRED_TS | VAL_PRED_DUR)
+#define VAL_GAP_START 4u  /* gaps from the previous start, not its end */
+#define VAL_PRED_BITS (VAL_PRED_ALL | VAL_GAP_START) /* every defined bit */
+#define VAL_PRED_FIXED 8u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
+
+enum { VAL_BASE_DEFAULT = 0, VAL_BASE_END = 1, VAL_BASE_START = 2 };
+
 struct venc_opts {
 	uint32_t block_events; /* 0: VAL_DEFAULT_BLOCK_EVENTS */
 	int timing;	       /* VAL_TIMING_* */
 	double rel_err;	       /* LOSSY only: VAL_MIN_REL_ERR <= rel_err < 1 */
 	int zstd_level;	       /* 0: a sensible default */
+	int final_level;       /* > zstd_level: venc_finish recompresses every block at this
+				  level, keeping the smaller frame (slow: for small streams) */
+	int version;	       /* 0: VAL_VERSION; 1: TFV1 (compatibility tests, benchmarks) */
+	unsigned int pred;     /* TFV2, timed: 0 chooses per block and column (the writer's
+				  way); VAL_PRED_FIXED | VAL_PRED_* forces them (tests) */
+	int gap_base;	       /* TFV2, timed: 0 the writer's default for the timing mode,
+				  VAL_BASE_END or VAL_BASE_START (tests, benchmarks) */
 };
 
 struct tfs_venc;
@@ -50,8 +72,9 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 	     const uint64_t *vals, uint32_t n_vals);
 uint64_t venc_n_events(const struct tfs_venc *e);
 /*
- * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure). Afterwards
- * venc_add fails with -EINVAL; after -ENOMEM venc_finish may be called again.
+ * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure), after
+ * recompressing the blocks at venc_opts.final_level if that is set. Afterwards venc_add
+ * fails with -EINVAL; after -ENOMEM venc_finish may be called again.
  * @return 0 or -ENOMEM
  */
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out);
@@ -61,6 +84,7 @@ struct tfs_vsec {
 	const uint8_t *data;
 	size_t len;
 	uint64_t base_off; /* file offset of data[0] */
+	int version;	   /* 1 or 2 ("TFV1", "TFV2") */
 	int timing;
 	double rel_err;
 	uint32_t block_events;
@@ -124,6 +148,7 @@ struct vpatch {
 struct vwords {
 	uint64_t *w;		/* n[0] + n[1] + n[2] words */
 	size_t n[3];		/* words per column: ts, dur, vals */
+	uint8_t pred;		/* TFV2: the block's predictor byte (VAL_PRED_*); TFV1: 0 */
 	size_t w_cap;
 	uint8_t *raw;
 	size_t raw_cap;

@@ -140,7 +140,8 @@ int vpatch_diff(const struct tfs_vsec *base, const struct tfs_vsec *own, uint32_
 
 	out->e = NULL;
 	out->n = 0;
-	if (base->timing != own->timing || base->n_events != own->n_events ||
+	if (base->version != own->version || base->timing != own->timing ||
+	    base->n_events != own->n_events ||
 	    base->block_events != own->block_events || base->n_blocks != own->n_blocks ||
 	    base->rel_err != own->rel_err)
 		return -E2BIG;
@@ -150,6 +151,9 @@ int vpatch_diff(const struct tfs_vsec *base, const struct tfs_vsec *own, uint32_
 		rc = vsec_block_words(base, b, &wb, NULL);
 		if (rc == 0)
 			rc = vsec_block_words(own, b, &wo, NULL);
+		/* a word means the same only under the same predictors (FORMAT.md §7.2) */
+		if (rc == 0 && wb.pred != wo.pred)
+			rc = -E2BIG;
 		for (uint32_t k = 0; k < 3 && rc == 0; k++) {
 			if (wb.n[k] != wo.n[k]) {
 				rc = -E2BIG;

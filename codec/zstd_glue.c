@@ -1,17 +1,57 @@
 /*
  * zstd compression and decompression of single frames, and the one translation of zstd
- * errors into tracefs errors. Compression contexts are created per call (writers compress
- * large blocks); each thread keeps one decompression context, because readers decompress
- * many small value blocks and creating a context costs about as much as the block.
+ * errors into tracefs errors. Each thread keeps one decompression context, because readers
+ * decompress many small value blocks and creating a context costs about as much as the
+ * block, and likewise one compression context for fast levels (values blocks at capture);
+ * slower levels, used for whole sections at save, get a context per call.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
 #include "zstd_i.h"
 
+static pthread_key_t cctx_key;
+static pthread_once_t cctx_once = PTHREAD_ONCE_INIT;
+static int cctx_key_ok;
+
+static void cctx_free(void *p)
+{
+	ZSTD_freeCCtx(p);
+}
+
+static void cctx_key_init(void)
+{
+	cctx_key_ok = pthread_key_create(&cctx_key, cctx_free) == 0;
+}
+
+/*
+ * This thread's compression context for fast levels, kept: creating one costs more than
+ * compressing a 16 KiB values block at level 3. NULL on ENOMEM.
+ */
+static ZSTD_CCtx *thread_cctx(void)
+{
+	ZSTD_CCtx *c;
+
+	pthread_once(&cctx_once, cctx_key_init);
+	if (!cctx_key_ok)
+		return NULL;
+	c = pthread_getspecific(cctx_key);
+	if (c)
+		return c;
+	c = ZSTD_createCCtx();
+	if (c && pthread_setspecific(cctx_key, c) != 0) {
+		ZSTD_freeCCtx(c);
+		return NULL;
+	}
+	return c;
+}
+
 int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 {
+	/* slow levels get a context of their own: theirs are large, and rare */
+	const bool keep = level <= ZS_KEEP_CTX_LEVEL;
 	ZSTD_CCtx *cctx;
 	size_t bound = ZSTD_compressBound(n);
 	size_t got;
@@ -20,14 +60,16 @@ int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 	rc = buf_reserve(out, bound);
 	if (rc < 0)
 		return rc;
-	cctx = ZSTD_createCCtx();
+	cctx = keep ? thread_cctx() : ZSTD_createCCtx();
 	if (!cctx)
 		return -ENOMEM;
+	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 	got = ZSTD_compress2(cctx, out->data + out->len, bound, src, n);
-	ZSTD_freeCCtx(cctx);
+	if (!keep)
+		ZSTD_freeCCtx(cctx);
 	if (ZSTD_isError(got))
 		return ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
 	out->len += got;

@@ -10,6 +10,9 @@
 
 #include "bytes_i.h"
 
+/* Levels up to this one compress with a context the calling thread keeps. */
+#define ZS_KEEP_CTX_LEVEL 3
+
 /* Append one zstd frame of @src to @out. @return 0 or -ENOMEM / -EIO */
 int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level);
 /*

@@ -1,13 +1,17 @@
 /*
- * Value and timing streams (FORMAT.md §7): seeded round trips in every timing mode, the
- * lossy error bounds, golden raw blocks written by hand from the spec, size targets for
- * structured input, every truncation and bit flip, and allocation failure in turn.
+ * Value and timing streams (FORMAT.md §7): seeded round trips in every timing mode, section
+ * version (TFV1 as older writers wrote it, TFV2) and predictor choice, the lossy error
+ * bounds on random and adversarial times, golden raw blocks written by hand from the spec,
+ * the committed TFV2 golden sections, size targets for structured input, every truncation
+ * and bit flip, and allocation failure in turn.
  */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "values_i.h"
@@ -87,11 +91,15 @@ static uint64_t umag(uint64_t d)
 	return (int64_t)d < 0 ? 0 - d : d;
 }
 
-/* Check one decoded event's times against FORMAT.md §7 for the section's timing mode. */
+/*
+ * Check one decoded event's times against FORMAT.md §7.4 for the section's timing mode: a
+ * gap is measured from the previous event's reconstructed end, or its start when
+ * @from_start (TFV1, or a TFV2 block with VAL_GAP_START), all differences modulo 2^64.
+ */
 static void check_times(const struct tfs_vsec *v, const struct evset *s, const struct vblock *b,
-			uint32_t i)
+			uint32_t i, bool from_start)
 {
-	uint64_t k = b->first_event + i, err, gap;
+	uint64_t k = b->first_event + i, err, gap, base;
 	uint32_t e_fix = (uint32_t)(v->rel_err * 4294967296.0);
 
 	switch (v->timing) {
@@ -109,13 +117,14 @@ static void check_times(const struct tfs_vsec *v, const struct evset *s, const s
 		assert_true(b->ts_ns[0] == s->ts[k]);
 		return;
 	}
+	base = b->ts_ns[i - 1] + (from_start ? 0 : b->dur_ns[i - 1]);
 	err = umag(b->ts_ns[i] - s->ts[k]);
-	gap = umag(s->ts[k] - b->ts_ns[i - 1]);
+	gap = umag(s->ts[k] - base);
 	if ((u128)err << 32 <= (u128)e_fix * gap)
 		return;
-	/* FORMAT.md §7.4: a step back to near 0 rounds up instead of below 0, within 2e'g + 2 */
-	assert_true(s->ts[k] <= b->ts_ns[i] && b->ts_ns[i] <= b->ts_ns[i - 1]);
-	assert_true((u128)err << 32 <= 2 * (u128)e_fix * gap + ((u128)2 << 32));
+	/* §7.4: a step back to near 0 rounds up instead of below 0, within 2e'|g| + 2 */
+	assert_true(s->ts[k] <= b->ts_ns[i] && b->ts_ns[i] <= base);
+	assert_true((u128)err << 32 < 2 * (u128)e_fix * gap + ((u128)2 << 32));
 }
 
 /* Decode every block of @sec and compare with @s. */
@@ -128,11 +137,17 @@ static void check_section(const struct tfs_buf *sec, const struct evset *s, int 
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(vsec_open(&v, sec->data, sec->len, 1000, &d), 0);
 	assert_int_equal(v.timing, timing);
+	assert_true(v.version == 1 || v.version == 2);
 	assert_true(v.n_events == s->n);
 	vblock_init(&b);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		uint64_t first = blk * v.block_events;
+		struct vwords w = {0};
+		bool from_start;
 
+		assert_int_equal(vsec_block_words(&v, blk, &w, &d), 0);
+		from_start = v.version == 1 || (w.pred & VAL_GAP_START);
+		vwords_fini(&w);
 		assert_int_equal(vsec_decode_block(&v, blk, s->term + first, s->n_vals_of,
 						   s->n_terms, &b, &d),
 				 0);
@@ -144,7 +159,7 @@ static void check_section(const struct tfs_buf *sec, const struct evset *s, int 
 			assert_int_equal(b.val_off[i + 1] - b.val_off[i], nv);
 			assert_memory_equal(b.vals + b.val_off[i], s->vals + s->val_off[first + i],
 					    nv * sizeof(uint64_t));
-			check_times(&v, s, &b, i);
+			check_times(&v, s, &b, i, from_start);
 		}
 	}
 	vblock_fini(&b);
@@ -226,21 +241,79 @@ static void gen_jittery(struct evset *s, size_t n, uint64_t *seed, bool tame)
 	}
 }
 
+/* The writer's per-block choice and each forced predictor byte (FORMAT.md §7.2). */
+static const unsigned int pred_opts[] = {
+	0,
+	VAL_PRED_FIXED,
+	VAL_PRED_FIXED | VAL_PRED_TS,
+	VAL_PRED_FIXED | VAL_PRED_DUR,
+	VAL_PRED_FIXED | VAL_PRED_ALL,
+};
+#define N_PRED_OPTS (sizeof(pred_opts) / sizeof(pred_opts[0]))
+
+/* Every block of @sec stores the predictor byte @o asked for (any, when @o is 0). */
+static void check_preds(const struct tfs_buf *sec, const struct venc_opts *o)
+{
+	struct vwords w = {0};
+	struct tfs_vsec v;
+
+	assert_int_equal(vsec_open(&v, sec->data, sec->len, 0, NULL), 0);
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+		if (v.version == 1 || o->timing == VAL_TIMING_NONE) {
+			assert_int_equal(w.pred, 0);
+			continue;
+		}
+		if (o->pred)
+			assert_int_equal(w.pred & VAL_PRED_ALL, o->pred & VAL_PRED_ALL);
+		/* lossless with the writer's choices: either base, block by block */
+		if (o->gap_base)
+			assert_int_equal(!!(w.pred & VAL_GAP_START), o->gap_base == VAL_BASE_START);
+		else if (o->timing == VAL_TIMING_LOSSY || o->pred)
+			assert_int_equal(!!(w.pred & VAL_GAP_START),
+					 o->timing == VAL_TIMING_LOSSY);
+	}
+	vwords_fini(&w);
+}
+
+/*
+ * Encode @s in every version, gap base and predictor setting with @o's other options;
+ * check each.
+ */
+static void round_trip_all(const struct evset *s, struct venc_opts o)
+{
+	for (int version = 1; version <= VAL_VERSION; version++) {
+		for (int base = VAL_BASE_DEFAULT; base <= VAL_BASE_START; base++) {
+			for (size_t k = 0; k < N_PRED_OPTS; k++) {
+				struct tfs_buf sec;
+
+				if (version == 1 && (pred_opts[k] || base))
+					continue;
+				o.version = version;
+				o.gap_base = base;
+				o.pred = pred_opts[k];
+				encode(s, &o, &sec);
+				assert_memory_equal(sec.data, version == 1 ? "TFV1" : "TFV2", 4);
+				check_section(&sec, s, o.timing);
+				check_preds(&sec, &o);
+				buf_fini(&sec);
+			}
+		}
+	}
+}
+
 static void test_values_round_trip_lossless_random(void **state)
 {
 	uint64_t seed = tu_seed(__func__);
 	const uint32_t block_sizes[] = {1, 7, 4096};
 	struct evset s;
 
-	gen_random(&s, 100000, &seed);
+	gen_random(&s, 30000, &seed);
 	for (size_t k = 0; k < sizeof(block_sizes) / sizeof(block_sizes[0]); k++) {
 		struct venc_opts o = {.block_events = block_sizes[k],
 				      .timing = VAL_TIMING_LOSSLESS};
-		struct tfs_buf sec;
 
-		encode(&s, &o, &sec);
-		check_section(&sec, &s, VAL_TIMING_LOSSLESS);
-		buf_fini(&sec);
+		round_trip_all(&s, o);
 	}
 	ev_fini(&s);
 }
@@ -249,18 +322,159 @@ static void test_values_round_trip_lossy_random_extremes(void **state)
 {
 	uint64_t seed = tu_seed(__func__);
 	const double errs[] = {VAL_MIN_REL_ERR, 0.01, 0.1, 0.5, 0.999};
+	const uint32_t block_sizes[] = {1, 1000};
 	struct evset s;
 
-	gen_random(&s, 30000, &seed);
+	gen_random(&s, 10000, &seed);
 	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
-		struct venc_opts o = {.block_events = 1000, .timing = VAL_TIMING_LOSSY,
-				      .rel_err = errs[k]};
-		struct tfs_buf sec;
+		for (size_t j = 0; j < sizeof(block_sizes) / sizeof(block_sizes[0]); j++) {
+			struct venc_opts o = {.block_events = block_sizes[j],
+					      .timing = VAL_TIMING_LOSSY, .rel_err = errs[k]};
 
-		encode(&s, &o, &sec);
-		check_section(&sec, &s, VAL_TIMING_LOSSY);
-		buf_fini(&sec);
+			round_trip_all(&s, o);
+		}
 	}
+	ev_fini(&s);
+}
+
+/*
+ * What the lossy bound must survive: huge gaps both ways, zero and maximal durations, zones
+ * written in end order (their start lies before the events they enclose, a negative gap
+ * from the previous end, often back to near 0) and start times at both ends of u64.
+ */
+static void gen_adversarial(struct evset *s, size_t n, uint64_t *seed)
+{
+	uint64_t ts = 0;
+
+	ev_init(s, n, 4);
+	for (uint32_t t = 0; t < 4; t++)
+		s->n_vals_of[t] = 0;
+	while (s->n + 4 <= n) {
+		uint64_t dur = tu_below(seed, 3) ? tu_below(seed, 5000) : 0, zone = ts;
+		uint32_t t = (uint32_t)tu_below(seed, 4);
+
+		switch (tu_below(seed, 7)) {
+		case 0: { /* a huge gap forward or back */
+			uint64_t jump = tu_rand(seed) >> tu_below(seed, 8);
+
+			ts = tu_below(seed, 2) ? ts + jump : ts - jump;
+			break;
+		}
+		case 1: /* u64 extremes */
+			ts = tu_below(seed, 2) ? UINT64_MAX - tu_below(seed, 3) : tu_below(seed, 3);
+			dur = tu_below(seed, 2) ? UINT64_MAX : 0;
+			break;
+		case 2: /* two nested events, then their zone in end order */
+			ev_push(s, t, ts + 10, dur);
+			ev_push(s, t, ts + 20 + dur, 5);
+			ts = tu_below(seed, 2) ? zone : tu_below(seed, 1 + zone / 16);
+			dur = zone + 100 + dur - ts;
+			break;
+		case 3: /* back to the start of the trace */
+			ts = tu_below(seed, 64);
+			break;
+		default:
+			ts += tu_below(seed, 2000);
+		}
+		ev_push(s, t, ts, dur);
+		ts += dur;
+	}
+}
+
+static void test_values_lossy_bound_holds_on_adversarial_times(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const double errs[] = {VAL_MIN_REL_ERR, 0.1, 0.5, 0.999};
+	const uint32_t block_sizes[] = {1, 5, 4096};
+	struct evset s;
+
+	gen_adversarial(&s, 20000, &seed);
+	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
+		for (size_t j = 0; j < sizeof(block_sizes) / sizeof(block_sizes[0]); j++) {
+			struct venc_opts o = {.block_events = block_sizes[j],
+					      .timing = VAL_TIMING_LOSSY, .rel_err = errs[k]};
+
+			round_trip_all(&s, o);
+		}
+	}
+	round_trip_all(&s, (struct venc_opts){.block_events = 77, .timing = VAL_TIMING_LOSSLESS});
+	ev_fini(&s);
+}
+
+/* A final level recompresses every block: the same numbers in no more bytes. */
+static void test_values_final_level_shrinks_and_keeps_contents(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct venc_opts o = {.block_events = 1000, .timing = VAL_TIMING_LOSSLESS};
+	struct tfs_buf fast, slow;
+	struct evset s;
+
+	gen_jittery(&s, 20000, &seed, false);
+	encode(&s, &o, &fast);
+	o.final_level = 19;
+	encode(&s, &o, &slow);
+	check_section(&slow, &s, VAL_TIMING_LOSSLESS);
+	fprintf(stderr, "# level 3: %zu bytes, recompressed at 19: %zu\n", fast.len, slow.len);
+	assert_true(slow.len < fast.len);
+	o.final_level = 2; /* not above the block level: nothing to do */
+	buf_fini(&slow);
+	encode(&s, &o, &slow);
+	assert_int_equal(slow.len, fast.len);
+	assert_memory_equal(slow.data, fast.data, fast.len);
+	buf_fini(&slow);
+	buf_fini(&fast);
+	ev_fini(&s);
+}
+
+/*
+ * The writer's choice follows the data: a block of periodic calls (each terminal keeps its
+ * gap and duration) is predicted, a block of noise is not, and a strict period with random
+ * durations measures its gaps from the previous start.
+ */
+static void test_values_predictor_choice_follows_the_data(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct venc_opts o = {.block_events = 4096, .timing = VAL_TIMING_LOSSLESS};
+	struct vwords w = {0};
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct evset s;
+	uint64_t ts = 1000;
+
+	ev_init(&s, 3 * 4096, 4);
+	for (uint32_t t = 0; t < 4; t++)
+		s.n_vals_of[t] = 0;
+	for (size_t i = 0; i < 3 * 4096; i++) {
+		uint32_t t = (uint32_t)(i % 4);
+		uint64_t gap, dur;
+
+		if (i < 4096) {
+			gap = 13000 * (t + 1) + tu_below(&seed, 4);
+			dur = 777 * (t + 1) + tu_below(&seed, 4);
+		} else if (i < 2 * 4096) {
+			gap = tu_below(&seed, 100);
+			dur = tu_below(&seed, 100);
+		} else { /* a strict period whatever the durations: gaps from the start */
+			dur = tu_below(&seed, 5000);
+			ev_push(&s, t, ts, dur);
+			ts += 10000;
+			continue;
+		}
+		ts += gap;
+		ev_push(&s, t, ts, dur);
+		ts += dur;
+	}
+	encode(&s, &o, &sec);
+	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(vsec_block_words(&v, 0, &w, NULL), 0);
+	assert_int_equal(w.pred, VAL_PRED_ALL);
+	assert_int_equal(vsec_block_words(&v, 1, &w, NULL), 0);
+	assert_int_equal(w.pred, 0);
+	assert_int_equal(vsec_block_words(&v, 2, &w, NULL), 0);
+	assert_int_equal(w.pred & VAL_GAP_START, VAL_GAP_START);
+	vwords_fini(&w);
+	buf_fini(&sec);
 	ev_fini(&s);
 }
 
@@ -304,7 +518,7 @@ static void test_values_lossy_step_back_to_zero_stays_non_negative(void **state)
 
 	for (size_t k = 0; k < sizeof(errs) / sizeof(errs[0]); k++) {
 		struct venc_opts o = {.block_events = 4096, .timing = VAL_TIMING_LOSSY,
-				      .rel_err = errs[k]};
+				      .rel_err = errs[k], .gap_base = VAL_BASE_END};
 		struct tfs_vsec v;
 		struct vblock b;
 		struct tfs_diag d;
@@ -328,7 +542,8 @@ static void test_values_lossy_step_back_to_zero_stays_non_negative(void **state)
 		vblock_init(&b);
 		assert_int_equal(vsec_decode_block(&v, 0, s.term, s.n_vals_of, s.n_terms, &b, &d), 0);
 		for (uint32_t i = 0; i < b.n_events; i++) {
-			uint64_t err = b.ts_ns[i] - s.ts[i], gap = b.ts_ns[i ? i - 1 : 0] - s.ts[i];
+			uint64_t base = i ? b.ts_ns[i - 1] + b.dur_ns[i - 1] : b.ts_ns[0];
+			uint64_t err = b.ts_ns[i] - s.ts[i], gap = base - s.ts[i];
 
 			assert_true(b.ts_ns[i] <= UINT64_C(1) << 62);
 			/* rounded up past the usual bound: the rule was needed */
@@ -432,6 +647,18 @@ static void test_values_rejects_bad_arguments(void **state)
 	o.timing = 3;
 	assert_int_equal(venc_new(&o, &e), -EINVAL);
 	o.timing = VAL_TIMING_LOSSLESS;
+	o.version = VAL_VERSION + 1;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.version = 0;
+	o.pred = VAL_PRED_TS; /* without VAL_PRED_FIXED */
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.pred = VAL_PRED_FIXED | VAL_GAP_START; /* the base is gap_base's */
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.pred = 0;
+	o.gap_base = VAL_BASE_START + 1;
+	assert_int_equal(venc_new(&o, &e), -EINVAL);
+	o.gap_base = 0;
+	o.timing = VAL_TIMING_LOSSLESS;
 	o.block_events = VAL_MAX_BLOCK_EVENTS + 1;
 	assert_int_equal(venc_new(&o, &e), -EINVAL);
 	o.block_events = 0;
@@ -499,9 +726,9 @@ static void golden_events(struct tfs_venc *e)
 	assert_int_equal(venc_add(e, 1, 1400, 10, NULL, 0), 0);
 }
 
-static void golden_section(struct tfs_buf *sec)
+static void golden_section(struct tfs_buf *sec, int version)
 {
-	struct venc_opts o = {.block_events = 4, .timing = VAL_TIMING_LOSSLESS};
+	struct venc_opts o = {.block_events = 4, .timing = VAL_TIMING_LOSSLESS, .version = version};
 	struct tfs_venc *e;
 
 	assert_int_equal(venc_new(&o, &e), 0);
@@ -526,7 +753,8 @@ static void check_raw_block(const struct tfs_buf *sec, uint64_t idx, const uint8
 	assert_memory_equal(raw, want, want_len);
 }
 
-static void test_values_golden_lossless_section(void **state)
+/* TFV1, as writers before TFV2 wrote it: gaps from the previous start, always predicted. */
+static void test_values_golden_lossless_section_v1(void **state)
 {
 	static const uint8_t hdr[36] = {
 		'T', 'F', 'V', '1', 1, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -543,13 +771,14 @@ static void test_values_golden_lossless_section(void **state)
 	struct tfs_vsec v;
 	struct vblock b;
 
-	golden_section(&sec);
+	golden_section(&sec, 1);
 	assert_memory_equal(sec.data, hdr, sizeof(hdr));
 	assert_true(le_get64(sec.data + 36) == 36 + 32);
 	assert_true(le_get64(sec.data + 52) == 36 + 32 + le_get32(sec.data + 44));
 	check_raw_block(&sec, 0, raw0, sizeof(raw0));
 	check_raw_block(&sec, 1, raw1, sizeof(raw1));
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.version, 1);
 	vblock_init(&b);
 	assert_int_equal(vsec_decode_block(&v, 1, golden_terms + 4, golden_nv, 2, &b, NULL), 0);
 	assert_true(b.first_event == 4 && b.n_events == 1);
@@ -558,6 +787,161 @@ static void test_values_golden_lossless_section(void **state)
 	assert_true(b.ts_ns[3] == 1500 && b.dur_ns[3] == 49 && b.vals[b.val_off[3]] == 12288);
 	vblock_fini(&b);
 	buf_fini(&sec);
+}
+
+/*
+ * The same events in TFV2: gaps from the previous end (1100 - 1050, 1300 - 1110, 1500 -
+ * 1352), the predictor byte chosen by the writer (both columns predicted: on columns this
+ * short the trial compressions tie, and a tie keeps prediction).
+ */
+static void test_values_golden_lossless_section_v2(void **state)
+{
+	static const uint8_t raw0[] = {
+		0x04, 0x03, 0x06, 0x04, 0x08,		  /* 4 events, predicted, column lengths */
+		0xd0, 0x0f, 0x64, 0xfc, 0x02, 0x53,	  /* ts: 1000 anchor, 50, 190, 148-190 */
+		0x64, 0x14, 0x04, 0x05,			  /* dur: 50, 10, 52-50, 49-52 */
+		0x80, 0x40, 0x0e, 0x80, 0x40, 0x00, 0x00, 0x00, /* vals: 4096 7, +4096 0, 0 0 */
+	};
+	static const uint8_t raw1[] = {0x01, 0x03, 0x02, 0x01, 0x00, 0xf0, 0x15, 0x14};
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct vblock b;
+
+	golden_section(&sec, 0);
+	assert_memory_equal(sec.data, "TFV2", 4);
+	check_raw_block(&sec, 0, raw0, sizeof(raw0));
+	check_raw_block(&sec, 1, raw1, sizeof(raw1));
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.version, 2);
+	vblock_init(&b);
+	assert_int_equal(vsec_decode_block(&v, 0, golden_terms, golden_nv, 2, &b, NULL), 0);
+	assert_true(b.ts_ns[2] == 1300 && b.ts_ns[3] == 1500 && b.dur_ns[3] == 49);
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+/* The committed sections of tests/data/golden/values_v2.txt, as written there. */
+struct gold_v2 {
+	uint8_t *bin;
+	size_t bin_len;
+	uint8_t nv[3];
+	size_t off[2], len[2];
+	int timing[2];
+	size_t n[2];
+	struct evset ev[2];
+};
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *p;
+	long len;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len >= 0);
+	assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+	p = malloc((size_t)len + 1);
+	assert_non_null(p);
+	assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	*n = (size_t)len;
+	return p;
+}
+
+static void gold_v2_load(struct gold_v2 *g)
+{
+	char line[512];
+	FILE *f;
+	int sec = -1;
+
+	memset(g, 0, sizeof(*g));
+	g->bin = slurp(TFS_TEST_DATA "/golden/values_v2.bin", &g->bin_len);
+	f = fopen(TFS_TEST_DATA "/golden/values_v2.txt", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long x[6];
+		unsigned int t;
+		int k;
+
+		if (line[0] == '#')
+			continue;
+		if (sscanf(line, "terminals %hhu %hhu %hhu", &g->nv[0], &g->nv[1], &g->nv[2]) == 3)
+			continue;
+		if (sscanf(line, "section %llu %llu %llu %llu", &x[0], &x[1], &x[2], &x[3]) == 4) {
+			sec++;
+			assert_true(sec < 2);
+			g->off[sec] = x[0];
+			g->len[sec] = x[1];
+			g->timing[sec] = (int)x[2];
+			g->n[sec] = x[3];
+			ev_init(&g->ev[sec], x[3], 3);
+			memcpy(g->ev[sec].n_vals_of, g->nv, 3);
+			continue;
+		}
+		k = sscanf(line, "%u %llu %llu %llu %llu", &t, &x[0], &x[1], &x[2], &x[3]);
+		assert_true(sec >= 0 && k >= 3 && t < 3 && k == 3 + g->nv[t]);
+		memcpy(ev_push(&g->ev[sec], t, x[0], x[1]), x + 2, g->nv[t] * sizeof(x[0]));
+	}
+	fclose(f);
+	assert_int_equal(sec, 1);
+	assert_true(g->off[1] + g->len[1] == g->bin_len);
+}
+
+static void gold_v2_free(struct gold_v2 *g)
+{
+	ev_fini(&g->ev[0]);
+	ev_fini(&g->ev[1]);
+	free(g->bin);
+}
+
+/*
+ * The committed TFV2 sections decode to exactly the committed numbers, and between them
+ * hold every predictor pair and both gap bases.
+ */
+static void test_values_golden_v2_file_decodes_as_committed(void **state)
+{
+	struct vwords w = {0};
+	struct gold_v2 g;
+	struct vblock b;
+	unsigned int preds_seen = 0;
+
+	gold_v2_load(&g);
+	vblock_init(&b);
+	for (int k = 0; k < 2; k++) {
+		const struct evset *s = &g.ev[k];
+		struct tfs_vsec v;
+
+		assert_int_equal(vsec_open(&v, g.bin + g.off[k], g.len[k], g.off[k], NULL), 0);
+		assert_int_equal(v.version, 2);
+		assert_int_equal(v.timing, g.timing[k]);
+		assert_true(v.n_events == g.n[k]);
+		for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+			uint64_t first = blk * v.block_events;
+
+			assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+			preds_seen |= 1u << w.pred;
+			assert_int_equal(vsec_decode_block(&v, blk, s->term + first, s->n_vals_of,
+							   3, &b, NULL),
+					 0);
+			for (uint32_t i = 0; i < b.n_events; i++) {
+				size_t nv = s->n_vals_of[s->term[first + i]];
+
+				assert_true(b.ts_ns[i] == s->ts[first + i]);
+				assert_true(b.dur_ns[i] == s->dur[first + i]);
+				assert_int_equal(b.val_off[i + 1] - b.val_off[i], nv);
+				assert_memory_equal(b.vals + b.val_off[i],
+						    s->vals + s->val_off[first + i],
+						    nv * sizeof(uint64_t));
+			}
+		}
+	}
+	/* every predictor pair, and a lossy block with gaps from the previous start */
+	assert_int_equal(preds_seen, 0xf | 1u << (VAL_GAP_START | VAL_PRED_DUR));
+	vwords_fini(&w);
+	vblock_fini(&b);
+	gold_v2_free(&g);
 }
 
 /*
@@ -575,7 +959,8 @@ static void test_values_golden_lossy_block(void **state)
 	static const uint64_t want_ts[] = {1000, 1004, 1008, 1004}, want_dur[] = {4, 13, 0, 1};
 	static const uint32_t terms[4] = {0};
 	static const uint8_t nv[1] = {0};
-	struct venc_opts o = {.block_events = 8, .timing = VAL_TIMING_LOSSY, .rel_err = 0.5};
+	struct venc_opts o = {.block_events = 8, .timing = VAL_TIMING_LOSSY, .rel_err = 0.5,
+			      .version = 1};
 	struct tfs_venc *e;
 	struct tfs_buf sec;
 	struct tfs_vsec v;
@@ -599,8 +984,17 @@ static void test_values_golden_lossy_block(void **state)
 	buf_fini(&sec);
 }
 
+/* The terminals of a section under test: events past the list get terminal 0. */
+struct terms_of {
+	const uint32_t *term;
+	size_t n;
+	const uint8_t *nv;
+	uint32_t n_terminals;
+};
+
 /* Open and decode every block of possibly damaged bytes. @return the first error or 0 */
-static int try_decode(const uint8_t *data, size_t len, struct vblock *b)
+static int try_decode(const uint8_t *data, size_t len, const struct terms_of *to,
+		      struct vblock *b)
 {
 	static uint32_t terms[64];
 	struct tfs_diag d;
@@ -621,9 +1015,9 @@ static int try_decode(const uint8_t *data, size_t len, struct vblock *b)
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t k = blk * v.block_events + i;
 
-			terms[i] = k < 5 ? golden_terms[k] : 0;
+			terms[i] = k < to->n ? to->term[k] : 0;
 		}
-		rc = vsec_decode_block(&v, blk, terms, golden_nv, 2, b, &d);
+		rc = vsec_decode_block(&v, blk, terms, to->nv, to->n_terminals, b, &d);
 		if (rc < 0) {
 			assert_true(d.reason[0] != 0);
 			assert_string_equal(d.section, "values");
@@ -633,44 +1027,100 @@ static int try_decode(const uint8_t *data, size_t len, struct vblock *b)
 	return 0;
 }
 
-static void test_values_every_truncation_is_corrupt(void **state)
+/* Every proper prefix of a good section is refused as corrupt. */
+static void check_truncations(const uint8_t *sec, size_t sec_len, const struct terms_of *to)
 {
-	struct tfs_buf sec;
 	struct vblock b;
 
-	golden_section(&sec);
 	vblock_init(&b);
-	assert_int_equal(try_decode(sec.data, sec.len, &b), 0);
-	for (size_t len = 0; len < sec.len; len++) {
+	assert_int_equal(try_decode(sec, sec_len, to, &b), 0);
+	for (size_t len = 0; len < sec_len; len++) {
 		uint8_t *copy = malloc(len + 1);
 
-		memcpy(copy, sec.data, len);
-		assert_int_equal(try_decode(copy, len, &b), -TFS_ECORRUPT);
+		memcpy(copy, sec, len);
+		assert_int_equal(try_decode(copy, len, to, &b), -TFS_ECORRUPT);
 		free(copy);
 	}
 	vblock_fini(&b);
-	buf_fini(&sec);
+}
+
+/*
+ * Every single-bit flip of a good section is refused, except in the header bytes
+ * [@ok_from, @ok_to) where another valid value may decode (a lossy rel_err).
+ */
+static void check_bit_flips(const uint8_t *sec, size_t sec_len, const struct terms_of *to,
+			    size_t ok_from, size_t ok_to)
+{
+	uint8_t *copy = malloc(sec_len);
+	size_t accepted = 0;
+	struct vblock b;
+
+	assert_non_null(copy);
+	memcpy(copy, sec, sec_len);
+	vblock_init(&b);
+	for (size_t bit = 0; bit < sec_len * 8; bit++) {
+		int rc;
+
+		copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		rc = try_decode(copy, sec_len, to, &b);
+		if (rc == 0) {
+			accepted++;
+			if (bit / 8 < ok_from || bit / 8 >= ok_to)
+				fprintf(stderr, "# bit %zu (byte %zu) flip accepted\n", bit,
+					bit / 8);
+			assert_true(bit / 8 >= ok_from && bit / 8 < ok_to);
+		} else {
+			assert_true(rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -E2BIG);
+		}
+		copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	if (accepted)
+		fprintf(stderr, "# %zu flips of rel_err bits still valid\n", accepted);
+	vblock_fini(&b);
+	free(copy);
+}
+
+static const struct terms_of golden_to = {golden_terms, 5, golden_nv, 2};
+
+static void test_values_every_truncation_is_corrupt(void **state)
+{
+	struct gold_v2 g;
+
+	for (int version = 1; version <= VAL_VERSION; version++) {
+		struct tfs_buf sec;
+
+		golden_section(&sec, version);
+		check_truncations(sec.data, sec.len, &golden_to);
+		buf_fini(&sec);
+	}
+	gold_v2_load(&g);
+	for (int k = 0; k < 2; k++) {
+		struct terms_of to = {g.ev[k].term, g.ev[k].n, g.nv, 3};
+
+		check_truncations(g.bin + g.off[k], g.len[k], &to);
+	}
+	gold_v2_free(&g);
 }
 
 static void test_values_every_bit_flip_is_rejected(void **state)
 {
-	struct tfs_buf sec;
-	struct vblock b;
+	struct gold_v2 g;
 
-	golden_section(&sec);
-	vblock_init(&b);
-	for (size_t bit = 0; bit < sec.len * 8; bit++) {
-		int rc;
+	for (int version = 1; version <= VAL_VERSION; version++) {
+		struct tfs_buf sec;
 
-		sec.data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-		rc = try_decode(sec.data, sec.len, &b);
-		if (rc == 0)
-			fprintf(stderr, "# bit %zu (byte %zu) flip accepted\n", bit, bit / 8);
-		assert_true(rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -E2BIG);
-		sec.data[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		golden_section(&sec, version);
+		check_bit_flips(sec.data, sec.len, &golden_to, 0, 0);
+		buf_fini(&sec);
 	}
-	vblock_fini(&b);
-	buf_fini(&sec);
+	gold_v2_load(&g);
+	for (int k = 0; k < 2; k++) {
+		struct terms_of to = {g.ev[k].term, g.ev[k].n, g.nv, 3};
+		bool lossy = g.timing[k] == VAL_TIMING_LOSSY;
+
+		check_bit_flips(g.bin + g.off[k], g.len[k], &to, lossy ? 12 : 0, lossy ? 20 : 0);
+	}
+	gold_v2_free(&g);
 }
 
 static void test_values_header_flips_report_offsets(void **state)
@@ -679,11 +1129,11 @@ static void test_values_header_flips_report_offsets(void **state)
 	struct tfs_diag d;
 	struct tfs_vsec v;
 
-	golden_section(&sec);
-	sec.data[3] = '2';
+	golden_section(&sec, 0);
+	sec.data[3] = '3';
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_EFORMAT);
-	sec.data[3] = '1';
+	sec.data[3] = '2';
 	sec.data[4] = 7;
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, NULL), -TFS_EFORMAT);
 	sec.data[4] = 1;
@@ -760,9 +1210,10 @@ static void test_values_encoder_survives_each_allocation_failure(void **state)
 		{.block_events = 7, .timing = VAL_TIMING_LOSSLESS},
 		{.block_events = 7, .timing = VAL_TIMING_LOSSY, .rel_err = 0.05},
 		{.block_events = 7, .timing = VAL_TIMING_NONE},
+		{.block_events = 7, .timing = VAL_TIMING_LOSSLESS, .final_level = 19},
 	};
 
-	for (size_t k = 0; k < 3; k++) {
+	for (size_t k = 0; k < sizeof(opts) / sizeof(opts[0]); k++) {
 		struct tfs_venc *e;
 		struct tfs_buf ref;
 
@@ -843,8 +1294,13 @@ int main(void)
 		cmocka_unit_test(test_values_empty_section_is_header_only),
 		cmocka_unit_test(test_values_rejects_bad_arguments),
 		cmocka_unit_test(test_values_decode_rejects_inconsistent_terminals),
-		cmocka_unit_test(test_values_golden_lossless_section),
+		cmocka_unit_test(test_values_lossy_bound_holds_on_adversarial_times),
+		cmocka_unit_test(test_values_predictor_choice_follows_the_data),
+		cmocka_unit_test(test_values_final_level_shrinks_and_keeps_contents),
+		cmocka_unit_test(test_values_golden_lossless_section_v1),
+		cmocka_unit_test(test_values_golden_lossless_section_v2),
 		cmocka_unit_test(test_values_golden_lossy_block),
+		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),
 		cmocka_unit_test(test_values_header_flips_report_offsets),

@@ -25,6 +25,11 @@ struct tfs_writer_opts {
 	int zstd_level;		   /**< 0: default */
 	int late_kinds;		   /**< non-zero: tfs_writer_add_kind() also once streams exist,
 					the caller making sure no append runs meanwhile */
+	int values_save_level;	   /**< 0: off; else a zstd level (1 to 22) at which save
+					recompresses every value block, keeping it where
+					smaller: at 19, 3-10% smaller timing for about 0.3 us
+					per event (MPI traces): for small traces (FORMAT.md
+					§7.6, tests/bench/run_values) */
 };
 
 struct tfs_writer;
