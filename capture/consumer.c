@@ -194,8 +194,9 @@ static int add_call_kind(struct cap_consumer *c, uint32_t call)
 
 int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_consumer **out)
 {
+	/* small traces (MPI ranks) get their timing recompressed at save, up to a second */
 	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err,
-				     .late_kinds = 1};
+				     .late_kinds = 1, .values_save_level = 19};
 	struct cap_consumer *c;
 	int rc;
 

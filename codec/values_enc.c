@@ -450,6 +450,11 @@ out_free:
 	return rc;
 }
 
+void venc_no_recompress(struct tfs_venc *e)
+{
+	e->final_level = 0;
+}
+
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
 {
 	uint64_t off;

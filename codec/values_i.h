@@ -77,6 +77,8 @@ uint64_t venc_n_events(const struct tfs_venc *e);
  * fails with -EINVAL; after -ENOMEM venc_finish may be called again.
  * @return 0 or -ENOMEM
  */
+/* venc_finish() without the recompression at venc_opts.final_level. */
+void venc_no_recompress(struct tfs_venc *e);
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out);
 
 /* A parsed values section: header and block index, borrowed from the caller's bytes. */

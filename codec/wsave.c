@@ -322,6 +322,7 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 {
 	uint32_t n = w->n_streams ? w->n_streams : 1;
 	uint32_t next_sec = 5;
+	uint64_t total = 0;
 	int rc = 0;
 
 	m->gram = calloc(n, sizeof(*m->gram));
@@ -338,6 +339,12 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 	    !m->vals_first || !m->sec_of || !m->vsec_of || !m->patch || !m->psec_of)
 		return -ENOMEM;
 	memset(m->psec_of, 0xff, n * sizeof(*m->psec_of));
+	/* values_save_level is for small traces: the recompression costs ~1 us per event */
+	for (uint32_t i = 0; i < w->n_streams; i++)
+		total += w->streams[i]->n_events;
+	for (uint32_t i = 0; i < w->n_streams && total > TFS_VALUES_SAVE_MAX_EVENTS; i++)
+		if (wstream_has_values(w->streams[i]))
+			venc_no_recompress(w->streams[i]->venc);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		struct tfs_wstream *s = w->streams[i];
 		uint32_t *map = malloc((s->sigs.n ? s->sigs.n : 1) * sizeof(*map));

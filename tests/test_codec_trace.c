@@ -626,6 +626,63 @@ static void test_trace_patched_values_damage_refused(void **state)
 	free(g);
 }
 
+/* Save @s with @level as values_save_level; the file's bytes. */
+static uint8_t *save_with_level(const struct tg_stream *s, int level, size_t *n)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .values_save_level = level};
+	struct tfs_writer *w;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tg_write(w, s), 0);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	return slurp(tmp_path, n);
+}
+
+/*
+ * values_save_level recompresses small traces' value blocks (never larger, same events) and
+ * is ignored above TFS_VALUES_SAVE_MAX_EVENTS events: the file is then the one without it.
+ */
+static void test_trace_values_save_level_small_only(void **state)
+{
+	struct tg_stream s = {.rank = 0, .thread = 0};
+	size_t n0, n19;
+	uint8_t *a, *b;
+
+	assert_int_equal(tg_fill(&s, 20000, 0, 5), 0);
+	a = save_with_level(&s, 0, &n0);
+	b = save_with_level(&s, 19, &n19);
+	assert_true(n19 < n0);
+	{
+		struct tfs_trace *ta, *tb;
+		uint64_t la, lb;
+		char *va, *vb;
+
+		assert_int_equal(tfs_trace_open_mem(a, n0, &ta, NULL), 0);
+		assert_int_equal(tfs_trace_open_mem(b, n19, &tb, NULL), 0);
+		va = read_view(ta, 0, TFS_VIEW_TEXT, 0, 20000, &la);
+		vb = read_view(tb, 0, TFS_VIEW_TEXT, 0, 20000, &lb);
+		assert_int_equal(la, lb);
+		assert_memory_equal(va, vb, la);
+		free(va);
+		free(vb);
+		tfs_trace_close(ta);
+		tfs_trace_close(tb);
+	}
+	free(a);
+	free(b);
+	tg_free(&s);
+	assert_int_equal(tg_fill(&s, TFS_VALUES_SAVE_MAX_EVENTS + 1, 1, 5), 0);
+	a = save_with_level(&s, 0, &n0);
+	b = save_with_level(&s, 19, &n19);
+	assert_int_equal(n0, n19);
+	assert_memory_equal(a, b, n0);
+	free(a);
+	free(b);
+	tg_free(&s);
+}
+
 /* A trace of a newer major version is refused by name, not as corruption. */
 static void test_trace_newer_version_refused_clearly(void **state)
 {
@@ -761,6 +818,7 @@ int main(void)
 		cmocka_unit_test(test_trace_golden_renders_committed_text),
 		cmocka_unit_test(test_trace_golden_every_truncation_refused),
 		cmocka_unit_test(test_trace_golden_every_bit_flip_refused),
+		cmocka_unit_test(test_trace_values_save_level_small_only),
 		cmocka_unit_test(test_trace_newer_version_refused_clearly),
 		cmocka_unit_test(test_trace_golden_is_format_1_0),
 		cmocka_unit_test(test_trace_allocation_failures_are_clean),

@@ -28,9 +28,13 @@ struct tfs_writer_opts {
 	int values_save_level;	   /**< 0: off; else a zstd level (1 to 22) at which save
 					recompresses every value block, keeping it where
 					smaller: at 19, 3-10% smaller timing for about 0.3 us
-					per event (MPI traces): for small traces (FORMAT.md
-					§7.6, tests/bench/run_values) */
+					per event (MPI traces). Only in traces of at most
+					TFS_VALUES_SAVE_MAX_EVENTS events (FORMAT.md §7.6,
+					tests/bench/run_values) */
 };
+
+/** Events above which a save ignores values_save_level (bounds its cost near a second). */
+#define TFS_VALUES_SAVE_MAX_EVENTS (UINT64_C(1) << 20)
 
 struct tfs_writer;
 struct tfs_wstream;
