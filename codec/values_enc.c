@@ -418,6 +418,7 @@ static int recompress(struct tfs_venc *e)
 	stored = malloc((e->n_idx ? e->n_idx : 1) * sizeof(*stored));
 	if (!stored)
 		return -ENOMEM;
+	rc = 0; /* a section without blocks has nothing to recompress */
 	for (size_t i = 0; i < e->n_idx; i++) {
 		const uint8_t *frame = e->frames.data + off;
 		size_t before = frames.len;

@@ -579,6 +579,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		}
 	} else if (consume_err) {
 		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
+		if (exit_status == 0) /* no trace: the run must not look like a success */
+			exit_status = EXIT_RUNTIME;
 	} else if (nothing_recorded(&s, ps)) {
 		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
 		    "statically linked, or not run); program %s",

@@ -632,6 +632,22 @@ static void test_values_empty_section_is_header_only(void **state)
 	buf_fini(&sec);
 }
 
+/* The same with a save level: nothing to recompress is not a failure (an empty thread). */
+static void test_values_empty_section_with_final_level(void **state)
+{
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS, .final_level = 19};
+	struct tfs_venc *e;
+	struct tfs_buf sec;
+
+	(void)state;
+	assert_int_equal(venc_new(&o, &e), 0);
+	buf_init(&sec);
+	assert_int_equal(venc_finish(e, &sec), 0);
+	assert_int_equal(sec.len, 36);
+	venc_free(e);
+	buf_fini(&sec);
+}
+
 static void test_values_rejects_bad_arguments(void **state)
 {
 	struct venc_opts o = {.timing = VAL_TIMING_LOSSY, .rel_err = 0.0};
@@ -1292,6 +1308,7 @@ int main(void)
 		cmocka_unit_test(test_values_strided_loop_is_tiny),
 		cmocka_unit_test(test_values_none_stores_no_timing),
 		cmocka_unit_test(test_values_empty_section_is_header_only),
+		cmocka_unit_test(test_values_empty_section_with_final_level),
 		cmocka_unit_test(test_values_rejects_bad_arguments),
 		cmocka_unit_test(test_values_decode_rejects_inconsistent_terminals),
 		cmocka_unit_test(test_values_lossy_bound_holds_on_adversarial_times),
