@@ -18,6 +18,7 @@
 
 #include "bytes_i.h"
 #include "crc32c_i.h"
+#include "testfiles.h"
 #include "testutil.h"
 #include "tfs/reader.h"
 #include "tracegen.h"
@@ -44,32 +45,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *b;
-	long len;
 
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	len = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = malloc((size_t)len + 1);
-	assert_non_null(b);
-	assert_int_equal(fread(b, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
-	*n = (size_t)len;
-	return b;
-}
-
-static void spit(const char *path, const void *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	assert_non_null(f);
-	assert_int_equal(fwrite(p, 1, n, f), n);
-	fclose(f);
-}
 
 /* ---- an independent reading and writing of the FORMAT.md §2 table ---- */
 

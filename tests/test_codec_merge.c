@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testfiles.h"
 #include "testutil.h"
 #include "tfs/merge.h"
 #include "tfs/reader.h"
@@ -554,23 +555,6 @@ static void test_rank_derived_values_damage_refused(void **state)
 	mt_close(&m);
 }
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *b;
-	long sz;
-
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	sz = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	b = malloc((size_t)sz + 1);
-	assert_non_null(b);
-	assert_int_equal(fread(b, 1, (size_t)sz, f), (size_t)sz);
-	fclose(f);
-	*n = (size_t)sz;
-	return b;
-}
 
 /* A format 1.0 trace (relative ranks the 1.0 way) merges into 1.1 and renders the same. */
 static void test_merge_reads_format_1_0(void **state)

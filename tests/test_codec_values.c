@@ -16,6 +16,7 @@
 
 #include "values_i.h"
 #include "zstd_i.h"
+#include "testfiles.h"
 #include "testutil.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -847,24 +848,6 @@ struct gold_v2 {
 	struct evset ev[2];
 };
 
-static uint8_t *slurp(const char *path, size_t *n)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *p;
-	long len;
-
-	assert_non_null(f);
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	len = ftell(f);
-	assert_true(len >= 0);
-	assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-	p = malloc((size_t)len + 1);
-	assert_non_null(p);
-	assert_int_equal(fread(p, 1, (size_t)len, f), (size_t)len);
-	fclose(f);
-	*n = (size_t)len;
-	return p;
-}
 
 static void gold_v2_load(struct gold_v2 *g)
 {
