@@ -231,9 +231,14 @@ static int parse_streams_v2(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
 	for (size_t i = 0; i < (size_t)n * 5 && rc == 0; i++)
 		rc = rd_varint(r, &col[i]);
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		uint64_t z = col[i], f[5];
+		int64_t d = zigzag_dec(col[i]);
+		uint64_t f[5];
 
-		rank += (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+		/* |d| bounded first: rank stays in [0, 2^32) and the sum cannot overflow */
+		if (d > (int64_t)UINT32_MAX || d < -(int64_t)UINT32_MAX)
+			rank = -1;
+		else
+			rank += d;
 		if (rank < 0 || rank > UINT32_MAX) {
 			rc = rd_fail(r, "stream %u has rank %lld", i, (long long)rank);
 			break;

@@ -13,18 +13,13 @@ static uint64_t sec_or_none(const struct sx_table *t, uint32_t sec)
 	return sec == UINT32_MAX ? t->n_sect : sec;
 }
 
-static uint64_t zz(int64_t v)
-{
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
 static int put_streams(const struct sx_table *t, struct tfs_buf *out)
 {
 	int rc = buf_put_varint(out, t->n_streams);
 	uint32_t prev = 0;
 
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
-		rc = buf_put_varint(out, zz((int64_t)t->streams[i].rank - (int64_t)prev));
+		rc = buf_put_varint(out, zigzag_enc((int64_t)t->streams[i].rank - (int64_t)prev));
 		prev = t->streams[i].rank;
 	}
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++)

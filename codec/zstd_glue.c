@@ -7,23 +7,53 @@
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
 #include "zstd_i.h"
 
-static pthread_key_t cctx_key;
-static pthread_once_t cctx_once = PTHREAD_ONCE_INIT;
-static int cctx_key_ok;
+/* This thread's kept contexts, created on first use, freed when the thread ends. */
+struct zs_thread {
+	ZSTD_CCtx *c; /* for fast levels */
+	ZSTD_DCtx *d;
+};
 
-static void cctx_free(void *p)
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+static int ctx_key_ok;
+
+static void ctx_free(void *p)
 {
-	ZSTD_freeCCtx(p);
+	struct zs_thread *t = p;
+
+	ZSTD_freeCCtx(t->c);
+	ZSTD_freeDCtx(t->d);
+	free(t);
 }
 
-static void cctx_key_init(void)
+static void ctx_key_init(void)
 {
-	cctx_key_ok = pthread_key_create(&cctx_key, cctx_free) == 0;
+	ctx_key_ok = pthread_key_create(&ctx_key, ctx_free) == 0;
+}
+
+/* NULL on ENOMEM. */
+static struct zs_thread *thread_ctx(void)
+{
+	struct zs_thread *t;
+
+	pthread_once(&ctx_once, ctx_key_init);
+	if (!ctx_key_ok)
+		return NULL;
+	t = pthread_getspecific(ctx_key);
+	if (t)
+		return t;
+	t = calloc(1, sizeof(*t));
+	if (t && pthread_setspecific(ctx_key, t) != 0) {
+		free(t);
+		return NULL;
+	}
+	return t;
 }
 
 /*
@@ -32,20 +62,11 @@ static void cctx_key_init(void)
  */
 static ZSTD_CCtx *thread_cctx(void)
 {
-	ZSTD_CCtx *c;
+	struct zs_thread *t = thread_ctx();
 
-	pthread_once(&cctx_once, cctx_key_init);
-	if (!cctx_key_ok)
-		return NULL;
-	c = pthread_getspecific(cctx_key);
-	if (c)
-		return c;
-	c = ZSTD_createCCtx();
-	if (c && pthread_setspecific(cctx_key, c) != 0) {
-		ZSTD_freeCCtx(c);
-		return NULL;
-	}
-	return c;
+	if (t && !t->c)
+		t->c = ZSTD_createCCtx();
+	return t ? t->c : NULL;
 }
 
 int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
@@ -76,37 +97,14 @@ int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 	return 0;
 }
 
-static pthread_key_t dctx_key;
-static pthread_once_t dctx_once = PTHREAD_ONCE_INIT;
-static int dctx_key_ok;
-
-static void dctx_free(void *p)
-{
-	ZSTD_freeDCtx(p);
-}
-
-static void dctx_key_init(void)
-{
-	dctx_key_ok = pthread_key_create(&dctx_key, dctx_free) == 0;
-}
-
 /* This thread's decompression context; NULL on ENOMEM. */
 static ZSTD_DCtx *thread_dctx(void)
 {
-	ZSTD_DCtx *d;
+	struct zs_thread *t = thread_ctx();
 
-	pthread_once(&dctx_once, dctx_key_init);
-	if (!dctx_key_ok)
-		return NULL;
-	d = pthread_getspecific(dctx_key);
-	if (d)
-		return d;
-	d = ZSTD_createDCtx();
-	if (d && pthread_setspecific(dctx_key, d) != 0) {
-		ZSTD_freeDCtx(d);
-		return NULL;
-	}
-	return d;
+	if (t && !t->d)
+		t->d = ZSTD_createDCtx();
+	return t ? t->d : NULL;
 }
 
 int zs_decompress(const void *src, size_t n, void *dst, size_t raw_len, uint64_t file_off,
