@@ -1,0 +1,865 @@
+/*
+ * TFV3 values blocks that count clock ticks (FORMAT.md §7.4.1), against expectations taken
+ * from the spec alone, not from the encoder: the committed golden sections of
+ * tests/data/golden/values_v3.* (written by values_v3.py), raw blocks built here word by word
+ * for each ticks check of §7.6 and for the edges of the arithmetic (products beyond 64 bits,
+ * the floor of negative times, corrections that wrap), every truncation of the golden
+ * sections, every bit flip of their first blocks (compressed, and raw then recompressed)
+ * and allocation failure in turn. Encoder round trips belong to test_codec_values.c.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "values_i.h"
+#include "zstd_i.h"
+#include "testfiles.h"
+#include "testutil.h"
+
+#define PRED_TICKS 8u	     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
+#define ONE_NS (UINT64_C(1) << 32) /* Q and B count units of 2^-32 ns */
+#define EPYC_Q UINT64_C(43013478093) /* 10.014856 ns, §7.4.1's example */
+#define RAW_CAP 256
+#define MAX_EXC 8
+#define MAX_EV 8
+
+/* One exception of a ticks header (§7.2), the words as stored. */
+struct tick_exc {
+	uint64_t skip, c_start, c_end;
+};
+
+/*
+ * A raw block described word by word: a ticks header when pred has bit 3, then columns of
+ * zigzagged residuals. Its events have terminal 0, which has no VAL fields.
+ */
+struct tblock {
+	uint32_t n;
+	uint8_t pred;
+	uint64_t q;
+	int64_t b;
+	uint64_t n_x;	   /* as stored; may differ from n_exc */
+	uint32_t n_exc;	   /* entries written */
+	struct tick_exc exc[MAX_EXC];
+	int64_t ts[MAX_EV];  /* ts column: ts_0, then gap residuals */
+	int64_t dur[MAX_EV]; /* dur column: duration residuals */
+};
+
+struct rawb {
+	uint8_t b[RAW_CAP];
+	size_t len;
+	size_t ticks_end; /* offset just past the ticks header (or the pred byte) */
+};
+
+static void put_u8(struct rawb *r, uint8_t v)
+{
+	assert_true(r->len < RAW_CAP);
+	r->b[r->len++] = v;
+}
+
+static void put_varint(struct rawb *r, uint64_t v)
+{
+	while (v >= 0x80) {
+		put_u8(r, (uint8_t)(v | 0x80));
+		v >>= 7;
+	}
+	put_u8(r, (uint8_t)v);
+}
+
+static void put_col(struct rawb *col, const int64_t *w, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		put_varint(col, zigzag_enc(w[i]));
+}
+
+/* The raw bytes of @t (FORMAT.md §7.2). */
+static void build_raw(const struct tblock *t, struct rawb *r)
+{
+	struct rawb ts = {.len = 0}, dur = {.len = 0};
+
+	memset(r, 0, sizeof(*r));
+	put_varint(r, t->n);
+	put_u8(r, t->pred);
+	if (t->pred & PRED_TICKS) {
+		put_varint(r, t->q);
+		put_varint(r, zigzag_enc(t->b));
+		put_varint(r, t->n_x);
+		for (uint32_t i = 0; i < t->n_exc; i++) {
+			put_varint(r, t->exc[i].skip);
+			put_varint(r, t->exc[i].c_start);
+			put_varint(r, t->exc[i].c_end);
+		}
+	}
+	r->ticks_end = r->len;
+	put_col(&ts, t->ts, t->n);
+	put_col(&dur, t->dur, t->n);
+	put_varint(r, ts.len);
+	put_varint(r, dur.len);
+	put_varint(r, 0);
+	assert_true(r->len + ts.len + dur.len <= RAW_CAP);
+	memcpy(r->b + r->len, ts.b, ts.len);
+	r->len += ts.len;
+	memcpy(r->b + r->len, dur.b, dur.len);
+	r->len += dur.len;
+}
+
+/* One raw block of a section under construction. */
+struct rawref {
+	const uint8_t *p;
+	size_t len;
+	uint32_t n; /* its events */
+};
+
+/*
+ * A values section (FORMAT.md §7.1) of magic "TFV<@version>" around the raw blocks
+ * @raws, each compressed to one zstd frame with content size and checksum.
+ */
+static void make_section(struct tfs_buf *sec, char version, int timing, double rel_err,
+			 uint32_t block_events, const struct rawref *raws, size_t n_raws)
+{
+	uint8_t head[36] = {'T', 'F', 'V', (uint8_t)version, (uint8_t)timing};
+	uint64_t rel_bits = 0, n_events = 0, off = 36 + 16 * n_raws;
+	struct tfs_buf frames;
+
+	if (timing == VAL_TIMING_LOSSY)
+		memcpy(&rel_bits, &rel_err, sizeof(rel_bits));
+	for (size_t i = 0; i < n_raws; i++)
+		n_events += raws[i].n;
+	le_put32(head + 8, block_events);
+	le_put64(head + 12, rel_bits);
+	le_put64(head + 20, n_events);
+	le_put64(head + 28, n_raws);
+	buf_init(sec);
+	buf_init(&frames);
+	assert_int_equal(buf_put(sec, head, sizeof(head)), 0);
+	for (size_t i = 0; i < n_raws; i++) {
+		size_t before = frames.len;
+
+		assert_int_equal(zs_compress(&frames, raws[i].p, raws[i].len, 3), 0);
+		assert_int_equal(buf_put_u64(sec, off), 0);
+		assert_int_equal(buf_put_u32(sec, (uint32_t)(frames.len - before)), 0);
+		assert_int_equal(buf_put_u32(sec, (uint32_t)raws[i].len), 0);
+		off += frames.len - before;
+	}
+	assert_int_equal(buf_put(sec, frames.data, frames.len), 0);
+	buf_fini(&frames);
+}
+
+/* A section of the single block @t, all terminals 0. */
+static void tblock_section(struct tfs_buf *sec, const struct tblock *t, char version, int timing)
+{
+	struct rawb r;
+	struct rawref ref;
+
+	build_raw(t, &r);
+	ref = (struct rawref){r.b, r.len, t->n};
+	make_section(sec, version, timing, 0.5, t->n, &ref, 1);
+}
+
+static const uint32_t zero_terms[MAX_EV];
+static const uint8_t no_vals[1];
+
+/* Open @sec and decode every block of it (terminal 0 everywhere). @return the first error */
+static int decode_all(const struct tfs_buf *sec, struct vblock *b, struct tfs_diag *d)
+{
+	struct tfs_vsec v;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = vsec_open(&v, sec->data, sec->len, 0, d);
+	for (uint64_t blk = 0; rc == 0 && blk < v.n_blocks; blk++) {
+		assert_true(vsec_block_len(&v, blk) <= MAX_EV);
+		rc = vsec_decode_block(&v, blk, zero_terms, no_vals, 1, b, d);
+	}
+	return rc;
+}
+
+/* The single block @t is refused as corrupt, with a diag that names the block. */
+static void expect_corrupt(const struct tblock *t, char version, int timing, const char *what)
+{
+	struct tfs_buf sec;
+	struct tfs_diag d;
+	struct vblock b;
+	int rc;
+
+	tblock_section(&sec, t, version, timing);
+	vblock_init(&b);
+	rc = decode_all(&sec, &b, &d);
+	fprintf(stderr, "# %s: rc=%d %s\n", what, rc, d.reason);
+	assert_int_equal(rc, -TFS_ECORRUPT);
+	assert_non_null(strstr(d.reason, "block"));
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+/* The single lossless TFV3 block @t decodes to exactly @ts and @dur. */
+static void expect_times(const struct tblock *t, const uint64_t *ts, const uint64_t *dur,
+			 const char *what)
+{
+	struct tfs_buf sec;
+	struct tfs_diag d;
+	struct vblock b;
+	int rc;
+
+	tblock_section(&sec, t, '3', VAL_TIMING_LOSSLESS);
+	vblock_init(&b);
+	rc = decode_all(&sec, &b, &d);
+	if (rc != 0)
+		fprintf(stderr, "# %s: rc=%d %s\n", what, rc, d.reason);
+	assert_int_equal(rc, 0);
+	assert_int_equal(b.n_events, t->n);
+	for (uint32_t i = 0; i < t->n; i++) {
+		if (b.ts_ns[i] != ts[i] || b.dur_ns[i] != dur[i])
+			fprintf(stderr, "# %s: event %u: got ts %llu dur %llu, expected %llu %llu\n",
+				what, i, (unsigned long long)b.ts_ns[i],
+				(unsigned long long)b.dur_ns[i], (unsigned long long)ts[i],
+				(unsigned long long)dur[i]);
+		assert_true(b.ts_ns[i] == ts[i]);
+		assert_true(b.dur_ns[i] == dur[i]);
+		assert_int_equal(b.val_off[i + 1], 0);
+	}
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+/*
+ * §7.4.1's example: Q = 43013478093 (10.014856 ns), B = 2^30 (0.25 ns), ts_0 = 1000,
+ * durations 4, 0, 7 ticks, gaps 1 and 12 ticks from the previous end, nothing predicted.
+ */
+static const struct tblock spec_example = {
+	.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = 1 << 30,
+	.ts = {1000, 1, 12}, .dur = {4, 0, 7},
+};
+static const uint64_t spec_ts[] = {1000, 1050, 1170}, spec_dur[] = {40, 0, 70};
+
+static void test_ticks_spec_example_decodes(void **state)
+{
+	static const uint64_t words[] = {2000, 2, 24, 8, 0, 14};
+	struct tfs_buf sec;
+	struct vwords w = {0};
+	struct tfs_vsec v;
+
+	expect_times(&spec_example, spec_ts, spec_dur, "§7.4.1 example");
+	/* the ticks header is not a column: the words are the columns' six varints */
+	tblock_section(&sec, &spec_example, '3', VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.version, 3);
+	assert_int_equal(vsec_block_words(&v, 0, &w, NULL), 0);
+	assert_int_equal(w.pred, PRED_TICKS);
+	assert_true(w.n[0] == 3 && w.n[1] == 3 && w.n[2] == 0);
+	assert_memory_equal(w.w, words, sizeof(words));
+	vwords_fini(&w);
+	buf_fini(&sec);
+}
+
+/* The lossless example with one exception: event 1 starts and ends 2 ns after T(5). */
+static struct tblock with_exception(void)
+{
+	struct tblock t = spec_example;
+
+	t.n_x = t.n_exc = 1;
+	t.exc[0] = (struct tick_exc){1, 2, 2};
+	return t;
+}
+
+static void test_ticks_q_out_of_range_is_corrupt(void **state)
+{
+	/* Q = 2^32 (1 ns): T(k) = 1000 + k + floor(0.25) */
+	static const uint64_t ts_lo[] = {1000, 1007, 1017}, dur_lo[] = {4, 0, 7};
+	/* Q = 2^62 - 1: T(k) = 1000 + k 2^30 + floor((2^30 - k) / 2^32) = 1000 + k 2^30 */
+	static const uint64_t ts_hi[] = {1000, 1000 + (UINT64_C(5) << 30) + 2,
+					 1000 + (UINT64_C(17) << 30)};
+	static const uint64_t dur_hi[] = {UINT64_C(4) << 30, 0, UINT64_C(7) << 30};
+	struct tblock t = with_exception();
+
+	t.q = ONE_NS;
+	expect_times(&t, ts_lo, dur_lo, "Q = 2^32");
+	t.q = (UINT64_C(1) << 62) - 1;
+	expect_times(&t, ts_hi, dur_hi, "Q = 2^62 - 1");
+	t.q = ONE_NS - 1;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^32 - 1");
+	t.q = 0;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 0");
+	t.q = UINT64_C(1) << 62;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^62");
+	t.q = UINT64_MAX;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^64 - 1");
+}
+
+static void test_ticks_more_exceptions_than_events_is_corrupt(void **state)
+{
+	/* every event an exception (corrections 0 but event 1's): n_x = n is allowed */
+	static const uint64_t ts_ok[] = {1000, 1052, 1170}, dur_ok[] = {40, 0, 70};
+	struct tblock t = with_exception();
+
+	t.n_x = t.n_exc = 3;
+	t.exc[0] = (struct tick_exc){0, 0, 0};
+	t.exc[1] = (struct tick_exc){0, 2, 2};
+	t.exc[2] = (struct tick_exc){0, 0, 0};
+	expect_times(&t, ts_ok, dur_ok, "n_x = n");
+	t.n_x = t.n_exc = 4;
+	t.exc[3] = (struct tick_exc){0, 0, 0};
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = n + 1");
+	t.n_x = UINT64_MAX; /* no entries follow: must not be trusted for an allocation */
+	t.n_exc = 0;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = 2^64 - 1");
+	t.n_x = UINT64_C(1) << 32; /* a u32 count would read 0 */
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = 2^32");
+}
+
+static void test_ticks_exception_index_at_n_is_corrupt(void **state)
+{
+	/* event 2 (the last) ends 3 ns after T(24) */
+	static const uint64_t ts_ok[] = {1000, 1050, 1170}, dur_ok[] = {40, 0, 73};
+	struct tblock t = with_exception();
+
+	t.exc[0] = (struct tick_exc){2, 0, 3};
+	expect_times(&t, ts_ok, dur_ok, "exception at n - 1");
+	t.exc[0].skip = 3;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "exception at n");
+	t.n_x = t.n_exc = 2;
+	t.exc[0] = (struct tick_exc){1, 2, 2};
+	t.exc[1] = (struct tick_exc){1, 0, 3}; /* index 1 + 1 + 1 = 3 */
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "second exception at n");
+}
+
+static void test_ticks_skip_overflow_is_corrupt(void **state)
+{
+	/* pairs of skips whose index, computed modulo 2^64 or 2^32, lands back inside the block */
+	static const uint64_t skips[][2] = {
+		{0, UINT64_MAX},		 /* 0 + 1 + (2^64 - 1) = 2^64: index 0 again */
+		{1, UINT64_MAX},		 /* index 1 again */
+		{0, UINT64_MAX - 1},	 /* 2^64 - 1 */
+		{UINT64_C(1) << 32, 0},	 /* index 2^32: 0 in 32 bits */
+		{0, (UINT64_C(1) << 32) - 1}, /* index 2^32: 0 in 32 bits */
+		{UINT64_C(1) << 63, 0},
+	};
+	struct tblock t = with_exception();
+
+	t.n_x = t.n_exc = 2;
+	for (size_t k = 0; k < sizeof(skips) / sizeof(skips[0]); k++) {
+		char what[64];
+
+		t.exc[0] = (struct tick_exc){skips[k][0], 0, 0};
+		t.exc[1] = (struct tick_exc){skips[k][1], 0, 0};
+		snprintf(what, sizeof(what), "skips %llu, %llu", (unsigned long long)skips[k][0],
+			 (unsigned long long)skips[k][1]);
+		expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, what);
+	}
+}
+
+static void test_ticks_c_start_on_event_0_is_corrupt(void **state)
+{
+	/* event 0 ends 1 ns after T(4): only c_end, which is allowed */
+	static const uint64_t ts_ok[] = {1000, 1050, 1170}, dur_ok[] = {41, 0, 70};
+	struct tblock t = with_exception();
+
+	t.exc[0] = (struct tick_exc){0, 0, 1};
+	expect_times(&t, ts_ok, dur_ok, "c_end on event 0");
+	t.exc[0] = (struct tick_exc){0, 1, 1};
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "c_start 1 on event 0");
+	t.exc[0] = (struct tick_exc){0, UINT64_MAX, 0};
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "c_start 2^64 - 1 on event 0");
+}
+
+/* Bit 3 means ticks only in a lossless TFV3 section; the same bytes elsewhere are corrupt. */
+static void test_ticks_bit_3_outside_lossless_tfv3_is_corrupt(void **state)
+{
+	static const uint64_t ts_ok[] = {1000, 1052, 1170}, dur_ok[] = {40, 0, 70};
+	struct tblock t = with_exception();
+
+	expect_times(&t, ts_ok, dur_ok, "lossless TFV3");
+	expect_corrupt(&t, '2', VAL_TIMING_LOSSLESS, "bit 3 in a TFV2 section");
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSY, "bit 3 in a lossy TFV3 section");
+	expect_corrupt(&t, '3', VAL_TIMING_NONE, "bit 3 in an untimed TFV3 section");
+	t.pred = PRED_TICKS | 0x10;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "pred bit 4 beside bit 3");
+	t.pred = 0x10 | VAL_PRED_ALL;
+	t.n_x = t.n_exc = 0;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "pred bit 4 without ticks");
+}
+
+/*
+ * Every cut of the raw block inside its ticks header (the index's raw_len and the frame
+ * agree on the shorter length) is corrupt: caught by the index's raw_len bound below
+ * h + 4 + 2n, else by the header's varints running past the block.
+ */
+static void check_header_cuts(const struct tblock *t, const char *what)
+{
+	struct rawb r;
+
+	build_raw(t, &r);
+	for (size_t len = 2; len < r.ticks_end; len++) {
+		struct rawref ref = {r.b, len, t->n};
+		struct tfs_buf sec;
+		struct tfs_diag d;
+		struct vblock b;
+		int rc;
+
+		make_section(&sec, '3', VAL_TIMING_LOSSLESS, 0, t->n, &ref, 1);
+		vblock_init(&b);
+		rc = decode_all(&sec, &b, &d);
+		fprintf(stderr, "# %s cut to %zu of %zu bytes: rc=%d %s\n", what, len, r.len, rc,
+			d.reason);
+		assert_int_equal(rc, -TFS_ECORRUPT);
+		assert_non_null(strstr(d.reason, "block"));
+		vblock_fini(&b);
+		buf_fini(&sec);
+	}
+}
+
+static void test_ticks_truncated_header_is_corrupt(void **state)
+{
+	/* one event: raw_len >= 7 reaches the decoder from the middle of Q's six bytes on */
+	struct tblock one = {
+		.n = 1, .pred = PRED_TICKS | VAL_PRED_ALL, .q = EPYC_Q, .b = -(INT64_C(1) << 40),
+		.ts = {5000}, .dur = {3},
+	};
+	struct tblock t = with_exception();
+
+	check_header_cuts(&one, "one-event block");
+	t.n_x = t.n_exc = 2;
+	t.exc[0] = (struct tick_exc){0, 0, 300};
+	t.exc[1] = (struct tick_exc){0, 2, 2};
+	check_header_cuts(&t, "two-exception block");
+}
+
+/*
+ * Edges of T(k) = ts_0 + floor((B + k Q) / 2^32): products far beyond 64 bits, the floor of
+ * negative numerators (towards minus infinity, not zero), the result modulo 2^64, and
+ * corrections that are u64 words added modulo 2^64 (§7.6 lists no bound on them).
+ */
+static void test_ticks_arithmetic_edges(void **state)
+{
+	/*
+	 * B = -2^63 + 1, Q = 2^62 - 1, ts_0 = 2^40. Event 0 lasts 0 ticks: T(0) = ts_0 +
+	 * floor((-2^63 + 1) / 2^32) = ts_0 - 2^31. Event 1 starts 2^62 ticks before E_0 = 0 and
+	 * lasts 0: B + k Q = -2^124 - 2^62 + 1, floor / 2^32 = -2^92 - 2^30 (truncation would
+	 * give one more), modulo 2^64 -2^30.
+	 */
+	static const struct tblock wide = {
+		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1,
+		.b = INT64_MIN + 1, .ts = {INT64_C(1) << 40, -(INT64_C(1) << 62)}, .dur = {0, 0},
+	};
+	static const uint64_t wide_ts[] = {UINT64_C(1) << 40, (UINT64_C(1) << 40) - (1u << 30)};
+	static const uint64_t wide_dur[] = {(uint64_t)0 - (UINT64_C(1) << 31), 0};
+	/*
+	 * B = -0.4 ns (-1717986918): T(0) = ts_0 - 1. Event 1 starts 5 ticks before E_0 = 0:
+	 * floor(-0.4 - 50.074...) = -51; it lasts 3 ticks to T(-2) = ts_0 + floor(-20.43) =
+	 * ts_0 - 21. Event 2 starts 7 ticks after E_1 = -2, T(5) = ts_0 + floor(49.67) = ts_0 + 49,
+	 * and lasts 0 ticks.
+	 */
+	static const struct tblock neg = {
+		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = -1717986918,
+		.ts = {1000, -5, 7}, .dur = {0, 3, 0},
+	};
+	static const uint64_t neg_ts[] = {1000, 949, 1049}, neg_dur[] = {(uint64_t)-1, 30, 0};
+	/* the example's event 1 starting 1 ns before T(5) (c_start 2^64 - 1), ending at T(5) */
+	static const uint64_t wrap_ts[] = {1000, 1049, 1170}, wrap_dur[] = {40, 1, 70};
+	/* an exception with both corrections 0 changes nothing */
+	struct tblock t = with_exception();
+
+	expect_times(&wide, wide_ts, wide_dur, "128-bit floor");
+	expect_times(&neg, neg_ts, neg_dur, "negative ticks");
+	t.exc[0] = (struct tick_exc){1, UINT64_MAX, 0};
+	expect_times(&t, wrap_ts, wrap_dur, "correction 2^64 - 1");
+	t.exc[0] = (struct tick_exc){1, 0, 0};
+	expect_times(&t, spec_ts, spec_dur, "zero corrections");
+}
+
+/* The committed sections of tests/data/golden/values_v3.txt, as written there. */
+#define GOLD_SECS 3
+#define GOLD_MAX_EV 64
+#define GOLD_MAX_BLOCKS 8
+
+struct gold_sec {
+	size_t off, len, n;
+	int timing;
+	uint8_t preds[GOLD_MAX_BLOCKS];
+	size_t n_preds;
+	uint32_t term[GOLD_MAX_EV];
+	uint64_t ts[GOLD_MAX_EV], dur[GOLD_MAX_EV], vals[GOLD_MAX_EV][2];
+};
+
+struct gold_v3 {
+	uint8_t *bin;
+	size_t bin_len;
+	uint8_t nv[3];
+	struct gold_sec sec[GOLD_SECS];
+};
+
+static void gold_parse_preds(struct gold_sec *s, const char *line)
+{
+	const char *p = line + strlen("preds");
+	char *end;
+
+	while (*p == ' ') {
+		unsigned long v = strtoul(p, &end, 10);
+
+		assert_true(end != p && v < 256 && s->n_preds < GOLD_MAX_BLOCKS);
+		s->preds[s->n_preds++] = (uint8_t)v;
+		p = end;
+	}
+}
+
+static struct gold_v3 *gold_v3_load(void)
+{
+	struct gold_v3 *g = calloc(1, sizeof(*g));
+	char line[512];
+	FILE *f;
+	int k = -1;
+
+	assert_non_null(g);
+	g->bin = slurp(TFS_TEST_DATA "/golden/values_v3.bin", &g->bin_len);
+	f = fopen(TFS_TEST_DATA "/golden/values_v3.txt", "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long x[5];
+		struct gold_sec *s = k >= 0 ? &g->sec[k] : NULL;
+		unsigned int t;
+		int got;
+
+		if (line[0] == '#')
+			continue;
+		if (sscanf(line, "terminals %hhu %hhu %hhu", &g->nv[0], &g->nv[1], &g->nv[2]) == 3)
+			continue;
+		if (sscanf(line, "section %llu %llu %llu %llu", &x[0], &x[1], &x[2], &x[3]) == 4) {
+			assert_true(++k < GOLD_SECS);
+			g->sec[k].off = x[0];
+			g->sec[k].len = x[1];
+			g->sec[k].timing = (int)x[2];
+			continue;
+		}
+		if (strncmp(line, "preds ", 6) == 0) {
+			assert_non_null(s);
+			gold_parse_preds(s, line);
+			continue;
+		}
+		got = sscanf(line, "%u %llu %llu %llu %llu", &t, &x[0], &x[1], &x[2], &x[3]);
+		assert_true(s && got >= 3 && t < 3 && got == 3 + g->nv[t] && s->n < GOLD_MAX_EV);
+		s->term[s->n] = t;
+		s->ts[s->n] = x[0];
+		s->dur[s->n] = x[1];
+		s->vals[s->n][0] = x[2];
+		s->vals[s->n][1] = x[3];
+		s->n++;
+	}
+	fclose(f);
+	assert_int_equal(k, GOLD_SECS - 1);
+	assert_true(g->sec[k].off + g->sec[k].len == g->bin_len);
+	return g;
+}
+
+static void gold_v3_free(struct gold_v3 *g)
+{
+	free(g->bin);
+	free(g);
+}
+
+/* Decode section @k of @data (maybe damaged) with the golden terminals. @return first error */
+static int gold_decode(const struct gold_v3 *g, int k, const uint8_t *data, size_t len,
+		       struct vblock *b, struct tfs_diag *d)
+{
+	const struct gold_sec *s = &g->sec[k];
+	struct tfs_vsec v;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	rc = vsec_open(&v, data, len, 0, d);
+	for (uint64_t blk = 0; rc == 0 && blk < v.n_blocks; blk++) {
+		uint64_t first = blk * v.block_events;
+
+		if (first + vsec_block_len(&v, blk) > s->n)
+			return -E2BIG; /* a damaged header promises more events than listed */
+		rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, b, d);
+	}
+	return rc;
+}
+
+/*
+ * (a) The committed TFV3 sections open as version 3 and decode block by block to exactly
+ * the committed numbers, with the committed predictor bytes and one word per event and
+ * timing column and per VAL field.
+ */
+static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
+{
+	struct gold_v3 *g = gold_v3_load();
+	struct vwords w = {0};
+	unsigned int ticks_preds = 0;
+	struct vblock b;
+
+	vblock_init(&b);
+	for (int k = 0; k < GOLD_SECS; k++) {
+		const struct gold_sec *s = &g->sec[k];
+		struct tfs_diag d;
+		struct tfs_vsec v;
+
+		assert_int_equal(vsec_open(&v, g->bin + s->off, s->len, s->off, &d), 0);
+		assert_int_equal(v.version, 3);
+		assert_int_equal(v.timing, s->timing);
+		assert_true(v.n_events == s->n);
+		assert_true(v.n_blocks == s->n_preds);
+		for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+			uint64_t first = blk * v.block_events;
+			uint32_t n = vsec_block_len(&v, blk);
+			size_t n_vals = 0;
+			int rc;
+
+			for (uint32_t i = 0; i < n; i++)
+				n_vals += g->nv[s->term[first + i]];
+			assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+			assert_int_equal(w.pred, s->preds[blk]);
+			if (w.pred & PRED_TICKS)
+				ticks_preds |= 1u << (w.pred & VAL_PRED_BITS);
+			assert_int_equal(w.n[0], s->timing ? n : 0);
+			assert_int_equal(w.n[1], s->timing ? n : 0);
+			assert_int_equal(w.n[2], n_vals);
+			rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b, &d);
+			if (rc < 0)
+				fprintf(stderr, "# section %d block %llu: %s\n", k,
+					(unsigned long long)blk, d.reason);
+			assert_int_equal(rc, 0);
+			assert_int_equal(b.n_events, n);
+			for (uint32_t i = 0; i < n; i++) {
+				uint64_t e = first + i;
+				uint32_t nv = g->nv[s->term[e]];
+
+				if (b.ts_ns[i] != s->ts[e] || b.dur_ns[i] != s->dur[e])
+					fprintf(stderr,
+						"# section %d block %llu event %u: got ts %llu dur "
+						"%llu, expected %llu %llu\n",
+						k, (unsigned long long)blk, i,
+						(unsigned long long)b.ts_ns[i],
+						(unsigned long long)b.dur_ns[i],
+						(unsigned long long)s->ts[e],
+						(unsigned long long)s->dur[e]);
+				assert_true(b.ts_ns[i] == s->ts[e]);
+				assert_true(b.dur_ns[i] == s->dur[e]);
+				assert_int_equal(b.val_off[i + 1] - b.val_off[i], nv);
+				assert_memory_equal(b.vals + b.val_off[i], s->vals[e],
+						    nv * sizeof(uint64_t));
+			}
+		}
+	}
+	/* ticks with each timing column predicted and not, gaps from the end and the start */
+	assert_int_equal(ticks_preds, 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7);
+	vwords_fini(&w);
+	vblock_fini(&b);
+	gold_v3_free(g);
+}
+
+/* (c) Every proper prefix of each golden section is refused (§7.1: the last block must end
+ * exactly at the payload's end). */
+static void test_ticks_golden_truncations_are_corrupt(void **state)
+{
+	struct gold_v3 *g = gold_v3_load();
+	struct vblock b;
+
+	vblock_init(&b);
+	for (int k = 0; k < GOLD_SECS; k++) {
+		const struct gold_sec *s = &g->sec[k];
+		struct tfs_diag d;
+
+		assert_int_equal(gold_decode(g, k, g->bin + s->off, s->len, &b, &d), 0);
+		for (size_t len = 0; len < s->len; len++) {
+			uint8_t *copy = malloc(len + 1);
+			int rc;
+
+			assert_non_null(copy);
+			memcpy(copy, g->bin + s->off, len);
+			rc = gold_decode(g, k, copy, len, &b, &d);
+			if (rc != -TFS_ECORRUPT)
+				fprintf(stderr, "# section %d cut to %zu bytes: rc=%d\n", k, len, rc);
+			assert_int_equal(rc, -TFS_ECORRUPT);
+			assert_true(d.reason[0] != 0);
+			free(copy);
+		}
+	}
+	vblock_fini(&b);
+	gold_v3_free(g);
+}
+
+/* A damaged section either decodes or fails cleanly with a reason. @return 1 if it decoded */
+static int flip_outcome(const struct gold_v3 *g, int k, const uint8_t *data, size_t len,
+			struct vblock *b)
+{
+	struct tfs_diag d;
+	int rc = gold_decode(g, k, data, len, b, &d);
+
+	if (rc == 0)
+		return 1;
+	assert_true(rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -E2BIG);
+	if (rc != -E2BIG)
+		assert_true(d.reason[0] != 0);
+	return 0;
+}
+
+/* The raw blocks of golden section @k, decompressed: @raw[i] of @raw_len[i] bytes. */
+static size_t gold_raws(const struct gold_v3 *g, int k, uint8_t **raw, struct rawref *refs)
+{
+	const uint8_t *sec = g->bin + g->sec[k].off;
+	uint64_t n_blocks = le_get64(sec + 28);
+	uint32_t block_events = le_get32(sec + 8);
+	uint64_t n_events = le_get64(sec + 20);
+
+	assert_true(n_blocks <= GOLD_MAX_BLOCKS);
+	for (uint64_t i = 0; i < n_blocks; i++) {
+		const uint8_t *ent = sec + 36 + 16 * i;
+		uint32_t raw_len = le_get32(ent + 12);
+
+		raw[i] = malloc(raw_len);
+		assert_non_null(raw[i]);
+		assert_int_equal(zs_decompress(sec + le_get64(ent), le_get32(ent + 8), raw[i],
+					       raw_len, 0, "values", NULL),
+				 0);
+		refs[i] = (struct rawref){raw[i], raw_len,
+					  (uint32_t)(i + 1 < n_blocks ? block_events
+								      : n_events - i * block_events)};
+	}
+	return (size_t)n_blocks;
+}
+
+/*
+ * (c) Every single-bit flip of each golden section's header, index and first block as
+ * stored (mostly caught by the frame checksum), and of the first block's raw bytes
+ * recompressed (which reach the ticks header and columns), decodes or fails cleanly; which
+ * one is not asserted. Run under ASan, this is the memory-safety check.
+ */
+static void test_ticks_golden_bit_flips_fail_cleanly(void **state)
+{
+	struct gold_v3 *g = gold_v3_load();
+	struct vblock b;
+
+	vblock_init(&b);
+	for (int k = 0; k < GOLD_SECS; k++) {
+		const struct gold_sec *s = &g->sec[k];
+		const uint8_t *sec = g->bin + s->off;
+		const uint8_t *ent = sec + 36;
+		size_t stored_end = le_get64(ent) + le_get32(ent + 8);
+		struct rawref refs[GOLD_MAX_BLOCKS];
+		uint8_t *raw[GOLD_MAX_BLOCKS];
+		uint8_t *copy = malloc(s->len);
+		size_t n_raws, accepted = 0, raw_accepted = 0;
+
+		assert_non_null(copy);
+		memcpy(copy, sec, s->len);
+		for (size_t bit = 0; bit < stored_end * 8; bit++) {
+			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			accepted += flip_outcome(g, k, copy, s->len, &b);
+			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		}
+		free(copy);
+		n_raws = gold_raws(g, k, raw, refs);
+		for (size_t bit = 0; bit < refs[0].len * 8; bit++) {
+			struct tfs_buf damaged;
+			char version = '3';
+
+			raw[0][bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			make_section(&damaged, version, s->timing, 0.125, le_get32(sec + 8), refs,
+				     n_raws);
+			raw_accepted += flip_outcome(g, k, damaged.data, damaged.len, &b);
+			buf_fini(&damaged);
+			raw[0][bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		}
+		fprintf(stderr, "# section %d: %zu of %zu stored and %zu of %zu raw flips decode\n",
+			k, accepted, stored_end * 8, raw_accepted, refs[0].len * 8);
+		for (size_t i = 0; i < n_raws; i++)
+			free(raw[i]);
+	}
+	vblock_fini(&b);
+	gold_v3_free(g);
+}
+
+/* Rebuilding a golden section from its raw blocks gives the same bytes the decoder reads. */
+static void test_ticks_golden_rebuilt_section_decodes_alike(void **state)
+{
+	struct gold_v3 *g = gold_v3_load();
+	struct vblock b;
+
+	vblock_init(&b);
+	for (int k = 0; k < GOLD_SECS; k++) {
+		const uint8_t *sec = g->bin + g->sec[k].off;
+		double rel_err;
+		struct rawref refs[GOLD_MAX_BLOCKS];
+		uint8_t *raw[GOLD_MAX_BLOCKS];
+		struct tfs_buf rebuilt;
+		struct tfs_diag d;
+		size_t n_raws = gold_raws(g, k, raw, refs);
+		uint64_t rel_bits = le_get64(sec + 12);
+
+		memcpy(&rel_err, &rel_bits, sizeof(rel_err));
+		make_section(&rebuilt, '3', g->sec[k].timing, rel_err, le_get32(sec + 8), refs,
+			     n_raws);
+		assert_memory_equal(rebuilt.data, sec, 36);
+		assert_int_equal(gold_decode(g, k, rebuilt.data, rebuilt.len, &b, &d), 0);
+		buf_fini(&rebuilt);
+		for (size_t i = 0; i < n_raws; i++)
+			free(raw[i]);
+	}
+	vblock_fini(&b);
+	gold_v3_free(g);
+}
+
+/* The ticks section decodes after each allocation failure in turn, or reports -ENOMEM. */
+static void test_ticks_decoder_survives_each_allocation_failure(void **state)
+{
+	struct gold_v3 *g = gold_v3_load();
+	const struct gold_sec *s = &g->sec[0];
+	struct tfs_vsec v;
+
+	assert_int_equal(s->timing, VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(&v, g->bin + s->off, s->len, s->off, NULL), 0);
+	for (long n = 0;; n++) {
+		struct vblock b;
+
+		vblock_init(&b);
+		fa_arm(n);
+		for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+			uint64_t first = blk * v.block_events;
+			int rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b, NULL);
+
+			if (rc < 0) {
+				assert_int_equal(rc, -ENOMEM);
+				fa_disarm();
+				rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b,
+						       NULL);
+			}
+			assert_int_equal(rc, 0);
+			for (uint32_t i = 0; i < b.n_events; i++)
+				assert_true(b.ts_ns[i] == s->ts[first + i] &&
+					    b.dur_ns[i] == s->dur[first + i]);
+		}
+		fa_disarm();
+		vblock_fini(&b);
+		if (fa_count() <= n)
+			break;
+	}
+	gold_v3_free(g);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ticks_spec_example_decodes),
+		cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
+		cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
+		cmocka_unit_test(test_ticks_more_exceptions_than_events_is_corrupt),
+		cmocka_unit_test(test_ticks_exception_index_at_n_is_corrupt),
+		cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
+		cmocka_unit_test(test_ticks_c_start_on_event_0_is_corrupt),
+		cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
+		cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
+		cmocka_unit_test(test_ticks_arithmetic_edges),
+		cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
+		cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
+		cmocka_unit_test(test_ticks_golden_rebuilt_section_decodes_alike),
+		cmocka_unit_test(test_ticks_decoder_survives_each_allocation_failure),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
