@@ -22,8 +22,8 @@
 #include "testfiles.h"
 #include "testutil.h"
 
-#define PRED_TICKS 8u	     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
-#define ONE_NS (UINT64_C(1) << 32) /* Q and B count units of 2^-32 ns */
+#define PRED_TICKS 8u		     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
+#define ONE_NS (UINT64_C(1) << 32)   /* Q and B count units of 2^-32 ns */
 #define EPYC_Q UINT64_C(43013478093) /* 10.014856 ns, §7.4.1's example */
 #define RAW_CAP 256
 #define MAX_EXC 8
@@ -43,8 +43,8 @@ struct tblock {
 	uint8_t pred;
 	uint64_t q;
 	int64_t b;
-	uint64_t n_x;	   /* as stored; may differ from n_exc */
-	uint32_t n_exc;	   /* entries written */
+	uint64_t n_x;	/* as stored; may differ from n_exc */
+	uint32_t n_exc; /* entries written */
 	struct tick_exc exc[MAX_EXC];
 	int64_t ts[MAX_EV];  /* ts column: ts_0, then gap residuals */
 	int64_t dur[MAX_EV]; /* dur column: duration residuals */
@@ -215,10 +215,10 @@ static void expect_times(const struct tblock *t, const uint64_t *ts, const uint6
 	assert_int_equal(b.n_events, t->n);
 	for (uint32_t i = 0; i < t->n; i++) {
 		if (b.ts_ns[i] != ts[i] || b.dur_ns[i] != dur[i])
-			fprintf(stderr, "# %s: event %u: got ts %llu dur %llu, expected %llu %llu\n",
-				what, i, (unsigned long long)b.ts_ns[i],
-				(unsigned long long)b.dur_ns[i], (unsigned long long)ts[i],
-				(unsigned long long)dur[i]);
+			fprintf(stderr,
+				"# %s: event %u: got ts %llu dur %llu, expected %llu %llu\n", what,
+				i, (unsigned long long)b.ts_ns[i], (unsigned long long)b.dur_ns[i],
+				(unsigned long long)ts[i], (unsigned long long)dur[i]);
 		assert_true(b.ts_ns[i] == ts[i]);
 		assert_true(b.dur_ns[i] == dur[i]);
 		assert_int_equal(b.val_off[i + 1], 0);
@@ -430,6 +430,57 @@ static void test_ticks_truncated_header_is_corrupt(void **state)
 }
 
 /*
+ * A raw block whose ticks header has a malformed varint (FORMAT.md's header: LEB128, at
+ * most 10 bytes, the 10th 0 or 1) in field @field (0 Q, 1 zigzag(B), 2 n_x; 3: none).
+ */
+static void check_bad_varint(int field, const char *what)
+{
+	static const uint8_t bad[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+	struct rawb r = {.len = 0};
+	struct rawref ref;
+	struct tfs_buf sec;
+	struct tfs_diag d;
+	struct vblock b;
+	int rc;
+
+	put_varint(&r, 1);
+	put_u8(&r, PRED_TICKS);
+	for (int f = 0; f < 3; f++) {
+		if (f == field) {
+			memcpy(r.b + r.len, bad, sizeof(bad));
+			r.len += sizeof(bad);
+		} else {
+			put_varint(&r, f == 0 ? EPYC_Q : 0);
+		}
+	}
+	put_varint(&r, 2); /* ts_len, dur_len, vals_len and the columns: 1000, 3 */
+	put_varint(&r, 1);
+	put_varint(&r, 0);
+	put_varint(&r, zigzag_enc(1000));
+	put_varint(&r, zigzag_enc(3));
+	ref = (struct rawref){r.b, r.len, 1};
+	make_section(&sec, '3', VAL_TIMING_LOSSLESS, 0, 1, &ref, 1);
+	vblock_init(&b);
+	rc = decode_all(&sec, &b, &d);
+	fprintf(stderr, "# %s: rc=%d %s\n", what, rc, d.reason);
+	assert_int_equal(rc, field < 3 ? -TFS_ECORRUPT : 0);
+	if (field < 3)
+		assert_non_null(strstr(d.reason, "block"));
+	else
+		assert_true(b.ts_ns[0] == 1000 && b.dur_ns[0] == 30);
+	vblock_fini(&b);
+	buf_fini(&sec);
+}
+
+static void test_ticks_malformed_header_varint_is_corrupt(void **state)
+{
+	check_bad_varint(3, "well-formed header"); /* the control: 3 ticks of 10.01 ns */
+	check_bad_varint(0, "malformed Q");
+	check_bad_varint(1, "malformed zigzag(B)");
+	check_bad_varint(2, "malformed n_x");
+}
+
+/*
  * Edges of T(k) = ts_0 + floor((B + k Q) / 2^32): products far beyond 64 bits, the floor of
  * negative numerators (towards minus infinity, not zero), the result modulo 2^64, and
  * corrections that are u64 words added modulo 2^64 (§7.6 lists no bound on them).
@@ -443,8 +494,8 @@ static void test_ticks_arithmetic_edges(void **state)
 	 * give one more), modulo 2^64 -2^30.
 	 */
 	static const struct tblock wide = {
-		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1,
-		.b = INT64_MIN + 1, .ts = {INT64_C(1) << 40, -(INT64_C(1) << 62)}, .dur = {0, 0},
+		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1, .b = INT64_MIN + 1,
+		.ts = {INT64_C(1) << 40, -(INT64_C(1) << 62)}, .dur = {0, 0},
 	};
 	static const uint64_t wide_ts[] = {UINT64_C(1) << 40, (UINT64_C(1) << 40) - (1u << 30)};
 	static const uint64_t wide_dur[] = {(uint64_t)0 - (UINT64_C(1) << 31), 0};
@@ -455,8 +506,8 @@ static void test_ticks_arithmetic_edges(void **state)
 	 * and lasts 0 ticks.
 	 */
 	static const struct tblock neg = {
-		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = -1717986918,
-		.ts = {1000, -5, 7}, .dur = {0, 3, 0},
+		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = -1717986918, .ts = {1000, -5, 7},
+		.dur = {0, 3, 0},
 	};
 	static const uint64_t neg_ts[] = {1000, 949, 1049}, neg_dur[] = {(uint64_t)-1, 30, 0};
 	/* the example's event 1 starting 1 ns before T(5) (c_start 2^64 - 1), ending at T(5) */
@@ -653,8 +704,10 @@ static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 	gold_v3_free(g);
 }
 
-/* (c) Every proper prefix of each golden section is refused (§7.1: the last block must end
- * exactly at the payload's end). */
+/*
+ * (c) Every proper prefix of each golden section is refused (§7.1: the last block must end
+ * exactly at the payload's end).
+ */
 static void test_ticks_golden_truncations_are_corrupt(void **state)
 {
 	struct gold_v3 *g = gold_v3_load();
@@ -674,7 +727,8 @@ static void test_ticks_golden_truncations_are_corrupt(void **state)
 			memcpy(copy, g->bin + s->off, len);
 			rc = gold_decode(g, k, copy, len, &b, &d);
 			if (rc != -TFS_ECORRUPT)
-				fprintf(stderr, "# section %d cut to %zu bytes: rc=%d\n", k, len, rc);
+				fprintf(stderr, "# section %d cut to %zu bytes: rc=%d\n", k, len,
+					rc);
 			assert_int_equal(rc, -TFS_ECORRUPT);
 			assert_true(d.reason[0] != 0);
 			free(copy);
@@ -699,7 +753,7 @@ static int flip_outcome(const struct gold_v3 *g, int k, const uint8_t *data, siz
 	return 0;
 }
 
-/* The raw blocks of golden section @k, decompressed: @raw[i] of @raw_len[i] bytes. */
+/* The raw blocks of golden section @k, decompressed into @raw[i] (caller frees), @refs. */
 static size_t gold_raws(const struct gold_v3 *g, int k, uint8_t **raw, struct rawref *refs)
 {
 	const uint8_t *sec = g->bin + g->sec[k].off;
@@ -717,9 +771,9 @@ static size_t gold_raws(const struct gold_v3 *g, int k, uint8_t **raw, struct ra
 		assert_int_equal(zs_decompress(sec + le_get64(ent), le_get32(ent + 8), raw[i],
 					       raw_len, 0, "values", NULL),
 				 0);
-		refs[i] = (struct rawref){raw[i], raw_len,
-					  (uint32_t)(i + 1 < n_blocks ? block_events
-								      : n_events - i * block_events)};
+		refs[i] = (struct rawref){
+		    raw[i], raw_len,
+		    (uint32_t)(i + 1 < n_blocks ? block_events : n_events - i * block_events)};
 	}
 	return (size_t)n_blocks;
 }
@@ -757,10 +811,9 @@ static void test_ticks_golden_bit_flips_fail_cleanly(void **state)
 		n_raws = gold_raws(g, k, raw, refs);
 		for (size_t bit = 0; bit < refs[0].len * 8; bit++) {
 			struct tfs_buf damaged;
-			char version = '3';
 
 			raw[0][bit / 8] ^= (uint8_t)(1u << (bit % 8));
-			make_section(&damaged, version, s->timing, 0.125, le_get32(sec + 8), refs,
+			make_section(&damaged, '3', s->timing, 0.125, le_get32(sec + 8), refs,
 				     n_raws);
 			raw_accepted += flip_outcome(g, k, damaged.data, damaged.len, &b);
 			buf_fini(&damaged);
@@ -826,8 +879,8 @@ static void test_ticks_decoder_survives_each_allocation_failure(void **state)
 			if (rc < 0) {
 				assert_int_equal(rc, -ENOMEM);
 				fa_disarm();
-				rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b,
-						       NULL);
+				rc =
+				    vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b, NULL);
 			}
 			assert_int_equal(rc, 0);
 			for (uint32_t i = 0; i < b.n_events; i++)
@@ -845,20 +898,21 @@ static void test_ticks_decoder_survives_each_allocation_failure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ticks_spec_example_decodes),
-		cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
-		cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
-		cmocka_unit_test(test_ticks_more_exceptions_than_events_is_corrupt),
-		cmocka_unit_test(test_ticks_exception_index_at_n_is_corrupt),
-		cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
-		cmocka_unit_test(test_ticks_c_start_on_event_0_is_corrupt),
-		cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
-		cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
-		cmocka_unit_test(test_ticks_arithmetic_edges),
-		cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
-		cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
-		cmocka_unit_test(test_ticks_golden_rebuilt_section_decodes_alike),
-		cmocka_unit_test(test_ticks_decoder_survives_each_allocation_failure),
+	    cmocka_unit_test(test_ticks_spec_example_decodes),
+	    cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
+	    cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
+	    cmocka_unit_test(test_ticks_more_exceptions_than_events_is_corrupt),
+	    cmocka_unit_test(test_ticks_exception_index_at_n_is_corrupt),
+	    cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
+	    cmocka_unit_test(test_ticks_c_start_on_event_0_is_corrupt),
+	    cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
+	    cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
+	    cmocka_unit_test(test_ticks_malformed_header_varint_is_corrupt),
+	    cmocka_unit_test(test_ticks_arithmetic_edges),
+	    cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
+	    cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
+	    cmocka_unit_test(test_ticks_golden_rebuilt_section_decodes_alike),
+	    cmocka_unit_test(test_ticks_decoder_survives_each_allocation_failure),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -381,25 +381,47 @@ def section(timing, rel_err, block_events, raws):
     return head + b''.join(frames)
 
 
+def check_raw_len(raw, events, timing):
+    """§7.6's bounds on raw_len (TFV3: h = 1; x for the ticks header when lossless)."""
+    n, v = len(events), sum(N_VALS[e[0]] for e in events)
+    x = 30 + 30 * n if timing == 1 else 0
+    assert 1 + (4 + 2 * n if timing else 4 + n) <= len(raw) <= 1 + 40 + 20 * n + 10 * v + x
+
+
 def lossless_section(text):
     """The ticks section; also returns its events for the other two sections."""
     raws, events, seen = [], [], [0] * len(N_VALS)
+    covered = set()
     for k, blk in enumerate(BLOCKS):
         evs, meant = resolve(blk)
         evs = add_vals(evs, seen)
-        raw, (starts, ends, exc) = encode_lossless(evs, blk['pred'], blk['q'], blk['b'])
-        if blk['q'] is not None:
+        pred, q, b = blk['pred'], blk['q'], blk['b']
+        raw, (starts, ends, exc) = encode_lossless(evs, pred, q, b)
+        if q is not None:
             assert [(s, e) for s, e in zip(starts, ends)] == [(m[0], m[2]) for m in meant]
             assert [(i, sc, ec) for i, sc, ec in exc] == \
                 [(i, m[1], m[3]) for i, m in enumerate(meant) if m[1] or m[3]]
             text.append('# block %d: pred 0x%02x Q %d B %d exceptions (event c_start c_end) %s'
-                        % (k, blk['pred'], blk['q'], blk['b'],
-                           ' '.join('(%d %d %d)' % x for x in exc) or 'none'))
+                        % (k, pred, q, b, ' '.join('(%d %d %d)' % x for x in exc) or 'none'))
+            covered |= {('pred', pred), ('q', q % ONE_NS != 0), ('b', (b > 0) - (b < 0))}
+            covered |= {'skip > 0' for i, j in zip(exc, exc[1:]) if j[0] > i[0] + 1}
+            covered |= {'event 0 c_end only' for i, sc, ec in exc if i == 0 and ec}
+            covered |= {'start off' for i, sc, ec in exc if sc}
+            covered |= {'end off' for i, sc, ec in exc if ec and not sc}
+            covered |= {'negative gap' for i in range(1, len(evs))
+                        if starts[i] < (starts[i - 1] if pred & 4 else ends[i - 1])}
+            covered |= {'0 ticks' for s, e in zip(starts, ends) if s == e}
         else:
-            text.append('# block %d: pred 0x%02x nanoseconds' % (k, blk['pred']))
+            text.append('# block %d: pred 0x%02x nanoseconds' % (k, pred))
+            covered.add(('plain', pred))
         assert decode_block(raw, 3, 1, [e[0] for e in evs], None) == evs
+        check_raw_len(raw, evs, 1)
         raws.append(raw)
         events += evs
+    assert {('pred', 0x08), ('pred', 0x0b), ('pred', 0x0d), ('pred', 0x0e), ('q', True),
+            ('b', 1), ('b', -1), 'skip > 0', 'event 0 c_end only', 'start off', 'end off',
+            'negative gap', '0 ticks'} <= covered
+    assert any(c[0] == 'plain' for c in covered if isinstance(c, tuple))
     return raws, events
 
 
@@ -415,12 +437,14 @@ def main():
     for k, first in enumerate(range(0, len(events), BLOCK_EVENTS)):
         evs = events[first:first + BLOCK_EVENTS]
         raw = encode_lossy(evs, LOSSY_PREDS[k], bins)
+        check_raw_len(raw, evs, 2)
         lossy_raws.append(raw)
         lossy_dec += decode_block(raw, 3, 2, [e[0] for e in evs], bins)
     untimed_raws, untimed_dec = [], []
     for first in range(0, len(events), UNTIMED_BLOCK_EVENTS):
         evs = events[first:first + UNTIMED_BLOCK_EVENTS]
         raw = encode_untimed(evs)
+        check_raw_len(raw, evs, 0)
         untimed_raws.append(raw)
         untimed_dec += decode_block(raw, 3, 0, [e[0] for e in evs], None)
     assert [e[3] for e in lossy_dec] == [e[3] for e in untimed_dec] == [e[3] for e in events]
