@@ -697,8 +697,11 @@ static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 			}
 		}
 	}
-	/* ticks with each timing column predicted and not, gaps from the end and the start */
-	assert_int_equal(ticks_preds, 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7);
+	/*
+	 * ticks with each timing column predicted and not, gaps from the end and the start:
+	 * 0x08 nothing predicted, 0x0b both (from the end), 0x0d ts, 0x0e dur, 0x0f both
+	 */
+	assert_int_equal(ticks_preds, 1u << 0 | 1u << 3 | 1u << 5 | 1u << 6 | 1u << 7);
 	vwords_fini(&w);
 	vblock_fini(&b);
 	gold_v3_free(g);
