@@ -2,10 +2,11 @@
  * TFV3 values blocks that count clock ticks (FORMAT.md §7.4.1), against expectations taken
  * from the spec alone, not from the encoder: the committed golden sections of
  * tests/data/golden/values_v3.* (written by values_v3.py), raw blocks built here word by word
- * for each ticks check of §7.6 and for the edges of the arithmetic (products beyond 64 bits,
- * the floor of negative times, corrections that wrap), every truncation of the golden
- * sections, every bit flip of their first blocks (compressed, and raw then recompressed)
- * and allocation failure in turn. Encoder round trips belong to test_codec_values.c.
+ * for each ticks check of §7.6 and for the edges of the step arithmetic (products beyond 64
+ * bits, the floor of negative numbers, corrections that wrap), every truncation of the
+ * golden sections, every bit flip of their first blocks (compressed, and raw then
+ * recompressed) and allocation failure in turn. Encoder round trips belong to
+ * test_codec_values.c.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,15 +24,16 @@
 #include "testutil.h"
 
 #define PRED_TICKS 8u		     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
-#define ONE_NS (UINT64_C(1) << 32)   /* Q and B count units of 2^-32 ns */
+#define ONE_NS (UINT64_C(1) << 32)   /* Q counts units of 2^-32 ns */
 #define EPYC_Q UINT64_C(43013478093) /* 10.014856 ns, §7.4.1's example */
 #define RAW_CAP 256
-#define MAX_EXC 8
+#define MAX_CORR 8
 #define MAX_EV 8
 
-/* One exception of a ticks header (§7.2), the words as stored. */
-struct tick_exc {
-	uint64_t skip, c_start, c_end;
+/* One correction of a ticks header (§7.2), as stored but for the zigzag. */
+struct tick_corr {
+	uint64_t skip;
+	int64_t c;
 };
 
 /*
@@ -42,10 +44,9 @@ struct tblock {
 	uint32_t n;
 	uint8_t pred;
 	uint64_t q;
-	int64_t b;
-	uint64_t n_x;	/* as stored; may differ from n_exc */
-	uint32_t n_exc; /* entries written */
-	struct tick_exc exc[MAX_EXC];
+	uint64_t n_x;	 /* as stored; may differ from n_corr */
+	uint32_t n_corr; /* entries written */
+	struct tick_corr corr[MAX_CORR];
 	int64_t ts[MAX_EV];  /* ts column: ts_0, then gap residuals */
 	int64_t dur[MAX_EV]; /* dur column: duration residuals */
 };
@@ -87,12 +88,10 @@ static void build_raw(const struct tblock *t, struct rawb *r)
 	put_u8(r, t->pred);
 	if (t->pred & PRED_TICKS) {
 		put_varint(r, t->q);
-		put_varint(r, zigzag_enc(t->b));
 		put_varint(r, t->n_x);
-		for (uint32_t i = 0; i < t->n_exc; i++) {
-			put_varint(r, t->exc[i].skip);
-			put_varint(r, t->exc[i].c_start);
-			put_varint(r, t->exc[i].c_end);
+		for (uint32_t i = 0; i < t->n_corr; i++) {
+			put_varint(r, t->corr[i].skip);
+			put_varint(r, zigzag_enc(t->corr[i].c));
 		}
 	}
 	r->ticks_end = r->len;
@@ -228,61 +227,74 @@ static void expect_times(const struct tblock *t, const uint64_t *ts, const uint6
 }
 
 /*
- * §7.4.1's example: Q = 43013478093 (10.014856 ns), B = 2^30 (0.25 ns), ts_0 = 1000,
- * durations 4, 0, 7 ticks, gaps 1 and 12 ticks from the previous end, nothing predicted.
+ * §7.4.1's example: Q = 43013478093 (10.014856 ns), ts_0 = 1000, a duration of 4 ticks,
+ * a gap of 1 tick from the end, a duration of 0; nothing predicted, no corrections.
  */
-static const struct tblock spec_example = {
-	.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = 1 << 30,
-	.ts = {1000, 1, 12}, .dur = {4, 0, 7},
-};
-static const uint64_t spec_ts[] = {1000, 1050, 1170}, spec_dur[] = {40, 0, 70};
-
 static void test_ticks_spec_example_decodes(void **state)
 {
-	static const uint64_t words[] = {2000, 2, 24, 8, 0, 14};
+	static const struct tblock example = {
+		.n = 2, .pred = PRED_TICKS, .q = EPYC_Q, .ts = {1000, 1}, .dur = {4, 0},
+	};
+	static const uint64_t ts[] = {1000, 1050}, dur[] = {40, 0};
+	static const uint64_t words[] = {2000, 2, 8, 0};
 	struct tfs_buf sec;
 	struct vwords w = {0};
 	struct tfs_vsec v;
 
-	expect_times(&spec_example, spec_ts, spec_dur, "§7.4.1 example");
-	/* the ticks header is not a column: the words are the columns' six varints */
-	tblock_section(&sec, &spec_example, '3', VAL_TIMING_LOSSLESS);
+	expect_times(&example, ts, dur, "§7.4.1 example");
+	/* the ticks header is not a column: the words are the columns' four varints */
+	tblock_section(&sec, &example, '3', VAL_TIMING_LOSSLESS);
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
 	assert_int_equal(v.version, 3);
 	assert_int_equal(vsec_block_words(&v, 0, &w, NULL), 0);
 	assert_int_equal(w.pred, PRED_TICKS);
-	assert_true(w.n[0] == 3 && w.n[1] == 3 && w.n[2] == 0);
+	assert_true(w.n[0] == 2 && w.n[1] == 2 && w.n[2] == 0);
 	assert_memory_equal(w.w, words, sizeof(words));
 	vwords_fini(&w);
 	buf_fini(&sec);
 }
 
-/* The lossless example with one exception: event 1 starts and ends 2 ns after T(5). */
-static struct tblock with_exception(void)
+/*
+ * The base of the checks below: the example and a third event, a gap of 12 ticks and a
+ * duration of 7, with one correction, +2 on step 2 (event 1's start). Step by step:
+ * step 1 (4 ticks) reaches 1040 with phase [255220532, 2^32); step 2 predicts 10 ns, +2
+ * reaches 1052, which contradicts the phase: [0, 2^32) afresh; step 3 (0 ticks) 1052;
+ * step 4 (12 ticks) floor(0.5 + 120.18) = 120, 1172; step 5 (7 ticks) 70, 1242.
+ */
+static struct tblock base_block(void)
 {
-	struct tblock t = spec_example;
+	struct tblock t = {
+		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .n_x = 1, .n_corr = 1,
+		.corr = {{1, 2}}, .ts = {1000, 1, 12}, .dur = {4, 0, 7},
+	};
 
-	t.n_x = t.n_exc = 1;
-	t.exc[0] = (struct tick_exc){1, 2, 2};
 	return t;
 }
 
+static const uint64_t base_ts[] = {1000, 1052, 1172}, base_dur[] = {40, 0, 70};
+
 static void test_ticks_q_out_of_range_is_corrupt(void **state)
 {
-	/* Q = 2^32 (1 ns): T(k) = 1000 + k + floor(0.25) */
-	static const uint64_t ts_lo[] = {1000, 1007, 1017}, dur_lo[] = {4, 0, 7};
-	/* Q = 2^62 - 1: T(k) = 1000 + k 2^30 + floor((2^30 - k) / 2^32) = 1000 + k 2^30 */
+	/* Q = 2^33 (2 ns): 1000 + 8, + 2 + 2, + 0, + 24, + 14 */
+	static const uint64_t ts_lo[] = {1000, 1012, 1036}, dur_lo[] = {8, 0, 14};
+	/*
+	 * Q = 2^62 - 1 (about 2^30 ns): k ticks from a phase m take floor((m + k Q) / 2^32)
+	 * = k 2^30 + floor((m - k) / 2^32) = k 2^30 (here m - k stays in [0, 2^32))
+	 */
 	static const uint64_t ts_hi[] = {1000, 1000 + (UINT64_C(5) << 30) + 2,
-					 1000 + (UINT64_C(17) << 30)};
+					 1000 + (UINT64_C(17) << 30) + 2};
 	static const uint64_t dur_hi[] = {UINT64_C(4) << 30, 0, UINT64_C(7) << 30};
-	struct tblock t = with_exception();
+	struct tblock t = base_block();
 
-	t.q = ONE_NS;
-	expect_times(&t, ts_lo, dur_lo, "Q = 2^32");
+	expect_times(&t, base_ts, base_dur, "base block");
+	t.q = 2 * ONE_NS;
+	expect_times(&t, ts_lo, dur_lo, "Q = 2^33");
 	t.q = (UINT64_C(1) << 62) - 1;
 	expect_times(&t, ts_hi, dur_hi, "Q = 2^62 - 1");
-	t.q = ONE_NS - 1;
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^32 - 1");
+	t.q = 2 * ONE_NS - 1;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^33 - 1");
+	t.q = ONE_NS;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^32");
 	t.q = 0;
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 0");
 	t.q = UINT64_C(1) << 62;
@@ -291,96 +303,96 @@ static void test_ticks_q_out_of_range_is_corrupt(void **state)
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "Q = 2^64 - 1");
 }
 
-static void test_ticks_more_exceptions_than_events_is_corrupt(void **state)
+static void test_ticks_more_corrections_than_steps_is_corrupt(void **state)
 {
-	/* every event an exception (corrections 0 but event 1's): n_x = n is allowed */
-	static const uint64_t ts_ok[] = {1000, 1052, 1170}, dur_ok[] = {40, 0, 70};
-	struct tblock t = with_exception();
+	/* 2n - 1 corrections, +1 on each of steps 1 to 5, are allowed */
+	static const uint64_t ts_ok[] = {1000, 1052, 1174}, dur_ok[] = {41, 1, 71};
+	struct tblock t = base_block();
 
-	t.n_x = t.n_exc = 3;
-	t.exc[0] = (struct tick_exc){0, 0, 0};
-	t.exc[1] = (struct tick_exc){0, 2, 2};
-	t.exc[2] = (struct tick_exc){0, 0, 0};
-	expect_times(&t, ts_ok, dur_ok, "n_x = n");
-	t.n_x = t.n_exc = 4;
-	t.exc[3] = (struct tick_exc){0, 0, 0};
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = n + 1");
+	t.n_x = t.n_corr = 5;
+	for (int i = 0; i < 5; i++)
+		t.corr[i] = (struct tick_corr){0, 1};
+	expect_times(&t, ts_ok, dur_ok, "n_x = 2n - 1");
+	t.n_x = t.n_corr = 6;
+	t.corr[5] = (struct tick_corr){0, 1};
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = 2n");
 	t.n_x = UINT64_MAX; /* no entries follow: must not be trusted for an allocation */
-	t.n_exc = 0;
+	t.n_corr = 0;
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = 2^64 - 1");
 	t.n_x = UINT64_C(1) << 32; /* a u32 count would read 0 */
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "n_x = 2^32");
 }
 
-static void test_ticks_exception_index_at_n_is_corrupt(void **state)
+static void test_ticks_correction_index_at_2n_is_corrupt(void **state)
 {
-	/* event 2 (the last) ends 3 ns after T(24) */
+	/* +3 on step 5 (the last: event 2's end) */
 	static const uint64_t ts_ok[] = {1000, 1050, 1170}, dur_ok[] = {40, 0, 73};
-	struct tblock t = with_exception();
+	struct tblock t = base_block();
 
-	t.exc[0] = (struct tick_exc){2, 0, 3};
-	expect_times(&t, ts_ok, dur_ok, "exception at n - 1");
-	t.exc[0].skip = 3;
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "exception at n");
-	t.n_x = t.n_exc = 2;
-	t.exc[0] = (struct tick_exc){1, 2, 2};
-	t.exc[1] = (struct tick_exc){1, 0, 3}; /* index 1 + 1 + 1 = 3 */
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "second exception at n");
+	t.corr[0] = (struct tick_corr){4, 3};
+	expect_times(&t, ts_ok, dur_ok, "correction on step 2n - 1");
+	t.corr[0].skip = 5;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "correction on step 2n");
+	t.n_x = t.n_corr = 2;
+	t.corr[0] = (struct tick_corr){1, 2};
+	t.corr[1] = (struct tick_corr){3, 3}; /* step 2 + 1 + 3 = 6 */
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "second correction on step 2n");
 }
 
 static void test_ticks_skip_overflow_is_corrupt(void **state)
 {
-	/* pairs of skips whose index, computed modulo 2^64 or 2^32, lands back inside the block */
+	/* skips whose index, computed modulo 2^64 or 2^32, lands back inside the block */
 	static const uint64_t skips[][2] = {
-		{0, UINT64_MAX},		 /* 0 + 1 + (2^64 - 1) = 2^64: index 0 again */
-		{1, UINT64_MAX},		 /* index 1 again */
-		{0, UINT64_MAX - 1},	 /* 2^64 - 1 */
-		{UINT64_C(1) << 32, 0},	 /* index 2^32: 0 in 32 bits */
-		{0, (UINT64_C(1) << 32) - 1}, /* index 2^32: 0 in 32 bits */
-		{UINT64_C(1) << 63, 0},
+		{UINT64_MAX, 0},		/* step 2^64: 0 again, which no correction has */
+		{0, UINT64_MAX},		/* 1, then 1 + 1 + 2^64 - 1: step 1 again */
+		{0, UINT64_MAX - 1},		/* 1, then step 2^64 */
+		{(UINT64_C(1) << 32) - 1, 0},	/* step 2^32: 0 in 32 bits */
+		{0, (UINT64_C(1) << 32) - 2},	/* 1, then step 2^32 */
+		{UINT64_C(1) << 63, (UINT64_C(1) << 63) - 1}, /* 2^63 + 1, then 2^64 + 1 */
 	};
-	struct tblock t = with_exception();
+	struct tblock t = base_block();
 
-	t.n_x = t.n_exc = 2;
+	t.n_x = t.n_corr = 2;
 	for (size_t k = 0; k < sizeof(skips) / sizeof(skips[0]); k++) {
-		char what[64];
+		char what[80];
 
-		t.exc[0] = (struct tick_exc){skips[k][0], 0, 0};
-		t.exc[1] = (struct tick_exc){skips[k][1], 0, 0};
+		t.corr[0] = (struct tick_corr){skips[k][0], 1};
+		t.corr[1] = (struct tick_corr){skips[k][1], 1};
 		snprintf(what, sizeof(what), "skips %llu, %llu", (unsigned long long)skips[k][0],
 			 (unsigned long long)skips[k][1]);
 		expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, what);
 	}
 }
 
-static void test_ticks_c_start_on_event_0_is_corrupt(void **state)
+static void test_ticks_correction_of_0_is_corrupt(void **state)
 {
-	/* event 0 ends 1 ns after T(4): only c_end, which is allowed */
-	static const uint64_t ts_ok[] = {1000, 1050, 1170}, dur_ok[] = {41, 0, 70};
-	struct tblock t = with_exception();
+	/* -1 on step 1 (event 0's end), the first index a correction can have */
+	static const uint64_t ts_ok[] = {1000, 1049, 1169}, dur_ok[] = {39, 0, 70};
+	struct tblock t = base_block();
 
-	t.exc[0] = (struct tick_exc){0, 0, 1};
-	expect_times(&t, ts_ok, dur_ok, "c_end on event 0");
-	t.exc[0] = (struct tick_exc){0, 1, 1};
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "c_start 1 on event 0");
-	t.exc[0] = (struct tick_exc){0, UINT64_MAX, 0};
-	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "c_start 2^64 - 1 on event 0");
+	t.corr[0] = (struct tick_corr){0, -1};
+	expect_times(&t, ts_ok, dur_ok, "correction -1 on step 1");
+	t.corr[0].c = 0;
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "correction 0 on step 1");
+	t.n_x = t.n_corr = 2;
+	t.corr[0] = (struct tick_corr){1, 2};
+	t.corr[1] = (struct tick_corr){0, 0};
+	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "second correction 0");
 }
 
 /* Bit 3 means ticks only in a lossless TFV3 section; the same bytes elsewhere are corrupt. */
 static void test_ticks_bit_3_outside_lossless_tfv3_is_corrupt(void **state)
 {
-	static const uint64_t ts_ok[] = {1000, 1052, 1170}, dur_ok[] = {40, 0, 70};
-	struct tblock t = with_exception();
+	struct tblock t = base_block();
 
-	expect_times(&t, ts_ok, dur_ok, "lossless TFV3");
+	expect_times(&t, base_ts, base_dur, "lossless TFV3");
 	expect_corrupt(&t, '2', VAL_TIMING_LOSSLESS, "bit 3 in a TFV2 section");
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSY, "bit 3 in a lossy TFV3 section");
 	expect_corrupt(&t, '3', VAL_TIMING_NONE, "bit 3 in an untimed TFV3 section");
 	t.pred = PRED_TICKS | 0x10;
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "pred bit 4 beside bit 3");
 	t.pred = 0x10 | VAL_PRED_ALL;
-	t.n_x = t.n_exc = 0;
+	t.n_x = t.n_corr = 0;
 	expect_corrupt(&t, '3', VAL_TIMING_LOSSLESS, "pred bit 4 without ticks");
 }
 
@@ -416,26 +428,28 @@ static void check_header_cuts(const struct tblock *t, const char *what)
 static void test_ticks_truncated_header_is_corrupt(void **state)
 {
 	/* one event: raw_len >= 7 reaches the decoder from the middle of Q's six bytes on */
-	struct tblock one = {
-		.n = 1, .pred = PRED_TICKS | VAL_PRED_ALL, .q = EPYC_Q, .b = -(INT64_C(1) << 40),
-		.ts = {5000}, .dur = {3},
+	static const struct tblock one = {
+		.n = 1, .pred = PRED_TICKS | VAL_PRED_ALL, .q = EPYC_Q, .n_x = 1, .n_corr = 1,
+		.corr = {{0, -300}}, .ts = {5000}, .dur = {3},
 	};
-	struct tblock t = with_exception();
+	struct tblock t = base_block();
 
 	check_header_cuts(&one, "one-event block");
-	t.n_x = t.n_exc = 2;
-	t.exc[0] = (struct tick_exc){0, 0, 300};
-	t.exc[1] = (struct tick_exc){0, 2, 2};
-	check_header_cuts(&t, "two-exception block");
+	t.n_x = t.n_corr = 2;
+	t.corr[0] = (struct tick_corr){0, 300};
+	t.corr[1] = (struct tick_corr){0, -70000};
+	check_header_cuts(&t, "two-correction block");
 }
 
 /*
  * A raw block whose ticks header has a malformed varint (FORMAT.md's header: LEB128, at
- * most 10 bytes, the 10th 0 or 1) in field @field (0 Q, 1 zigzag(B), 2 n_x; 3: none).
+ * most 10 bytes, the 10th 0 or 1) in field @field (0 Q, 1 n_x, 2 skip, 3 zigzag(c);
+ * 4: none).
  */
 static void check_bad_varint(int field, const char *what)
 {
 	static const uint8_t bad[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02};
+	static const uint64_t good[4] = {EPYC_Q, 1, 0, 2}; /* +1 ns on step 1 */
 	struct rawb r = {.len = 0};
 	struct rawref ref;
 	struct tfs_buf sec;
@@ -445,15 +459,15 @@ static void check_bad_varint(int field, const char *what)
 
 	put_varint(&r, 1);
 	put_u8(&r, PRED_TICKS);
-	for (int f = 0; f < 3; f++) {
+	for (int f = 0; f < 4; f++) {
 		if (f == field) {
 			memcpy(r.b + r.len, bad, sizeof(bad));
 			r.len += sizeof(bad);
 		} else {
-			put_varint(&r, f == 0 ? EPYC_Q : 0);
+			put_varint(&r, good[f]);
 		}
 	}
-	put_varint(&r, 2); /* ts_len, dur_len, vals_len and the columns: 1000, 3 */
+	put_varint(&r, 2); /* ts_len, dur_len, vals_len and the columns: 1000, 3 ticks */
 	put_varint(&r, 1);
 	put_varint(&r, 0);
 	put_varint(&r, zigzag_enc(1000));
@@ -463,64 +477,77 @@ static void check_bad_varint(int field, const char *what)
 	vblock_init(&b);
 	rc = decode_all(&sec, &b, &d);
 	fprintf(stderr, "# %s: rc=%d %s\n", what, rc, d.reason);
-	assert_int_equal(rc, field < 3 ? -TFS_ECORRUPT : 0);
-	if (field < 3)
+	assert_int_equal(rc, field < 4 ? -TFS_ECORRUPT : 0);
+	if (field < 4)
 		assert_non_null(strstr(d.reason, "block"));
-	else
-		assert_true(b.ts_ns[0] == 1000 && b.dur_ns[0] == 30);
+	else /* floor(0.5 + 30.04) + 1 */
+		assert_true(b.ts_ns[0] == 1000 && b.dur_ns[0] == 31);
 	vblock_fini(&b);
 	buf_fini(&sec);
 }
 
 static void test_ticks_malformed_header_varint_is_corrupt(void **state)
 {
-	check_bad_varint(3, "well-formed header"); /* the control: 3 ticks of 10.01 ns */
+	check_bad_varint(4, "well-formed header");
 	check_bad_varint(0, "malformed Q");
-	check_bad_varint(1, "malformed zigzag(B)");
-	check_bad_varint(2, "malformed n_x");
+	check_bad_varint(1, "malformed n_x");
+	check_bad_varint(2, "malformed skip");
+	check_bad_varint(3, "malformed zigzag(c)");
 }
 
 /*
- * Edges of T(k) = ts_0 + floor((B + k Q) / 2^32): products far beyond 64 bits, the floor of
- * negative numerators (towards minus infinity, not zero), the result modulo 2^64, and
- * corrections that are u64 words added modulo 2^64 (§7.6 lists no bound on them).
+ * Edges of a step, delta = floor((m + k Q) / 2^32) + c: products far beyond 64 bits, the
+ * floor of negative numbers (towards minus infinity, not zero), times modulo 2^64.
  */
 static void test_ticks_arithmetic_edges(void **state)
 {
 	/*
-	 * B = -2^63 + 1, Q = 2^62 - 1, ts_0 = 2^40. Event 0 lasts 0 ticks: T(0) = ts_0 +
-	 * floor((-2^63 + 1) / 2^32) = ts_0 - 2^31. Event 1 starts 2^62 ticks before E_0 = 0 and
-	 * lasts 0: B + k Q = -2^124 - 2^62 + 1, floor / 2^32 = -2^92 - 2^30 (truncation would
-	 * give one more), modulo 2^64 -2^30.
+	 * Q = 2^62 - 1, ts_0 = 2^40, event 0 lasts 0 ticks (phase [0, 2^32) stays); event 1
+	 * starts 2^62 ticks earlier: m + k Q = 2^31 - 2^124 + 2^62, floor / 2^32 = -2^92 + 2^30
+	 * (truncation would give one more), modulo 2^64 2^30.
 	 */
 	static const struct tblock wide = {
-		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1, .b = INT64_MIN + 1,
+		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1,
 		.ts = {INT64_C(1) << 40, -(INT64_C(1) << 62)}, .dur = {0, 0},
 	};
-	static const uint64_t wide_ts[] = {UINT64_C(1) << 40, (UINT64_C(1) << 40) - (1u << 30)};
-	static const uint64_t wide_dur[] = {(uint64_t)0 - (UINT64_C(1) << 31), 0};
+	static const uint64_t wide_ts[] = {UINT64_C(1) << 40, (UINT64_C(1) << 40) + (1u << 30)};
+	static const uint64_t wide_dur[] = {0, 0};
 	/*
-	 * B = -0.4 ns (-1717986918): T(0) = ts_0 - 1. Event 1 starts 5 ticks before E_0 = 0:
-	 * floor(-0.4 - 50.074...) = -51; it lasts 3 ticks to T(-2) = ts_0 + floor(-20.43) =
-	 * ts_0 - 21. Event 2 starts 7 ticks after E_1 = -2, T(5) = ts_0 + floor(49.67) = ts_0 + 49,
-	 * and lasts 0 ticks.
+	 * The farthest step: k = -2^63 ticks of 2^62 - 1 and c = 2^63 - 1: floor((2^31 -
+	 * 2^125 + 2^63) / 2^32) = -2^93 + 2^31, delta = -2^93 + 2^31 + 2^63 - 1, the phase
+	 * bounds near 2^126 (they start afresh).
+	 */
+	static const struct tblock far = {
+		.n = 2, .pred = PRED_TICKS, .q = (UINT64_C(1) << 62) - 1, .n_x = 1, .n_corr = 1,
+		.corr = {{1, INT64_MAX}}, .ts = {INT64_C(1) << 40, INT64_MIN}, .dur = {0, 0},
+	};
+	static const uint64_t far_ts[] = {UINT64_C(1) << 40,
+					  (UINT64_C(1) << 40) + (UINT64_C(1) << 63) +
+						  (UINT64_C(1) << 31) - 1};
+	/*
+	 * Q = 10.0149 ns: event 0 lasts 0 ticks; event 1 starts 5 ticks before its end,
+	 * floor(0.5 - 50.07) = -50 (truncation: -49), phase [0, 0.93); it lasts 3 ticks,
+	 * floor(0.46 + 30.04) = 30, phase [0.04, 0.97); event 2 starts 7 ticks after that
+	 * end, floor(0.51 + 70.10) = 70.
 	 */
 	static const struct tblock neg = {
-		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .b = -1717986918, .ts = {1000, -5, 7},
-		.dur = {0, 3, 0},
+		.n = 3, .pred = PRED_TICKS, .q = EPYC_Q, .ts = {1000, -5, 7}, .dur = {0, 3, 0},
 	};
-	static const uint64_t neg_ts[] = {1000, 949, 1049}, neg_dur[] = {(uint64_t)-1, 30, 0};
-	/* the example's event 1 starting 1 ns before T(5) (c_start 2^64 - 1), ending at T(5) */
-	static const uint64_t wrap_ts[] = {1000, 1049, 1170}, wrap_dur[] = {40, 1, 70};
-	/* an exception with both corrections 0 changes nothing */
-	struct tblock t = with_exception();
+	static const uint64_t neg_ts[] = {1000, 950, 1050}, neg_dur[] = {0, 30, 0};
+	/*
+	 * c = -2^63 on step 1: event 0 ends at 1040 - 2^63 (mod 2^64), which contradicts the
+	 * phase; the next steps start afresh from it.
+	 */
+	static const uint64_t wrap_ts[] = {1000, (UINT64_C(1) << 63) + 1050,
+					   (UINT64_C(1) << 63) + 1170};
+	static const uint64_t wrap_dur[] = {(UINT64_C(1) << 63) + 40, 0, 70};
+	struct tblock t = base_block();
 
 	expect_times(&wide, wide_ts, wide_dur, "128-bit floor");
+	expect_times(&far, far_ts, wide_dur, "farthest step");
 	expect_times(&neg, neg_ts, neg_dur, "negative ticks");
-	t.exc[0] = (struct tick_exc){1, UINT64_MAX, 0};
-	expect_times(&t, wrap_ts, wrap_dur, "correction 2^64 - 1");
-	t.exc[0] = (struct tick_exc){1, 0, 0};
-	expect_times(&t, spec_ts, spec_dur, "zero corrections");
+	t.corr[0] = (struct tick_corr){0, INT64_MIN};
+	expect_times(&t, wrap_ts, wrap_dur, "correction -2^63");
 }
 
 /* The committed sections of tests/data/golden/values_v3.txt, as written there. */
@@ -904,10 +931,10 @@ int main(void)
 	    cmocka_unit_test(test_ticks_spec_example_decodes),
 	    cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
 	    cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
-	    cmocka_unit_test(test_ticks_more_exceptions_than_events_is_corrupt),
-	    cmocka_unit_test(test_ticks_exception_index_at_n_is_corrupt),
+	    cmocka_unit_test(test_ticks_more_corrections_than_steps_is_corrupt),
+	    cmocka_unit_test(test_ticks_correction_index_at_2n_is_corrupt),
 	    cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
-	    cmocka_unit_test(test_ticks_c_start_on_event_0_is_corrupt),
+	    cmocka_unit_test(test_ticks_correction_of_0_is_corrupt),
 	    cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
 	    cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
 	    cmocka_unit_test(test_ticks_malformed_header_varint_is_corrupt),

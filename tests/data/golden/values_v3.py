@@ -2,14 +2,15 @@
 """Write the golden TFV3 values sections (codec/FORMAT.md §7, §7.4.1) from the spec alone.
 
 values_v3.bin holds three section payloads back to back: a lossless one whose blocks count
-clock ticks (bit 3 of the predictor byte) on several lattices, with corrections for the times
-off them, plus one block of plain nanoseconds; a lossy one at rel_err 0.125; an untimed one.
-Every block's predictor byte and lattice are chosen below, not by a writer's heuristic.
-values_v3.txt lists each section's offset, length, timing and event count, its blocks'
-predictor bytes, the terminals' VAL-field counts and every event as a reader must decode it:
-terminal, ts_ns, dur_ns, VAL fields. Each block is encoded from the nanosecond times below,
-then decoded again from its raw bytes by a second, independent reading of the spec, and the
-two must agree. Run from this directory; needs the zstd CLI.
+clock ticks (bit 3 of the predictor byte) on several clocks, with corrections for the steps
+the ticks do not explain, plus one block of plain nanoseconds; a lossy one at rel_err 0.125;
+an untimed one. Every block's predictor byte and tick length are chosen below, not by a
+writer's heuristic. values_v3.txt lists each section's offset, length, timing and event
+count, its blocks' predictor bytes, the terminals' VAL-field counts and every event as a
+reader must decode it: terminal, ts_ns, dur_ns, VAL fields. Each block is encoded from the
+nanosecond times below, then decoded again from its raw bytes by a second, separate reading
+of the spec (sharing only tick_step(), §7.4.1's formula checked against its example), and
+the two must agree. Run from this directory; needs the zstd CLI.
 """
 import os
 import struct
@@ -17,46 +18,60 @@ import subprocess
 import tempfile
 
 M64 = (1 << 64) - 1
-ONE_NS = 1 << 32  # Q and B count units of 2^-32 ns
+ONE_NS = 1 << 32  # Q and the phase intervals count units of 2^-32 ns
 N_VALS = [2, 0, 1]  # VAL fields of terminals 0, 1, 2
 EPYC_Q = 43013478093  # 10.014856 ns: an AMD EPYC time stamp counter as Linux reads it
 BLOCK_EVENTS = 8
 
-# The lossless section's blocks. 'q' and 'b' give the lattice of a ticks block (bit 3 of
-# 'pred' set; None: plain nanoseconds). An event is (terminal, start, end): the first event
-# starts at 'ts0'; any other start and every end is a tick k, on the lattice at T(k), or a
-# pair (k, c), the time T(k) + c off it (c below the tick's length, as a writer finds it).
-BLOCKS = [
-    # §7.4.1's example first (gaps 1 and 12 from the end, durations 4, 0, 7 ticks), then an
-    # off-lattice end, an off-lattice start and end of a zero-length event, a zone written in
-    # end order (a negative gap), an off-lattice start: exceptions at 3, 4 and 7 (skips 3, 0, 2)
-    dict(pred=0x0b, q=EPYC_Q, b=ONE_NS // 4, ts0=1000, events=[
-        (0, None, 4), (1, 5, 5), (0, 17, 24), (0, 30, (34, 3)), (2, (40, 2), (40, 2)),
-        (1, 45, 46), (2, 7, 47), (0, (50, 1), 54)]),
-    # a negative phase (-0.4 ns: T(0) = ts0 - 1): event 0 lasts 0 ticks and ends 1 ns after
-    # T(0), an exception with only c_end; a zone starting 5 ticks before the anchor (a
-    # negative tick, where the floor must round towards minus infinity); nothing predicted
-    dict(pred=0x08, q=EPYC_Q, b=-1717986918, ts0=2000, events=[
-        (0, None, (0, 1)), (1, 3, 4), (0, 6, 10), (2, -5, 12), (0, 13, 13), (1, 20, (25, 4)),
-        (0, (30, 5), 33), (2, 35, 35)]),
-    # a strict period of 12 ticks of 8.333... ns, gaps from the start, ts predicted; a phase
-    # of more than one tick; one exception, on the last event (skip 7)
-    dict(pred=0x0d, q=35791394133, b=9 * ONE_NS + 123, ts0=3000, events=[
-        (0, None, 3), (1, 12, 13), (0, 24, 27), (1, 36, 37), (0, 48, 51), (2, 60, 60),
-        (1, 72, 73), (0, 84, (87, 2))]),
-    # durations predicted, gaps from the start, a phase of -3 ns and a bit
-    dict(pred=0x0e, q=EPYC_Q, b=-3 * ONE_NS - 5, ts0=4000, events=[
-        (2, None, 10), (0, 3, 8), (0, 9, 14), (1, 20, 20), (0, 25, 30), (2, 2, 31),
-        (0, 40, 45), (1, (50, 7), (50, 7))]),
-    # TFV3 without bit 3: plain nanoseconds (start, end), both columns predicted
-    dict(pred=0x03, q=None, b=None, ts0=5000, events=[
-        (0, None, 5050), (1, 5100, 5110), (0, 5300, 5352), (0, 5500, 5549), (2, 5600, 5600),
-        (1, 5700, 5710), (2, 4900, 5800), (0, 5900, 5951)]),
-    # the shortest tick (1 ns: every time is on the lattice), no exceptions, everything
-    # predicted from the start; the section's last, shorter block
-    dict(pred=0x0f, q=ONE_NS, b=0, ts0=6000, events=[
-        (0, None, 50), (1, 100, 110), (0, 300, 352), (0, 500, 549), (2, 600, 600)]),
-]
+
+def clock(base, phase, q):
+    """Readings of a clock at tick n: base + floor((phase + n q) / 2^32) ns, plus @off."""
+    return lambda n, off=0: base + (phase + n * q) // ONE_NS + off
+
+
+def blocks():
+    """The lossless section's blocks: predictor byte, tick length Q (None: nanoseconds) and
+    events (terminal, start, end) in nanoseconds, read from the clocks named in comments."""
+    a = clock(1000, 3 * ONE_NS // 10, EPYC_Q)  # phase 0.3 ns
+    b = clock(2000, 9 * ONE_NS // 10, EPYC_Q)  # phase 0.9 ns ...
+    b2 = clock(2003, ONE_NS // 20, EPYC_Q)  # ... until the kernel moves it
+    p = clock(3000, 123, 35791394133)  # 8.333 ns, a strict period of 12 ticks
+    d = clock(4000, ONE_NS // 2, EPYC_Q)
+    two = clock(6000, ONE_NS // 3, 2 * ONE_NS)  # the shortest tick, 2 ns
+    return [
+        # §7.4.1's example's ticks on a clock of phase 0.3 ns, then an end off the clock by
+        # 3 ns, an event of 0 ns off it by 2, a zone written in end order (a negative gap),
+        # an end 4 ns early and a start 1 ns late; gaps from the end, both columns predicted
+        dict(pred=0x0b, q=EPYC_Q, events=[
+            (0, a(0), a(4)), (1, a(5), a(5)), (0, a(17), a(24)), (0, a(30), a(34, 3)),
+            (2, a(40, 2), a(40, 2)), (1, a(45), a(46)), (2, a(7), a(47, -4)),
+            (0, a(50, 1), a(54))]),
+        # the phase moves at event 3 (readings contradict what the block learnt: start
+        # afresh); event 0 ends off the clock (a correction on step 1); a zone starting 5
+        # ticks before the anchor; durations of 0 ticks; nothing predicted
+        dict(pred=0x08, q=EPYC_Q, events=[
+            (0, b(0), b(0, 1)), (1, b(3), b(4)), (0, b(6), b(10)), (2, b2(-5), b2(12)),
+            (0, b2(13), b2(13)), (1, b2(20), b2(25)), (0, b2(30), b2(33)), (2, b2(35), b2(35))]),
+        # a strict period of 12 ticks of 8.333 ns, gaps from the start, ts predicted, the
+        # last end off the clock (a correction on the last step)
+        dict(pred=0x0d, q=35791394133, events=[
+            (0, p(0), p(3)), (1, p(12), p(13)), (0, p(24), p(27)), (1, p(36), p(37)),
+            (0, p(48), p(51)), (2, p(60), p(60)), (1, p(72), p(73)), (0, p(84), p(87, 2))]),
+        # durations predicted, gaps from the start, a zone from before the anchor
+        dict(pred=0x0e, q=EPYC_Q, events=[
+            (2, d(0), d(10)), (0, d(3), d(8)), (0, d(9), d(14)), (1, d(20), d(20)),
+            (0, d(25), d(30)), (2, d(-2), d(31)), (0, d(40), d(45)), (1, d(50, 7), d(50, 7))]),
+        # TFV3 without bit 3: plain nanoseconds, both columns predicted
+        dict(pred=0x03, q=None, events=[
+            (0, 5000, 5050), (1, 5100, 5110), (0, 5300, 5352), (0, 5500, 5549),
+            (2, 5600, 5600), (1, 5700, 5710), (2, 4900, 5800), (0, 5900, 5951)]),
+        # the shortest tick, everything predicted from the start; the last, shorter block
+        dict(pred=0x0f, q=2 * ONE_NS, events=[
+            (0, two(0), two(25)), (1, two(50), two(55)), (0, two(150), two(176)),
+            (0, two(250), two(274)), (2, two(300), two(300))]),
+    ]
+
+
 LOSSY_PREDS = [0x06, 0x03, 0x02, 0x00, 0x01, 0x05]
 LOSSY_REL_ERR = 0.125
 UNTIMED_BLOCK_EVENTS = 16
@@ -88,23 +103,35 @@ def varint(x):
             return bytes(out)
 
 
-def tick_time(ts0, q, b, k):
-    """T(k) of §7.4.1: k read as i64, exact, floor towards minus infinity, mod 2^64."""
-    return (ts0 + (b + i64(k) * q) // ONE_NS) & M64
+def tick_step(t, lo, hi, k, c, q):
+    """One step of §7.4.1 from time t with phase interval [lo, hi) by k ticks (a u64 read
+    as i64) and correction c: the time reached and its interval."""
+    k = i64(k)
+    m = (lo + hi) // 2
+    delta = (m + k * q) // ONE_NS + c
+    lo2 = max(0, lo + k * q - delta * ONE_NS)
+    hi2 = min(ONE_NS, hi + k * q - delta * ONE_NS)
+    if lo2 >= hi2:
+        lo2, hi2 = 0, ONE_NS
+    return (t + delta) & M64, lo2, hi2
 
 
 def check_spec_example():
-    """§7.4.1's example, decoded from its raw block by decode_block() below."""
-    q, b = 43013478093, 1073741824
-    assert q / ONE_NS - 10.014856 < 1e-6 and b == ONE_NS // 4
-    assert [tick_time(1000, q, b, k) for k in (0, 4, 5, 17, 24)] == [1000, 1040, 1050, 1170,
-                                                                       1240]
-    ts_col = varint(zz(1000)) + varint(zz(1)) + varint(zz(12))
-    dur_col = varint(zz(4)) + varint(zz(0)) + varint(zz(7))
-    raw = (varint(3) + bytes([0x08]) + varint(q) + varint(zz(b)) + varint(0) +
-           varint(len(ts_col)) + varint(len(dur_col)) + varint(0) + ts_col + dur_col)
-    got = decode_block(raw, 3, 1, [0, 0, 0], None, [0])
-    assert [(ts, dur) for _, ts, dur, _ in got] == [(1000, 40), (1050, 0), (1170, 70)], got
+    """§7.4.1's example, step by step and decoded from its raw block by decode_block()."""
+    q = 43013478093
+    assert abs(q / ONE_NS - 10.014856) < 1e-6
+    s1 = tick_step(1000, 0, ONE_NS, 4, 0, q)
+    assert s1 == (1040, 255220532, ONE_NS), s1
+    assert (s1[1] + s1[2]) // 2 == 2275093914
+    s2 = tick_step(*s1, 1, 0, q)
+    assert s2 == (1050, 319025665, ONE_NS), s2
+    assert tick_step(*s2, 0, 0, q)[0] == 1050
+    ts_col = varint(zz(1000)) + varint(zz(1))
+    dur_col = varint(zz(4)) + varint(zz(0))
+    raw = (varint(2) + bytes([0x08]) + varint(q) + varint(0) + varint(len(ts_col)) +
+           varint(len(dur_col)) + varint(0) + ts_col + dur_col)
+    got = decode_block(raw, 3, 1, [0, 0], None, [0])
+    assert [(ts, dur) for _, ts, dur, _ in got] == [(1000, 40), (1050, 0)], got
 
 
 class Bins:
@@ -132,34 +159,6 @@ class Bins:
         return k
 
 
-def resolve(blk):
-    """The block's events in nanoseconds (terminal, ts, dur) and the ticks meant for them."""
-    q, b, ts0 = blk['q'], blk['b'], blk['ts0']
-    events, meant = [], []
-    for i, (t, start, end) in enumerate(blk['events']):
-        if q is None:
-            ts = ts0 if start is None else start
-            events.append((t, ts, (end - ts) & M64))
-            continue
-        sk, sc = (0, 0) if start is None else start if isinstance(start, tuple) else (start, 0)
-        ek, ec = end if isinstance(end, tuple) else (end, 0)
-        ts = ts0 if i == 0 else (tick_time(ts0, q, b, sk) + sc) & M64
-        end_ns = (tick_time(ts0, q, b, ek) + ec) & M64
-        events.append((t, ts, (end_ns - ts) & M64))
-        meant.append((sk, sc, ek, ec))
-    return events, meant
-
-
-def tick_of(ts0, q, b, t):
-    """The writer's tick for time t (informative text of §7.4.1): T(k) <= t < T(k + 1)."""
-    k = ((t - ts0) * ONE_NS - b) // q
-    while ts0 + (b + (k + 1) * q) // ONE_NS <= t:
-        k += 1
-    while ts0 + (b + k * q) // ONE_NS > t:
-        k -= 1
-    return k, t - (ts0 + (b + k * q) // ONE_NS)
-
-
 def add_vals(events, seen):
     """VAL fields: terminal 0 a strided offset and a constant, terminal 2 a slow counter;
     @seen counts each terminal's earlier events."""
@@ -185,45 +184,64 @@ def vals_column(events):
     return bytes(col)
 
 
-def encode_lossless(events, pred, q, b):
-    """Raw block (§7.2) of lossless events; ticks when pred has bit 3 (§7.4.1)."""
-    ts0 = events[0][1]
-    starts, ends, exc = [], [], []
-    for i, (t, ts, dur, _) in enumerate(events):
-        end = (ts + dur) & M64
-        if q is None:
-            starts.append(ts)
-            ends.append(end)
-            continue
-        sk, sc = (0, 0) if i == 0 else tick_of(ts0, q, b, ts)
-        ek, ec = tick_of(ts0, q, b, end)
-        starts.append(sk)
-        ends.append(ek)
-        if sc or ec:
-            exc.append((i, sc, ec))
+def nearest_ticks(ns, q):
+    """The writer's tick count for a step of ns nanoseconds (§7.4.1, informative): the
+    integer nearest to ns / (Q / 2^32), halves rounded up."""
+    return (2 * ns * ONE_NS + q) // (2 * q)
+
+
+def encode_lossless(events, pred, q):
+    """Raw block (§7.2) of lossless events; ticks when pred has bit 3 (§7.4.1). Also returns
+    the corrections (step, c) and the steps that started the phase afresh."""
     ts_col, dur_col = bytearray(), bytearray()
     gap, dur_st = {}, {}
-    for i, (t, _, _, _) in enumerate(events):
+    corr, resets = [], []
+    prev = None  # ticks: the previous event's start and end states (t, lo, hi)
+
+    def step(state, target, index):
+        ns = i64(target - state[0])
+        k = nearest_ticks(ns, q)
+        c = ns - tick_step(*state, k, 0, q)[0] + state[0]
+        c = i64(c)
+        if c:
+            corr.append((index, c))
+        reached = tick_step(*state, k, c, q)
+        assert reached[0] == target & M64
+        if reached[1:] == (0, ONE_NS) and state[1:] != (0, ONE_NS):
+            resets.append(index)
+        return k & M64, reached
+
+    for i, (t, ts, dur, _) in enumerate(events):
+        end = (ts + dur) & M64
         if i == 0:
-            ts_col += varint(zz(ts0))
+            ts_col += varint(zz(ts))
+            start = (ts, 0, ONE_NS)
         else:
-            g = (starts[i] - (starts[i - 1] if pred & 4 else ends[i - 1])) & M64
+            if q is None:
+                g = (ts - (prev[0][0] if pred & 4 else prev[1][0])) & M64
+                start = (ts, 0, ONE_NS)
+            else:
+                g, start = step(prev[0] if pred & 4 else prev[1], ts, 2 * i)
             ts_col += varint(zz(g - (gap.get(t, 0) if pred & 1 else 0)))
             gap[t] = g
-        m = (ends[i] - starts[i]) & M64
+        if q is None:
+            m, end_state = dur, (end, 0, ONE_NS)
+        else:
+            m, end_state = step(start, end, 2 * i + 1)
         dur_col += varint(zz(m - (dur_st.get(t, 0) if pred & 2 else 0)))
         dur_st[t] = m
+        prev = (start, end_state)
     head = varint(len(events)) + bytes([pred])
     if pred & 8:
-        head += varint(q) + varint(zz(b)) + varint(len(exc))
-        prev = -1
-        for i, sc, ec in exc:
-            head += varint(i - prev - 1) + varint(sc) + varint(ec)
-            prev = i
+        head += varint(q) + varint(len(corr))
+        last = 0
+        for index, c in corr:
+            head += varint(index - last - 1) + varint(zz(c))
+            last = index
     vals_col = vals_column(events)
     raw = (head + varint(len(ts_col)) + varint(len(dur_col)) + varint(len(vals_col)) + ts_col +
            dur_col + vals_col)
-    return raw, (starts, ends, exc)
+    return raw, corr, resets
 
 
 def encode_lossy(events, pred, bins):
@@ -289,14 +307,14 @@ def decode_block(raw, version, timing, terms, bins, n_vals=N_VALS):
     assert pred & ~(0xf if version == 3 and timing == 1 else 0x7) == 0 and (timing or not pred)
     corr = {}
     if pred & 8:
-        q, b, n_x = r.varint(), i64(unzz(r.varint())), r.varint()
-        assert ONE_NS <= q < 1 << 62 and n_x <= n
-        idx = -1
+        q, n_x = r.varint(), r.varint()
+        assert 2 * ONE_NS <= q < 1 << 62 and n_x <= 2 * n - 1
+        index = 0
         for _ in range(n_x):
-            idx += 1 + r.varint()
-            assert idx < n
-            corr[idx] = (r.varint(), r.varint())
-        assert corr.get(0, (0, 0))[0] == 0
+            index += 1 + r.varint()
+            assert index < 2 * n
+            corr[index] = i64(unzz(r.varint()))
+            assert corr[index] != 0
     lens = [r.varint() for _ in range(3)]
     assert r.pos + sum(lens) == len(raw)
     cols = []
@@ -305,40 +323,37 @@ def decode_block(raw, version, timing, terms, bins, n_vals=N_VALS):
         r.pos += ln
     out = []
     gap, dur_st, last, delta, seen = {}, {}, {}, {}, set()
-    prev_n = prev_e = ts0 = 0  # the previous event's start and end (ticks or ns)
+    prev_start = prev_end = (0, 0, ONE_NS)  # the previous event's times (and intervals)
     for i, t in enumerate(terms):
-        base = prev_n if pred & 4 else prev_e
+        base = prev_start if pred & 4 else prev_end
         if timing == 0:
             ts = dur = 0
         else:
             w = unzz(cols[0].varint())
             if i == 0:
-                ts0 = w
-                start = 0 if pred & 8 else w
+                start = (w, 0, ONE_NS)
             else:
                 g = (w + (gap.get(t, 0) if pred & 1 else 0)) & M64
                 gap[t] = g
                 if timing == 2:
                     assert abs(i64(g)) < len(bins.lo)
                     rg = bins.rep(abs(i64(g)))
-                    start = (base + rg if i64(g) >= 0 else base - rg) & M64
+                    start = ((base[0] + rg if i64(g) >= 0 else base[0] - rg) & M64, 0, 0)
+                elif pred & 8:
+                    start = tick_step(*base, g, corr.get(2 * i, 0), q)
                 else:
-                    start = (base + g) & M64
+                    start = ((base[0] + g) & M64, 0, 0)
             m = (unzz(cols[1].varint()) + (dur_st.get(t, 0) if pred & 2 else 0)) & M64
             dur_st[t] = m
             if timing == 2:
                 assert m < len(bins.lo)
-                ts, dur = start, bins.rep(m)
-                end = (ts + dur) & M64
+                end = ((start[0] + bins.rep(m)) & M64, 0, 0)
+            elif pred & 8:
+                end = tick_step(*start, m, corr.get(2 * i + 1, 0), q)
             else:
-                end = (start + m) & M64
-                if pred & 8:
-                    cs, ce = corr.get(i, (0, 0))
-                    ts = ts0 if i == 0 else (tick_time(ts0, q, b, start) + cs) & M64
-                    dur = (tick_time(ts0, q, b, end) + ce - ts) & M64
-                else:
-                    ts, dur = start, m
-            prev_n, prev_e = start, end
+                end = ((start[0] + m) & M64, 0, 0)
+            ts, dur = start[0], (end[0] - start[0]) & M64
+            prev_start, prev_end = start, end
         vals = []
         for j in range(n_vals[t]):
             v = (unzz(cols[2].varint()) + last.get((t, j), 0) + delta.get((t, j), 0)) & M64
@@ -384,7 +399,7 @@ def section(timing, rel_err, block_events, raws):
 def check_raw_len(raw, events, timing):
     """§7.6's bounds on raw_len (TFV3: h = 1; x for the ticks header when lossless)."""
     n, v = len(events), sum(N_VALS[e[0]] for e in events)
-    x = 30 + 30 * n if timing == 1 else 0
+    x = 20 + 40 * n if timing == 1 else 0
     assert 1 + (4 + 2 * n if timing else 4 + n) <= len(raw) <= 1 + 40 + 20 * n + 10 * v + x
 
 
@@ -392,36 +407,41 @@ def lossless_section(text):
     """The ticks section; also returns its events for the other two sections."""
     raws, events, seen = [], [], [0] * len(N_VALS)
     covered = set()
-    for k, blk in enumerate(BLOCKS):
-        evs, meant = resolve(blk)
-        evs = add_vals(evs, seen)
-        pred, q, b = blk['pred'], blk['q'], blk['b']
-        raw, (starts, ends, exc) = encode_lossless(evs, pred, q, b)
+    for k, blk in enumerate(blocks()):
+        pred, q = blk['pred'], blk['q']
+        evs = add_vals([(t, s, (e - s) & M64) for t, s, e in blk['events']], seen)
+        raw, corr, resets = encode_lossless(evs, pred, q)
         if q is not None:
-            assert [(s, e) for s, e in zip(starts, ends)] == [(m[0], m[2]) for m in meant]
-            assert [(i, sc, ec) for i, sc, ec in exc] == \
-                [(i, m[1], m[3]) for i, m in enumerate(meant) if m[1] or m[3]]
-            text.append('# block %d: pred 0x%02x Q %d B %d exceptions (event c_start c_end) %s'
-                        % (k, pred, q, b, ' '.join('(%d %d %d)' % x for x in exc) or 'none'))
-            covered |= {('pred', pred), ('q', q % ONE_NS != 0), ('b', (b > 0) - (b < 0))}
-            covered |= {'skip > 0' for i, j in zip(exc, exc[1:]) if j[0] > i[0] + 1}
-            covered |= {'event 0 c_end only' for i, sc, ec in exc if i == 0 and ec}
-            covered |= {'start off' for i, sc, ec in exc if sc}
-            covered |= {'end off' for i, sc, ec in exc if ec and not sc}
+            text.append('# block %d: pred 0x%02x Q %d corrections (step c) %s, afresh at steps '
+                        '%s' % (k, pred, q, ' '.join('(%d %d)' % x for x in corr) or 'none',
+                                ' '.join(str(x) for x in resets) or 'none'))
+            covered.add(('pred', pred))
+            covered |= {'non-integer Q' for _ in [0] if q % ONE_NS}
+            covered |= {'skip > 0' for x, y in zip(corr, corr[1:]) if y[0] > x[0] + 1}
+            covered |= {'skip 0' for x, y in zip(corr, corr[1:]) if y[0] == x[0] + 1}
+            covered |= {'step 1' for i, c in corr if i == 1}
+            covered |= {'last step' for i, c in corr if i == 2 * len(evs) - 1}
+            covered |= {'start' for i, c in corr if i % 2 == 0}
+            covered |= {'c < 0' for i, c in corr if c < 0}
+            covered |= {'c > 1' for i, c in corr if c > 1}
+            covered |= {'c = +-1 narrows' for i, c in corr if abs(c) == 1 and i not in resets}
+            covered |= {'afresh' for _ in resets}
             covered |= {'negative gap' for i in range(1, len(evs))
-                        if starts[i] < (starts[i - 1] if pred & 4 else ends[i - 1])}
-            covered |= {'0 ticks' for s, e in zip(starts, ends) if s == e}
+                        if i64(evs[i][1] - (evs[i - 1][1] if pred & 4 else
+                                            evs[i - 1][1] + evs[i - 1][2])) < 0}
+            covered |= {'before the anchor' for e in evs if i64(e[1] - evs[0][1]) < 0}
         else:
             text.append('# block %d: pred 0x%02x nanoseconds' % (k, pred))
-            covered.add(('plain', pred))
+            covered.add('plain')
+        covered |= {'0 ns' for e in evs if e[2] == 0}
         assert decode_block(raw, 3, 1, [e[0] for e in evs], None) == evs
         check_raw_len(raw, evs, 1)
         raws.append(raw)
         events += evs
-    assert {('pred', 0x08), ('pred', 0x0b), ('pred', 0x0d), ('pred', 0x0e), ('q', True),
-            ('b', 1), ('b', -1), 'skip > 0', 'event 0 c_end only', 'start off', 'end off',
-            'negative gap', '0 ticks'} <= covered
-    assert any(c[0] == 'plain' for c in covered if isinstance(c, tuple))
+    want = {('pred', 0x08), ('pred', 0x0b), ('pred', 0x0d), ('pred', 0x0e), 'non-integer Q',
+            'skip > 0', 'skip 0', 'step 1', 'last step', 'start', 'c < 0', 'c > 1',
+            'c = +-1 narrows', 'afresh', 'negative gap', 'before the anchor', 'plain', '0 ns'}
+    assert want <= covered, want - covered
     return raws, events
 
 
