@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vticks_i.h"
 #include "vpred_i.h"
 #include "zstd_i.h"
 
@@ -13,16 +14,23 @@ static const char section_name[] = "values";
 
 /* ---- section header and index ---- */
 
-/* Bytes of a raw block header at most: four varints, and TFV2's predictor byte. */
-static uint64_t raw_hdr_max(const struct tfs_vsec *s)
+/*
+ * Bytes of a raw block header at most: four varints, the predictor byte (TFV2, TFV3) and a
+ * ticks header of three varints and three per exception (TFV3 lossless).
+ */
+static uint64_t raw_hdr_max(const struct tfs_vsec *s, uint64_t n_events)
 {
-	return 4 * VAL_VARINT_MAX + (s->version >= 2);
+	uint64_t ticks = s->version >= 3 && s->timing == VAL_TIMING_LOSSLESS
+				 ? 3 * VAL_VARINT_MAX * (n_events + 1)
+				 : 0;
+
+	return 4 * VAL_VARINT_MAX + (s->version >= 2) + ticks;
 }
 
 /* Largest raw block of @n_events events holding @n_vals VAL fields in all. */
 static uint64_t raw_len_max(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
 {
-	return raw_hdr_max(s) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
+	return raw_hdr_max(s, n_events) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
 }
 
 /* Smallest raw block of @n_events events: one byte per varint. */
@@ -38,14 +46,14 @@ static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
 	uint32_t magic = le_get32(h);
 	uint64_t rel_bits = le_get64(h + 12), want_blocks;
 
-	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2) {
+	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2 && magic != VAL_MAGIC_V3) {
 		if ((magic & 0xffffff) == VAL_MAGIC_FAMILY)
 			return diag_set(diag, -TFS_EFORMAT, base_off, section_name,
 					"unsupported values section version 0x%02x", h[3]);
 		return diag_set(diag, -TFS_ECORRUPT, base_off, section_name, "bad magic 0x%08x",
 				magic);
 	}
-	s->version = magic == VAL_MAGIC_V2 ? 2 : 1;
+	s->version = magic == VAL_MAGIC_V3 ? 3 : magic == VAL_MAGIC_V2 ? 2 : 1;
 	s->timing = h[4];
 	if (h[4] > VAL_TIMING_LOSSY)
 		return diag_set(diag, -TFS_EFORMAT, base_off + 4, section_name,
@@ -177,7 +185,10 @@ struct dblock {
 	uint64_t idx;
 	uint64_t file_off; /* of the block's frame */
 	uint32_t n;	   /* events in the block */
-	uint8_t pred;	   /* VAL_PRED_* and VAL_GAP_START bits (TFV1: all three) */
+	uint8_t pred;	   /* VAL_PRED_* and VAL_GAP_START bits (TFV1: all three), VAL_TICKS */
+	uint64_t tick_q;   /* VAL_TICKS: the block's tick */
+	struct col corr;   /* VAL_TICKS: the corrections of its ticks header */
+	uint32_t n_corr;
 	const uint8_t *raw;
 	const uint32_t *terms;
 	struct vblock *out;
@@ -278,6 +289,73 @@ static int decode_lossless(const struct dblock *d, struct col *ts_col, struct co
 		st->dur = (st->dur & dur_mask) + unzz(res);
 		dur_ns[i] = st->dur;
 		base = ts + (st->dur & end_mask);
+	}
+	*ts_col = tc;
+	*dur_col = dc;
+	return 0;
+}
+
+/* The next correction at @xc after step index @prev (parse_ticks checked them). */
+static void next_correction(struct col *xc, uint64_t prev, uint64_t *idx, uint64_t *c)
+{
+	uint64_t skip = 0;
+
+	*c = 0;
+	if (col_varint(xc, &skip) || col_varint(xc, c))
+		skip = UINT64_MAX - prev; /* cannot happen */
+	*idx = prev + 1 + skip;
+}
+
+/* One step of a ticks block (FORMAT.md §7.4.1): the nanoseconds it took. */
+static uint64_t tick_step(uint64_t q, struct vphase *ph, uint64_t k, uint64_t c)
+{
+	const i128 delta = vtick_predict(q, *ph, k) + (int64_t)unzz(c);
+
+	*ph = vtick_learn(q, *ph, k, delta);
+	return (uint64_t)delta;
+}
+
+/* A lossless block counting ticks (FORMAT.md §7.4.1). */
+static int decode_ticks(const struct dblock *d, struct col *ts_col, struct col *dur_col)
+{
+	struct col tc = *ts_col, dc = *dur_col, xc = d->corr;
+	struct tstate *t = d->p->t;
+	uint64_t *ts_ns = d->out->ts_ns, *dur_ns = d->out->dur_ns;
+	const bool from_start = d->pred & VAL_GAP_START;
+	struct vphase ph_start = VPHASE_UNKNOWN, ph_end = VPHASE_UNKNOWN;
+	uint64_t res, ts_mask, dur_mask, next = UINT64_MAX, c = 0, start = 0, end = 0;
+	uint32_t left = d->n_corr;
+
+	pred_masks(d, &ts_mask, &dur_mask);
+	if (left)
+		next_correction(&xc, 0, &next, &c);
+	for (uint64_t i = 0; i < d->n; i++) {
+		struct tstate *st = &t[d->terms[i]];
+
+		if (col_varint(&tc, &res))
+			return block_fail(d, "bad varint", &tc);
+		if (i) {
+			struct vphase ph = from_start ? ph_start : ph_end;
+			uint64_t from = from_start ? start : end;
+
+			st->gap = (st->gap & ts_mask) + unzz(res);
+			start = from + tick_step(d->tick_q, &ph, st->gap, next == 2 * i ? c : 0);
+			ph_start = ph;
+			if (next == 2 * i && --left)
+				next_correction(&xc, next, &next, &c);
+		} else {
+			start = unzz(res);
+			ph_start = VPHASE_UNKNOWN;
+		}
+		if (col_varint(&dc, &res))
+			return block_fail(d, "bad varint", &dc);
+		st->dur = (st->dur & dur_mask) + unzz(res);
+		ph_end = ph_start;
+		end = start + tick_step(d->tick_q, &ph_end, st->dur, next == 2 * i + 1 ? c : 0);
+		if (next == 2 * i + 1 && --left)
+			next_correction(&xc, next, &next, &c);
+		ts_ns[i] = start;
+		dur_ns[i] = end - start;
 	}
 	*ts_col = tc;
 	*dur_col = dc;
@@ -439,6 +517,47 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 	return 0;
 }
 
+/* The predictor byte bits blocks of section @s may set. */
+static unsigned int pred_bits_of(const struct tfs_vsec *s)
+{
+	return VAL_PRED_BITS |
+	       (s->version >= 3 && s->timing == VAL_TIMING_LOSSLESS ? VAL_TICKS : 0u);
+}
+
+/*
+ * Parse the ticks header at @c of a block of @n events (FORMAT.md §7.2): the tick into
+ * @q, the corrections' bytes into @corr. @return NULL, or what is wrong with it
+ */
+static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct col *corr,
+			       uint32_t *n_corr)
+{
+	const uint64_t steps = 2 * (uint64_t)n;
+	uint64_t nx, prev = 0;
+
+	if (col_varint(c, q) || col_varint(c, &nx))
+		return "bad varint";
+	if (*q < VTICK_Q_MIN || *q >= VTICK_Q_LIMIT)
+		return "tick length out of range";
+	if (nx > steps - 1)
+		return "more corrections than steps";
+	corr->p = c->p;
+	for (uint64_t k = 0; k < nx; k++) {
+		uint64_t skip, v;
+
+		if (col_varint(c, &skip) || col_varint(c, &v))
+			return "bad varint";
+		if (skip >= steps - prev - 1)
+			return "correction past the block's steps";
+		if (!v)
+			return "correction of 0";
+		prev += skip + 1;
+	}
+	corr->end = c->p;
+	corr->name = "ticks header";
+	*n_corr = (uint32_t)nx;
+	return NULL;
+}
+
 static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
 	static const char *const names[N_COLS] = {"ts", "dur", "vals"};
@@ -457,10 +576,16 @@ static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_C
 		if (hdr.p == hdr.end)
 			return block_fail(d, "missing predictor byte", &hdr);
 		d->pred = *hdr.p;
-		if (d->pred & ~VAL_PRED_BITS ||
+		if (d->pred & ~pred_bits_of(d->s) ||
 		    (d->s->timing == VAL_TIMING_NONE && d->pred))
 			return block_fail(d, "bad predictor byte", &hdr);
 		hdr.p++;
+	}
+	if (d->pred & VAL_TICKS) {
+		const char *bad = parse_ticks(&hdr, d->n, &d->tick_q, &d->corr, &d->n_corr);
+
+		if (bad)
+			return block_fail(d, bad, &hdr);
 	}
 	for (int c = 0; c < N_COLS; c++)
 		if (col_varint(&hdr, &len[c]))
@@ -485,7 +610,9 @@ static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
 {
 	int rc = 0;
 
-	if (d->s->timing == VAL_TIMING_LOSSLESS)
+	if (d->s->timing == VAL_TIMING_LOSSLESS && (d->pred & VAL_TICKS))
+		rc = decode_ticks(d, &cols[COL_TS], &cols[COL_DUR]);
+	else if (d->s->timing == VAL_TIMING_LOSSLESS)
 		rc = decode_lossless(d, &cols[COL_TS], &cols[COL_DUR]);
 	else if (d->s->timing == VAL_TIMING_LOSSY)
 		rc = decode_lossy(d, &cols[COL_TS], &cols[COL_DUR]);
@@ -548,12 +675,17 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 			len[k] += varint_put(tmp, pw->w[k0 + i]);
 		k0 += pw->n[k];
 	}
-	if (vp_grow(&pw->raw, &pw->raw_cap, VAL_RAW_HDR_MAX + VAL_VARINT_MAX * total, 1) < 0)
+	if (vp_grow(&pw->raw, &pw->raw_cap,
+		    VAL_RAW_HDR_MAX + pw->ticks_len + VAL_VARINT_MAX * total, 1) < 0)
 		return -ENOMEM;
 	p = pw->raw;
 	off = varint_put(p, n_events);
 	if (s->version >= 2)
 		p[off++] = pw->pred;
+	if (pw->ticks_len) {
+		memcpy(p + off, pw->ticks, pw->ticks_len);
+		off += pw->ticks_len;
+	}
 	for (int k = 0; k < N_COLS; k++)
 		off += varint_put(p + off, len[k]);
 	for (size_t i = 0; i < total; i++)
@@ -664,6 +796,7 @@ int vsec_decode_block_patched(const struct tfs_vsec *s, uint64_t idx, const stru
 
 void vwords_fini(struct vwords *v)
 {
+	free(v->ticks);
 	free(v->w);
 	free(v->raw);
 	memset(v, 0, sizeof(*v));
@@ -702,10 +835,24 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 	if (col_varint(&c, &n) || n != vsec_block_len(s, idx))
 		return words_fail(s, idx, file_off, "bad block header", diag);
 	out->pred = 0;
+	out->ticks_len = 0;
 	if (s->version >= 2) {
-		if (c.p == c.end || *c.p & ~VAL_PRED_BITS)
+		if (c.p == c.end || *c.p & ~pred_bits_of(s))
 			return words_fail(s, idx, file_off, "bad predictor byte", diag);
 		out->pred = *c.p++;
+	}
+	if (out->pred & VAL_TICKS) {
+		const uint8_t *h = c.p;
+		struct col corr;
+		uint64_t q;
+		uint32_t n_corr;
+
+		if (parse_ticks(&c, vsec_block_len(s, idx), &q, &corr, &n_corr))
+			return words_fail(s, idx, file_off, "bad ticks header", diag);
+		if (vp_grow(&out->ticks, &out->ticks_cap, (size_t)(c.p - h), 1) < 0)
+			return -ENOMEM;
+		memcpy(out->ticks, h, (size_t)(c.p - h));
+		out->ticks_len = (size_t)(c.p - h);
 	}
 	for (int k = 0; k < N_COLS; k++)
 		if (col_varint(&c, &len[k]))

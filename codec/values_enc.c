@@ -9,8 +9,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vticks_i.h"
 #include "vpred_i.h"
 #include "zstd_i.h"
+
+/* Blocks without ticks before a stream estimates its clock's tick again. */
+#define VAL_TICK_RETRY 15
+/* What tune_tick() searches: events of the block, candidates each side per round. */
+#define VAL_TICK_TUNE_EVENTS 1024
+#define VAL_TICK_TUNE_STEPS 16
+#define VAL_TICK_GUESSES 3 /* ticks tried per estimate */
+
+/* Timing column candidates: the ts column's gaps from the end or the start, predicted or not. */
+enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
+
+/* Timing prediction state of one terminal in the coding pass over a block (FORMAT.md §7.4). */
+struct ttime {
+	uint32_t gen;	    /* valid while equal to the encoder's tt_gen */
+	uint64_t gap;	    /* last gap from the previous end (lossy: the signed bin) */
+	uint64_t gap_start; /* last gap from the previous start (lossy: the signed bin) */
+	uint64_t dur;	    /* last duration (lossy: its bin) */
+};
 
 struct tfs_venc {
 	uint32_t block_events;
@@ -18,23 +37,31 @@ struct tfs_venc {
 	double rel_err;
 	int level;
 	int final_level;   /* recompress at finish when above level; 0 once done */
-	int version;	   /* 1 or 2 */
+	int version;	   /* 1, 2 or 3 */
 	unsigned int pred; /* venc_opts.pred */
 	bool from_start;   /* gaps from the previous start: TFV1, or VAL_GAP_START */
 	bool auto_base;	   /* lossless TFV2: each block takes the better of both bases */
-	struct vpred p;
-	struct tfs_buf col[N_COLS]; /* residual columns of the pending block (predicted) */
-	struct tfs_buf raw_col[2];  /* TFV2: the ts and dur columns unpredicted */
-	struct tfs_buf start_ts[2]; /* auto_base: ts column from the previous start,
-				       predicted [0] and not [1] */
-	const struct tfs_buf *ts_pick; /* the ts column choose_pred kept */
-	uint64_t prev_ts;	    /* auto_base: start of the previous event in the block */
-	uint32_t blk_n;		    /* events in the pending block */
-	uint64_t base;		    /* reconstructed start (TFV1) or end (TFV2) of the previous
-				       event in the block: what the next gap is measured from */
-	struct tfs_buf raw;	    /* the pending block assembled for compression */
-	struct tfs_buf trial;	    /* scratch of choose_pred's trial compressions */
-	struct tfs_buf frames;	    /* compressed blocks, back to back */
+	bool ticks;	   /* lossless TFV3: blocks count ticks where a lattice fits */
+	struct vpred p;	   /* VAL fields' prediction (timing has its own, below) */
+	struct tfs_buf vals; /* the pending block's vals column */
+	/* the pending block's times, coded when it is full: */
+	uint64_t *ts, *dur;
+	uint32_t *term;
+	size_t ev_cap;
+	uint32_t blk_n; /* events in the pending block */
+	struct ttime *tt;
+	size_t tt_cap;
+	uint32_t tt_gen;
+	struct tfs_buf ts_col[N_TS_CAND], dur_col[2]; /* [1]: unpredicted */
+	struct tfs_buf ticks_hdr; /* the pending block's ticks header, or empty */
+	struct tfs_buf corr;	  /* the ticks pass's corrections (FORMAT.md §7.2) */
+	uint32_t n_corr;
+	uint64_t tick_q;	  /* the stream's tick (2^-32 ns) once estimated, or 0 */
+	uint32_t tick_wait;	  /* blocks before estimating again after a failure */
+	int64_t *scratch;	  /* [2 ev_cap] for vtick_estimate */
+	struct tfs_buf raw;	  /* the pending block assembled for compression */
+	struct tfs_buf trial;	  /* scratch of choose_pred's trial compressions */
+	struct tfs_buf frames;	  /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
 	uint64_t n_events;
@@ -61,6 +88,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 		return -EINVAL;
 	if (opts->gap_base < VAL_BASE_DEFAULT || opts->gap_base > VAL_BASE_START)
 		return -EINVAL;
+	if (opts->ticks != 0 && opts->ticks != VAL_TICKS_NEVER)
+		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -76,13 +105,16 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 			 VAL_LOSSY_FROM_START);
 	e->auto_base = e->version >= 2 && e->timing == VAL_TIMING_LOSSLESS &&
 		       opts->gap_base == VAL_BASE_DEFAULT && !opts->pred;
+	e->ticks = e->version >= 3 && e->timing == VAL_TIMING_LOSSLESS &&
+		   opts->ticks != VAL_TICKS_NEVER;
 	e->p.gen = 1;
-	for (int c = 0; c < N_COLS; c++)
-		buf_init(&e->col[c]);
-	for (int k = 0; k < 2; k++) {
-		buf_init(&e->raw_col[k]);
-		buf_init(&e->start_ts[k]);
-	}
+	buf_init(&e->vals);
+	for (int k = 0; k < N_TS_CAND; k++)
+		buf_init(&e->ts_col[k]);
+	for (int k = 0; k < 2; k++)
+		buf_init(&e->dur_col[k]);
+	buf_init(&e->ticks_hdr);
+	buf_init(&e->corr);
 	buf_init(&e->raw);
 	buf_init(&e->trial);
 	buf_init(&e->frames);
@@ -96,20 +128,31 @@ err_free_enc:
 	return -ENOMEM;
 }
 
+static void free_event_arrays(struct tfs_venc *e)
+{
+	free(e->ts);
+	free(e->dur);
+	free(e->term);
+	free(e->scratch);
+}
+
 void venc_free(struct tfs_venc *e)
 {
 	if (!e)
 		return;
 	vp_pred_fini(&e->p);
-	for (int c = 0; c < N_COLS; c++)
-		buf_fini(&e->col[c]);
-	for (int k = 0; k < 2; k++) {
-		buf_fini(&e->raw_col[k]);
-		buf_fini(&e->start_ts[k]);
-	}
+	buf_fini(&e->vals);
+	for (int k = 0; k < N_TS_CAND; k++)
+		buf_fini(&e->ts_col[k]);
+	for (int k = 0; k < 2; k++)
+		buf_fini(&e->dur_col[k]);
+	buf_fini(&e->ticks_hdr);
+	buf_fini(&e->corr);
 	buf_fini(&e->raw);
 	buf_fini(&e->trial);
 	buf_fini(&e->frames);
+	free_event_arrays(e);
+	free(e->tt);
 	free(e->idx);
 	free(e);
 }
@@ -131,19 +174,20 @@ static int trial_size(const struct tfs_buf *b, struct tfs_buf *tmp, size_t *size
 }
 
 /*
- * Which of @n candidate columns compresses smallest (the first of equals). Order-0 entropy
- * or summed varint lengths miss what zstd's matches find in unpredicted values that repeat
- * (a periodic ring's bins), so each candidate is compressed fast and measured.
- * @return its index, or -ENOMEM
+ * Which of the candidate columns @cand[@first..@first + @n) compresses smallest (the first
+ * of equals). Order-0 entropy or summed varint lengths miss what zstd's matches find in
+ * unpredicted values that repeat (a periodic ring's bins), so each candidate is compressed
+ * fast and measured. @return its index, or -ENOMEM
  */
-static int smallest(struct tfs_venc *e, const struct tfs_buf *const *cand, int n)
+static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
+		    size_t *best_size)
 {
 	size_t best = SIZE_MAX;
-	int pick = 0;
+	int pick = first;
 
-	for (int k = 0; k < n; k++) {
+	for (int k = first; k < first + n; k++) {
 		size_t size = 0;
-		int rc = trial_size(cand[k], &e->trial, &size);
+		int rc = trial_size(&cand[k], &e->trial, &size);
 
 		if (rc < 0)
 			return rc;
@@ -152,49 +196,354 @@ static int smallest(struct tfs_venc *e, const struct tfs_buf *const *cand, int n
 			pick = k;
 		}
 	}
+	*best_size = best;
 	return pick;
 }
 
 /*
- * FORMAT.md §7.2 predictor byte of the pending block, with e->ts_pick the ts column it
- * describes. @return the byte, or -ENOMEM
+ * FORMAT.md §7.2 predictor byte of the pending block's columns (without VAL_TICKS; in
+ * ticks, @ticks, gaps are from the encoder's base), in *@ts_k and *@dur_k the candidate
+ * columns it describes, in *@size their trial size. @return the byte, or -ENOMEM
  */
-static int choose_pred(struct tfs_venc *e)
+static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, size_t *size)
 {
-	const struct tfs_buf *ts[4] = {&e->col[COL_TS], &e->raw_col[COL_TS], &e->start_ts[0],
-				       &e->start_ts[1]};
-	const struct tfs_buf *dur[2] = {&e->col[COL_DUR], &e->raw_col[COL_DUR]};
-	int pred = e->from_start ? VAL_GAP_START : 0, t, d;
+	const int base = e->from_start ? TS_START_PRED : TS_END_PRED;
+	size_t ts_size, dur_size;
+	int t, d;
 
-	e->ts_pick = &e->col[COL_TS];
+	*ts_k = TS_START_PRED;
+	*dur_k = 0;
+	*size = 0;
 	if (e->version < 2)
 		return VAL_PRED_ALL; /* and from the start: TFV1 has no predictor byte */
 	if (e->timing == VAL_TIMING_NONE)
 		return 0;
 	if (e->pred & VAL_PRED_FIXED) {
-		if (!(e->pred & VAL_PRED_TS))
-			e->ts_pick = &e->raw_col[COL_TS];
-		return pred | (int)(e->pred & VAL_PRED_ALL);
+		t = base + (e->pred & VAL_PRED_TS ? 0 : 1);
+		d = e->pred & VAL_PRED_DUR ? 0 : 1;
+		t = smallest(e, e->ts_col, t, 1, &ts_size);
+		d = t < 0 ? t : smallest(e, e->dur_col, d, 1, &dur_size);
+	} else {
+		t = e->auto_base && !ticks ? smallest(e, e->ts_col, 0, N_TS_CAND, &ts_size)
+					   : smallest(e, e->ts_col, base, 2, &ts_size);
+		d = t < 0 ? t : smallest(e, e->dur_col, 0, 2, &dur_size);
 	}
-	t = smallest(e, ts, e->auto_base ? 4 : 2);
-	if (t < 0)
-		return t;
-	d = smallest(e, dur, 2);
-	if (d < 0)
-		return d;
-	e->ts_pick = ts[t];
-	return pred | (t % 2 ? 0 : VAL_PRED_TS) | (t >= 2 ? VAL_GAP_START : 0) |
+	if (t < 0 || d < 0)
+		return -ENOMEM;
+	*ts_k = t;
+	*dur_k = d;
+	*size = ts_size + dur_size;
+	return (t % 2 ? 0 : VAL_PRED_TS) | (t >= TS_START_PRED ? VAL_GAP_START : 0) |
 	       (d ? 0 : VAL_PRED_DUR);
 }
 
-/* The pending block's column @c as chosen by choose_pred() and @pred. */
-static const struct tfs_buf *block_col(const struct tfs_venc *e, int c, uint8_t pred)
+/* A fresh timing pass: every terminal's state reads as unseen. */
+static void tt_next_pass(struct tfs_venc *e)
 {
-	if (c == COL_TS)
-		return e->ts_pick;
-	if (c == COL_DUR && !(pred & VAL_PRED_DUR))
-		return &e->raw_col[c];
-	return &e->col[c];
+	if (++e->tt_gen == 0) {
+		for (size_t t = 0; t < e->tt_cap; t++)
+			e->tt[t].gen = 0;
+		e->tt_gen = 1;
+	}
+}
+
+static struct ttime *tt_of(struct tfs_venc *e, uint32_t terminal)
+{
+	struct ttime *st = &e->tt[terminal];
+
+	if (st->gen != e->tt_gen) {
+		st->gen = e->tt_gen;
+		st->gap = st->gap_start = st->dur = 0;
+	}
+	return st;
+}
+
+/* One timing residual @x predicted by @pred into @col[0], unpredicted into @col[1]. */
+static inline void put_pair(struct tfs_buf *col, uint64_t x, uint64_t pred)
+{
+	put_varint(&col[0], zz(x - pred));
+	put_varint(&col[1], zz(x));
+}
+
+/*
+ * Code the pending block's lossless times into every candidate column: starts @s and
+ * durations @d in nanoseconds, or in ticks from the anchor (then s[0] = 0); the anchor
+ * @ts0 is always nanoseconds (FORMAT.md §7.4, §7.4.1).
+ */
+static void pass_lossless(struct tfs_venc *e, const uint64_t *s, const uint64_t *d, uint64_t ts0)
+{
+	uint64_t end = 0, start = 0;
+
+	tt_next_pass(e);
+	for (uint32_t i = 0; i < e->blk_n; i++) {
+		struct ttime *st = tt_of(e, e->term[i]);
+
+		if (i) {
+			uint64_t g = s[i] - end, gs = s[i] - start;
+
+			put_pair(&e->ts_col[TS_END_PRED], g, st->gap);
+			put_pair(&e->ts_col[TS_START_PRED], gs, st->gap_start);
+			st->gap = g;
+			st->gap_start = gs;
+		} else {
+			put_pair(&e->ts_col[TS_END_PRED], ts0, 0);
+			put_pair(&e->ts_col[TS_START_PRED], ts0, 0);
+		}
+		put_pair(e->dur_col, d[i], st->dur);
+		st->dur = d[i];
+		end = s[i] + d[i];
+		start = s[i];
+	}
+}
+
+/* Code the pending block's times binned (FORMAT.md §7.4), gaps from the encoder's base. */
+static void pass_lossy(struct tfs_venc *e)
+{
+	const struct bins *b = &e->p.bins;
+	struct tfs_buf *col = &e->ts_col[e->from_start ? TS_START_PRED : TS_END_PRED];
+	uint64_t base = 0;
+
+	tt_next_pass(e);
+	for (uint32_t i = 0; i < e->blk_n; i++) {
+		struct ttime *st = tt_of(e, e->term[i]);
+		const uint64_t ts = e->ts[i];
+		const uint32_t dur_bin = vp_bin_of(b, e->dur[i]);
+		uint64_t ts_rec;
+
+		if (i) {
+			/* against the reconstructed base, so that errors do not accumulate */
+			int64_t sb = vp_sbin_of(b, ts - base);
+
+			/* a step back to a start near 0 must not round to below 0 (§7.4) */
+			if (sb < 0 && ts <= base && vp_bin_rep(b, (uint32_t)-sb) > base)
+				sb++;
+			put_pair(col, (uint64_t)sb, st->gap);
+			st->gap = (uint64_t)sb;
+			ts_rec = base + vp_sbin_rep(b, sb);
+		} else {
+			put_pair(col, ts, 0);
+			ts_rec = ts;
+		}
+		put_pair(e->dur_col, dur_bin, st->dur);
+		st->dur = dur_bin;
+		base = e->from_start ? ts_rec : ts_rec + vp_bin_rep(b, dur_bin);
+	}
+}
+
+/*
+ * One step of a ticks block (FORMAT.md §7.4.1) from time @from with phase @ph to time @to,
+ * step index @idx: its correction, if any, goes to e->corr. @return its tick count
+ */
+static uint64_t tick_step(struct tfs_venc *e, uint64_t q, struct vphase *ph, uint64_t from,
+			  uint64_t to, uint64_t idx, uint64_t *prev_idx)
+{
+	const int64_t delta = (int64_t)(to - from);
+	const uint64_t k = vtick_count(q, delta);
+	const int64_t c = (int64_t)((i128)delta - vtick_predict(q, *ph, k));
+
+	if (c) {
+		put_varint(&e->corr, idx - *prev_idx - 1);
+		put_varint(&e->corr, zz((uint64_t)c));
+		*prev_idx = idx;
+		e->n_corr++;
+	}
+	*ph = vtick_learn(q, *ph, k, delta);
+	return k;
+}
+
+/* Code the pending block's lossless times in ticks of @q, gaps from the encoder's base. */
+static void pass_ticks(struct tfs_venc *e, uint64_t q)
+{
+	struct tfs_buf *ts_col = &e->ts_col[e->from_start ? TS_START_PRED : TS_END_PRED];
+	struct vphase ph_start = VPHASE_UNKNOWN, ph_end = VPHASE_UNKNOWN;
+	uint64_t prev_idx = 0;
+
+	tt_next_pass(e);
+	e->corr.len = 0;
+	e->n_corr = 0;
+	for (uint32_t i = 0; i < e->blk_n; i++) {
+		struct ttime *st = tt_of(e, e->term[i]);
+		uint64_t k;
+
+		if (i) {
+			struct vphase ph = e->from_start ? ph_start : ph_end;
+			uint64_t from = e->ts[i - 1] + (e->from_start ? 0 : e->dur[i - 1]);
+
+			k = tick_step(e, q, &ph, from, e->ts[i], 2 * (uint64_t)i, &prev_idx);
+			put_pair(ts_col, k, st->gap);
+			st->gap = k;
+			ph_start = ph;
+		} else {
+			put_pair(ts_col, e->ts[0], 0);
+			ph_start = VPHASE_UNKNOWN;
+		}
+		ph_end = ph_start;
+		k = tick_step(e, q, &ph_end, e->ts[i], e->ts[i] + e->dur[i], 2 * (uint64_t)i + 1,
+			      &prev_idx);
+		put_pair(e->dur_col, k, st->dur);
+		st->dur = k;
+	}
+}
+
+/* Whether a step from @from to @to by ticks of @q needs a correction; learns the phase. */
+static bool step_misses(uint64_t q, struct vphase *ph, uint64_t from, uint64_t to)
+{
+	const int64_t delta = (int64_t)(to - from);
+	const uint64_t k = vtick_count(q, delta);
+	const bool miss = vtick_predict(q, *ph, k) != delta;
+
+	*ph = vtick_learn(q, *ph, k, delta);
+	return miss;
+}
+
+/* Corrections ticks of @q need in the pending block's first @n events, gaps from the end. */
+static uint32_t count_corrections(const struct tfs_venc *e, uint64_t q, uint32_t n)
+{
+	struct vphase ph = VPHASE_UNKNOWN;
+	uint32_t misses = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct vphase start = i ? ph : VPHASE_UNKNOWN;
+
+		if (i)
+			misses += step_misses(q, &start, e->ts[i - 1] + e->dur[i - 1], e->ts[i]);
+		ph = start;
+		misses += step_misses(q, &ph, e->ts[i], e->ts[i] + e->dur[i]);
+	}
+	return misses;
+}
+
+/*
+ * The tick near @q that needs the fewest corrections in the pending block, *@fits whether
+ * they are at most half its steps: an estimate
+ * from steps between neighbouring times is off by up to a few parts in 10^5, which long
+ * steps (a call blocked for milliseconds) multiply into misses. Searched in two rounds of
+ * relative steps 1.5e-6 and 1.9e-7 over the block's first VAL_TICK_TUNE_EVENTS events.
+ */
+static uint64_t tune_tick(const struct tfs_venc *e, uint64_t q, bool *fits)
+{
+	const uint32_t n = e->blk_n < VAL_TICK_TUNE_EVENTS ? e->blk_n : VAL_TICK_TUNE_EVENTS;
+	uint32_t best_misses = count_corrections(e, q, n);
+	uint64_t best = q;
+	double step = 1.5e-6;
+
+	for (int round = 0; round < 2; round++, step /= 8) {
+		const uint64_t center = best;
+
+		for (int j = -VAL_TICK_TUNE_STEPS; j <= VAL_TICK_TUNE_STEPS; j++) {
+			uint64_t cand = center + (uint64_t)(int64_t)((double)center * step * j);
+			uint32_t misses;
+
+			if (!j || cand < VTICK_Q_MIN || cand >= VTICK_Q_LIMIT)
+				continue;
+			misses = count_corrections(e, cand, n);
+			if (misses < best_misses) {
+				best_misses = misses;
+				best = cand;
+			}
+		}
+	}
+	*fits = best_misses <= n; /* at most half the steps corrected */
+	return best;
+}
+
+/* The pending block in ticks of e->tick_q: its columns and ticks header. */
+static void code_ticks(struct tfs_venc *e)
+{
+	pass_ticks(e, e->tick_q);
+	e->ticks_hdr.len = 0;
+	put_varint(&e->ticks_hdr, e->tick_q);
+	put_varint(&e->ticks_hdr, e->n_corr);
+	memcpy(e->ticks_hdr.data + e->ticks_hdr.len, e->corr.data, e->corr.len);
+	e->ticks_hdr.len += e->corr.len;
+}
+
+/* Forget the stream's tick and estimate it again only after VAL_TICK_RETRY blocks. */
+static void ticks_failed(struct tfs_venc *e)
+{
+	e->tick_q = 0;
+	e->tick_wait = VAL_TICK_RETRY;
+}
+
+/*
+ * Code the pending block's times into the candidate columns and choose among them (in
+ * *@ts_k, *@dur_k), in ticks when the stream's clock has them and they make the columns
+ * smaller. @return the FORMAT.md §7.2 predictor byte, or -ENOMEM (nothing the encoder
+ * keeps changed)
+ */
+static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
+{
+	const size_t need = (size_t)e->blk_n * VAL_VARINT_MAX;
+	int pred, tick_pred, tick_ts, tick_dur;
+	size_t size, tick_size, hdr_size;
+
+	for (int k = 0; k < N_TS_CAND; k++)
+		e->ts_col[k].len = 0;
+	e->dur_col[0].len = e->dur_col[1].len = 0;
+	e->ticks_hdr.len = 0;
+	if (e->timing == VAL_TIMING_NONE)
+		return choose_pred(e, false, ts_k, dur_k, &size);
+	for (int k = 0; k < N_TS_CAND; k++)
+		if (buf_reserve(&e->ts_col[k], need) < 0)
+			return -ENOMEM;
+	for (int k = 0; k < 2; k++)
+		if (buf_reserve(&e->dur_col[k], need) < 0)
+			return -ENOMEM;
+	if (e->timing == VAL_TIMING_LOSSY) {
+		pass_lossy(e);
+		return choose_pred(e, false, ts_k, dur_k, &size);
+	}
+	/* at most two varints per step, two steps per event */
+	if (e->ticks && (buf_reserve(&e->corr, 4 * need) < 0 ||
+			 buf_reserve(&e->ticks_hdr, 4 * need + 2 * VAL_VARINT_MAX) < 0))
+		return -ENOMEM;
+	if (e->ticks && !e->tick_q && !e->tick_wait) {
+		double guess = 0;
+		bool fits = false;
+
+		/* a tick explaining the small steps but not the block: try finer ones */
+		for (int k = 0; k < VAL_TICK_GUESSES && !fits; k++) {
+			e->tick_q = vtick_estimate(e->ts, e->dur, e->blk_n, e->scratch, &guess);
+			if (!e->tick_q)
+				break;
+			e->tick_q = tune_tick(e, e->tick_q, &fits);
+		}
+		if (!fits)
+			ticks_failed(e);
+	} else if (e->tick_wait) {
+		e->tick_wait--;
+	}
+	if (!e->ticks || !e->tick_q) {
+		pass_lossless(e, e->ts, e->dur, e->ts[0]);
+		return choose_pred(e, false, ts_k, dur_k, &size);
+	}
+	/* ticks against nanoseconds, by the columns' trial sizes */
+	code_ticks(e);
+	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
+	if (tick_pred < 0 || trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
+		return -ENOMEM;
+	tick_size += hdr_size;
+	for (int k = 0; k < N_TS_CAND; k++)
+		e->ts_col[k].len = 0;
+	e->dur_col[0].len = e->dur_col[1].len = 0;
+	e->ticks_hdr.len = 0;
+	pass_lossless(e, e->ts, e->dur, e->ts[0]);
+	pred = choose_pred(e, false, ts_k, dur_k, &size);
+	if (pred < 0)
+		return pred;
+	/* trial sizes at a faster level only estimate: ticks must win clearly */
+	if (size <= tick_size + tick_size / 32 + 8) {
+		if (e->n_corr > e->blk_n)
+			ticks_failed(e); /* ticks explain under half the steps */
+		return pred;
+	}
+	for (int k = 0; k < N_TS_CAND; k++)
+		e->ts_col[k].len = 0;
+	e->dur_col[0].len = e->dur_col[1].len = 0;
+	code_ticks(e);
+	*ts_k = tick_ts;
+	*dur_k = tick_dur;
+	return tick_pred | VAL_TICKS;
 }
 
 /* Compress the pending block into one frame. On failure nothing changes. */
@@ -202,19 +551,21 @@ static int flush_block(struct tfs_venc *e)
 {
 	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
 	const struct tfs_buf *col[N_COLS];
+	int rc, ts_k, dur_k;
 	uint8_t pred;
-	int rc;
 
 	if (!e->blk_n)
 		return 0;
-	rc = choose_pred(e);
+	rc = code_times(e, &ts_k, &dur_k);
 	if (rc < 0)
 		return rc;
 	pred = (uint8_t)rc;
-	for (int c = 0; c < N_COLS; c++) {
-		col[c] = block_col(e, c, pred);
+	col[COL_TS] = &e->ts_col[ts_k];
+	col[COL_DUR] = &e->dur_col[dur_k];
+	col[COL_VALS] = &e->vals;
+	need += e->ticks_hdr.len;
+	for (int c = 0; c < N_COLS; c++)
 		need += col[c]->len;
-	}
 	if (vp_grow(&e->idx, &e->idx_cap, e->n_idx + 1, sizeof(*e->idx)) < 0)
 		return -ENOMEM;
 	e->raw.len = 0;
@@ -224,6 +575,10 @@ static int flush_block(struct tfs_venc *e)
 	put_varint(&e->raw, e->blk_n);
 	if (e->version >= 2)
 		e->raw.data[e->raw.len++] = pred;
+	if (e->ticks_hdr.len) {
+		memcpy(e->raw.data + e->raw.len, e->ticks_hdr.data, e->ticks_hdr.len);
+		e->raw.len += e->ticks_hdr.len;
+	}
 	for (int c = 0; c < N_COLS; c++)
 		put_varint(&e->raw, col[c]->len);
 	for (int c = 0; c < N_COLS; c++) {
@@ -238,91 +593,74 @@ static int flush_block(struct tfs_venc *e)
 	e->idx[e->n_idx].raw_len = (uint32_t)e->raw.len;
 	e->idx[e->n_idx].stored_len = (uint32_t)(e->frames.len - frames_len);
 	e->n_idx++;
-	for (int c = 0; c < N_COLS; c++)
-		e->col[c].len = 0;
-	e->raw_col[0].len = e->raw_col[1].len = 0;
-	e->start_ts[0].len = e->start_ts[1].len = 0;
+	e->vals.len = 0;
 	e->blk_n = 0;
-	e->base = 0;
-	e->prev_ts = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
 }
 
-/* One timing residual: @x predicted by @pred into col[@c], unpredicted into raw_col[@c]. */
-static inline void put_time(struct tfs_venc *e, int c, uint64_t x, uint64_t pred)
-{
-	put_varint(&e->col[c], zz(x - pred));
-	if (e->version >= 2)
-		put_varint(&e->raw_col[c], zz(x));
-}
-
-static void code_times_lossless(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns,
-				uint64_t dur_ns)
-{
-	if (e->blk_n) {
-		uint64_t gap = ts_ns - e->base;
-
-		put_time(e, COL_TS, gap, st->gap);
-		st->gap = gap;
-	} else {
-		put_time(e, COL_TS, ts_ns, 0);
-	}
-	if (e->auto_base) {
-		uint64_t gap = e->blk_n ? ts_ns - e->prev_ts : ts_ns;
-
-		put_varint(&e->start_ts[0], zz(gap - (e->blk_n ? st->gap_start : 0)));
-		put_varint(&e->start_ts[1], zz(gap));
-		if (e->blk_n)
-			st->gap_start = gap;
-		e->prev_ts = ts_ns;
-	}
-	put_time(e, COL_DUR, dur_ns, st->dur);
-	st->dur = dur_ns;
-	e->base = e->from_start ? ts_ns : ts_ns + dur_ns;
-}
-
-static void code_times_lossy(struct tfs_venc *e, struct tstate *st, uint64_t ts_ns, uint64_t dur_ns)
-{
-	const struct bins *b = &e->p.bins;
-	uint32_t dur_bin = vp_bin_of(b, dur_ns);
-	uint64_t ts_rec;
-
-	if (e->blk_n) {
-		/* against the reconstructed base, so that errors do not accumulate */
-		int64_t sb = vp_sbin_of(b, ts_ns - e->base);
-
-		/* a step back to a start near 0 must not round to below 0 (FORMAT.md §7.4) */
-		if (sb < 0 && ts_ns <= e->base && vp_bin_rep(b, (uint32_t)-sb) > e->base)
-			sb++;
-
-		put_time(e, COL_TS, (uint64_t)sb, st->gap);
-		st->gap = (uint64_t)sb;
-		ts_rec = e->base + vp_sbin_rep(b, sb);
-	} else {
-		put_time(e, COL_TS, ts_ns, 0);
-		ts_rec = ts_ns;
-	}
-	put_time(e, COL_DUR, dur_bin, st->dur);
-	st->dur = dur_bin;
-	e->base = e->from_start ? ts_rec : ts_rec + vp_bin_rep(b, dur_bin);
-}
-
 static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
 {
-	struct tfs_buf *col = &e->col[COL_VALS];
 	struct fstate *f;
 
 	if (!n_vals)
 		goto out_seen;
 	f = e->p.f + st->val_slot;
 	for (uint32_t j = 0; j < n_vals; j++) {
-		put_varint(col, zz(vals[j] - (f[j].last + f[j].delta)));
+		put_varint(&e->vals, zz(vals[j] - (f[j].last + f[j].delta)));
 		f[j].delta = st->seen ? vals[j] - f[j].last : 0;
 		f[j].last = vals[j];
 	}
 out_seen:
 	st->seen = 1;
+}
+
+static int grow_array(void *pp, size_t n, size_t elem)
+{
+	void *p, *q;
+
+	memcpy(&p, pp, sizeof(p));
+	q = realloc(p, n * elem);
+	if (!q)
+		return -ENOMEM;
+	memcpy(pp, &q, sizeof(q));
+	return 0;
+}
+
+/* Room for the pending block's times of @need events (the lattice's arrays too). */
+static int grow_events(struct tfs_venc *e, size_t need)
+{
+	size_t n = e->ev_cap ? e->ev_cap : 64;
+	int rc = 0;
+
+	if (need <= e->ev_cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	if (n > e->block_events)
+		n = e->block_events;
+	rc |= grow_array(&e->ts, n, sizeof(*e->ts));
+	rc |= grow_array(&e->dur, n, sizeof(*e->dur));
+	rc |= grow_array(&e->term, n, sizeof(*e->term));
+	if (e->ticks)
+		rc |= grow_array(&e->scratch, 2 * n, sizeof(*e->scratch));
+	if (rc)
+		return -ENOMEM; /* what grew is kept; ev_cap says what all hold */
+	e->ev_cap = n;
+	return 0;
+}
+
+/* Timing state for terminals up to @terminal, unseen. */
+static int grow_tt(struct tfs_venc *e, uint32_t terminal)
+{
+	size_t old = e->tt_cap;
+
+	if (terminal < e->tt_cap)
+		return 0;
+	if (vp_grow(&e->tt, &e->tt_cap, (size_t)terminal + 1, sizeof(*e->tt)) < 0)
+		return -ENOMEM;
+	memset(e->tt + old, 0, (e->tt_cap - old) * sizeof(*e->tt));
+	return 0;
 }
 
 /* Make every allocation the event needs, so that coding it cannot fail. */
@@ -340,18 +678,10 @@ static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
 	if (st->gen != e->p.gen &&
 	    vp_grow(&e->p.f, &e->p.f_cap, e->p.f_len + n_vals, sizeof(*e->p.f)) < 0)
 		return -ENOMEM;
-	if (e->timing != VAL_TIMING_NONE) {
-		for (int c = COL_TS; c <= COL_DUR && rc == 0; c++) {
-			rc = buf_reserve(&e->col[c], VAL_VARINT_MAX);
-			if (rc == 0)
-				rc = buf_reserve(&e->raw_col[c], VAL_VARINT_MAX);
-			if (rc == 0 && e->auto_base)
-				rc = buf_reserve(&e->start_ts[c], VAL_VARINT_MAX);
-		}
-		if (rc < 0)
-			return rc;
-	}
-	return buf_reserve(&e->col[COL_VALS], (size_t)VAL_VARINT_MAX * n_vals);
+	if (e->timing != VAL_TIMING_NONE &&
+	    (grow_events(e, (size_t)e->blk_n + 1) < 0 || grow_tt(e, terminal) < 0))
+		return -ENOMEM;
+	return buf_reserve(&e->vals, (size_t)VAL_VARINT_MAX * n_vals);
 }
 
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
@@ -378,10 +708,11 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 		if (n_vals)
 			memset(e->p.f + st->val_slot, 0, n_vals * sizeof(*e->p.f));
 	}
-	if (e->timing == VAL_TIMING_LOSSLESS)
-		code_times_lossless(e, st, ts_ns, dur_ns);
-	else if (e->timing == VAL_TIMING_LOSSY)
-		code_times_lossy(e, st, ts_ns, dur_ns);
+	if (e->timing != VAL_TIMING_NONE) {
+		e->ts[e->blk_n] = ts_ns;
+		e->dur[e->blk_n] = dur_ns;
+		e->term[e->blk_n] = terminal;
+	}
 	code_vals(e, st, vals, n_vals);
 	e->blk_n++;
 	e->n_events++;
@@ -393,7 +724,7 @@ static void put_header(uint8_t *h, const struct tfs_venc *e)
 	uint64_t rel_bits;
 
 	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));
-	le_put32(h, e->version >= 2 ? VAL_MAGIC_V2 : VAL_MAGIC_V1);
+	le_put32(h, e->version >= 3 ? VAL_MAGIC_V3 : e->version == 2 ? VAL_MAGIC_V2 : VAL_MAGIC_V1);
 	h[4] = (uint8_t)e->timing;
 	h[5] = h[6] = h[7] = 0;
 	le_put32(h + 8, e->block_events);

@@ -2,8 +2,9 @@
  * Value and timing streams of one event stream (FORMAT.md §7): per-occurrence numbers
  * (start time, duration, the VAL-encoded arguments) that do not belong in the CST.
  * Start times are coded as gaps from the previous event's reconstructed end or start (TFV2
- * lossless: whichever is smaller per block; lossy: the start; TFV1, which readers still
- * decode: the start), each timing column of a block
+ * and TFV3 lossless: whichever is smaller per block; lossy: the start; TFV1, which readers
+ * still decode: the start), in TFV3 lossless blocks counted in ticks of the clock where its
+ * readings lie on a lattice (vlattice_i.h), each timing column of a block
  * either predicted by the same terminal's previous gap or duration or stored as is,
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
  * against the previous two occurrences of the same terminal. Residuals are zigzag varint
@@ -26,7 +27,7 @@ enum {
 	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
 };
 
-#define VAL_VERSION 2		 /* the section version writers write ("TFV2") */
+#define VAL_VERSION 3		 /* the section version writers write ("TFV3") */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
@@ -38,8 +39,9 @@ enum {
 #define VAL_PRED_DUR 2u
 #define VAL_PRED_ALL (VAL_PRED_TS | VAL_PRED_DUR)
 #define VAL_GAP_START 4u  /* gaps from the previous start, not its end */
-#define VAL_PRED_BITS (VAL_PRED_ALL | VAL_GAP_START) /* every defined bit */
-#define VAL_PRED_FIXED 8u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
+#define VAL_TICKS 8u	  /* TFV3 lossless: times counted in clock ticks (§7.4.1) */
+#define VAL_PRED_BITS (VAL_PRED_ALL | VAL_GAP_START) /* every bit TFV2 defines */
+#define VAL_PRED_FIXED 16u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
 
 enum { VAL_BASE_DEFAULT = 0, VAL_BASE_END = 1, VAL_BASE_START = 2 };
 
@@ -55,7 +57,11 @@ struct venc_opts {
 				  way); VAL_PRED_FIXED | VAL_PRED_* forces them (tests) */
 	int gap_base;	       /* TFV2, timed: 0 the writer's default for the timing mode,
 				  VAL_BASE_END or VAL_BASE_START (tests, benchmarks) */
+	int ticks;	       /* TFV3, lossless: 0 counts clock ticks in every block where a
+				  lattice fits (FORMAT.md §7.4.1), VAL_TICKS_NEVER never */
 };
+
+#define VAL_TICKS_NEVER (-1)
 
 struct tfs_venc;
 
@@ -151,6 +157,8 @@ struct vwords {
 	uint64_t *w;		/* n[0] + n[1] + n[2] words */
 	size_t n[3];		/* words per column: ts, dur, vals */
 	uint8_t pred;		/* TFV2: the block's predictor byte (VAL_PRED_*); TFV1: 0 */
+	uint8_t *ticks;		/* TFV3 with VAL_TICKS: the block's ticks header, as stored */
+	size_t ticks_len, ticks_cap;
 	size_t w_cap;
 	uint8_t *raw;
 	size_t raw_cap;

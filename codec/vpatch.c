@@ -151,8 +151,9 @@ int vpatch_diff(const struct tfs_vsec *base, const struct tfs_vsec *own, uint32_
 		rc = vsec_block_words(base, b, &wb, NULL);
 		if (rc == 0)
 			rc = vsec_block_words(own, b, &wo, NULL);
-		/* a word means the same only under the same predictors (FORMAT.md §7.2) */
-		if (rc == 0 && wb.pred != wo.pred)
+		/* a word means the same only under the same predictors and ticks (FORMAT.md §7.2) */
+		if (rc == 0 && (wb.pred != wo.pred || wb.ticks_len != wo.ticks_len ||
+				(wo.ticks_len && memcmp(wb.ticks, wo.ticks, wo.ticks_len))))
 			rc = -E2BIG;
 		for (uint32_t k = 0; k < 3 && rc == 0; k++) {
 			if (wb.n[k] != wo.n[k]) {

@@ -13,10 +13,11 @@
 
 #define VAL_MAGIC_V1 0x31564654u     /* "TFV1" little-endian */
 #define VAL_MAGIC_V2 0x32564654u     /* "TFV2" */
+#define VAL_MAGIC_V3 0x33564654u     /* "TFV3" */
 #define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
 #define VAL_HDR_LEN 36u
 #define VAL_IDX_ENTRY_LEN 16u
-#define VAL_RAW_HDR_MAX 41u /* four varints, and TFV2's predictor byte */
+#define VAL_RAW_HDR_MAX 41u /* four varints, and the predictor byte (not the ticks header) */
 #define VAL_VARINT_MAX 10u
 #define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
 #define VAL_DEFAULT_LEVEL 3
@@ -46,10 +47,9 @@ __extension__ typedef unsigned __int128 u128;
 struct tstate {
 	uint32_t gen;
 	uint32_t val_slot; /* its VAL fields' first fstate in the block arena */
-	uint64_t gap;	   /* last start-time gap, or signed gap bin index (LOSSY); a gap is
-			      from the previous start (TFV1) or end (TFV2) */
-	uint64_t dur;	   /* last duration, or duration bin index (LOSSY) */
-	uint64_t gap_start; /* encoder, lossless TFV2: last gap from the previous start */
+	uint64_t gap;	   /* decoder: last start-time gap (in ticks in a TFV3 ticks block),
+			      or signed gap bin index (LOSSY), from the block's base */
+	uint64_t dur;	   /* decoder: last duration (ticks), or duration bin index (LOSSY) */
 	uint8_t seen;	   /* occurred before in this block (VAL stride needs two) */
 	uint8_t n_vals;	   /* encoder only: VAL-field count, NVALS_UNKNOWN until first use */
 };
@@ -133,7 +133,6 @@ static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_val
 	st->seen = 0;
 	st->gap = 0;
 	st->dur = 0;
-	st->gap_start = 0;
 	st->val_slot = (uint32_t)p->f_len;
 	p->f_len += n_vals;
 }

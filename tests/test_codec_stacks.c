@@ -667,6 +667,18 @@ static void test_stacks_golden_1_1_still_renders(void **state)
 	tfs_trace_close(t);
 }
 
+/* The same trace as format 2.0 first wrote it, with TFV2 values sections, reads the same. */
+static void test_stacks_golden_2_0_tfv2_still_renders(void **state)
+{
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("stacks-2.0.trace", p, sizeof(p)), &n);
+
+	assert_true(memmem(g, n, "TFV2", 4) != NULL && memmem(g, n, "TFV3", 4) == NULL);
+	free(g);
+	golden_renders("stacks-2.0.trace");
+}
+
 /* Open, verify and ask for every backtrace and symbol: must fail cleanly with a diagnostic. */
 static void expect_refused(const uint8_t *bytes, size_t n, const char *what, size_t at)
 {
@@ -729,12 +741,14 @@ static void test_stacks_golden_every_truncation_refused(void **state)
 {
 	every_truncation_refused("stacks.trace");
 	every_truncation_refused("stacks-1.1.trace");
+	every_truncation_refused("stacks-2.0.trace");
 }
 
 static void test_stacks_golden_every_bit_flip_refused(void **state)
 {
 	every_bit_flip_refused("stacks.trace");
 	every_bit_flip_refused("stacks-1.1.trace");
+	every_bit_flip_refused("stacks-2.0.trace");
 }
 
 /* @name with its minor version set to 7 (the header checksum fixed) opens and reads. */
@@ -854,6 +868,7 @@ int main(void)
 	    cmocka_unit_test(test_stacks_writer_rejects_bad_input),
 	    cmocka_unit_test(test_stacks_golden_renders_committed_text),
 	    cmocka_unit_test(test_stacks_golden_1_1_still_renders),
+	    cmocka_unit_test(test_stacks_golden_2_0_tfv2_still_renders),
 	    cmocka_unit_test(test_stacks_golden_every_truncation_refused),
 	    cmocka_unit_test(test_stacks_golden_every_bit_flip_refused),
 	    cmocka_unit_test(test_stacks_newer_minor_still_reads),

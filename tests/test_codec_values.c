@@ -11,6 +11,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -138,7 +139,7 @@ static void check_section(const struct tfs_buf *sec, const struct evset *s, int 
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(vsec_open(&v, sec->data, sec->len, 1000, &d), 0);
 	assert_int_equal(v.timing, timing);
-	assert_true(v.version == 1 || v.version == 2);
+	assert_true(v.version >= 1 && v.version <= VAL_VERSION);
 	assert_true(v.n_events == s->n);
 	vblock_init(&b);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
@@ -294,7 +295,8 @@ static void round_trip_all(const struct evset *s, struct venc_opts o)
 				o.gap_base = base;
 				o.pred = pred_opts[k];
 				encode(s, &o, &sec);
-				assert_memory_equal(sec.data, version == 1 ? "TFV1" : "TFV2", 4);
+				assert_memory_equal(sec.data, "TFV", 3);
+				assert_int_equal(sec.data[3], '0' + version);
 				check_section(&sec, s, o.timing);
 				check_preds(&sec, &o);
 				buf_fini(&sec);
@@ -824,7 +826,7 @@ static void test_values_golden_lossless_section_v2(void **state)
 	struct tfs_vsec v;
 	struct vblock b;
 
-	golden_section(&sec, 0);
+	golden_section(&sec, 2);
 	assert_memory_equal(sec.data, "TFV2", 4);
 	check_raw_block(&sec, 0, raw0, sizeof(raw0));
 	check_raw_block(&sec, 1, raw1, sizeof(raw1));
@@ -941,6 +943,308 @@ static void test_values_golden_v2_file_decodes_as_committed(void **state)
 	vwords_fini(&w);
 	vblock_fini(&b);
 	gold_v2_free(&g);
+}
+
+/* A clock read at real times: floor(phase + n q), the phase moving every @seg_ns. */
+struct clock_sim {
+	double q, phase;
+	uint64_t seg_ns, next_jump, base;
+	uint64_t *seed;
+};
+
+static uint64_t clock_read(struct clock_sim *c, double real_ns)
+{
+	double n = floor(real_ns / c->q);
+
+	if (real_ns >= (double)c->next_jump) {
+		c->phase = (double)tu_below(c->seed, 1000) / 1000.0;
+		c->next_jump += c->seg_ns;
+	}
+	return c->base + (uint64_t)floor(c->phase + n * c->q);
+}
+
+/*
+ * A call loop timed by a clock of tick @q whose phase moves every @seg_ns: @odd_pct percent
+ * of the events carry a time no clock reads (a computed or foreign time).
+ */
+static void gen_clocked(struct evset *s, size_t n, uint64_t *seed, double q, uint64_t seg_ns,
+			unsigned int odd_pct)
+{
+	struct clock_sim c = {q, 0.25, seg_ns, seg_ns, UINT64_C(1) << 40, seed};
+	double real = 1e6;
+
+	ev_init(s, n, 5);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t t = (uint32_t)(i % 5);
+		double len = t == 4 ? 1e6 + (double)tu_below(seed, 3000000) : 60 + (double)tu_below(seed, 900);
+		uint64_t ts, end, *v;
+
+		real += 40 + (double)tu_below(seed, 200);
+		ts = clock_read(&c, real);
+		real += len;
+		end = clock_read(&c, real);
+		if (tu_below(seed, 100) < odd_pct) {
+			ts += tu_below(seed, 3) ? 1 + tu_below(seed, 7) : tu_rand(seed);
+			end = ts + tu_below(seed, 100000);
+		}
+		v = ev_push(s, t, ts, end - ts);
+		for (uint32_t j = 0; j < s->n_vals_of[t]; j++)
+			v[j] = i * 64 + j;
+	}
+}
+
+/* The predictor bytes of @sec's blocks, or-ed, and how many blocks count ticks. */
+static unsigned int blocks_with_ticks(const struct tfs_buf *sec, uint64_t *n_blocks)
+{
+	struct vwords w = {0};
+	struct tfs_vsec v;
+	unsigned int with = 0;
+
+	assert_int_equal(vsec_open(&v, sec->data, sec->len, 0, NULL), 0);
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+		with += !!(w.pred & VAL_TICKS);
+		assert_int_equal(!!(w.pred & VAL_TICKS), w.ticks_len > 0);
+	}
+	*n_blocks = v.n_blocks;
+	vwords_fini(&w);
+	return with;
+}
+
+/*
+ * Clocks of several tick lengths (this VM's EPYC, 5.2 ns, a 24 MHz counter, microseconds)
+ * whose phase moves every few milliseconds: every block counts ticks, decodes exactly and
+ * is smaller than in nanoseconds.
+ */
+static void test_values_ticks_follow_real_clocks(void **state)
+{
+	static const double ticks[] = {10.014856, 5.2, 41.666667, 1000.0};
+	uint64_t seed = tu_seed(__func__);
+
+	for (size_t k = 0; k < sizeof(ticks) / sizeof(ticks[0]); k++) {
+		struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS};
+		struct tfs_buf with, without;
+		uint64_t n_blocks;
+		unsigned int n_with;
+		struct evset s;
+
+		gen_clocked(&s, 20000, &seed, ticks[k], 4000000, 0);
+		encode(&s, &o, &with);
+		check_section(&with, &s, VAL_TIMING_LOSSLESS);
+		n_with = blocks_with_ticks(&with, &n_blocks);
+		assert_int_equal(n_with, n_blocks);
+		o.ticks = VAL_TICKS_NEVER;
+		encode(&s, &o, &without);
+		check_section(&without, &s, VAL_TIMING_LOSSLESS);
+		assert_int_equal(blocks_with_ticks(&without, &n_blocks), 0);
+		print_message("# tick %.6f ns: %zu bytes in ticks, %zu in ns\n", ticks[k], with.len,
+			      without.len);
+		assert_true(with.len * 20 < without.len * 19);
+		/* any gap base and predictor choice in ticks */
+		o.ticks = 0;
+		for (int base = VAL_BASE_END; base <= VAL_BASE_START; base++) {
+			for (size_t p = 0; p < N_PRED_OPTS; p++) {
+				struct tfs_buf sec;
+
+				o.gap_base = base;
+				o.pred = pred_opts[p];
+				encode(&s, &o, &sec);
+				check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+				check_preds(&sec, &o);
+				/* gaps from the previous start span its phase moves too */
+				if (base == VAL_BASE_END)
+					assert_true(blocks_with_ticks(&sec, &n_blocks) > 0);
+				buf_fini(&sec);
+			}
+		}
+		o.gap_base = 0;
+		o.pred = 0;
+		buf_fini(&with);
+		buf_fini(&without);
+		ev_fini(&s);
+	}
+}
+
+/*
+ * Times no clock reads (off by a few ns, or anywhere in 64 bits) among clocked ones are
+ * corrected exactly; with too many of them blocks fall back to nanoseconds.
+ */
+static void test_values_ticks_correct_odd_times(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const uint32_t block_sizes[] = {4, 100, 4096};
+
+	for (size_t k = 0; k < sizeof(block_sizes) / sizeof(block_sizes[0]); k++) {
+		struct venc_opts o = {.block_events = block_sizes[k],
+				      .timing = VAL_TIMING_LOSSLESS};
+		struct tfs_buf sec, ns;
+		uint64_t n_blocks;
+		unsigned int with;
+		struct evset s;
+
+		gen_clocked(&s, 12000, &seed, 10.014856, 4000000, 3);
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+		with = blocks_with_ticks(&sec, &n_blocks);
+		o.ticks = VAL_TICKS_NEVER;
+		encode(&s, &o, &ns);
+		o.ticks = 0;
+		print_message("# %u events per block, 3%% odd times: %u of %llu blocks in ticks, "
+			      "%zu bytes (%zu in ns)\n",
+			      block_sizes[k], with, (unsigned long long)n_blocks, sec.len, ns.len);
+		/* short blocks estimate the tick from fewer steps: fewer take it */
+		assert_true(sec.len <= ns.len);
+		if (block_sizes[k] >= 4096)
+			assert_true(with * 2 >= n_blocks && sec.len < ns.len);
+		buf_fini(&sec);
+		buf_fini(&ns);
+		ev_fini(&s);
+
+		gen_clocked(&s, 12000, &seed, 10.014856, 4000000, 60);
+		encode(&s, &o, &sec);
+		check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+		with = blocks_with_ticks(&sec, &n_blocks);
+		if (block_sizes[k] >= 100)
+			assert_true(with * 10 <= n_blocks);
+		buf_fini(&sec);
+		ev_fini(&s);
+	}
+}
+
+/* @raw as the only block of a TFV3 lossless section of @n events. */
+static void section_of_raw(struct tfs_buf *sec, const uint8_t *raw, size_t raw_len, uint32_t n)
+{
+	struct tfs_buf frame;
+	uint8_t h[36 + 16];
+
+	buf_init(&frame);
+	assert_int_equal(zs_compress(&frame, raw, raw_len, 3), 0);
+	memset(h, 0, sizeof(h));
+	memcpy(h, "TFV3", 4);
+	h[4] = VAL_TIMING_LOSSLESS;
+	le_put32(h + 8, 4096);
+	le_put64(h + 20, n);
+	le_put64(h + 28, 1);
+	le_put64(h + 36, sizeof(h));
+	le_put32(h + 44, (uint32_t)frame.len);
+	le_put32(h + 48, (uint32_t)raw_len);
+	buf_init(sec);
+	assert_int_equal(buf_put(sec, h, sizeof(h)), 0);
+	assert_int_equal(buf_put(sec, frame.data, frame.len), 0);
+	buf_fini(&frame);
+}
+
+/*
+ * FORMAT.md §7.4.1's example block by hand, then with corrections on steps 1 and 3, then
+ * with gaps from the start; and the ticks header checks of §7.6.
+ */
+static void test_values_golden_ticks_block(void **state)
+{
+	/* Q = 43013478093 = 0xa03cd96cd */
+	static const uint8_t raw[] = {
+		0x02, 0x08,			    /* 2 events, pred: ticks, nothing predicted */
+		0xcd, 0xad, 0xb6, 0x9e, 0xa0, 0x01, /* Q */
+		0x00,				    /* no corrections */
+		0x03, 0x02, 0x00,		    /* column lengths */
+		0xd0, 0x0f, 0x02,		    /* ts: 1000, gap of 1 tick */
+		0x08, 0x00,			    /* dur: 4 ticks, 0 ticks */
+	};
+	static const uint8_t corrected[] = {
+		0x02, 0x08, 0xcd, 0xad, 0xb6, 0x9e, 0xa0, 0x01,
+		0x02, 0x00, 0x03, 0x01, 0x05, /* step 1: -2; step 3 (skip 1): -3 */
+		0x03, 0x02, 0x00, 0xd0, 0x0f, 0x02, 0x08, 0x00,
+	};
+	static const uint32_t terms[2] = {0, 0};
+	static const uint8_t nv[1] = {0};
+	uint8_t bad[sizeof(raw) + 8];
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct tfs_diag d;
+	struct vblock b;
+
+	vblock_init(&b);
+	section_of_raw(&sec, raw, sizeof(raw), 2);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.version, 3);
+	assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, NULL), 0);
+	assert_true(b.ts_ns[0] == 1000 && b.dur_ns[0] == 40);
+	assert_true(b.ts_ns[1] == 1050 && b.dur_ns[1] == 0);
+	buf_fini(&sec);
+
+	/* corrections: end 0 at 1040 - 2, the start at 1038 + 10, its end at 1048 - 3 */
+	section_of_raw(&sec, corrected, sizeof(corrected), 2);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, NULL), 0);
+	assert_true(b.ts_ns[0] == 1000 && b.dur_ns[0] == 38);
+	assert_true(b.ts_ns[1] == 1048 && b.dur_ns[1] == (uint64_t)-3);
+	buf_fini(&sec);
+
+	/* gaps from the start: 1 tick from 1000 */
+	memcpy(bad, raw, sizeof(raw));
+	bad[1] = VAL_TICKS | VAL_GAP_START;
+	section_of_raw(&sec, bad, sizeof(raw), 2);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, NULL), 0);
+	assert_true(b.ts_ns[1] == 1010 && b.dur_ns[0] == 40);
+	buf_fini(&sec);
+
+	/* §7.6: each broken ticks header is refused as corruption of block 0 */
+	{
+		static const struct {
+			size_t at;
+			uint8_t byte;
+			const char *what;
+		} cases[] = {
+			{7, 0x00, "tick length out of range"},	/* Q = 2^32 < 2^33, below */
+			{8, 0x04, "more corrections than steps"}, /* 4 > 2n - 1 */
+			{1, 0x18, "bad predictor byte"},	/* bit 4: undefined */
+		};
+
+		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+			memcpy(bad, raw, sizeof(raw));
+			bad[cases[k].at] = cases[k].byte;
+			if (k == 0) /* Q = 2^32 as a six-byte varint */
+				memcpy(bad + 2, "\x80\x80\x80\x80\x90\x00", 6);
+			section_of_raw(&sec, bad, sizeof(raw), 2);
+			assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+			memset(&d, 0, sizeof(d));
+			assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, &d),
+					 -TFS_ECORRUPT);
+			assert_non_null(strstr(d.reason, "block 0"));
+			assert_non_null(strstr(d.reason, cases[k].what));
+			buf_fini(&sec);
+		}
+	}
+	/* a correction of 0, and one past the last step */
+	{
+		static const uint8_t zero[] = {0x02, 0x08, 0xcd, 0xad, 0xb6, 0x9e, 0xa0, 0x01,
+					       0x01, 0x00, 0x00, 0x03, 0x02, 0x00,
+					       0xd0, 0x0f, 0x02, 0x08, 0x00};
+		static const uint8_t past[] = {0x02, 0x08, 0xcd, 0xad, 0xb6, 0x9e, 0xa0, 0x01,
+					       0x01, 0x03, 0x02, 0x03, 0x02, 0x00,
+					       0xd0, 0x0f, 0x02, 0x08, 0x00};
+		const uint8_t *blk[2] = {zero, past};
+		const char *what[2] = {"correction of 0", "past the block's steps"};
+
+		for (int k = 0; k < 2; k++) {
+			section_of_raw(&sec, blk[k], sizeof(zero), 2);
+			assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+			memset(&d, 0, sizeof(d));
+			assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, &d),
+					 -TFS_ECORRUPT);
+			assert_non_null(strstr(d.reason, what[k]));
+			buf_fini(&sec);
+		}
+	}
+	/* ticks in a TFV2 section: bit 3 undefined there */
+	section_of_raw(&sec, raw, sizeof(raw), 2);
+	sec.data[3] = '2';
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_decode_block(&v, 0, terms, nv, 1, &b, &d), -TFS_ECORRUPT);
+	assert_non_null(strstr(d.reason, "bad predictor byte"));
+	buf_fini(&sec);
+	vblock_fini(&b);
 }
 
 /*
@@ -1062,6 +1366,11 @@ static void check_bit_flips(const uint8_t *sec, size_t sec_len, const struct ter
 
 		copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		rc = try_decode(copy, sec_len, to, &b);
+		/* "TFV2" and "TFV3" differ in bit 0 of byte 3, and only in blocks with ticks */
+		if (rc == 0 && bit == 24 && (sec[3] == '2' || sec[3] == '3')) {
+			copy[3] = sec[3];
+			continue;
+		}
 		if (rc == 0) {
 			accepted++;
 			if (bit / 8 < ok_from || bit / 8 >= ok_to)
@@ -1129,10 +1438,10 @@ static void test_values_header_flips_report_offsets(void **state)
 	struct tfs_vsec v;
 
 	golden_section(&sec, 0);
-	sec.data[3] = '3';
+	sec.data[3] = '4';
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_EFORMAT);
-	sec.data[3] = '2';
+	sec.data[3] = '3';
 	sec.data[4] = 7;
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, NULL), -TFS_EFORMAT);
 	sec.data[4] = 1;
@@ -1300,6 +1609,9 @@ int main(void)
 		cmocka_unit_test(test_values_golden_lossless_section_v1),
 		cmocka_unit_test(test_values_golden_lossless_section_v2),
 		cmocka_unit_test(test_values_golden_lossy_block),
+		cmocka_unit_test(test_values_ticks_follow_real_clocks),
+		cmocka_unit_test(test_values_ticks_correct_odd_times),
+		cmocka_unit_test(test_values_golden_ticks_block),
 		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),

@@ -1,0 +1,64 @@
+/*
+ * Clock ticks of a lossless values block (FORMAT.md §7.4.1): a clock scales a hardware
+ * counter to nanoseconds, so over short stretches its readings lie on a lattice floor(phase
+ * + n q). A block stores tick counts; each time is predicted from the previous one and the
+ * phase interval its readings so far allow, and the few misses are corrected. Used by
+ * values_enc.c and values_dec.c only.
+ */
+#ifndef TFS_VTICKS_I_H
+#define TFS_VTICKS_I_H
+
+#include <stdint.h>
+
+__extension__ typedef __int128 i128;
+
+#define VTICK_Q_MIN (UINT64_C(1) << 33) /* ticks of at least 2 ns */
+#define VTICK_Q_LIMIT (UINT64_C(1) << 62)
+#define VTICK_ONE ((i128)1 << 32)
+
+/* What is known of a time's phase: [lo, hi) in units of 2^-32 ns, 0 <= lo < hi <= 2^32. */
+struct vphase {
+	int64_t lo, hi;
+};
+
+#define VPHASE_UNKNOWN ((struct vphase){0, INT64_C(1) << 32})
+
+static inline i128 vtick_floor_div(i128 num, i128 den)
+{
+	return num >= 0 ? num / den : -((-num + den - 1) / den);
+}
+
+/* The nanoseconds @k ticks (an i64 modulo 2^64) are predicted to take from phase @ph. */
+static inline i128 vtick_predict(uint64_t q, struct vphase ph, uint64_t k)
+{
+	return vtick_floor_div((ph.lo + ph.hi) / 2 + (i128)(int64_t)k * (i128)q, VTICK_ONE);
+}
+
+/* The phase after a step of @k ticks that took @delta ns, from phase @ph. */
+static inline struct vphase vtick_learn(uint64_t q, struct vphase ph, uint64_t k, i128 delta)
+{
+	const i128 shift = (i128)(int64_t)k * (i128)q - delta * VTICK_ONE;
+	const i128 lo = ph.lo + shift, hi = ph.hi + shift;
+	struct vphase out;
+
+	out.lo = lo > 0 ? (int64_t)(lo < VTICK_ONE ? lo : VTICK_ONE) : 0;
+	out.hi = hi < VTICK_ONE ? (int64_t)(hi > 0 ? hi : 0) : (int64_t)VTICK_ONE;
+	return out.lo < out.hi ? out : VPHASE_UNKNOWN;
+}
+
+/* The tick count a writer stores for a step of @delta ns: the nearest to delta / q. */
+static inline uint64_t vtick_count(uint64_t q, int64_t delta)
+{
+	return (uint64_t)vtick_floor_div((i128)delta * VTICK_ONE + (i128)(q / 2), (i128)q);
+}
+
+/*
+ * Estimate the tick length of the @n events' start times @ts and durations @dur (in
+ * @scratch of 2 @n i64), in units of 2^-32 ns, from a guess below *@guess (0: any), which
+ * it stores there (0: none), to try again below when the estimate proves wrong.
+ * @return the estimate, or 0: no ticks of at least 2 ns
+ */
+uint64_t vtick_estimate(const uint64_t *ts, const uint64_t *dur, uint32_t n, int64_t *scratch,
+			double *guess);
+
+#endif
