@@ -26,7 +26,7 @@
 #define PRED_TICKS 8u		     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
 #define ONE_NS (UINT64_C(1) << 32)   /* Q counts units of 2^-32 ns */
 #define EPYC_Q UINT64_C(43013478093) /* 10.014856 ns, §7.4.1's example */
-#define RAW_CAP 256
+#define RAW_CAP 512
 #define MAX_CORR 8
 #define MAX_EV 8
 
@@ -550,6 +550,160 @@ static void test_ticks_arithmetic_edges(void **state)
 	expect_times(&t, wrap_ts, wrap_dur, "correction -2^63");
 }
 
+/*
+ * A second reading of §7.4.1 for random blocks: times as the spec computes them, step by
+ * step in 128-bit integers, written here apart from codec/values_dec.c.
+ */
+__extension__ typedef __int128 i128;
+
+struct ref_time {
+	uint64_t t;
+	i128 lo, hi; /* phase interval, units of 2^-32 ns */
+};
+
+static i128 i64_of(uint64_t w)
+{
+	return w >> 63 ? -(i128)(~w) - 1 : (i128)w;
+}
+
+/* floor(a / 2^32), rounding towards minus infinity */
+static i128 floor_ns(i128 a)
+{
+	i128 d = (i128)ONE_NS, q = a / d;
+
+	return (a % d != 0 && a < 0) ? q - 1 : q;
+}
+
+static struct ref_time ref_step(struct ref_time s, uint64_t k_word, int64_t c, uint64_t q)
+{
+	i128 kq = i64_of(k_word) * (i128)q;
+	i128 delta = floor_ns((s.lo + s.hi) / 2 + kq) + c;
+	i128 lo = s.lo + kq - delta * (i128)ONE_NS, hi = s.hi + kq - delta * (i128)ONE_NS;
+	struct ref_time r = {.t = s.t + (uint64_t)delta};
+
+	r.lo = lo > 0 ? lo : 0;
+	r.hi = hi < (i128)ONE_NS ? hi : (i128)ONE_NS;
+	if (r.lo >= r.hi) {
+		r.lo = 0;
+		r.hi = ONE_NS;
+	}
+	return r;
+}
+
+/* The times of ticks block @t with terminals @term, into @ts and @dur (§7.3, §7.4.1). */
+static void ref_decode(const struct tblock *t, const uint32_t *term, uint64_t *ts, uint64_t *dur)
+{
+	int64_t c_of[2 * MAX_EV] = {0};
+	uint64_t gap[3] = {0}, dstate[3] = {0}, step = 0;
+	struct ref_time start = {0}, end = {0};
+
+	for (uint32_t i = 0; i < t->n_corr; i++) {
+		step += t->corr[i].skip + 1;
+		c_of[step] = t->corr[i].c;
+	}
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint64_t m = (uint64_t)t->dur[i] + (t->pred & VAL_PRED_DUR ? dstate[term[i]] : 0);
+
+		if (i == 0) {
+			start = (struct ref_time){(uint64_t)t->ts[0], 0, ONE_NS};
+		} else {
+			uint64_t g = (uint64_t)t->ts[i] + (t->pred & VAL_PRED_TS ? gap[term[i]] : 0);
+
+			gap[term[i]] = g;
+			start = ref_step(t->pred & VAL_GAP_START ? start : end, g, c_of[2 * i], t->q);
+		}
+		dstate[term[i]] = m;
+		end = ref_step(start, m, c_of[2 * i + 1], t->q);
+		ts[i] = start.t;
+		dur[i] = end.t - start.t;
+	}
+}
+
+/* Mostly small, sometimes any, sometimes extreme signed words. */
+static int64_t rand_word(uint64_t *seed, int64_t small)
+{
+	switch (tu_below(seed, 8)) {
+	case 0:
+		return (int64_t)tu_rand(seed);
+	case 1:
+		return tu_below(seed, 2) ? INT64_MIN : INT64_MAX;
+	default:
+		return (int64_t)tu_below(seed, 2 * (uint64_t)small + 1) - small;
+	}
+}
+
+static void rand_block(uint64_t *seed, struct tblock *t, uint32_t *term)
+{
+	static const uint64_t qs[] = {EPYC_Q, 2 * ONE_NS, (UINT64_C(1) << 62) - 1,
+				      UINT64_C(35791394133)};
+	uint64_t last = 0;
+
+	memset(t, 0, sizeof(*t));
+	t->n = 1 + (uint32_t)tu_below(seed, MAX_EV);
+	t->pred = (uint8_t)(PRED_TICKS | tu_below(seed, 8));
+	t->q = tu_below(seed, 2) ? qs[tu_below(seed, 4)]
+				 : 2 * ONE_NS + tu_below(seed, (UINT64_C(1) << 62) - 2 * ONE_NS);
+	for (uint64_t step = 1; step < 2 * t->n && t->n_corr < MAX_CORR; step++) {
+		int64_t c = rand_word(seed, 5);
+
+		if (c == 0 || tu_below(seed, 3))
+			continue;
+		t->corr[t->n_corr++] = (struct tick_corr){step - last - 1, c};
+		last = step;
+	}
+	t->n_x = t->n_corr;
+	for (uint32_t i = 0; i < t->n; i++) {
+		term[i] = (uint32_t)tu_below(seed, 3);
+		t->ts[i] = i == 0 ? (int64_t)tu_rand(seed) : rand_word(seed, 40);
+		t->dur[i] = rand_word(seed, 40);
+	}
+}
+
+/*
+ * Random valid ticks blocks (any tick length, corrections anywhere, residuals up to the
+ * extremes) decode to the times the step formula gives, computed here independently.
+ */
+static void test_ticks_random_blocks_match_the_formula(void **state)
+{
+	static const uint8_t nv3[3];
+	uint64_t seed = tu_seed("ticks_random_blocks");
+	struct vblock b;
+
+	vblock_init(&b);
+	for (int iter = 0; iter < 3000; iter++) {
+		uint64_t ts[MAX_EV], dur[MAX_EV];
+		uint32_t term[MAX_EV];
+		struct tfs_buf sec;
+		struct tfs_diag d;
+		struct tfs_vsec v;
+		struct tblock t;
+		int rc;
+
+		rand_block(&seed, &t, term);
+		ref_decode(&t, term, ts, dur);
+		tblock_section(&sec, &t, '3', VAL_TIMING_LOSSLESS);
+		memset(&d, 0, sizeof(d));
+		assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, &d), 0);
+		rc = vsec_decode_block(&v, 0, term, nv3, 3, &b, &d);
+		if (rc != 0)
+			fprintf(stderr, "# iteration %d: %s\n", iter, d.reason);
+		assert_int_equal(rc, 0);
+		for (uint32_t i = 0; i < t.n; i++) {
+			if (b.ts_ns[i] != ts[i] || b.dur_ns[i] != dur[i])
+				fprintf(stderr,
+					"# iteration %d (pred 0x%02x, Q %llu) event %u: got ts %llu "
+					"dur %llu, expected %llu %llu\n",
+					iter, t.pred, (unsigned long long)t.q, i,
+					(unsigned long long)b.ts_ns[i],
+					(unsigned long long)b.dur_ns[i], (unsigned long long)ts[i],
+					(unsigned long long)dur[i]);
+			assert_true(b.ts_ns[i] == ts[i] && b.dur_ns[i] == dur[i]);
+		}
+		buf_fini(&sec);
+	}
+	vblock_fini(&b);
+}
+
 /* The committed sections of tests/data/golden/values_v3.txt, as written there. */
 #define GOLD_SECS 3
 #define GOLD_MAX_EV 64
@@ -928,21 +1082,22 @@ static void test_ticks_decoder_survives_each_allocation_failure(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_ticks_spec_example_decodes),
-	    cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
-	    cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
-	    cmocka_unit_test(test_ticks_more_corrections_than_steps_is_corrupt),
-	    cmocka_unit_test(test_ticks_correction_index_at_2n_is_corrupt),
-	    cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
-	    cmocka_unit_test(test_ticks_correction_of_0_is_corrupt),
-	    cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
-	    cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
-	    cmocka_unit_test(test_ticks_malformed_header_varint_is_corrupt),
-	    cmocka_unit_test(test_ticks_arithmetic_edges),
-	    cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
-	    cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
-	    cmocka_unit_test(test_ticks_golden_rebuilt_section_decodes_alike),
-	    cmocka_unit_test(test_ticks_decoder_survives_each_allocation_failure),
+		cmocka_unit_test(test_ticks_spec_example_decodes),
+		cmocka_unit_test(test_ticks_golden_v3_file_decodes_as_committed),
+		cmocka_unit_test(test_ticks_q_out_of_range_is_corrupt),
+		cmocka_unit_test(test_ticks_more_corrections_than_steps_is_corrupt),
+		cmocka_unit_test(test_ticks_correction_index_at_2n_is_corrupt),
+		cmocka_unit_test(test_ticks_skip_overflow_is_corrupt),
+		cmocka_unit_test(test_ticks_correction_of_0_is_corrupt),
+		cmocka_unit_test(test_ticks_bit_3_outside_lossless_tfv3_is_corrupt),
+		cmocka_unit_test(test_ticks_truncated_header_is_corrupt),
+		cmocka_unit_test(test_ticks_malformed_header_varint_is_corrupt),
+		cmocka_unit_test(test_ticks_arithmetic_edges),
+		cmocka_unit_test(test_ticks_random_blocks_match_the_formula),
+		cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
+		cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
+		cmocka_unit_test(test_ticks_golden_rebuilt_section_decodes_alike),
+		cmocka_unit_test(test_ticks_decoder_survives_each_allocation_failure),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
