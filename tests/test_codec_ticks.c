@@ -932,6 +932,8 @@ struct gold_sec {
 	int timing;
 	uint8_t preds[GOLD_MAX_BLOCKS];
 	size_t n_preds;
+	uint8_t ticks[GOLD_MAX_BLOCKS][64]; /* each ticks block's header, as stored */
+	size_t ticks_len[GOLD_MAX_BLOCKS];
 	uint32_t term[GOLD_MAX_EV];
 	uint64_t ts[GOLD_MAX_EV], dur[GOLD_MAX_EV], vals[GOLD_MAX_EV][2];
 };
@@ -955,6 +957,22 @@ static void gold_parse_preds(struct gold_sec *s, const char *line)
 		s->preds[s->n_preds++] = (uint8_t)v;
 		p = end;
 	}
+}
+
+/* "ticks <block> <hex>": the header of a block that counts ticks */
+static void gold_parse_ticks(struct gold_sec *s, const char *line)
+{
+	unsigned int blk, byte;
+	int used;
+	const char *p;
+
+	assert_int_equal(sscanf(line, "ticks %u %n", &blk, &used), 1);
+	assert_true(blk < GOLD_MAX_BLOCKS && s->ticks_len[blk] == 0);
+	for (p = line + used; sscanf(p, "%2x", &byte) == 1; p += 2) {
+		assert_true(s->ticks_len[blk] < sizeof(s->ticks[blk]));
+		s->ticks[blk][s->ticks_len[blk]++] = (uint8_t)byte;
+	}
+	assert_true(s->ticks_len[blk] > 0);
 }
 
 static struct gold_v3 *gold_v3_load(void)
@@ -988,6 +1006,11 @@ static struct gold_v3 *gold_v3_load(void)
 		if (strncmp(line, "preds ", 6) == 0) {
 			assert_non_null(s);
 			gold_parse_preds(s, line);
+			continue;
+		}
+		if (strncmp(line, "ticks ", 6) == 0) {
+			assert_non_null(s);
+			gold_parse_ticks(s, line);
 			continue;
 		}
 		got = sscanf(line, "%u %llu %llu %llu %llu", &t, &x[0], &x[1], &x[2], &x[3]);
@@ -1033,8 +1056,8 @@ static int gold_decode(const struct gold_v3 *g, int k, const uint8_t *data, size
 
 /*
  * (a) The committed TFV3 sections open as version 3 and decode block by block to exactly
- * the committed numbers, with the committed predictor bytes and one word per event and
- * timing column and per VAL field.
+ * the committed numbers, with the committed predictor bytes and ticks headers and one word
+ * per event and timing column and per VAL field.
  */
 static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 {
@@ -1064,8 +1087,11 @@ static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 				n_vals += g->nv[s->term[first + i]];
 			assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
 			assert_int_equal(w.pred, s->preds[blk]);
-			if (w.pred & PRED_TICKS)
+			if (w.pred & PRED_TICKS) {
 				ticks_preds |= 1u << (w.pred & VAL_PRED_BITS);
+				assert_int_equal(w.ticks_len, s->ticks_len[blk]);
+				assert_memory_equal(w.ticks, s->ticks[blk], w.ticks_len);
+			}
 			assert_int_equal(w.n[0], s->timing ? n : 0);
 			assert_int_equal(w.n[1], s->timing ? n : 0);
 			assert_int_equal(w.n[2], n_vals);

@@ -6,11 +6,12 @@ clock ticks (bit 3 of the predictor byte) on several clocks, with corrections fo
 the ticks do not explain, plus one block of plain nanoseconds; a lossy one at rel_err 0.125;
 an untimed one. Every block's predictor byte and tick length are chosen below, not by a
 writer's heuristic. values_v3.txt lists each section's offset, length, timing and event
-count, its blocks' predictor bytes, the terminals' VAL-field counts and every event as a
-reader must decode it: terminal, ts_ns, dur_ns, VAL fields. Each block is encoded from the
-nanosecond times below, then decoded again from its raw bytes by a second, separate reading
-of the spec (sharing only tick_step(), §7.4.1's formula checked against its example), and
-the two must agree. Run from this directory; needs the zstd CLI.
+count, its blocks' predictor bytes (and the ticks headers as stored, in hex), the terminals'
+VAL-field counts and every event as a reader must decode it: terminal, ts_ns, dur_ns, VAL
+fields. Each block is encoded from the nanosecond times below, then decoded again from its
+raw bytes by a second, separate reading of the spec (sharing only tick_step(), §7.4.1's
+formula checked against its example), and the two must agree. Run from this directory;
+needs the zstd CLI.
 """
 import os
 import struct
@@ -192,7 +193,7 @@ def nearest_ticks(ns, q):
 
 def encode_lossless(events, pred, q):
     """Raw block (§7.2) of lossless events; ticks when pred has bit 3 (§7.4.1). Also returns
-    the corrections (step, c) and the steps that started the phase afresh."""
+    the corrections (step, c), the steps that started the phase afresh and the ticks header."""
     ts_col, dur_col = bytearray(), bytearray()
     gap, dur_st = {}, {}
     corr, resets = [], []
@@ -231,17 +232,18 @@ def encode_lossless(events, pred, q):
         dur_col += varint(zz(m - (dur_st.get(t, 0) if pred & 2 else 0)))
         dur_st[t] = m
         prev = (start, end_state)
-    head = varint(len(events)) + bytes([pred])
+    ticks = b''
     if pred & 8:
-        head += varint(q) + varint(len(corr))
+        ticks = varint(q) + varint(len(corr))
         last = 0
         for index, c in corr:
-            head += varint(index - last - 1) + varint(zz(c))
+            ticks += varint(index - last - 1) + varint(zz(c))
             last = index
+    head = varint(len(events)) + bytes([pred]) + ticks
     vals_col = vals_column(events)
     raw = (head + varint(len(ts_col)) + varint(len(dur_col)) + varint(len(vals_col)) + ts_col +
            dur_col + vals_col)
-    return raw, corr, resets
+    return raw, corr, resets, ticks
 
 
 def encode_lossy(events, pred, bins):
@@ -410,11 +412,12 @@ def lossless_section(text):
     for k, blk in enumerate(blocks()):
         pred, q = blk['pred'], blk['q']
         evs = add_vals([(t, s, (e - s) & M64) for t, s, e in blk['events']], seen)
-        raw, corr, resets = encode_lossless(evs, pred, q)
+        raw, corr, resets, ticks = encode_lossless(evs, pred, q)
         if q is not None:
             text.append('# block %d: pred 0x%02x Q %d corrections (step c) %s, afresh at steps '
                         '%s' % (k, pred, q, ' '.join('(%d %d)' % x for x in corr) or 'none',
                                 ' '.join(str(x) for x in resets) or 'none'))
+            text.append('ticks %d %s' % (k, ticks.hex()))
             covered.add(('pred', pred))
             covered |= {'non-integer Q' for _ in [0] if q % ONE_NS}
             covered |= {'skip > 0' for x, y in zip(corr, corr[1:]) if y[0] > x[0] + 1}
