@@ -720,8 +720,8 @@ static void test_ticks_random_blocks_match_the_formula(void **state)
 		for (uint32_t i = 0; i < t.n; i++) {
 			if (b.ts_ns[i] != ts[i] || b.dur_ns[i] != dur[i])
 				fprintf(stderr,
-					"# iteration %d (pred 0x%02x, Q %llu) event %u: got ts %llu "
-					"dur %llu, expected %llu %llu\n",
+					"# iteration %d (pred 0x%02x, Q %llu) event %u: got ts "
+					"%llu dur %llu, expected %llu %llu\n",
 					iter, t.pred, (unsigned long long)t.q, i,
 					(unsigned long long)b.ts_ns[i],
 					(unsigned long long)b.dur_ns[i], (unsigned long long)ts[i],
