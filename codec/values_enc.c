@@ -16,9 +16,10 @@
 /* Blocks without ticks before a stream estimates its clock's tick again. */
 #define VAL_TICK_RETRY 15
 /* What tune_tick() searches: events of the block, candidates each side per round. */
-#define VAL_TICK_TUNE_EVENTS 1024
-#define VAL_TICK_TUNE_STEPS 16
+#define VAL_TICK_TUNE_EVENTS 256
+#define VAL_TICK_TUNE_STEPS 6
 #define VAL_TICK_GUESSES 3 /* ticks tried per estimate */
+#define VAL_TICK_SURE 8	   /* corrections of at most 1/8 of the steps: ticks, untried */
 
 /* Timing column candidates: the ts column's gaps from the end or the start, predicted or not. */
 enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
@@ -418,14 +419,14 @@ static uint32_t count_corrections(const struct tfs_venc *e, uint64_t q, uint32_t
  * they are at most half its steps: an estimate
  * from steps between neighbouring times is off by up to a few parts in 10^5, which long
  * steps (a call blocked for milliseconds) multiply into misses. Searched in two rounds of
- * relative steps 1.5e-6 and 1.9e-7 over the block's first VAL_TICK_TUNE_EVENTS events.
+ * relative steps 2e-6 and 2.5e-7 over the block's first VAL_TICK_TUNE_EVENTS events.
  */
 static uint64_t tune_tick(const struct tfs_venc *e, uint64_t q, bool *fits)
 {
 	const uint32_t n = e->blk_n < VAL_TICK_TUNE_EVENTS ? e->blk_n : VAL_TICK_TUNE_EVENTS;
 	uint32_t best_misses = count_corrections(e, q, n);
 	uint64_t best = q;
-	double step = 1.5e-6;
+	double step = 2e-6;
 
 	for (int round = 0; round < 2; round++, step /= 8) {
 		const uint64_t center = best;
@@ -517,10 +518,18 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 		pass_lossless(e, e->ts, e->dur, e->ts[0]);
 		return choose_pred(e, false, ts_k, dur_k, &size);
 	}
-	/* ticks against nanoseconds, by the columns' trial sizes */
+	/* ticks against nanoseconds, by the columns' trial sizes, unless ticks explain
+	 * nearly every step (the clock's lattice: ticks then always won on real traces) */
 	code_ticks(e);
 	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
-	if (tick_pred < 0 || trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
+	if (tick_pred < 0)
+		return tick_pred;
+	if (e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE) {
+		*ts_k = tick_ts;
+		*dur_k = tick_dur;
+		return tick_pred | VAL_TICKS;
+	}
+	if (trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
 		return -ENOMEM;
 	tick_size += hdr_size;
 	for (int k = 0; k < N_TS_CAND; k++)

@@ -46,10 +46,26 @@ static inline struct vphase vtick_learn(uint64_t q, struct vphase ph, uint64_t k
 	return out.lo < out.hi ? out : VPHASE_UNKNOWN;
 }
 
-/* The tick count a writer stores for a step of @delta ns: the nearest to delta / q. */
+/*
+ * The tick count a writer stores for a step of @delta ns: the nearest integer k to delta /
+ * q, the largest with k q <= delta 2^32 + q / 2. A double guesses it (within one for
+ * |delta| < 2^52), exact products settle it: no 128-bit division on the common path.
+ */
 static inline uint64_t vtick_count(uint64_t q, int64_t delta)
 {
-	return (uint64_t)vtick_floor_div((i128)delta * VTICK_ONE + (i128)(q / 2), (i128)q);
+	const i128 target = (i128)delta * VTICK_ONE + (i128)(q / 2);
+	int64_t k;
+
+	if (delta >= (INT64_C(1) << 52) || delta <= -(INT64_C(1) << 52))
+		return (uint64_t)vtick_floor_div(target, (i128)q);
+	k = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
+	if (k < 0 && (double)k != (double)delta * 4294967296.0 / (double)q + 0.5)
+		k--; /* truncation to floor below 0 */
+	while ((i128)k * (i128)q > target)
+		k--;
+	while ((i128)(k + 1) * (i128)q <= target)
+		k++;
+	return (uint64_t)k;
 }
 
 /*

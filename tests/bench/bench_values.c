@@ -28,6 +28,7 @@ struct variant {
 	unsigned int pred;
 	int final_level;
 	int gap_base;
+	int ticks;
 };
 
 static const struct variant variants[] = {
@@ -39,6 +40,9 @@ static const struct variant variants[] = {
 	{"TFV2 + save level 19", 2, 0, 19, 0},
 	{"TFV2 gaps from end", 2, 0, 0, VAL_BASE_END},
 	{"TFV2 gaps from start", 2, 0, 0, VAL_BASE_START},
+	{"TFV3 level 3 (ticks)", 3, 0, 0, 0},
+	{"TFV3 + save level 19", 3, 0, 19, 0},
+	{"TFV3 never ticks", 3, 0, 0, 0, VAL_TICKS_NEVER},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -101,7 +105,7 @@ static int run(const struct tstream *s, uint32_t n, const struct variant *v, int
 {
 	struct venc_opts o = {.timing = timing, .rel_err = 0.1, .version = v->version,
 			      .pred = v->pred, .final_level = v->final_level,
-			      .gap_base = v->gap_base};
+			      .gap_base = v->gap_base, .ticks = v->ticks};
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *nv = calloc(s[i].n_terminals + 1, 1);
