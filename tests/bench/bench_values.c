@@ -32,16 +32,16 @@ struct variant {
 };
 
 static const struct variant variants[] = {
-	{"TFV1 level 3 (before)", 1, 0, 0, 0},
-	{"TFV2 level 3", 2, 0, 0, 0},
-	{"TFV2 always predicted", 2, VAL_PRED_FIXED | VAL_PRED_ALL, 0, 0},
-	{"TFV2 never predicted", 2, VAL_PRED_FIXED, 0, 0},
-	{"TFV2 + save level 9", 2, 0, 9, 0},
-	{"TFV2 + save level 19", 2, 0, 19, 0},
-	{"TFV2 gaps from end", 2, 0, 0, VAL_BASE_END},
-	{"TFV2 gaps from start", 2, 0, 0, VAL_BASE_START},
-	{"TFV3 level 3 (ticks)", 3, 0, 0, 0},
-	{"TFV3 + save level 19", 3, 0, 19, 0},
+	{"TFV1 level 3 (before)", 1, 0, 0, 0, 0},
+	{"TFV2 level 3", 2, 0, 0, 0, 0},
+	{"TFV2 always predicted", 2, VAL_PRED_FIXED | VAL_PRED_ALL, 0, 0, 0},
+	{"TFV2 never predicted", 2, VAL_PRED_FIXED, 0, 0, 0},
+	{"TFV2 + save level 9", 2, 0, 9, 0, 0},
+	{"TFV2 + save level 19", 2, 0, 19, 0, 0},
+	{"TFV2 gaps from end", 2, 0, 0, VAL_BASE_END, 0},
+	{"TFV2 gaps from start", 2, 0, 0, VAL_BASE_START, 0},
+	{"TFV3 level 3 (ticks)", 3, 0, 0, 0, 0},
+	{"TFV3 + save level 19", 3, 0, 19, 0, 0},
 	{"TFV3 never ticks", 3, 0, 0, 0, VAL_TICKS_NEVER},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
