@@ -11,11 +11,13 @@ VAL-field counts and every event as a reader must decode it: terminal, ts_ns, du
 fields. Each block is encoded from the nanosecond times below, then decoded again from its
 raw bytes by a second, separate reading of the spec (sharing only tick_step(), §7.4.1's
 formula checked against its example), and the two must agree. Run from this directory;
-needs the zstd CLI.
+needs the zstd CLI. `values_v3.py --fuzz-seeds ../../fuzz/corpus/fuzz_values` writes the
+same ticks blocks as raw-block seeds for that fuzzer.
 """
 import os
 import struct
 import subprocess
+import sys
 import tempfile
 
 M64 = (1 << 64) - 1
@@ -400,7 +402,7 @@ def section(timing, rel_err, block_events, raws):
 
 def check_raw_len(raw, events, timing):
     """§7.6's bounds on raw_len (TFV3: h = 1; x for the ticks header when lossless)."""
-    n, v = len(events), sum(N_VALS[e[0]] for e in events)
+    n, v = len(events), sum(len(e[3]) for e in events)
     x = 20 + 40 * n if timing == 1 else 0
     assert 1 + (4 + 2 * n if timing else 4 + n) <= len(raw) <= 1 + 40 + 20 * n + 10 * v + x
 
@@ -448,7 +450,28 @@ def lossless_section(text):
     return raws, events
 
 
+def fuzz_seeds(corpus):
+    """The lossless blocks again, as raw-block seeds for tests/fuzz/fuzz_values.c: a byte for
+    TFV3 lossless (5), the block's events minus 1 (u16), the raw block. Event i has terminal
+    i % 4, which has i % 4 VAL fields."""
+    i = 0
+    for k, blk in enumerate(blocks()):
+        evs = []
+        for _, s, e in blk['events']:
+            evs.append((i % 4, s, (e - s) & M64, [4096 * i, 7, i // 4][:i % 4]))
+            i += 1
+        assert (i - len(evs)) % 4 == 0  # the target numbers events from the block's first
+        raw = encode_lossless(evs, blk['pred'], blk['q'])[0]
+        assert decode_block(raw, 3, 1, [e[0] for e in evs], None, [0, 1, 2, 3]) == evs
+        check_raw_len(raw, evs, 1)
+        with open(os.path.join(corpus, 'raw_v3_golden%d' % k), 'wb') as f:
+            f.write(bytes([5]) + struct.pack('<H', len(evs) - 1) + raw)
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == '--fuzz-seeds':
+        fuzz_seeds(sys.argv[2])
+        return
     check_spec_example()
     out, text = b'', []
     text.append('# golden TFV3 values sections, written by values_v3.py from FORMAT.md §7')
