@@ -532,24 +532,33 @@ static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct co
 			       uint32_t *n_corr)
 {
 	const uint64_t steps = 2 * (uint64_t)n;
+	const uint8_t *at = c->p; /* a bad field is reported where it starts */
 	uint64_t nx, prev = 0;
 
-	if (col_varint(c, q) || col_varint(c, &nx))
+	if (col_varint(c, q))
 		return "bad varint";
-	if (*q < VTICK_Q_MIN || *q >= VTICK_Q_LIMIT)
+	if (*q < VTICK_Q_MIN || *q >= VTICK_Q_LIMIT) {
+		c->p = at;
 		return "tick length out of range";
-	if (nx > steps - 1)
+	}
+	at = c->p;
+	if (col_varint(c, &nx))
+		return "bad varint";
+	if (nx > steps - 1) {
+		c->p = at;
 		return "more corrections than steps";
+	}
 	corr->p = c->p;
 	for (uint64_t k = 0; k < nx; k++) {
 		uint64_t skip, v;
 
+		at = c->p;
 		if (col_varint(c, &skip) || col_varint(c, &v))
 			return "bad varint";
-		if (skip >= steps - prev - 1)
-			return "correction past the block's steps";
-		if (!v)
-			return "correction of 0";
+		if (skip >= steps - prev - 1 || !v) {
+			c->p = at;
+			return v ? "correction past the block's steps" : "correction of 0";
+		}
 		prev += skip + 1;
 	}
 	corr->end = c->p;

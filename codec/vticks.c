@@ -19,25 +19,18 @@ static uint64_t absdiff(int64_t a, int64_t b)
 	return a > b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
 }
 
-/*
- * Share of the differences up to twice the smallest, @small, within a nanosecond of a
- * multiple of @c (plus the 1/256 a candidate may be off by), or -1: too few of them.
- */
-static double guess_score(const int64_t *d, uint32_t m, uint64_t small, double c)
+/* Share of the differences @x[@n] within a nanosecond of a multiple of @c (plus the 1/256
+ * a candidate may be off by). */
+static double guess_score(const double *x, uint32_t n, double c)
 {
-	uint32_t step = m / GUESS_SAMPLES + 1, seen = 0, fit = 0;
+	uint32_t fit = 0;
 
-	for (uint32_t j = 1; j < m; j += step) {
-		uint64_t x = absdiff(d[j], d[j - 1]);
-		double k;
+	for (uint32_t j = 0; j < n; j++) {
+		double k = nearbyint(x[j] / c);
 
-		if (x < small || x > 2 * small)
-			continue;
-		k = nearbyint((double)x / c);
-		seen++;
-		fit += fabs((double)x - k * c) <= 1 + (double)x / 256;
+		fit += fabs(x[j] - k * c) <= 1 + x[j] / 256;
 	}
-	return seen < GUESS_MIN ? -1 : (double)fit / seen;
+	return (double)fit / n;
 }
 
 /*
@@ -47,8 +40,9 @@ static double guess_score(const int64_t *d, uint32_t m, uint64_t small, double c
  */
 static double guess_tick(const int64_t *d, uint32_t m, double below)
 {
+	double sample[GUESS_SAMPLES];
 	uint64_t small = UINT64_MAX;
-	uint32_t count[65] = {0}, octave = 0;
+	uint32_t count[65] = {0}, octave = 0, n_small = 0, n = 0;
 
 	/* the smallest difference of the first octave holding GUESS_MIN of them, so that a
 	 * stray few (a time computed, not read) do not count */
@@ -64,14 +58,28 @@ static double guess_tick(const int64_t *d, uint32_t m, double below)
 	}
 	if (small < 2 || small > (UINT64_C(1) << 40))
 		return 0;
+	/* every difference in [small, 2 small], or an even spread of GUESS_SAMPLES of them */
+	for (uint32_t j = 1; j < m; j++) {
+		uint64_t x = absdiff(d[j], d[j - 1]);
+
+		n_small += x >= small && x <= 2 * small;
+	}
+	if (n_small < GUESS_MIN)
+		return 0;
+	for (uint32_t j = 1, seen = 0; j < m && n < GUESS_SAMPLES; j++) {
+		uint64_t x = absdiff(d[j], d[j - 1]);
+
+		if (x < small || x > 2 * small)
+			continue;
+		if ((uint64_t)seen++ * GUESS_SAMPLES % n_small < GUESS_SAMPLES)
+			sample[n++] = (double)x;
+	}
 	for (double c = below > 0 ? below * (1 - 1.0 / 128) : (double)small + 0.5; c >= 2;
 	     c *= 1 - 1.0 / 128) {
-		double s = guess_score(d, m, small, c);
-
 		/* below, a nanosecond each side covers most of a tick: chance fits */
-		if (s < 0 || 2 * (1 + 2.0 * (double)small / 256) > GUESS_CHANCE * c)
+		if (2 * (1 + 2.0 * (double)small / 256) > GUESS_CHANCE * c)
 			return 0;
-		if (s >= 0.9)
+		if (guess_score(sample, n, c) >= 0.9)
 			return c;
 	}
 	return 0;
@@ -80,8 +88,8 @@ static double guess_tick(const int64_t *d, uint32_t m, double below)
 /*
  * Refine the tick @q on the steps between neighbouring times: the nanoseconds of the steps
  * of at most K ticks, summed, over their ticks summed. A step's phase error is under a
- * nanosecond or two, so after a pass the tick is known to within about sqrt(steps) / (ticks
- * summed); K grows, up to eightfold per pass, as far as that still counts every step's
+ * nanosecond, so after a pass the tick is known to within about 0.6 sqrt(steps) / (ticks
+ * summed) ns; K grows, up to eightfold per pass, as far as that still counts every step's
  * ticks right (a quarter of a tick of error at most).
  */
 static double refine_tick(const int64_t *d, uint32_t m, double q)
@@ -113,7 +121,9 @@ static double refine_tick(const int64_t *d, uint32_t m, double q)
 		if (sk == 0)
 			return q;
 		q = sx / sk;
-		next = 0.25 * sk / sqrt(cnt);
+		/* the tick is off by about 0.6 sqrt(cnt) / sk ns (a step's floor noise has a
+		 * deviation under 0.6 ns); k ticks then miscount by k times that, over q */
+		next = 0.25 * q * sk / (0.6 * sqrt(cnt));
 		if (next > 8 * most)
 			next = 8 * most;
 		if (next <= most || longest <= most * q)

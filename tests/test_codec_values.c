@@ -1212,6 +1212,9 @@ static void test_values_golden_ticks_block(void **state)
 					 -TFS_ECORRUPT);
 			assert_non_null(strstr(d.reason, "block 0"));
 			assert_non_null(strstr(d.reason, cases[k].what));
+			/* reported where the bad field starts: Q at 2, n_x at 8 */
+			if (k < 2)
+				assert_non_null(strstr(d.reason, k ? "raw offset 8" : "raw offset 2"));
 			buf_fini(&sec);
 		}
 	}
