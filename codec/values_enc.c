@@ -624,16 +624,10 @@ out_seen:
 	st->seen = 1;
 }
 
-static int grow_array(void *pp, size_t n, size_t elem)
+/* Grow one of the arrays that share e->ev_cap (holding @old) to at least @n elements. */
+static int grow_array(void *pp, size_t old, size_t n, size_t elem)
 {
-	void *p, *q;
-
-	memcpy(&p, pp, sizeof(p));
-	q = realloc(p, n * elem);
-	if (!q)
-		return -ENOMEM;
-	memcpy(pp, &q, sizeof(q));
-	return 0;
+	return vp_grow(pp, &old, n, elem);
 }
 
 /* Room for the pending block's times of @need events (the lattice's arrays too). */
@@ -648,11 +642,11 @@ static int grow_events(struct tfs_venc *e, size_t need)
 		n *= 2;
 	if (n > e->block_events)
 		n = e->block_events;
-	rc |= grow_array(&e->ts, n, sizeof(*e->ts));
-	rc |= grow_array(&e->dur, n, sizeof(*e->dur));
-	rc |= grow_array(&e->term, n, sizeof(*e->term));
+	rc |= grow_array(&e->ts, e->ev_cap, n, sizeof(*e->ts));
+	rc |= grow_array(&e->dur, e->ev_cap, n, sizeof(*e->dur));
+	rc |= grow_array(&e->term, e->ev_cap, n, sizeof(*e->term));
 	if (e->ticks)
-		rc |= grow_array(&e->scratch, 2 * n, sizeof(*e->scratch));
+		rc |= grow_array(&e->scratch, 2 * e->ev_cap, 2 * n, sizeof(*e->scratch));
 	if (rc)
 		return -ENOMEM; /* what grew is kept; ev_cap says what all hold */
 	e->ev_cap = n;

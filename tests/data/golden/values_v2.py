@@ -7,12 +7,10 @@ heuristic, so that every predictor choice and both gap bases appear. values_v2.t
 offset and length, the terminals' VAL-field counts and every event as a reader must decode
 it: terminal, ts_ns, dur_ns, VAL fields. Run from this directory; needs the zstd CLI.
 """
-import os
 import struct
-import subprocess
-import tempfile
 
-M64 = (1 << 64) - 1
+from values_common import M64, Bins, varint, zstd_frame, zz
+
 N_VALS = [2, 0, 1]  # VAL fields of terminals 0, 1, 2
 
 # (terminal, ts, dur, vals): a strided read loop, a marker, and an enclosing zone written in
@@ -31,49 +29,6 @@ BLOCK_EVENTS = 8
 LOSSLESS_PREDS = [3, 0, 1]
 LOSSY_PREDS = [2 | 4, 3, 2]  # block 0: gaps from the previous start
 REL_ERR = 0.5
-
-
-def zz(v):
-    v &= M64
-    s = v - (1 << 64) if v >> 63 else v
-    return ((s << 1) ^ (s >> 63)) & M64
-
-
-def varint(x):
-    out = bytearray()
-    while True:
-        b = x & 0x7F
-        x >>= 7
-        if x:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-class Bins:
-    """FORMAT.md §7.5."""
-
-    def __init__(self, rel_err):
-        self.e_fix = int(rel_err * 2**32)
-        self.lo = [0, 1]
-        while True:
-            hi = (self.rep(len(self.lo) - 1) << 32) // (2**32 - self.e_fix)
-            if hi >= M64:
-                break
-            self.lo.append(hi + 1)
-
-    def rep(self, k):
-        if k == 0:
-            return 0
-        lo = self.lo[k]
-        return min(M64, lo + ((lo * self.e_fix) >> 32))
-
-    def bin(self, x):
-        k = 0
-        while k + 1 < len(self.lo) and self.lo[k + 1] <= x:
-            k += 1
-        return k
 
 
 def block_columns(events, pred, bins):
@@ -116,17 +71,6 @@ def block_columns(events, pred, bins):
         base = ts_rec if pred & 4 else (ts_rec + dur_rec) & M64
         decoded.append((t, ts_rec, dur_rec, vals))
     return bytes(ts_col), bytes(dur_col), bytes(vals_col), decoded
-
-
-def zstd_frame(raw):
-    with tempfile.NamedTemporaryFile(delete=False) as f:
-        f.write(raw)
-        name = f.name
-    try:
-        return subprocess.run(['zstd', '-q', '-3', '--check', '-c', name], check=True,
-                              capture_output=True).stdout
-    finally:
-        os.unlink(name)
 
 
 def section(timing, rel_err, preds):

@@ -16,11 +16,10 @@ same ticks blocks as raw-block seeds for that fuzzer.
 """
 import os
 import struct
-import subprocess
 import sys
-import tempfile
 
-M64 = (1 << 64) - 1
+from values_common import M64, Bins, i64, unzz, varint, zstd_frame, zz
+
 ONE_NS = 1 << 32  # Q and the phase intervals count units of 2^-32 ns
 N_VALS = [2, 0, 1]  # VAL fields of terminals 0, 1, 2
 EPYC_Q = 43013478093  # 10.014856 ns: an AMD EPYC time stamp counter as Linux reads it
@@ -80,32 +79,6 @@ LOSSY_REL_ERR = 0.125
 UNTIMED_BLOCK_EVENTS = 16
 
 
-def zz(v):
-    s = i64(v)
-    return ((s << 1) ^ (s >> 63)) & M64
-
-
-def unzz(u):
-    return ((u >> 1) ^ -(u & 1)) & M64
-
-
-def i64(v):
-    v &= M64
-    return v - (1 << 64) if v >> 63 else v
-
-
-def varint(x):
-    out = bytearray()
-    while True:
-        b = x & 0x7F
-        x >>= 7
-        if x:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def tick_step(t, lo, hi, k, c, q):
     """One step of §7.4.1 from time t with phase interval [lo, hi) by k ticks (a u64 read
     as i64) and correction c: the time reached and its interval."""
@@ -135,31 +108,6 @@ def check_spec_example():
            varint(len(dur_col)) + varint(0) + ts_col + dur_col)
     got = decode_block(raw, 3, 1, [0, 0], None, [0])
     assert [(ts, dur) for _, ts, dur, _ in got] == [(1000, 40), (1050, 0)], got
-
-
-class Bins:
-    """§7.5."""
-
-    def __init__(self, rel_err):
-        self.e_fix = int(rel_err * 2**32)
-        self.lo = [0, 1]
-        while True:
-            hi = (self.rep(len(self.lo) - 1) << 32) // (2**32 - self.e_fix)
-            if hi >= M64:
-                break
-            self.lo.append(hi + 1)
-
-    def rep(self, k):
-        if k == 0:
-            return 0
-        lo = self.lo[k]
-        return min(M64, lo + ((lo * self.e_fix) >> 32))
-
-    def bin(self, x):
-        k = 0
-        while k + 1 < len(self.lo) and self.lo[k + 1] <= x:
-            k += 1
-        return k
 
 
 def add_vals(events, seen):
@@ -374,17 +322,6 @@ def pred_of(raw):
     r = Reader(raw)
     r.varint()
     return r.u8()
-
-
-def zstd_frame(raw):
-    with tempfile.NamedTemporaryFile(delete=False) as f:
-        f.write(raw)
-        name = f.name
-    try:
-        return subprocess.run(['zstd', '-q', '-3', '--check', '-c', name], check=True,
-                              capture_output=True).stdout
-    finally:
-        os.unlink(name)
 
 
 def section(timing, rel_err, block_events, raws):
