@@ -249,7 +249,7 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			m->g_kind[g] = kind_map[t->term_kind[term]];
 			m->g_woff[g] = (uint32_t)m->g_widths.len;
 			buf_put(&m->g_widths, wid, nv); /* reserved above */
-		} else {
+		} else if (nv) { /* g_widths.data is NULL while every terminal has 0 fields */
 			uint8_t *gw = m->g_widths.data + m->g_woff[g];
 
 			for (uint32_t j = 0; j < nv; j++)
