@@ -466,6 +466,41 @@ static void ticks_failed(struct tfs_venc *e)
 	e->tick_wait = VAL_TICK_RETRY;
 }
 
+/* Empty the pending block's timing columns and ticks header. */
+static void clear_times(struct tfs_venc *e)
+{
+	for (int k = 0; k < N_TS_CAND; k++)
+		e->ts_col[k].len = 0;
+	e->dur_col[0].len = e->dur_col[1].len = 0;
+	e->ticks_hdr.len = 0;
+}
+
+/*
+ * The stream's tick for the pending block in e->tick_q (0: none): estimated on the first
+ * block, and again VAL_TICK_RETRY blocks after a failure.
+ */
+static void find_tick(struct tfs_venc *e)
+{
+	double guess = 0;
+	bool fits = false;
+
+	if (e->tick_q)
+		return;
+	if (e->tick_wait) {
+		e->tick_wait--;
+		return;
+	}
+	/* a tick explaining the short steps but not the block: try finer ones */
+	for (int k = 0; k < VAL_TICK_GUESSES && !fits; k++) {
+		e->tick_q = vtick_estimate(e->ts, e->dur, e->blk_n, e->scratch, &guess);
+		if (!e->tick_q)
+			break;
+		e->tick_q = tune_tick(e, e->tick_q, &fits);
+	}
+	if (!fits)
+		ticks_failed(e);
+}
+
 /*
  * Code the pending block's times into the candidate columns and choose among them (in
  * *@ts_k, *@dur_k), in ticks when the stream's clock has them and they make the columns
@@ -478,10 +513,7 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	int pred, tick_pred, tick_ts, tick_dur;
 	size_t size, tick_size, hdr_size;
 
-	for (int k = 0; k < N_TS_CAND; k++)
-		e->ts_col[k].len = 0;
-	e->dur_col[0].len = e->dur_col[1].len = 0;
-	e->ticks_hdr.len = 0;
+	clear_times(e);
 	if (e->timing == VAL_TIMING_NONE)
 		return choose_pred(e, false, ts_k, dur_k, &size);
 	for (int k = 0; k < N_TS_CAND; k++)
@@ -498,22 +530,8 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	if (e->ticks && (buf_reserve(&e->corr, 4 * need) < 0 ||
 			 buf_reserve(&e->ticks_hdr, 4 * need + 2 * VAL_VARINT_MAX) < 0))
 		return -ENOMEM;
-	if (e->ticks && !e->tick_q && !e->tick_wait) {
-		double guess = 0;
-		bool fits = false;
-
-		/* a tick explaining the small steps but not the block: try finer ones */
-		for (int k = 0; k < VAL_TICK_GUESSES && !fits; k++) {
-			e->tick_q = vtick_estimate(e->ts, e->dur, e->blk_n, e->scratch, &guess);
-			if (!e->tick_q)
-				break;
-			e->tick_q = tune_tick(e, e->tick_q, &fits);
-		}
-		if (!fits)
-			ticks_failed(e);
-	} else if (e->tick_wait) {
-		e->tick_wait--;
-	}
+	if (e->ticks)
+		find_tick(e);
 	if (!e->ticks || !e->tick_q) {
 		pass_lossless(e, e->ts, e->dur, e->ts[0]);
 		return choose_pred(e, false, ts_k, dur_k, &size);
@@ -524,18 +542,12 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
 	if (tick_pred < 0)
 		return tick_pred;
-	if (e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE) {
-		*ts_k = tick_ts;
-		*dur_k = tick_dur;
-		return tick_pred | VAL_TICKS;
-	}
+	if (e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE)
+		goto out_ticks;
 	if (trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
 		return -ENOMEM;
 	tick_size += hdr_size;
-	for (int k = 0; k < N_TS_CAND; k++)
-		e->ts_col[k].len = 0;
-	e->dur_col[0].len = e->dur_col[1].len = 0;
-	e->ticks_hdr.len = 0;
+	clear_times(e);
 	pass_lossless(e, e->ts, e->dur, e->ts[0]);
 	pred = choose_pred(e, false, ts_k, dur_k, &size);
 	if (pred < 0)
@@ -546,10 +558,9 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 			ticks_failed(e); /* ticks explain under half the steps */
 		return pred;
 	}
-	for (int k = 0; k < N_TS_CAND; k++)
-		e->ts_col[k].len = 0;
-	e->dur_col[0].len = e->dur_col[1].len = 0;
+	clear_times(e);
 	code_ticks(e);
+out_ticks:
 	*ts_k = tick_ts;
 	*dur_k = tick_dur;
 	return tick_pred | VAL_TICKS;

@@ -35,10 +35,11 @@ static double guess_score(const double *x, uint32_t n, double c)
 
 /*
  * The coarsest tick explaining 90% of the small differences between neighbouring times
- * (those up to twice the smallest of them), searched from the smallest difference, or from just
- * below @below when that is not 0, down in steps of 1/128. @return it, or 0
+ * (those up to twice the smallest of them, *@small_out), searched from the smallest
+ * difference, or from just below @below when that is not 0, down in steps of 1/128.
+ * @return it, or 0
  */
-static double guess_tick(const int64_t *d, uint32_t m, double below)
+static double guess_tick(const int64_t *d, uint32_t m, double below, uint64_t *small_out)
 {
 	double sample[GUESS_SAMPLES];
 	uint64_t small = UINT64_MAX;
@@ -66,6 +67,7 @@ static double guess_tick(const int64_t *d, uint32_t m, double below)
 	}
 	if (n_small < GUESS_MIN)
 		return 0;
+	*small_out = small;
 	for (uint32_t j = 1, seen = 0; j < m && n < GUESS_SAMPLES; j++) {
 		uint64_t x = absdiff(d[j], d[j - 1]);
 
@@ -92,20 +94,17 @@ static double guess_tick(const int64_t *d, uint32_t m, double below)
  * summed) ns; K grows, up to eightfold per pass, as far as that still counts every step's
  * ticks right (a quarter of a tick of error at most).
  */
-static double refine_tick(const int64_t *d, uint32_t m, double q)
+static double refine_tick(const int64_t *d, uint32_t m, double q, uint64_t small)
 {
-	double most, longest = 0, shortest = FAR_LIMIT;
+	/* the guess may be 2% off: twice the guess's short steps still count right */
+	double most = 2 * fmax(1, nearbyint((double)small / q)), longest = 0;
 
 	for (uint32_t j = 1; j < m; j++) {
 		double x = (double)absdiff(d[j], d[j - 1]);
 
 		if (x > longest && x < FAR_LIMIT)
 			longest = x;
-		if (x > 0 && x < shortest)
-			shortest = x;
 	}
-	/* the guess may be 2% off: twice the shortest step still counts right */
-	most = 2 * fmax(1, nearbyint(shortest / q));
 	for (;;) {
 		double sx = 0, sk = 0, cnt = 0, next;
 
@@ -136,6 +135,7 @@ uint64_t vtick_estimate(const uint64_t *ts, const uint64_t *dur, uint32_t n, int
 			double *guess)
 {
 	const uint64_t ref = n ? ts[n / 2] : 0;
+	uint64_t small = 0;
 	double q;
 
 	if (n < 4)
@@ -144,11 +144,11 @@ uint64_t vtick_estimate(const uint64_t *ts, const uint64_t *dur, uint32_t n, int
 		scratch[2 * i] = (int64_t)(ts[i] - ref);
 		scratch[2 * i + 1] = (int64_t)(ts[i] + dur[i] - ref);
 	}
-	q = guess_tick(scratch, 2 * n, *guess);
+	q = guess_tick(scratch, 2 * n, *guess, &small);
 	*guess = q;
 	if (q == 0)
 		return 0;
-	q = refine_tick(scratch, 2 * n, q) * 4294967296.0;
+	q = refine_tick(scratch, 2 * n, q, small) * 4294967296.0;
 	if (!(q >= (double)VTICK_Q_MIN && q < (double)VTICK_Q_LIMIT))
 		return 0;
 	return (uint64_t)llround(q);
