@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "values_i.h"
+#include "vpatch_i.h"
 #include "zstd_i.h"
 #include "testfiles.h"
 #include "testutil.h"
@@ -1111,6 +1112,89 @@ static void test_values_ticks_correct_odd_times(void **state)
 	}
 }
 
+/* The blocks' times of @sec decoded with the patches @l applied, compared with @want. */
+static void check_patched(const struct tfs_buf *sec, const struct vpatch_list *l,
+			  const struct evset *want)
+{
+	struct tfs_vsec v;
+	struct vblock blk;
+	uint32_t k = 0;
+
+	assert_int_equal(vsec_open(&v, sec->data, sec->len, 0, NULL), 0);
+	vblock_init(&blk);
+	for (uint64_t b = 0; b < v.n_blocks; b++) {
+		uint64_t first = b * v.block_events;
+		uint32_t n = 0;
+
+		while (k + n < l->n && l->e[k + n].block == b)
+			n++;
+		assert_int_equal(vsec_decode_block_patched(&v, b, l->e + k, n, want->term + first,
+							   want->n_vals_of, want->n_terms, &blk,
+							   NULL),
+				 0);
+		for (uint32_t i = 0; i < blk.n_events; i++) {
+			assert_true(blk.ts_ns[i] == want->ts[first + i]);
+			assert_true(blk.dur_ns[i] == want->dur[first + i]);
+		}
+		k += n;
+	}
+	assert_int_equal(k, l->n);
+	vblock_fini(&blk);
+}
+
+/*
+ * FORMAT.md §8.1 with ticks: a stream whose times are another's shifted by a constant (a
+ * thread of the same loop started later) has the same steps, so the same tick counts and
+ * corrections; it shares the other's blocks with one patched word per block (the anchor)
+ * and decodes to its own times. One nanosecond more in one duration changes a block's
+ * corrections, and blocks with different ticks headers are not shared.
+ */
+static void test_values_ticks_blocks_patch(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const struct venc_opts o = {.block_events = 1024, .timing = VAL_TIMING_LOSSLESS};
+	struct tfs_buf sa, sb, sc;
+	struct tfs_vsec va, vb, vc;
+	struct vwords wa = {0}, wc = {0};
+	struct vpatch_list l;
+	struct evset a, b;
+
+	gen_clocked(&a, 4096, &seed, 10.014856, 4000000, 0);
+	gen_clocked(&b, 4096, &seed, 10.014856, 4000000, 0);
+	memcpy(b.term, a.term, a.n * sizeof(*a.term));
+	memcpy(b.vals, a.vals, a.vals_cap * sizeof(*a.vals));
+	for (size_t i = 0; i < a.n; i++) {
+		b.ts[i] = a.ts[i] + 5000003;
+		b.dur[i] = a.dur[i];
+	}
+	encode(&a, &o, &sa);
+	encode(&b, &o, &sb);
+	assert_int_equal(vsec_open(&va, sa.data, sa.len, 0, NULL), 0);
+	assert_int_equal(vsec_open(&vb, sb.data, sb.len, 0, NULL), 0);
+	assert_int_equal(vpatch_diff(&va, &vb, 100, &l), 0);
+	assert_int_equal(l.n, va.n_blocks);
+	for (uint32_t k = 0; k < l.n; k++)
+		assert_true(l.e[k].block == k && l.e[k].col == 0 /* ts */ && l.e[k].index == 0);
+	check_patched(&sa, &l, &b);
+	vpatch_list_fini(&l);
+
+	b.dur[100] += 1;
+	encode(&b, &o, &sc);
+	assert_int_equal(vsec_open(&vc, sc.data, sc.len, 0, NULL), 0);
+	assert_int_equal(vsec_block_words(&va, 0, &wa, NULL), 0);
+	assert_int_equal(vsec_block_words(&vc, 0, &wc, NULL), 0);
+	assert_true(wa.pred & wc.pred & VAL_TICKS);
+	assert_true(wa.ticks_len != wc.ticks_len || memcmp(wa.ticks, wc.ticks, wa.ticks_len));
+	assert_int_equal(vpatch_diff(&va, &vc, 100, &l), -E2BIG);
+	vwords_fini(&wa);
+	vwords_fini(&wc);
+	buf_fini(&sa);
+	buf_fini(&sb);
+	buf_fini(&sc);
+	ev_fini(&a);
+	ev_fini(&b);
+}
+
 /* @raw as the only block of a TFV3 lossless section of @n events. */
 static void section_of_raw(struct tfs_buf *sec, const uint8_t *raw, size_t raw_len, uint32_t n)
 {
@@ -1615,6 +1699,7 @@ int main(void)
 		cmocka_unit_test(test_values_ticks_follow_real_clocks),
 		cmocka_unit_test(test_values_ticks_correct_odd_times),
 		cmocka_unit_test(test_values_golden_ticks_block),
+		cmocka_unit_test(test_values_ticks_blocks_patch),
 		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),
