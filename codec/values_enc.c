@@ -338,9 +338,8 @@ static void pass_lossy(struct tfs_venc *e)
 static uint64_t tick_step(struct tfs_venc *e, uint64_t q, struct vphase *ph, uint64_t from,
 			  uint64_t to, uint64_t idx, uint64_t *prev_idx)
 {
-	const int64_t delta = (int64_t)(to - from);
-	const uint64_t k = vtick_count(q, delta);
-	const int64_t c = (int64_t)((i128)delta - vtick_predict(q, *ph, k));
+	uint64_t k;
+	const int64_t c = vtick_step(q, ph, (int64_t)(to - from), &k);
 
 	if (c) {
 		put_varint(&e->corr, idx - *prev_idx - 1);
@@ -348,7 +347,6 @@ static uint64_t tick_step(struct tfs_venc *e, uint64_t q, struct vphase *ph, uin
 		*prev_idx = idx;
 		e->n_corr++;
 	}
-	*ph = vtick_learn(q, *ph, k, delta);
 	return k;
 }
 
@@ -389,12 +387,9 @@ static void pass_ticks(struct tfs_venc *e, uint64_t q)
 /* Whether a step from @from to @to by ticks of @q needs a correction; learns the phase. */
 static bool step_misses(uint64_t q, struct vphase *ph, uint64_t from, uint64_t to)
 {
-	const int64_t delta = (int64_t)(to - from);
-	const uint64_t k = vtick_count(q, delta);
-	const bool miss = vtick_predict(q, *ph, k) != delta;
+	uint64_t k;
 
-	*ph = vtick_learn(q, *ph, k, delta);
-	return miss;
+	return vtick_step(q, ph, (int64_t)(to - from), &k) != 0;
 }
 
 /* Corrections ticks of @q need in the pending block's first @n events, gaps from the end. */

@@ -59,13 +59,23 @@ static inline uint64_t vtick_count(uint64_t q, int64_t delta)
 	if (delta >= (INT64_C(1) << 52) || delta <= -(INT64_C(1) << 52))
 		return (uint64_t)vtick_floor_div(target, (i128)q);
 	k = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
-	if (k < 0 && (double)k != (double)delta * 4294967296.0 / (double)q + 0.5)
-		k--; /* truncation to floor below 0 */
 	while ((i128)k * (i128)q > target)
 		k--;
 	while ((i128)(k + 1) * (i128)q <= target)
 		k++;
 	return (uint64_t)k;
+}
+
+/*
+ * A writer's step of @delta ns from phase *@ph: its tick count in *@k, the phase after it in
+ * *@ph. @return the correction the step needs (0 when the prediction holds)
+ */
+static inline int64_t vtick_step(uint64_t q, struct vphase *ph, int64_t delta, uint64_t *k)
+{
+	const int64_t c = (int64_t)((i128)delta - vtick_predict(q, *ph, *k = vtick_count(q, delta)));
+
+	*ph = vtick_learn(q, *ph, *k, delta);
+	return c;
 }
 
 /*

@@ -2,6 +2,7 @@
 helpers of codec/FORMAT.md's header, §7.5's bins and a block's zstd frame. Written from the
 spec alone, like the generators; needs the zstd CLI."""
 import os
+import struct
 import subprocess
 import tempfile
 
@@ -69,3 +70,17 @@ def zstd_frame(raw):
                               capture_output=True).stdout
     finally:
         os.unlink(name)
+
+
+def section_bytes(version, timing, rel_err, block_events, n_events, raws):
+    """A values section payload (FORMAT.md §7.1): header, block index, each raw block as a
+    zstd frame."""
+    rel_bits = struct.unpack('<Q', struct.pack('<d', rel_err))[0] if timing == 2 else 0
+    frames = [zstd_frame(raw) for raw in raws]
+    head = b'TFV%d' % version + struct.pack('<B3xIQQQ', timing, block_events, rel_bits,
+                                            n_events, len(frames))
+    off = 36 + 16 * len(frames)
+    for fr, raw in zip(frames, raws):
+        head += struct.pack('<QII', off, len(fr), len(raw))
+        off += len(fr)
+    return head + b''.join(frames)

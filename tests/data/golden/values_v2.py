@@ -7,9 +7,8 @@ heuristic, so that every predictor choice and both gap bases appear. values_v2.t
 offset and length, the terminals' VAL-field counts and every event as a reader must decode
 it: terminal, ts_ns, dur_ns, VAL fields. Run from this directory; needs the zstd CLI.
 """
-import struct
 
-from values_common import M64, Bins, varint, zstd_frame, zz
+from values_common import M64, Bins, section_bytes, varint, zz
 
 N_VALS = [2, 0, 1]  # VAL fields of terminals 0, 1, 2
 
@@ -75,23 +74,14 @@ def block_columns(events, pred, bins):
 
 def section(timing, rel_err, preds):
     bins = Bins(rel_err) if timing == 2 else None
-    frames, index, decoded = [], [], []
+    raws, decoded = [], []
     for b, first in enumerate(range(0, len(EVENTS), BLOCK_EVENTS)):
         evs = EVENTS[first:first + BLOCK_EVENTS]
         ts_col, dur_col, vals_col, dec = block_columns(evs, preds[b], bins)
-        raw = (varint(len(evs)) + bytes([preds[b]]) + varint(len(ts_col)) +
-               varint(len(dur_col)) + varint(len(vals_col)) + ts_col + dur_col + vals_col)
-        frames.append(zstd_frame(raw))
-        index.append(len(raw))
+        raws.append(varint(len(evs)) + bytes([preds[b]]) + varint(len(ts_col)) +
+                    varint(len(dur_col)) + varint(len(vals_col)) + ts_col + dur_col + vals_col)
         decoded += dec
-    rel_bits = struct.unpack('<Q', struct.pack('<d', rel_err))[0] if timing == 2 else 0
-    head = b'TFV2' + struct.pack('<B3xIQQQ', timing, BLOCK_EVENTS, rel_bits, len(EVENTS),
-                                 len(frames))
-    off = 36 + 16 * len(frames)
-    for fr, raw_len in zip(frames, index):
-        head += struct.pack('<QII', off, len(fr), raw_len)
-        off += len(fr)
-    return head + b''.join(frames), decoded
+    return section_bytes(2, timing, rel_err, BLOCK_EVENTS, len(EVENTS), raws), decoded
 
 
 def main():

@@ -18,7 +18,7 @@ import os
 import struct
 import sys
 
-from values_common import M64, Bins, i64, unzz, varint, zstd_frame, zz
+from values_common import M64, Bins, i64, section_bytes, unzz, varint, zz
 
 ONE_NS = 1 << 32  # Q and the phase intervals count units of 2^-32 ns
 N_VALS = [2, 0, 1]  # VAL fields of terminals 0, 1, 2
@@ -325,16 +325,8 @@ def pred_of(raw):
 
 
 def section(timing, rel_err, block_events, raws):
-    rel_bits = struct.unpack('<Q', struct.pack('<d', rel_err))[0] if timing == 2 else 0
-    frames = [zstd_frame(raw) for raw in raws]
     n_events = sum(Reader(raw).varint() for raw in raws)
-    head = b'TFV3' + struct.pack('<B3xIQQQ', timing, block_events, rel_bits, n_events,
-                                 len(frames))
-    off = 36 + 16 * len(frames)
-    for fr, raw in zip(frames, raws):
-        head += struct.pack('<QII', off, len(fr), len(raw))
-        off += len(fr)
-    return head + b''.join(frames)
+    return section_bytes(3, timing, rel_err, block_events, n_events, raws)
 
 
 def check_raw_len(raw, events, timing):
