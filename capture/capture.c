@@ -759,10 +759,12 @@ static int become_child(const struct spool_hdr *parent)
 		return -ENAMETOOLONG;
 	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(), start);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
-		rc = set_aside(g_path);
-		if (rc == 0)
-			rc = cap_spool_create_child(&g_spool, g_path, parent, pid,
-						    (uint32_t)getppid(), start);
+		/* no aside name here (too long, no such renames): the old spool goes, as it
+		 * did before aside names, rather than this process going unrecorded */
+		if (set_aside(g_path) < 0)
+			unlink(g_path);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(),
+					    start);
 	}
 	return rc;
 }

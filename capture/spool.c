@@ -199,6 +199,8 @@ int cap_spool_attach(struct spool *s, const char *path)
 	    (uint64_t)st.st_size != SPOOL_HDR_BYTES + (uint64_t)h.n_chunks * h.chunk_bytes)
 		goto out_close_fd;
 	rc = map_fd(s, fd, (size_t)st.st_size, false);
+	if (rc == 0)
+		s->ino = (uint64_t)st.st_ino;
 out_close_fd:
 	close(fd);
 	return rc;
@@ -210,6 +212,7 @@ void cap_spool_unmap(struct spool *s)
 		munmap(s->hdr, s->map_bytes);
 	s->hdr = NULL;
 	s->map_bytes = 0;
+	s->ino = 0;
 }
 
 int cap_spool_prefault(struct spool *s)

@@ -115,7 +115,8 @@ struct spool_hdr {
 				    rate; 0: CLOCK_MONOTONIC. Either way times are on the
 				    CLOCK_MONOTONIC scale of origin_ns */
 	/* process following (`tracefs record`): a forked or spawned process records into a
-	 * spool of its own, `<first spool's path>.<pid>`, created with these set */
+	 * spool of its own, `<first spool's path>.<pid>` (moved aside to `<...>.<pid>.<k>` by a
+	 * later process given the same pid), created with these set */
 	uint32_t parent_pid;	     /* 0: the first process's spool */
 	_Atomic uint32_t n_ready;    /* chunks with memory behind them, from chunk 0: the only
 					ones claimed or read; grows (producer only), never shrinks */
@@ -146,6 +147,7 @@ struct spool_chunk {
 struct spool {
 	struct spool_hdr *hdr;
 	size_t map_bytes;
+	uint64_t ino; /* the file mapped, when attached (cap_spool_attach); else 0 */
 };
 
 /*

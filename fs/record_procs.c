@@ -92,6 +92,8 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 	return 0;
 }
 
+static void remove_spool(const struct rec_procs *ps, const struct rproc *p);
+
 void rec_procs_free(struct rec_procs *ps)
 {
 	if (!ps)
@@ -101,7 +103,7 @@ void rec_procs_free(struct rec_procs *ps)
 
 		if (!p->borrowed && !p->retired) {
 			cap_consumer_free(p->c);
-			unlink(p->path);
+			remove_spool(ps, p);
 			cap_spool_unmap(p->s);
 			free(p->s);
 		}
@@ -114,38 +116,56 @@ void rec_procs_free(struct rec_procs *ps)
 	free(ps);
 }
 
+/* How a listed spool file stands (known()). */
+enum listed {
+	LISTED_NEW,	/* not taken in yet */
+	LISTED_LIVE,	/* a process's taken in and not retired */
+	LISTED_RETIRED, /* a retired process's, left after it retired */
+	LISTED_CHANGED, /* replaced by another file while being looked at: list it again */
+};
+
 /*
- * The process whose spool @path (file @ino) is, if taken in already (the first one is not
- * listed). A live process's spool is mapped, so its file number is its own; a retired
- * one's file may be gone and its number reused (not on tmpfs, but on a disk), so the
- * header must say the same process.
+ * What spool @path, file @ino when listed, is; *@out the process when live or retired (the
+ * first one is not listed). A live process's spool is mapped, so its file number is its
+ * own; a retired one's file may be gone and its number reused (not on tmpfs, but on a
+ * disk), so the header must say the same process.
  */
-static struct rproc *known(const struct rec_procs *ps, const char *path, ino_t ino)
+static enum listed known(const struct rec_procs *ps, const char *path, ino_t ino,
+			 struct rproc **out)
 {
-	struct rproc *old = NULL;
+	enum listed how = LISTED_NEW;
 	struct spool_hdr h;
+	struct stat st;
 	int fd;
 
+	*out = NULL;
 	for (uint32_t i = 1; i < ps->n; i++) {
 		if (ps->v[i].ino != ino)
 			continue;
+		*out = &ps->v[i];
 		if (!ps->v[i].retired)
-			return &ps->v[i];
-		old = &ps->v[i];
+			return LISTED_LIVE;
 	}
-	if (!old)
-		return NULL;
+	if (!*out)
+		return LISTED_NEW;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return old; /* gone meanwhile: nothing to take in */
-	if (pread(fd, &h, sizeof(h), 0) != sizeof(h) || h.magic != SPOOL_MAGIC ||
-	    atomic_load(&h.producer_pid) != old->pid || h.fork_ns != old->fork_ns)
-		old = NULL;
+		return LISTED_CHANGED; /* gone meanwhile */
+	if (fstat(fd, &st) < 0 || st.st_ino != ino)
+		how = LISTED_CHANGED;
+	else if (pread(fd, &h, sizeof(h), 0) == sizeof(h) && h.magic == SPOOL_MAGIC &&
+		 atomic_load(&h.producer_pid) == (*out)->pid && h.fork_ns == (*out)->fork_ns)
+		how = LISTED_RETIRED;
 	close(fd);
-	return old;
+	if (how != LISTED_RETIRED)
+		*out = NULL;
+	return how;
 }
 
-/* Take spool @path (file @ino) in. @return 0, or -errno (not readable yet, or no memory) */
+/*
+ * Take spool @path (file @ino when listed) in. @return 0, or -errno (-ESTALE: another file
+ * now; not readable yet, or no memory)
+ */
 static int add(struct rec_procs *ps, char *path, ino_t ino)
 {
 	struct rproc p = {.path = path, .ino = ino};
@@ -163,6 +183,8 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	if (!p.s)
 		return -ENOMEM;
 	rc = cap_spool_attach(p.s, path);
+	if (rc == 0 && p.s->ino != (uint64_t)ino)
+		rc = -ESTALE; /* replaced since it was listed */
 	if (rc == 0 && p.s->hdr->parent_pid == 0)
 		rc = -EBADMSG;
 	if (rc == 0)
@@ -200,6 +222,62 @@ static bool is_child_spool(const struct rec_procs *ps, const char *name, bool *a
 	return d > 0 && !name[d];
 }
 
+/*
+ * Look at directory entry @name (a child's spool): take it in if new, follow it if moved
+ * aside, remove it if left by a retired process and nobody else can use the name (an aside
+ * name, or any at the end). @return false when it must be looked at again: it was replaced
+ * while being looked at
+ */
+static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool final)
+{
+	struct rproc *p;
+	struct stat st;
+	char *path;
+	int rc;
+
+	if (asprintf(&path, "%s/%s", ps->dir, name) < 0)
+		return true;
+	if (stat(path, &st) < 0) {
+		free(path); /* gone meanwhile */
+		return true;
+	}
+	switch (known(ps, path, st.st_ino, &p)) {
+	case LISTED_CHANGED:
+		free(path);
+		return false;
+	case LISTED_RETIRED:
+		if (aside || final)
+			unlink(path);
+		free(path);
+		return true;
+	case LISTED_LIVE:
+		if (strcmp(p->path, path) != 0) {
+			free(p->path); /* moved aside: retire() removes it by its new name */
+			p->path = path;
+		} else {
+			free(path);
+		}
+		return true;
+	case LISTED_NEW:
+		break;
+	}
+	rc = add(ps, path, st.st_ino);
+	/* at the end every process has ended: one spool mapped at a time */
+	if (rc == 0 && final)
+		retire(ps, &ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
+	if (rc == 0)
+		return true;
+	/* a spool still being created is read on a later pass; at the end it never will be */
+	if (final && rc != -ESTALE) {
+		fs_fail("warning: spool %s of a traced process is unreadable (%s): skipped",
+			path, strerror(-rc));
+		unlink(path);
+		ps->n_bad++;
+	}
+	free(path);
+	return rc != -ESTALE;
+}
+
 void rec_procs_scan(struct rec_procs *ps, bool final)
 {
 	DIR *d = opendir(ps->dir);
@@ -208,46 +286,13 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		struct rproc *p;
-		struct stat st;
 		bool aside;
-		char *path;
-		int rc;
 
 		if (!is_child_spool(ps, e->d_name, &aside))
 			continue;
-		if (asprintf(&path, "%s/%s", ps->dir, e->d_name) < 0)
-			continue;
-		if (stat(path, &st) < 0) {
-			free(path); /* gone meanwhile */
-			continue;
-		}
-		p = known(ps, path, st.st_ino);
-		if (p && p->retired && aside) {
-			unlink(path); /* moved aside after it retired: nobody else uses the name */
-		} else if (p && !p->retired && strcmp(p->path, path) != 0) {
-			free(p->path); /* moved aside: retire() removes it by its new name */
-			p->path = path;
-			continue;
-		}
-		if (p) {
-			free(path);
-			continue;
-		}
-		rc = add(ps, path, st.st_ino);
-		/* at the end every process has ended: one spool mapped at a time */
-		if (rc == 0 && final)
-			retire(ps, &ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
-		if (rc == 0)
-			continue;
-		/* a spool still being created is read on a later pass; at the end it never will be */
-		if (final) {
-			fs_fail("warning: spool %s of a traced process is unreadable (%s): skipped",
-				path, strerror(-rc));
-			unlink(path);
-			ps->n_bad++;
-		}
-		free(path);
+		/* replaced while looked at: by a process alive, so not at the end */
+		for (int tries = 0; tries < 4 && !scan_one(ps, e->d_name, aside, final); tries++)
+			;
 	}
 	closedir(d);
 }
@@ -288,7 +333,9 @@ static int child_meta(struct rproc *p)
  * Remove the spool file of @p. Its first name, `<prefix><pid>`, is another process's once
  * that one has the pid and moved ours aside (a scan then finds ours by its new name): it is
  * moved aside here too before it goes, so that a spool made under the name meanwhile is
- * left to the next scan. An aside name is only ever made by a rename that replaces nothing.
+ * not removed, and put back. An aside name is only ever made by a rename that replaces
+ * nothing, and only removed here. Where renames cannot refuse to replace (or the name
+ * would be too long), the file is removed by its first name if still there, as before.
  */
 static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 {
@@ -296,6 +343,7 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 	char aside[PATH_MAX];
 	struct stat st;
 	bool is_aside;
+	int rc = -1;
 
 	name = name ? name + 1 : p->path;
 	if (!is_child_spool(ps, name, &is_aside) || is_aside) {
@@ -303,22 +351,23 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 		return;
 	}
 	if (stat(p->path, &st) < 0 || st.st_ino != p->ino)
-		return;
-	for (unsigned int k = 1; k <= 1000; k++) {
+		return; /* moved aside: a scan removes it */
+	for (unsigned int k = 1; k <= 1000 && rc < 0; k++) {
 		if ((size_t)snprintf(aside, sizeof(aside), "%s.%u", p->path, k) >= sizeof(aside))
-			return;
-		if (renameat2(AT_FDCWD, p->path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
 			break;
-		if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE here */
-			if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
-				unlink(p->path);
-			return;
-		}
-		if (errno != EEXIST)
-			return;
+		rc = renameat2(AT_FDCWD, p->path, AT_FDCWD, aside, RENAME_NOREPLACE);
+		if (rc < 0 && errno != EEXIST)
+			break;
+	}
+	if (rc < 0) {
+		if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
+			unlink(p->path);
+		return;
 	}
 	if (stat(aside, &st) == 0 && st.st_ino == p->ino)
 		unlink(aside);
+	else /* a new spool of the pid, made meanwhile: its name back, or a scan finds it */
+		(void)renameat2(AT_FDCWD, aside, AT_FDCWD, p->path, RENAME_NOREPLACE);
 }
 
 /*
@@ -370,14 +419,17 @@ int rec_procs_poll(struct rec_procs *ps)
 
 static struct rproc *find_live(struct rec_procs *ps, pid_t pid)
 {
-	/* the latest first: an earlier process of this pid has ended */
-	for (uint32_t i = ps->n; i-- > 0;) {
+	struct rproc *best = NULL;
+
+	/* the one begun last: an earlier process of this pid has ended */
+	for (uint32_t i = 0; i < ps->n; i++) {
 		struct rproc *p = &ps->v[i];
 
-		if (p->pid == (uint32_t)pid && !p->reaped && !p->retired)
-			return p;
+		if (p->pid == (uint32_t)pid && !p->reaped && !p->retired &&
+		    (!best || p->fork_ns >= best->fork_ns))
+			best = p;
 	}
-	return NULL;
+	return best;
 }
 
 void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)

@@ -12,9 +12,12 @@
  * which execs /bin/cat DIR/parent through the raw system call, inheriting the parent's
  * recording state untouched; the recorder, our parent, is stopped from before A begins
  * until B has ended, so that A's spool is still unread when B takes the pid. With
- * "pidreuse" and "late" it is stopped only once A's spool has had half a second to be
- * read. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
+ * "pidreuse" and "late" it is stopped only once it has mapped A's spool. With "forkreuse"
+ * B is forked instead (fork() after setting /proc/sys/kernel/ns_last_pid, root only,
+ * retried until B has A's pid), and writes DIR/childB once: the clash is met in the fork
+ * handler. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
  * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system] [pidreuse [late]]
+ *        [forkreuse]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +81,61 @@ static pid_t recorder(void)
 	return strcmp(comm, "tracefs\n") == 0 ? pp : -1;
 }
 
-static int pid_reuse(const char *dir, int late)
+/* Wait until process @rec maps @path (the recorder has taken that spool in). */
+static int wait_mapped(pid_t rec, const char *path)
+{
+	char maps[64], line[4096 + 256];
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)rec);
+	for (int i = 0; i < 1000; i++) {
+		FILE *f = fopen(maps, "r");
+		int found = 0;
+
+		while (f && !found && fgets(line, sizeof(line), f)) {
+			char *p = strstr(line, path);
+
+			found = p && (p[strlen(path)] == '\n' || p[strlen(path)] == ' ');
+		}
+		if (f)
+			fclose(f);
+		if (found)
+			return 0;
+		sleep_ms(10);
+	}
+	return -1;
+}
+
+/* Fork a process whose pid is @want (its pid, or -1): B of forkreuse. */
+static pid_t fork_as(const char *dir, pid_t want)
+{
+	for (int tries = 0; tries < 20; tries++) {
+		int fd = open("/proc/sys/kernel/ns_last_pid", O_WRONLY);
+		char buf[32];
+		int len = snprintf(buf, sizeof(buf), "%d", (int)want - 1);
+		pid_t b;
+
+		if (fd < 0 || write(fd, buf, (size_t)len) != len) {
+			fprintf(stderr, "cap_fork forkreuse: ns_last_pid: %s\n", strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		close(fd);
+		b = fork();
+		if (b == 0) {
+			if (getpid() != want)
+				_exit(0); /* another process took the pid first: try again */
+			write_n(dir, "childB", 1);
+			exit(0);
+		}
+		if (b == want)
+			return b;
+		waitpid(b, NULL, 0);
+	}
+	return -1;
+}
+
+static int pid_reuse(const char *dir, int late, int forked)
 {
 	char path[4096], *cargv[] = {"cat", path, NULL};
 	pid_t rec = recorder(), a, b;
@@ -106,12 +163,26 @@ static int pid_reuse(const char *dir, int late)
 	}
 	close(go[0]);
 	if (late) {
-		sleep_ms(500);
+		char spool[4096];
+
+		snprintf(spool, sizeof(spool), "%s.%d", getenv("TFS_SPOOL") ? getenv("TFS_SPOOL") : "?",
+			 (int)a);
+		if (wait_mapped(rec, spool) < 0) {
+			fprintf(stderr, "cap_fork pidreuse: the recorder never mapped %s\n", spool);
+			return 10;
+		}
 		kill(rec, SIGSTOP);
 	}
 	close(go[1]);
 	waitpid(a, &status, 0);
 	sleep_ms(30);
+	if (forked) {
+		b = fork_as(dir, a);
+		if (b > 0)
+			waitpid(b, &status, 0);
+		kill(rec, SIGCONT);
+		return b > 0 ? 0 : 77;
+	}
 	ca.set_tid = (uint64_t)(uintptr_t)&a;
 	b = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 	if (b == 0) {
@@ -169,7 +240,7 @@ int main(int argc, char **argv)
 		if (system(path) != 0)
 			return 5;
 	}
-	if (has(argc, argv, "pidreuse"))
-		return pid_reuse(dir, has(argc, argv, "late"));
+	if (has(argc, argv, "pidreuse") || has(argc, argv, "forkreuse"))
+		return pid_reuse(dir, has(argc, argv, "late"), has(argc, argv, "forkreuse"));
 	return 0;
 }
