@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from tap import Tap  # noqa: E402
 
 NO_STATUS = -32768
+IN_PLACE = '0xffffffffffffffff'  # the offset of MPI_IN_PLACE (mpi_rt_i.h, mpirt_buf)
 ANY = object()
 
 
@@ -407,6 +408,10 @@ PROGRAMS = [
     ('dtype', 2, [], exp_dtype),
     ('comms', 6, [], exp_comms),
     ('anysome', 5, [], None),
+    ('pmpi', 3, [], lambda r, s: [
+        ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
+        ('MPI_Finalize', {})]),
 ]
 
 
@@ -549,9 +554,6 @@ def check_status(t, run):
          f'array_of_statuses="error:{trunc},' in txt, 'status: the text view shows them', txt)
 
 
-IN_PLACE = '0xffffffffffffffff'  # the offset of MPI_IN_PLACE (mpi_rt_i.h, mpirt_buf)
-
-
 def exp_fortran(rank, size):
     """mpi_fortran.f90 (`use mpi`): the Fortran bindings reach the C wrappers with Fortran
     handles (MPI_INTEGER its own datatype id), a real status array, MPI_STATUSES_IGNORE,
@@ -661,13 +663,15 @@ def out_fortran_mpifh(size):
 def check_fortran(t, run):
     """Fortran programs, unmodified, traced like C ones at 4 and 9 ranks: every rank's calls
     and arguments, statuses, the phase switched from Fortran, output unchanged."""
+    # mpi_fortran_f08.f90 is mpi_fortran.f90 in the mpi_f08 module's syntax: the same calls
     progs = (('mpi_fortran', exp_fortran, out_fortran),
-             ('mpi_fortran_mpifh', exp_fortran_mpifh, out_fortran_mpifh))
-    if run.o.fortran_skip:
-        for name, _, _ in progs:
-            t.skip(f'{name}: traced at 4 and 9 ranks', run.o.fortran_skip)
-        return
+             ('mpi_fortran_mpifh', exp_fortran_mpifh, out_fortran_mpifh),
+             ('mpi_fortran_f08', exp_fortran, out_fortran))
     for name, expect, out in progs:
+        why = run.o.fortran_skip or (run.o.f08_skip if name.endswith('f08') else None)
+        if why:
+            t.skip(f'{name}: traced at 4 and 9 ranks', why)
+            continue
         prog = os.path.join(run.o.bindir, name)
         for n in (4, 9):
             trace = os.path.join(run.tmp, f'{name}{n}.trace')
@@ -685,14 +689,14 @@ def check_fortran(t, run):
             for r in range(n):
                 d = match_seq(expect(r, n), run.events(trace, r), {'job': job})
                 t.ok(d is None, f'{name}: {n} ranks, rank {r} calls and arguments', d)
-            if name == 'mpi_fortran':
+            if name in ('mpi_fortran', 'mpi_fortran_f08'):
                 t.ok(list(job) == ['half'] and job['half'] > 1,
                      f'{name}: {n} ranks, the split communicator has one new id on every rank',
                      job)
-                check_fortran_phase(t, run, trace, n)
+                check_fortran_phase(t, run, name, trace, n)
 
 
-def check_fortran_phase(t, run, trace, n):
+def check_fortran_phase(t, run, name, trace, n):
     """MPI_Info_set(info, 'tracefs_phase', phase) with phase a blank-padded character(16):
     every rank has the phase "solve", holding the calls made while it was open."""
     for r in range(n):
@@ -702,7 +706,7 @@ def check_fortran_phase(t, run, trace, n):
                              capture_output=True, text=True)
         names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout) if m != 'MPI_Info_set']
         t.ok(ph == ['solve'] and names == ['MPI_Bcast', 'MPI_Allreduce', 'MPI_Barrier'],
-             f'mpi_fortran: {n} ranks, rank {r} phase "solve" holds Bcast, Allreduce, Barrier',
+             f'{name}: {n} ranks, rank {r} phase "solve" holds Bcast, Allreduce, Barrier',
              f'{ph} {names}')
 
 def check_refusals(t, run):
@@ -796,11 +800,17 @@ def check_generator(t, o, tmp):
     w, k = open(wrap).read(), open(kinds).read()
     foo = w[w.index('int MPI_Foo('):w.index('int MPI_Bar(') if w.index('int MPI_Bar(') >
             w.index('int MPI_Foo(') else len(w)]
-    call = foo.index('ret = PMPI_Foo(')
+    call = foo.index('ret = ((__typeof__(&PMPI_Foo))mpirt_next(&next_Foo, "PMPI_Foo"))(')
     out_at = foo.find('ret == MPI_SUCCESS && outval ? (uint64_t)(int64_t)*outval')
     in_at = foo.find('inval ? (uint64_t)(int64_t)*inval')
     t.ok(out_at > call and 0 < in_at < call,
          'an unannotated int * is read after a successful call, a const int * before', foo)
+    pfoo = w[w.index('int PMPI_Foo('):w.index('int MPI_Foo(')]
+    t.ok('if (mpirt_bypassed(__builtin_return_address(0))) {\n\t\treturn MPI_Foo(outval, inval, '
+         'opaque, dest, comm);' in pfoo and 'mpirt_next(&next_Foo, "PMPI_Foo"))(outval' in pfoo
+         and 'PMPI_Nopmpi' not in w,
+         'PMPI_ is redefined: to the wrapper for the bindings that bypass MPI_ (mpi_f08), '
+         'else to the library', pfoo)
     t.ok('(uint64_t)(uintptr_t)opaque' in foo and
          '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
     t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
@@ -858,6 +868,7 @@ def main():
     ap.add_argument('--caplib')
     ap.add_argument('--no-mpi', action='store_true')
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
+    ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only this program (debugging)')
     o = ap.parse_args()
     if o.no_mpi:
