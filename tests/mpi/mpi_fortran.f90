@@ -2,9 +2,10 @@
 ! the Fortran bindings of the MPI library call the C functions libtfsmpi.so wraps. Every
 ! argument is fixed by the rank and the size, so the script can expect each rank's calls:
 ! a blocking ring (status array read back), a nonblocking ring completed with
-! MPI_STATUSES_IGNORE, a strided derived datatype sent from rank 0 to rank 1, a split
-! communicator, then a phase "solve" switched through MPI_Info_set (the name passed in a
-! blank-padded variable) holding a broadcast, an in-place reduction and a barrier.
+! MPI_STATUSES_IGNORE, a strided array section and a strided derived datatype sent from
+! rank 0 to rank 1, a split communicator, then a phase "solve" switched through
+! MPI_Info_set (the name passed in a blank-padded variable) holding a broadcast, an in-place
+! reduction and a barrier.
 ! Rank 0 prints one line that every rank's data feeds, the same with and without tracing.
 program mpi_fortran
    use mpi
@@ -12,7 +13,7 @@ program mpi_fortran
    integer :: ierr, rank, nranks, nxt, prv, cnt, i
    integer :: status(MPI_STATUS_SIZE), reqs(2)
    integer :: sbuf(3), rbuf(4), ibuf, ival
-   integer :: mat(4, 4), row(4)
+   integer :: mat(4, 4), row(4), sec(8)
    integer :: vec, half, hrank, hsize, info
    integer :: bc(3), check
    character(len=16) :: phase
@@ -48,6 +49,16 @@ program mpi_fortran
    call MPI_Isend(ival, 1, MPI_INTEGER, nxt, 12, MPI_COMM_WORLD, reqs(2), ierr)
    call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
    check = check + ibuf
+
+   ! every other element of an array: `use mpi` passes a contiguous copy, the mpi_f08
+   ! binding a descriptor it describes with a temporary datatype
+   sec = [(10 * rank + i, i = 1, 8)]
+   if (rank == 0) then
+      call MPI_Send(sec(1:8:2), 4, MPI_INTEGER, 1, 14, MPI_COMM_WORLD, ierr)
+   else if (rank == 1) then
+      call MPI_Recv(row, 4, MPI_INTEGER, 0, 14, MPI_COMM_WORLD, status, ierr)
+      check = check + sum(row)
+   end if
 
    ! one row of a column-major 4x4 matrix: 4 blocks of 1 integer, stride 4
    call MPI_Type_vector(4, 1, 4, MPI_INTEGER, vec, ierr)
