@@ -21,7 +21,8 @@
 
 #define SITE_SLOTS 256 /* cached call sites: the f08 entry points a program uses */
 
-/* The loaded object holding the f08 bindings: [f08_lo, f08_hi), or empty. */
+/* The loaded object holding the f08 bindings: [f08_lo, f08_hi), or empty; found at the first
+   PMPI_ call (a Fortran library dlopen'ed later is not seen). */
 static pthread_once_t f08_once = PTHREAD_ONCE_INIT;
 static uintptr_t f08_lo, f08_hi;
 /* Call sites decided: (return address << 1) | routed, 0 empty; a collision decides again. */
