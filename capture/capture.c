@@ -678,6 +678,73 @@ void cap_before_exec(void)
 }
 
 /*
+ * When this process began, in clock ticks after boot (field 22 of /proc/self/stat, which
+ * an exec keeps): with the pid, what tells it from an earlier process given the same pid.
+ * 0 when /proc cannot say. Async-signal-safe: a forked child calls it.
+ */
+static uint64_t proc_start(void)
+{
+	char buf[1024];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	uint64_t v = 0;
+	ssize_t n;
+	char *p;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* field 2, the command, is in parentheses and may hold anything: count from its end */
+	p = strrchr(buf, ')');
+	for (int field = 2; p && field < 22; field += *p == ' ')
+		if (!*++p)
+			return 0;
+	if (!p)
+		return 0;
+	for (p++; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return v;
+}
+
+/* Whether the producer of @h is this process (pid @pid, begun at @start), not an earlier
+ * process that had the pid. */
+static bool produced_by(const struct spool_hdr *h, uint32_t pid, uint64_t start)
+{
+	uint64_t theirs = atomic_load(&h->producer_start);
+
+	return atomic_load(&h->producer_pid) == pid && (!theirs || !start || theirs == start);
+}
+
+/*
+ * Move @path, the spool an earlier process of our pid left, to `<path>.<k>`, a name the
+ * recorder reads too: it may not have taken that spool in yet, so it is never removed
+ * here. @return 0 (moved, or gone meanwhile) or -errno
+ */
+static int set_aside(const char *path)
+{
+	char aside[PATH_MAX];
+
+	for (unsigned int k = 1; k <= 1000; k++) {
+		if ((size_t)snprintf(aside, sizeof(aside), "%s.%u", path, k) >= sizeof(aside))
+			return -ENAMETOOLONG;
+		if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+			return 0;
+		if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE here */
+			if (link(path, aside) == 0)
+				return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+		}
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
  * process we were forked or spawned from). The environment is left alone (setenv is not
  * safe in a forked child): an exec'd image finds this spool by its name (attach()).
@@ -685,15 +752,17 @@ void cap_before_exec(void)
 static int become_child(const struct spool_hdr *parent)
 {
 	uint32_t pid = (uint32_t)getpid();
+	uint64_t start = proc_start();
 	int rc;
 
 	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
 		return -ENAMETOOLONG;
-	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
-	if (rc == -EEXIST) {
-		/* left by an earlier process of this pid that the recorder has consumed */
-		unlink(g_path);
-		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid());
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(), start);
+	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
+		rc = set_aside(g_path);
+		if (rc == 0)
+			rc = cap_spool_create_child(&g_spool, g_path, parent, pid,
+						    (uint32_t)getppid(), start);
 	}
 	return rc;
 }
@@ -848,12 +917,12 @@ static int start_inproc(void)
 	return rc;
 }
 
-/* Map @path if it is a spool this process (pid @pid) produces into. */
-static bool attach_own(const char *path, uint32_t pid)
+/* Map @path if it is a spool this process (pid @pid, begun at @start) produces into. */
+static bool attach_own(const char *path, uint32_t pid, uint64_t start)
 {
 	if (cap_spool_attach(&g_spool, path) < 0)
 		return false;
-	if (atomic_load(&g_spool.hdr->producer_pid) == pid) {
+	if (produced_by(g_spool.hdr, pid, start)) {
 		cap_spool_prefault(&g_spool);
 		return true;
 	}
@@ -864,6 +933,7 @@ static bool attach_own(const char *path, uint32_t pid)
 static int attach(const char *path)
 {
 	uint32_t pid = (uint32_t)getpid(), expect = 0;
+	uint64_t start = proc_start();
 	const char *root = getenv("TFS_SPOOL_ROOT");
 	struct spool other;
 	int rc = cap_spool_attach(&g_spool, path);
@@ -874,8 +944,12 @@ static int attach(const char *path)
 	snprintf(g_path, sizeof(g_path), "%s", path);
 	snprintf(g_root, sizeof(g_root), "%s", root && *root ? root : path);
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
-	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid) ||
-	    expect == pid) {
+	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid)) {
+		atomic_store(&g_spool.hdr->producer_start, start);
+		cap_spool_prefault(&g_spool);
+		return 0;
+	}
+	if (produced_by(g_spool.hdr, pid, start)) {
 		cap_spool_prefault(&g_spool);
 		return 0;
 	}
@@ -883,7 +957,7 @@ static int attach(const char *path)
 	other = g_spool;
 	g_spool.hdr = NULL;
 	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) < sizeof(g_path) &&
-	    attach_own(g_path, pid)) {
+	    attach_own(g_path, pid, start)) {
 		cap_spool_unmap(&other);
 		return 0;
 	}

@@ -156,7 +156,7 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t t
 }
 
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
-			   uint32_t pid, uint32_t ppid)
+			   uint32_t pid, uint32_t ppid, uint64_t start)
 {
 	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes,
 			SPOOL_CHILD_READY_CHUNKS, true);
@@ -173,6 +173,7 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->parent_pid = ppid;
 	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
 	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);
+	atomic_store_explicit(&s->hdr->producer_start, start, memory_order_relaxed);
 	publish(s);
 	return 0;
 }

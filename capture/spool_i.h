@@ -45,7 +45,7 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 2u
+#define SPOOL_VERSION 3u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -128,6 +128,10 @@ struct spool_hdr {
 	uint32_t bt_depth;	     /* frames kept per allocation backtrace; 0: none recorded */
 	_Atomic uint32_t n_unrecorded; /* first process's spool: processes forked or spawned
 					  under it that could not make a spool (not recorded) */
+	/* when the producer began, in clock ticks after boot (/proc/<pid>/stat), 0: unknown.
+	 * With the pid it tells the producer from a later process given the same pid, which
+	 * must not take this spool for its own (capture.c) */
+	_Atomic uint64_t producer_start;
 };
 
 struct spool_chunk {
@@ -155,11 +159,12 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t t
 /*
  * Create the spool of a process forked or spawned from the producer of @parent, at @path
  * (which must not exist): the same size, timing, trace mask and time origin, producer
- * @pid, parent @ppid, fork_ns now; SPOOL_CHILD_READY_CHUNKS ready, allocated and faulted
- * in (the caller is its producer). @return 0 or -errno (-ENOSPC, -ENOMEM: no memory)
+ * @pid (which began at @start, see producer_start), parent @ppid, fork_ns now;
+ * SPOOL_CHILD_READY_CHUNKS ready, allocated and faulted in (the caller is its producer).
+ * @return 0 or -errno (-EEXIST: @path exists; -ENOSPC, -ENOMEM: no memory)
  */
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
-			   uint32_t pid, uint32_t ppid);
+			   uint32_t pid, uint32_t ppid, uint64_t start);
 
 /*
  * Map an existing spool read-write and check its header. Nothing is faulted in: a consumer

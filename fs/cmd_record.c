@@ -461,10 +461,12 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 	if (st->n_partial_chunks || st->open_zones || st->open_phases)
 		snprintf(rec, sizeof(rec),
 			 "recovered %" PRIu64 " events, %" PRIu64 " of them from %" PRIu64
-			 " chunks never handed over, %" PRIu32 " zones and %" PRIu32
-			 " phases left open",
-			 st->n_events, st->n_partial_events, st->n_partial_chunks, st->open_zones,
-			 st->open_phases);
+			 " chunk%s never handed over, %" PRIu32 " zone%s and %" PRIu32
+			 " phase%s left open",
+			 st->n_events, st->n_partial_events, st->n_partial_chunks,
+			 st->n_partial_chunks == 1 ? "" : "s", st->open_zones,
+			 st->open_zones == 1 ? "" : "s", st->open_phases,
+			 st->open_phases == 1 ? "" : "s");
 	else
 		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
 	fprintf(stderr,

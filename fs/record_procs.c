@@ -1,7 +1,8 @@
 /*
  * The processes of one `tracefs record`: the first process's spool and consumer, and those
  * of every process forked or spawned from it, which record into spools of their own named
- * `<first spool>.<pid>` (capture.c). New spools are found by listing their directory, so a
+ * `<first spool>.<pid>` (capture.c), or `<first spool>.<pid>.<k>` once a later process given
+ * the same pid has moved it aside. New spools are found by listing their directory, so a
  * process that crashes right after creating its spool is still found; each is consumed
  * like the first. Once a process other than the first has ended (no thread of it can write
  * any more), its consumer takes in the rest, its trace is saved in memory (compressed) and
@@ -113,13 +114,35 @@ void rec_procs_free(struct rec_procs *ps)
 	free(ps);
 }
 
-/* Spool @path, file @ino, is taken in already (a child's: the first one is not listed). */
-static bool known(const struct rec_procs *ps, const char *path, ino_t ino)
+/*
+ * The process whose spool @path (file @ino) is, if taken in already (the first one is not
+ * listed). A live process's spool is mapped, so its file number is its own; a retired
+ * one's file may be gone and its number reused (not on tmpfs, but on a disk), so the
+ * header must say the same process.
+ */
+static struct rproc *known(const struct rec_procs *ps, const char *path, ino_t ino)
 {
-	for (uint32_t i = 1; i < ps->n; i++)
-		if (ps->v[i].ino == ino && strcmp(ps->v[i].path, path) == 0)
-			return true;
-	return false;
+	struct rproc *old = NULL;
+	struct spool_hdr h;
+	int fd;
+
+	for (uint32_t i = 1; i < ps->n; i++) {
+		if (ps->v[i].ino != ino)
+			continue;
+		if (!ps->v[i].retired)
+			return &ps->v[i];
+		old = &ps->v[i];
+	}
+	if (!old)
+		return NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return old; /* gone meanwhile: nothing to take in */
+	if (pread(fd, &h, sizeof(h), 0) != sizeof(h) || h.magic != SPOOL_MAGIC ||
+	    atomic_load(&h.producer_pid) != old->pid || h.fork_ns != old->fork_ns)
+		old = NULL;
+	close(fd);
+	return old;
 }
 
 /* Take spool @path (file @ino) in. @return 0, or -errno (not readable yet, or no memory) */
@@ -156,15 +179,25 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	return 0;
 }
 
-static int retire(struct rproc *p);
+static int retire(struct rec_procs *ps, struct rproc *p);
 
-static bool is_child_spool(const struct rec_procs *ps, const char *name)
+/*
+ * Whether @name is a child's spool: `<prefix><pid>`, or `<prefix><pid>.<k>` (@aside), where
+ * a process given the pid of an ended one moved that one's spool (capture.c).
+ */
+static bool is_child_spool(const struct rec_procs *ps, const char *name, bool *aside)
 {
-	size_t n = strlen(ps->prefix);
+	size_t n = strlen(ps->prefix), d;
 
-	if (strncmp(name, ps->prefix, n) != 0 || !name[n])
+	if (strncmp(name, ps->prefix, n) != 0)
 		return false;
-	return strspn(name + n, "0123456789") == strlen(name + n);
+	name += n;
+	d = strspn(name, "0123456789");
+	*aside = d > 0 && name[d] == '.';
+	if (*aside)
+		name += d + 1;
+	d = strspn(name, "0123456789");
+	return d > 0 && !name[d];
 }
 
 void rec_procs_scan(struct rec_procs *ps, bool final)
@@ -175,22 +208,36 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
+		struct rproc *p;
 		struct stat st;
+		bool aside;
 		char *path;
 		int rc;
 
-		if (!is_child_spool(ps, e->d_name))
+		if (!is_child_spool(ps, e->d_name, &aside))
 			continue;
 		if (asprintf(&path, "%s/%s", ps->dir, e->d_name) < 0)
 			continue;
-		if (stat(path, &st) < 0 || known(ps, path, st.st_ino)) {
-			free(path); /* gone meanwhile: removed by a process of the same pid */
+		if (stat(path, &st) < 0) {
+			free(path); /* gone meanwhile */
+			continue;
+		}
+		p = known(ps, path, st.st_ino);
+		if (p && p->retired && aside) {
+			unlink(path); /* moved aside after it retired: nobody else uses the name */
+		} else if (p && !p->retired && strcmp(p->path, path) != 0) {
+			free(p->path); /* moved aside: retire() removes it by its new name */
+			p->path = path;
+			continue;
+		}
+		if (p) {
+			free(path);
 			continue;
 		}
 		rc = add(ps, path, st.st_ino);
 		/* at the end every process has ended: one spool mapped at a time */
 		if (rc == 0 && final)
-			retire(&ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
+			retire(ps, &ps->v[ps->n - 1]); /* on failure, rec_procs_finish tries again */
 		if (rc == 0)
 			continue;
 		/* a spool still being created is read on a later pass; at the end it never will be */
@@ -238,13 +285,48 @@ static int child_meta(struct rproc *p)
 }
 
 /*
- * Process @p has ended: take in the rest, set its metadata, save its trace in memory,
- * then free its consumer, unmap its spool and remove it (unless the name is another
- * process's spool now). @return 0 or -errno
+ * Remove the spool file of @p. Its first name, `<prefix><pid>`, is another process's once
+ * that one has the pid and moved ours aside (a scan then finds ours by its new name): it is
+ * moved aside here too before it goes, so that a spool made under the name meanwhile is
+ * left to the next scan. An aside name is only ever made by a rename that replaces nothing.
  */
-static int retire(struct rproc *p)
+static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 {
+	const char *name = strrchr(p->path, '/');
+	char aside[PATH_MAX];
 	struct stat st;
+	bool is_aside;
+
+	name = name ? name + 1 : p->path;
+	if (!is_child_spool(ps, name, &is_aside) || is_aside) {
+		unlink(p->path);
+		return;
+	}
+	if (stat(p->path, &st) < 0 || st.st_ino != p->ino)
+		return;
+	for (unsigned int k = 1; k <= 1000; k++) {
+		if ((size_t)snprintf(aside, sizeof(aside), "%s.%u", p->path, k) >= sizeof(aside))
+			return;
+		if (renameat2(AT_FDCWD, p->path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+			break;
+		if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE here */
+			if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
+				unlink(p->path);
+			return;
+		}
+		if (errno != EEXIST)
+			return;
+	}
+	if (stat(aside, &st) == 0 && st.st_ino == p->ino)
+		unlink(aside);
+}
+
+/*
+ * Process @p has ended: take in the rest, set its metadata, save its trace in memory,
+ * then free its consumer, unmap its spool and remove it. @return 0 or -errno
+ */
+static int retire(struct rec_procs *ps, struct rproc *p)
+{
 	int rc = cap_consumer_finish(p->c);
 
 	if (rc == 0)
@@ -256,8 +338,7 @@ static int retire(struct rproc *p)
 	cap_consumer_stats(p->c, &p->st);
 	cap_consumer_free(p->c);
 	p->c = NULL;
-	if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
-		unlink(p->path);
+	remove_spool(ps, p);
 	cap_spool_unmap(p->s);
 	free(p->s);
 	p->s = NULL;
@@ -275,7 +356,7 @@ int rec_procs_poll(struct rec_procs *ps)
 		int n = p->retired ? 0 : cap_consumer_poll(p->c);
 
 		if (n >= 0 && ended) {
-			int rc = retire(p);
+			int rc = retire(ps, p);
 
 			if (rc < 0)
 				return rc;
@@ -356,12 +437,12 @@ int rec_procs_finish(struct rec_procs *ps)
 	/* the spools taken in first: the last scan then has the most memory to map the rest */
 	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
 		if (!ps->v[i].retired)
-			rc = retire(&ps->v[i]);
+			rc = retire(ps, &ps->v[i]);
 	if (rc == 0)
 		rec_procs_scan(ps, true);
 	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
 		if (!ps->v[i].retired)
-			rc = retire(&ps->v[i]);
+			rc = retire(ps, &ps->v[i]);
 	if (ps->n > 2)
 		qsort(ps->v + 1, ps->n - 1, sizeof(*ps->v), cmp_fork);
 	lost = atomic_load(&ps->v[0].s->hdr->n_unrecorded);

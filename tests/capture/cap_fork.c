@@ -7,14 +7,26 @@
  * open names its file, so the test knows which rank did what.
  * With "rawexec", child 1 writes DIR/child1 once then execs /bin/cat DIR/parent through the
  * raw system call, past every interposer and with the environment it inherited.
- * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system]
+ * With "pidreuse", the parent then forks child A (writes DIR/childA twice), reaps it and
+ * makes a process B with A's pid (clone3 with set_tid: root only; exit 77 when refused),
+ * which execs /bin/cat DIR/parent through the raw system call, inheriting the parent's
+ * recording state untouched; the recorder, our parent, is stopped from before A begins
+ * until B has ended, so that A's spool is still unread when B takes the pid. With
+ * "pidreuse" and "late" it is stopped only once A's spool has had half a second to be
+ * read. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
+ * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system] [pidreuse [late]]
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -40,6 +52,80 @@ static int has(int argc, char **argv, const char *word)
 		if (!strcmp(argv[i], word))
 			return 1;
 	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* Our parent, if it is `tracefs record` (which the pidreuse case stops and resumes). */
+static pid_t recorder(void)
+{
+	char path[64], comm[64] = "";
+	pid_t pp = getppid();
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pp);
+	f = fopen(path, "r");
+	if (!f || !fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	if (f)
+		fclose(f);
+	return strcmp(comm, "tracefs\n") == 0 ? pp : -1;
+}
+
+static int pid_reuse(const char *dir, int late)
+{
+	char path[4096], *cargv[] = {"cat", path, NULL};
+	pid_t rec = recorder(), a, b;
+	int go[2], status;
+	struct clone_args ca = {.exit_signal = SIGCHLD, .set_tid_size = 1};
+
+	if (rec < 0) {
+		fprintf(stderr, "cap_fork pidreuse: the parent is not tracefs record\n");
+		return 6;
+	}
+	if (pipe(go) < 0)
+		return 7;
+	snprintf(path, sizeof(path), "%s/parent", dir);
+	if (!late)
+		kill(rec, SIGSTOP);
+	a = fork();
+	if (a == 0) {
+		char c;
+
+		write_n(dir, "childA", 2);
+		close(go[1]);
+		if (read(go[0], &c, 1) < 0)
+			_exit(8);
+		exit(0);
+	}
+	close(go[0]);
+	if (late) {
+		sleep_ms(500);
+		kill(rec, SIGSTOP);
+	}
+	close(go[1]);
+	waitpid(a, &status, 0);
+	sleep_ms(30);
+	ca.set_tid = (uint64_t)(uintptr_t)&a;
+	b = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (b == 0) {
+		syscall(SYS_execve, "/bin/cat", cargv, environ);
+		syscall(SYS_exit, 127);
+	}
+	if (b < 0) {
+		fprintf(stderr, "cap_fork pidreuse: clone3 with set_tid: %s\n", strerror(errno));
+		kill(rec, SIGCONT);
+		return 77;
+	}
+	waitpid(b, &status, 0);
+	kill(rec, SIGCONT);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 9;
 }
 
 int main(int argc, char **argv)
@@ -83,5 +169,7 @@ int main(int argc, char **argv)
 		if (system(path) != 0)
 			return 5;
 	}
+	if (has(argc, argv, "pidreuse"))
+		return pid_reuse(dir, has(argc, argv, "late"));
 	return 0;
 }

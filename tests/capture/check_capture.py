@@ -219,8 +219,12 @@ def record_mode(tap, args, work, trace, what, status, how):
            "record %s: summary says the program %s" % (what, how),
            serr.decode(errors="replace"))
     if m and mode not in ("ok", "exit7"):
-        tap.ok(b"1 zones" in m.group("rec"),
-               "record %s: summary reports the open zone recovered" % what, m.group("rec"))
+        rec = re.fullmatch(rb"recovered (\d+) events, (\d+) of them from (\d+) (chunks?) never "
+                           rb"handed over, 1 zone and 0 phases left open", m.group("rec"))
+        tap.ok(rec is not None and 0 < int(rec.group(2)) <= int(rec.group(1)) and
+               (rec.group(4) == b"chunk") == (int(rec.group(3)) == 1),
+               "record %s: summary reports the open zone recovered, in words that agree with "
+               "the counts" % what, m.group("rec"))
     _, plain = untraced_stdout(args, cmd)
     tap.ok(sout == plain, "record %s: stdout byte-identical to the untraced run" % what,
            "%r\n%r" % (sout, plain))

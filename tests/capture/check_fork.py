@@ -7,7 +7,9 @@ crashes keeps its events; vfork, `sh -c` and system() are followed; two recordin
 processes alive: 500 short children in turn are 502 ranks with their events while the
 spools' allocated bytes stay under a few spools' worth; a process that cannot make a spool
 (a spool path too long) says so, is counted in the recorder's warning, and runs on, as do
-its own children. Output is TAP.
+its own children. A process given the pid of an ended one whose spool is still unread
+(clone3 with set_tid, root only) records into a spool of its own, and the ended one keeps
+its events. Output is TAP.
 
   check_fork.py --tracefs T --fork CAP_FORK
 """
@@ -197,6 +199,35 @@ def unrecorded(tap, a, work):
     shutil.rmtree(os.path.join(work, "long"))
 
 
+def pid_reuse(tap, a, work):
+    """A process given the pid of an ended one whose spool is still unread: two ranks."""
+    for late in (False, True):
+        d = tempfile.mkdtemp(dir=work)
+        what = "pid reuse%s" % (" after the first spool was read" if late else "")
+        rc, out, sout, serr = record(tap, a, work, "pidreuse" + "late" * late, a.fork, d,
+                                     "pidreuse", *(["late"] if late else []))
+        if rc == 77:
+            tap.skip(what + ": clone3 cannot choose a pid here (needs root)", serr)
+            continue
+        t = Trace(a.tracefs, out)
+        n = t.info["n_ranks"]
+        forks = [e for e in t.events(0) if e[1] == "fork"]
+        pid_a = str(forks[-1][2]["ret"]) if forks else None
+        same = [r for r in range(n) if t.rank_meta("pid", r) == pid_a]
+        ev = {r: t.events(r) for r in same}
+        has_a = [r for r in same if len(opens(ev[r], d + "/childA")) == 1 and
+                 len([e for e in writes(ev[r]) if e[2].get("count") == 6]) == 2]
+        has_b = [r for r in same if len(opens(ev[r], d + "/parent")) == 1]
+        tap.ok(rc == 0 and sout == b"parent" * 2 and n == 5 and len(same) == 2 and
+               len(has_a) == 1 and len(has_b) == 1 and has_a != has_b and
+               not opens(ev[has_a[0]], d + "/parent") and
+               not opens(ev[has_b[0]], d + "/childA"),
+               what + ": the ended process and the one given its pid are two ranks, "
+               "each with its own events", (rc, sout, serr, n, pid_a, same, ev))
+        tap.ok(run([a.tracefs, "verify", out])[0] == 0 and b"warning" not in serr,
+               what + ": the trace verifies, no spool was unreadable", serr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -312,6 +343,7 @@ def main():
            "(but the children's pids)",
            [len(x) for x in texts])
 
+    pid_reuse(tap, a, work)
     many_children(tap, a, work)
     address_limit(tap, a, work)
     unrecorded(tap, a, work)
