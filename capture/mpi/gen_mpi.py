@@ -471,9 +471,29 @@ class Gen:
             ps += ', ...'
         return f'{self.ret} {prefix}{self.name[4:]}({ps})'
 
+    def real(self):
+        """The MPI library's PMPI_ function, past the one this library defines."""
+        tail = self.name[4:]
+        return f'((__typeof__(&PMPI_{tail}))mpirt_next(&next_{tail}, "PMPI_{tail}"))'
+
+    def pmpi(self):
+        """PMPI_ for the bindings that call it instead of MPI_ (mpi_f08.c): such a call goes
+        to the wrapper, any other to the library. Variadic functions are not redefined."""
+        tail = self.name[4:]
+        o = [f'static void *_Atomic next_{tail};', '']
+        if self.variadic:
+            return '\n'.join(o)
+        fwd = ', '.join(p.name for p in self.params)
+        ret = 'return ' if self.ret != 'void' else ''
+        return '\n'.join(o + [self.proto('PMPI_'), '{',
+                               '\tif (mpirt_bypassed(__builtin_return_address(0))) {',
+                               f'\t\t{ret}MPI_{tail}({fwd});',
+                               '\t\treturn;' if not ret else '', '\t}',
+                               f'\t{ret}{self.real()}({fwd});', '}']).replace('\n\n\t}', '\n\t}')
+
     def code(self):
         fwd = ', '.join(p.name for p in self.params)
-        call = f'PMPI_{self.name[4:]}({fwd})'
+        call = f'{self.real()}({fwd})' if not self.variadic else f'PMPI_{self.name[4:]}({fwd})'
         rv = self.ret != 'void'
         o = [self.proto('MPI_'), '{', '\tstruct mpirt_call c;']
         if rv:
@@ -576,7 +596,7 @@ def main():
                     '#pragma GCC diagnostic ignored "-Wunused-variable"\n'
                     '#pragma GCC diagnostic ignored "-Wunused-but-set-variable"\n\n')
             for g in gens:
-                f.write(g.code() + '\n\n')
+                f.write(g.pmpi() + '\n\n' + g.code() + '\n\n')
     if o.list:
         with open(o.list, 'w') as f:
             for g in gens:

@@ -211,6 +211,19 @@ void mpirt_buf(const void *p, uint64_t *alloc, uint64_t *off);
 /* Bits of a by-value argument of unknown type (up to 8 bytes, else 0). */
 uint64_t mpirt_bits(const void *p, size_t size);
 
+/*
+ * Whether a PMPI_ call returning to @ra comes from an MPI binding that bypasses the MPI_
+ * functions (MPICH's mpi_f08 entry points), so the call goes to the MPI_ wrapper instead.
+ * Thread-safe; cheap outside the Fortran library (mpi_f08.c).
+ */
+bool mpirt_bypassed(const void *ra);
+
+/*
+ * The MPI library's function @name (a PMPI_ one), looked up after libtfsmpi.so once and
+ * kept in @slot. Thread-safe.
+ */
+void *mpirt_next(void *_Atomic *slot, const char *name);
+
 /* Hooks of annotated functions. */
 void mpirt_on_init(void);
 void mpirt_on_finalize(void);

@@ -6,8 +6,10 @@ program's source, with the expected arguments: ranks as absolute values (the mer
 stores them relative to the caller and prints them re-based), symbolic ids consistent
 (the same object the same id, different objects different ids; communicators the same id on
 every member; requests the same id every iteration), statuses, derived datatype
-constructors. Also: the program's output is unchanged, every function of mpi.h is wrapped,
-and the 2D stencil's trace size does not grow with ranks or iterations (sizes printed).
+constructors. Fortran programs (`use mpi`, `include 'mpif.h'`) the same way, or reported
+skipped with the reason the build gave (--fortran-skip). Also: the program's output is
+unchanged, every function of mpi.h is wrapped, and the 2D stencil's trace size does not grow
+with ranks or iterations (sizes printed).
 Exits 77 when the build has no MPI wrappers.
 """
 import argparse
@@ -23,6 +25,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from tap import Tap  # noqa: E402
 
 NO_STATUS = -32768
+IN_PLACE = '0xffffffffffffffff'  # the offset of MPI_IN_PLACE (mpi_rt_i.h, mpirt_buf)
 ANY = object()
 
 
@@ -405,6 +408,10 @@ PROGRAMS = [
     ('dtype', 2, [], exp_dtype),
     ('comms', 6, [], exp_comms),
     ('anysome', 5, [], None),
+    ('pmpi', 3, [], lambda r, s: [
+        ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
+        ('MPI_Finalize', {})]),
 ]
 
 
@@ -547,6 +554,173 @@ def check_status(t, run):
          f'array_of_statuses="error:{trunc},' in txt, 'status: the text view shows them', txt)
 
 
+def exp_fortran(rank, size, f08=False):
+    """mpi_fortran.f90 (`use mpi`): the Fortran bindings reach the C wrappers with Fortran
+    handles (MPI_INTEGER its own datatype id), a real status array, MPI_STATUSES_IGNORE,
+    MPI_IN_PLACE and blank-trimmed strings. mpi_fortran_f08.f90 (`use mpi_f08`) the same,
+    but its array section is sent as one element of a temporary datatype whose construction
+    (inside the binding) is not recorded."""
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    # one id for the split's result: members agree on it, the two halves never meet
+    integer, vec, half = V('integer', 'type'), V('vec', 'type'), V('half', 'job')
+    send = ('MPI_Send', {'count': 3, 'datatype': integer, 'dest': nxt, 'tag': 11, 'comm': 0})
+    recv = ('MPI_Recv', {'count': 4, 'datatype': integer, 'source': prv, 'tag': 11, 'comm': 0,
+                         'status.source': prv, 'status.tag': 11, 'status.count': 12,
+                         'status.cancelled': 0})
+    seq = start(rank, size) + ([send, recv] if rank == 0 else [recv, send]) + [
+        # a status read without its communicator: its source as it is
+        ('MPI_Get_count', {'status.source': prv, 'status.tag': 11, 'status.count': 12,
+                           'status.cancelled': 0, 'datatype': integer, 'count': 3}),
+        ('MPI_Irecv', {'count': 1, 'datatype': integer, 'source': prv, 'tag': 12, 'comm': 0,
+                       'request': V('a')}),
+        ('MPI_Isend', {'count': 1, 'datatype': integer, 'dest': nxt, 'tag': 12, 'comm': 0,
+                       'request': V('b')}),
+        ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
+                         'array_of_statuses': ''})]
+    if rank == 0:
+        seq.append(('MPI_Send', dict(
+            {'count': 1, 'datatype': V('section', 'type')} if f08 else
+            {'count': 4, 'datatype': integer}, dest=1, tag=14, comm=0)))
+    elif rank == 1:
+        seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 14,
+                                 'status.source': 0, 'status.tag': 14, 'status.count': 16,
+                                 'status.cancelled': 0}))
+    seq += [
+        ('MPI_Type_vector', {'count': 4, 'blocklength': 1, 'stride': 4, 'oldtype': integer,
+                             'newtype': vec}),
+        ('MPI_Type_commit', {'datatype': vec})]
+    if rank == 0:
+        seq.append(('MPI_Send', {'count': 1, 'datatype': vec, 'dest': 1, 'tag': 13, 'comm': 0}))
+    elif rank == 1:
+        seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 13,
+                                 'status.source': 0, 'status.tag': 13, 'status.count': 16,
+                                 'status.cancelled': 0}))
+    info = V('info', 'info')
+    return seq + [
+        ('MPI_Type_free', {'datatype': vec}),
+        ('MPI_Comm_split', {'comm': 0, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        # the rank in the half, printed as the world rank at the same offset
+        ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
+        ('MPI_Comm_size', {'comm': half, 'size': (size - rank % 2 + 1) // 2}),
+        ('MPI_Barrier', {'comm': half}),
+        ('MPI_Comm_free', {'comm': half}),
+        ('MPI_Info_create', {'info': info}),
+        ('MPI_Info_set', {'info': info, 'key': 'tracefs_phase', 'value': 'solve'}),
+        ('MPI_Bcast', {'count': 3, 'datatype': integer, 'root': 0, 'comm': 0}),
+        ('MPI_Allreduce', {'sendbuf': 0, 'sendbuf_off': IN_PLACE, 'count': 1,
+                           'datatype': integer, 'op': V('sum', 'op'), 'comm': 0}),
+        ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Info_set', {'info': info, 'key': 'tracefs_phase', 'value': ''}),
+        ('MPI_Info_free', {'info': info}),
+        ('MPI_Finalize', {})]
+
+
+def out_fortran(size):
+    """mpi_fortran.f90's line, from its arithmetic: each rank adds the 3 integers received
+    (prv, 10 prv, 100 prv), the nonblocking ring's prv + 1, its rank in the half times the
+    half's size and the broadcast (size, 7, 42); rank 1 adds rank 0's odd numbers 1..7 and
+    the second row of the column-major 4x4 matrix of 1..16 (2, 6, 10, 14) weighted 1, 10,
+    100, 1000."""
+    check = 1 + 3 + 5 + 7 + 2 + 10 * 6 + 100 * 10 + 1000 * 14
+    for r in range(size):
+        prv = (r - 1) % size
+        check += 111 * prv + prv + 1 + (r // 2) * ((size - r % 2 + 1) // 2) + size + 49
+    return f'fortran size={size} check={check}\n'
+
+
+def remember(name):
+    """The value of an output argument, kept for a later argument that must equal it."""
+    return Fn(lambda a, env: env.setdefault('addr', {}).setdefault(name, a) == a,
+              f'the same {name} as before')
+
+
+def exp_fortran_mpifh(rank, size):
+    """mpi_fortran_mpifh.f90 (`include 'mpif.h'`): struct datatypes of absolute addresses
+    (as MPI_Get_address returned them) used from MPI_BOTTOM, which prints as offset 0x0,
+    MPI_STATUS_IGNORE, MPI_IN_PLACE at the root only."""
+    nxt, prv = (rank + 1) % size, (rank - 1) % size
+    integer, ts, tr = V('integer', 'type'), V('ts', 'type'), V('tr', 'type')
+
+    def struct(a, b, new):
+        return ('MPI_Type_create_struct', {
+            'count': 2, 'array_of_blocklengths': '1,1',
+            'array_of_displacements': Fn(lambda v, env: v == '%d,%d' % (
+                env['addr'][a], env['addr'][b]), f'the addresses of {a} and {b}'),
+            'array_of_types': Fn(lambda v, env: re.fullmatch(r'type#(\d+),type#\1', v) and
+                                 bind(integer, int(v.split(',')[0][5:]), env),
+                                 'type#<integer> twice'),
+            'newtype': new})
+    seq = start(rank, size)
+    for a, b, new in (('si', 'sd', ts), ('ri', 'rd', tr)):
+        seq += [('MPI_Get_address', {'address': remember(a)}),
+                ('MPI_Get_address', {'address': remember(b)}),
+                struct(a, b, new), ('MPI_Type_commit', {'datatype': new})]
+    return seq + [
+        ('MPI_Sendrecv', {'sendbuf': 0, 'sendbuf_off': '0x0', 'sendcount': 1, 'sendtype': ts,
+                          'dest': nxt, 'sendtag': 21, 'recvbuf': 0, 'recvbuf_off': '0x0',
+                          'recvcount': 1, 'recvtype': tr, 'source': prv, 'recvtag': 21,
+                          'comm': 0, 'status.source': NO_STATUS, 'status.tag': NO_STATUS,
+                          'status.count': NO_STATUS, 'status.cancelled': NO_STATUS}),
+        ('MPI_Type_free', {'datatype': ts}), ('MPI_Type_free', {'datatype': tr}),
+        ('MPI_Reduce', dict({'count': 1, 'datatype': integer, 'op': V('sum', 'op'), 'root': 0,
+                             'comm': 0}, **({'sendbuf_off': IN_PLACE} if rank == 0 else {}))),
+        ('MPI_Finalize', {})]
+
+
+def out_fortran_mpifh(size):
+    """Each rank receives prv + 1 and 100 prv; rank 0 prints their sum over the ranks."""
+    return f'mpif.h size={size} total={sum(101 * p + 1 for p in range(size))}\n'
+
+
+def check_fortran(t, run):
+    """Fortran programs, unmodified, traced like C ones at 4 and 9 ranks: every rank's calls
+    and arguments, statuses, the phase switched from Fortran, output unchanged."""
+    # mpi_fortran_f08.f90 is mpi_fortran.f90 in the mpi_f08 module's syntax: the same calls
+    progs = (('mpi_fortran', exp_fortran, out_fortran),
+             ('mpi_fortran_mpifh', exp_fortran_mpifh, out_fortran_mpifh),
+             ('mpi_fortran_f08', lambda r, s: exp_fortran(r, s, f08=True), out_fortran))
+    for name, expect, out in progs:
+        why = run.o.fortran_skip or (run.o.f08_skip if name.endswith('f08') else None)
+        if why:
+            t.skip(f'{name}: traced at 4 and 9 ranks', why)
+            continue
+        prog = os.path.join(run.o.bindir, name)
+        for n in (4, 9):
+            trace = os.path.join(run.tmp, f'{name}{n}.trace')
+            plain = run.mpiexec(n, [prog], traced=False)
+            traced = run.mpiexec(n, [prog], traced=True, trace=trace)
+            if not t.ok(traced.returncode == 0 and os.path.exists(trace),
+                        f'{name}: traced at {n} ranks', traced.stderr):
+                continue
+            t.ok(plain.stdout == traced.stdout == out(n),
+                 f'{name}: {n} ranks, output as computed, unchanged by tracing',
+                 f'{plain.stdout!r} / traced {traced.stdout!r} / expected {out(n)!r}')
+            t.ok(run.ls(trace, 'ranks') == [str(r) for r in range(n)],
+                 f'{name}: {n} ranks, ranks/0..{n - 1}', run.ls(trace, 'ranks'))
+            job = {}
+            for r in range(n):
+                d = match_seq(expect(r, n), run.events(trace, r), {'job': job})
+                t.ok(d is None, f'{name}: {n} ranks, rank {r} calls and arguments', d)
+            if name in ('mpi_fortran', 'mpi_fortran_f08'):
+                t.ok(list(job) == ['half'] and job['half'] > 1,
+                     f'{name}: {n} ranks, the split communicator has one new id on every rank',
+                     job)
+                check_fortran_phase(t, run, name, trace, n)
+
+
+def check_fortran_phase(t, run, name, trace, n):
+    """MPI_Info_set(info, 'tracefs_phase', phase) with phase a blank-padded character(16):
+    every rank has the phase "solve", holding the calls made while it was open."""
+    for r in range(n):
+        ph = run.ls(trace, f'ranks/{r}/phases')
+        res = subprocess.run([run.o.tracefs, 'cat', trace,
+                              f'ranks/{r}/phases/solve/threads/0/trace.txt'],
+                             capture_output=True, text=True)
+        names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout) if m != 'MPI_Info_set']
+        t.ok(ph == ['solve'] and names == ['MPI_Bcast', 'MPI_Allreduce', 'MPI_Barrier'],
+             f'{name}: {n} ranks, rank {r} phase "solve" holds Bcast, Allreduce, Barrier',
+             f'{ph} {names}')
+
 def check_refusals(t, run):
     """The 2D stencil needs a square rank count: others are refused at once."""
     prog = os.path.join(run.o.bindir, 'mpi_stencil2d')
@@ -638,11 +812,17 @@ def check_generator(t, o, tmp):
     w, k = open(wrap).read(), open(kinds).read()
     foo = w[w.index('int MPI_Foo('):w.index('int MPI_Bar(') if w.index('int MPI_Bar(') >
             w.index('int MPI_Foo(') else len(w)]
-    call = foo.index('ret = PMPI_Foo(')
+    call = foo.index('ret = ((__typeof__(&PMPI_Foo))mpirt_next(&next_Foo, "PMPI_Foo"))(')
     out_at = foo.find('ret == MPI_SUCCESS && outval ? (uint64_t)(int64_t)*outval')
     in_at = foo.find('inval ? (uint64_t)(int64_t)*inval')
     t.ok(out_at > call and 0 < in_at < call,
          'an unannotated int * is read after a successful call, a const int * before', foo)
+    pfoo = w[w.index('int PMPI_Foo('):w.index('int MPI_Foo(')]
+    t.ok('if (mpirt_bypassed(__builtin_return_address(0))) {\n\t\treturn MPI_Foo(outval, inval, '
+         'opaque, dest, comm);' in pfoo and 'mpirt_next(&next_Foo, "PMPI_Foo"))(outval' in pfoo
+         and 'PMPI_Nopmpi' not in w,
+         'PMPI_ is redefined: to the wrapper for the bindings that bypass MPI_ (mpi_f08), '
+         'else to the library', pfoo)
     t.ok('(uint64_t)(uintptr_t)opaque' in foo and
          '{"opaque", TFS_TYPE_HEX, TFS_ENC_VAL' in k, 'an opaque void * is its address', k)
     t.ok('{"dest", TFS_TYPE_I64, TFS_ENC_RANK' in k and 'mpirt_rank(mpirt_delta_comm(comm), dest)'
@@ -699,6 +879,8 @@ def main():
     ap.add_argument('--gen')
     ap.add_argument('--caplib')
     ap.add_argument('--no-mpi', action='store_true')
+    ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
+    ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only this program (debugging)')
     o = ap.parse_args()
     if o.no_mpi:
@@ -716,7 +898,7 @@ def main():
             if not o.only or o.only == name:
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
-                         ('refusals', check_refusals)):
+                         ('fortran', check_fortran), ('refusals', check_refusals)):
             if not o.only or o.only == name:
                 fn(t, run)
         if not o.only or o.only == 'inproc':
