@@ -608,6 +608,29 @@ err_unlink:
 	return EXIT_RUNTIME;
 }
 
+/*
+ * Whether a trace can be saved as @out: it is no directory and a file can be created next
+ * to it (the writer saves through a temporary file renamed over @out). Asked before the
+ * program runs, so that a long run is not lost to a mistyped path. @return 0 or -errno
+ */
+static int check_output(const char *out)
+{
+	char tmp[PATH_MAX + 40];
+	struct stat st;
+	int fd;
+
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", out) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	unlink(tmp);
+	return 0;
+}
+
 int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
@@ -656,6 +679,11 @@ int fs_cmd_record(int argc, char **argv)
 		setenv("TFS_MPI_OUTPUT", mpi_out, 1);
 		n = strlen(out);
 		snprintf(out + n, sizeof(out) - n, ".%ld", o.mpi_rank);
+	}
+	rc = check_output(out);
+	if (rc < 0) {
+		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		return EXIT_RUNTIME;
 	}
 	return record(&o, lib, out);
 }

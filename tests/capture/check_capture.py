@@ -591,6 +591,17 @@ def test_cli(tap, args, work):
         tap.ok(rc == 0 and b"statically linked" in err and b"nothing recorded" in err
                and not os.path.exists(out),
                "a statically linked program: clear message, no trace", err)
+    # an unwritable output is refused before the program runs, not after its whole run
+    marker = os.path.join(work, "ran")
+    for out, why in ((work, "a directory"),
+                     (os.path.join(work, "no-such-dir", "x.trace"), "in a missing directory")):
+        if os.path.exists(marker):
+            os.unlink(marker)
+        rc, _, err = run([args.tracefs, "record", "-o", out, "--", "touch", marker])
+        tap.ok(rc == 1 and err.count(b"\n") == 1 and out.encode() in err
+               and not os.path.exists(marker),
+               "record -o %s: one error line, the program not run" % why,
+               "rc=%d ran=%s stderr=%r" % (rc, os.path.exists(marker), err))
     cwd = tempfile.mkdtemp(dir=work)
     rc, _, err = run([args.tracefs, "record", "--", args.known, "ok", "1"], cwd=cwd)
     tap.ok(rc == 0 and os.listdir(cwd) == ["cap_known.trace"],
