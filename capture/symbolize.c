@@ -417,12 +417,16 @@ static int obj_open(struct obj *o, const char *path, const struct stat *st)
 	return 0;
 }
 
-/* At exit: the cache is no leak (LeakSanitizer, valgrind). */
+/*
+ * At exit: the cache is no leak (LeakSanitizer, valgrind). Touches nothing when nothing
+ * was cached: in a traced program (the preloaded library) its frees would be recorded.
+ */
 __attribute__((destructor)) static void objs_free(void)
 {
 	pthread_mutex_lock(&g_objs_lock);
 	for (struct obj *o = g_objs; o < g_objs + MAX_OBJS; o++)
-		obj_fini(o);
+		if (o->path)
+			obj_fini(o);
 	pthread_mutex_unlock(&g_objs_lock);
 }
 
