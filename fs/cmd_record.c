@@ -317,6 +317,18 @@ static void forward_signal(int sig)
 		kill(g_child, sig);
 }
 
+/*
+ * SIGINT and SIGQUIT: typed at the terminal (^C, ^\) they reach the program directly, as
+ * it shares our foreground process group, and passing them on would deliver them twice;
+ * sent to tracefs alone by kill() (timeout -s INT, a CI runner cancelling a job) they are
+ * passed on, or the program would never hear of them.
+ */
+static void forward_sent_signal(int sig, siginfo_t *si, void *uctx)
+{
+	if (si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL)
+		forward_signal(sig);
+}
+
 static pid_t start_child(const struct record_opts *o, const char *lib, const char *spool)
 {
 	pid_t pid = fork();
@@ -524,7 +536,8 @@ static bool nothing_recorded(const struct spool *s, struct rec_procs *ps)
 
 static int record(const struct record_opts *o, const char *lib, const char *out)
 {
-	struct sigaction fwd = {.sa_handler = forward_signal}, ign = {.sa_handler = SIG_IGN};
+	struct sigaction fwd = {.sa_handler = forward_signal},
+			 sent = {.sa_sigaction = forward_sent_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
 	struct cap_consumer_stats st;
 	struct cap_consumer *c;
 	struct rec_procs *ps = NULL;
@@ -544,9 +557,10 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		fs_fail("cannot start the consumer: %s", strerror(-rc));
 		goto err_unlink;
 	}
-	/* the terminal's ^C and ^\ go to the program; its end is what we wait for */
-	sigaction(SIGINT, &ign, NULL);
-	sigaction(SIGQUIT, &ign, NULL);
+	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
+	   we wait for */
+	sigaction(SIGINT, &sent, NULL);
+	sigaction(SIGQUIT, &sent, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
 	/* processes the program leaves behind become ours: we know when all have ended */

@@ -381,6 +381,31 @@ def test_external_kill(tap, args, work):
         tap.ok(False, "SIGKILL from outside: trace written", serr)
 
 
+def test_interrupt_record(tap, args, work):
+    """SIGINT sent to tracefs record alone (kill, timeout -s INT, a CI runner cancelling a
+    job) reaches the program: the terminal's ^C reaches it directly, kill() does not."""
+    out = os.path.join(work, "int.trace")
+    p = subprocess.Popen([args.tracefs, "record", "--trace=zones,mem",
+                          "-o", out, "--", args.known, "spin"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    child = child_of(p.pid)
+    tap.ok(line == b"ready\n" and child, "spin: running and ready for SIGINT", line)
+    os.kill(p.pid, signal.SIGINT)
+    try:
+        _, serr = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        if child:
+            os.kill(child, signal.SIGKILL)  # it holds the pipes open
+        p.kill()
+        _, serr = p.communicate()
+        serr += b" (still running 60 s after SIGINT: killed)"
+    tap.ok(p.returncode == 128 + signal.SIGINT and b"killed by signal 2 (SIGINT)" in serr
+           and os.path.exists(out),
+           "SIGINT to tracefs record: the program gets it, record exits 130 with its trace",
+           "rc=%r stderr=%r" % (p.returncode, serr))
+
+
 def test_many_threads(tap, args, work, n=20):
     out = os.path.join(work, "many.trace")
     rc, sout, serr = run([args.tracefs, "record", "--trace=zones,mem",
@@ -617,9 +642,10 @@ def main():
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
-        for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess, test_capture_off,
-                     test_fork, test_external_kill, test_many_threads, test_full_spool, test_matmul,
-                     test_demo, test_demo_order, test_cli):
+        for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
+                     test_capture_off, test_fork, test_external_kill, test_interrupt_record,
+                     test_many_threads, test_full_spool, test_matmul, test_demo,
+                     test_demo_order, test_cli):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
