@@ -130,6 +130,10 @@ void cap_resolve(void)
 	R(fread);
 	R2(fread_chk, "__fread_chk");
 	R(fwrite);
+	R(fread_unlocked);
+	R2(fread_unlocked_chk, "__fread_unlocked_chk");
+	R(fwrite_unlocked);
+	R(fflush_unlocked);
 	R(fseek);
 	R(fseeko);
 	R(fseeko64);

@@ -36,6 +36,7 @@ ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
 ssize_t __pread_chk(int fd, void *buf, size_t count, off_t off, size_t buflen);
 ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen);
 size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *fp);
+size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *fp);
 
 /* The next definition of each interposed function (libc's), NULL until resolved. */
 struct cap_real {
@@ -86,6 +87,10 @@ struct cap_real {
 	size_t (*fread)(void *, size_t, size_t, FILE *);
 	size_t (*fread_chk)(void *, size_t, size_t, size_t, FILE *);
 	size_t (*fwrite)(const void *, size_t, size_t, FILE *);
+	size_t (*fread_unlocked)(void *, size_t, size_t, FILE *);
+	size_t (*fread_unlocked_chk)(void *, size_t, size_t, size_t, FILE *);
+	size_t (*fwrite_unlocked)(const void *, size_t, size_t, FILE *);
+	int (*fflush_unlocked)(FILE *);
 	int (*fseek)(FILE *, long, int);
 	int (*fseeko)(FILE *, off_t, int);
 	int (*fseeko64)(FILE *, off64_t, int);

@@ -1,7 +1,7 @@
 /*
- * The I/O interposers: POSIX descriptor calls and stdio, with their 64-bit and fortified
- * variants, each recording one REC_CALL (calls_i.h) when TFS_TRACE_IO is on and passing
- * straight through otherwise (interpose.c resolves the real functions).
+ * The I/O interposers: POSIX descriptor calls and stdio, with their 64-bit, fortified and
+ * (stdio) _unlocked variants, each recording one REC_CALL (calls_i.h) when TFS_TRACE_IO is
+ * on and passing straight through otherwise (interpose.c resolves the real functions).
  *
  * Files: a descriptor becomes a symbolic file id, one per path in the process (an openat
  * relative to a directory descriptor is keyed by that directory's id and the path); the
@@ -733,6 +733,71 @@ EXPORT size_t fwrite(const void *ptr, size_t size, size_t nmemb, FILE *fp)
 	return ret;
 }
 
+/*
+ * The _unlocked stdio names, which coreutils and other gnulib programs call for all their
+ * stdio: the same calls without the stream lock, recorded as fread, fwrite and fflush.
+ * <stdio.h> makes the first two macros when optimising.
+ */
+#undef fread_unlocked
+#undef fwrite_unlocked
+EXPORT size_t fread_unlocked(void *ptr, size_t size, size_t nmemb, FILE *fp)
+{
+	uint64_t t0, buf[2];
+	size_t ret;
+	int err;
+
+	if (!HAVE(fread_unlocked))
+		return 0;
+	if (!tracing(TFS_TRACE_IO))
+		return cap_real.fread_unlocked(ptr, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
+	t0 = cap_now_ns();
+	ret = cap_real.fread_unlocked(ptr, size, nmemb, fp);
+	err = errno;
+	put_frw(CALL_FREAD, t0, fp, size, nmemb, buf, ret, err);
+	errno = err;
+	return ret;
+}
+
+EXPORT size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb,
+				   FILE *fp)
+{
+	uint64_t t0, buf[2];
+	size_t ret;
+	int err;
+
+	if (!HAVE(fread_unlocked_chk))
+		return 0;
+	if (!tracing(TFS_TRACE_IO))
+		return cap_real.fread_unlocked_chk(ptr, ptrlen, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
+	t0 = cap_now_ns();
+	ret = cap_real.fread_unlocked_chk(ptr, ptrlen, size, nmemb, fp);
+	err = errno;
+	put_frw(CALL_FREAD, t0, fp, size, nmemb, buf, ret, err);
+	errno = err;
+	return ret;
+}
+
+EXPORT size_t fwrite_unlocked(const void *ptr, size_t size, size_t nmemb, FILE *fp)
+{
+	uint64_t t0, buf[2];
+	size_t ret;
+	int err;
+
+	if (!HAVE(fwrite_unlocked))
+		return 0;
+	if (!tracing(TFS_TRACE_IO))
+		return cap_real.fwrite_unlocked(ptr, size, nmemb, fp);
+	cap_alloc_lookup(ptr, &buf[0], &buf[1]);
+	t0 = cap_now_ns();
+	ret = cap_real.fwrite_unlocked(ptr, size, nmemb, fp);
+	err = errno;
+	put_frw(CALL_FWRITE, t0, fp, size, nmemb, buf, ret, err);
+	errno = err;
+	return ret;
+}
+
 /* The value of real fseek-like @fn on (fp, off, whence), recorded: an expression. */
 #define FSEEK_CALL(fn)                                                                             \
 	__extension__({                                                                            \
@@ -778,6 +843,23 @@ EXPORT int fflush(FILE *fp)
 		return cap_real.fflush(fp);
 	t0 = cap_now_ns();
 	ret = cap_real.fflush(fp);
+	err = errno;
+	put_file_call(CALL_FFLUSH, t0, stream_file(fp), NULL, 0, ret, err);
+	errno = err;
+	return ret;
+}
+
+EXPORT int fflush_unlocked(FILE *fp)
+{
+	uint64_t t0;
+	int ret, err;
+
+	if (!HAVE(fflush_unlocked))
+		return EOF;
+	if (!tracing(TFS_TRACE_IO))
+		return cap_real.fflush_unlocked(fp);
+	t0 = cap_now_ns();
+	ret = cap_real.fflush_unlocked(fp);
 	err = errno;
 	put_file_call(CALL_FFLUSH, t0, stream_file(fp), NULL, 0, ret, err);
 	errno = err;

@@ -8,6 +8,13 @@
  * object without DWARF gives its ELF symbol name; nothing at all gives
  * "<object file name>+0x<offset>". C++ names are kept as DWARF or the symbol table spell
  * them (not demangled). This file does not intern backtraces (stacks.c).
+ *
+ * Each object file is opened once per tracing process, not once per traced process: a
+ * Dwfl holding that file alone (at bias 0, looked up at addr - bias) and its functions'
+ * index stay cached, keyed by path and checked against the file's identity (device,
+ * inode, size, mtime) so that a rebuilt program is read again. Reading libc's separate
+ * debug file costs tens of milliseconds, which `tracefs record` of a shell script paid
+ * for every process it started.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -15,8 +22,10 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tfs/writer.h"
 #include "stacks_i.h"
@@ -51,6 +60,25 @@ struct sym_ctx {
 	struct cu_index *cus;
 	size_t n_cus, cus_cap;
 };
+
+/* One object file, open for lookups: its Dwfl and the index of its functions. */
+struct obj {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	uint64_t last_use; /* g_use when last looked up: the least recent is evicted */
+	Dwfl *dwfl;	   /* NULL: the file could not be read; it gets fallback names */
+	Dwfl_Module *mod;
+	struct sym_ctx *ctx;
+};
+
+#define MAX_OBJS 64 /* object files kept open */
+
+static pthread_mutex_t g_objs_lock = PTHREAD_MUTEX_INITIALIZER; /* the cache below */
+static struct obj g_objs[MAX_OBJS];
+static uint64_t g_use;
 
 static char *debuginfo_path;
 
@@ -341,21 +369,125 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	return n;
 }
 
-/* Symbolise one address into @w. @return 0 or -errno */
-static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
-			 uint64_t addr, struct sym_ctx *ctx, uint64_t *n_named)
+static void ctx_free(struct sym_ctx *ctx)
 {
-	const struct cap_module *mod = cap_stacks_module_of(s, addr);
+	if (!ctx)
+		return;
+	for (size_t i = 0; i < ctx->n_cus; i++)
+		free(ctx->cus[i].fns);
+	free(ctx->cus);
+	free(ctx);
+}
+
+static void obj_fini(struct obj *o)
+{
+	if (o->dwfl)
+		dwfl_end(o->dwfl);
+	ctx_free(o->ctx);
+	free(o->path);
+	*o = (struct obj){0};
+}
+
+static bool same_file(const struct obj *o, const char *path, const struct stat *st)
+{
+	return o->path && strcmp(o->path, path) == 0 && o->dev == st->st_dev &&
+	       o->ino == st->st_ino && o->size == st->st_size &&
+	       o->mtime.tv_sec == st->st_mtim.tv_sec && o->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Open @path alone in a Dwfl at bias 0 into @o (empty). @return 0 or -ENOMEM */
+static int obj_open(struct obj *o, const char *path, const struct stat *st)
+{
+	o->path = strdup(path);
+	o->ctx = calloc(1, sizeof(*o->ctx));
+	if (!o->path || !o->ctx) {
+		obj_fini(o);
+		return -ENOMEM;
+	}
+	o->dev = st->st_dev;
+	o->ino = st->st_ino;
+	o->size = st->st_size;
+	o->mtime = st->st_mtim;
+	o->dwfl = dwfl_begin(&offline_callbacks);
+	if (!o->dwfl)
+		return 0;
+	dwfl_report_begin(o->dwfl);
+	o->mod = dwfl_report_elf(o->dwfl, base_name(path), path, -1, 0, false);
+	dwfl_report_end(o->dwfl, NULL, NULL);
+	return 0;
+}
+
+/*
+ * At exit: the cache is no leak (LeakSanitizer, valgrind). Touches nothing when nothing
+ * was cached: in a traced program (the preloaded library) its frees would be recorded.
+ */
+__attribute__((destructor)) static void objs_free(void)
+{
+	pthread_mutex_lock(&g_objs_lock);
+	for (struct obj *o = g_objs; o < g_objs + MAX_OBJS; o++)
+		if (o->path)
+			obj_fini(o);
+	pthread_mutex_unlock(&g_objs_lock);
+}
+
+/* The cached object of file @path, opened now if need be; NULL when it cannot be. */
+static struct obj *obj_get(const char *path)
+{
+	struct obj *o, *victim = &g_objs[0];
+	struct stat st;
+
+	if (path[0] != '/' || stat(path, &st) < 0) /* the vdso, a file gone since */
+		return NULL;
+	for (o = g_objs; o < g_objs + MAX_OBJS; o++) {
+		if (o->path && strcmp(o->path, path) == 0 && !same_file(o, path, &st))
+			obj_fini(o); /* rebuilt or replaced since it was read */
+		if (same_file(o, path, &st)) {
+			o->last_use = ++g_use;
+			return o;
+		}
+		if (victim->path && (!o->path || o->last_use < victim->last_use))
+			victim = o;
+	}
+	obj_fini(victim);
+	if (obj_open(victim, path, &st) < 0)
+		return NULL;
+	victim->last_use = ++g_use;
+	return victim;
+}
+
+/*
+ * The process's object that holds @addr, as libdw picks among the objects of @d (which
+ * may overlap: images before and after an exec), and the cached one of its file.
+ */
+static struct obj *obj_at(Dwfl *d, uint64_t addr, const struct cap_module **in)
+{
+	Dwfl_Module *pm = d ? dwfl_addrmodule(d, addr) : NULL;
+	void **ud;
+
+	*in = NULL;
+	if (!pm || !dwfl_module_info(pm, &ud, NULL, NULL, NULL, NULL, NULL, NULL) || !*ud)
+		return NULL;
+	*in = *ud;
+	return obj_get((*in)->path);
+}
+
+/* Symbolise one address into @w; @d: the process's objects. @return 0 or -errno */
+static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w,
+			 uint32_t rank, uint64_t addr, uint64_t *n_named)
+{
+	const struct cap_module *mod = cap_stacks_module_of(s, addr), *in;
+	struct obj *o = obj_at(d, addr - 1, &in);
 	struct tfs_src_frame f[MAX_SRC], rev[MAX_SRC];
-	Dwfl_Module *m = d ? dwfl_addrmodule(d, addr - 1) : NULL;
+	Dwfl_Module *m = o ? o->mod : NULL;
+	const Dwarf_Addr pc = in ? addr - in->bias - 1 : 0; /* in the file: the call */
 	const char *sym = NULL;
 	char fallback[300];
 	uint32_t n = 0;
 
 	if (m)
-		n = from_dwarf(m, addr - 1, f, ctx);
+		n = from_dwarf(m, pc, f, o->ctx);
 	if (m && (n == 0 || !f[n - 1].function))
-		sym = dwfl_module_addrname(m, addr - 1);
+		sym = dwfl_module_addrname(m, pc);
 	if (n == 0) {
 		f[0] = (struct tfs_src_frame){sym, "", 0};
 		n = 1;
@@ -383,34 +515,35 @@ static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer 
 int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 			 uint64_t *n_named)
 {
-	struct sym_ctx *ctx = calloc(1, sizeof(*ctx));
-	Dwfl *d;
+	Dwfl *d = dwfl_begin(&offline_callbacks);
 	int rc = 0;
 
 	*n_named = 0;
-	if (!ctx)
-		return -ENOMEM;
-	d = dwfl_begin(&offline_callbacks);
+	/* only which object holds an address: their debug information is read through the
+	   cache, once */
 	if (d) {
 		dwfl_report_begin(d);
 		/* latest first: where an exec'd image's objects overlap its predecessor's, the
 		   later image (the program that was asked for, usually) wins */
 		for (uint32_t i = cap_stacks_n_modules(s); i-- > 0;) {
 			const struct cap_module *mod = cap_stacks_module(s, i);
+			Dwfl_Module *pm;
+			void **ud;
 
 			/* the vdso and other objects without a file cannot be read */
-			if (mod->path[0] == '/')
-				dwfl_report_elf(d, base_name(mod->path), mod->path, -1, mod->bias,
-						false);
+			if (mod->path[0] != '/')
+				continue;
+			pm = dwfl_report_elf(d, base_name(mod->path), mod->path, -1, mod->bias,
+					     false);
+			if (pm && dwfl_module_info(pm, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+				*ud = (void *)mod;
 		}
 		dwfl_report_end(d, NULL, NULL);
 	}
+	pthread_mutex_lock(&g_objs_lock);
 	for (uint64_t i = 0; i < cap_stacks_n_addrs(s) && rc == 0; i++)
-		rc = symbolize_one(d, s, w, rank, cap_stacks_addr(s, i), ctx, n_named);
+		rc = symbolize_one(d, s, w, rank, cap_stacks_addr(s, i), n_named);
+	pthread_mutex_unlock(&g_objs_lock);
 	dwfl_end(d);
-	for (size_t i = 0; i < ctx->n_cus; i++)
-		free(ctx->cus[i].fns);
-	free(ctx->cus);
-	free(ctx);
 	return rc;
 }

@@ -630,18 +630,35 @@ static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
 	return rc;
 }
 
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISFIFO(mode))
+		return "fifo";
+	if (S_ISCHR(mode))
+		return "character device";
+	if (S_ISBLK(mode))
+		return "block device";
+	if (S_ISSOCK(mode))
+		return "socket";
+	return "special file";
+}
+
 static int map_file(struct tfs_trace *t, const char *path, struct tfs_diag *diag)
 {
 	struct stat st;
 	void *m;
 
-	t->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a fifo must not wait for a writer; no effect on a regular file */
+	t->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (t->fd < 0)
 		return -errno;
 	if (fstat(t->fd, &st) < 0)
 		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
 	if (!S_ISREG(st.st_mode))
-		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+		return diag_set(diag, -TFS_EFORMAT, 0, "header", "not a regular file (a %s)",
+				file_kind(st.st_mode));
 	if (st.st_size < CTR_HEADER_BYTES)
 		return diag_set(diag, -TFS_ECORRUPT, (uint64_t)st.st_size, "header",
 				"file of %lld bytes is too short for a trace header",

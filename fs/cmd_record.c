@@ -317,6 +317,18 @@ static void forward_signal(int sig)
 		kill(g_child, sig);
 }
 
+/*
+ * SIGINT and SIGQUIT: typed at the terminal (^C, ^\) they reach the program directly, as
+ * it shares our foreground process group, and passing them on would deliver them twice;
+ * sent to tracefs alone by kill() (timeout -s INT, a CI runner cancelling a job) they are
+ * passed on, or the program would never hear of them.
+ */
+static void forward_sent_signal(int sig, siginfo_t *si, void *uctx)
+{
+	if (si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL)
+		forward_signal(sig);
+}
+
 static pid_t start_child(const struct record_opts *o, const char *lib, const char *spool)
 {
 	pid_t pid = fork();
@@ -526,7 +538,8 @@ static bool nothing_recorded(const struct spool *s, struct rec_procs *ps)
 
 static int record(const struct record_opts *o, const char *lib, const char *out)
 {
-	struct sigaction fwd = {.sa_handler = forward_signal}, ign = {.sa_handler = SIG_IGN};
+	struct sigaction fwd = {.sa_handler = forward_signal},
+			 sent = {.sa_sigaction = forward_sent_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
 	struct cap_consumer_stats st;
 	struct cap_consumer *c;
 	struct rec_procs *ps = NULL;
@@ -546,9 +559,10 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		fs_fail("cannot start the consumer: %s", strerror(-rc));
 		goto err_unlink;
 	}
-	/* the terminal's ^C and ^\ go to the program; its end is what we wait for */
-	sigaction(SIGINT, &ign, NULL);
-	sigaction(SIGQUIT, &ign, NULL);
+	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
+	   we wait for */
+	sigaction(SIGINT, &sent, NULL);
+	sigaction(SIGQUIT, &sent, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
 	/* processes the program leaves behind become ours: we know when all have ended */
@@ -610,6 +624,29 @@ err_unlink:
 	return EXIT_RUNTIME;
 }
 
+/*
+ * Whether a trace can be saved as @out: it is no directory and a file can be created next
+ * to it (the writer saves through a temporary file renamed over @out). Asked before the
+ * program runs, so that a long run is not lost to a mistyped path. @return 0 or -errno
+ */
+static int check_output(const char *out)
+{
+	char tmp[PATH_MAX + 40];
+	struct stat st;
+	int fd;
+
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", out) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkstemp(tmp);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	unlink(tmp);
+	return 0;
+}
+
 int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
@@ -658,6 +695,11 @@ int fs_cmd_record(int argc, char **argv)
 		setenv("TFS_MPI_OUTPUT", mpi_out, 1);
 		n = strlen(out);
 		snprintf(out + n, sizeof(out) - n, ".%ld", o.mpi_rank);
+	}
+	rc = check_output(out);
+	if (rc < 0) {
+		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		return EXIT_RUNTIME;
 	}
 	return record(&o, lib, out);
 }

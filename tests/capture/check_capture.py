@@ -385,6 +385,31 @@ def test_external_kill(tap, args, work):
         tap.ok(False, "SIGKILL from outside: trace written", serr)
 
 
+def test_interrupt_record(tap, args, work):
+    """SIGINT sent to tracefs record alone (kill, timeout -s INT, a CI runner cancelling a
+    job) reaches the program: the terminal's ^C reaches it directly, kill() does not."""
+    out = os.path.join(work, "int.trace")
+    p = subprocess.Popen([args.tracefs, "record", "--trace=zones,mem",
+                          "-o", out, "--", args.known, "spin"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = p.stdout.readline()
+    child = child_of(p.pid)
+    tap.ok(line == b"ready\n" and child, "spin: running and ready for SIGINT", line)
+    os.kill(p.pid, signal.SIGINT)
+    try:
+        _, serr = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        if child:
+            os.kill(child, signal.SIGKILL)  # it holds the pipes open
+        p.kill()
+        _, serr = p.communicate()
+        serr += b" (still running 60 s after SIGINT: killed)"
+    tap.ok(p.returncode == 128 + signal.SIGINT and b"killed by signal 2 (SIGINT)" in serr
+           and os.path.exists(out),
+           "SIGINT to tracefs record: the program gets it, record exits 130 with its trace",
+           "rc=%r stderr=%r" % (p.returncode, serr))
+
+
 def test_many_threads(tap, args, work, n=20):
     out = os.path.join(work, "many.trace")
     rc, sout, serr = run([args.tracefs, "record", "--trace=zones,mem",
@@ -595,6 +620,17 @@ def test_cli(tap, args, work):
         tap.ok(rc == 0 and b"statically linked" in err and b"nothing recorded" in err
                and not os.path.exists(out),
                "a statically linked program: clear message, no trace", err)
+    # an unwritable output is refused before the program runs, not after its whole run
+    marker = os.path.join(work, "ran")
+    for out, why in ((work, "a directory"),
+                     (os.path.join(work, "no-such-dir", "x.trace"), "in a missing directory")):
+        if os.path.exists(marker):
+            os.unlink(marker)
+        rc, _, err = run([args.tracefs, "record", "-o", out, "--", "touch", marker])
+        tap.ok(rc == 1 and err.count(b"\n") == 1 and out.encode() in err
+               and not os.path.exists(marker),
+               "record -o %s: one error line, the program not run" % why,
+               "rc=%d ran=%s stderr=%r" % (rc, os.path.exists(marker), err))
     cwd = tempfile.mkdtemp(dir=work)
     rc, _, err = run([args.tracefs, "record", "--", args.known, "ok", "1"], cwd=cwd)
     tap.ok(rc == 0 and os.listdir(cwd) == ["cap_known.trace"],
@@ -610,9 +646,10 @@ def main():
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
-        for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess, test_capture_off,
-                     test_fork, test_external_kill, test_many_threads, test_full_spool, test_matmul,
-                     test_demo, test_demo_order, test_cli):
+        for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
+                     test_capture_off, test_fork, test_external_kill, test_interrupt_record,
+                     test_many_threads, test_full_spool, test_matmul, test_demo,
+                     test_demo_order, test_cli):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort

@@ -16,7 +16,9 @@
    equal strace's count minus the dynamic loader's reads of shared objects (made before any
    library constructor runs, so no preload can see them); sort's traced allocations and frees
    equal valgrind's "total heap usage" with --run-libc-freeres=no (by default valgrind calls
-   glibc's __libc_freeres at exit, which frees glibc-internal memory a native run never frees).
+   glibc's __libc_freeres at exit, which frees glibc-internal memory a native run never frees);
+   sort's freads and fwrites (coreutils calls fread_unlocked, fwrite_unlocked) move exactly
+   its input's and its output's bytes.
 4. errno is preserved, --trace=zones,mem records no calls, TFS_TRACE selects categories
    in-process; a descriptor the program did not open (gzip's stdout) is declared once with
    its /proc/self/fd path by an fd_file event.
@@ -367,6 +369,22 @@ def test_gzip(tap, args, work):
            counts)
 
 
+def stdio_bytes(ev, name, path):
+    """Bytes moved by the fread or fwrite calls (size x result) on the file of @path, named
+    by the open, fopen or fd_file event that declares it (a prefix of the path for fd_file)."""
+    ids = set()
+    for e in ev:
+        m = re.match(r'(?:open|fopen|fd_file)\(.*path="([^"]*)".*, file=(file#\d+)', e)
+        if m and (m.group(1) == path or (kind(e) == "fd_file" and m.group(1).startswith(path))):
+            ids.add(m.group(2))
+    total = 0
+    for e in ev:
+        m = re.fullmatch(name + r"\(file=(file#\d+), size=(\d+), .*\) = (\d+)", e)
+        if m and m.group(1) in ids:
+            total += int(m.group(2)) * int(m.group(3))
+    return total
+
+
 def test_sort(tap, args, work):
     sort = shutil.which("sort")
     if not sort:
@@ -383,10 +401,17 @@ def test_sort(tap, args, work):
     tap.ok(rc == 0 and rc2 == 0 and traced == plain and len(plain) > 0,
            "sort: traced output byte-identical to untraced (%d bytes)" % len(plain), serr)
     tap.ok(run([args.tracefs, "verify", out])[0] == 0, "sort: trace verifies")
+    # coreutils does its stdio through the _unlocked names (fread_unlocked, fwrite_unlocked)
+    counts, ev = count_kinds(args.tracefs, out)
+    tap.ok(stdio_bytes(ev, "fread", src) == os.path.getsize(src),
+           "sort: its freads of the input add up to the input's %d bytes"
+           % os.path.getsize(src), "got %d" % stdio_bytes(ev, "fread", src))
+    tap.ok(stdio_bytes(ev, "fwrite", "pipe:[") == len(plain),
+           "sort: its fwrites to stdout add up to the output's %d bytes" % len(plain),
+           "got %d" % stdio_bytes(ev, "fwrite", "pipe:["))
     if not shutil.which("valgrind"):
         tap.skip("sort against valgrind", "valgrind missing")
         return
-    counts, ev = count_kinds(args.tracefs, out)
     allocs = sum(1 for e in ev if re.match(r"(malloc|calloc|realloc|aligned_alloc|memalign)\(.*"
                                            r" = 0x[0-9a-f]*[1-9a-f][0-9a-f]*$", e))
     allocs += sum(1 for e in ev if re.match(r"posix_memalign\(.*\) = 0$", e))

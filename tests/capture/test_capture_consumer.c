@@ -7,7 +7,8 @@
  * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind),
  * MPI calls (kinds declared on first use), allocation backtraces (REC_CALL_BT: frames kept from the thread's previous backtrace in the
  * chunk plus new ones, interned into stack ids; REC_MODULE; symbols of objects that cannot
- * be read fall back to "<file name>+0x<offset>") and damaged backtrace records. A forked
+ * be read fall back to "<file name>+0x<offset>"; an object file rewritten between two
+ * processes is read anew) and damaged backtrace records. A forked
  * process's spool has memory behind its first chunks only, grows as its producer claims
  * more, and its consumer reads the ready chunks alone.
  */
@@ -17,6 +18,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -700,6 +702,85 @@ static void test_consumer_backtraces_become_stacks(void **state)
 	tfs_trace_close(t);
 }
 
+/* A function of this program, named in its symbol table and its DWARF. */
+__attribute__((noinline, used)) static int marker_fn(int x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	char buf[65536];
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+/* The name the consumer gives @frame, a return address in object @obj loaded at @bias. */
+static char *symbol_of(struct fixture *f, const char *obj, uint64_t bias, uint64_t frame)
+{
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	const struct tfs_src_frame *src;
+	struct tfs_trace *t;
+	uint32_t n_src;
+	char *name;
+
+	put_module(&a, bias, bias, bias + (1u << 30), obj);
+	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 1, &frame, 0);
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	assert_int_equal(cap_consumer_save(f->c, f->path), 0);
+	assert_int_equal(tfs_trace_open(f->path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_symbol(t, 0, frame, &src, &n_src, NULL), 0);
+	assert_true(n_src >= 1);
+	name = strdup(src[n_src - 1].function);
+	tfs_trace_close(t);
+	return name;
+}
+
+/*
+ * The symboliser keeps object files open from one process to the next (tracefs record
+ * symbolises every process it traced): one rewritten in place in between, as a build
+ * relinks a program, must be read again, not served from what was read of the old file.
+ */
+static void test_consumer_symbolizes_a_rewritten_object_anew(void **state)
+{
+	const uint64_t bias = 0x7e0000000000;
+	char obj[80], tmp[96], *name;
+	uint64_t off;
+	Dl_info di;
+
+	/* this test program, position independent: file address = run-time - load base */
+	assert_true(dladdr((void *)marker_fn, &di) != 0);
+	off = (uint64_t)((uintptr_t)marker_fn - (uintptr_t)di.dli_fbase);
+	snprintf(obj, sizeof(obj), "/tmp/test_capture_consumer.%d.obj", (int)getpid());
+	copy_file("/proc/self/exe", obj);
+	name = symbol_of(*state, obj, bias, bias + off + 1);
+	assert_string_equal(name, "marker_fn");
+	free(name);
+
+	/* another object at the same path, as a linker writes it (a new file renamed over the
+	   old), larger than this program so that it holds that address too: libc */
+	assert_true(dladdr((void *)fclose, &di) != 0);
+	snprintf(tmp, sizeof(tmp), "%s.new", obj);
+	copy_file(di.dli_fname, tmp);
+	assert_int_equal(rename(tmp, obj), 0);
+	teardown(state);
+	setup_bt(state);
+	name = symbol_of(*state, obj, bias, bias + off + 1);
+	assert_string_not_equal(name, "marker_fn");
+	free(name);
+	unlink(obj);
+}
+
 static void test_consumer_rejects_damaged_backtraces(void **state)
 {
 	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
@@ -779,6 +860,8 @@ int main(void)
 					    setup_mpi, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_backtraces_become_stacks, setup_bt,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_symbolizes_a_rewritten_object_anew,
+					    setup_bt, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_damaged_backtraces, setup_bt,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_backtraces_when_off,

@@ -574,6 +574,18 @@ def check_errors(tap, cli, tracefs):
         rc, out, err = run([tracefs] + args)
         tap.ok(rc == code and one_line(err), "%s exits %d with one message line" % (what, code),
                "rc=%d stderr=%r" % (rc, err))
+    fifo = os.path.join(os.path.dirname(cli.trace), "fifo.trace")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    for args in (["info", fifo], ["verify", "/dev/null"], ["ls", fifo]):
+        try:
+            rc, out, err = run([tracefs] + args, timeout=20)
+        except subprocess.TimeoutExpired:
+            rc, err = None, b"hung: no writer ever opens the fifo"
+        tap.ok(rc == 1 and one_line(err) and b"not a regular file" in err,
+               "%s of a %s: not a regular file, no hang" %
+               (args[0], "fifo" if args[1] == fifo else "character device"),
+               "rc=%r stderr=%r" % (rc, err))
     for args in (["--help"], ["help"], ["--version"]):
         rc, out, err = run([tracefs] + args)
         tap.ok(rc == 0 and out and not err, "tracefs %s" % args[0], err)
