@@ -135,6 +135,8 @@ static bool next_chunk(struct tstate *ts)
 		cap_spool_hand_over(ts->chunk);
 		ts->chunk = NULL;
 	}
+	/* no chunk: no record fits until one is claimed (the handed-over one is not ours) */
+	ts->fill = ts->cap = 0;
 	if (ts->backoff) {
 		ts->backoff--;
 		return false;

@@ -455,6 +455,40 @@ def test_full_spool(tap, args, work, n=3000000):
     tap.ok(rc == 0, "full spool: verify", err)
 
 
+FULL_SPOOL_PY = """
+import threading
+def work():
+    for i in range(3000):
+        x = [0] * (i % 50 + 1)
+ts = [threading.Thread(target=work) for _ in range(8)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print("threads done")
+"""
+
+
+def test_full_spool_threads(tap, args, work):
+    """A real program (python, 8 threads allocating) on a 1 MiB spool with every category:
+    threads that find it full carry on, their events dropped and counted. A thread left
+    without a chunk once wrote its next, smaller record past the chunk it had handed over,
+    then crashed on the chunk it no longer had (SIGSEGV)."""
+    out = os.path.join(work, "full-threads.trace")
+    rc, sout, serr = run([args.tracefs, "record", "-o", out, "--spool-size=1", "--",
+                          sys.executable, "-c", FULL_SPOOL_PY])
+    tap.ok(rc == 0 and sout == b"threads done\n",
+           "full spool, python with 8 threads: the program runs to its end", (rc, serr))
+    if not os.path.exists(out):
+        tap.ok(False, "full spool, python with 8 threads: trace written", serr)
+        return
+    t = Trace(args.tracefs, out)
+    rc, _, err = t.verify()
+    tap.ok(rc == 0 and int(t.meta("dropped_events")) > 0 and t.info["events"] > 0,
+           "full spool, python with 8 threads: the trace verifies, events kept and drops "
+           "counted", (err, t.meta("dropped_events"), t.info["events"]))
+
+
 def test_matmul(tap, args, work):
     rows = []
     for n in (8, 16):
@@ -648,8 +682,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
         for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
                      test_capture_off, test_fork, test_external_kill, test_interrupt_record,
-                     test_many_threads, test_full_spool, test_matmul, test_demo,
-                     test_demo_order, test_cli):
+                     test_many_threads, test_full_spool, test_full_spool_threads, test_matmul,
+                     test_demo, test_demo_order, test_cli):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
