@@ -673,7 +673,26 @@ static int map_file(struct tfs_trace *t, const char *path, struct tfs_diag *diag
 	}
 	t->map = m;
 	t->size = (uint64_t)st.st_size;
+	t->mtime = st.st_mtim;
 	return 0;
+}
+
+int tfs_trace_file_changed(const struct tfs_trace *t)
+{
+	struct stat st;
+
+	if (t->fd < 0)
+		return 0;
+	if (fstat(t->fd, &st) < 0)
+		return -errno;
+	return (uint64_t)st.st_size != t->size || st.st_mtim.tv_sec != t->mtime.tv_sec ||
+	       st.st_mtim.tv_nsec != t->mtime.tv_nsec;
+}
+
+void tfs_trace_file_map(const struct tfs_trace *t, const void **base, size_t *len)
+{
+	*base = t->fd >= 0 ? t->map : NULL;
+	*len = t->fd >= 0 ? (size_t)t->size : 0;
 }
 
 /* Open over @t->map once it is set, from a file or a caller's buffer. */

@@ -8,6 +8,7 @@
 #define TFS_TRACE_I_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 
 #include "container_i.h"
@@ -105,6 +106,7 @@ struct tfs_trace {
 	int fd;
 	const uint8_t *map; /* the file mapped (fd >= 0), or the caller's buffer (fd < 0) */
 	uint64_t size;
+	struct timespec mtime; /* the file's at open (tfs_trace_file_changed) */
 	struct ctr_file cf;
 	char **meta; /* key, value pairs, NUL-terminated copies */
 	uint32_t n_meta;

@@ -13,11 +13,14 @@
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -84,6 +87,56 @@ static void fs_log(const struct fs_mount *m, const char *fmt, ...)
 		vsyslog(LOG_ERR, fmt, ap);
 	}
 	va_end(ap);
+}
+
+/*
+ * The trace file changing under the mount: its mapping (tfs_trace_file_map) faults where a
+ * shortened file ended. The SIGBUS guard puts a page of zeros there and says so in
+ * g_faulted, so the daemon lives on; whatever was read since is discarded and reads fail
+ * with EIO (trace_changed()), as they do once the file's size or time is not as mounted.
+ */
+static const char *g_map_lo;
+static size_t g_map_len;
+static volatile sig_atomic_t g_faulted;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	const char *a = si->si_addr;
+	const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	(void)uc;
+	if (g_map_lo && a >= g_map_lo && a < g_map_lo + g_map_len &&
+	    mmap((void *)((uintptr_t)a & ~(page - 1)), page, PROT_READ,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+		g_faulted = 1;
+		return;
+	}
+	signal(sig, SIG_DFL); /* not ours: the fault happens again, and kills as it would */
+}
+
+static void guard_mapping(const struct tfs_trace *t)
+{
+	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
+	const void *base;
+
+	tfs_trace_file_map(t, &base, &g_map_len);
+	g_map_lo = base;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+/* Whether the trace file is no longer what was mounted; said once in the log. */
+static bool trace_changed(const struct fs_mount *m)
+{
+	static atomic_bool said;
+
+	if (!g_faulted && tfs_trace_file_changed(m->t) == 0)
+		return false;
+	if (!atomic_exchange(&said, true))
+		fs_log(m, "trace %s changed while mounted (rewritten or shortened): its files "
+		       "read as EIO from now on; unmount it and mount it again",
+		       m->trace_path);
+	return true;
 }
 
 /* The one place a negative error becomes FUSE's positive errno. */
@@ -215,6 +268,10 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	/* the first cursor now, so a file that cannot be read fails at open */
 	rc = fs_vfile_open(m->vt, ino, &of->slot[0].f);
+	if (rc == 0 && trace_changed(m)) {
+		fs_vfile_close(of->slot[0].f);
+		rc = -EIO;
+	}
 	if (rc < 0) {
 		free(of);
 		fs_reply_err(req, rc);
@@ -280,7 +337,9 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_unlock(&of->lock);
 
 	got = fs_vfile_read(s->f, buf, size, (uint64_t)off);
-	if (got == -TFS_ECORRUPT) {
+	if (trace_changed(m))
+		got = -EIO; /* what was read may be another file's bytes, or zeros */
+	else if (got == -TFS_ECORRUPT) {
 		char d[256];
 
 		fs_log(m, "corrupt trace %s: %s", m->trace_path,
@@ -550,6 +609,7 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	}
 	if (fuse_daemonize(m->foreground) < 0)
 		goto err_unmount;
+	guard_mapping(m->t);
 	cfg = fuse_loop_cfg_create();
 	if (!cfg)
 		goto err_unmount;

@@ -44,6 +44,19 @@ int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *di
 void tfs_trace_close(struct tfs_trace *t);
 
 /**
+ * Whether the file @t was opened from has changed since (its size or modification time).
+ * @t reads the file through a mapping, so a file rewritten in place shows other bytes than
+ * those checked at open, and one made shorter faults (SIGBUS) where it ended; a file put in
+ * its place by rename is another file and leaves @t as it was.
+ * @return 1 changed, 0 not (or @t was opened from memory), or -errno if fstat fails
+ */
+int tfs_trace_file_changed(const struct tfs_trace *t);
+
+/** The memory @t reads its file through, in *@base and *@len (NULL and 0 when opened from
+ *  memory): where a shortened file faults, for a SIGBUS guard. */
+void tfs_trace_file_map(const struct tfs_trace *t, const void **base, size_t *len);
+
+/**
  * Check everything: every section checksum, every value block, every rendered line
  * (decodes the whole trace once). @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
  */

@@ -747,6 +747,78 @@ def check_daemon_life(tap, args, workdir, trace):
         umount_ok(tap, mp)
 
 
+def read_errno(path):
+    """Read @path whole: (bytes, None) or (None, errno)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(), None
+    except OSError as e:
+        return None, e.errno
+
+
+def check_trace_changed(tap, args, workdir):
+    """The trace file changing under a mount: a file renamed over it leaves the mount as it
+    was; one shortened or rewritten in place makes reads fail with EIO, never kills the
+    daemon (a shortened mapping faults with SIGBUS)."""
+    orig = os.path.join(workdir, "chg-orig.trace")
+    rc, _, err = run([args.demo, "-o", orig, "--events", "100000", "--ranks", "2",
+                      "--threads", "4", "--seed", "7"], timeout=TIMEOUT)
+    if not tap.ok(rc == 0, "synth_demo for the changed-trace cases", err):
+        return
+    mp = os.path.join(workdir, "chg")
+    os.mkdir(mp)
+    trace = os.path.join(workdir, "chg.trace")
+    view = "ranks/1/threads/%d/trace.txt"
+    cli = Cli(args.tracefs, orig)
+    # renamed over: the mount keeps the file it opened
+    shutil.copyfile(orig, trace)
+    if mount_ok(tap, trace, mp):
+        other = os.path.join(workdir, "chg-other.trace")
+        rc, _, err = run([args.demo, "-o", other, "--events", "5000", "--seed", "8"],
+                         timeout=TIMEOUT)
+        os.rename(other, trace)
+        got, e = read_errno(os.path.join(mp, view % 0))
+        crc, want, _ = cli.cat((view % 0).encode())
+        tap.ok(rc == 0 and crc == 0 and e is None and got == want and len(want) > 0,
+               "a trace renamed over the mounted one: the mount reads the file it opened, "
+               "byte for byte as tracefs cat", errno.errorcode.get(e))
+        umount_ok(tap, mp, "umount after the rename")
+    # shortened, then rewritten in place
+    for how in ("shortened to a quarter", "rewritten in place"):
+        shutil.copyfile(orig, trace)
+        if not mount_ok(tap, trace, mp):
+            continue
+        pids = daemon_pids(mp)
+        # opened before: the reads reach the daemon, which then meets the change (a
+        # shortened file faults there), not the check at open
+        files = [open(os.path.join(mp, view % th), "rb", buffering=0) for th in (1, 2, 3)]
+        if how.startswith("shortened"):
+            os.truncate(trace, os.path.getsize(trace) // 4)
+        else:
+            with open(trace, "r+b") as f:
+                f.seek(os.path.getsize(trace) // 2)
+                b = f.read(1)
+                f.seek(-1, os.SEEK_CUR)
+                f.write(b)  # the same byte: only the file's time says it changed
+            st = os.stat(trace)
+            os.utime(trace, ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+        errs = []
+        for f in files:
+            try:
+                f.read()
+                errs.append(None)
+            except OSError as e:
+                errs.append(e.errno)
+            f.close()
+        errs.append(read_errno(os.path.join(mp, view % 0))[1])  # opened after
+        alive = os.path.isdir(os.path.join(mp, "ranks")) and \
+            all(os.path.exists("/proc/%d" % p) for p in pids)
+        tap.ok(errs == [errno.EIO] * 4 and alive,
+               "trace %s while mounted: reads of files opened before and after fail with "
+               "EIO, the daemon lives on" % how, [errno.errorcode.get(e) for e in errs])
+        umount_ok(tap, mp, "umount after the trace was %s" % how)
+
+
 def big_suite(tap, args, workdir):
     """A larger trace: whole views and parallel readers that reach the daemon."""
     trace = os.path.join(workdir, "big.trace")
@@ -815,6 +887,7 @@ def views_suite(tap, args, workdir):
     check_refusals(tap, args, workdir, trace, info)
     check_foreground(tap, args, workdir, trace)
     check_daemon_life(tap, args, workdir, trace)
+    check_trace_changed(tap, args, workdir)
     if args.big:
         big_suite(tap, args, workdir)
 
