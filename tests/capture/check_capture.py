@@ -355,14 +355,21 @@ def child_of(pid):
         return None
 
 
-def test_external_kill(tap, args, work):
-    out = os.path.join(work, "spin.trace")
+def start_spin(tap, args, out, what):
+    """`tracefs record` of `cap_known spin` to @out, once the program says it is ready:
+    (the recorder's Popen, the program's pid or None)."""
     p = subprocess.Popen([args.tracefs, "record", "--trace=zones,mem",
                           "-o", out, "--", args.known, "spin"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     line = p.stdout.readline()
     child = child_of(p.pid)
-    tap.ok(line == b"ready\n" and child, "spin: running and ready", line)
+    tap.ok(line == b"ready\n" and child, "spin: running and ready" + what, line)
+    return p, child
+
+
+def test_external_kill(tap, args, work):
+    out = os.path.join(work, "spin.trace")
+    p, child = start_spin(tap, args, out, "")
     if child:
         time.sleep(0.2)
         os.kill(child, signal.SIGKILL)
@@ -389,12 +396,7 @@ def test_interrupt_record(tap, args, work):
     """SIGINT sent to tracefs record alone (kill, timeout -s INT, a CI runner cancelling a
     job) reaches the program: the terminal's ^C reaches it directly, kill() does not."""
     out = os.path.join(work, "int.trace")
-    p = subprocess.Popen([args.tracefs, "record", "--trace=zones,mem",
-                          "-o", out, "--", args.known, "spin"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    line = p.stdout.readline()
-    child = child_of(p.pid)
-    tap.ok(line == b"ready\n" and child, "spin: running and ready for SIGINT", line)
+    p, child = start_spin(tap, args, out, " for SIGINT")
     os.kill(p.pid, signal.SIGINT)
     try:
         _, serr = p.communicate(timeout=60)
