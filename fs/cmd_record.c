@@ -13,6 +13,7 @@
  * trace as <out>.<rank>. This file does the command line and process control only; the
  * consumer is capture/consumer.c.
  */
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -281,6 +282,103 @@ static int create_spool(struct spool *s, const struct record_opts *o, const char
 	return rc;
 }
 
+#define SPOOL_DIR "/dev/shm"
+#define SPOOL_PREFIX "tracefs-spool."
+/* younger spools may be a recorder's that has not locked its spool yet */
+#define STALE_AFTER_S 10
+
+/*
+ * Hold a lock on the spool at @path while we record (the descriptor stays open until we
+ * exit): a recorder that finds no lock knows the spool is a dead recorder's.
+ */
+static void lock_spool(const char *path)
+{
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	(void)fd; /* kept open on purpose: the lock lasts as long as we do */
+}
+
+/* @name is a first spool of the default directory, `tracefs-spool.<pid>.<i>`. */
+static bool is_first_spool(const char *name)
+{
+	const char *p = name + strlen(SPOOL_PREFIX);
+	size_t d = strspn(p, "0123456789");
+
+	if (strncmp(name, SPOOL_PREFIX, strlen(SPOOL_PREFIX)) != 0 || !d || p[d] != '.')
+		return false;
+	p += d + 1;
+	d = strspn(p, "0123456789");
+	return d > 0 && !p[d];
+}
+
+/* Whether first spool @path is a dead recorder's: old enough and nobody holds its lock. */
+static bool is_stale(const char *path, const struct stat *st)
+{
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	bool stale;
+	int fd;
+
+	if (!S_ISREG(st->st_mode) || st->st_mtime > time(NULL) - STALE_AFTER_S)
+		return false;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	stale = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+	close(fd);
+	return stale;
+}
+
+/*
+ * Remove what recorders killed before they could clean up left in the default directory:
+ * each first spool nobody holds, with the spools and traces named after it (its processes',
+ * its MPI rank's). Says so in one line.
+ */
+static void sweep_stale_spools(void)
+{
+	DIR *d = opendir(SPOOL_DIR);
+	uint64_t bytes = 0;
+	uint32_t n = 0;
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char path[PATH_MAX], other[PATH_MAX];
+		size_t len = strlen(e->d_name);
+		struct dirent *f;
+		struct stat st;
+		DIR *d2;
+
+		if (!is_first_spool(e->d_name) ||
+		    (size_t)snprintf(path, sizeof(path), SPOOL_DIR "/%s", e->d_name) >= sizeof(path) ||
+		    stat(path, &st) < 0 || !is_stale(path, &st) || unlink(path) < 0)
+			continue;
+		n++;
+		bytes += (uint64_t)st.st_blocks * 512;
+		d2 = opendir(SPOOL_DIR);
+		while (d2 && (f = readdir(d2))) {
+			if (strncmp(f->d_name, e->d_name, len) != 0 || f->d_name[len] != '.' ||
+			    (size_t)snprintf(other, sizeof(other), SPOOL_DIR "/%s", f->d_name) >=
+				    sizeof(other) ||
+			    stat(other, &st) < 0 || unlink(other) < 0)
+				continue;
+			n++;
+			bytes += (uint64_t)st.st_blocks * 512;
+		}
+		if (d2)
+			closedir(d2);
+	}
+	closedir(d);
+	if (n)
+		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " MiB) left in " SPOOL_DIR
+			" by recordings that were killed", n, n == 1 ? "" : "s", bytes >> 20);
+}
+
 static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
 {
 	const char *env = getenv("TFS_SPOOL");
@@ -288,11 +386,17 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 
 	if (env && *env) {
 		snprintf(path, cap, "%s", env);
-		return create_spool(s, o, path);
-	}
-	for (unsigned int i = 0; i < 100; i++) {
-		snprintf(path, cap, "/dev/shm/tracefs-spool.%ld.%u", (long)getpid(), i);
 		rc = create_spool(s, o, path);
+		if (rc == 0)
+			lock_spool(path);
+		return rc;
+	}
+	sweep_stale_spools();
+	for (unsigned int i = 0; i < 100; i++) {
+		snprintf(path, cap, SPOOL_DIR "/" SPOOL_PREFIX "%ld.%u", (long)getpid(), i);
+		rc = create_spool(s, o, path);
+		if (rc == 0)
+			lock_spool(path);
 		if (rc != -EEXIST)
 			return rc;
 	}

@@ -392,6 +392,41 @@ def test_external_kill(tap, args, work):
         tap.ok(False, "SIGKILL from outside: trace written", serr)
 
 
+def test_stale_spools(tap, args, work):
+    """A recorder killed with SIGKILL leaves its spool in /dev/shm: the next recording
+    removes it and what is named after it, never a live recording's (held by a lock)."""
+    p, child = start_spin(tap, args, os.path.join(work, "killed.trace"), " (stale spools)")
+    spool = "/dev/shm/tracefs-spool.%d.0" % p.pid
+    if not tap.ok(os.path.exists(spool), "the recorder's spool is " + spool, spool):
+        p.kill()
+        if child:
+            os.kill(child, signal.SIGKILL)
+        p.communicate()
+        return
+    old = time.time() - 120
+    os.utime(spool, (old, old))  # past the age a recorder may take to lock its spool
+    rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o",
+                       os.path.join(work, "sweep1.trace"), "--", args.known, "ok", "1"])
+    tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
+           "a live recording's spool is left alone, however old", serr)
+    p.kill()
+    if child:
+        os.kill(child, signal.SIGKILL)
+    p.communicate(timeout=60)
+    with open(spool + ".4242", "wb") as f:  # a process's spool named after it
+        f.write(b"x" * 4096)
+    for path in (spool, spool + ".4242"):
+        os.utime(path, (old, old))
+    tap.ok(os.path.exists(spool), "a recorder killed with SIGKILL leaves its spool", spool)
+    rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o",
+                       os.path.join(work, "sweep2.trace"), "--", args.known, "ok", "1"])
+    m = re.search(rb"removed (\d+) spools \((\d+) MiB\) left in /dev/shm", serr)
+    tap.ok(rc == 0 and not os.path.exists(spool) and not os.path.exists(spool + ".4242") and
+           m and int(m.group(1)) >= 2 and int(m.group(2)) >= 1,
+           "the next recording removes the dead recorder's spools and says so in one line",
+           serr)
+
+
 def test_interrupt_record(tap, args, work):
     """SIGINT sent to tracefs record alone (kill, timeout -s INT, a CI runner cancelling a
     job) reaches the program: the terminal's ^C reaches it directly, kill() does not."""
@@ -698,7 +733,8 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
         for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
-                     test_capture_off, test_fork, test_external_kill, test_interrupt_record,
+                     test_capture_off, test_fork, test_external_kill, test_stale_spools,
+                     test_interrupt_record,
                      test_many_threads, test_full_spool, test_full_spool_threads, test_matmul,
                      test_demo, test_demo_order, test_cli):
             try:
