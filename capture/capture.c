@@ -728,22 +728,9 @@ static bool produced_by(const struct spool_hdr *h, uint32_t pid, uint64_t start)
 static int set_aside(const char *path)
 {
 	char aside[PATH_MAX];
+	int rc = cap_spool_move_aside(path, aside, sizeof(aside));
 
-	for (unsigned int k = 1; k <= 1000; k++) {
-		if ((size_t)snprintf(aside, sizeof(aside), "%s.%u", path, k) >= sizeof(aside))
-			return -ENAMETOOLONG;
-		if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
-			return 0;
-		if (errno == EINVAL || errno == ENOSYS) { /* no RENAME_NOREPLACE here */
-			if (link(path, aside) == 0)
-				return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
-		}
-		if (errno == ENOENT)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /*

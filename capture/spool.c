@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -176,6 +177,21 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	atomic_store_explicit(&s->hdr->producer_start, start, memory_order_relaxed);
 	publish(s);
 	return 0;
+}
+
+int cap_spool_move_aside(const char *path, char *aside, size_t cap)
+{
+	for (unsigned int k = 1; k <= 1000; k++) {
+		if ((size_t)snprintf(aside, cap, "%s.%u", path, k) >= cap)
+			return -ENAMETOOLONG;
+		if (renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) == 0)
+			return 0;
+		if ((errno == EINVAL || errno == ENOSYS) && link(path, aside) == 0)
+			return unlink(path) == 0 || errno == ENOENT ? 0 : -errno;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
 }
 
 int cap_spool_attach(struct spool *s, const char *path)

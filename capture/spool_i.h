@@ -169,6 +169,14 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 			   uint32_t pid, uint32_t ppid, uint64_t start);
 
 /*
+ * Move spool @path to `<path>.<k>`, the first k from 1 that names nothing, and put that
+ * name in @aside: by a rename that replaces nothing (a hard link, then an unlink, where
+ * renames cannot refuse to replace). Async-signal-safe. @return 0, or -errno (-ENOENT:
+ * @path is gone; -ENAMETOOLONG; -EEXIST: 1000 names taken)
+ */
+int cap_spool_move_aside(const char *path, char *aside, size_t cap);
+
+/*
  * Map an existing spool read-write and check its header. Nothing is faulted in: a consumer
  * touches only the ready chunks; a producer calls cap_spool_prefault. @return 0, -errno or
  * -EBADMSG

@@ -333,9 +333,10 @@ static int child_meta(struct rproc *p)
  * Remove the spool file of @p. Its first name, `<prefix><pid>`, is another process's once
  * that one has the pid and moved ours aside (a scan then finds ours by its new name): it is
  * moved aside here too before it goes, so that a spool made under the name meanwhile is
- * not removed, and put back. An aside name is only ever made by a rename that replaces
- * nothing, and only removed here. Where renames cannot refuse to replace (or the name
- * would be too long), the file is removed by its first name if still there, as before.
+ * not removed, and put back. An aside name is only ever made by a move that replaces
+ * nothing (cap_spool_move_aside), and only removed here. Where it cannot be made (too long,
+ * no rename or link that refuses to replace), the file is removed by its first name if
+ * still there, as before.
  */
 static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 {
@@ -343,7 +344,6 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 	char aside[PATH_MAX];
 	struct stat st;
 	bool is_aside;
-	int rc = -1;
 
 	name = name ? name + 1 : p->path;
 	if (!is_child_spool(ps, name, &is_aside) || is_aside) {
@@ -352,14 +352,7 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 	}
 	if (stat(p->path, &st) < 0 || st.st_ino != p->ino)
 		return; /* moved aside: a scan removes it */
-	for (unsigned int k = 1; k <= 1000 && rc < 0; k++) {
-		if ((size_t)snprintf(aside, sizeof(aside), "%s.%u", p->path, k) >= sizeof(aside))
-			break;
-		rc = renameat2(AT_FDCWD, p->path, AT_FDCWD, aside, RENAME_NOREPLACE);
-		if (rc < 0 && errno != EEXIST)
-			break;
-	}
-	if (rc < 0) {
+	if (cap_spool_move_aside(p->path, aside, sizeof(aside)) < 0) {
 		if (stat(p->path, &st) == 0 && st.st_ino == p->ino)
 			unlink(p->path);
 		return;
