@@ -33,10 +33,17 @@ static uint64_t raw_len_max(const struct tfs_vsec *s, uint64_t n_events, uint64_
 	return raw_hdr_max(s, n_events) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
 }
 
-/* Smallest raw block of @n_events events: one byte per varint. */
+/*
+ * Smallest raw block of @n_events events: one byte per varint, a range-coded timing column
+ * (TFV3) at least VRC_MIN_LEN bytes.
+ */
 static uint64_t raw_len_min(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
 {
-	return 4 + (s->version >= 2) + (s->timing == VAL_TIMING_NONE ? 0 : 2 * n_events) +
+	uint64_t timing_col = n_events;
+
+	if (s->version >= 3 && n_events > VRC_MIN_LEN)
+		timing_col = VRC_MIN_LEN;
+	return 4 + (s->version >= 2) + (s->timing == VAL_TIMING_NONE ? 0 : 2 * timing_col) +
 	       n_vals;
 }
 
@@ -166,6 +173,12 @@ void vblock_fini(struct vblock *b)
 	free(b->vals);
 	free(b->val_off);
 	free(b->raw);
+	free(b->slot);
+	free(b->uncoded);
+	if (b->coder) {
+		vrc_model_fini(b->coder);
+		free(b->coder);
+	}
 	if (b->pred) {
 		vp_pred_fini(b->pred);
 		free(b->pred);
@@ -177,6 +190,7 @@ void vblock_fini(struct vblock *b)
 struct col {
 	const uint8_t *p, *end;
 	const char *name;
+	bool uncoded; /* the words of a range-coded column, outside the raw block */
 };
 
 /* What a block decode needs to report corruption and find its state. */
@@ -198,6 +212,10 @@ struct dblock {
 
 static int block_fail(const struct dblock *d, const char *what, const struct col *c)
 {
+	if (c->uncoded)
+		return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
+				"block %llu: %s in range-coded %s column",
+				(unsigned long long)d->idx, what, c->name);
 	return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
 			"block %llu: %s in %s column at raw offset %td", (unsigned long long)d->idx,
 			what, c->name, c->p - d->raw);
@@ -471,6 +489,10 @@ static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
 	if (!q)
 		return -ENOMEM;
 	b->val_off = q;
+	q = realloc(b->slot, n * sizeof(*b->slot));
+	if (!q)
+		return -ENOMEM;
+	b->slot = q;
 	b->cap_events = n;
 	return 0;
 }
@@ -511,6 +533,7 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 		st = &p->t[t];
 		if (st->gen != p->gen)
 			pred_enter(p, st, n_vals_of[t]);
+		d->out->slot[i] = st->cslot;
 	}
 	val_off[d->n] = total;
 	*n_vals = total;
@@ -521,7 +544,56 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 static unsigned int pred_bits_of(const struct tfs_vsec *s)
 {
 	return VAL_PRED_BITS |
-	       (s->version >= 3 && s->timing == VAL_TIMING_LOSSLESS ? VAL_TICKS : 0u);
+	       (s->version >= 3 && s->timing == VAL_TIMING_LOSSLESS ? VAL_TICKS : 0u) |
+	       (s->version >= 3 && s->timing != VAL_TIMING_NONE ? VAL_CODED_TS | VAL_CODED_DUR
+								 : 0u);
+}
+
+/* The predictor byte bit saying column @c (COL_TS or COL_DUR) is range-coded. */
+static unsigned int coded_bit(int c)
+{
+	return c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR;
+}
+
+/*
+ * Decode the block's range-coded timing columns (FORMAT.md §7.4.2) into varints in
+ * d->out->uncoded and point @cols at them, so the timing decoders read words either way.
+ */
+static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
+{
+	struct vblock *b = d->out;
+	size_t at = 0;
+
+	if (!(d->pred & (VAL_CODED_TS | VAL_CODED_DUR)))
+		return 0;
+	if (!b->coder) {
+		b->coder = malloc(sizeof(struct vrc_model));
+		if (!b->coder)
+			return -ENOMEM;
+		if (vrc_model_init(b->coder) < 0) {
+			free(b->coder);
+			b->coder = NULL;
+			return -ENOMEM;
+		}
+	}
+	if (vp_grow(&b->uncoded, &b->uncoded_cap, 2 * (size_t)d->n * VAL_VARINT_MAX, 1) < 0)
+		return -ENOMEM;
+	for (int c = COL_TS; c <= COL_DUR; c++) {
+		const char *bad;
+		size_t len;
+
+		if (!(d->pred & coded_bit(c)))
+			continue;
+		bad = vrc_decode(b->coder, b->slot, d->n, cols[c].p, (size_t)(cols[c].end - cols[c].p),
+				 b->uncoded + at, &len);
+		if (bad)
+			return block_fail(d, bad, &cols[c]);
+		cols[c].p = b->uncoded + at;
+		cols[c].end = b->uncoded + at + len;
+		cols[c].uncoded = true;
+		at += len;
+	}
+	return 0;
 }
 
 /*
@@ -570,7 +642,7 @@ static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct co
 static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
 	static const char *const names[N_COLS] = {"ts", "dur", "vals"};
-	struct col hdr = {d->raw, d->raw + raw_len, "header"};
+	struct col hdr = {d->raw, d->raw + raw_len, "header", false};
 	uint64_t n, len[N_COLS];
 	const uint8_t *p;
 
@@ -606,13 +678,14 @@ static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_C
 		cols[c].p = p;
 		cols[c].end = p + len[c];
 		cols[c].name = names[c];
+		cols[c].uncoded = false;
 		p += len[c];
 	}
 	if (p != hdr.end)
 		return block_fail(d, "bytes after the last column", &hdr);
 	if (d->s->timing == VAL_TIMING_NONE && (len[COL_TS] || len[COL_DUR]))
 		return block_fail(d, "timing bytes in an untimed section", &hdr);
-	return 0;
+	return uncode_columns(d, cols);
 }
 
 static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
@@ -651,6 +724,11 @@ static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off
 					"patch of values block %llu: word %llu of column %u is "
 					"outside the block", (unsigned long long)idx,
 					(unsigned long long)p->index, p->col);
+		if (p->col != COL_VALS && (pw->pred & coded_bit((int)p->col)) && p->word > 0xff)
+			return diag_set(diag, -TFS_ECORRUPT, file_off, "streams",
+					"patch of values block %llu: word %llu of range-coded "
+					"column %u is not a byte", (unsigned long long)idx,
+					(unsigned long long)p->index, p->col);
 		for (uint32_t k = 0; k < p->col; k++)
 			base += pw->n[k];
 		pw->w[base + p->index] = p->word;
@@ -671,6 +749,12 @@ static size_t varint_put(uint8_t *p, uint64_t v)
 	return n;
 }
 
+/* Whether the words of column @k of @pw are bytes: a range-coded column's (FORMAT.md §8.1). */
+static bool column_bytes(const struct vwords *pw, int k)
+{
+	return k != COL_VALS && (pw->pred & coded_bit(k));
+}
+
 /* Rebuild @pw->raw (FORMAT.md §7.2) from its words. */
 static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_events,
 			uint32_t *raw_len)
@@ -681,7 +765,7 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 
 	for (int k = 0; k < N_COLS; k++) {
 		for (size_t i = 0; i < pw->n[k]; i++)
-			len[k] += varint_put(tmp, pw->w[k0 + i]);
+			len[k] += column_bytes(pw, k) ? 1 : varint_put(tmp, pw->w[k0 + i]);
 		k0 += pw->n[k];
 	}
 	if (vp_grow(&pw->raw, &pw->raw_cap,
@@ -697,8 +781,16 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 	}
 	for (int k = 0; k < N_COLS; k++)
 		off += varint_put(p + off, len[k]);
-	for (size_t i = 0; i < total; i++)
-		off += varint_put(p + off, pw->w[i]);
+	k0 = 0;
+	for (int k = 0; k < N_COLS; k++) {
+		for (size_t i = 0; i < pw->n[k]; i++) {
+			if (column_bytes(pw, k))
+				p[off++] = (uint8_t)pw->w[k0 + i];
+			else
+				off += varint_put(p + off, pw->w[k0 + i]);
+		}
+		k0 += pw->n[k];
+	}
 	*raw_len = (uint32_t)off;
 	return 0;
 }
@@ -840,7 +932,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 	rc = zs_decompress(frame, stored_len, out->raw, raw_len, file_off, section_name, diag);
 	if (rc < 0)
 		return rc;
-	c = (struct col){out->raw, out->raw + raw_len, "header"};
+	c = (struct col){out->raw, out->raw + raw_len, "header", false};
 	if (col_varint(&c, &n) || n != vsec_block_len(s, idx))
 		return words_fail(s, idx, file_off, "bad block header", diag);
 	out->pred = 0;
@@ -867,7 +959,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 		if (col_varint(&c, &len[k]))
 			return words_fail(s, idx, file_off, "bad block header", diag);
 	for (int k = 0; k < N_COLS; k++) {
-		struct col w = {c.p, c.p, "words"};
+		struct col w = {c.p, c.p, "words", false};
 
 		if (len[k] > (uint64_t)(c.end - c.p))
 			return words_fail(s, idx, file_off, "column length overruns the block",
@@ -875,7 +967,9 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 		w.end = c.p + len[k];
 		out->n[k] = 0;
 		while (w.p < w.end) {
-			if (col_varint(&w, &out->w[total]))
+			if (column_bytes(out, k))
+				out->w[total] = *w.p++;
+			else if (col_varint(&w, &out->w[total]))
 				return words_fail(s, idx, file_off, "bad varint", diag);
 			total++;
 			out->n[k]++;

@@ -43,11 +43,14 @@ struct tfs_venc {
 	bool from_start;   /* gaps from the previous start: TFV1, or VAL_GAP_START */
 	bool auto_base;	   /* lossless TFV2: each block takes the better of both bases */
 	bool ticks;	   /* lossless TFV3: blocks count ticks where a lattice fits */
+	int coding;	   /* TFV3 timed: venc_opts.coded, else VAL_CODED_NEVER */
+	struct vrc_model rc; /* coded columns' context sets (FORMAT.md §7.4.2) */
 	struct vpred p;	   /* VAL fields' prediction (timing has its own, below) */
 	struct tfs_buf vals; /* the pending block's vals column */
 	/* the pending block's times, coded when it is full: */
 	uint64_t *ts, *dur;
 	uint32_t *term;
+	uint8_t *slot; /* each event's context set for coded columns */
 	size_t ev_cap;
 	uint32_t blk_n; /* events in the pending block */
 	struct ttime *tt;
@@ -62,6 +65,7 @@ struct tfs_venc {
 	int64_t *scratch;	  /* [2 ev_cap] for vtick_estimate */
 	struct tfs_buf raw;	  /* the pending block assembled for compression */
 	struct tfs_buf trial;	  /* scratch of choose_pred's trial compressions */
+	struct tfs_buf coded[2];  /* the pending block's coded ts and dur columns */
 	struct tfs_buf frames;	  /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
@@ -91,6 +95,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 		return -EINVAL;
 	if (opts->ticks != 0 && opts->ticks != VAL_TICKS_NEVER)
 		return -EINVAL;
+	if (opts->coded != 0 && opts->coded != VAL_CODED_NEVER && opts->coded != VAL_CODED_ALWAYS)
+		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
@@ -108,6 +114,11 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 		       opts->gap_base == VAL_BASE_DEFAULT && !opts->pred;
 	e->ticks = e->version >= 3 && e->timing == VAL_TIMING_LOSSLESS &&
 		   opts->ticks != VAL_TICKS_NEVER;
+	e->coding = e->version >= 3 && e->timing != VAL_TIMING_NONE ? opts->coded : VAL_CODED_NEVER;
+	if (e->coding != VAL_CODED_NEVER && vrc_model_init(&e->rc) < 0) {
+		free(e);
+		return -ENOMEM;
+	}
 	e->p.gen = 1;
 	buf_init(&e->vals);
 	for (int k = 0; k < N_TS_CAND; k++)
@@ -118,6 +129,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	buf_init(&e->corr);
 	buf_init(&e->raw);
 	buf_init(&e->trial);
+	buf_init(&e->coded[0]);
+	buf_init(&e->coded[1]);
 	buf_init(&e->frames);
 	if (e->timing == VAL_TIMING_LOSSY && vp_bins_build(&e->p.bins, vp_rel_err_fix(e->rel_err)) < 0)
 		goto err_free_enc;
@@ -125,6 +138,7 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	return 0;
 
 err_free_enc:
+	vrc_model_fini(&e->rc);
 	free(e);
 	return -ENOMEM;
 }
@@ -134,6 +148,7 @@ static void free_event_arrays(struct tfs_venc *e)
 	free(e->ts);
 	free(e->dur);
 	free(e->term);
+	free(e->slot);
 	free(e->scratch);
 }
 
@@ -151,7 +166,10 @@ void venc_free(struct tfs_venc *e)
 	buf_fini(&e->corr);
 	buf_fini(&e->raw);
 	buf_fini(&e->trial);
+	buf_fini(&e->coded[0]);
+	buf_fini(&e->coded[1]);
 	buf_fini(&e->frames);
+	vrc_model_fini(&e->rc);
 	free_event_arrays(e);
 	free(e->tt);
 	free(e->idx);
@@ -175,26 +193,57 @@ static int trial_size(const struct tfs_buf *b, struct tfs_buf *tmp, size_t *size
 }
 
 /*
+ * Range-code the pending block's timing column @col into @out (emptied first).
+ * @return whether a reader takes it: not longer than the column's varints (FORMAT.md
+ * §7.6), or -ENOMEM
+ */
+static int code_column(struct tfs_venc *e, const struct tfs_buf *col, struct tfs_buf *out)
+{
+	int rc;
+
+	out->len = 0;
+	rc = vrc_encode(&e->rc, e->slot, e->blk_n, col->data, out);
+	if (rc < 0)
+		return rc;
+	return out->len <= col->len;
+}
+
+/*
  * Which of the candidate columns @cand[@first..@first + @n) compresses smallest (the first
- * of equals). Order-0 entropy or summed varint lengths miss what zstd's matches find in
- * unpredicted values that repeat (a periodic ring's bins), so each candidate is compressed
- * fast and measured. @return its index, or -ENOMEM
+ * of equals), with zstd or, where the encoder may, range-coded (then *@coded is set).
+ * Order-0 entropy or summed varint lengths miss what zstd's matches find in unpredicted
+ * values that repeat (a periodic ring's bins), so each candidate is compressed fast and
+ * measured; a coded column's size is exact. @return its index, or -ENOMEM
  */
 static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
-		    size_t *best_size)
+		    size_t *best_size, bool *coded)
 {
 	size_t best = SIZE_MAX;
 	int pick = first;
 
+	*coded = false;
 	for (int k = first; k < first + n; k++) {
 		size_t size = 0;
 		int rc = trial_size(&cand[k], &e->trial, &size);
 
 		if (rc < 0)
 			return rc;
+		if (e->coding == VAL_CODED_ALWAYS)
+			size = SIZE_MAX - 1;
 		if (size < best) {
 			best = size;
 			pick = k;
+			*coded = false;
+		}
+		if (e->coding == VAL_CODED_NEVER)
+			continue;
+		rc = code_column(e, &cand[k], &e->trial);
+		if (rc < 0)
+			return rc;
+		if (rc && e->trial.len < best) {
+			best = e->trial.len;
+			pick = k;
+			*coded = true;
 		}
 	}
 	*best_size = best;
@@ -210,6 +259,7 @@ static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, si
 {
 	const int base = e->from_start ? TS_START_PRED : TS_END_PRED;
 	size_t ts_size, dur_size;
+	bool ts_coded = false, dur_coded = false;
 	int t, d;
 
 	*ts_k = TS_START_PRED;
@@ -222,12 +272,13 @@ static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, si
 	if (e->pred & VAL_PRED_FIXED) {
 		t = base + (e->pred & VAL_PRED_TS ? 0 : 1);
 		d = e->pred & VAL_PRED_DUR ? 0 : 1;
-		t = smallest(e, e->ts_col, t, 1, &ts_size);
-		d = t < 0 ? t : smallest(e, e->dur_col, d, 1, &dur_size);
+		t = smallest(e, e->ts_col, t, 1, &ts_size, &ts_coded);
+		d = t < 0 ? t : smallest(e, e->dur_col, d, 1, &dur_size, &dur_coded);
 	} else {
-		t = e->auto_base && !ticks ? smallest(e, e->ts_col, 0, N_TS_CAND, &ts_size)
-					   : smallest(e, e->ts_col, base, 2, &ts_size);
-		d = t < 0 ? t : smallest(e, e->dur_col, 0, 2, &dur_size);
+		t = e->auto_base && !ticks
+			    ? smallest(e, e->ts_col, 0, N_TS_CAND, &ts_size, &ts_coded)
+			    : smallest(e, e->ts_col, base, 2, &ts_size, &ts_coded);
+		d = t < 0 ? t : smallest(e, e->dur_col, 0, 2, &dur_size, &dur_coded);
 	}
 	if (t < 0 || d < 0)
 		return -ENOMEM;
@@ -235,7 +286,8 @@ static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, si
 	*dur_k = d;
 	*size = ts_size + dur_size;
 	return (t % 2 ? 0 : VAL_PRED_TS) | (t >= TS_START_PRED ? VAL_GAP_START : 0) |
-	       (d ? 0 : VAL_PRED_DUR);
+	       (d ? 0 : VAL_PRED_DUR) | (ts_coded ? VAL_CODED_TS : 0) |
+	       (dur_coded ? VAL_CODED_DUR : 0);
 }
 
 /* A fresh timing pass: every terminal's state reads as unseen. */
@@ -537,7 +589,8 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
 	if (tick_pred < 0)
 		return tick_pred;
-	if (e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE)
+	/* coded columns learn a lattice's pattern in nanoseconds too: always compare then */
+	if (e->coding == VAL_CODED_NEVER && e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE)
 		goto out_ticks;
 	if (trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
 		return -ENOMEM;
@@ -578,6 +631,14 @@ static int flush_block(struct tfs_venc *e)
 	col[COL_TS] = &e->ts_col[ts_k];
 	col[COL_DUR] = &e->dur_col[dur_k];
 	col[COL_VALS] = &e->vals;
+	for (int c = COL_TS; c <= COL_DUR; c++) {
+		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
+			continue;
+		rc = code_column(e, col[c], &e->coded[c]);
+		if (rc < 0)
+			return rc;
+		col[c] = &e->coded[c];
+	}
 	need += e->ticks_hdr.len;
 	for (int c = 0; c < N_COLS; c++)
 		need += col[c]->len;
@@ -651,6 +712,7 @@ static int grow_events(struct tfs_venc *e, size_t need)
 	rc |= grow_array(&e->ts, e->ev_cap, n, sizeof(*e->ts));
 	rc |= grow_array(&e->dur, e->ev_cap, n, sizeof(*e->dur));
 	rc |= grow_array(&e->term, e->ev_cap, n, sizeof(*e->term));
+	rc |= grow_array(&e->slot, e->ev_cap, n, sizeof(*e->slot));
 	if (e->ticks)
 		rc |= grow_array(&e->scratch, 2 * e->ev_cap, 2 * n, sizeof(*e->scratch));
 	if (rc)
@@ -721,6 +783,7 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 		e->ts[e->blk_n] = ts_ns;
 		e->dur[e->blk_n] = dur_ns;
 		e->term[e->blk_n] = terminal;
+		e->slot[e->blk_n] = st->cslot;
 	}
 	code_vals(e, st, vals, n_vals);
 	e->blk_n++;

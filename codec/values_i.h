@@ -8,8 +8,9 @@
  * either predicted by the same terminal's previous gap or duration or stored as is,
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
  * against the previous two occurrences of the same terminal. Residuals are zigzag varint
- * coded column by column, in blocks of block_events events that restart prediction
- * (absolute anchors), each block one zstd frame. This module does not know event kinds: a
+ * coded column by column (a TFV3 timing column range-coded instead where that is smaller,
+ * vrange_i.h), in blocks of block_events events that restart prediction (absolute
+ * anchors), each block one zstd frame. This module does not know event kinds: a
  * terminal is a number with a VAL-field count.
  */
 #ifndef TFS_VALUES_I_H
@@ -40,6 +41,8 @@ enum {
 #define VAL_PRED_ALL (VAL_PRED_TS | VAL_PRED_DUR)
 #define VAL_GAP_START 4u  /* gaps from the previous start, not its end */
 #define VAL_TICKS 8u	  /* TFV3 lossless: times counted in clock ticks (§7.4.1) */
+#define VAL_CODED_TS 16u  /* TFV3 timed: the ts column is range-coded (§7.4.2) */
+#define VAL_CODED_DUR 32u /* TFV3 timed: the dur column is range-coded (§7.4.2) */
 #define VAL_PRED_BITS (VAL_PRED_ALL | VAL_GAP_START) /* every bit TFV2 defines */
 #define VAL_PRED_FIXED 16u /* venc_opts.pred: every block uses the VAL_PRED_* bits given */
 
@@ -59,9 +62,14 @@ struct venc_opts {
 				  VAL_BASE_END or VAL_BASE_START (tests, benchmarks) */
 	int ticks;	       /* TFV3, lossless: 0 counts clock ticks in every block where a
 				  lattice fits (FORMAT.md §7.4.1), VAL_TICKS_NEVER never */
+	int coded;	       /* TFV3, timed: 0 range-codes a timing column (FORMAT.md
+				  §7.4.2) where that is smaller, VAL_CODED_NEVER never,
+				  VAL_CODED_ALWAYS wherever it may (tests) */
 };
 
 #define VAL_TICKS_NEVER (-1)
+#define VAL_CODED_NEVER (-1)
+#define VAL_CODED_ALWAYS 1
 
 struct tfs_venc;
 
@@ -124,6 +132,10 @@ struct vblock {
 	size_t raw_cap;
 	void *pred; /* internal prediction state */
 	size_t pred_cap;
+	uint8_t *slot;	 /* [cap_events] internal: each event's context set (§7.4.2) */
+	void *coder;	 /* internal: struct vrc_model, once a coded column was met */
+	uint8_t *uncoded; /* internal: coded columns' words as varints */
+	size_t uncoded_cap;
 };
 
 void vblock_init(struct vblock *b);

@@ -156,6 +156,7 @@ int vp_pred_reserve_terms(struct vpred *p, size_t n)
 void vp_pred_next_block(struct vpred *p)
 {
 	p->f_len = 0;
+	p->n_terms = 0;
 	if (++p->gen != 0)
 		return;
 	for (size_t i = 0; i < p->t_cap; i++)

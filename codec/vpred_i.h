@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "values_i.h"
+#include "vrange_i.h"
 
 #define VAL_MAGIC_V1 0x31564654u     /* "TFV1" little-endian */
 #define VAL_MAGIC_V2 0x32564654u     /* "TFV2" */
@@ -52,6 +53,7 @@ struct tstate {
 	uint64_t dur;	   /* decoder: last duration (ticks), or duration bin index (LOSSY) */
 	uint8_t seen;	   /* occurred before in this block (VAL stride needs two) */
 	uint8_t n_vals;	   /* encoder only: VAL-field count, NVALS_UNKNOWN until first use */
+	uint8_t cslot;	   /* context set of coded timing columns (FORMAT.md §7.4.2) */
 };
 
 /* Stride predictor of one VAL field: prediction = last + delta (wrapping). */
@@ -78,6 +80,7 @@ struct vpred {
 	uint32_t gen;	  /* current block's generation, never 0 */
 	struct fstate *f; /* arena of the current block's VAL predictors */
 	size_t f_len, f_cap;
+	uint32_t n_terms; /* distinct terminals of the current block so far */
 	struct bins bins;
 };
 
@@ -134,6 +137,7 @@ static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_val
 	st->gap = 0;
 	st->dur = 0;
 	st->val_slot = (uint32_t)p->f_len;
+	st->cslot = vrc_slot_of(p->n_terms++);
 	p->f_len += n_vals;
 }
 

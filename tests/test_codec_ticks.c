@@ -23,6 +23,7 @@
 #include "zstd_i.h"
 #include "testfiles.h"
 #include "testutil.h"
+#include "ref_vrange.h"
 
 #define PRED_TICKS 8u		     /* FORMAT.md §7.2: bit 3 of pred, the block counts ticks */
 #define ONE_NS (UINT64_C(1) << 32)   /* Q counts units of 2^-32 ns */
@@ -750,11 +751,22 @@ static uint64_t take_varint(const uint8_t *p, size_t *pos, size_t end)
 	}
 }
 
-/* Words of a column of @n varints at @p[*pos..), which must use exactly @len bytes. */
-static void take_column(const uint8_t *p, size_t *pos, size_t len, uint64_t *w, size_t n)
+/*
+ * Words of a column of @n varints at @p[*pos..), which must use exactly @len bytes, or
+ * when @coded its range coding (§7.4.2, tests/ref_vrange.h) for events of terminals @term.
+ */
+static void take_column(const uint8_t *p, size_t *pos, size_t len, uint64_t *w, size_t n,
+			bool coded, const uint32_t *term)
 {
 	size_t end = *pos + len;
 
+	if (coded) {
+		assert_int_equal(ref_vrange_decode(p + *pos, len, term, (uint32_t)n, w), 0);
+		for (size_t i = 0; i < n; i++)
+			w[i] = (uint64_t)zigzag_dec(w[i]);
+		*pos = end;
+		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		w[i] = (uint64_t)zigzag_dec(take_varint(p, pos, end));
 	assert_true(*pos == end);
@@ -777,7 +789,7 @@ static bool ref_raw_block(const uint8_t *raw, size_t raw_len, uint32_t n, const 
 	assert_true(take_varint(raw, &pos, raw_len) == n);
 	assert_true(pos < raw_len);
 	r.pred = raw[pos++];
-	assert_int_equal(r.pred & ~0xfu, 0);
+	assert_int_equal(r.pred & ~0x3fu, 0);
 	if (r.pred & PRED_TICKS) {
 		uint64_t n_x;
 
@@ -796,8 +808,8 @@ static bool ref_raw_block(const uint8_t *raw, size_t raw_len, uint32_t n, const 
 		lens[c] = take_varint(raw, &pos, raw_len);
 	assert_true(lens[0] + lens[1] + lens[2] == raw_len - pos);
 	assert_true(lens[2] == 0); /* the events below have no VAL fields */
-	take_column(raw, &pos, lens[0], tsw, n);
-	take_column(raw, &pos, lens[1], durw, n);
+	take_column(raw, &pos, lens[0], tsw, n, r.pred & 0x10, term);
+	take_column(raw, &pos, lens[1], durw, n, r.pred & 0x20, term);
 	ref_times(&r, ts, dur);
 	free(c_of);
 	free(tsw);
@@ -881,8 +893,8 @@ static unsigned int check_encoded(const struct venc_opts *o, size_t n, const uin
 		}
 		free(raw);
 	}
-	fprintf(stderr, "# gap base %d: %u of %llu blocks count ticks, %zu bytes\n",
-		o->gap_base, ticks_blocks, (unsigned long long)v.n_blocks, sec.len);
+	fprintf(stderr, "# gap base %d, coded %d: %u of %llu blocks count ticks, %zu bytes\n",
+		o->gap_base, o->coded, ticks_blocks, (unsigned long long)v.n_blocks, sec.len);
 	buf_fini(&sec);
 	free(got_ts);
 	free(got_dur);
@@ -910,12 +922,18 @@ static void test_ticks_encoder_output_follows_the_spec(void **state)
 		for (size_t b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
 			struct venc_opts o = {.block_events = 512,
 					      .timing = VAL_TIMING_LOSSLESS,
-					      .gap_base = bases[b]};
+					      .gap_base = bases[b],
+					      .coded = VAL_CODED_NEVER};
 
 			unsigned int with = check_encoded(&o, N, term, ts, dur);
 
 			assert_true(with >= 5);
 			ticks_blocks += with;
+			/* range-coded columns, in ticks or not, as the writer likes or always */
+			o.coded = 0;
+			check_encoded(&o, N, term, ts, dur);
+			o.coded = VAL_CODED_ALWAYS;
+			check_encoded(&o, N, term, ts, dur);
 		}
 	}
 	fprintf(stderr, "# %u blocks of %d counted ticks\n", ticks_blocks, 6 * STREAMS * 2);
@@ -924,8 +942,13 @@ static void test_ticks_encoder_output_follows_the_spec(void **state)
 	free(dur);
 }
 
-/* The committed sections of tests/data/golden/values_v3.txt, as written there. */
+/*
+ * The committed sections of tests/data/golden/values_v3.txt, as written there, and of
+ * values_v3c.txt (the same with range-coded timing columns, FORMAT.md §7.4.2).
+ */
 #define GOLD_SECS 3
+static const char *const gold_files[] = {"values_v3", "values_v3c"};
+#define N_GOLD_FILES (sizeof(gold_files) / sizeof(gold_files[0]))
 #define GOLD_MAX_EV 64
 #define GOLD_MAX_BLOCKS 8
 
@@ -944,6 +967,7 @@ struct gold_v3 {
 	uint8_t *bin;
 	size_t bin_len;
 	uint8_t nv[3];
+	int n_secs;
 	struct gold_sec sec[GOLD_SECS];
 };
 
@@ -977,16 +1001,19 @@ static void gold_parse_ticks(struct gold_sec *s, const char *line)
 	assert_true(s->ticks_len[blk] > 0);
 }
 
-static struct gold_v3 *gold_v3_load(void)
+/* tests/data/golden/@name.bin and .txt */
+static struct gold_v3 *gold_v3_load(const char *name)
 {
 	struct gold_v3 *g = calloc(1, sizeof(*g));
-	char line[512];
+	char line[512], path[512];
 	FILE *f;
 	int k = -1;
 
 	assert_non_null(g);
-	g->bin = slurp(TFS_TEST_DATA "/golden/values_v3.bin", &g->bin_len);
-	f = fopen(TFS_TEST_DATA "/golden/values_v3.txt", "r");
+	snprintf(path, sizeof(path), "%s/golden/%s.bin", TFS_TEST_DATA, name);
+	g->bin = slurp(path, &g->bin_len);
+	snprintf(path, sizeof(path), "%s/golden/%s.txt", TFS_TEST_DATA, name);
+	f = fopen(path, "r");
 	assert_non_null(f);
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long long x[5];
@@ -1025,7 +1052,8 @@ static struct gold_v3 *gold_v3_load(void)
 		s->n++;
 	}
 	fclose(f);
-	assert_int_equal(k, GOLD_SECS - 1);
+	assert_true(k >= 0);
+	g->n_secs = k + 1;
 	assert_true(g->sec[k].off + g->sec[k].len == g->bin_len);
 	return g;
 }
@@ -1061,15 +1089,15 @@ static int gold_decode(const struct gold_v3 *g, int k, const uint8_t *data, size
  * the committed numbers, with the committed predictor bytes and ticks headers and one word
  * per event and timing column and per VAL field.
  */
-static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
+static void test_ticks_golden_v3_file_decodes_as_committed_in(const char *name)
 {
-	struct gold_v3 *g = gold_v3_load();
+	struct gold_v3 *g = gold_v3_load(name);
 	struct vwords w = {0};
 	unsigned int ticks_preds = 0;
 	struct vblock b;
 
 	vblock_init(&b);
-	for (int k = 0; k < GOLD_SECS; k++) {
+	for (int k = 0; k < g->n_secs; k++) {
 		const struct gold_sec *s = &g->sec[k];
 		struct tfs_diag d;
 		struct tfs_vsec v;
@@ -1094,8 +1122,11 @@ static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 				assert_int_equal(w.ticks_len, s->ticks_len[blk]);
 				assert_memory_equal(w.ticks, s->ticks[blk], w.ticks_len);
 			}
-			assert_int_equal(w.n[0], s->timing ? n : 0);
-			assert_int_equal(w.n[1], s->timing ? n : 0);
+			/* a range-coded column's words are its bytes (§8.1) */
+			if (!(w.pred & VAL_CODED_TS))
+				assert_int_equal(w.n[0], s->timing ? n : 0);
+			if (!(w.pred & VAL_CODED_DUR))
+				assert_int_equal(w.n[1], s->timing ? n : 0);
 			assert_int_equal(w.n[2], n_vals);
 			rc = vsec_decode_block(&v, blk, s->term + first, g->nv, 3, &b, &d);
 			if (rc < 0)
@@ -1134,17 +1165,23 @@ static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 	gold_v3_free(g);
 }
 
+static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
+{
+	for (size_t f = 0; f < N_GOLD_FILES; f++)
+		test_ticks_golden_v3_file_decodes_as_committed_in(gold_files[f]);
+}
+
 /*
  * (c) Every proper prefix of each golden section is refused (§7.1: the last block must end
  * exactly at the payload's end).
  */
-static void test_ticks_golden_truncations_are_corrupt(void **state)
+static void test_ticks_golden_truncations_are_corrupt_in(const char *name)
 {
-	struct gold_v3 *g = gold_v3_load();
+	struct gold_v3 *g = gold_v3_load(name);
 	struct vblock b;
 
 	vblock_init(&b);
-	for (int k = 0; k < GOLD_SECS; k++) {
+	for (int k = 0; k < g->n_secs; k++) {
 		const struct gold_sec *s = &g->sec[k];
 		struct tfs_diag d;
 
@@ -1166,6 +1203,12 @@ static void test_ticks_golden_truncations_are_corrupt(void **state)
 	}
 	vblock_fini(&b);
 	gold_v3_free(g);
+}
+
+static void test_ticks_golden_truncations_are_corrupt(void **state)
+{
+	for (size_t f = 0; f < N_GOLD_FILES; f++)
+		test_ticks_golden_truncations_are_corrupt_in(gold_files[f]);
 }
 
 /* A damaged section either decodes or fails cleanly with a reason. @return 1 if it decoded */
@@ -1214,13 +1257,13 @@ static size_t gold_raws(const struct gold_v3 *g, int k, uint8_t **raw, struct ra
  * recompressed (which reach the ticks header and columns), decodes or fails cleanly; which
  * one is not asserted. Run under ASan, this is the memory-safety check.
  */
-static void test_ticks_golden_bit_flips_fail_cleanly(void **state)
+static void test_ticks_golden_bit_flips_fail_cleanly_in(const char *name)
 {
-	struct gold_v3 *g = gold_v3_load();
+	struct gold_v3 *g = gold_v3_load(name);
 	struct vblock b;
 
 	vblock_init(&b);
-	for (int k = 0; k < GOLD_SECS; k++) {
+	for (int k = 0; k < g->n_secs; k++) {
 		const struct gold_sec *s = &g->sec[k];
 		const uint8_t *sec = g->bin + s->off;
 		const uint8_t *ent = sec + 36;
@@ -1258,14 +1301,20 @@ static void test_ticks_golden_bit_flips_fail_cleanly(void **state)
 	gold_v3_free(g);
 }
 
-/* Rebuilding a golden section from its raw blocks gives the same bytes the decoder reads. */
-static void test_ticks_golden_rebuilt_section_decodes_alike(void **state)
+static void test_ticks_golden_bit_flips_fail_cleanly(void **state)
 {
-	struct gold_v3 *g = gold_v3_load();
+	for (size_t f = 0; f < N_GOLD_FILES; f++)
+		test_ticks_golden_bit_flips_fail_cleanly_in(gold_files[f]);
+}
+
+/* Rebuilding a golden section from its raw blocks gives the same bytes the decoder reads. */
+static void test_ticks_golden_rebuilt_section_decodes_alike_in(const char *name)
+{
+	struct gold_v3 *g = gold_v3_load(name);
 	struct vblock b;
 
 	vblock_init(&b);
-	for (int k = 0; k < GOLD_SECS; k++) {
+	for (int k = 0; k < g->n_secs; k++) {
 		const uint8_t *sec = g->bin + g->sec[k].off;
 		double rel_err;
 		struct rawref refs[GOLD_MAX_BLOCKS];
@@ -1288,10 +1337,16 @@ static void test_ticks_golden_rebuilt_section_decodes_alike(void **state)
 	gold_v3_free(g);
 }
 
-/* The ticks section decodes after each allocation failure in turn, or reports -ENOMEM. */
-static void test_ticks_decoder_survives_each_allocation_failure(void **state)
+static void test_ticks_golden_rebuilt_section_decodes_alike(void **state)
 {
-	struct gold_v3 *g = gold_v3_load();
+	for (size_t f = 0; f < N_GOLD_FILES; f++)
+		test_ticks_golden_rebuilt_section_decodes_alike_in(gold_files[f]);
+}
+
+/* The ticks section decodes after each allocation failure in turn, or reports -ENOMEM. */
+static void test_ticks_decoder_survives_each_allocation_failure_in(const char *name)
+{
+	struct gold_v3 *g = gold_v3_load(name);
 	const struct gold_sec *s = &g->sec[0];
 	struct tfs_vsec v;
 
@@ -1323,6 +1378,12 @@ static void test_ticks_decoder_survives_each_allocation_failure(void **state)
 			break;
 	}
 	gold_v3_free(g);
+}
+
+static void test_ticks_decoder_survives_each_allocation_failure(void **state)
+{
+	for (size_t f = 0; f < N_GOLD_FILES; f++)
+		test_ticks_decoder_survives_each_allocation_failure_in(gold_files[f]);
 }
 
 int main(void)

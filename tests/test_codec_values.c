@@ -295,12 +295,16 @@ static void round_trip_all(const struct evset *s, struct venc_opts o)
 				o.version = version;
 				o.gap_base = base;
 				o.pred = pred_opts[k];
-				encode(s, &o, &sec);
-				assert_memory_equal(sec.data, "TFV", 3);
-				assert_int_equal(sec.data[3], '0' + version);
-				check_section(&sec, s, o.timing);
-				check_preds(&sec, &o);
-				buf_fini(&sec);
+				/* TFV3: timing columns range-coded where smaller, then always */
+				for (int c = 0; c <= (version == 3); c++) {
+					o.coded = c ? VAL_CODED_ALWAYS : 0;
+					encode(s, &o, &sec);
+					assert_memory_equal(sec.data, "TFV", 3);
+					assert_int_equal(sec.data[3], '0' + version);
+					check_section(&sec, s, o.timing);
+					check_preds(&sec, &o);
+					buf_fini(&sec);
+				}
 			}
 		}
 	}
@@ -438,7 +442,9 @@ static void test_values_final_level_shrinks_and_keeps_contents(void **state)
 static void test_values_predictor_choice_follows_the_data(void **state)
 {
 	uint64_t seed = tu_seed(__func__);
-	struct venc_opts o = {.block_events = 4096, .timing = VAL_TIMING_LOSSLESS};
+	/* zstd's view of the columns (a coded column prices predictors its own way) */
+	struct venc_opts o = {.block_events = 4096, .timing = VAL_TIMING_LOSSLESS,
+			      .coded = VAL_CODED_NEVER};
 	struct vwords w = {0};
 	struct tfs_buf sec;
 	struct tfs_vsec v;
@@ -1023,7 +1029,8 @@ static void test_values_ticks_follow_real_clocks(void **state)
 	uint64_t seed = tu_seed(__func__);
 
 	for (size_t k = 0; k < sizeof(ticks) / sizeof(ticks[0]); k++) {
-		struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS};
+		/* ticks against nanoseconds in varints (coded columns: test_values_coded_*) */
+		struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS, .coded = VAL_CODED_NEVER};
 		struct tfs_buf with, without;
 		uint64_t n_blocks;
 		unsigned int n_with;
@@ -1077,7 +1084,8 @@ static void test_values_ticks_correct_odd_times(void **state)
 
 	for (size_t k = 0; k < sizeof(block_sizes) / sizeof(block_sizes[0]); k++) {
 		struct venc_opts o = {.block_events = block_sizes[k],
-				      .timing = VAL_TIMING_LOSSLESS};
+				      .timing = VAL_TIMING_LOSSLESS,
+				      .coded = VAL_CODED_NEVER};
 		struct tfs_buf sec, ns;
 		uint64_t n_blocks;
 		unsigned int with;
@@ -1152,7 +1160,9 @@ static void check_patched(const struct tfs_buf *sec, const struct vpatch_list *l
 static void test_values_ticks_blocks_patch(void **state)
 {
 	uint64_t seed = tu_seed(__func__);
-	const struct venc_opts o = {.block_events = 1024, .timing = VAL_TIMING_LOSSLESS};
+	/* varint columns: a coded column's words are bytes (test_values_coded_blocks_patch) */
+	const struct venc_opts o = {.block_events = 1024, .timing = VAL_TIMING_LOSSLESS,
+				    .coded = VAL_CODED_NEVER};
 	struct tfs_buf sa, sb, sc;
 	struct tfs_vsec va, vb, vc;
 	struct vwords wa = {0}, wc = {0};
@@ -1193,6 +1203,111 @@ static void test_values_ticks_blocks_patch(void **state)
 	buf_fini(&sc);
 	ev_fini(&a);
 	ev_fini(&b);
+}
+
+/*
+ * FORMAT.md §8.1 with range-coded columns: their words are their bytes. A stream whose
+ * times are another's shifted by a constant differs from the anchor on in its coded ts
+ * column; patched byte by byte it still decodes to its own times. A patch word over 255
+ * in a coded column is corruption.
+ */
+static void test_values_coded_blocks_patch(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	const struct venc_opts o = {.block_events = 1024, .timing = VAL_TIMING_LOSSLESS,
+				    .coded = VAL_CODED_ALWAYS};
+	struct tfs_buf sa, sb;
+	struct tfs_vsec va, vb;
+	struct vwords wa = {0};
+	struct vpatch_list l;
+	struct evset a, b;
+	struct vpatch bad = {0, 0, 0, 0x100};
+	struct vblock blk;
+	struct tfs_diag d;
+
+	gen_clocked(&a, 4096, &seed, 10.014856, 4000000, 0);
+	gen_clocked(&b, 4096, &seed, 10.014856, 4000000, 0);
+	memcpy(b.term, a.term, a.n * sizeof(*a.term));
+	memcpy(b.vals, a.vals, a.vals_cap * sizeof(*a.vals));
+	for (size_t i = 0; i < a.n; i++) {
+		b.ts[i] = a.ts[i] + 5000003;
+		b.dur[i] = a.dur[i];
+	}
+	encode(&a, &o, &sa);
+	encode(&b, &o, &sb);
+	assert_int_equal(vsec_open(&va, sa.data, sa.len, 0, NULL), 0);
+	assert_int_equal(vsec_open(&vb, sb.data, sb.len, 0, NULL), 0);
+	assert_int_equal(vsec_block_words(&va, 0, &wa, NULL), 0);
+	assert_true(wa.pred & VAL_CODED_TS);
+	assert_true(wa.n[0] < 1024); /* bytes, not one word per event */
+	for (size_t i = 0; i < wa.n[0]; i++)
+		assert_true(wa.w[i] <= 0xff);
+	assert_int_equal(vpatch_diff(&va, &vb, 100000, &l), 0);
+	assert_true(l.n >= va.n_blocks);
+	for (uint32_t k = 0; k < l.n; k++)
+		assert_true(l.e[k].col == 0 && l.e[k].word <= 0xff);
+	check_patched(&sa, &l, &b);
+	vpatch_list_fini(&l);
+
+	vblock_init(&blk);
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(vsec_decode_block_patched(&va, 0, &bad, 1, a.term, a.n_vals_of, a.n_terms,
+						   &blk, &d),
+			 -TFS_ECORRUPT);
+	assert_non_null(strstr(d.reason, "not a byte"));
+	vblock_fini(&blk);
+	vwords_fini(&wa);
+	buf_fini(&sa);
+	buf_fini(&sb);
+	ev_fini(&a);
+	ev_fini(&b);
+}
+
+/*
+ * Range-coded timing columns (FORMAT.md §7.4.2) on noisy times: the writer codes columns
+ * where that is smaller, and on times whose call sites each keep their own spread that is
+ * nearly every block, lossless and lossy; always coding decodes alike.
+ */
+static void test_values_coded_columns_shrink_noisy_times(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct evset s;
+
+	gen_jittery(&s, 100000, &seed, false);
+	for (int timing = VAL_TIMING_LOSSLESS; timing <= VAL_TIMING_LOSSY; timing++) {
+		struct venc_opts o = {.timing = timing, .rel_err = 0.1};
+		struct tfs_buf coded, plain, always;
+		struct vwords w = {0};
+		struct tfs_vsec v;
+		uint64_t n_coded = 0;
+
+		encode(&s, &o, &coded);
+		check_section(&coded, &s, timing);
+		o.coded = VAL_CODED_NEVER;
+		encode(&s, &o, &plain);
+		check_section(&plain, &s, timing);
+		o.coded = VAL_CODED_ALWAYS;
+		encode(&s, &o, &always);
+		check_section(&always, &s, timing);
+		assert_int_equal(vsec_open(&v, coded.data, coded.len, 0, NULL), 0);
+		for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+			assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+			n_coded += (w.pred & (VAL_CODED_TS | VAL_CODED_DUR)) != 0;
+		}
+		print_message("# %s: %.3f bytes/event range-coded (%llu of %llu blocks), %.3f in "
+			      "varints, %.3f always coded\n",
+			      timing == VAL_TIMING_LOSSY ? "lossy 0.1" : "lossless",
+			      (double)coded.len / (double)s.n, (unsigned long long)n_coded,
+			      (unsigned long long)v.n_blocks, (double)plain.len / (double)s.n,
+			      (double)always.len / (double)s.n);
+		assert_true(n_coded * 10 >= v.n_blocks * 9);
+		assert_true(coded.len * 20 < plain.len * 19);
+		vwords_fini(&w);
+		buf_fini(&coded);
+		buf_fini(&plain);
+		buf_fini(&always);
+	}
+	ev_fini(&s);
 }
 
 /* @raw as the only block of a TFV3 lossless section of @n events. */
@@ -1281,7 +1396,7 @@ static void test_values_golden_ticks_block(void **state)
 		} cases[] = {
 			{7, 0x00, "tick length out of range"},	/* Q = 2^32 < 2^33, below */
 			{8, 0x04, "more corrections than steps"}, /* 4 > 2n - 1 */
-			{1, 0x18, "bad predictor byte"},	/* bit 4: undefined */
+			{1, 0x48, "bad predictor byte"},	/* bit 6: undefined */
 		};
 
 		for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -1700,6 +1815,8 @@ int main(void)
 		cmocka_unit_test(test_values_ticks_correct_odd_times),
 		cmocka_unit_test(test_values_golden_ticks_block),
 		cmocka_unit_test(test_values_ticks_blocks_patch),
+		cmocka_unit_test(test_values_coded_blocks_patch),
+		cmocka_unit_test(test_values_coded_columns_shrink_noisy_times),
 		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),

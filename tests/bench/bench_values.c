@@ -29,20 +29,24 @@ struct variant {
 	int final_level;
 	int gap_base;
 	int ticks;
+	int coded; /* venc_opts.coded: 0 range-codes timing columns where smaller */
 };
 
 static const struct variant variants[] = {
-	{"TFV1 level 3 (before)", 1, 0, 0, 0, 0},
-	{"TFV2 level 3", 2, 0, 0, 0, 0},
-	{"TFV2 always predicted", 2, VAL_PRED_FIXED | VAL_PRED_ALL, 0, 0, 0},
-	{"TFV2 never predicted", 2, VAL_PRED_FIXED, 0, 0, 0},
-	{"TFV2 + save level 9", 2, 0, 9, 0, 0},
-	{"TFV2 + save level 19", 2, 0, 19, 0, 0},
-	{"TFV2 gaps from end", 2, 0, 0, VAL_BASE_END, 0},
-	{"TFV2 gaps from start", 2, 0, 0, VAL_BASE_START, 0},
-	{"TFV3 level 3 (ticks)", 3, 0, 0, 0, 0},
-	{"TFV3 + save level 19", 3, 0, 19, 0, 0},
-	{"TFV3 never ticks", 3, 0, 0, 0, VAL_TICKS_NEVER},
+	{"TFV1 level 3 (before)", 1, 0, 0, 0, 0, 0},
+	{"TFV2 level 3", 2, 0, 0, 0, 0, 0},
+	{"TFV2 always predicted", 2, VAL_PRED_FIXED | VAL_PRED_ALL, 0, 0, 0, 0},
+	{"TFV2 never predicted", 2, VAL_PRED_FIXED, 0, 0, 0, 0},
+	{"TFV2 + save level 9", 2, 0, 9, 0, 0, 0},
+	{"TFV2 + save level 19", 2, 0, 19, 0, 0, 0},
+	{"TFV2 gaps from end", 2, 0, 0, VAL_BASE_END, 0, 0},
+	{"TFV2 gaps from start", 2, 0, 0, VAL_BASE_START, 0, 0},
+	{"TFV3 level 3 (ticks)", 3, 0, 0, 0, 0, 0},
+	{"TFV3 + save level 19", 3, 0, 19, 0, 0, 0},
+	{"TFV3 never ticks", 3, 0, 0, 0, VAL_TICKS_NEVER, 0},
+	{"TFV3 not range-coded", 3, 0, 0, 0, 0, VAL_CODED_NEVER},
+	{"TFV3 not coded, save 19", 3, 0, 19, 0, 0, VAL_CODED_NEVER},
+	{"TFV3 always range-coded", 3, 0, 0, 0, 0, VAL_CODED_ALWAYS},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
@@ -105,7 +109,7 @@ static int run(const struct tstream *s, uint32_t n, const struct variant *v, int
 {
 	struct venc_opts o = {.timing = timing, .rel_err = 0.1, .version = v->version,
 			      .pred = v->pred, .final_level = v->final_level,
-			      .gap_base = v->gap_base, .ticks = v->ticks};
+			      .gap_base = v->gap_base, .ticks = v->ticks, .coded = v->coded};
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint8_t *nv = calloc(s[i].n_terminals + 1, 1);

@@ -1,0 +1,311 @@
+/*
+ * The range coder and word model of coded timing columns (FORMAT.md §7.4.2). A binary
+ * range coder with 12-bit probabilities adapting faster while a context is young (the
+ * LZMA construction otherwise: 32-bit range, carries
+ * resolved through a pending byte and a run of 0xff bytes); a word is coded as its bit
+ * length through a 7-level binary tree, then the bits below its leading one, the first of
+ * them through a tree per length (all of them up to length 10), the rest as even bits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vrange_i.h"
+
+#define PROB_BITS 12
+#define PROB_ONE (1u << PROB_BITS)
+#define P_INIT ((PROB_ONE / 2) << 4) /* a context: probability << 4 | updates (<= 3) */
+#define TOP (1u << 24)
+#define LEN_PROBS 128u
+#define FULL_LEN 10u	/* lengths up to this have every mantissa bit modelled */
+#define HEAD_BITS 3u	/* longer ones: this many, the rest even */
+#define WORST_WORD 20u	/* bytes a word can take: 10 modelled bits at < 8.1 bits, 60 even */
+#define MAX_VARINT 10u
+
+/* Offset of length @n's mantissa tree (n >= 2) in a set, after its length tree. */
+static inline uint32_t man_off(uint32_t n)
+{
+	return LEN_PROBS + (n <= FULL_LEN ? (1u << (n - 1)) - 2 : 1022u + (n - 11) * 8);
+}
+
+int vrc_model_init(struct vrc_model *m)
+{
+	m->p = malloc((size_t)VRC_SLOTS * VRC_SET_PROBS * sizeof(*m->p));
+	m->n_init = 0;
+	return m->p ? 0 : -ENOMEM;
+}
+
+void vrc_model_fini(struct vrc_model *m)
+{
+	free(m->p);
+	m->p = NULL;
+	m->n_init = 0;
+}
+
+/* The context set of @slot, initialised at its first use since the reset. */
+static uint16_t *set_of(struct vrc_model *m, uint8_t slot)
+{
+	uint16_t *s = m->p + (size_t)slot * VRC_SET_PROBS;
+
+	/* slots come in order (vrc_slot_of), so this initialises one set at a time */
+	while (m->n_init <= slot) {
+		uint16_t *init = m->p + (size_t)m->n_init++ * VRC_SET_PROBS;
+
+		for (uint32_t i = 0; i < VRC_SET_PROBS; i++)
+			init[i] = P_INIT;
+	}
+	return s;
+}
+
+/* ---- encoder ---- */
+
+struct rc_enc {
+	uint8_t *out; /* room reserved by the caller */
+	size_t len;
+	uint64_t low;	  /* 33 bits: the carry is bit 32 */
+	uint32_t range;
+	uint8_t cache;	  /* the byte a carry may still increment */
+	uint64_t pending; /* cache and the 0xff bytes after it, not yet written */
+};
+
+static void shift_low(struct rc_enc *e)
+{
+	if ((uint32_t)e->low < 0xff000000u || (e->low >> 32) != 0) {
+		const uint8_t carry = (uint8_t)(e->low >> 32);
+		uint8_t b = e->cache;
+
+		do {
+			e->out[e->len++] = (uint8_t)(b + carry);
+			b = 0xff;
+		} while (--e->pending);
+		e->cache = (uint8_t)(e->low >> 24);
+	}
+	e->pending++;
+	e->low = (e->low & 0x00ffffffu) << 8;
+}
+
+/*
+ * Adapt the context @c to @bit: by half the way at its first update, then a quarter, an
+ * eighth, and a sixteenth from the fourth on. Few values of a call site fall in one block,
+ * so the first ones must count: this learns faster than any fixed rate that tracks as well.
+ */
+static inline uint16_t adapt(uint32_t c, uint32_t bit)
+{
+	const uint32_t n = c & 15, s = n + 1;
+	uint32_t p = c >> 4;
+
+	/* towards 0 after a 1, towards PROB_ONE after a 0 */
+	p = p + (((PROB_ONE - p) >> s) & (bit - 1u)) - ((p >> s) & (0u - bit));
+	return (uint16_t)(p << 4 | (n < 3 ? n + 1 : 3));
+}
+
+static inline void enc_bit(struct rc_enc *e, uint16_t *p, uint32_t bit)
+{
+	const uint32_t bound = (e->range >> PROB_BITS) * (uint32_t)(*p >> 4);
+
+	if (!bit) {
+		e->range = bound;
+	} else {
+		e->low += bound;
+		e->range -= bound;
+	}
+	*p = adapt(*p, bit);
+	while (e->range < TOP) {
+		e->range <<= 8;
+		shift_low(e);
+	}
+}
+
+static inline void enc_even(struct rc_enc *e, uint32_t bit)
+{
+	e->range >>= 1;
+	if (bit)
+		e->low += e->range;
+	while (e->range < TOP) {
+		e->range <<= 8;
+		shift_low(e);
+	}
+}
+
+static void enc_word(struct rc_enc *e, uint16_t *set, uint64_t u)
+{
+	const uint32_t n = u ? 64u - (uint32_t)__builtin_clzll(u) : 0;
+	uint32_t node = 1, head;
+	uint16_t *man;
+
+	for (int k = 6; k >= 0; k--) {
+		const uint32_t b = (n >> k) & 1;
+
+		enc_bit(e, &set[node], b);
+		node = 2 * node + b;
+	}
+	if (n < 2)
+		return;
+	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
+	man = set + man_off(n);
+	node = 1;
+	for (uint32_t k = 0; k < head; k++) {
+		const uint32_t b = (uint32_t)(u >> (n - 2 - k)) & 1;
+
+		enc_bit(e, &man[node], b);
+		node = 2 * node + b;
+	}
+	for (int k = (int)(n - 2 - head); k >= 0; k--)
+		enc_even(e, (uint32_t)(u >> k) & 1);
+}
+
+/* A varint the encoder wrote itself. */
+static uint64_t own_varint(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t x = 0;
+	unsigned int shift = 0;
+
+	while (*p & 0x80) {
+		x |= (uint64_t)(*p++ & 0x7f) << shift;
+		shift += 7;
+	}
+	x |= (uint64_t)*p++ << shift;
+	*pp = p;
+	return x;
+}
+
+int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+	       struct tfs_buf *out)
+{
+	struct rc_enc e = {.low = 0, .range = UINT32_MAX, .cache = 0, .pending = 1};
+	int rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN);
+
+	if (rc < 0)
+		return rc;
+	e.out = out->data + out->len;
+	vrc_model_reset(m);
+	for (uint32_t i = 0; i < n; i++)
+		enc_word(&e, set_of(m, slot[i]), own_varint(&col));
+	for (int k = 0; k < 5; k++)
+		shift_low(&e);
+	out->len += e.len;
+	return 0;
+}
+
+/* ---- decoder ---- */
+
+struct rc_dec {
+	const uint8_t *p, *end;
+	uint32_t range;
+	uint32_t code;
+	bool overrun; /* a byte past the end was wanted */
+};
+
+static inline uint32_t next_byte(struct rc_dec *d)
+{
+	if (d->p == d->end) {
+		d->overrun = true;
+		return 0;
+	}
+	return *d->p++;
+}
+
+static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *p)
+{
+	const uint32_t bound = (d->range >> PROB_BITS) * (uint32_t)(*p >> 4);
+	uint32_t bit;
+
+	if (d->code < bound) {
+		d->range = bound;
+		bit = 0;
+	} else {
+		d->code -= bound;
+		d->range -= bound;
+		bit = 1;
+	}
+	*p = adapt(*p, bit);
+	while (d->range < TOP) {
+		d->range <<= 8;
+		d->code = (d->code << 8) | next_byte(d);
+	}
+	return bit;
+}
+
+static inline uint32_t dec_even(struct rc_dec *d)
+{
+	uint32_t bit;
+
+	d->range >>= 1;
+	bit = d->code >= d->range;
+	if (bit)
+		d->code -= d->range;
+	while (d->range < TOP) {
+		d->range <<= 8;
+		d->code = (d->code << 8) | next_byte(d);
+	}
+	return bit;
+}
+
+/* @return the word, or UINT64_MAX with *@bad set for a length over 64 */
+static uint64_t dec_word(struct rc_dec *d, uint16_t *set, bool *bad)
+{
+	uint32_t node = 1, n, head;
+	uint64_t u;
+	uint16_t *man;
+
+	for (int k = 0; k < 7; k++)
+		node = 2 * node + dec_bit(d, &set[node]);
+	n = node - LEN_PROBS;
+	if (n < 2)
+		return n;
+	if (n > 64) {
+		*bad = true;
+		return UINT64_MAX;
+	}
+	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
+	man = set + man_off(n);
+	node = 1;
+	for (uint32_t k = 0; k < head; k++)
+		node = 2 * node + dec_bit(d, &man[node]);
+	u = node; /* the leading one and the head bits */
+	for (uint32_t k = head + 1; k < n; k++)
+		u = (u << 1) | dec_even(d);
+	return u;
+}
+
+static size_t varint_to(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
+		       size_t len, uint8_t *out, size_t *out_len)
+{
+	struct rc_dec d = {.p = in, .end = in + len, .range = UINT32_MAX};
+	size_t o = 0;
+	bool bad = false;
+
+	*out_len = 0;
+	if (len < VRC_MIN_LEN)
+		return "coded column too short";
+	if (*d.p++ != 0)
+		return "coded column's first byte not 0";
+	for (int k = 0; k < 4; k++)
+		d.code = (d.code << 8) | *d.p++;
+	vrc_model_reset(m);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t u = dec_word(&d, set_of(m, slot[i]), &bad);
+
+		if (bad)
+			return "coded word longer than 64 bits";
+		if (d.overrun)
+			return "coded column runs past its end";
+		o += varint_to(out + o, u);
+	}
+	if (d.p != d.end)
+		return "bytes after the coded column's words";
+	*out_len = o;
+	return NULL;
+}

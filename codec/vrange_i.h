@@ -1,0 +1,60 @@
+/*
+ * Range-coded timing columns (FORMAT.md §7.4.2): a column's words (the varints it would
+ * otherwise hold) coded bit by bit with adaptive probabilities, in one context set per
+ * terminal of the block (by order of first occurrence, the 256th and later terminals
+ * sharing the last set). Zstd finds repeated strings; timing words of a noisy program
+ * rarely repeat exactly, but each call site's durations and gaps keep a distribution of
+ * their own, which this learns. Used by values_enc.c and values_dec.c only.
+ */
+#ifndef TFS_VRANGE_I_H
+#define TFS_VRANGE_I_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bytes_i.h"
+
+#define VRC_SLOTS 256u	    /* context sets per column */
+#define VRC_SET_PROBS 1582u /* probabilities of one set: 128 length, 1454 mantissa */
+#define VRC_MIN_LEN 5u	    /* bytes of a column coding nothing: the coder's flush */
+
+/* The context sets of one column, reused across blocks and columns. */
+struct vrc_model {
+	uint16_t *p;	 /* [VRC_SLOTS * VRC_SET_PROBS], set s initialised once s is used */
+	uint32_t n_init; /* sets initialised since the last vrc_model_reset() */
+};
+
+/* @return 0 or -ENOMEM */
+int vrc_model_init(struct vrc_model *m);
+void vrc_model_fini(struct vrc_model *m);
+/* Every set back to its initial state, lazily: call before each column. */
+static inline void vrc_model_reset(struct vrc_model *m)
+{
+	m->n_init = 0;
+}
+
+/* The slot of a block's terminal that occurs @k-th (from 0) for the first time. */
+static inline uint8_t vrc_slot_of(uint32_t k)
+{
+	return k < VRC_SLOTS - 1 ? (uint8_t)k : (uint8_t)(VRC_SLOTS - 1);
+}
+
+/*
+ * Code the @n varints at @col (well formed: the encoder's own) of events whose slots are
+ * @slot[0..n), appending the coded column to @out. Slots must appear in the order
+ * vrc_slot_of() gives them. @return 0 or -ENOMEM (@out may have grown)
+ */
+int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+	       struct tfs_buf *out);
+
+/*
+ * Decode a coded column @in[0..@len) of @n events with slots @slot into @n varints at
+ * @out (room for VAL_VARINT_MAX bytes each), their total length in *@out_len.
+ * @return NULL, or what is wrong with the column (too short, bad first byte, a length
+ * over 64, running past its end, bytes left over)
+ */
+const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
+		       size_t len, uint8_t *out, size_t *out_len);
+
+#endif

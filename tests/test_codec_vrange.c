@@ -1,0 +1,430 @@
+/*
+ * Range-coded timing columns (FORMAT.md §7.4.2): codec/vrange.c against tests/ref_vrange.h,
+ * a second writing of the spec: byte-identical columns and words for words of every
+ * length and context sets beyond the 256th terminal, golden columns, every truncation
+ * refused, every bit flip and random columns read alike by both. Whole sections with coded
+ * columns are tested in test_codec_values.c and test_codec_ticks.c (golden values_v3c).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vrange_i.h"
+#include "testutil.h"
+#include "ref_vrange.h"
+
+#define VARINT_MAX 10
+
+/* One column's input: words and the terminals of their events. */
+struct col_case {
+	uint32_t n;
+	uint64_t *words;
+	uint32_t *term;
+	uint8_t *slot; /* the context sets the codec is given, from the reference's numbering */
+	uint8_t *varints;
+	size_t varints_len;
+};
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+static uint64_t get_varint(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+
+	for (unsigned int shift = 0;; shift += 7) {
+		uint8_t b = *p++;
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	*pp = p;
+	return v;
+}
+
+static void case_init(struct col_case *c, uint32_t n)
+{
+	c->n = n;
+	c->words = calloc(n ? n : 1, sizeof(*c->words));
+	c->term = calloc(n ? n : 1, sizeof(*c->term));
+	c->slot = calloc(n ? n : 1, 1);
+	c->varints = malloc((size_t)(n ? n : 1) * VARINT_MAX);
+	assert_true(c->words && c->term && c->slot && c->varints);
+}
+
+/* Slots and varints once words and terminals are set. */
+static void case_finish(struct col_case *c)
+{
+	uint32_t *seen = malloc((c->n ? c->n : 1) * sizeof(*seen)), n_seen = 0;
+
+	assert_non_null(seen);
+	c->varints_len = 0;
+	for (uint32_t i = 0; i < c->n; i++) {
+		c->slot[i] = (uint8_t)ref_set_of(seen, &n_seen, c->term[i]);
+		c->varints_len += put_varint(c->varints + c->varints_len, c->words[i]);
+	}
+	free(seen);
+}
+
+static void case_fini(struct col_case *c)
+{
+	free(c->words);
+	free(c->term);
+	free(c->slot);
+	free(c->varints);
+}
+
+/* Words of kind @kind (0 zeros ... 5 any u64) for @n_terms terminals. */
+static void gen_case(struct col_case *c, uint32_t n, uint32_t n_terms, int kind, uint64_t *seed)
+{
+	case_init(c, n);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t t = (uint32_t)tu_below(seed, n_terms);
+		uint64_t w = 0;
+
+		switch (kind) {
+		case 0:
+			break;
+		case 1: /* small residuals */
+			w = tu_below(seed, 16);
+			break;
+		case 2: /* lossy bins around a call site's own value */
+			w = 2 * (40 + 7 * (uint64_t)(t % 20) + tu_below(seed, 9));
+			break;
+		case 3: /* nanoseconds: a call site's scale times noise */
+			w = (UINT64_C(1) << (8 + t % 24)) + tu_below(seed, UINT64_C(1) << (6 + t % 24));
+			break;
+		case 4: /* every length, 64 bits included */
+			w = tu_rand(seed) >> tu_below(seed, 64);
+			break;
+		default:
+			w = tu_rand(seed);
+			break;
+		}
+		c->term[i] = t;
+		c->words[i] = w;
+	}
+	case_finish(c);
+}
+
+/* The codec's column for @c (caller frees). */
+static uint8_t *codec_encode(struct vrc_model *m, const struct col_case *c, size_t *len)
+{
+	struct tfs_buf out;
+	uint8_t *p;
+
+	buf_init(&out);
+	assert_int_equal(vrc_encode(m, c->slot, c->n, c->varints, &out), 0);
+	p = malloc(out.len ? out.len : 1);
+	assert_non_null(p);
+	memcpy(p, out.data, out.len);
+	*len = out.len;
+	buf_fini(&out);
+	return p;
+}
+
+/* The codec's reading of @col: NULL or why it refused, words into @w. */
+static const char *codec_decode(struct vrc_model *m, const struct col_case *c,
+				const uint8_t *col, size_t len, uint64_t *w)
+{
+	uint8_t *out = malloc((size_t)(c->n ? c->n : 1) * VARINT_MAX);
+	const uint8_t *p;
+	const char *bad;
+	size_t out_len;
+
+	assert_non_null(out);
+	bad = vrc_decode(m, c->slot, c->n, col, len, out, &out_len);
+	p = out;
+	for (uint32_t i = 0; !bad && i < c->n; i++)
+		w[i] = get_varint(&p);
+	if (!bad)
+		assert_true((size_t)(p - out) == out_len);
+	free(out);
+	return bad;
+}
+
+/* Codec and reference write the same bytes for @c and read back its words. */
+static void check_case(struct vrc_model *m, const struct col_case *c, size_t *bytes_out)
+{
+	uint8_t *ref = malloc(24 * (size_t)c->n + 8);
+	uint64_t *w = malloc((c->n ? c->n : 1) * sizeof(*w));
+	size_t len, ref_len;
+	uint8_t *col;
+
+	assert_true(ref && w);
+	col = codec_encode(m, c, &len);
+	ref_len = ref_vrange_encode(c->words, c->term, c->n, ref);
+	assert_int_equal(len, ref_len);
+	assert_memory_equal(col, ref, len);
+	assert_null(codec_decode(m, c, col, len, w));
+	assert_memory_equal(w, c->words, c->n * sizeof(*w));
+	memset(w, 0, c->n * sizeof(*w));
+	assert_int_equal(ref_vrange_decode(col, len, c->term, c->n, w), 0);
+	assert_memory_equal(w, c->words, c->n * sizeof(*w));
+	if (bytes_out)
+		*bytes_out = len;
+	free(col);
+	free(ref);
+	free(w);
+}
+
+static void test_vrange_matches_reference(void **state)
+{
+	static const uint32_t sizes[] = {0, 1, 2, 17, 700, 4096};
+	static const uint32_t terms[] = {1, 3, 300};
+	uint64_t seed = tu_seed(__func__);
+	struct vrc_model m;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	for (size_t a = 0; a < sizeof(sizes) / sizeof(sizes[0]); a++)
+		for (size_t b = 0; b < sizeof(terms) / sizeof(terms[0]); b++)
+			for (int kind = 0; kind <= 5; kind++) {
+				struct col_case c;
+				size_t len;
+
+				gen_case(&c, sizes[a], terms[b], kind, &seed);
+				check_case(&m, &c, &len);
+				if (sizes[a] == 4096 && terms[b] == 3)
+					print_message("# kind %d: %zu bytes for %u words (%zu as "
+						      "varints)\n",
+						      kind, len, c.n, c.varints_len);
+				/* a call site's own distribution is learnt: under a byte each */
+				if (sizes[a] == 4096 && terms[b] == 3 && kind <= 2)
+					assert_true(len < c.n);
+				case_fini(&c);
+			}
+	vrc_model_fini(&m);
+}
+
+/*
+ * Terminals beyond the 255th share set 255: 300 terminals each with its own constant, the
+ * first 255 learn theirs, the rest one common set.
+ */
+static void test_vrange_sets_beyond_255_are_shared(void **state)
+{
+	struct vrc_model m;
+	struct col_case c;
+	uint8_t max_slot = 0;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	case_init(&c, 3000);
+	for (uint32_t i = 0; i < c.n; i++) {
+		c.term[i] = i % 300;
+		c.words[i] = 1000 + 3 * (i % 300);
+	}
+	case_finish(&c);
+	for (uint32_t i = 0; i < c.n; i++)
+		if (c.slot[i] > max_slot)
+			max_slot = c.slot[i];
+	assert_int_equal(max_slot, 255);
+	assert_int_equal(c.slot[299], 255);
+	assert_int_equal(c.slot[254], 254);
+	assert_int_equal(vrc_slot_of(299), 255);
+	assert_int_equal(vrc_slot_of(254), 254);
+	check_case(&m, &c, NULL);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
+/*
+ * Golden columns, from §7.4.2 by hand and by tests/data/golden/values_v3c.py's writer: one
+ * word 0 (seven 0 bits at 1/2 leave low at 0); words of lengths 1, 2, 11 and 64 of two
+ * terminals (its 64-bit word makes a run of 0xff bytes wait for a carry).
+ */
+static void test_vrange_golden_columns(void **state)
+{
+	static const uint8_t golden1[] = {0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint64_t words2[] = {1, 2, 1500, UINT64_MAX, 2};
+	static const uint32_t terms2[] = {0, 1, 0, 1, 1};
+	static const uint8_t golden2[] = {0x00, 0x02, 0x08, 0xb1, 0x64, 0x85, 0xaf, 0xff, 0xff,
+					  0xff, 0xff, 0xff, 0xff, 0xfc, 0xc6, 0x71, 0x80, 0x00};
+	struct vrc_model m;
+	struct col_case c;
+	uint64_t w[5];
+	uint8_t *col;
+	size_t len;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	case_init(&c, 1);
+	case_finish(&c);
+	col = codec_encode(&m, &c, &len);
+	assert_int_equal(len, sizeof(golden1));
+	assert_memory_equal(col, golden1, len);
+	assert_null(codec_decode(&m, &c, golden1, sizeof(golden1), w));
+	assert_true(w[0] == 0);
+	check_case(&m, &c, NULL);
+	free(col);
+	case_fini(&c);
+
+	case_init(&c, 5);
+	memcpy(c.words, words2, sizeof(words2));
+	memcpy(c.term, terms2, sizeof(terms2));
+	case_finish(&c);
+	col = codec_encode(&m, &c, &len);
+	assert_int_equal(len, sizeof(golden2));
+	assert_memory_equal(col, golden2, len);
+	assert_null(codec_decode(&m, &c, golden2, sizeof(golden2), w));
+	assert_memory_equal(w, words2, sizeof(words2));
+	check_case(&m, &c, NULL);
+	free(col);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
+/* Every proper prefix of a column is refused by both readers (§7.4.2: a byte past its end). */
+static void test_vrange_truncations_are_refused(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct vrc_model m;
+	struct col_case c;
+	uint64_t *w;
+	uint8_t *col;
+	size_t len;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	gen_case(&c, 300, 5, 4, &seed);
+	w = malloc(c.n * sizeof(*w));
+	assert_non_null(w);
+	col = codec_encode(&m, &c, &len);
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *copy = malloc(cut ? cut : 1);
+
+		assert_non_null(copy);
+		memcpy(copy, col, cut);
+		assert_non_null(codec_decode(&m, &c, copy, cut, w));
+		assert_int_equal(ref_vrange_decode(copy, cut, c.term, c.n, w), -1);
+		free(copy);
+	}
+	/* and a byte more is refused too */
+	{
+		uint8_t *longer = malloc(len + 1);
+
+		assert_non_null(longer);
+		memcpy(longer, col, len);
+		longer[len] = 0;
+		assert_string_equal(codec_decode(&m, &c, longer, len + 1, w),
+				    "bytes after the coded column's words");
+		free(longer);
+	}
+	free(col);
+	free(w);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
+/* Both readers agree on @col: both refuse it, or both read the same words. @return accepted */
+static int agree(struct vrc_model *m, const struct col_case *c, const uint8_t *col, size_t len,
+		 uint64_t *w1, uint64_t *w2, const char **why)
+{
+	const char *bad = codec_decode(m, c, col, len, w1);
+	int ref = ref_vrange_decode(col, len, c->term, c->n, w2);
+
+	*why = bad;
+	assert_int_equal(bad == NULL, ref == 0);
+	if (!bad)
+		assert_memory_equal(w1, w2, c->n * sizeof(*w1));
+	return !bad;
+}
+
+/* Every single-bit flip of a column: the codec reads it as the reference does, or refuses. */
+static void test_vrange_bit_flips_read_alike(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct vrc_model m;
+	struct col_case c;
+	uint64_t *w1, *w2;
+	size_t len, accepted = 0, first_byte = 0;
+	uint8_t *col;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	gen_case(&c, 200, 4, 3, &seed);
+	w1 = malloc(c.n * sizeof(*w1));
+	w2 = malloc(c.n * sizeof(*w2));
+	assert_true(w1 && w2);
+	col = codec_encode(&m, &c, &len);
+	for (size_t bit = 0; bit < len * 8; bit++) {
+		const char *why;
+
+		col[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+		accepted += agree(&m, &c, col, len, w1, w2, &why);
+		if (bit < 8) {
+			assert_string_equal(why, "coded column's first byte not 0");
+			first_byte++;
+		}
+		col[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+	}
+	assert_int_equal(first_byte, 8);
+	print_message("# %zu of %zu flips of a %zu-byte column still decode (to other words)\n",
+		      accepted, len * 8, len);
+	free(col);
+	free(w1);
+	free(w2);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
+/*
+ * Random bytes after a 0: lengths from a fresh length tree are near uniform in 0..127, so
+ * most columns name a length over 64 early; the readers agree on every one.
+ */
+static void test_vrange_random_columns_read_alike(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct vrc_model m;
+	struct col_case c;
+	uint64_t w1[8], w2[8];
+	size_t too_long = 0, accepted = 0;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	case_init(&c, 8);
+	for (uint32_t i = 0; i < c.n; i++)
+		c.term[i] = i % 3;
+	case_finish(&c);
+	for (int k = 0; k < 2000; k++) {
+		uint8_t col[40];
+		size_t len = 5 + tu_below(&seed, sizeof(col) - 4);
+		const char *why;
+
+		for (size_t i = 0; i < len; i++)
+			col[i] = (uint8_t)tu_rand(&seed);
+		col[0] = 0;
+		accepted += agree(&m, &c, col, len, w1, w2, &why);
+		too_long += why && strcmp(why, "coded word longer than 64 bits") == 0;
+	}
+	print_message("# 2000 random columns: %zu decode, %zu name a length over 64\n", accepted,
+		      too_long);
+	assert_true(too_long > 500);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_vrange_matches_reference),
+		cmocka_unit_test(test_vrange_sets_beyond_255_are_shared),
+		cmocka_unit_test(test_vrange_golden_columns),
+		cmocka_unit_test(test_vrange_truncations_are_refused),
+		cmocka_unit_test(test_vrange_bit_flips_read_alike),
+		cmocka_unit_test(test_vrange_random_columns_read_alike),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
