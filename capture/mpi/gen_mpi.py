@@ -547,6 +547,8 @@ class Gen:
             o.append('\tmpirt_on_finalize();')
         if 'info_set' in self.hooks:
             o.append('\tif (ret == MPI_SUCCESS)\n\t\tmpirt_on_info_set(key, value);')
+        if 'info_delete' in self.hooks:
+            o.append('\tif (ret == MPI_SUCCESS)\n\t\tmpirt_on_info_set(key, "");')
         if self.name in ('MPI_Init', 'MPI_Init_thread'):
             o.insert(o.index('\tmpirt_stop(&c);') + 1, '\tmpirt_on_init();')
         if rv:
