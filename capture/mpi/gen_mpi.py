@@ -39,6 +39,8 @@ INTS = {'int', 'MPI_Aint', 'MPI_Count', 'MPI_Offset', 'MPI_Fint', 'long', 'unsig
 BUF_NAMES = {'origin_addr', 'result_addr', 'compare_addr', 'inbuf', 'outbuf', 'inoutbuf',
              'location', 'buffer', 'pack_buf'}
 MAX_ARGS = 32
+# conversions of handles and statuses between the Fortran and C bindings
+CONVERSION = re.compile(r'_(f2c|c2f|f082c|c2f08|f082f|f2f08)$')
 
 
 class Param:
@@ -507,6 +509,10 @@ class Gen:
             return '\n'.join(o)
         fwd = ', '.join(p.name for p in self.params)
         ret = 'return ' if self.ret != 'void' else ''
+        if CONVERSION.search(self.name):
+            # a binding's plumbing (Open MPI's convert every handle they pass): never routed
+            return '\n'.join(o + [self.proto('PMPI_'), '{',
+                                   f'\t{ret}{self.real()}({fwd});', '}'])
         return '\n'.join(o + [self.proto('PMPI_'), '{',
                                '\tif (mpirt_bypassed(__builtin_return_address(0))) {',
                                f'\t\t{ret}MPI_{tail}({fwd});',

@@ -560,12 +560,15 @@ def check_status(t, run):
          f'array_of_statuses="error:{trunc},' in txt, 'status: the text view shows them', txt)
 
 
-def exp_fortran(rank, size, f08=False):
+def exp_fortran(rank, size, f08=False, openmpi=False):
     """mpi_fortran.f90 (`use mpi`): the Fortran bindings reach the C wrappers with Fortran
     handles (MPI_INTEGER its own datatype id), a real status array, MPI_STATUSES_IGNORE,
     MPI_IN_PLACE and blank-trimmed strings. mpi_fortran_f08.f90 (`use mpi_f08`) the same,
     but its array section is sent as one element of a temporary datatype whose construction
-    (inside the binding) is not recorded."""
+    (inside the binding) is not recorded, and it ends the phase by deleting the key. Open
+    MPI's mpi_f08 binding passes the C function statuses of its own for MPI_STATUSES_IGNORE
+    (the trace shows what the MPI wrote there) and gets the array section as the compiler's
+    contiguous copy (4 integers, as `use mpi`)."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
     # one id for the split's result: members agree on it, the two halves never meet
     integer, vec, half = V('integer', 'type'), V('vec', 'type'), V('half', 'job')
@@ -582,10 +585,11 @@ def exp_fortran(rank, size, f08=False):
         ('MPI_Isend', {'count': 1, 'datatype': integer, 'dest': nxt, 'tag': 12, 'comm': 0,
                        'request': V('b')}),
         ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
-                         'array_of_statuses': ''})]
+                         'array_of_statuses': f'{rel_rank(prv, rank)}:{rel_tag(12, prv, rank)}'
+                                              ':4:0,-:-:-:0' if openmpi else ''})]
     if rank == 0:
         seq.append(('MPI_Send', dict(
-            {'count': 1, 'datatype': V('section', 'type')} if f08 else
+            {'count': 1, 'datatype': V('section', 'type')} if f08 and not openmpi else
             {'count': 4, 'datatype': integer}, dest=1, tag=14, comm=0)))
     elif rank == 1:
         seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 14,
@@ -616,6 +620,7 @@ def exp_fortran(rank, size, f08=False):
         ('MPI_Allreduce', {'sendbuf': 0, 'sendbuf_off': IN_PLACE, 'count': 1,
                            'datatype': integer, 'op': V('sum', 'op'), 'comm': 0}),
         ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Info_delete', {'info': info, 'key': 'tracefs_phase'}) if f08 else
         ('MPI_Info_set', {'info': info, 'key': 'tracefs_phase', 'value': ''}),
         ('MPI_Info_free', {'info': info}),
         ('MPI_Finalize', {})]
@@ -640,11 +645,13 @@ def remember(name):
               f'the same {name} as before')
 
 
-def exp_fortran_mpifh(rank, size):
+def exp_fortran_mpifh(rank, size, openmpi=False):
     """mpi_fortran_mpifh.f90 (`include 'mpif.h'`): struct datatypes of absolute addresses
     (as MPI_Get_address returned them) used from MPI_BOTTOM, which prints as offset 0x0,
-    MPI_STATUS_IGNORE, MPI_IN_PLACE at the root only."""
+    MPI_STATUS_IGNORE, MPI_IN_PLACE at the root only. Open MPI's binding passes the C function
+    a status of its own for MPI_STATUS_IGNORE: the trace shows what the MPI wrote there."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
+    st = ((prv, 21, 8, 0) if openmpi else (NO_STATUS,) * 4)
     integer, ts, tr = V('integer', 'type'), V('ts', 'type'), V('tr', 'type')
 
     def struct(a, b, new):
@@ -665,8 +672,8 @@ def exp_fortran_mpifh(rank, size):
         ('MPI_Sendrecv', {'sendbuf': 0, 'sendbuf_off': '0x0', 'sendcount': 1, 'sendtype': ts,
                           'dest': nxt, 'sendtag': 21, 'recvbuf': 0, 'recvbuf_off': '0x0',
                           'recvcount': 1, 'recvtype': tr, 'source': prv, 'recvtag': 21,
-                          'comm': 0, 'status.source': NO_STATUS, 'status.tag': NO_STATUS,
-                          'status.count': NO_STATUS, 'status.cancelled': NO_STATUS}),
+                          'comm': 0, 'status.source': st[0], 'status.tag': st[1],
+                          'status.count': st[2], 'status.cancelled': st[3]}),
         ('MPI_Type_free', {'datatype': ts}), ('MPI_Type_free', {'datatype': tr}),
         ('MPI_Reduce', dict({'count': 1, 'datatype': integer, 'op': V('sum', 'op'), 'root': 0,
                              'comm': 0}, **({'sendbuf_off': IN_PLACE} if rank == 0 else {}))),
@@ -683,15 +690,18 @@ def check_fortran(t, run):
     and arguments, statuses, the phase switched from Fortran, output unchanged."""
     # mpi_fortran_f08.f90 is mpi_fortran.f90 in the mpi_f08 module's syntax: the same calls
     progs = (('mpi_fortran', exp_fortran, out_fortran),
-             ('mpi_fortran_mpifh', exp_fortran_mpifh, out_fortran_mpifh),
-             ('mpi_fortran_f08', lambda r, s: exp_fortran(r, s, f08=True), out_fortran))
+             ('mpi_fortran_mpifh', lambda r, s: exp_fortran_mpifh(r, s, run.o.openmpi),
+              out_fortran_mpifh),
+             ('mpi_fortran_f08', lambda r, s: exp_fortran(r, s, True, run.o.openmpi),
+              out_fortran))
     for name, expect, out in progs:
-        why = run.o.fortran_skip or (run.o.f08_skip if name.endswith('f08') else None)
+        why = run.o.fortran_skip or (run.o.f08_skip if name.endswith('f08') else None) or (
+            run.o.mpi_module_skip if name == 'mpi_fortran' else None)
         if why:
             t.skip(f'{name}: traced at 4 and 9 ranks', why)
             continue
         prog = os.path.join(run.o.bindir, name)
-        for n in (4, 9):
+        for n in ((run.o.ranks,) if run.o.ranks else (4, 9)):
             trace = os.path.join(run.tmp, f'{name}{n}.trace')
             plain = run.mpiexec(n, [prog], traced=False)
             traced = run.mpiexec(n, [prog], traced=True, trace=trace)
@@ -722,7 +732,8 @@ def check_fortran_phase(t, run, name, trace, n):
         res = subprocess.run([run.o.tracefs, 'cat', trace,
                               f'ranks/{r}/phases/solve/threads/0/trace.txt'],
                              capture_output=True, text=True)
-        names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout) if m != 'MPI_Info_set']
+        names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout)
+                 if m not in ('MPI_Info_set', 'MPI_Info_delete')]
         t.ok(ph == ['solve'] and names == ['MPI_Bcast', 'MPI_Allreduce', 'MPI_Barrier'],
              f'{name}: {n} ranks, rank {r} phase "solve" holds Bcast, Allreduce, Barrier',
              f'{ph} {names}')
@@ -887,6 +898,8 @@ def main():
     ap.add_argument('--no-mpi', action='store_true')
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
+    ap.add_argument('--mpi-module-skip',
+                    help='report the `use mpi` case (mpi_fortran) skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
                     'status, tagring, fortran, refusals, inproc, sizes)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
