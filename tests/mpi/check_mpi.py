@@ -775,6 +775,28 @@ def check_inprocess(t, run):
          'in-process: no per-rank files left')
 
 
+def check_launchers(t, o, tmp):
+    """`tracefs record` under each launcher looks for the wrappers of that launcher's MPI:
+    with libtfscapture.so alone in a directory, the error names the one missing."""
+    lone = os.path.join(tmp, 'lone')
+    os.makedirs(lone, exist_ok=True)
+    cap = os.path.join(lone, 'libtfscapture.so')
+    if not os.path.exists(cap):
+        os.symlink(o.caplib, cap)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(('PMI_', 'OMPI_COMM_WORLD_', 'TFS_'))}
+    for rank, size, lib in (('PMI_RANK', 'PMI_SIZE', 'libtfsmpi.so'),
+                            ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
+                             'libtfsmpi-ompi.so')):
+        env = dict(base, TFS_CAPTURE_LIB=cap, **{rank: '0', size: '2'})
+        res = subprocess.run([o.tracefs, 'record', '-o', os.path.join(tmp, 'none.trace'), '--',
+                              'true'], env=env, capture_output=True, text=True, cwd=tmp)
+        lines = res.stderr.splitlines()
+        t.ok(res.returncode != 0 and len(lines) == 1 and
+             f'cannot find {lib} next to {cap}' in lines[0],
+             f'record under {rank}: looks for {lib}, one line when it is missing', res.stderr)
+
+
 def check_coverage(t, o):
     """Every MPI_ function mpi.h declares (read here with a regex, not the generator) is
     exported by libtfsmpi.so, except those the library lacks (listed `absent`)."""
@@ -853,6 +875,61 @@ def check_generator(t, o, tmp):
                           '--kinds', kinds], capture_output=True, text=True)
     t.ok(res.returncode != 0 and res.stderr.strip() == f'{bad}:3: unknown attribute bogus',
          'a bad annotation is a one-line error naming file and line', res.stderr)
+    check_generator_impls(t, o, tmp, h)
+
+
+# a second implementation's header: one function more, a parameter named otherwise
+OTHER_H = '''typedef int MPI_Comm; typedef int MPI_Request;
+int MPI_Foo(int *outval, const int *inval, void *opaque, int target, MPI_Comm comm);
+int PMPI_Foo(int *, const int *, void *, int, MPI_Comm);
+int MPI_Bar(int count, MPI_Request array_of_requests[]);
+int PMPI_Bar(int count, MPI_Request array_of_requests[]);
+int MPI_Baz(MPI_Comm comm);
+int PMPI_Baz(MPI_Comm comm);
+'''
+
+
+def check_generator_impls(t, o, tmp, h):
+    """Two implementations (--next): one kinds table, the second's calls numbered after the
+    first's; a parameter the second names otherwise gets the annotated standard name (and
+    that name's rules); a name= rule is checked."""
+    h2, annot = os.path.join(tmp, 'other.h'), os.path.join(tmp, 'names.txt')
+    with open(h2, 'w') as f:
+        f.write(OTHER_H)
+    with open(annot, 'w') as f:
+        f.write(open(o.annot).read() + '\nMPI_Foo\ttarget\tname=dest\n')
+    kinds, w1, w2, l2 = (os.path.join(tmp, n) for n in ('k2.c', 'w1.c', 'w2.c', 'l2.txt'))
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', annot,
+                          '--kinds', kinds, '--wrap', w1, '--next', '--header', h2,
+                          '--wrap', w2, '--list', l2], capture_output=True, text=True)
+    if not t.ok(res.returncode == 0, 'generator runs on two implementations', res.stderr):
+        return
+    k, a, b = open(kinds).read(), open(w1).read(), open(w2).read()
+    names = re.findall(r'\{"(MPI_\w+)", "mpi"', k)
+    t.ok(names == ['MPI_Bar', 'MPI_Foo', 'MPI_Bar', 'MPI_Baz', 'MPI_Foo'] and
+         'cap_mpi_n_kinds = 5;' in k and 'N_CALLS + 1,' in a and 'N_CALLS + 4,' in b and
+         'N_CALLS + 2,' in b and 'N_CALLS + 2,' not in a and
+         open(l2).read().split() == ['MPI_Bar', 'MPI_Baz', 'MPI_Foo'],
+         'two implementations share one kinds table, the second numbered after the first',
+         names)
+    foo = b[b.index('int MPI_Foo('):]
+    t.ok(foo.startswith('int MPI_Foo(int *outval, const int *inval, void *opaque, int dest, '
+                        'MPI_Comm comm)') and
+         'mpirt_rank(mpirt_delta_comm(comm), dest)' in foo and
+         k.count('{"dest", TFS_TYPE_I64, TFS_ENC_RANK') == 2,
+         'a parameter named otherwise is given its annotated name and that name\'s rules',
+         foo[:300])
+    bad = os.path.join(tmp, 'badname.txt')
+    for line, why in (('*\ttarget\tname=dest', 'name=<standard name> stands alone in a '
+                       'function rule'),
+                      ('MPI_Foo\ttarget\tname=comm', 'MPI_Foo: target renamed comm, which it '
+                       'has already')):
+        with open(bad, 'w') as f:
+            f.write(line + '\n')
+        res = subprocess.run([sys.executable, o.gen, '--header', h2, '--annot', bad,
+                              '--kinds', kinds], capture_output=True, text=True)
+        t.ok(res.returncode != 0 and len(res.stderr.splitlines()) == 1 and
+             why in res.stderr, f'a bad name= rule is a one-line error: {why}', res.stderr)
 
 
 def check_sizes(t, run):
@@ -928,6 +1005,7 @@ def main():
         if want('coverage'):
             check_coverage(t, o)
             check_generator(t, o, tmp)
+            check_launchers(t, o, tmp)
         for name, n, args, expect in PROGRAMS:
             if want(name):
                 check_program(t, run, name, n, args, expect)
