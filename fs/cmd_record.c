@@ -212,8 +212,10 @@ static const struct mpi_launcher {
 	const char *rank_var, *size_var;
 	const char *wrappers; /* the PMPI wrappers built against this launcher's MPI */
 } mpi_launchers[] = {
-	{"PMI_RANK", "PMI_SIZE", "libtfsmpi.so"},			  /* MPICH's Hydra */
-	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "libtfsmpi-ompi.so"}, /* Open MPI */
+	/* MPICH's Hydra */
+	{"PMI_RANK", "PMI_SIZE", "libtfsmpi.so"},
+	/* Open MPI's mpiexec */
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "libtfsmpi-ompi.so"},
 };
 
 /* The launcher that started this process and the rank and size it gave, or NULL. */
