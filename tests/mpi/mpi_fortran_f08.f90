@@ -1,7 +1,6 @@
 ! mpi_fortran.f90 written for the Fortran 2008 module mpi_f08: the same calls with the same
 ! arguments and the same output line, so check_mpi.py expects the same of both but for the
-! array section, which reaches MPI as one element of a temporary datatype, and the end of the
-! phase, by deleting the info key (Open MPI refuses the empty value mpi_fortran.f90 sets). MPICH's
+! array section, which reaches MPI as one element of a temporary datatype. MPICH's
 ! mpi_f08 entry points call PMPI_ functions, not MPI_ ones: they are traced because
 ! libtfsmpi.so routes such calls to its wrappers (capture/mpi/mpi_f08.c).
 program mpi_fortran_f08
