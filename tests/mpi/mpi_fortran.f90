@@ -1,5 +1,6 @@
 ! A Fortran MPI program (`use mpi`) with known calls, traced by check_mpi.py like the C ones:
-! the Fortran bindings of the MPI library call the C functions libtfsmpi.so wraps. Every
+! MPICH's Fortran bindings call the C functions libtfsmpi.so wraps (Open MPI's call PMPI_ ones,
+! which libtfsmpi-ompi.so routes to its wrappers). Every
 ! argument is fixed by the rank and the size, so the script can expect each rank's calls:
 ! a blocking ring (status array read back), a nonblocking ring completed with
 ! MPI_STATUSES_IGNORE, a strided array section and a strided derived datatype sent from
