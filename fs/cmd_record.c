@@ -7,7 +7,8 @@
  * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
  * of each allocation's backtrace (64 by default, 0: none). Run by an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
- * OMPI_COMM_WORLD_RANK/SIZE) it also preloads libtfsmpi.so, the PMPI wrappers: at
+ * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
+ * (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at
  * MPI_Finalize each rank's wrapper asks for its trace so far (spool_i.h save_req), the ranks
  * merge them and rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own
  * trace as <out>.<rank>. This file does the command line and process control only; the
@@ -206,29 +207,40 @@ out:
 	return is_static;
 }
 
-/* The rank and size an MPI launcher gave this process (mpich's Hydra, Open MPI). */
-static void mpi_launch(long *rank, long *size)
-{
-	static const char *const vars[][2] = {{"PMI_RANK", "PMI_SIZE"},
-					      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}};
+/* The MPI launchers known by the variables they give each process, and their wrappers. */
+static const struct mpi_launcher {
+	const char *rank_var, *size_var;
+	const char *wrappers; /* the PMPI wrappers built against this launcher's MPI */
+} mpi_launchers[] = {
+	/* MPICH's Hydra */
+	{"PMI_RANK", "PMI_SIZE", "libtfsmpi.so"},
+	/* Open MPI's mpiexec */
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "libtfsmpi-ompi.so"},
+};
 
+/* The launcher that started this process and the rank and size it gave, or NULL. */
+static const struct mpi_launcher *mpi_launch(long *rank, long *size)
+{
 	*rank = 0;
 	*size = 0;
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *r = getenv(vars[i][0]), *s = getenv(vars[i][1]);
+	for (size_t i = 0; i < sizeof(mpi_launchers) / sizeof(mpi_launchers[0]); i++) {
+		const char *r = getenv(mpi_launchers[i].rank_var);
+		const char *s = getenv(mpi_launchers[i].size_var);
 
 		if (r && s && atol(s) > 0) {
 			*rank = atol(r);
 			*size = atol(s);
-			return;
+			return &mpi_launchers[i];
 		}
 	}
+	return NULL;
 }
 
-/* libtfsmpi.so, next to libtfscapture.so @lib (installed) or in mpi/ beside it (build). */
-static bool find_mpi_library(const char *lib, char *buf, size_t cap)
+/* The wrappers @name (of the launcher's MPI), next to libtfscapture.so @lib (installed) or in
+ * mpi/ beside it (build); $TFS_MPI_LIB instead when set. */
+static bool find_mpi_library(const char *lib, const char *name, char *buf, size_t cap)
 {
-	static const char *const rel[] = {"/mpi/libtfsmpi.so", "/libtfsmpi.so"};
+	static const char *const rel[] = {"/mpi/", "/"};
 	const char *env = getenv("TFS_MPI_LIB");
 	const char *slash = strrchr(lib, '/');
 
@@ -237,7 +249,7 @@ static bool find_mpi_library(const char *lib, char *buf, size_t cap)
 		return access(buf, R_OK) == 0;
 	}
 	for (size_t i = 0; slash && i < sizeof(rel) / sizeof(rel[0]); i++) {
-		snprintf(buf, cap, "%.*s%s", (int)(slash - lib), lib, rel[i]);
+		snprintf(buf, cap, "%.*s%s%s", (int)(slash - lib), lib, rel[i], name);
 		if (access(buf, R_OK) == 0)
 			return true;
 	}
@@ -755,6 +767,7 @@ int fs_cmd_record(int argc, char **argv)
 {
 	struct record_opts o;
 	char file[PATH_MAX], lib[2 * PATH_MAX + 2], out[PATH_MAX + 24], mpi_out[2 * PATH_MAX];
+	const struct mpi_launcher *launcher;
 	const char *base;
 	int rc;
 
@@ -779,13 +792,14 @@ int fs_cmd_record(int argc, char **argv)
 	snprintf(out, sizeof(out), "%s", o.out ? o.out : base);
 	if (!o.out)
 		snprintf(out, sizeof(out), "%s.trace", base);
-	mpi_launch(&o.mpi_rank, &o.mpi_size);
-	if (o.mpi_size > 0) {
+	launcher = mpi_launch(&o.mpi_rank, &o.mpi_size);
+	if (launcher) {
 		char mpilib[PATH_MAX];
 		size_t n = strlen(lib);
 
-		if (!find_mpi_library(lib, mpilib, sizeof(mpilib))) {
-			fs_fail("cannot find libtfsmpi.so next to %s (set TFS_MPI_LIB)", lib);
+		if (!find_mpi_library(lib, launcher->wrappers, mpilib, sizeof(mpilib))) {
+			fs_fail("cannot find %s next to %s (built without this MPI? set TFS_MPI_LIB)",
+			    launcher->wrappers, lib);
 			return EXIT_RUNTIME;
 		}
 		snprintf(lib + n, sizeof(lib) - n, ":%s", mpilib);

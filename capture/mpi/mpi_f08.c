@@ -7,7 +7,11 @@
  * routed to the MPI_ wrapper, any other (the MPI library's own, this library's, the
  * program's) goes straight to the MPI library. The f08 bindings' helpers (temporary
  * datatypes of non-contiguous array sections, in functions named *_f08ts_ or without a
- * dynamic symbol) stay untraced. It does not interpret any MPI argument.
+ * dynamic symbol) stay untraced. Open MPI's Fortran bindings all call PMPI_ functions (its
+ * `use mpi` and `use mpi_f08` modules through its mpif.h library, the object defining
+ * ompi_init_f): built against Open MPI, every PMPI_ call from that object is routed, but for
+ * the conversions of handles between Fortran and C, which the generator never routes. It
+ * does not interpret any MPI argument.
  */
 #include <dlfcn.h>
 #include <link.h>
@@ -44,9 +48,15 @@ static int find_segments(struct dl_phdr_info *info, size_t size, void *data)
 	return 1;
 }
 
+#ifdef OPEN_MPI
+#define BINDINGS_ANCHOR "ompi_init_f"
+#else
+#define BINDINGS_ANCHOR "mpi_init_f08_"
+#endif
+
 static void find_f08(void)
 {
-	void *entry = dlsym(RTLD_DEFAULT, "mpi_init_f08_");
+	void *entry = dlsym(RTLD_DEFAULT, BINDINGS_ANCHOR);
 	Dl_info di;
 
 	if (!entry || !dladdr(entry, &di) || !di.dli_fbase)
@@ -59,6 +69,9 @@ static void find_f08(void)
 
 static bool is_f08_entry(const void *ra)
 {
+#ifdef OPEN_MPI
+	return ra != NULL; /* every Open MPI binding is an entry point */
+#else
 	Dl_info di;
 	size_t n;
 
@@ -66,6 +79,7 @@ static bool is_f08_entry(const void *ra)
 		return false;
 	n = strlen(di.dli_sname);
 	return n > 5 && strcmp(di.dli_sname + n - 5, "_f08_") == 0;
+#endif
 }
 
 bool mpirt_bypassed(const void *ra)

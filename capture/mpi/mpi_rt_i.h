@@ -213,13 +213,14 @@ uint64_t mpirt_bits(const void *p, size_t size);
 
 /*
  * Whether a PMPI_ call returning to @ra comes from an MPI binding that bypasses the MPI_
- * functions (MPICH's mpi_f08 entry points), so the call goes to the MPI_ wrapper instead.
+ * functions (MPICH's mpi_f08 entry points, every Fortran binding of Open MPI), so the call
+ * goes to the MPI_ wrapper instead.
  * Thread-safe; cheap outside the Fortran library (mpi_f08.c).
  */
 bool mpirt_bypassed(const void *ra);
 
 /*
- * The MPI library's function @name (a PMPI_ one), looked up after libtfsmpi.so once and
+ * The MPI library's function @name (a PMPI_ one), looked up after this library once and
  * kept in @slot. Thread-safe.
  */
 void *mpirt_next(void *_Atomic *slot, const char *name);

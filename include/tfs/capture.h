@@ -19,7 +19,8 @@
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
  *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
  *                          and threads need the library preloaded or linked: its interposers
- *                          record them; mpi needs libtfsmpi.so preloaded or linked)
+ *                          record them; mpi needs libtfsmpi.so preloaded or linked,
+ *                          libtfsmpi-ompi.so under Open MPI)
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_BACKTRACE_DEPTH=N  in-process mode with alloc: frames kept of each allocation's
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record

@@ -10,6 +10,9 @@ constructors. Fortran programs (`use mpi`, `include 'mpif.h'`) the same way, or 
 skipped with the reason the build gave (--fortran-skip). Also: the program's output is
 unchanged, every function of mpi.h is wrapped, and the 2D stencil's trace size does not grow
 with ranks or iterations (sizes printed).
+With --openmpi the same expectations check the programs built with Open MPI and traced under
+its mpiexec with libtfsmpi-ompi.so (--only picks the cases, --ranks the rank count: Open MPI
+runs more ranks than cores only when told to).
 Exits 77 when the build has no MPI wrappers.
 """
 import argparse
@@ -340,16 +343,18 @@ def exp_comms(rank, size):
         ('MPI_Finalize', {})]
 
 
-def check_anysome(t, evs, rank, size):
+def check_anysome(t, evs, rank, size, openmpi):
     """Completion order is the network's: check the sets, and each status against its
-    request."""
+    request. Ranks but 0 end their phase with an empty value, or under Open MPI, which
+    refuses it, by deleting the key."""
     names = [e['name'] for e in evs]
+    end = (('MPI_Info_delete', {'key': 'tracefs_phase'}) if openmpi else
+           ('MPI_Info_set', {'key': 'tracefs_phase', 'value': ''}))
     if rank != 0:
         exp = start(rank, size) + [
             ('MPI_Info_create', {}), ('MPI_Send', {'dest': 0, 'tag': rank}),
             ('MPI_Barrier', {}), ('MPI_Info_set', {'key': 'tracefs_phase', 'value': 'testsome'}),
-            ('MPI_Send', {'dest': 0, 'tag': 100 + rank}),
-            ('MPI_Info_set', {'key': 'tracefs_phase', 'value': ''}),
+            ('MPI_Send', {'dest': 0, 'tag': 100 + rank}), end,
             ('MPI_Info_free', {}), ('MPI_Finalize', {})]
         env = {'rank': {}, 'job': {}}
         d = match_seq(exp, evs, env)
@@ -392,7 +397,7 @@ def check_anysome(t, evs, rank, size):
             ok, why = False, f'Testsome statuses {st} != {exp_st}'
         got += idx
     ok &= sorted(got) == list(range(n))
-    ok &= names[-3:] == ['MPI_Info_set', 'MPI_Info_free', 'MPI_Finalize']
+    ok &= names[-3:] == ['MPI_Info_delete', 'MPI_Info_free', 'MPI_Finalize']
     return t.ok(ok, f'anysome: rank 0 Waitany and Testsome ({len(tests)} calls) match their '
                 'requests and statuses', why or names)
 
@@ -416,6 +421,7 @@ PROGRAMS = [
 
 
 def check_program(t, run, name, n, args, expect):
+    n = run.o.ranks or n
     prog = os.path.join(run.o.bindir, f'mpi_{name}')
     trace = os.path.join(run.tmp, f'{name}.trace')
     plain = run.mpiexec(n, [prog] + args, traced=False)
@@ -431,7 +437,7 @@ def check_program(t, run, name, n, args, expect):
     for r in range(n):
         evs = run.events(trace, r)
         if expect is None:
-            check_anysome(t, evs, r, n)
+            check_anysome(t, evs, r, n, run.o.openmpi)
             continue
         env = {'rank': {}, 'job': job}
         d = match_seq(expect(r, n), evs, env)
@@ -440,12 +446,20 @@ def check_program(t, run, name, n, args, expect):
         for r in (0, 1):
             ph = run.ls(trace, f'ranks/{r}/phases')
             t.ok('testsome' in ph, f'anysome: rank {r} has the phase MPI_Info_set switched', ph)
-        res = subprocess.run([run.o.tracefs, 'cat', trace,
-                              'ranks/0/phases/testsome/threads/0/trace.txt'],
-                             capture_output=True, text=True)
-        names = re.findall(r'\b(MPI_\w+)\(', res.stdout)
-        t.ok('MPI_Testsome' in names and 'MPI_Waitany' not in names,
-             'anysome: the phase holds the Testsome loop, not the Waitany one', names[:8])
+        names = {}
+        for r in (0, 1):
+            res = subprocess.run([run.o.tracefs, 'cat', trace,
+                                  f'ranks/{r}/phases/testsome/threads/0/trace.txt'],
+                                 capture_output=True, text=True)
+            names[r] = re.findall(r'\b(MPI_\w+)\(', res.stdout)
+        t.ok('MPI_Testsome' in names[0] and 'MPI_Waitany' not in names[0] and
+             'MPI_Info_free' not in names[0],
+             'anysome: rank 0\'s phase holds the Testsome loop, not the Waitany one, and ends '
+             'at MPI_Info_delete', names[0][:8] + names[0][-3:])
+        t.ok('MPI_Send' in names[1] and 'MPI_Barrier' not in names[1] and
+             'MPI_Info_free' not in names[1],
+             'anysome: rank 1\'s phase holds its second send and ends at ' +
+             ('MPI_Info_delete' if run.o.openmpi else 'the empty value'), names[1])
     if name == 'comms':
         t.ok(len(set(job.values())) == 4 and 0 not in job.values(),
              'comms: split, dup, idup and intercommunicator ids agreed by all members, distinct',
@@ -554,12 +568,15 @@ def check_status(t, run):
          f'array_of_statuses="error:{trunc},' in txt, 'status: the text view shows them', txt)
 
 
-def exp_fortran(rank, size, f08=False):
+def exp_fortran(rank, size, f08=False, openmpi=False):
     """mpi_fortran.f90 (`use mpi`): the Fortran bindings reach the C wrappers with Fortran
     handles (MPI_INTEGER its own datatype id), a real status array, MPI_STATUSES_IGNORE,
     MPI_IN_PLACE and blank-trimmed strings. mpi_fortran_f08.f90 (`use mpi_f08`) the same,
     but its array section is sent as one element of a temporary datatype whose construction
-    (inside the binding) is not recorded."""
+    (inside the binding) is not recorded. Open MPI's bindings pass the C function statuses
+    of their own for MPI_STATUSES_IGNORE (the trace shows what the MPI wrote there), and its
+    mpi_f08 gets the array section as the compiler's contiguous copy (4 integers, as
+    `use mpi`)."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
     # one id for the split's result: members agree on it, the two halves never meet
     integer, vec, half = V('integer', 'type'), V('vec', 'type'), V('half', 'job')
@@ -576,10 +593,11 @@ def exp_fortran(rank, size, f08=False):
         ('MPI_Isend', {'count': 1, 'datatype': integer, 'dest': nxt, 'tag': 12, 'comm': 0,
                        'request': V('b')}),
         ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
-                         'array_of_statuses': ''})]
+                         'array_of_statuses': f'{rel_rank(prv, rank)}:{rel_tag(12, prv, rank)}'
+                                              ':4:0,-:-:-:0' if openmpi else ''})]
     if rank == 0:
         seq.append(('MPI_Send', dict(
-            {'count': 1, 'datatype': V('section', 'type')} if f08 else
+            {'count': 1, 'datatype': V('section', 'type')} if f08 and not openmpi else
             {'count': 4, 'datatype': integer}, dest=1, tag=14, comm=0)))
     elif rank == 1:
         seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 14,
@@ -610,7 +628,7 @@ def exp_fortran(rank, size, f08=False):
         ('MPI_Allreduce', {'sendbuf': 0, 'sendbuf_off': IN_PLACE, 'count': 1,
                            'datatype': integer, 'op': V('sum', 'op'), 'comm': 0}),
         ('MPI_Barrier', {'comm': 0}),
-        ('MPI_Info_set', {'info': info, 'key': 'tracefs_phase', 'value': ''}),
+        ('MPI_Info_delete', {'info': info, 'key': 'tracefs_phase'}),
         ('MPI_Info_free', {'info': info}),
         ('MPI_Finalize', {})]
 
@@ -634,11 +652,13 @@ def remember(name):
               f'the same {name} as before')
 
 
-def exp_fortran_mpifh(rank, size):
+def exp_fortran_mpifh(rank, size, openmpi=False):
     """mpi_fortran_mpifh.f90 (`include 'mpif.h'`): struct datatypes of absolute addresses
     (as MPI_Get_address returned them) used from MPI_BOTTOM, which prints as offset 0x0,
-    MPI_STATUS_IGNORE, MPI_IN_PLACE at the root only."""
+    MPI_STATUS_IGNORE, MPI_IN_PLACE at the root only. Open MPI's binding passes the C function
+    a status of its own for MPI_STATUS_IGNORE: the trace shows what the MPI wrote there."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
+    st = ((prv, 21, 8, 0) if openmpi else (NO_STATUS,) * 4)
     integer, ts, tr = V('integer', 'type'), V('ts', 'type'), V('tr', 'type')
 
     def struct(a, b, new):
@@ -659,8 +679,8 @@ def exp_fortran_mpifh(rank, size):
         ('MPI_Sendrecv', {'sendbuf': 0, 'sendbuf_off': '0x0', 'sendcount': 1, 'sendtype': ts,
                           'dest': nxt, 'sendtag': 21, 'recvbuf': 0, 'recvbuf_off': '0x0',
                           'recvcount': 1, 'recvtype': tr, 'source': prv, 'recvtag': 21,
-                          'comm': 0, 'status.source': NO_STATUS, 'status.tag': NO_STATUS,
-                          'status.count': NO_STATUS, 'status.cancelled': NO_STATUS}),
+                          'comm': 0, 'status.source': st[0], 'status.tag': st[1],
+                          'status.count': st[2], 'status.cancelled': st[3]}),
         ('MPI_Type_free', {'datatype': ts}), ('MPI_Type_free', {'datatype': tr}),
         ('MPI_Reduce', dict({'count': 1, 'datatype': integer, 'op': V('sum', 'op'), 'root': 0,
                              'comm': 0}, **({'sendbuf_off': IN_PLACE} if rank == 0 else {}))),
@@ -676,16 +696,18 @@ def check_fortran(t, run):
     """Fortran programs, unmodified, traced like C ones at 4 and 9 ranks: every rank's calls
     and arguments, statuses, the phase switched from Fortran, output unchanged."""
     # mpi_fortran_f08.f90 is mpi_fortran.f90 in the mpi_f08 module's syntax: the same calls
-    progs = (('mpi_fortran', exp_fortran, out_fortran),
-             ('mpi_fortran_mpifh', exp_fortran_mpifh, out_fortran_mpifh),
-             ('mpi_fortran_f08', lambda r, s: exp_fortran(r, s, f08=True), out_fortran))
+    progs = (('mpi_fortran', lambda r, s: exp_fortran(r, s, False, run.o.openmpi), out_fortran),
+             ('mpi_fortran_mpifh', lambda r, s: exp_fortran_mpifh(r, s, run.o.openmpi),
+              out_fortran_mpifh),
+             ('mpi_fortran_f08', lambda r, s: exp_fortran(r, s, True, run.o.openmpi),
+              out_fortran))
     for name, expect, out in progs:
         why = run.o.fortran_skip or (run.o.f08_skip if name.endswith('f08') else None)
         if why:
             t.skip(f'{name}: traced at 4 and 9 ranks', why)
             continue
         prog = os.path.join(run.o.bindir, name)
-        for n in (4, 9):
+        for n in ((run.o.ranks,) if run.o.ranks else (4, 9)):
             trace = os.path.join(run.tmp, f'{name}{n}.trace')
             plain = run.mpiexec(n, [prog], traced=False)
             traced = run.mpiexec(n, [prog], traced=True, trace=trace)
@@ -716,7 +738,8 @@ def check_fortran_phase(t, run, name, trace, n):
         res = subprocess.run([run.o.tracefs, 'cat', trace,
                               f'ranks/{r}/phases/solve/threads/0/trace.txt'],
                              capture_output=True, text=True)
-        names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout) if m != 'MPI_Info_set']
+        names = [m for m in re.findall(r'\b(MPI_\w+)\(', res.stdout)
+                 if m not in ('MPI_Info_set', 'MPI_Info_delete')]
         t.ok(ph == ['solve'] and names == ['MPI_Bcast', 'MPI_Allreduce', 'MPI_Barrier'],
              f'{name}: {n} ranks, rank {r} phase "solve" holds Bcast, Allreduce, Barrier',
              f'{ph} {names}')
@@ -756,6 +779,28 @@ def check_inprocess(t, run):
     t.ok(sorted(os.listdir(run.tmp)).count('inproc.trace') == 1 and
          not any(f.startswith('inproc.trace.') for f in os.listdir(run.tmp)),
          'in-process: no per-rank files left')
+
+
+def check_launchers(t, o, tmp):
+    """`tracefs record` under each launcher looks for the wrappers of that launcher's MPI:
+    with libtfscapture.so alone in a directory, the error names the one missing."""
+    lone = os.path.join(tmp, 'lone')
+    os.makedirs(lone, exist_ok=True)
+    cap = os.path.join(lone, 'libtfscapture.so')
+    if not os.path.exists(cap):
+        os.symlink(o.caplib, cap)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(('PMI_', 'OMPI_COMM_WORLD_', 'TFS_'))}
+    for rank, size, lib in (('PMI_RANK', 'PMI_SIZE', 'libtfsmpi.so'),
+                            ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
+                             'libtfsmpi-ompi.so')):
+        env = dict(base, TFS_CAPTURE_LIB=cap, **{rank: '0', size: '2'})
+        res = subprocess.run([o.tracefs, 'record', '-o', os.path.join(tmp, 'none.trace'), '--',
+                              'true'], env=env, capture_output=True, text=True, cwd=tmp)
+        lines = res.stderr.splitlines()
+        t.ok(res.returncode != 0 and len(lines) == 1 and
+             f'cannot find {lib} next to {cap}' in lines[0],
+             f'record under {rank}: looks for {lib}, one line when it is missing', res.stderr)
 
 
 def check_coverage(t, o):
@@ -836,6 +881,61 @@ def check_generator(t, o, tmp):
                           '--kinds', kinds], capture_output=True, text=True)
     t.ok(res.returncode != 0 and res.stderr.strip() == f'{bad}:3: unknown attribute bogus',
          'a bad annotation is a one-line error naming file and line', res.stderr)
+    check_generator_impls(t, o, tmp, h)
+
+
+# a second implementation's header: one function more, a parameter named otherwise
+OTHER_H = '''typedef int MPI_Comm; typedef int MPI_Request;
+int MPI_Foo(int *outval, const int *inval, void *opaque, int target, MPI_Comm comm);
+int PMPI_Foo(int *, const int *, void *, int, MPI_Comm);
+int MPI_Bar(int count, MPI_Request array_of_requests[]);
+int PMPI_Bar(int count, MPI_Request array_of_requests[]);
+int MPI_Baz(MPI_Comm comm);
+int PMPI_Baz(MPI_Comm comm);
+'''
+
+
+def check_generator_impls(t, o, tmp, h):
+    """Two implementations (--next): one kinds table, the second's calls numbered after the
+    first's; a parameter the second names otherwise gets the annotated standard name (and
+    that name's rules); a name= rule is checked."""
+    h2, annot = os.path.join(tmp, 'other.h'), os.path.join(tmp, 'names.txt')
+    with open(h2, 'w') as f:
+        f.write(OTHER_H)
+    with open(annot, 'w') as f:
+        f.write(open(o.annot).read() + '\nMPI_Foo\ttarget\tname=dest\n')
+    kinds, w1, w2, l2 = (os.path.join(tmp, n) for n in ('k2.c', 'w1.c', 'w2.c', 'l2.txt'))
+    res = subprocess.run([sys.executable, o.gen, '--header', h, '--annot', annot,
+                          '--kinds', kinds, '--wrap', w1, '--next', '--header', h2,
+                          '--wrap', w2, '--list', l2], capture_output=True, text=True)
+    if not t.ok(res.returncode == 0, 'generator runs on two implementations', res.stderr):
+        return
+    k, a, b = open(kinds).read(), open(w1).read(), open(w2).read()
+    names = re.findall(r'\{"(MPI_\w+)", "mpi"', k)
+    t.ok(names == ['MPI_Bar', 'MPI_Foo', 'MPI_Bar', 'MPI_Baz', 'MPI_Foo'] and
+         'cap_mpi_n_kinds = 5;' in k and 'N_CALLS + 1,' in a and 'N_CALLS + 4,' in b and
+         'N_CALLS + 2,' in b and 'N_CALLS + 2,' not in a and
+         open(l2).read().split() == ['MPI_Bar', 'MPI_Baz', 'MPI_Foo'],
+         'two implementations share one kinds table, the second numbered after the first',
+         names)
+    foo = b[b.index('int MPI_Foo('):]
+    t.ok(foo.startswith('int MPI_Foo(int *outval, const int *inval, void *opaque, int dest, '
+                        'MPI_Comm comm)') and
+         'mpirt_rank(mpirt_delta_comm(comm), dest)' in foo and
+         k.count('{"dest", TFS_TYPE_I64, TFS_ENC_RANK') == 2,
+         'a parameter named otherwise is given its annotated name and that name\'s rules',
+         foo[:300])
+    bad = os.path.join(tmp, 'badname.txt')
+    for line, why in (('*\ttarget\tname=dest', 'name=<standard name> stands alone in a '
+                       'function rule'),
+                      ('MPI_Foo\ttarget\tname=comm', 'MPI_Foo: target renamed comm, which it '
+                       'has already')):
+        with open(bad, 'w') as f:
+            f.write(line + '\n')
+        res = subprocess.run([sys.executable, o.gen, '--header', h2, '--annot', bad,
+                              '--kinds', kinds], capture_output=True, text=True)
+        t.ok(res.returncode != 0 and len(res.stderr.splitlines()) == 1 and
+             why in res.stderr, f'a bad name= rule is a one-line error: {why}', res.stderr)
 
 
 def check_sizes(t, run):
@@ -881,29 +981,45 @@ def main():
     ap.add_argument('--no-mpi', action='store_true')
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
-    ap.add_argument('--only', help='run only this program (debugging)')
+    ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
+                    'status, tagring, fortran, refusals, inproc, sizes)')
+    ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
+    ap.add_argument('--openmpi', action='store_true',
+                    help='the MPI is Open MPI: let mpiexec run as root, more ranks than cores, '
+                    'over shared memory only (no network in a container)')
+    ap.add_argument('--skip-why', default='built without MPI',
+                    help='with --no-mpi: the reason printed')
     o = ap.parse_args()
     if o.no_mpi:
-        print('1..0 # SKIP built without MPI')
+        print(f'1..0 # SKIP {o.skip_why}')
         return 77
+    if o.openmpi:
+        os.environ.update({'OMPI_ALLOW_RUN_AS_ROOT': '1', 'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM': '1',
+                           'OMPI_MCA_rmaps_base_oversubscribe': '1',
+                           'OMPI_MCA_btl': 'self,vader'})
+    only = set(o.only.split(',')) if o.only else None
+
+    def want(case):
+        return only is None or case in only
     for k in ('tracefs', 'bindir', 'lib', 'annot', 'gen', 'caplib'):
         setattr(o, k, os.path.abspath(getattr(o, k)))
     t = Tap()
     with tempfile.TemporaryDirectory(prefix='tfs-mpi-') as tmp:
         run = Runner(o, tmp)
-        if not o.only or o.only == 'coverage':
+        if want('coverage'):
             check_coverage(t, o)
             check_generator(t, o, tmp)
+            check_launchers(t, o, tmp)
         for name, n, args, expect in PROGRAMS:
-            if not o.only or o.only == name:
+            if want(name):
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
-            if not o.only or o.only == name:
+            if want(name):
                 fn(t, run)
-        if not o.only or o.only == 'inproc':
+        if want('inproc'):
             check_inprocess(t, run)
-        if not o.only or o.only == 'sizes':
+        if want('sizes'):
             check_sizes(t, run)
     return t.done()
 

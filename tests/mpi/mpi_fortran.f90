@@ -1,11 +1,12 @@
 ! A Fortran MPI program (`use mpi`) with known calls, traced by check_mpi.py like the C ones:
-! the Fortran bindings of the MPI library call the C functions libtfsmpi.so wraps. Every
+! MPICH's Fortran bindings call the C functions libtfsmpi.so wraps (Open MPI's call PMPI_ ones,
+! which libtfsmpi-ompi.so routes to its wrappers). Every
 ! argument is fixed by the rank and the size, so the script can expect each rank's calls:
 ! a blocking ring (status array read back), a nonblocking ring completed with
 ! MPI_STATUSES_IGNORE, a strided array section and a strided derived datatype sent from
-! rank 0 to rank 1, a split communicator, then a phase "solve" switched through
-! MPI_Info_set (the name passed in a blank-padded variable) holding a broadcast, an in-place
-! reduction and a barrier.
+! rank 0 to rank 1, a split communicator, then a phase "solve" begun by MPI_Info_set (the
+! name passed in a blank-padded variable) holding a broadcast, an in-place reduction and a
+! barrier, ended by MPI_Info_delete (Open MPI refuses the empty value that also ends it).
 ! Rank 0 prints one line that every rank's data feeds, the same with and without tracing.
 program mpi_fortran
    use mpi
@@ -88,7 +89,7 @@ program mpi_fortran
    check = check + sum(bc)
    call MPI_Allreduce(MPI_IN_PLACE, check, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
    call MPI_Barrier(MPI_COMM_WORLD, ierr)
-   call MPI_Info_set(info, 'tracefs_phase', '', ierr)
+   call MPI_Info_delete(info, 'tracefs_phase', ierr)
    call MPI_Info_free(info, ierr)
 
    if (rank == 0) print '(a, i0, a, i0)', 'fortran size=', nranks, ' check=', check

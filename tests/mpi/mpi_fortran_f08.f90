@@ -88,7 +88,7 @@ program mpi_fortran_f08
    check = check + sum(bc)
    call MPI_Allreduce(MPI_IN_PLACE, check, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
    call MPI_Barrier(MPI_COMM_WORLD)
-   call MPI_Info_set(info, 'tracefs_phase', '')
+   call MPI_Info_delete(info, 'tracefs_phase')
    call MPI_Info_free(info)
 
    if (rank == 0) print '(a, i0, a, i0)', 'fortran size=', nranks, ' check=', check
