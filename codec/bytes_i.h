@@ -34,6 +34,19 @@ int buf_put_varint(struct tfs_buf *b, uint64_t v);
 /* varint length followed by the bytes */
 int buf_put_str(struct tfs_buf *b, const char *s, size_t n);
 
+/* Store @v as a varint at @p (room for 10 bytes). @return its length */
+static inline size_t varint_store(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
 static inline uint64_t zigzag_enc(int64_t v)
 {
 	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);

@@ -737,18 +737,6 @@ static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off
 	return 0;
 }
 
-static size_t varint_put(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 /* Whether the words of column @k of @pw are bytes: a range-coded column's (FORMAT.md §8.1). */
 static bool column_bytes(const struct vwords *pw, int k)
 {
@@ -765,14 +753,14 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 
 	for (int k = 0; k < N_COLS; k++) {
 		for (size_t i = 0; i < pw->n[k]; i++)
-			len[k] += column_bytes(pw, k) ? 1 : varint_put(tmp, pw->w[k0 + i]);
+			len[k] += column_bytes(pw, k) ? 1 : varint_store(tmp, pw->w[k0 + i]);
 		k0 += pw->n[k];
 	}
 	if (vp_grow(&pw->raw, &pw->raw_cap,
 		    VAL_RAW_HDR_MAX + pw->ticks_len + VAL_VARINT_MAX * total, 1) < 0)
 		return -ENOMEM;
 	p = pw->raw;
-	off = varint_put(p, n_events);
+	off = varint_store(p, n_events);
 	if (s->version >= 2)
 		p[off++] = pw->pred;
 	if (pw->ticks_len) {
@@ -780,14 +768,14 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 		off += pw->ticks_len;
 	}
 	for (int k = 0; k < N_COLS; k++)
-		off += varint_put(p + off, len[k]);
+		off += varint_store(p + off, len[k]);
 	k0 = 0;
 	for (int k = 0; k < N_COLS; k++) {
 		for (size_t i = 0; i < pw->n[k]; i++) {
 			if (column_bytes(pw, k))
 				p[off++] = (uint8_t)pw->w[k0 + i];
 			else
-				off += varint_put(p + off, pw->w[k0 + i]);
+				off += varint_store(p + off, pw->w[k0 + i]);
 		}
 		k0 += pw->n[k];
 	}

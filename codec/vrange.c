@@ -19,7 +19,6 @@
 #define FULL_LEN 10u	/* lengths up to this have every mantissa bit modelled */
 #define HEAD_BITS 3u	/* longer ones: this many, the rest even */
 #define WORST_WORD 20u	/* bytes a word can take: 10 modelled bits at < 8.1 bits, 60 even */
-#define MAX_VARINT 10u
 
 /* Offset of length @n's mantissa tree (n >= 2) in a set, after its length tree. */
 static inline uint32_t man_off(uint32_t n)
@@ -268,18 +267,6 @@ static uint64_t dec_word(struct rc_dec *d, uint16_t *set, bool *bad)
 	return u;
 }
 
-static size_t varint_to(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
 		       size_t len, uint8_t *out, size_t *out_len)
 {
@@ -302,7 +289,7 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 			return "coded word longer than 64 bits";
 		if (d.overrun)
 			return "coded column runs past its end";
-		o += varint_to(out + o, u);
+		o += varint_store(out + o, u);
 	}
 	if (d.p != d.end)
 		return "bytes after the coded column's words";

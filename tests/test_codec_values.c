@@ -1150,6 +1150,19 @@ static void check_patched(const struct tfs_buf *sec, const struct vpatch_list *l
 	vblock_fini(&blk);
 }
 
+/* Clocked events @a and @b: the same but for start times 5000003 ns later in @b. */
+static void shifted_pair(struct evset *a, struct evset *b, uint64_t *seed)
+{
+	gen_clocked(a, 4096, seed, 10.014856, 4000000, 0);
+	gen_clocked(b, 4096, seed, 10.014856, 4000000, 0);
+	memcpy(b->term, a->term, a->n * sizeof(*a->term));
+	memcpy(b->vals, a->vals, a->vals_cap * sizeof(*a->vals));
+	for (size_t i = 0; i < a->n; i++) {
+		b->ts[i] = a->ts[i] + 5000003;
+		b->dur[i] = a->dur[i];
+	}
+}
+
 /*
  * FORMAT.md §8.1 with ticks: a stream whose times are another's shifted by a constant (a
  * thread of the same loop started later) has the same steps, so the same tick counts and
@@ -1169,14 +1182,7 @@ static void test_values_ticks_blocks_patch(void **state)
 	struct vpatch_list l;
 	struct evset a, b;
 
-	gen_clocked(&a, 4096, &seed, 10.014856, 4000000, 0);
-	gen_clocked(&b, 4096, &seed, 10.014856, 4000000, 0);
-	memcpy(b.term, a.term, a.n * sizeof(*a.term));
-	memcpy(b.vals, a.vals, a.vals_cap * sizeof(*a.vals));
-	for (size_t i = 0; i < a.n; i++) {
-		b.ts[i] = a.ts[i] + 5000003;
-		b.dur[i] = a.dur[i];
-	}
+	shifted_pair(&a, &b, &seed);
 	encode(&a, &o, &sa);
 	encode(&b, &o, &sb);
 	assert_int_equal(vsec_open(&va, sa.data, sa.len, 0, NULL), 0);
@@ -1225,14 +1231,7 @@ static void test_values_coded_blocks_patch(void **state)
 	struct vblock blk;
 	struct tfs_diag d;
 
-	gen_clocked(&a, 4096, &seed, 10.014856, 4000000, 0);
-	gen_clocked(&b, 4096, &seed, 10.014856, 4000000, 0);
-	memcpy(b.term, a.term, a.n * sizeof(*a.term));
-	memcpy(b.vals, a.vals, a.vals_cap * sizeof(*a.vals));
-	for (size_t i = 0; i < a.n; i++) {
-		b.ts[i] = a.ts[i] + 5000003;
-		b.dur[i] = a.dur[i];
-	}
+	shifted_pair(&a, &b, &seed);
 	encode(&a, &o, &sa);
 	encode(&b, &o, &sb);
 	assert_int_equal(vsec_open(&va, sa.data, sa.len, 0, NULL), 0);
