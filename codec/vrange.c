@@ -1,10 +1,11 @@
 /*
  * The range coder and word model of coded timing columns (FORMAT.md §7.4.2). A binary
  * range coder with 12-bit probabilities adapting faster while a context is young (the
- * LZMA construction otherwise: 32-bit range, carries
- * resolved through a pending byte and a run of 0xff bytes); a word is coded as its bit
- * length through a 7-level binary tree, then the bits below its leading one, the first of
- * them through a tree per length (all of them up to length 10), the rest as even bits.
+ * LZMA construction otherwise: 32-bit range, carries resolved through a pending byte and a
+ * run of 0xff bytes); a word is coded as its bit length through a 7-level binary tree (one
+ * per length of the set's previous word: a call site's values come in runs of a size),
+ * then the bits below its leading one, the first of them through a tree per length (all
+ * of them up to length 10), the rest as even bits.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,44 +16,79 @@
 #define PROB_ONE (1u << PROB_BITS)
 #define P_INIT ((PROB_ONE / 2) << 4) /* a context: probability << 4 | updates (<= 3) */
 #define TOP (1u << 24)
-#define LEN_PROBS 128u
+#define LEN_PROBS VRC_LEN_PROBS
 #define FULL_LEN 10u	/* lengths up to this have every mantissa bit modelled */
 #define HEAD_BITS 3u	/* longer ones: this many, the rest even */
 #define WORST_WORD 20u	/* bytes a word can take: 10 modelled bits at < 8.1 bits, 60 even */
 
-/* Offset of length @n's mantissa tree (n >= 2) in a set, after its length tree. */
+/* Offset of length @n's mantissa tree (n >= 2) in a set's mantissa contexts. */
 static inline uint32_t man_off(uint32_t n)
 {
-	return LEN_PROBS + (n <= FULL_LEN ? (1u << (n - 1)) - 2 : 1022u + (n - 11) * 8);
+	return n <= FULL_LEN ? (1u << (n - 1)) - 2 : 1022u + (n - 11) * 8;
 }
 
 int vrc_model_init(struct vrc_model *m)
 {
-	m->p = malloc((size_t)VRC_SLOTS * VRC_SET_PROBS * sizeof(*m->p));
-	m->n_init = 0;
-	return m->p ? 0 : -ENOMEM;
+	memset(m, 0, sizeof(*m));
+	m->man = malloc((size_t)VRC_SLOTS * VRC_MAN_PROBS * sizeof(*m->man));
+	/* mostly never touched: only the trees of lengths that occur are initialised */
+	m->len = malloc((size_t)VRC_SLOTS * VRC_LEN_GROUPS * VRC_LEN_PROBS * sizeof(*m->len));
+	m->len_init = malloc((size_t)VRC_SLOTS * 2 * sizeof(*m->len_init));
+	m->group = malloc(VRC_SLOTS);
+	if (!m->man || !m->len || !m->len_init || !m->group) {
+		vrc_model_fini(m);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 void vrc_model_fini(struct vrc_model *m)
 {
-	free(m->p);
-	m->p = NULL;
-	m->n_init = 0;
+	free(m->man);
+	free(m->len);
+	free(m->len_init);
+	free(m->group);
+	memset(m, 0, sizeof(*m));
 }
 
-/* The context set of @slot, initialised at its first use since the reset. */
-static uint16_t *set_of(struct vrc_model *m, uint8_t slot)
+/* The contexts one word is coded with. */
+struct word_ctx {
+	uint16_t *len; /* its length tree */
+	uint16_t *man; /* its set's mantissa trees */
+	uint8_t *group; /* where the set keeps the length tree of its next word */
+};
+
+static void fill(uint16_t *p, uint32_t n)
 {
-	uint16_t *s = m->p + (size_t)slot * VRC_SET_PROBS;
+	for (uint32_t i = 0; i < n; i++)
+		p[i] = P_INIT;
+}
+
+/* The contexts of the next word of set @slot, each initialised at its first use. */
+static struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
+{
+	struct word_ctx c;
+	uint64_t *init;
+	uint32_t g;
 
 	/* slots come in order (vrc_slot_of), so this initialises one set at a time */
 	while (m->n_init <= slot) {
-		uint16_t *init = m->p + (size_t)m->n_init++ * VRC_SET_PROBS;
+		const uint32_t s = m->n_init++;
 
-		for (uint32_t i = 0; i < VRC_SET_PROBS; i++)
-			init[i] = P_INIT;
+		fill(m->man + (size_t)s * VRC_MAN_PROBS, VRC_MAN_PROBS);
+		m->len_init[2 * s] = m->len_init[2 * s + 1] = 0;
+		m->group[s] = 0;
 	}
-	return s;
+	g = m->group[slot];
+	init = &m->len_init[2 * slot + g / 64];
+	c.len = m->len + ((size_t)slot * VRC_LEN_GROUPS + g) * VRC_LEN_PROBS;
+	if (!(*init >> (g % 64) & 1)) {
+		fill(c.len, VRC_LEN_PROBS);
+		*init |= UINT64_C(1) << (g % 64);
+	}
+	c.man = m->man + (size_t)slot * VRC_MAN_PROBS;
+	c.group = &m->group[slot];
+	return c;
 }
 
 /* ---- encoder ---- */
@@ -125,7 +161,7 @@ static inline void enc_even(struct rc_enc *e, uint32_t bit)
 	}
 }
 
-static void enc_word(struct rc_enc *e, uint16_t *set, uint64_t u)
+static void enc_word(struct rc_enc *e, struct word_ctx c, uint64_t u)
 {
 	const uint32_t n = u ? 64u - (uint32_t)__builtin_clzll(u) : 0;
 	uint32_t node = 1, head;
@@ -134,13 +170,14 @@ static void enc_word(struct rc_enc *e, uint16_t *set, uint64_t u)
 	for (int k = 6; k >= 0; k--) {
 		const uint32_t b = (n >> k) & 1;
 
-		enc_bit(e, &set[node], b);
+		enc_bit(e, &c.len[node], b);
 		node = 2 * node + b;
 	}
+	*c.group = (uint8_t)(1 + n);
 	if (n < 2)
 		return;
 	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
-	man = set + man_off(n);
+	man = c.man + man_off(n);
 	node = 1;
 	for (uint32_t k = 0; k < head; k++) {
 		const uint32_t b = (uint32_t)(u >> (n - 2 - k)) & 1;
@@ -179,7 +216,7 @@ int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8
 	e.out = out->data + out->len;
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++)
-		enc_word(&e, set_of(m, slot[i]), own_varint(&col));
+		enc_word(&e, ctx_of(m, slot[i]), own_varint(&col));
 	for (int k = 0; k < 5; k++)
 		shift_low(&e);
 	out->len += e.len;
@@ -241,23 +278,24 @@ static inline uint32_t dec_even(struct rc_dec *d)
 }
 
 /* @return the word, or UINT64_MAX with *@bad set for a length over 64 */
-static uint64_t dec_word(struct rc_dec *d, uint16_t *set, bool *bad)
+static uint64_t dec_word(struct rc_dec *d, struct word_ctx c, bool *bad)
 {
 	uint32_t node = 1, n, head;
 	uint64_t u;
 	uint16_t *man;
 
 	for (int k = 0; k < 7; k++)
-		node = 2 * node + dec_bit(d, &set[node]);
+		node = 2 * node + dec_bit(d, &c.len[node]);
 	n = node - LEN_PROBS;
-	if (n < 2)
-		return n;
 	if (n > 64) {
 		*bad = true;
 		return UINT64_MAX;
 	}
+	*c.group = (uint8_t)(1 + n);
+	if (n < 2)
+		return n;
 	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
-	man = set + man_off(n);
+	man = c.man + man_off(n);
 	node = 1;
 	for (uint32_t k = 0; k < head; k++)
 		node = 2 * node + dec_bit(d, &man[node]);
@@ -283,7 +321,7 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 		d.code = (d.code << 8) | *d.p++;
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t u = dec_word(&d, set_of(m, slot[i]), &bad);
+		const uint64_t u = dec_word(&d, ctx_of(m, slot[i]), &bad);
 
 		if (bad)
 			return "coded word longer than 64 bits";

@@ -2,7 +2,7 @@
  * Range-coded timing columns (FORMAT.md §7.4.2): a column's words (the varints it would
  * otherwise hold) coded bit by bit with adaptive probabilities, in one context set per
  * terminal of the block (by order of first occurrence, the 256th and later terminals
- * sharing the last set). Zstd finds repeated strings; timing words of a noisy program
+ * sharing the last set), a word's length in the context of its set's previous one. Zstd finds repeated strings; timing words of a noisy program
  * rarely repeat exactly, but each call site's durations and gaps keep a distribution of
  * their own, which this learns. Used by values_enc.c and values_dec.c only.
  */
@@ -16,13 +16,18 @@
 #include "bytes_i.h"
 
 #define VRC_SLOTS 256u	    /* context sets per column */
-#define VRC_SET_PROBS 1582u /* probabilities of one set: 128 length, 1454 mantissa */
+#define VRC_MAN_PROBS 1454u /* mantissa contexts of one set */
+#define VRC_LEN_PROBS 128u  /* contexts of one length tree */
+#define VRC_LEN_GROUPS 66u  /* length trees of one set: first word, then 1 + previous length */
 #define VRC_MIN_LEN 5u	    /* bytes of a column coding nothing: the coder's flush */
 
 /* The context sets of one column, reused across blocks and columns. */
 struct vrc_model {
-	uint16_t *p;	 /* [VRC_SLOTS * VRC_SET_PROBS], set s initialised once s is used */
-	uint32_t n_init; /* sets initialised since the last vrc_model_reset() */
+	uint16_t *man;	   /* [VRC_SLOTS][VRC_MAN_PROBS], set s initialised once s is used */
+	uint16_t *len;	   /* [VRC_SLOTS][VRC_LEN_GROUPS][VRC_LEN_PROBS], each tree once used */
+	uint64_t *len_init; /* [VRC_SLOTS][2]: which length trees are initialised */
+	uint8_t *group;	   /* [VRC_SLOTS]: the length tree of the set's next word */
+	uint32_t n_init;   /* sets initialised since the last vrc_model_reset() */
 };
 
 /* @return 0 or -ENOMEM */

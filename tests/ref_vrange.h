@@ -11,12 +11,13 @@
 #include <string.h>
 
 #define REF_SETS 256
-#define REF_SET_PROBS 1582
+#define REF_MAN_PROBS 1454
+#define REF_GROUPS 66
 
-/* Offset of length n's mantissa tree in a set: the length tree, then the trees before it. */
+/* Offset of length n's mantissa tree among a set's mantissa contexts: the trees before it. */
 static inline uint32_t ref_man_off(uint32_t n)
 {
-	uint32_t off = 128;
+	uint32_t off = 0;
 
 	for (uint32_t m = 2; m < n; m++)
 		off += m <= 10 ? 1u << (m - 1) : 8u;
@@ -41,13 +42,56 @@ struct ref_ctx {
 	uint32_t updates;
 };
 
-static inline struct ref_ctx *ref_fresh_sets(void)
-{
-	struct ref_ctx *p = malloc(sizeof(*p) * REF_SETS * REF_SET_PROBS);
+/*
+ * A column's context sets, each made when first needed: per set its mantissa contexts, its
+ * length trees (group 0 for its first word, 1 + the previous word's length after) and the
+ * group of its next word.
+ */
+struct ref_sets {
+	struct ref_ctx *man[REF_SETS];
+	struct ref_ctx *len[REF_SETS][REF_GROUPS];
+	uint32_t group[REF_SETS];
+};
 
-	for (size_t i = 0; p && i < (size_t)REF_SETS * REF_SET_PROBS; i++)
+static inline struct ref_ctx *ref_fresh(size_t n)
+{
+	struct ref_ctx *p = malloc(sizeof(*p) * n);
+
+	for (size_t i = 0; p && i < n; i++)
 		p[i] = (struct ref_ctx){2048, 0};
 	return p;
+}
+
+static inline struct ref_sets *ref_fresh_sets(void)
+{
+	return calloc(1, sizeof(struct ref_sets));
+}
+
+static inline void ref_free_sets(struct ref_sets *r)
+{
+	for (int s = 0; s < REF_SETS; s++) {
+		free(r->man[s]);
+		for (int g = 0; g < REF_GROUPS; g++)
+			free(r->len[s][g]);
+	}
+	free(r);
+}
+
+/* The length tree of set @s's next word. */
+static inline struct ref_ctx *ref_len_tree(struct ref_sets *r, uint32_t s)
+{
+	uint32_t g = r->group[s];
+
+	if (!r->len[s][g])
+		r->len[s][g] = ref_fresh(128);
+	return r->len[s][g];
+}
+
+static inline struct ref_ctx *ref_man(struct ref_sets *r, uint32_t s)
+{
+	if (!r->man[s])
+		r->man[s] = ref_fresh(REF_MAN_PROBS);
+	return r->man[s];
 }
 
 /* After coding bit @b: moved by 1/2, 1/4, 1/8 at the first three updates, then by 1/16. */
@@ -134,20 +178,22 @@ static inline size_t ref_vrange_encode(const uint64_t *words, const uint32_t *te
 				       uint8_t *out)
 {
 	struct ref_enc e = {out, 0, 0, 0xffffffffu, 0, 1};
-	struct ref_ctx *sets = ref_fresh_sets();
+	struct ref_sets *sets = ref_fresh_sets();
 	uint32_t *seen = malloc((n ? n : 1) * sizeof(*seen)), n_seen = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		struct ref_ctx *P = sets + (size_t)ref_set_of(seen, &n_seen, term[i]) * REF_SET_PROBS;
+		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
+		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
 		uint64_t u = words[i];
 		uint32_t len = ref_bitlen(u), node = 1, h;
 
 		for (int bit = 6; bit >= 0; bit--) {
 			uint32_t b = (len >> bit) & 1;
 
-			ref_put(&e, &P[node], b);
+			ref_put(&e, &L[node], b);
 			node = 2 * node + b;
 		}
+		sets->group[set] = 1 + len;
 		if (len < 2)
 			continue;
 		h = len <= 10 ? len - 1 : 3;
@@ -165,7 +211,7 @@ static inline size_t ref_vrange_encode(const uint64_t *words, const uint32_t *te
 	}
 	for (int k = 0; k < 5; k++)
 		ref_shift_low(&e);
-	free(sets);
+	ref_free_sets(sets);
 	free(seen);
 	return e.len;
 }
@@ -228,7 +274,7 @@ static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_
 {
 	struct ref_dec d = {in, len, 0, 0xffffffffu, 0, 0};
 	uint32_t *seen, n_seen = 0;
-	struct ref_ctx *sets;
+	struct ref_sets *sets;
 	int rc = 0;
 
 	if (len < 5 || in[0] != 0)
@@ -239,17 +285,19 @@ static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_
 	sets = ref_fresh_sets();
 	seen = malloc((n ? n : 1) * sizeof(*seen));
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		struct ref_ctx *P = sets + (size_t)ref_set_of(seen, &n_seen, term[i]) * REF_SET_PROBS;
+		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
+		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
 		uint32_t node = 1, bits, h;
 		uint64_t u;
 
 		for (int k = 0; k < 7; k++)
-			node = 2 * node + ref_get(&d, &P[node]);
+			node = 2 * node + ref_get(&d, &L[node]);
 		bits = node - 128;
 		if (bits > 64) {
 			rc = -1;
 			break;
 		}
+		sets->group[set] = 1 + bits;
 		if (bits < 2) {
 			words[i] = bits;
 		} else {
@@ -267,7 +315,7 @@ static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_
 	}
 	if (rc == 0 && d.pos != len)
 		rc = -1;
-	free(sets);
+	ref_free_sets(sets);
 	free(seen);
 	return rc;
 }

@@ -27,17 +27,25 @@ LOSSY_PREDS = v3.LOSSY_PREDS + [0x07]
 
 
 def man_off(n):
-    return 128 + ((1 << (n - 1)) - 2 if n <= 10 else 1022 + 8 * (n - 11))
+    return (1 << (n - 1)) - 2 if n <= 10 else 1022 + 8 * (n - 11)
 
 
 class Contexts:
-    """A column's 256 context sets (§7.4.2), each context [P, updates]."""
+    """A column's 256 context sets (§7.4.2), each context [P, updates]: per set its mantissa
+    contexts, a length tree per group (0 for its first word, else 1 + the length of its
+    previous word) and the group of its next word."""
 
     def __init__(self):
-        self.sets = {}
+        self.man, self.len, self.group = {}, {}, {}
 
     def of(self, s):
-        return self.sets.setdefault(s, [[2048, 0] for _ in range(1582)])
+        """The length tree and the mantissa contexts for set s's next word."""
+        g = self.group.get(s, 0)
+        tree = self.len.setdefault((s, g), [[2048, 0] for _ in range(128)])
+        return tree, self.man.setdefault(s, [[2048, 0] for _ in range(1454)])
+
+    def coded_length(self, s, n):
+        self.group[s] = 1 + n
 
 
 def update(ctx, b):
@@ -53,13 +61,13 @@ def set_numbers(terms):
     return [min(first[t], 255) for t in terms]
 
 
-def word_bits(u):
-    """The (context index or None for even, bit) pairs of a word, in coding order."""
+def word_bits(u, tree, man):
+    """The (context or None for even, bit) pairs of a word, in coding order."""
     n = u.bit_length()
     out, node = [], 1
     for k in range(6, -1, -1):
         b = (n >> k) & 1
-        out.append((node, b))
+        out.append((tree[node], b))
         node = 2 * node + b
     if n >= 2:
         h = n - 1 if n <= 10 else 3
@@ -67,7 +75,7 @@ def word_bits(u):
         for k in range(n - 2, -1, -1):
             b = (u >> k) & 1
             if n - 2 - k < h:
-                out.append((man_off(n) + node, b))
+                out.append((man[man_off(n) + node], b))
                 node = 2 * node + b
             else:
                 out.append((None, b))
@@ -90,23 +98,23 @@ def rc_encode(words, terms):
 
     ctx = Contexts()
     for u, s in zip(words, set_numbers(terms)):
-        cs = ctx.of(s)
-        for c, b in word_bits(u):
+        for c, b in word_bits(u, *ctx.of(s)):
             if c is None:
                 rng >>= 1
                 if b:
                     low += rng
             else:
-                bound = (rng >> 12) * cs[c][0]
+                bound = (rng >> 12) * c[0]
                 if b:
                     low += bound
                     rng -= bound
                 else:
                     rng = bound
-                update(cs[c], b)
+                update(c, b)
             while rng < 1 << 24:
                 rng = (rng << 8) & 0xFFFFFFFF
                 shift_low()
+        ctx.coded_length(s, u.bit_length())
     for _ in range(5):
         shift_low()
     return bytes(out)
@@ -147,19 +155,20 @@ def rc_decode(data, terms):
 
     ctx, words = Contexts(), []
     for s in set_numbers(terms):
-        cs = ctx.of(s)
+        tree, man = ctx.of(s)
         node = 1
         for _ in range(7):
-            node = 2 * node + bit(cs[node])
+            node = 2 * node + bit(tree[node])
         n = node - 128
         assert n <= 64
+        ctx.coded_length(s, n)
         if n < 2:
             words.append(n)
             continue
         h = n - 1 if n <= 10 else 3
         node = 1
         for _ in range(h):
-            node = 2 * node + bit(cs[man_off(n) + node])
+            node = 2 * node + bit(man[man_off(n) + node])
         u = node
         for _ in range(n - 1 - h):
             u = 2 * u + even()
