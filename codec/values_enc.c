@@ -589,8 +589,8 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
 	if (tick_pred < 0)
 		return tick_pred;
-	/* coded columns learn a lattice's pattern in nanoseconds too: always compare then */
-	if (e->coding == VAL_CODED_NEVER && e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE)
+	/* (coded nanoseconds learn some of a lattice too, but on real clocks ticks still won) */
+	if (e->n_corr <= (2 * e->blk_n - 1) / VAL_TICK_SURE)
 		goto out_ticks;
 	if (trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
 		return -ENOMEM;
