@@ -447,7 +447,7 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
 	execvp(o->argv[0], o->argv);
-	fs_fail("cannot run %s: %s", o->argv[0], strerror(errno));
+	fs_fail("cannot run %s: %s", o->argv[0], fs_strerror(errno));
 	_exit(127);
 }
 
@@ -655,12 +655,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
-		fs_fail("cannot create the spool %s: %s", spool_path, strerror(-rc));
+		fs_fail("cannot create the spool %s: %s", spool_path, fs_strerror(-rc));
 		return EXIT_RUNTIME;
 	}
 	rc = cap_consumer_new(&s, &o->timing, &c);
 	if (rc < 0) {
-		fs_fail("cannot start the consumer: %s", strerror(-rc));
+		fs_fail("cannot start the consumer: %s", fs_strerror(-rc));
 		goto err_unlink;
 	}
 	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
@@ -673,12 +673,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	g_child = start_child(o, lib, spool_path);
 	if (g_child < 0) {
-		fs_fail("cannot fork: %s", strerror(errno));
+		fs_fail("cannot fork: %s", fs_strerror(errno));
 		goto err_free_consumer;
 	}
 	rc = rec_procs_new(&s, c, spool_path, (uint32_t)g_child, &o->timing, &ps);
 	if (rc < 0) {
-		fs_fail("cannot record %s: %s", o->argv[0], strerror(-rc));
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));
 		kill(g_child, SIGKILL);
 		waitpid(g_child, NULL, 0);
 		goto err_free_consumer;
@@ -698,7 +698,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			summary(o->mpi_out, how, &st, 1);
 		}
 	} else if (consume_err) {
-		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-consume_err));
 		if (exit_status == 0) /* no trace: the run must not look like a success */
 			exit_status = EXIT_RUNTIME;
 	} else if (nothing_recorded(&s, ps)) {
@@ -706,7 +706,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		    "statically linked, or not run); program %s",
 		    o->argv[0], how);
 	} else if ((rc = finish_trace(c, ps, o, g_child, how, out)) < 0) {
-		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
 		if (exit_status == 0)
 			exit_status = EXIT_RUNTIME;
 	} else {
@@ -802,7 +802,7 @@ int fs_cmd_record(int argc, char **argv)
 	}
 	rc = check_output(out);
 	if (rc < 0) {
-		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
 		return EXIT_RUNTIME;
 	}
 	return record(&o, lib, out);

@@ -520,14 +520,14 @@ static int check_mountpoint(const char *mp, char real[PATH_MAX])
 	struct stat st, pst;
 
 	if (stat(mp, &st) < 0)
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return fs_fail("cannot mount at %s: not a directory", mp);
 	if (!realpath(mp, real))
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	snprintf(parent, sizeof(parent), "%s/..", real);
 	if (stat(parent, &pst) < 0)
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	if (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino)
 		return fs_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
 				  mp, mp);
@@ -563,12 +563,12 @@ static int open_mount(struct fs_mount *m, const char *path)
 		if (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT)
 			return fs_fail("cannot open %s: %s", path,
 					  tfs_diag_str(&diag, d, sizeof(d)));
-		return fs_fail("cannot open %s: %s", path, strerror(-rc));
+		return fs_fail("cannot open %s: %s", path, fs_strerror(-rc));
 	}
 	rc = fs_vtree_new(m->t, base ? base + 1 : path, &m->vt);
 	if (rc < 0) {
 		tfs_trace_close(m->t);
-		return fs_fail("cannot build the tree of %s: %s", path, strerror(-rc));
+		return fs_fail("cannot build the tree of %s: %s", path, fs_strerror(-rc));
 	}
 	m->time = trace_time(m->t, path);
 	m->trace_path = path;
@@ -617,7 +617,7 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	/* > 0: the signal that ended it, a requested shutdown like an unmount */
 	loop_rc = fuse_session_loop_mt(se, cfg);
 	if (loop_rc < 0)
-		fs_log(m, "serving %s failed: %s", mp, strerror(-loop_rc));
+		fs_log(m, "serving %s failed: %s", mp, fs_strerror(-loop_rc));
 	rc = loop_rc < 0 ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
 err_unmount:
@@ -638,6 +638,7 @@ int fs_cmd_mount(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt(argc, argv, "+fo:h")) != -1) {
 		switch (c) {
 		case 'f':
@@ -650,17 +651,20 @@ int fs_cmd_mount(int argc, char **argv)
 			fputs(mount_usage, stdout);
 			return 0;
 		default:
-			fputs(mount_usage, stderr);
+			if (optopt == 'o')
+				fs_fail("mount: -o needs OPTIONS (try 'tracefs --help')");
+			else
+				fs_fail("mount: unknown option -%c (try 'tracefs --help')", optopt);
 			return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "tracefs: mount needs a trace and a mountpoint\n%s", mount_usage);
+		fs_fail("mount needs TRACE and MOUNTPOINT (try 'tracefs --help')");
 		return 2;
 	}
 	if (access("/dev/fuse", R_OK | W_OK) < 0)
 		return fs_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
-				  strerror(errno));
+				  fs_strerror(errno));
 	rc = check_mountpoint(argv[optind + 1], mp);
 	if (rc)
 		return rc;
@@ -730,19 +734,19 @@ int fs_cmd_umount(int argc, char **argv)
 	int status, rc;
 
 	if (argc != 2) {
-		fputs("usage: tracefs umount MOUNTPOINT\n", stderr);
+		fs_fail("umount needs exactly one MOUNTPOINT (try 'tracefs --help')");
 		return 2;
 	}
 	if (!realpath(argv[1], real)) {
 		/* a mount whose daemon died: stat fails with ENOTCONN, the name is still right */
 		if (errno != ENOTCONN || strlen(argv[1]) >= sizeof(real) || argv[1][0] != '/')
-			return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+			return fs_fail("cannot unmount %s: %s", argv[1], fs_strerror(errno));
 		snprintf(real, sizeof(real), "%s", argv[1]);
 	}
 	rc = mounted_type(real, type, sizeof(type));
 	if (rc < 0)
 		return fs_fail("cannot unmount %s: /proc/self/mountinfo: %s", argv[1],
-				  strerror(-rc));
+				  fs_strerror(-rc));
 	if (!type[0])
 		return fs_fail("cannot unmount %s: not a mount point", argv[1]);
 	if (strcmp(type, "fuse.tracefs") != 0)
@@ -750,7 +754,7 @@ int fs_cmd_umount(int argc, char **argv)
 	if (umount2(real, UMOUNT_NOFOLLOW) == 0)
 		return 0;
 	if (errno != EPERM)
-		return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+		return fs_fail("cannot unmount %s: %s", argv[1], fs_strerror(errno));
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", real, (char *)NULL);
