@@ -581,6 +581,55 @@ static void close_mount(struct fs_mount *m)
 	tfs_trace_close(m->t);
 }
 
+/*
+ * What libfuse says while the session is made and mounted, kept for our one message line
+ * instead of printed above it: the first complaint, without its "fuse: " and newline.
+ */
+static char g_fuse_msg[256];
+
+static void keep_fuse_msg(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	size_t len;
+	char *p;
+
+	(void)level;
+	if (g_fuse_msg[0])
+		return;
+	vsnprintf(g_fuse_msg, sizeof(g_fuse_msg), fmt, ap);
+	len = strlen(g_fuse_msg);
+	while (len > 0 && g_fuse_msg[len - 1] == '\n')
+		g_fuse_msg[--len] = '\0';
+	if (strncmp(g_fuse_msg, "fuse: ", 6) == 0)
+		memmove(g_fuse_msg, g_fuse_msg + 6, len - 6 + 1);
+	/* its errno texts in the message form ("mount failed: permission denied") */
+	for (p = g_fuse_msg; (p = strstr(p, ": ")) != NULL; p += 2)
+		if (p[2] >= 'A' && p[2] <= 'Z' && p[3] >= 'a' && p[3] <= 'z')
+			p[2] = (char)(p[2] - 'A' + 'a');
+}
+
+/* The first of the user's comma-separated options no FUSE session accepts, or NULL. */
+static const char *unknown_option(const char *user_opts, char *buf, size_t cap)
+{
+	const char *tok = user_opts, *end;
+
+	for (; *tok; tok = *end ? end + 1 : end) {
+		char *argv[] = {"tracefs", "-o", buf, NULL};
+		struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+		struct fuse_session *se;
+
+		end = strchrnul(tok, ',');
+		if (end == tok || (size_t)(end - tok) >= cap)
+			continue;
+		snprintf(buf, cap, "%.*s", (int)(end - tok), tok);
+		se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), NULL);
+		fuse_opt_free_args(&args);
+		if (!se)
+			return buf;
+		fuse_session_destroy(se);
+	}
+	return NULL;
+}
+
 /* Mount, daemonise once the kernel serves the mount, run the session until unmounted. */
 static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 {
@@ -596,17 +645,29 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 		     "subtype=tracefs", user_opts ? user_opts : "", user_opts ? "," : "") >=
 	    (int)sizeof(opts))
 		return fs_fail("cannot mount at %s: options too long", mp);
+	g_fuse_msg[0] = '\0';
+	fuse_set_log_func(keep_fuse_msg);
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), m);
-	if (!se)
-		return fs_fail("cannot mount at %s: bad options %s", mp, opts);
+	if (!se) {
+		char bad[256];
+
+		if (user_opts && unknown_option(user_opts, bad, sizeof(bad)))
+			fs_fail("cannot mount at %s: unknown or malformed mount option %s", mp, bad);
+		else
+			fs_fail("cannot mount at %s: %s", mp,
+				g_fuse_msg[0] ? g_fuse_msg : "the FUSE session refused its options");
+		fuse_set_log_func(NULL);
+		return 1;
+	}
 	if (fuse_set_signal_handlers(se) < 0) {
 		fs_fail("cannot install signal handlers");
 		goto err_destroy;
 	}
 	if (fuse_session_mount(se, mp) < 0) {
-		fs_fail("cannot mount at %s (see the fuse message above)", mp);
+		fs_fail("cannot mount at %s: %s", mp, g_fuse_msg[0] ? g_fuse_msg : "fuse refused");
 		goto err_handlers;
 	}
+	fuse_set_log_func(NULL);
 	if (fuse_daemonize(m->foreground) < 0)
 		goto err_unmount;
 	guard_mapping(m->t);
@@ -625,6 +686,7 @@ err_unmount:
 err_handlers:
 	fuse_remove_signal_handlers(se);
 err_destroy:
+	fuse_set_log_func(NULL);
 	fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
 	return rc;
