@@ -61,8 +61,8 @@ enum cap_call {
 	N_CALLS
 };
 
-/* The file id of no file: an anonymous mapping's, printed file#4294967295. */
-#define CALL_NO_FILE 0xffffffffu
+/* The file id of no file: an anonymous mapping's, printed -1 (TFS_SYM_NONE). */
+#define CALL_NO_FILE ((uint32_t)TFS_SYM_NONE)
 
 /* The calls whose events carry an allocation backtrace (a `stack` argument, last) when on. */
 static inline bool cap_call_has_stack(uint32_t call)

@@ -258,6 +258,10 @@ static void put_arg(struct sink *s, const struct tfs_trace *t, const struct sche
 		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
 		return;
 	case TFS_ENC_SYM:
+		if (word == TFS_SYM_NONE) {
+			put_i64(s, -1);
+			return;
+		}
 		if (!json) {
 			puts_(s, a->sym_class);
 			put(s, "#", 1);

@@ -6,8 +6,16 @@
 
 /*
  * Print "tracefs: <message>\n" on stderr (lowercase, what failed first, no trailing period).
+ * The message form: "cannot <verb> <what>: <detail>", each detail lowercase (fs_strerror).
  * @return 1, the exit status of a runtime error
  */
 int fs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * strerror(err) in the message form: "no such file or directory" (an acronym such as "ENOENT"
+ * would keep its case). Thread safe.
+ * @return a borrowed string, valid in this thread until the next call
+ */
+const char *fs_strerror(int err);
 
 #endif

@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli_i.h"
 
@@ -17,4 +18,16 @@ int fs_fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+const char *fs_strerror(int err)
+{
+	static _Thread_local char buf[128];
+	const char *text = strerror_r(err, buf, sizeof(buf));
+
+	if (text != buf)
+		snprintf(buf, sizeof(buf), "%s", text);
+	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
+		buf[0] = (char)(buf[0] - 'A' + 'a');
+	return buf;
 }

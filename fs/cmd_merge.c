@@ -33,9 +33,7 @@ static const char *detail(int rc, const struct tfs_diag *d, char *buf, size_t ca
 {
 	if (d->section[0] && (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT || rc == -EINVAL))
 		return tfs_diag_str(d, buf, cap);
-	snprintf(buf, cap, "%s", strerror(-rc));
-	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
-		buf[0] = (char)(buf[0] - 'A' + 'a');
+	snprintf(buf, cap, "%s", fs_strerror(-rc));
 	return buf;
 }
 
@@ -132,7 +130,7 @@ int fs_cmd_merge(int argc, char **argv)
 	n = (uint32_t)(argc - optind);
 	in = calloc(n, sizeof(*in));
 	if (!in)
-		return fs_fail("cannot merge: %s", strerror(ENOMEM));
+		return fs_fail("cannot merge: %s", fs_strerror(ENOMEM));
 	for (; opened < n; opened++) {
 		rc = tfs_trace_open(argv[optind + opened], &in[opened], &d);
 		if (rc < 0) {
@@ -157,7 +155,7 @@ int fs_cmd_merge(int argc, char **argv)
 	tfs_trace_close(check);
 	rc = fs_save_atomic(out, data, len);
 	if (rc < 0) {
-		fs_fail("cannot write %s: %s", out, strerror(-rc));
+		fs_fail("cannot write %s: %s", out, fs_strerror(-rc));
 		goto out_close;
 	}
 	printf("%s: %" PRIu32 " traces merged: %" PRIu32 " ranks, %" PRIu32 " streams, %" PRIu64

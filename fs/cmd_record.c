@@ -328,6 +328,67 @@ static bool is_first_spool(const char *name)
 	return d > 0 && !p[d];
 }
 
+/* Whether @path begins with a spool header (a directory of the user's holds other files). */
+static bool has_spool_magic(const char *path)
+{
+	uint32_t magic = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	bool yes;
+
+	if (fd < 0)
+		return false;
+	yes = pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == SPOOL_MAGIC;
+	close(fd);
+	return yes;
+}
+
+/*
+ * @name, in @dir, is named after spool @first the way tracefs names files after a spool:
+ * its processes' spools, their move-asides and saved traces (`<first>.<n>[.<n>...][.trace]`).
+ * In the default directory any `<first>.` name is ours.
+ */
+static bool named_after(const char *name, const char *first, bool default_dir)
+{
+	size_t len = strlen(first);
+	const char *p = name + len;
+
+	if (strncmp(name, first, len) != 0 || *p != '.')
+		return false;
+	if (default_dir)
+		return true;
+	while (*p == '.' && p[1] >= '0' && p[1] <= '9')
+		p += 1 + strspn(p + 1, "0123456789");
+	return (p > name + len && !*p) || !strcmp(p, ".trace");
+}
+
+/*
+ * @name is a first spool: in the default directory `tracefs-spool.<pid>.<i>`; in a
+ * directory of the user's (TFS_SPOOL's) a file with a spool header that is not named after
+ * another such file.
+ */
+static bool is_first_spool_in(const char *dir, const char *name, const char *path, bool default_dir)
+{
+	char other[PATH_MAX];
+	struct dirent *f;
+	bool child = false;
+	DIR *d;
+
+	if (default_dir)
+		return is_first_spool(name);
+	if (name[0] == '.' || !has_spool_magic(path))
+		return false;
+	d = opendir(dir);
+	while (d && !child && (f = readdir(d))) {
+		child = strcmp(f->d_name, name) != 0 && named_after(name, f->d_name, false) &&
+			(size_t)snprintf(other, sizeof(other), "%s/%s", dir, f->d_name) <
+				sizeof(other) &&
+			has_spool_magic(other);
+	}
+	if (d)
+		closedir(d);
+	return !child;
+}
+
 /* Whether first spool @path is a dead recorder's: old enough and nobody holds its lock. */
 static bool is_stale(const char *path, const struct stat *st)
 {
@@ -346,13 +407,14 @@ static bool is_stale(const char *path, const struct stat *st)
 }
 
 /*
- * Remove what recorders killed before they could clean up left in the default directory:
- * each first spool nobody holds, with the spools and traces named after it (its processes',
- * its MPI rank's). Says so in one line.
+ * Remove what recorders killed before they could clean up left in @dir (the default
+ * directory, or TFS_SPOOL's): each first spool nobody holds, with the spools and traces named
+ * after it (its processes', its MPI rank's). Says so in one line.
  */
-static void sweep_stale_spools(void)
+static void sweep_stale_spools(const char *dir)
 {
-	DIR *d = opendir(SPOOL_DIR);
+	const bool default_dir = !strcmp(dir, SPOOL_DIR);
+	DIR *d = opendir(dir);
 	uint64_t bytes = 0;
 	uint32_t n = 0;
 	struct dirent *e;
@@ -361,23 +423,23 @@ static void sweep_stale_spools(void)
 		return;
 	while ((e = readdir(d))) {
 		char path[PATH_MAX], other[PATH_MAX];
-		size_t len = strlen(e->d_name);
 		struct dirent *f;
 		struct stat st;
 		DIR *d2;
 
-		if (!is_first_spool(e->d_name) ||
-		    (size_t)snprintf(path, sizeof(path), SPOOL_DIR "/%s", e->d_name) >= sizeof(path) ||
-		    stat(path, &st) < 0 || !is_stale(path, &st) || unlink(path) < 0)
+		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) ||
+		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    !is_first_spool_in(dir, e->d_name, path, default_dir) || !is_stale(path, &st) ||
+		    unlink(path) < 0)
 			continue;
 		n++;
 		bytes += (uint64_t)st.st_blocks * 512;
-		d2 = opendir(SPOOL_DIR);
+		d2 = opendir(dir);
 		while (d2 && (f = readdir(d2))) {
-			if (strncmp(f->d_name, e->d_name, len) != 0 || f->d_name[len] != '.' ||
-			    (size_t)snprintf(other, sizeof(other), SPOOL_DIR "/%s", f->d_name) >=
+			if (!named_after(f->d_name, e->d_name, default_dir) ||
+			    (size_t)snprintf(other, sizeof(other), "%s/%s", dir, f->d_name) >=
 				    sizeof(other) ||
-			    stat(other, &st) < 0 || unlink(other) < 0)
+			    lstat(other, &st) < 0 || !S_ISREG(st.st_mode) || unlink(other) < 0)
 				continue;
 			n++;
 			bytes += (uint64_t)st.st_blocks * 512;
@@ -387,8 +449,21 @@ static void sweep_stale_spools(void)
 	}
 	closedir(d);
 	if (n)
-		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " MiB) left in " SPOOL_DIR
-			" by recordings that were killed", n, n == 1 ? "" : "s", bytes >> 20);
+		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " MiB) left in %s by recordings "
+			"that were killed", n, n == 1 ? "" : "s", bytes >> 20, dir);
+}
+
+/* The directory of spool path @path, into @buf. */
+static const char *spool_dir_of(const char *path, char *buf, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return ".";
+	if (slash == path)
+		return "/";
+	snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+	return buf;
 }
 
 static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
@@ -397,13 +472,16 @@ static int make_spool(struct spool *s, const struct record_opts *o, char *path, 
 	int rc;
 
 	if (env && *env) {
+		char dir[PATH_MAX];
+
+		sweep_stale_spools(spool_dir_of(env, dir, sizeof(dir)));
 		snprintf(path, cap, "%s", env);
 		rc = create_spool(s, o, path);
 		if (rc == 0)
 			lock_spool(path);
 		return rc;
 	}
-	sweep_stale_spools();
+	sweep_stale_spools(SPOOL_DIR);
 	for (unsigned int i = 0; i < 100; i++) {
 		snprintf(path, cap, SPOOL_DIR "/" SPOOL_PREFIX "%ld.%u", (long)getpid(), i);
 		rc = create_spool(s, o, path);
@@ -459,7 +537,7 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
 	execvp(o->argv[0], o->argv);
-	fs_fail("cannot run %s: %s", o->argv[0], strerror(errno));
+	fs_fail("cannot run %s: %s", o->argv[0], fs_strerror(errno));
 	_exit(127);
 }
 
@@ -667,12 +745,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 
 	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
 	if (rc < 0) {
-		fs_fail("cannot create the spool %s: %s", spool_path, strerror(-rc));
+		fs_fail("cannot create the spool %s: %s", spool_path, fs_strerror(-rc));
 		return EXIT_RUNTIME;
 	}
 	rc = cap_consumer_new(&s, &o->timing, &c);
 	if (rc < 0) {
-		fs_fail("cannot start the consumer: %s", strerror(-rc));
+		fs_fail("cannot start the consumer: %s", fs_strerror(-rc));
 		goto err_unlink;
 	}
 	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
@@ -685,12 +763,12 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	g_child = start_child(o, lib, spool_path);
 	if (g_child < 0) {
-		fs_fail("cannot fork: %s", strerror(errno));
+		fs_fail("cannot fork: %s", fs_strerror(errno));
 		goto err_free_consumer;
 	}
 	rc = rec_procs_new(&s, c, spool_path, (uint32_t)g_child, &o->timing, &ps);
 	if (rc < 0) {
-		fs_fail("cannot record %s: %s", o->argv[0], strerror(-rc));
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));
 		kill(g_child, SIGKILL);
 		waitpid(g_child, NULL, 0);
 		goto err_free_consumer;
@@ -710,7 +788,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			summary(o->mpi_out, how, &st, 1);
 		}
 	} else if (consume_err) {
-		fs_fail("cannot record %s: %s", o->argv[0], strerror(-consume_err));
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-consume_err));
 		if (exit_status == 0) /* no trace: the run must not look like a success */
 			exit_status = EXIT_RUNTIME;
 	} else if (nothing_recorded(&s, ps)) {
@@ -718,7 +796,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		    "statically linked, or not run); program %s",
 		    o->argv[0], how);
 	} else if ((rc = finish_trace(c, ps, o, g_child, how, out)) < 0) {
-		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
 		if (exit_status == 0)
 			exit_status = EXIT_RUNTIME;
 	} else {
@@ -816,7 +894,7 @@ int fs_cmd_record(int argc, char **argv)
 	}
 	rc = check_output(out);
 	if (rc < 0) {
-		fs_fail("cannot save %s: %s", out, strerror(-rc));
+		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
 		return EXIT_RUNTIME;
 	}
 	return record(&o, lib, out);

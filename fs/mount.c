@@ -520,14 +520,14 @@ static int check_mountpoint(const char *mp, char real[PATH_MAX])
 	struct stat st, pst;
 
 	if (stat(mp, &st) < 0)
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return fs_fail("cannot mount at %s: not a directory", mp);
 	if (!realpath(mp, real))
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	snprintf(parent, sizeof(parent), "%s/..", real);
 	if (stat(parent, &pst) < 0)
-		return fs_fail("cannot mount at %s: %s", mp, strerror(errno));
+		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
 	if (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino)
 		return fs_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
 				  mp, mp);
@@ -563,12 +563,12 @@ static int open_mount(struct fs_mount *m, const char *path)
 		if (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT)
 			return fs_fail("cannot open %s: %s", path,
 					  tfs_diag_str(&diag, d, sizeof(d)));
-		return fs_fail("cannot open %s: %s", path, strerror(-rc));
+		return fs_fail("cannot open %s: %s", path, fs_strerror(-rc));
 	}
 	rc = fs_vtree_new(m->t, base ? base + 1 : path, &m->vt);
 	if (rc < 0) {
 		tfs_trace_close(m->t);
-		return fs_fail("cannot build the tree of %s: %s", path, strerror(-rc));
+		return fs_fail("cannot build the tree of %s: %s", path, fs_strerror(-rc));
 	}
 	m->time = trace_time(m->t, path);
 	m->trace_path = path;
@@ -579,6 +579,55 @@ static void close_mount(struct fs_mount *m)
 {
 	fs_vtree_free(m->vt);
 	tfs_trace_close(m->t);
+}
+
+/*
+ * What libfuse says while the session is made and mounted, kept for our one message line
+ * instead of printed above it: the first complaint, without its "fuse: " and newline.
+ */
+static char g_fuse_msg[256];
+
+static void keep_fuse_msg(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	size_t len;
+	char *p;
+
+	(void)level;
+	if (g_fuse_msg[0])
+		return;
+	vsnprintf(g_fuse_msg, sizeof(g_fuse_msg), fmt, ap);
+	len = strlen(g_fuse_msg);
+	while (len > 0 && g_fuse_msg[len - 1] == '\n')
+		g_fuse_msg[--len] = '\0';
+	if (strncmp(g_fuse_msg, "fuse: ", 6) == 0)
+		memmove(g_fuse_msg, g_fuse_msg + 6, len - 6 + 1);
+	/* its errno texts in the message form ("mount failed: permission denied") */
+	for (p = g_fuse_msg; (p = strstr(p, ": ")) != NULL; p += 2)
+		if (p[2] >= 'A' && p[2] <= 'Z' && p[3] >= 'a' && p[3] <= 'z')
+			p[2] = (char)(p[2] - 'A' + 'a');
+}
+
+/* The first of the user's comma-separated options no FUSE session accepts, or NULL. */
+static const char *unknown_option(const char *user_opts, char *buf, size_t cap)
+{
+	const char *tok = user_opts, *end;
+
+	for (; *tok; tok = *end ? end + 1 : end) {
+		char *argv[] = {"tracefs", "-o", buf, NULL};
+		struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+		struct fuse_session *se;
+
+		end = strchrnul(tok, ',');
+		if (end == tok || (size_t)(end - tok) >= cap)
+			continue;
+		snprintf(buf, cap, "%.*s", (int)(end - tok), tok);
+		se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), NULL);
+		fuse_opt_free_args(&args);
+		if (!se)
+			return buf;
+		fuse_session_destroy(se);
+	}
+	return NULL;
 }
 
 /* Mount, daemonise once the kernel serves the mount, run the session until unmounted. */
@@ -596,17 +645,29 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 		     "subtype=tracefs", user_opts ? user_opts : "", user_opts ? "," : "") >=
 	    (int)sizeof(opts))
 		return fs_fail("cannot mount at %s: options too long", mp);
+	g_fuse_msg[0] = '\0';
+	fuse_set_log_func(keep_fuse_msg);
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), m);
-	if (!se)
-		return fs_fail("cannot mount at %s: bad options %s", mp, opts);
+	if (!se) {
+		char bad[256];
+
+		if (user_opts && unknown_option(user_opts, bad, sizeof(bad)))
+			fs_fail("cannot mount at %s: unknown or malformed mount option %s", mp, bad);
+		else
+			fs_fail("cannot mount at %s: %s", mp,
+				g_fuse_msg[0] ? g_fuse_msg : "the FUSE session refused its options");
+		fuse_set_log_func(NULL);
+		return 1;
+	}
 	if (fuse_set_signal_handlers(se) < 0) {
 		fs_fail("cannot install signal handlers");
 		goto err_destroy;
 	}
 	if (fuse_session_mount(se, mp) < 0) {
-		fs_fail("cannot mount at %s (see the fuse message above)", mp);
+		fs_fail("cannot mount at %s: %s", mp, g_fuse_msg[0] ? g_fuse_msg : "fuse refused");
 		goto err_handlers;
 	}
+	fuse_set_log_func(NULL);
 	if (fuse_daemonize(m->foreground) < 0)
 		goto err_unmount;
 	guard_mapping(m->t);
@@ -617,7 +678,7 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	/* > 0: the signal that ended it, a requested shutdown like an unmount */
 	loop_rc = fuse_session_loop_mt(se, cfg);
 	if (loop_rc < 0)
-		fs_log(m, "serving %s failed: %s", mp, strerror(-loop_rc));
+		fs_log(m, "serving %s failed: %s", mp, fs_strerror(-loop_rc));
 	rc = loop_rc < 0 ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
 err_unmount:
@@ -625,6 +686,7 @@ err_unmount:
 err_handlers:
 	fuse_remove_signal_handlers(se);
 err_destroy:
+	fuse_set_log_func(NULL);
 	fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
 	return rc;
@@ -638,6 +700,7 @@ int fs_cmd_mount(int argc, char **argv)
 	int c, rc;
 
 	optind = 1;
+	opterr = 0;
 	while ((c = getopt(argc, argv, "+fo:h")) != -1) {
 		switch (c) {
 		case 'f':
@@ -650,17 +713,20 @@ int fs_cmd_mount(int argc, char **argv)
 			fputs(mount_usage, stdout);
 			return 0;
 		default:
-			fputs(mount_usage, stderr);
+			if (optopt == 'o')
+				fs_fail("mount: -o needs OPTIONS (try 'tracefs --help')");
+			else
+				fs_fail("mount: unknown option -%c (try 'tracefs --help')", optopt);
 			return 2;
 		}
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "tracefs: mount needs a trace and a mountpoint\n%s", mount_usage);
+		fs_fail("mount needs TRACE and MOUNTPOINT (try 'tracefs --help')");
 		return 2;
 	}
 	if (access("/dev/fuse", R_OK | W_OK) < 0)
 		return fs_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
-				  strerror(errno));
+				  fs_strerror(errno));
 	rc = check_mountpoint(argv[optind + 1], mp);
 	if (rc)
 		return rc;
@@ -730,19 +796,19 @@ int fs_cmd_umount(int argc, char **argv)
 	int status, rc;
 
 	if (argc != 2) {
-		fputs("usage: tracefs umount MOUNTPOINT\n", stderr);
+		fs_fail("umount needs exactly one MOUNTPOINT (try 'tracefs --help')");
 		return 2;
 	}
 	if (!realpath(argv[1], real)) {
 		/* a mount whose daemon died: stat fails with ENOTCONN, the name is still right */
 		if (errno != ENOTCONN || strlen(argv[1]) >= sizeof(real) || argv[1][0] != '/')
-			return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+			return fs_fail("cannot unmount %s: %s", argv[1], fs_strerror(errno));
 		snprintf(real, sizeof(real), "%s", argv[1]);
 	}
 	rc = mounted_type(real, type, sizeof(type));
 	if (rc < 0)
 		return fs_fail("cannot unmount %s: /proc/self/mountinfo: %s", argv[1],
-				  strerror(-rc));
+				  fs_strerror(-rc));
 	if (!type[0])
 		return fs_fail("cannot unmount %s: not a mount point", argv[1]);
 	if (strcmp(type, "fuse.tracefs") != 0)
@@ -750,7 +816,7 @@ int fs_cmd_umount(int argc, char **argv)
 	if (umount2(real, UMOUNT_NOFOLLOW) == 0)
 		return 0;
 	if (errno != EPERM)
-		return fs_fail("cannot unmount %s: %s", argv[1], strerror(errno));
+		return fs_fail("cannot unmount %s: %s", argv[1], fs_strerror(errno));
 	pid = fork();
 	if (pid == 0) {
 		execlp("fusermount3", "fusermount3", "-u", real, (char *)NULL);

@@ -270,7 +270,7 @@ static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool fi
 	/* a spool still being created is read on a later pass; at the end it never will be */
 	if (final && rc != -ESTALE) {
 		fs_fail("warning: spool %s of a traced process is unreadable (%s): skipped",
-			path, strerror(-rc));
+			path, fs_strerror(-rc));
 		unlink(path);
 		ps->n_bad++;
 	}

@@ -80,12 +80,9 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-/* strerror() in the message style: lowercase first letter. */
 static const char *errstr(int err, char *buf, size_t cap)
 {
-	snprintf(buf, cap, "%s", strerror(err));
-	if (buf[0] >= 'A' && buf[0] <= 'Z' && !(buf[1] >= 'A' && buf[1] <= 'Z'))
-		buf[0] = (char)(buf[0] - 'A' + 'a');
+	snprintf(buf, cap, "%s", fs_strerror(err));
 	return buf;
 }
 
@@ -104,7 +101,7 @@ static int finish_stdout(void)
 		return 0;
 	if (errno == EPIPE)
 		return 0;
-	fs_fail("cannot write to stdout: %s", strerror(errno));
+	fs_fail("cannot write to stdout: %s", fs_strerror(errno));
 	return EXIT_RUNTIME;
 }
 

@@ -40,6 +40,12 @@ enum tfs_arg_enc {
 #define TFS_ARG_RESULT 0x1u /**< the call's result: rendered after "=" */
 #define TFS_ARG_BYTES 0x2u  /**< a byte count the call moved or allocated (profiles sum it) */
 
+/**
+ * The symbolic id of no symbol (an anonymous mapping's file): views print it as -1, where
+ * another id prints as <sym_class>#<id> (FORMAT.md §9).
+ */
+#define TFS_SYM_NONE UINT64_C(0xffffffff)
+
 /** Limits a schema must respect (checked by the writer and the reader). */
 #define TFS_MAX_ARGS 32
 #define TFS_MAX_NAME 255

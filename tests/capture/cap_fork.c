@@ -16,8 +16,9 @@
  * B is forked instead (fork() after setting /proc/sys/kernel/ns_last_pid, root only,
  * retried until B has A's pid), and writes DIR/childB once: the clash is met in the fork
  * handler. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
+ * With "openrace" it does only what open_race() says.
  * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system] [pidreuse [late]]
- *        [forkreuse]
+ *        [forkreuse] | DIR openrace
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -199,6 +200,52 @@ static int pid_reuse(const char *dir, int late, int forked)
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 9;
 }
 
+/*
+ * openrace: child A (writes DIR/childA twice) runs until the recorder, held by the test's
+ * hold_open.c between its stat() and its open() of A's spool, says so in DIR/held; then A
+ * ends, B is forked with A's pid (writes DIR/childB once; its fork handler moves A's spool
+ * aside and makes its own under the name), and DIR/go lets the recorder's open go on: it
+ * opens B's spool where it stat()ed A's.
+ */
+static int open_race(const char *dir)
+{
+	char held[4096], go[4096];
+	int pipefd[2], status, fd, i;
+	pid_t a, b = -1;
+
+	snprintf(held, sizeof(held), "%s/held", dir);
+	snprintf(go, sizeof(go), "%s/go", dir);
+	if (pipe(pipefd) < 0)
+		return 7;
+	a = fork();
+	if (a == 0) {
+		char c;
+
+		write_n(dir, "childA", 2);
+		close(pipefd[1]);
+		if (read(pipefd[0], &c, 1) < 0)
+			_exit(8);
+		exit(0);
+	}
+	close(pipefd[0]);
+	for (i = 0; i < 6000 && access(held, F_OK) != 0; i++)
+		sleep_ms(10);
+	close(pipefd[1]);
+	waitpid(a, &status, 0);
+	if (i < 6000) {
+		sleep_ms(30);
+		b = fork_as(dir, a);
+		if (b > 0)
+			waitpid(b, &status, 0);
+	} else {
+		fprintf(stderr, "cap_fork openrace: the recorder never held A's spool open\n");
+	}
+	fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	return i == 6000 ? 10 : b > 0 ? 0 : 77;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : ".";
@@ -206,6 +253,8 @@ int main(int argc, char **argv)
 	int status;
 	pid_t pid;
 
+	if (has(argc, argv, "openrace"))
+		return open_race(dir);
 	write_n(dir, "parent", 1);
 	pid = has(argc, argv, "vfork") ? vfork() : fork();
 	if (pid == 0) {

@@ -355,12 +355,13 @@ def child_of(pid):
         return None
 
 
-def start_spin(tap, args, out, what):
+def start_spin(tap, args, out, what, env=None):
     """`tracefs record` of `cap_known spin` to @out, once the program says it is ready:
     (the recorder's Popen, the program's pid or None)."""
     p = subprocess.Popen([args.tracefs, "record", "--trace=zones,mem",
                           "-o", out, "--", args.known, "spin"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=dict(os.environ, **(env or {})))
     line = p.stdout.readline()
     child = child_of(p.pid)
     tap.ok(line == b"ready\n" and child, "spin: running and ready" + what, line)
@@ -425,6 +426,55 @@ def test_stale_spools(tap, args, work):
            m and int(m.group(1)) >= 2 and int(m.group(2)) >= 1,
            "the next recording removes the dead recorder's spools and says so in one line",
            serr)
+
+
+def test_stale_spools_own_dir(tap, args, work):
+    """TFS_SPOOL names a spool in a directory of the user's: a recorder killed there leaves
+    its spool, which the next recording with TFS_SPOOL in that directory removes, with the
+    spools and traces named after it, by the rules of /dev/shm; files that are no spool, or
+    are named after one but not as tracefs names them, stay."""
+    d = os.path.join(work, "my spools")
+    os.mkdir(d)
+    spool = os.path.join(d, "killed")
+    p, child = start_spin(tap, args, os.path.join(work, "killed-own.trace"),
+                          " (stale spools in TFS_SPOOL's directory)", {"TFS_SPOOL": spool})
+    if not tap.ok(os.path.exists(spool), "the recorder's spool is TFS_SPOOL", spool):
+        p.kill()
+        if child:
+            os.kill(child, signal.SIGKILL)
+        p.communicate()
+        return
+    old = time.time() - 120
+    os.utime(spool, (old, old))
+    rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o",
+                       os.path.join(work, "own1.trace"), "--", args.known, "ok", "1"],
+                      env={"TFS_SPOOL": os.path.join(d, "second")})
+    tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
+           "TFS_SPOOL's directory: a live recording's spool is left alone, however old", serr)
+    p.kill()
+    if child:
+        os.kill(child, signal.SIGKILL)
+    p.communicate(timeout=60)
+    after = {spool + ".4242": True, spool + ".4242.1.trace": True, spool + ".trace": True,
+             spool + ".log": False, os.path.join(d, "notes"): False,
+             os.path.join(d, "no-spool-magic"): False}
+    for path in after:
+        with open(path, "wb") as f:
+            f.write(b"TFSX" + b"x" * 4092)
+    for path in [spool] + list(after):
+        os.utime(path, (old, old))
+    rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o",
+                       os.path.join(work, "own2.trace"), "--", args.known, "ok", "1"],
+                      env={"TFS_SPOOL": os.path.join(d, "third")})
+    m = re.search(rb"^tracefs: removed (\d+) spools \((\d+) MiB\) left in (.*) by recordings "
+                  rb"that were killed$", serr, re.M)
+    left = sorted(os.path.basename(f) for f in os.listdir(d))
+    tap.ok(rc == 0 and m and int(m.group(1)) == 4 and int(m.group(2)) >= 1 and
+           m.group(3) == os.fsencode(d) and serr.count(b"removed") == 1 and
+           not os.path.exists(spool) and
+           left == sorted(os.path.basename(f) for f, gone in after.items() if not gone),
+           "TFS_SPOOL's directory: the next recording removes the dead recorder's spool and "
+           "those named after it, says so in one line, leaves other files", (serr, left))
 
 
 def test_interrupt_record(tap, args, work):
@@ -727,6 +777,7 @@ def main():
     ap = argparse.ArgumentParser()
     for opt in ("--tracefs", "--known", "--known-static", "--matmul", "--demo"):
         ap.add_argument(opt, required=True)
+    ap.add_argument("--only", help="run only this test function (test_...)")
     args = ap.parse_args()
     for k in ("tracefs", "known", "known_static", "matmul", "demo"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
@@ -734,9 +785,12 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
         for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
                      test_capture_off, test_fork, test_external_kill, test_stale_spools,
+                     test_stale_spools_own_dir,
                      test_interrupt_record,
                      test_many_threads, test_full_spool, test_full_spool_threads, test_matmul,
                      test_demo, test_demo_order, test_cli):
+            if args.only and test.__name__ != args.only:
+                continue
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort

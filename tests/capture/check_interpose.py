@@ -34,6 +34,7 @@
 
 import argparse
 import errno
+import json
 import os
 import random
 import re
@@ -464,7 +465,7 @@ def expect_bufs(d):
             w("buf_id=3, buf_off=1000", 10),
             "free(ptr={Q}, id=3)",
             "free(ptr={PIN}, id=2)",
-            "mmap(addr=0x0, length=16384, prot=0x%x, flags=0x%x, file=file#4294967295, "
+            "mmap(addr=0x0, length=16384, prot=0x%x, flags=0x%x, file=-1, "
             "offset=0, id=4, errno=0) = {M}" % (PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS),
             w("buf_id=4, buf_off=4104", 8),
             "munmap(addr={M1}, length=4096, errno=0) = 0",
@@ -501,6 +502,15 @@ def test_bufs(tap, args, work):
                and int(b.vals["M2"], 16) == m + 8192,
                "bufs: the unmapped middle page is no allocation (id 0, its address); the "
                "pages either side keep id 4 and offsets from the original start", b.vals)
+    rc, jsonl, err = run([args.tracefs, "cat", out, "ranks/0/threads/0/events.jsonl"])
+    maps = [json.loads(ln)["args"] for ln in jsonl.decode().splitlines()
+            if '"name":"mmap"' in ln] if rc == 0 else err
+    tap.ok([(a.get("file"), a.get("length")) for a in maps] == [(-1, 16384), (0, 8192)],
+           "bufs: events.jsonl gives the anonymous mapping file -1, the file-backed one its "
+           "file id 0", maps)
+    rc, sig, err = run([args.tracefs, "cat", out, "signatures.txt"])
+    tap.ok(rc == 0 and b"file=-1," in sig and b"file#4294967295" not in sig,
+           "bufs: signatures.txt shows the anonymous mapping's file as -1", sig + err)
 
 
 def test_seqread(tap, args, work, n=3000):

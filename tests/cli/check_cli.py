@@ -177,7 +177,8 @@ class Model:
             if a["enc"] == ENC_STR:
                 s = json_escape(v) if json_view else text_escape(v)
             elif a["enc"] == ENC_SYM:
-                s = b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
+                s = b"-1" if v == 0xffffffff else \
+                    b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
             elif a["enc"] == ENC_RANK or a["enc"] == ENC_RVAL and v.ranked:
                 s = b"%d" % v
                 deficit = self.rank_width(v - rank) - len(s)

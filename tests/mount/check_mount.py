@@ -650,6 +650,12 @@ def check_refusals(tap, args, workdir, trace, info):
                "rc=%d %r" % (rc, err))
     else:
         tap.ok(True, "# SKIP an unreadable trace: not root or no setpriv")
+    # libfuse refuses an unknown -o option: one line of ours that names it, no mount
+    for opts, bad in (("bogus", b"bogus"), ("ro,nosuchopt=1", b"nosuchopt=1"),
+                      ("allow_other,max_read=many", b"max_read=many")):
+        err = refused(["mount", "-o", opts, trace, mp], "mount -o %s" % opts)
+        tap.ok(err.endswith(b": unknown or malformed mount option " + bad + b"\n"),
+               "the message names the unknown option %s and only it" % bad.decode(), err)
     refused(["umount", mp], "umount of a directory that is not a mount point")
     refused(["umount", os.path.join(workdir, "no-such-dir")], "umount of a missing path")
     # a mount that is not tracefs's must survive `tracefs umount`
