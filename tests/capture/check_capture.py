@@ -393,16 +393,21 @@ def test_external_kill(tap, args, work):
         tap.ok(False, "SIGKILL from outside: trace written", serr)
 
 
+def kill_spin(p, child, timeout=None):
+    """SIGKILL a recorder start_spin() began, and the program it runs."""
+    p.kill()
+    if child:
+        os.kill(child, signal.SIGKILL)
+    p.communicate(timeout=timeout)
+
+
 def test_stale_spools(tap, args, work):
     """A recorder killed with SIGKILL leaves its spool in /dev/shm: the next recording
     removes it and what is named after it, never a live recording's (held by a lock)."""
     p, child = start_spin(tap, args, os.path.join(work, "killed.trace"), " (stale spools)")
     spool = "/dev/shm/tracefs-spool.%d.0" % p.pid
     if not tap.ok(os.path.exists(spool), "the recorder's spool is " + spool, spool):
-        p.kill()
-        if child:
-            os.kill(child, signal.SIGKILL)
-        p.communicate()
+        kill_spin(p, child)
         return
     old = time.time() - 120
     os.utime(spool, (old, old))  # past the age a recorder may take to lock its spool
@@ -410,10 +415,7 @@ def test_stale_spools(tap, args, work):
                        os.path.join(work, "sweep1.trace"), "--", args.known, "ok", "1"])
     tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
            "a live recording's spool is left alone, however old", serr)
-    p.kill()
-    if child:
-        os.kill(child, signal.SIGKILL)
-    p.communicate(timeout=60)
+    kill_spin(p, child, timeout=60)
     with open(spool + ".4242", "wb") as f:  # a process's spool named after it
         f.write(b"x" * 4096)
     for path in (spool, spool + ".4242"):
@@ -439,10 +441,7 @@ def test_stale_spools_own_dir(tap, args, work):
     p, child = start_spin(tap, args, os.path.join(work, "killed-own.trace"),
                           " (stale spools in TFS_SPOOL's directory)", {"TFS_SPOOL": spool})
     if not tap.ok(os.path.exists(spool), "the recorder's spool is TFS_SPOOL", spool):
-        p.kill()
-        if child:
-            os.kill(child, signal.SIGKILL)
-        p.communicate()
+        kill_spin(p, child)
         return
     old = time.time() - 120
     os.utime(spool, (old, old))
@@ -451,10 +450,7 @@ def test_stale_spools_own_dir(tap, args, work):
                       env={"TFS_SPOOL": os.path.join(d, "second")})
     tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
            "TFS_SPOOL's directory: a live recording's spool is left alone, however old", serr)
-    p.kill()
-    if child:
-        os.kill(child, signal.SIGKILL)
-    p.communicate(timeout=60)
+    kill_spin(p, child, timeout=60)
     after = {spool + ".4242": True, spool + ".4242.1.trace": True, spool + ".trace": True,
              spool + ".log": False, os.path.join(d, "notes"): False,
              os.path.join(d, "no-spool-magic"): False}

@@ -71,17 +71,23 @@ static int held_open(const char *name, const char *path, int flags, mode_t mode)
 	return real(path, flags, mode);
 }
 
+/* The mode argument of an open() that creates, else 0. */
+#define MODE_ARG(flags, mode)                                                                  \
+	do {                                                                                   \
+		if ((flags) & (O_CREAT | O_TMPFILE)) {                                         \
+			va_list ap;                                                            \
+                                                                                               \
+			va_start(ap, flags);                                                   \
+			(mode) = (mode_t)va_arg(ap, int);                                      \
+			va_end(ap);                                                            \
+		}                                                                              \
+	} while (0)
+
 int open(const char *path, int flags, ...)
 {
 	mode_t mode = 0;
 
-	if (flags & (O_CREAT | O_TMPFILE)) {
-		va_list ap;
-
-		va_start(ap, flags);
-		mode = (mode_t)va_arg(ap, int);
-		va_end(ap);
-	}
+	MODE_ARG(flags, mode);
 	return held_open("open", path, flags, mode);
 }
 
@@ -89,12 +95,6 @@ int open64(const char *path, int flags, ...)
 {
 	mode_t mode = 0;
 
-	if (flags & (O_CREAT | O_TMPFILE)) {
-		va_list ap;
-
-		va_start(ap, flags);
-		mode = (mode_t)va_arg(ap, int);
-		va_end(ap);
-	}
+	MODE_ARG(flags, mode);
 	return held_open("open64", path, flags, mode);
 }
