@@ -891,6 +891,7 @@ static int start_inproc(void)
 			getenv("TFS_TIMING"));
 		tm.timing = TFS_TIMING_LOSSLESS;
 		tm.rel_err = 0;
+		tm.coder = TFS_CODER_AUTO;
 	}
 	if (mb && atol(mb) > 0)
 		bytes = (size_t)atol(mb) << 20;

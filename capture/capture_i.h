@@ -15,10 +15,12 @@ struct spool;
 struct cap_timing {
 	int timing;	/* enum tfs_timing */
 	double rel_err; /* lossy only */
+	int coder;	/* TFS_CODER_AUTO, or TFS_CODER_FAST (",fast") */
 };
 
 /*
- * Parse "lossless", "none" or "lossy:<rel_err>" (NULL or "" is lossless).
+ * Parse "lossless", "none" or "lossy:<rel_err>" (NULL or "" is lossless), the timed modes
+ * optionally followed by ",fast" (timing columns that decode fast: TFS_CODER_FAST).
  * @return 0 or -EINVAL
  */
 int cap_parse_timing(const char *s, struct cap_timing *out);

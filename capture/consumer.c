@@ -136,20 +136,34 @@ struct cap_consumer {
 
 int cap_parse_timing(const char *s, struct cap_timing *out)
 {
-	char *end;
+	static const char fast[] = ",fast";
+	const size_t n_fast = sizeof(fast) - 1;
+	size_t len = s ? strlen(s) : 0;
+	char mode[64], *end;
 
 	out->timing = TFS_TIMING_LOSSLESS;
 	out->rel_err = 0;
-	if (!s || !*s || !strcmp(s, "lossless"))
+	out->coder = TFS_CODER_AUTO;
+	if (len >= sizeof(mode))
+		return -EINVAL;
+	if (len > n_fast && !strcmp(s + len - n_fast, fast)) {
+		out->coder = TFS_CODER_FAST;
+		len -= n_fast;
+	}
+	memcpy(mode, s ? s : "", len);
+	mode[len] = '\0';
+	if (!len && out->coder == TFS_CODER_AUTO)
 		return 0;
-	if (!strcmp(s, "none")) {
+	if (!strcmp(mode, "lossless"))
+		return 0;
+	if (!strcmp(mode, "none") && out->coder == TFS_CODER_AUTO) {
 		out->timing = TFS_TIMING_NONE;
 		return 0;
 	}
-	if (strncmp(s, "lossy:", 6) != 0)
+	if (strncmp(mode, "lossy:", 6) != 0)
 		return -EINVAL;
-	out->rel_err = strtod(s + 6, &end);
-	if (end == s + 6 || *end || !(out->rel_err >= 1.0 / 1024 && out->rel_err < 1))
+	out->rel_err = strtod(mode + 6, &end);
+	if (end == mode + 6 || *end || !(out->rel_err >= 1.0 / 1024 && out->rel_err < 1))
 		return -EINVAL;
 	out->timing = TFS_TIMING_LOSSY;
 	return 0;
@@ -196,7 +210,8 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 {
 	/* small traces (MPI ranks) get their timing recompressed at save, up to a second */
 	struct tfs_writer_opts wo = {.timing = tm->timing, .rel_err = tm->rel_err,
-				     .late_kinds = 1, .values_save_level = 19};
+				     .timing_coder = tm->coder, .late_kinds = 1,
+				     .values_save_level = 19};
 	struct cap_consumer *c;
 	int rc;
 

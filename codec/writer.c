@@ -54,6 +54,7 @@ int tfs_writer_new(const struct tfs_writer_opts *opts, struct tfs_writer **out)
 	    (w->opts.timing == TFS_TIMING_LOSSY &&
 	     !(w->opts.rel_err > 0 && w->opts.rel_err < 1)) ||
 	    w->opts.block_events > VAL_MAX_BLOCK_EVENTS || w->opts.values_save_level < 0 ||
+	    (w->opts.timing_coder != TFS_CODER_AUTO && w->opts.timing_coder != TFS_CODER_FAST) ||
 	    w->opts.values_save_level > 22) {
 		free(w);
 		return -EINVAL;
@@ -148,6 +149,7 @@ int tfs_writer_stream_new(struct tfs_writer *w, uint32_t rank, uint32_t thread,
 		.rel_err = w->opts.rel_err,
 		.zstd_level = w->opts.zstd_level,
 		.final_level = w->opts.values_save_level,
+		.coded = w->opts.timing_coder == TFS_CODER_FAST ? VAL_CODED_NEVER : 0,
 	};
 	struct tfs_wstream *s;
 	int rc;

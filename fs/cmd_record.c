@@ -131,7 +131,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case 't':
 			if (cap_parse_timing(optarg, &o->timing) < 0)
 				return usage("--timing must be lossless, none or lossy:ERR "
-					     "with 2^-10 <= ERR < 1");
+					     "with 2^-10 <= ERR < 1, the timed ones optionally "
+					     "followed by ,fast");
 			break;
 		case 'T':
 			if (parse_trace(optarg, &o->mask) < 0)

@@ -412,6 +412,8 @@ static void test_trace_writer_rejects_bad_input(void **state)
 	assert_int_equal(tfs_writer_new(&bad, &w), -EINVAL);
 	bad.values_save_level = -1;
 	assert_int_equal(tfs_writer_new(&bad, &w), -EINVAL);
+	bad = (struct tfs_writer_opts){.timing_coder = TFS_CODER_FAST + 1};
+	assert_int_equal(tfs_writer_new(&bad, &w), -EINVAL);
 	assert_int_equal(tfs_writer_new(NULL, &w), 0);
 	assert_int_equal(tfs_writer_add_kind(w, &k, &id), -EINVAL);
 	assert_int_equal(tg_declare(w), 0);

@@ -662,7 +662,7 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 }
 
 static const char usage[] =
-    "usage: synth_demo -o FILE [--events N] [--timing none|lossless|lossy:ERR] [--seed S]\n"
+    "usage: synth_demo -o FILE [--events N] [--timing none|lossless|lossy:ERR[,fast]] [--seed S]\n"
     "                  [--ranks R] [--threads T] [--dump FILE] [--odd-phases] [--end-order]\n"
     "Writes a deterministic synthetic trace of about N events (default 100000).\n"
     "--dump also writes the schema, every event and the phases as JSON lines.\n"
@@ -670,10 +670,20 @@ static const char usage[] =
     "--end-order appends each event when it ends, as the capture does (metadata\n"
     "event_order=end), instead of when it starts.\n";
 
-static bool parse_timing(const char *s, struct tfs_writer_opts *w)
+static bool parse_timing(const char *arg, struct tfs_writer_opts *w)
 {
-	char *end;
+	char s[64], *end;
+	size_t len = strlen(arg);
 
+	if (len >= sizeof(s))
+		return false;
+	memcpy(s, arg, len + 1);
+	if (len > 5 && strcmp(s + len - 5, ",fast") == 0) { /* columns that decode fast */
+		s[len - 5] = '\0';
+		w->timing_coder = TFS_CODER_FAST;
+		if (strcmp(s, "none") == 0)
+			return false;
+	}
 	if (strcmp(s, "none") == 0) {
 		w->timing = TFS_TIMING_NONE;
 		return true;

@@ -15,7 +15,9 @@
  * Environment (read once, when the library is loaded):
  *   TFS_CAPTURE=0          capture off: no spool, no consumer, no trace, no events
  *   TFS_OUTPUT=FILE        in-process mode: the trace file (default <program>.<pid>.trace)
- *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none
+ *   TFS_TIMING=MODE        in-process mode: lossless (default), lossy:<rel_err>, none; the
+ *                          timed ones may end in ",fast" (timing columns not range-coded:
+ *                          larger, read faster)
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
  *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
  *                          and threads need the library preloaded or linked: its interposers

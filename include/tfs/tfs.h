@@ -62,6 +62,12 @@ enum tfs_timing {
 	TFS_TIMING_LOSSY = 2,	 /**< start gaps and durations within a relative error */
 };
 
+/** How timed streams store their timing columns (tfs_writer_opts.timing_coder). */
+enum tfs_coder {
+	TFS_CODER_AUTO = 0, /**< range-coded where smaller (FORMAT.md §7.4.2): the default */
+	TFS_CODER_FAST = 1, /**< never range-coded: larger, but views decode them faster */
+};
+
 /** Library version string, e.g. "0.1.0". */
 const char *tfs_version(void);
 

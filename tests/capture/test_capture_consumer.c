@@ -41,7 +41,7 @@ struct fixture {
 static int setup_spool(void **state, uint32_t mask, uint32_t bt_depth)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0, TFS_CODER_AUTO};
 
 	assert_non_null(f);
 	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
@@ -247,6 +247,45 @@ static char *saved_view(struct fixture *f, uint32_t thread, struct tfs_trace **o
 	return buf;
 }
 
+/* --timing / TFS_TIMING: the modes, and ",fast" after a timed one (FORMAT.md §7.4.2). */
+static void test_consumer_parses_timing_modes(void **state)
+{
+	static const struct {
+		const char *s;
+		int rc, timing, coder;
+		double rel_err;
+	} cases[] = {
+		{NULL, 0, TFS_TIMING_LOSSLESS, TFS_CODER_AUTO, 0},
+		{"", 0, TFS_TIMING_LOSSLESS, TFS_CODER_AUTO, 0},
+		{"lossless", 0, TFS_TIMING_LOSSLESS, TFS_CODER_AUTO, 0},
+		{"lossless,fast", 0, TFS_TIMING_LOSSLESS, TFS_CODER_FAST, 0},
+		{"lossy:0.1", 0, TFS_TIMING_LOSSY, TFS_CODER_AUTO, 0.1},
+		{"lossy:0.25,fast", 0, TFS_TIMING_LOSSY, TFS_CODER_FAST, 0.25},
+		{"none", 0, TFS_TIMING_NONE, TFS_CODER_AUTO, 0},
+		{"none,fast", -EINVAL, 0, 0, 0},
+		{",fast", -EINVAL, 0, 0, 0},
+		{"lossless,fas", -EINVAL, 0, 0, 0},
+		{"lossless,fast,fast", -EINVAL, 0, 0, 0},
+		{"lossy:0.1fast", -EINVAL, 0, 0, 0},
+		{"lossy:2,fast", -EINVAL, 0, 0, 0},
+		{"lossless,fastxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+		 -EINVAL, 0, 0, 0},
+	};
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct cap_timing tm;
+		int rc = cap_parse_timing(cases[k].s, &tm);
+
+		assert_int_equal(rc, cases[k].rc);
+		if (rc)
+			continue;
+		assert_int_equal(tm.timing, cases[k].timing);
+		assert_int_equal(tm.coder, cases[k].coder);
+		assert_true(tm.rel_err == cases[k].rel_err);
+	}
+}
+
 static void test_consumer_zones_pair_into_events(void **state)
 {
 	struct fixture *f = *state;
@@ -320,7 +359,7 @@ static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void 
 	struct spool child = {0};
 	struct spool_chunk *c[9];
 	struct cap_consumer *cc;
-	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0};
+	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0, TFS_CODER_AUTO};
 	char path[64];
 
 	snprintf(path, sizeof(path), "%s/test_capture_consumer.%d.spool",
@@ -840,6 +879,7 @@ static void test_consumer_rejects_backtraces_when_off(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_consumer_parses_timing_modes),
 	    cmocka_unit_test_setup_teardown(test_consumer_zones_pair_into_events, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_reads_chunks_in_sequence_order, setup,
 					    teardown),

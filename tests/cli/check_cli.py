@@ -678,6 +678,28 @@ def full(args, tap, workdir):
         tree_checks.check_split(tap, cli, tree, 300000)
     check_errors(tap, cli, args.tracefs)
     check_corruption(tap, args.tracefs, trace, info, workdir)
+    if model.timing != TIMING_NONE:
+        check_fast_coder(tap, args, trace, listed, workdir)
+
+
+def check_fast_coder(tap, args, trace, listed, workdir):
+    """The same events with timing columns kept out of the range coder (--timing X,fast,
+    FORMAT.md §7.4.2): a larger file whose every timed view reads the same bytes."""
+    fast = os.path.join(workdir, "fast.trace")
+    rc, _, err = run([args.demo, "-o", fast, "--events", str(args.events), "--timing",
+                      args.timing + ",fast", "--seed", str(args.seed), "--odd-phases"]
+                     + (["--end-order"] if args.end_order else []))
+    if not tap.ok(rc == 0, "synth_demo --timing %s,fast" % args.timing, err):
+        return
+    size, fast_size = os.path.getsize(trace), os.path.getsize(fast)
+    tap.ok(fast_size > size, "%s,fast: %d bytes, range-coded %d" % (args.timing, fast_size, size),
+           "expected the range-coded trace smaller")
+    views = sorted(p for p in listed if p.endswith((b"trace.txt", b"events.jsonl")))
+    same = [p for p in views if Cli(args.tracefs, trace).cat(p)[1] ==
+            Cli(args.tracefs, fast).cat(p)[1]]
+    tap.ok(views and same == views, "%s,fast: its %d trace.txt and events.jsonl views equal "
+           "the range-coded trace's" % (args.timing, len(views)),
+           [p for p in views if p not in same][:5])
 
 
 def large(args, tap, workdir):

@@ -121,7 +121,11 @@ def cases(f, with_record):
               (["record", "-o", os.path.join(os.path.dirname(f["ok"]), "r.trace"), "--",
                 f["missing"]], 127, "record of a missing program"),
               (["record", "-o", f["ok"]], 2, "record without a command"),
-              (["record", "--bogus", "--", "true"], 2, "record with an unknown option")]
+              (["record", "--bogus", "--", "true"], 2, "record with an unknown option"),
+              (["record", "--timing=none,fast", "--", "true"], 2,
+               "record with untimed timing columns to keep fast"),
+              (["record", "--timing=lossless,slow", "--", "true"], 2,
+               "record with an unknown timing suffix")]
     return c
 
 
