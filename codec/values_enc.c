@@ -66,6 +66,7 @@ struct tfs_venc {
 	struct tfs_buf raw;	  /* the pending block assembled for compression */
 	struct tfs_buf trial;	  /* scratch of choose_pred's trial compressions */
 	struct tfs_buf coded[2];  /* the pending block's coded ts and dur columns */
+	const struct tfs_buf *coded_of[2]; /* the candidate column coded[c] codes, or NULL */
 	struct tfs_buf frames;	  /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
@@ -218,6 +219,7 @@ static int code_column(struct tfs_venc *e, const struct tfs_buf *col, struct tfs
 static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
 		    size_t *best_size, bool *coded)
 {
+	const int c = cand == e->ts_col ? COL_TS : COL_DUR;
 	size_t best = SIZE_MAX;
 	int pick = first;
 
@@ -241,9 +243,15 @@ static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, i
 		if (rc < 0)
 			return rc;
 		if (rc && e->trial.len < best) {
+			const struct tfs_buf keep = e->coded[c];
+
 			best = e->trial.len;
 			pick = k;
 			*coded = true;
+			/* kept for flush_block(), which would code it again */
+			e->coded[c] = e->trial;
+			e->trial = keep;
+			e->coded_of[c] = &cand[k];
 		}
 	}
 	*best_size = best;
@@ -520,6 +528,7 @@ static void clear_times(struct tfs_venc *e)
 		e->ts_col[k].len = 0;
 	e->dur_col[0].len = e->dur_col[1].len = 0;
 	e->ticks_hdr.len = 0;
+	e->coded_of[COL_TS] = e->coded_of[COL_DUR] = NULL;
 }
 
 /*
@@ -634,7 +643,7 @@ static int flush_block(struct tfs_venc *e)
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
 			continue;
-		rc = code_column(e, col[c], &e->coded[c]);
+		rc = e->coded_of[c] == col[c] ? 0 : code_column(e, col[c], &e->coded[c]);
 		if (rc < 0)
 			return rc;
 		col[c] = &e->coded[c];
