@@ -190,7 +190,8 @@ void vblock_fini(struct vblock *b)
 struct col {
 	const uint8_t *p, *end;
 	const char *name;
-	bool uncoded; /* the words of a range-coded column, outside the raw block */
+	bool uncoded;	    /* the words of a range-coded column, outside the raw block */
+	const uint64_t *w;  /* uncoded: the next word (p and end are NULL) */
 };
 
 /* What a block decode needs to report corruption and find its state. */
@@ -270,6 +271,16 @@ done:
 	return 0;
 }
 
+/* The next word of a timing column: a varint, or a range-coded column's decoded word. */
+static inline int col_word(struct col *c, uint64_t *v)
+{
+	if (c->uncoded) {
+		*v = *c->w++;
+		return 0;
+	}
+	return col_varint(c, v);
+}
+
 /*
  * Prediction masks of the block's timing columns: all ones where a column is predicted, so
  * the loops below add the terminal's state or 0 without branching.
@@ -293,7 +304,7 @@ static int decode_lossless(const struct dblock *d, struct col *ts_col, struct co
 		struct tstate *st = &t[d->terms[i]];
 		uint64_t ts;
 
-		if (col_varint(&tc, &res))
+		if (col_word(&tc, &res))
 			return block_fail(d, "bad varint", &tc);
 		if (i) {
 			st->gap = (st->gap & ts_mask) + unzz(res);
@@ -302,7 +313,7 @@ static int decode_lossless(const struct dblock *d, struct col *ts_col, struct co
 			ts = unzz(res);
 		}
 		ts_ns[i] = ts;
-		if (col_varint(&dc, &res))
+		if (col_word(&dc, &res))
 			return block_fail(d, "bad varint", &dc);
 		st->dur = (st->dur & dur_mask) + unzz(res);
 		dur_ns[i] = st->dur;
@@ -350,7 +361,7 @@ static int decode_ticks(const struct dblock *d, struct col *ts_col, struct col *
 	for (uint64_t i = 0; i < d->n; i++) {
 		struct tstate *st = &t[d->terms[i]];
 
-		if (col_varint(&tc, &res))
+		if (col_word(&tc, &res))
 			return block_fail(d, "bad varint", &tc);
 		if (i) {
 			struct vphase ph = from_start ? ph_start : ph_end;
@@ -365,7 +376,7 @@ static int decode_ticks(const struct dblock *d, struct col *ts_col, struct col *
 			start = unzz(res);
 			ph_start = VPHASE_UNKNOWN;
 		}
-		if (col_varint(&dc, &res))
+		if (col_word(&dc, &res))
 			return block_fail(d, "bad varint", &dc);
 		st->dur = (st->dur & dur_mask) + unzz(res);
 		ph_end = ph_start;
@@ -395,7 +406,7 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 		struct tstate *st = &t[d->terms[i]];
 		uint64_t ts, dur;
 
-		if (col_varint(&tc, &res))
+		if (col_word(&tc, &res))
 			return block_fail(d, "bad varint", &tc);
 		if (i) {
 			int64_t sb = (int64_t)((st->gap & ts_mask) + unzz(res));
@@ -408,7 +419,7 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 			ts = unzz(res);
 		}
 		ts_ns[i] = ts;
-		if (col_varint(&dc, &res))
+		if (col_word(&dc, &res))
 			return block_fail(d, "bad varint", &dc);
 		st->dur = (st->dur & dur_mask) + unzz(res);
 		if (st->dur >= (uint64_t)n_bins)
@@ -556,8 +567,8 @@ static unsigned int coded_bit(int c)
 }
 
 /*
- * Decode the block's range-coded timing columns (FORMAT.md §7.4.2) into varints in
- * d->out->uncoded and point @cols at them, so the timing decoders read words either way.
+ * Decode the block's range-coded timing columns (FORMAT.md §7.4.2) into d->out->uncoded
+ * and point @cols at their words, which the timing decoders read through col_word().
  */
 static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
 {
@@ -576,22 +587,22 @@ static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
 			return -ENOMEM;
 		}
 	}
-	if (vp_grow(&b->uncoded, &b->uncoded_cap, 2 * (size_t)d->n * VAL_VARINT_MAX, 1) < 0)
+	if (vp_grow(&b->uncoded, &b->uncoded_cap, 2 * (size_t)d->n, sizeof(*b->uncoded)) < 0)
 		return -ENOMEM;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		const char *bad;
-		size_t len;
 
 		if (!(d->pred & coded_bit(c)))
 			continue;
 		bad = vrc_decode(b->coder, b->slot, d->n, cols[c].p, (size_t)(cols[c].end - cols[c].p),
-				 b->uncoded + at, &len);
+				 b->uncoded + at);
 		if (bad)
 			return block_fail(d, bad, &cols[c]);
-		cols[c].p = b->uncoded + at;
-		cols[c].end = b->uncoded + at + len;
+		/* every word is read: the loops take exactly n of each column */
+		cols[c].p = cols[c].end = NULL;
+		cols[c].w = b->uncoded + at;
 		cols[c].uncoded = true;
-		at += len;
+		at += d->n;
 	}
 	return 0;
 }
@@ -642,7 +653,7 @@ static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct co
 static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
 	static const char *const names[N_COLS] = {"ts", "dur", "vals"};
-	struct col hdr = {d->raw, d->raw + raw_len, "header", false};
+	struct col hdr = {d->raw, d->raw + raw_len, "header", false, NULL};
 	uint64_t n, len[N_COLS];
 	const uint8_t *p;
 
@@ -679,6 +690,7 @@ static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_C
 		cols[c].end = p + len[c];
 		cols[c].name = names[c];
 		cols[c].uncoded = false;
+		cols[c].w = NULL;
 		p += len[c];
 	}
 	if (p != hdr.end)
@@ -920,7 +932,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 	rc = zs_decompress(frame, stored_len, out->raw, raw_len, file_off, section_name, diag);
 	if (rc < 0)
 		return rc;
-	c = (struct col){out->raw, out->raw + raw_len, "header", false};
+	c = (struct col){out->raw, out->raw + raw_len, "header", false, NULL};
 	if (col_varint(&c, &n) || n != vsec_block_len(s, idx))
 		return words_fail(s, idx, file_off, "bad block header", diag);
 	out->pred = 0;
@@ -947,7 +959,7 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 		if (col_varint(&c, &len[k]))
 			return words_fail(s, idx, file_off, "bad block header", diag);
 	for (int k = 0; k < N_COLS; k++) {
-		struct col w = {c.p, c.p, "words", false};
+		struct col w = {c.p, c.p, "words", false, NULL};
 
 		if (len[k] > (uint64_t)(c.end - c.p))
 			return words_fail(s, idx, file_off, "column length overruns the block",

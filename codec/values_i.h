@@ -134,7 +134,7 @@ struct vblock {
 	size_t pred_cap;
 	uint8_t *slot;	 /* [cap_events] internal: each event's context set (§7.4.2) */
 	void *coder;	 /* internal: struct vrc_model, once a coded column was met */
-	uint8_t *uncoded; /* internal: coded columns' words as varints */
+	uint64_t *uncoded; /* internal: [2 cap_events] coded columns' words */
 	size_t uncoded_cap;
 };
 

@@ -306,13 +306,11 @@ static uint64_t dec_word(struct rc_dec *d, struct word_ctx c, bool *bad)
 }
 
 const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
-		       size_t len, uint8_t *out, size_t *out_len)
+		       size_t len, uint64_t *out)
 {
 	struct rc_dec d = {.p = in, .end = in + len, .range = UINT32_MAX};
-	size_t o = 0;
 	bool bad = false;
 
-	*out_len = 0;
 	if (len < VRC_MIN_LEN)
 		return "coded column too short";
 	if (*d.p++ != 0)
@@ -327,10 +325,9 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 			return "coded word longer than 64 bits";
 		if (d.overrun)
 			return "coded column runs past its end";
-		o += varint_store(out + o, u);
+		out[i] = u;
 	}
 	if (d.p != d.end)
 		return "bytes after the coded column's words";
-	*out_len = o;
 	return NULL;
 }

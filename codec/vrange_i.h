@@ -54,12 +54,12 @@ int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8
 	       struct tfs_buf *out);
 
 /*
- * Decode a coded column @in[0..@len) of @n events with slots @slot into @n varints at
- * @out (room for VAL_VARINT_MAX bytes each), their total length in *@out_len.
+ * Decode a coded column @in[0..@len) of @n events with slots @slot into its @n words at
+ * @out.
  * @return NULL, or what is wrong with the column (too short, bad first byte, a length
  * over 64, running past its end, bytes left over)
  */
 const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
-		       size_t len, uint8_t *out, size_t *out_len);
+		       size_t len, uint64_t *out);
 
 #endif

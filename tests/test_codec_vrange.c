@@ -43,22 +43,6 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 	return n;
 }
 
-static uint64_t get_varint(const uint8_t **pp)
-{
-	const uint8_t *p = *pp;
-	uint64_t v = 0;
-
-	for (unsigned int shift = 0;; shift += 7) {
-		uint8_t b = *p++;
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			break;
-	}
-	*pp = p;
-	return v;
-}
-
 static void case_init(struct col_case *c, uint32_t n)
 {
 	c->n = n;
@@ -144,20 +128,7 @@ static uint8_t *codec_encode(struct vrc_model *m, const struct col_case *c, size
 static const char *codec_decode(struct vrc_model *m, const struct col_case *c,
 				const uint8_t *col, size_t len, uint64_t *w)
 {
-	uint8_t *out = malloc((size_t)(c->n ? c->n : 1) * VARINT_MAX);
-	const uint8_t *p;
-	const char *bad;
-	size_t out_len;
-
-	assert_non_null(out);
-	bad = vrc_decode(m, c->slot, c->n, col, len, out, &out_len);
-	p = out;
-	for (uint32_t i = 0; !bad && i < c->n; i++)
-		w[i] = get_varint(&p);
-	if (!bad)
-		assert_true((size_t)(p - out) == out_len);
-	free(out);
-	return bad;
+	return vrc_decode(m, c->slot, c->n, col, len, w);
 }
 
 /* Codec and reference write the same bytes for @c and read back its words. */
