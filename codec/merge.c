@@ -5,7 +5,9 @@
  * the streams' new ranks (FORMAT.md §5.2), so that ranks which did the same thing end up
  * with equal signatures and, once their grammars are renumbered, equal grammars, stored
  * once. A grammar section whose terminals keep their numbers and every values section are
- * copied as stored (after their checksum is checked), never recompressed. Work and memory
+ * copied as stored (after their checksum is checked), never recompressed. A stream whose
+ * rank-derived RVAL arguments are constants some input has as literals takes the literal
+ * signatures (find_twins), so every signature is mapped before any grammar. Work and memory
  * are linear in the inputs' tables and stream counts plus the output; nothing is indexed by
  * rank. It does not decode events, and it does not check what the inputs' open did not.
  */
@@ -96,6 +98,33 @@ static void mg_fini(struct mg *m)
 	ctr_writer_fini(&m->cw);
 }
 
+struct twin_pair {
+	uint32_t to, term;
+};
+
+/* Where the distinct terminals of a grammar section are listed, the ranked ones first. */
+struct gterms {
+	uint32_t off, n, n_ranked;
+	bool listed;
+};
+
+/* What the first pass over one input keeps for the second: its ids' merged ones. */
+struct inmap {
+	uint32_t *kind_map; /* [schema.n_kinds] */
+	uint32_t *str_map;  /* [n_strs] */
+	uint32_t *term_map; /* [n_terms] */
+	bool *ranked;	    /* [n_terms]: it has a rank-derived RVAL argument */
+	bool any_ranked;
+	uint32_t *gsec_out; /* [n_gsecs]: output section of each as stored, once needed */
+	uint32_t *twin_map; /* [n_terms]: term_map but for one stream's twins (find_twins) */
+	uint8_t *seen;	    /* [n_terms] scratch of gsec_terms, all 0 between calls */
+	struct twin_pair *used; /* [n_terms] scratch of find_twins: its first n_moved moved */
+	uint32_t n_moved;
+	struct gterms *gterms; /* [n_gsecs] the terminals of each grammar section, once listed */
+	uint32_t *terms;       /* their lists (gsec_terms) */
+	uint32_t n_termlist, terms_cap;
+};
+
 /* Prefix the diagnostic of input @i's failure with the input's number. */
 static int in_fail(struct tfs_diag *diag, uint32_t i, int rc)
 {
@@ -179,9 +208,16 @@ static int map_strings(struct mg *m, const struct tfs_trace *t, uint32_t *str_ma
 }
 
 /* Merged signature of input terminal @term into m->scratch; its VAL widths into @wid. */
+/*
+ * Signature key of terminal @term of input @t (ranks re-based by @base) into m->scratch,
+ * its VAL widths into @wid. @lit_rank < 0: as stored, *@ranked telling whether an RVAL
+ * argument is rank-derived. Else the key of its twin: the same call with every
+ * rank-derived RVAL argument the literal it means in @t's rank @lit_rank (-ERANGE if one
+ * cannot be a literal).
+ */
 static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint32_t base,
-		    const uint32_t *kind_map, const uint32_t *str_map, uint8_t *wid,
-		    struct tfs_diag *diag)
+		    const uint32_t *kind_map, const uint32_t *str_map, int64_t lit_rank,
+		    uint8_t *wid, bool *ranked, struct tfs_diag *diag)
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[term];
@@ -209,9 +245,19 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 						term, base);
 			break;
 		case TFS_ENC_RVAL:
-			/* a ranked value keeps its absolute value as the rank is re-based */
-			if (rval_word_ranked(v))
+			if (!rval_word_ranked(v))
+				break;
+			*ranked = true;
+			if (lit_rank >= 0) {
+				const int64_t abs = rval_word_value(v) + lit_rank;
+
+				if (abs >= TFS_RVAL_LIMIT || abs < -TFS_RVAL_LIMIT)
+					return -ERANGE;
+				v = zigzag_enc(abs) << 1;
+			} else {
+				/* a ranked value keeps its absolute value as the rank is re-based */
 				v = zigzag_enc((int64_t)((uint64_t)rval_word_value(v) - base)) << 1 | 1;
+			}
 			break;
 		default:
 			break;
@@ -221,18 +267,17 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 	return rc;
 }
 
-static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
-		     const uint32_t *kind_map, const uint32_t *str_map, uint32_t *term_map,
+static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base, struct inmap *im,
 		     struct tfs_diag *diag)
 {
 	uint8_t wid[TFS_MAX_ARGS];
 
 	for (uint32_t term = 0; term < t->n_terms; term++) {
 		uint32_t nv = t->term_nvals[term], g;
-		bool is_new;
+		bool is_new, ranked = false;
 		int rc;
 
-		rc = term_key(m, t, term, base, kind_map, str_map, wid, diag);
+		rc = term_key(m, t, term, base, im->kind_map, im->str_map, -1, wid, &ranked, diag);
 		if (rc == 0)
 			rc = merge_grow2((void **)&m->g_kind, sizeof(*m->g_kind),
 					 (void **)&m->g_woff, sizeof(*m->g_woff), &m->g_cap,
@@ -246,7 +291,7 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		if (g >= GRAM_MAX_TERMINAL)
 			return diag_set(diag, -EINVAL, 0, "cst", "more than 2^30 signatures");
 		if (is_new) {
-			m->g_kind[g] = kind_map[t->term_kind[term]];
+			m->g_kind[g] = im->kind_map[t->term_kind[term]];
 			m->g_woff[g] = (uint32_t)m->g_widths.len;
 			buf_put(&m->g_widths, wid, nv); /* reserved above */
 		} else if (nv) { /* g_widths.data is NULL while every terminal has 0 fields */
@@ -255,7 +300,9 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			for (uint32_t j = 0; j < nv; j++)
 				gw[j] = wid[j] > gw[j] ? wid[j] : gw[j];
 		}
-		term_map[term] = g;
+		im->term_map[term] = g;
+		im->ranked[term] = ranked;
+		im->any_ranked |= ranked;
 	}
 	return 0;
 }
@@ -306,37 +353,176 @@ static int encode_grammar(const struct gsec *g, const uint32_t *map, struct tfs_
 	return rc;
 }
 
-/* Output section of every grammar section of @t, stored once per distinct content. */
-static int merge_grammars(struct mg *m, const struct tfs_trace *t, const uint32_t *term_map,
-			  uint32_t *gsec_out, struct tfs_diag *diag)
+/*
+ * Output section of grammar section @gi of @t with terminals numbered by @map: stored once
+ * per distinct content, as stored when no number changed.
+ */
+static int place_grammar(struct mg *m, const struct tfs_trace *t, uint32_t gi,
+			 const uint32_t *map, uint32_t *sec, struct tfs_diag *diag)
 {
-	for (uint32_t i = 0; i < t->n_gsecs; i++) {
-		const struct gsec *g = &t->gsecs[i];
-		bool changed = false, is_new;
-		uint32_t ord;
-		int rc;
+	const struct gsec *g = &t->gsecs[gi];
+	bool changed = false, is_new;
+	uint32_t ord;
+	int rc;
 
-		m->scratch.len = 0;
-		rc = encode_grammar(g, term_map, &m->scratch, &changed);
-		if (rc == 0)
-			rc = merge_grow((void **)&m->gram_sec, &m->gram_cap,
-					(uint64_t)m->grams.n + 1, sizeof(*m->gram_sec));
-		if (rc == 0)
-			rc = intern_get(&m->grams, m->scratch.data, m->scratch.len, &ord, &is_new);
+	m->scratch.len = 0;
+	rc = encode_grammar(g, map, &m->scratch, &changed);
+	if (rc == 0)
+		rc = merge_grow((void **)&m->gram_sec, &m->gram_cap, (uint64_t)m->grams.n + 1,
+				sizeof(*m->gram_sec));
+	if (rc == 0)
+		rc = intern_get(&m->grams, m->scratch.data, m->scratch.len, &ord, &is_new);
+	if (rc < 0)
+		return rc;
+	if (is_new) {
+		m->gram_sec[ord] = m->cw.n;
+		if (changed)
+			rc = add_section(m, SEC_GRAMMAR, m->scratch.data, m->scratch.len);
+		else
+			rc = copy_section(m, t, g->sec, diag);
 		if (rc < 0)
 			return rc;
-		if (is_new) {
-			m->gram_sec[ord] = m->cw.n;
-			if (changed)
-				rc = add_section(m, SEC_GRAMMAR, m->scratch.data, m->scratch.len);
-			else
-				rc = copy_section(m, t, g->sec, diag);
-			if (rc < 0)
-				return rc;
-		}
-		gsec_out[i] = m->gram_sec[ord];
 	}
+	*sec = m->gram_sec[ord];
 	return 0;
+}
+
+/*
+ * Twins. A constant equal to a rank (MPI tag 7 at rank 7, or at the ranks talking to rank
+ * 7) was written as derived from the rank (the MPI capture cannot know better), which
+ * splits that rank's grammar from the one its neighbours share. Where the inputs hold the
+ * same call with that value as a literal, stream @s uses the literal's terminal instead:
+ * it prints the same, and its grammar can then equal its neighbours'. Every rank meets
+ * every other's table by the last merge, so pairwise merges end as one merge of all.
+ * A twin is taken only if the stream's terminals stay distinct (its values decode per
+ * terminal). @return 1 with im->twin_map set (twins_undo() puts it back), 0 when no twin
+ * applies, or -ENOMEM
+ */
+static int by_target(const void *a, const void *b)
+{
+	const struct twin_pair *x = a, *y = b;
+
+	return x->to != y->to ? (x->to < y->to ? -1 : 1) : (x->term > y->term) - (x->term < y->term);
+}
+
+/*
+ * The distinct terminals of grammar section @gi of @t, its ranked ones first, listed once
+ * per section at im->terms + im->gterms[gi].off. @return 0 or -ENOMEM
+ */
+static int gsec_terms(const struct tfs_trace *t, struct inmap *im, uint32_t gi)
+{
+	const struct gsec *g = &t->gsecs[gi];
+	struct gterms *gt = &im->gterms[gi];
+	uint32_t n = 0, n_ranked = 0;
+
+	if (gt->listed)
+		return 0;
+	for (uint32_t b = 0; b < g->n_blocks; b++)
+		for (uint64_t i = 0; i < g->blocks[b].n_elems; i++) {
+			const struct gram_elem *e = &g->blocks[b].elems[i];
+
+			if (!e->is_rule && !im->seen[e->id]) {
+				im->seen[e->id] = 1;
+				im->used[n++].term = e->id;
+			}
+		}
+	if (merge_grow((void **)&im->terms, &im->terms_cap, (uint64_t)im->n_termlist + n,
+		       sizeof(*im->terms)) < 0) {
+		for (uint32_t i = 0; i < n; i++)
+			im->seen[im->used[i].term] = 0;
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (im->ranked[im->used[i].term])
+			im->terms[im->n_termlist + n_ranked++] = im->used[i].term;
+	for (uint32_t i = 0, k = n_ranked; i < n; i++) {
+		im->seen[im->used[i].term] = 0;
+		if (!im->ranked[im->used[i].term])
+			im->terms[im->n_termlist + k++] = im->used[i].term;
+	}
+	*gt = (struct gterms){im->n_termlist, n, n_ranked, true};
+	im->n_termlist += n;
+	return 0;
+}
+
+static int find_twins(struct mg *m, const struct tfs_trace *t, uint32_t base,
+		      struct inmap *im, const struct tstream *s)
+{
+	uint8_t wid[TFS_MAX_ARGS];
+	const uint32_t *terms;
+	uint32_t n_sub = 0;
+	struct gterms gt;
+	int rc;
+
+	if (!im->any_ranked)
+		return 0;
+	if (!im->twin_map) {
+		im->twin_map = malloc((t->n_terms + 1) * sizeof(*im->twin_map));
+		im->seen = calloc(t->n_terms + 1, 1);
+		im->used = malloc((t->n_terms + 1) * sizeof(*im->used));
+		im->gterms = calloc(t->n_gsecs + 1, sizeof(*im->gterms));
+		if (!im->twin_map || !im->seen || !im->used || !im->gterms)
+			return -ENOMEM;
+		memcpy(im->twin_map, im->term_map, t->n_terms * sizeof(*im->twin_map));
+	}
+	rc = gsec_terms(t, im, s->gsec);
+	if (rc < 0)
+		return rc;
+	gt = im->gterms[s->gsec];
+	terms = im->terms + gt.off;
+	/* each ranked terminal to its twin, if an input has one */
+	for (uint32_t i = 0; i < gt.n; i++) {
+		uint32_t twin;
+		bool ranked;
+
+		im->used[i] = (struct twin_pair){im->term_map[terms[i]], terms[i]};
+		if (i >= gt.n_ranked)
+			continue;
+		rc = term_key(m, t, terms[i], base, im->kind_map, im->str_map, s->rank, wid,
+			      &ranked, NULL);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc == 0 && intern_find(&m->sigs, m->scratch.data, m->scratch.len, &twin) == 0) {
+			im->used[i].to = twin;
+			n_sub++;
+		}
+	}
+	if (n_sub == 0)
+		return 0;
+	/* a twin the stream already has, or two terminals with one twin: none of them moves */
+	qsort(im->used, gt.n, sizeof(*im->used), by_target);
+	for (uint32_t i = 0, j; i < gt.n; i = j) {
+		for (j = i + 1; j < gt.n && im->used[j].to == im->used[i].to; j++)
+			;
+		if (j - i > 1)
+			for (uint32_t k = i; k < j; k++)
+				im->used[k].to = im->term_map[im->used[k].term];
+	}
+	im->n_moved = 0;
+	for (uint32_t i = 0; i < gt.n; i++) {
+		const uint32_t term = im->used[i].term, from = im->term_map[term], to = im->used[i].to;
+
+		if (to == from)
+			continue;
+		im->twin_map[term] = to;
+		im->used[im->n_moved++].term = term; /* i >= n_moved: nothing unread is lost */
+		/* the twin's lines must fit this terminal's values too */
+		for (uint32_t j = 0; j < t->term_nvals[term]; j++) {
+			uint8_t *tw = m->g_widths.data + m->g_woff[to] + j;
+			const uint8_t fw = m->g_widths.data[m->g_woff[from] + j];
+
+			*tw = fw > *tw ? fw : *tw;
+		}
+	}
+	return im->n_moved > 0;
+}
+
+/* im->twin_map back to im->term_map after find_twins() returned 1. */
+static void twins_undo(struct inmap *im)
+{
+	for (uint32_t i = 0; i < im->n_moved; i++)
+		im->twin_map[im->used[i].term] = im->term_map[im->used[i].term];
+	im->n_moved = 0;
 }
 
 static uint64_t vkey(const struct sec_entry *e)
@@ -453,7 +639,7 @@ static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
 
 /* Streams and phases of input @t, its grammar sections already placed by @gsec_out. */
 static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
-			 const uint32_t *gsec_out, struct tfs_diag *diag)
+			 struct inmap *im, struct tfs_diag *diag)
 {
 	uint32_t first = m->n_streams;
 	uint32_t *vsec_out = malloc((t->cf.n + 1) * sizeof(*vsec_out)); /* input -> output */
@@ -475,10 +661,20 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			else
 				rc = merge_values(m, t, s->vsec_idx, &vsec_out[s->vsec_idx], diag);
 		}
+		if (rc == 0)
+			rc = find_twins(m, t, base, im, s);
+		if (rc == 1) {
+			rc = place_grammar(m, t, s->gsec, im->twin_map, &o->gsec, diag);
+			twins_undo(im);
+		} else if (rc == 0) {
+			if (im->gsec_out[s->gsec] == UINT32_MAX)
+				rc = place_grammar(m, t, s->gsec, im->term_map,
+						   &im->gsec_out[s->gsec], diag);
+			o->gsec = im->gsec_out[s->gsec];
+		}
 		o->rank = base + s->rank;
 		o->thread = s->thread;
 		o->n_events = s->n_events;
-		o->gsec = gsec_out[s->gsec];
 		o->vsec = vsec_out[s->vsec_idx < t->cf.n ? s->vsec_idx : t->cf.n];
 		m->n_streams++;
 	}
@@ -612,34 +808,54 @@ static int write_tables(struct mg *m, int timing, double rel_err)
 
 /* ---- one input ---- */
 
-static int merge_input(struct mg *m, const struct tfs_trace *t, uint32_t base,
+/* First pass over input @t: its kinds, strings and signatures into the merged tables. */
+static int map_input(struct mg *m, const struct tfs_trace *t, uint32_t base, struct inmap *im,
+		     struct tfs_diag *diag)
+{
+	int rc;
+
+	im->kind_map = malloc((t->schema.n_kinds + 1) * sizeof(uint32_t));
+	im->str_map = malloc((t->n_strs + 1) * sizeof(uint32_t));
+	im->term_map = malloc((t->n_terms + 1) * sizeof(uint32_t));
+	im->ranked = malloc((t->n_terms + 1) * sizeof(bool));
+	im->gsec_out = malloc((t->n_gsecs + 1) * sizeof(uint32_t));
+	if (!im->kind_map || !im->str_map || !im->term_map || !im->ranked || !im->gsec_out)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_gsecs; i++)
+		im->gsec_out[i] = UINT32_MAX;
+	rc = map_kinds(m, t, im->kind_map);
+	if (rc == 0)
+		rc = map_strings(m, t, im->str_map);
+	if (rc == 0)
+		rc = map_terms(m, t, base, im, diag);
+	return rc;
+}
+
+/* Second pass, once every input's signatures are known: grammars, streams, stacks, meta. */
+static int place_input(struct mg *m, const struct tfs_trace *t, uint32_t base, struct inmap *im,
 		       struct tfs_diag *diag)
 {
-	uint32_t *kind_map = malloc((t->schema.n_kinds + 1) * sizeof(uint32_t));
-	uint32_t *str_map = malloc((t->n_strs + 1) * sizeof(uint32_t));
-	uint32_t *term_map = malloc((t->n_terms + 1) * sizeof(uint32_t));
-	uint32_t *gsec_out = malloc((t->n_gsecs + 1) * sizeof(uint32_t));
-	int rc = -ENOMEM;
+	int rc = merge_streams(m, t, base, im, diag);
 
-	if (kind_map && str_map && term_map && gsec_out)
-		rc = map_kinds(m, t, kind_map);
-	if (rc == 0)
-		rc = map_strings(m, t, str_map);
-	if (rc == 0)
-		rc = map_terms(m, t, base, kind_map, str_map, term_map, diag);
-	if (rc == 0)
-		rc = merge_grammars(m, t, term_map, gsec_out, diag);
-	if (rc == 0)
-		rc = merge_streams(m, t, base, gsec_out, diag);
 	if (rc == 0)
 		rc = merge_stacks(m, t, base, diag);
 	if (rc == 0)
 		rc = mmeta_add(&m->meta, t->meta, t->n_meta, t->n_ranks, base, diag);
-	free(kind_map);
-	free(str_map);
-	free(term_map);
-	free(gsec_out);
 	return rc;
+}
+
+static void inmap_free(struct inmap *im)
+{
+	free(im->kind_map);
+	free(im->str_map);
+	free(im->term_map);
+	free(im->ranked);
+	free(im->gsec_out);
+	free(im->twin_map);
+	free(im->seen);
+	free(im->used);
+	free(im->gterms);
+	free(im->terms);
 }
 
 static const char *timing_name(int timing)
@@ -681,6 +897,7 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 			  const struct tfs_merge_opts *opts, void **out, size_t *len,
 			  struct tfs_diag *diag)
 {
+	struct inmap *ims;
 	struct mg m;
 	uint32_t base = 0;
 	int rc;
@@ -692,13 +909,24 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 	rc = check_inputs(in, n, diag);
 	if (rc < 0)
 		return rc;
+	ims = calloc(n + 1, sizeof(*ims));
+	if (!ims)
+		return -ENOMEM;
 	mg_init(&m);
 	m.meta.first_only = opts ? opts->first_only_keys : NULL;
 	rc = ctr_writer_init_mem(&m.cw, &m.out, SMALL_LEVEL);
+	/* every signature first: a stream's twins may come from any input (find_twins) */
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		rc = map_input(&m, in[i], base, &ims[i], diag);
+		if (rc < 0)
+			rc = in_fail(diag, i, rc);
+		base += in[i]->n_ranks;
+	}
+	base = 0;
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		const struct tfs_trace *t = in[i];
 
-		rc = merge_input(&m, t, base, diag);
+		rc = place_input(&m, t, base, &ims[i], diag);
 		if (rc < 0) {
 			rc = in_fail(diag, i, rc);
 			break;
@@ -708,6 +936,9 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 		m.max_ts = t->max_ts > m.max_ts ? t->max_ts : m.max_ts;
 		m.max_dur = t->max_dur > m.max_dur ? t->max_dur : m.max_dur;
 	}
+	for (uint32_t i = 0; i < n; i++)
+		inmap_free(&ims[i]);
+	free(ims);
 	m.n_ranks = base;
 	if (rc == 0)
 		rc = write_tables(&m, in[0]->timing, in[0]->rel_err);

@@ -515,6 +515,147 @@ static void test_merge_rebases_rank_derived_values(void **state)
 	mt_close(&m);
 }
 
+static const struct tfs_arg_desc twin_args[] = {
+    {.name = "dest", .type = TFS_TYPE_I64, .enc = TFS_ENC_RANK},
+    {.name = "tag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
+    {.name = "len", .type = TFS_TYPE_U64, .enc = TFS_ENC_VAL},
+};
+static const struct tfs_kind_desc twin_kind = {"vsend", "mpi", 3, twin_args};
+
+/*
+ * Rank @me of a ring of @n, timed: 30 sends to the next rank with the constant tag @tag,
+ * which the writer is told is derived from the rank where it equals the sender's rank or
+ * the destination (as the MPI capture decides), lengths 8 but 123456 for rank @wide's last.
+ * With @both, every send is followed by one with the tag told literal.
+ */
+static void twin_trace(struct mtrace *m, uint32_t me, uint32_t n, int64_t tag, uint32_t wide,
+		       bool both)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS};
+	const uint32_t dest = (me + 1) % n;
+	const bool derived = tag == me || tag == dest;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint64_t ts = 1000 + 17 * me;
+	uint32_t id;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &twin_kind, &id), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (int i = 0; i < 30; i++) {
+		union tfs_arg a[3] = {{.i = dest}, {.u = tfs_rval(tag, derived)},
+				      {.u = me == wide && i == 29 ? 123456 : 8}};
+		union tfs_arg lit[3] = {{.i = dest}, {.u = tfs_rval(tag, 0)}, {.u = 9}};
+
+		assert_int_equal(tfs_wstream_append(s, 0, ts, 40 + i % 7 + me, a), 0);
+		ts += 100 + (uint64_t)(i * 13 % 29);
+		if (both) {
+			assert_int_equal(tfs_wstream_append(s, 0, ts, 300 + i, lit), 0);
+			ts += 500;
+		}
+	}
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+static uint32_t n_grammar_sections(struct tfs_trace *t)
+{
+	struct tfs_section_info si;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; tfs_trace_section(t, i, &si) == 0; i++)
+		n += strcmp(si.type_name, "grammar") == 0;
+	return n;
+}
+
+/*
+ * A constant equal to a rank, written as derived from it (tag 7 at rank 7 and at rank 6,
+ * which sends to 7), gets the signature of the same call with the literal 7 that the other
+ * ranks have: ranks 0 to 7 share one grammar, rank 8 (sending to 0) has its own, merged all
+ * at once or pairwise. Every rank renders what it rendered alone, and the twin's length
+ * grows to fit rank 7's wide value.
+ */
+static void test_merge_gives_constants_their_literal_twins(void **state)
+{
+	enum { P = 9 };
+	struct mtrace in[P], all, lo, hi, pair;
+	struct tfs_trace *t[P], *p[2];
+	struct tfs_trace_info ai;
+	char sig[128];
+	uint32_t n_derived = 0;
+
+	for (uint32_t r = 0; r < P; r++) {
+		twin_trace(&in[r], r, P, 7, 7, false);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, P, &all), 0);
+	assert_int_equal(merge(t, 6, &lo), 0);
+	assert_int_equal(merge(t + 6, P - 6, &hi), 0);
+	p[0] = lo.t;
+	p[1] = hi.t;
+	assert_int_equal(merge(p, 2, &pair), 0);
+	assert_int_equal(n_grammar_sections(all.t), 2);
+	assert_int_equal(n_grammar_sections(pair.t), 2);
+	/* ranks 6 to 8 alone have no literal twin for the sends of 6 and 7: the last merge does */
+	assert_int_equal(n_grammar_sections(hi.t), 3);
+	assert_int_equal(tfs_trace_verify(all.t, NULL), 0);
+	assert_int_equal(tfs_trace_verify(pair.t, NULL), 0);
+	for (uint32_t r = 0; r < P; r++) {
+		char *v;
+		uint64_t n;
+		uint32_t idx;
+
+		assert_views(in[r].t, 0, all.t, r, 0, true);
+		assert_same_views(all.t, r, pair.t, r, 0);
+		/* each line of one terminal is as long as the others, the wide one included */
+		assert_int_equal(tfs_trace_find_stream(all.t, r, 0, &idx), 0);
+		v = read_view(all.t, idx, TFS_VIEW_TEXT, &n);
+		assert_int_equal(n % 30, 0);
+		assert_non_null(strstr(v, r == 7 ? "tag=7, len=123456)" : "tag=7, len=8)"));
+		free(v);
+	}
+	tfs_trace_get_info(all.t, &ai);
+	for (uint32_t term = 0; term < ai.n_terminals; term++) {
+		assert_true(tfs_trace_signature(all.t, term, sig, sizeof(sig)) > 0);
+		n_derived += strstr(sig, "tag=r") != NULL;
+	}
+	/* still in the table (nothing refers to them), with the twins */
+	assert_int_equal(n_derived, 2);
+	for (uint32_t r = 0; r < P; r++)
+		mt_close(&in[r]);
+	mt_close(&all);
+	mt_close(&lo);
+	mt_close(&hi);
+	mt_close(&pair);
+}
+
+/*
+ * A stream that has both the derived form and its literal twin keeps both terminals (its
+ * values decode per terminal): rank 7's grammar stays its own and renders as it did.
+ */
+static void test_merge_twin_already_in_the_stream(void **state)
+{
+	enum { P = 9 };
+	struct mtrace in[P], all;
+	struct tfs_trace *t[P];
+
+	for (uint32_t r = 0; r < P; r++) {
+		twin_trace(&in[r], r, P, 7, P, true);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, P, &all), 0);
+	/* 0 to 5; 6 and 7 (a derived and a literal send each); 8 (sends to 0) */
+	assert_int_equal(n_grammar_sections(all.t), 4);
+	for (uint32_t r = 0; r < P; r++) {
+		assert_views(in[r].t, 0, all.t, r, 0, true);
+		mt_close(&in[r]);
+	}
+	mt_close(&all);
+}
+
 /* A trace with RVAL arguments: every truncation and every single-bit flip is refused. */
 static void test_rank_derived_values_damage_refused(void **state)
 {
@@ -978,17 +1119,11 @@ static void test_mem_round_trip(void **state)
 }
 
 /* Every allocation of a merge and of opening its result fails in turn: clean errors. */
-static void test_merge_allocation_failures_are_clean(void **state)
+/* Merge @in with the k-th allocation failing, for k = 0, 1... until it succeeds. */
+static void fail_each_allocation(struct tfs_trace *const *in, uint32_t n)
 {
-	struct mtrace a, b;
-	struct tfs_trace *in[3];
 	long reached = 0;
 
-	gen_trace(&a, TFS_TIMING_LOSSLESS, 2, 200, 5, "1");
-	gen_trace(&b, TFS_TIMING_LOSSLESS, 1, 200, 9, "2");
-	in[0] = a.t;
-	in[1] = b.t;
-	in[2] = a.t;
 	for (long k = 0;; k++) {
 		struct tfs_trace *t = NULL;
 		void *buf = NULL;
@@ -996,7 +1131,7 @@ static void test_merge_allocation_failures_are_clean(void **state)
 		int rc;
 
 		fa_arm(k);
-		rc = tfs_merge_traces(in, 3, &buf, &len, NULL);
+		rc = tfs_merge_traces(in, n, &buf, &len, NULL);
 		if (rc == 0)
 			rc = tfs_trace_open_mem(buf, len, &t, NULL);
 		reached = fa_count();
@@ -1008,6 +1143,27 @@ static void test_merge_allocation_failures_are_clean(void **state)
 		assert_int_equal(rc, -ENOMEM);
 	}
 	assert_true(reached > 20);
+}
+
+static void test_merge_allocation_failures_are_clean(void **state)
+{
+	struct mtrace a, b, tw[3];
+	struct tfs_trace *in[3];
+
+	gen_trace(&a, TFS_TIMING_LOSSLESS, 2, 200, 5, "1");
+	gen_trace(&b, TFS_TIMING_LOSSLESS, 1, 200, 9, "2");
+	in[0] = a.t;
+	in[1] = b.t;
+	in[2] = a.t;
+	fail_each_allocation(in, 3);
+	/* ranks 5 to 7 of 9 sending tag 7: 6 and 7 take their twins from 5 */
+	for (uint32_t i = 0; i < 3; i++) {
+		twin_trace(&tw[i], 5 + i, 9, 7, 9, false);
+		in[i] = tw[i].t;
+	}
+	fail_each_allocation(in, 3);
+	for (uint32_t i = 0; i < 3; i++)
+		mt_close(&tw[i]);
 	mt_close(&a);
 	mt_close(&b);
 }
@@ -1020,6 +1176,8 @@ int main(void)
 	    cmocka_unit_test(test_merge_rebases_ranks_of_a_ring),
 	    cmocka_unit_test(test_special_ranks_are_absolute),
 	    cmocka_unit_test(test_merge_rebases_rank_derived_values),
+	    cmocka_unit_test(test_merge_gives_constants_their_literal_twins),
+	    cmocka_unit_test(test_merge_twin_already_in_the_stream),
 	    cmocka_unit_test(test_rank_derived_values_damage_refused),
 	    cmocka_unit_test(test_merge_reads_format_1_0),
 	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),
