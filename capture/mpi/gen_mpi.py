@@ -463,11 +463,14 @@ class Gen:
         (self.pre if d == 'in' else self.post).append(code)
 
     def sig_hash(self):
-        # ranks as the trace stores them, relative: ranks doing the same thing share pools
-        rel = {'RANK': 'mpirt_rel', 'RVAL': 'mpirt_rval_rel'}
-        ws = ', '.join(f'{rel[e]}(c.w[{i}])' if e in rel else f'c.w[{i}]'
-                       for i, e in self.sigw) or '0'
-        return f'mpirt_sig_hash({self.call_no()}, (const uint64_t[]){{{ws}}}, {len(self.sigw)})'
+        # ranks as the trace stores them, relative: ranks doing the same thing share pools.
+        # Tags and other RVALs are left out: a constant tag equal to the caller's rank is
+        # stored as derived, and the merge can give it back its literal's signature (codec
+        # merge.c, twins) only if its requests' ids do not depend on which it was
+        ws = ', '.join(f'mpirt_rel(c.w[{i}])' if e == 'RANK' else f'c.w[{i}]'
+                       for i, e in self.sigw if e != 'RVAL')
+        n = sum(1 for _, e in self.sigw if e != 'RVAL')
+        return f'mpirt_sig_hash({self.call_no()}, (const uint64_t[]){{{ws or "0"}}}, {n})'
 
     def call_no(self):
         return f'N_CALLS + {self.index}'

@@ -141,12 +141,6 @@ static inline uint64_t mpirt_rval(int64_t delta, int64_t peer, int64_t v)
 {
 	return tfs_rval(v, mpirt_derived(mpirt_world_rank() - delta, peer, v));
 }
-/* An RVAL word as the trace shows it once merged (rank-independent when derived). */
-static inline uint64_t mpirt_rval_rel(uint64_t w)
-{
-	return w & 1 ? w - ((uint64_t)mpirt_world_rank() << 1) : w;
-}
-
 /*
  * Which fields of a status the standard defines: all of a receive's; of file I/O the byte
  * count and the cancelled flag; of anything else (sends, collectives) only the cancelled

@@ -505,12 +505,21 @@ def check_tagring(t, run):
             t.ok(d is None, f'tagring: {n} ranks, rank {r} calls and absolute tags', d)
         counts[n] = n_grammars(run, trace)
     t.ok(counts[4] == counts[9] == 4, f'tagring: 4 grammars at 4 and at 9 ranks', counts)
-    trace = os.path.join(run.tmp, 'ring4.trace')
-    res = run.mpiexec(4, [os.path.join(run.o.bindir, 'mpi_ring'), '5'], traced=True,
-                      trace=trace)
-    t.ok(res.returncode == 0 and n_grammars(run, trace) == 3,
-         'ring with constant tags 7 and 8 at 4 ranks: 3 grammars (ends and middle)',
-         res.stderr)
+    # at 9 ranks the constant tags 7 and 8 equal ranks 7 and 8: the capture takes them as
+    # derived at ranks 6 to 8, and the merge gives them their literal twins back
+    for n in (4, 9):
+        trace = os.path.join(run.tmp, f'ring{n}.trace')
+        res = run.mpiexec(n, [os.path.join(run.o.bindir, 'mpi_ring'), '5'], traced=True,
+                          trace=trace)
+        if not t.ok(res.returncode == 0, f'ring with constant tags: traced at {n} ranks',
+                    res.stderr):
+            continue
+        for r in range(n):
+            d = match_seq(exp_ring(r, n, 5), run.events(trace, r), {'job': {}})
+            t.ok(d is None, f'ring with constant tags: {n} ranks, rank {r} calls', d)
+        got = n_grammars(run, trace)
+        t.ok(got == 3, f'ring with constant tags 7 and 8 at {n} ranks: 3 grammars (the two '
+             f'ends and the middle)', got)
 
 
 def check_status(t, run):
@@ -543,10 +552,12 @@ def check_status(t, run):
         # a status read without its communicator: its source as it is
         ('MPI_Get_count', {'status.source': 0, 'status.tag': 5, 'status.count': 12,
                            'status.cancelled': 0, 'count': 3}),
-        ('MPI_Irecv', {'count': 1, 'source': 0, 'tag': 99, 'request': V('c')}),
-        ('MPI_Cancel', {'request': V('c')}),
+        # c is freed before t is made, and requests are pooled by all but their tag:
+        # t may take c's id again (its own scope: no need to differ)
+        ('MPI_Irecv', {'count': 1, 'source': 0, 'tag': 99, 'request': V('c', 'c')}),
+        ('MPI_Cancel', {'request': V('c', 'c')}),
         # a cancelled request's status defines nothing but the flag
-        ('MPI_Wait', dict(undef, **{'request': V('c'), 'status.cancelled': 1})),
+        ('MPI_Wait', dict(undef, **{'request': V('c', 'c'), 'status.cancelled': 1})),
         ('MPI_Test_cancelled', dict(undef, **{'status.cancelled': 1, 'flag': 1})),
         ('MPI_Irecv', {'count': 1, 'tag': 6, 'request': V('t')}),
         ('MPI_Irecv', {'count': 1, 'tag': 7, 'request': V('f')}),
