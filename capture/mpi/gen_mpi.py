@@ -455,7 +455,9 @@ class Gen:
         if d != 'in':
             # an output status is defined only when the call succeeded (and found something)
             cond += ' && ret == MPI_SUCCESS' + (' && *flag' if flag else '')
-        st = f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_ALL'
+        # a blocking file access's status defines only the bytes it moved
+        st = (f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_BYTES'
+              if self.name.lower().startswith('mpi_file_') else 'MPIRT_ST_ALL')
         if rq:
             ctx = f'mpirt_rq_delta({ctx})'
         code = (f'\tif ({cond})\n\t\tmpirt_status({n}, {ctx}, {st}, &{w});\n'

@@ -758,6 +758,10 @@ static int64_t status_cancelled(const MPI_Status *st)
 void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint64_t *w)
 {
 	mpirt_no_status(w);
+	if (what == MPIRT_ST_BYTES) {
+		w[2] = (uint64_t)status_bytes(st);
+		return;
+	}
 	w[3] = (uint64_t)status_cancelled(st);
 	if (w[3])
 		return; /* the other fields of a cancelled request's status are undefined */

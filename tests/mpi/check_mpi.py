@@ -402,6 +402,27 @@ def check_anysome(t, evs, rank, size, openmpi):
                 'requests and statuses', why or names)
 
 
+def exp_fileio(rank, size):
+    """mpi_fileio.c: a file access's status defines the bytes moved, nothing else (the
+    program fills each status with all-ones bytes first: the garbage of a stack status)."""
+    f = V('f', 'file')
+    io_st = {'status.source': NO_STATUS, 'status.tag': NO_STATUS, 'status.cancelled': NO_STATUS}
+    return start(rank, size) + [
+        ('MPI_File_open', {'comm': 0, 'filename': 'fileio.dat', 'fh': f}),
+        ('MPI_File_write_at', dict(io_st, **{'fh': f, 'offset': 16 * rank, 'count': 4,
+                                             'status.count': 16})),
+        ('MPI_File_set_view', {'fh': f, 'disp': 0, 'datarep': 'native'}),
+        ('MPI_Barrier', {'comm': 0}),
+        ('MPI_File_read_at', dict(io_st, **{'fh': f, 'offset': 4 * ((rank + 1) % size),
+                                            'count': 4, 'status.count': 16})),
+        ('MPI_Get_count', {'count': 4}),
+        ('MPI_File_iread_at', {'fh': f, 'offset': 2, 'count': 2, 'request': V('rq')}),
+        # completed through a request: MPICH defines its cancelled flag too
+        ('MPI_Wait', {'request': V('rq'), 'status.source': NO_STATUS,
+                      'status.tag': NO_STATUS, 'status.count': 8, 'status.cancelled': 0}),
+        ('MPI_File_close', {'fh': f}), ('MPI_Finalize', {})]
+
+
 # ---- the test cases ----
 
 PROGRAMS = [
@@ -413,6 +434,7 @@ PROGRAMS = [
     ('dtype', 2, [], exp_dtype),
     ('comms', 6, [], exp_comms),
     ('anysome', 5, [], None),
+    ('fileio', 4, ['fileio.dat'], exp_fileio),
     ('pmpi', 3, [], lambda r, s: [
         ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
         ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
