@@ -202,9 +202,10 @@ class Gen:
         return v
 
     def length(self, spec, when):
-        if spec == 'commsize':
+        if spec in ('commsize', 'cartdim'):
             comms = [p.name for p in self.params if p.base == 'MPI_Comm' and p.ptr == 0]
-            return f'mpirt_comm_size({comms[0]})' if comms else None
+            fn = 'mpirt_comm_size' if spec == 'commsize' else 'mpirt_cart_ndims'
+            return f'{fn}({comms[0]})' if comms else None
         if spec.isdigit():
             return spec
         p = self.pnames.get(spec)

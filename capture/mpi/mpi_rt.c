@@ -664,6 +664,16 @@ int mpirt_comm_size(MPI_Comm c)
 	return n;
 }
 
+int mpirt_cart_ndims(MPI_Comm c)
+{
+	int topo = MPI_UNDEFINED, n = 0;
+
+	if (!g_mpi_live || c == MPI_COMM_NULL || PMPI_Topo_test(c, &topo) != MPI_SUCCESS ||
+	    topo != MPI_CART || PMPI_Cartdim_get(c, &n) != MPI_SUCCESS)
+		return 0;
+	return n;
+}
+
 void mpirt_str_reset(struct mpirt_str *s)
 {
 	s->len = 0;

@@ -188,6 +188,8 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 
 /* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
 int mpirt_comm_size(MPI_Comm c);
+/* Dimensions of Cartesian communicator @c (0 for any other): lengths of coordinate arrays. */
+int mpirt_cart_ndims(MPI_Comm c);
 
 /* Text of arrays: append one element, separated by commas. */
 void mpirt_str_reset(struct mpirt_str *s);

@@ -423,6 +423,36 @@ def exp_fileio(rank, size):
         ('MPI_File_close', {'fh': f}), ('MPI_Finalize', {})]
 
 
+def exp_topo(rank, size):
+    """mpi_topo.c: the arrays of the Cartesian and graph topology calls are their values."""
+    d = sorted(dims_create2(size), reverse=True)
+    c = f'{rank // d[1]},{rank % d[1]}'
+    ds = f'{d[0]},{d[1]}'
+    cart, row, ring = V('cart', 'job'), V('row', 'job'), V('ring', 'job')
+    indx = ','.join(str(2 * (i + 1)) for i in range(size))
+    return start(rank, size) + [
+        ('MPI_Dims_create', {'nnodes': size, 'ndims': 2, 'dims': ds}),
+        ('MPI_Cart_create', {'comm_old': 0, 'ndims': 2, 'dims': ds, 'periods': '1,0',
+                             'reorder': 0, 'comm_cart': cart}),
+        ('MPI_Cart_coords', {'comm': cart, 'rank': rank, 'maxdims': 2, 'coords': c}),
+        ('MPI_Cart_rank', {'comm': cart, 'coords': c, 'rank': rank}),
+        ('MPI_Cart_get', {'comm': cart, 'maxdims': 2, 'dims': ds, 'periods': '1,0',
+                          'coords': c}),
+        ('MPI_Cart_sub', {'comm': cart, 'remain_dims': '0,1', 'newcomm': row}),
+        ('MPI_Graph_create', {'comm_old': 0, 'nnodes': size, 'indx': indx, 'reorder': 0,
+                              'comm_graph': ring}),
+        ('MPI_Graph_get', {'comm': ring, 'maxindex': size, 'maxedges': 2 * size,
+                           'indx': indx}),
+        ('MPI_Comm_free', {'comm': ring}), ('MPI_Comm_free', {'comm': row}),
+        ('MPI_Comm_free', {'comm': cart}), ('MPI_Finalize', {})]
+
+
+def dims_create2(n):
+    """MPI_Dims_create for 2 dimensions: the most balanced pair."""
+    a = max(k for k in range(1, math.isqrt(n) + 1) if n % k == 0)
+    return [n // a, a]
+
+
 # ---- the test cases ----
 
 PROGRAMS = [
@@ -435,6 +465,7 @@ PROGRAMS = [
     ('comms', 6, [], exp_comms),
     ('anysome', 5, [], None),
     ('fileio', 4, ['fileio.dat'], exp_fileio),
+    ('topo', 4, [], exp_topo),
     ('pmpi', 3, [], lambda r, s: [
         ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
         ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
