@@ -129,7 +129,7 @@ def parse_annot(path):
             for a in attrs:
                 k, _, v = a.partition('=')
                 if k not in ('rank', 'rval', 'val', 'in', 'out', 'inout', 'len', 'free',
-                             'skip', 'name'):
+                             'skip', 'name', 'atroot'):
                     sys.exit(f'{path}:{ln}: unknown attribute {k}')
                 if k == 'name' and (scope == '*' or len(attrs) > 1 or not v):
                     sys.exit(f'{path}:{ln}: name=<standard name> stands alone in a '
@@ -295,8 +295,8 @@ class Gen:
                     el = f'mpirt_str_rel(&{s}, {n}[i], mpirt_world_rank() - {ctx})'
                 else:
                     el = f'mpirt_str_i64(&{s}, (int64_t){n}[i])'
-                code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
-                        f'\t\t\t{el};')
+                code = (f'\tif ({n}{self.at_root() if "atroot" in a else ""})\n'
+                        f'\t\tfor (int64_t i = 0; i < {ln}; i++)\n\t\t\t{el};')
                 if when == 'pre':
                     self.pre.append(code)
                 else:
@@ -313,6 +313,13 @@ class Gen:
             return
         w = self.word(n, 'HEX', 'VAL')
         self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
+
+    def at_root(self):
+        """The condition, joined with &&, that the caller is the root of this call."""
+        comms = [p.name for p in self.params if p.base == 'MPI_Comm' and p.ptr == 0]
+        if 'root' not in self.pnames or not comms:
+            sys.exit(f'gen_mpi: {self.name}: atroot needs parameters root and a communicator')
+        return f' && mpirt_at_root({comms[0]}, root)'
 
     def rq_pack(self):
         """The rank delta of a new request and which fields of its status are defined:

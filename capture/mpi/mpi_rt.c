@@ -664,6 +664,18 @@ int mpirt_comm_size(MPI_Comm c)
 	return n;
 }
 
+bool mpirt_at_root(MPI_Comm c, int root)
+{
+	int inter = 0;
+
+	if (root == MPI_ROOT)
+		return true;
+	if (root < 0 || !g_mpi_live || c == MPI_COMM_NULL)
+		return false;
+	PMPI_Comm_test_inter(c, &inter);
+	return !inter && g_world_rank - mpirt_delta_comm(c) == root;
+}
+
 int mpirt_cart_ndims(MPI_Comm c)
 {
 	int topo = MPI_UNDEFINED, n = 0;

@@ -188,6 +188,11 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 
 /* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
 int mpirt_comm_size(MPI_Comm c);
+/*
+ * Whether the caller is @root of a rooted collective over @c: @root is MPI_ROOT (the root's
+ * side of an intercommunicator) or, in an intracommunicator, the caller's rank.
+ */
+bool mpirt_at_root(MPI_Comm c, int root);
 /* Dimensions of Cartesian communicator @c (0 for any other): lengths of coordinate arrays. */
 int mpirt_cart_ndims(MPI_Comm c);
 

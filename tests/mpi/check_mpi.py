@@ -453,6 +453,21 @@ def dims_create2(n):
     return [n // a, a]
 
 
+def exp_vcoll(rank, size):
+    """mpi_vcoll.c: counts and displacements are recorded at the root only; the other ranks
+    pass arrays MPI never reads (one element, or no array at all), left unread."""
+    ones = ','.join(['1'] * size) if rank == 0 else ''
+    rev = ','.join(str(size - 1 - i) for i in range(size)) if rank == 0 else ''
+    return start(rank, size) + [
+        ('MPI_Gatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': rev, 'root': 0,
+                         'comm': 0}),
+        ('MPI_Scatterv', {'sendcounts': ones, 'displs': rev, 'recvcount': 1, 'root': 0,
+                          'comm': 0}),
+        ('MPI_Igatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': rev, 'root': 0,
+                          'comm': 0, 'request': V('rq')}),
+        ('MPI_Wait', {'request': V('rq')}), ('MPI_Finalize', {})]
+
+
 # ---- the test cases ----
 
 PROGRAMS = [
@@ -466,6 +481,7 @@ PROGRAMS = [
     ('anysome', 5, [], None),
     ('fileio', 4, ['fileio.dat'], exp_fileio),
     ('topo', 4, [], exp_topo),
+    ('vcoll', 4, [], exp_vcoll),
     ('pmpi', 3, [], lambda r, s: [
         ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
         ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
