@@ -587,7 +587,8 @@ static int64_t delta_of(enum mpirt_class cls, const void *h, size_t size,
 	if (have || !g_mpi_live)
 		return d;
 	r = rank_of(h);
-	d = g_world_rank - (r >= 0 ? r : 0);
+	/* not a member (a group's MPI_UNDEFINED): the caller's rank there reads -1, none */
+	d = g_world_rank - (r >= 0 ? r : -1);
 	pthread_mutex_lock(&g_lock);
 	e = entry(cls, h, size);
 	if (e) {
@@ -746,7 +747,7 @@ void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self)
 {
 	char b[32];
 
-	if (r < 0)
+	if (r < 0 || self < 0)
 		str_add(s, fmt_num(b, sizeof(b), "", r, false));
 	else if (r == self)
 		str_add(s, "r");

@@ -108,7 +108,9 @@ uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);
 /*
  * Ranks. A delta is (world rank) - (caller's rank in the communicator/group/window); a rank
  * r >= 0 is stored as r + delta, so the trace's relative rank (value - stream rank) is
- * r - (caller's rank). Negative ranks (MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_ROOT) stay.
+ * r - (caller's rank). Negative ranks (MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_ROOT) stay. In a
+ * group the caller is not in, its rank counts as -1 (no such calls take a single rank:
+ * arrays of ranks there are written literally, mpirt_str_rel()).
  */
 int64_t mpirt_delta_comm(MPI_Comm c);
 int64_t mpirt_delta_group(MPI_Group g);
@@ -199,7 +201,8 @@ int mpirt_cart_ndims(MPI_Comm c);
 /* Text of arrays: append one element, separated by commas. */
 void mpirt_str_reset(struct mpirt_str *s);
 void mpirt_str_i64(struct mpirt_str *s, int64_t v);
-void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self); /* "r+1", "-2" for specials */
+/* "r+1" (rank @r relative to the caller's, @self); "-2" for specials; literal when @self < 0 */
+void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self);
 void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id);
 void mpirt_str_text(struct mpirt_str *s, const char *text);
 

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from tap import Tap  # noqa: E402
 
 NO_STATUS = -32768
+MPI_UNDEFINED = -32766  # MPICH's and Open MPI's
 IN_PLACE = '0xffffffffffffffff'  # the offset of MPI_IN_PLACE (mpi_rt_i.h, mpirt_buf)
 ANY = object()
 
@@ -468,6 +469,28 @@ def exp_vcoll(rank, size):
         ('MPI_Wait', {'request': V('rq')}), ('MPI_Finalize', {})]
 
 
+def exp_groups(rank, size):
+    """mpi_groups.c: rank arrays in a group are relative to the caller's rank there, and
+    literal at the ranks that are not in it."""
+    member = {size - 1: 0, 0: 1}.get(rank)
+    if member is None:
+        pair = '0,1'
+    else:
+        pair = ','.join('r' if k == member else f'r{k - member:+d}' for k in (0, 1))
+    world = f'{rel_rank(size - 1, rank)},{rel_rank(0, rank)}'
+    return start(rank, size) + [
+        ('MPI_Comm_group', {'comm': 0, 'group': V('world', 'group')}),
+        ('MPI_Group_incl', {'group': V('world', 'group'), 'n': 2, 'ranks': world,
+                            'newgroup': V('pair', 'group')}),
+        # a member's rank in the group prints as its world rank; MPI_UNDEFINED as it is
+        ('MPI_Group_rank', {'group': V('pair', 'group'),
+                            'rank': rank if member is not None else MPI_UNDEFINED}),
+        ('MPI_Group_translate_ranks', {'group1': V('pair', 'group'), 'n': 2, 'ranks1': pair,
+                                       'group2': V('world', 'group'), 'ranks2': world}),
+        ('MPI_Group_free', {'group': V('pair', 'group')}),
+        ('MPI_Group_free', {'group': V('world', 'group')}), ('MPI_Finalize', {})]
+
+
 # ---- the test cases ----
 
 PROGRAMS = [
@@ -482,6 +505,7 @@ PROGRAMS = [
     ('fileio', 4, ['fileio.dat'], exp_fileio),
     ('topo', 4, [], exp_topo),
     ('vcoll', 4, [], exp_vcoll),
+    ('groups', 4, [], exp_groups),
     ('pmpi', 3, [], lambda r, s: [
         ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
         ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
