@@ -549,6 +549,15 @@ class Gen:
                 '\tc.w[0] = 0;'] + [f'\tc.w[{i}] = 0;' for i in range(1, w + 1)] + [
                 f'\tmpirt_put(&c, {self.call_no()}, {w}, NULL, 0);',
                 '\tmpirt_on_finalize();', f'\treturn {call};', '}'])
+        if 'abort' in self.hooks:
+            # recorded at entry with its arguments, and the rank's trace saved: the call
+            # does not return, and the launcher kills every rank and recorder
+            assert not self.strs and not self.post[1:] and self.ret == 'int'
+            return '\n'.join(o + ['\tif (!mpirt_enter())', f'\t\treturn {call};'] +
+                             self.pre + ['\tmpirt_start(&c);', '\tc.w[0] = 0;',
+                                         f'\tc.w[{self.n_w}] = 0;',
+                                         f'\tmpirt_put(&c, {self.call_no()}, {self.n_w}, NULL, 0);',
+                                         '\tmpirt_on_abort();', f'\treturn {call};', '}'])
         o.append('\tif (!mpirt_enter())')
         o.append(f'\t\treturn {call};' if rv else f'\t{{\n\t\t{call};\n\t\treturn;\n\t}}')
         o += self.pre

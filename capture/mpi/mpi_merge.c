@@ -7,8 +7,9 @@
  * tfs_merge_traces, its ranks first), and rank 0 writes $TFS_MPI_OUTPUT (set by `tracefs
  * record`), else $TFS_OUTPUT, else <program>.trace. A rank holds at most
  * two traces at once (its own merged part and its partner's), never a per-rank array. On any
- * failure a rank keeps its own trace as <output>.<rank> so nothing recorded is lost. It does
- * not record anything itself.
+ * failure a rank keeps its own trace as <output>.<rank> so nothing recorded is lost; a rank
+ * that calls MPI_Abort keeps its own the same way, since the launcher kills every rank and
+ * recorder right after. It does not record anything itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -142,9 +143,45 @@ static void keep_own(const char *out, int rank, const void *buf, size_t len, int
 		write_file(path, buf, len);
 }
 
-void mpirt_merge_at_finalize(void)
+/* The merged trace's path: $TFS_MPI_OUTPUT, else $TFS_OUTPUT, else <program>.trace. */
+static const char *output_path(char *dflt, size_t cap)
 {
 	const char *out = getenv("TFS_MPI_OUTPUT");
+
+	if (!out || !*out)
+		out = getenv("TFS_OUTPUT");
+	if (!out || !*out) {
+		snprintf(dflt, cap, "%s.trace", program_invocation_short_name);
+		out = dflt;
+	}
+	return out;
+}
+
+void mpirt_save_at_abort(void)
+{
+	char dflt[300], path[4200];
+	const char *out = output_path(dflt, sizeof(dflt));
+	void *mine = NULL;
+	size_t len = 0;
+	int rank = (int)mpirt_world_rank(), rc;
+
+	rc = cap_trace_now(&mine, &len, SAVE_TIMEOUT_MS);
+	if (rc == -ENOTSUP)
+		return;
+	snprintf(path, sizeof(path), "%s.%d", out, rank);
+	if (rc == 0)
+		rc = write_file(path, mine, len);
+	if (rc < 0)
+		fprintf(stderr, "tfs mpi: rank %d called MPI_Abort: cannot save its trace as %s: "
+			"%s\n", rank, path, strerror(-rc));
+	else
+		fprintf(stderr, "tfs mpi: rank %d called MPI_Abort: kept its trace as %s\n", rank,
+			path);
+	free(mine);
+}
+
+void mpirt_merge_at_finalize(void)
+{
 	void *mine = NULL, *theirs = NULL;
 	size_t mine_len = 0, theirs_len = 0;
 	int rank = 0, size = 1, rc, failed = 0;
@@ -152,13 +189,8 @@ void mpirt_merge_at_finalize(void)
 
 	struct timespec t0, t1;
 	char dflt[300];
+	const char *out = output_path(dflt, sizeof(dflt));
 
-	if (!out || !*out)
-		out = getenv("TFS_OUTPUT");
-	if (!out || !*out) {
-		snprintf(dflt, sizeof(dflt), "%s.trace", program_invocation_short_name);
-		out = dflt;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	rc = cap_trace_now(&mine, &mine_len, SAVE_TIMEOUT_MS);
 	if (rc == -ENOTSUP)

@@ -921,6 +921,16 @@ void mpirt_on_finalize(void)
 	g_mpi_live = false;
 }
 
+void mpirt_on_abort(void)
+{
+	if (!g_mpi_live)
+		return;
+	tfs_capture_flush();
+	cap_tls_depth++; /* the save's own allocations and I/O are not the program's */
+	mpirt_save_at_abort();
+	cap_tls_depth--;
+}
+
 void mpirt_on_info_set(const char *key, const char *value)
 {
 	if (!key || !value || strcmp(key, "tracefs_phase") != 0)

@@ -234,8 +234,12 @@ void *mpirt_next(void *_Atomic *slot, const char *name);
 /* Hooks of annotated functions. */
 void mpirt_on_init(void);
 void mpirt_on_finalize(void);
+/* MPI_Abort: this rank's trace saved on its own (the launcher then kills every rank). */
+void mpirt_on_abort(void);
 /* Merge every rank's trace into one file (mpi_merge.c). */
 void mpirt_merge_at_finalize(void);
+/* Save this rank's trace as <output>.<rank>, saying so on stderr (mpi_merge.c). */
+void mpirt_save_at_abort(void);
 void mpirt_on_info_set(const char *key, const char *value);
 
 #endif

@@ -864,6 +864,33 @@ def check_refusals(t, run):
              res.stderr)
 
 
+def check_abort(t, run):
+    """MPI_Abort at rank 1 of 3: the launcher kills every rank with SIGKILL, recorders
+    included, so the aborting rank saves its own trace first, as <output>.1, with the call
+    at its end, and says so in one line; the job's status is the abort's code."""
+    trace = os.path.join(run.tmp, 'abort.trace')
+    prog = os.path.join(run.o.bindir, 'mpi_abort')
+    try:
+        res = run.mpiexec(3, [prog], traced=True, trace=trace, timeout=120)
+    except subprocess.TimeoutExpired:
+        t.ok(False, 'abort: traced job ends', 'timed out')
+        return
+    t.ok(res.returncode == 3 and res.stdout == 'rank 1 aborts\n',
+         f'abort: the job exits with the code of MPI_Abort (3), its output unchanged',
+         f'{res.returncode} {res.stdout!r}')
+    kept = trace + '.1'
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith('tfs mpi:')]
+    t.ok(lines == [f'tfs mpi: rank 1 called MPI_Abort: kept its trace as {kept}'],
+         'abort: the aborting rank says where its trace is, in one line', res.stderr)
+    if not t.ok(os.path.exists(kept), 'abort: the aborting rank leaves <output>.1',
+                sorted(os.listdir(run.tmp))):
+        return
+    d = match_seq(start(1, 3) + [('MPI_Barrier', {'comm': 0}),
+                                 ('MPI_Abort', {'comm': 0, 'errorcode': 3})],
+                  run.events(kept, 0), {'job': {}})
+    t.ok(d is None, 'abort: its trace ends with the MPI_Abort call', d)
+
+
 def check_inprocess(t, run):
     """Without `tracefs record`: both libraries preloaded into the ranks only (not into
     mpiexec), TFS_TRACE=mpi; the ranks still merge at MPI_Finalize into TFS_OUTPUT."""
@@ -1118,6 +1145,7 @@ def main():
             if want(name):
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
+                         ('abort', check_abort),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
             if want(name):
                 fn(t, run)
