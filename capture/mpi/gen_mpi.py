@@ -183,6 +183,13 @@ class Gen:
         for p in self.params:
             if p.base == 'MPI_Win' and p.ptr == 0 and not p.arr:
                 return f'mpirt_delta_win({p.name})'
+        for p in self.params:
+            # a matched receive: the communicator its probe found the message in, read
+            # before the call makes the message null
+            if p.base == 'MPI_Message' and p.ptr == 1 and not p.arr:
+                self.decl.append('\tint64_t msg_delta = 0;')
+                self.pre.append(f'\tmsg_delta = {p.name} ? mpirt_delta_msg({p.name}) : 0;')
+                return 'msg_delta'
         # no communicator: ranks as they are (a delta of 0 prints them unchanged)
         return '0'
 
@@ -410,6 +417,9 @@ class Gen:
         if p.base == 'MPI_Request':
             self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? mpirt_req_new({n}, '
                              f'{h}, {self.rq_pack()}) : 0;')
+        elif p.base == 'MPI_Message':
+            self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? mpirt_msg_new({n}, '
+                             f'{self.ctx}) : 0;')
         elif p.base == 'MPI_Comm' and ('comm_child' in self.hooks or 'comm_agree' in self.hooks):
             if 'comm_child' in self.hooks:
                 parents = [q.name for q in self.params if q.base == 'MPI_Comm' and q.ptr == 0]
@@ -464,8 +474,10 @@ class Gen:
             # an output status is defined only when the call succeeded (and found something)
             cond += ' && ret == MPI_SUCCESS' + (' && *flag' if flag else '')
         # a blocking file access's status defines only the bytes it moved
+        low = self.name.lower()
         st = (f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_BYTES'
-              if self.name.lower().startswith('mpi_file_') else 'MPIRT_ST_ALL')
+              if low.startswith('mpi_file_') else 'MPIRT_ST_PROBE' if 'probe' in low
+              else 'MPIRT_ST_ALL')
         if rq:
             ctx = f'mpirt_rq_delta({ctx})'
         code = (f'\tif ({cond})\n\t\tmpirt_status({n}, {ctx}, {st}, &{w});\n'

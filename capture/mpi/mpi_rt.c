@@ -646,6 +646,37 @@ int64_t mpirt_delta_win(MPI_Win w)
 	return w == MPI_WIN_NULL ? g_world_rank : delta_of(MPIRT_WIN, &w, sizeof(w), win_rank);
 }
 
+uint64_t mpirt_msg_new(const MPI_Message *m, int64_t delta)
+{
+	struct hent *e;
+	uint64_t id;
+
+	if (*m == MPI_MESSAGE_NULL)
+		return mpirt_id(MPIRT_MSG, m, sizeof(*m));
+	id = mpirt_new_id(MPIRT_MSG, m, sizeof(*m));
+	pthread_mutex_lock(&g_lock);
+	e = lookup(&g_tab[MPIRT_MSG], key_of(m, sizeof(*m)), false);
+	if (e) {
+		e->delta = delta;
+		e->has_delta = true;
+	}
+	pthread_mutex_unlock(&g_lock);
+	return id;
+}
+
+int64_t mpirt_delta_msg(const MPI_Message *m)
+{
+	struct hent *e;
+	int64_t d = 0;
+
+	pthread_mutex_lock(&g_lock);
+	e = lookup(&g_tab[MPIRT_MSG], key_of(m, sizeof(*m)), false);
+	if (e && e->has_delta)
+		d = e->delta;
+	pthread_mutex_unlock(&g_lock);
+	return d;
+}
+
 int64_t mpirt_world_rank(void)
 {
 	return g_world_rank;
@@ -785,10 +816,12 @@ void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint6
 		w[2] = (uint64_t)status_bytes(st);
 		return;
 	}
-	w[3] = (uint64_t)status_cancelled(st);
-	if (w[3])
-		return; /* the other fields of a cancelled request's status are undefined */
-	if (what == MPIRT_ST_ALL) {
+	if (what != MPIRT_ST_PROBE) {
+		w[3] = (uint64_t)status_cancelled(st);
+		if (w[3])
+			return; /* the other fields of a cancelled request's status are undefined */
+	}
+	if (what == MPIRT_ST_ALL || what == MPIRT_ST_PROBE) {
 		w[0] = mpirt_rank(delta, st->MPI_SOURCE);
 		w[1] = mpirt_rval(delta, st->MPI_SOURCE, st->MPI_TAG);
 	}

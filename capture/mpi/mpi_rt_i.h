@@ -115,6 +115,13 @@ uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n);
 int64_t mpirt_delta_comm(MPI_Comm c);
 int64_t mpirt_delta_group(MPI_Group g);
 int64_t mpirt_delta_win(MPI_Win w);
+/*
+ * Messages (MPI_Mprobe, MPI_Improbe): the new message at @m, found in a communicator of
+ * rank delta @delta, which its MPI_Mrecv or MPI_Imrecv takes (mpirt_delta_msg(), 0 for an
+ * unknown message). The null message a probe that found nothing returns keeps one id.
+ */
+uint64_t mpirt_msg_new(const MPI_Message *m, int64_t delta);
+int64_t mpirt_delta_msg(const MPI_Message *m);
 static inline uint64_t mpirt_rank(int64_t delta, int64_t r)
 {
 	return (uint64_t)(r >= 0 ? r + delta : r);
@@ -147,10 +154,12 @@ static inline uint64_t mpirt_rval(int64_t delta, int64_t peer, int64_t v)
  * Which fields of a status the standard defines: all of a receive's; of file I/O through a
  * request the byte count and the cancelled flag; of a blocking file access the byte count
  * alone (ROMIO writes nothing else there, not even the cancelled bit, which shares a word
- * with the count); of anything else (sends, collectives) only the cancelled flag.
- * Undefined fields are recorded as MPIRT_NO_STATUS ("-" in text): they hold garbage.
+ * with the count); of a probe all but the cancelled flag (nothing found by a probe was
+ * cancelled, and MPICH leaves the bit as it was); of anything else (sends, collectives)
+ * only the cancelled flag. Undefined fields are recorded as MPIRT_NO_STATUS ("-" in text):
+ * they hold garbage. Requests use the first three only (two bits, mpirt_rq_pack()).
  */
-enum mpirt_st { MPIRT_ST_CANCELLED, MPIRT_ST_ALL, MPIRT_ST_IO, MPIRT_ST_BYTES };
+enum mpirt_st { MPIRT_ST_CANCELLED, MPIRT_ST_ALL, MPIRT_ST_IO, MPIRT_ST_BYTES, MPIRT_ST_PROBE };
 
 /* A request's rank delta and enum mpirt_st packed in one word (what the pools keep). */
 static inline int64_t mpirt_rq_pack(int64_t delta, enum mpirt_st st)
