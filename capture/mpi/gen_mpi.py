@@ -503,7 +503,10 @@ class Gen:
             self.param(p)
         if self.ret == 'int':
             w = self.word('ret', 'I64', 'SIG', 'TFS_ARG_RESULT')
-            self.post.append(f'\t{w} = (uint64_t)(int64_t)ret;')
+            # an error code's class: the code carries per-process detail (MPI_T_ functions
+            # return MPI_T_ERR_ codes, which have no class)
+            v = 'ret' if self.name.startswith('MPI_T_') else 'mpirt_error_class(ret)'
+            self.post.append(f'\t{w} = (uint64_t)(int64_t){v};')
         elif self.ret in INTS:
             w = self.word('ret', 'I64', 'VAL', 'TFS_ARG_RESULT')
             self.post.append(f'\t{w} = (uint64_t)(int64_t)ret;')

@@ -836,12 +836,11 @@ void mpirt_no_status(uint64_t *w)
 	w[2] = w[3] = (uint64_t)(int64_t)MPIRT_NO_STATUS;
 }
 
-/* The error class of @code: codes carry per-process detail, classes are the same anywhere. */
-static int error_class(int code)
+int mpirt_error_class(int code)
 {
 	int cls = code;
 
-	if (code != MPI_SUCCESS && PMPI_Error_class(code, &cls) != MPI_SUCCESS)
+	if (code != MPI_SUCCESS && g_mpi_live && PMPI_Error_class(code, &cls) != MPI_SUCCESS)
 		cls = code;
 	return cls;
 }
@@ -859,7 +858,7 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 		return;
 	}
 	if (with_error && st->MPI_ERROR != MPI_SUCCESS) {
-		snprintf(b, sizeof(b), "error:%d", error_class(st->MPI_ERROR));
+		snprintf(b, sizeof(b), "error:%d", mpirt_error_class(st->MPI_ERROR));
 		str_add(s, b);
 		return;
 	}

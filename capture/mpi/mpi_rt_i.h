@@ -197,6 +197,10 @@ void mpirt_no_status(uint64_t *w);
 void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 		      enum mpirt_st what, bool with_error);
 
+/* The error class of @code (itself for MPI_SUCCESS, or when MPI cannot tell): codes carry
+ * per-process detail, classes are the same anywhere. */
+int mpirt_error_class(int code);
+
 /* Size of @c (the remote group's of an intercommunicator): lengths of per-rank arrays. */
 int mpirt_comm_size(MPI_Comm c);
 /*

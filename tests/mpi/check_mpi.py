@@ -945,6 +945,29 @@ def check_abort(t, run):
     t.ok(d is None, 'abort: its trace ends with the MPI_Abort call', d)
 
 
+def check_errors(t, run):
+    """A failing call's result is its error class, the same at every rank and in every run
+    (MPICH's error codes carry a per-process message index)."""
+    trace = os.path.join(run.tmp, 'errors.trace')
+    res = run.mpiexec(2, [os.path.join(run.o.bindir, 'mpi_errors')], traced=True,
+                      trace=trace)
+    m = re.search(r'MPI_ERR_RANK=(\d+) MPI_ERR_COUNT=(\d+) got (\d+) (\d+)', res.stdout)
+    if not t.ok(res.returncode == 0 and m and m.group(1) == m.group(3) and
+                m.group(2) == m.group(4), 'errors: traced; the calls fail with those classes',
+                res.stdout + res.stderr):
+        return
+    err_rank, err_count = int(m.group(1)), int(m.group(2))
+    for r in (0, 1):
+        d = match_seq(start(r, 2) + [
+            ('MPI_Comm_set_errhandler', {'comm': 0}),
+            ('MPI_Send', {'dest': 7, 'ret': err_rank}),
+            ('MPI_Send', {'count': -1, 'dest': 1 - r, 'ret': err_count}),
+            ('MPI_Error_class', {'errorclass': err_rank, 'ret': 0}),
+            ('MPI_Error_class', {'errorclass': err_count, 'ret': 0}),
+            ('MPI_Finalize', {})], run.events(trace, r), {'job': {}})
+        t.ok(d is None, f'errors: rank {r}: failing calls return their error classes', d)
+
+
 def check_inprocess(t, run):
     """Without `tracefs record`: both libraries preloaded into the ranks only (not into
     mpiexec), TFS_TRACE=mpi; the ranks still merge at MPI_Finalize into TFS_OUTPUT."""
@@ -1199,7 +1222,7 @@ def main():
             if want(name):
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
-                         ('abort', check_abort),
+                         ('abort', check_abort), ('errors', check_errors),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
             if want(name):
                 fn(t, run)
