@@ -473,9 +473,8 @@ class Gen:
         if d != 'in':
             # an output status is defined only when the call succeeded (and found something)
             cond += ' && ret == MPI_SUCCESS' + (' && *flag' if flag else '')
-        # a blocking file access's status defines only the bytes it moved
         low = self.name.lower()
-        st = (f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_BYTES'
+        st = (f'mpirt_rq_status({ctx})' if rq else 'MPIRT_ST_IO'
               if low.startswith('mpi_file_') else 'MPIRT_ST_PROBE' if 'probe' in low
               else 'MPIRT_ST_ALL')
         if rq:

@@ -812,7 +812,7 @@ static int64_t status_cancelled(const MPI_Status *st)
 void mpirt_status(const MPI_Status *st, int64_t delta, enum mpirt_st what, uint64_t *w)
 {
 	mpirt_no_status(w);
-	if (what == MPIRT_ST_BYTES) {
+	if (what == MPIRT_ST_IO) {
 		w[2] = (uint64_t)status_bytes(st);
 		return;
 	}
@@ -849,8 +849,8 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 		      enum mpirt_st what, bool with_error)
 {
 	int64_t self = g_world_rank - delta, src = st->MPI_SOURCE, tag = st->MPI_TAG;
-	char b[96], r[32] = "-", t[32] = "-", n[32] = "-";
-	int cancelled, len;
+	char b[96], r[32] = "-", t[32] = "-", n[32] = "-", c[4] = "-";
+	int cancelled = 0, len;
 
 	/* only MPI_ERROR is defined in the status of a failed or still pending request */
 	if (with_error && st->MPI_ERROR == MPI_ERR_PENDING) {
@@ -862,8 +862,12 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 		str_add(s, b);
 		return;
 	}
-	cancelled = status_cancelled(st) != 0;
-	if (what == MPIRT_ST_ALL && !cancelled) {
+	if (what != MPIRT_ST_IO && what != MPIRT_ST_PROBE) {
+		cancelled = status_cancelled(st) != 0;
+		c[0] = cancelled ? '1' : '0';
+		c[1] = '\0';
+	}
+	if ((what == MPIRT_ST_ALL || what == MPIRT_ST_PROBE) && !cancelled) {
 		if (src < 0)
 			snprintf(r, sizeof(r), "%lld", (long long)src);
 		else if (src == self)
@@ -879,7 +883,7 @@ void mpirt_str_status(struct mpirt_str *s, const MPI_Status *st, int64_t delta,
 	}
 	if (what != MPIRT_ST_CANCELLED && !cancelled)
 		snprintf(n, sizeof(n), "%lld", (long long)status_bytes(st));
-	len = snprintf(b, sizeof(b), "%s:%s:%s:%d", r, t, n, cancelled);
+	len = snprintf(b, sizeof(b), "%s:%s:%s:%s", r, t, n, c);
 	if (with_error && len > 0 && (size_t)len < sizeof(b))
 		snprintf(b + len, sizeof(b) - (size_t)len, ":0");
 	str_add(s, b);

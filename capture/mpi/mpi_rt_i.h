@@ -151,15 +151,15 @@ static inline uint64_t mpirt_rval(int64_t delta, int64_t peer, int64_t v)
 	return tfs_rval(v, mpirt_derived(mpirt_world_rank() - delta, peer, v));
 }
 /*
- * Which fields of a status the standard defines: all of a receive's; of file I/O through a
- * request the byte count and the cancelled flag; of a blocking file access the byte count
- * alone (ROMIO writes nothing else there, not even the cancelled bit, which shares a word
- * with the count); of a probe all but the cancelled flag (nothing found by a probe was
- * cancelled, and MPICH leaves the bit as it was); of anything else (sends, collectives)
- * only the cancelled flag. Undefined fields are recorded as MPIRT_NO_STATUS ("-" in text):
- * they hold garbage. Requests use the first three only (two bits, mpirt_rq_pack()).
+ * Which fields of a status the standard defines: all of a receive's; of file I/O the byte
+ * count alone (ROMIO's blocking accesses write nothing else, not even the cancelled bit,
+ * which shares a word with the count, and Open MPI's requests of file I/O leave it as it
+ * was too); of a probe all but the cancelled flag (nothing found by a probe was cancelled,
+ * and MPICH leaves the bit as it was); of anything else (sends, collectives) only the
+ * cancelled flag. Undefined fields are recorded as MPIRT_NO_STATUS ("-" in text): they
+ * hold garbage.
  */
-enum mpirt_st { MPIRT_ST_CANCELLED, MPIRT_ST_ALL, MPIRT_ST_IO, MPIRT_ST_BYTES, MPIRT_ST_PROBE };
+enum mpirt_st { MPIRT_ST_CANCELLED, MPIRT_ST_ALL, MPIRT_ST_IO, MPIRT_ST_PROBE };
 
 /* A request's rank delta and enum mpirt_st packed in one word (what the pools keep). */
 static inline int64_t mpirt_rq_pack(int64_t delta, enum mpirt_st st)

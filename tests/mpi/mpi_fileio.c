@@ -4,7 +4,8 @@
  * MPI_File_iread_at completed by MPI_Wait. Each status is filled with all-ones bytes
  * before the call, as a stack status holds garbage: a file access defines only the bytes
  * it moved (ROMIO writes nothing else, so source, tag and the cancelled bit stay whatever
- * they were). Rank 0 prints what it read. The file is argv[1].
+ * they were; Open MPI's MPI_Wait on a file request leaves them too). Rank 0 prints what it
+ * read. The file is argv[1].
  */
 #include <mpi.h>
 #include <stdio.h>
