@@ -1189,7 +1189,7 @@ def main():
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
-                    'status, tagring, fortran, refusals, inproc, sizes)')
+                    'status, tagring, abort, errors, fortran, refusals, inproc, sizes)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
     ap.add_argument('--openmpi', action='store_true',
                     help='the MPI is Open MPI: let mpiexec run as root, more ranks than cores, '
