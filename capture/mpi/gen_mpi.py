@@ -209,10 +209,11 @@ class Gen:
         return v
 
     def length(self, spec, when):
-        if spec in ('commsize', 'cartdim'):
+        fns = {'commsize': 'mpirt_comm_size({})', 'cartdim': 'mpirt_cart_ndims({})',
+               'nbr_in': 'mpirt_neighbors({}, false)', 'nbr_out': 'mpirt_neighbors({}, true)'}
+        if spec in fns:
             comms = [p.name for p in self.params if p.base == 'MPI_Comm' and p.ptr == 0]
-            fn = 'mpirt_comm_size' if spec == 'commsize' else 'mpirt_cart_ndims'
-            return f'{fn}({comms[0]})' if comms else None
+            return fns[spec].format(comms[0]) if comms else None
         if spec.isdigit():
             return spec
         p = self.pnames.get(spec)
@@ -303,7 +304,7 @@ class Gen:
                 else:
                     el = f'mpirt_str_i64(&{s}, (int64_t){n}[i])'
                 code = (f'\tif ({n}{self.at_root() if "atroot" in a else ""})\n'
-                        f'\t\tfor (int64_t i = 0; i < {ln}; i++)\n\t\t\t{el};')
+                        f'\t\tfor (int64_t i = 0, n_ = {ln}; i < n_; i++)\n\t\t\t{el};')
                 if when == 'pre':
                     self.pre.append(code)
                 else:
@@ -388,7 +389,7 @@ class Gen:
                     f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);')
                 self.post.append(f'\tmpirt_req_settle_all({n}, rq_n, rq_ids, rq_deltas);')
                 return
-            code = (f'\tif ({n})\n\t\tfor (int64_t i = 0; i < {ln}; i++)\n'
+            code = (f'\tif ({n})\n\t\tfor (int64_t i = 0, n_ = {ln}; i < n_; i++)\n'
                     f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
             (self.pre if d != 'out' else self.post).append(code)
             return

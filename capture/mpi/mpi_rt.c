@@ -708,6 +708,23 @@ bool mpirt_at_root(MPI_Comm c, int root)
 	return !inter && g_world_rank - mpirt_delta_comm(c) == root;
 }
 
+int mpirt_neighbors(MPI_Comm c, bool out)
+{
+	int topo = MPI_UNDEFINED, n = 0, n_in = 0, n_out = 0, weighted = 0, r = 0;
+
+	if (!g_mpi_live || c == MPI_COMM_NULL || PMPI_Topo_test(c, &topo) != MPI_SUCCESS)
+		return 0;
+	if (topo == MPI_CART && PMPI_Cartdim_get(c, &n) == MPI_SUCCESS)
+		return 2 * n;
+	if (topo == MPI_GRAPH && PMPI_Comm_rank(c, &r) == MPI_SUCCESS &&
+	    PMPI_Graph_neighbors_count(c, r, &n) == MPI_SUCCESS)
+		return n;
+	if (topo == MPI_DIST_GRAPH &&
+	    PMPI_Dist_graph_neighbors_count(c, &n_in, &n_out, &weighted) == MPI_SUCCESS)
+		return out ? n_out : n_in;
+	return 0;
+}
+
 int mpirt_cart_ndims(MPI_Comm c)
 {
 	int topo = MPI_UNDEFINED, n = 0;

@@ -208,6 +208,9 @@ int mpirt_comm_size(MPI_Comm c);
  * side of an intercommunicator) or, in an intracommunicator, the caller's rank.
  */
 bool mpirt_at_root(MPI_Comm c, int root);
+/* Sources (@out false) or destinations of the topology of @c (0 without one): lengths of
+ * the arrays of neighbourhood collectives. */
+int mpirt_neighbors(MPI_Comm c, bool out);
 /* Dimensions of Cartesian communicator @c (0 for any other): lengths of coordinate arrays. */
 int mpirt_cart_ndims(MPI_Comm c);
 

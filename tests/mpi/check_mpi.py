@@ -538,6 +538,31 @@ def polls_folded(evs, env):
     return out
 
 
+def exp_neighbor(rank, size):
+    """mpi_neighbor.c: a neighbourhood collective's arrays have one element per neighbour:
+    2 in a 1D ring, 1 each way in the distributed graph."""
+    ring, graph = V('ring', 'job'), V('graph', 'job')
+    ones, idx = '1,1', '0,1'
+    v = {'sendcounts': ones, 'sdispls': idx, 'recvcounts': ones, 'rdispls': idx,
+         'comm': ring}
+    return start(rank, size) + [
+        ('MPI_Cart_create', {'comm_old': 0, 'ndims': 1, 'dims': str(size), 'periods': '1',
+                             'comm_cart': ring}),
+        ('MPI_Neighbor_allgatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': idx,
+                                     'comm': ring}),
+        ('MPI_Neighbor_alltoallv', v),
+        ('MPI_Ineighbor_alltoallv', dict(v, request=V('rq'))),
+        ('MPI_Wait', {'request': V('rq')}),
+        ('MPI_Dist_graph_create_adjacent', {
+            'comm_old': 0, 'indegree': 1, 'sources': rel_rank((rank - 1) % size, rank),
+            'outdegree': 1, 'destinations': rel_rank((rank + 1) % size, rank),
+            'comm_dist_graph': graph}),
+        ('MPI_Neighbor_alltoallv', {'sendcounts': '1', 'sdispls': '0', 'recvcounts': '1',
+                                    'rdispls': '0', 'comm': graph}),
+        ('MPI_Comm_free', {'comm': graph}), ('MPI_Comm_free', {'comm': ring}),
+        ('MPI_Finalize', {})]
+
+
 # ---- the test cases ----
 
 PROGRAMS = [
@@ -554,6 +579,7 @@ PROGRAMS = [
     ('vcoll', 4, [], exp_vcoll),
     ('groups', 4, [], exp_groups),
     ('probe', 4, [], exp_probe),
+    ('neighbor', 4, [], exp_neighbor),
     ('pmpi', 3, [], lambda r, s: [
         ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
         ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
