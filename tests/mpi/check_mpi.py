@@ -559,7 +559,11 @@ def exp_neighbor(rank, size):
             'comm_dist_graph': graph}),
         ('MPI_Neighbor_alltoallv', {'sendcounts': '1', 'sdispls': '0', 'recvcounts': '1',
                                     'rdispls': '0', 'comm': graph}),
-        ('MPI_Comm_free', {'comm': graph}), ('MPI_Comm_free', {'comm': ring}),
+        ('MPI_Comm_free', {'comm': graph}),
+        # sources are ranks (relative), destinations (as long as the degrees' sum) an address
+        ('MPI_Dist_graph_create', {'comm_old': 0, 'n': 1, 'sources': 'r', 'degrees': '1',
+                                   'comm_dist_graph': V('graph2', 'job')}),
+        ('MPI_Comm_free', {'comm': V('graph2', 'job')}), ('MPI_Comm_free', {'comm': ring}),
         ('MPI_Finalize', {})]
 
 

@@ -3,8 +3,8 @@
  * neighbour, not per rank: a periodic 1D Cartesian ring (2 neighbours) exchanges with
  * MPI_Neighbor_allgatherv, MPI_Neighbor_alltoallv and MPI_Ineighbor_alltoallv, then a
  * distributed graph where each rank receives from the previous one and sends to the next
- * (1 neighbour each way, weight 1) with MPI_Neighbor_alltoallv. Arrays are allocated to
- * their exact lengths. Rank 0 prints what it received.
+ * (1 neighbour each way, weight 1) with MPI_Neighbor_alltoallv, made again with
+ * MPI_Dist_graph_create. Arrays are allocated to their exact lengths. Rank 0 prints what it received.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -49,6 +49,10 @@ int main(int argc, char **argv)
 	MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &src, &weight, 1, &dst, &weight,
 				       MPI_INFO_NULL, 0, &graph);
 	MPI_Neighbor_alltoallv(&mine, c1, d1, MPI_INT, &one, c1, d1, MPI_INT, graph);
+	/* the same graph, each rank giving its own outgoing edge */
+	MPI_Comm_free(&graph);
+	MPI_Dist_graph_create(MPI_COMM_WORLD, 1, &rank, c1, &dst, &weight, MPI_INFO_NULL, 0,
+			      &graph);
 	free(c1);
 	free(d1);
 	if (rank == 0)
