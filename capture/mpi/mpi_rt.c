@@ -1,8 +1,9 @@
 /*
  * Runtime of the generated MPI wrappers, after Pilgrim: MPI handles become small symbolic ids
  * per process and class (an id freed is reused, lowest first), communicators get ids their
- * members agree on (derived from the parent's id and how many children it had, or a
- * reduction over the members), requests are pooled per call signature (the lowest free slot
+ * members agree on (the lowest free at every member, by a reduction over the parent or the
+ * members; past 64 live ones, derived from the parent's id and how many children it had, or
+ * a reduction of random values), requests are pooled per call signature (the lowest free slot
  * of the pool of their creating call's signature, so a loop that completes them in any
  * order records the same ids), and ranks are made relative to the caller. It does not know
  * individual MPI functions (the generator does) and never calls an MPI_ function, only
@@ -24,6 +25,8 @@
 #define COMM_WORLD_ID 0
 #define COMM_SELF_ID 1
 #define AGREED_ID_BASE (1u << 20) /* agreed communicator ids: [2^20, 2^24) */
+/* the first agreed ids, reused lowest free first: [2^20, 2^20 + 64); past them, hashes */
+#define AGREED_SLOTS 64
 #define POOL_BITS 8 /* pools are hash buckets: signatures that share one share its slots */
 #define POOL_SLOTS 64
 
@@ -72,6 +75,7 @@ static uint32_t g_pool_spill[1u << POOL_BITS];
 static int64_t g_world_rank;
 static bool g_mpi_live; /* between MPI_Init and MPI_Finalize: PMPI calls are allowed */
 static uint64_t g_agree_seq;
+static uint64_t g_agreed_busy; /* agreed slots of this process's live communicators */
 
 static _Thread_local struct {
 	uint64_t *ids;
@@ -293,6 +297,8 @@ void mpirt_release(enum mpirt_class cls, uint64_t id)
 	}
 	if (id / 64 < t->used_words)
 		t->used[id / 64] &= ~(1ull << (id % 64));
+	if (cls == MPIRT_COMM && id >= AGREED_ID_BASE && id < AGREED_ID_BASE + AGREED_SLOTS)
+		g_agreed_busy &= ~(1ull << (id - AGREED_ID_BASE));
 	hcache_bump();
 	pthread_mutex_unlock(&g_lock);
 }
@@ -311,10 +317,59 @@ static uint64_t comm_bind(MPI_Comm c, uint64_t id)
 	return id;
 }
 
+/* OR of @mine over the members of @c, both groups of an intercommunicator. */
+static uint64_t or_all(MPI_Comm c, uint64_t mine)
+{
+	uint64_t theirs = 0, all = mine;
+	int inter = 0;
+
+	PMPI_Comm_test_inter(c, &inter);
+	if (inter) {
+		/* an intercommunicator reduces over the remote group: twice gives everyone
+		 * both groups' */
+		PMPI_Allreduce(&mine, &theirs, 1, MPI_UINT64_T, MPI_BOR, c);
+		mine |= theirs;
+	}
+	PMPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_BOR, c);
+	return all;
+}
+
+/*
+ * The lowest agreed slot free at every member of @over (AGREED_SLOTS when none is): a
+ * communicator made and freed in a loop takes the same id every time, so the loop's calls
+ * repeat. Collective over @over.
+ */
+static uint32_t agree_slot(MPI_Comm over)
+{
+	uint64_t mine, all;
+
+	pthread_mutex_lock(&g_lock);
+	mine = g_agreed_busy;
+	pthread_mutex_unlock(&g_lock);
+	all = or_all(over, mine);
+	return all == UINT64_MAX ? AGREED_SLOTS : (uint32_t)__builtin_ctzll(~all);
+}
+
+/* Bind @nc to agreed slot @slot. */
+static uint64_t bind_slot(MPI_Comm nc, uint32_t slot)
+{
+	pthread_mutex_lock(&g_lock);
+	g_agreed_busy |= 1ull << slot;
+	pthread_mutex_unlock(&g_lock);
+	return comm_bind(nc, AGREED_ID_BASE + slot);
+}
+
+/* An agreed id past the slots, from @h (the same at every member). */
+static uint64_t hashed_id(uint64_t h)
+{
+	return AGREED_ID_BASE + AGREED_SLOTS + h % (15u * AGREED_ID_BASE - AGREED_SLOTS);
+}
+
 uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
 {
 	struct hent *e;
 	uint64_t pid = 0, n = 0;
+	uint32_t slot;
 
 	/* counted even where no communicator results (MPI_Comm_split with MPI_UNDEFINED):
 	 * every member of the parent keeps the same count */
@@ -325,30 +380,35 @@ uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
 		n = e->children++;
 	}
 	pthread_mutex_unlock(&g_lock);
+	/* every member of the parent takes part, those left without a communicator too */
+	slot = g_mpi_live ? agree_slot(parent) : AGREED_SLOTS;
 	if (nc == MPI_COMM_NULL)
 		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
+	if (slot < AGREED_SLOTS)
+		return bind_slot(nc, slot);
 	/* every member of the parent makes its children in the same order */
-	return comm_bind(nc, AGREED_ID_BASE + mix(pid * 0x10001 + n) % (15u * AGREED_ID_BASE));
+	return comm_bind(nc, hashed_id(mix(pid * 0x10001 + n)));
 }
 
 uint64_t mpirt_comm_agree(MPI_Comm nc)
 {
 	unsigned long mine, theirs, all;
+	uint32_t slot;
 	int inter = 0;
 
 	if (nc == MPI_COMM_NULL || !g_mpi_live)
 		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
-	mine = (unsigned long)(mix((uint64_t)g_world_rank << 32 | ++g_agree_seq) %
-			       (15u * AGREED_ID_BASE));
+	slot = agree_slot(nc);
+	if (slot < AGREED_SLOTS)
+		return bind_slot(nc, slot);
+	mine = (unsigned long)mix((uint64_t)g_world_rank << 32 | ++g_agree_seq);
 	PMPI_Comm_test_inter(nc, &inter);
 	if (inter) {
-		/* an intercommunicator reduces over the remote group: twice gives everyone the
-		 * maximum of both groups */
 		PMPI_Allreduce(&mine, &theirs, 1, MPI_UNSIGNED_LONG, MPI_MAX, nc);
 		mine = mine > theirs ? mine : theirs;
 	}
 	PMPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG, MPI_MAX, nc);
-	return comm_bind(nc, AGREED_ID_BASE + all);
+	return comm_bind(nc, hashed_id(all));
 }
 
 void mpirt_scratch(int64_t n, uint64_t **ids, int64_t **deltas)

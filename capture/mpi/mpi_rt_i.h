@@ -74,9 +74,12 @@ void mpirt_release(enum mpirt_class cls, uint64_t id);
 /* A handle the call created: a fresh id (ids of freed handles are reused, lowest first). */
 uint64_t mpirt_new_id(enum mpirt_class cls, const void *h, size_t size);
 
-/* The new communicator @nc, created collectively over @parent: id agreed from the parent. */
+/* The new communicator @nc (MPI_COMM_NULL at members left without one), created
+ * collectively over @parent: the lowest id free at every member of the parent, by a
+ * reduction over it; every member of the parent calls this. */
 uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc);
-/* The new communicator @nc: id agreed by a reduction over its members (intercomms too). */
+/* The new communicator @nc: the lowest id free at every member, by a reduction over its
+ * members (intercomms too). */
 uint64_t mpirt_comm_agree(MPI_Comm nc);
 
 /*

@@ -561,9 +561,10 @@ def exp_neighbor(rank, size):
                                     'rdispls': '0', 'comm': graph}),
         ('MPI_Comm_free', {'comm': graph}),
         # sources are ranks (relative), destinations (as long as the degrees' sum) an address
+        # the first graph's id, free again, is the lowest free at every rank
         ('MPI_Dist_graph_create', {'comm_old': 0, 'n': 1, 'sources': 'r', 'degrees': '1',
-                                   'comm_dist_graph': V('graph2', 'job')}),
-        ('MPI_Comm_free', {'comm': V('graph2', 'job')}), ('MPI_Comm_free', {'comm': ring}),
+                                   'comm_dist_graph': graph}),
+        ('MPI_Comm_free', {'comm': graph}), ('MPI_Comm_free', {'comm': ring}),
         ('MPI_Finalize', {})]
 
 
@@ -997,6 +998,36 @@ def check_errors(t, run):
         t.ok(d is None, f'errors: rank {r}: failing calls return their error classes', d)
 
 
+def check_commloop(t, run):
+    """Communicators made and freed in a loop (mpi_commloop.c) take the same agreed ids every
+    iteration, so the trace does not grow with the iterations."""
+    prog = os.path.join(run.o.bindir, 'mpi_commloop')
+    sizes = {}
+    for it in (10, 1000):
+        trace = os.path.join(run.tmp, f'commloop{it}.trace')
+        res = run.mpiexec(2, [prog, str(it)], traced=True, trace=trace,
+                          extra=('--timing=none',))
+        if not t.ok(res.returncode == 0, f'commloop: traced, {it} iterations', res.stderr):
+            return
+        sizes[it] = os.path.getsize(trace)
+        if it != 10:
+            continue
+        job = {}
+        for r in (0, 1):
+            dup, half = V('dup', 'job'), V(f'half{r}', 'job2')
+            seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': r})]
+            for _ in range(it):
+                seq += [('MPI_Comm_dup', {'comm': 0, 'newcomm': dup}),
+                        ('MPI_Barrier', {'comm': dup}),
+                        ('MPI_Comm_split', {'comm': dup, 'color': r, 'newcomm': half}),
+                        ('MPI_Comm_free', {'comm': half}), ('MPI_Comm_free', {'comm': dup})]
+            d = match_seq(seq + [('MPI_Finalize', {})], run.events(trace, r), {'job': job})
+            t.ok(d is None, f'commloop: rank {r}: every iteration\'s communicators have the '
+                 'ids of the first\'s, the copy the same on both ranks', d)
+    t.ok(sizes[1000] <= sizes[10] * 1.05, f'commloop: the trace does not grow from 10 to '
+         f'1000 iterations: {sizes[10]} -> {sizes[1000]} bytes')
+
+
 def check_inprocess(t, run):
     """Without `tracefs record`: both libraries preloaded into the ranks only (not into
     mpiexec), TFS_TRACE=mpi; the ranks still merge at MPI_Finalize into TFS_OUTPUT."""
@@ -1219,7 +1250,7 @@ def main():
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
-                    'status, tagring, abort, errors, fortran, refusals, inproc, sizes)')
+                    'status, tagring, abort, errors, commloop, fortran, refusals, inproc, sizes)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
     ap.add_argument('--openmpi', action='store_true',
                     help='the MPI is Open MPI: let mpiexec run as root, more ranks than cores, '
@@ -1252,6 +1283,7 @@ def main():
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
                          ('abort', check_abort), ('errors', check_errors),
+                         ('commloop', check_commloop),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
             if want(name):
                 fn(t, run)
