@@ -567,7 +567,8 @@ class Gen:
         if 'abort' in self.hooks:
             # recorded at entry with its arguments, and the rank's trace saved: the call
             # does not return, and the launcher kills every rank and recorder
-            assert not self.strs and not self.post[1:] and self.ret == 'int'
+            if self.strs or self.ret != 'int' or len(self.post) != 1:
+                sys.exit(f'gen_mpi: {self.name}: the abort hook takes a function of inputs only')
             return '\n'.join(o + ['\tif (!mpirt_enter())', f'\t\treturn {call};'] +
                              self.pre + ['\tmpirt_start(&c);', '\tc.w[0] = 0;',
                                          f'\tc.w[{self.n_w}] = 0;',
