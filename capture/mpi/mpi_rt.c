@@ -350,13 +350,22 @@ static uint32_t agree_slot(MPI_Comm over)
 	return all == UINT64_MAX ? AGREED_SLOTS : (uint32_t)__builtin_ctzll(~all);
 }
 
-/* Bind @nc to agreed slot @slot. */
-static uint64_t bind_slot(MPI_Comm nc, uint32_t slot)
+/*
+ * Take agreed slot @slot for a new communicator: false when another thread of this process
+ * took it meanwhile for a communicator of its own (made at the same time over another
+ * parent), and the caller falls back to an id of its own rather than share one.
+ */
+static bool take_slot(uint32_t slot)
 {
+	bool free_here;
+
+	if (slot >= AGREED_SLOTS)
+		return false;
 	pthread_mutex_lock(&g_lock);
+	free_here = !(g_agreed_busy >> slot & 1);
 	g_agreed_busy |= 1ull << slot;
 	pthread_mutex_unlock(&g_lock);
-	return comm_bind(nc, AGREED_ID_BASE + slot);
+	return free_here;
 }
 
 /* An agreed id past the slots, from @h (the same at every member). */
@@ -384,8 +393,8 @@ uint64_t mpirt_comm_child(MPI_Comm parent, MPI_Comm nc)
 	slot = g_mpi_live ? agree_slot(parent) : AGREED_SLOTS;
 	if (nc == MPI_COMM_NULL)
 		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
-	if (slot < AGREED_SLOTS)
-		return bind_slot(nc, slot);
+	if (take_slot(slot))
+		return comm_bind(nc, AGREED_ID_BASE + slot);
 	/* every member of the parent makes its children in the same order */
 	return comm_bind(nc, hashed_id(mix(pid * 0x10001 + n)));
 }
@@ -399,9 +408,11 @@ uint64_t mpirt_comm_agree(MPI_Comm nc)
 	if (nc == MPI_COMM_NULL || !g_mpi_live)
 		return mpirt_id(MPIRT_COMM, &nc, sizeof(nc));
 	slot = agree_slot(nc);
-	if (slot < AGREED_SLOTS)
-		return bind_slot(nc, slot);
+	if (take_slot(slot))
+		return comm_bind(nc, AGREED_ID_BASE + slot);
 	mine = (unsigned long)mix((uint64_t)g_world_rank << 32 | ++g_agree_seq);
+	if (slot < AGREED_SLOTS) /* taken here by another thread meanwhile: no reduction */
+		return comm_bind(nc, hashed_id(mine));
 	PMPI_Comm_test_inter(nc, &inter);
 	if (inter) {
 		PMPI_Allreduce(&mine, &theirs, 1, MPI_UNSIGNED_LONG, MPI_MAX, nc);
