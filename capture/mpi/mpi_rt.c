@@ -4,9 +4,9 @@
  * members agree on (derived from the parent's id and how many children it had, or a
  * reduction over the members), requests are pooled per call signature (the lowest free slot
  * of the pool of their creating call's signature, or of the next one when it is full, so a
- * loop that completes them in any order records the same ids), and ranks are made relative to the caller. It does not know
- * individual MPI functions (the generator does) and never calls an MPI_ function, only
- * PMPI_ ones.
+ * loop that completes them in any order records the same ids), and ranks are made relative
+ * to the caller. It does not know individual MPI functions (the generator does) and never
+ * calls an MPI_ function, only PMPI_ ones.
  */
 #include <errno.h>
 #include <pthread.h>
