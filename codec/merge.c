@@ -255,7 +255,12 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 				v = zigzag_enc(abs) << 1;
 			} else {
 				/* a ranked value keeps its absolute value as the rank is re-based */
-				v = zigzag_enc((int64_t)((uint64_t)rval_word_value(v) - base)) << 1 | 1;
+				v = zigzag_enc(rval_word_value(v) - (int64_t)base) << 1 | 1;
+				if (!rval_word_ok(v))
+					return diag_set(diag, -EINVAL, 0, "cst",
+							"terminal %u: rank-derived value out of "
+							"range once re-based by %u",
+							term, base);
 			}
 			break;
 		default:
