@@ -207,7 +207,6 @@ static int map_strings(struct mg *m, const struct tfs_trace *t, uint32_t *str_ma
 	return 0;
 }
 
-/* Merged signature of input terminal @term into m->scratch; its VAL widths into @wid. */
 /*
  * Signature key of terminal @term of input @t (ranks re-based by @base) into m->scratch,
  * its VAL widths into @wid. @lit_rank < 0: as stored, *@ranked telling whether an RVAL
@@ -256,7 +255,12 @@ static int term_key(struct mg *m, const struct tfs_trace *t, uint32_t term, uint
 				v = zigzag_enc(abs) << 1;
 			} else {
 				/* a ranked value keeps its absolute value as the rank is re-based */
-				v = zigzag_enc((int64_t)((uint64_t)rval_word_value(v) - base)) << 1 | 1;
+				v = zigzag_enc(rval_word_value(v) - (int64_t)base) << 1 | 1;
+				if (!rval_word_ok(v))
+					return diag_set(diag, -EINVAL, 0, "cst",
+							"terminal %u: rank-derived value out of "
+							"range once re-based by %u",
+							term, base);
 			}
 			break;
 		default:
@@ -387,17 +391,6 @@ static int place_grammar(struct mg *m, const struct tfs_trace *t, uint32_t gi,
 	return 0;
 }
 
-/*
- * Twins. A constant equal to a rank (MPI tag 7 at rank 7, or at the ranks talking to rank
- * 7) was written as derived from the rank (the MPI capture cannot know better), which
- * splits that rank's grammar from the one its neighbours share. Where the inputs hold the
- * same call with that value as a literal, stream @s uses the literal's terminal instead:
- * it prints the same, and its grammar can then equal its neighbours'. Every rank meets
- * every other's table by the last merge, so pairwise merges end as one merge of all.
- * A twin is taken only if the stream's terminals stay distinct (its values decode per
- * terminal). @return 1 with im->twin_map set (twins_undo() puts it back), 0 when no twin
- * applies, or -ENOMEM
- */
 static int by_target(const void *a, const void *b)
 {
 	const struct twin_pair *x = a, *y = b;
@@ -445,6 +438,17 @@ static int gsec_terms(const struct tfs_trace *t, struct inmap *im, uint32_t gi)
 	return 0;
 }
 
+/*
+ * Twins. A constant equal to a rank (MPI tag 7 at rank 7, or at the ranks talking to rank
+ * 7) was written as derived from the rank (the MPI capture cannot know better), which
+ * splits that rank's grammar from the one its neighbours share. Where the inputs hold the
+ * same call with that value as a literal, stream @s uses the literal's terminal instead:
+ * it prints the same, and its grammar can then equal its neighbours'. Every rank meets
+ * every other's table by the last merge, so pairwise merges end as one merge of all.
+ * A twin is taken only if the stream's terminals stay distinct (its values decode per
+ * terminal). @return 1 with im->twin_map set (twins_undo() puts it back), 0 when no twin
+ * applies, or -ENOMEM
+ */
 static int find_twins(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		      struct inmap *im, const struct tstream *s)
 {
@@ -470,14 +474,16 @@ static int find_twins(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		return rc;
 	gt = im->gterms[s->gsec];
 	terms = im->terms + gt.off;
-	/* each ranked terminal to its twin, if an input has one */
-	for (uint32_t i = 0; i < gt.n; i++) {
+	/*
+	 * Each ranked terminal to its twin, if an input has one. Only the ranked ones: many
+	 * streams share a section, so a stream without twins costs a few lookups, not a pass
+	 * over the section's terminals.
+	 */
+	for (uint32_t i = 0; i < gt.n_ranked; i++) {
 		uint32_t twin;
 		bool ranked;
 
 		im->used[i] = (struct twin_pair){im->term_map[terms[i]], terms[i]};
-		if (i >= gt.n_ranked)
-			continue;
 		rc = term_key(m, t, terms[i], base, im->kind_map, im->str_map, s->rank, wid,
 			      &ranked, NULL);
 		if (rc == -ENOMEM)
@@ -489,6 +495,8 @@ static int find_twins(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	}
 	if (n_sub == 0)
 		return 0;
+	for (uint32_t i = gt.n_ranked; i < gt.n; i++)
+		im->used[i] = (struct twin_pair){im->term_map[terms[i]], terms[i]};
 	/* a twin the stream already has, or two terminals with one twin: none of them moves */
 	qsort(im->used, gt.n, sizeof(*im->used), by_target);
 	for (uint32_t i = 0, j; i < gt.n; i = j) {
@@ -637,7 +645,7 @@ static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
 	return rc;
 }
 
-/* Streams and phases of input @t, its grammar sections already placed by @gsec_out. */
+/* Streams and phases of input @t, each stream with its grammar (placed here, twins applied). */
 static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 			 struct inmap *im, struct tfs_diag *diag)
 {

@@ -146,6 +146,8 @@ static int parse_term(struct tfs_trace *t, struct tfs_rd *r, uint32_t term, uint
 			if (rc == 0 && a->enc == TFS_ENC_RANK && !ctr_at_least(&t->cf, 1, 1) &&
 			    !rank_word_from_v10(w, &w))
 				rc = rd_fail(r, "rank argument out of range");
+			else if (rc == 0 && a->enc == TFS_ENC_RVAL && !rval_word_ok(w))
+				rc = rd_fail(r, "rank-derived value argument out of range");
 		}
 		if (rc < 0)
 			return rc;

@@ -107,6 +107,20 @@ static inline bool rval_word_enc(uint64_t arg, uint32_t rank, uint64_t *w)
 	return true;
 }
 
+/*
+ * Whether RVAL word @w is one FORMAT.md §5.2 allows: a literal in [-TFS_RVAL_LIMIT,
+ * TFS_RVAL_LIMIT), a rank-derived displacement that is one once a stream's rank (< 2^32)
+ * is added. Anything else would wrap as a merge re-bases it.
+ */
+static inline bool rval_word_ok(uint64_t w)
+{
+	const int64_t v = rval_word_value(w);
+	const int64_t low = rval_word_ranked(w) ? -TFS_RVAL_LIMIT - (INT64_C(1) << 32)
+						 : -TFS_RVAL_LIMIT;
+
+	return v >= low && v < TFS_RVAL_LIMIT;
+}
+
 /* The absolute value word @w means in a stream of rank @rank. */
 static inline int64_t rval_word_abs(uint64_t w, uint32_t rank)
 {

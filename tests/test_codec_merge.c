@@ -656,6 +656,65 @@ static void test_merge_twin_already_in_the_stream(void **state)
 	mt_close(&all);
 }
 
+static const struct tfs_arg_desc xchg_args[] = {
+    {.name = "sendtag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
+    {.name = "recvtag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
+    {.name = "len", .type = TFS_TYPE_U64, .enc = TFS_ENC_VAL},
+};
+static const struct tfs_kind_desc xchg_kind = {"xchg", "mpi", 3, xchg_args};
+
+/*
+ * Rank @me: 20 exchanges tagged 7 both ways, lengths that differ per event; rank 7 says the
+ * send tag is derived from its rank in the even ones and the receive tag in the odd ones,
+ * two terminals whose twin is one: the (7, 7) every other rank has.
+ */
+static void xchg_trace(struct mtrace *m, uint32_t me)
+{
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t id;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &xchg_kind, &id), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint32_t i = 0; i < 20; i++) {
+		union tfs_arg a[3] = {{.u = tfs_rval(7, me == 7 && i % 2 == 0)},
+				      {.u = tfs_rval(7, me == 7 && i % 2 == 1)},
+				      {.u = i % 2 ? 1000 + 3 * i : 5 * i + me}};
+
+		assert_int_equal(tfs_wstream_append(s, id, 0, 0, a), 0);
+	}
+	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+	tfs_writer_free(w);
+	mt_open(m, buf, len);
+}
+
+/*
+ * Two terminals of a stream with one twin keep their own (the values section decodes each
+ * with its own state): rank 7's grammar stays its own, and every rank renders as alone.
+ */
+static void test_merge_no_shared_twin(void **state)
+{
+	enum { P = 9 };
+	struct mtrace in[P], all;
+	struct tfs_trace *t[P];
+
+	for (uint32_t r = 0; r < P; r++) {
+		xchg_trace(&in[r], r);
+		t[r] = in[r].t;
+	}
+	assert_int_equal(merge(t, P, &all), 0);
+	assert_int_equal(n_grammar_sections(all.t), 2);
+	assert_int_equal(tfs_trace_verify(all.t, NULL), 0);
+	for (uint32_t r = 0; r < P; r++) {
+		assert_views(in[r].t, 0, all.t, r, 0, true);
+		mt_close(&in[r]);
+	}
+	mt_close(&all);
+}
+
 /* A trace with RVAL arguments: every truncation and every single-bit flip is refused. */
 static void test_rank_derived_values_damage_refused(void **state)
 {
@@ -1178,6 +1237,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_rebases_rank_derived_values),
 	    cmocka_unit_test(test_merge_gives_constants_their_literal_twins),
 	    cmocka_unit_test(test_merge_twin_already_in_the_stream),
+	    cmocka_unit_test(test_merge_no_shared_twin),
 	    cmocka_unit_test(test_rank_derived_values_damage_refused),
 	    cmocka_unit_test(test_merge_reads_format_1_0),
 	    cmocka_unit_test(test_merge_pairwise_equals_all_at_once),

@@ -17,6 +17,7 @@
 
 #include "bytes_i.h"
 #include "crc32c_i.h"
+#include "schema_i.h"
 #include "testfiles.h"
 #include "testutil.h"
 #include "tfs/reader.h"
@@ -424,6 +425,36 @@ static void test_trace_writer_rejects_bad_input(void **state)
 	tfs_writer_free(w);
 }
 
+/*
+ * RVAL words a reader accepts (FORMAT.md §5.2): literals in [-2^61, 2^61), rank-derived
+ * displacements that are such a value once a rank below 2^32 is added; whatever a writer
+ * makes of an allowed value at any rank is accepted.
+ */
+static void test_trace_rval_word_range(void **state)
+{
+	const int64_t L = TFS_RVAL_LIMIT, R = INT64_C(1) << 32;
+	const int64_t vals[] = {-L, -L + 1, -1, 0, 1, L - 1};
+	const uint32_t ranks[] = {0, 1, 4096, UINT32_MAX};
+	uint64_t w = 0;
+
+	assert_true(rval_word_ok(zigzag_enc(L - 1) << 1));
+	assert_true(rval_word_ok(zigzag_enc(-L) << 1));
+	assert_false(rval_word_ok(zigzag_enc(L) << 1));
+	assert_false(rval_word_ok(zigzag_enc(-L - 1) << 1));
+	assert_true(rval_word_ok(zigzag_enc(L - 1) << 1 | 1));
+	assert_true(rval_word_ok(zigzag_enc(-L - R) << 1 | 1));
+	assert_false(rval_word_ok(zigzag_enc(L) << 1 | 1));
+	assert_false(rval_word_ok(zigzag_enc(-L - R - 1) << 1 | 1));
+	assert_false(rval_word_ok(UINT64_MAX));
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		for (size_t k = 0; k < sizeof(ranks) / sizeof(ranks[0]); k++)
+			for (int ranked = 0; ranked < 2; ranked++) {
+				assert_true(rval_word_enc(tfs_rval(vals[i], ranked), ranks[k], &w));
+				assert_true(rval_word_ok(w));
+				assert_int_equal(rval_word_abs(w, ranks[k]), vals[i]);
+			}
+}
+
 static void test_trace_open_refuses_non_traces(void **state)
 {
 	struct tfs_trace *t;
@@ -792,6 +823,7 @@ int main(void)
 		cmocka_unit_test(test_trace_grammar_blocks_read_as_one_stream),
 		cmocka_unit_test(test_trace_phase_views_are_slices),
 		cmocka_unit_test(test_trace_writer_rejects_bad_input),
+		cmocka_unit_test(test_trace_rval_word_range),
 		cmocka_unit_test(test_trace_open_refuses_non_traces),
 		cmocka_unit_test(test_trace_golden_renders_committed_text),
 		cmocka_unit_test(test_trace_golden_every_truncation_refused),

@@ -4,10 +4,10 @@
  * members agree on (the lowest free at every member, by a reduction over the parent or the
  * members; past 64 live ones, derived from the parent's id and how many children it had, or
  * a reduction of random values), requests are pooled per call signature (the lowest free slot
- * of the pool of their creating call's signature, so a loop that completes them in any
- * order records the same ids), and ranks are made relative to the caller. It does not know
- * individual MPI functions (the generator does) and never calls an MPI_ function, only
- * PMPI_ ones.
+ * of the pool of their creating call's signature, or of the next one when it is full, so a
+ * loop that completes them in any order records the same ids), and ranks are made relative
+ * to the caller. It does not know individual MPI functions (the generator does) and never
+ * calls an MPI_ function, only PMPI_ ones.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -454,7 +454,10 @@ uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n)
 
 /*
  * Request ids: (pool << 8 | slot) + 1, the pool being the creating call's signature hash;
- * 0 is MPI_REQUEST_NULL. Slots past POOL_SLOTS are handed out round-robin and never freed.
+ * 0 is MPI_REQUEST_NULL. A full pool takes the lowest free slot of the next pool with one
+ * (so 100 requests in flight that share a pool still get the same ids at every round);
+ * only once every pool is full, slots past POOL_SLOTS are handed out round-robin and never
+ * freed.
  * The live ids of one handle value wait in a queue (struct rent), oldest first.
  */
 #define REQ_QUEUE 32
@@ -522,6 +525,9 @@ uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 	if (*r == MPI_REQUEST_NULL)
 		return 0;
 	pthread_mutex_lock(&g_lock);
+	/* a full pool borrows from the next ones: ids still repeat as the calls do */
+	for (uint32_t i = 0; i < (1u << POOL_BITS) && g_pool[pool] == UINT64_MAX; i++)
+		pool = (pool + 1) & ((1u << POOL_BITS) - 1);
 	if (g_pool[pool] != UINT64_MAX) {
 		slot = (uint32_t)__builtin_ctzll(~g_pool[pool]);
 		g_pool[pool] |= 1ull << slot;

@@ -84,7 +84,8 @@ uint64_t mpirt_comm_agree(MPI_Comm nc);
 
 /*
  * Requests: a new request from a call of signature hash @sig (kind and signature words): the
- * lowest free slot of that signature's pool, so ids repeat whatever the completion order.
+ * lowest free slot of that signature's pool (of the next pools when it is full), so ids
+ * repeat whatever the completion order.
  * @delta is world rank minus the caller's rank in the request's communicator, packed with
  * what its status defines (mpirt_rq_pack()).
  */

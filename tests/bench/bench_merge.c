@@ -4,9 +4,12 @@
  * (`tracefs merge`, `tracefs record` after fork) and in log2(P) pairwise rounds of
  * in-memory buffers (MPI_Finalize). The baseline, measured in the same run, is reading one
  * trace back (decoding every event) and writing it again with the writer: what a merge
- * would cost per input if it re-encoded events. Usage: bench_merge [events per stream]
+ * would cost per input if it re-encoded events. Last, two halves of a job whose ranks
+ * share one grammar, with and without one rank-derived tag (the twins' lookup cost).
+ * Usage: bench_merge [events per stream]
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +148,79 @@ static struct buf merge_rounds(const struct buf *in, uint32_t p)
 	return cur[0];
 }
 
+static const struct tfs_arg_desc shared_args[] = {
+    {.name = "op", .type = TFS_TYPE_I64, .enc = TFS_ENC_SIG},
+    {.name = "tag", .type = TFS_TYPE_I64, .enc = TFS_ENC_RVAL},
+};
+static const struct tfs_kind_desc shared_kind = {"op", "mpi", 2, shared_args};
+
+/*
+ * A merged trace of @p ranks that all did the same @g calls (one grammar section shared by
+ * every stream), with @ranked: one more stream whose tag is derived from its rank, which
+ * makes the merge look for literal twins (codec/merge.c find_twins).
+ */
+static struct buf shared_trace(uint32_t p, uint32_t g, bool ranked)
+{
+	struct tfs_writer *w;
+	struct tfs_wstream *ws;
+	struct tfs_trace *t;
+	struct buf b, out;
+	uint32_t id;
+
+	check("writer", tfs_writer_new(NULL, &w));
+	check("kind", tfs_writer_add_kind(w, &shared_kind, &id));
+	for (uint32_t r = 0; r < p + ranked; r++) {
+		check("stream", tfs_writer_stream_new(w, r < p ? r : 0, r < p ? 0 : 1, &ws));
+		for (uint32_t i = 0; i < (r < p ? g : 1); i++) {
+			union tfs_arg a[2] = {{.i = i}, {.u = tfs_rval(r < p ? 0 : 5, r >= p)}};
+
+			check("append", tfs_wstream_append(ws, id, 0, 0, a));
+		}
+	}
+	check("save", tfs_writer_save_mem(w, &b.data, &b.len));
+	tfs_writer_free(w);
+	/* merged once: its streams now name one grammar section */
+	check("open", tfs_trace_open_mem(b.data, b.len, &t, NULL));
+	check("merge", tfs_merge_traces(&t, 1, &out.data, &out.len, NULL));
+	tfs_trace_close(t);
+	free(b.data);
+	return out;
+}
+
+/* Best of 5 of merging @in with itself. */
+static double merge_pair_s(const struct buf *in)
+{
+	struct buf pair[2] = {*in, *in};
+	double best = 0;
+
+	for (int k = 0; k < 5; k++) {
+		double t0 = now_s(), d;
+
+		free(merge_bufs(pair, 2).data);
+		d = now_s() - t0;
+		best = k == 0 || d < best ? d : best;
+	}
+	return best;
+}
+
+/*
+ * Two halves of a job whose ranks share one grammar of many calls: the time with one
+ * rank-derived tag somewhere against none. Looking for twins must cost per grammar
+ * section, not per stream and terminal: the ratio stays near 1.
+ */
+static void bench_shared_grammar(void)
+{
+	enum { P = 2048, G = 1000 };
+	struct buf plain = shared_trace(P, G, false), ranked = shared_trace(P, G, true);
+	double t_plain = merge_pair_s(&plain), t_ranked = merge_pair_s(&ranked);
+
+	printf("\nshared grammar: 2 x %u ranks x %u calls, one grammar section\n", P, G);
+	printf("no derived tag: %.4f s, one derived tag: %.4f s, ratio %.2fx\n", t_plain,
+	       t_ranked, t_ranked / t_plain);
+	free(plain.data);
+	free(ranked.data);
+}
+
 int main(int argc, char **argv)
 {
 	static const uint32_t ps[] = {1, 4, 16, 64, 256};
@@ -187,5 +263,6 @@ int main(int argc, char **argv)
 	    "here (MPI runs each round's merges in parallel)\n");
 	for (uint32_t r = 0; r < MAX_P; r++)
 		free(in[r].data);
+	bench_shared_grammar();
 	return 0;
 }

@@ -699,6 +699,31 @@ def check_tagring(t, run):
              f'ends and the middle)', got)
 
 
+def check_manytags(t, run):
+    """More receives in flight than a request pool has slots (64), told apart by their tags
+    only (tags stay out of the pool hash): each iteration's receives get the ids the first
+    one's got, so the trace's call signatures do not grow with the iterations."""
+    prog = os.path.join(run.o.bindir, 'mpi_manytags')
+    nt, sigs = 100, {}
+    for iters in (3, 6):
+        trace = os.path.join(run.tmp, f'manytags{iters}.trace')
+        res = run.mpiexec(2, [prog, str(nt), str(iters)], traced=True, trace=trace)
+        if not t.ok(res.returncode == 0, f'manytags: traced, {iters} iterations', res.stderr):
+            return
+        evs = [e for e in run.events(trace, 1) if e['name'] == 'MPI_Irecv']
+        ids = [e['args']['request'] for e in evs]
+        tags = [e['args']['tag'] for e in evs]
+        t.ok(len(ids) == nt * iters and tags == list(range(1, nt + 1)) * iters,
+             f'manytags: {iters} x {nt} receives with tags 1..{nt}', (len(ids), tags[:5]))
+        t.ok(all(ids[i * nt:(i + 1) * nt] == ids[:nt] for i in range(iters)),
+             f'manytags: {iters} iterations, each with the request ids of the first',
+             [ids[i * nt + nt - 1] for i in range(iters)])
+        res = subprocess.run([run.o.tracefs, 'info', trace], capture_output=True, text=True,
+                             check=True)
+        sigs[iters] = int(re.search(r'^call signatures:\s+(\d+)', res.stdout, re.M).group(1))
+    t.ok(sigs[3] == sigs[6], 'manytags: as many call signatures at 6 iterations as at 3', sigs)
+
+
 def check_status(t, run):
     """Status contents: bytes received, cancelled, MPI_ERROR after MPI_ERR_IN_STATUS."""
     trace = os.path.join(run.tmp, 'status.trace')
@@ -1250,7 +1275,8 @@ def main():
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
-                    'status, tagring, abort, errors, commloop, fortran, refusals, inproc, sizes)')
+                    'status, tagring, manytags, abort, errors, commloop, fortran, refusals, '
+                    'inproc, sizes)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
     ap.add_argument('--openmpi', action='store_true',
                     help='the MPI is Open MPI: let mpiexec run as root, more ranks than cores, '
@@ -1282,8 +1308,8 @@ def main():
             if want(name):
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
-                         ('abort', check_abort), ('errors', check_errors),
-                         ('commloop', check_commloop),
+                         ('manytags', check_manytags), ('abort', check_abort),
+                         ('errors', check_errors), ('commloop', check_commloop),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
             if want(name):
                 fn(t, run)

@@ -5,6 +5,7 @@ wrapper libraries it would build. Each choice whose MPI is not installed is a SK
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -13,16 +14,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 from tap import Tap  # noqa: E402
 
 
-def configure(meson, src, impl):
-    d = tempfile.mkdtemp(prefix='tfs-mpi-impl.')
+def configure(meson, src, impl, d):
     res = subprocess.run([meson, 'setup', d, src, '-Dtests=false', '-Dmpi_impl=' + impl],
                          capture_output=True, text=True)
     if res.returncode != 0:
-        return None, res.stdout + res.stderr, d
+        return None, res.stdout + res.stderr
     res = subprocess.run([meson, 'introspect', '--targets', d], capture_output=True,
                          text=True, check=True)
     libs = sorted(t['name'] for t in json.loads(res.stdout) if t['name'].startswith('tfsmpi'))
-    return libs, '', d
+    return libs, ''
 
 
 def main():
@@ -39,10 +39,13 @@ def main():
         if not have.issuperset(names):
             t.skip(f'-Dmpi_impl={impl}', f'{impl} is not installed here')
             continue
-        libs, err, d = configure(o.meson, o.src, impl)
+        d = tempfile.mkdtemp(prefix='tfs-mpi-impl.')
+        try:
+            libs, err = configure(o.meson, o.src, impl, d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
         exp = sorted(sum((want[n] for n in names), []))
         t.ok(libs == exp, f'-Dmpi_impl={impl} builds {", ".join(exp)} only', err or libs)
-        subprocess.run(['rm', '-rf', d])
     sys.exit(t.done())
 
 

@@ -4,7 +4,8 @@
  * MPI_Neighbor_allgatherv, MPI_Neighbor_alltoallv and MPI_Ineighbor_alltoallv, then a
  * distributed graph where each rank receives from the previous one and sends to the next
  * (1 neighbour each way, weight 1) with MPI_Neighbor_alltoallv, made again with
- * MPI_Dist_graph_create. Arrays are allocated to their exact lengths. Rank 0 prints what it received.
+ * MPI_Dist_graph_create. Arrays are allocated to their exact lengths. Rank 0 prints what it
+ * received.
  */
 #include <mpi.h>
 #include <stdio.h>
