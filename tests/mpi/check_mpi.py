@@ -985,7 +985,7 @@ def check_abort(t, run):
         t.ok(False, 'abort: traced job ends', 'timed out')
         return
     t.ok(res.returncode == 3 and res.stdout == 'rank 1 aborts\n',
-         f'abort: the job exits with the code of MPI_Abort (3), its output unchanged',
+         'abort: the job exits with the code of MPI_Abort (3), its output unchanged',
          f'{res.returncode} {res.stdout!r}')
     kept = trace + '.1'
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith('tfs mpi:')]
