@@ -458,16 +458,42 @@ uint64_t mpirt_sig_hash(uint32_t call, const uint64_t *w, uint32_t n)
  * (so 100 requests in flight that share a pool still get the same ids at every round);
  * only once every pool is full, slots past POOL_SLOTS are handed out round-robin and never
  * freed.
- * The live ids of one handle value wait in a queue (struct rent), oldest first.
+ * The live ids of one handle value wait in a queue (struct rent), oldest first: MPICH gives
+ * requests that completed at once (eager sends) one handle value, so a loop posting 40 of
+ * them has 40 ids behind it. The queue grows as needed up to REQ_QUEUE_MAX.
  */
-#define REQ_QUEUE 32
+#define REQ_QUEUE_MAX (1u << 16)
 
 struct rent {
 	uint64_t key; /* handle bits + 1 (0: empty) */
-	uint32_t n;
-	uint64_t id[REQ_QUEUE];
-	int64_t delta[REQ_QUEUE];
+	uint32_t n, cap;
+	uint64_t *id;	/* [cap] */
+	int64_t *delta; /* [cap] */
 };
+
+/* Room for one more id in @e's queue. Under g_lock. */
+static bool rent_room(struct rent *e)
+{
+	uint32_t cap;
+	uint64_t *id;
+	int64_t *delta;
+
+	if (e->n < e->cap)
+		return true;
+	if (e->cap >= REQ_QUEUE_MAX)
+		return false;
+	cap = e->cap ? 2 * e->cap : 8;
+	id = realloc(e->id, cap * sizeof(*id));
+	if (!id)
+		return false;
+	e->id = id;
+	delta = realloc(e->delta, cap * sizeof(*delta));
+	if (!delta)
+		return false;
+	e->delta = delta;
+	e->cap = cap;
+	return true;
+}
 
 static struct rent *g_req;
 static uint32_t g_req_cap, g_req_n;
@@ -536,12 +562,14 @@ uint64_t mpirt_req_new(const MPI_Request *r, uint64_t sig, int64_t delta)
 	}
 	id = ((uint64_t)pool << 8 | slot) + 1;
 	e = req_entry(r, true);
-	if (e && e->n == REQ_QUEUE) { /* the oldest is forgotten (its slot stays taken) */
-		memmove(e->id, e->id + 1, (REQ_QUEUE - 1) * sizeof(e->id[0]));
-		memmove(e->delta, e->delta + 1, (REQ_QUEUE - 1) * sizeof(e->delta[0]));
+	if (e && !rent_room(e) && e->n) {
+		/* out of memory, or REQ_QUEUE_MAX live requests of one handle value: the oldest
+		 * is forgotten (its slot stays taken) */
 		e->n--;
+		memmove(e->id, e->id + 1, e->n * sizeof(e->id[0]));
+		memmove(e->delta, e->delta + 1, e->n * sizeof(e->delta[0]));
 	}
-	if (e) {
+	if (e && e->n < e->cap) {
 		e->id[e->n] = id;
 		e->delta[e->n++] = delta;
 	}
@@ -612,7 +640,7 @@ static void req_settle_locked(const MPI_Request *r, uint64_t id, int64_t delta)
 		return;
 	if (*r == MPI_REQUEST_NULL) {
 		slot_free(id);
-	} else if ((e = req_entry(r, true)) != NULL && e->n < REQ_QUEUE) {
+	} else if ((e = req_entry(r, true)) != NULL && rent_room(e)) {
 		memmove(e->id + 1, e->id, e->n * sizeof(e->id[0]));
 		memmove(e->delta + 1, e->delta, e->n * sizeof(e->delta[0]));
 		e->id[0] = id;
