@@ -31,18 +31,6 @@ struct col_case {
 	size_t varints_len;
 };
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 static void case_init(struct col_case *c, uint32_t n)
 {
 	c->n = n;
@@ -62,7 +50,7 @@ static void case_finish(struct col_case *c)
 	c->varints_len = 0;
 	for (uint32_t i = 0; i < c->n; i++) {
 		c->slot[i] = (uint8_t)ref_set_of(seen, &n_seen, c->term[i]);
-		c->varints_len += put_varint(c->varints + c->varints_len, c->words[i]);
+		c->varints_len += varint_store(c->varints + c->varints_len, c->words[i]);
 	}
 	free(seen);
 }
