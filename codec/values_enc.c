@@ -65,6 +65,8 @@ struct tfs_venc {
 	int64_t *scratch;	  /* [2 ev_cap] for vtick_estimate */
 	struct tfs_buf raw;	  /* the pending block assembled for compression */
 	struct tfs_buf trial;	  /* scratch of choose_pred's trial compressions */
+	struct tfs_buf aside[4];  /* the ticks pass's ts, dur and coded columns while
+				     code_times() tries nanoseconds */
 	struct tfs_buf coded[2];  /* the pending block's coded ts and dur columns */
 	const struct tfs_buf *coded_of[2]; /* the candidate column coded[c] codes, or NULL */
 	struct tfs_buf frames;	  /* compressed blocks, back to back */
@@ -130,6 +132,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	buf_init(&e->corr);
 	buf_init(&e->raw);
 	buf_init(&e->trial);
+	for (int k = 0; k < 4; k++)
+		buf_init(&e->aside[k]);
 	buf_init(&e->coded[0]);
 	buf_init(&e->coded[1]);
 	buf_init(&e->frames);
@@ -167,6 +171,8 @@ void venc_free(struct tfs_venc *e)
 	buf_fini(&e->corr);
 	buf_fini(&e->raw);
 	buf_fini(&e->trial);
+	for (int k = 0; k < 4; k++)
+		buf_fini(&e->aside[k]);
 	buf_fini(&e->coded[0]);
 	buf_fini(&e->coded[1]);
 	buf_fini(&e->frames);
@@ -194,19 +200,26 @@ static int trial_size(const struct tfs_buf *b, struct tfs_buf *tmp, size_t *size
 }
 
 /*
- * Range-code the pending block's timing column @col into @out (emptied first).
+ * Range-code the pending block's timing column @col into @out (emptied first), unless it
+ * takes more than @max_len bytes.
  * @return whether a reader takes it: not longer than the column's varints (FORMAT.md
- * §7.6), or -ENOMEM
+ * §7.6) nor than @max_len; or -ENOMEM
  */
-static int code_column(struct tfs_venc *e, const struct tfs_buf *col, struct tfs_buf *out)
+static int code_column(struct tfs_venc *e, const struct tfs_buf *col, size_t max_len,
+		       struct tfs_buf *out)
 {
-	int rc;
-
 	out->len = 0;
-	rc = vrc_encode(&e->rc, e->slot, e->blk_n, col->data, out);
-	if (rc < 0)
-		return rc;
-	return out->len <= col->len;
+	return vrc_encode_max(&e->rc, e->slot, e->blk_n, col->data,
+			      max_len < col->len ? max_len : col->len, out);
+}
+
+/* Whether candidate @cand[@k] holds the same bytes as one before it from @first. */
+static bool repeats(const struct tfs_buf *cand, int first, int k)
+{
+	for (int j = first; j < k; j++)
+		if (cand[j].len == cand[k].len && !memcmp(cand[j].data, cand[k].data, cand[k].len))
+			return true;
+	return false;
 }
 
 /*
@@ -214,35 +227,56 @@ static int code_column(struct tfs_venc *e, const struct tfs_buf *col, struct tfs
  * of equals), with zstd or, where the encoder may, range-coded (then *@coded is set).
  * Order-0 entropy or summed varint lengths miss what zstd's matches find in unpredicted
  * values that repeat (a periodic ring's bins), so each candidate is compressed fast and
- * measured; a coded column's size is exact. @return its index, or -ENOMEM
+ * measured; a coded column's size is exact where it is picked. Sizes from @limit on are of
+ * no use to the caller: with one as smallest, *@best_size and the pick only say so.
+ * Range coding costs most, so it stops as soon as a column cannot be picked: every trial
+ * size is known first, and a candidate equal to an earlier one is skipped.
+ * @return its index, or -ENOMEM
  */
 static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
-		    size_t *best_size, bool *coded)
+		    size_t limit, size_t *best_size, bool *coded)
 {
 	const int c = cand == e->ts_col ? COL_TS : COL_DUR;
-	size_t best = SIZE_MAX;
+	size_t z[N_TS_CAND], after[N_TS_CAND + 1], best = SIZE_MAX;
+	bool dup[N_TS_CAND];
 	int pick = first;
 
 	*coded = false;
-	for (int k = first; k < first + n; k++) {
-		size_t size = 0;
-		int rc = trial_size(&cand[k], &e->trial, &size);
+	after[first + n] = SIZE_MAX;
+	for (int k = first + n; k-- > first;) {
+		int rc = 0;
 
+		dup[k] = repeats(cand, first, k);
+		z[k] = SIZE_MAX;
+		if (!dup[k])
+			rc = trial_size(&cand[k], &e->trial, &z[k]);
 		if (rc < 0)
 			return rc;
-		if (e->coding == VAL_CODED_ALWAYS)
-			size = SIZE_MAX - 1;
-		if (size < best) {
-			best = size;
+		if (!dup[k] && e->coding == VAL_CODED_ALWAYS)
+			z[k] = SIZE_MAX - 1;
+		after[k] = z[k] < after[k + 1] ? z[k] : after[k + 1];
+	}
+	for (int k = first; k < first + n; k++) {
+		size_t max = after[k + 1]; /* picked only if not above a later trial size */
+		int rc;
+
+		if (dup[k])
+			continue; /* its sizes are the earlier one's: never smaller */
+		if (z[k] < best) {
+			best = z[k];
 			pick = k;
 			*coded = false;
 		}
-		if (e->coding == VAL_CODED_NEVER)
+		if (e->coding == VAL_CODED_NEVER || best == 0 || limit == 0)
 			continue;
-		rc = code_column(e, &cand[k], &e->trial);
+		if (max > best - 1)
+			max = best - 1;
+		if (max > limit - 1)
+			max = limit - 1;
+		rc = code_column(e, &cand[k], max, &e->trial);
 		if (rc < 0)
 			return rc;
-		if (rc && e->trial.len < best) {
+		if (rc) {
 			const struct tfs_buf keep = e->coded[c];
 
 			best = e->trial.len;
@@ -261,14 +295,16 @@ static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, i
 /*
  * FORMAT.md §7.2 predictor byte of the pending block's columns (without VAL_TICKS; in
  * ticks, @ticks, gaps are from the encoder's base), in *@ts_k and *@dur_k the candidate
- * columns it describes, in *@size their trial size. @return the byte, or -ENOMEM
+ * columns it describes, in *@size their trial size. Sizes from @limit on are of no use to
+ * the caller: then *@size only says so. @return the byte, or -ENOMEM
  */
-static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, size_t *size)
+static int choose_pred(struct tfs_venc *e, bool ticks, size_t limit, int *ts_k, int *dur_k,
+		       size_t *size)
 {
 	const int base = e->from_start ? TS_START_PRED : TS_END_PRED;
-	size_t ts_size, dur_size;
+	size_t ts_size = 0, dur_size = 0;
 	bool ts_coded = false, dur_coded = false;
-	int t, d;
+	int t, d = 0;
 
 	*ts_k = TS_START_PRED;
 	*dur_k = 0;
@@ -280,14 +316,17 @@ static int choose_pred(struct tfs_venc *e, bool ticks, int *ts_k, int *dur_k, si
 	if (e->pred & VAL_PRED_FIXED) {
 		t = base + (e->pred & VAL_PRED_TS ? 0 : 1);
 		d = e->pred & VAL_PRED_DUR ? 0 : 1;
-		t = smallest(e, e->ts_col, t, 1, &ts_size, &ts_coded);
-		d = t < 0 ? t : smallest(e, e->dur_col, d, 1, &dur_size, &dur_coded);
+		t = smallest(e, e->ts_col, t, 1, limit, &ts_size, &ts_coded);
 	} else {
 		t = e->auto_base && !ticks
-			    ? smallest(e, e->ts_col, 0, N_TS_CAND, &ts_size, &ts_coded)
-			    : smallest(e, e->ts_col, base, 2, &ts_size, &ts_coded);
-		d = t < 0 ? t : smallest(e, e->dur_col, 0, 2, &dur_size, &dur_coded);
+			    ? smallest(e, e->ts_col, 0, N_TS_CAND, limit, &ts_size, &ts_coded)
+			    : smallest(e, e->ts_col, base, 2, limit, &ts_size, &ts_coded);
 	}
+	/* what the durations may take for the sum to stay below @limit */
+	limit = limit > ts_size ? limit - ts_size : 0;
+	if (t >= 0)
+		d = smallest(e, e->dur_col, d, e->pred & VAL_PRED_FIXED ? 1 : 2, limit, &dur_size,
+			     &dur_coded);
 	if (t < 0 || d < 0)
 		return -ENOMEM;
 	*ts_k = t;
@@ -557,6 +596,39 @@ static void find_tick(struct tfs_venc *e)
 		ticks_failed(e);
 }
 
+static void swap_buf(struct tfs_buf *a, struct tfs_buf *b)
+{
+	const struct tfs_buf t = *a;
+
+	*a = *b;
+	*b = t;
+}
+
+/*
+ * Swap the ticks pass's chosen columns @ts_k and @dur_k and the coded ones with e->aside:
+ * kept while nanoseconds are tried, so that they need not be coded again if ticks win.
+ */
+static void swap_aside(struct tfs_venc *e, int ts_k, int dur_k)
+{
+	swap_buf(&e->ts_col[ts_k], &e->aside[0]);
+	swap_buf(&e->dur_col[dur_k], &e->aside[1]);
+	swap_buf(&e->coded[COL_TS], &e->aside[2]);
+	swap_buf(&e->coded[COL_DUR], &e->aside[3]);
+}
+
+/* Set the ticks pass's columns aside, with room for a pass in nanoseconds. */
+static int set_aside(struct tfs_venc *e, int ts_k, int dur_k)
+{
+	const size_t need = (size_t)e->blk_n * VAL_VARINT_MAX;
+
+	swap_aside(e, ts_k, dur_k);
+	if (buf_reserve(&e->ts_col[ts_k], need) < 0 || buf_reserve(&e->dur_col[dur_k], need) < 0) {
+		swap_aside(e, ts_k, dur_k);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /*
  * Code the pending block's times into the candidate columns and choose among them (in
  * *@ts_k, *@dur_k), in ticks when the stream's clock has them and they make the columns
@@ -566,12 +638,13 @@ static void find_tick(struct tfs_venc *e)
 static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 {
 	const size_t need = (size_t)e->blk_n * VAL_VARINT_MAX;
+	const struct tfs_buf *coded_of[2];
 	int pred, tick_pred, tick_ts, tick_dur;
-	size_t size, tick_size, hdr_size;
+	size_t size, tick_size, hdr_size, hdr_len;
 
 	clear_times(e);
 	if (e->timing == VAL_TIMING_NONE)
-		return choose_pred(e, false, ts_k, dur_k, &size);
+		return choose_pred(e, false, SIZE_MAX, ts_k, dur_k, &size);
 	for (int k = 0; k < N_TS_CAND; k++)
 		if (buf_reserve(&e->ts_col[k], need) < 0)
 			return -ENOMEM;
@@ -580,7 +653,7 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 			return -ENOMEM;
 	if (e->timing == VAL_TIMING_LOSSY) {
 		pass_lossy(e);
-		return choose_pred(e, false, ts_k, dur_k, &size);
+		return choose_pred(e, false, SIZE_MAX, ts_k, dur_k, &size);
 	}
 	/* at most two varints per step, two steps per event */
 	if (e->ticks && (buf_reserve(&e->corr, 4 * need) < 0 ||
@@ -590,12 +663,12 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 		find_tick(e);
 	if (!e->ticks || !e->tick_q) {
 		pass_lossless(e, e->ts, e->dur, e->ts[0]);
-		return choose_pred(e, false, ts_k, dur_k, &size);
+		return choose_pred(e, false, SIZE_MAX, ts_k, dur_k, &size);
 	}
 	/* ticks against nanoseconds, by the columns' trial sizes, unless ticks explain
 	 * nearly every step (the clock's lattice: ticks then always won on real traces) */
 	code_ticks(e);
-	tick_pred = choose_pred(e, true, &tick_ts, &tick_dur, &tick_size);
+	tick_pred = choose_pred(e, true, SIZE_MAX, &tick_ts, &tick_dur, &tick_size);
 	if (tick_pred < 0)
 		return tick_pred;
 	/* (coded nanoseconds learn some of a lattice too, but on real clocks ticks still won) */
@@ -604,19 +677,25 @@ static int code_times(struct tfs_venc *e, int *ts_k, int *dur_k)
 	if (trial_size(&e->ticks_hdr, &e->trial, &hdr_size) < 0)
 		return -ENOMEM;
 	tick_size += hdr_size;
+	hdr_len = e->ticks_hdr.len;
+	memcpy(coded_of, e->coded_of, sizeof(coded_of));
+	if (set_aside(e, tick_ts, tick_dur) < 0)
+		return -ENOMEM;
 	clear_times(e);
 	pass_lossless(e, e->ts, e->dur, e->ts[0]);
-	pred = choose_pred(e, false, ts_k, dur_k, &size);
-	if (pred < 0)
-		return pred;
 	/* trial sizes at a faster level only estimate: ticks must win clearly */
-	if (size <= tick_size + tick_size / 32 + 8) {
+	pred = choose_pred(e, false, tick_size + tick_size / 32 + 9, ts_k, dur_k, &size);
+	if (pred >= 0 && size <= tick_size + tick_size / 32 + 8) {
 		if (e->n_corr > e->blk_n)
 			ticks_failed(e); /* ticks explain under half the steps */
 		return pred;
 	}
-	clear_times(e);
-	code_ticks(e);
+	/* ticks won (or memory ran out): their columns back, as they were */
+	swap_aside(e, tick_ts, tick_dur);
+	memcpy(e->coded_of, coded_of, sizeof(coded_of));
+	e->ticks_hdr.len = hdr_len;
+	if (pred < 0)
+		return pred;
 out_ticks:
 	*ts_k = tick_ts;
 	*dur_k = tick_dur;
@@ -643,7 +722,7 @@ static int flush_block(struct tfs_venc *e)
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
 			continue;
-		rc = e->coded_of[c] == col[c] ? 0 : code_column(e, col[c], &e->coded[c]);
+		rc = e->coded_of[c] == col[c] ? 0 : code_column(e, col[c], SIZE_MAX, &e->coded[c]);
 		if (rc < 0)
 			return rc;
 		col[c] = &e->coded[c];

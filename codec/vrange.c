@@ -205,22 +205,39 @@ static uint64_t own_varint(const uint8_t **pp)
 	return x;
 }
 
-int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
-	       struct tfs_buf *out)
+int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+		   size_t max_len, struct tfs_buf *out)
 {
 	struct rc_enc e = {.low = 0, .range = UINT32_MAX, .cache = 0, .pending = 1};
-	int rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN);
+	int rc;
 
+	if (max_len < VRC_MIN_LEN)
+		return 0;
+	rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN);
 	if (rc < 0)
 		return rc;
 	e.out = out->data + out->len;
 	vrc_model_reset(m);
-	for (uint32_t i = 0; i < n; i++)
+	/* bytes written never shrink: past @max_len, the rest cannot bring it back */
+	for (uint32_t i = 0; i < n; i++) {
 		enc_word(&e, ctx_of(m, slot[i]), own_varint(&col));
+		if (e.len > max_len)
+			return 0;
+	}
 	for (int k = 0; k < 5; k++)
 		shift_low(&e);
+	if (e.len > max_len)
+		return 0;
 	out->len += e.len;
-	return 0;
+	return 1;
+}
+
+int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+	       struct tfs_buf *out)
+{
+	int rc = vrc_encode_max(m, slot, n, col, SIZE_MAX, out);
+
+	return rc < 0 ? rc : 0;
 }
 
 /* ---- decoder ---- */

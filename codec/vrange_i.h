@@ -52,6 +52,13 @@ static inline uint8_t vrc_slot_of(uint32_t k)
  */
 int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
 	       struct tfs_buf *out);
+/*
+ * vrc_encode() giving up as soon as the coded column would take more than @max_len bytes
+ * (an encoder choosing the smallest column needs no more of one that lost): @out is then
+ * unchanged. @return 1 (coded), 0 (longer than @max_len) or -ENOMEM
+ */
+int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+		   size_t max_len, struct tfs_buf *out);
 
 /*
  * Decode a coded column @in[0..@len) of @n events with slots @slot into its @n words at

@@ -374,6 +374,44 @@ static void test_vrange_random_columns_read_alike(void **state)
 	vrc_model_fini(&m);
 }
 
+/*
+ * vrc_encode_max() codes exactly what vrc_encode() does when the column fits its bound,
+ * appending after what the buffer holds, and leaves the buffer's length alone when it is
+ * one byte short.
+ */
+static void test_vrange_encode_max_stops_at_its_bound(void **state)
+{
+	static const uint8_t before[3] = {7, 8, 9};
+	uint64_t seed = tu_seed(__func__);
+	struct vrc_model m;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	for (int kind = 0; kind <= 5; kind++) {
+		struct col_case c;
+		struct tfs_buf out;
+		uint8_t *col;
+		size_t len;
+
+		gen_case(&c, 1000, 5, kind, &seed);
+		col = codec_encode(&m, &c, &len);
+		buf_init(&out);
+		assert_int_equal(buf_put(&out, before, sizeof(before)), 0);
+		assert_int_equal(vrc_encode_max(&m, c.slot, c.n, c.varints, len - 1, &out), 0);
+		assert_int_equal(out.len, sizeof(before));
+		assert_int_equal(vrc_encode_max(&m, c.slot, c.n, c.varints, len, &out), 1);
+		assert_int_equal(out.len, sizeof(before) + len);
+		assert_memory_equal(out.data, before, sizeof(before));
+		assert_memory_equal(out.data + sizeof(before), col, len);
+		assert_int_equal(vrc_encode_max(&m, c.slot, c.n, c.varints, VRC_MIN_LEN - 1, &out),
+				 0);
+		assert_int_equal(out.len, sizeof(before) + len);
+		buf_fini(&out);
+		free(col);
+		case_fini(&c);
+	}
+	vrc_model_fini(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -383,6 +421,7 @@ int main(void)
 		cmocka_unit_test(test_vrange_truncations_are_refused),
 		cmocka_unit_test(test_vrange_bit_flips_read_alike),
 		cmocka_unit_test(test_vrange_random_columns_read_alike),
+		cmocka_unit_test(test_vrange_encode_max_stops_at_its_bound),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
