@@ -65,7 +65,7 @@ static void fill(uint16_t *p, uint32_t n)
 }
 
 /* The contexts of the next word of set @slot, each initialised at its first use. */
-static struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
+static inline struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
 {
 	struct word_ctx c;
 	uint64_t *init;
@@ -133,17 +133,22 @@ static inline uint16_t adapt(uint32_t c, uint32_t bit)
 	return (uint16_t)(p << 4 | (n < 3 ? n + 1 : 3));
 }
 
+/* adapt() folded into the branch on the bit, which the coding takes anyway */
 static inline void enc_bit(struct rc_enc *e, uint16_t *p, uint32_t bit)
 {
-	const uint32_t bound = (e->range >> PROB_BITS) * (uint32_t)(*p >> 4);
+	const uint32_t c = *p, n = c & 15, s = n + 1;
+	uint32_t prob = c >> 4;
+	const uint32_t bound = (e->range >> PROB_BITS) * prob;
 
 	if (!bit) {
 		e->range = bound;
+		prob += (PROB_ONE - prob) >> s;
 	} else {
 		e->low += bound;
 		e->range -= bound;
+		prob -= prob >> s;
 	}
-	*p = adapt(*p, bit);
+	*p = (uint16_t)(prob << 4 | (n + (n < 3)));
 	while (e->range < TOP) {
 		e->range <<= 8;
 		shift_low(e);
