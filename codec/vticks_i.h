@@ -47,35 +47,39 @@ static inline struct vphase vtick_learn(uint64_t q, struct vphase ph, uint64_t k
 }
 
 /*
- * The tick count a writer stores for a step of @delta ns: the nearest integer k to delta /
- * q, the largest with k q <= delta 2^32 + q / 2. A double guesses it (within one for
- * |delta| < 2^52), exact products settle it: no 128-bit division on the common path.
- */
-static inline uint64_t vtick_count(uint64_t q, int64_t delta)
-{
-	const i128 target = (i128)delta * VTICK_ONE + (i128)(q / 2);
-	int64_t k;
-
-	if (delta >= (INT64_C(1) << 52) || delta <= -(INT64_C(1) << 52))
-		return (uint64_t)vtick_floor_div(target, (i128)q);
-	k = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
-	while ((i128)k * (i128)q > target)
-		k--;
-	while ((i128)(k + 1) * (i128)q <= target)
-		k++;
-	return (uint64_t)k;
-}
-
-/*
  * A writer's step of @delta ns from phase *@ph: its tick count in *@k, the phase after it in
- * *@ph. @return the correction the step needs (0 when the prediction holds)
+ * *@ph. @return the correction the step needs (0 when the prediction holds).
+ *
+ * The count is the nearest integer k to delta / q, the largest with k q <= delta 2^32 + q / 2:
+ * a double guesses it (within one or two for |delta| < 2^52) and shift = k q - delta 2^32
+ * settles it, which that count keeps in (-q/2, q/2]. The correction, delta - vtick_predict(),
+ * and the phase, vtick_learn()'s, follow from shift alone in 64 bits: floor(((lo + hi) / 2 +
+ * k q) / 2^32) is delta + floor(((lo + hi) / 2 + shift) / 2^32).
  */
 static inline int64_t vtick_step(uint64_t q, struct vphase *ph, int64_t delta, uint64_t *k)
 {
-	const int64_t c = (int64_t)((i128)delta - vtick_predict(q, *ph, *k = vtick_count(q, delta)));
+	const i128 t = (i128)delta * VTICK_ONE, half = (i128)(q / 2);
+	int64_t n, shift, mid, lo, hi;
+	i128 s;
 
-	*ph = vtick_learn(q, *ph, *k, delta);
-	return c;
+	if (delta >= (INT64_C(1) << 52) || delta <= -(INT64_C(1) << 52))
+		n = (int64_t)vtick_floor_div(t + half, (i128)q);
+	else
+		n = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
+	s = (i128)n * (i128)q - t;
+	for (; s > half; s -= q)
+		n--;
+	for (; s + q <= half; s += q)
+		n++;
+	*k = (uint64_t)n;
+	shift = (int64_t)s;
+	mid = (ph->lo + ph->hi) / 2 + shift;
+	lo = ph->lo + shift;
+	hi = ph->hi + shift;
+	lo = lo > 0 ? (lo < (int64_t)VTICK_ONE ? lo : (int64_t)VTICK_ONE) : 0;
+	hi = hi < (int64_t)VTICK_ONE ? (hi > 0 ? hi : 0) : (int64_t)VTICK_ONE;
+	*ph = lo < hi ? (struct vphase){lo, hi} : VPHASE_UNKNOWN;
+	return mid >= 0 ? -(mid >> 32) : (-mid + (int64_t)VTICK_ONE - 1) >> 32;
 }
 
 /*

@@ -14,12 +14,14 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "values_i.h"
+#include "vticks_i.h"
 #include "zstd_i.h"
 #include "testfiles.h"
 #include "testutil.h"
@@ -693,6 +695,49 @@ static void rand_block(uint64_t *seed, struct tblock *t, uint32_t *term)
  * Random valid ticks blocks (any tick length, corrections anywhere, residuals up to the
  * extremes) decode to the times the step formula gives, computed here independently.
  */
+/*
+ * The writer's step (vticks_i.h vtick_step, 64-bit arithmetic from k Q - delta 2^32) gives
+ * the count, correction and phase the reader's formulas give (vtick_predict, vtick_learn,
+ * the nearest count by a 128-bit floor division): over ticks from the smallest to the
+ * largest, steps of every size up to the farthest, and phases known and unknown.
+ */
+static void test_ticks_writer_step_matches_the_reader(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+
+	for (int i = 0; i < 2000000; i++) {
+		const uint64_t q = VTICK_Q_MIN + (tu_rand(&seed) >> (2 + tu_below(&seed, 30))) %
+							(VTICK_Q_LIMIT - VTICK_Q_MIN);
+		const unsigned int bits = (unsigned int)tu_below(&seed, 64);
+		int64_t delta = (int64_t)(tu_rand(&seed) >> (63 - bits));
+		struct vphase ph = VPHASE_UNKNOWN, want_ph;
+		uint64_t k, want_k;
+		int64_t c;
+		i128 want_c;
+
+		if (i % 3 == 0) /* near a whole number of ticks: the ties and their neighbours */
+			delta = (int64_t)(((i128)(int64_t)tu_below(&seed, 1u << 20) * q +
+					   (i128)tu_below(&seed, 5) - 2) >> 32);
+		if (tu_below(&seed, 2))
+			delta = -delta;
+		if (tu_below(&seed, 4)) {
+			ph.lo = (int64_t)tu_below(&seed, VTICK_ONE);
+			ph.hi = ph.lo + 1 + (int64_t)tu_below(&seed, VTICK_ONE - (uint64_t)ph.lo);
+		}
+		want_k = (uint64_t)vtick_floor_div((i128)delta * VTICK_ONE + (i128)(q / 2),
+						   (i128)q);
+		want_c = (i128)delta - vtick_predict(q, ph, want_k);
+		want_ph = vtick_learn(q, ph, want_k, delta);
+		c = vtick_step(q, &ph, delta, &k);
+		if (k != want_k || (i128)c != want_c || ph.lo != want_ph.lo || ph.hi != want_ph.hi)
+			fail_msg("q %" PRIu64 " delta %" PRId64 ": k %" PRIu64 " c %" PRId64
+				 " [%" PRId64 ", %" PRId64 "), want k %" PRIu64 " c %" PRId64
+				 " [%" PRId64 ", %" PRId64 ")",
+				 q, delta, k, c, ph.lo, ph.hi, want_k, (int64_t)want_c, want_ph.lo,
+				 want_ph.hi);
+	}
+}
+
 static void test_ticks_random_blocks_match_the_formula(void **state)
 {
 	static const uint8_t nv3[3];
@@ -1401,6 +1446,7 @@ int main(void)
 		cmocka_unit_test(test_ticks_malformed_header_varint_is_corrupt),
 		cmocka_unit_test(test_ticks_arithmetic_edges),
 		cmocka_unit_test(test_ticks_random_blocks_match_the_formula),
+		cmocka_unit_test(test_ticks_writer_step_matches_the_reader),
 		cmocka_unit_test(test_ticks_encoder_output_follows_the_spec),
 		cmocka_unit_test(test_ticks_golden_truncations_are_corrupt),
 		cmocka_unit_test(test_ticks_golden_bit_flips_fail_cleanly),
