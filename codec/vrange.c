@@ -133,22 +133,36 @@ static inline uint16_t adapt(uint32_t c, uint32_t bit)
 	return (uint16_t)(p << 4 | (n < 3 ? n + 1 : 3));
 }
 
-/* adapt() folded into the branch on the bit, which the coding takes anyway */
+/*
+ * adapt() folded into the branch on the bit, which the coding takes anyway; a context
+ * updated three times or more (most) adapts by constant shifts
+ */
 static inline void enc_bit(struct rc_enc *e, uint16_t *p, uint32_t bit)
 {
-	const uint32_t c = *p, n = c & 15, s = n + 1;
+	const uint32_t c = *p, n = c & 15;
 	uint32_t prob = c >> 4;
 	const uint32_t bound = (e->range >> PROB_BITS) * prob;
 
-	if (!bit) {
+	if (n == 3) {
+		if (!bit) {
+			e->range = bound;
+			prob += (PROB_ONE - prob) >> 4;
+		} else {
+			e->low += bound;
+			e->range -= bound;
+			prob -= prob >> 4;
+		}
+		*p = (uint16_t)(prob << 4 | 3);
+	} else if (!bit) {
 		e->range = bound;
-		prob += (PROB_ONE - prob) >> s;
+		prob += (PROB_ONE - prob) >> (n + 1);
+		*p = (uint16_t)(prob << 4 | (n + 1));
 	} else {
 		e->low += bound;
 		e->range -= bound;
-		prob -= prob >> s;
+		prob -= prob >> (n + 1);
+		*p = (uint16_t)(prob << 4 | (n + 1));
 	}
-	*p = (uint16_t)(prob << 4 | (n + (n < 3)));
 	while (e->range < TOP) {
 		e->range <<= 8;
 		shift_low(e);
@@ -172,8 +186,8 @@ static void enc_word(struct rc_enc *e, struct word_ctx c, uint64_t u)
 	uint32_t node = 1, head;
 	uint16_t *man;
 
-	for (int k = 6; k >= 0; k--) {
-		const uint32_t b = (n >> k) & 1;
+	for (uint32_t bits = n << 25, k = 0; k < 7; k++, bits <<= 1) {
+		const uint32_t b = bits >> 31;
 
 		enc_bit(e, &c.len[node], b);
 		node = 2 * node + b;
