@@ -91,6 +91,8 @@ struct cthread {
 	struct cphase *phases; /* open thread phases */
 	uint32_t n_phases, phases_cap;
 	uint64_t *bt;	       /* [SPOOL_MAX_BT_FRAMES]: its latest backtrace in this chunk */
+	uint64_t *bt_h;	       /* [SPOOL_MAX_BT_FRAMES + 1]: bt_h[k] the hash state
+				  (cap_stacks_hash_step) after bt's first k frames */
 	uint32_t bt_n;
 	bool bt_known;	       /* bt_id is the stack id of bt */
 	uint64_t bt_id;
@@ -271,6 +273,7 @@ static void thread_fini(struct cthread *ct)
 		free(ct->phases[i].name);
 	free(ct->phases);
 	free(ct->bt);
+	free(ct->bt_h);
 }
 
 void cap_consumer_free(struct cap_consumer *c)
@@ -350,10 +353,17 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 	}
 	if (!ct->bt && !(ct->bt = malloc(SPOOL_MAX_BT_FRAMES * sizeof(*ct->bt))))
 		return -ENOMEM;
+	if (!ct->bt_h && !(ct->bt_h = malloc((SPOOL_MAX_BT_FRAMES + 1) * sizeof(*ct->bt_h))))
+		return -ENOMEM;
 	memcpy(ct->bt + keep, r + w + 1, n_new * sizeof(*ct->bt));
+	/* the kept frames' hash is known: only the new ones are hashed */
+	ct->bt_h[0] = CAP_STACKS_HASH_SEED;
+	for (uint32_t i = keep; i < keep + n_new; i++)
+		ct->bt_h[i + 1] = cap_stacks_hash_step(ct->bt_h[i], ct->bt[i]);
 	ct->bt_n = keep + n_new;
 	ct->bt_known = false;
-	rc = cap_stacks_intern(c->stacks, c->w, RANK, ct->bt, ct->bt_n, id);
+	rc = cap_stacks_intern_hashed(c->stacks, c->w, RANK, ct->bt, ct->bt_n,
+				      cap_stacks_hash_end(ct->bt_h[ct->bt_n], ct->bt_n), id);
 	if (rc < 0)
 		return rc;
 	ct->bt_known = true;

@@ -1,9 +1,10 @@
 /*
  * The backtraces of one traced process interned into stack ids, the distinct code
  * addresses they hold (each to be symbolised once) and the objects the process had loaded.
- * Two open-addressing tables: backtraces by content (ids index an arena of frames) and
- * addresses. It does not symbolise (symbolize.c) nor code backtraces (the codec does).
+ * Two open-addressing tables: backtraces by content (into an arena holding each one's
+ * frames after its id) and addresses. It does not symbolise (symbolize.c) nor code backtraces (the codec does).
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,13 +13,21 @@
 #include "tfs/writer.h"
 #include "stacks_i.h"
 
+/*
+ * The arena holds every interned backtrace back to back: a header word, its frame count
+ * above HDR_N_SHIFT and its id below, then its frames. A slot of the backtrace table holds
+ * the arena offset + 1 of one below SLOT_OFF_BITS and the top bits of its hash above, so
+ * that a lookup reads the arena (header and frames together) only for a likely match.
+ */
+#define HDR_N_SHIFT 40
+#define SLOT_OFF_BITS 40
+#define SLOT_OFF_MASK ((UINT64_C(1) << SLOT_OFF_BITS) - 1)
+
 struct cap_stacks {
-	uint64_t *frames; /* every interned backtrace, back to back */
-	uint64_t n_frames, frames_cap;
-	uint64_t *off; /* by stack id: its first frame in frames */
-	uint32_t *len; /* by stack id: its frame count */
-	uint64_t n_stacks, stacks_cap;
-	uint64_t *slots; /* stack id + 1 by hash, 0 empty; n_slots a power of two */
+	uint64_t *arena;
+	uint64_t arena_len, arena_cap; /* words */
+	uint64_t n_stacks;
+	uint64_t *slots; /* by hash, 0 empty; n_slots a power of two */
 	uint64_t n_slots;
 
 	uint64_t *addrs; /* distinct addresses in first-seen order */
@@ -36,15 +45,6 @@ static uint64_t mix(uint64_t h)
 	h *= 0xff51afd7ed558ccdu;
 	h ^= h >> 33;
 	return h;
-}
-
-static uint64_t hash_frames(const uint64_t *f, uint32_t n)
-{
-	uint64_t h = n;
-
-	for (uint32_t i = 0; i < n; i++)
-		h = mix(h ^ f[i]) + 0x9e3779b97f4a7c15u;
-	return mix(h);
 }
 
 static int grow64(uint64_t **p, uint64_t *cap, uint64_t need, size_t elem)
@@ -76,9 +76,7 @@ void cap_stacks_free(struct cap_stacks *s)
 {
 	if (!s)
 		return;
-	free(s->frames);
-	free(s->off);
-	free(s->len);
+	free(s->arena);
 	free(s->slots);
 	free(s->addrs);
 	free(s->aslots);
@@ -88,9 +86,9 @@ void cap_stacks_free(struct cap_stacks *s)
 	free(s);
 }
 
-static bool same(const struct cap_stacks *s, uint64_t id, const uint64_t *f, uint32_t n)
+static inline uint64_t slot_of(uint64_t hash, uint64_t off)
 {
-	return s->len[id] == n && memcmp(s->frames + s->off[id], f, n * sizeof(*f)) == 0;
+	return (hash >> SLOT_OFF_BITS) << SLOT_OFF_BITS | (off + 1);
 }
 
 /* Rehash the backtrace table to @n_slots. @return 0 or -ENOMEM */
@@ -100,12 +98,14 @@ static int rehash_stacks(struct cap_stacks *s, uint64_t n_slots)
 
 	if (!slots)
 		return -ENOMEM;
-	for (uint64_t id = 0; id < s->n_stacks; id++) {
-		uint64_t i = hash_frames(s->frames + s->off[id], s->len[id]) & (n_slots - 1);
+	for (uint64_t off = 0; off < s->arena_len; off += 1 + (s->arena[off] >> HDR_N_SHIFT)) {
+		const uint32_t n = (uint32_t)(s->arena[off] >> HDR_N_SHIFT);
+		const uint64_t h = cap_stacks_hash(s->arena + off + 1, n);
+		uint64_t i = h & (n_slots - 1);
 
 		while (slots[i])
 			i = (i + 1) & (n_slots - 1);
-		slots[i] = id + 1;
+		slots[i] = slot_of(h, off);
 	}
 	free(s->slots);
 	s->slots = slots;
@@ -149,58 +149,68 @@ static int note_addr(struct cap_stacks *s, uint64_t a)
 	return 0;
 }
 
-/* Store backtrace @f as the next id; its addresses join the set. @return 0 or -ENOMEM */
-static int add_stack(struct cap_stacks *s, const uint64_t *f, uint32_t n)
+/*
+ * Store backtrace @f as the next id at the arena's end; its addresses join the set.
+ * @return its arena offset, or -ENOMEM
+ */
+static int64_t add_stack(struct cap_stacks *s, const uint64_t *f, uint32_t n)
 {
-	uint64_t cap = s->stacks_cap;
+	const uint64_t off = s->arena_len;
 
-	if (grow64(&s->frames, &s->frames_cap, s->n_frames + n, sizeof(*s->frames)) < 0 ||
-	    grow64(&s->off, &cap, s->n_stacks + 1, sizeof(*s->off)) < 0)
+	assert(s->n_stacks < (UINT64_C(1) << HDR_N_SHIFT));
+	if (off + 1 + n > SLOT_OFF_MASK ||
+	    grow64(&s->arena, &s->arena_cap, off + 1 + n, sizeof(*s->arena)) < 0)
 		return -ENOMEM;
-	if (cap != s->stacks_cap) {
-		uint32_t *len = realloc(s->len, cap * sizeof(*len));
-
-		if (!len)
-			return -ENOMEM;
-		s->len = len;
-		s->stacks_cap = cap;
-	}
 	for (uint32_t i = 0; i < n; i++)
 		if (note_addr(s, f[i]) < 0)
 			return -ENOMEM;
-	memcpy(s->frames + s->n_frames, f, n * sizeof(*f));
-	s->off[s->n_stacks] = s->n_frames;
-	s->len[s->n_stacks] = n;
-	s->n_frames += n;
+	s->arena[off] = (uint64_t)n << HDR_N_SHIFT | s->n_stacks;
+	memcpy(s->arena + off + 1, f, n * sizeof(*f));
+	s->arena_len += 1 + n;
 	s->n_stacks++;
-	return 0;
+	return (int64_t)off;
 }
 
-int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
-		      const uint64_t *frames, uint32_t n, uint64_t *id)
+int cap_stacks_intern_hashed(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+			     const uint64_t *frames, uint32_t n, uint64_t hash, uint64_t *id)
 {
+	const uint64_t tag = hash >> SLOT_OFF_BITS << SLOT_OFF_BITS;
+	const uint64_t want = (uint64_t)n << HDR_N_SHIFT;
+	int64_t off;
 	uint64_t i;
 	int rc;
 
+	assert(n < (UINT32_C(1) << (64 - HDR_N_SHIFT)));
 	if (2 * (s->n_stacks + 1) > s->n_slots &&
 	    rehash_stacks(s, s->n_slots ? 2 * s->n_slots : 1024) < 0)
 		return -ENOMEM;
-	for (i = hash_frames(frames, n) & (s->n_slots - 1); s->slots[i];
-	     i = (i + 1) & (s->n_slots - 1)) {
-		if (same(s, s->slots[i] - 1, frames, n)) {
-			*id = s->slots[i] - 1;
+	for (i = hash & (s->n_slots - 1); s->slots[i]; i = (i + 1) & (s->n_slots - 1)) {
+		const uint64_t *hdr;
+
+		if ((s->slots[i] & ~SLOT_OFF_MASK) != tag)
+			continue;
+		hdr = s->arena + (s->slots[i] & SLOT_OFF_MASK) - 1;
+		if ((*hdr & ~((UINT64_C(1) << HDR_N_SHIFT) - 1)) == want &&
+		    memcmp(hdr + 1, frames, n * sizeof(*frames)) == 0) {
+			*id = *hdr & ((UINT64_C(1) << HDR_N_SHIFT) - 1);
 			return 0;
 		}
 	}
 	rc = tfs_writer_add_backtrace(w, rank, s->n_stacks, frames, n);
 	if (rc < 0)
 		return rc;
-	rc = add_stack(s, frames, n);
-	if (rc < 0)
-		return rc;
-	s->slots[i] = s->n_stacks;
+	off = add_stack(s, frames, n);
+	if (off < 0)
+		return (int)off;
+	s->slots[i] = slot_of(hash, (uint64_t)off);
 	*id = s->n_stacks - 1;
 	return 0;
+}
+
+int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+		      const uint64_t *frames, uint32_t n, uint64_t *id)
+{
+	return cap_stacks_intern_hashed(s, w, rank, frames, n, cap_stacks_hash(frames, n), id);
 }
 
 int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,

@@ -25,12 +25,48 @@ int cap_stacks_new(struct cap_stacks **out);
 void cap_stacks_free(struct cap_stacks *s);
 
 /*
- * The stack id of backtrace @frames (@n return addresses, outermost first): 0, 1, 2... in
- * order of first appearance; a new one is added to @w (tfs_writer_add_backtrace, @rank).
- * @return 0, -ENOMEM or a writer error
+ * The hash of a backtrace, frame by frame from CAP_STACKS_HASH_SEED (the state after its
+ * first k frames), then ended with its length: a caller whose backtraces share a prefix
+ * with the previous one (spool_i.h) hashes only the frames that differ.
+ */
+#define CAP_STACKS_HASH_SEED UINT64_C(0x9e3779b97f4a7c15)
+
+static inline uint64_t cap_stacks_hash_step(uint64_t h, uint64_t frame)
+{
+	h ^= frame;
+	h ^= h >> 33;
+	h *= UINT64_C(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	return h + UINT64_C(0x9e3779b97f4a7c15);
+}
+
+static inline uint64_t cap_stacks_hash_end(uint64_t h, uint32_t n)
+{
+	h ^= n;
+	h ^= h >> 33;
+	h *= UINT64_C(0xc4ceb9fe1a85ec53);
+	return h ^ (h >> 33);
+}
+
+static inline uint64_t cap_stacks_hash(const uint64_t *frames, uint32_t n)
+{
+	uint64_t h = CAP_STACKS_HASH_SEED;
+
+	for (uint32_t i = 0; i < n; i++)
+		h = cap_stacks_hash_step(h, frames[i]);
+	return cap_stacks_hash_end(h, n);
+}
+
+/*
+ * The stack id of backtrace @frames (@n return addresses, outermost first, n < 2^24): 0, 1,
+ * 2... in order of first appearance; a new one is added to @w (tfs_writer_add_backtrace,
+ * @rank). @return 0, -ENOMEM or a writer error
  */
 int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 		      const uint64_t *frames, uint32_t n, uint64_t *id);
+/* cap_stacks_intern() of a backtrace whose cap_stacks_hash() is @hash. */
+int cap_stacks_intern_hashed(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
+			     const uint64_t *frames, uint32_t n, uint64_t hash, uint64_t *id);
 
 /* Remember an object (@path copied). @return 0 or -ENOMEM */
 int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,

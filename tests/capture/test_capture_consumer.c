@@ -741,6 +741,80 @@ static void test_consumer_backtraces_become_stacks(void **state)
 	tfs_trace_close(t);
 }
 
+#define WALK_N 3000
+#define WALK_DEPTH 12
+
+/*
+ * Backtraces of a random walk (a prefix of the previous one kept, a few frames from a small
+ * set added: stacks that repeat, that extend or cut one another) over six chunks: each gets
+ * the id of its first appearance, as a search of the ones before says, past the growth of
+ * the table at 512 stacks.
+ */
+static void test_consumer_backtraces_intern_by_content(void **state)
+{
+	static uint64_t seen[WALK_N][WALK_DEPTH], walk[WALK_N][WALK_DEPTH];
+	static uint32_t seen_n[WALK_N], walk_n[WALK_N];
+	static uint64_t want[WALK_N], got[WALK_N];
+	struct fixture *f = *state;
+	uint64_t seed = 0x5eed, cur[WALK_DEPTH];
+	uint32_t n_seen = 0, n = 0, per_chunk = WALK_N / 6;
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+
+	for (uint32_t i = 0; i < WALK_N; i++) {
+		uint32_t keep, add, j;
+
+		seed = seed * 6364136223846793005u + 1442695040888963407u;
+		keep = (uint32_t)(seed >> 33) % (n + 1);
+		add = (uint32_t)(seed >> 40) % 5;
+		if (keep + add > WALK_DEPTH)
+			add = WALK_DEPTH - keep;
+		for (j = keep; j < keep + add; j++) {
+			seed = seed * 6364136223846793005u + 1442695040888963407u;
+			cur[j] = 0x401000 + 16 * ((seed >> 35) % 40);
+		}
+		n = keep + add;
+		memcpy(walk[i], cur, n * sizeof(*cur));
+		walk_n[i] = n;
+		for (j = 0; j < n_seen; j++)
+			if (seen_n[j] == n && !memcmp(seen[j], cur, n * sizeof(*cur)))
+				break;
+		if (j == n_seen) {
+			memcpy(seen[n_seen], cur, n * sizeof(*cur));
+			seen_n[n_seen++] = n;
+		}
+		want[i] = j;
+	}
+	assert_true(n_seen > 1024);
+	for (uint32_t c = 0; c < 6; c++) {
+		struct wchunk wc = chunk_at(f, c, 0, c);
+		uint32_t prev = 0;
+
+		/* each chunk's backtraces refer to its own only: the first one whole */
+		for (uint32_t i = c * per_chunk; i < (c + 1) * per_chunk; i++) {
+			uint32_t keep = 0;
+
+			while (i > c * per_chunk && keep < prev && keep < walk_n[i] &&
+			       walk[i - 1][keep] == walk[i][keep])
+				keep++;
+			put_malloc_bt(&wc, 1000 + i, 16, 0x1000 + i, keep, walk_n[i] - keep,
+				      walk[i] + keep, 0);
+			prev = walk_n[i];
+		}
+		publish(&wc, SPOOL_FULL);
+		assert_int_equal(cap_consumer_poll(f->c), 1);
+	}
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.bad_records, 0);
+	assert_int_equal(st.n_stacks, n_seen);
+	assert_int_equal(saved_stacks(f, &t, got, WALK_N), WALK_N);
+	assert_memory_equal(got, want, sizeof(want));
+	for (uint32_t j = 0; j < n_seen; j++)
+		assert_backtrace(t, j, seen[j], seen_n[j]);
+	tfs_trace_close(t);
+}
+
 /* A function of this program, named in its symbol table and its DWARF. */
 __attribute__((noinline, used)) static int marker_fn(int x)
 {
@@ -898,6 +972,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_declares_mpi_kinds_on_first_use,
 					    setup_mpi, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_backtraces_intern_by_content, setup_bt,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_backtraces_become_stacks, setup_bt,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_symbolizes_a_rewritten_object_anew,
