@@ -79,6 +79,9 @@ struct tfs_venc {
 	struct tfs_buf coded[2];  /* the pending block's coded ts and dur columns */
 	const struct tfs_buf *coded_of[2]; /* the candidate column coded[c] codes, or NULL */
 	uint32_t dur_lost;	  /* dur column choices since its coded variant last won */
+	uint8_t lead[2];	  /* per column: the candidate (from the first) whose coded
+				     variant won last, coded first next time; 0xff: the last */
+	struct tfs_buf cbuf[N_TS_CAND]; /* smallest()'s coded candidates */
 	struct tfs_buf frames;	  /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
@@ -142,6 +145,9 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	buf_init(&e->corr);
 	buf_init(&e->raw);
 	buf_init(&e->trial);
+	for (int k = 0; k < N_TS_CAND; k++)
+		buf_init(&e->cbuf[k]);
+	e->lead[0] = e->lead[1] = 0xff;
 	for (int k = 0; k < 4; k++)
 		buf_init(&e->aside[k]);
 	buf_init(&e->coded[0]);
@@ -181,6 +187,8 @@ void venc_free(struct tfs_venc *e)
 	buf_fini(&e->corr);
 	buf_fini(&e->raw);
 	buf_fini(&e->trial);
+	for (int k = 0; k < N_TS_CAND; k++)
+		buf_fini(&e->cbuf[k]);
 	for (int k = 0; k < 4; k++)
 		buf_fini(&e->aside[k]);
 	buf_fini(&e->coded[0]);
@@ -196,6 +204,14 @@ void venc_free(struct tfs_venc *e)
 uint64_t venc_n_events(const struct tfs_venc *e)
 {
 	return e->n_events;
+}
+
+static void swap_buf(struct tfs_buf *a, struct tfs_buf *b)
+{
+	const struct tfs_buf t = *a;
+
+	*a = *b;
+	*b = t;
 }
 
 /* Size of @b compressed at zstd's fastest regular level, into the scratch buffer @tmp. */
@@ -232,6 +248,93 @@ static bool repeats(const struct tfs_buf *cand, int first, int k)
 	return false;
 }
 
+/* Candidate columns' sizes for smallest(). */
+struct cands {
+	int first, n;
+	size_t z[N_TS_CAND];	/* trial size; SIZE_MAX for a repeat */
+	bool dup[N_TS_CAND];	/* holds the same bytes as an earlier candidate */
+	bool fits[N_TS_CAND];	/* range-coded, within its bound, in e->cbuf */
+};
+
+/* Trial sizes of the candidates @cand[cs->first..], repeats marked. @return 0 or -ENOMEM */
+static int trial_sizes(struct tfs_venc *e, const struct tfs_buf *cand, struct cands *cs)
+{
+	for (int k = cs->first; k < cs->first + cs->n; k++) {
+		int rc = 0;
+
+		cs->dup[k] = repeats(cand, cs->first, k);
+		cs->z[k] = SIZE_MAX;
+		cs->fits[k] = false;
+		if (!cs->dup[k])
+			rc = trial_size(&cand[k], &e->trial, &cs->z[k]);
+		if (rc < 0)
+			return rc;
+		if (!cs->dup[k] && e->coding == VAL_CODED_ALWAYS)
+			cs->z[k] = SIZE_MAX - 1;
+	}
+	return 0;
+}
+
+/*
+ * The longest coded candidate @k could be and still be picked (smallest(): the first of
+ * equals in the order z, then coded, candidate by candidate), from the sizes known: below
+ * every one before it, not above any after it, below @limit, not above its varints.
+ */
+static size_t coded_max(const struct tfs_venc *e, const struct cands *cs,
+			const struct tfs_buf *cand, int k, size_t limit)
+{
+	size_t before = SIZE_MAX, after = SIZE_MAX, max;
+
+	for (int j = cs->first; j < cs->first + cs->n; j++) {
+		const size_t c = cs->fits[j] ? e->cbuf[j].len : SIZE_MAX;
+
+		if (cs->dup[j])
+			continue;
+		if (j <= k && cs->z[j] < before)
+			before = cs->z[j];
+		if (j > k && cs->z[j] < after)
+			after = cs->z[j];
+		if (j < k && c < before)
+			before = c;
+		if (j > k && c < after)
+			after = c;
+	}
+	if (before == 0 || limit == 0)
+		return 0;
+	max = after < before - 1 ? after : before - 1;
+	max = max < limit - 1 ? max : limit - 1;
+	return max < cand[k].len ? max : cand[k].len;
+}
+
+/*
+ * Range-code the candidates into e->cbuf, each bounded by coded_max(), the one that won
+ * last first: the others race its marks (vrc_encode_marked()). @return 0 or -ENOMEM
+ */
+static int code_cands(struct tfs_venc *e, const struct tfs_buf *cand, int c, size_t limit,
+		      struct cands *cs)
+{
+	const int lead = e->lead[c] < cs->n ? cs->first + e->lead[c] : cs->first + cs->n - 1;
+	uint32_t marks[VRC_MARKS];
+	bool raced = false;
+
+	for (int i = -1; i < cs->n; i++) {
+		const int k = i < 0 ? lead : cs->first + i;
+		int rc;
+
+		if ((i >= 0 && k == lead) || cs->dup[k])
+			continue;
+		e->cbuf[k].len = 0;
+		rc = vrc_encode_marked(&e->rc, e->slot, e->blk_n, cand[k].data,
+				       coded_max(e, cs, cand, k, limit), k == lead ? marks : NULL,
+				       raced ? marks : NULL, &e->cbuf[k]);
+		if (rc < 0)
+			return rc;
+		cs->fits[k] = rc;
+		raced = raced || (k == lead && rc);
+	}
+	return 0;
+}
+
 /*
  * Which of the candidate columns @cand[@first..@first + @n) compresses smallest (the first
  * of equals), with zstd or, where the encoder may, range-coded (then *@coded is set).
@@ -239,68 +342,49 @@ static bool repeats(const struct tfs_buf *cand, int first, int k)
  * values that repeat (a periodic ring's bins), so each candidate is compressed fast and
  * measured; a coded column's size is exact where it is picked. Sizes from @limit on are of
  * no use to the caller: with one as smallest, *@best_size and the pick only say so.
- * Range coding costs most, so it stops as soon as a column cannot be picked: every trial
- * size is known first, and a candidate equal to an earlier one is skipped. Durations that
- * lost VAL_DUR_GIVE_UP times are coded only now and then.
- * @return its index, or -ENOMEM
+ * Range coding costs most: every trial size is known first, a candidate equal to an
+ * earlier one is skipped, the others stop as soon as they cannot be picked or fall well
+ * behind the one that won last. Durations that lost VAL_DUR_GIVE_UP times are coded only
+ * now and then. @return its index, or -ENOMEM
  */
 static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
 		    size_t limit, size_t *best_size, bool *coded)
 {
 	const int c = cand == e->ts_col ? COL_TS : COL_DUR;
-	size_t z[N_TS_CAND], after[N_TS_CAND + 1], best = SIZE_MAX;
-	bool dup[N_TS_CAND], code = e->coding != VAL_CODED_NEVER;
-	int pick = first;
+	struct cands cs = {.first = first, .n = n};
+	bool code = e->coding != VAL_CODED_NEVER;
+	size_t best = SIZE_MAX;
+	int pick = first, rc;
 
 	if (c == COL_DUR && e->coding != VAL_CODED_ALWAYS && e->dur_lost >= VAL_DUR_GIVE_UP)
 		code = code && (e->dur_lost - VAL_DUR_GIVE_UP) % VAL_DUR_RETRY == VAL_DUR_RETRY - 1;
-
 	*coded = false;
-	after[first + n] = SIZE_MAX;
-	for (int k = first + n; k-- > first;) {
-		int rc = 0;
-
-		dup[k] = repeats(cand, first, k);
-		z[k] = SIZE_MAX;
-		if (!dup[k])
-			rc = trial_size(&cand[k], &e->trial, &z[k]);
-		if (rc < 0)
-			return rc;
-		if (!dup[k] && e->coding == VAL_CODED_ALWAYS)
-			z[k] = SIZE_MAX - 1;
-		after[k] = z[k] < after[k + 1] ? z[k] : after[k + 1];
-	}
+	if (first < 0 || n < 1 || first + n > N_TS_CAND)
+		return -EINVAL; /* never: what choose_pred() passes */
+	rc = trial_sizes(e, cand, &cs);
+	if (rc == 0 && code)
+		rc = code_cands(e, cand, c, limit, &cs);
+	if (rc < 0)
+		return rc;
 	for (int k = first; k < first + n; k++) {
-		size_t max = after[k + 1]; /* picked only if not above a later trial size */
-		int rc;
-
-		if (dup[k])
+		if (cs.dup[k])
 			continue; /* its sizes are the earlier one's: never smaller */
-		if (z[k] < best) {
-			best = z[k];
+		if (cs.z[k] < best) {
+			best = cs.z[k];
 			pick = k;
 			*coded = false;
 		}
-		if (!code || best == 0 || limit == 0)
-			continue;
-		if (max > best - 1)
-			max = best - 1;
-		if (max > limit - 1)
-			max = limit - 1;
-		rc = code_column(e, &cand[k], max, &e->trial);
-		if (rc < 0)
-			return rc;
-		if (rc) {
-			const struct tfs_buf keep = e->coded[c];
-
-			best = e->trial.len;
+		if (cs.fits[k] && e->cbuf[k].len < best) {
+			best = e->cbuf[k].len;
 			pick = k;
 			*coded = true;
-			/* kept for flush_block(), which would code it again */
-			e->coded[c] = e->trial;
-			e->trial = keep;
-			e->coded_of[c] = &cand[k];
 		}
+	}
+	if (*coded) {
+		/* kept for flush_block(), which would code it again */
+		swap_buf(&e->coded[c], &e->cbuf[pick]);
+		e->coded_of[c] = &cand[pick];
+		e->lead[c] = (uint8_t)(pick - first);
 	}
 	if (c == COL_DUR)
 		e->dur_lost = *coded ? 0 : e->dur_lost + 1;
@@ -610,14 +694,6 @@ static void find_tick(struct tfs_venc *e)
 	}
 	if (!fits)
 		ticks_failed(e);
-}
-
-static void swap_buf(struct tfs_buf *a, struct tfs_buf *b)
-{
-	const struct tfs_buf t = *a;
-
-	*a = *b;
-	*b = t;
 }
 
 /*

@@ -224,10 +224,12 @@ static uint64_t own_varint(const uint8_t **pp)
 	return x;
 }
 
-int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
-		   size_t max_len, struct tfs_buf *out)
+int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+		      size_t max_len, uint32_t *mark_out, const uint32_t *mark_in,
+		      struct tfs_buf *out)
 {
 	struct rc_enc e = {.low = 0, .range = UINT32_MAX, .cache = 0, .pending = 1};
+	uint32_t k = 0;
 	int rc;
 
 	if (max_len < VRC_MIN_LEN)
@@ -237,18 +239,33 @@ int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const u
 		return rc;
 	e.out = out->data + out->len;
 	vrc_model_reset(m);
-	/* bytes written never shrink: past @max_len, the rest cannot bring it back */
 	for (uint32_t i = 0; i < n; i++) {
 		enc_word(&e, ctx_of(m, slot[i]), own_varint(&col));
+		/* bytes written never shrink: past @max_len, the rest cannot bring it back */
 		if (e.len > max_len)
 			return 0;
+		if ((i + 1) % VRC_MARK_WORDS || k == VRC_MARKS)
+			continue;
+		if (mark_out)
+			mark_out[k] = (uint32_t)e.len;
+		if (mark_in && e.len > mark_in[k] + mark_in[k] / 16 + 8)
+			return 0;
+		k++;
 	}
-	for (int k = 0; k < 5; k++)
+	for (int j = 0; j < 5; j++)
 		shift_low(&e);
 	if (e.len > max_len)
 		return 0;
+	for (; mark_out && k < VRC_MARKS; k++)
+		mark_out[k] = UINT32_MAX;
 	out->len += e.len;
 	return 1;
+}
+
+int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+		   size_t max_len, struct tfs_buf *out)
+{
+	return vrc_encode_marked(m, slot, n, col, max_len, NULL, NULL, out);
 }
 
 int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,

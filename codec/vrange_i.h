@@ -60,6 +60,21 @@ int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8
 int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
 		   size_t max_len, struct tfs_buf *out);
 
+#define VRC_MARK_WORDS 256u /* words between two marks of vrc_encode_marked() */
+#define VRC_MARKS 64u	    /* marks of a column at most (the first 16384 words) */
+
+/*
+ * vrc_encode_max() racing another column of the same events: with @mark_out, the bytes
+ * written after each VRC_MARK_WORDS words are kept there (UINT32_MAX past the column's
+ * end or VRC_MARKS marks); with @mark_in, another column's marks, it gives up as soon as it
+ * is more than 1/16 and 8 bytes behind them (a column that far behind seldom catches up:
+ * the cheaper way to find the smaller of two). @return 1 (coded), 0 (too long, or behind)
+ * or -ENOMEM
+ */
+int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
+		      size_t max_len, uint32_t *mark_out, const uint32_t *mark_in,
+		      struct tfs_buf *out);
+
 /*
  * Decode a coded column @in[0..@len) of @n events with slots @slot into its @n words at
  * @out.

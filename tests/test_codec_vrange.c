@@ -412,6 +412,54 @@ static void test_vrange_encode_max_stops_at_its_bound(void **state)
 	vrc_model_fini(&m);
 }
 
+/*
+ * vrc_encode_marked(): a column's marks are its bytes every VRC_MARK_WORDS words (what
+ * vrc_encode_max() with that many words writes before its flush, give or take the bytes
+ * held back); a column racing them codes as vrc_encode() does while it keeps up, and gives
+ * up, its buffer's length unchanged, when it falls well behind.
+ */
+static void test_vrange_marked_columns_race(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	uint32_t marks[VRC_MARKS], again[VRC_MARKS];
+	struct col_case small, big;
+	struct tfs_buf out;
+	struct vrc_model m;
+	uint8_t *col;
+	size_t len;
+
+	assert_int_equal(vrc_model_init(&m), 0);
+	gen_case(&small, 4096, 3, 1, &seed); /* small residuals: about a byte a word */
+	gen_case(&big, 4096, 3, 3, &seed);   /* nanoseconds: several bytes a word */
+	for (uint32_t i = 0; i < big.n; i++)
+		big.slot[i] = small.slot[i];
+	buf_init(&out);
+	assert_int_equal(vrc_encode_marked(&m, small.slot, small.n, small.varints, SIZE_MAX, marks,
+					   NULL, &out), 1);
+	col = codec_encode(&m, &small, &len);
+	assert_int_equal(out.len, len);
+	assert_memory_equal(out.data, col, len);
+	for (uint32_t k = 1; k < 4096 / VRC_MARK_WORDS; k++)
+		assert_true(marks[k] >= marks[k - 1] && marks[k] <= len);
+	assert_int_equal(marks[4096 / VRC_MARK_WORDS], UINT32_MAX); /* past the end */
+	/* the same column keeps up with its own marks */
+	out.len = 0;
+	assert_int_equal(vrc_encode_marked(&m, small.slot, small.n, small.varints, SIZE_MAX, again,
+					   marks, &out), 1);
+	assert_memory_equal(again, marks, sizeof(marks));
+	assert_memory_equal(out.data, col, len);
+	/* a column several times longer gives up */
+	out.len = 3;
+	assert_int_equal(vrc_encode_marked(&m, big.slot, big.n, big.varints, SIZE_MAX, NULL, marks,
+					   &out), 0);
+	assert_int_equal(out.len, 3);
+	buf_fini(&out);
+	free(col);
+	case_fini(&small);
+	case_fini(&big);
+	vrc_model_fini(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -422,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_vrange_bit_flips_read_alike),
 		cmocka_unit_test(test_vrange_random_columns_read_alike),
 		cmocka_unit_test(test_vrange_encode_max_stops_at_its_bound),
+		cmocka_unit_test(test_vrange_marked_columns_race),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
