@@ -1310,6 +1310,45 @@ static void test_values_coded_columns_shrink_noisy_times(void **state)
 	ev_fini(&s);
 }
 
+/*
+ * Durations range coding loses on for a long stretch (constant ones) are then coded only
+ * now and then (FORMAT.md §7.4.2, the writers' note), and every block again soon after
+ * they turn noisy, where coding them wins.
+ */
+static void test_values_coded_durations_resume_after_constant_ones(void **state)
+{
+	const uint64_t half = 40;
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS};
+	uint64_t seed = tu_seed(__func__), n_coded[2] = {0, 0};
+	struct vwords w = {0};
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct evset s;
+
+	gen_jittery(&s, 2 * half * VAL_DEFAULT_BLOCK_EVENTS, &seed, false);
+	for (size_t i = 0; i < half * VAL_DEFAULT_BLOCK_EVENTS; i++)
+		s.dur[i] = 500;
+	encode(&s, &o, &sec);
+	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.n_blocks, 2 * half);
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+		/* the noisy half from its 17th block on: a retry has come and won */
+		if (blk < half || blk >= half + 16)
+			n_coded[blk >= half] += (w.pred & VAL_CODED_DUR) != 0;
+	}
+	print_message("# coded durations: %llu of %llu constant blocks, %llu of the last %llu "
+		      "noisy ones\n",
+		      (unsigned long long)n_coded[0], (unsigned long long)half,
+		      (unsigned long long)n_coded[1], (unsigned long long)half - 16);
+	assert_int_equal(n_coded[0], 0);
+	assert_int_equal(n_coded[1], half - 16);
+	vwords_fini(&w);
+	buf_fini(&sec);
+	ev_fini(&s);
+}
+
 /* @raw as the only block of a TFV3 lossless section of @n events. */
 static void section_of_raw(struct tfs_buf *sec, const uint8_t *raw, size_t raw_len, uint32_t n)
 {
@@ -1817,6 +1856,7 @@ int main(void)
 		cmocka_unit_test(test_values_ticks_blocks_patch),
 		cmocka_unit_test(test_values_coded_blocks_patch),
 		cmocka_unit_test(test_values_coded_columns_shrink_noisy_times),
+		cmocka_unit_test(test_values_coded_durations_resume_after_constant_ones),
 		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),
