@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tfs/merge.h"
@@ -47,7 +48,22 @@ struct rproc {
 	bool reaped;   /* the recorder reaped it (the first process, orphans) */
 	bool retired;  /* ended, trace saved, spool removed */
 	bool borrowed; /* the first process's spool and consumer belong to the caller */
+	uint32_t polls; /* rec_procs_poll() passes since it was taken in */
 };
+
+/*
+ * Polls of a process between two looks at whether it has ended (gone(), a system call):
+ * an ended process's trace is saved a few polls later, many running ones cost less.
+ */
+#define GONE_EVERY 8
+/*
+ * A listing of the spools' directory is skipped while its modification time is the one of
+ * the last listing, unless that time is less than DIR_SETTLE_NS old (a spool made in the
+ * same clock tick as that listing leaves it unchanged) or the last listing is more than
+ * DIR_RESCAN_NS old.
+ */
+#define DIR_SETTLE_NS 50000000
+#define DIR_RESCAN_NS 1000000000
 
 struct rec_procs {
 	struct rproc *v;
@@ -56,6 +72,8 @@ struct rec_procs {
 	char *dir;	/* the spools' directory */
 	char *prefix;	/* "<first spool's name>." */
 	uint32_t n_bad; /* spools that never became readable */
+	struct timespec dir_mtime; /* the directory's, before the last listing */
+	uint64_t listed_ns;	   /* CLOCK_MONOTONIC of the last listing, 0: none yet */
 };
 
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
@@ -268,6 +286,7 @@ static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool fi
 	if (rc == 0)
 		return true;
 	/* a spool still being created is read on a later pass; at the end it never will be */
+	ps->listed_ns = 0; /* that pass lists the directory, changed or not */
 	if (final && rc != -ESTALE) {
 		fs_fail("warning: spool %s of a traced process is unreadable (%s): skipped",
 			path, fs_strerror(-rc));
@@ -278,11 +297,47 @@ static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool fi
 	return rc != -ESTALE;
 }
 
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec t;
+
+	clock_gettime(id, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * Whether the spools' directory may hold a spool the last listing did not see: it changed
+ * since (its modification time), or may have in the same clock tick. Processes poll often
+ * and most of the time nothing is new: a stat instead of a listing and a stat per spool.
+ */
+static bool dir_changed(struct rec_procs *ps)
+{
+	const uint64_t now = clock_ns(CLOCK_MONOTONIC);
+	struct stat st;
+	uint64_t age;
+
+	if (stat(ps->dir, &st) < 0)
+		return true;
+	age = clock_ns(CLOCK_REALTIME) - ((uint64_t)st.st_mtim.tv_sec * 1000000000u +
+					  (uint64_t)st.st_mtim.tv_nsec);
+	if (ps->listed_ns && now - ps->listed_ns < DIR_RESCAN_NS &&
+	    st.st_mtim.tv_sec == ps->dir_mtime.tv_sec &&
+	    st.st_mtim.tv_nsec == ps->dir_mtime.tv_nsec && age >= DIR_SETTLE_NS &&
+	    age < ((uint64_t)1 << 63))
+		return false;
+	ps->dir_mtime = st.st_mtim;
+	ps->listed_ns = now;
+	return true;
+}
+
 void rec_procs_scan(struct rec_procs *ps, bool final)
 {
-	DIR *d = opendir(ps->dir);
 	struct dirent *e;
+	DIR *d;
 
+	if (!final && !dir_changed(ps))
+		return;
+	d = opendir(ps->dir);
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
@@ -394,7 +449,8 @@ int rec_procs_poll(struct rec_procs *ps)
 
 	for (uint32_t i = 0; i < ps->n; i++) {
 		struct rproc *p = &ps->v[i];
-		bool ended = i > 0 && !p->retired && gone(p);
+		bool ended = i > 0 && !p->retired &&
+			     (p->reaped || p->polls++ % GONE_EVERY == 0) && gone(p);
 		int n = p->retired ? 0 : cap_consumer_poll(p->c);
 
 		if (n >= 0 && ended) {
