@@ -308,7 +308,8 @@ static size_t coded_max(const struct tfs_venc *e, const struct cands *cs,
 
 /*
  * Range-code the candidates into e->cbuf, each bounded by coded_max(), the one that won
- * last first: the others race its marks (vrc_encode_marked()). @return 0 or -ENOMEM
+ * last first: the others race its marks (vrc_encode_marked()), as far as it went even when
+ * it turned out too long. @return 0 or -ENOMEM
  */
 static int code_cands(struct tfs_venc *e, const struct tfs_buf *cand, int c, size_t limit,
 		      struct cands *cs)
@@ -330,7 +331,7 @@ static int code_cands(struct tfs_venc *e, const struct tfs_buf *cand, int c, siz
 		if (rc < 0)
 			return rc;
 		cs->fits[k] = rc;
-		raced = raced || (k == lead && rc);
+		raced = raced || k == lead;
 	}
 	return 0;
 }

@@ -232,6 +232,8 @@ int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, cons
 	uint32_t k = 0;
 	int rc;
 
+	for (uint32_t j = 0; mark_out && j < VRC_MARKS; j++)
+		mark_out[j] = UINT32_MAX;
 	if (max_len < VRC_MIN_LEN)
 		return 0;
 	rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN);
@@ -256,8 +258,6 @@ int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, cons
 		shift_low(&e);
 	if (e.len > max_len)
 		return 0;
-	for (; mark_out && k < VRC_MARKS; k++)
-		mark_out[k] = UINT32_MAX;
 	out->len += e.len;
 	return 1;
 }

@@ -66,10 +66,11 @@ int vrc_encode_max(struct vrc_model *m, const uint8_t *slot, uint32_t n, const u
 /*
  * vrc_encode_max() racing another column of the same events: with @mark_out, the bytes
  * written after each VRC_MARK_WORDS words are kept there (UINT32_MAX past the column's
- * end or VRC_MARKS marks); with @mark_in, another column's marks, it gives up as soon as it
- * is more than 1/16 and 8 bytes behind them (a column that far behind seldom catches up:
- * the cheaper way to find the smaller of two). @return 1 (coded), 0 (too long, or behind)
- * or -ENOMEM
+ * end, past where it stopped for @max_len, or past VRC_MARKS marks); with @mark_in, another
+ * column's marks, it gives up as soon as it is more than 1/16 and 8 bytes behind them (a
+ * column that far behind seldom catches up: the cheaper way to find the smaller of two, or
+ * that both are longer than @max_len). @return 1 (coded), 0 (too long, or behind) or
+ * -ENOMEM
  */
 int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *col,
 		      size_t max_len, uint32_t *mark_out, const uint32_t *mark_in,
