@@ -202,16 +202,49 @@ static unsigned int val_width(uint8_t type, uint64_t v)
 	}
 }
 
-/* Encode the signature of one event into s->sig; VAL fields go to @vals/@wid. */
+/*
+ * Whether val_width(@type, @v) > @w, without counting digits: the common case is a value
+ * no wider than the widest of its field so far.
+ */
+static bool wider(uint8_t type, uint64_t v, unsigned int w)
+{
+	static const uint64_t pow10[20] = {
+	    1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
+	    10000000000u, 100000000000u, 1000000000000u, 10000000000000u, 100000000000000u,
+	    1000000000000000u, 10000000000000000u, 100000000000000000u, 1000000000000000000u,
+	    10000000000000000000u,
+	};
+
+	if (w == 0 || type == TFS_TYPE_HEX)
+		return val_width(type, v) > w;
+	if (type == TFS_TYPE_I64 && (int64_t)v < 0) {
+		v = -v;
+		w--; /* the sign */
+	}
+	return w == 0 || (w < 20 && v >= pow10[w]);
+}
+
+/* One varint of the signature being built: room was reserved. */
+static inline void sig_put(struct tfs_wstream *s, uint64_t v)
+{
+	s->sig.len += varint_store(s->sig.data + s->sig.len, v);
+}
+
+/* Encode the signature of one event into s->sig; VAL fields go to @vals, their types to
+ * @vtype. */
 static int encode_sig(struct tfs_wstream *s, const struct schema_kind *k, uint32_t kind,
-		      const union tfs_arg *args, uint64_t *vals, uint8_t *wid)
+		      const union tfs_arg *args, uint64_t *vals, uint8_t *vtype)
 {
 	uint32_t nv = 0;
 	int rc;
 
 	s->sig.len = 0;
-	rc = buf_put_varint(&s->sig, kind);
-	for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
+	/* a varint for the kind and for each argument */
+	rc = buf_reserve(&s->sig, (size_t)(1 + k->n_args) * 10);
+	if (rc < 0)
+		return rc;
+	sig_put(s, kind);
+	for (uint32_t i = 0; i < k->n_args; i++) {
 		const struct schema_arg *a = &k->args[i];
 		uint64_t v = args[i].u;
 		uint32_t sid;
@@ -219,44 +252,39 @@ static int encode_sig(struct tfs_wstream *s, const struct schema_kind *k, uint32
 
 		switch (a->enc) {
 		case TFS_ENC_SIG:
-			rc = buf_put_varint(&s->sig, a->type == TFS_TYPE_I64 ? zigzag_enc(args[i].i) : v);
+			sig_put(s, a->type == TFS_TYPE_I64 ? zigzag_enc(args[i].i) : v);
 			break;
 		case TFS_ENC_SYM:
-			rc = buf_put_varint(&s->sig, v);
+			sig_put(s, v);
 			break;
-		case TFS_ENC_RANK: {
-			uint64_t w;
-
-			if (!rank_word_enc(args[i].i, s->rank, &w))
+		case TFS_ENC_RANK:
+			if (!rank_word_enc(args[i].i, s->rank, &v))
 				return -EINVAL;
-			rc = buf_put_varint(&s->sig, w);
+			sig_put(s, v);
 			break;
-		}
-		case TFS_ENC_RVAL: {
-			uint64_t w;
-
-			if (!rval_word_enc(v, s->rank, &w))
+		case TFS_ENC_RVAL:
+			if (!rval_word_enc(args[i].u, s->rank, &v))
 				return -EINVAL;
-			rc = buf_put_varint(&s->sig, w);
+			sig_put(s, v);
 			break;
-		}
 		case TFS_ENC_STR: {
 			size_t n = args[i].s ? strlen(args[i].s) : 0;
 
 			if (n > MAX_STR_BYTES)
 				return -EINVAL;
 			rc = intern_get(&s->strs, args[i].s ? args[i].s : "", n, &sid, &is_new);
-			if (rc == 0)
-				rc = buf_put_varint(&s->sig, sid);
+			if (rc < 0)
+				return rc;
+			sig_put(s, sid);
 			break;
 		}
 		default: /* TFS_ENC_VAL */
 			vals[nv] = v;
-			wid[nv++] = (uint8_t)val_width(a->type, v);
+			vtype[nv++] = a->type;
 			break;
 		}
 	}
-	return rc;
+	return 0;
 }
 
 static int reserve_terms(struct tfs_wstream *s, uint32_t need)
@@ -308,7 +336,7 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 		       const union tfs_arg *args)
 {
 	uint64_t vals[TFS_MAX_ARGS];
-	uint8_t wid[TFS_MAX_ARGS];
+	uint8_t vtype[TFS_MAX_ARGS];
 	const struct schema_kind *k;
 	uint32_t t;
 	bool is_new;
@@ -322,7 +350,7 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	if (kind >= s->w->schema.n_kinds)
 		return -EINVAL;
 	k = &s->w->schema.kinds[kind];
-	rc = encode_sig(s, k, kind, args, vals, wid);
+	rc = encode_sig(s, k, kind, args, vals, vtype);
 	if (rc < 0)
 		return rc;
 	/* room for a new terminal first, so that interning never leaves it half-recorded */
@@ -352,8 +380,8 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 		return s->err = rc; /* the grammar holds the event already */
 	tw = s->widths.data + s->term_woff[t];
 	for (uint32_t i = 0; i < k->n_vals; i++)
-		if (wid[i] > tw[i])
-			tw[i] = wid[i];
+		if (wider(vtype[i], vals[i], tw[i]))
+			tw[i] = (uint8_t)val_width(vtype[i], vals[i]);
 	if (ts_ns > s->max_ts)
 		s->max_ts = ts_ns;
 	if (dur_ns > s->max_dur)

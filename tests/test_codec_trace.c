@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <math.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,106 @@ static void test_trace_views_match_hand_written_lines(void **state)
 	assert_memory_equal(got, expect_chrome, strlen(expect_chrome));
 	free(got);
 	check_tables(t);
+	tfs_trace_close(t);
+}
+
+/* Characters of @v printed as a field of @type (FORMAT.md §9), from printf alone. */
+static unsigned int natural_width(uint8_t type, uint64_t v)
+{
+	char buf[32];
+
+	if (type == TFS_TYPE_I64)
+		return (unsigned int)snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)v);
+	if (type == TFS_TYPE_HEX)
+		return (unsigned int)snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	return (unsigned int)snprintf(buf, sizeof(buf), "%" PRIu64, v);
+}
+
+#define WIDTH_TERMS 24
+
+/*
+ * A terminal's VAL widths are the widest of its occurrences (FORMAT.md §5.2), at every
+ * boundary of a decimal or hexadecimal length, signed and not: each terminal (a window of
+ * the values below, one with zeros alone) renders every line at its one length, the
+ * natural length of each line plus the padding of the fields to their widest.
+ */
+static void test_trace_val_widths_are_the_widest_printed(void **state)
+{
+	static const uint8_t types[3] = {TFS_TYPE_U64, TFS_TYPE_I64, TFS_TYPE_HEX};
+	static const struct tfs_arg_desc args[4] = {
+	    {"t", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+	    {"u", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+	    {"i", TFS_TYPE_I64, TFS_ENC_VAL, 0, NULL},
+	    {"h", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
+	};
+	static const struct tfs_kind_desc kind = {"w", "c", 4, args};
+	uint64_t vals[64], widest[WIDTH_TERMS][3] = {{0}}, p = 1;
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	uint32_t n_vals = 0, id, n_lines = 0;
+	unsigned int len[WIDTH_TERMS] = {0};
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	struct tfs_trace *t;
+	uint64_t size;
+	char *text, *line;
+
+	vals[n_vals++] = 0;
+	for (int k = 0; k < 19; k++, p *= 10) { /* 10^k - 1 and 10^k */
+		vals[n_vals++] = p - 1;
+		vals[n_vals++] = p;
+	}
+	vals[n_vals++] = p; /* 10^19 */
+	vals[n_vals++] = UINT64_MAX;
+	vals[n_vals++] = (uint64_t)INT64_MIN;
+	vals[n_vals++] = (uint64_t)INT64_MAX;
+	vals[n_vals++] = 0xfff;
+	vals[n_vals++] = 0x1000;
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kind, &id), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint32_t term = 0; term < WIDTH_TERMS; term++) {
+		/* terminal 0: zeros; terminal k: a window of the values from k, some negated */
+		for (uint32_t j = 0; j < 5; j++) {
+			union tfs_arg a[4];
+
+			a[0].u = term;
+			for (int f = 0; f < 3; f++) {
+				uint64_t v = term ? vals[(term + j * (f + 1)) % n_vals] : 0;
+
+				a[1 + f].u = f == 1 && (term + j) % 2 ? -v : v;
+				if (natural_width(types[f], a[1 + f].u) > widest[term][f])
+					widest[term][f] = natural_width(types[f], a[1 + f].u);
+			}
+			assert_int_equal(tfs_wstream_append(s, id, 0, 0, a), 0);
+		}
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_verify(t, NULL), 0);
+	text = read_view(t, 0, TFS_VIEW_TEXT, 0, 5 * WIDTH_TERMS, &size);
+	for (line = text; *line; line = strchr(line, '\n') + 1, n_lines++) {
+		const uint32_t term = n_lines / 5;
+		const char *u = strstr(line, "u="), *end = strchr(line, '\n');
+		unsigned int natural = (unsigned int)(end - line), widths = 0;
+		uint64_t v[3];
+
+		assert_non_null(u);
+		assert_int_equal(sscanf(u, "u=%" SCNu64 ", i=%" SCNd64 ", h=0x%" SCNx64, &v[0],
+					(int64_t *)&v[1], &v[2]),
+				 3);
+		while (line[natural - 1] == ' ')
+			natural--;
+		for (int f = 0; f < 3; f++)
+			widths += (unsigned int)widest[term][f] - natural_width(types[f], v[f]);
+		/* every line of the terminal pads to the same length */
+		if (len[term] == 0)
+			len[term] = natural + widths;
+		assert_int_equal(end - line, natural + widths);
+		assert_int_equal(end - line, len[term]);
+	}
+	assert_int_equal(n_lines, 5 * WIDTH_TERMS);
+	free(text);
 	tfs_trace_close(t);
 }
 
@@ -816,6 +917,7 @@ int main(void)
 		cmocka_unit_test(test_trace_lossy_round_trip_within_bound),
 		cmocka_unit_test(test_trace_untimed_round_trip),
 		cmocka_unit_test(test_trace_views_match_hand_written_lines),
+		cmocka_unit_test(test_trace_val_widths_are_the_widest_printed),
 		cmocka_unit_test(test_trace_identical_streams_stored_once),
 		cmocka_unit_test(test_trace_equal_grammars_stored_once),
 		cmocka_unit_test(test_trace_shifted_streams_share_patched_values),
