@@ -130,20 +130,25 @@ static void slot_remove(struct tfs_gbuild *g, uint64_t i)
 	g->n_digrams--;
 }
 
-/*
- * Forget the digram starting at @n if the index points at this occurrence. Must run before
- * the digram's symbols, counts or links change: the home slot is hashed from the nodes.
- */
-static void dg_del(struct tfs_gbuild *g, uint32_t n)
+static void dg_unindex(struct tfs_gbuild *g, uint32_t n)
 {
 	uint64_t i;
 
-	if (!(g->nodes[n].flags & NF_INDEXED))
-		return;
 	g->nodes[n].flags &= ~NF_INDEXED;
 	for (i = home_slot(g, dg_tag(g, n)); (uint32_t)g->slots[i] != n;)
 		i = (i + 1) & g->slot_mask;
 	slot_remove(g, i);
+}
+
+/*
+ * Forget the digram starting at @n if the index points at this occurrence. Must run before
+ * the digram's symbols, counts or links change: the home slot is hashed from the nodes.
+ * (Inline: most digrams asked about are not the indexed occurrence.)
+ */
+static inline void dg_del(struct tfs_gbuild *g, uint32_t n)
+{
+	if (g->nodes[n].flags & NF_INDEXED)
+		dg_unindex(g, n);
 }
 
 /* ---- capacity ---- */
@@ -298,7 +303,7 @@ static void new_rule(struct tfs_gbuild *g, uint32_t n, uint32_t m)
 	uint32_t p = g->nodes[m].prev, q = g->nodes[b].next;
 	uint32_t r, x, guard;
 
-	if (reserve(g, 2, 1) < 0) {
+	if ((nodes_avail(g) < 2 || rules_avail(g) < 1) && reserve(g, 2, 1) < 0) {
 		/* Out of memory mid-cascade: keep the duplicate, the grammar is still exact. */
 		g->n_unfactored++;
 		return;
