@@ -2,7 +2,8 @@
  * The backtraces of one traced process interned into stack ids, the distinct code
  * addresses they hold (each to be symbolised once) and the objects the process had loaded.
  * Two open-addressing tables: backtraces by content (into an arena holding each one's
- * frames after its id) and addresses. It does not symbolise (symbolize.c) nor code backtraces (the codec does).
+ * frames after its id) and addresses. It does not symbolise (symbolize.c) nor code
+ * backtraces (the codec does).
  */
 #include <assert.h>
 #include <errno.h>
