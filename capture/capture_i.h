@@ -55,6 +55,9 @@ int cap_unwind_init(void);
  * frames left out, at most @max (the innermost ones when deeper). @return frames stored
  */
 uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+/* pipe2 made @fds for libunwind (running for the capture): move them out of the program's
+ * way, near the top of the descriptor limit. Does nothing for the program's own pipes. */
+void cap_unwind_pipe(int fds[2], int flags);
 /*
  * In a forked child recording into a spool of its own: forget what was announced (to the
  * parent's spool), so that the child's first backtrace announces its objects again. Clears

@@ -1,6 +1,6 @@
 /*
- * The LD_PRELOAD interposers of libtfscapture.so, allocation and thread half: the real
- * functions of every interposer (here and in interpose_io.c) and their resolution, the
+ * The LD_PRELOAD interposers of libtfscapture.so written by hand, allocation and thread
+ * half: the resolution of every interposer's real function (the list is calls.txt's), the
  * malloc family, pthread_create/join. Each interposer records one REC_CALL (calls_i.h) when
  * its category (TFS_TRACE_ALLOC, _IO, _THREADS) is on and passes straight through otherwise.
  * The real functions come from dlsym(RTLD_NEXT) in a constructor, or at first use when
@@ -43,7 +43,7 @@
 #define N_THREADS 4096		  /* live pthread_t -> thread id entries */
 #define NO_THREAD 0xffffffffu
 
-struct cap_real cap_real;
+_Thread_local unsigned int cap_call_depth TLS_IE;
 
 static _Thread_local bool tls_resolving TLS_IE;
 static _Alignas(64) unsigned char g_boot[BOOT_BYTES];
@@ -81,67 +81,7 @@ void cap_resolve(void)
 	if (tls_resolving)
 		return;
 	tls_resolving = true;
-#define R(f) *(void **)&cap_real.f = dlsym(RTLD_NEXT, #f)
-#define R2(f, sym) *(void **)&cap_real.f = dlsym(RTLD_NEXT, sym)
-	R(malloc);
-	R(calloc);
-	R(realloc);
-	R(free);
-	R(posix_memalign);
-	R(aligned_alloc);
-	R(memalign);
-	R(mmap);
-	R(mmap64);
-	R(munmap);
-	R(open);
-	R(open64);
-	R(openat);
-	R(openat64);
-	R2(open_2, "__open_2");
-	R2(open64_2, "__open64_2");
-	R2(openat_2, "__openat_2");
-	R2(openat64_2, "__openat64_2");
-	R(creat);
-	R(creat64);
-	R(close);
-	R(read);
-	R2(read_chk, "__read_chk");
-	R(write);
-	R(pread);
-	R(pread64);
-	R2(pread_chk, "__pread_chk");
-	R2(pread64_chk, "__pread64_chk");
-	R(pwrite);
-	R(pwrite64);
-	R(readv);
-	R(writev);
-	R(lseek);
-	R(lseek64);
-	R(fsync);
-	R(fdatasync);
-	R(ftruncate);
-	R(ftruncate64);
-	R(unlink);
-	R(rename);
-	R(fopen);
-	R(fopen64);
-	R(fdopen);
-	R(fclose);
-	R(fread);
-	R2(fread_chk, "__fread_chk");
-	R(fwrite);
-	R(fread_unlocked);
-	R2(fread_unlocked_chk, "__fread_unlocked_chk");
-	R(fwrite_unlocked);
-	R(fflush_unlocked);
-	R(fseek);
-	R(fseeko);
-	R(fseeko64);
-	R(fflush);
-	R(pthread_create);
-	R(pthread_join);
-#undef R
-#undef R2
+	cap_resolve_all();
 	tls_resolving = false;
 }
 
@@ -338,6 +278,8 @@ struct tramp {
 	void *(*fn)(void *);
 	void *arg;
 	uint32_t id;
+	unsigned int depth; /* cap_call_depth of the creator: a thread an MPI call starts is
+			       that call's layer (its calls are nested) */
 };
 
 static void *tramp_start(void *p)
@@ -346,6 +288,7 @@ static void *tramp_start(void *p)
 
 	cap_real.free(p);
 	cap_thread_preassign(t.id);
+	cap_call_depth = t.depth;
 	return t.fn(t.arg);
 }
 
@@ -398,7 +341,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 	if (!t)
 		return cap_real.pthread_create(th, attr, fn, arg);
 	id = cap_thread_reserve();
-	*t = (struct tramp){fn, arg, id};
+	*t = (struct tramp){fn, arg, id, cap_call_depth};
 	t0 = cap_now_ns();
 	rc = cap_real.pthread_create(th, attr, tramp_start, t); /* the thread frees @t */
 	if (rc != 0)

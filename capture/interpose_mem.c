@@ -14,6 +14,7 @@
 
 #include "allocs_i.h"
 #include "calls_i.h"
+#include "files_i.h"
 #include "interpose_i.h"
 
 static void put_mmap(uint64_t t0, void *addr, size_t len, int prot, int flags, int fd, int64_t off,

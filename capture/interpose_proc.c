@@ -26,88 +26,60 @@
 #include <unistd.h>
 
 #include "calls_i.h"
+#include "files_i.h"
 #include "interpose_i.h"
 
 #define MAX_EXEC_ARGS 65536 /* arguments an execl-style call may pass */
 
 extern char **environ;
 
-static struct {
-	pid_t (*fork)(void);
-	int (*execve)(const char *, char *const[], char *const[]);
-	int (*execvpe)(const char *, char *const[], char *const[]);
-	int (*fexecve)(int, char *const[], char *const[]);
-	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			   const posix_spawnattr_t *, char *const[], char *const[]);
-	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
-			    const posix_spawnattr_t *, char *const[], char *const[]);
-} real;
-
-static void resolve(void)
-{
-	*(void **)&real.fork = dlsym(RTLD_NEXT, "fork");
-	*(void **)&real.execve = dlsym(RTLD_NEXT, "execve");
-	*(void **)&real.execvpe = dlsym(RTLD_NEXT, "execvpe");
-	*(void **)&real.fexecve = dlsym(RTLD_NEXT, "fexecve");
-	*(void **)&real.posix_spawn = dlsym(RTLD_NEXT, "posix_spawn");
-	*(void **)&real.posix_spawnp = dlsym(RTLD_NEXT, "posix_spawnp");
-}
-
-__attribute__((constructor(102))) static void interpose_proc_init(void)
-{
-	resolve();
-}
-
-/* True when real function @f is known (resolved now if need be), else errno ENOSYS. */
-#define REAL(f) (real.f || (resolve(), real.f) || (errno = ENOSYS, 0))
-
-/* @s NUL-terminated at @buf + @len, cut to CALL_MAX_STR bytes. @return the new length */
-static size_t put_str(char *buf, size_t len, const char *s)
-{
-	size_t n = s ? strnlen(s, CALL_MAX_STR) : 0;
-
-	memcpy(buf + len, s ? s : "", n);
-	buf[len + n] = '\0';
-	return len + n + 1;
-}
-
-/* argv[0], argv[1]... joined with spaces, cut to CALL_MAX_STR bytes, NUL-terminated. */
+/*
+ * argv[0], argv[1]... joined with spaces at @buf + @len and NUL-terminated: at most
+ * CALL_MAX_STR bytes, and when longer the first ones and a visible mark `...[+N bytes]`.
+ * @buf has CAP_STR_BYTES free at @len. @return the new length
+ */
 static size_t put_argv(char *buf, size_t len, char *const argv[])
 {
-	size_t n = 0;
+	size_t n = 0, total = 0;
 
-	for (size_t i = 0; argv && argv[i] && n < CALL_MAX_STR; i++) {
-		size_t k = strnlen(argv[i], CALL_MAX_STR - n);
+	for (size_t i = 0; argv && argv[i]; i++) {
+		size_t k = strlen(argv[i]);
 
-		if (i && n < CALL_MAX_STR)
+		total += k + (i > 0);
+		if (n >= CALL_MAX_STR)
+			continue;
+		if (i)
 			buf[len + n++] = ' ';
 		if (k > CALL_MAX_STR - n)
-			k = CALL_MAX_STR - n;
+			k = n < CALL_MAX_STR ? CALL_MAX_STR - n : 0;
 		memcpy(buf + len + n, argv[i], k);
 		n += k;
 	}
+	if (total > n)
+		n += (size_t)snprintf(buf + len + n, CAP_STR_BYTES - n, "...[+%zu bytes]",
+				      total - n);
 	buf[len + n] = '\0';
 	return len + n + 1;
 }
 
 static void put_exec(const char *path, char *const argv[])
 {
-	char buf[2 * CALL_MAX_STR + 2];
+	char buf[2 * CAP_STR_BYTES];
 	uint64_t args[1] = {0};
 
 	if (!tracing(TFS_TRACE_THREADS))
 		return;
 	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
-		     put_argv(buf, put_str(buf, 0, path), argv));
+		     put_argv(buf, cap_put_str(buf, 0, path), argv));
 }
 
 static void put_exec_failed(const char *path, int err)
 {
-	char buf[CALL_MAX_STR + 1];
+	char buf[CAP_STR_BYTES];
 	uint64_t args[2] = {0, (uint64_t)err};
 
 	if (tracing(TFS_TRACE_THREADS))
-		cap_put_call(CALL_EXEC_FAILED, cap_now_ns(), args, 2, buf, put_str(buf, 0, path));
+		cap_put_call(CALL_EXEC_FAILED, cap_now_ns(), args, 2, buf, cap_put_str(buf, 0, path));
 }
 
 static bool starts(const char *s, const char *prefix)
@@ -193,12 +165,12 @@ EXPORT pid_t fork(void)
 	pid_t pid;
 	int err;
 
-	if (!REAL(fork))
+	if (!HAVE(fork))
 		return -1;
 	if (!tracing(TFS_TRACE_THREADS))
-		return real.fork();
+		return cap_real.fork();
 	t0 = cap_now_ns();
-	pid = real.fork(); /* the child starts a rank of its own in the atfork handler */
+	pid = cap_real.fork(); /* the child starts a rank of its own in the atfork handler */
 	if (pid == 0)
 		return 0;
 	err = errno;
@@ -223,13 +195,13 @@ static int do_exec(const char *file, char *const argv[], char *const envp[], boo
 	char **env;
 	int rc, err;
 
-	if (search ? !REAL(execvpe) : !REAL(execve))
+	if (search ? !HAVE(execvpe) : !HAVE(execve))
 		return -1;
 	put_exec(file, argv);
 	env = capture_env(envp);
 	cap_before_exec();
-	rc = search ? real.execvpe(file, argv, env ? env : envp)
-		    : real.execve(file, argv, env ? env : envp);
+	rc = search ? cap_real.execvpe(file, argv, env ? env : envp)
+		    : cap_real.execve(file, argv, env ? env : envp);
 	err = errno;
 	free_env(env);
 	put_exec_failed(file, err);
@@ -263,13 +235,13 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	char **env;
 	int rc, err;
 
-	if (!REAL(fexecve))
+	if (!HAVE(fexecve))
 		return -1;
 	snprintf(path, sizeof(path), "/dev/fd/%d", fd);
 	put_exec(path, argv);
 	env = capture_env(envp);
 	cap_before_exec();
-	rc = real.fexecve(fd, argv, env ? env : envp);
+	rc = cap_real.fexecve(fd, argv, env ? env : envp);
 	err = errno;
 	free_env(env);
 	put_exec_failed(path, err);
@@ -355,18 +327,18 @@ EXPORT int execle(const char *path, const char *arg0, ...)
 static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char buf[2 * CALL_MAX_STR + 2];
+	char buf[2 * CAP_STR_BYTES];
 	uint64_t t0, args[3];
 	pid_t child = -1;
 	char **env;
 	int rc;
 
-	if (search ? !REAL(posix_spawnp) : !REAL(posix_spawn))
+	if (search ? !HAVE(posix_spawnp) : !HAVE(posix_spawn))
 		return ENOSYS;
 	env = capture_env(envp);
 	t0 = cap_now_ns();
-	rc = search ? real.posix_spawnp(&child, file, fa, attr, argv, env ? env : envp)
-		    : real.posix_spawn(&child, file, fa, attr, argv, env ? env : envp);
+	rc = search ? cap_real.posix_spawnp(&child, file, fa, attr, argv, env ? env : envp)
+		    : cap_real.posix_spawn(&child, file, fa, attr, argv, env ? env : envp);
 	free_env(env);
 	if (pid)
 		*pid = child;
@@ -374,8 +346,8 @@ static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_fi
 		args[0] = since(t0);
 		args[1] = (uint64_t)(int64_t)(rc == 0 ? child : -1);
 		args[2] = (uint64_t)(int64_t)rc;
-		cap_put_call(CALL_SPAWN, t0, args, 3, buf,
-			     put_argv(buf, put_str(buf, 0, file), argv));
+		cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
+			     put_argv(buf, cap_put_str(buf, 0, file), argv));
 	}
 	return rc;
 }

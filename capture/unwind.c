@@ -11,8 +11,8 @@
  *
  * libunwind opens a pipe on its first address check (it validates addresses by writing them
  * to it) and keeps it: on the lowest free descriptors, which the program would otherwise
- * have got. So the interposed pipe2 moves a pipe made while libunwind runs for the capture
- * up to descriptors near the top of the limit. Only the shared library
+ * have got. So the interposed pipe2 (calls.txt) moves a pipe made while libunwind runs for
+ * the capture up to descriptors near the top of the limit (cap_unwind_pipe). Only the shared library
  * (TFS_CAP_SHARED: the one with interposers, the only one whose allocations are traced)
  * unwinds; the static variant never loads libunwind.
  *
@@ -76,26 +76,22 @@ static int move_high(int fd, int flags)
 	return nfd;
 }
 
-/* The program's pipe2, except that a pipe libunwind makes is moved out of its way. */
-__attribute__((visibility("default"))) int pipe2(int fds[2], int flags)
+void cap_unwind_pipe(int fds[2], int flags)
 {
-	static int (*real)(int *, int);
-	int rc, saved_errno;
+	int saved_errno;
 
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "pipe2");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
-	}
-	rc = real(fds, flags);
-	if (rc == 0 && tls_unwinding) {
-		saved_errno = errno;
-		fds[0] = move_high(fds[0], flags);
-		fds[1] = move_high(fds[1], flags);
-		errno = saved_errno;
-	}
-	return rc;
+	if (!tls_unwinding)
+		return;
+	saved_errno = errno;
+	fds[0] = move_high(fds[0], flags);
+	fds[1] = move_high(fds[1], flags);
+	errno = saved_errno;
+}
+#else
+void cap_unwind_pipe(int fds[2], int flags)
+{
+	(void)fds;
+	(void)flags;
 }
 #endif
 

@@ -111,6 +111,7 @@ extern "C" {
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
 #define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
 #define TFS_TRACE_MPI 0x40u     /**< libtfsmpi.so: every MPI function (capture/mpi) */
+#define TFS_TRACE_NESTED 0x80u  /**< also calls made inside another traced call (layers) */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the

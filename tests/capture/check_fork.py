@@ -63,7 +63,7 @@ class Trace:
             data = self.cat("ranks/%d/threads/%d/events.jsonl" % (rank, s["thread"]))
             for line in data.decode().splitlines():
                 e = json.loads(line)
-                if e["args"].get("path", "").startswith("/tmp/bash_jobs"):
+                if e["name"] == "fd_file" and e["args"]["path"].startswith("/tmp/bash_jobs"):
                     continue
                 if e["name"] not in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
                                      "posix_memalign", "memalign"):

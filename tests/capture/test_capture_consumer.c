@@ -545,8 +545,9 @@ static void test_consumer_calls_become_events(void **state)
 		 (uint64_t)7);
 	put_call(&a, CALL_OPEN, 1020, "/tmp/a", 7, 6, (uint64_t)50, (uint64_t)0x241,
 		 (uint64_t)0644, (uint64_t)0, (uint64_t)3, (uint64_t)0);
-	put_call(&a, CALL_PREAD, 1100, "", 0, 8, (uint64_t)5, (uint64_t)0, (uint64_t)512,
-		 (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512, (uint64_t)0);
+	put_call(&a, CALL_PREAD, 1100, "", 0, 9, (uint64_t)5, (uint64_t)3, (uint64_t)0,
+		 (uint64_t)512, (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512,
+		 (uint64_t)0);
 	put_call(&a, CALL_RENAME, 1200, "a\0b", 4, 3, (uint64_t)7, (uint64_t)-1, (uint64_t)2);
 	/* a string without its NUL: malformed, ends the chunk */
 	put_call(&a, CALL_UNLINK, 1300, "abc", 3, 3, (uint64_t)0, (uint64_t)0, (uint64_t)0);
@@ -567,7 +568,8 @@ static void test_consumer_calls_become_events(void **state)
 		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
-		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"file\":0,"
+		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
+		 "\"path\":0,"
 		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
