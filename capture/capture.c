@@ -827,13 +827,12 @@ static void fork_child(void)
 }
 
 /*
- * Parse TFS_TRACE: a comma-separated list of zones, mem, alloc, io, threads, all; unknown
- * names are ignored. Unset or empty: zones and mem (the interposers stay off in-process
- * unless asked for).
+ * TFS_TRACE (cap_parse_trace's words). Unset or empty: zones and mem (the interposers stay
+ * off in-process unless asked for); an unknown word is reported and skipped.
  */
 static uint32_t parse_trace(const char *s)
 {
-	uint32_t mask = TFS_TRACE_ON;
+	uint32_t mask = TFS_TRACE_ON, one;
 	char word[32];
 
 	if (!s || !*s)
@@ -842,21 +841,10 @@ static uint32_t parse_trace(const char *s)
 		size_t n = strcspn(s, ",");
 
 		snprintf(word, sizeof(word), "%.*s", (int)(n < 31 ? n : 31), s);
-		if (!strcmp(word, "zones"))
-			mask |= TFS_TRACE_ZONES;
-		else if (!strcmp(word, "mem"))
-			mask |= TFS_TRACE_MEM;
-		else if (!strcmp(word, "alloc"))
-			mask |= TFS_TRACE_ALLOC;
-		else if (!strcmp(word, "io"))
-			mask |= TFS_TRACE_IO;
-		else if (!strcmp(word, "threads"))
-			mask |= TFS_TRACE_THREADS;
-		else if (!strcmp(word, "mpi"))
-			mask |= TFS_TRACE_MPI;
-		else if (!strcmp(word, "all"))
-			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
-				TFS_TRACE_THREADS;
+		if (cap_parse_trace(word, &one) == 0)
+			mask |= one;
+		else
+			fprintf(stderr, "tfs capture: unknown TFS_TRACE word '%s': ignored\n", word);
 		s += n + (s[n] == ',');
 	}
 	return mask;

@@ -26,10 +26,27 @@ struct cap_timing {
 int cap_parse_timing(const char *s, struct cap_timing *out);
 
 /*
+ * Parse a list of categories, comma-separated: zones, mem, alloc, io, threads, mpi, nested
+ * (calls made inside another traced call too), all (all but mpi and nested), into *@mask
+ * (TFS_TRACE_ON and the categories named). The one list of the words `tracefs record
+ * --trace` and TFS_TRACE take. @return 0, or -EINVAL at the first unknown word (*@mask then
+ * holds the words before it)
+ */
+int cap_parse_trace(const char *s, uint32_t *mask);
+
+/*
  * Nesting depth of the capture on the calling thread: non-zero while the capture itself runs
  * (an interposed call made from inside it is passed through unrecorded).
  */
 extern _Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+
+/*
+ * Interposed and MPI calls the calling thread is inside (their real function running): a
+ * call made at depth > 0 belongs to a library's layer (a read inside an MPI call, an fopen
+ * inside another interposed call) and is recorded only with TFS_TRACE_NESTED; allocations
+ * are recorded at any depth. A thread created at depth d starts at depth d.
+ */
+extern _Thread_local unsigned int cap_call_depth __attribute__((tls_model("initial-exec")));
 
 /* The clock of the trace (0 when timing is none). */
 uint64_t cap_now_ns(void);

@@ -169,6 +169,35 @@ int cap_parse_timing(const char *s, struct cap_timing *out)
 	return 0;
 }
 
+int cap_parse_trace(const char *s, uint32_t *mask)
+{
+	static const struct {
+		const char *word;
+		uint32_t bits;
+	} words[] = {
+	    {"zones", TFS_TRACE_ZONES},	     {"mem", TFS_TRACE_MEM},
+	    {"alloc", TFS_TRACE_ALLOC},	     {"io", TFS_TRACE_IO},
+	    {"threads", TFS_TRACE_THREADS},  {"mpi", TFS_TRACE_MPI},
+	    {"nested", TFS_TRACE_NESTED},
+	    {"all", TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
+			TFS_TRACE_THREADS},
+	};
+
+	*mask = TFS_TRACE_ON;
+	while (*s) {
+		size_t n = strcspn(s, ","), i;
+
+		for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+			if (strlen(words[i].word) == n && !strncmp(s, words[i].word, n))
+				break;
+		if (i == sizeof(words) / sizeof(words[0]))
+			return -EINVAL;
+		*mask |= words[i].bits;
+		s += n + (s[n] == ',');
+	}
+	return 0;
+}
+
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
 {
 	uint32_t n = *cap ? *cap : 8;

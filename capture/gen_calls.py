@@ -376,15 +376,24 @@ def gen_wrapper(k, s):
     o.append('\t}')
     nested = 'true' if 'nested' in k.flags else 'cap_call_nested_ok()'
     o.append('\trec = cap_call_depth == 0 || %s;' % nested)
+    # before the call: descriptor numbers always (the descriptor table's effects use them),
+    # the files and buffers behind them only when recorded (a first use declares a file)
+    lookups = []
     for a in k.args:
         if a.when != 'before':
             continue
         if a.name.endswith('buf_id'):
-            o.append('\tcap_alloc_lookup(%s, &v_buf_id, &v_buf_off);' % a.expr)
+            lookups.append('cap_alloc_lookup(%s, &v_buf_id, &v_buf_off);' % a.expr)
         elif a.name.endswith('buf_off'):
             continue
+        elif a.enc == 'sym':
+            lookups.append('v_%s = %s;' % (a.name, word(a)))
         else:
             o.append('\tv_%s = %s;' % (a.name, word(a)))
+    if len(lookups) == 1:
+        o += ['\tif (rec)', '\t\t' + lookups[0]]
+    elif lookups:
+        o += ['\tif (rec) {'] + ['\t\t' + x for x in lookups] + ['\t}']
     if 'errno0' in k.flags:
         o.append('\tconst int errno_was = errno;')
         o.append('\terrno = 0;')

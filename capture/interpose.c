@@ -287,7 +287,8 @@ static void *tramp_start(void *p)
 	struct tramp t = *(struct tramp *)p;
 
 	cap_real.free(p);
-	cap_thread_preassign(t.id);
+	if (t.id != NO_THREAD)
+		cap_thread_preassign(t.id);
 	cap_call_depth = t.depth;
 	return t.fn(t.arg);
 }
@@ -326,28 +327,39 @@ static uint32_t thread_forget(pthread_t th)
 	return id;
 }
 
+/*
+ * A thread created inside an MPI or interposed call (cap_call_depth > 0: MPICH's progress
+ * thread, made in MPI_Init) starts at its creator's depth, so its calls are that library's
+ * layer: it goes through the trampoline whenever capture is on, recorded or not.
+ */
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+	const unsigned int layer = cap_call_depth;
 	struct tramp *t;
 	uint64_t t0, args[3];
 	uint32_t id;
+	bool rec;
 	int rc;
 
 	if (!HAVE(pthread_create))
 		return ENOSYS;
-	if (!tracing(TFS_TRACE_THREADS))
+	rec = tracing(TFS_TRACE_THREADS) && (layer == 0 || cap_call_nested_ok());
+	if (!rec && !(layer && tfs_capture_mask_))
 		return cap_real.pthread_create(th, attr, fn, arg);
 	t = cap_real.malloc(sizeof(*t)); /* the tracer's own: not recorded */
 	if (!t)
 		return cap_real.pthread_create(th, attr, fn, arg);
-	id = cap_thread_reserve();
-	*t = (struct tramp){fn, arg, id, cap_call_depth};
+	/* a thread not recorded gets its id at its first event, if it records any */
+	id = rec ? cap_thread_reserve() : NO_THREAD;
+	*t = (struct tramp){fn, arg, id, layer};
 	t0 = cap_now_ns();
 	rc = cap_real.pthread_create(th, attr, tramp_start, t); /* the thread frees @t */
 	if (rc != 0)
 		cap_real.free(t);
-	else
+	else if (rec)
 		thread_remember(*th, id);
+	if (!rec)
+		return rc;
 	args[0] = since(t0);
 	args[1] = rc == 0 ? id : NO_THREAD;
 	args[2] = (uint64_t)(int64_t)rc;

@@ -48,13 +48,7 @@ void cap_resolve(void);
 /* The lookup itself, generated from calls.txt (interpose_gen.c). */
 void cap_resolve_all(void);
 
-/*
- * Interposed calls the calling thread is inside (their real function running): a call made
- * at depth > 0 is nested (fopen's malloc, a read inside an MPI call) and recorded only where
- * cap_call_nested_ok() says so; allocations are recorded at any depth.
- */
-extern _Thread_local unsigned int cap_call_depth __attribute__((tls_model("initial-exec")));
-
+/* Whether calls made inside another traced call are recorded too (cap_call_depth). */
 static inline bool cap_call_nested_ok(void)
 {
 	return tfs_capture_mask_ & TFS_TRACE_NESTED;

@@ -4,7 +4,7 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
+ * (cap_parse_trace's words; all by default); --backtrace-depth the frames kept
  * of each allocation's backtrace (64 by default, 0: none). Run by an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
  * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
@@ -68,41 +68,6 @@ static int usage(const char *what)
 	return EXIT_USAGE;
 }
 
-/* --trace=LIST. @return 0 or -EINVAL */
-static int parse_trace(const char *s, uint32_t *mask)
-{
-	char word[32];
-
-	*mask = TFS_TRACE_ON;
-	while (*s) {
-		size_t n = strcspn(s, ",");
-
-		if (n == 0 || n >= sizeof(word))
-			return -EINVAL;
-		memcpy(word, s, n);
-		word[n] = '\0';
-		if (!strcmp(word, "zones"))
-			*mask |= TFS_TRACE_ZONES;
-		else if (!strcmp(word, "mem"))
-			*mask |= TFS_TRACE_MEM;
-		else if (!strcmp(word, "alloc"))
-			*mask |= TFS_TRACE_ALLOC;
-		else if (!strcmp(word, "io"))
-			*mask |= TFS_TRACE_IO;
-		else if (!strcmp(word, "threads"))
-			*mask |= TFS_TRACE_THREADS;
-		else if (!strcmp(word, "mpi"))
-			*mask |= TFS_TRACE_MPI; /* added anyway under an MPI launcher */
-		else if (!strcmp(word, "all"))
-			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
-				 TFS_TRACE_THREADS;
-		else
-			return -EINVAL;
-		s += n + (s[n] == ',');
-	}
-	return 0;
-}
-
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option lo[] = {
@@ -135,9 +100,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 					     "followed by ,fast");
 			break;
 		case 'T':
-			if (parse_trace(optarg, &o->mask) < 0)
+			if (cap_parse_trace(optarg, &o->mask) < 0)
 				return usage("--trace takes a list of zones, mem, alloc, io, threads, "
-					     "mpi, all");
+					     "mpi, nested, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);

@@ -44,7 +44,7 @@ static const char usage_text[] =
     "                        once the mount is ready (-f: stay in the foreground)\n"
     "  umount MOUNTPOINT     unmount it\n"
     "  record [-o FILE] [--timing=lossless|none|lossy:ERR]\n"
-    "         [--trace=all|zones,mem,alloc,io,threads,mpi]\n"
+    "         [--trace=all|zones,mem,alloc,io,threads,mpi,nested]\n"
     "         [--spool-size=MIB] [--backtrace-depth=N] [--] COMMAND [ARGS...]\n"
     "                        run COMMAND with the capture library preloaded and write its\n"
     "                        trace (default COMMAND.trace), a rank per process it forks\n"

@@ -97,6 +97,7 @@ bool mpirt_enter(void)
 	if (!(tfs_capture_mask_ & TFS_TRACE_MPI) || cap_tls_depth != 0)
 		return false;
 	cap_tls_depth++;
+	cap_call_depth++; /* threads the library starts now are its layer (interpose.c) */
 	return true;
 }
 
@@ -127,6 +128,7 @@ void mpirt_put(struct mpirt_call *c, uint32_t call, uint32_t n_w, struct mpirt_s
 		payload[len + n] = '\0';
 		len += n + 1;
 	}
+	cap_call_depth--;
 	cap_tls_depth--;
 	cap_put_call(call, c->ts_ns, c->w, n_w + 1, payload, len);
 }

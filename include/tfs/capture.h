@@ -19,10 +19,11 @@
  *                          timed ones may end in ",fast" (timing columns not range-coded:
  *                          larger, read faster)
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
- *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
- *                          and threads need the library preloaded or linked: its interposers
- *                          record them; mpi needs libtfsmpi.so preloaded or linked,
- *                          libtfsmpi-ompi.so under Open MPI)
+ *                          io, threads, mpi, nested, all (all but mpi and nested; unset:
+ *                          zones, mem; alloc, io and threads need the library preloaded or
+ *                          linked: its interposers record them; mpi needs libtfsmpi.so
+ *                          preloaded or linked, libtfsmpi-ompi.so under Open MPI; nested:
+ *                          also the calls made inside another traced call, see "Layers")
  *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
  *   TFS_BACKTRACE_DEPTH=N  in-process mode with alloc: frames kept of each allocation's
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
@@ -42,19 +43,42 @@
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
  * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign) and mmap, mmap64,
- * munmap; io is POSIX and stdio I/O with their 64-bit and fortified (__read_chk...) variants;
+ * munmap; io is POSIX I/O (open, read, write, pread, pwrite, readv, writev, lseek, fsync,
+ * dup, dup2, dup3, fcntl, pipe, close_range, sendfile, splice, copy_file_range), sockets
+ * (socket, socketpair, connect, bind, listen, accept, send, recv and their to/from/msg
+ * forms, shutdown), poll, select, the stat family, directories (opendir, readdir,
+ * closedir, mkdir, rmdir, chdir) and the whole stdio family for output and input (fopen,
+ * fclose, fflush, fseek, fread, fwrite, the printf family, puts, fputs, fputc, putc,
+ * putchar, fgets, fgetc, getc, getchar, getline, getdelim, the scanf family on streams,
+ * ungetc), with their 64-bit, _unlocked and fortified (__read_chk, __printf_chk...) names;
  * threads is pthread_create, pthread_join, fork, vfork, the exec family and posix_spawn.
- * Every event's category in the trace is the
- * name of the --trace word that records it. Descriptors and FILE * become symbolic file
- * ids, one per path, the path stored once in the opening call; threads created with
- * pthread_create are numbered in creation order. Every heap block and mapping gets an
- * allocation id (1, 2, 3... in allocation order across the process image, `id=` in its
- * allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is recorded
- * as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`; id 0 and
- * the address itself for a stack or static buffer), so a loop over one buffer compresses to
- * one grammar rule; the table of live allocations is kept while alloc or io is traced. A
- * munmap that cuts a mapping in two leaves two pieces with the mapping's id and offsets
- * from its original start. The event kinds are listed in capture/calls.c.
+ * capture/calls.txt is the list, one declaration per function, with each event's
+ * arguments. Every event's category in the trace is the name of the --trace word that
+ * records it. A stdio event records the bytes the call gave or took from its stream (libc
+ * writes them out through its own descriptor calls, which no preload can see).
+ *
+ * Descriptors: every call on one records its number and the symbolic file behind it
+ * (`fd=3, path=file#2`), one id per path, pipe, socket or device of the process image, its
+ * name stored once (the opening call's path, or an `fd_file` event with what /proc/self/fd
+ * shows for a descriptor met first; sockets by address: tcp:127.0.0.1:5432, unix:/path).
+ * The table of descriptors follows dup, dup2, dup3, fcntl(F_DUPFD), close, pipe, socket,
+ * accept, connect and bind, so every call names the file really behind its descriptor.
+ * Threads created with pthread_create are numbered in creation order. Every heap block and
+ * mapping gets an allocation id (1, 2, 3... in allocation order across the process image,
+ * `id=` in its allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is
+ * recorded as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`;
+ * id 0 and the address itself for a stack or static buffer), so a loop over one buffer
+ * compresses to one grammar rule; the table of live allocations is kept while alloc or io
+ * is traced. A munmap that cuts a mapping in two leaves two pieces with the mapping's id and
+ * offsets from its original start. String arguments (paths, argv) are kept whole up to 900
+ * bytes; a longer one keeps its first 900 and ends in a visible `...[+N bytes]`.
+ *
+ * Layers: a call made while the same thread is inside another interposed call (the real
+ * function running), or inside an MPI call, or on a thread an MPI call created (MPICH's
+ * progress thread) belongs to the library's layer, not the program's: it is recorded only
+ * with `nested` in the categories. Allocations are the exception: the heap is the
+ * process's, so an allocation is recorded whichever layer makes it (fopen's FILE,
+ * getline's line).
  *
  * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
  * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the
