@@ -212,6 +212,15 @@ void cap_fd_named(int fd, const char *name)
 		put_fd_file(fd, name, id);
 }
 
+void cap_fd_bound(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && len > sizeof(sa_family_t))
+		cap_fd_named(fd, cap_sockaddr(fd, (struct sockaddr *)&ss, len));
+}
+
 int cap_stream_fd(FILE *fp)
 {
 	return fp ? fileno(fp) : -1;

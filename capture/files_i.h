@@ -57,8 +57,10 @@ static inline int cap_fd_pair(const int fds[2], int i, int ret)
 {
 	return ret == 0 ? fds[i] : -1;
 }
-/* Socket @fd now goes by @name (a connect or bind): an id of that name, declared. */
+/* Socket @fd now goes by @name (a connect): an id of that name, declared. */
 void cap_fd_named(int fd, const char *name);
+/* Socket @fd was bound: it goes by its own address (the port the kernel chose for port 0). */
+void cap_fd_bound(int fd);
 
 /* The descriptor of stream @fp (-1 for NULL), of directory stream @d. */
 int cap_stream_fd(FILE *fp);

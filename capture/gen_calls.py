@@ -136,8 +136,12 @@ def parse_arg(tok, lineno):
     m = re.fullmatch(r'RET((?::\w+)*)(?:=(.+))?', tok)
     if m:
         flags = ['result'] + [f for f in m.group(1).split(':') if f]
-        return [Arg('ret', 'i64', 'val', flags, m.group(2) or '(int64_t)ret'),
-                Arg('errno', 'u64', 'val', [], 'FAILED ? (uint64_t)err : 0')]
+        out = [Arg('ret', 'i64', 'val', [f for f in flags if f != 'fd'],
+                   m.group(2) or '(int64_t)ret')]
+        if 'fd' in flags:  # a new descriptor: the file behind it, attached
+            out.append(Arg('ret_path', 'u64', 'sym', ['attach'], 'cap_fd_file((int)ret)',
+                           sym_class='file'))
+        return out + [Arg('errno', 'u64', 'val', [], 'FAILED ? (uint64_t)err : 0')]
     name, _, expr = tok.partition('=')
     fields = name.split(':')
     if len(fields) < 2 or fields[1] not in TYPES:
@@ -145,7 +149,9 @@ def parse_arg(tok, lineno):
                    (lineno, tok))
     a = Arg(fields[0], fields[1], 'str' if fields[1] == 'str' else 'val', expr=expr or None)
     for f in fields[2:]:
-        if f in ('val', 'sig'):
+        if f == 'pre':
+            a.when = 'before'
+        elif f in ('val', 'sig'):
             a.enc = f
         elif f.startswith('sym.'):
             a.enc, a.sym_class = 'sym', f[4:]
@@ -389,7 +395,7 @@ def gen_wrapper(k, s):
         elif a.enc == 'sym':
             lookups.append('v_%s = %s;' % (a.name, word(a)))
         else:
-            o.append('\tv_%s = %s;' % (a.name, word(a)))
+            o.append('\tv_%s = %s;' % (a.name, word(Arg(a.name, a.typ, expr=a.expr or a.name))))
     if len(lookups) == 1:
         o += ['\tif (rec)', '\t\t' + lookups[0]]
     elif lookups:
