@@ -329,13 +329,16 @@ def main():
         plain_dir, traced_dir = os.path.join(work, "plain"), os.path.join(work, "traced")
         os.mkdir(plain_dir)
         os.mkdir(traced_dir)
-        rc, plain, err = run([a.calls_prog, plain_dir], stdin=STDIN)
+        rc, plain, plain_err = run([a.calls_prog, plain_dir], stdin=STDIN)
         tap.ok(rc == 0 and plain == b"out\n7ff!abc\nAB99abcde",
-               "cap_calls untraced: exit 0 and its known output", (rc, plain, err))
+               "cap_calls untraced: exit 0 and its known output", (rc, plain, plain_err))
         trace = os.path.join(work, "calls.trace")
         rc, traced, err = run([a.tracefs, "record", "--timing=none", "-o", trace, "--",
                                a.calls_prog, traced_dir], stdin=STDIN)
         tap.ok(rc == 0 and traced == plain, "traced: exit 0, output byte-identical", err)
+        hashes = [re.search(rb"^errno \d+$", x, re.M) for x in (plain_err, err)]
+        tap.ok(all(hashes) and hashes[0].group(0) == hashes[1].group(0),
+               "traced: every call leaves errno as it does untraced", (plain_err, err))
         same = all(open(os.path.join(plain_dir, f), "rb").read() ==
                    open(os.path.join(traced_dir, f), "rb").read()
                    for f in ("b", "c", "i", "s", "t", "u"))
