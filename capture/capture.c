@@ -86,6 +86,8 @@ static char g_root[PATH_MAX];
 
 static _Thread_local struct tstate *tls_state TLS_IE;
 _Thread_local unsigned int cap_tls_depth TLS_IE;
+_Thread_local unsigned int cap_call_depth TLS_IE;
+_Thread_local uint32_t cap_call_outer TLS_IE;
 static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthread_create */
 static _Thread_local bool tls_dead TLS_IE;
 
@@ -597,16 +599,25 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len))
 			count_drop();
 	} else if (ts) {
-		words = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+		/* a call inside others, recorded as such only when nested calls are asked for */
+		const uint32_t nested = cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
+		const uint32_t base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+
+		words = base + (nested ? 2 : 0);
 		r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
 		if (r) {
-			r[0] = cap_rec_word0(REC_CALL, words, (uint32_t)strs_len, call);
+			r[0] = cap_rec_word0(nested ? REC_CALL_NESTED : REC_CALL, words,
+					     (uint32_t)strs_len, call);
 			r[1] = ts_ns;
 			for (uint32_t i = 0; i < n_args; i++)
 				r[2 + i] = args[i];
 			if (strs_len) {
-				r[words - 1] = 0;
+				r[base - 1] = 0;
 				memcpy(r + 2 + n_args, strs, strs_len);
+			}
+			if (nested) {
+				r[base] = cap_call_depth;
+				r[base + 1] = cap_call_outer;
 			}
 			rec_publish(ts, words);
 		} else {

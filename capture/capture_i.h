@@ -47,6 +47,9 @@ extern _Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initia
  * are recorded at any depth. A thread created at depth d starts at depth d.
  */
 extern _Thread_local unsigned int cap_call_depth __attribute__((tls_model("initial-exec")));
+/* The outermost interposed call the calling thread is inside (a call number as REC_CALL's
+ * aux), valid while cap_call_depth > 0: what a nested call is recorded as being inside. */
+extern _Thread_local uint32_t cap_call_outer __attribute__((tls_model("initial-exec")));
 
 /* The clock of the trace (0 when timing is none). */
 uint64_t cap_now_ns(void);

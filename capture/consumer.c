@@ -119,6 +119,8 @@ struct cap_consumer {
 			       first use (a trace holds the kinds of the MPI calls made, not all
 			       of mpi.h's), UINT32_MAX until then */
 	bool calls;
+	uint32_t *nested_kind; /* N_CALLS + cap_mpi_n_kinds, the kinds of calls recorded inside
+				  others (REC_CALL_NESTED), declared on first use; NULL until one */
 	struct cap_stacks *stacks; /* NULL when the spool records no backtraces */
 	struct cthread *threads;
 	uint32_t n_threads;
@@ -312,6 +314,7 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->site_ids);
 	free(c->cands);
 	free(c->mpi_kind);
+	free(c->nested_kind);
 	cap_stacks_free(c->stacks);
 	tfs_writer_free(c->w);
 	free(c);
@@ -387,12 +390,55 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 }
 
 /*
+ * The kind of call @call made inside others (REC_CALL_NESTED): its own arguments, then
+ * `depth` and `in` (the outermost call it was inside), declared at first use.
+ * @return 0 or a writer error
+ */
+static int nested_kind(struct cap_consumer *c, uint32_t call, const struct tfs_kind_desc *k,
+		       uint32_t *out)
+{
+	static const struct tfs_arg_desc more[] = {
+	    {"depth", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+	    {"in", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+	};
+	struct tfs_arg_desc args[TFS_MAX_ARGS];
+	struct tfs_kind_desc twin = *k;
+	const uint32_t n_all = N_CALLS + cap_mpi_n_kinds;
+	int rc;
+
+	if (!c->nested_kind) {
+		c->nested_kind = malloc(n_all * sizeof(*c->nested_kind));
+		if (!c->nested_kind)
+			return -ENOMEM;
+		memset(c->nested_kind, 0xff, n_all * sizeof(*c->nested_kind));
+	}
+	if (c->nested_kind[call] != UINT32_MAX) {
+		*out = c->nested_kind[call];
+		return 0;
+	}
+	if (k->n_args + 2 > TFS_MAX_ARGS)
+		return -EINVAL;
+	memcpy(args, k->args, k->n_args * sizeof(*args));
+	memcpy(args + k->n_args, more, sizeof(more));
+	twin.args = args;
+	twin.n_args = k->n_args + 2;
+	rc = tfs_writer_add_kind(c->w, &twin, &c->nested_kind[call]);
+	if (rc < 0) {
+		c->nested_kind[call] = UINT32_MAX;
+		return rc;
+	}
+	*out = c->nested_kind[call];
+	return 0;
+}
+
+/*
  * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
- * arguments in order, then its backtrace when @with_bt (REC_CALL_BT).
+ * arguments in order, then its backtrace when @with_bt (REC_CALL_BT), or its depth and the
+ * call it was inside when @nested (REC_CALL_NESTED).
  * @return 0, -EBADMSG or -errno
  */
 static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
-		       uint32_t words, bool with_bt)
+		       uint32_t words, bool with_bt, bool nested)
 {
 	uint32_t call = (uint32_t)(r[0] >> 32), w = 3;
 	size_t len = (r[0] >> 16) & 0xffff, off = 0;
@@ -403,6 +449,11 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	k = cap_call_kind(call);
 	if (!k || words < 3 || (call < N_CALLS ? !c->calls : !c->mpi_kind))
 		return -EBADMSG;
+	if (nested) { /* the two words after the payload */
+		if (with_bt || words < 5 || r[words - 2] == 0 || r[words - 2] > UINT32_MAX)
+			return -EBADMSG;
+		words -= 2;
+	}
 	/* a recorded call has a stack exactly when its kind was declared with one */
 	if (with_bt != (c->stacks && cap_call_has_stack(call)))
 		return -EBADMSG;
@@ -440,6 +491,23 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 
 		if (rc < 0)
 			return rc;
+	}
+	if (nested) {
+		const struct tfs_kind_desc *in = cap_call_kind((uint32_t)r[words + 1]);
+		uint32_t twin;
+		int rc;
+
+		if (k->n_args + 2 > TFS_MAX_ARGS)
+			return -EBADMSG;
+		rc = nested_kind(c, call, k, &twin);
+		if (rc < 0) {
+			c->err = c->err ? c->err : rc;
+			return 0;
+		}
+		a[k->n_args].u = r[words];
+		a[k->n_args + 1].s = in ? in->name : "?";
+		emit_kind(c, ct, twin, r[1], r[2], a);
+		return 0;
 	}
 	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
 		  r[2], a);
@@ -667,7 +735,8 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
 	case REC_CALL:
 	case REC_CALL_BT:
-		return call_record(c, ct, r, words, kind == REC_CALL_BT);
+	case REC_CALL_NESTED:
+		return call_record(c, ct, r, words, kind == REC_CALL_BT, kind == REC_CALL_NESTED);
 	case REC_MODULE:
 		if (!c->stacks || !payload(r, words, 3, buf, sizeof(buf)))
 			return -EBADMSG;

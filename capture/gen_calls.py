@@ -403,7 +403,8 @@ def gen_wrapper(k, s):
     if 'errno0' in k.flags:
         o.append('\tconst int errno_was = errno;')
         o.append('\terrno = 0;')
-    o += ['\tt0 = cap_now_ns();', '\tcap_call_depth++;', '\tret = %s;' % call,
+    o += ['\tif (cap_call_depth == 0)', '\t\tcap_call_outer = %s;' % k.enum,
+          '\tt0 = cap_now_ns();', '\tcap_call_depth++;', '\tret = %s;' % call,
           '\tcap_call_depth--;', '\terr = errno;']
     for st in k.always:
         o.append('\t%s' % st)

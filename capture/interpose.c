@@ -43,7 +43,8 @@
 #define N_THREADS 4096		  /* live pthread_t -> thread id entries */
 #define NO_THREAD 0xffffffffu
 
-_Thread_local unsigned int cap_call_depth TLS_IE;
+
+_Thread_local bool cap_thread_layer TLS_IE;
 
 static _Thread_local bool tls_resolving TLS_IE;
 static _Alignas(64) unsigned char g_boot[BOOT_BYTES];
@@ -146,7 +147,7 @@ EXPORT void *malloc(size_t size)
 	}
 	p = cap_real.malloc(size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
@@ -164,7 +165,7 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 	}
 	p = cap_real.calloc(nmemb, size);
 	id = new_id(p, nmemb * size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_CALLOC, 4, nmemb, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -204,7 +205,7 @@ EXPORT void *realloc(void *ptr, size_t size)
 	} else if (keep && old_id) {
 		cap_alloc_add(ptr, old_size, old_id); /* failed: @ptr is still live */
 	}
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
 	return p;
 }
@@ -222,7 +223,7 @@ EXPORT void free(void *ptr)
 	}
 	id = gone_id(ptr);
 	cap_real.free(ptr);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 
@@ -238,7 +239,7 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 	}
 	rc = cap_real.posix_memalign(memptr, alignment, size);
 	id = rc ? 0 : new_id(*memptr, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
 			  (uint64_t)rc, id);
 	return rc;
@@ -253,7 +254,7 @@ EXPORT void *aligned_alloc(size_t alignment, size_t size)
 		return NULL;
 	p = cap_real.aligned_alloc(alignment, size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -267,7 +268,7 @@ EXPORT void *memalign(size_t alignment, size_t size)
 		return NULL;
 	p = cap_real.memalign(alignment, size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -280,6 +281,7 @@ struct tramp {
 	uint32_t id;
 	unsigned int depth; /* cap_call_depth of the creator: a thread an MPI call starts is
 			       that call's layer (its calls are nested) */
+	uint32_t outer;	    /* and the call it was inside */
 };
 
 static void *tramp_start(void *p)
@@ -290,6 +292,8 @@ static void *tramp_start(void *p)
 	if (t.id != NO_THREAD)
 		cap_thread_preassign(t.id);
 	cap_call_depth = t.depth;
+	cap_call_outer = t.outer;
+	cap_thread_layer = t.depth > 0;
 	return t.fn(t.arg);
 }
 
@@ -351,7 +355,7 @@ EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)
 		return cap_real.pthread_create(th, attr, fn, arg);
 	/* a thread not recorded gets its id at its first event, if it records any */
 	id = rec ? cap_thread_reserve() : NO_THREAD;
-	*t = (struct tramp){fn, arg, id, layer};
+	*t = (struct tramp){fn, arg, id, layer, cap_call_outer};
 	t0 = cap_now_ns();
 	rc = cap_real.pthread_create(th, attr, tramp_start, t); /* the thread frees @t */
 	if (rc != 0)

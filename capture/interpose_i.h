@@ -48,6 +48,9 @@ void cap_resolve(void);
 /* The lookup itself, generated from calls.txt (interpose_gen.c). */
 void cap_resolve_all(void);
 
+/* The calling thread was started inside an interposed or MPI call: a library's thread. */
+extern _Thread_local bool cap_thread_layer __attribute__((tls_model("initial-exec")));
+
 /* Whether calls made inside another traced call are recorded too (cap_call_depth). */
 static inline bool cap_call_nested_ok(void)
 {
@@ -73,6 +76,16 @@ static inline bool tracing(unsigned int cat)
 }
 
 #define capturing(cat) tracing(cat)
+
+/*
+ * Whether allocations are recorded now: at any depth on the program's threads (the heap is
+ * the process's: fopen's FILE, getline's line), but on a thread a library started from
+ * inside its call (an MPI progress thread) only with nested calls.
+ */
+static inline bool tracing_alloc(void)
+{
+	return tracing(TFS_TRACE_ALLOC) && (!cap_thread_layer || cap_call_nested_ok());
+}
 
 #define likely(x) __builtin_expect(!!(x), 1)
 

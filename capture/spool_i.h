@@ -80,6 +80,9 @@ enum spool_rec {
 				after the padded payload (see below) */
 	REC_MODULE = 13,     /* a loaded object: arg 0: load bias; args 1, 2: lowest and end
 				address of its PT_LOAD segments; payload: its file's path */
+	REC_CALL_NESTED = 14, /* REC_CALL made inside other traced calls (TFS_TRACE_NESTED):
+				 after the padded payload two more words, the depth and the
+				 outermost call it is inside (a call number as aux is) */
 };
 
 /*

@@ -92,12 +92,13 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 33);
 }
 
-bool mpirt_enter(void)
+bool mpirt_enter(uint32_t call)
 {
 	if (!(tfs_capture_mask_ & TFS_TRACE_MPI) || cap_tls_depth != 0)
 		return false;
 	cap_tls_depth++;
-	cap_call_depth++; /* threads the library starts now are its layer (interpose.c) */
+	if (cap_call_depth++ == 0) /* threads the library starts now are its layer */
+		cap_call_outer = call;
 	return true;
 }
 

@@ -74,11 +74,15 @@
  * bytes; a longer one keeps its first 900 and ends in a visible `...[+N bytes]`.
  *
  * Layers: a call made while the same thread is inside another interposed call (the real
- * function running), or inside an MPI call, or on a thread an MPI call created (MPICH's
- * progress thread) belongs to the library's layer, not the program's: it is recorded only
- * with `nested` in the categories. Allocations are the exception: the heap is the
- * process's, so an allocation is recorded whichever layer makes it (fopen's FILE,
- * getline's line).
+ * function running) or inside an MPI call, and every call on a thread a library started
+ * from inside its call (MPICH's and Open MPI's progress threads, started in MPI_Init),
+ * belongs to that library's layer, not the program's: it is recorded only with `nested`
+ * in the categories, and then with two more arguments, `depth` (how many traced calls it
+ * is inside) and `in` (the outermost one: `read(..., depth=1, in="MPI_Init")`). An
+ * allocation made inside a libc call on a program's thread is the program's (fopen's FILE,
+ * getline's line) and is recorded whatever the categories; with `nested` it is marked too
+ * (unless it carries a backtrace, which shows its caller). Inside an MPI call itself the
+ * capture is suspended: what the MPI library does on the calling thread is never recorded.
  *
  * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
  * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the

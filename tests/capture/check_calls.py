@@ -360,6 +360,21 @@ def main():
             ports = {b.vals["PORT"], b.vals["Q"], b.vals["R"]}
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
+        # layers: fclose frees the FILE and its buffer inside itself; by default those frees
+        # are plain events, with `nested` they say where they were made
+        plain_frees = [line for line in out.decode().splitlines() if " free(" in line]
+        nested_dir = os.path.join(work, "nested")
+        os.mkdir(nested_dir)
+        ntrace = os.path.join(work, "nested.trace")
+        rc, _, err = run([a.tracefs, "record", "--timing=none", "--trace=all,nested", "-o",
+                          ntrace, "--", a.calls_prog, nested_dir], stdin=STDIN)
+        rc2, nout, _ = run([a.tracefs, "cat", ntrace, "ranks/0/threads/0/trace.txt"])
+        marked = [line for line in nout.decode().splitlines()
+                  if re.search(r" free\(.*, depth=1, in=\"fclose\"\)", line)]
+        tap.ok(rc == 0 and rc2 == 0 and len(marked) >= 4 and
+               not any("depth=" in line for line in plain_frees),
+               "nested: the frees fclose makes are marked depth=1, in=\"fclose\" (%d), and "
+               "by default nothing is marked" % len(marked), err)
     return tap.done()
 
 

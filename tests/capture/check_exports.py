@@ -24,8 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 # what libtfsmpi.so calls in libtfscapture.so (capture.map.in)
-MPI_ENTRY = {"cap_put_call", "cap_now_ns", "cap_tls_depth", "cap_call_depth", "cap_trace_now",
-             "cap_alloc_lookup"}
+MPI_ENTRY = {"cap_put_call", "cap_now_ns", "cap_tls_depth", "cap_call_depth", "cap_call_outer",
+             "cap_trace_now", "cap_alloc_lookup"}
 
 
 def table_syms(path):
