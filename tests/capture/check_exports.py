@@ -10,7 +10,12 @@ wrapper and its line of the version script. This checks the result from both end
    is a function of calls.txt: an interposer written by hand and not declared there would be
    neither exported nor recorded.
 
+3. libtfsmpi.so and libtfsmpi-ompi.so (when built) export exactly the MPI functions they
+   wrap (the generator's list) and their PMPI twins: no codec or runtime symbol that could
+   clash with a traced program's own.
+
   check_exports.py --lib libtfscapture.so --list interposed.txt --calls calls.txt --src DIR
+                   [--mpi-lib LIB --mpi-list FUNCTIONS.txt]...
 """
 
 import argparse
@@ -54,6 +59,8 @@ def main():
     ap = argparse.ArgumentParser()
     for opt in ("--lib", "--list", "--calls", "--src"):
         ap.add_argument(opt, required=True)
+    ap.add_argument("--mpi-lib", action="append", default=[])
+    ap.add_argument("--mpi-list", action="append", default=[])
     a = ap.parse_args()
     tap = Tap()
     syms = table_syms(a.calls)
@@ -78,6 +85,16 @@ def main():
     undeclared = sorted(hand - set(syms))
     tap.ok(hand and not undeclared, "every hand-written interposer (%d EXPORT definitions) is "
            "declared in calls.txt" % len(hand), undeclared)
+    for lib, flist in zip(a.mpi_lib, a.mpi_list):
+        with open(flist) as f:
+            wrapped = {line.strip() for line in f if line.strip()}
+        exp = exported(lib)
+        name = os.path.basename(lib)
+        want = wrapped | {"P" + n for n in wrapped}
+        tap.ok(wrapped and exp - want <= set() and not (wrapped - exp),
+               "%s exports the %d MPI functions it wraps, their PMPI twins and nothing else"
+               % (name, len(wrapped)),
+               "extra %s; missing %s" % (sorted(exp - want)[:20], sorted(wrapped - exp)[:20]))
     return tap.done()
 
 
