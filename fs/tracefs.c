@@ -301,6 +301,23 @@ err_close_trace:
 	return EXIT_RUNTIME;
 }
 
+/*
+ * What node @ino (@path) is: its size may need decoding (a summary), which a corrupt trace
+ * fails. @return 0 or an exit status, said on stderr
+ */
+static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path,
+		     struct fs_node_info *info)
+{
+	char buf[256];
+	int rc = fs_vtree_stat(vt, ino, info);
+
+	if (rc == 0)
+		return 0;
+	fs_fail("cannot stat %s: %s%s", path, errstr(-rc, buf, sizeof(buf)),
+		rc == -TFS_ECORRUPT ? " (the trace is corrupt: `tracefs verify` says where)" : "");
+	return EXIT_RUNTIME;
+}
+
 static void print_entry(const struct fs_node_info *n, const char *name)
 {
 	printf("%c %14" PRIu64 " %s\n", n->is_dir ? 'd' : 'f', n->size, name);
@@ -319,18 +336,31 @@ static int cmd_ls(int argc, char **argv)
 	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
 	if (rc)
 		return rc;
-	fs_vtree_stat(vt, ino, &dir);
-	if (!dir.is_dir)
+	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", &dir);
+	if (rc == 0 && !dir.is_dir)
 		print_entry(&dir, argv[2]);
-	for (uint32_t i = 0; dir.is_dir && i < dir.n_children; i++) {
+	for (uint32_t i = 0; rc == 0 && dir.is_dir && i < dir.n_children; i++) {
 		uint64_t child;
+		const char *name;
+		bool is_dir;
 
-		if (fs_vtree_child(vt, ino, i, &child) == 0 && fs_vtree_stat(vt, child, &n) == 0)
-			print_entry(&n, n.name);
+		rc = fs_vtree_child(vt, ino, i, &child) < 0 ||
+		     fs_vtree_peek(vt, child, &name, &is_dir) < 0;
+		if (rc) {
+			fs_fail("cannot list %s: the tree is inconsistent", argc == 3 ? argv[2] : "/");
+			rc = EXIT_RUNTIME;
+		} else {
+			char path[4096];
+
+			snprintf(path, sizeof(path), "%s%s%s", argc == 3 ? argv[2] : "",
+				 argc == 3 && *argv[2] ? "/" : "", name);
+			if ((rc = stat_node(vt, child, path, &n)) == 0)
+				print_entry(&n, n.name);
+		}
 	}
 	fs_vtree_free(vt);
 	tfs_trace_close(t);
-	return finish_stdout();
+	return rc ? rc : finish_stdout();
 }
 
 /* Write all of @len bytes; false with errno set on failure. */
@@ -413,8 +443,10 @@ static int cmd_cat(int argc, char **argv)
 	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
 	if (rc)
 		return rc;
-	fs_vtree_stat(vt, ino, &n);
-	if (n.is_dir) {
+	rc = stat_node(vt, ino, argv[2], &n);
+	if (rc) {
+		/* said */
+	} else if (n.is_dir) {
 		fs_fail("cannot cat %s: is a directory", argv[2]);
 		rc = EXIT_RUNTIME;
 	} else {

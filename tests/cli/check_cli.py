@@ -630,7 +630,14 @@ def corrupt_copies(trace, info, workdir):
 
 
 def check_corruption(tap, tracefs, trace, info, workdir):
+    good_ls = run([tracefs, "ls", trace, "ranks/0"])[1]
     for what, path in corrupt_copies(trace, info, workdir):
+        # a listing needs every size, a summary's among them (decoded): it lists every entry
+        # or fails with one line, never leaves entries out and succeeds
+        rc, out, err = run([tracefs, "ls", path, "ranks/0"])
+        tap.ok((rc == 0 and out == good_ls) or (0 < rc < 128 and err.count(b"\n") == 1),
+               "ls ranks/0 of a trace with its %s lists it whole or fails in one line" % what,
+               "rc=%d stdout=%r stderr=%r" % (rc, out, err))
         rc, out, err = run([tracefs, "verify", path])
         tap.ok(0 < rc < 128 and err.count(b"\n") == 1 and DIAG_RE.match(err.rstrip(b"\n")),
                "verify refuses a trace with its %s, naming section and offset" % what,
