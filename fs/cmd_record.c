@@ -5,7 +5,10 @@
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status (128 + signal when killed). --trace selects the categories
  * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
- * of each allocation's backtrace (64 by default, 0: none). Run by an MPI launcher
+ * of each allocation's backtrace (64 by default, 0: none); --sample=N and --sample-bytes=N
+ * keep the backtrace of one allocation in N, or one per N bytes; --when-full what a thread
+ * does when the spool (which grows up to --spool-size) is full: wait for this recorder to
+ * free a chunk (the default, bounded: spool_i.h) or drop. Run by an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
  * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
  * (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at
@@ -55,6 +58,7 @@ struct record_opts {
 	uint32_t mask;
 	size_t spool_bytes;
 	uint32_t bt_depth;
+	struct spool_policy policy;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
@@ -111,6 +115,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	    {"trace", required_argument, NULL, 'T'},
 	    {"spool-size", required_argument, NULL, 's'},
 	    {"backtrace-depth", required_argument, NULL, 'b'},
+	    {"when-full", required_argument, NULL, 'w'},
+	    {"sample", required_argument, NULL, 'n'},
+	    {"sample-bytes", required_argument, NULL, 'B'},
 	    {0},
 	};
 	char *end;
@@ -150,6 +157,19 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (*end || end == optarg || mb < 0 || mb > (long)SPOOL_MAX_BT_FRAMES)
 				return usage("--backtrace-depth takes frames, 0 to 128");
 			o->bt_depth = (uint32_t)mb;
+			break;
+		case 'w':
+			if (cap_parse_when_full(optarg, &o->policy.when_full) < 0)
+				return usage("--when-full takes wait or drop");
+			break;
+		case 'n':
+		case 'B':
+			if (o->policy.sample != SPOOL_SAMPLE_ALL)
+				return usage("--sample and --sample-bytes exclude each other");
+			if (cap_parse_count(optarg, &o->policy.sample_every) < 0)
+				return usage("--sample and --sample-bytes take a count from 1, "
+					     "optionally followed by k, m or g");
+			o->policy.sample = c == 'n' ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
 			break;
 		default:
 			return usage("unknown option");
@@ -285,14 +305,19 @@ static bool find_library(char *buf, size_t cap)
 	return access(buf, R_OK) == 0;
 }
 
+/* The first process's spool: it starts small and grows up to --spool-size. */
 static int create_spool(struct spool *s, const struct record_opts *o, const char *path)
 {
-	int rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing, o->mask);
+	int rc = cap_spool_create(s, path, o->spool_bytes, SPOOL_START_CHUNKS,
+				  (uint32_t)o->timing.timing, o->mask);
 
+	if (rc < 0)
+		return rc;
 	/* backtraces belong to allocations: none without them */
-	if (rc == 0 && (o->mask & TFS_TRACE_ALLOC))
+	if (o->mask & TFS_TRACE_ALLOC)
 		s->hdr->bt_depth = o->bt_depth;
-	return rc;
+	s->hdr->policy = o->policy;
+	return 0;
 }
 
 #define SPOOL_DIR "/dev/shm"
@@ -657,7 +682,7 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256], procs[48] = "";
+	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "";
 
 	if (n_procs > 1)
 		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
@@ -676,14 +701,21 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 			 st->open_phases == 1 ? "" : "s");
 	else
 		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
+	/* the back-pressure (spool_i.h): how long the program waited for us, whether we stalled */
+	if (st->n_stalls)
+		snprintf(stalls, sizeof(stalls), ", %" PRIu32 " wait%s for a free chunk gave up",
+			 st->n_stalls, st->n_stalls == 1 ? "" : "s");
+	if (st->wait_ns >= 1000000u)
+		snprintf(waited, sizeof(waited), "; threads waited %.3f s in all for the recorder",
+			 (double)st->wait_ns / 1e9);
 	fprintf(stderr,
 		"tracefs: %s: %" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
 		"ratio %.1f against the text (%" PRIu64 " bytes), %" PRIu32
-		" threads%s; program %s; %s; %" PRIu64 " dropped\n",
+		" threads%s; program %s; %s; %" PRIu64 " dropped%s%s\n",
 		out, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		st->n_threads, procs, how, rec, st->dropped_events);
+		st->n_threads, procs, how, rec, st->dropped_events, stalls, waited);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
 }

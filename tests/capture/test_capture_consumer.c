@@ -44,7 +44,7 @@ static int setup_spool(void **state, uint32_t mask, uint32_t bt_depth)
 	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0, TFS_CODER_AUTO};
 
 	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES, 0,
 					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | mask),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
@@ -368,7 +368,7 @@ static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void 
 	/* the fixture's spool (8 chunks) as the parent */
 	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6, 0), 0);
 	assert_int_equal(child.hdr->n_chunks, 8);
-	assert_int_equal(cap_spool_n_ready(&child), SPOOL_CHILD_READY_CHUNKS);
+	assert_int_equal(cap_spool_n_ready(&child), SPOOL_START_CHUNKS);
 	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 4 * chunk, SPOOL_HDR_BYTES + 5 * chunk);
 	assert_int_equal(cap_consumer_new(&child, &tm, &cc), 0);
 	/* the ready chunks first, then twice as many with memory behind them: all 8 */
