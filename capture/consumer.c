@@ -842,7 +842,7 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 /* Symbolise the backtraces' addresses (the process is gone); metadata says how many. */
 static int finish_stacks(struct cap_consumer *c)
 {
-	char buf[32];
+	char buf[80];
 	int rc = cap_stacks_symbolize(c->stacks, c->w, RANK, &c->st.n_named_addrs);
 
 	c->st.n_stacks = cap_stacks_n_stacks(c->stacks);

@@ -474,9 +474,12 @@ static void sweep_stale_spools(const char *dir)
 			closedir(d2);
 	}
 	closedir(d);
+	/* spools grow as they fill: a killed recording may have left a few hundred KiB */
 	if (n)
-		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " MiB) left in %s by recordings "
-			"that were killed", n, n == 1 ? "" : "s", bytes >> 20, dir);
+		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " %s) left in %s by recordings "
+			"that were killed", n, n == 1 ? "" : "s",
+			bytes >= (1u << 20) ? bytes >> 20 : (bytes + 1023) >> 10,
+			bytes >= (1u << 20) ? "MiB" : "KiB", dir);
 }
 
 /* The directory of spool path @path, into @buf. */
