@@ -391,9 +391,11 @@ int cap_parse_count(const char *s, uint64_t *out)
 	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	for (; *s >= '0' && *s <= '9'; s++) {
-		if (v > (UINT64_MAX - 9) / 10)
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
 			return -EINVAL;
-		v = v * 10 + (uint64_t)(*s - '0');
+		v = v * 10 + d;
 	}
 	if (*s == 'k' || *s == 'K')
 		shift = 10;
