@@ -55,15 +55,19 @@
  *               events would be in no trace.
  *
  * Why a waiter cannot deadlock the program: it has handed its chunk over before waiting,
- * and holds no lock of the capture library or of the allocator (an interposer records after
- * the real call returned and after the table of live allocations is updated); it sleeps in
- * a raw futex system call (no cancellation point: a thread cannot be cancelled mid-wait),
- * inside cap_tls_depth (a signal handler running on it records nothing, as any re-entered
- * call). What it waits for is the consumer alone: `tracefs record` in another process, or
- * the in-process consumer thread, which records nothing, never waits, and takes no lock a
- * waiter may hold (the loader's lock, held while announcing objects, is not taken while
- * consuming). A forked child records into a spool of its own that grows before anyone
- * waits, vfork is run as fork, and whatever else, the wait limit bounds every wait.
+ * and holds no lock of the allocator or of the table of live allocations (an interposer
+ * records after the real call returned and the table was updated); the only locks it may
+ * hold are the ones of announcing a newly loaded object (unwind.c's scan lock and the
+ * loader's, inside dl_iterate_phdr), and locks of the program's own, which other threads
+ * then wait for as they would for a slow call. It sleeps in a raw futex system call (no
+ * cancellation point: a thread cannot be cancelled, hence exit, mid-wait), inside
+ * cap_tls_depth (a signal handler running on it records nothing, as any re-entered call).
+ * What it waits for is the consumer alone: `tracefs record` in another process, or the
+ * in-process consumer thread, which records nothing, never waits, and takes none of those
+ * locks while consuming (it symbolises only once finished, and finishing makes it DONE
+ * first). A forked child records into a spool of its own that grows before anyone waits,
+ * vfork is run as fork, at exit the in-process consumer is DONE before it stops, and
+ * whatever else, the wait limit bounds every wait.
  */
 #ifndef TFS_SPOOL_I_H
 #define TFS_SPOOL_I_H
