@@ -46,6 +46,9 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
+/* new processes' spools are looked for at least this often, however long a poll takes:
+ * their producers wait for us once their spool has grown full (spool_i.h) */
+#define SCAN_PERIOD_NS 20000000
 #define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
@@ -617,9 +620,18 @@ struct mpi_save {
  * subreaper, so once the program has ended and no child is left, every descendant has
  * ended. @return the program's wait status
  */
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
+	uint64_t scanned = mono_ns();
 	bool ended = false;
 	int status = 0;
 
@@ -632,8 +644,10 @@ static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, in
 			*consume_err = n;
 		if (ms && !ms->saved && !*consume_err && ms->o->mpi_size > 0)
 			ms->saved = serve_save(ms->c, ms->s, ms->o, pid, ms->spool_path);
-		if (pass % 4 == 0)
+		if (pass % 4 == 0 || mono_ns() - scanned >= SCAN_PERIOD_NS) {
 			rec_procs_scan(ps, false);
+			scanned = mono_ns();
+		}
 		while ((r = waitpid(-1, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
 			if (r == pid) {
 				status = st;
