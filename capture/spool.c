@@ -416,7 +416,8 @@ void cap_sample_describe(const struct spool_policy *p, char *buf, size_t cap)
 	if (p->sample == SPOOL_SAMPLE_CALLS)
 		snprintf(buf, cap, "1 in %" PRIu64 " allocations (per thread)", p->sample_every);
 	else if (p->sample == SPOOL_SAMPLE_BYTES)
-		snprintf(buf, cap, "1 per %" PRIu64 " bytes allocated (per thread)", p->sample_every);
+		snprintf(buf, cap, "1 per %" PRIu64 " bytes allocated (per thread)",
+			 p->sample_every);
 	else
 		snprintf(buf, cap, "all");
 }

@@ -211,11 +211,20 @@ static void test_spool_parses_policy_words(void **state)
 		int rc;
 		uint64_t v;
 	} counts[] = {
-	    {"1", 0, 1},	  {"100", 0, 100},	      {"4k", 0, 4096},
-	    {"2M", 0, 2u << 20},  {"1g", 0, 1u << 30},	      {"0", -EINVAL, 0},
-	    {"", -EINVAL, 0},	  {"k", -EINVAL, 0},	      {"12q", -EINVAL, 0},
-	    {"-3", -EINVAL, 0},	  {"4kk", -EINVAL, 0},	      {"18446744073709551615", 0, UINT64_MAX},
-	    {"18446744073709551616", -EINVAL, 0},	      {"17179869184g", -EINVAL, 0},
+	    {"1", 0, 1},
+	    {"100", 0, 100},
+	    {"4k", 0, 4096},
+	    {"2M", 0, 2u << 20},
+	    {"1g", 0, 1u << 30},
+	    {"18446744073709551615", 0, UINT64_MAX},
+	    {"0", -EINVAL, 0},
+	    {"", -EINVAL, 0},
+	    {"k", -EINVAL, 0},
+	    {"12q", -EINVAL, 0},
+	    {"-3", -EINVAL, 0},
+	    {"4kk", -EINVAL, 0},
+	    {"18446744073709551616", -EINVAL, 0}, /* 2^64 */
+	    {"17179869184g", -EINVAL, 0},	  /* 2^64 too */
 	};
 	struct spool_policy p = {SPOOL_WAIT, SPOOL_SAMPLE_CALLS, 100};
 	uint32_t wf = 7;
