@@ -2,13 +2,16 @@
  * The producer side of capture: the library constructor that decides the mode (off,
  * attached to the spool of `tracefs record`, or in-process with a consumer thread of its
  * own), the per-thread state, and the hot path that appends raw records (spool_i.h) to the
- * calling thread's chunk. The hot path takes no lock, calls no allocator, never blocks and
- * preserves errno; when no chunk is free it drops the event and counts it. It does not turn
+ * calling thread's chunk. The hot path takes no lock, calls no allocator and preserves
+ * errno; when no chunk is free it waits for the consumer to free one, for a bounded time
+ * (spool_i.h, SPOOL_WAIT), or drops the event and counts it (SPOOL_DROP, or a consumer that
+ * stalled). It samples allocation backtraces as the spool's policy says. It does not turn
  * records into trace events (consumer.c); the interposers (interpose.c) record through
  * cap_put_call().
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -67,11 +70,21 @@ struct tstate {
 		const char *ptr;
 		uint32_t id;
 	} strs[N_STR_CACHE];
+	uint64_t sample_units;		     /* allocating calls (or their bytes) so far */
 	uint32_t bt_n;			     /* frames of bt valid: 0 at the start of a chunk */
 	uint64_t bt[SPOOL_MAX_BT_FRAMES];    /* the latest backtrace recorded, outermost first */
 };
 
 static struct spool g_spool;
+static struct spool_policy g_policy; /* the spool's, read once it is mapped */
+static uint64_t g_wait_limit_ns = (uint64_t)SPOOL_WAIT_LIMIT_MS * 1000000u;
+/* a wait gave up (the consumer freed nothing for the limit): drop instead of waiting
+ * until `recycled` moves past g_stall_recycled */
+static _Atomic bool g_stalled;
+static _Atomic uint32_t g_stall_recycled;
+static _Atomic bool g_said_stall; /* said so on stderr (once per process) */
+/* words of cap_put_call's args holding an allocating call's size and nmemb; 0: none */
+static uint8_t g_size_word[N_CALLS], g_nmemb_word[N_CALLS];
 static bool g_no_clock;
 static bool g_inproc;
 static pthread_key_t g_key;
@@ -131,6 +144,49 @@ static void count_drop(void)
 		atomic_fetch_add_explicit(&g_lost_early, 1, memory_order_relaxed);
 }
 
+/* SPOOL_WAIT: whether to wait for a chunk, which a consumer that stalled does not free. */
+static bool may_wait(void)
+{
+	if (g_policy.when_full != SPOOL_WAIT)
+		return false;
+	if (!atomic_load_explicit(&g_stalled, memory_order_relaxed))
+		return true;
+	if (atomic_load(&g_spool.hdr->recycled) == atomic_load(&g_stall_recycled))
+		return false;
+	atomic_store(&g_stalled, false); /* it freed chunks again */
+	return true;
+}
+
+/* The first wait of this process that gave up, on stderr. Async-signal-safe. */
+static void say_stalled(void)
+{
+	char msg[200];
+	int len = snprintf(msg, sizeof(msg),
+			   "tfs capture: process %u: the consumer freed no chunk of the full "
+			   "spool in %" PRIu64 " ms: dropping events while it frees none\n",
+			   (unsigned int)getpid(), g_wait_limit_ns / 1000000u);
+
+	if (len > 0)
+		(void)!write(STDERR_FILENO, msg, (size_t)len < sizeof(msg) ? (size_t)len
+									     : sizeof(msg) - 1);
+}
+
+static struct spool_chunk *wait_chunk(struct tstate *ts)
+{
+	bool stalled;
+	struct spool_chunk *c = cap_spool_claim_wait(&g_spool, ts->thread, ts->seq,
+						     g_wait_limit_ns, &stalled);
+
+	if (stalled) {
+		atomic_store(&g_stall_recycled, atomic_load(&g_spool.hdr->recycled));
+		atomic_store(&g_stalled, true);
+		atomic_fetch_add(&g_spool.hdr->n_stalls, 1);
+		if (!atomic_exchange(&g_said_stall, true))
+			say_stalled();
+	}
+	return c;
+}
+
 static bool next_chunk(struct tstate *ts)
 {
 	if (ts->chunk) {
@@ -144,6 +200,8 @@ static bool next_chunk(struct tstate *ts)
 		return false;
 	}
 	ts->chunk = cap_spool_claim(&g_spool, ts->thread, ts->seq);
+	if (!ts->chunk && may_wait())
+		ts->chunk = wait_chunk(ts);
 	if (!ts->chunk) {
 		ts->backoff = CLAIM_BACKOFF;
 		return false;
@@ -581,13 +639,73 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 	return true;
 }
 
+/*
+ * A REC_CALL; with @bt_word not 0, a REC_CALL_BT whose backtrace is that one word (an
+ * allocation not sampled, spool_i.h).
+ */
+static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
+		     uint32_t n_args, const char *strs, size_t strs_len, uint64_t bt_word)
+{
+	/* a call inside others, recorded as such only when nested calls are asked for */
+	const bool nested = !bt_word && cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
+	uint32_t base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+	uint32_t words = base + !!bt_word + (nested ? 2 : 0);
+	uint64_t *r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
+
+	if (!r)
+		return false;
+	r[0] = cap_rec_word0(bt_word ? REC_CALL_BT : nested ? REC_CALL_NESTED : REC_CALL, words,
+			     (uint32_t)strs_len, call);
+	r[1] = ts_ns;
+	for (uint32_t i = 0; i < n_args; i++)
+		r[2 + i] = args[i];
+	if (strs_len) {
+		r[base - 1] = 0;
+		memcpy(r + 2 + n_args, strs, strs_len);
+	}
+	if (bt_word)
+		r[base] = bt_word;
+	if (nested) {
+		r[base] = cap_call_depth;
+		r[base + 1] = cap_call_outer;
+	}
+	rec_publish(ts, words);
+	return true;
+}
+
+/* Bytes allocating call @call asks for: its `size` argument, times `nmemb` (calloc). */
+static uint64_t alloc_bytes(uint32_t call, const uint64_t *args, uint32_t n_args)
+{
+	uint32_t sw = call < N_CALLS ? g_size_word[call] : 0;
+	uint32_t mw = call < N_CALLS ? g_nmemb_word[call] : 0;
+	uint64_t bytes = sw && sw < n_args ? args[sw] : 0;
+
+	if (mw && mw < n_args)
+		bytes = args[mw] && bytes > UINT64_MAX / args[mw] ? UINT64_MAX : bytes * args[mw];
+	return bytes;
+}
+
+/* Whether this allocating call carries its backtrace (spool_i.h struct spool_policy). */
+static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *args,
+			   uint32_t n_args)
+{
+	const uint64_t every = g_policy.sample_every, before = ts->sample_units;
+
+	if (likely(g_policy.sample == SPOOL_SAMPLE_ALL))
+		return true;
+	ts->sample_units += g_policy.sample == SPOOL_SAMPLE_CALLS ? 1
+								 : alloc_bytes(call, args, n_args);
+	if (ts->sample_units < before)
+		ts->sample_units = UINT64_MAX;
+	return ts->sample_units / every != before / every;
+}
+
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len)
 {
 	const int saved_errno = errno;
 	struct tstate *ts;
-	uint64_t *r;
-	uint32_t words;
+	bool stack, ok = true;
 
 	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
 	if (tls_dead) {
@@ -595,35 +713,14 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		return;
 	}
 	ts = enter();
-	if (ts && cap_bt_depth && cap_call_has_stack(call)) {
-		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len))
-			count_drop();
-	} else if (ts) {
-		/* a call inside others, recorded as such only when nested calls are asked for */
-		const uint32_t nested = cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
-		const uint32_t base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
-
-		words = base + (nested ? 2 : 0);
-		r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
-		if (r) {
-			r[0] = cap_rec_word0(nested ? REC_CALL_NESTED : REC_CALL, words,
-					     (uint32_t)strs_len, call);
-			r[1] = ts_ns;
-			for (uint32_t i = 0; i < n_args; i++)
-				r[2 + i] = args[i];
-			if (strs_len) {
-				r[base - 1] = 0;
-				memcpy(r + 2 + n_args, strs, strs_len);
-			}
-			if (nested) {
-				r[base] = cap_call_depth;
-				r[base + 1] = cap_call_outer;
-			}
-			rec_publish(ts, words);
-		} else {
-			count_drop();
-		}
-	}
+	stack = cap_bt_depth && cap_call_has_stack(call);
+	if (ts && stack && sampled(ts, call, args, n_args))
+		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len);
+	else if (ts)
+		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
+			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
+	if (!ok)
+		count_drop();
 	leave();
 	errno = saved_errno;
 }
@@ -830,6 +927,8 @@ static void fork_child(void)
 	cap_spool_unmap(&parent);
 	atomic_store(&g_phase_gen, 0);
 	atomic_store(&g_lost_early, 0);
+	atomic_store(&g_stalled, false); /* a new spool, a new consumer */
+	atomic_store(&g_said_stall, false);
 	if (rc < 0) {
 		tfs_capture_mask_ = 0;
 		g_inproc = false;
@@ -878,6 +977,32 @@ static uint32_t parse_bt_depth(const char *s)
 	return (uint32_t)n;
 }
 
+/*
+ * In-process mode: the policy of TFS_WHEN_FULL, TFS_SAMPLE and TFS_SAMPLE_BYTES (bad
+ * values are said and ignored).
+ */
+static struct spool_policy parse_policy(void)
+{
+	static const char *const vars[2] = {"TFS_SAMPLE", "TFS_SAMPLE_BYTES"};
+	struct spool_policy p = {.when_full = SPOOL_WAIT, .sample = SPOOL_SAMPLE_ALL};
+	const char *v = getenv("TFS_WHEN_FULL");
+
+	if (cap_parse_when_full(v, &p.when_full) < 0)
+		fprintf(stderr, "tfs capture: bad TFS_WHEN_FULL=%s (wait or drop): waiting\n", v);
+	for (uint32_t i = 0; i < 2; i++) {
+		v = getenv(vars[i]);
+		if (!v || !*v)
+			continue;
+		if (cap_parse_count(v, &p.sample_every) == 0) {
+			p.sample = i == 0 ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
+			break;
+		}
+		fprintf(stderr, "tfs capture: bad %s=%s (a count from 1, k, m or g after it): "
+				"ignored\n", vars[i], v);
+	}
+	return p;
+}
+
 static int start_inproc(void)
 {
 	struct cap_timing tm;
@@ -894,10 +1019,11 @@ static int start_inproc(void)
 	}
 	if (mb && atol(mb) > 0)
 		bytes = (size_t)atol(mb) << 20;
-	rc = cap_spool_create(&g_spool, NULL, bytes, (uint32_t)tm.timing,
+	rc = cap_spool_create(&g_spool, NULL, bytes, SPOOL_START_CHUNKS, (uint32_t)tm.timing,
 			      parse_trace(getenv("TFS_TRACE")));
 	if (rc < 0)
 		return rc;
+	g_spool.hdr->policy = parse_policy();
 	/* before the consumer starts: it declares the allocation kinds with or without stacks */
 	if (g_spool.hdr->trace_mask & TFS_TRACE_ALLOC)
 		g_spool.hdr->bt_depth = parse_bt_depth(getenv("TFS_BACKTRACE_DEPTH"));
@@ -1002,6 +1128,39 @@ static void clock_init(void)
 #endif
 }
 
+/*
+ * The spool's policy, as producers use it: TFS_WAIT_LIMIT_MS, and where the size of each
+ * allocating call is when sampling by bytes.
+ */
+static void policy_init(void)
+{
+	const char *ms = getenv("TFS_WAIT_LIMIT_MS");
+	uint64_t v;
+
+	g_policy = g_spool.hdr->policy;
+	if (g_policy.sample > SPOOL_SAMPLE_BYTES || !g_policy.sample_every)
+		g_policy.sample = SPOOL_SAMPLE_ALL;
+	if (ms && *ms && cap_parse_count(ms, &v) == 0 && v < UINT64_MAX / 1000000u)
+		g_wait_limit_ns = v * 1000000u;
+	else if (ms && *ms)
+		fprintf(stderr, "tfs capture: bad TFS_WAIT_LIMIT_MS=%s: using %u\n", ms,
+			SPOOL_WAIT_LIMIT_MS);
+	for (uint32_t call = 0; call < N_CALLS && g_policy.sample == SPOOL_SAMPLE_BYTES; call++) {
+		const struct tfs_kind_desc *k = &cap_call_kinds[call];
+		uint8_t w = 1; /* word 0 is the duration */
+
+		for (uint32_t i = 0; i < k->n_args; i++) {
+			if (k->args[i].enc == TFS_ENC_STR)
+				continue;
+			if (!strcmp(k->args[i].name, "size"))
+				g_size_word[call] = w;
+			else if (!strcmp(k->args[i].name, "nmemb"))
+				g_nmemb_word[call] = w;
+			w++;
+		}
+	}
+}
+
 __attribute__((constructor)) static void capture_init(void)
 {
 	const char *env = getenv("TFS_CAPTURE");
@@ -1021,6 +1180,7 @@ __attribute__((constructor)) static void capture_init(void)
 	if (rc < 0)
 		return;
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
+	policy_init();
 	clock_init();
 	pthread_atfork(NULL, NULL, fork_child);
 	cap_tls_depth++; /* libunwind's and the loader's allocations are not the program's */

@@ -279,6 +279,7 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 	}
 	if (rc < 0)
 		goto err_free;
+	cap_spool_set_consumer(s, SPOOL_CONSUMER_ON);
 	*out = c;
 	return 0;
 
@@ -369,6 +370,10 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 		return -EBADMSG;
 	keep = r[w] & 0xffff;
 	n_new = (r[w] >> 16) & 0xffff;
+	if ((r[w] >> 32) == SPOOL_BT_UNSAMPLED && keep == 0 && n_new == 0 && w + 1 == words) {
+		*id = TFS_SYM_NONE; /* not sampled: the thread's backtrace stays as it was */
+		return 0;
+	}
 	if ((r[w] >> 32) || keep > ct->bt_n || keep + n_new > SPOOL_MAX_BT_FRAMES ||
 	    w + 1 + n_new != words)
 		return -EBADMSG;
@@ -863,6 +868,7 @@ static int take_in(struct cap_consumer *c, bool all)
 		if (rc < 0)
 			return c->err = rc;
 		atomic_store_explicit(&ch->state, SPOOL_FREE, memory_order_release);
+		cap_spool_recycled(s);
 		taken++;
 	}
 	return taken;
@@ -934,7 +940,7 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 /* Symbolise the backtraces' addresses (the process is gone); metadata says how many. */
 static int finish_stacks(struct cap_consumer *c)
 {
-	char buf[32];
+	char buf[80];
 	int rc = cap_stacks_symbolize(c->stacks, c->w, RANK, &c->st.n_named_addrs);
 
 	c->st.n_stacks = cap_stacks_n_stacks(c->stacks);
@@ -949,6 +955,9 @@ static int finish_stacks(struct cap_consumer *c)
 		 c->st.n_named_addrs);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "backtrace_addresses", buf);
+	cap_sample_describe(&c->spool->hdr->policy, buf, sizeof(buf));
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtrace_sampling", buf);
 	return rc;
 }
 
@@ -971,6 +980,8 @@ int cap_consumer_finish(struct cap_consumer *c)
 	if (c->finished)
 		return -EALREADY;
 	c->finished = true;
+	/* what producers write from now on is in no trace: they must not wait for it */
+	cap_spool_set_consumer(c->spool, SPOOL_CONSUMER_DONE);
 	if (c->err)
 		return c->err;
 	rc = take_in(c, true);
@@ -987,8 +998,13 @@ int cap_consumer_finish(struct cap_consumer *c)
 	if (rc < 0)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);
+	c->st.wait_ns = atomic_load(&c->spool->hdr->wait_ns);
+	c->st.n_stalls = atomic_load(&c->spool->hdr->n_stalls);
 	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
 	rc = cap_consumer_set_meta(c, "dropped_events", buf);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "when_full", c->spool->hdr->policy.when_full ==
+							      SPOOL_DROP ? "drop" : "wait");
 	if (rc == 0 && c->timed)
 		rc = set_clock_meta(c);
 	return rc;

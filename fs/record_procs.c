@@ -458,6 +458,8 @@ void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
 		sum->n_partial_chunks += st.n_partial_chunks;
 		sum->n_partial_events += st.n_partial_events;
 		sum->dropped_events += st.dropped_events;
+		sum->wait_ns += st.wait_ns;
+		sum->n_stalls += st.n_stalls;
 		sum->bad_records += st.bad_records;
 		sum->n_threads += st.n_threads;
 		sum->open_zones += st.open_zones;

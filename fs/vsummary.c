@@ -248,6 +248,28 @@ static const char *timing_name(int timing)
 	return timing == TFS_TIMING_NONE ? "none" : timing == TFS_TIMING_LOSSY ? "lossy" : "lossless";
 }
 
+/*
+ * A line per sampling rule of allocation backtraces (metadata `backtrace_sampling`, or
+ * `backtrace_sampling.rank<R>` where ranks differ): counts and bytes stay exact, backtraces
+ * do not.
+ */
+static void print_sampling(const struct fs_vtree *vt, struct fs_sbuf *b)
+{
+	static const char key[] = "backtrace_sampling";
+	const char *k, *v;
+
+	for (uint32_t i = 0; tfs_trace_meta_at(vt->trace, i, &k, &v) == 0; i++) {
+		if (strncmp(k, key, sizeof(key) - 1) || (k[sizeof(key) - 1] &&
+							 strncmp(k + sizeof(key) - 1, ".rank", 5)))
+			continue;
+		if (strcmp(v, "all"))
+			fs_sb_printf(b, "# allocation backtraces sampled%s%s: %s; the other "
+					"allocations have stack -1\n",
+				     k[sizeof(key) - 1] ? " from rank " : "",
+				     k[sizeof(key) - 1] ? k + sizeof(key) - 1 + 5 : "", v);
+	}
+}
+
 static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, struct row *rows,
 			 uint32_t n_rows, char **out, size_t *len)
 {
@@ -257,6 +279,7 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 		qsort(rows, n_rows, sizeof(*rows), cmp_row);
 	fs_sb_printf(&b, "# summary of %s: %" PRIu64 " events, timing %s\n", sc->label,
 		     sc->n_events, timing_name(vt->ti.timing));
+	print_sampling(vt, &b);
 	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
 			 "# durations in ns (mean rounded down), bytes: sum of the arguments "
 			 "that count bytes\n");

@@ -8,9 +8,15 @@
  * calls and run with TFS_CAPTURE=0 (or never initialised) pays one predictable branch per
  * call. Traced, an event costs a clock read and a few stores into shared memory.
  *
- * The capture never fails or slows the host program: when the spool is full an event is
- * dropped and counted (the count is stored in the trace as metadata `dropped_events`),
- * and no entry point changes errno.
+ * The capture never fails the host program and no entry point changes errno. The spool
+ * starts at 256 KiB and grows as the consumer falls behind, up to its size (TFS_SPOOL_MB,
+ * `tracefs record --spool-size`). When it is full, a recording thread waits for the
+ * consumer to free a chunk (TFS_WHEN_FULL=wait, the default: nothing is lost, the program
+ * runs at the consumer's pace) or drops the event (drop); either way dropped events are
+ * counted, stored in the trace as metadata `dropped_events`, and the trace's `when_full`
+ * says which. The wait is bounded: a consumer that frees no chunk for TFS_WAIT_LIMIT_MS
+ * (stopped, killed, or not yet aware of a new process) makes the process drop and count,
+ * and say so once on stderr, until it frees chunks again.
  *
  * Environment (read once, when the library is loaded):
  *   TFS_CAPTURE=0          capture off: no spool, no consumer, no trace, no events
@@ -24,10 +30,21 @@
  *                          linked: its interposers record them; mpi needs libtfsmpi.so
  *                          preloaded or linked, libtfsmpi-ompi.so under Open MPI; nested:
  *                          also the calls made inside another traced call, see "Layers")
- *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
+ *   TFS_SPOOL_MB=N         in-process mode: most memory the spool grows to, in MiB
+ *                          (default 64)
+ *   TFS_WHEN_FULL=wait|drop in-process mode: what a thread does when the spool is full
+ *                          (default wait; `tracefs record --when-full=`)
+ *   TFS_WAIT_LIMIT_MS=N    either mode: how long threads wait while the consumer frees no
+ *                          chunk before they drop instead (default 5000)
  *   TFS_BACKTRACE_DEPTH=N  in-process mode with alloc: frames kept of each allocation's
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
  *                          --backtrace-depth=N`)
+ *   TFS_SAMPLE=N           in-process mode with alloc and backtraces: only one allocation
+ *                          in N of each thread carries its backtrace (`tracefs record
+ *                          --sample=N`); N may end in k, m or g (2^10, 2^20, 2^30)
+ *   TFS_SAMPLE_BYTES=N     the same, one allocation per N bytes a thread asks for (the one
+ *                          whose size takes the thread's total past a multiple of N;
+ *                          `--sample-bytes=N`). Off by default; TFS_SAMPLE wins over it
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *   TFS_ALLOC_IDS=0        no table of live allocations: every allocation id and buffer id
  *                          recorded is 0 (the interposers' cost without it, for comparison)
@@ -94,7 +111,9 @@
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
  * posix_memalign, aligned_alloc and memalign events get a last argument `stack` naming the
- * call's backtrace (stack#N, numbered in order of first use per process; free has none),
+ * call's backtrace (stack#N, numbered in order of first use per process; free has none;
+ * -1, TFS_SYM_NONE, for an allocation whose backtrace sampling left out: metadata
+ * `backtrace_sampling` says the rule, "all" when every allocation has one),
  * unwound with libunwind (libunwind.so.8, opened at start; without it backtraces are empty),
  * the innermost N frames, the capture library's own left out. The trace stores each
  * distinct backtrace once and each distinct code address symbolised once with libdw

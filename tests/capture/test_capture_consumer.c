@@ -8,7 +8,8 @@
  * MPI calls (kinds declared on first use), allocation backtraces (REC_CALL_BT: frames kept from the thread's previous backtrace in the
  * chunk plus new ones, interned into stack ids; REC_MODULE; symbols of objects that cannot
  * be read fall back to "<file name>+0x<offset>"; an object file rewritten between two
- * processes is read anew) and damaged backtrace records. A forked
+ * processes is read anew), allocations whose backtrace was not sampled (stack -1) and
+ * damaged backtrace records. A forked
  * process's spool has memory behind its first chunks only, grows as its producer claims
  * more, and its consumer reads the ready chunks alone.
  */
@@ -44,7 +45,7 @@ static int setup_spool(void **state, uint32_t mask, uint32_t bt_depth)
 	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0, TFS_CODER_AUTO};
 
 	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES, 0,
 					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | mask),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
@@ -368,7 +369,7 @@ static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void 
 	/* the fixture's spool (8 chunks) as the parent */
 	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6, 0), 0);
 	assert_int_equal(child.hdr->n_chunks, 8);
-	assert_int_equal(cap_spool_n_ready(&child), SPOOL_CHILD_READY_CHUNKS);
+	assert_int_equal(cap_spool_n_ready(&child), SPOOL_START_CHUNKS);
 	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 4 * chunk, SPOOL_HDR_BYTES + 5 * chunk);
 	assert_int_equal(cap_consumer_new(&child, &tm, &cc), 0);
 	/* the ready chunks first, then twice as many with memory behind them: all 8 */
@@ -858,6 +859,55 @@ static void test_consumer_rejects_damaged_backtraces(void **state)
 	assert_int_equal(st.n_stacks, 1);
 }
 
+/* Sampling (spool_i.h): an allocation not sampled names stack -1 and keeps nothing. */
+static void test_consumer_unsampled_allocations_have_no_stack(void **state)
+{
+	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
+	const uint64_t unsampled = (uint64_t)SPOOL_BT_UNSAMPLED << 32;
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0),
+		      d = chunk_at(f, 3, 3, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	uint64_t ids[4];
+
+	f->spool.hdr->policy = (struct spool_policy){SPOOL_WAIT, SPOOL_SAMPLE_CALLS, 2};
+	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
+	put_malloc_bt(&a, 1020, 64, 0x2000, 0, 0, NULL, 0);
+	a.w[a.n - 1] = unsampled;
+	/* keeps the frames of the last backtrace sampled, not of the one in between */
+	put_malloc_bt(&a, 1030, 64, 0x3000, 3, 0, NULL, 0);
+	put_malloc_bt(&a, 1040, 64, 0x4000, 0, 0, NULL, 0);
+	a.w[a.n - 1] = unsampled;
+	publish(&a, SPOOL_FULL);
+	/* damaged (a chunk each: the rest of a chunk is skipped): a frame given with the flag,
+	   a frame kept with it, an unknown flag */
+	put_malloc_bt(&b, 1010, 64, 0x1000, 0, 1, abc, 0);
+	b.w[b.n - 2] |= unsampled;
+	publish(&b, SPOOL_FULL);
+	put_malloc_bt(&c, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	c.w[c.n - 1] = unsampled | 1;
+	publish(&c, SPOOL_FULL);
+	put_malloc_bt(&d, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	d.w[d.n - 1] = (uint64_t)2 << 32;
+	publish(&d, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 4);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 4);
+	assert_int_equal(st.bad_records, 3);
+	assert_int_equal(st.n_stacks, 1);
+	assert_int_equal(saved_stacks(f, &t, ids, 4), 4);
+	assert_int_equal(ids[0], 0);
+	assert_int_equal(ids[1], TFS_SYM_NONE);
+	assert_int_equal(ids[2], 0);
+	assert_int_equal(ids[3], TFS_SYM_NONE);
+	assert_string_equal(tfs_trace_meta(t, "backtrace_sampling"),
+			    "1 in 2 allocations (per thread)");
+	assert_string_equal(tfs_trace_meta(t, "when_full"), "wait");
+	tfs_trace_close(t);
+}
+
 static void test_consumer_rejects_backtraces_when_off(void **state)
 {
 	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
@@ -906,6 +956,8 @@ int main(void)
 					    setup_bt, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_damaged_backtraces, setup_bt,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_unsampled_allocations_have_no_stack,
+					    setup_bt, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_backtraces_when_off,
 					    setup_calls, teardown),
 	};

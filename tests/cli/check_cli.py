@@ -268,6 +268,8 @@ class Model:
 
     def fold(self, rank, sid):
         stacks, syms = self.backtraces.get(rank, {}), self.symbols.get(rank, {})
+        if sid == 0xffffffff:  # TFS_SYM_NONE: not sampled
+            return b"[not sampled]"
         if sid not in stacks:
             return b"[unknown stack#%d]" % sid
         frames = []
