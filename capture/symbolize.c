@@ -20,8 +20,9 @@
  * debug file costs tens of milliseconds, the symbol table of cc1 (28,902 dynamic symbols)
  * as much, and a lookup a few microseconds.
  *
- * TFS_SYMBOL_STATS=1 prints to stderr each file opened and, per process, the addresses
- * symbolised, how many came from the cache and the time taken (for benchmarks and tests).
+ * TFS_SYMBOL_STATS=1 prints to stderr each file opened and, per process (named by its first
+ * object: the program), the addresses symbolised, how many came from the cache and the
+ * time taken (for benchmarks and tests).
  * TFS_SYMBOL_CACHE=0 looks every address up again in each process and names symbols with
  * libdwfl's own search (dwfl_module_addrname): the cost before the cache, for benchmarks.
  */
@@ -121,14 +122,31 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-static const char *die_name(Dwarf_Die *die)
+/* The linkage (mangled) name of @die, else its plain name; *@plain: it was the plain one. */
+static const char *die_name(Dwarf_Die *die, bool *plain)
 {
 	Dwarf_Attribute a;
 
-	if (!dwarf_attr_integrate(die, DW_AT_linkage_name, &a) &&
-	    !dwarf_attr_integrate(die, DW_AT_name, &a))
-		return NULL;
-	return dwarf_formstring(&a);
+	*plain = false;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a))
+		return dwarf_formstring(&a);
+	*plain = true;
+	return dwarf_attr_integrate(die, DW_AT_name, &a) ? dwarf_formstring(&a) : NULL;
+}
+
+/* Whether @cu's functions have scoped, mangled names (C++, Rust). */
+static bool mangling_language(Dwarf_Die *cu)
+{
+	switch (dwarf_srclang(cu)) {
+	case DW_LANG_C_plus_plus:
+	case DW_LANG_C_plus_plus_03:
+	case DW_LANG_C_plus_plus_11:
+	case DW_LANG_C_plus_plus_14:
+	case DW_LANG_Rust:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* The call site of inlined instance @die: its file (in @cu's file table) and line. */
@@ -210,7 +228,11 @@ static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
 	return 0;
 }
 
-/* Index the functions among @parent's children, looking into namespaces and types. */
+/*
+ * Index the functions among @parent's children, looking into namespaces and types, and
+ * into functions and their blocks for local types (a lambda's operator() is a member of a
+ * class inside the function that defines it; dwarf_getscopes does not find it).
+ */
 static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
 {
 	Dwarf_Die child;
@@ -222,7 +244,10 @@ static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
 		switch (dwarf_tag(&child)) {
 		case DW_TAG_subprogram:
 			rc = add_ranges(ix, &child);
+			if (rc == 0 && dwarf_haschildren(&child) > 0)
+				rc = index_children(ix, &child, depth + 1);
 			break;
+		case DW_TAG_lexical_block:
 		case DW_TAG_namespace:
 		case DW_TAG_class_type:
 		case DW_TAG_structure_type:
@@ -330,11 +355,13 @@ static uint32_t inline_chain(Dwarf_Die *fn, Dwarf_Addr pc, Dwarf_Die *chain, uin
  * The source frames of @pc from DWARF, innermost first: the function or inlined instance
  * holding it at the line of @pc, then each function it is inlined into, at the call site.
  * (dwarf_getscopes goes on from an inlined instance to its abstract origin's scopes, so the
- * functions around an instance come from dwarf_getscopes_die.)
+ * functions around an instance come from dwarf_getscopes_die.) *@unscoped: the outermost
+ * function has only a plain name in a language whose names have scopes (a lambda's
+ * "operator()"): its ELF symbol names it better.
  * @return frames, 0 when the module has no DWARF for @pc
  */
 static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *out,
-			   struct sym_ctx *ctx)
+			   struct sym_ctx *ctx, bool *unscoped)
 {
 	struct tfs_src_frame at = {NULL, "", 0};
 	Dwarf_Die *cu, *scopes = NULL, fn, chain[MAX_SRC];
@@ -344,7 +371,9 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	Dwfl_Line *line;
 	uint32_t n = 0;
 	int n_scopes, lineno = 0, i;
+	bool plain = false;
 
+	*unscoped = false;
 	cu = dwfl_module_addrdie(m, pc, &bias);
 	if (!cu)
 		return 0;
@@ -362,12 +391,13 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 
 		for (uint32_t k = n_chain; k-- > 0;) {
 			out[n] = at;
-			out[n].function = die_name(&chain[k]);
+			out[n].function = die_name(&chain[k], &plain);
 			out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 			n++;
 			if (k > 0)
 				call_site(&chain[k], files, n_files, &at);
 		}
+		*unscoped = plain && mangling_language(cu);
 		return n;
 	}
 	/* no function by the index (no address ranges on it): ask libdw the slow way */
@@ -382,7 +412,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	free(scopes);
 	for (;;) {
 		out[n] = at;
-		out[n].function = die_name(&fn);
+		out[n].function = die_name(&fn, &plain);
 		out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 		n++;
 		if (dwarf_tag(&fn) == DW_TAG_subprogram || n == MAX_SRC)
@@ -391,6 +421,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 		if (!outer_function(&fn, &fn))
 			break;
 	}
+	*unscoped = plain && mangling_language(cu);
 	return n;
 }
 
@@ -555,17 +586,18 @@ static const char *symbol_name(struct obj *o, uint64_t pc, bool fast)
 static int look_up(struct obj *o, uint64_t pc, bool fast, struct tfs_src_frame *out)
 {
 	struct tfs_src_frame f[MAX_SRC];
+	bool unscoped;
 	uint32_t n = 0;
 
 	if (!o->mod)
 		return 0;
-	n = from_dwarf(o->mod, pc, f, o->ctx);
-	if (n == 0 || !f[n - 1].function) {
+	n = from_dwarf(o->mod, pc, f, o->ctx, &unscoped);
+	if (n == 0 || !f[n - 1].function || (unscoped && fast)) {
 		const char *sym = symbol_name(o, pc, fast);
 
 		if (n == 0 && sym)
 			f[n++] = (struct tfs_src_frame){sym, "", 0};
-		else if (n > 0)
+		else if (n > 0 && (!f[n - 1].function || (sym && sym[0] == '_' && sym[1] == 'Z')))
 			f[n - 1].function = sym;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -654,8 +686,9 @@ int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint3
 	pthread_mutex_unlock(&g_objs_lock);
 	if (getenv("TFS_SYMBOL_STATS"))
 		fprintf(stderr,
-			"tracefs: symbols: %" PRIu64 " addresses (%" PRIu64 " named, %" PRIu64
+			"tracefs: symbols: %s: %" PRIu64 " addresses (%" PRIu64 " named, %" PRIu64
 			" from the cache), %" PRIu64 " files opened, %.3f ms\n",
+			n_mods ? base_name(cap_stacks_module(s, 0)->path) : "?",
 			cap_stacks_n_addrs(s), *n_named, p.n_hits, p.n_opened,
 			(double)(now_ns() - t0) / 1e6);
 out_free:
