@@ -24,7 +24,8 @@
  * object: the program), the addresses symbolised, how many came from the cache and the
  * CPU time taken (for benchmarks and tests).
  * TFS_SYMBOL_CACHE=0 looks every address up again in each process and names symbols with
- * libdwfl's own search (dwfl_module_addrname): the cost before the cache, for benchmarks.
+ * libdwfl's own search (dwfl_module_addrname), only where DWARF gives no name at all: the
+ * cost before the cache, for benchmarks.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
