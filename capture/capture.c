@@ -533,9 +533,8 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
 	struct tstate *ts = tls_state;
 	uint64_t args[3] = {bias, lo, hi};
 
-	/* a path is at most what the rest of a record holds */
 	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
-				     strnlen(path, (SPOOL_MAX_RECORD_WORDS - 5) * 8)))
+				     strnlen(path, SPOOL_MAX_PATH)))
 		count_drop();
 }
 

@@ -582,8 +582,8 @@ static bool payload(const uint64_t *r, uint32_t words, uint32_t n_args, char *bu
 static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, uint32_t words)
 {
 	struct cthread *ct = &c->threads[thread];
-	uint32_t kind = r[0] & 0xff, aux = (uint32_t)(r[0] >> 32);
-	char buf[2048]; /* a payload: up to 250 words */
+	uint32_t kind = cap_rec_kind(r[0]), aux = (uint32_t)(r[0] >> 32);
+	char buf[SPOOL_MAX_PATH + 1]; /* a name, message or path: longer ones are malformed */
 	union tfs_arg a[3];
 	uint64_t site;
 
@@ -699,7 +699,7 @@ static int read_chunk(struct cap_consumer *c, struct spool_chunk *ch)
 	ct->bt_known = false;
 	while (off + 16 <= fill) {
 		const uint64_t *r = (const uint64_t *)(data + off);
-		uint32_t words = (r[0] >> 8) & 0xff;
+		uint32_t words = cap_rec_words(r[0]);
 
 		if (words < 2 || off + words * 8u > fill) {
 			c->st.bad_records++;

@@ -23,20 +23,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "calls_i.h"
 #include "files_i.h"
 #include "interpose_i.h"
+#include "spool_i.h"
 
 #define MAX_EXEC_ARGS 65536 /* arguments an execl-style call may pass */
 
 extern char **environ;
 
+/* Room for a path and an argv with their cut marks: an exec's or a spawn's strings. */
+#define ARGV_MARK_BYTES 32u
+#define EXEC_STRS_BYTES (CAP_STR_BYTES + CALL_MAX_ARGV + ARGV_MARK_BYTES)
+_Static_assert(2 + 3 + (EXEC_STRS_BYTES + 7) / 8 <= SPOOL_MAX_RECORD_WORDS,
+	       "an exec's record fits a spool record");
+
 /*
  * argv[0], argv[1]... joined with spaces at @buf + @len and NUL-terminated: at most
- * CALL_MAX_STR bytes, and when longer the first ones and a visible mark `...[+N bytes]`.
- * @buf has CAP_STR_BYTES free at @len. @return the new length
+ * CALL_MAX_ARGV bytes, and when longer the first ones and a visible mark `...[+N bytes]`.
+ * @buf has CALL_MAX_ARGV + ARGV_MARK_BYTES free at @len. @return the new length
  */
 static size_t put_argv(char *buf, size_t len, char *const argv[])
 {
@@ -46,31 +54,53 @@ static size_t put_argv(char *buf, size_t len, char *const argv[])
 		size_t k = strlen(argv[i]);
 
 		total += k + (i > 0);
-		if (n >= CALL_MAX_STR)
+		if (n >= CALL_MAX_ARGV)
 			continue;
 		if (i)
 			buf[len + n++] = ' ';
-		if (k > CALL_MAX_STR - n)
-			k = n < CALL_MAX_STR ? CALL_MAX_STR - n : 0;
+		if (k > CALL_MAX_ARGV - n)
+			k = n < CALL_MAX_ARGV ? CALL_MAX_ARGV - n : 0;
 		memcpy(buf + len + n, argv[i], k);
 		n += k;
 	}
 	if (total > n)
-		n += (size_t)snprintf(buf + len + n, CAP_STR_BYTES - n, "...[+%zu bytes]",
-				      total - n);
+		n += (size_t)snprintf(buf + len + n, ARGV_MARK_BYTES, "...[+%zu bytes]", total - n);
 	buf[len + n] = '\0';
 	return len + n + 1;
 }
 
+/*
+ * The strings of an exec or a spawn: in a mapping of their own, not on the stack of a
+ * thread that may have little of it (the call itself costs far more). NULL when none.
+ */
+static char *strs_new(void)
+{
+	void *p = mmap(NULL, EXEC_STRS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void strs_free(char *p)
+{
+	if (p)
+		munmap(p, EXEC_STRS_BYTES);
+}
+
 static void put_exec(const char *path, char *const argv[])
 {
-	char buf[2 * CAP_STR_BYTES];
+	const int saved_errno = errno;
 	uint64_t args[1] = {0};
+	char *buf;
 
 	if (!tracing(TFS_TRACE_THREADS))
 		return;
-	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
-		     put_argv(buf, cap_put_str(buf, 0, path), argv));
+	buf = strs_new();
+	if (buf)
+		cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
+			     put_argv(buf, cap_put_str(buf, 0, path), argv));
+	strs_free(buf);
+	errno = saved_errno;
 }
 
 static void put_exec_failed(const char *path, int err)
@@ -327,8 +357,8 @@ EXPORT int execle(const char *path, const char *arg0, ...)
 static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char buf[2 * CAP_STR_BYTES];
 	uint64_t t0, args[3];
+	char *buf;
 	pid_t child = -1;
 	char **env;
 	int rc;
@@ -343,11 +373,17 @@ static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_fi
 	if (pid)
 		*pid = child;
 	if (tracing(TFS_TRACE_THREADS)) {
+		const int saved_errno = errno;
+
 		args[0] = since(t0);
 		args[1] = (uint64_t)(int64_t)(rc == 0 ? child : -1);
 		args[2] = (uint64_t)(int64_t)rc;
-		cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
-			     put_argv(buf, cap_put_str(buf, 0, file), argv));
+		buf = strs_new();
+		if (buf)
+			cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
+				     put_argv(buf, cap_put_str(buf, 0, file), argv));
+		strs_free(buf);
+		errno = saved_errno;
 	}
 	return rc;
 }
