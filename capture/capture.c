@@ -16,8 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -238,6 +240,9 @@ static void thread_gone(void *arg)
 	tls_state = NULL;
 	tls_dead = true;
 	munmap(ts, sizeof(*ts));
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_end();
+#endif
 }
 
 uint32_t cap_thread_reserve(void)
@@ -265,7 +270,22 @@ static struct tstate *thread_start(void)
 		return NULL;
 	}
 	tls_state = ts;
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_start();
+#endif
 	return ts;
+}
+
+uint32_t cap_thread_self(void)
+{
+	struct tstate *ts = tls_state;
+
+	if (!ts && cap_tls_depth == 0) {
+		cap_tls_depth++;
+		ts = thread_start();
+		cap_tls_depth--;
+	}
+	return ts ? ts->thread : UINT32_MAX;
 }
 
 /*
@@ -539,20 +559,22 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
 }
 
 /*
- * REC_CALL_BT: the call's words, then the calling thread's backtrace as the frames it
- * shares with the thread's previous one in this chunk and the new ones (spool_i.h).
+ * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
+ * frames it shares with the thread's previous one in this chunk and the new ones
+ * (spool_i.h). The objects the frames lie in are announced first when @announce.
  */
 static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
-			uint32_t n_args, const char *strs, size_t strs_len)
+			uint32_t n_args, const char *strs, size_t strs_len, const uint64_t *frames,
+			uint32_t n, bool announce)
 {
-	uint64_t frames[SPOOL_MAX_BT_FRAMES];
-	uint32_t n = cap_unwind(frames, cap_bt_depth), keep = 0, base, words;
+	uint32_t keep = 0, base, words;
 	uint64_t *r;
 
 	while (keep < n && keep < ts->bt_n && ts->bt[keep] == frames[keep])
 		keep++;
 	/* before the reservation: announcing an object writes records of its own */
-	cap_modules_check(frames + keep, n - keep);
+	if (announce)
+		cap_modules_check(frames + keep, n - keep);
 	base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
 	if (base + 1 + n > SPOOL_MAX_RECORD_WORDS)
 		return false;
@@ -593,7 +615,10 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 	}
 	ts = enter();
 	if (ts && cap_bt_depth && cap_call_has_stack(call)) {
-		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len))
+		uint64_t frames[SPOOL_MAX_BT_FRAMES];
+		uint32_t n = cap_unwind(frames, cap_bt_depth);
+
+		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, true))
 			count_drop();
 	} else if (ts) {
 		words = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
@@ -612,6 +637,29 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 			count_drop();
 		}
 	}
+	leave();
+	errno = saved_errno;
+}
+
+void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+			 const uint64_t *frames, uint32_t n, bool announce)
+{
+	const int saved_errno = errno;
+	struct tstate *ts;
+
+	if (!cap_bt_depth || !cap_call_has_stack(call)) {
+		cap_put_call(call, ts_ns, args, n_args, NULL, 0);
+		return;
+	}
+	if (tls_dead)
+		return;
+	if (n > cap_bt_depth) { /* the innermost ones */
+		frames += n - cap_bt_depth;
+		n = cap_bt_depth;
+	}
+	ts = enter();
+	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, announce))
+		count_drop();
 	leave();
 	errno = saved_errno;
 }
@@ -663,6 +711,76 @@ const char *cap_spool_path(void)
 const char *cap_spool_root(void)
 {
 	return g_follow ? g_root : NULL;
+}
+
+void cap_wait_begin(void)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_fetch_add(&g_spool.hdr->n_waiting, 1);
+}
+
+void cap_wait_end(int reaped_pid, int status)
+{
+	struct spool_hdr *h = g_spool.hdr;
+
+	if (!g_follow || !h)
+		return;
+	if (reaped_pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status))) {
+		uint32_t i = atomic_fetch_add(&h->n_reaps, 1);
+		struct spool_reap *e = &h->reaps[i % SPOOL_N_REAPS];
+
+		e->pid = (uint32_t)reaped_pid;
+		e->status = status;
+		e->t_ns = mono_ns();
+		atomic_store_explicit(&e->seq, i + 1, memory_order_release);
+	}
+	/* after the entry: a recorder that sees no wait under way has every entry written */
+	atomic_fetch_sub(&h->n_waiting, 1);
+}
+
+void cap_note_fatal(int sig)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_store(&g_spool.hdr->fatal_signal, (uint32_t)sig);
+}
+
+/*
+ * Add this image's program, the name it was exec'd as (AT_EXECFN, without its directory),
+ * to the names of the spool's images: "sh -> cc1". The oldest ones give way to "... -> "
+ * when they do not fit.
+ */
+static void note_image(struct spool_hdr *h)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN), *name, *keep;
+	const size_t cap = sizeof(h->images);
+	char buf[sizeof(h->images)];
+	size_t len;
+
+	if (!fn || !*fn)
+		return;
+	name = strrchr(fn, '/') ? strrchr(fn, '/') + 1 : fn;
+	len = strnlen(h->images, cap - 1);
+	h->images[len] = '\0';
+	if (len == 0) {
+		snprintf(h->images, cap, "%s", name);
+		return;
+	}
+	/* the oldest names go, whole, until the new one fits after the rest */
+	keep = h->images;
+	while (strlen(keep) + strlen(name) + 4 + (keep != h->images ? 7 : 0) >= cap) {
+		const char *next = strstr(keep, " -> ");
+
+		if (!next) {
+			keep = NULL;
+			break;
+		}
+		keep = next + 4;
+	}
+	if (!keep)
+		snprintf(buf, cap, "... -> %s", name);
+	else
+		snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep, name);
+	memcpy(h->images, buf, cap);
 }
 
 void cap_before_exec(void)
@@ -1014,6 +1132,11 @@ __attribute__((constructor)) static void capture_init(void)
 		return;
 	if (path && *path) {
 		rc = attach(path);
+		if (rc == 0) {
+			/* a new image: no thread of the one before it waits any more */
+			atomic_store(&g_spool.hdr->n_waiting, 0);
+			note_image(g_spool.hdr);
+		}
 	} else {
 		rc = start_inproc();
 		g_inproc = rc == 0;
@@ -1040,6 +1163,11 @@ __attribute__((constructor)) static void capture_init(void)
 		thread_start();
 	if (cap_bt_depth && tls_state)
 		cap_modules_scan();
+#ifdef TFS_CAP_SHARED
+	/* crash events: under `tracefs record`, which keeps a dying process's last records */
+	if (g_follow && (tfs_capture_mask_ & TFS_TRACE_THREADS))
+		cap_sig_init();
+#endif
 	cap_tls_depth--;
 }
 
