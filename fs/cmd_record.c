@@ -743,6 +743,8 @@ static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
 	}
 	if (rc == 0)
 		rc = rec_procs_finish(ps);
+	if (rc == 0)
+		rc = rec_procs_first_meta(ps);
 	if (rc == 0 && rec_procs_count(ps) == 1)
 		rc = cap_consumer_save(c, out);
 	else if (rc == 0)
