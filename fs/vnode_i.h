@@ -288,6 +288,7 @@ struct fs_proc {
 struct fs_procs {
 	uint32_t n;
 	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
+	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
 	struct fs_proc v[];
 };
 
@@ -295,7 +296,7 @@ struct fs_procs {
 int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
 /** Accepts NULL. */
 void fs_procs_free(struct fs_procs *p);
-/** Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), or "rank 3" when unknown. */
+/** Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), else "rank 3". */
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
 /** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);

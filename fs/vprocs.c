@@ -143,7 +143,8 @@ int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **
 	}
 	free(set);
 	/* an MPI job's ranks are its processes by rank; pids are rank 0's unless kept */
-	p->by_pid = n_ranks > 0 && p->v[0].pid >= 0 && !tfs_trace_meta(t, "mpi_size");
+	p->mpi = tfs_trace_meta(t, "mpi_size") != NULL;
+	p->by_pid = n_ranks > 0 && p->v[0].pid >= 0 && !p->mpi;
 	rc = find_parents(p);
 	if (rc < 0) {
 		free(p);
@@ -164,7 +165,7 @@ void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap
 
 	if (q && q->program && p->by_pid && q->pid >= 0)
 		snprintf(buf, cap, "%s (pid %" PRId64 ")", q->program, q->pid);
-	else if (q && q->program)
+	else if (q && q->program && p->mpi)
 		snprintf(buf, cap, "%s (rank %" PRIu32 ")", q->program, rank);
 	else
 		snprintf(buf, cap, "rank %" PRIu32, rank);
