@@ -25,7 +25,9 @@
  * Not done: handlers changed through the raw system call are seen (the kernel's action is
  * read back at each call) but not recorded, sigset() and siginterrupt() act on the kernel's
  * action directly (a later sigaction or signal call puts things right), and a fault
- * inside the capture itself is not recorded (it still kills the process as untraced).
+ * inside the capture itself is not recorded (it still kills the process as untraced). A
+ * handler the program installs with SA_ONSTACK in a thread without an alternate stack of
+ * its own runs on the capture's (256 KiB) instead of the thread's stack.
  */
 #include <errno.h>
 #include <signal.h>

@@ -116,7 +116,7 @@ struct spool_reap {
 	uint32_t pid;	 /* the child reaped */
 	int32_t status;	 /* its wait status (exited or killed) */
 	uint32_t pad;
-	uint64_t t_ns;	 /* CLOCK_MONOTONIC once the wait had returned: after the child began */
+	uint64_t t_ns;	 /* CLOCK_MONOTONIC after the wait returned: after the child began */
 };
 
 /* Bytes of the names of a process's images, "sh -> cc1" (spool_hdr.images). */

@@ -52,7 +52,8 @@ static int catch_faults(void)
 	stack_t st;
 
 	sigaction(SIGSEGV, NULL, &old);
-	printf("before: default %d, flags %#x\n", old.sa_handler == SIG_DFL, (unsigned)old.sa_flags);
+	printf("before: default %d, flags %#x\n", old.sa_handler == SIG_DFL,
+	       (unsigned)old.sa_flags);
 	sigaltstack(NULL, &st);
 	printf("alternate stack: %s\n", st.ss_flags & SS_DISABLE ? "none" : "set");
 	sigemptyset(&sa.sa_mask);
