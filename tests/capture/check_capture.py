@@ -377,6 +377,25 @@ def start_spin(tap, args, out, what, env=None):
     return p, child
 
 
+def test_thread_names(tap, args, work):
+    """Threads named through the API (tfs_thread_name: cap_known's "main", "worker-<w>")
+    are named so in trace.json, the process for its program and pid."""
+    out = os.path.join(work, "names.trace")
+    rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out, "--",
+                       args.known, "ok", "2"])
+    if not tap.ok(rc == 0, "thread names: recorded", serr):
+        return
+    t = Trace(args.tracefs, out)
+    meta = [e for e in json.loads(t.cat("trace.json")) if e.get("ph") == "M"]
+    procs = [e["args"]["name"] for e in meta if e["name"] == "process_name"]
+    threads = {e["tid"]: e["args"]["name"] for e in meta if e["name"] == "thread_name"}
+    tap.ok(procs == ["cap_known (pid %s)" % t.meta("pid")] and
+           threads.get(0) == "main (thread 0)" and threads.get(1) == "worker-1 (thread 1)" and
+           threads.get(2) == "worker-2 (thread 2)",
+           "trace.json: the process `cap_known (pid N)`, its threads as the API named them",
+           (procs, threads))
+
+
 def test_external_kill(tap, args, work):
     out = os.path.join(work, "spin.trace")
     p, child = start_spin(tap, args, out, "")
@@ -790,7 +809,8 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
         for test in (test_record_modes, test_timing_modes, test_tsc_clock, test_inprocess,
-                     test_capture_off, test_fork, test_external_kill, test_stale_spools,
+                     test_capture_off, test_fork, test_thread_names, test_external_kill,
+                     test_stale_spools,
                      test_stale_spools_own_dir,
                      test_interrupt_record,
                      test_many_threads, test_full_spool, test_full_spool_threads, test_matmul,
