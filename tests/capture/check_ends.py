@@ -2,7 +2,8 @@
 """How traced processes end, and what they are called (cap_ends.c under `tracefs record`).
 
 - A program killed by a signal (abort, a segfault, SIGKILL of itself): `tracefs record`
-  saves the trace and dies of the same signal, so Python's returncode is the untraced one.
+  saves the trace and dies of the same signal, so Python's returncode is the untraced one;
+  with cores on, the program's end says `core dumped` and tracefs dumps none of its own.
 - A fatal signal is a `fatal_signal` event with the signal, code and fault address, whose
   backtrace (backtraces.txt) ends in the faulting function; SIGKILL leaves none.
 - A program catching its own faults (sigsetjmp/siglongjmp) behaves as untraced: the same
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -140,6 +142,35 @@ def signal_deaths(tap, a, work):
             tap.ok(args["code"] < 0 and args["sender"] == pid and args["addr"] == "0x0",
                    "abort: sent by the process itself (code %d, sender its pid)"
                    % args["code"], args)
+
+
+def core_dump(tap, a, work):
+    """With cores on, the program's end says `core dumped` and the one core is its own:
+    tracefs dies of the signal without dumping one."""
+    with open("/proc/sys/kernel/core_pattern") as f:
+        pattern = f.read().strip()
+    hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+    if pattern.startswith("|") or "/" in pattern or hard == 0:
+        tap.skip("segv with cores on: the program's core, none of tracefs",
+                 "cores go elsewhere here (core_pattern %r, hard limit %r)" % (pattern, hard))
+        return
+    d = tempfile.mkdtemp(dir=work)
+    out = os.path.join(work, "core.trace")
+
+    def cores_on():
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+
+    p = subprocess.run([a.tracefs, "record", "-o", out, "--", a.ends, "segv"], cwd=d,
+                       preexec_fn=cores_on, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=300,
+                       env=dict(os.environ, TFS_SPOOL=os.path.join(work, "spools", "core")))
+    cores = [f for f in os.listdir(d) if f.startswith("core")]
+    end = Trace(a.tracefs, out).info["meta"].get("end") if os.path.exists(out) else None
+    tap.ok(p.returncode == -signal.SIGSEGV and
+           end == "killed by signal 11 (SIGSEGV), core dumped" and len(cores) == 1,
+           "segv with cores on: its end says core dumped, one core (the program's), "
+           "tracefs dies of SIGSEGV", (p.returncode, end, cores, p.stderr[-500:]))
+    shutil.rmtree(d)
 
 
 def own_handler(tap, a, work):
@@ -269,10 +300,11 @@ def main():
     ap.add_argument("--tracefs", required=True)
     ap.add_argument("--ends", required=True)
     a = ap.parse_args()
+    a.tracefs, a.ends = os.path.abspath(a.tracefs), os.path.abspath(a.ends)
     tap = Tap()
     work = tempfile.mkdtemp(prefix="tfs-ends-")
     os.mkdir(os.path.join(work, "spools"))
-    for case in (signal_deaths, own_handler, fork_tree, unknown_end, exec_argv, names):
+    for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv, names):
         try:
             case(tap, a, work)
         except Exception as e:  # a crash of the checker is a failure, not an abort
