@@ -852,10 +852,11 @@ static int set_aside(const char *path)
 
 /*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
- * process we were forked or spawned from). The environment is left alone (setenv is not
+ * process we were forked or spawned from, pid @ppid: not getppid(), which names the
+ * recorder once that process has ended). The environment is left alone (setenv is not
  * safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
-static int become_child(const struct spool_hdr *parent)
+static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 {
 	uint32_t pid = (uint32_t)getpid();
 	uint64_t start = proc_start();
@@ -863,16 +864,23 @@ static int become_child(const struct spool_hdr *parent)
 
 	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
 		return -ENAMETOOLONG;
-	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(), start);
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
 		/* no aside name here (too long, no such renames): the old spool goes, as it
 		 * did before aside names, rather than this process going unrecorded */
 		if (set_aside(g_path) < 0)
 			unlink(g_path);
-		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(),
-					    start);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	}
 	return rc;
+}
+
+/* The pid of the process that forked: set before the fork, read by its child. */
+static uint32_t g_forker;
+
+static void fork_prepare(void)
+{
+	g_forker = (uint32_t)getpid();
 }
 
 /*
@@ -927,7 +935,7 @@ static void fork_child(void)
 	if (cap_bt_depth)
 		cap_modules_forget();
 	if (g_follow && parent.hdr) {
-		rc = become_child(parent.hdr);
+		rc = become_child(parent.hdr, g_forker);
 		if (rc < 0)
 			unrecorded("cannot create its spool", -rc);
 	} else if (g_follow) {
@@ -1070,8 +1078,9 @@ static int attach(const char *path)
 		cap_spool_unmap(&other);
 		return 0;
 	}
-	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
-	rc = become_child(other.hdr);
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it, or by
+	 * a process it started that records nothing: its producer is our parent in the trace */
+	rc = become_child(other.hdr, atomic_load(&other.hdr->producer_pid));
 	cap_spool_unmap(&other);
 	if (rc < 0) {
 		unrecorded("cannot create its spool", -rc);
@@ -1145,7 +1154,7 @@ __attribute__((constructor)) static void capture_init(void)
 		return;
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
 	clock_init();
-	pthread_atfork(NULL, NULL, fork_child);
+	pthread_atfork(fork_prepare, NULL, fork_child);
 	cap_tls_depth++; /* libunwind's and the loader's allocations are not the program's */
 	if (g_spool.hdr->bt_depth) {
 		cap_bt_depth = g_spool.hdr->bt_depth < SPOOL_MAX_BT_FRAMES ? g_spool.hdr->bt_depth
