@@ -34,6 +34,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "capture_i.h"
@@ -48,6 +49,10 @@ struct range {
 };
 
 static __typeof__(unw_backtrace) *g_backtrace;
+/* stepping from a signal's context (x86-64; elsewhere unw_backtrace cut at the frame) */
+static __typeof__(unw_init_local2) *g_init_local2;
+static __typeof__(unw_step) *g_step;
+static __typeof__(unw_get_reg) *g_get_reg;
 static struct range g_self; /* this library's PT_LOAD span */
 
 static struct range g_mods[MAX_MODULES]; /* [0, g_n_mods) published, append-only */
@@ -143,6 +148,9 @@ int cap_unwind_init(void)
 	if (!g_backtrace)
 		return -ENOENT;
 #if defined(__x86_64__)
+	*(void **)&g_init_local2 = dlsym(h, "_ULx86_64_init_local2");
+	*(void **)&g_step = dlsym(h, "_ULx86_64_step");
+	*(void **)&g_get_reg = dlsym(h, "_ULx86_64_get_reg");
 	/* the per-thread cache needs no lock; the global one masks signals around each use */
 	*(void **)&policy = dlsym(h, "_ULx86_64_set_caching_policy");
 	local = dlsym(h, "_ULx86_64_local_addr_space");
@@ -181,6 +189,83 @@ uint32_t cap_unwind(uint64_t *frames, uint32_t max)
 	n = first < max ? first : max;
 	for (uint32_t i = 0; i < n; i++)
 		frames[i] = (uintptr_t)ips[n - 1 - i];
+	return n;
+}
+
+/* The address of the instruction a signal interrupted, from its handler's context. */
+static uint64_t signal_pc(const void *uc)
+{
+	const ucontext_t *u = uc;
+
+#if defined(__x86_64__)
+	return (uint64_t)u->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+	return (uint64_t)u->uc_mcontext.pc;
+#else
+	(void)u;
+	return 0;
+#endif
+}
+
+/* Step from the signal context @uc: @ips innermost first. @return how many, 0 on failure */
+static uint32_t step_from(void *uc, uint64_t *ips, uint32_t max)
+{
+	unw_cursor_t c;
+	uint32_t n = 0;
+
+	if (!g_init_local2 || !g_step || !g_get_reg ||
+	    g_init_local2(&c, (unw_context_t *)uc, UNW_INIT_SIGNAL_FRAME) < 0)
+		return 0;
+	do {
+		unw_word_t ip;
+
+		if (g_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		ips[n++] = ip;
+	} while (n < max && g_step(&c) > 0);
+	return n;
+}
+
+/* unw_backtrace from the handler, its frames up to the interrupted one left out. */
+static uint32_t cut_at_signal(uint64_t pc, uint64_t *ips, uint32_t max)
+{
+	void *raw[SPOOL_MAX_BT_FRAMES + 2 * SELF_SLACK];
+	int got = g_backtrace(raw, (int)(sizeof(raw) / sizeof(raw[0])));
+	uint32_t n = 0, i = 0;
+
+	while (i < (uint32_t)(got > 0 ? got : 0) && (uintptr_t)raw[i] != pc)
+		i++;
+	for (; i < (uint32_t)(got > 0 ? got : 0) && n < max; i++)
+		ips[n++] = (uintptr_t)raw[i];
+	return n;
+}
+
+uint32_t cap_unwind_signal(uint64_t *frames, uint32_t max, void *uc)
+{
+	uint64_t ips[SPOOL_MAX_BT_FRAMES + SELF_SLACK];
+	const uint64_t pc = signal_pc(uc);
+	uint32_t n_ips, first = 0, n;
+
+	if (!g_backtrace || max == 0)
+		return 0;
+	if (max > SPOOL_MAX_BT_FRAMES)
+		max = SPOOL_MAX_BT_FRAMES;
+	tls_unwinding = true;
+	n_ips = step_from(uc, ips, max + SELF_SLACK);
+	if (n_ips == 0 && pc)
+		n_ips = cut_at_signal(pc, ips, max + SELF_SLACK);
+	tls_unwinding = false;
+	if (n_ips == 0 && pc) /* nothing to step from: the faulting address alone */
+		ips[n_ips++] = pc;
+	/* the interrupted instruction takes a return address's place: symbolised at - 1 */
+	if (n_ips > 0 && ips[0] == pc)
+		ips[0] = pc + 1;
+	for (uint32_t i = 0; i < n_ips; i++)
+		if (ips[i] < g_self.lo || ips[i] >= g_self.hi)
+			ips[first++] = ips[i];
+	n = first < max ? first : max;
+	for (uint32_t i = 0; i < n; i++)
+		frames[i] = ips[n - 1 - i];
 	return n;
 }
 

@@ -797,6 +797,8 @@ int fs_vtree_build(struct fs_vtree *vt, const char *trace_name)
 	tfs_trace_get_info(vt->trace, &vt->ti);
 	rc = read_tables(vt);
 	if (rc == 0)
+		rc = fs_procs_new(vt->trace, vt->ti.n_ranks, &vt->procs);
+	if (rc == 0)
 		rc = fs_gen_files(vt, trace_name, &vt->readme, &vt->readme_len, &vt->info,
 				  &vt->info_len);
 	if (rc < 0)

@@ -161,6 +161,7 @@ struct fs_vtree {
 	_Atomic uint32_t *term_len[2]; /* TEXT, JSONL line length per terminal; 0: not known yet */
 	uint64_t split_bytes;	  /* FS_JSON_SPLIT_BYTES or its override */
 	uint32_t max_thread;	  /* highest thread number of any stream */
+	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
 };
 
 /* ---- vphase.c ---- */
@@ -271,6 +272,34 @@ int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **ou
 /** The same without phase events (the later parts of a split trace.json). */
 int fs_chrome_tail_nophase_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
 			       size_t *len);
+
+/* ---- vprocs.c: the ranks as processes, from the metadata ---- */
+
+/** One rank. Strings are borrowed from the trace; NULL and -1: unknown. */
+struct fs_proc {
+	const char *program;	  /* the program it ran last (`image`, else `program`) */
+	const char *images;	  /* every program it ran, "sh -> cc1" */
+	const char *end;	  /* how it ended: "exited with status 0", "unknown: ..." */
+	const char *thread_names; /* the `thread_names` metadata */
+	int64_t pid, ppid;
+	int64_t parent_rank; /* the rank that started it */
+};
+
+struct fs_procs {
+	uint32_t n;
+	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
+	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
+	struct fs_proc v[];
+};
+
+/** The processes of @t's @n_ranks ranks. @return 0 or -ENOMEM */
+int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
+/** Accepts NULL. */
+void fs_procs_free(struct fs_procs *p);
+/** Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), else "rank 3". */
+void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
+/** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
+const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);
 
 /* ---- vtables.c ---- */
 

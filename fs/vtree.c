@@ -104,6 +104,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 			free(vt->terms[i].zone);
 	}
 	fs_once_fini(&vt->terms_once);
+	fs_procs_free(vt->procs);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
 	free(vt->terms);

@@ -32,6 +32,7 @@ tfs_trace_symbol), without the binary's help: the symbols are in the trace.
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -250,7 +251,8 @@ def test_stress(tap, args, work, mk, src):
 
 
 def test_abort(tap, args, work, mk, src):
-    trace, out = record(args, work, "abort", [args.capbt, "abort"], status=134)
+    trace, out = record(args, work, "abort", [args.capbt, "abort"],
+                        status=-signal.SIGABRT)
     tail_is(tap, find(dump(args, trace), "malloc", 1001),
             chain(mk, src, [("main", "abort"), ("f_outer", "f_outer"), ("f_inner", "f_inner"),
                             ("helper", "helper")]),
