@@ -24,6 +24,20 @@
 /* Timing column candidates: the ts column's gaps from the end or the start, predicted or not. */
 enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
 
+/*
+ * Where a value of a class was last coded in the pending block (TFV4): a direct-mapped table
+ * over (class, value); a collision forgets the older value, which then codes as a miss.
+ */
+struct vhash {
+	uint64_t value;
+	uint32_t gen; /* valid while equal to the encoder's p.gen */
+	uint32_t pos; /* the class's value number */
+	uint8_t cls;
+};
+
+#define VAL_HASH_BITS 14
+#define VAL_HASH_SIZE (1u << VAL_HASH_BITS)
+
 /* Timing prediction state of one terminal in the coding pass over a block (FORMAT.md §7.4). */
 struct ttime {
 	uint32_t gen;	    /* valid while equal to the encoder's tt_gen */
@@ -47,6 +61,8 @@ struct tfs_venc {
 	struct vrc_model rc; /* coded columns' context sets (FORMAT.md §7.4.2) */
 	struct vpred p;	   /* VAL fields' prediction (timing has its own, below) */
 	struct tfs_buf vals; /* the pending block's vals column */
+	struct tfs_buf tags; /* the pending block's tags column (TFV4) */
+	struct vhash *hash; /* [VAL_HASH_SIZE] TFV4: where each class value was last coded */
 	/* the pending block's times, coded when it is full: */
 	uint64_t *ts, *dur;
 	uint32_t *term;
@@ -122,6 +138,7 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	}
 	e->p.gen = 1;
 	buf_init(&e->vals);
+	buf_init(&e->tags);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_init(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -159,6 +176,8 @@ void venc_free(struct tfs_venc *e)
 		return;
 	vp_pred_fini(&e->p);
 	buf_fini(&e->vals);
+	buf_fini(&e->tags);
+	free(e->hash);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_fini(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -626,6 +645,7 @@ out_ticks:
 /* Compress the pending block into one frame. On failure nothing changes. */
 static int flush_block(struct tfs_venc *e)
 {
+	const int n_cols = e->version >= 4 ? N_COLS : COL_TAGS;
 	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
 	const struct tfs_buf *col[N_COLS];
 	int rc, ts_k, dur_k;
@@ -640,6 +660,7 @@ static int flush_block(struct tfs_venc *e)
 	col[COL_TS] = &e->ts_col[ts_k];
 	col[COL_DUR] = &e->dur_col[dur_k];
 	col[COL_VALS] = &e->vals;
+	col[COL_TAGS] = &e->tags;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
 			continue;
@@ -649,7 +670,7 @@ static int flush_block(struct tfs_venc *e)
 		col[c] = &e->coded[c];
 	}
 	need += e->ticks_hdr.len;
-	for (int c = 0; c < N_COLS; c++)
+	for (int c = 0; c < n_cols; c++)
 		need += col[c]->len;
 	if (vp_grow(&e->idx, &e->idx_cap, e->n_idx + 1, sizeof(*e->idx)) < 0)
 		return -ENOMEM;
@@ -664,9 +685,9 @@ static int flush_block(struct tfs_venc *e)
 		memcpy(e->raw.data + e->raw.len, e->ticks_hdr.data, e->ticks_hdr.len);
 		e->raw.len += e->ticks_hdr.len;
 	}
-	for (int c = 0; c < N_COLS; c++)
+	for (int c = 0; c < n_cols; c++)
 		put_varint(&e->raw, col[c]->len);
-	for (int c = 0; c < N_COLS; c++) {
+	for (int c = 0; c < n_cols; c++) {
 		if (!col[c]->len)
 			continue;
 		memcpy(e->raw.data + e->raw.len, col[c]->data, col[c]->len);
@@ -679,12 +700,50 @@ static int flush_block(struct tfs_venc *e)
 	e->idx[e->n_idx].stored_len = (uint32_t)(e->frames.len - frames_len);
 	e->n_idx++;
 	e->vals.len = 0;
+	e->tags.len = 0;
 	e->blk_n = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
 }
 
-static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
+/* The hash slot of value @v of class @c. */
+static inline struct vhash *hash_slot(struct tfs_venc *e, uint8_t c, uint64_t v)
+{
+	uint64_t h = (v ^ (uint64_t)c << 56) * UINT64_C(0x9E3779B97F4A7C15);
+
+	return &e->hash[h >> (64 - VAL_HASH_BITS)];
+}
+
+/*
+ * Code value @v of class @c whose stride prediction is @pred (FORMAT.md §7.3.1): a tag, and
+ * a residual for a miss. The tag of a hit reaching furthest back is VAL_TAG_HIST +
+ * VAL_HIST_MAX - 1; a stride hit wins over a history hit, the smaller residual between
+ * misses (the stride's on a tie).
+ */
+static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t pred)
+{
+	struct vclass *k = vp_class(&e->p, c);
+	struct vhash *h = hash_slot(e, c, v);
+	uint8_t tag = VAL_TAG_STRIDE;
+
+	if (v != pred) {
+		if (h->gen == e->p.gen && h->cls == c && h->value == v &&
+		    k->count - 1 - h->pos < VAL_HIST_MAX) {
+			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - h->pos));
+		} else {
+			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max);
+
+			tag = r_max < r_stride ? VAL_TAG_MAX : VAL_TAG_MISS;
+			put_varint(&e->vals, tag == VAL_TAG_MAX ? r_max : r_stride);
+		}
+	}
+	e->tags.data[e->tags.len++] = tag;
+	*h = (struct vhash){.value = v, .gen = e->p.gen, .pos = k->count, .cls = c};
+	vp_class_push(k, v);
+}
+
+static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals,
+		      const uint8_t *cls)
 {
 	struct fstate *f;
 
@@ -692,7 +751,12 @@ static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *val
 		goto out_seen;
 	f = e->p.f + st->val_slot;
 	for (uint32_t j = 0; j < n_vals; j++) {
-		put_varint(&e->vals, zz(vals[j] - (f[j].last + f[j].delta)));
+		const uint64_t pred = f[j].last + f[j].delta;
+
+		if (cls && cls[j])
+			code_class_value(e, cls[j], vals[j], pred);
+		else
+			put_varint(&e->vals, zz(vals[j] - pred));
 		f[j].delta = st->seen ? vals[j] - f[j].last : 0;
 		f[j].last = vals[j];
 	}
@@ -743,8 +807,28 @@ static int grow_tt(struct tfs_venc *e, uint32_t terminal)
 	return 0;
 }
 
+/* Room for the tags and class states of an event whose fields have classes @cls. */
+static int reserve_classes(struct tfs_venc *e, const uint8_t *cls, uint32_t n_vals)
+{
+	uint8_t top = 0;
+
+	for (uint32_t j = 0; j < n_vals; j++)
+		top = cls[j] > top ? cls[j] : top;
+	if (!top)
+		return 0;
+	if (!e->hash) {
+		e->hash = calloc(VAL_HASH_SIZE, sizeof(*e->hash));
+		if (!e->hash)
+			return -ENOMEM;
+	}
+	if (vp_class_reserve(&e->p, top) < 0)
+		return -ENOMEM;
+	return buf_reserve(&e->tags, n_vals);
+}
+
 /* Make every allocation the event needs, so that coding it cannot fail. */
-static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
+static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals,
+			 const uint8_t *cls)
 {
 	struct tstate *st;
 	int rc;
@@ -761,11 +845,20 @@ static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
 	if (e->timing != VAL_TIMING_NONE &&
 	    (grow_events(e, (size_t)e->blk_n + 1) < 0 || grow_tt(e, terminal) < 0))
 		return -ENOMEM;
-	return buf_reserve(&e->vals, (size_t)VAL_VARINT_MAX * n_vals);
+	rc = buf_reserve(&e->vals, (size_t)VAL_VARINT_MAX * n_vals);
+	if (rc == 0 && cls)
+		rc = reserve_classes(e, cls, n_vals);
+	return rc;
 }
 
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
 	     const uint64_t *vals, uint32_t n_vals)
+{
+	return venc_add_cls(e, terminal, ts_ns, dur_ns, vals, n_vals, NULL);
+}
+
+int venc_add_cls(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+		 const uint64_t *vals, uint32_t n_vals, const uint8_t *cls)
 {
 	struct tstate *st;
 	int rc;
@@ -773,12 +866,14 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 	if (e->finished || terminal >= VAL_MAX_TERMINAL || n_vals > VAL_MAX_FIELDS ||
 	    (n_vals && !vals))
 		return -EINVAL;
+	if (e->version < 4)
+		cls = NULL;
 	if (e->blk_n == e->block_events) {
 		rc = flush_block(e);
 		if (rc < 0)
 			return rc;
 	}
-	rc = reserve_event(e, terminal, n_vals);
+	rc = reserve_event(e, terminal, n_vals, cls);
 	if (rc < 0)
 		return rc;
 	st = &e->p.t[terminal];
@@ -794,7 +889,7 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 		e->term[e->blk_n] = terminal;
 		e->slot[e->blk_n] = st->cslot;
 	}
-	code_vals(e, st, vals, n_vals);
+	code_vals(e, st, vals, n_vals, cls);
 	e->blk_n++;
 	e->n_events++;
 	return 0;
@@ -802,10 +897,11 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 
 static void put_header(uint8_t *h, const struct tfs_venc *e)
 {
+	static const uint32_t magic[] = {0, VAL_MAGIC_V1, VAL_MAGIC_V2, VAL_MAGIC_V3, VAL_MAGIC_V4};
 	uint64_t rel_bits;
 
 	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));
-	le_put32(h, e->version >= 3 ? VAL_MAGIC_V3 : e->version == 2 ? VAL_MAGIC_V2 : VAL_MAGIC_V1);
+	le_put32(h, magic[e->version]);
 	h[4] = (uint8_t)e->timing;
 	h[5] = h[6] = h[7] = 0;
 	le_put32(h + 8, e->block_events);

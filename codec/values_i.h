@@ -28,7 +28,8 @@ enum {
 	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
 };
 
-#define VAL_VERSION 3		 /* the section version writers write ("TFV3") */
+#define VAL_VERSION 4		 /* the section version writers write ("TFV4") */
+#define VAL_MAX_CLASSES 255	 /* VAL classes (FORMAT.md §7.3.1), numbered 1 to this */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
@@ -84,6 +85,13 @@ void venc_free(struct tfs_venc *e);
  */
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
 	     const uint64_t *vals, uint32_t n_vals);
+/*
+ * venc_add() with the VAL class of each field (FORMAT.md §7.3.1): @cls[j] 0 for none or 1
+ * to VAL_MAX_CLASSES; @cls NULL: none. A terminal always comes with the same classes.
+ * Versions before 4 ignore the classes.
+ */
+int venc_add_cls(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+		 const uint64_t *vals, uint32_t n_vals, const uint8_t *cls);
 uint64_t venc_n_events(const struct tfs_venc *e);
 /*
  * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure), after
@@ -100,12 +108,18 @@ struct tfs_vsec {
 	const uint8_t *data;
 	size_t len;
 	uint64_t base_off; /* file offset of data[0] */
-	int version;	   /* 1 or 2 ("TFV1", "TFV2") */
+	int version;	   /* 1 to 4 ("TFV1" to "TFV4") */
 	int timing;
 	double rel_err;
 	uint32_t block_events;
 	uint64_t n_events;
 	uint64_t n_blocks;
+	/*
+	 * TFV4: the VAL class of field j of terminal t is cls[cls_off[t] + j] (0: none), set
+	 * by the caller after vsec_open() for all terminals it decodes; NULL: no classes
+	 */
+	const uint8_t *cls;
+	const uint32_t *cls_off;
 	/* internal: */
 	const uint8_t *index;
 	uint64_t data_start;
@@ -159,15 +173,15 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
  */
 struct vpatch {
 	uint64_t block; /* block index */
-	uint32_t col;	/* 0 ts, 1 dur, 2 vals */
+	uint32_t col;	/* 0 ts, 1 dur, 2 vals, 3 tags (TFV4) */
 	uint64_t index; /* word index in the column */
 	uint64_t word;	/* the stored varint value (a zigzagged residual) */
 };
 
 /* The residual words of one raw block, column after column. Owned arrays, reusable. */
 struct vwords {
-	uint64_t *w;		/* n[0] + n[1] + n[2] words */
-	size_t n[3];		/* words per column: ts, dur, vals */
+	uint64_t *w;		/* n[0] + n[1] + n[2] + n[3] words */
+	size_t n[4];		/* words per column: ts, dur, vals, tags (TFV4) */
 	uint8_t pred;		/* TFV2: the block's predictor byte (VAL_PRED_*); TFV1: 0 */
 	uint8_t *ticks;		/* TFV3 with VAL_TICKS: the block's ticks header, as stored */
 	size_t ticks_len, ticks_cap;

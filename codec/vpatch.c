@@ -155,7 +155,7 @@ int vpatch_diff(const struct tfs_vsec *base, const struct tfs_vsec *own, uint32_
 		if (rc == 0 && (wb.pred != wo.pred || wb.ticks_len != wo.ticks_len ||
 				(wo.ticks_len && memcmp(wb.ticks, wo.ticks, wo.ticks_len))))
 			rc = -E2BIG;
-		for (uint32_t k = 0; k < 3 && rc == 0; k++) {
+		for (uint32_t k = 0; k < 4 && rc == 0; k++) {
 			if (wb.n[k] != wo.n[k]) {
 				rc = -E2BIG;
 				break;

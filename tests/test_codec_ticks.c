@@ -866,7 +866,7 @@ static unsigned int check_encoded(const struct venc_opts *o, size_t n, const uin
 	buf_init(&sec);
 	assert_int_equal(venc_finish(e, &sec), 0);
 	venc_free(e);
-	assert_memory_equal(sec.data, "TFV3", 4);
+	assert_memory_equal(sec.data, "TFV4", 4);
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		const uint8_t *ent = sec.data + 36 + 16 * blk;
