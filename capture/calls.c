@@ -18,6 +18,9 @@
  * buffer (0, 0 when the call failed). mmap's `file` is CALL_NO_FILE for an anonymous
  * mapping. The allocating kinds get a last argument `stack` (TFS_ENC_SYM, class "stack") when
  * the spool records backtraces: the consumer appends it (consumer.c), free has none.
+ * The allocations' addresses share the value class "addr" and their ids the class "alloc"
+ * (FORMAT.md §7.3.1): the codec predicts a freed block's address and id from those the
+ * allocating calls returned, a reused block's address from those freed before.
  */
 #include <stddef.h>
 
@@ -27,6 +30,11 @@
 	{                                                                                          \
 		n, TFS_TYPE_##t, TFS_ENC_##e, f, NULL                                              \
 	}
+/* A VAL argument of value class @c (FORMAT.md §4, §7.3.1). */
+#define VALC(n, t, f, c)                                                                           \
+	{                                                                                          \
+		n, TFS_TYPE_##t, TFS_ENC_VAL, f, c                                                 \
+	}
 #define FILE_ARG(n)                                                                                \
 	{                                                                                          \
 		n, TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"                                            \
@@ -34,23 +42,24 @@
 #define RET ARG("ret", I64, VAL, TFS_ARG_RESULT)
 #define RET_BYTES ARG("ret", I64, VAL, TFS_ARG_RESULT | TFS_ARG_BYTES)
 #define ERRNO ARG("errno", U64, VAL, 0)
-#define PTR_RET ARG("ret", HEX, VAL, TFS_ARG_RESULT)
+#define PTR_RET VALC("ret", HEX, TFS_ARG_RESULT, "addr")
+#define ADDR(n) VALC(n, HEX, 0, "addr")
 #define SIZE_BYTES ARG("size", U64, VAL, TFS_ARG_BYTES)
 
-#define ID ARG("id", U64, VAL, 0)
+#define ID VALC("id", U64, 0, "alloc")
 #define BUF ARG("buf_id", U64, VAL, 0), ARG("buf_off", U64, VAL, 0)
 
 static const struct tfs_arg_desc malloc_args[] = {SIZE_BYTES, PTR_RET, ID};
 static const struct tfs_arg_desc calloc_args[] = {ARG("nmemb", U64, VAL, 0),
 						  ARG("size", U64, VAL, 0), PTR_RET, ID};
-static const struct tfs_arg_desc realloc_args[] = {ARG("ptr", HEX, VAL, 0), SIZE_BYTES, PTR_RET, ID,
-						   ARG("freed", U64, VAL, 0)};
-static const struct tfs_arg_desc free_args[] = {ARG("ptr", HEX, VAL, 0), ID};
+static const struct tfs_arg_desc realloc_args[] = {ADDR("ptr"), SIZE_BYTES, PTR_RET, ID,
+						   VALC("freed", U64, 0, "alloc")};
+static const struct tfs_arg_desc free_args[] = {ADDR("ptr"), ID};
 static const struct tfs_arg_desc posix_memalign_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
-							  ARG("ptr", HEX, VAL, 0), RET, ID};
+							  ADDR("ptr"), RET, ID};
 static const struct tfs_arg_desc aligned_args[] = {ARG("alignment", U64, VAL, 0), SIZE_BYTES,
 						   PTR_RET, ID};
-static const struct tfs_arg_desc mmap_args[] = {ARG("addr", HEX, VAL, 0),
+static const struct tfs_arg_desc mmap_args[] = {ADDR("addr"),
 						ARG("length", U64, VAL, TFS_ARG_BYTES),
 						ARG("prot", HEX, SIG, 0),
 						ARG("flags", HEX, SIG, 0),
@@ -59,7 +68,7 @@ static const struct tfs_arg_desc mmap_args[] = {ARG("addr", HEX, VAL, 0),
 						ID,
 						PTR_RET,
 						ERRNO};
-static const struct tfs_arg_desc munmap_args[] = {ARG("addr", HEX, VAL, 0),
+static const struct tfs_arg_desc munmap_args[] = {ADDR("addr"),
 						  ARG("length", U64, VAL, 0), RET, ERRNO};
 
 static const struct tfs_arg_desc open_args[] = {ARG("path", STR, STR, 0),

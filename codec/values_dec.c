@@ -464,7 +464,7 @@ static inline int class_value(const struct dblock *d, struct col *vc, struct col
 	case VAL_TAG_MAX:
 		if (col_varint(vc, &res))
 			return block_fail(d, "bad varint", vc);
-		*x = (tag == VAL_TAG_MISS ? pred : k->max) + unzz(res);
+		*x = (tag == VAL_TAG_MISS ? pred : k->max + 1) + unzz(res);
 		break;
 	default:
 		back = (uint32_t)tag - VAL_TAG_HIST;

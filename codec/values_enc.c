@@ -731,7 +731,7 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 		    k->count - 1 - h->pos < VAL_HIST_MAX) {
 			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - h->pos));
 		} else {
-			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max);
+			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max - 1);
 
 			tag = r_max < r_stride ? VAL_TAG_MAX : VAL_TAG_MISS;
 			put_varint(&e->vals, tag == VAL_TAG_MAX ? r_max : r_stride);

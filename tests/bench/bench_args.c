@@ -52,9 +52,6 @@ static const char *const by_name[][3] = {
 	{"realloc", "freed", "alloc"},	    {"free", "id", "alloc"},
 	{"posix_memalign", "id", "alloc"},  {"aligned_alloc", "id", "alloc"},
 	{"memalign", "id", "alloc"},	    {"mmap", "id", "alloc"},
-	{"malloc", "size", "size"},	    {"calloc", "size", "size"},
-	{"realloc", "size", "size"},	    {"posix_memalign", "size", "size"},
-	{"aligned_alloc", "size", "size"},  {"memalign", "size", "size"},
 };
 
 static double now_s(void)
