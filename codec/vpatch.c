@@ -87,7 +87,7 @@ int vpatch_read(struct tfs_rd *r, struct vpatch_list *l, const struct vpatch_lis
 			rc = rd_varint(r, &zz);
 		if (rc < 0)
 			goto fail;
-		if (col > 2 || (prev && db > UINT64_MAX - prev->block)) {
+		if (col > 3 || (prev && db > UINT64_MAX - prev->block)) {
 			rc = rd_fail(r, "values patch %u: bad position", j);
 			goto fail;
 		}
