@@ -727,8 +727,10 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 	uint8_t tag = VAL_TAG_STRIDE;
 
 	if (v != pred) {
-		if (h->gen == e->p.gen && h->cls == c && h->value == v &&
-		    k->count - 1 - h->pos < VAL_HIST_MAX) {
+		/* the ring check keeps a hash entry stale since a wrap of gen harmless */
+		if (h->gen == e->p.gen && h->cls == c && h->value == v && h->pos < k->count &&
+		    k->count - 1 - h->pos < VAL_HIST_MAX &&
+		    k->ring[h->pos % VAL_HIST_RING] == v) {
 			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - h->pos));
 		} else {
 			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max - 1);
