@@ -18,7 +18,7 @@ timing, block length and event count, then every event as a reader must decode i
 terminal, ts_ns, dur_ns, VAL fields. Each block is encoded below, then decoded from its raw
 bytes by decode_block(), a second reading of the spec that shares nothing with the encoder
 but the varint helpers, and the two must agree. Run from this directory; needs the zstd CLI.
-`values_v4.py --fuzz-seeds DIR` also writes the raw blocks as seeds for tests/fuzz/fuzz_values.
+`values_v4.py --fuzz-seeds DIR` also writes seeds for tests/fuzz/fuzz_values (fuzz_seeds()).
 """
 import os
 import sys
@@ -85,7 +85,7 @@ def events():
     return out
 
 
-def encode_block(evs, timed):
+def encode_block(evs, timed, classes=CLASSES):
     """Raw block (§7.2) of TFV4: pred 0x03 when timed (nanoseconds, predicted, gaps from
     the end), and the writer's tags (§7.3.1, informative)."""
     ts_col, dur_col, vals_col, tags_col = bytearray(), bytearray(), bytearray(), bytearray()
@@ -106,7 +106,7 @@ def encode_block(evs, timed):
             prev_end = (ts + dur) & M64
         for j, v in enumerate(vals):
             p = (last.get((t, j), 0) + delta.get((t, j), 0)) & M64
-            c = CLASSES[t][j]
+            c = classes[t][j]
             if c:
                 h = hist.setdefault(c, [])
                 m = mx.get(c, 0)
@@ -159,7 +159,7 @@ class Reader:
         return self.pos == len(self.data)
 
 
-def decode_block(raw, terms, timed):
+def decode_block(raw, terms, timed, classes=CLASSES):
     """§7.2 and §7.3.1 read again: the block's (ts, dur, vals) per event."""
     r = Reader(raw)
     n = r.varint()
@@ -192,7 +192,7 @@ def decode_block(raw, terms, timed):
         first = t not in seen
         seen.add(t)
         vals = []
-        for j, c in enumerate(CLASSES[t]):
+        for j, c in enumerate(classes[t]):
             last, d = state.get((t, j), [0, 0])
             p = (last + d) & M64
             if not c:
@@ -220,7 +220,7 @@ def decode_block(raw, terms, timed):
 
 def main():
     evs = events()
-    secs, raws_all, lines = [], [], []
+    secs, lines = [], []
     off = 0
     for timed, block_events in ((False, 168), (True, 8)):
         raws = []
@@ -239,7 +239,6 @@ def main():
                                   + vals))
         off += len(sec)
         secs.append(sec)
-        raws_all += raws
     with open('values_v4.bin', 'wb') as f:
         f.write(b''.join(secs))
     with open('values_v4.txt', 'w') as f:
@@ -250,13 +249,36 @@ def main():
                                           for cl in CLASSES))
         f.write('\n'.join(lines) + '\n')
     if len(sys.argv) == 3 and sys.argv[1] == '--fuzz-seeds':
-        for k, raw in enumerate(raws_all[:3]):
-            # fuzz_values raw-block seeds: byte 0 picks TFV4 and the timing, 1-2 the events
-            rd = Reader(raw)
-            n = rd.varint()
-            timed = raw[rd.pos] == 3
-            with open(os.path.join(sys.argv[2], 'raw_v4_%d' % k), 'wb') as f:
-                f.write(bytes([3 + (4 if timed else 0)]) + (n - 1).to_bytes(2, 'little') + raw)
+        fuzz_seeds(sys.argv[2])
+
+
+def fuzz_seeds(path):
+    """Seeds for tests/fuzz/fuzz_values, whose event i has terminal i % 4 with i % 4 fields,
+    field j of class j % 3: sections (untimed and lossless, 16 events a block) and raw
+    blocks (byte 0: version - 1 + 4 * timing, bytes 1-2: events - 1, then the block)."""
+    classes = [[j % 3 for j in range(t)] for t in range(4)]
+    evs, live = [], []
+    for i in range(40):
+        t = i % 4
+        vals = [0x5000 + 64 * (i % 6), i // 3, 4096 * i][:t]
+        if t == 2 and live:
+            vals = [live.pop(), vals[1]]
+        if t == 3:
+            live.append(vals[1])
+        evs.append((t, 1000 + 50 * i + i % 7, 10 + i % 3, vals))
+    for timed in (False, True):
+        raws = []
+        for b0 in range(0, len(evs), 16):
+            blk = evs[b0:b0 + 16]
+            raw = encode_block(blk, timed, classes)
+            got = decode_block(raw, [e[0] for e in blk], timed, classes)
+            assert got == [((e[1], e[2]) if timed else (0, 0)) + (e[3],) for e in blk]
+            raws.append(raw)
+        name = 'v4_lossless' if timed else 'v4_none'
+        with open(os.path.join(path, name), 'wb') as f:
+            f.write(section_bytes(4, 1 if timed else 0, 0.0, 16, len(evs), raws))
+        with open(os.path.join(path, 'raw_' + name), 'wb') as f:
+            f.write(bytes([3 + 4 * timed]) + (16 - 1).to_bytes(2, 'little') + raws[0])
 
 
 if __name__ == '__main__':
