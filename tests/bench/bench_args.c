@@ -7,8 +7,12 @@
  * section without timing). Classes come from the trace's schema; traces recorded before
  * the schema declared them get the classes tracefs's capture declares, by kind and argument
  * name (the table below), so a trace recorded by an older tracefs measures the same.
+ * Last, the order-0 entropy of each call site's gaps (from the previous event's end) and
+ * durations counted in the clock's ticks (FORMAT.md §7.4.1): about what a lossless coder
+ * that models each call site's timing alone must spend, whatever its container.
  * Usage: bench_args TRACE...   (tests/bench/run_capture_size records traces and runs it)
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +20,7 @@
 
 #include "tfs/reader.h"
 #include "values_i.h"
+#include "vticks_i.h"
 
 /* The events of one stream, VAL fields flattened. */
 struct astream {
@@ -262,6 +267,71 @@ static int run_stream(const struct atrace *a, const struct astream *s, const str
 	return rc;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Bits of an order-0 code of the @n keys at @k (sorted here). */
+static double entropy_bits(uint64_t *k, size_t n)
+{
+	double bits = 0;
+
+	qsort(k, n, sizeof(*k), cmp_u64);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && k[j] == k[i]; j++)
+			;
+		bits -= (double)(j - i) * log2((double)(j - i) / (double)n);
+	}
+	return bits;
+}
+
+/*
+ * Order-0 entropy in bytes of each terminal's gaps and durations in ticks of the clock
+ * (estimated on the stream's first 4,096 events; nanoseconds when no tick fits), summed.
+ */
+static double timing_entropy(const struct astream *s, uint32_t n_terms)
+{
+	const uint32_t n_est = s->n < 4096 ? (uint32_t)s->n : 4096;
+	int64_t *scratch = calloc(2 * (size_t)n_est + 2, sizeof(*scratch));
+	uint64_t *key = calloc(2 * s->n + 2, sizeof(*key));
+	uint32_t *count = calloc(n_terms + 1, sizeof(*count));
+	double guess = 0, bits = 0, q;
+	size_t *first = calloc(n_terms + 2, sizeof(*first)), *at;
+
+	if (!scratch || !key || !count || !first)
+		return -1;
+	q = n_est > 1 ? (double)vtick_estimate(s->ts, s->dur, n_est, scratch, &guess) : 0;
+	q = q > 0 ? q / 4294967296.0 : 1.0;
+	for (uint64_t i = 0; i < s->n; i++)
+		count[s->term[i]]++;
+	for (uint32_t t = 0; t < n_terms; t++)
+		first[t + 1] = first[t] + count[t];
+	at = calloc(n_terms + 1, sizeof(*at));
+	if (!at)
+		return -1;
+	/* keys grouped by terminal: gaps, then (offset by the stream's events) durations */
+	for (uint64_t i = 0; i < s->n; i++) {
+		const uint32_t t = s->term[i];
+		const double gap = i ? (double)(int64_t)(s->ts[i] - s->ts[i - 1] - s->dur[i - 1]) : 0;
+
+		key[first[t] + at[t]] = (uint64_t)llround(gap / q);
+		key[s->n + first[t] + at[t]++] = (uint64_t)llround((double)s->dur[i] / q);
+	}
+	for (uint32_t t = 0; t < n_terms; t++) {
+		bits += entropy_bits(key + first[t], count[t]);
+		bits += entropy_bits(key + s->n + first[t], count[t]);
+	}
+	free(scratch);
+	free(key);
+	free(count);
+	free(first);
+	free(at);
+	return bits / 8;
+}
+
 static int bench_trace(const char *path)
 {
 	static const char *const mode_names[] = {"none", "lossless"};
@@ -295,6 +365,14 @@ static int bench_trace(const char *path)
 			       bytes[PART_TIMING] / a.events, bytes[PART_ARGS] / a.events,
 			       bytes[PART_ALL] / base, dec[PART_ARGS] * 1e9 / a.events);
 		}
+	}
+	if (rc == 0 && a.timing == VAL_TIMING_LOSSLESS) {
+		double bytes = 0;
+
+		for (uint32_t i = 0; i < a.n_streams; i++)
+			bytes += timing_entropy(&a.s[i], a.n_terms);
+		printf("  timing entropy, order 0 per call site in clock ticks: %.0f B, %.4f "
+		       "B/event\n", bytes, bytes / a.events);
 	}
 	for (uint32_t i = 0; i < a.n_streams; i++) {
 		free(a.s[i].term);
