@@ -3,8 +3,9 @@
  * into prediction residuals, writes them column by column into a raw block, compresses every
  * full block into one zstd frame and finally writes the header and block index. Each timing
  * column is coded both with and without its per-terminal predictor; when the block is full
- * the one that compresses smaller is kept. It does not know event kinds and never calls
- * zstd directly.
+ * the one that compresses smaller is kept. VAL fields of a value class (TFV4) get a tag:
+ * stride hit, history hit or the smaller of two residuals (FORMAT.md §7.3.1). It does not
+ * know event kinds and never calls zstd directly.
  */
 #include <stdlib.h>
 #include <string.h>

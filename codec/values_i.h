@@ -7,7 +7,9 @@
  * readings lie on a lattice (vlattice_i.h), each timing column of a block
  * either predicted by the same terminal's previous gap or duration or stored as is,
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
- * against the previous two occurrences of the same terminal. Residuals are zigzag varint
+ * against the previous two occurrences of the same terminal and, in TFV4, those of a value
+ * class also by the class's recent values and its largest (FORMAT.md §7.3.1: a tag per
+ * field says which). Residuals are zigzag varint
  * coded column by column (a TFV3 timing column range-coded instead where that is smaller,
  * vrange_i.h), in blocks of block_events events that restart prediction (absolute
  * anchors), each block one zstd frame. This module does not know event kinds: a

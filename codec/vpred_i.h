@@ -1,7 +1,7 @@
 /*
  * Internals shared by the values encoder (values_enc.c), decoder (values_dec.c) and their
  * prediction and binning helpers (vpred.c): section constants, per-terminal prediction
- * state, lossy bins. Nothing outside those files includes it.
+ * state, value class histories (TFV4), lossy bins. Nothing outside those files includes it.
  */
 #ifndef TFS_VPRED_I_H
 #define TFS_VPRED_I_H
@@ -66,7 +66,7 @@ struct fstate {
 
 /*
  * Value history of one VAL class in the current block (FORMAT.md §7.3.1, TFV4): the class's
- * last VAL_HIST values in coding order, and the largest of all its values so far.
+ * last VAL_HIST_RING values in coding order, and the largest of all its values so far.
  */
 struct vclass {
 	uint32_t gen;	/* valid while equal to struct vpred's gen */

@@ -209,6 +209,8 @@ static const struct variant variants[] = {
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
+#define DECODE_PASSES 5
+
 /* What to encode of each event: times, VAL fields, or both. */
 enum { PART_ALL, PART_TIMING, PART_ARGS, N_PARTS };
 
@@ -222,7 +224,7 @@ static int run_stream(const struct atrace *a, const struct astream *s, const str
 	struct tfs_buf sec;
 	struct tfs_vsec vs;
 	struct vblock b;
-	double t0;
+	double t0, best = 0;
 	int rc;
 
 	if (venc_new(&o, &e) < 0)
@@ -247,20 +249,28 @@ static int run_stream(const struct atrace *a, const struct astream *s, const str
 		vs.cls_off = a->cls_off;
 	}
 	vblock_init(&b);
-	t0 = now_s();
-	for (uint64_t blk = 0; rc == 0 && blk < vs.n_blocks; blk++) {
-		rc = vsec_decode_block(&vs, blk, s->term + blk * vs.block_events,
-				       part == PART_TIMING ? a->no_nv : a->nv,
-				       a->n_terms, &b, NULL);
-		for (uint32_t k = 0; rc == 0 && part == PART_ARGS && k < b.n_events; k++) {
-			const uint64_t ev = b.first_event + k;
+	/* the fastest of a few passes: the machine may be shared */
+	for (int pass = 0; pass < DECODE_PASSES && rc == 0; pass++) {
+		double t;
 
-			if (memcmp(b.vals + b.val_off[k], s->vals + s->val_off[ev],
-				   (s->val_off[ev + 1] - s->val_off[ev]) * sizeof(uint64_t)))
-				rc = -EIO;
+		t0 = now_s();
+		for (uint64_t blk = 0; rc == 0 && blk < vs.n_blocks; blk++) {
+			rc = vsec_decode_block(&vs, blk, s->term + blk * vs.block_events,
+					       part == PART_TIMING ? a->no_nv : a->nv, a->n_terms,
+					       &b, NULL);
+			for (uint32_t k = 0; rc == 0 && part == PART_ARGS && k < b.n_events; k++) {
+				const uint64_t ev = b.first_event + k;
+
+				if (memcmp(b.vals + b.val_off[k], s->vals + s->val_off[ev],
+					   (s->val_off[ev + 1] - s->val_off[ev]) * sizeof(uint64_t)))
+					rc = -EIO;
+			}
 		}
+		t = now_s() - t0;
+		if (pass == 0 || t < best)
+			best = t;
 	}
-	*dec_s += now_s() - t0;
+	*dec_s += best;
 	vblock_fini(&b);
 	*bytes += (double)sec.len;
 	buf_fini(&sec);
@@ -343,8 +353,8 @@ static int bench_trace(const char *path)
 		return rc;
 	}
 	printf("%s: %u streams, %llu events\n", path, a.n_streams, (unsigned long long)a.events);
-	printf("  %-9s %-22s %9s %9s %9s %8s %10s\n", "timing", "variant", "B/event", "timing",
-	       "args", "vs TFV3", "args dec");
+	printf("  %-9s %-22s %9s %9s %9s %8s %10s %10s\n", "timing", "variant", "B/event",
+	       "timing", "args", "vs TFV3", "dec ns/ev", "args only");
 	for (int timing = VAL_TIMING_NONE; timing <= VAL_TIMING_LOSSLESS && rc == 0; timing++) {
 		double base = 0;
 
@@ -360,10 +370,11 @@ static int bench_trace(const char *path)
 			}
 			if (k == 0)
 				base = bytes[PART_ALL];
-			printf("  %-9s %-22s %9.4f %9.4f %9.4f %7.3fx %7.1f ns\n", mode_names[timing],
-			       variants[k].name, bytes[PART_ALL] / a.events,
+			printf("  %-9s %-22s %9.4f %9.4f %9.4f %7.3fx %10.1f %10.1f\n",
+			       mode_names[timing], variants[k].name, bytes[PART_ALL] / a.events,
 			       bytes[PART_TIMING] / a.events, bytes[PART_ARGS] / a.events,
-			       bytes[PART_ALL] / base, dec[PART_ARGS] * 1e9 / a.events);
+			       bytes[PART_ALL] / base, dec[PART_ALL] * 1e9 / a.events,
+			       dec[PART_ARGS] * 1e9 / a.events);
 		}
 	}
 	if (rc == 0 && a.timing == VAL_TIMING_LOSSLESS) {
