@@ -805,7 +805,8 @@ static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off
 		const struct vpatch *p = &patch[i];
 		size_t base = 0;
 
-		if (p->block != idx || p->col >= (uint32_t)n_cols_of(s) || p->index >= pw->n[p->col])
+		if (p->block != idx || p->col >= (uint32_t)n_cols_of(s) ||
+		    p->index >= pw->n[p->col])
 			return diag_set(diag, -TFS_ECORRUPT, file_off, "streams",
 					"patch of values block %llu: word %llu of column %u is "
 					"outside the block", (unsigned long long)idx,

@@ -261,8 +261,9 @@ static int run_stream(const struct atrace *a, const struct astream *s, const str
 			for (uint32_t k = 0; rc == 0 && part == PART_ARGS && k < b.n_events; k++) {
 				const uint64_t ev = b.first_event + k;
 
-				if (memcmp(b.vals + b.val_off[k], s->vals + s->val_off[ev],
-					   (s->val_off[ev + 1] - s->val_off[ev]) * sizeof(uint64_t)))
+				const size_t len = (s->val_off[ev + 1] - s->val_off[ev]) * 8;
+
+				if (memcmp(b.vals + b.val_off[k], s->vals + s->val_off[ev], len))
 					rc = -EIO;
 			}
 		}
@@ -325,7 +326,8 @@ static double timing_entropy(const struct astream *s, uint32_t n_terms)
 	/* keys grouped by terminal: gaps, then (offset by the stream's events) durations */
 	for (uint64_t i = 0; i < s->n; i++) {
 		const uint32_t t = s->term[i];
-		const double gap = i ? (double)(int64_t)(s->ts[i] - s->ts[i - 1] - s->dur[i - 1]) : 0;
+		const uint64_t g = i ? s->ts[i] - s->ts[i - 1] - s->dur[i - 1] : 0;
+		const double gap = (double)(int64_t)g;
 
 		key[first[t] + at[t]] = (uint64_t)llround(gap / q);
 		key[s->n + first[t] + at[t]++] = (uint64_t)llround((double)s->dur[i] / q);
