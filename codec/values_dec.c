@@ -14,14 +14,14 @@ static const char section_name[] = "values";
 
 /* ---- section header and index ---- */
 
-/* Columns of a raw block of section @s: TFV4 adds the tags column. */
+/* Columns of a raw block of section @s: TFV4 adds the tags and class columns. */
 static int n_cols_of(const struct tfs_vsec *s)
 {
 	return s->version >= 4 ? N_COLS : COL_TAGS;
 }
 
 /*
- * Bytes of a raw block header at most: four varints (TFV4: five), the predictor byte (TFV2
+ * Bytes of a raw block header at most: four varints (TFV4: six), the predictor byte (TFV2
  * on) and a ticks header of three varints and three per exception (TFV3 on, lossless).
  */
 static uint64_t raw_hdr_max(const struct tfs_vsec *s, uint64_t n_events)
@@ -33,7 +33,10 @@ static uint64_t raw_hdr_max(const struct tfs_vsec *s, uint64_t n_events)
 	return (1 + (uint64_t)n_cols_of(s)) * VAL_VARINT_MAX + (s->version >= 2) + ticks;
 }
 
-/* Largest raw block of @n_events events holding @n_vals VAL fields in all (and a tag each). */
+/*
+ * Largest raw block of @n_events events holding @n_vals VAL fields in all: a varint each, in
+ * the vals or the class column, and (TFV4) at most a tag each.
+ */
 static uint64_t raw_len_max(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
 {
 	return raw_hdr_max(s, n_events) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals +
@@ -442,10 +445,10 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 }
 
 /*
- * Value of class @c whose stride prediction is @pred, from its tag at @tc and, for a miss,
- * a residual at @vc (FORMAT.md §7.3.1). @return 0, or a block_fail()
+ * Value of class @c whose stride prediction is @pred, from its tag at @tc and its residual
+ * at @rc, 0 unless it is a miss (FORMAT.md §7.3.1). @return 0, or a block_fail()
  */
-static inline int class_value(const struct dblock *d, struct col *vc, struct col *tc,
+static inline int class_value(const struct dblock *d, struct col *rc, struct col *tc,
 			      uint8_t c, uint64_t pred, uint64_t *x)
 {
 	struct vclass *k = vp_class(d->p, c);
@@ -456,14 +459,14 @@ static inline int class_value(const struct dblock *d, struct col *vc, struct col
 	if (tc->p == tc->end)
 		return block_fail(d, "missing tag", tc);
 	tag = *tc->p;
+	if (col_varint(rc, &res))
+		return block_fail(d, "bad varint", rc);
 	switch (tag) {
 	case VAL_TAG_STRIDE:
 		*x = pred;
 		break;
 	case VAL_TAG_MISS:
 	case VAL_TAG_MAX:
-		if (col_varint(vc, &res))
-			return block_fail(d, "bad varint", vc);
 		*x = (tag == VAL_TAG_MISS ? pred : k->max + 1) + unzz(res);
 		break;
 	default:
@@ -473,19 +476,22 @@ static inline int class_value(const struct dblock *d, struct col *vc, struct col
 		*x = k->ring[(k->count - 1 - back) % VAL_HIST_RING];
 		break;
 	}
+	if (res && (tag == VAL_TAG_STRIDE || tag >= VAL_TAG_HIST))
+		return block_fail(d, "residual of a hit not 0", rc);
 	tc->p++;
 	vp_class_push(k, *x);
 	return 0;
 }
 
-static int decode_vals(const struct dblock *d, struct col *vals_col, struct col *tags_col)
+static int decode_vals(const struct dblock *d, struct col *vals_col, struct col *tags_col,
+		       struct col *cls_col)
 {
 	const uint32_t *val_off = d->out->val_off;
 	const uint8_t *cls_all = d->s->version >= 4 ? d->s->cls : NULL;
 	struct fstate *f0 = d->p->f;
 	struct tstate *t = d->p->t;
 	uint64_t *vals = d->out->vals;
-	struct col c = *vals_col, tc = *tags_col;
+	struct col c = *vals_col, tc = *tags_col, kc = *cls_col;
 	uint64_t res;
 	int rc;
 
@@ -507,7 +513,7 @@ static int decode_vals(const struct dblock *d, struct col *vals_col, struct col 
 			uint64_t last = f[j].last, x = 0;
 
 			if (cls && cls[j]) {
-				rc = class_value(d, &c, &tc, cls[j], last + f[j].delta, &x);
+				rc = class_value(d, &kc, &tc, cls[j], last + f[j].delta, &x);
 				if (rc < 0)
 					return rc;
 			} else {
@@ -522,6 +528,7 @@ static int decode_vals(const struct dblock *d, struct col *vals_col, struct col 
 	}
 	*vals_col = c;
 	*tags_col = tc;
+	*cls_col = kc;
 	return 0;
 }
 
@@ -714,7 +721,7 @@ static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct co
 
 static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
-	static const char *const names[N_COLS] = {"ts", "dur", "vals", "tags"};
+	static const char *const names[N_COLS] = {"ts", "dur", "vals", "tags", "class"};
 	const int n_cols = n_cols_of(d->s);
 	struct col hdr = {d->raw, d->raw + raw_len, "header", false, NULL};
 	uint64_t n, len[N_COLS];
@@ -777,7 +784,7 @@ static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
 		rc = decode_lossy(d, &cols[COL_TS], &cols[COL_DUR]);
 	if (rc < 0)
 		return rc;
-	rc = decode_vals(d, &cols[COL_VALS], &cols[COL_TAGS]);
+	rc = decode_vals(d, &cols[COL_VALS], &cols[COL_TAGS], &cols[COL_CLASS]);
 	if (rc < 0)
 		return rc;
 	for (int c = 0; c < N_COLS; c++)

@@ -4,7 +4,8 @@
  * full block into one zstd frame and finally writes the header and block index. Each timing
  * column is coded both with and without its per-terminal predictor; when the block is full
  * the one that compresses smaller is kept. VAL fields of a value class (TFV4) get a tag:
- * stride hit, history hit or the smaller of two residuals (FORMAT.md §7.3.1). It does not
+ * stride hit, history hit or the smaller of two residuals (FORMAT.md §7.3.1), and a
+ * residual in the class column, 0 for a hit. It does not
  * know event kinds and never calls zstd directly.
  */
 #include <stdlib.h>
@@ -63,6 +64,7 @@ struct tfs_venc {
 	struct vpred p;	   /* VAL fields' prediction (timing has its own, below) */
 	struct tfs_buf vals; /* the pending block's vals column */
 	struct tfs_buf tags; /* the pending block's tags column (TFV4) */
+	struct tfs_buf cls_col; /* the pending block's class column (TFV4) */
 	struct vhash *hash; /* [VAL_HASH_SIZE] TFV4: where each class value was last coded */
 	/* the pending block's times, coded when it is full: */
 	uint64_t *ts, *dur;
@@ -140,6 +142,7 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	e->p.gen = 1;
 	buf_init(&e->vals);
 	buf_init(&e->tags);
+	buf_init(&e->cls_col);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_init(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -178,6 +181,7 @@ void venc_free(struct tfs_venc *e)
 	vp_pred_fini(&e->p);
 	buf_fini(&e->vals);
 	buf_fini(&e->tags);
+	buf_fini(&e->cls_col);
 	free(e->hash);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_fini(&e->ts_col[k]);
@@ -662,6 +666,7 @@ static int flush_block(struct tfs_venc *e)
 	col[COL_DUR] = &e->dur_col[dur_k];
 	col[COL_VALS] = &e->vals;
 	col[COL_TAGS] = &e->tags;
+	col[COL_CLASS] = &e->cls_col;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
 			continue;
@@ -702,6 +707,7 @@ static int flush_block(struct tfs_venc *e)
 	e->n_idx++;
 	e->vals.len = 0;
 	e->tags.len = 0;
+	e->cls_col.len = 0;
 	e->blk_n = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
@@ -717,7 +723,7 @@ static inline struct vhash *hash_slot(struct tfs_venc *e, uint8_t c, uint64_t v)
 
 /*
  * Code value @v of class @c whose stride prediction is @pred (FORMAT.md §7.3.1): a tag, and
- * a residual for a miss. The tag of a hit reaching furthest back is VAL_TAG_HIST +
+ * a residual, 0 for a hit. The tag of a hit reaching furthest back is VAL_TAG_HIST +
  * VAL_HIST_MAX - 1; a stride hit wins over a history hit, the smaller residual between
  * misses (the stride's on a tie).
  */
@@ -725,6 +731,7 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 {
 	struct vclass *k = vp_class(&e->p, c);
 	struct vhash *h = hash_slot(e, c, v);
+	uint64_t res = 0;
 	uint8_t tag = VAL_TAG_STRIDE;
 
 	if (v != pred) {
@@ -737,10 +744,11 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max - 1);
 
 			tag = r_max < r_stride ? VAL_TAG_MAX : VAL_TAG_MISS;
-			put_varint(&e->vals, tag == VAL_TAG_MAX ? r_max : r_stride);
+			res = tag == VAL_TAG_MAX ? r_max : r_stride;
 		}
 	}
 	e->tags.data[e->tags.len++] = tag;
+	put_varint(&e->cls_col, res);
 	*h = (struct vhash){.value = v, .gen = e->p.gen, .pos = k->count, .cls = c};
 	vp_class_push(k, v);
 }
@@ -824,9 +832,9 @@ static int reserve_classes(struct tfs_venc *e, const uint8_t *cls, uint32_t n_va
 		if (!e->hash)
 			return -ENOMEM;
 	}
-	if (vp_class_reserve(&e->p, top) < 0)
+	if (vp_class_reserve(&e->p, top) < 0 || buf_reserve(&e->tags, n_vals) < 0)
 		return -ENOMEM;
-	return buf_reserve(&e->tags, n_vals);
+	return buf_reserve(&e->cls_col, (size_t)VAL_VARINT_MAX * n_vals);
 }
 
 /* Make every allocation the event needs, so that coding it cannot fail. */

@@ -9,7 +9,7 @@
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
  * against the previous two occurrences of the same terminal and, in TFV4, those of a value
  * class also by the class's recent values and its largest (FORMAT.md §7.3.1: a tag per
- * field says which). Residuals are zigzag varint
+ * field says which, its residual has a column of its own). Residuals are zigzag varint
  * coded column by column (a TFV3 timing column range-coded instead where that is smaller,
  * vrange_i.h), in blocks of block_events events that restart prediction (absolute
  * anchors), each block one zstd frame. This module does not know event kinds: a
@@ -175,15 +175,15 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
  */
 struct vpatch {
 	uint64_t block; /* block index */
-	uint32_t col;	/* 0 ts, 1 dur, 2 vals, 3 tags (TFV4) */
+	uint32_t col;	/* 0 ts, 1 dur, 2 vals, 3 tags, 4 class (TFV4) */
 	uint64_t index; /* word index in the column */
 	uint64_t word;	/* the stored varint value (a zigzagged residual) */
 };
 
 /* The residual words of one raw block, column after column. Owned arrays, reusable. */
 struct vwords {
-	uint64_t *w;		/* n[0] + n[1] + n[2] + n[3] words */
-	size_t n[4];		/* words per column: ts, dur, vals, tags (TFV4) */
+	uint64_t *w;		/* n[0] + ... + n[4] words */
+	size_t n[5];		/* words per column: ts, dur, vals, tags and class (TFV4) */
 	uint8_t pred;		/* TFV2: the block's predictor byte (VAL_PRED_*); TFV1: 0 */
 	uint8_t *ticks;		/* TFV3 with VAL_TICKS: the block's ticks header, as stored */
 	size_t ticks_len, ticks_cap;

@@ -19,7 +19,7 @@
 #define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
 #define VAL_HDR_LEN 36u
 #define VAL_IDX_ENTRY_LEN 16u
-#define VAL_RAW_HDR_MAX 51u /* five varints, and the predictor byte (not the ticks header) */
+#define VAL_RAW_HDR_MAX 61u /* six varints, and the predictor byte (not the ticks header) */
 #define VAL_VARINT_MAX 10u
 #define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
 #define VAL_DEFAULT_LEVEL 3
@@ -104,8 +104,8 @@ struct vidx {
 	uint32_t raw_len;
 };
 
-/* The raw block's columns (FORMAT.md §7.2); TFV1 to TFV3 have no tags column. */
-enum { COL_TS, COL_DUR, COL_VALS, COL_TAGS, N_COLS };
+/* The raw block's columns (FORMAT.md §7.2); TFV1 to TFV3 have no tags and class columns. */
+enum { COL_TS, COL_DUR, COL_VALS, COL_TAGS, COL_CLASS, N_COLS };
 
 /* Tags of class values (FORMAT.md §7.3.1): a tag at or above VAL_TAG_HIST is a history hit. */
 enum { VAL_TAG_STRIDE, VAL_TAG_MISS, VAL_TAG_MAX, VAL_TAG_HIST };

@@ -192,6 +192,37 @@ static void test_vclass_golden_file_decodes_as_committed(void **state)
 	gold_free(g);
 }
 
+/* The varint at @p[*@pos] (a test's own reading of FORMAT.md's header). */
+static uint64_t take_varint(const uint8_t *p, size_t len, size_t *pos)
+{
+	uint64_t x = 0;
+
+	for (unsigned int shift = 0; shift < 64; shift += 7) {
+		assert_true(*pos < len);
+		x |= (uint64_t)(p[*pos] & 0x7f) << shift;
+		if (!(p[(*pos)++] & 0x80))
+			return x;
+	}
+	fail();
+	return 0;
+}
+
+/* Where column @c (FORMAT.md §7.2, untimed TFV4: 0 ts ... 4 class) of raw block @raw starts. */
+static size_t raw_column(const struct tfs_buf *raw, int c)
+{
+	size_t pos = 0, off;
+	uint64_t len[5];
+
+	take_varint(raw->data, raw->len, &pos); /* n */
+	pos++;					/* pred */
+	for (int k = 0; k < 5; k++)
+		len[k] = take_varint(raw->data, raw->len, &pos);
+	off = pos;
+	for (int k = 0; k < c; k++)
+		off += len[k];
+	return off;
+}
+
 /* Raw block @blk of section @data, decompressed into @raw. */
 static size_t raw_block(const uint8_t *data, size_t len, uint64_t blk, struct tfs_buf *raw)
 {
@@ -204,6 +235,7 @@ static size_t raw_block(const uint8_t *data, size_t len, uint64_t blk, struct tf
 	assert_int_equal(zs_decompress(data + le_get64(ent), stored, raw->data, raw_len, 0,
 				       "values", NULL),
 			 0);
+	raw->len = raw_len;
 	return raw_len;
 }
 
@@ -395,10 +427,11 @@ static int decode_hand_block(const uint8_t *raw, size_t raw_len, const uint32_t 
  */
 static void test_vclass_hostile_tags_are_corrupt(void **state)
 {
-	/* n 3, pred 0, lens 0 0 3 6; vals 2 2 4, tags 1 2 3 2 0 4: event 0: address tag 1
-	 * (stride 0 + 1), id tag 2 (max 0 + 1 + 1); event 1: address tag 3 (the last, 1), id tag
-	 * 2 (max 2 + 1 + 2); event 2: address tag 0 (stride 1 + 0), id tag 4 (one back, 2) */
-	static const uint8_t good[] = {3, 0, 0, 0, 3, 6, 2, 2, 4, 1, 2, 3, 2, 0, 4};
+	/* n 3, pred 0, lens 0 0 0 6 6; tags 1 2 3 2 0 4, class column 2 2 0 4 0 0: event 0:
+	 * address tag 1 (stride 0 + 1), id tag 2 (max 0 + 1 + 1); event 1: address tag 3 (the
+	 * last, 1), id tag 2 (max 2 + 1 + 2); event 2: address tag 0 (stride 1 + 0), id tag 4
+	 * (one back, 2) */
+	static const uint8_t good[] = {3, 0, 0, 0, 0, 6, 6, 1, 2, 3, 2, 0, 4, 2, 2, 0, 4, 0, 0};
 	const uint32_t terms[] = {1, 1, 1};
 	const uint64_t want[] = {1, 2, 1, 5, 1, 2};
 	uint8_t bad[sizeof(good)];
@@ -410,16 +443,22 @@ static void test_vclass_hostile_tags_are_corrupt(void **state)
 	assert_memory_equal(b.vals, want, sizeof(want));
 	/* event 0's address reaches one value back in an empty class */
 	memcpy(bad, good, sizeof(bad));
-	bad[9] = 3;
+	bad[7] = 3;
 	assert_int_equal(decode_hand_block(bad, sizeof(bad), terms, 3, &b, &d), -TFS_ECORRUPT);
 	assert_non_null(strstr(d.reason, "before the class's first value"));
 	/* event 2's id reaches 252 values back with 5 in the class */
-	bad[9] = 1;
-	bad[14] = 255;
+	bad[7] = 1;
+	bad[12] = 255;
 	assert_int_equal(decode_hand_block(bad, sizeof(bad), terms, 3, &b, &d), -TFS_ECORRUPT);
+	/* a stride hit (event 2's address) with a residual */
+	bad[12] = 4;
+	bad[17] = 1;
+	assert_int_equal(decode_hand_block(bad, sizeof(bad), terms, 3, &b, &d), -TFS_ECORRUPT);
+	assert_non_null(strstr(d.reason, "residual of a hit not 0"));
 	/* a tag short: the last field finds no tag */
 	{
-		static const uint8_t short_tags[] = {3, 0, 0, 0, 3, 5, 2, 2, 4, 1, 2, 3, 2, 0};
+		static const uint8_t short_tags[] = {3, 0, 0, 0, 0, 5, 6, 1, 2, 3, 2, 0,
+						     2, 2, 0, 4, 0, 0};
 
 		assert_int_equal(decode_hand_block(short_tags, sizeof(short_tags), terms, 3, &b,
 						   &d),
@@ -428,15 +467,17 @@ static void test_vclass_hostile_tags_are_corrupt(void **state)
 	}
 	/* a tag left over */
 	{
-		static const uint8_t extra[] = {3, 0, 0, 0, 3, 7, 2, 2, 4, 1, 2, 3, 2, 0, 4, 0};
+		static const uint8_t extra[] = {3, 0, 0, 0, 0, 7, 6, 1, 2, 3, 2, 0, 4, 0,
+						2, 2, 0, 4, 0, 0};
 
 		assert_int_equal(decode_hand_block(extra, sizeof(extra), terms, 3, &b, &d),
 				 -TFS_ECORRUPT);
 		assert_non_null(strstr(d.reason, "unread bytes in tags"));
 	}
-	/* a miss tag whose residual is missing from the vals column */
+	/* the last field's residual missing from the class column */
 	{
-		static const uint8_t no_res[] = {3, 0, 0, 0, 2, 6, 2, 2, 1, 2, 3, 2, 0, 4};
+		static const uint8_t no_res[] = {3, 0, 0, 0, 0, 6, 5, 1, 2, 3, 2, 0, 4,
+						 2, 2, 0, 4, 0};
 
 		assert_int_equal(decode_hand_block(no_res, sizeof(no_res), terms, 3, &b, &d),
 				 -TFS_ECORRUPT);
@@ -662,7 +703,8 @@ static void test_vclass_history_reaches_253_values(void **state)
 			assert_true(b.vals[i] == (uint64_t)(i % per) * (i % per) * 7919 + 1);
 		vblock_fini(&b);
 		buf_init(&raw);
-		tags_at = raw_block(sec.data, sec.len, 0, &raw) - n;
+		raw_block(sec.data, sec.len, 0, &raw);
+		tags_at = raw_column(&raw, 3);
 		for (uint32_t i = per; i < n; i++)
 			hits += raw.data[tags_at + i] == 255;
 		for (uint32_t i = 0; i < n; i++) {

@@ -88,7 +88,8 @@ def events():
 def encode_block(evs, timed, classes=CLASSES):
     """Raw block (§7.2) of TFV4: pred 0x03 when timed (nanoseconds, predicted, gaps from
     the end), and the writer's tags (§7.3.1, informative)."""
-    ts_col, dur_col, vals_col, tags_col = bytearray(), bytearray(), bytearray(), bytearray()
+    ts_col, dur_col, vals_col = bytearray(), bytearray(), bytearray()
+    tags_col, cls_col = bytearray(), bytearray()
     last, delta, seen = {}, {}, set()
     hist, mx = {}, {}
     gap, dur_st = {}, {}
@@ -115,6 +116,7 @@ def encode_block(evs, timed, classes=CLASSES):
                     if h[len(h) - 1 - k] == v:
                         back = k
                         break
+                res = 0
                 if v == p:
                     tags_col.append(0)
                 elif back is not None:
@@ -122,7 +124,8 @@ def encode_block(evs, timed, classes=CLASSES):
                 else:
                     r1, r2 = zz(v - p), zz(v - m - 1)
                     tags_col.append(2 if r2 < r1 else 1)
-                    vals_col += varint(min(r1, r2))
+                    res = min(r1, r2)
+                cls_col += varint(res)
                 h.append(v)
                 mx[c] = max(m, v)
             else:
@@ -131,8 +134,8 @@ def encode_block(evs, timed, classes=CLASSES):
             last[(t, j)] = v
         seen.add(t)
     return (varint(len(evs)) + bytes([0x03 if timed else 0]) + varint(len(ts_col)) +
-            varint(len(dur_col)) + varint(len(vals_col)) + varint(len(tags_col)) + ts_col +
-            dur_col + vals_col + tags_col)
+            varint(len(dur_col)) + varint(len(vals_col)) + varint(len(tags_col)) +
+            varint(len(cls_col)) + ts_col + dur_col + vals_col + tags_col + cls_col)
 
 
 class Reader:
@@ -166,13 +169,13 @@ def decode_block(raw, terms, timed, classes=CLASSES):
     assert n == len(terms)
     pred = r.byte()
     assert pred == (3 if timed else 0)
-    lens = [r.varint() for _ in range(4)]
+    lens = [r.varint() for _ in range(5)]
     cols, at = [], r.pos
     for ln in lens:
         cols.append(Reader(raw[at:at + ln]))
         at += ln
     assert at == len(raw)
-    tsc, durc, valc, tagc = cols
+    tsc, durc, valc, tagc, clsc = cols
     state, seen = {}, set()  # (t, j) -> [last, delta]; terminals met
     gap, dur_st = {}, {}
     cls = {}  # class -> [values in coding order, max]
@@ -200,12 +203,14 @@ def decode_block(raw, terms, timed, classes=CLASSES):
             else:
                 h = cls.setdefault(c, [[], 0])
                 tag = tagc.byte()
+                res = clsc.varint()
+                assert res == 0 or tag in (1, 2), 'residual of a hit not 0'
                 if tag == 0:
                     v = p
                 elif tag == 1:
-                    v = (p + unzz(valc.varint())) & M64
+                    v = (p + unzz(res)) & M64
                 elif tag == 2:
-                    v = (h[1] + 1 + unzz(valc.varint())) & M64
+                    v = (h[1] + 1 + unzz(res)) & M64
                 else:
                     assert tag - 3 < len(h[0]), 'tag before the class\'s first value'
                     v = h[0][len(h[0]) - 1 - (tag - 3)]
