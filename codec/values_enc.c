@@ -27,22 +27,22 @@
 enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
 
 /*
- * Where a value of a class was last coded in the pending block (TFV4): a direct-mapped table
- * over (class, value); a collision forgets the older value, which then codes as a miss.
+ * Where each value of one class's history was last coded in the pending block (TFV4): an
+ * open-addressing table of the values still in the class's ring (at most VAL_HIST_RING, so
+ * at most half full), which finds every history hit of FORMAT.md §7.3.1's writer rule.
  */
-struct vhash {
+#define VAL_MAP_SIZE (2 * VAL_HIST_RING)
+
+struct vmap_slot {
 	uint64_t value;
-	uint32_t gen; /* valid while equal to the encoder's p.gen */
-	uint32_t pos; /* the class's value number */
-	uint8_t cls;
+	uint32_t pos;  /* the value's latest number in the class */
+	uint32_t used;
 };
 
-/*
- * 96 KiB per stream: a hit reaches only VAL_HIST_MAX values back, so a few classes' worth of
- * slots find nearly all (on gcc's trace 2^14 slots made the values 0.7% smaller)
- */
-#define VAL_HASH_BITS 12
-#define VAL_HASH_SIZE (1u << VAL_HASH_BITS)
+struct vmap {
+	uint32_t gen; /* the block it is for: struct vpred's gen */
+	struct vmap_slot s[VAL_MAP_SIZE];
+};
 
 /* Timing prediction state of one terminal in the coding pass over a block (FORMAT.md §7.4). */
 struct ttime {
@@ -69,7 +69,8 @@ struct tfs_venc {
 	struct tfs_buf vals; /* the pending block's vals column */
 	struct tfs_buf tags; /* the pending block's tags column (TFV4) */
 	struct tfs_buf cls_col; /* the pending block's class column (TFV4) */
-	struct vhash *hash; /* [VAL_HASH_SIZE] TFV4: where each class value was last coded */
+	struct vmap *maps; /* [maps_cap] TFV4: by class, where its values were last coded */
+	size_t maps_cap;
 	/* the pending block's times, coded when it is full: */
 	uint64_t *ts, *dur;
 	uint32_t *term;
@@ -186,7 +187,7 @@ void venc_free(struct tfs_venc *e)
 	buf_fini(&e->vals);
 	buf_fini(&e->tags);
 	buf_fini(&e->cls_col);
-	free(e->hash);
+	free(e->maps);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_fini(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -717,12 +718,60 @@ static int flush_block(struct tfs_venc *e)
 	return 0;
 }
 
-/* The hash slot of value @v of class @c. */
-static inline struct vhash *hash_slot(struct tfs_venc *e, uint8_t c, uint64_t v)
+static inline uint32_t map_home(uint64_t v)
 {
-	uint64_t h = (v ^ (uint64_t)c << 56) * UINT64_C(0x9E3779B97F4A7C15);
+	return (uint32_t)((v * UINT64_C(0x9E3779B97F4A7C15)) >> 55) & (VAL_MAP_SIZE - 1);
+}
 
-	return &e->hash[h >> (64 - VAL_HASH_BITS)];
+/* The slot of @v in @m, or -1. */
+static int map_find(const struct vmap *m, uint64_t v)
+{
+	for (uint32_t i = map_home(v);; i = (i + 1) & (VAL_MAP_SIZE - 1)) {
+		if (!m->s[i].used)
+			return -1;
+		if (m->s[i].value == v)
+			return (int)i;
+	}
+}
+
+/* Empty slot @i, moving later slots of its run back so that every value stays findable. */
+static void map_delete(struct vmap *m, uint32_t i)
+{
+	for (uint32_t j = (i + 1) & (VAL_MAP_SIZE - 1); m->s[j].used;
+	     j = (j + 1) & (VAL_MAP_SIZE - 1)) {
+		const uint32_t home = map_home(m->s[j].value);
+
+		/* slot j may move to i when its home does not lie in (i, j] */
+		if (((j - home) & (VAL_MAP_SIZE - 1)) >= ((j - i) & (VAL_MAP_SIZE - 1))) {
+			m->s[i] = m->s[j];
+			i = j;
+		}
+	}
+	m->s[i].used = 0;
+}
+
+/* Record value @v as the class's number @pos. The table is never full (see struct vmap). */
+static void map_put(struct vmap *m, uint64_t v, uint32_t pos)
+{
+	uint32_t i = map_home(v);
+
+	while (m->s[i].used && m->s[i].value != v)
+		i = (i + 1) & (VAL_MAP_SIZE - 1);
+	m->s[i] = (struct vmap_slot){.value = v, .pos = pos, .used = 1};
+}
+
+/* Push @v into class state @k and its table @m, forgetting the value that leaves the ring. */
+static void class_push(struct vclass *k, struct vmap *m, uint64_t v)
+{
+	if (k->count >= VAL_HIST_RING) {
+		const uint64_t old = k->ring[k->count % VAL_HIST_RING];
+		const int i = map_find(m, old);
+
+		if (i >= 0 && m->s[i].pos == k->count - VAL_HIST_RING)
+			map_delete(m, (uint32_t)i);
+	}
+	map_put(m, v, k->count);
+	vp_class_push(k, v);
 }
 
 /*
@@ -734,16 +783,21 @@ static inline struct vhash *hash_slot(struct tfs_venc *e, uint8_t c, uint64_t v)
 static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t pred)
 {
 	struct vclass *k = vp_class(&e->p, c);
-	struct vhash *h = hash_slot(e, c, v);
+	struct vmap *m = &e->maps[c];
 	uint64_t res = 0;
 	uint8_t tag = VAL_TAG_STRIDE;
+	int i;
 
+	if (m->gen != e->p.gen) {
+		memset(m->s, 0, sizeof(m->s));
+		m->gen = e->p.gen;
+	}
 	if (v != pred) {
-		/* the ring check keeps a hash entry stale since a wrap of gen harmless */
-		if (h->gen == e->p.gen && h->cls == c && h->value == v && h->pos < k->count &&
-		    k->count - 1 - h->pos < VAL_HIST_MAX &&
-		    k->ring[h->pos % VAL_HIST_RING] == v) {
-			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - h->pos));
+		i = map_find(m, v);
+		/* the ring check keeps a table stale since a wrap of gen harmless */
+		if (i >= 0 && m->s[i].pos < k->count && k->count - 1 - m->s[i].pos < VAL_HIST_MAX &&
+		    k->ring[m->s[i].pos % VAL_HIST_RING] == v) {
+			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - m->s[i].pos));
 		} else {
 			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max - 1);
 
@@ -753,8 +807,7 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 	}
 	e->tags.data[e->tags.len++] = tag;
 	put_varint(&e->cls_col, res);
-	*h = (struct vhash){.value = v, .gen = e->p.gen, .pos = k->count, .cls = c};
-	vp_class_push(k, v);
+	class_push(k, m, v);
 }
 
 static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals,
@@ -831,10 +884,16 @@ static int reserve_classes(struct tfs_venc *e, const uint8_t *cls, uint32_t n_va
 		top = cls[j] > top ? cls[j] : top;
 	if (!top)
 		return 0;
-	if (!e->hash) {
-		e->hash = calloc(VAL_HASH_SIZE, sizeof(*e->hash));
-		if (!e->hash)
+	if (top >= e->maps_cap) {
+		/* exactly: a table takes 8 KiB, and a writer declares few classes */
+		struct vmap *m = realloc(e->maps, ((size_t)top + 1) * sizeof(*m));
+
+		if (!m)
 			return -ENOMEM;
+		for (size_t c = e->maps_cap; c <= top; c++)
+			m[c].gen = 0;
+		e->maps = m;
+		e->maps_cap = (size_t)top + 1;
 	}
 	if (vp_class_reserve(&e->p, top) < 0 || buf_reserve(&e->tags, n_vals) < 0)
 		return -ENOMEM;
