@@ -155,6 +155,8 @@ def parse_arg(tok, lineno):
             a.enc = f
         elif f.startswith('sym.'):
             a.enc, a.sym_class = 'sym', f[4:]
+        elif f.startswith('val.'):  # a value class (FORMAT.md §7.3.1)
+            a.enc, a.sym_class = 'val', f[4:]
         elif f in FLAGS:
             a.flags.append(f)
         else:

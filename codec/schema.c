@@ -93,6 +93,51 @@ static void kind_derive(struct schema_kind *k)
 	}
 }
 
+/*
+ * Number kind @k's VAL classes (FORMAT.md §4, §7.3.1): a name met in an earlier kind of @s
+ * keeps its number, a new one takes the next. @return 0, or -E2BIG past
+ * SCHEMA_MAX_VCLASSES names (the schema's count is then unchanged)
+ */
+static int kind_classes(struct tfs_schema *s, struct schema_kind *k)
+{
+	uint32_t n = s->n_vcls, j = 0;
+
+	memset(k->vcls, 0, sizeof(k->vcls));
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+		uint8_t c = 0;
+
+		if (a->enc != TFS_ENC_VAL)
+			continue;
+		for (uint32_t q = 0; q < s->n_kinds && a->sym_class[0] && !c; q++) {
+			const struct schema_kind *o = &s->kinds[q];
+
+			for (uint32_t m = 0, jo = 0; m < o->n_args && !c; m++) {
+				if (o->args[m].enc != TFS_ENC_VAL)
+					continue;
+				if (!strcmp(o->args[m].sym_class, a->sym_class))
+					c = o->vcls[jo];
+				jo++;
+			}
+		}
+		for (uint32_t m = 0, jm = 0; m < i && a->sym_class[0] && !c; m++) {
+			if (k->args[m].enc != TFS_ENC_VAL)
+				continue;
+			if (!strcmp(k->args[m].sym_class, a->sym_class))
+				c = k->vcls[jm];
+			jm++;
+		}
+		if (a->sym_class[0] && !c) {
+			if (n == SCHEMA_MAX_VCLASSES)
+				return -E2BIG;
+			c = (uint8_t)++n;
+		}
+		k->vcls[j++] = c;
+	}
+	s->n_vcls = n;
+	return 0;
+}
+
 int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id)
 {
 	struct schema_kind k;
@@ -111,6 +156,10 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 			return -EINVAL;
 		if (a->sym_class && strlen(a->sym_class) > TFS_MAX_NAME)
 			return -EINVAL;
+		/* a VAL class is stored, so it must be a name (FORMAT.md §4) */
+		if (a->enc == TFS_ENC_VAL && a->sym_class &&
+		    !name_ok(a->sym_class, strlen(a->sym_class), true))
+			return -EINVAL;
 	}
 	rc = reserve_kind(s);
 	if (rc < 0)
@@ -119,11 +168,13 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 	k.name = strdup(d->name);
 	k.category = strdup(d->category ? d->category : "");
 	k.args = calloc(d->n_args ? d->n_args : 1, sizeof(*k.args));
+	rc = -ENOMEM;
 	if (!k.name || !k.category || !k.args)
 		goto err_free_kind;
 	for (uint32_t i = 0; i < d->n_args; i++) {
 		const struct tfs_arg_desc *a = &d->args[i];
-		const char *cls = a->enc == TFS_ENC_SYM && a->sym_class ? a->sym_class : "";
+		const bool named = a->enc == TFS_ENC_SYM || a->enc == TFS_ENC_VAL;
+		const char *cls = named && a->sym_class ? a->sym_class : "";
 
 		k.args[i].name = strdup(a->name);
 		k.args[i].sym_class = strdup(cls);
@@ -135,13 +186,17 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 		k.args[i].flags = a->flags;
 	}
 	kind_derive(&k);
+	if (kind_classes(s, &k) < 0) {
+		rc = -EINVAL;
+		goto err_free_kind;
+	}
 	*id = s->n_kinds;
 	s->kinds[s->n_kinds++] = k;
 	return 0;
 
 err_free_kind:
 	kind_fini(&k);
-	return -ENOMEM;
+	return rc;
 }
 
 int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out)
@@ -250,10 +305,14 @@ int schema_parse(struct tfs_rd *r, struct tfs_schema *s)
 		return -ENOMEM;
 	s->cap = (uint32_t)(n ? n : 1);
 	for (uint32_t i = 0; i < n; i++) {
-		s->n_kinds = i + 1;
 		rc = parse_kind(r, &s->kinds[i]);
+		s->n_kinds = i + 1;
 		if (rc < 0)
 			goto err_fini;
+		if (kind_classes(s, &s->kinds[i]) < 0) {
+			rc = rd_fail(r, "more than %u value classes", SCHEMA_MAX_VCLASSES);
+			goto err_fini;
+		}
 	}
 	return 0;
 

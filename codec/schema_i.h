@@ -13,7 +13,7 @@
 
 struct schema_arg {
 	char *name;
-	char *sym_class; /* "" unless enc is SYM */
+	char *sym_class; /* SYM: the printed prefix; VAL: the value class (FORMAT.md §4) or "" */
 	uint8_t type, enc, flags;
 };
 
@@ -24,10 +24,16 @@ struct schema_kind {
 	uint32_t n_vals;  /* arguments with enc VAL */
 	int32_t result;	  /* index of the argument printed after " = ", or -1 */
 	struct schema_arg *args;
+	/* VAL field j's class (FORMAT.md §7.3.1): 0 none, else 1 to VAL_MAX_CLASSES, equal
+	 * for equal class names across the schema */
+	uint8_t vcls[TFS_MAX_ARGS];
 };
+
+#define SCHEMA_MAX_VCLASSES 255 /* distinct VAL class names in a schema */
 
 struct tfs_schema {
 	uint32_t n_kinds, cap;
+	uint32_t n_vcls; /* distinct VAL class names */
 	struct schema_kind *kinds;
 };
 

@@ -121,6 +121,10 @@ struct tfs_trace {
 	uint32_t *term_argoff;
 	uint64_t *term_arg;
 	uint8_t *term_nvals;
+	/* VAL classes (FORMAT.md §7.3.1): field j of terminal t has class
+	 * vcls[term_vcls_off[t] + j], kind k's at vcls[k * TFS_MAX_ARGS] */
+	uint32_t *term_vcls_off;
+	uint8_t *vcls;
 	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
 	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END */
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];

@@ -347,7 +347,7 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	rc = gbuild_append(s->gb, t);
 	if (rc < 0)
 		return rc;
-	rc = venc_add(s->venc, t, ts_ns, dur_ns, vals, k->n_vals);
+	rc = venc_add_cls(s->venc, t, ts_ns, dur_ns, vals, k->n_vals, k->vcls);
 	if (rc < 0)
 		return s->err = rc; /* the grammar holds the event already */
 	tw = s->widths.data + s->term_woff[t];

@@ -715,7 +715,7 @@ static void test_trace_newer_version_refused_clearly(void **state)
 	le_put32(g + 36, crc32c(g, 36));
 	spit(tmp_path, g, n);
 	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -TFS_EFORMAT);
-	assert_non_null(strstr(d.reason, "format 3.0 is newer than this tracefs"));
+	assert_non_null(strstr(d.reason, "format 3.1 is newer than this tracefs"));
 	free(g);
 	/* a newer minor of the same major still opens: test_codec_stacks.c */
 }

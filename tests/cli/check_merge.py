@@ -96,7 +96,7 @@ def main():
     t.ok(re.match(rb"^\S+m\.trace: 3 traces merged: 7 ranks, 14 streams, \d+ events, \d+ bytes\n$",
                   out) is not None, "merge prints one summary line", out.decode())
     mi = c.info(M)
-    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.0", "merged trace has 7 ranks, format 2.0",
+    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.1", "merged trace has 7 ranks, format 2.1",
          "%s %s" % (mi["n_ranks"], mi["format"]))
     ai, bi = c.info(A), c.info(B)
     t.ok(mi["events"] == 2 * ai["events"] + bi["events"], "events add up")
