@@ -51,10 +51,13 @@ extern uint32_t cap_bt_depth;
 /* Open libunwind. @return 0 or -ENOENT (not installed: backtraces stay empty) */
 int cap_unwind_init(void);
 /*
- * The calling thread's backtrace into @frames, outermost first, the capture library's own
- * frames left out, at most @max (the innermost ones when deeper). @return frames stored
+ * The calling thread's backtrace, outermost first, the capture library's own frames left
+ * out, at most @max (the innermost ones when deeper). @n gets its frames; @same how many of
+ * its first frames are, in the same places, those of the backtrace this thread's previous
+ * call returned (at least: a lower bound). @scratch (SPOOL_MAX_BT_FRAMES) may hold it.
+ * @return the frames, borrowed: the thread's own until its next call
  */
-uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same);
 /*
  * In a forked child recording into a spool of its own: forget what was announced (to the
  * parent's spool), so that the child's first backtrace announces its objects again. Clears
