@@ -47,6 +47,7 @@
 #include <link.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -109,10 +110,12 @@ struct frame {
  * middle when there is no room).
  */
 struct walker {
-	struct range stack; /* the mapping holding the thread's stack */
+	struct range stack;	/* the mapping holding the stack of the last walk */
+	struct range stack_alt; /* the one before (a signal stack, a coroutine's...) */
 	uint32_t gen;	    /* cache generation of the last walk; 0: none to reuse */
 	uint32_t lo, hi;
 	bool ended;	    /* the last walk reached the outermost frame (CFI_END) */
+	bool stale;	    /* the walk under way met a newer cache generation */
 	uint32_t n_out;
 	uint64_t out[SPOOL_MAX_BT_FRAMES]; /* its backtrace, cap_unwind()'s result */
 	struct frame chain[2 * MAX_WALK];
@@ -123,6 +126,8 @@ struct walker {
 static __typeof__(unw_backtrace) *g_backtrace;
 static uint32_t g_bt_adjust; /* 1: its fast trace gives return addresses minus 1 */
 static bool g_libunwind_only; /* TFS_UNWIND=libunwind */
+static bool g_stats;	       /* TFS_UNWIND_STATS=1: count the backtraces of each way */
+static _Atomic unsigned long long g_n_walks, g_n_libunwind;
 static bool g_ready;
 static struct range g_self; /* this library's PT_LOAD span */
 
@@ -471,15 +476,20 @@ static inline bool step(const struct frame *f, struct cfi_rule r, uintptr_t hi,
 	return true;
 }
 
-/* The rule of @f's return address. false: an object went meanwhile (libunwind then) */
-static inline bool rule_at(const struct frame *f, uint32_t gen, struct cfi_rule *r)
+/*
+ * The rule of @f's return address. false: an object may have gone since the walk began
+ * (w->stale: the walk starts again)
+ */
+static inline bool rule_at(struct walker *w, const struct frame *f, uint32_t gen,
+			   struct cfi_rule *r)
 {
 	uint32_t g = gen;
 
 	if (likely(rule_get(f->ra, gen, r)))
 		return true;
 	*r = rule_fill(f->ra, &g);
-	return g == gen;
+	w->stale = g != gen;
+	return !w->stale;
 }
 
 /*
@@ -487,8 +497,8 @@ static inline bool rule_at(const struct frame *f, uint32_t gen, struct cfi_rule 
  * @kept frames outside the capture reach @max. @return frames stepped, or -1 when
  * libunwind must do the stack
  */
-static int steps(const struct frame *from, struct frame *to, uint32_t room, uint32_t gen,
-		 uintptr_t hi, uint32_t *kept, uint32_t max, bool *ended)
+static int steps(struct walker *w, const struct frame *from, struct frame *to, uint32_t room,
+		 uint32_t gen, uintptr_t hi, uint32_t *kept, uint32_t max, bool *ended)
 {
 	const struct frame *f = from;
 	struct cfi_rule r;
@@ -496,7 +506,7 @@ static int steps(const struct frame *from, struct frame *to, uint32_t room, uint
 
 	*ended = false;
 	while (*kept < max) {
-		if (!rule_at(f, gen, &r))
+		if (!rule_at(w, f, gen, &r))
 			return -1;
 		if (r.cfa == CFI_END) {
 			*ended = true;
@@ -639,7 +649,7 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 		at = match(w, f, &j);
 		if (at != UINT32_MAX || kept == max)
 			break;
-		if (!rule_at(f, gen, &r))
+		if (!rule_at(w, f, gen, &r))
 			return false;
 		if (r.cfa == CFI_END) {
 			ended = true;
@@ -671,7 +681,7 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 	}
 	if (kept < max) {
 		/* a word differs, or the last walk stopped short: step on from the last frame */
-		got = steps(&w->chain[t], w->outer, MAX_WALK, gen, hi, &kept, max, &ended);
+		got = steps(w, &w->chain[t], w->outer, MAX_WALK, gen, hi, &kept, max, &ended);
 		if (got < 0)
 			return false;
 		b = (uint32_t)got;
@@ -702,7 +712,8 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 	if (max > SPOOL_MAX_BT_FRAMES)
 		max = SPOOL_MAX_BT_FRAMES;
 #if defined(__x86_64__)
-	if (g_libunwind_only || !(w = walker_get()))
+	/* made in either mode: the reference then has the same mappings */
+	if (!(w = walker_get()) || g_libunwind_only)
 		goto libunwind;
 	/* this instruction's address (+ 1: as if a return address), rsp and rbp */
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
@@ -711,11 +722,19 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 	f0.bp_at = 0;
 	f0.outer = 0;
 	if (unlikely(f0.sp < w->stack.lo || f0.sp >= w->stack.hi)) {
+		struct range other = w->stack;
+
 		w->gen = 0; /* what the last walk read may be another stack's */
-		if (!stack_of(f0.sp, &w->stack))
+		if (f0.sp >= w->stack_alt.lo && f0.sp < w->stack_alt.hi)
+			w->stack = w->stack_alt;
+		else if (!stack_of(f0.sp, &w->stack))
 			goto libunwind_instead;
+		w->stack_alt = other;
 	}
-	if (likely(walk(w, &f0, max, same))) {
+	w->stale = false;
+	if (likely(walk(w, &f0, max, same)) || (w->stale && walk(w, &f0, max, same))) {
+		if (unlikely(g_stats))
+			atomic_fetch_add_explicit(&g_n_walks, 1, memory_order_relaxed);
 		*n = w->n_out;
 		return w->out;
 	}
@@ -728,6 +747,8 @@ libunwind:
 	(void)w;
 	(void)f0;
 #endif
+	if (unlikely(g_stats))
+		atomic_fetch_add_explicit(&g_n_libunwind, 1, memory_order_relaxed);
 	*n = unwind_libunwind(scratch, max);
 	return scratch;
 }
@@ -767,6 +788,8 @@ int cap_unwind_init(void)
 	g_bt_adjust = bt_adjust();
 	tls_unwinding = false;
 	g_libunwind_only = env && !strcmp(env, "libunwind");
+	env = getenv("TFS_UNWIND_STATS");
+	g_stats = env && !strcmp(env, "1");
 	g_rules = mmap(NULL, sizeof(*g_rules) << RULE_BITS, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (g_rules == MAP_FAILED || pthread_key_create(&g_walker_key, walker_free) != 0)
@@ -775,6 +798,20 @@ int cap_unwind_init(void)
 	g_ready = true;
 	cap_unwind(scratch, 1, &n, &same); /* the rules of the capture's own frames */
 	return 0;
+}
+
+/* TFS_UNWIND_STATS=1: how the backtraces were made, on stderr at exit. */
+__attribute__((destructor)) static void unwind_stats(void)
+{
+	char msg[160];
+	int len;
+
+	if (!g_stats)
+		return;
+	len = snprintf(msg, sizeof(msg), "tfs capture: backtraces: %llu walked, %llu by libunwind\n",
+		       atomic_load(&g_n_walks), atomic_load(&g_n_libunwind));
+	if (len > 0)
+		(void)!write(STDERR_FILENO, msg, (size_t)len);
 }
 
 static bool known(uint64_t a)

@@ -5,10 +5,11 @@
  *   T<thread> <kind> <size> <stack id> | <function> <file>:<line> > ... (outermost first)
  *
  * <size> is the event's `size` argument (calloc: nmemb * size), each code address of the
- * backtrace expands to its source frames (inlined functions included). With --kinds it
- * prints each event kind instead: "<name>: <arg> <arg> ...".
+ * backtrace expands to its source frames (inlined functions included). With --raw each
+ * frame is its code address instead (0x...), with --kinds it prints each event kind:
+ * "<name>: <arg> <arg> ...".
  *
- *   bt_dump [--kinds] TRACE
+ *   bt_dump [--kinds | --raw] TRACE
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +52,8 @@ static int print_kinds(struct tfs_trace *t)
 	return 0;
 }
 
+static bool g_raw; /* --raw */
+
 static int print_stack(struct tfs_trace *t, uint32_t rank, uint64_t id)
 {
 	struct tfs_diag diag = {0};
@@ -65,6 +68,10 @@ static int print_stack(struct tfs_trace *t, uint32_t rank, uint64_t id)
 		const struct tfs_src_frame *src;
 		uint32_t n_src;
 
+		if (g_raw) {
+			printf(" 0x%" PRIx64, frames[i]);
+			continue;
+		}
 		rc = tfs_trace_symbol(t, rank, frames[i], &src, &n_src, &diag);
 		if (rc == -ENOENT) {
 			printf("%s 0x%" PRIx64 " ?:0", i ? " >" : "", frames[i]);
@@ -124,8 +131,9 @@ int main(int argc, char **argv)
 	bool kinds = argc == 3 && !strcmp(argv[1], "--kinds");
 	int rc;
 
-	if (argc != 2 && !kinds) {
-		fprintf(stderr, "usage: bt_dump [--kinds] TRACE\n");
+	g_raw = argc == 3 && !strcmp(argv[1], "--raw");
+	if (argc != 2 && !kinds && !g_raw) {
+		fprintf(stderr, "usage: bt_dump [--kinds | --raw] TRACE\n");
 		return 2;
 	}
 	rc = tfs_trace_open(argv[argc - 1], &t, &diag);
