@@ -100,6 +100,7 @@ struct frame {
 	uintptr_t bp_at;  /* where the step to it read bp; 0: it did not; BP_UNTRUSTED: the step
 			     read another word too, so it is never taken on trust */
 	uint32_t outer;	  /* frames outside the capture from this one to the outermost walked */
+	uint32_t own;	  /* 1: its return address is in the capture library */
 };
 #define BP_UNTRUSTED 1
 
@@ -116,8 +117,8 @@ struct walker {
 	uint32_t lo, hi;
 	bool ended;	    /* the last walk reached the outermost frame (CFI_END) */
 	bool stale;	    /* the walk under way met a newer cache generation */
-	uint32_t n_out;
-	uint64_t out[SPOOL_MAX_BT_FRAMES]; /* its backtrace, cap_unwind()'s result */
+	uint32_t n_out, cur_out;
+	uint64_t out[2][SPOOL_MAX_BT_FRAMES]; /* its backtrace, out[cur_out]; and the one before */
 	struct frame chain[2 * MAX_WALK];
 	struct frame inner[MAX_WALK], outer[MAX_WALK]; /* a walk's new frames */
 };
@@ -473,6 +474,7 @@ static inline bool step(const struct frame *f, struct cfi_rule r, uintptr_t hi,
 	}
 	if (r.cfa == CFI_RBP_DEREF)
 		next->bp_at = BP_UNTRUSTED;
+	next->own = is_self(next->ra);
 	return true;
 }
 
@@ -492,34 +494,6 @@ static inline bool rule_at(struct walker *w, const struct frame *f, uint32_t gen
 	return !w->stale;
 }
 
-/*
- * Step outwards from @from into @to[0, @room) until the outermost frame (*@ended), or until
- * @kept frames outside the capture reach @max. @return frames stepped, or -1 when
- * libunwind must do the stack
- */
-static int steps(struct walker *w, const struct frame *from, struct frame *to, uint32_t room,
-		 uint32_t gen, uintptr_t hi, uint32_t *kept, uint32_t max, bool *ended)
-{
-	const struct frame *f = from;
-	struct cfi_rule r;
-	uint32_t n = 0;
-
-	*ended = false;
-	while (*kept < max) {
-		if (!rule_at(w, f, gen, &r))
-			return -1;
-		if (r.cfa == CFI_END) {
-			*ended = true;
-			break;
-		}
-		if (n == room || !step(f, r, hi, &to[n]))
-			return -1;
-		*kept += !is_self(to[n].ra);
-		f = &to[n++];
-	}
-	return (int)n;
-}
-
 /* Whether the step to @f, a frame of the last walk, still reads what it read. */
 static inline bool still_read(const struct frame *f)
 {
@@ -537,19 +511,18 @@ static inline bool still_read(const struct frame *f)
 static inline uint32_t still_valid(const struct walker *w, uint32_t j, uint32_t *kept,
 				   uint32_t max)
 {
-	const struct frame *c = w->chain;
-	uint32_t t = j + 1;
+	const struct frame *c = w->chain, *f = &c[j + 1], *end = &c[w->hi];
 
-	if (*kept + c[j].outer - !is_self(c[j].ra) <= max) {
+	if (*kept + c[j].outer - !c[j].own <= max) {
 		/* all of them fit: no count to keep */
-		while (t < w->hi && still_read(&c[t]))
-			t++;
-		*kept += c[j].outer - !is_self(c[j].ra) - (t < w->hi ? c[t].outer : 0);
-		return t - 1;
+		while (f < end && still_read(f))
+			f++;
+		*kept += c[j].outer - !c[j].own - (f < end ? f->outer : 0);
+		return (uint32_t)(f - c) - 1;
 	}
-	for (; t < w->hi && *kept < max && still_read(&c[t]); t++)
-		*kept += !is_self(c[t].ra);
-	return t - 1;
+	for (; f < end && *kept < max && still_read(f); f++)
+		*kept += !f->own;
+	return (uint32_t)(f - c) - 1;
 }
 
 /*
@@ -572,31 +545,30 @@ static void count_outer(struct walker *w, uint32_t from)
 {
 	uint32_t k = from + 1 < w->hi ? w->chain[from + 1].outer : 0;
 
-	for (uint32_t i = from + 1; i-- > w->lo;) {
-		k += !is_self(w->chain[i].ra);
-		w->chain[i].outer = k;
-	}
+	for (struct frame *f = &w->chain[from + 1]; f-- > &w->chain[w->lo];)
+		f->outer = k += !f->own;
 }
 
 /*
- * The backtrace of the chain into w->out, outermost first, from chain[@from] inwards
- * (out[0, @done) is already its outer part). @return how many of its first frames are
- * those of the backtrace it replaces
+ * The backtrace of the chain, outermost first, into the other of w->out: the first @done
+ * frames those of the last backtrace, then the chain's from chain[@from] inwards. @return
+ * how many of its first frames are those of the last backtrace
  */
 static uint32_t backtrace_of(struct walker *w, uint32_t from, uint32_t done)
 {
+	const uint64_t *last = w->out[w->cur_out];
+	uint64_t *out = w->out[w->cur_out ^ 1];
+	const struct frame *lo = &w->chain[w->lo];
 	uint32_t n = done, same = done;
-	bool equal = true;
 
-	for (uint32_t i = from + 1; i-- > w->lo + 1;) {
-		uint64_t ra = w->chain[i].ra;
-
-		if (is_self(ra))
-			continue;
-		equal = equal && n < w->n_out && w->out[n] == ra;
-		same += equal;
-		w->out[n++] = ra;
-	}
+	if (done)
+		memcpy(out, last, done * sizeof(*out));
+	for (const struct frame *f = &w->chain[from + 1]; f-- > lo;)
+		if (!f->own)
+			out[n++] = f->ra;
+	while (same < n && same < w->n_out && out[same] == last[same])
+		same++;
+	w->cur_out ^= 1;
 	w->n_out = n;
 	return same;
 }
@@ -627,6 +599,50 @@ static uint32_t place(struct walker *w, uint32_t a, uint32_t j, uint32_t t, uint
 }
 
 /*
+ * Go on outwards from the last of the new chain's @m frames in w->outer, stepping, and at
+ * each frame that has the registers of one of the last walk (from chain[*@j] out) taking
+ * what of the last walk still holds. @return the new chain's frames, 0 when libunwind must
+ * do it
+ */
+static uint32_t walk_on(struct walker *w, uint32_t m, uint32_t *j, uint32_t gen,
+			uint32_t *kept, uint32_t max, bool *ended, uint32_t *seg)
+{
+	struct frame *nc = w->outer;
+	const uintptr_t hi = w->stack.hi;
+
+	while (!*ended && *kept < max) {
+		const struct frame *f = &nc[m - 1];
+		struct cfi_rule r;
+		uint32_t at, t;
+
+		if (!rule_at(w, f, gen, &r))
+			return 0;
+		if (r.cfa == CFI_END) {
+			*ended = true;
+			break;
+		}
+		if (m == MAX_WALK || !step(f, r, hi, &nc[m]))
+			return 0;
+		*kept += !nc[m].own;
+		at = match(w, &nc[m++], j);
+		if (at == UINT32_MAX)
+			continue;
+		t = still_valid(w, at, kept, max);
+		if (m + (t - at) > MAX_WALK)
+			return 0;
+		memcpy(&nc[m], &w->chain[at + 1], (t - at) * sizeof(*nc));
+		*ended = t + 1 == w->hi && w->ended;
+		if (*ended) { /* the last walk's outer part from nc[m - 1] on, counts included */
+			nc[m - 1].outer = w->chain[at].outer;
+			*seg = m - 1;
+		}
+		m += t - at;
+		*j = t + 1;
+	}
+	return m;
+}
+
+/*
  * Walk the calling thread's stack from @f0, until @max frames outside the capture or the
  * outermost one, into @w: its chain and its backtrace. @same gets how many first frames of
  * the backtrace are those of the last one. @return false when libunwind must do it
@@ -635,9 +651,8 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 {
 	const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire);
 	const uintptr_t hi = w->stack.hi;
-	uint32_t a = 1, j, at, t, kept = 0, b = 0, s, span;
+	uint32_t a = 1, j, at, t, kept = 0, s, span, m, seg = UINT32_MAX;
 	bool ended = false;
-	int got;
 
 	w->inner[0] = *f0;
 	j = w->gen == gen ? w->lo : w->hi; /* another generation: nothing to reuse */
@@ -657,7 +672,7 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 		}
 		if (a == MAX_WALK || !step(f, r, hi, &w->inner[a]))
 			return false;
-		kept += !is_self(w->inner[a].ra);
+		kept += !w->inner[a].own;
 		a++;
 	}
 	if (at == UINT32_MAX) {
@@ -679,17 +694,27 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 		w->gen = gen;
 		return true;
 	}
-	if (kept < max) {
-		/* a word differs, or the last walk stopped short: step on from the last frame */
-		got = steps(w, &w->chain[t], w->outer, MAX_WALK, gen, hi, &kept, max, &ended);
-		if (got < 0)
-			return false;
-		b = (uint32_t)got;
-	}
-	if (a - 1 + (t + 1 - at) + b > MAX_WALK)
-		return false; /* more of the capture's own frames than room: let libunwind say */
-	place(w, a - 1, at, t, b);
+	/* a word differs or the last walk stopped short: the new chain made aside */
+	memcpy(w->outer, w->inner, (a - 1) * sizeof(w->outer[0]));
+	memcpy(&w->outer[a - 1], &w->chain[at], (t + 1 - at) * sizeof(w->outer[0]));
+	m = a - 1 + t + 1 - at;
+	j = t + 1;
+	m = walk_on(w, m, &j, gen, &kept, max, &ended, &seg);
+	if (m == 0)
+		return false;
+	if (seg != UINT32_MAX)
+		s = w->outer[seg].outer;
+	memcpy(&w->chain[MAX_WALK / 2], w->outer, m * sizeof(w->outer[0]));
+	w->lo = MAX_WALK / 2;
+	w->hi = MAX_WALK / 2 + m;
 	w->ended = ended;
+	if (seg != UINT32_MAX) {
+		/* its outermost part is the last walk's: so is its backtrace's */
+		count_outer(w, w->lo + seg - 1);
+		*same = backtrace_of(w, w->lo + seg - 1, s);
+		w->gen = gen;
+		return true;
+	}
 rebuild:
 	count_outer(w, w->hi - 1);
 	*same = backtrace_of(w, w->hi - 1, 0);
@@ -721,6 +746,7 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 	f0.ra += 1;
 	f0.bp_at = 0;
 	f0.outer = 0;
+	f0.own = 1;
 	if (unlikely(f0.sp < w->stack.lo || f0.sp >= w->stack.hi)) {
 		struct range other = w->stack;
 
@@ -736,7 +762,7 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 		if (unlikely(g_stats))
 			atomic_fetch_add_explicit(&g_n_walks, 1, memory_order_relaxed);
 		*n = w->n_out;
-		return w->out;
+		return w->out[w->cur_out];
 	}
 libunwind_instead:
 	/* neither the last walk nor its backtrace is what this call returns */
