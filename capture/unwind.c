@@ -117,8 +117,8 @@ struct walker {
 	uint32_t lo, hi;
 	bool ended;	    /* the last walk reached the outermost frame (CFI_END) */
 	bool stale;	    /* the walk under way met a newer cache generation */
-	uint32_t n_out, cur_out;
-	uint64_t out[2][SPOOL_MAX_BT_FRAMES]; /* its backtrace, out[cur_out]; and the one before */
+	uint32_t n_out;
+	uint64_t out[SPOOL_MAX_BT_FRAMES]; /* its backtrace, cap_unwind()'s result */
 	struct frame chain[2 * MAX_WALK];
 	struct frame inner[MAX_WALK], outer[MAX_WALK]; /* a walk's new frames */
 };
@@ -550,25 +550,23 @@ static void count_outer(struct walker *w, uint32_t from)
 }
 
 /*
- * The backtrace of the chain, outermost first, into the other of w->out: the first @done
- * frames those of the last backtrace, then the chain's from chain[@from] inwards. @return
- * how many of its first frames are those of the last backtrace
+ * The backtrace of the chain into w->out, outermost first, from chain[@from] inwards
+ * (out[0, @done) is already its outer part). @return how many of its first frames are
+ * those of the backtrace it replaces
  */
 static uint32_t backtrace_of(struct walker *w, uint32_t from, uint32_t done)
 {
-	const uint64_t *last = w->out[w->cur_out];
-	uint64_t *out = w->out[w->cur_out ^ 1];
 	const struct frame *lo = &w->chain[w->lo];
+	const uint32_t n_last = w->n_out;
 	uint32_t n = done, same = done;
 
-	if (done)
-		memcpy(out, last, done * sizeof(*out));
-	for (const struct frame *f = &w->chain[from + 1]; f-- > lo;)
-		if (!f->own)
-			out[n++] = f->ra;
-	while (same < n && same < w->n_out && out[same] == last[same])
-		same++;
-	w->cur_out ^= 1;
+	for (const struct frame *f = &w->chain[from + 1]; f-- > lo;) {
+		if (f->own)
+			continue;
+		if (same == n && n < n_last && w->out[n] == f->ra)
+			same++;
+		w->out[n++] = f->ra;
+	}
 	w->n_out = n;
 	return same;
 }
@@ -762,7 +760,7 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 		if (unlikely(g_stats))
 			atomic_fetch_add_explicit(&g_n_walks, 1, memory_order_relaxed);
 		*n = w->n_out;
-		return w->out[w->cur_out];
+		return w->out;
 	}
 libunwind_instead:
 	/* neither the last walk nor its backtrace is what this call returns */
