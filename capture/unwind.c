@@ -9,8 +9,8 @@
  * The walk (x86-64): from its own registers, frame by frame, each step by the frame's CFI
  * rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return address just below it,
  * rbp unchanged or saved at a constant offset). Rules are cached process-wide by return
- * address, filled from .eh_frame on a miss. Each step reads at most two stack words, and
- * only between the walk's own rsp and the top of the mapping that holds it. A thread keeps
+ * address, filled from .eh_frame on a miss. Each step reads at most three stack words, and
+ * only between the frame's rsp and the top of the mapping that holds the stack. A thread keeps
  * its last walk: every frame's registers (return address, rsp, rbp) and where its rbp was
  * read. When a step reaches a frame whose registers equal those of a frame of the last
  * walk, the rest of the last walk is taken after checking, frame by frame outwards, that
@@ -19,11 +19,14 @@
  * rules (the cache is emptied when an object is unloaded) and equal words give the same
  * frames, whatever happened in between (a return and a call from elsewhere at the same
  * depth, a longjmp, a recursion). The first word that differs ends the check and the walk
- * goes on from the last frame checked. Anything else (a frame without a rule of those
- * forms: a signal frame, a CFA expression, code without CFI; a stack outside the thread's
- * mapping: a signal stack, a coroutine) unwinds the whole stack with libunwind's unw_step
- * instead, which TFS_UNWIND=libunwind forces for every backtrace: the reference the walk
- * must equal, frame for frame.
+ * goes on from the last frame checked (and takes the last walk again where a frame's
+ * registers meet one of it further out). Anything else (a frame without a rule of those
+ * forms: a signal frame, a CFA expression, code without CFI; a stack in no mapping /proc
+ * names) unwinds the whole stack with libunwind's unw_backtrace instead, which
+ * TFS_UNWIND=libunwind forces for every backtrace: the reference the walk must equal, frame
+ * for frame. An object loaded where an unloaded one was keeps no rule of the old one: the
+ * program's dlclose bumps the cache generation, and so does a rule read that finds the
+ * loader's unload count moved (glibc's own dlclose of its gconv modules).
  *
  * libunwind is opened with dlopen(RTLD_LOCAL) when backtraces are on, not linked:
  * libunwind.so.8 exports _Unwind_RaiseException and friends and a weak backtrace(), which a
@@ -106,9 +109,9 @@ struct frame {
 
 /*
  * A thread's last walk and its backtrace, in its own mapping. The walk lies in
- * chain[lo, hi), innermost first, where a next walk that shares its outer frames leaves
- * them: its new inner frames go below lo, new outer ones above (the chain is moved to the
- * middle when there is no room).
+ * chain[lo, hi), innermost first. A next walk that keeps its outer part whole leaves that
+ * part in place and puts its new inner frames below lo (the chain is moved to the middle
+ * when there is no room); any other next walk is made in outer[] and copied in.
  */
 struct walker {
 	struct range stack;	/* the mapping holding the stack of the last walk */
@@ -123,7 +126,7 @@ struct walker {
 	struct frame inner[MAX_WALK], outer[MAX_WALK]; /* a walk's new frames */
 };
 
-/* libunwind's unw_step loop: the reference and the way through what the walk cannot do */
+/* libunwind's unw_backtrace: the reference, and the way through what the walk cannot do */
 static __typeof__(unw_backtrace) *g_backtrace;
 static uint32_t g_bt_adjust; /* 1: its fast trace gives return addresses minus 1 */
 static bool g_libunwind_only; /* TFS_UNWIND=libunwind */
