@@ -72,9 +72,8 @@ struct tstate {
 		const char *ptr;
 		uint32_t id;
 	} strs[N_STR_CACHE];
-	uint64_t sample_units;		     /* allocating calls (or their bytes) so far */
-	uint32_t bt_n;			     /* frames of bt valid: 0 at the start of a chunk */
-	uint64_t bt[SPOOL_MAX_BT_FRAMES];    /* the latest backtrace recorded, outermost first */
+	uint64_t sample_units; /* allocating calls (or their bytes) so far */
+	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
 };
 
 static struct spool g_spool;
@@ -621,27 +620,29 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
 /*
  * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
  * frames it shares with the thread's previous one in this chunk and the new ones
- * (spool_i.h). The objects the frames lie in are announced first when @announce.
+ * (spool_i.h). @same: how many leading frames the caller knows repeat the thread's
+ * previous backtrace (cap_unwind() says, 0 for frames from elsewhere); ts->bt_n counts the
+ * frames of the previous one: 0 when it was not recorded. The objects the frames lie in
+ * are announced first when @announce.
  */
 static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
 			uint32_t n_args, const char *strs, size_t strs_len, const uint64_t *frames,
-			uint32_t n, bool announce)
+			uint32_t n, uint32_t same, bool announce)
 {
-	uint32_t keep = 0, base, words;
+	uint32_t keep, base, words;
 	uint64_t *r;
 
-	while (keep < n && keep < ts->bt_n && ts->bt[keep] == frames[keep])
-		keep++;
+	keep = same < n ? same : n;
 	/* before the reservation: announcing an object writes records of its own */
 	if (announce)
 		cap_modules_check(frames + keep, n - keep);
 	base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
-	if (base + 1 + n > SPOOL_MAX_RECORD_WORDS)
+	r = base + 1 + n <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, base + 1 + n) : NULL;
+	if (!r) {
+		ts->bt_n = 0;
 		return false;
-	r = rec_reserve(ts, base + 1 + n); /* a new chunk forgets the previous backtrace */
-	if (!r)
-		return false;
-	if (keep > ts->bt_n)
+	}
+	if (keep > ts->bt_n) /* a new chunk forgets the previous backtrace */
 		keep = ts->bt_n;
 	words = base + 1 + n - keep;
 	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
@@ -653,8 +654,8 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 		memcpy(r + 2 + n_args, strs, strs_len);
 	}
 	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
-	memcpy(r + base + 1, frames + keep, (n - keep) * sizeof(*frames));
-	memcpy(ts->bt + keep, frames + keep, (n - keep) * sizeof(*frames));
+	for (uint32_t i = keep; i < n; i++)
+		r[base + 1 + i - keep] = frames[i];
 	ts->bt_n = n;
 	rec_publish(ts, words);
 	return true;
@@ -736,10 +737,12 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 	ts = enter();
 	stack = cap_bt_depth && cap_call_has_stack(call);
 	if (ts && stack && sampled(ts, call, args, n_args)) {
-		uint64_t frames[SPOOL_MAX_BT_FRAMES];
-		uint32_t n = cap_unwind(frames, cap_bt_depth);
+		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
+		uint32_t n, same;
+		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same);
 
-		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, true);
+		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
+				 true);
 	} else if (ts) {
 		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
 			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
@@ -767,8 +770,12 @@ void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, ui
 		n = cap_bt_depth;
 	}
 	ts = enter();
-	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, announce))
+	/* frames from elsewhere (a signal's context): none known to repeat the thread's last
+	 * walk, and after them no walk may keep frames of theirs */
+	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, 0, announce))
 		count_drop();
+	if (ts)
+		ts->bt_n = 0;
 	leave();
 	errno = saved_errno;
 }

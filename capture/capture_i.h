@@ -80,10 +80,13 @@ extern uint32_t cap_bt_depth;
 /* Open libunwind. @return 0 or -ENOENT (not installed: backtraces stay empty) */
 int cap_unwind_init(void);
 /*
- * The calling thread's backtrace into @frames, outermost first, the capture library's own
- * frames left out, at most @max (the innermost ones when deeper). @return frames stored
+ * The calling thread's backtrace, outermost first, the capture library's own frames left
+ * out, at most @max (the innermost ones when deeper). @n gets its frames; @same how many of
+ * its first frames are, in the same places, those of the backtrace this thread's previous
+ * call returned (at least: a lower bound). @scratch (SPOOL_MAX_BT_FRAMES) may hold it.
+ * @return the frames, borrowed: the thread's own until its next call
  */
-uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same);
 /*
  * The backtrace of the code a signal interrupted, from the context @uc its SA_SIGINFO
  * handler got, as cap_unwind() gives it: its innermost frame is the interrupted

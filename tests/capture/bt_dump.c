@@ -5,14 +5,15 @@
  *   T<thread> <kind> <size> <stack id> | <function> <file>:<line> > ... (outermost first)
  *
  * <size> is the event's `size` argument (calloc: nmemb * size), each code address of the
- * backtrace expands to its source frames (inlined functions included). With --kinds it
- * prints each event kind instead: "<name>: <arg> <arg> ...". With --symbols, each distinct
- * code address of each rank's backtraces, in increasing order, and its source frames,
- * outermost first, tab-separated (function names may hold spaces):
+ * backtrace expands to its source frames (inlined functions included). With --raw each
+ * frame is its code address instead (0x...). With --kinds it prints each event kind
+ * instead: "<name>: <arg> <arg> ...". With --symbols, each distinct code address of each
+ * rank's backtraces, in increasing order, and its source frames, outermost first,
+ * tab-separated (function names may hold spaces):
  *
  *   <rank> TAB 0x<addr> (TAB <function> TAB <file> TAB <line>)...
  *
- *   bt_dump [--kinds | --symbols] TRACE
+ *   bt_dump [--kinds | --symbols | --raw] TRACE
  */
 #include <stdlib.h>
 #include <errno.h>
@@ -56,6 +57,8 @@ static int print_kinds(struct tfs_trace *t)
 	return 0;
 }
 
+static bool g_raw; /* --raw */
+
 static int print_stack(struct tfs_trace *t, uint32_t rank, uint64_t id)
 {
 	struct tfs_diag diag = {0};
@@ -70,6 +73,10 @@ static int print_stack(struct tfs_trace *t, uint32_t rank, uint64_t id)
 		const struct tfs_src_frame *src;
 		uint32_t n_src;
 
+		if (g_raw) {
+			printf(" 0x%" PRIx64, frames[i]);
+			continue;
+		}
 		rc = tfs_trace_symbol(t, rank, frames[i], &src, &n_src, &diag);
 		if (rc == -ENOENT) {
 			printf("%s 0x%" PRIx64 " ?:0", i ? " >" : "", frames[i]);
@@ -207,8 +214,9 @@ int main(int argc, char **argv)
 	bool symbols = argc == 3 && !strcmp(argv[1], "--symbols");
 	int rc;
 
-	if (argc != 2 && !kinds && !symbols) {
-		fprintf(stderr, "usage: bt_dump [--kinds | --symbols] TRACE\n");
+	g_raw = argc == 3 && !strcmp(argv[1], "--raw");
+	if (argc != 2 && !kinds && !symbols && !g_raw) {
+		fprintf(stderr, "usage: bt_dump [--kinds | --symbols | --raw] TRACE\n");
 		return 2;
 	}
 	rc = tfs_trace_open(argv[argc - 1], &t, &diag);
