@@ -304,6 +304,7 @@ int names_decode(struct names *nm, const uint8_t *data, size_t len, uint32_t n_r
 	nm->n_classes = (uint32_t)p.n_classes;
 	nm->n_tables = (uint32_t)p.n_tables;
 	nm->n_runs = (uint32_t)p.n_runs;
+	nm->n_ents = p.n_ents;
 	p = (struct nparse){.nm = nm, .n_ranks = n_ranks, .arena_at = nm->arena};
 	rd_init(&p.r, data, len, file_off, "names", diag);
 	rc = parse_all(&p);

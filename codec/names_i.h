@@ -54,7 +54,8 @@ struct names {
 	uint32_t *class_order;	   /* [n_classes] class indices sorted by strcmp */
 	struct name_table *tables; /* [n_tables] */
 	struct name_run *runs;	   /* [n_runs], increasing ranks */
-	struct name_ent *ents;
+	struct name_ent *ents;	   /* [n_ents]: every table's entries, table after table */
+	uint64_t n_ents;
 	char *arena;
 };
 

@@ -258,6 +258,19 @@ uint64_t render_name_width(const char *p, size_t n, bool json)
 	return w;
 }
 
+uint8_t render_name_plain(const char *p, size_t n)
+{
+	uint8_t plain_in = 3;
+
+	for (size_t i = 0; i < n && plain_in; i++) {
+		if (!plain((uint8_t)p[i]))
+			plain_in = 0;
+		else if (p[i] == '>')
+			plain_in &= 2;
+	}
+	return plain_in;
+}
+
 /* The names class of @a in @t's names section, or UINT32_MAX. */
 static uint32_t name_class(const struct tfs_trace *t, const struct schema_arg *a)
 {
@@ -587,7 +600,11 @@ static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmp
 						   ? names_get(&t->names, in->names, g->val, g->a)
 						   : NULL;
 
-		if (e) {
+		if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1))) {
+			put(s, g->json ? "\"" : "<", 1);
+			put(s, e->name, e->len);
+			put(s, g->json ? "\"" : ">", 1);
+		} else if (e) {
 			put_escaped_in(s, (const uint8_t *)e->name, e->len, g->json,
 				       g->json ? '"' : '<', g->json ? '"' : '>', !g->json);
 		} else {

@@ -107,30 +107,98 @@ static int add_key(struct tfs_trace *t, uint32_t cls, uint64_t id)
 	return 0;
 }
 
-/* Every name each table gives to a key of the map, counted for the ranks that share it. */
-static void measure(struct tfs_trace *t)
+/* Widen @e's widths to fit name @x. */
+static void fit(struct name_width *e, const struct name_ent *x)
 {
-	for (uint32_t tb = 0; tb < t->names.n_tables; tb++) {
-		const struct name_table *table = &t->names.tables[tb];
-		const struct name_ent *x;
-		struct names_iter it;
+	uint64_t text = render_name_width(x->name, x->len, false);
+	uint64_t json = render_name_width(x->name, x->len, true);
 
-		if (!table->n_ranks)
-			continue;
-		names_iter_init(&it, t->names.tables, tb);
-		while ((x = names_iter_next(&it))) {
-			struct name_width *e = nw_slot(t, x->cls, x->id);
-			uint64_t text, json;
+	e->text = text > e->text ? (uint32_t)text : e->text;
+	e->json = json > e->json ? (uint32_t)json : e->json;
+}
+
+/*
+ * What the tables based on @root change of the keys of the map: their names are measured
+ * and counted for their ranks; a key of @root they replace or remove is counted in ->over,
+ * so that @root's name counts only for the ranks of its family that still see it.
+ */
+static void measure_changes(struct tfs_trace *t, uint32_t root, const uint32_t *kids,
+			    uint32_t n_kids)
+{
+	const struct names *nm = &t->names;
+	const struct name_table *r = &nm->tables[root];
+
+	for (uint32_t k = 0; k < n_kids; k++) {
+		const struct name_table *x = &nm->tables[kids[k]];
+
+		for (uint32_t i = 0; i < x->n && x->n_ranks; i++) {
+			const struct name_ent *n = &x->e[i];
+			struct name_width *e = nw_slot(t, n->cls, n->id);
 
 			if (e->cls == UINT32_MAX)
 				continue;
-			text = render_name_width(x->name, x->len, false);
-			json = render_name_width(x->name, x->len, true);
-			e->text = text > e->text ? (uint32_t)text : e->text;
-			e->json = json > e->json ? (uint32_t)json : e->json;
-			e->n_ranks += table->n_ranks;
+			if (names_get(nm, r, n->cls, n->id))
+				e->over += x->n_ranks;
+			if (n->len) {
+				fit(e, n);
+				e->n_ranks += x->n_ranks;
+			}
 		}
 	}
+}
+
+/*
+ * Every name the tables give to a key of the map, with the ranks that see it, table by
+ * table stored whole with the tables based on it: the work is the entries stored, not what
+ * they expand to, however many ranks share them.
+ */
+static int measure(struct tfs_trace *t)
+{
+	const struct names *nm = &t->names;
+	uint32_t n = nm->n_tables;
+	uint32_t *first = calloc((size_t)n + 1, sizeof(*first)); /* kids of root r: */
+	uint32_t *fill = calloc((size_t)n + 1, sizeof(*fill));	 /* [first[r], first[r + 1]) */
+	uint32_t *kids = calloc((size_t)n + 1, sizeof(*kids));
+	uint64_t *family = calloc((size_t)n + 1, sizeof(*family)); /* ranks of a root and kids */
+	int rc = first && fill && kids && family ? 0 : -ENOMEM;
+
+	for (uint32_t tb = 0; tb < n && rc == 0; tb++) {
+		uint32_t base = nm->tables[tb].base;
+
+		family[base == NAMES_NO_BASE ? tb : base] += nm->tables[tb].n_ranks;
+		if (base != NAMES_NO_BASE)
+			first[base + 1]++;
+	}
+	for (uint32_t tb = 0; tb < n && rc == 0; tb++) {
+		first[tb + 1] += first[tb];
+		fill[tb] = first[tb];
+	}
+	for (uint32_t tb = 0; tb < n && rc == 0; tb++)
+		if (nm->tables[tb].base != NAMES_NO_BASE)
+			kids[fill[nm->tables[tb].base]++] = tb;
+	for (uint32_t tb = 0; tb < n && rc == 0; tb++) {
+		const struct name_table *r = &nm->tables[tb];
+
+		if (r->base != NAMES_NO_BASE)
+			continue;
+		measure_changes(t, tb, kids + first[tb], first[tb + 1] - first[tb]);
+		for (uint32_t i = 0; i < r->n; i++) {
+			struct name_width *e = nw_slot(t, r->e[i].cls, r->e[i].id);
+
+			if (e->cls == UINT32_MAX)
+				continue;
+			if (family[tb] > e->over) {
+				fit(e, &r->e[i]);
+				e->n_ranks += family[tb] - e->over;
+			}
+			e->over = 0;
+		}
+	}
+	free(first);
+	free(fill);
+	free(kids);
+	free(family);
+	return rc;
 }
 
 /* The width map over the keys the CST's attached arguments name. */
@@ -154,8 +222,7 @@ static int build_widths(struct tfs_trace *t)
 	for (uint32_t i = 0; i < t->n_nw_slots; i++)
 		t->nw[i] = (struct name_width){.cls = UINT32_MAX};
 	each_attached(t, add_key);
-	measure(t);
-	return 0;
+	return measure(t);
 }
 
 int rnames_load(struct tfs_trace *t, struct tfs_diag *diag)
@@ -173,12 +240,20 @@ int rnames_load(struct tfs_trace *t, struct tfs_diag *diag)
 		return rc;
 	for (uint32_t i = 0; i < t->n_streams && t->names.n_runs; i++)
 		t->streams[i].names = names_table_of(&t->names, t->streams[i].rank);
+	/* most names need no escape: views copy those as they are */
+	t->name_plain = malloc(t->names.n_ents + 1);
+	if (!t->name_plain)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < t->names.n_ents; i++)
+		t->name_plain[i] = render_name_plain(t->names.ents[i].name, t->names.ents[i].len);
 	return t->names.n_runs ? build_widths(t) : 0;
 }
 
 void rnames_free(struct tfs_trace *t)
 {
 	names_fini(&t->names);
+	free(t->name_plain);
+	t->name_plain = NULL;
 	free(t->nw);
 	t->nw = NULL;
 	t->n_nw_slots = 0;

@@ -149,6 +149,7 @@ struct tfs_trace {
 	bool lazy_lock_ready;
 	struct names names;	   /* FORMAT.md §12, decoded at open; empty without */
 	struct name_width *nw;	   /* widths of the attached names the CST uses (rnames.c) */
+	uint8_t *name_plain;	   /* [names.n_ents] render_name_plain() of each entry */
 	uint32_t n_nw_slots;	   /* a power of two, or 0 */
 };
 
@@ -171,6 +172,7 @@ struct name_width {
 	uint32_t cls;	     /* UINT32_MAX: an empty slot */
 	uint32_t text, json; /* bytes of the widest name (escaped, delimiters included) */
 	uint64_t n_ranks;    /* ranks that give it a name */
+	uint64_t over;	     /* scratch of measure(): ranks whose table replaces a base's name */
 };
 
 /*
@@ -215,6 +217,8 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, struct tfs_diag *diag);
 /* Bytes a name prints as in @json or the text view (delimiters included, FORMAT.md §9). */
 uint64_t render_name_width(const char *p, size_t n, bool json);
+/* Which views print a name as is between its delimiters: bit 0 text, bit 1 JSON. */
+uint8_t render_name_plain(const char *p, size_t n);
 /* Width of the printed absolute rank of a RANK argument word @word at any rank. */
 unsigned int render_rank_width(const struct tfs_trace *t, uint64_t word);
 /* Fill tfs_event.args: the decoded argument values of terminal @term. */

@@ -728,6 +728,139 @@ static void test_names_merge_keeps_and_shares(void **state)
 	}
 }
 
+/* The §9 forms of a name, written here from the spec's words, not from render.c. */
+static size_t form(char *out, const char *name, bool json)
+{
+	size_t n = 0;
+
+	out[n++] = json ? '"' : '<';
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		const char *esc = *p == '"'    ? "\\\""
+				  : *p == '\\' ? "\\\\"
+				  : *p == '\n' ? "\\n"
+				  : *p == '\t' ? "\\t"
+				  : *p == '\r' ? "\\r"
+					       : NULL;
+
+		if (esc)
+			n += (size_t)sprintf(out + n, "%s", esc);
+		else if (*p >= 0x20 && *p < 0x7f && (json || *p != '>'))
+			out[n++] = (char)*p;
+		else
+			n += (size_t)sprintf(out + n, json ? "\\u%04x" : "\\x%02x", *p);
+	}
+	out[n++] = json ? '"' : '>';
+	out[n] = 0;
+	return n;
+}
+
+#define W_RANKS 12
+#define W_IDS 6
+
+/*
+ * Ranks sharing a terminal but not its names, their tables stored whole or as changes that
+ * replace, add and remove names: each line is padded to the widest rank's form.
+ */
+static void test_names_widths_over_ranks_seeded(void **state)
+{
+	const struct tfs_arg_desc args[] = {
+	    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+	    {"path", TFS_TYPE_U64, TFS_ENC_SYM, TFS_ARG_ATTACH, "file"},
+	};
+	const struct tfs_kind_desc k = {"k", "io", 2, args};
+	uint64_t rng = tu_seed("names_widths");
+	uint32_t derived = 0;
+
+	for (int round = 0; round < 30; round++) {
+		struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+		static char names[W_RANKS][W_IDS][16], text[4 * 16 + 64], json[6 * 16 + 96];
+		size_t wide[2][W_IDS] = {{0}};
+		uint32_t kind;
+		struct tfs_writer *w;
+		struct tfs_trace *t;
+		void *buf;
+		size_t len;
+
+		for (int i = 0; i < W_IDS; i++) {
+			char *common = names[0][i];
+
+			snprintf(common, 16, "%.*s", (int)tu_below(&rng, 12) + 1,
+				 "/a>b\"c\td\xff"
+				 "ef/gh");
+			for (int r = 1; r < W_RANKS; r++)
+				snprintf(names[r][i], 16, "%s",
+					 tu_below(&rng, 5)   ? common
+					 : tu_below(&rng, 2) ? ""
+							     : "x>y");
+			if (tu_below(&rng, 3) == 0)
+				common[0] = 0; /* rank 0 lacks it */
+		}
+		assert_int_equal(tfs_writer_new(&o, &w), 0);
+		assert_int_equal(tfs_writer_add_kind(w, &k, &kind), 0);
+		for (uint32_t r = 0; r < W_RANKS; r++) {
+			struct tfs_wstream *s;
+
+			assert_int_equal(tfs_writer_stream_new(w, r, 0, &s), 0);
+			for (uint64_t i = 0; i <= W_IDS; i++) {
+				union tfs_arg a[2] = {{.i = (int64_t)i},
+						      {.u = i < W_IDS ? i : TFS_SYM_NONE}};
+
+				assert_int_equal(tfs_wstream_append(s, kind, 0, 0, a), 0);
+			}
+			for (int i = 0; i < W_IDS && r % 4 != 3; i++) /* every 4th: no names */
+				if (names[r][i][0])
+					assert_int_equal(
+					    tfs_writer_set_name(w, r, "file", i, names[r][i]), 0);
+		}
+		/* the widest form of each id over the ranks, "file#<id>" where a rank has none */
+		for (int r = 0; r < W_RANKS; r++) {
+			for (int i = 0; i < W_IDS; i++) {
+				char fb[16];
+				const char *nm = names[r][i][0] && r % 4 != 3 ? names[r][i] : fb;
+
+				snprintf(fb, sizeof(fb), "file#%d", i);
+				for (int j = 0; j < 2; j++) {
+					size_t n = form(j ? json : text, nm, j);
+
+					wide[j][i] = n > wide[j][i] ? n : wide[j][i];
+				}
+			}
+		}
+		assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
+		tfs_writer_free(w);
+		assert_int_equal(tfs_trace_open_mem(buf, len, &t, NULL), 0);
+		for (uint32_t tb = 0; tb < t->names.n_tables; tb++)
+			derived += t->names.tables[tb].base != NAMES_NO_BASE;
+		for (uint32_t r = 0; r < W_RANKS; r++) {
+			char want[2][4096], *at[2] = {want[0], want[1]};
+
+			for (int i = 0; i <= W_IDS; i++) {
+				char fb[16];
+				const char *nm =
+				    i < W_IDS && names[r][i][0] && r % 4 != 3 ? names[r][i] : fb;
+				size_t n[2];
+
+				snprintf(fb, sizeof(fb), "file#%d", i);
+				n[0] = i < W_IDS ? form(text, nm, false) : 0;
+				n[1] = i < W_IDS ? form(json, nm, true) : 4;
+				at[0] +=
+				    sprintf(at[0], "T0 k(fd=%d%s)%*s\n", i, i < W_IDS ? text : "",
+					    (int)(i < W_IDS ? wide[0][i] - n[0] : 0), "");
+				at[1] += sprintf(at[1],
+						 "{\"thread\":0,\"name\":\"k\",\"args\":{\"fd\":%d,"
+						 "\"path\":%s}}%*s\n",
+						 i, i < W_IDS ? json : "null",
+						 (int)(i < W_IDS ? wide[1][i] - n[1] : 0), "");
+			}
+			expect_view(t, r, TFS_VIEW_TEXT, want[0]);
+			expect_view(t, r, TFS_VIEW_JSONL, want[1]);
+		}
+		tfs_trace_close(t);
+		free(buf);
+	}
+	assert_true(derived > 0);
+}
+
 /* --- the golden trace ----------------------------------------------------------------- */
 
 static const char *golden(const char *name, char *buf, size_t cap)
@@ -970,6 +1103,7 @@ int main(void)
 	    cmocka_unit_test(test_names_argflags_checked),
 	    cmocka_unit_test(test_names_trace_renders_attached),
 	    cmocka_unit_test(test_names_merge_keeps_and_shares),
+	    cmocka_unit_test(test_names_widths_over_ranks_seeded),
 	    cmocka_unit_test(test_names_golden_renders_committed_text),
 	    cmocka_unit_test(test_names_golden_every_truncation_and_flip_refused),
 	    cmocka_unit_test(test_names_newer_minor_still_reads),
