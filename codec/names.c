@@ -556,15 +556,16 @@ static int take_names(struct names_enc *e, const struct name_in *in, uint32_t n)
 	}
 	if (rc < 0)
 		return rc;
-	qsort(e->tmp[0], n, sizeof(*e->tmp[0]), cmp_ent);
+	if (n > 1)
+		qsort(e->tmp[0], n, sizeof(*e->tmp[0]), cmp_ent);
 	for (uint32_t i = 1; i < n; i++)
 		if (cmp_key(&e->tmp[0][i - 1], e->tmp[0][i].cls, e->tmp[0][i].id) == 0)
 			return -EINVAL;
 	return 0;
 }
 
-/* An equal table added before, or NAMES_NO_BASE. Clobbers e->tmp[1]. */
-static int64_t find_equal(struct names_enc *e, uint32_t n, uint64_t h)
+/* An equal table added before, in *@table. Clobbers e->tmp[1]. @return 1, 0 none, -ENOMEM */
+static int find_equal(struct names_enc *e, uint32_t n, uint64_t h, uint32_t *table)
 {
 	for (uint32_t j = e->n_slots ? (uint32_t)h & (e->n_slots - 1) : 0;
 	     e->n_slots && e->slots[j]; j = (j + 1) & (e->n_slots - 1)) {
@@ -575,11 +576,13 @@ static int64_t find_equal(struct names_enc *e, uint32_t n, uint64_t h)
 			continue;
 		m = materialize(e, t, 1);
 		if (m < 0)
-			return m;
-		if (m == n && same_names(e->tmp[0], e->tmp[1], n))
-			return t;
+			return (int)m;
+		if (m == n && same_names(e->tmp[0], e->tmp[1], n)) {
+			*table = t;
+			return 1;
+		}
 	}
-	return NAMES_NO_BASE;
+	return 0;
 }
 
 static int grow_tables(struct names_enc *e)
@@ -658,19 +661,17 @@ int names_enc_table(struct names_enc *e, const struct name_in *in, uint32_t n, u
 {
 	struct name_ent *own;
 	uint32_t base, j;
-	int64_t found, k;
 	uint64_t h;
+	int64_t k;
 	int rc;
 
 	rc = take_names(e, in, n);
 	if (rc < 0)
 		return rc;
 	h = hash_names(e->tmp[0], n);
-	found = find_equal(e, n, h);
-	if (found < 0 || found != NAMES_NO_BASE) {
-		*table = (uint32_t)found;
-		return found < 0 ? (int)found : 0;
-	}
+	rc = find_equal(e, n, h, table);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
 	rc = grow_tables(e);
 	if (rc == 0)
 		rc = grow_slots(e);
