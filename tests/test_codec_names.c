@@ -788,7 +788,7 @@ static void test_names_widths_over_ranks_seeded(void **state)
 				 "/a>b\"c\td\xff"
 				 "ef/gh");
 			for (int r = 1; r < W_RANKS; r++)
-				snprintf(names[r][i], 16, "%s",
+				snprintf(names[r][i], 16, "%.15s",
 					 tu_below(&rng, 5)   ? common
 					 : tu_below(&rng, 2) ? ""
 							     : "x>y");
