@@ -156,8 +156,9 @@ static int measure(struct tfs_trace *t)
 {
 	const struct names *nm = &t->names;
 	uint32_t n = nm->n_tables;
-	uint32_t *first = calloc((size_t)n + 1, sizeof(*first)); /* kids of root r: */
-	uint32_t *fill = calloc((size_t)n + 1, sizeof(*fill));	 /* [first[r], first[r + 1]) */
+	/* the tables based on root r are kids[first[r] .. first[r + 1]) */
+	uint32_t *first = calloc((size_t)n + 1, sizeof(*first));
+	uint32_t *fill = calloc((size_t)n + 1, sizeof(*fill));
 	uint32_t *kids = calloc((size_t)n + 1, sizeof(*kids));
 	uint64_t *family = calloc((size_t)n + 1, sizeof(*family)); /* ranks of a root and kids */
 	int rc = first && fill && kids && family ? 0 : -ENOMEM;

@@ -172,7 +172,7 @@ struct name_width {
 	uint32_t cls;	     /* UINT32_MAX: an empty slot */
 	uint32_t text, json; /* bytes of the widest name (escaped, delimiters included) */
 	uint64_t n_ranks;    /* ranks that give it a name */
-	uint64_t over;	     /* scratch of measure(): ranks whose table replaces a base's name */
+	uint64_t over;	     /* scratch of measure(): ranks whose table replaces the name */
 };
 
 /*

@@ -159,7 +159,8 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 	if (counts_suffice(vt, s, counts, false)) {
 		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
 			ts[t].count += counts[t];
-			ts[t].bytes = fs_sat_add(ts[t].bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+			ts[t].bytes =
+			    fs_sat_add(ts[t].bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
 		}
 		return 0;
 	}
@@ -667,7 +668,8 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 		/* untimed: zones have no extent, every allocation is at the root */
 		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
 			if (vt->kinds[vt->terms[t].kind].is_alloc)
-				bytes = fs_sat_add(bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+				bytes = fs_sat_add(bytes,
+						   sat_mul(counts[t], vt->terms[t].sig_bytes));
 		}
 		return map_add(total, w->key.data, w->key.len, bytes);
 	}

@@ -335,7 +335,9 @@ static uint64_t file_of(int64_t fd)
 
 static void do_pwrite(struct gen *g, int64_t fd, uint64_t count, uint64_t off, int64_t result)
 {
-	union tfs_arg a[5] = {{.i = fd}, {.u = file_of(fd)}, {.u = count}, {.u = off}, {.i = result}};
+	union tfs_arg a[5] = {
+	    {.i = fd}, {.u = file_of(fd)}, {.u = count}, {.u = off}, {.i = result},
+	};
 
 	emit(g, K_PWRITE, jitter(g, 1500 + count / 64), a);
 }
@@ -665,7 +667,9 @@ static int set_name(struct tfs_writer *w, FILE *dump, uint32_t rank, int64_t fd,
 	int rc = tfs_writer_set_name(w, rank, "file", file_of(fd), name);
 
 	if (rc == 0 && dump) {
-		fprintf(dump, "{\"name_of\":\"file\",\"rank\":%" PRIu32 ",\"id\":%" PRIu64 ",\"name\":",
+		fprintf(dump,
+			"{\"name_of\":\"file\",\"rank\":%" PRIu32 ",\"id\":%" PRIu64
+			",\"name\":",
 			rank, file_of(fd));
 		dump_str(dump, name);
 		fputs("}\n", dump);

@@ -4,8 +4,8 @@
  * the other. Call-signature tables are merged and terminals renumbered, so streams that did
  * the same thing get identical grammars, stored once. RANK arguments keep their absolute
  * values: they are re-based on each stream's new rank (Pilgrim's relative ranks). Backtraces,
- * symbols, names (file paths), phases and metadata travel with their ranks. This API does no I/O of its own
- * beyond what the caller hands it.
+ * symbols, names (file paths), phases and metadata travel with their ranks. This API does no
+ * I/O of its own beyond what the caller hands it.
  */
 #ifndef TFS_MERGE_H
 #define TFS_MERGE_H

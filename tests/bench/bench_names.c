@@ -236,7 +236,8 @@ int main(int argc, char **argv)
 	uint32_t p = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 0) : 4096;
 
 	if (argc == 4 && !strcmp(argv[1], "render")) {
-		struct buf b = read_trace(strtoull(argv[2], NULL, 0), !strcmp(argv[3], "attached"), 1);
+		uint64_t m = strtoull(argv[2], NULL, 0);
+		struct buf b = read_trace(m, !strcmp(argv[3], "attached"), 1);
 
 		printf("%" PRIu64 " bytes\n", read_view(&b));
 		free(b.data);

@@ -2,7 +2,8 @@
  * libFuzzer target for the whole reader: the input is a trace file. It is opened through
  * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
  * stream's views are read at a few offsets through cursors; phases, a few backtraces of each
- * rank and their frames' symbols, and each rank's file names are read too. Each input runs twice: as is, and with every CRC of the header and section table recomputed, since
+ * rank and their frames' symbols, and each rank's file names are read too. Each input runs
+ * twice: as is, and with every CRC of the header and section table recomputed, since
  * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
  * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
  * Errors are expected; crashes, sanitizer reports and leaks are the findings.
