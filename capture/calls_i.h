@@ -19,13 +19,6 @@
 /* The file id of no file: an anonymous mapping's, printed -1 (TFS_SYM_NONE). */
 #define CALL_NO_FILE ((uint32_t)TFS_SYM_NONE)
 
-/*
- * Argument flags calls.txt gives that the codec does not know yet: the path attached to a
- * descriptor, bytes read into the program. 0 until the format carries them.
- */
-#define CAP_ARG_ATTACH 0u
-#define CAP_ARG_INPUT 0u
-
 /* Bytes kept of one string argument (a path); longer ones are cut with a visible mark
  * (files_i.h cap_put_str). */
 #define CALL_MAX_STR 900u

@@ -513,6 +513,34 @@ static int nested_kind(struct cap_consumer *c, uint32_t call, const struct tfs_k
 }
 
 /*
+ * The path of a file id, once per id (FORMAT.md §12): a call that opens a file (open,
+ * openat, creat, fopen) or declares one (fd_file) has a STR argument `path` and a SYM
+ * argument of class "file" that is not attached to another; the views then print the path
+ * wherever an attached argument names that id. Only calls with strings get here.
+ */
+static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
+		      const union tfs_arg *a)
+{
+	int32_t path = -1, file = -1;
+	int rc;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct tfs_arg_desc *d = &k->args[i];
+
+		if (d->enc == TFS_ENC_STR && !strcmp(d->name, "path"))
+			path = (int32_t)i;
+		else if (d->enc == TFS_ENC_SYM && file < 0 && !(d->flags & TFS_ARG_ATTACH) &&
+			 d->sym_class && !strcmp(d->sym_class, "file"))
+			file = (int32_t)i;
+	}
+	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0])
+		return;
+	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
+	if (rc == -ENOMEM && !c->err)
+		c->err = rc;
+}
+
+/*
  * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
  * arguments in order, then its backtrace when @with_bt (REC_CALL_BT), or its depth and the
  * call it was inside when @nested (REC_CALL_NESTED).
@@ -592,6 +620,8 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	}
 	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
 		  r[2], a);
+	if (len)
+		name_file(c, k, a);
 	return call == CALL_SETNAME ? note_setname(c, k, a) : 0;
 }
 

@@ -18,10 +18,9 @@ const char *tfs_version(void)
 	return "0.1.0";
 }
 
-/* Load section @idx and run @parse over all of its bytes (trailing bytes are corrupt). */
-static int with_section(struct tfs_trace *t, uint32_t idx,
-			int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
-			struct tfs_diag *diag)
+int with_section(struct tfs_trace *t, uint32_t idx,
+		 int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
+		 struct tfs_diag *diag)
 {
 	const struct sec_entry *e = &t->cf.ents[idx];
 	const uint8_t *data;
@@ -630,6 +629,8 @@ static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
 			rc = with_section(t, idx, parse[i], NULL, diag);
 	}
 	if (rc == 0)
+		rc = rnames_load(t, diag);
+	if (rc == 0)
 		rc = render_templates(t);
 	if (rc == 0)
 		rc = load_vpatches(t, diag);
@@ -785,6 +786,7 @@ void tfs_trace_close(struct tfs_trace *t)
 	}
 	free(t->gsecs);
 	stacks_free(t);
+	rnames_free(t);
 	for (uint32_t i = 0; i < t->n_phases; i++)
 		free(t->phases[i].name);
 	free(t->phases);

@@ -44,13 +44,38 @@ static bool name_ok(const char *p, size_t n, bool may_be_empty)
 	return true;
 }
 
+/* Flags the schema section stores itself; the others are in the argflags section (§4.1). */
+#define SCHEMA_SECTION_FLAGS (TFS_ARG_RESULT | TFS_ARG_BYTES)
+#define SYM_FLAGS (TFS_ARG_ATTACH | TFS_ARG_INPUT | TFS_ARG_OUTPUT)
+
+static bool flags_ok(uint8_t enc, uint8_t flags)
+{
+	if (flags & ~TFS_ARG_FLAGS_ALL)
+		return false;
+	if ((flags & SYM_FLAGS) && enc != TFS_ENC_SYM)
+		return false;
+	if ((flags & TFS_ARG_INPUT) && (flags & TFS_ARG_OUTPUT))
+		return false;
+	return !((flags & TFS_ARG_ATTACH) && (flags & TFS_ARG_RESULT));
+}
+
 static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
 {
-	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~(TFS_ARG_RESULT | TFS_ARG_BYTES)))
+	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || !flags_ok(enc, flags))
 		return false;
 	if (enc == TFS_ENC_RVAL && type != TFS_TYPE_I64)
 		return false;
 	return (type == TFS_TYPE_STR) == (enc == TFS_ENC_STR);
+}
+
+/* FORMAT.md §4: an attached argument follows an argument that is not attached itself. */
+static bool attach_ok(const uint8_t *flags, uint32_t n_args)
+{
+	for (uint32_t i = 0; i < n_args; i++) {
+		if ((flags[i] & TFS_ARG_ATTACH) && (i == 0 || (flags[i - 1] & TFS_ARG_ATTACH)))
+			return false;
+	}
+	return true;
 }
 
 static char *dup_n(const void *p, size_t n)
@@ -140,6 +165,7 @@ static int kind_classes(struct tfs_schema *s, struct schema_kind *k)
 
 int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id)
 {
+	uint8_t flags[TFS_MAX_ARGS];
 	struct schema_kind k;
 	int rc;
 
@@ -160,7 +186,10 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 		if (a->enc == TFS_ENC_VAL && a->sym_class &&
 		    !name_ok(a->sym_class, strlen(a->sym_class), true))
 			return -EINVAL;
+		flags[i] = a->flags;
 	}
+	if (!attach_ok(flags, d->n_args))
+		return -EINVAL;
 	rc = reserve_kind(s);
 	if (rc < 0)
 		return rc;
@@ -220,7 +249,7 @@ int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf
 			rc = buf_put_varint(out, k->n_args);
 		for (uint32_t j = 0; j < k->n_args && rc == 0; j++) {
 			const struct schema_arg *a = &k->args[j];
-			uint8_t tef[3] = {a->type, a->enc, a->flags};
+			uint8_t tef[3] = {a->type, a->enc, a->flags & SCHEMA_SECTION_FLAGS};
 
 			rc = buf_put_str(out, a->name, strlen(a->name));
 			if (rc == 0)
@@ -256,7 +285,7 @@ static int parse_arg(struct tfs_rd *r, struct schema_arg *a)
 		rc = rd_u8(r, &tef[i]);
 	if (rc < 0)
 		return rc;
-	if (!arg_ok(tef[0], tef[1], tef[2]))
+	if (!arg_ok(tef[0], tef[1], tef[2]) || (tef[2] & ~SCHEMA_SECTION_FLAGS))
 		return rd_fail(r, "argument %s has unknown type %u / encoding %u / flags %#x",
 			       a->name, tef[0], tef[1], tef[2]);
 	a->type = tef[0];
@@ -318,6 +347,102 @@ int schema_parse(struct tfs_rd *r, struct tfs_schema *s)
 
 err_fini:
 	schema_fini(s);
+	return rc;
+}
+
+/* Whether kind @id of @s keeps its place in the file (@map as in schema_write). */
+static bool kept(const uint32_t *map, uint32_t id)
+{
+	return !map || map[id] != UINT32_MAX;
+}
+
+static uint32_t argflags_count(const struct tfs_schema *s, const uint32_t *map)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->n_kinds; i++) {
+		for (uint32_t j = 0; j < s->kinds[i].n_args && kept(map, i); j++)
+			n += (s->kinds[i].args[j].flags & ~SCHEMA_SECTION_FLAGS) != 0;
+	}
+	return n;
+}
+
+bool schema_has_argflags(const struct tfs_schema *s, const uint32_t *map)
+{
+	return argflags_count(s, map) > 0;
+}
+
+int schema_write_argflags(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out)
+{
+	uint32_t n = argflags_count(s, map), file_kind = 0;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	rc = buf_put_varint(out, n);
+	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
+		const struct schema_kind *k = &s->kinds[i];
+
+		if (!kept(map, i))
+			continue;
+		for (uint32_t j = 0; j < k->n_args && rc == 0; j++) {
+			uint8_t extra = k->args[j].flags & ~SCHEMA_SECTION_FLAGS;
+
+			if (!extra)
+				continue;
+			rc = buf_put_varint(out, file_kind);
+			if (rc == 0)
+				rc = buf_put_varint(out, j);
+			if (rc == 0)
+				rc = buf_put_u8(out, extra);
+		}
+		file_kind++;
+	}
+	return rc < 0 ? rc : 1;
+}
+
+int schema_parse_argflags(struct tfs_rd *r, struct tfs_schema *s)
+{
+	uint64_t n, kind, arg, prev = 0;
+	uint8_t extra;
+	int rc;
+
+	/* an entry takes at least 3 bytes */
+	rc = rd_varint_max(r, rd_left(r) / 3, &n, "argflags count");
+	if (rc == 0 && n == 0)
+		rc = rd_fail(r, "argflags section without entries");
+	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		struct schema_arg *a;
+
+		rc = rd_varint_max(r, s->n_kinds ? s->n_kinds - 1 : 0, &kind, "argflags kind");
+		if (rc == 0)
+			rc = rd_varint_max(r, TFS_MAX_ARGS - 1, &arg, "argflags argument");
+		if (rc == 0)
+			rc = rd_u8(r, &extra);
+		if (rc < 0)
+			return rc;
+		if (!s->n_kinds || arg >= s->kinds[kind].n_args ||
+		    (i && kind * TFS_MAX_ARGS + arg <= prev))
+			return rd_fail(r, "argflags entry for kind %llu argument %llu out of order "
+					  "or out of range",
+				       (unsigned long long)kind, (unsigned long long)arg);
+		prev = kind * TFS_MAX_ARGS + arg;
+		a = &s->kinds[kind].args[arg];
+		if (!extra || (extra & SCHEMA_SECTION_FLAGS) || !flags_ok(a->enc, a->flags | extra))
+			return rd_fail(r, "argument %s of kind %s: flags %#x not allowed", a->name,
+				       s->kinds[kind].name, extra);
+		a->flags |= extra;
+	}
+	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
+		const struct schema_kind *k = &s->kinds[i];
+		uint8_t flags[TFS_MAX_ARGS];
+
+		for (uint32_t j = 0; j < k->n_args; j++)
+			flags[j] = k->args[j].flags;
+		if (!attach_ok(flags, k->n_args))
+			rc = rd_fail(r, "kind %s has an attached argument first or after another",
+				     k->name);
+	}
 	return rc;
 }
 

@@ -67,6 +67,7 @@ static const char usage_text[] =
     "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
     "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
     "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
+    "  ranks/<r>/files.txt (traces that record files),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "\n"

@@ -2,7 +2,8 @@
  * Inside the virtual tree: the node table, the scopes files are computed over, the
  * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
  * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
- * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces,
+ * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c
+ * files.txt,
  * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
  * includes this; the tree's users see vtree_i.h only.
  */
@@ -109,6 +110,7 @@ enum lazy_what {
 	LAZY_GRAMMAR,
 	LAZY_BACKTRACES,
 	LAZY_ALLOCS,
+	LAZY_FILES,
 };
 
 struct fs_concat;
@@ -122,7 +124,7 @@ struct fs_lazygen {
 	char *data;			/* owned, after once */
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
-	uint32_t rank;			/* backtraces, allocs */
+	uint32_t rank;			/* backtraces, allocs, files */
 };
 
 struct vnode {
@@ -237,6 +239,18 @@ int fs_terms_ready(struct fs_vtree *vt);
 int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
 /** stacks.folded of @sc. @return 0 or -errno; @out is new */
 int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+/** @a + @b, or UINT64_MAX when that overflows. */
+uint64_t fs_sat_add(uint64_t a, uint64_t b);
+/** Bytes @ev moved: the sum of its byte-count arguments, negative ones 0 (needs terms). */
+uint64_t fs_event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev);
+
+/* ---- vfiles.c ---- */
+
+/** Whether the trace records files: some kind has a symbolic argument of class "file". */
+bool fs_files_wanted(const struct fs_vtree *vt);
+/** files.txt of @rank over the events of @sc. @return 0 or -errno; @out is new */
+int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		 size_t *len);
 
 /* ---- vbtrace.c ---- */
 

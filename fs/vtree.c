@@ -146,6 +146,9 @@ static int lazy_run(void *arg)
 	case LAZY_ALLOCS:
 		rc = fs_allocs_new(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;
+	case LAZY_FILES:
+		rc = fs_files_new(g->vt, g->scope, g->rank, &g->data, &g->len);
+		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);
 		break;

@@ -133,14 +133,8 @@ int main(int argc, char **argv)
 	}
 	t1 = now_ns();
 	c1 = cpu_ns();
-<<<<<<< HEAD
-	*(void **)&dropped = dlsym(RTLD_DEFAULT, "tfs_capture_dropped");
 	printf("%s %" PRIu64 " %.2f %" PRIu64 " %.2f\n", fn == io_loop ? "io" : "alloc", events,
-	       (double)(t1 - t0) / (double)events, dropped ? dropped() : 0,
-=======
-	printf("%s %" PRIu64 " %.2f %" PRIu64 " %.2f\n", fn == loop ? "alloc" : "io", events,
 	       (double)(t1 - t0) / (double)events, tfs_capture_dropped ? tfs_capture_dropped() : 0,
->>>>>>> bench
 	       (c1 - c0) / (double)events);
 	return 0;
 }

@@ -570,7 +570,8 @@ static void test_consumer_calls_become_events(void **state)
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
-		 "\"path\":0,"
+		 /* file 0 is the one the open named */
+		 "\"path\":\"/tmp/a\","
 		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
