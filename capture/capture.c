@@ -2,13 +2,16 @@
  * The producer side of capture: the library constructor that decides the mode (off,
  * attached to the spool of `tracefs record`, or in-process with a consumer thread of its
  * own), the per-thread state, and the hot path that appends raw records (spool_i.h) to the
- * calling thread's chunk. The hot path takes no lock, calls no allocator, never blocks and
- * preserves errno; when no chunk is free it drops the event and counts it. It does not turn
+ * calling thread's chunk. The hot path takes no lock, calls no allocator and preserves
+ * errno; when no chunk is free it waits for the consumer to free one, for a bounded time
+ * (spool_i.h, SPOOL_WAIT), or drops the event and counts it (SPOOL_DROP, or a consumer that
+ * stalled). It samples allocation backtraces as the spool's policy says. It does not turn
  * records into trace events (consumer.c); the interposers (interpose.c) record through
  * cap_put_call().
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -16,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -67,11 +72,20 @@ struct tstate {
 		const char *ptr;
 		uint32_t id;
 	} strs[N_STR_CACHE];
-	uint32_t bt_n;			     /* frames of bt valid: 0 at the start of a chunk */
-	uint64_t bt[SPOOL_MAX_BT_FRAMES];    /* the latest backtrace recorded, outermost first */
+	uint64_t sample_units; /* allocating calls (or their bytes) so far */
+	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
 };
 
 static struct spool g_spool;
+static struct spool_policy g_policy; /* the spool's, read once it is mapped */
+static uint64_t g_wait_limit_ns = (uint64_t)SPOOL_WAIT_LIMIT_MS * 1000000u;
+/* a wait gave up (the consumer freed nothing for the limit): drop instead of waiting
+ * until `recycled` moves past g_stall_recycled */
+static _Atomic bool g_stalled;
+static _Atomic uint32_t g_stall_recycled;
+static _Atomic bool g_said_stall; /* said so on stderr (once per process) */
+/* words of cap_put_call's args holding an allocating call's size and nmemb; 0: none */
+static uint8_t g_size_word[N_CALLS], g_nmemb_word[N_CALLS];
 static bool g_no_clock;
 static bool g_inproc;
 static pthread_key_t g_key;
@@ -86,6 +100,8 @@ static char g_root[PATH_MAX];
 
 static _Thread_local struct tstate *tls_state TLS_IE;
 _Thread_local unsigned int cap_tls_depth TLS_IE;
+_Thread_local unsigned int cap_call_depth TLS_IE;
+_Thread_local uint32_t cap_call_outer TLS_IE;
 static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthread_create */
 static _Thread_local bool tls_dead TLS_IE;
 
@@ -129,6 +145,49 @@ static void count_drop(void)
 		atomic_fetch_add_explicit(&g_lost_early, 1, memory_order_relaxed);
 }
 
+/* SPOOL_WAIT: whether to wait for a chunk, which a consumer that stalled does not free. */
+static bool may_wait(void)
+{
+	if (g_policy.when_full != SPOOL_WAIT)
+		return false;
+	if (!atomic_load_explicit(&g_stalled, memory_order_relaxed))
+		return true;
+	if (atomic_load(&g_spool.hdr->recycled) == atomic_load(&g_stall_recycled))
+		return false;
+	atomic_store(&g_stalled, false); /* it freed chunks again */
+	return true;
+}
+
+/* The first wait of this process that gave up, on stderr. Async-signal-safe. */
+static void say_stalled(void)
+{
+	char msg[200];
+	int len = snprintf(msg, sizeof(msg),
+			   "tfs capture: process %u: the consumer freed no chunk of the full "
+			   "spool in %" PRIu64 " ms: dropping events while it frees none\n",
+			   (unsigned int)getpid(), g_wait_limit_ns / 1000000u);
+
+	if (len > 0)
+		(void)!write(STDERR_FILENO, msg, (size_t)len < sizeof(msg) ? (size_t)len
+									     : sizeof(msg) - 1);
+}
+
+static struct spool_chunk *wait_chunk(struct tstate *ts)
+{
+	bool stalled;
+	struct spool_chunk *c = cap_spool_claim_wait(&g_spool, ts->thread, ts->seq,
+						     g_wait_limit_ns, &stalled);
+
+	if (stalled) {
+		atomic_store(&g_stall_recycled, atomic_load(&g_spool.hdr->recycled));
+		atomic_store(&g_stalled, true);
+		atomic_fetch_add(&g_spool.hdr->n_stalls, 1);
+		if (!atomic_exchange(&g_said_stall, true))
+			say_stalled();
+	}
+	return c;
+}
+
 static bool next_chunk(struct tstate *ts)
 {
 	if (ts->chunk) {
@@ -142,6 +201,8 @@ static bool next_chunk(struct tstate *ts)
 		return false;
 	}
 	ts->chunk = cap_spool_claim(&g_spool, ts->thread, ts->seq);
+	if (!ts->chunk && may_wait())
+		ts->chunk = wait_chunk(ts);
 	if (!ts->chunk) {
 		ts->backoff = CLAIM_BACKOFF;
 		return false;
@@ -238,6 +299,9 @@ static void thread_gone(void *arg)
 	tls_state = NULL;
 	tls_dead = true;
 	munmap(ts, sizeof(*ts));
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_end();
+#endif
 }
 
 uint32_t cap_thread_reserve(void)
@@ -265,7 +329,22 @@ static struct tstate *thread_start(void)
 		return NULL;
 	}
 	tls_state = ts;
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_start();
+#endif
 	return ts;
+}
+
+uint32_t cap_thread_self(void)
+{
+	struct tstate *ts = tls_state;
+
+	if (!ts && cap_tls_depth == 0) {
+		cap_tls_depth++;
+		ts = thread_start();
+		cap_tls_depth--;
+	}
+	return ts ? ts->thread : UINT32_MAX;
 }
 
 /*
@@ -533,34 +612,37 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
 	struct tstate *ts = tls_state;
 	uint64_t args[3] = {bias, lo, hi};
 
-	/* a path is at most what the rest of a record holds */
 	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
-				     strnlen(path, (SPOOL_MAX_RECORD_WORDS - 5) * 8)))
+				     strnlen(path, SPOOL_MAX_PATH)))
 		count_drop();
 }
 
 /*
- * REC_CALL_BT: the call's words, then the calling thread's backtrace as the frames it
- * shares with the thread's previous one in this chunk and the new ones (spool_i.h).
+ * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
+ * frames it shares with the thread's previous one in this chunk and the new ones
+ * (spool_i.h). @same: how many leading frames the caller knows repeat the thread's
+ * previous backtrace (cap_unwind() says, 0 for frames from elsewhere); ts->bt_n counts the
+ * frames of the previous one: 0 when it was not recorded. The objects the frames lie in
+ * are announced first when @announce.
  */
 static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
-			uint32_t n_args, const char *strs, size_t strs_len)
+			uint32_t n_args, const char *strs, size_t strs_len, const uint64_t *frames,
+			uint32_t n, uint32_t same, bool announce)
 {
-	uint64_t frames[SPOOL_MAX_BT_FRAMES];
-	uint32_t n = cap_unwind(frames, cap_bt_depth), keep = 0, base, words;
+	uint32_t keep, base, words;
 	uint64_t *r;
 
-	while (keep < n && keep < ts->bt_n && ts->bt[keep] == frames[keep])
-		keep++;
+	keep = same < n ? same : n;
 	/* before the reservation: announcing an object writes records of its own */
-	cap_modules_check(frames + keep, n - keep);
+	if (announce)
+		cap_modules_check(frames + keep, n - keep);
 	base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
-	if (base + 1 + n > SPOOL_MAX_RECORD_WORDS)
+	r = base + 1 + n <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, base + 1 + n) : NULL;
+	if (!r) {
+		ts->bt_n = 0;
 		return false;
-	r = rec_reserve(ts, base + 1 + n); /* a new chunk forgets the previous backtrace */
-	if (!r)
-		return false;
-	if (keep > ts->bt_n)
+	}
+	if (keep > ts->bt_n) /* a new chunk forgets the previous backtrace */
 		keep = ts->bt_n;
 	words = base + 1 + n - keep;
 	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
@@ -572,11 +654,72 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 		memcpy(r + 2 + n_args, strs, strs_len);
 	}
 	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
-	memcpy(r + base + 1, frames + keep, (n - keep) * sizeof(*frames));
-	memcpy(ts->bt + keep, frames + keep, (n - keep) * sizeof(*frames));
+	for (uint32_t i = keep; i < n; i++)
+		r[base + 1 + i - keep] = frames[i];
 	ts->bt_n = n;
 	rec_publish(ts, words);
 	return true;
+}
+
+/*
+ * A REC_CALL; with @bt_word not 0, a REC_CALL_BT whose backtrace is that one word (an
+ * allocation not sampled, spool_i.h).
+ */
+static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
+		     uint32_t n_args, const char *strs, size_t strs_len, uint64_t bt_word)
+{
+	/* a call inside others, recorded as such only when nested calls are asked for */
+	const bool nested = !bt_word && cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
+	uint32_t base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
+	uint32_t words = base + !!bt_word + (nested ? 2 : 0);
+	uint64_t *r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
+
+	if (!r)
+		return false;
+	r[0] = cap_rec_word0(bt_word ? REC_CALL_BT : nested ? REC_CALL_NESTED : REC_CALL, words,
+			     (uint32_t)strs_len, call);
+	r[1] = ts_ns;
+	for (uint32_t i = 0; i < n_args; i++)
+		r[2 + i] = args[i];
+	if (strs_len) {
+		r[base - 1] = 0;
+		memcpy(r + 2 + n_args, strs, strs_len);
+	}
+	if (bt_word)
+		r[base] = bt_word;
+	if (nested) {
+		r[base] = cap_call_depth;
+		r[base + 1] = cap_call_outer;
+	}
+	rec_publish(ts, words);
+	return true;
+}
+
+/* Bytes allocating call @call asks for: its `size` argument, times `nmemb` (calloc). */
+static uint64_t alloc_bytes(uint32_t call, const uint64_t *args, uint32_t n_args)
+{
+	uint32_t sw = call < N_CALLS ? g_size_word[call] : 0;
+	uint32_t mw = call < N_CALLS ? g_nmemb_word[call] : 0;
+	uint64_t bytes = sw && sw < n_args ? args[sw] : 0;
+
+	if (mw && mw < n_args)
+		bytes = args[mw] && bytes > UINT64_MAX / args[mw] ? UINT64_MAX : bytes * args[mw];
+	return bytes;
+}
+
+/* Whether this allocating call carries its backtrace (spool_i.h struct spool_policy). */
+static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *args,
+			   uint32_t n_args)
+{
+	const uint64_t every = g_policy.sample_every, before = ts->sample_units;
+
+	if (likely(g_policy.sample == SPOOL_SAMPLE_ALL))
+		return true;
+	ts->sample_units += g_policy.sample == SPOOL_SAMPLE_CALLS ? 1
+								 : alloc_bytes(call, args, n_args);
+	if (ts->sample_units < before)
+		ts->sample_units = UINT64_MAX;
+	return ts->sample_units / every != before / every;
 }
 
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
@@ -584,8 +727,7 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 {
 	const int saved_errno = errno;
 	struct tstate *ts;
-	uint64_t *r;
-	uint32_t words;
+	bool stack, ok = true;
 
 	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
 	if (tls_dead) {
@@ -593,26 +735,47 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		return;
 	}
 	ts = enter();
-	if (ts && cap_bt_depth && cap_call_has_stack(call)) {
-		if (!put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len))
-			count_drop();
+	stack = cap_bt_depth && cap_call_has_stack(call);
+	if (ts && stack && sampled(ts, call, args, n_args)) {
+		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
+		uint32_t n, same;
+		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same);
+
+		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
+				 true);
 	} else if (ts) {
-		words = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
-		r = words <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, words) : NULL;
-		if (r) {
-			r[0] = cap_rec_word0(REC_CALL, words, (uint32_t)strs_len, call);
-			r[1] = ts_ns;
-			for (uint32_t i = 0; i < n_args; i++)
-				r[2 + i] = args[i];
-			if (strs_len) {
-				r[words - 1] = 0;
-				memcpy(r + 2 + n_args, strs, strs_len);
-			}
-			rec_publish(ts, words);
-		} else {
-			count_drop();
-		}
+		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
+			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
 	}
+	if (!ok)
+		count_drop();
+	leave();
+	errno = saved_errno;
+}
+
+void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+			 const uint64_t *frames, uint32_t n, bool announce)
+{
+	const int saved_errno = errno;
+	struct tstate *ts;
+
+	if (!cap_bt_depth || !cap_call_has_stack(call)) {
+		cap_put_call(call, ts_ns, args, n_args, NULL, 0);
+		return;
+	}
+	if (tls_dead)
+		return;
+	if (n > cap_bt_depth) { /* the innermost ones */
+		frames += n - cap_bt_depth;
+		n = cap_bt_depth;
+	}
+	ts = enter();
+	/* frames from elsewhere (a signal's context): none known to repeat the thread's last
+	 * walk, and after them no walk may keep frames of theirs */
+	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, 0, announce))
+		count_drop();
+	if (ts)
+		ts->bt_n = 0;
 	leave();
 	errno = saved_errno;
 }
@@ -664,6 +827,76 @@ const char *cap_spool_path(void)
 const char *cap_spool_root(void)
 {
 	return g_follow ? g_root : NULL;
+}
+
+void cap_wait_begin(void)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_fetch_add(&g_spool.hdr->n_in_wait, 1);
+}
+
+void cap_wait_end(int reaped_pid, int status)
+{
+	struct spool_hdr *h = g_spool.hdr;
+
+	if (!g_follow || !h)
+		return;
+	if (reaped_pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status))) {
+		uint32_t i = atomic_fetch_add(&h->n_reaps, 1);
+		struct spool_reap *e = &h->reaps[i % SPOOL_N_REAPS];
+
+		e->pid = (uint32_t)reaped_pid;
+		e->status = status;
+		e->t_ns = mono_ns();
+		atomic_store_explicit(&e->seq, i + 1, memory_order_release);
+	}
+	/* after the entry: a recorder that sees no wait under way has every entry written */
+	atomic_fetch_sub(&h->n_in_wait, 1);
+}
+
+void cap_note_fatal(int sig)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_store(&g_spool.hdr->fatal_signal, (uint32_t)sig);
+}
+
+/*
+ * Add this image's program, the name it was exec'd as (AT_EXECFN, without its directory),
+ * to the names of the spool's images: "sh -> cc1". The oldest ones give way to "... -> "
+ * when they do not fit.
+ */
+static void note_image(struct spool_hdr *h)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN), *name, *keep;
+	const size_t cap = sizeof(h->images);
+	char buf[sizeof(h->images)];
+	size_t len;
+
+	if (!fn || !*fn)
+		return;
+	name = strrchr(fn, '/') ? strrchr(fn, '/') + 1 : fn;
+	len = strnlen(h->images, cap - 1);
+	h->images[len] = '\0';
+	if (len == 0) {
+		snprintf(h->images, cap, "%s", name);
+		return;
+	}
+	/* the oldest names go, whole, until the new one fits after the rest */
+	keep = h->images;
+	while (strlen(keep) + strlen(name) + 4 + (keep != h->images ? 7 : 0) >= cap) {
+		const char *next = strstr(keep, " -> ");
+
+		if (!next) {
+			keep = NULL;
+			break;
+		}
+		keep = next + 4;
+	}
+	if (!keep)
+		snprintf(buf, cap, "... -> %s", name);
+	else
+		snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep, name);
+	memcpy(h->images, buf, cap);
 }
 
 void cap_before_exec(void)
@@ -735,10 +968,11 @@ static int set_aside(const char *path)
 
 /*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
- * process we were forked or spawned from). The environment is left alone (setenv is not
+ * process we were forked or spawned from, pid @ppid: not getppid(), which names the
+ * recorder once that process has ended). The environment is left alone (setenv is not
  * safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
-static int become_child(const struct spool_hdr *parent)
+static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 {
 	uint32_t pid = (uint32_t)getpid();
 	uint64_t start = proc_start();
@@ -746,16 +980,23 @@ static int become_child(const struct spool_hdr *parent)
 
 	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
 		return -ENAMETOOLONG;
-	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(), start);
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
 		/* no aside name here (too long, no such renames): the old spool goes, as it
 		 * did before aside names, rather than this process going unrecorded */
 		if (set_aside(g_path) < 0)
 			unlink(g_path);
-		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(),
-					    start);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	}
 	return rc;
+}
+
+/* The pid of the process that forked: set before the fork, read by its child. */
+static uint32_t g_forker;
+
+static void fork_prepare(void)
+{
+	g_forker = (uint32_t)getpid();
 }
 
 /*
@@ -810,7 +1051,7 @@ static void fork_child(void)
 	if (cap_bt_depth)
 		cap_modules_forget();
 	if (g_follow && parent.hdr) {
-		rc = become_child(parent.hdr);
+		rc = become_child(parent.hdr, g_forker);
 		if (rc < 0)
 			unrecorded("cannot create its spool", -rc);
 	} else if (g_follow) {
@@ -819,6 +1060,8 @@ static void fork_child(void)
 	cap_spool_unmap(&parent);
 	atomic_store(&g_phase_gen, 0);
 	atomic_store(&g_lost_early, 0);
+	atomic_store(&g_stalled, false); /* a new spool, a new consumer */
+	atomic_store(&g_said_stall, false);
 	if (rc < 0) {
 		tfs_capture_mask_ = 0;
 		g_inproc = false;
@@ -827,13 +1070,12 @@ static void fork_child(void)
 }
 
 /*
- * Parse TFS_TRACE: a comma-separated list of zones, mem, alloc, io, threads, all; unknown
- * names are ignored. Unset or empty: zones and mem (the interposers stay off in-process
- * unless asked for).
+ * TFS_TRACE (cap_parse_trace's words). Unset or empty: zones and mem (the interposers stay
+ * off in-process unless asked for); an unknown word is reported and skipped.
  */
 static uint32_t parse_trace(const char *s)
 {
-	uint32_t mask = TFS_TRACE_ON;
+	uint32_t mask = TFS_TRACE_ON, one;
 	char word[32];
 
 	if (!s || !*s)
@@ -842,21 +1084,10 @@ static uint32_t parse_trace(const char *s)
 		size_t n = strcspn(s, ",");
 
 		snprintf(word, sizeof(word), "%.*s", (int)(n < 31 ? n : 31), s);
-		if (!strcmp(word, "zones"))
-			mask |= TFS_TRACE_ZONES;
-		else if (!strcmp(word, "mem"))
-			mask |= TFS_TRACE_MEM;
-		else if (!strcmp(word, "alloc"))
-			mask |= TFS_TRACE_ALLOC;
-		else if (!strcmp(word, "io"))
-			mask |= TFS_TRACE_IO;
-		else if (!strcmp(word, "threads"))
-			mask |= TFS_TRACE_THREADS;
-		else if (!strcmp(word, "mpi"))
-			mask |= TFS_TRACE_MPI;
-		else if (!strcmp(word, "all"))
-			mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
-				TFS_TRACE_THREADS;
+		if (cap_parse_trace(word, &one) == 0)
+			mask |= one;
+		else
+			fprintf(stderr, "tfs capture: unknown TFS_TRACE word '%s': ignored\n", word);
 		s += n + (s[n] == ',');
 	}
 	return mask;
@@ -879,6 +1110,32 @@ static uint32_t parse_bt_depth(const char *s)
 	return (uint32_t)n;
 }
 
+/*
+ * In-process mode: the policy of TFS_WHEN_FULL, TFS_SAMPLE and TFS_SAMPLE_BYTES (bad
+ * values are said and ignored).
+ */
+static struct spool_policy parse_policy(void)
+{
+	static const char *const vars[2] = {"TFS_SAMPLE", "TFS_SAMPLE_BYTES"};
+	struct spool_policy p = {.when_full = SPOOL_WAIT, .sample = SPOOL_SAMPLE_ALL};
+	const char *v = getenv("TFS_WHEN_FULL");
+
+	if (cap_parse_when_full(v, &p.when_full) < 0)
+		fprintf(stderr, "tfs capture: bad TFS_WHEN_FULL=%s (wait or drop): waiting\n", v);
+	for (uint32_t i = 0; i < 2; i++) {
+		v = getenv(vars[i]);
+		if (!v || !*v)
+			continue;
+		if (cap_parse_count(v, &p.sample_every) == 0) {
+			p.sample = i == 0 ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
+			break;
+		}
+		fprintf(stderr, "tfs capture: bad %s=%s (a count from 1, k, m or g after it): "
+				"ignored\n", vars[i], v);
+	}
+	return p;
+}
+
 static int start_inproc(void)
 {
 	struct cap_timing tm;
@@ -895,10 +1152,11 @@ static int start_inproc(void)
 	}
 	if (mb && atol(mb) > 0)
 		bytes = (size_t)atol(mb) << 20;
-	rc = cap_spool_create(&g_spool, NULL, bytes, (uint32_t)tm.timing,
+	rc = cap_spool_create(&g_spool, NULL, bytes, SPOOL_START_CHUNKS, (uint32_t)tm.timing,
 			      parse_trace(getenv("TFS_TRACE")));
 	if (rc < 0)
 		return rc;
+	g_spool.hdr->policy = parse_policy();
 	/* before the consumer starts: it declares the allocation kinds with or without stacks */
 	if (g_spool.hdr->trace_mask & TFS_TRACE_ALLOC)
 		g_spool.hdr->bt_depth = parse_bt_depth(getenv("TFS_BACKTRACE_DEPTH"));
@@ -953,8 +1211,9 @@ static int attach(const char *path)
 		cap_spool_unmap(&other);
 		return 0;
 	}
-	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
-	rc = become_child(other.hdr);
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it, or by
+	 * a process it started that records nothing: its producer is our parent in the trace */
+	rc = become_child(other.hdr, atomic_load(&other.hdr->producer_pid));
 	cap_spool_unmap(&other);
 	if (rc < 0) {
 		unrecorded("cannot create its spool", -rc);
@@ -1003,6 +1262,39 @@ static void clock_init(void)
 #endif
 }
 
+/*
+ * The spool's policy, as producers use it: TFS_WAIT_LIMIT_MS, and where the size of each
+ * allocating call is when sampling by bytes.
+ */
+static void policy_init(void)
+{
+	const char *ms = getenv("TFS_WAIT_LIMIT_MS");
+	uint64_t v;
+
+	g_policy = g_spool.hdr->policy;
+	if (g_policy.sample > SPOOL_SAMPLE_BYTES || !g_policy.sample_every)
+		g_policy.sample = SPOOL_SAMPLE_ALL;
+	if (ms && *ms && cap_parse_count(ms, &v) == 0 && v < UINT64_MAX / 1000000u)
+		g_wait_limit_ns = v * 1000000u;
+	else if (ms && *ms)
+		fprintf(stderr, "tfs capture: bad TFS_WAIT_LIMIT_MS=%s: using %u\n", ms,
+			SPOOL_WAIT_LIMIT_MS);
+	for (uint32_t call = 0; call < N_CALLS && g_policy.sample == SPOOL_SAMPLE_BYTES; call++) {
+		const struct tfs_kind_desc *k = &cap_call_kinds[call];
+		uint8_t w = 1; /* word 0 is the duration */
+
+		for (uint32_t i = 0; i < k->n_args; i++) {
+			if (k->args[i].enc == TFS_ENC_STR)
+				continue;
+			if (!strcmp(k->args[i].name, "size"))
+				g_size_word[call] = w;
+			else if (!strcmp(k->args[i].name, "nmemb"))
+				g_nmemb_word[call] = w;
+			w++;
+		}
+	}
+}
+
 __attribute__((constructor)) static void capture_init(void)
 {
 	const char *env = getenv("TFS_CAPTURE");
@@ -1015,6 +1307,11 @@ __attribute__((constructor)) static void capture_init(void)
 		return;
 	if (path && *path) {
 		rc = attach(path);
+		if (rc == 0) {
+			/* a new image: no thread of the one before it waits any more */
+			atomic_store(&g_spool.hdr->n_in_wait, 0);
+			note_image(g_spool.hdr);
+		}
 	} else {
 		rc = start_inproc();
 		g_inproc = rc == 0;
@@ -1022,8 +1319,9 @@ __attribute__((constructor)) static void capture_init(void)
 	if (rc < 0)
 		return;
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
+	policy_init();
 	clock_init();
-	pthread_atfork(NULL, NULL, fork_child);
+	pthread_atfork(fork_prepare, NULL, fork_child);
 	cap_tls_depth++; /* libunwind's and the loader's allocations are not the program's */
 	if (g_spool.hdr->bt_depth) {
 		cap_bt_depth = g_spool.hdr->bt_depth < SPOOL_MAX_BT_FRAMES ? g_spool.hdr->bt_depth
@@ -1041,6 +1339,11 @@ __attribute__((constructor)) static void capture_init(void)
 		thread_start();
 	if (cap_bt_depth && tls_state)
 		cap_modules_scan();
+#ifdef TFS_CAP_SHARED
+	/* crash events: under `tracefs record`, which keeps a dying process's last records */
+	if (g_follow && (tfs_capture_mask_ & TFS_TRACE_THREADS))
+		cap_sig_init();
+#endif
 	cap_tls_depth--;
 }
 

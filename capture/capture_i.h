@@ -6,6 +6,7 @@
 #ifndef TFS_CAPTURE_I_H
 #define TFS_CAPTURE_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,10 +27,30 @@ struct cap_timing {
 int cap_parse_timing(const char *s, struct cap_timing *out);
 
 /*
+ * Parse a list of categories, comma-separated: zones, mem, alloc, io, threads, mpi, nested
+ * (calls made inside another traced call too), all (all but mpi and nested), into *@mask
+ * (TFS_TRACE_ON and the categories named). The one list of the words `tracefs record
+ * --trace` and TFS_TRACE take. @return 0, or -EINVAL at the first unknown word (*@mask then
+ * holds the words before it)
+ */
+int cap_parse_trace(const char *s, uint32_t *mask);
+
+/*
  * Nesting depth of the capture on the calling thread: non-zero while the capture itself runs
  * (an interposed call made from inside it is passed through unrecorded).
  */
 extern _Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+
+/*
+ * Interposed and MPI calls the calling thread is inside (their real function running): a
+ * call made at depth > 0 belongs to a library's layer (a read inside an MPI call, an fopen
+ * inside another interposed call) and is recorded only with TFS_TRACE_NESTED; allocations
+ * are recorded at any depth. A thread created at depth d starts at depth d.
+ */
+extern _Thread_local unsigned int cap_call_depth __attribute__((tls_model("initial-exec")));
+/* The outermost interposed call the calling thread is inside (a call number as REC_CALL's
+ * aux), valid while cap_call_depth > 0: what a nested call is recorded as being inside. */
+extern _Thread_local uint32_t cap_call_outer __attribute__((tls_model("initial-exec")));
 
 /* The clock of the trace (0 when timing is none). */
 uint64_t cap_now_ns(void);
@@ -44,6 +65,14 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		  const char *strs, size_t strs_len);
 
 /*
+ * Record call @call (a kind with a backtrace) with backtrace @frames (@n of them, outermost
+ * first) given by the caller instead of unwound here; its objects are announced first when
+ * @announce. Without backtraces, as cap_put_call(). Never fails; preserves errno.
+ */
+void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+			 const uint64_t *frames, uint32_t n, bool announce);
+
+/*
  * Allocation backtraces (unwind.c). cap_bt_depth: frames kept per backtrace, 0 when off;
  * set once before capture starts. The rest is called from inside the capture only.
  */
@@ -51,10 +80,23 @@ extern uint32_t cap_bt_depth;
 /* Open libunwind. @return 0 or -ENOENT (not installed: backtraces stay empty) */
 int cap_unwind_init(void);
 /*
- * The calling thread's backtrace into @frames, outermost first, the capture library's own
- * frames left out, at most @max (the innermost ones when deeper). @return frames stored
+ * The calling thread's backtrace, outermost first, the capture library's own frames left
+ * out, at most @max (the innermost ones when deeper). @n gets its frames; @same how many of
+ * its first frames are, in the same places, those of the backtrace this thread's previous
+ * call returned (at least: a lower bound). @scratch (SPOOL_MAX_BT_FRAMES) may hold it.
+ * @return the frames, borrowed: the thread's own until its next call
  */
-uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same);
+/*
+ * The backtrace of the code a signal interrupted, from the context @uc its SA_SIGINFO
+ * handler got, as cap_unwind() gives it: its innermost frame is the interrupted
+ * instruction's address plus one (a return address's place: symbolised at address - 1, it
+ * names that instruction). Async-signal-safe. @return frames stored
+ */
+uint32_t cap_unwind_signal(uint64_t *frames, uint32_t max, void *uc);
+/* pipe2 made @fds for libunwind (running for the capture): move them out of the program's
+ * way, near the top of the descriptor limit. Does nothing for the program's own pipes. */
+void cap_unwind_pipe(int fds[2], int flags);
 /*
  * In a forked child recording into a spool of its own: forget what was announced (to the
  * parent's spool), so that the child's first backtrace announces its objects again. Clears
@@ -72,6 +114,8 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path);
 uint32_t cap_thread_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */
 void cap_thread_preassign(uint32_t id);
+/* The calling thread's id (given now if it has none yet); UINT32_MAX when it cannot record. */
+uint32_t cap_thread_self(void);
 
 /*
  * The trace so far, for MPI_Finalize to merge: in-process, the consumer thread finishes and
@@ -95,6 +139,25 @@ const char *cap_spool_path(void);
 const char *cap_spool_root(void);
 /* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
 void cap_before_exec(void);
+/*
+ * Around an interposed wait call (under `tracefs record`): count it as under way, then
+ * note the child it reaped (@reaped_pid > 0, wait status @status: exited or killed) in the
+ * spool's ring for the recorder (spool_i.h struct spool_reap). Async-signal-safe.
+ */
+void cap_wait_begin(void);
+void cap_wait_end(int reaped_pid, int status);
+/* The capture's handler saw fatal signal @sig (spool_hdr.fatal_signal). */
+void cap_note_fatal(int sig);
+
+/*
+ * Fatal signals (interpose_sig.c, the shared library only): install the capture's handler
+ * of SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP and SIGSYS wherever the program
+ * leaves the default action, with an alternate stack for the calling thread; give each
+ * recording thread its alternate stack when it starts, and take it back when it ends.
+ */
+void cap_sig_init(void);
+void cap_sig_thread_start(void);
+void cap_sig_thread_end(void);
 
 /* In-process mode: start the consumer thread over @s. @return 0 or -errno */
 int cap_inproc_start(struct spool *s, const struct cap_timing *tm);

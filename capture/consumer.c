@@ -121,6 +121,8 @@ struct cap_consumer {
 			       first use (a trace holds the kinds of the MPI calls made, not all
 			       of mpi.h's), UINT32_MAX until then */
 	bool calls;
+	uint32_t *nested_kind; /* N_CALLS + cap_mpi_n_kinds, the kinds of calls recorded inside
+				  others (REC_CALL_NESTED), declared on first use; NULL until one */
 	struct cap_stacks *stacks; /* NULL when the spool records no backtraces */
 	struct cthread *threads;
 	uint32_t n_threads;
@@ -129,6 +131,8 @@ struct cap_consumer {
 	uint64_t *site_keys; /* open addressing, key 0 is "empty" (stored as key + 1) */
 	uint32_t *site_ids;
 	uint32_t sites_cap, n_sites;
+	char **tnames;	    /* by thread id: the name the program gave it last, or NULL */
+	uint32_t tnames_cap;
 	struct cand *cands; /* scratch, n_chunks entries */
 	bool in_partial;    /* reading a chunk nobody handed over */
 	bool finished;
@@ -168,6 +172,35 @@ int cap_parse_timing(const char *s, struct cap_timing *out)
 	if (end == mode + 6 || *end || !(out->rel_err >= 1.0 / 1024 && out->rel_err < 1))
 		return -EINVAL;
 	out->timing = TFS_TIMING_LOSSY;
+	return 0;
+}
+
+int cap_parse_trace(const char *s, uint32_t *mask)
+{
+	static const struct {
+		const char *word;
+		uint32_t bits;
+	} words[] = {
+	    {"zones", TFS_TRACE_ZONES},	     {"mem", TFS_TRACE_MEM},
+	    {"alloc", TFS_TRACE_ALLOC},	     {"io", TFS_TRACE_IO},
+	    {"threads", TFS_TRACE_THREADS},  {"mpi", TFS_TRACE_MPI},
+	    {"nested", TFS_TRACE_NESTED},
+	    {"all", TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
+			TFS_TRACE_THREADS},
+	};
+
+	*mask = TFS_TRACE_ON;
+	while (*s) {
+		size_t n = strcspn(s, ","), i;
+
+		for (i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+			if (strlen(words[i].word) == n && !strncmp(s, words[i].word, n))
+				break;
+		if (i == sizeof(words) / sizeof(words[0]))
+			return -EINVAL;
+		*mask |= words[i].bits;
+		s += n + (s[n] == ',');
+	}
 	return 0;
 }
 
@@ -254,6 +287,7 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 	}
 	if (rc < 0)
 		goto err_free;
+	cap_spool_set_consumer(s, SPOOL_CONSUMER_ON);
 	*out = c;
 	return 0;
 
@@ -288,8 +322,12 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->pphases);
 	free(c->site_keys);
 	free(c->site_ids);
+	for (uint32_t i = 0; i < c->tnames_cap; i++)
+		free(c->tnames[i]);
+	free(c->tnames);
 	free(c->cands);
 	free(c->mpi_kind);
+	free(c->nested_kind);
 	cap_stacks_free(c->stacks);
 	tfs_writer_free(c->w);
 	free(c);
@@ -344,6 +382,10 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 		return -EBADMSG;
 	keep = r[w] & 0xffff;
 	n_new = (r[w] >> 16) & 0xffff;
+	if ((r[w] >> 32) == SPOOL_BT_UNSAMPLED && keep == 0 && n_new == 0 && w + 1 == words) {
+		*id = TFS_SYM_NONE; /* not sampled: the thread's backtrace stays as it was */
+		return 0;
+	}
 	if ((r[w] >> 32) || keep > ct->bt_n || keep + n_new > SPOOL_MAX_BT_FRAMES ||
 	    w + 1 + n_new != words)
 		return -EBADMSG;
@@ -371,13 +413,155 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 	return 0;
 }
 
+/* Thread @thread is named @name from now on (the last name counts). @return 0, -ENOMEM */
+static int name_thread(struct cap_consumer *c, uint64_t thread, const char *name)
+{
+	char *d;
+
+	/* ids are handed out by the spool header's counter; any other names no thread */
+	if (thread >= atomic_load_explicit(&c->spool->hdr->next_thread, memory_order_relaxed))
+		return 0;
+	if (grow((void **)&c->tnames, &c->tnames_cap, (uint32_t)thread + 1, sizeof(char *)))
+		return -ENOMEM;
+	d = strdup(name);
+	if (!d)
+		return -ENOMEM;
+	free(c->tnames[thread]);
+	c->tnames[thread] = d;
+	return 0;
+}
+
+/* A setname call (calls.txt) that succeeded names its thread. @return 0 or -ENOMEM */
+static int note_setname(struct cap_consumer *c, const struct tfs_kind_desc *k,
+			const union tfs_arg *a)
+{
+	uint64_t thread = UINT64_MAX;
+	const char *name = NULL;
+	int64_t ret = -1;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if (!strcmp(k->args[i].name, "thread"))
+			thread = a[i].u;
+		else if (!strcmp(k->args[i].name, "name"))
+			name = a[i].s;
+		else if (!strcmp(k->args[i].name, "ret"))
+			ret = a[i].i;
+	}
+	return ret == 0 && name ? name_thread(c, thread, name) : 0;
+}
+
+/*
+ * The names the program gave its threads, as the metadata `thread_names`: one line
+ * `<thread>=<name>` per named thread, in thread order, '\' and a newline in a name written
+ * `\\` and `\n`; empty when none (every rank of a merge says so: no value is inherited).
+ * @return 0 or -ENOMEM
+ */
+static int set_thread_names(struct cap_consumer *c)
+{
+	size_t cap = 1, len = 0;
+	char *buf;
+	int rc;
+
+	for (uint32_t t = 0; t < c->tnames_cap; t++)
+		if (c->tnames[t])
+			cap += 16 + 2 * strlen(c->tnames[t]);
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < c->tnames_cap; t++) {
+		if (!c->tnames[t])
+			continue;
+		len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIu32 "=", len ? "\n" : "", t);
+		for (const char *p = c->tnames[t]; *p; p++) {
+			if (*p == '\\' || *p == '\n')
+				buf[len++] = '\\';
+			buf[len++] = *p == '\n' ? 'n' : *p;
+		}
+	}
+	buf[len] = '\0';
+	rc = cap_consumer_set_meta(c, "thread_names", buf);
+	free(buf);
+	return rc;
+}
+
+/*
+ * The kind of call @call made inside others (REC_CALL_NESTED): its own arguments, then
+ * `depth` and `in` (the outermost call it was inside), declared at first use.
+ * @return 0 or a writer error
+ */
+static int nested_kind(struct cap_consumer *c, uint32_t call, const struct tfs_kind_desc *k,
+		       uint32_t *out)
+{
+	static const struct tfs_arg_desc more[] = {
+	    {"depth", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+	    {"in", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+	};
+	struct tfs_arg_desc args[TFS_MAX_ARGS];
+	struct tfs_kind_desc twin = *k;
+	const uint32_t n_all = N_CALLS + cap_mpi_n_kinds;
+	int rc;
+
+	if (!c->nested_kind) {
+		c->nested_kind = malloc(n_all * sizeof(*c->nested_kind));
+		if (!c->nested_kind)
+			return -ENOMEM;
+		memset(c->nested_kind, 0xff, n_all * sizeof(*c->nested_kind));
+	}
+	if (c->nested_kind[call] != UINT32_MAX) {
+		*out = c->nested_kind[call];
+		return 0;
+	}
+	if (k->n_args + 2 > TFS_MAX_ARGS)
+		return -EINVAL;
+	memcpy(args, k->args, k->n_args * sizeof(*args));
+	memcpy(args + k->n_args, more, sizeof(more));
+	twin.args = args;
+	twin.n_args = k->n_args + 2;
+	rc = tfs_writer_add_kind(c->w, &twin, &c->nested_kind[call]);
+	if (rc < 0) {
+		c->nested_kind[call] = UINT32_MAX;
+		return rc;
+	}
+	*out = c->nested_kind[call];
+	return 0;
+}
+
+/*
+ * The path of a file id, once per id (FORMAT.md §12): a call that opens a file (open,
+ * openat, creat, fopen) or declares one (fd_file) has a STR argument `path` and a SYM
+ * argument of class "file" that is not attached to another; the views then print the path
+ * wherever an attached argument names that id. Only calls with strings get here.
+ */
+static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
+		      const union tfs_arg *a)
+{
+	int32_t path = -1, file = -1;
+	int rc;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct tfs_arg_desc *d = &k->args[i];
+
+		if (d->enc == TFS_ENC_STR && !strcmp(d->name, "path"))
+			path = (int32_t)i;
+		else if (d->enc == TFS_ENC_SYM && file < 0 && !(d->flags & TFS_ARG_ATTACH) &&
+			 d->sym_class && !strcmp(d->sym_class, "file"))
+			file = (int32_t)i;
+	}
+	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0])
+		return;
+	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
+	if (rc == -ENOMEM && !c->err)
+		c->err = rc;
+}
+
 /*
  * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
- * arguments in order, then its backtrace when @with_bt (REC_CALL_BT).
+ * arguments in order, then its backtrace when @with_bt (REC_CALL_BT), or its depth and the
+ * call it was inside when @nested (REC_CALL_NESTED).
  * @return 0, -EBADMSG or -errno
  */
 static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
-		       uint32_t words, bool with_bt)
+		       uint32_t words, bool with_bt, bool nested)
 {
 	uint32_t call = (uint32_t)(r[0] >> 32), w = 3;
 	size_t len = (r[0] >> 16) & 0xffff, off = 0;
@@ -388,6 +572,11 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	k = cap_call_kind(call);
 	if (!k || words < 3 || (call < N_CALLS ? !c->calls : !c->mpi_kind))
 		return -EBADMSG;
+	if (nested) { /* the two words after the payload */
+		if (with_bt || words < 5 || r[words - 2] == 0 || r[words - 2] > UINT32_MAX)
+			return -EBADMSG;
+		words -= 2;
+	}
 	/* a recorded call has a stack exactly when its kind was declared with one */
 	if (with_bt != (c->stacks && cap_call_has_stack(call)))
 		return -EBADMSG;
@@ -426,9 +615,28 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 		if (rc < 0)
 			return rc;
 	}
+	if (nested) {
+		const struct tfs_kind_desc *in = cap_call_kind((uint32_t)r[words + 1]);
+		uint32_t twin;
+		int rc;
+
+		if (k->n_args + 2 > TFS_MAX_ARGS)
+			return -EBADMSG;
+		rc = nested_kind(c, call, k, &twin);
+		if (rc < 0) {
+			c->err = c->err ? c->err : rc;
+			return 0;
+		}
+		a[k->n_args].u = r[words];
+		a[k->n_args + 1].s = in ? in->name : "?";
+		emit_kind(c, ct, twin, r[1], r[2], a);
+		return 0;
+	}
 	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
 		  r[2], a);
-	return 0;
+	if (len)
+		name_file(c, k, a);
+	return call == CALL_SETNAME ? note_setname(c, k, a) : 0;
 }
 
 /* Symbolic id of memory-access site @key: 0, 1, 2... in order of first use. */
@@ -596,8 +804,8 @@ static bool payload(const uint64_t *r, uint32_t words, uint32_t n_args, char *bu
 static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, uint32_t words)
 {
 	struct cthread *ct = &c->threads[thread];
-	uint32_t kind = r[0] & 0xff, aux = (uint32_t)(r[0] >> 32);
-	char buf[2048]; /* a payload: up to 250 words */
+	uint32_t kind = cap_rec_kind(r[0]), aux = (uint32_t)(r[0] >> 32);
+	char buf[SPOOL_MAX_PATH + 1]; /* a name, message or path: longer ones are malformed */
 	union tfs_arg a[3];
 	uint64_t site;
 
@@ -622,7 +830,7 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 			return -EBADMSG;
 		a[0].s = buf;
 		emit(c, ct, kind == REC_MARK ? K_MARK : K_THREAD_NAME, r[1], 0, a);
-		return 0;
+		return kind == REC_THREAD_NAME ? name_thread(c, thread, buf) : 0;
 	case REC_COUNTER:
 		if (words < 3)
 			return -EBADMSG;
@@ -652,7 +860,8 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
 	case REC_CALL:
 	case REC_CALL_BT:
-		return call_record(c, ct, r, words, kind == REC_CALL_BT);
+	case REC_CALL_NESTED:
+		return call_record(c, ct, r, words, kind == REC_CALL_BT, kind == REC_CALL_NESTED);
 	case REC_MODULE:
 		if (!c->stacks || !payload(r, words, 3, buf, sizeof(buf)))
 			return -EBADMSG;
@@ -713,7 +922,7 @@ static int read_chunk(struct cap_consumer *c, struct spool_chunk *ch)
 	ct->bt_known = false;
 	while (off + 16 <= fill) {
 		const uint64_t *r = (const uint64_t *)(data + off);
-		uint32_t words = (r[0] >> 8) & 0xff;
+		uint32_t words = cap_rec_words(r[0]);
 
 		if (words < 2 || off + words * 8u > fill) {
 			c->st.bad_records++;
@@ -779,6 +988,7 @@ static int take_in(struct cap_consumer *c, bool all)
 		if (rc < 0)
 			return c->err = rc;
 		atomic_store_explicit(&ch->state, SPOOL_FREE, memory_order_release);
+		cap_spool_recycled(s);
 		taken++;
 	}
 	return taken;
@@ -850,7 +1060,7 @@ static int add_process_phase(struct cap_consumer *c, const struct pphase *p)
 /* Symbolise the backtraces' addresses (the process is gone); metadata says how many. */
 static int finish_stacks(struct cap_consumer *c)
 {
-	char buf[32];
+	char buf[80];
 	int rc = cap_stacks_symbolize(c->stacks, c->w, RANK, &c->st.n_named_addrs);
 
 	c->st.n_stacks = cap_stacks_n_stacks(c->stacks);
@@ -865,6 +1075,9 @@ static int finish_stacks(struct cap_consumer *c)
 		 c->st.n_named_addrs);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "backtrace_addresses", buf);
+	cap_sample_describe(&c->spool->hdr->policy, buf, sizeof(buf));
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "backtrace_sampling", buf);
 	return rc;
 }
 
@@ -887,6 +1100,8 @@ int cap_consumer_finish(struct cap_consumer *c)
 	if (c->finished)
 		return -EALREADY;
 	c->finished = true;
+	/* what producers write from now on is in no trace: they must not wait for it */
+	cap_spool_set_consumer(c->spool, SPOOL_CONSUMER_DONE);
 	if (c->err)
 		return c->err;
 	rc = take_in(c, true);
@@ -900,11 +1115,18 @@ int cap_consumer_finish(struct cap_consumer *c)
 	}
 	if (rc >= 0 && c->stacks)
 		rc = finish_stacks(c);
+	if (rc >= 0)
+		rc = set_thread_names(c);
 	if (rc < 0)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);
+	c->st.wait_ns = atomic_load(&c->spool->hdr->wait_ns);
+	c->st.n_stalls = atomic_load(&c->spool->hdr->n_stalls);
 	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
 	rc = cap_consumer_set_meta(c, "dropped_events", buf);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "when_full", c->spool->hdr->policy.when_full ==
+							      SPOOL_DROP ? "drop" : "wait");
 	if (rc == 0 && c->timed)
 		rc = set_clock_meta(c);
 	return rc;

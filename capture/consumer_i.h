@@ -23,6 +23,8 @@ struct cap_consumer_stats {
 	uint64_t n_partial_chunks; /* chunks still being filled when the producer stopped */
 	uint64_t n_partial_events; /* events that came from those */
 	uint64_t dropped_events;   /* the producer's count */
+	uint64_t wait_ns;	   /* time producing threads waited for a free chunk, summed */
+	uint32_t n_stalls;	   /* waits given up: the consumer freed nothing for the limit */
 	uint64_t bad_records;	   /* malformed or unmatched records skipped */
 	uint32_t n_threads;	   /* producing threads seen */
 	uint32_t open_zones;	   /* zones still open at the end (zone_unfinished events) */

@@ -146,6 +146,8 @@ static int save(const char *path)
 
 static void stop_thread(void)
 {
+	/* from now on nothing is freed for them: producers must not wait (spool_i.h) */
+	cap_spool_set_consumer(g.spool, SPOOL_CONSUMER_DONE);
 	pthread_mutex_lock(&g.lock);
 	g.stop = true;
 	pthread_cond_broadcast(&g.cond);

@@ -1,6 +1,6 @@
 /*
- * The LD_PRELOAD interposers of libtfscapture.so, allocation and thread half: the real
- * functions of every interposer (here and in interpose_io.c) and their resolution, the
+ * The LD_PRELOAD interposers of libtfscapture.so written by hand, allocation and thread
+ * half: the resolution of every interposer's real function (the list is calls.txt's), the
  * malloc family, pthread_create/join. Each interposer records one REC_CALL (calls_i.h) when
  * its category (TFS_TRACE_ALLOC, _IO, _THREADS) is on and passes straight through otherwise.
  * The real functions come from dlsym(RTLD_NEXT) in a constructor, or at first use when
@@ -43,7 +43,8 @@
 #define N_THREADS 4096		  /* live pthread_t -> thread id entries */
 #define NO_THREAD 0xffffffffu
 
-struct cap_real cap_real;
+
+_Thread_local bool cap_thread_layer TLS_IE;
 
 static _Thread_local bool tls_resolving TLS_IE;
 static _Alignas(64) unsigned char g_boot[BOOT_BYTES];
@@ -81,67 +82,7 @@ void cap_resolve(void)
 	if (tls_resolving)
 		return;
 	tls_resolving = true;
-#define R(f) *(void **)&cap_real.f = dlsym(RTLD_NEXT, #f)
-#define R2(f, sym) *(void **)&cap_real.f = dlsym(RTLD_NEXT, sym)
-	R(malloc);
-	R(calloc);
-	R(realloc);
-	R(free);
-	R(posix_memalign);
-	R(aligned_alloc);
-	R(memalign);
-	R(mmap);
-	R(mmap64);
-	R(munmap);
-	R(open);
-	R(open64);
-	R(openat);
-	R(openat64);
-	R2(open_2, "__open_2");
-	R2(open64_2, "__open64_2");
-	R2(openat_2, "__openat_2");
-	R2(openat64_2, "__openat64_2");
-	R(creat);
-	R(creat64);
-	R(close);
-	R(read);
-	R2(read_chk, "__read_chk");
-	R(write);
-	R(pread);
-	R(pread64);
-	R2(pread_chk, "__pread_chk");
-	R2(pread64_chk, "__pread64_chk");
-	R(pwrite);
-	R(pwrite64);
-	R(readv);
-	R(writev);
-	R(lseek);
-	R(lseek64);
-	R(fsync);
-	R(fdatasync);
-	R(ftruncate);
-	R(ftruncate64);
-	R(unlink);
-	R(rename);
-	R(fopen);
-	R(fopen64);
-	R(fdopen);
-	R(fclose);
-	R(fread);
-	R2(fread_chk, "__fread_chk");
-	R(fwrite);
-	R(fread_unlocked);
-	R2(fread_unlocked_chk, "__fread_unlocked_chk");
-	R(fwrite_unlocked);
-	R(fflush_unlocked);
-	R(fseek);
-	R(fseeko);
-	R(fseeko64);
-	R(fflush);
-	R(pthread_create);
-	R(pthread_join);
-#undef R
-#undef R2
+	cap_resolve_all();
 	tls_resolving = false;
 }
 
@@ -206,7 +147,7 @@ EXPORT void *malloc(size_t size)
 	}
 	p = cap_real.malloc(size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
@@ -224,7 +165,7 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 	}
 	p = cap_real.calloc(nmemb, size);
 	id = new_id(p, nmemb * size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_CALLOC, 4, nmemb, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -264,7 +205,7 @@ EXPORT void *realloc(void *ptr, size_t size)
 	} else if (keep && old_id) {
 		cap_alloc_add(ptr, old_size, old_id); /* failed: @ptr is still live */
 	}
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
 	return p;
 }
@@ -282,7 +223,7 @@ EXPORT void free(void *ptr)
 	}
 	id = gone_id(ptr);
 	cap_real.free(ptr);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 
@@ -298,7 +239,7 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 	}
 	rc = cap_real.posix_memalign(memptr, alignment, size);
 	id = rc ? 0 : new_id(*memptr, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
 			  (uint64_t)rc, id);
 	return rc;
@@ -313,7 +254,7 @@ EXPORT void *aligned_alloc(size_t alignment, size_t size)
 		return NULL;
 	p = cap_real.aligned_alloc(alignment, size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -327,7 +268,7 @@ EXPORT void *memalign(size_t alignment, size_t size)
 		return NULL;
 	p = cap_real.memalign(alignment, size);
 	id = new_id(p, size);
-	if (tracing(TFS_TRACE_ALLOC))
+	if (tracing_alloc())
 		put_alloc(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
@@ -338,6 +279,9 @@ struct tramp {
 	void *(*fn)(void *);
 	void *arg;
 	uint32_t id;
+	unsigned int depth; /* cap_call_depth of the creator: a thread an MPI call starts is
+			       that call's layer (its calls are nested) */
+	uint32_t outer;	    /* and the call it was inside */
 };
 
 static void *tramp_start(void *p)
@@ -345,7 +289,11 @@ static void *tramp_start(void *p)
 	struct tramp t = *(struct tramp *)p;
 
 	cap_real.free(p);
-	cap_thread_preassign(t.id);
+	if (t.id != NO_THREAD)
+		cap_thread_preassign(t.id);
+	cap_call_depth = t.depth;
+	cap_call_outer = t.outer;
+	cap_thread_layer = t.depth > 0;
 	return t.fn(t.arg);
 }
 
@@ -383,28 +331,54 @@ static uint32_t thread_forget(pthread_t th)
 	return id;
 }
 
+uint32_t cap_thread_find(pthread_t th)
+{
+	uint32_t id = NO_THREAD;
+
+	cap_lock(&g_threads_lock);
+	for (uint32_t i = 0; g_threads_init && i < N_THREADS; i++) {
+		if (g_threads[i].id != NO_THREAD && pthread_equal(g_threads[i].th, th)) {
+			id = g_threads[i].id;
+			break;
+		}
+	}
+	cap_unlock(&g_threads_lock);
+	return id;
+}
+
+/*
+ * A thread created inside an MPI or interposed call (cap_call_depth > 0: MPICH's progress
+ * thread, made in MPI_Init) starts at its creator's depth, so its calls are that library's
+ * layer: it goes through the trampoline whenever capture is on, recorded or not.
+ */
 EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+	const unsigned int layer = cap_call_depth;
 	struct tramp *t;
 	uint64_t t0, args[3];
 	uint32_t id;
+	bool rec;
 	int rc;
 
 	if (!HAVE(pthread_create))
 		return ENOSYS;
-	if (!tracing(TFS_TRACE_THREADS))
+	rec = tracing(TFS_TRACE_THREADS) && (layer == 0 || cap_call_nested_ok());
+	if (!rec && !(layer && tfs_capture_mask_))
 		return cap_real.pthread_create(th, attr, fn, arg);
 	t = cap_real.malloc(sizeof(*t)); /* the tracer's own: not recorded */
 	if (!t)
 		return cap_real.pthread_create(th, attr, fn, arg);
-	id = cap_thread_reserve();
-	*t = (struct tramp){fn, arg, id};
+	/* a thread not recorded gets its id at its first event, if it records any */
+	id = rec ? cap_thread_reserve() : NO_THREAD;
+	*t = (struct tramp){fn, arg, id, layer, cap_call_outer};
 	t0 = cap_now_ns();
 	rc = cap_real.pthread_create(th, attr, tramp_start, t); /* the thread frees @t */
 	if (rc != 0)
 		cap_real.free(t);
-	else
+	else if (rec)
 		thread_remember(*th, id);
+	if (!rec)
+		return rc;
 	args[0] = since(t0);
 	args[1] = rc == 0 ? id : NO_THREAD;
 	args[2] = (uint64_t)(int64_t)rc;

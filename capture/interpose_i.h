@@ -1,24 +1,38 @@
 /*
- * Internal interfaces between the files of LD_PRELOAD interposers: interpose.c (the real
- * functions and their resolution, the malloc family, threads), interpose_io.c (POSIX and
- * stdio I/O) and interpose_mem.c (mmap, munmap). All are linked into libtfscapture.so only.
+ * Internal interfaces between the files of LD_PRELOAD interposers. Every interposed function
+ * is declared once in calls.txt; gen_calls.py makes its event kind, its entry in struct
+ * cap_real and, unless the kind is `custom`, its wrapper (interpose_gen.c). The custom ones
+ * are written by hand: interpose.c (the malloc family, threads, the resolution),
+ * interpose_mem.c (mmap, munmap), interpose_proc.c (fork, exec, posix_spawn, the wait
+ * family, thread names), interpose_sig.c (signal actions, fatal signals). files.c keeps
+ * the descriptors' symbolic files. All are linked into libtfscapture.so only.
  *
  * A call is recorded when it returns, stamped with the time it began and its duration: the
  * calls it makes itself through the dynamic linker (fopen's malloc of its FILE) come before
- * it in the thread's stream.
+ * it in the thread's stream. Every wrapper preserves the errno its real function left.
  */
 #ifndef TFS_INTERPOSE_I_H
 #define TFS_INTERPOSE_I_H
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/select.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include "tfs/capture.h"
 #include "capture_i.h"
@@ -26,89 +40,30 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define EXPORT __attribute__((visibility("default")))
 
-/* Declared by <malloc.h> and by fortified headers only: declared here for the definitions. */
+/* Declared by <malloc.h> only: declared here for the definition. */
 void *memalign(size_t alignment, size_t size);
-int __open_2(const char *path, int flags);
-int __open64_2(const char *path, int flags);
-int __openat_2(int dirfd, const char *path, int flags);
-int __openat64_2(int dirfd, const char *path, int flags);
-ssize_t __read_chk(int fd, void *buf, size_t count, size_t buflen);
-ssize_t __pread_chk(int fd, void *buf, size_t count, off_t off, size_t buflen);
-ssize_t __pread64_chk(int fd, void *buf, size_t count, off64_t off, size_t buflen);
-size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *fp);
-size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t nmemb, FILE *fp);
 
-/* The next definition of each interposed function (libc's), NULL until resolved. */
-struct cap_real {
-	void *(*malloc)(size_t);
-	void *(*calloc)(size_t, size_t);
-	void *(*realloc)(void *, size_t);
-	void (*free)(void *);
-	int (*posix_memalign)(void **, size_t, size_t);
-	void *(*aligned_alloc)(size_t, size_t);
-	void *(*memalign)(size_t, size_t);
-	void *(*mmap)(void *, size_t, int, int, int, off_t);
-	void *(*mmap64)(void *, size_t, int, int, int, off64_t);
-	int (*munmap)(void *, size_t);
-	int (*open)(const char *, int, ...);
-	int (*open64)(const char *, int, ...);
-	int (*openat)(int, const char *, int, ...);
-	int (*openat64)(int, const char *, int, ...);
-	int (*open_2)(const char *, int);
-	int (*open64_2)(const char *, int);
-	int (*openat_2)(int, const char *, int);
-	int (*openat64_2)(int, const char *, int);
-	int (*creat)(const char *, mode_t);
-	int (*creat64)(const char *, mode_t);
-	int (*close)(int);
-	ssize_t (*read)(int, void *, size_t);
-	ssize_t (*read_chk)(int, void *, size_t, size_t);
-	ssize_t (*write)(int, const void *, size_t);
-	ssize_t (*pread)(int, void *, size_t, off_t);
-	ssize_t (*pread64)(int, void *, size_t, off64_t);
-	ssize_t (*pread_chk)(int, void *, size_t, off_t, size_t);
-	ssize_t (*pread64_chk)(int, void *, size_t, off64_t, size_t);
-	ssize_t (*pwrite)(int, const void *, size_t, off_t);
-	ssize_t (*pwrite64)(int, const void *, size_t, off64_t);
-	ssize_t (*readv)(int, const struct iovec *, int);
-	ssize_t (*writev)(int, const struct iovec *, int);
-	off_t (*lseek)(int, off_t, int);
-	off64_t (*lseek64)(int, off64_t, int);
-	int (*fsync)(int);
-	int (*fdatasync)(int);
-	int (*ftruncate)(int, off_t);
-	int (*ftruncate64)(int, off64_t);
-	int (*unlink)(const char *);
-	int (*rename)(const char *, const char *);
-	FILE *(*fopen)(const char *, const char *);
-	FILE *(*fopen64)(const char *, const char *);
-	FILE *(*fdopen)(int, const char *);
-	int (*fclose)(FILE *);
-	size_t (*fread)(void *, size_t, size_t, FILE *);
-	size_t (*fread_chk)(void *, size_t, size_t, size_t, FILE *);
-	size_t (*fwrite)(const void *, size_t, size_t, FILE *);
-	size_t (*fread_unlocked)(void *, size_t, size_t, FILE *);
-	size_t (*fread_unlocked_chk)(void *, size_t, size_t, size_t, FILE *);
-	size_t (*fwrite_unlocked)(const void *, size_t, size_t, FILE *);
-	int (*fflush_unlocked)(FILE *);
-	int (*fseek)(FILE *, long, int);
-	int (*fseeko)(FILE *, off_t, int);
-	int (*fseeko64)(FILE *, off64_t, int);
-	int (*fflush)(FILE *);
-	int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-	int (*pthread_join)(pthread_t, void **);
-};
+#include "interpose_gen.h" /* struct cap_real, from calls.txt */
 
 extern struct cap_real cap_real;
 
-/*
- * The symbolic file id of descriptor @fd (interpose_io.c), declaring it by an `fd_file`
- * event at first use when the program did not open it through an interposed call.
- */
-uint32_t cap_fd_file(int fd);
-
 /* Look up every real function (dlsym(RTLD_NEXT)); a no-op while already looking up. */
 void cap_resolve(void);
+/* The lookup itself, generated from calls.txt (interpose_gen.c). */
+void cap_resolve_all(void);
+
+/* The calling thread was started inside an interposed or MPI call: a library's thread. */
+extern _Thread_local bool cap_thread_layer __attribute__((tls_model("initial-exec")));
+
+/* Whether calls made inside another traced call are recorded too (cap_call_depth). */
+static inline bool cap_call_nested_ok(void)
+{
+	return tfs_capture_mask_ & TFS_TRACE_NESTED;
+}
+
+/* The id of a thread pthread_create made while threads were traced (not yet joined), or
+ * UINT32_MAX. */
+uint32_t cap_thread_find(pthread_t th);
 
 /* Take and release a spinlock of the interposers; the capture counts as entered meanwhile. */
 void cap_lock(atomic_flag *l);
@@ -122,9 +77,22 @@ static inline uint64_t since(uint64_t t0)
 	return t > t0 ? t - t0 : 0;
 }
 
+/* Whether category @cat is traced and the caller is not the capture itself. */
 static inline bool tracing(unsigned int cat)
 {
 	return (tfs_capture_mask_ & cat) && !cap_tls_depth;
+}
+
+#define capturing(cat) tracing(cat)
+
+/*
+ * Whether allocations are recorded now: at any depth on the program's threads (the heap is
+ * the process's: fopen's FILE, getline's line), but on a thread a library started from
+ * inside its call (an MPI progress thread) only with nested calls.
+ */
+static inline bool tracing_alloc(void)
+{
+	return tracing(TFS_TRACE_ALLOC) && (!cap_thread_layer || cap_call_nested_ok());
 }
 
 #define likely(x) __builtin_expect(!!(x), 1)

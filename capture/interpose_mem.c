@@ -14,6 +14,7 @@
 
 #include "allocs_i.h"
 #include "calls_i.h"
+#include "files_i.h"
 #include "interpose_i.h"
 
 static void put_mmap(uint64_t t0, void *addr, size_t len, int prot, int flags, int fd, int64_t off,
@@ -38,7 +39,7 @@ static void put_mmap(uint64_t t0, void *addr, size_t len, int prot, int flags, i
 #define MMAP_CALL(fn)                                                                              \
 	__extension__({                                                                            \
 		void *p_ = MAP_FAILED;                                                             \
-		bool keep_ = cap_allocs_keep(), trace_ = tracing(TFS_TRACE_ALLOC);                 \
+		bool keep_ = cap_allocs_keep(), trace_ = tracing_alloc();                 \
 		if (!HAVE(fn)) {                                                                   \
 		} else if (!keep_ && !trace_) {                                                    \
 			p_ = cap_real.fn(addr, len, prot, flags, fd, off);                         \
@@ -69,7 +70,7 @@ EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t
 
 EXPORT int munmap(void *addr, size_t len)
 {
-	bool keep = cap_allocs_keep(), trace = tracing(TFS_TRACE_ALLOC);
+	bool keep = cap_allocs_keep(), trace = tracing_alloc();
 	uint64_t t0, args[5];
 	int ret, err;
 

@@ -1,17 +1,23 @@
 /*
- * Creating, attaching and carving the spool (spool_i.h has the layout). Used by the
- * producer (capture.c), by the in-process consumer and by `tracefs record`. It never reads
- * records: consumer.c does. It allocates nothing with malloc, so the producer may call it
- * from a constructor before anything else is set up.
+ * Creating, attaching and carving the spool, and both sides of the wait for a free chunk
+ * (spool_i.h has the layout and the protocol). Used by the producer (capture.c), by the
+ * in-process consumer and by `tracefs record`. It never reads records: consumer.c does. It
+ * allocates nothing with malloc, so the producer may call it from a constructor before
+ * anything else is set up.
  */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,14 +35,13 @@ static uint64_t clock_ns(clockid_t id)
 }
 
 /*
- * @whole: fault every page in now (the in-process producer's anonymous spool). Producers
- * fault in what they will write (cap_spool_prefault, grow): a first-touch fault per page on
- * the hot path costs more than the event itself.
+ * Map @fd (anonymous shared memory when -1). Nothing is faulted in here: producers fault in
+ * what they will write (cap_spool_prefault, grow), as a first-touch fault per page on the
+ * hot path costs more than the event itself, and the rest costs nothing until it is ready.
  */
-static int map_fd(struct spool *s, int fd, size_t bytes, bool whole)
+static int map_fd(struct spool *s, int fd, size_t bytes)
 {
-	int flags = (fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED) |
-		    (whole ? MAP_POPULATE : 0);
+	int flags = fd < 0 ? MAP_SHARED | MAP_ANONYMOUS : MAP_SHARED;
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, flags, fd, 0);
 
 	if (p == MAP_FAILED)
@@ -84,8 +89,9 @@ static size_t ready_bytes(uint32_t n_ready)
 }
 
 /*
- * Create and map, @n_ready chunks ready (0: all); @prefault: the caller produces into it.
- * The caller fills the rest of the header and publishes the magic.
+ * Create and map, @n_ready chunks ready (0: all); @prefault: the caller produces into it
+ * (an anonymous spool always: it is the in-process producer's). The caller fills the rest
+ * of the header and publishes the magic.
  */
 static int create(struct spool *s, const char *path, size_t bytes, uint32_t n_ready,
 		  bool prefault)
@@ -113,13 +119,14 @@ static int create(struct spool *s, const char *path, size_t bytes, uint32_t n_re
 		if (rc < 0)
 			goto err_close_fd;
 	}
-	rc = map_fd(s, fd, total, fd < 0);
+	rc = map_fd(s, fd, total);
 	if (rc < 0)
 		goto err_close_fd;
 	if (fd >= 0)
 		close(fd);
-	if (fd >= 0 && prefault)
-		(void)populate(s, 0, ready_bytes(n_ready)); /* reserved: it only saves faults */
+	/* reserved, or anonymous memory faulted in on use: it only saves faults */
+	if (fd < 0 || prefault)
+		(void)populate(s, 0, ready_bytes(n_ready));
 	s->hdr->version = SPOOL_VERSION;
 	s->hdr->chunk_bytes = SPOOL_CHUNK_BYTES;
 	s->hdr->n_chunks = (uint32_t)n_chunks;
@@ -141,10 +148,10 @@ static void publish(struct spool *s)
 	s->hdr->magic = SPOOL_MAGIC;
 }
 
-int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
-		     uint32_t trace_mask)
+int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t n_ready,
+		     uint32_t timing, uint32_t trace_mask)
 {
-	int rc = create(s, path, bytes, 0, false);
+	int rc = create(s, path, bytes, n_ready, false);
 
 	if (rc < 0)
 		return rc;
@@ -160,7 +167,7 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 			   uint32_t pid, uint32_t ppid, uint64_t start)
 {
 	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes,
-			SPOOL_CHILD_READY_CHUNKS, true);
+			SPOOL_START_CHUNKS, true);
 
 	if (rc < 0)
 		return rc;
@@ -169,8 +176,12 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->timing = parent->timing;
 	s->hdr->trace_mask = parent->trace_mask;
 	s->hdr->bt_depth = parent->bt_depth;
+	s->hdr->policy = parent->policy;
 	atomic_store_explicit(&s->hdr->tsc_hz, atomic_load(&parent->tsc_hz),
 			      memory_order_relaxed);
+	/* a forked process runs its parent's image (an exec'd or spawned one adds its own) */
+	memcpy(s->hdr->images, parent->images, sizeof(s->hdr->images));
+	s->hdr->images[sizeof(s->hdr->images) - 1] = '\0';
 	s->hdr->parent_pid = ppid;
 	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
 	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);
@@ -214,7 +225,7 @@ int cap_spool_attach(struct spool *s, const char *path)
 	    h.chunk_bytes % 4096 || h.n_chunks < 2 ||
 	    (uint64_t)st.st_size != SPOOL_HDR_BYTES + (uint64_t)h.n_chunks * h.chunk_bytes)
 		goto out_close_fd;
-	rc = map_fd(s, fd, (size_t)st.st_size, false);
+	rc = map_fd(s, fd, (size_t)st.st_size);
 	if (rc == 0)
 		s->ino = (uint64_t)st.st_ino;
 out_close_fd:
@@ -292,4 +303,124 @@ struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint
 		if (c || !grow(s, n))
 			return c;
 	}
+}
+
+/* Sleep until *@word is no longer @val, a wake-up, or @nap_ns. Not a cancellation point. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, long nap_ns)
+{
+	const struct timespec nap = {0, nap_ns};
+
+	(void)syscall(SYS_futex, word, FUTEX_WAIT, val, &nap, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *word)
+{
+	(void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The first tries yield the CPU (to the consumer, on a machine with few cores), then sleep. */
+#define WAIT_YIELDS 4
+
+struct spool_chunk *cap_spool_claim_wait(const struct spool *s, uint32_t thread, uint64_t seq,
+					 uint64_t limit_ns, bool *stalled)
+{
+	struct spool_hdr *h = s->hdr;
+	const uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	uint64_t now = t0, moved = t0;
+	uint32_t seen = atomic_load(&h->recycled);
+	struct spool_chunk *c = NULL;
+
+	*stalled = false;
+	atomic_fetch_add(&h->n_waiting, 1);
+	for (unsigned int k = 0; atomic_load(&h->consumer) != SPOOL_CONSUMER_DONE; k++) {
+		/* read before the claim: a chunk freed after it ends the sleep at once */
+		uint32_t r = atomic_load(&h->recycled);
+
+		c = cap_spool_claim(s, thread, seq);
+		if (c)
+			break;
+		if (r != seen) {
+			seen = r;
+			moved = now;
+		} else if (now - moved >= limit_ns) {
+			*stalled = true;
+			break;
+		}
+		if (k < WAIT_YIELDS)
+			sched_yield();
+		else
+			futex_wait(&h->recycled, r, SPOOL_WAIT_NAP_NS);
+		now = clock_ns(CLOCK_MONOTONIC);
+	}
+	atomic_fetch_sub(&h->n_waiting, 1);
+	atomic_fetch_add_explicit(&h->wait_ns, clock_ns(CLOCK_MONOTONIC) - t0,
+				  memory_order_relaxed);
+	return c;
+}
+
+void cap_spool_recycled(const struct spool *s)
+{
+	/* sequentially consistent, as the waiter's count and read: one of them sees the other */
+	atomic_fetch_add(&s->hdr->recycled, 1);
+	if (atomic_load(&s->hdr->n_waiting))
+		futex_wake_all(&s->hdr->recycled);
+}
+
+void cap_spool_set_consumer(const struct spool *s, enum spool_consumer state)
+{
+	atomic_store(&s->hdr->consumer, (uint32_t)state);
+	if (state == SPOOL_CONSUMER_DONE) {
+		atomic_fetch_add(&s->hdr->recycled, 1);
+		futex_wake_all(&s->hdr->recycled);
+	}
+}
+
+int cap_parse_when_full(const char *s, uint32_t *out)
+{
+	if (!s || !*s || !strcmp(s, "wait"))
+		*out = SPOOL_WAIT;
+	else if (!strcmp(s, "drop"))
+		*out = SPOOL_DROP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int cap_parse_count(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	unsigned int shift = 0;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		v = v * 10 + d;
+	}
+	if (*s == 'k' || *s == 'K')
+		shift = 10;
+	else if (*s == 'm' || *s == 'M')
+		shift = 20;
+	else if (*s == 'g' || *s == 'G')
+		shift = 30;
+	if (shift)
+		s++;
+	if (*s || v == 0 || v > UINT64_MAX >> shift)
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+void cap_sample_describe(const struct spool_policy *p, char *buf, size_t cap)
+{
+	if (p->sample == SPOOL_SAMPLE_CALLS)
+		snprintf(buf, cap, "1 in %" PRIu64 " allocations (per thread)", p->sample_every);
+	else if (p->sample == SPOOL_SAMPLE_BYTES)
+		snprintf(buf, cap, "1 per %" PRIu64 " bytes allocated (per thread)",
+			 p->sample_every);
+	else
+		snprintf(buf, cap, "all");
 }

@@ -20,21 +20,60 @@
  *
  *   record: word 0                                               word 1     words 2..
  *           +--------+---------+----------------+----------------+----------+----------+
- *           | kind u8| words u8| small u16      | aux u32        | ts_ns u64| args ... |
+ *           | kind   | words   | small u16      | aux u32        | ts_ns u64| args ... |
+ *           |  0-4   |  0-7    |                |                |          |          |
+ *           | words  |         |                |                |          |          |
+ *           |  8-10  |         |                |                |          |          |
  *           +--------+---------+----------------+----------------+----------+----------+
- *   `words` counts the whole record (>= 2); string payloads follow the u64 args, `small`
- *   bytes long, zero-padded to a word.
+ *   bits:    0..7     8..15     16..31           32..63
+ *   The low byte holds the kind (bits 0-4) and bits 8-10 of `words` (bits 5-7); the next
+ *   byte bits 0-7 of `words`, which counts the whole record (2 to SPOOL_MAX_RECORD_WORDS:
+ *   a record is at most 16 KiB, the room an exec's argv takes). String payloads follow the
+ *   u64 args, `small` bytes long, zero-padded to a word.
  *
  * Chunk states: FREE -> CLAIMING (a producer won it and is writing the header) -> OWNED
  * (being filled by thread `thread`) -> FULL (handed over) -> FREE (consumed, recycled).
  * Only the consumer moves FULL to FREE; only a producer moves FREE to OWNED.
  *
- * Memory: only chunks 0 .. n_ready - 1 are ever claimed or looked at. A spool made whole
- * (the first process's, an in-process one) is ready in full; a forked or spawned process's
- * starts with SPOOL_CHILD_READY_CHUNKS and its producer doubles n_ready when no ready chunk
- * is free, allocating the new chunks first (so a full /dev/shm drops events, never raises
- * SIGBUS). A short-lived child thus costs a few hundred KiB of shared memory, not the whole
- * spool size.
+ * Memory: only chunks 0 .. n_ready - 1 are ever claimed or looked at. Every spool (the
+ * first process's, a forked or spawned one's, an in-process one) starts with
+ * SPOOL_START_CHUNKS ready and its producer doubles n_ready when no ready chunk is free,
+ * allocating the new chunks first (so a full /dev/shm makes no chunk, never a SIGBUS), up
+ * to n_chunks: the size given is a cap. A short-lived process thus costs a few hundred KiB
+ * of shared memory, not the whole spool size. A spool never shrinks.
+ *
+ * When the spool is full (no ready chunk is free and no more can be made ready), the
+ * producing thread does what policy.when_full says:
+ *
+ *   SPOOL_DROP  the event is dropped and counted (dropped_events); the thread tries to
+ *               claim again after CLAIM_BACKOFF more events (capture.c).
+ *   SPOOL_WAIT  (the default) it waits for the consumer to free a chunk: it counts itself
+ *               in n_waiting, reads `recycled`, tries to claim once more, and sleeps on the
+ *               futex `recycled` (shared, naps of SPOOL_WAIT_NAP_NS) until that changes.
+ *               The consumer bumps `recycled` after each chunk it frees and, while
+ *               n_waiting is not 0, wakes every waiter. The wait is bounded: a waiter gives
+ *               up once `recycled` has not moved for the wait limit (TFS_WAIT_LIMIT_MS, 5 s
+ *               by default: the recorder is stopped, gone, or has not found a new process's
+ *               spool yet), counts it in n_stalls, and its process drops (and counts) instead
+ *               of waiting until `recycled` moves again, saying so once on stderr. Nobody
+ *               waits once `consumer` is SPOOL_CONSUMER_DONE (the consumer finished: at the
+ *               in-process exit, the recorder's MPI_Finalize save or a process's end): its
+ *               events would be in no trace.
+ *
+ * Why a waiter cannot deadlock the program: it has handed its chunk over before waiting,
+ * and holds no lock of the allocator or of the table of live allocations (an interposer
+ * records after the real call returned and the table was updated); the only locks it may
+ * hold are the ones of announcing a newly loaded object (unwind.c's scan lock and the
+ * loader's, inside dl_iterate_phdr), and locks of the program's own, which other threads
+ * then wait for as they would for a slow call. It sleeps in a raw futex system call (no
+ * cancellation point: a thread cannot be cancelled, hence exit, mid-wait), inside
+ * cap_tls_depth (a signal handler running on it records nothing, as any re-entered call).
+ * What it waits for is the consumer alone: `tracefs record` in another process, or the
+ * in-process consumer thread, which records nothing, never waits, and takes none of those
+ * locks while consuming (it symbolises only once finished, and finishing makes it DONE
+ * first). A forked child records into a spool of its own that grows before anyone waits,
+ * vfork is run as fork, at exit the in-process consumer is DONE before it stops, and
+ * whatever else, the wait limit bounds every wait.
  */
 #ifndef TFS_SPOOL_I_H
 #define TFS_SPOOL_I_H
@@ -45,14 +84,53 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 3u
+#define SPOOL_VERSION 5u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
 #define SPOOL_DEFAULT_MB 64u
-/* chunks a forked or spawned process's spool starts with memory behind (n_ready) */
-#define SPOOL_CHILD_READY_CHUNKS 4u
-#define SPOOL_MAX_RECORD_WORDS 255u
+/* chunks every spool starts with memory behind (n_ready): 256 KiB */
+#define SPOOL_START_CHUNKS 4u
+/* how long a producer waits for a free chunk while the consumer frees none (TFS_WAIT_LIMIT_MS) */
+#define SPOOL_WAIT_LIMIT_MS 5000u
+#define SPOOL_WAIT_NAP_NS 2000000u /* longest sleep between two looks at the spool */
+#define SPOOL_MAX_RECORD_WORDS 2047u
+/* bytes of a REC_MODULE's path kept (the consumer reads payloads of up to this) */
+#define SPOOL_MAX_PATH 4096u
+
+/* What a producing thread does when no chunk is free (struct spool_policy). */
+enum spool_when_full {
+	SPOOL_WAIT = 0, /* wait for the consumer to free one, up to the wait limit */
+	SPOOL_DROP = 1, /* drop the event and count it */
+};
+
+/* Which allocations carry their backtrace (struct spool_policy). */
+enum spool_sample {
+	SPOOL_SAMPLE_ALL = 0,	/* every one */
+	SPOOL_SAMPLE_CALLS = 1, /* one in every `sample_every` allocating calls of a thread */
+	SPOOL_SAMPLE_BYTES = 2, /* one per `sample_every` bytes a thread asks for */
+};
+
+/* spool_hdr.consumer */
+enum spool_consumer {
+	SPOOL_CONSUMER_NONE = 0, /* no consumer has attached yet */
+	SPOOL_CONSUMER_ON = 1,	 /* a consumer takes chunks in */
+	SPOOL_CONSUMER_DONE = 2, /* it finished: nothing more is taken in, nobody waits */
+};
+
+/*
+ * How the producers of a spool meet a full spool and sample backtraces: set by the spool's
+ * creator before it publishes the magic, copied into every forked or spawned process's.
+ * Sampling: a thread counts its allocating calls (SPOOL_SAMPLE_CALLS) or the bytes they ask
+ * for (SPOOL_SAMPLE_BYTES, calloc's nmemb * size); a call whose count takes the thread's
+ * total past a multiple of sample_every carries its backtrace, the others are recorded
+ * with a backtrace word saying SPOOL_BT_UNSAMPLED (their `stack` is TFS_SYM_NONE, -1).
+ */
+struct spool_policy {
+	uint32_t when_full;    /* enum spool_when_full */
+	uint32_t sample;       /* enum spool_sample */
+	uint64_t sample_every; /* N >= 1 (SPOOL_SAMPLE_ALL: unused) */
+};
 
 enum spool_chunk_state {
 	SPOOL_FREE = 0,
@@ -80,22 +158,45 @@ enum spool_rec {
 				after the padded payload (see below) */
 	REC_MODULE = 13,     /* a loaded object: arg 0: load bias; args 1, 2: lowest and end
 				address of its PT_LOAD segments; payload: its file's path */
+	REC_CALL_NESTED = 14, /* REC_CALL made inside other traced calls (TFS_TRACE_NESTED):
+				 after the padded payload two more words, the depth and the
+				 outermost call it is inside (a call number as aux is) */
 };
 
 /*
  * The backtrace of a REC_CALL_BT, after the call's payload:
  *
  *   +--------------------------------+------------+-----+------------+
- *   | keep u16 | n_new u16 | 0 u32   | frame      | ... | frame      |
+ *   | keep u16 | n_new u16 | flags u32| frame      | ... | frame      |
  *   +--------------------------------+------------+-----+------------+
  *                                      n_new return addresses, outermost first
  *
  * The backtrace is the first `keep` frames of the previous backtrace recorded by the same
  * thread in the same chunk (keep is 0 for the first one of a chunk, so every chunk decodes
  * on its own), followed by the `n_new` frames. Frames of the capture library itself are
- * left out; at most SPOOL_MAX_BT_FRAMES.
+ * left out; at most SPOOL_MAX_BT_FRAMES. flags is 0, or SPOOL_BT_UNSAMPLED with keep and
+ * n_new 0: the call's backtrace was not sampled (struct spool_policy); its event's stack is
+ * TFS_SYM_NONE and the thread's previous backtrace stays the one to keep frames of.
  */
 #define SPOOL_MAX_BT_FRAMES 128u
+#define SPOOL_BT_UNSAMPLED 1u
+
+/*
+ * A child the producer reaped through an interposed wait call (interpose_proc.c), for the
+ * recorder, which can reap only its own children and the orphans it inherits: entry i of a
+ * spool's ring is reaps[i % SPOOL_N_REAPS], complete once its seq is i + 1 (release).
+ */
+#define SPOOL_N_REAPS 64u
+struct spool_reap {
+	_Atomic uint32_t seq;
+	uint32_t pid;	 /* the child reaped */
+	int32_t status;	 /* its wait status (exited or killed) */
+	uint32_t pad;
+	uint64_t t_ns;	 /* CLOCK_MONOTONIC after the wait returned: after the child began */
+};
+
+/* Bytes of the names of a process's images, "sh -> cc1" (spool_hdr.images). */
+#define SPOOL_IMAGES_BYTES 256u
 
 struct spool_hdr {
 	uint32_t magic;
@@ -133,6 +234,25 @@ struct spool_hdr {
 	 * With the pid it tells the producer from a later process given the same pid, which
 	 * must not take this spool for its own (capture.c) */
 	_Atomic uint64_t producer_start;
+	struct spool_policy policy;
+	/* back-pressure (see "When the spool is full" above) */
+	_Atomic uint32_t consumer;  /* enum spool_consumer */
+	_Atomic uint32_t recycled;  /* futex word: bumped by the consumer at each chunk it frees */
+	_Atomic uint32_t n_waiting; /* producing threads waiting for a free chunk now */
+	_Atomic uint32_t n_stalls;  /* waits given up: the consumer freed nothing for the limit */
+	_Atomic uint64_t wait_ns;   /* time producing threads spent waiting, summed */
+	/* how the processes it started ended: the wait calls of the producer's threads under
+	 * way (a child reaped meanwhile may yet be written) and the ring of the children they
+	 * reaped (struct spool_reap), n_reaps entries written so far */
+	_Atomic uint32_t n_in_wait;
+	_Atomic uint32_t n_reaps;
+	struct spool_reap reaps[SPOOL_N_REAPS];
+	_Atomic uint32_t fatal_signal; /* the fatal signal the capture's handler saw, 0: none */
+	uint32_t pad2;
+	/* the programs the process ran, "sh -> cc1" (the names it was exec'd as, a forked one's
+	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
+	 * written by its producer, read once it has ended */
+	char images[SPOOL_IMAGES_BYTES];
 };
 
 struct spool_chunk {
@@ -151,18 +271,20 @@ struct spool {
 };
 
 /*
- * Create a spool of @bytes (rounded to whole chunks, at least 2), ready in full, at @path,
- * which must not exist (its memory allocated now: -ENOSPC rather than a SIGBUS later), or
- * in anonymous memory when @path is NULL (then faulted in at once: the in-process
- * producer's mapping). @return 0 or -errno
+ * Create a spool of at most @bytes (rounded to whole chunks, at least 2) at @path, which
+ * must not exist, or in anonymous shared memory when @path is NULL (the in-process
+ * producer's). @n_ready chunks are ready (0: all), their memory allocated now (-ENOSPC
+ * rather than a SIGBUS later) and, in anonymous memory, faulted in; producers make more
+ * ready as they need them. The policy is SPOOL_WAIT, every backtrace: the caller may
+ * change it before the spool is used. @return 0 or -errno
  */
-int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t timing,
-		     uint32_t trace_mask);
+int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t n_ready,
+		     uint32_t timing, uint32_t trace_mask);
 /*
  * Create the spool of a process forked or spawned from the producer of @parent, at @path
- * (which must not exist): the same size, timing, trace mask and time origin, producer
- * @pid (which began at @start, see producer_start), parent @ppid, fork_ns now;
- * SPOOL_CHILD_READY_CHUNKS ready, allocated and faulted in (the caller is its producer).
+ * (which must not exist): the same size, timing, trace mask, policy and time origin,
+ * producer @pid (which began at @start, see producer_start), parent @ppid, fork_ns now;
+ * SPOOL_START_CHUNKS ready, allocated and faulted in (the caller is its producer).
  * @return 0 or -errno (-EEXIST: @path exists; -ENOSPC, -ENOMEM: no memory)
  */
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
@@ -220,6 +342,36 @@ static inline uint32_t cap_spool_n_ready(const struct spool *s)
  */
 struct spool_chunk *cap_spool_claim(const struct spool *s, uint32_t thread, uint64_t seq);
 
+/*
+ * cap_spool_claim, and when no chunk is free wait for the consumer to free one (the
+ * SPOOL_WAIT protocol above), for as long as it frees some at least every @limit_ns.
+ * Async-signal-safe; sets errno. @return the chunk, or NULL: the consumer is done, or freed
+ * nothing for @limit_ns (then *@stalled is true)
+ */
+struct spool_chunk *cap_spool_claim_wait(const struct spool *s, uint32_t thread, uint64_t seq,
+					 uint64_t limit_ns, bool *stalled);
+
+/* The consumer has freed a chunk (after its SPOOL_FREE store): wake the waiting producers. */
+void cap_spool_recycled(const struct spool *s);
+
+/* The consumer attaches (SPOOL_CONSUMER_ON) or is done (SPOOL_CONSUMER_DONE: waiters go). */
+void cap_spool_set_consumer(const struct spool *s, enum spool_consumer state);
+
+/*
+ * Parse a --when-full / TFS_WHEN_FULL value: "wait" or "drop" (NULL or "": wait).
+ * @return 0 or -EINVAL
+ */
+int cap_parse_when_full(const char *s, uint32_t *out);
+
+/*
+ * Parse a positive count for sampling: decimal digits, optionally followed by k, m or g
+ * (times 2^10, 2^20, 2^30). @return 0 or -EINVAL (empty, 0, junk, overflow)
+ */
+int cap_parse_count(const char *s, uint64_t *out);
+
+/* The policy's sampling in words, as the `backtrace_sampling` metadata says it. */
+void cap_sample_describe(const struct spool_policy *p, char *buf, size_t cap);
+
 static inline void cap_spool_hand_over(struct spool_chunk *c)
 {
 	atomic_store_explicit(&c->state, SPOOL_FULL, memory_order_release);
@@ -227,7 +379,20 @@ static inline void cap_spool_hand_over(struct spool_chunk *c)
 
 static inline uint64_t cap_rec_word0(uint32_t kind, uint32_t words, uint32_t small, uint32_t aux)
 {
-	return (uint64_t)kind | (uint64_t)words << 8 | (uint64_t)small << 16 | (uint64_t)aux << 32;
+	return (uint64_t)(kind & 0x1f) | (uint64_t)(words >> 8 & 7) << 5 |
+	       (uint64_t)(words & 0xff) << 8 | (uint64_t)small << 16 | (uint64_t)aux << 32;
+}
+
+/* The kind (enum spool_rec) of the record whose word 0 is @w0. */
+static inline uint32_t cap_rec_kind(uint64_t w0)
+{
+	return (uint32_t)(w0 & 0x1f);
+}
+
+/* The length in words of the record whose word 0 is @w0. */
+static inline uint32_t cap_rec_words(uint64_t w0)
+{
+	return (uint32_t)(w0 >> 8 & 0xff) | (uint32_t)(w0 >> 5 & 7) << 8;
 }
 
 #endif

@@ -3,9 +3,13 @@
  * preloaded and attached to a spool this process creates, consumes the spool while the
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
- * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (zones, mem, alloc, io, threads, all; all by default); --backtrace-depth the frames kept
- * of each allocation's backtrace (64 by default, 0: none). Run by an MPI launcher
+ * exits with the program's status, or dies of the signal that killed it. --trace selects
+ * the categories (cap_parse_trace's words; all by default); --backtrace-depth the frames
+ * kept of each allocation's backtrace (64 by default, 0: none); --sample=N and
+ * --sample-bytes=N keep the backtrace of one allocation in N, or one per N bytes;
+ * --when-full what a thread does when the spool (which grows up to --spool-size) is full:
+ * wait for this recorder to free a chunk (the default, bounded: spool_i.h) or drop. Run by
+ * an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
  * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
  * (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,6 +48,9 @@
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
+/* new processes' spools are looked for at least this often, however long a poll takes:
+ * their producers wait for us once their spool has grown full (spool_i.h) */
+#define SCAN_PERIOD_NS 20000000
 #define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
@@ -55,6 +63,7 @@ struct record_opts {
 	uint32_t mask;
 	size_t spool_bytes;
 	uint32_t bt_depth;
+	struct spool_policy policy;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
@@ -68,41 +77,6 @@ static int usage(const char *what)
 	return EXIT_USAGE;
 }
 
-/* --trace=LIST. @return 0 or -EINVAL */
-static int parse_trace(const char *s, uint32_t *mask)
-{
-	char word[32];
-
-	*mask = TFS_TRACE_ON;
-	while (*s) {
-		size_t n = strcspn(s, ",");
-
-		if (n == 0 || n >= sizeof(word))
-			return -EINVAL;
-		memcpy(word, s, n);
-		word[n] = '\0';
-		if (!strcmp(word, "zones"))
-			*mask |= TFS_TRACE_ZONES;
-		else if (!strcmp(word, "mem"))
-			*mask |= TFS_TRACE_MEM;
-		else if (!strcmp(word, "alloc"))
-			*mask |= TFS_TRACE_ALLOC;
-		else if (!strcmp(word, "io"))
-			*mask |= TFS_TRACE_IO;
-		else if (!strcmp(word, "threads"))
-			*mask |= TFS_TRACE_THREADS;
-		else if (!strcmp(word, "mpi"))
-			*mask |= TFS_TRACE_MPI; /* added anyway under an MPI launcher */
-		else if (!strcmp(word, "all"))
-			*mask |= TFS_TRACE_ZONES | TFS_TRACE_MEM | TFS_TRACE_ALLOC | TFS_TRACE_IO |
-				 TFS_TRACE_THREADS;
-		else
-			return -EINVAL;
-		s += n + (s[n] == ',');
-	}
-	return 0;
-}
-
 static int parse_args(int argc, char **argv, struct record_opts *o)
 {
 	static const struct option lo[] = {
@@ -111,6 +85,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	    {"trace", required_argument, NULL, 'T'},
 	    {"spool-size", required_argument, NULL, 's'},
 	    {"backtrace-depth", required_argument, NULL, 'b'},
+	    {"when-full", required_argument, NULL, 'w'},
+	    {"sample", required_argument, NULL, 'n'},
+	    {"sample-bytes", required_argument, NULL, 'B'},
 	    {0},
 	};
 	char *end;
@@ -135,9 +112,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 					     "followed by ,fast");
 			break;
 		case 'T':
-			if (parse_trace(optarg, &o->mask) < 0)
+			if (cap_parse_trace(optarg, &o->mask) < 0)
 				return usage("--trace takes a list of zones, mem, alloc, io, threads, "
-					     "mpi, all");
+					     "mpi, nested, all");
 			break;
 		case 's':
 			mb = strtol(optarg, &end, 10);
@@ -150,6 +127,19 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (*end || end == optarg || mb < 0 || mb > (long)SPOOL_MAX_BT_FRAMES)
 				return usage("--backtrace-depth takes frames, 0 to 128");
 			o->bt_depth = (uint32_t)mb;
+			break;
+		case 'w':
+			if (cap_parse_when_full(optarg, &o->policy.when_full) < 0)
+				return usage("--when-full takes wait or drop");
+			break;
+		case 'n':
+		case 'B':
+			if (o->policy.sample != SPOOL_SAMPLE_ALL)
+				return usage("--sample and --sample-bytes exclude each other");
+			if (cap_parse_count(optarg, &o->policy.sample_every) < 0)
+				return usage("--sample and --sample-bytes take a count from 1, "
+					     "optionally followed by k, m or g");
+			o->policy.sample = c == 'n' ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
 			break;
 		default:
 			return usage("unknown option");
@@ -285,14 +275,19 @@ static bool find_library(char *buf, size_t cap)
 	return access(buf, R_OK) == 0;
 }
 
+/* The first process's spool: it starts small and grows up to --spool-size. */
 static int create_spool(struct spool *s, const struct record_opts *o, const char *path)
 {
-	int rc = cap_spool_create(s, path, o->spool_bytes, (uint32_t)o->timing.timing, o->mask);
+	int rc = cap_spool_create(s, path, o->spool_bytes, SPOOL_START_CHUNKS,
+				  (uint32_t)o->timing.timing, o->mask);
 
+	if (rc < 0)
+		return rc;
 	/* backtraces belong to allocations: none without them */
-	if (rc == 0 && (o->mask & TFS_TRACE_ALLOC))
+	if (o->mask & TFS_TRACE_ALLOC)
 		s->hdr->bt_depth = o->bt_depth;
-	return rc;
+	s->hdr->policy = o->policy;
+	return 0;
 }
 
 #define SPOOL_DIR "/dev/shm"
@@ -449,9 +444,12 @@ static void sweep_stale_spools(const char *dir)
 			closedir(d2);
 	}
 	closedir(d);
+	/* spools grow as they fill: a killed recording may have left a few hundred KiB */
 	if (n)
-		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " MiB) left in %s by recordings "
-			"that were killed", n, n == 1 ? "" : "s", bytes >> 20, dir);
+		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " %s) left in %s by recordings "
+			"that were killed", n, n == 1 ? "" : "s",
+			bytes >= (1u << 20) ? bytes >> 20 : (bytes + 1023) >> 10,
+			bytes >= (1u << 20) ? "MiB" : "KiB", dir);
 }
 
 /* The directory of spool path @path, into @buf. */
@@ -589,9 +587,18 @@ struct mpi_save {
  * subreaper, so once the program has ended and no child is left, every descendant has
  * ended. @return the program's wait status
  */
+static uint64_t mono_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
+	uint64_t scanned = mono_ns();
 	bool ended = false;
 	int status = 0;
 
@@ -604,8 +611,10 @@ static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, in
 			*consume_err = n;
 		if (ms && !ms->saved && !*consume_err && ms->o->mpi_size > 0)
 			ms->saved = serve_save(ms->c, ms->s, ms->o, pid, ms->spool_path);
-		if (pass % 4 == 0)
+		if (pass % 4 == 0 || mono_ns() - scanned >= SCAN_PERIOD_NS) {
 			rec_procs_scan(ps, false);
+			scanned = mono_ns();
+		}
 		while ((r = waitpid(-1, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
 			if (r == pid) {
 				status = st;
@@ -628,12 +637,14 @@ void fs_describe_end(int status, char *buf, size_t cap)
 	if (WIFEXITED(status))
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		snprintf(buf, cap, "killed by signal %d (SIG%s)", WTERMSIG(status),
-			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+		snprintf(buf, cap, "killed by signal %d (SIG%s)%s", WTERMSIG(status),
+			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+			 WCOREDUMP(status) ? ", core dumped" : "");
 	else
 		snprintf(buf, cap, "ended with wait status %d", status);
 }
 
+/* Our exit status for a program that ended with wait status @status (when no signal). */
 static int mirror_status(int status)
 {
 	if (WIFEXITED(status))
@@ -641,6 +652,30 @@ static int mirror_status(int status)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return EXIT_RUNTIME;
+}
+
+/*
+ * The program was killed by @sig: die of it too, so that whoever waits for us (a shell's
+ * $?, Python's subprocess, make) sees a signal death as it would untraced. The signal is
+ * restored to its default action and unblocked first; tracefs itself never dumps core (no
+ * core limit, not dumpable: a core_pattern pipe ignores the limit), so the caller sees the
+ * signal without the core flag even where the program dumped one. @return 128 + @sig, in
+ * case the signal did not end us
+ */
+static int die_of(int sig)
+{
+	const struct rlimit no_core = {0, 0};
+	sigset_t set;
+
+	fflush(NULL);
+	setrlimit(RLIMIT_CORE, &no_core);
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	return 128 + sig;
 }
 
 static void join_args(char **argv, char *buf, size_t cap)
@@ -657,7 +692,7 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256], procs[48] = "";
+	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "";
 
 	if (n_procs > 1)
 		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
@@ -676,14 +711,21 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 			 st->open_phases == 1 ? "" : "s");
 	else
 		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
+	/* the back-pressure (spool_i.h): how long the program waited for us, whether we stalled */
+	if (st->n_stalls)
+		snprintf(stalls, sizeof(stalls), ", %" PRIu32 " wait%s for a free chunk gave up",
+			 st->n_stalls, st->n_stalls == 1 ? "" : "s");
+	if (st->wait_ns >= 1000000u)
+		snprintf(waited, sizeof(waited), "; threads waited %.3f s in all for the recorder",
+			 (double)st->wait_ns / 1e9);
 	fprintf(stderr,
 		"tracefs: %s: %" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
 		"ratio %.1f against the text (%" PRIu64 " bytes), %" PRIu32
-		" threads%s; program %s; %s; %" PRIu64 " dropped\n",
+		" threads%s; program %s; %s; %" PRIu64 " dropped%s%s\n",
 		out, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		st->n_threads, procs, how, rec, st->dropped_events);
+		st->n_threads, procs, how, rec, st->dropped_events, stalls, waited);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
 }
@@ -715,6 +757,8 @@ static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
 	}
 	if (rc == 0)
 		rc = rec_procs_finish(ps);
+	if (rc == 0)
+		rc = rec_procs_first_meta(ps);
 	if (rc == 0 && rec_procs_count(ps) == 1)
 		rc = cap_consumer_save(c, out);
 	else if (rc == 0)
@@ -809,6 +853,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	cap_consumer_free(c);
 	unlink(spool_path);
 	cap_spool_unmap(&s);
+	if (WIFSIGNALED(status))
+		return die_of(WTERMSIG(status));
 	return exit_status;
 
 err_free_consumer:

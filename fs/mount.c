@@ -7,6 +7,7 @@
  */
 #define FUSE_USE_VERSION 312
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
@@ -41,7 +42,10 @@ struct fs_mount {
 	struct tfs_trace *t;
 	struct fs_vtree *vt;
 	struct timespec time; /* every node's a/c/mtime: the trace's start */
+	uid_t uid;	      /* every node's owner: the mounting user's, or -o uid=, gid= */
+	gid_t gid;
 	bool foreground;
+	bool nonempty;	      /* -o nonempty: mount over a directory that holds files */
 	const char *trace_path;
 };
 
@@ -157,6 +161,8 @@ static void fill_stat(const struct fs_mount *m, const struct fs_node_info *n, st
 	st->st_blksize = 65536;
 	st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
 	st->st_atim = st->st_mtim = st->st_ctim = m->time;
+	st->st_uid = m->uid;
+	st->st_gid = m->gid;
 }
 
 static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -508,16 +514,21 @@ static const struct fuse_lowlevel_ops fs_ops = {
 static const char mount_usage[] =
 	"usage: tracefs mount [-f] [-o OPTIONS] TRACE MOUNTPOINT\n"
 	"  -f          stay in the foreground (default: return once the mount is ready)\n"
-	"  -o OPTIONS  FUSE mount options, comma separated (e.g. allow_other)\n";
+	"  -o OPTIONS  mount options, comma separated: uid=N and gid=N (the files' owner;\n"
+	"              default: the mounting user), nonempty (mount over a directory that\n"
+	"              holds files, hiding them; refused otherwise), and FUSE's own (e.g.\n"
+	"              allow_other)\n";
 
 /*
  * Refuse a mountpoint that is missing, not a directory, or already mounted on. @real gets
  * its absolute path: the daemon changes to "/" and must still unmount it on a signal.
  */
-static int check_mountpoint(const char *mp, char real[PATH_MAX])
+static int check_mountpoint(const char *mp, char real[PATH_MAX], bool nonempty)
 {
 	char parent[PATH_MAX + 4];
 	struct stat st, pst;
+	struct dirent *e;
+	DIR *d;
 
 	if (stat(mp, &st) < 0)
 		return fs_fail("cannot mount at %s: %s", mp, fs_strerror(errno));
@@ -531,6 +542,56 @@ static int check_mountpoint(const char *mp, char real[PATH_MAX])
 	if (st.st_dev != pst.st_dev || st.st_ino == pst.st_ino)
 		return fs_fail("cannot mount at %s: already a mount point (tracefs umount %s?)",
 				  mp, mp);
+	d = nonempty ? NULL : opendir(real);
+	while (d && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			break;
+	if (d) {
+		closedir(d);
+		if (e)
+			return fs_fail("cannot mount at %s: not empty (the mount would hide its "
+				       "files; -o nonempty to mount anyway)", mp);
+	}
+	return 0;
+}
+
+/*
+ * Take tracefs's own options out of @opts (nonempty, uid=N, gid=N) into @m, leaving FUSE's
+ * in @rest. @return 0, or 2 (said) for a bad number
+ */
+static int own_options(const char *opts, struct fs_mount *m, char *rest, size_t cap)
+{
+	const char *tok = opts, *end;
+	size_t len = 0;
+
+	rest[0] = '\0';
+	for (; opts && *tok; tok = *end ? end + 1 : end) {
+		char word[64], *num_end;
+		unsigned long v;
+
+		end = strchrnul(tok, ',');
+		snprintf(word, sizeof(word), "%.*s", (int)(end - tok), tok);
+		if (!strcmp(word, "nonempty")) {
+			m->nonempty = true;
+			continue;
+		}
+		if (!strncmp(word, "uid=", 4) || !strncmp(word, "gid=", 4)) {
+			errno = 0;
+			v = strtoul(word + 4, &num_end, 10);
+			if (errno || num_end == word + 4 || *num_end || v >= (unsigned long)UINT32_MAX) {
+				fs_fail("mount: -o %s: not a user or group id", word);
+				return 2;
+			}
+			if (word[0] == 'u')
+				m->uid = (uid_t)v;
+			else
+				m->gid = (gid_t)v;
+			continue;
+		}
+		if (end > tok && len + (size_t)(end - tok) + 2 < cap)
+			len += (size_t)snprintf(rest + len, cap - len, "%s%.*s", len ? "," : "",
+						(int)(end - tok), tok);
+	}
 	return 0;
 }
 
@@ -694,9 +755,9 @@ err_destroy:
 
 int fs_cmd_mount(int argc, char **argv)
 {
-	struct fs_mount m = {0};
+	struct fs_mount m = {.uid = getuid(), .gid = getgid()};
 	const char *opts = NULL;
-	char mp[PATH_MAX];
+	char mp[PATH_MAX], fuse_opts[1024];
 	int c, rc;
 
 	optind = 1;
@@ -724,10 +785,14 @@ int fs_cmd_mount(int argc, char **argv)
 		fs_fail("mount needs TRACE and MOUNTPOINT (try 'tracefs --help')");
 		return 2;
 	}
-	if (access("/dev/fuse", R_OK | W_OK) < 0)
+	/* a user who may not open it mounts through the setuid fusermount3, as libfuse does */
+	if (access("/dev/fuse", F_OK) < 0)
 		return fs_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
 				  fs_strerror(errno));
-	rc = check_mountpoint(argv[optind + 1], mp);
+	rc = own_options(opts, &m, fuse_opts, sizeof(fuse_opts));
+	if (rc)
+		return rc;
+	rc = check_mountpoint(argv[optind + 1], mp, m.nonempty);
 	if (rc)
 		return rc;
 	rc = open_mount(&m, argv[optind]);
@@ -735,7 +800,7 @@ int fs_cmd_mount(int argc, char **argv)
 		return rc;
 	if (!m.foreground)
 		openlog("tracefs", LOG_PID, LOG_DAEMON);
-	rc = serve(&m, mp, opts);
+	rc = serve(&m, mp, fuse_opts[0] ? fuse_opts : NULL);
 	close_mount(&m);
 	return rc;
 }

@@ -44,13 +44,19 @@ static const char usage_text[] =
     "                        once the mount is ready (-f: stay in the foreground)\n"
     "  umount MOUNTPOINT     unmount it\n"
     "  record [-o FILE] [--timing=lossless|none|lossy:ERR]\n"
-    "         [--trace=all|zones,mem,alloc,io,threads,mpi]\n"
-    "         [--spool-size=MIB] [--backtrace-depth=N] [--] COMMAND [ARGS...]\n"
+    "         [--trace=all|zones,mem,alloc,io,threads,mpi,nested]\n"
+    "         [--spool-size=MIB] [--when-full=wait|drop] [--backtrace-depth=N]\n"
+    "         [--sample=N | --sample-bytes=N] [--] COMMAND [ARGS...]\n"
     "                        run COMMAND with the capture library preloaded and write its\n"
     "                        trace (default COMMAND.trace), a rank per process it forks\n"
-    "                        or spawns; exits with COMMAND's status; allocations carry\n"
-    "                        backtraces of up to N frames (default 64, 0: none),\n"
-    "                        symbolised into the trace\n"
+    "                        or spawns; exits with COMMAND's status, or dies of the\n"
+    "                        signal that killed it; allocations carry backtraces of up\n"
+    "                        to N frames (default 64, 0: none), symbolised into the\n"
+    "                        trace; --sample: only one allocation in N per thread\n"
+    "                        carries one, --sample-bytes: one per N bytes allocated (the\n"
+    "                        others: stack -1). Each process's spool grows up to MIB\n"
+    "                        (default 64); when it is full the program waits for the\n"
+    "                        recorder (wait, the default: nothing lost) or drops events\n"
     "  merge -o OUT TRACE...  one trace whose ranks are the TRACEs' ranks one after the\n"
     "                        other (equal content stored once, rank arguments kept\n"
     "                        absolute, metadata that differs kept as KEY.rankR)\n"
@@ -61,6 +67,7 @@ static const char usage_text[] =
     "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
     "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
     "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
+    "  ranks/<r>/files.txt (traces that record files),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "\n"
@@ -301,6 +308,23 @@ err_close_trace:
 	return EXIT_RUNTIME;
 }
 
+/*
+ * What node @ino (@path) is: its size may need decoding (a summary), which a corrupt trace
+ * fails. @return 0 or an exit status, said on stderr
+ */
+static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path,
+		     struct fs_node_info *info)
+{
+	char buf[256];
+	int rc = fs_vtree_stat(vt, ino, info);
+
+	if (rc == 0)
+		return 0;
+	fs_fail("cannot stat %s: %s%s", path, errstr(-rc, buf, sizeof(buf)),
+		rc == -TFS_ECORRUPT ? " (the trace is corrupt: `tracefs verify` says where)" : "");
+	return EXIT_RUNTIME;
+}
+
 static void print_entry(const struct fs_node_info *n, const char *name)
 {
 	printf("%c %14" PRIu64 " %s\n", n->is_dir ? 'd' : 'f', n->size, name);
@@ -319,18 +343,31 @@ static int cmd_ls(int argc, char **argv)
 	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
 	if (rc)
 		return rc;
-	fs_vtree_stat(vt, ino, &dir);
-	if (!dir.is_dir)
+	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", &dir);
+	if (rc == 0 && !dir.is_dir)
 		print_entry(&dir, argv[2]);
-	for (uint32_t i = 0; dir.is_dir && i < dir.n_children; i++) {
+	for (uint32_t i = 0; rc == 0 && dir.is_dir && i < dir.n_children; i++) {
 		uint64_t child;
+		const char *name;
+		bool is_dir;
 
-		if (fs_vtree_child(vt, ino, i, &child) == 0 && fs_vtree_stat(vt, child, &n) == 0)
-			print_entry(&n, n.name);
+		rc = fs_vtree_child(vt, ino, i, &child) < 0 ||
+		     fs_vtree_peek(vt, child, &name, &is_dir) < 0;
+		if (rc) {
+			fs_fail("cannot list %s: the tree is inconsistent", argc == 3 ? argv[2] : "/");
+			rc = EXIT_RUNTIME;
+		} else {
+			char path[4096];
+
+			snprintf(path, sizeof(path), "%s%s%s", argc == 3 ? argv[2] : "",
+				 argc == 3 && *argv[2] ? "/" : "", name);
+			if ((rc = stat_node(vt, child, path, &n)) == 0)
+				print_entry(&n, n.name);
+		}
 	}
 	fs_vtree_free(vt);
 	tfs_trace_close(t);
-	return finish_stdout();
+	return rc ? rc : finish_stdout();
 }
 
 /* Write all of @len bytes; false with errno set on failure. */
@@ -413,8 +450,10 @@ static int cmd_cat(int argc, char **argv)
 	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
 	if (rc)
 		return rc;
-	fs_vtree_stat(vt, ino, &n);
-	if (n.is_dir) {
+	rc = stat_node(vt, ino, argv[2], &n);
+	if (rc) {
+		/* said */
+	} else if (n.is_dir) {
 		fs_fail("cannot cat %s: is a directory", argv[2]);
 		rc = EXIT_RUNTIME;
 	} else {

@@ -229,6 +229,10 @@ static int fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs
 	uint32_t n;
 	int rc;
 
+	if (id == TFS_SYM_NONE) { /* an allocation whose backtrace sampling left out */
+		fs_sb_put(b, "[not sampled]", 13);
+		return 0;
+	}
 	if (id >= tfs_trace_n_backtraces(vt->trace, rank)) {
 		fs_sb_printf(b, "[unknown stack#%" PRIu64 "]", id);
 		return 0;

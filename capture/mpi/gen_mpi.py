@@ -560,7 +560,7 @@ class Gen:
             # recorded at entry: the trace is complete (and merged) before MPI ends
             w = self.n_w
             return '\n'.join(o + [
-                '\tif (!mpirt_enter())', f'\t\treturn {call};', '\tmpirt_start(&c);',
+                f'\tif (!mpirt_enter({self.call_no()}))', f'\t\treturn {call};', '\tmpirt_start(&c);',
                 '\tc.w[0] = 0;'] + [f'\tc.w[{i}] = 0;' for i in range(1, w + 1)] + [
                 f'\tmpirt_put(&c, {self.call_no()}, {w}, NULL, 0);',
                 '\tmpirt_on_finalize();', f'\treturn {call};', '}'])
@@ -569,12 +569,12 @@ class Gen:
             # does not return, and the launcher kills every rank and recorder
             if self.strs or self.ret != 'int' or len(self.post) != 1:
                 sys.exit(f'gen_mpi: {self.name}: the abort hook takes a function of inputs only')
-            return '\n'.join(o + ['\tif (!mpirt_enter())', f'\t\treturn {call};'] +
+            return '\n'.join(o + [f'\tif (!mpirt_enter({self.call_no()}))', f'\t\treturn {call};'] +
                              self.pre + ['\tmpirt_start(&c);', '\tc.w[0] = 0;',
                                          f'\tc.w[{self.n_w}] = 0;',
                                          f'\tmpirt_put(&c, {self.call_no()}, {self.n_w}, NULL, 0);',
                                          '\tmpirt_on_abort();', f'\treturn {call};', '}'])
-        o.append('\tif (!mpirt_enter())')
+        o.append(f'\tif (!mpirt_enter({self.call_no()}))')
         o.append(f'\t\treturn {call};' if rv else f'\t{{\n\t\t{call};\n\t\treturn;\n\t}}')
         o += self.pre
         o.append('\tmpirt_start(&c);')

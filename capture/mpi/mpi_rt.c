@@ -92,11 +92,13 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 33);
 }
 
-bool mpirt_enter(void)
+bool mpirt_enter(uint32_t call)
 {
 	if (!(tfs_capture_mask_ & TFS_TRACE_MPI) || cap_tls_depth != 0)
 		return false;
 	cap_tls_depth++;
+	if (cap_call_depth++ == 0) /* threads the library starts now are its layer */
+		cap_call_outer = call;
 	return true;
 }
 
@@ -127,6 +129,7 @@ void mpirt_put(struct mpirt_call *c, uint32_t call, uint32_t n_w, struct mpirt_s
 		payload[len + n] = '\0';
 		len += n + 1;
 	}
+	cap_call_depth--;
 	cap_tls_depth--;
 	cap_put_call(call, c->ts_ns, c->w, n_w + 1, payload, len);
 }

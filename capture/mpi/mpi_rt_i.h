@@ -53,12 +53,13 @@ struct mpirt_call {
 };
 
 /*
- * Begin a wrapper: false when the call is not to be recorded (capture off, or an MPI call
- * made from inside the capture or the MPI library itself). On true, the capture is
- * suspended on this thread until mpirt_put(), so the library's own allocations and I/O are
- * not recorded as the program's.
+ * Begin the wrapper of call @call: false when the call is not to be recorded (capture off,
+ * or an MPI call made from inside the capture or the MPI library itself). On true, the
+ * capture is suspended on this thread until mpirt_put(), so the library's own allocations
+ * and I/O are not recorded as the program's, and a thread the library starts meanwhile is
+ * the library's layer (capture_i.h cap_call_depth).
  */
-bool mpirt_enter(void);
+bool mpirt_enter(uint32_t call);
 /* The PMPI call starts now. */
 void mpirt_start(struct mpirt_call *c);
 /* The PMPI call has returned: its duration. */

@@ -8,9 +8,15 @@
  * calls and run with TFS_CAPTURE=0 (or never initialised) pays one predictable branch per
  * call. Traced, an event costs a clock read and a few stores into shared memory.
  *
- * The capture never fails or slows the host program: when the spool is full an event is
- * dropped and counted (the count is stored in the trace as metadata `dropped_events`),
- * and no entry point changes errno.
+ * The capture never fails the host program and no entry point changes errno. The spool
+ * starts at 256 KiB and grows as the consumer falls behind, up to its size (TFS_SPOOL_MB,
+ * `tracefs record --spool-size`). When it is full, a recording thread waits for the
+ * consumer to free a chunk (TFS_WHEN_FULL=wait, the default: nothing is lost, the program
+ * runs at the consumer's pace) or drops the event (drop); either way dropped events are
+ * counted, stored in the trace as metadata `dropped_events`, and the trace's `when_full`
+ * says which. The wait is bounded: a consumer that frees no chunk for TFS_WAIT_LIMIT_MS
+ * (stopped, killed, or not yet aware of a new process) makes the process drop and count,
+ * and say so once on stderr, until it frees chunks again.
  *
  * Environment (read once, when the library is loaded):
  *   TFS_CAPTURE=0          capture off: no spool, no consumer, no trace, no events
@@ -19,14 +25,26 @@
  *                          timed ones may end in ",fast" (timing columns not range-coded:
  *                          larger, read faster)
  *   TFS_TRACE=LIST         in-process mode: categories, comma-separated: zones, mem, alloc,
- *                          io, threads, mpi, all (all but mpi; unset: zones, mem; alloc, io
- *                          and threads need the library preloaded or linked: its interposers
- *                          record them; mpi needs libtfsmpi.so preloaded or linked,
- *                          libtfsmpi-ompi.so under Open MPI)
- *   TFS_SPOOL_MB=N         in-process mode: spool size in MiB (default 64)
+ *                          io, threads, mpi, nested, all (all but mpi and nested; unset:
+ *                          zones, mem; alloc, io and threads need the library preloaded or
+ *                          linked: its interposers record them; mpi needs libtfsmpi.so
+ *                          preloaded or linked, libtfsmpi-ompi.so under Open MPI; nested:
+ *                          also the calls made inside another traced call, see "Layers")
+ *   TFS_SPOOL_MB=N         in-process mode: most memory the spool grows to, in MiB
+ *                          (default 64)
+ *   TFS_WHEN_FULL=wait|drop in-process mode: what a thread does when the spool is full
+ *                          (default wait; `tracefs record --when-full=`)
+ *   TFS_WAIT_LIMIT_MS=N    either mode: how long threads wait while the consumer frees no
+ *                          chunk before they drop instead (default 5000)
  *   TFS_BACKTRACE_DEPTH=N  in-process mode with alloc: frames kept of each allocation's
  *                          backtrace, 0 (none) to 128 (default 64; `tracefs record
  *                          --backtrace-depth=N`)
+ *   TFS_SAMPLE=N           in-process mode with alloc and backtraces: only one allocation
+ *                          in N of each thread carries its backtrace (`tracefs record
+ *                          --sample=N`); N may end in k, m or g (2^10, 2^20, 2^30)
+ *   TFS_SAMPLE_BYTES=N     the same, one allocation per N bytes a thread asks for (the one
+ *                          whose size takes the thread's total past a multiple of N;
+ *                          `--sample-bytes=N`). Off by default; TFS_SAMPLE wins over it
  *   TFS_SPOOL=PATH         set by `tracefs record`: attach to its spool, no consumer here
  *   TFS_ALLOC_IDS=0        no table of live allocations: every allocation id and buffer id
  *                          recorded is 0 (the interposers' cost without it, for comparison)
@@ -42,19 +60,46 @@
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
  * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign) and mmap, mmap64,
- * munmap; io is POSIX and stdio I/O with their 64-bit and fortified (__read_chk...) variants;
+ * munmap; io is POSIX I/O (open, read, write, pread, pwrite, readv, writev, lseek, fsync,
+ * dup, dup2, dup3, fcntl, pipe, close_range, sendfile, splice, copy_file_range), sockets
+ * (socket, socketpair, connect, bind, listen, accept, send, recv and their to/from/msg
+ * forms, shutdown), poll, select, the stat family, directories (opendir, readdir,
+ * closedir, mkdir, rmdir, chdir) and the whole stdio family for output and input (fopen,
+ * fclose, fflush, fseek, fread, fwrite, the printf family, puts, fputs, fputc, putc,
+ * putchar, fgets, fgetc, getc, getchar, getline, getdelim, the scanf family on streams,
+ * ungetc), with their 64-bit, _unlocked and fortified (__read_chk, __printf_chk...) names;
  * threads is pthread_create, pthread_join, fork, vfork, the exec family and posix_spawn.
- * Every event's category in the trace is the
- * name of the --trace word that records it. Descriptors and FILE * become symbolic file
- * ids, one per path, the path stored once in the opening call; threads created with
- * pthread_create are numbered in creation order. Every heap block and mapping gets an
- * allocation id (1, 2, 3... in allocation order across the process image, `id=` in its
- * allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is recorded
- * as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`; id 0 and
- * the address itself for a stack or static buffer), so a loop over one buffer compresses to
- * one grammar rule; the table of live allocations is kept while alloc or io is traced. A
- * munmap that cuts a mapping in two leaves two pieces with the mapping's id and offsets
- * from its original start. The event kinds are listed in capture/calls.c.
+ * capture/calls.txt is the list, one declaration per function, with each event's
+ * arguments. Every event's category in the trace is the name of the --trace word that
+ * records it. A stdio event records the bytes the call gave or took from its stream (libc
+ * writes them out through its own descriptor calls, which no preload can see).
+ *
+ * Descriptors: every call on one records its number and the symbolic file behind it
+ * (`fd=3, path=file#2`), one id per path, pipe, socket or device of the process image, its
+ * name stored once (the opening call's path, or an `fd_file` event with what /proc/self/fd
+ * shows for a descriptor met first; sockets by address: tcp:127.0.0.1:5432, unix:/path).
+ * The table of descriptors follows dup, dup2, dup3, fcntl(F_DUPFD), close, pipe, socket,
+ * accept, connect and bind, so every call names the file really behind its descriptor.
+ * Threads created with pthread_create are numbered in creation order. Every heap block and
+ * mapping gets an allocation id (1, 2, 3... in allocation order across the process image,
+ * `id=` in its allocating event, in free's, realloc's `freed=`), and an I/O call's buffer is
+ * recorded as the live allocation holding it and the offset in it (`buf_id=`, `buf_off=`;
+ * id 0 and the address itself for a stack or static buffer), so a loop over one buffer
+ * compresses to one grammar rule; the table of live allocations is kept while alloc or io
+ * is traced. A munmap that cuts a mapping in two leaves two pieces with the mapping's id and
+ * offsets from its original start. String arguments (paths, argv) are kept whole up to 900
+ * bytes; a longer one keeps its first 900 and ends in a visible `...[+N bytes]`.
+ *
+ * Layers: a call made while the same thread is inside another interposed call (the real
+ * function running) or inside an MPI call, and every call on a thread a library started
+ * from inside its call (MPICH's and Open MPI's progress threads, started in MPI_Init),
+ * belongs to that library's layer, not the program's: it is recorded only with `nested`
+ * in the categories, and then with two more arguments, `depth` (how many traced calls it
+ * is inside) and `in` (the outermost one: `read(..., depth=1, in="MPI_Init")`). An
+ * allocation made inside a libc call on a program's thread is the program's (fopen's FILE,
+ * getline's line) and is recorded whatever the categories; with `nested` it is marked too
+ * (unless it carries a backtrace, which shows its caller). Inside an MPI call itself the
+ * capture is suspended: what the MPI library does on the calling thread is never recorded.
  *
  * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
  * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the
@@ -66,7 +111,9 @@
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
  * posix_memalign, aligned_alloc and memalign events get a last argument `stack` naming the
- * call's backtrace (stack#N, numbered in order of first use per process; free has none),
+ * call's backtrace (stack#N, numbered in order of first use per process; free has none;
+ * -1, TFS_SYM_NONE, for an allocation whose backtrace sampling left out: metadata
+ * `backtrace_sampling` says the rule, "all" when every allocation has one),
  * unwound with libunwind (libunwind.so.8, opened at start; without it backtraces are empty),
  * the innermost N frames, the capture library's own left out. The trace stores each
  * distinct backtrace once and each distinct code address symbolised once with libdw
@@ -111,6 +158,7 @@ extern "C" {
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
 #define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
 #define TFS_TRACE_MPI 0x40u     /**< libtfsmpi.so: every MPI function (capture/mpi) */
+#define TFS_TRACE_NESTED 0x80u  /**< also calls made inside another traced call (layers) */
 
 /**
  * Implementation: the categories being captured, 0 when capture is off. Written only by the

@@ -119,7 +119,8 @@ static int capture(const char *out, long mib, char **argv)
 	if (!lib)
 		return die("TFS_CAPTURE_LIB", EINVAL);
 	snprintf(path, sizeof(path), "/dev/shm/tfs-bench-consumer.%ld", (long)getpid());
-	rc = cap_spool_create(&s, path, (size_t)mib << 20, TFS_TIMING_LOSSLESS, mask);
+	/* every chunk ready: the program never waits, nothing is dropped */
+	rc = cap_spool_create(&s, path, (size_t)mib << 20, 0, TFS_TIMING_LOSSLESS, mask);
 	if (rc < 0)
 		return die(path, -rc);
 	s.hdr->bt_depth = 64;

@@ -8,7 +8,8 @@
  * MPI calls (kinds declared on first use), allocation backtraces (REC_CALL_BT: frames kept from the thread's previous backtrace in the
  * chunk plus new ones, interned into stack ids; REC_MODULE; symbols of objects that cannot
  * be read fall back to "<file name>+0x<offset>"; an object file rewritten between two
- * processes is read anew) and damaged backtrace records. A forked
+ * processes is read anew), allocations whose backtrace was not sampled (stack -1) and
+ * damaged backtrace records. A forked
  * process's spool has memory behind its first chunks only, grows as its producer claims
  * more, and its consumer reads the ready chunks alone.
  */
@@ -44,7 +45,7 @@ static int setup_spool(void **state, uint32_t mask, uint32_t bt_depth)
 	struct cap_timing tm = {TFS_TIMING_LOSSLESS, 0, TFS_CODER_AUTO};
 
 	assert_non_null(f);
-	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES,
+	assert_int_equal(cap_spool_create(&f->spool, NULL, 8 * SPOOL_CHUNK_BYTES, 0,
 					  TFS_TIMING_LOSSLESS, TFS_TRACE_ON | mask),
 			 0);
 	f->spool.hdr->origin_ns = 1000;
@@ -368,7 +369,7 @@ static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void 
 	/* the fixture's spool (8 chunks) as the parent */
 	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6, 0), 0);
 	assert_int_equal(child.hdr->n_chunks, 8);
-	assert_int_equal(cap_spool_n_ready(&child), SPOOL_CHILD_READY_CHUNKS);
+	assert_int_equal(cap_spool_n_ready(&child), SPOOL_START_CHUNKS);
 	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 4 * chunk, SPOOL_HDR_BYTES + 5 * chunk);
 	assert_int_equal(cap_consumer_new(&child, &tm, &cc), 0);
 	/* the ready chunks first, then twice as many with memory behind them: all 8 */
@@ -501,7 +502,7 @@ static void test_consumer_skips_damage_and_counts_it(void **state)
 	put_str(&a, REC_MARK, 0, 1001, "ok");
 	put(&a, REC_ZONE_END, 0, 0, 1002, 0);
 	put(&a, REC_COUNTER, 0, 99, 1003, 1, (uint64_t)1);
-	put(&a, 200, 0, 0, 1004, 0);
+	put(&a, 31, 0, 0, 1004, 0);
 	put_str(&a, REC_MARK, 0, 1005, "never read");
 	publish(&a, SPOOL_FULL);
 	/* b: a record claiming more words than the chunk's fill */
@@ -545,8 +546,9 @@ static void test_consumer_calls_become_events(void **state)
 		 (uint64_t)7);
 	put_call(&a, CALL_OPEN, 1020, "/tmp/a", 7, 6, (uint64_t)50, (uint64_t)0x241,
 		 (uint64_t)0644, (uint64_t)0, (uint64_t)3, (uint64_t)0);
-	put_call(&a, CALL_PREAD, 1100, "", 0, 8, (uint64_t)5, (uint64_t)0, (uint64_t)512,
-		 (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512, (uint64_t)0);
+	put_call(&a, CALL_PREAD, 1100, "", 0, 9, (uint64_t)5, (uint64_t)3, (uint64_t)0,
+		 (uint64_t)512, (uint64_t)4096, (uint64_t)7, (uint64_t)128, (uint64_t)512,
+		 (uint64_t)0);
 	put_call(&a, CALL_RENAME, 1200, "a\0b", 4, 3, (uint64_t)7, (uint64_t)-1, (uint64_t)2);
 	/* a string without its NUL: malformed, ends the chunk */
 	put_call(&a, CALL_UNLINK, 1300, "abc", 3, 3, (uint64_t)0, (uint64_t)0, (uint64_t)0);
@@ -567,12 +569,54 @@ static void test_consumer_calls_become_events(void **state)
 		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
-		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"file\":0,"
+		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
+		 /* file 0 is the one the open named */
+		 "\"path\":\"/tmp/a\","
 		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
 		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
 	free(got);
+	tfs_trace_close(t);
+}
+
+/*
+ * A record past 255 words (spool_i.h: bits 8-10 of its length in the kind byte): an exec
+ * whose argv is 8 KiB becomes one event with its strings whole, and the record after it
+ * is read where it starts.
+ */
+static void test_consumer_reads_records_past_255_words(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	const size_t n_argv = 8192;
+	char *strs = malloc(5 + n_argv + 1), *want, *got;
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+
+	assert_non_null(strs);
+	memcpy(strs, "/bin", 5);
+	memset(strs + 5, 'a', n_argv);
+	strs[5 + n_argv] = '\0';
+	put_call(&a, CALL_EXEC, 1010, strs, 5 + n_argv + 1, 1, (uint64_t)0);
+	assert_true(a.n > 1000);
+	assert_int_equal(cap_rec_words(a.w[0]), a.n);
+	put_str(&a, REC_MARK, 0, 1020, "after");
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 2);
+	assert_int_equal(st.bad_records, 0);
+	got = saved_view(f, 0, &t);
+	want = malloc(n_argv + 256);
+	assert_non_null(want);
+	snprintf(want, n_argv + 256, "\"args\":{\"path\":\"/bin\",\"argv\":\"%s\"}}\n", strs + 5);
+	assert_non_null(strstr(got, want));
+	assert_non_null(strstr(got, "\"message\":\"after\""));
+	free(want);
+	free(got);
+	free(strs);
 	tfs_trace_close(t);
 }
 
@@ -930,6 +974,55 @@ static void test_consumer_rejects_damaged_backtraces(void **state)
 	assert_int_equal(st.n_stacks, 1);
 }
 
+/* Sampling (spool_i.h): an allocation not sampled names stack -1 and keeps nothing. */
+static void test_consumer_unsampled_allocations_have_no_stack(void **state)
+{
+	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
+	const uint64_t unsampled = (uint64_t)SPOOL_BT_UNSAMPLED << 32;
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0),
+		      d = chunk_at(f, 3, 3, 0);
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+	uint64_t ids[4];
+
+	f->spool.hdr->policy = (struct spool_policy){SPOOL_WAIT, SPOOL_SAMPLE_CALLS, 2};
+	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
+	put_malloc_bt(&a, 1020, 64, 0x2000, 0, 0, NULL, 0);
+	a.w[a.n - 1] = unsampled;
+	/* keeps the frames of the last backtrace sampled, not of the one in between */
+	put_malloc_bt(&a, 1030, 64, 0x3000, 3, 0, NULL, 0);
+	put_malloc_bt(&a, 1040, 64, 0x4000, 0, 0, NULL, 0);
+	a.w[a.n - 1] = unsampled;
+	publish(&a, SPOOL_FULL);
+	/* damaged (a chunk each: the rest of a chunk is skipped): a frame given with the flag,
+	   a frame kept with it, an unknown flag */
+	put_malloc_bt(&b, 1010, 64, 0x1000, 0, 1, abc, 0);
+	b.w[b.n - 2] |= unsampled;
+	publish(&b, SPOOL_FULL);
+	put_malloc_bt(&c, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	c.w[c.n - 1] = unsampled | 1;
+	publish(&c, SPOOL_FULL);
+	put_malloc_bt(&d, 1010, 64, 0x1000, 0, 0, NULL, 0);
+	d.w[d.n - 1] = (uint64_t)2 << 32;
+	publish(&d, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 4);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 4);
+	assert_int_equal(st.bad_records, 3);
+	assert_int_equal(st.n_stacks, 1);
+	assert_int_equal(saved_stacks(f, &t, ids, 4), 4);
+	assert_int_equal(ids[0], 0);
+	assert_int_equal(ids[1], TFS_SYM_NONE);
+	assert_int_equal(ids[2], 0);
+	assert_int_equal(ids[3], TFS_SYM_NONE);
+	assert_string_equal(tfs_trace_meta(t, "backtrace_sampling"),
+			    "1 in 2 allocations (per thread)");
+	assert_string_equal(tfs_trace_meta(t, "when_full"), "wait");
+	tfs_trace_close(t);
+}
+
 static void test_consumer_rejects_backtraces_when_off(void **state)
 {
 	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
@@ -968,6 +1061,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_calls_become_events, setup_calls,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_reads_records_past_255_words,
+					    setup_calls, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_calls_not_declared, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_declares_mpi_kinds_on_first_use,
@@ -980,6 +1075,8 @@ int main(void)
 					    setup_bt, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_damaged_backtraces, setup_bt,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_unsampled_allocations_have_no_stack,
+					    setup_bt, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_backtraces_when_off,
 					    setup_calls, teardown),
 	};

@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import check_cli  # noqa: E402  (the independent model and the CLI helpers)
+import tree_checks  # noqa: E402  (files.txt from events.jsonl)
 from check_cli import Tap, Cli, Model, run, first_diff, lossy_times  # noqa: E402
 
 DIAG_RE = check_cli.DIAG_RE
@@ -323,6 +324,17 @@ class MountedTrace:
                                            else first_diff(data, want)))
         tap.ok(n and not bad, "the %d backtraces.txt and allocs.folded files equal the model"
                % n, "\n".join(bad[:3]))
+        bad, ranks = [], sorted({r for r, _ in self.model.streams})
+        for r in ranks:
+            rel = b"ranks/%d/files.txt" % r
+            data = read_file(self.p(rel)) if rel in set(files) else None
+            want = tree_checks.files_txt(self.model, r,
+                                         read_file(self.p(b"ranks/%d/events.jsonl" % r)))
+            if data != want:
+                bad.append("%s: %s" % (rel.decode(), "missing" if data is None
+                                       else first_diff(data, want)))
+        tap.ok(ranks and not bad, "the %d files.txt equal what the mounted events.jsonl say"
+               % len(ranks), "\n".join(bad[:3]))
 
     def check_json(self, jq):
         tap = self.tap
@@ -675,6 +687,60 @@ def check_refusals(tap, args, workdir, trace, info):
         refused(["umount", mp], "a second umount")
 
 
+def check_owner_and_nonempty(tap, args, workdir, trace):
+    """A mountpoint that holds files is refused (the mount would hide them) unless -o
+    nonempty; files belong to the mounting user, or to -o uid=,gid=."""
+    mp = os.path.join(workdir, "full")
+    os.mkdir(mp)
+    with open(os.path.join(mp, "mine.txt"), "w") as f:
+        f.write("keep me\n")
+    MOUNTS.add(mp)
+    rc, out, err = run([args.tracefs, "mount", trace, mp], timeout=TIMEOUT)
+    tap.ok(0 < rc < 128 and one_line(err) and b"not empty" in err and not is_mounted(mp),
+           "a mountpoint that holds a file is refused with one line", "rc=%d %r" % (rc, err))
+    if mount_ok(tap, trace, mp, ("-o", "nonempty")):
+        tap.ok(not os.path.exists(os.path.join(mp, "mine.txt")) and
+               os.path.exists(os.path.join(mp, "info.json")), "-o nonempty mounts over it")
+        umount_ok(tap, mp)
+    tap.ok(read_file(os.path.join(mp, "mine.txt")) == b"keep me\n",
+           "the hidden file is there again after the unmount")
+    empty = os.path.join(workdir, "owned")
+    os.mkdir(empty)
+    if mount_ok(tap, trace, empty, ("-o", "uid=1234,gid=5678")):
+        st = [os.stat(os.path.join(empty, p)) for p in ("", "info.json", "ranks")]
+        tap.ok(all((s.st_uid, s.st_gid) == (1234, 5678) for s in st),
+               "-o uid=1234,gid=5678: every file and directory is theirs",
+               [(s.st_uid, s.st_gid) for s in st])
+        umount_ok(tap, empty)
+    others_rw = os.path.exists("/dev/fuse") and os.stat("/dev/fuse").st_mode & 0o006 == 0o006
+    if not others_rw:
+        # libfuse opens /dev/fuse itself before it would try fusermount3: a user mounts only
+        # where the device is open to everyone (Debian's default, not every container's)
+        tap.ok(True, "# SKIP an unprivileged mount: /dev/fuse is not open to other users")
+    elif os.geteuid() == 0 and shutil.which("setpriv") and shutil.which("fusermount3"):
+        user = os.path.join(workdir, "user-mp")
+        os.mkdir(user)
+        os.chown(user, 65534, 65534)
+        os.chmod(trace, 0o644)
+        MOUNTS.add(user)
+        rc, out, err = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            args.tracefs, "mount", trace, user], timeout=TIMEOUT)
+        if tap.ok(rc == 0 and is_mounted(user), "an unprivileged user (65534) mounts",
+                  "rc=%d %r" % (rc, err)):
+            # its files are its own, not root's (root may stat a FUSE mount of another
+            # user's only with allow_other: ask as that user)
+            rc, out, err = run(["setpriv", "--reuid=65534", "--regid=65534",
+                                "--clear-groups", "stat", "-c", "%u:%g",
+                                os.path.join(user, "info.json")], timeout=TIMEOUT)
+            tap.ok(out == b"65534:65534\n", "that user's mount: files owned by 65534:65534",
+                   out + err)
+            run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 args.tracefs, "umount", user], timeout=TIMEOUT)
+            tap.ok(wait_for(lambda: not is_mounted(user)), "and unmounts it")
+    else:
+        tap.ok(True, "# SKIP an unprivileged mount: not root, or no setpriv or fusermount3")
+
+
 def check_foreground(tap, args, workdir, trace):
     mp = os.path.join(workdir, "fg")
     os.mkdir(mp)
@@ -891,6 +957,7 @@ def views_suite(tap, args, workdir):
     tap.ok(daemon_pids(mp) == pids and len(pids) == 1, "the same single daemon served it all")
     umount_ok(tap, mp)
     check_refusals(tap, args, workdir, trace, info)
+    check_owner_and_nonempty(tap, args, workdir, trace)
     check_foreground(tap, args, workdir, trace)
     check_daemon_life(tap, args, workdir, trace)
     check_trace_changed(tap, args, workdir)

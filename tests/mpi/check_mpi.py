@@ -1267,6 +1267,49 @@ def check_sizes(t, run):
          f'bytes: largest {worst} bytes')
 
 
+def check_layers(t, run):
+    """With the default options (every category, not only mpi), what the MPI library does on
+    its own threads (MPICH's progress thread polls a pipe) is its layer, not the program's:
+    not recorded, so the untimed size stays flat from 9 ranks on; with `nested` it is
+    recorded, marked with the MPI call it belongs to."""
+    prog = os.path.join(run.o.bindir, 'mpi_stencil2d')
+    sizes = {}
+    for n in (9, 16, 25):
+        trace = os.path.join(run.tmp, f'layers_{n}.trace')
+        res = run.mpiexec(n, [prog, '100'], traced=True, trace=trace,
+                          extra=('--trace=all', '--timing=none'))
+        if not t.ok(res.returncode == 0, f'layers: stencil2d with every category at {n} ranks',
+                    res.stderr):
+            return
+        sizes[n] = os.path.getsize(trace)
+        t.ok(all(run.ls(trace, f'ranks/{r}/threads') == ['0'] for r in range(n)),
+             f'layers: {n} ranks, each with its main thread only', n)
+    base = sizes[9]
+    t.ok(all(v <= base * 1.03 for v in sizes.values()), 'layers: the untimed size with every '
+         f'category does not grow from 9 ranks on: {sizes}')
+    trace = os.path.join(run.tmp, 'layers_nested.trace')
+    res = run.mpiexec(4, [prog, '10'], traced=True, trace=trace,
+                      extra=('--trace=all,nested', '--timing=none'))
+    if not t.ok(res.returncode == 0, 'layers: stencil2d with nested calls', res.stderr):
+        return
+    marked = []
+    for th in run.ls(trace, 'ranks/1/threads'):
+        out = subprocess.run([run.o.tracefs, 'cat', trace,
+                              f'ranks/1/threads/{th}/events.jsonl'],
+                             capture_output=True, text=True, check=True).stdout
+        evs = [json.loads(line) for line in out.splitlines() if line.strip()]
+        if th != '0':
+            marked += evs
+    if not marked:
+        t.skip('layers: the MPI library\'s own threads marked', 'this MPI starts none here')
+        return
+    t.ok(all(e['args'].get('depth', 0) >= 1 and e['args'].get('in', '').startswith('MPI_')
+             for e in marked if e['name'] not in ('malloc', 'calloc', 'realloc', 'free')),
+         f'layers: nested: the {len(marked)} events of the MPI library\'s own thread are '
+         'marked with a depth and the MPI call that started it',
+         [e for e in marked if 'in' not in e['args']][:3])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--tracefs')
@@ -1284,7 +1327,7 @@ def main():
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
                     'status, tagring, manytags, abort, errors, commloop, fortran, refusals, '
-                    'inproc, sizes)')
+                    'inproc, sizes, layers)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
     ap.add_argument('--openmpi', action='store_true',
                     help='the MPI is Open MPI: let mpiexec run as root, more ranks than cores, '
@@ -1325,6 +1368,8 @@ def main():
             check_inprocess(t, run)
         if want('sizes'):
             check_sizes(t, run)
+        if want('layers'):
+            check_layers(t, run)
     return t.done()
 
 

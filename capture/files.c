@@ -1,0 +1,353 @@
+/*
+ * Symbolic files (files_i.h): the table of the process's descriptors and the ids of the
+ * paths, pipes and sockets behind them, kept by the I/O interposers, and the helpers that
+ * turn a call's parameters into event arguments (socket addresses, fcntl's argument, cut
+ * strings). It records only `fd_file` events (a descriptor met first); it does not decide
+ * which calls are recorded (calls.txt, interpose_gen.c).
+ */
+#undef _FILE_OFFSET_BITS
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "files_i.h"
+#include "interpose_i.h"
+
+#define FD_MAX 65536  /* descriptors with a remembered file id */
+#define N_PATHS 16384 /* distinct names given ids through the name table */
+
+/* file id + 1 of each descriptor, 0: none yet */
+static _Atomic uint32_t g_fd_file[FD_MAX];
+
+static atomic_flag g_paths_lock = ATOMIC_FLAG_INIT;
+static struct {
+	uint64_t key; /* 0: empty */
+	uint32_t id;
+} g_paths[N_PATHS];
+static uint32_t g_n_paths, g_n_files; /* under g_paths_lock */
+
+static _Thread_local char tls_addr[160] __attribute__((tls_model("initial-exec")));
+
+static uint64_t path_key(uint64_t dir, const char *path)
+{
+	uint64_t h = 0xcbf29ce484222325u ^ dir;
+
+	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
+		h = (h ^ *p) * 0x100000001b3u;
+	return h ? h : 1;
+}
+
+/*
+ * The file id of a name (keyed by @dir, 0 for the working directory or an absolute path).
+ * @fresh (optional) tells whether the id is new.
+ */
+static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
+{
+	uint64_t key = path_key(dir, path);
+	uint32_t i = (uint32_t)(key % N_PATHS), id;
+	bool is_new = false;
+
+	cap_lock(&g_paths_lock);
+	for (; g_paths[i].key; i = (i + 1) % N_PATHS) {
+		if (g_paths[i].key == key) {
+			id = g_paths[i].id;
+			goto out;
+		}
+	}
+	id = g_n_files++;
+	is_new = true;
+	if (g_n_paths < N_PATHS * 3 / 4) { /* past that, names get ids without reuse */
+		g_paths[i].key = key;
+		g_paths[i].id = id;
+		g_n_paths++;
+	}
+out:
+	cap_unlock(&g_paths_lock);
+	if (fresh)
+		*fresh = is_new;
+	return id;
+}
+
+static void fd_set_file(int fd, uint32_t id)
+{
+	if (fd >= 0 && fd < FD_MAX)
+		atomic_store_explicit(&g_fd_file[fd], id + 1, memory_order_relaxed);
+}
+
+static void fd_forget(int fd)
+{
+	if (fd >= 0 && fd < FD_MAX)
+		atomic_store_explicit(&g_fd_file[fd], 0, memory_order_relaxed);
+}
+
+/* The id @fd has in the table, or UINT32_MAX. */
+static uint32_t fd_known(int fd)
+{
+	uint32_t id = fd >= 0 && fd < FD_MAX
+			      ? atomic_load_explicit(&g_fd_file[fd], memory_order_relaxed)
+			      : 0;
+
+	return id ? id - 1 : UINT32_MAX;
+}
+
+static void put_fd_file(int fd, const char *name, uint32_t id)
+{
+	char buf[CAP_STR_BYTES];
+	uint64_t args[3] = {0, (uint64_t)(int64_t)fd, id};
+
+	cap_put_call(CALL_FD_FILE, cap_now_ns(), args, 3, buf, cap_put_str(buf, 0, name));
+}
+
+/* A name for socket @fd better than "socket:[N]": its peer's address, else its own bound. */
+static bool socket_name(int fd, char *buf, size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const char *s = NULL;
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0 && len > sizeof(sa_family_t))
+		s = cap_sockaddr(fd, (struct sockaddr *)&ss, len);
+	len = sizeof(ss);
+	if (!s && getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+	    len > sizeof(sa_family_t)) {
+		s = cap_sockaddr(fd, (struct sockaddr *)&ss, len);
+		/* an unbound socket says 0.0.0.0:0 or an unnamed unix socket: no name */
+		if (strstr(s, ":0.0.0.0:0") || strstr(s, ":[::]:0") || !strcmp(s, "unix:"))
+			s = NULL;
+	}
+	if (!s)
+		return false;
+	snprintf(buf, cap, "%s", s);
+	return true;
+}
+
+uint32_t cap_fd_file(int fd)
+{
+	char link[48], target[CALL_MAX_STR + 1];
+	const int saved_errno = errno;
+	ssize_t n = -1;
+	uint32_t id;
+	bool fresh;
+
+	if (fd < 0)
+		return CALL_NO_FILE;
+	id = fd_known(fd);
+	if (id != UINT32_MAX)
+		return id;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, CALL_MAX_STR);
+	if (n > 0) {
+		target[n] = '\0';
+		if (!strncmp(target, "socket:[", 8))
+			socket_name(fd, target, sizeof(target));
+	} else {
+		snprintf(target, sizeof(target), "(fd %d not open)", fd);
+	}
+	id = path_file(0, target, &fresh);
+	if (n > 0)
+		fd_set_file(fd, id);
+	/* a descriptor not open gets a name, once, but no place in the table */
+	if (n > 0 || fresh)
+		put_fd_file(fd, target, id);
+	errno = saved_errno;
+	return id;
+}
+
+uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
+{
+	uint64_t dir = 0;
+	uint32_t id;
+
+	if (dirfd != AT_FDCWD && path && path[0] != '/')
+		dir = (uint64_t)cap_fd_file(dirfd) + 1;
+	id = path_file(dir, path ? path : "", NULL);
+	if (fd >= 0)
+		fd_set_file(fd, id);
+	return id;
+}
+
+void cap_fd_closed(int fd)
+{
+	fd_forget(fd);
+}
+
+void cap_fd_closed_range(unsigned int first, unsigned int last)
+{
+	for (unsigned int fd = first; fd <= last && fd < FD_MAX; fd++)
+		fd_forget((int)fd);
+}
+
+void cap_fd_dup(int fd, int newfd)
+{
+	if (newfd < 0 || newfd == fd)
+		return;
+	fd_set_file(newfd, cap_fd_file(fd));
+}
+
+void cap_fd_new(int fd)
+{
+	fd_forget(fd);
+}
+
+void cap_fd_pair_new(const int fds[2])
+{
+	fd_forget(fds[0]);
+	fd_forget(fds[1]);
+}
+
+void cap_fd_named(int fd, const char *name)
+{
+	bool fresh;
+	uint32_t id = path_file(0, name, &fresh);
+
+	if (fd < 0)
+		return;
+	fd_set_file(fd, id);
+	if (fresh)
+		put_fd_file(fd, name, id);
+}
+
+void cap_fd_bound(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == 0 && len > sizeof(sa_family_t))
+		cap_fd_named(fd, cap_sockaddr(fd, (struct sockaddr *)&ss, len));
+}
+
+int cap_stream_fd(FILE *fp)
+{
+	return fp ? fileno(fp) : -1;
+}
+
+int cap_dir_fd(DIR *d)
+{
+	return d ? dirfd(d) : -1;
+}
+
+uint32_t cap_stream_file(FILE *fp)
+{
+	static const char all[] = "(all streams)";
+	bool fresh;
+	uint32_t id;
+
+	if (fp)
+		return cap_fd_file(fileno(fp));
+	id = path_file(0, all, &fresh);
+	if (fresh)
+		put_fd_file(-1, all, id);
+	return id;
+}
+
+/* "tcp", "udp"... for socket @fd of family @family. */
+static const char *sock_proto(int fd, int family)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	if (family == AF_UNIX)
+		return "unix";
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+		return "inet";
+	switch (type) {
+	case SOCK_STREAM:
+		return "tcp";
+	case SOCK_DGRAM:
+		return "udp";
+	case SOCK_RAW:
+		return "raw";
+	default:
+		return "inet";
+	}
+}
+
+const char *cap_sockaddr(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	const int saved_errno = errno;
+	char host[INET6_ADDRSTRLEN] = "?";
+	char *buf = tls_addr;
+	const size_t cap = sizeof(tls_addr);
+
+	if (!addr || len < sizeof(sa_family_t)) {
+		snprintf(buf, cap, "?");
+	} else if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
+
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, cap, "%s:%s:%u", sock_proto(fd, AF_INET), host, ntohs(in->sin_port));
+	} else if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)addr;
+
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, cap, "%s:[%s]:%u", sock_proto(fd, AF_INET6), host,
+			 ntohs(in6->sin6_port));
+	} else if (addr->sa_family == AF_UNIX) {
+		const struct sockaddr_un *un = (const struct sockaddr_un *)addr;
+		size_t n = len - offsetof(struct sockaddr_un, sun_path);
+
+		if (n > sizeof(un->sun_path))
+			n = sizeof(un->sun_path);
+		if (n > 0 && un->sun_path[0] == '\0') /* abstract: no NUL ends it */
+			snprintf(buf, cap, "unix:@%.*s", (int)(n - 1), un->sun_path + 1);
+		else
+			snprintf(buf, cap, "unix:%.*s", (int)strnlen(un->sun_path, n),
+				 un->sun_path);
+	} else {
+		snprintf(buf, cap, "family%u:?", (unsigned int)addr->sa_family);
+	}
+	errno = saved_errno;
+	return buf;
+}
+
+int64_t cap_fcntl_arg(int cmd, const void *arg)
+{
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+	case F_SETFD:
+	case F_SETFL:
+	case F_SETOWN:
+	case F_SETSIG:
+	case F_SETLEASE:
+	case F_NOTIFY:
+	case F_SETPIPE_SZ:
+	case F_ADD_SEALS:
+		return (int)(intptr_t)arg;
+	default:
+		return 0;
+	}
+}
+
+int64_t cap_off_at(const int64_t *off)
+{
+	return off ? *off : -1;
+}
+
+int64_t cap_timeval_us(const struct timeval *tv)
+{
+	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+}
+
+size_t cap_put_str(char *buf, size_t len, const char *s)
+{
+	size_t n = s ? strnlen(s, CALL_MAX_STR + 1) : 0;
+
+	if (n <= CALL_MAX_STR) {
+		memcpy(buf + len, s ? s : "", n);
+		buf[len + n] = '\0';
+		return len + n + 1;
+	}
+	memcpy(buf + len, s, CALL_MAX_STR);
+	n = CALL_MAX_STR;
+	n += (size_t)snprintf(buf + len + n, CAP_STR_BYTES - n, "...[+%zu bytes]",
+			      strlen(s + CALL_MAX_STR));
+	return len + n + 1;
+}

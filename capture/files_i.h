@@ -1,0 +1,97 @@
+/*
+ * Symbolic files (files.c): the ids that name what is behind a descriptor in the events of
+ * the I/O interposers, and the small helpers the generated wrappers (calls.txt) compute their
+ * arguments with. A file id stands for one path (an openat relative to a directory
+ * descriptor is keyed by that directory's id and the path), pipe, socket or device of the
+ * process image; the table of descriptors follows what the process does to them (open,
+ * close, dup and its kin, pipe, socket, accept, connect), so that every call names the file
+ * really behind its descriptor. A descriptor met first without such a call (inherited,
+ * opened by a library the capture cannot see) gets its id at first use from what
+ * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids belong to one process
+ * image: an exec'd image under `tracefs record` numbers its files from 0 again.
+ *
+ * Every function may be called from any thread and preserves errno; none allocates.
+ */
+#ifndef TFS_FILES_I_H
+#define TFS_FILES_I_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "calls_i.h"
+
+/* Room one string argument takes in a record: CALL_MAX_STR bytes, a cut mark, the NUL. */
+#define CAP_STR_BYTES (CALL_MAX_STR + 32u)
+
+/* Whether open's flags @flags take a mode (the `...` argument). */
+static inline bool has_mode(int flags)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+/* The file id of descriptor @fd, declared by an fd_file event at first use; CALL_NO_FILE for
+ * a negative @fd. */
+uint32_t cap_fd_file(int fd);
+/* @fd (may be -1: the call failed) was opened on @path, relative to @dirfd. @return its id */
+uint32_t cap_fd_opened(int dirfd, const char *path, int fd);
+/* @fd is closed: its next use gets an id afresh. */
+void cap_fd_closed(int fd);
+void cap_fd_closed_range(unsigned int first, unsigned int last);
+/* @newfd (when >= 0) now refers to what @fd refers to. */
+void cap_fd_dup(int fd, int newfd);
+/* @fd is a new descriptor of an object without a path (a socket, one end of a pipe): its id
+ * comes from /proc at first use. */
+void cap_fd_new(int fd);
+/* fds[0] and fds[1] are new (pipe, socketpair). */
+void cap_fd_pair_new(const int fds[2]);
+/* fds[@i] when the call succeeded (@ret 0), else -1. */
+static inline int cap_fd_pair(const int fds[2], int i, int ret)
+{
+	return ret == 0 ? fds[i] : -1;
+}
+/* Socket @fd now goes by @name (a connect): an id of that name, declared. */
+void cap_fd_named(int fd, const char *name);
+/* Socket @fd was bound: it goes by its own address (the port the kernel chose for port 0). */
+void cap_fd_bound(int fd);
+
+/* The descriptor of stream @fp (-1 for NULL), of directory stream @d. */
+int cap_stream_fd(FILE *fp);
+int cap_dir_fd(DIR *d);
+/* The file id of stream @fp; NULL (fflush(NULL)) is the file "(all streams)". */
+uint32_t cap_stream_file(FILE *fp);
+
+/*
+ * A readable name of socket address @addr of socket @fd, as `tcp:127.0.0.1:5432`,
+ * `udp:[::1]:53`, `unix:/run/x.sock`, `unix:@abstract`; in a buffer of the calling thread,
+ * valid until its next call.
+ */
+const char *cap_sockaddr(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* fcntl's third argument when @cmd takes an int, else 0 (a pointer varies per call). */
+int64_t cap_fcntl_arg(int cmd, const void *arg);
+/* *@off, or -1 for NULL (sendfile's offset). */
+int64_t cap_off_at(const int64_t *off);
+/* @tv in microseconds, -1 for NULL (select's timeout: none). */
+int64_t cap_timeval_us(const struct timeval *tv);
+/* The first buffer of an iovec array (NULL when there is none). */
+static inline const void *cap_iov_base(const struct iovec *iov, int n)
+{
+	return n > 0 && iov ? iov[0].iov_base : NULL;
+}
+
+/*
+ * Append string @s and its NUL to @buf at @len: at most CALL_MAX_STR bytes of it, and when
+ * longer, the first ones followed by a visible mark `...[+N bytes]`. @buf has
+ * CAP_STR_BYTES free at @len. @return the new length
+ */
+size_t cap_put_str(char *buf, size_t len, const char *s);
+
+#endif

@@ -1,0 +1,583 @@
+/*
+ * A program that calls every function capture/calls.txt interposes for I/O (io kinds), each
+ * by its own name, in a fixed order with known arguments, for check_calls.py, which holds
+ * the expectation (written from this file's comments, not from a trace). Every call goes
+ * through a volatile function pointer, so the compiler neither inlines it (the _unlocked
+ * stdio names are inline when optimising) nor turns it into another (printf into puts).
+ *
+ *   cap_calls DIR     runs the sections below on files in DIR; reads its stdin (check_calls
+ *                     gives it "7 8 9 10\n") and writes to its stdout; last, it writes
+ *                     `errno NNN` on stderr, a hash of the errno every call left, by a raw
+ *                     system call (no interposer sees it)
+ *
+ * Nothing else does I/O meanwhile; each section leaves no descriptor open above 2.
+ */
+#undef _FILE_OFFSET_BITS /* call open, not open64 under the name open */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* declared by no header of glibc 2.36 (old binaries call them) */
+int __xstat(int ver, const char *path, struct stat *buf);
+int __xstat64(int ver, const char *path, struct stat64 *buf);
+int __lxstat(int ver, const char *path, struct stat *buf);
+int __lxstat64(int ver, const char *path, struct stat64 *buf);
+int __fxstat(int ver, int fd, struct stat *buf);
+int __fxstat64(int ver, int fd, struct stat64 *buf);
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *buf, int flags);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *buf, int flags);
+int _IO_putc(int c, FILE *fp);
+int _IO_getc(FILE *fp);
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+		       struct sockaddr *addr, socklen_t *len);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+int __printf_chk(int flag, const char *fmt, ...);
+int __vprintf_chk(int flag, const char *fmt, va_list ap);
+int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...);
+int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap);
+int __dprintf_chk(int fd, int flag, const char *fmt, ...);
+int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap);
+char *__fgets_chk(char *buf, size_t buflen, int n, FILE *fp);
+char *__fgets_unlocked_chk(char *buf, size_t buflen, int n, FILE *fp);
+size_t __fread_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *fp);
+size_t __fread_unlocked_chk(void *buf, size_t buflen, size_t size, size_t n, FILE *fp);
+int __isoc99_fscanf(FILE *fp, const char *fmt, ...);
+int __isoc99_vfscanf(FILE *fp, const char *fmt, va_list ap);
+int __isoc99_scanf(const char *fmt, ...);
+int __isoc99_vscanf(const char *fmt, va_list ap);
+ssize_t __getdelim(char **line, size_t *n, int delim, FILE *fp);
+
+/* errno after every call, hashed: the same traced and untraced (main prints it) */
+static unsigned long g_errno_hash = 5381;
+
+static void note_errno(void)
+{
+	g_errno_hash = g_errno_hash * 33 + (unsigned long)errno;
+}
+
+/*
+ * Call @f (a function of libc) through a volatile pointer of its own type, with errno 77
+ * before, and note the errno it leaves.
+ */
+#define CALL(f, ...)                                                                               \
+	__extension__({                                                                            \
+		__typeof__(f(__VA_ARGS__)) r_;                                                     \
+		errno = 77;                                                                        \
+		r_ = (*(__typeof__(&f) volatile *)&(__typeof__(&f)){f})(__VA_ARGS__);             \
+		note_errno();                                                                      \
+		r_;                                                                                \
+	})
+
+static char buf[8192];
+static char path[4096], path2[4096];
+static const char *dir;
+
+static const char *in_dir(const char *name)
+{
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+static const char *in_dir2(const char *name)
+{
+	snprintf(path2, sizeof(path2), "%s/%s", dir, name);
+	return path2;
+}
+
+/*
+ * Descriptors, on DIR/a (file#A) and DIR/b (file#B):
+ *   open a O_RDWR|O_CREAT|O_TRUNC 0600 = 3; write 3 100 bytes; dup 3 = 4; dup2 3 10 = 10;
+ *   dup3 3 11 O_CLOEXEC = 11; fcntl 3 F_DUPFD 20 = 20; fcntl 3 F_SETFL O_APPEND = 0;
+ *   pread 10 (10 bytes at 0) = 10; lseek 20 0 SEEK_SET = 0; read 20 50 = 50; close 4, 10,
+ *   11, 20; open b O_RDWR|O_CREAT|O_TRUNC 0644 = 4; dup2 4 3 = 3 (3 is b now);
+ *   pwrite 3 5 bytes at 0 = 5; pread 3 5 at 0 = 5 (both on b); close 3, 4;
+ *   open a O_RDONLY = 3; read 3 10 = 10 (a again); close_range 3 3 0 = 0;
+ *   read 3 1 = -1 EBADF (no file behind 3: an id of its own, "<fd 3>")
+ */
+static void descriptors(void)
+{
+	int fd = CALL(open, in_dir("a"), O_RDWR | O_CREAT | O_TRUNC, 0600), fd2;
+
+	CALL(write, fd, buf, 100);
+	CALL(dup, fd);
+	CALL(dup2, fd, 10);
+	CALL(dup3, fd, 11, O_CLOEXEC);
+	CALL(fcntl, fd, F_DUPFD, 20);
+	CALL(fcntl, fd, F_SETFL, O_APPEND);
+	CALL(pread, 10, buf, 10, 0);
+	CALL(lseek, 20, 0, SEEK_SET);
+	CALL(read, 20, buf, 50);
+	CALL(close, 4);
+	CALL(close, 10);
+	CALL(close, 11);
+	CALL(close, 20);
+	fd2 = CALL(open, in_dir("b"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CALL(dup2, fd2, fd);
+	CALL(pwrite, fd, buf, 5, 0);
+	CALL(pread, fd, buf, 5, 0);
+	CALL(close, fd);
+	CALL(close, fd2);
+	fd = CALL(open, in_dir("a"), O_RDONLY);
+	CALL(read, fd, buf, 10);
+	CALL(close_range, 3, 3, 0);
+	CALL(read, fd, buf, 1);
+}
+
+/*
+ * The other names of the descriptor calls, on DIR/c (file#C), each once:
+ *   open64 c O_RDWR|O_CREAT 0600 = 3; __open_2 c O_RDONLY = 4; __open64_2 c O_RDONLY = 5;
+ *   openat AT_FDCWD c O_RDONLY = 6; openat64 AT_FDCWD c O_RDONLY = 7;
+ *   __openat_2 AT_FDCWD c O_RDONLY = 8; __openat64_2 AT_FDCWD c O_RDONLY = 9;
+ *   creat c 0600 = 10; creat64 c 0600 = 11 (c is empty again);
+ *   write 3 16 bytes = 16; __read_chk 4 8 = 8; pread64 5 4 at 2 = 4; __pread_chk 6 4 at 4
+ *   = 4; __pread64_chk 7 4 at 8 = 4; pwrite64 3 2 at 20 = 2; readv 8 [10, 20] = 22;
+ *   writev 3 [3, 4] = 7 (at 16); lseek64 3 0 SEEK_END = 23; fsync 3 = 0; fdatasync 3 = 0;
+ *   ftruncate 3 10 = 0; ftruncate64 3 12 = 0; fcntl64 3 F_GETFL = 0x8002 (O_RDWR|O_LARGEFILE);
+ *   close 3..11
+ */
+static void descriptor_names(void)
+{
+	struct iovec iov[2] = {{buf, 10}, {buf + 10, 20}};
+
+	CALL(open64, in_dir("c"), O_RDWR | O_CREAT, 0600);
+	CALL(__open_2, in_dir("c"), O_RDONLY);
+	CALL(__open64_2, in_dir("c"), O_RDONLY);
+	CALL(openat, AT_FDCWD, in_dir("c"), O_RDONLY);
+	CALL(openat64, AT_FDCWD, in_dir("c"), O_RDONLY);
+	CALL(__openat_2, AT_FDCWD, in_dir("c"), O_RDONLY);
+	CALL(__openat64_2, AT_FDCWD, in_dir("c"), O_RDONLY);
+	CALL(creat, in_dir("c"), 0600);
+	CALL(creat64, in_dir("c"), 0600);
+	CALL(write, 3, buf, 16);
+	CALL(__read_chk, 4, buf, 8, sizeof(buf));
+	CALL(pread64, 5, buf, 4, 2);
+	CALL(__pread_chk, 6, buf, 4, 4, sizeof(buf));
+	CALL(__pread64_chk, 7, buf, 4, 8, sizeof(buf));
+	CALL(pwrite64, 3, buf, 2, 20);
+	CALL(readv, 8, iov, 2);
+	iov[0].iov_len = 3;
+	iov[1].iov_len = 4;
+	CALL(writev, 3, iov, 2);
+	CALL(lseek64, 3, 0, SEEK_END);
+	CALL(fsync, 3);
+	CALL(fdatasync, 3);
+	CALL(ftruncate, 3, 10);
+	CALL(ftruncate64, 3, 12);
+	CALL(fcntl64, 3, F_GETFL);
+	for (int fd = 3; fd <= 11; fd++)
+		CALL(close, fd);
+}
+
+/*
+ * Pipes: pipe = 0 (3, 4: one pipe, file#P); write 4 5 = 5; read 3 5 = 5; pipe2 O_CLOEXEC = 0
+ * (5, 6: file#Q); close 3, 4, 5, 6.
+ * Sockets: socketpair AF_UNIX SOCK_STREAM = 0 (3, 4: socket:[..] each, file#S1, file#S2);
+ *   send 3 "ping" 0 = 4; recv 4 4 0 = 4; sendto 3 3 bytes 0 = 3; recvfrom 4 3 0 = 3;
+ *   __recv_chk 4 .. (after another send of 2 bytes) = 2; sendmsg 3 (1 iov, 6 bytes) = 6;
+ *   recvmsg 4 = 6; sendto 3 5 bytes; __recvfrom_chk 4 5 = 5; shutdown 3 SHUT_WR = 0;
+ *   close 3, 4.
+ * TCP on 127.0.0.1: socket AF_INET SOCK_STREAM 0 = 3 (socket:[..]); bind 3 127.0.0.1:0 = 0
+ *   (3 is now tcp:127.0.0.1:P); listen 3 4 = 0; socket = 4; connect 4 tcp:127.0.0.1:P = 0
+ *   (4 is tcp:127.0.0.1:P too); accept 3 = 5 (tcp:127.0.0.1:Q, the client's port);
+ *   socket = 6; connect 6 = 0; accept4 3 SOCK_CLOEXEC = 7 (tcp:127.0.0.1:R);
+ *   write 4 3 = 3; read 5 3 = 3; poll [5 POLLIN] 1 0 = 0 (nothing left to read);
+ *   __poll_chk the same = 0; select 8 {5} timeout 1000 us = 0; close 3..7
+ */
+static void pipes_and_sockets(void)
+{
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(sin);
+	struct iovec iov = {buf, 6};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct pollfd pfd = {.fd = 5, .events = POLLIN};
+	struct timeval tv = {0, 1000};
+	int p[2], sv[2];
+	fd_set rfds;
+
+	CALL(pipe, p);
+	CALL(write, p[1], "hello", 5);
+	CALL(read, p[0], buf, 5);
+	CALL(pipe2, p, O_CLOEXEC);
+	for (int fd = 3; fd <= 6; fd++)
+		CALL(close, fd);
+	CALL(socketpair, AF_UNIX, SOCK_STREAM, 0, sv);
+	CALL(send, sv[0], "ping", 4, 0);
+	CALL(recv, sv[1], buf, 4, 0);
+	CALL(sendto, sv[0], "abc", 3, 0, NULL, 0);
+	CALL(recvfrom, sv[1], buf, 3, 0, NULL, NULL);
+	CALL(send, sv[0], "xy", 2, 0);
+	CALL(__recv_chk, sv[1], buf, 2, sizeof(buf), 0);
+	CALL(sendmsg, sv[0], &msg, 0);
+	CALL(recvmsg, sv[1], &msg, 0);
+	CALL(sendto, sv[0], "12345", 5, 0, NULL, 0);
+	CALL(__recvfrom_chk, sv[1], buf, 5, sizeof(buf), 0, NULL, NULL);
+	CALL(shutdown, sv[0], SHUT_WR);
+	CALL(close, sv[0]);
+	CALL(close, sv[1]);
+	CALL(socket, AF_INET, SOCK_STREAM, 0);
+	CALL(bind, 3, (struct sockaddr *)&sin, sizeof(sin));
+	getsockname(3, (struct sockaddr *)&sin, &len); /* not interposed */
+	CALL(listen, 3, 4);
+	CALL(socket, AF_INET, SOCK_STREAM, 0);
+	CALL(connect, 4, (struct sockaddr *)&sin, sizeof(sin));
+	CALL(accept, 3, NULL, NULL);
+	CALL(socket, AF_INET, SOCK_STREAM, 0);
+	CALL(connect, 6, (struct sockaddr *)&sin, sizeof(sin));
+	CALL(accept4, 3, NULL, NULL, SOCK_CLOEXEC);
+	CALL(write, 4, "abc", 3);
+	CALL(read, 5, buf, 3);
+	CALL(poll, &pfd, 1, 0);
+	CALL(__poll_chk, &pfd, 1, 0, sizeof(pfd));
+	FD_ZERO(&rfds);
+	FD_SET(5, &rfds);
+	CALL(select, 8, &rfds, NULL, NULL, &tv);
+	for (int fd = 3; fd <= 7; fd++)
+		CALL(close, fd);
+}
+
+/*
+ * Paths and metadata, in DIR: mkdir d 0755 = 0; mkdirat AT_FDCWD e 0700 = 0; rmdir e = 0;
+ *   stat d = 0; stat64 d = 0; __xstat 1 d = 0; __xstat64 1 d = 0; lstat d, lstat64 d,
+ *   __lxstat 1 d, __lxstat64 1 d = 0; open d O_RDONLY|O_DIRECTORY = 3 (file#D);
+ *   fstat 3, fstat64 3, __fxstat 1 3, __fxstat64 1 3 = 0; fstatat 3 "." 0 = 0,
+ *   fstatat64 3 "." 0, __fxstatat 1 3 "." 0, __fxstatat64 1 3 "." 0 = 0;
+ *   statx AT_FDCWD d 0 STATX_SIZE = 0; access d F_OK = 0; access missing F_OK = -1 ENOENT;
+ *   faccessat AT_FDCWD d R_OK 0 = 0; fchdir 3 = 0; chdir DIR = 0; close 3;
+ *   truncate a 4 = 0; truncate64 a 6 = 0; rename a a2 = 0; unlink a2 = 0; unlink a2 = -1
+ *   ENOENT.
+ * Directories: open DIR/d/f1 and f2 (creat 0600 = 3, close), opendir d = 3 (fd of the
+ *   stream); readdir until NULL: 4 entries (., .., f1, f2) then the end; closedir = 0;
+ *   open d O_RDONLY = 3; fdopendir 3 = 3; readdir64 until NULL: 4 then the end;
+ *   closedir = 0.
+ */
+static void paths(void)
+{
+	struct stat st;
+	struct stat64 st64;
+	struct statx stx;
+	DIR *d;
+	int fd;
+
+	CALL(mkdir, in_dir("d"), 0755);
+	CALL(mkdirat, AT_FDCWD, in_dir("e"), 0700);
+	CALL(rmdir, in_dir("e"));
+	CALL(stat, in_dir("d"), &st);
+	CALL(stat64, in_dir("d"), &st64);
+	CALL(__xstat, 1, in_dir("d"), &st);
+	CALL(__xstat64, 1, in_dir("d"), &st64);
+	CALL(lstat, in_dir("d"), &st);
+	CALL(lstat64, in_dir("d"), &st64);
+	CALL(__lxstat, 1, in_dir("d"), &st);
+	CALL(__lxstat64, 1, in_dir("d"), &st64);
+	fd = CALL(open, in_dir("d"), O_RDONLY | O_DIRECTORY);
+	CALL(fstat, fd, &st);
+	CALL(fstat64, fd, &st64);
+	CALL(__fxstat, 1, fd, &st);
+	CALL(__fxstat64, 1, fd, &st64);
+	CALL(fstatat, fd, ".", &st, 0);
+	CALL(fstatat64, fd, ".", &st64, 0);
+	CALL(__fxstatat, 1, fd, ".", &st, 0);
+	CALL(__fxstatat64, 1, fd, ".", &st64, 0);
+	CALL(statx, AT_FDCWD, in_dir("d"), 0, STATX_SIZE, &stx);
+	CALL(access, in_dir("d"), F_OK);
+	CALL(access, in_dir("missing"), F_OK);
+	CALL(faccessat, AT_FDCWD, in_dir("d"), R_OK, 0);
+	CALL(fchdir, fd);
+	CALL(chdir, dir);
+	CALL(close, fd);
+	CALL(truncate, in_dir("a"), 4);
+	CALL(truncate64, in_dir("a"), 6);
+	CALL(rename, in_dir("a"), in_dir2("a2"));
+	CALL(unlink, in_dir("a2"));
+	CALL(unlink, in_dir("a2"));
+	fd = CALL(creat, in_dir("d/f1"), 0600);
+	CALL(close, fd);
+	fd = CALL(creat, in_dir("d/f2"), 0600);
+	CALL(close, fd);
+	d = CALL(opendir, in_dir("d"));
+	while (CALL(readdir, d))
+		;
+	CALL(closedir, d);
+	fd = CALL(open, in_dir("d"), O_RDONLY);
+	d = CALL(fdopendir, fd);
+	while (CALL(readdir64, d))
+		;
+	CALL(closedir, d);
+}
+
+static int vprint(int (*f)(const char *, va_list), const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vprint_chk(int (*f)(int, const char *, va_list), const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(1, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vfprint(int (*f)(FILE *, const char *, va_list), FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fp, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vfprint_chk(int (*f)(FILE *, int, const char *, va_list), FILE *fp,
+		       const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fp, 1, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vdprint(int (*f)(int, const char *, va_list), int fd, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fd, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vdprint_chk(int (*f)(int, int, const char *, va_list), int fd, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fd, 1, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vscan(int (*f)(FILE *, const char *, va_list), FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fp, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vscan_in(int (*f)(const char *, va_list), const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/*
+ * stdio output, on DIR/s (fopen "w" = 3, file#S) and stdout (fd 1, file#O):
+ *   fprintf "%d\n" 12345 = 6; vfprintf "%s" "vf" = 2; __fprintf_chk "%05d" 42 = 5;
+ *   __vfprintf_chk "%c" 'z' = 1; fputs "abc" (bytes 3); fputs_unlocked "de" (bytes 2);
+ *   fputc 'x' = 'x'; fputc_unlocked 'y'; putc 'p'; _IO_putc 'q'; putc_unlocked 'r' (each
+ *   bytes 1, = the char); fwrite 1 x 10 = 10 (bytes 10); fwrite_unlocked 2 x 3 = 3
+ *   (bytes 6); fflush = 0; fflush_unlocked = 0; fseek 0 SEEK_END = 0; fseeko 0 SEEK_SET
+ *   = 0; fseeko64 0 SEEK_END = 0; fclose = 0 (DIR/s now holds 42 bytes:
+ *   "12345\nvf00042zabcdexypqr" + 10 + 6).
+ *   printf "%s\n" "out" = 4; vprintf "%d" 7 = 1; __printf_chk "%x" 255 = 2;
+ *   __vprintf_chk "!" = 1; puts "abc" (bytes 4); putchar 'A' = 65; putchar_unlocked 'B'
+ *   = 66; fflush NULL = 0 (every stream: fd -1); dprintf 1 "%d" 99 = 2; vdprintf 1 "ab" =
+ *   2; __dprintf_chk 1 "c" = 1; __vdprintf_chk 1 "de" = 2.
+ */
+static void stdio_out(void)
+{
+	FILE *f = CALL(fopen, in_dir("s"), "w");
+
+	CALL(fprintf, f, "%d\n", 12345);
+	vfprint(vfprintf, f, "%s", "vf");
+	CALL(__fprintf_chk, f, 1, "%05d", 42);
+	vfprint_chk(__vfprintf_chk, f, "%c", 'z');
+	CALL(fputs, "abc", f);
+	CALL(fputs_unlocked, "de", f);
+	CALL(fputc, 'x', f);
+	CALL(fputc_unlocked, 'y', f);
+	CALL(putc, 'p', f);
+	CALL(_IO_putc, 'q', f);
+	CALL(putc_unlocked, 'r', f);
+	CALL(fwrite, buf, 1, 10, f);
+	CALL(fwrite_unlocked, buf, 2, 3, f);
+	CALL(fflush, f);
+	CALL(fflush_unlocked, f);
+	CALL(fseek, f, 0, SEEK_END);
+	CALL(fseeko, f, 0, SEEK_SET);
+	CALL(fseeko64, f, 0, SEEK_END);
+	CALL(fclose, f);
+	CALL(printf, "%s\n", "out");
+	vprint(vprintf, "%d", 7);
+	CALL(__printf_chk, 1, "%x", 255);
+	vprint_chk(__vprintf_chk, "!");
+	CALL(puts, "abc");
+	CALL(putchar, 'A');
+	CALL(putchar_unlocked, 'B');
+	CALL(fflush, NULL);
+	CALL(dprintf, 1, "%d", 99);
+	vdprint(vdprintf, 1, "ab");
+	CALL(__dprintf_chk, 1, 1, "c");
+	vdprint_chk(__vdprintf_chk, 1, "de");
+}
+
+/*
+ * stdio input, on DIR/i, written first with write(): "10 20\nline two\nthird\nx\nrrrr\n"
+ * (28 bytes; open O_WRONLY|O_CREAT|O_TRUNC 0600 = 3, write = 28, close: file#I), then
+ * fopen "r" = 3: fscanf "%d" = 1 (10); vfscanf "%d" = 1 (20); fgetc = 10 ('\n');
+ * fgets 100 (bytes 9, "line two\n"); fgets_unlocked 3 (bytes 2, "th"); __fgets_chk 100
+ * (bytes 4, "ird\n"); __fgets_unlocked_chk 100 (bytes 2, "x\n"); fgetc_unlocked, getc,
+ * _IO_getc, getc_unlocked = 114 each ('r'); ungetc 'r' = 114; getline (bytes 2: "r\n");
+ * getline = -1 (end of file, errno 0); fclose = 0.
+ * fopen64 "r" = 3: getdelim ' ' (bytes 3: "10 "); __getdelim '\n' (bytes 3: "20\n");
+ * __isoc99_fscanf "%s" = 1 ("line"); __isoc99_vfscanf "%s" = 1 ("two"); fread 1 x 4 = 4
+ * ("\nthi"); fread_unlocked 2 x 3 = 3 (6 bytes); __fread_chk 1 x 2 = 2;
+ * __fread_unlocked_chk 1 x 100 = 2 (the last 2 bytes, end of file: errno 0); fclose = 0.
+ * stdin ("7 8 9 10\n", a pipe: fd 0): scanf "%d" = 1 (7); vscanf "%d" = 1 (8); getchar =
+ * 32 (' '); getchar_unlocked = 57 ('9'); __isoc99_scanf "%d" = 1 (10);
+ * __isoc99_vscanf "%d" = -1 (end of input, errno 0).
+ */
+static void stdio_in(void)
+{
+	static const char text[] = "10 20\nline two\nthird\nx\nrrrr\n";
+	char *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+	int a, fd;
+
+	fd = CALL(open, in_dir("i"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CALL(write, fd, text, sizeof(text) - 1);
+	CALL(close, fd);
+	f = CALL(fopen, in_dir("i"), "r");
+	CALL(fscanf, f, "%d", &a);
+	vscan(vfscanf, f, "%d", &a);
+	CALL(fgetc, f);
+	CALL(fgets, buf, 100, f);
+	CALL(fgets_unlocked, buf, 3, f);
+	CALL(__fgets_chk, buf, sizeof(buf), 100, f);
+	CALL(__fgets_unlocked_chk, buf, sizeof(buf), 100, f);
+	CALL(fgetc_unlocked, f);
+	CALL(getc, f);
+	CALL(_IO_getc, f);
+	CALL(getc_unlocked, f);
+	CALL(ungetc, 'r', f);
+	CALL(getline, &line, &cap, f);
+	CALL(getline, &line, &cap, f);
+	CALL(fclose, f);
+	f = CALL(fopen64, in_dir("i"), "r");
+	CALL(getdelim, &line, &cap, ' ', f);
+	CALL(__getdelim, &line, &cap, '\n', f);
+	CALL(__isoc99_fscanf, f, "%s", buf);
+	vscan(__isoc99_vfscanf, f, "%s", buf);
+	CALL(fread, buf, 1, 4, f);
+	CALL(fread_unlocked, buf, 2, 3, f);
+	CALL(__fread_chk, buf, sizeof(buf), 1, 2, f);
+	CALL(__fread_unlocked_chk, buf, sizeof(buf), 1, 100, f);
+	CALL(fclose, f);
+	free(line);
+	CALL(scanf, "%d", &a);
+	vscan_in(vscanf, "%d", &a);
+	CALL(getchar);
+	CALL(getchar_unlocked);
+	CALL(__isoc99_scanf, "%d", &a);
+	vscan_in(__isoc99_vscanf, "%d", &a);
+}
+
+/*
+ * Streams made otherwise, and copies between descriptors:
+ *   open DIR/i O_RDONLY = 3; fdopen 3 "r" = 3; freopen DIR/t "w" (old fd 3) = 3 (file#T);
+ *   freopen64 DIR/t "a" = 3; fclose = 0; open DIR/i O_RDONLY = 3; open DIR/u
+ *   O_WRONLY|O_CREAT|O_TRUNC 0600 = 4 (file#U); sendfile 4 3 NULL 5 = 5; sendfile64 4 3
+ *   NULL 5 = 5; pipe = 0 (5, 6); splice 3 -> 6 4 bytes = 4; splice 5 -> 4 4 bytes = 4;
+ *   copy_file_range 3 -> 4 3 bytes = 3; close 3..6
+ */
+static void copies(void)
+{
+	FILE *f;
+	int p[2], fd;
+
+	fd = CALL(open, in_dir("i"), O_RDONLY);
+	f = CALL(fdopen, fd, "r");
+	f = CALL(freopen, in_dir("t"), "w", f);
+	f = CALL(freopen64, in_dir("t"), "a", f);
+	CALL(fclose, f);
+	CALL(open, in_dir("i"), O_RDONLY);
+	CALL(open, in_dir("u"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CALL(sendfile, 4, 3, NULL, 5);
+	CALL(sendfile64, 4, 3, NULL, 5);
+	CALL(pipe, p);
+	CALL(splice, 3, NULL, 6, NULL, 4, 0);
+	CALL(splice, 5, NULL, 4, NULL, 4, 0);
+	CALL(copy_file_range, 3, NULL, 4, NULL, 3, 0);
+	for (fd = 3; fd <= 6; fd++)
+		CALL(close, fd);
+}
+
+int main(int argc, char **argv)
+{
+	char line[64];
+	int n;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: cap_calls DIR\n");
+		return 2;
+	}
+	dir = argv[1];
+	memset(buf, 'b', sizeof(buf));
+	descriptors();
+	descriptor_names();
+	pipes_and_sockets();
+	paths();
+	stdio_out();
+	stdio_in();
+	copies();
+	n = snprintf(line, sizeof(line), "errno %lu\n", g_errno_hash);
+	syscall(SYS_write, 2, line, (size_t)n);
+	return 0;
+}

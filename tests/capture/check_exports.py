@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What libtfscapture.so exports is exactly its API and the functions of calls.txt (TAP).
+
+Every interposed libc function is declared once, in capture/calls.txt; gen_calls.py makes its
+wrapper and its line of the version script. This checks the result from both ends:
+1. the library's dynamic symbol table (nm -D --defined-only) holds every function calls.txt
+   lists, and nothing else but the documented API (tfs_cap_*, tfs_capture_*) and the few
+   cap_* entry points libtfsmpi.so calls;
+2. every function a source file of capture/ defines with EXPORT (a hand-written interposer)
+   is a function of calls.txt: an interposer written by hand and not declared there would be
+   neither exported nor recorded.
+
+3. libtfsmpi.so and libtfsmpi-ompi.so (when built) export exactly the MPI functions they
+   wrap (the generator's list) and their PMPI twins: no codec or runtime symbol that could
+   clash with a traced program's own.
+
+  check_exports.py --lib libtfscapture.so --list interposed.txt --calls calls.txt --src DIR
+                   [--mpi-lib LIB --mpi-list FUNCTIONS.txt]...
+"""
+
+import argparse
+import glob
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
+
+# what libtfsmpi.so calls in libtfscapture.so (capture.map.in)
+MPI_ENTRY = {"cap_put_call", "cap_now_ns", "cap_tls_depth", "cap_call_depth", "cap_call_outer",
+             "cap_trace_now", "cap_alloc_lookup"}
+
+
+def table_syms(path):
+    """The function names of the `sym` lines of calls.txt, read independently of gen_calls."""
+    names = []
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*sym\s+[^|(]*?\b(\w+)\s*\(", line)
+            if m:
+                names.append(m.group(1))
+    return names
+
+
+def exported(lib):
+    out = subprocess.run(["nm", "-D", "--defined-only", lib], stdout=subprocess.PIPE,
+                         check=True).stdout.decode()
+    names = set()
+    for line in out.splitlines():
+        tok = line.split()
+        if len(tok) >= 3 and tok[1] in "TWiBDV" and tok[1] != "A":
+            names.add(tok[2].split("@")[0])
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for opt in ("--lib", "--list", "--calls", "--src"):
+        ap.add_argument(opt, required=True)
+    ap.add_argument("--mpi-lib", action="append", default=[])
+    ap.add_argument("--mpi-list", action="append", default=[])
+    a = ap.parse_args()
+    tap = Tap()
+    syms = table_syms(a.calls)
+    with open(a.list) as f:
+        listed = [line.strip() for line in f if line.strip()]
+    tap.ok(listed == syms, "gen_calls.py lists exactly the sym lines of calls.txt (%d)"
+           % len(syms), sorted(set(listed) ^ set(syms)))
+    tap.ok(len(set(syms)) == len(syms), "no function is declared twice in calls.txt")
+    exp = exported(a.lib)
+    missing = sorted(set(syms) - exp)
+    tap.ok(not missing, "every function of calls.txt is exported (%d)" % len(syms), missing)
+    api = {n for n in exp if n.startswith("tfs_cap_") or n.startswith("tfs_capture_")}
+    extra = sorted(exp - set(syms) - api - MPI_ENTRY)
+    tap.ok(not extra, "nothing is exported but calls.txt's functions, the API and the MPI "
+           "wrappers' entry points", extra)
+    tap.ok(len(api) > 5, "the capture API is exported (%d tfs_cap_*/tfs_capture_*)" % len(api))
+    hand = set()
+    for src in glob.glob(os.path.join(a.src, "*.c")):
+        with open(src) as f:
+            for m in re.finditer(r"^EXPORT\s+[^(;]*?\b(\w+)\s*\(", f.read(), re.M):
+                hand.add(m.group(1))
+    undeclared = sorted(hand - set(syms))
+    tap.ok(hand and not undeclared, "every hand-written interposer (%d EXPORT definitions) is "
+           "declared in calls.txt" % len(hand), undeclared)
+    for lib, flist in zip(a.mpi_lib, a.mpi_list):
+        with open(flist) as f:
+            wrapped = {line.strip() for line in f if line.strip()}
+        exp = exported(lib)
+        name = os.path.basename(lib)
+        want = wrapped | {"P" + n for n in wrapped}
+        tap.ok(wrapped and exp - want <= set() and not (wrapped - exp),
+               "%s exports the %d MPI functions it wraps, their PMPI twins and nothing else"
+               % (name, len(wrapped)),
+               "extra %s; missing %s" % (sorted(exp - want)[:20], sorted(wrapped - exp)[:20]))
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
