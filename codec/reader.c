@@ -386,12 +386,25 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	return stacks_parse_table(t, r);
 }
 
-/* One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). */
+/* A grammar section being parsed for the streams of @n_events events that use it. */
+struct gsec_load {
+	struct gsec *g;
+	uint64_t n_events;
+};
+
+/*
+ * One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). Counts
+ * are checked against the stream's events before anything is allocated for them: at most
+ * one block per event (only a lone block may be empty), block events adding up to the
+ * stream's, and each block's rules and elements within what its events allow.
+ */
 static int parse_gsec(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 {
-	struct gsec *g = arg;
-	uint64_t n, declared;
-	int rc = rd_varint_max(r, rd_left(r) / 3, &n, "block count");
+	const struct gsec_load *gl = arg;
+	struct gsec *g = gl->g;
+	uint64_t n, declared, max_blocks = gl->n_events > 1 ? gl->n_events : 1;
+	int rc = rd_varint_max(r, rd_left(r) / 3 < max_blocks ? rd_left(r) / 3 : max_blocks, &n,
+			       "block count");
 
 	if (rc == 0 && n < 1)
 		rc = rd_fail(r, "grammar section without blocks");
@@ -402,19 +415,15 @@ static int parse_gsec(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	if (!g->blocks || !g->blk_events)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < n; b++) {
-		rc = rd_varint(r, &declared);
+		rc = rd_varint_max(r, gl->n_events - g->blk_events[b], &declared, "block events");
+		if (rc == 0 && declared == 0 && n > 1)
+			rc = rd_fail(r, "block %u of %llu is empty", b, (unsigned long long)n);
 		if (rc == 0)
-			rc = grammar_parse(r, t->n_terms, &g->blocks[b]);
+			rc = grammar_parse_events(r, t->n_terms, declared, &g->blocks[b]);
 		if (rc < 0)
 			return rc;
 		g->n_blocks = b + 1;
-		if (declared != g->blocks[b].n_events)
-			return rd_fail(r, "block %u declares %llu events but expands to %llu", b,
-				       (unsigned long long)declared,
-				       (unsigned long long)g->blocks[b].n_events);
-		if (!add_u64(g->blk_events[b], declared, &g->blk_events[b + 1]) ||
-		    g->blk_events[b + 1] > GRAM_MAX_EVENTS)
-			return rd_fail(r, "stream of more than 2^62 events");
+		g->blk_events[b + 1] = g->blk_events[b] + declared;
 		g->height = g->blocks[b].height > g->height ? g->blocks[b].height : g->height;
 		g->n_rules += g->blocks[b].n_rules;
 	}
@@ -438,10 +447,22 @@ static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
 		struct gsec *g;
 
 		if (!gsec_of[sec]) {
-			g = &t->gsecs[t->n_gsecs++];
+			struct gsec_load gl = {&t->gsecs[t->n_gsecs++], s->n_events};
+			const struct sec_entry *e = &t->cf.ents[sec];
+
+			g = gl.g;
 			g->sec = sec;
 			gsec_of[sec] = t->n_gsecs;
-			rc = with_section(t, sec, parse_gsec, g, diag);
+			/* before decompressing: what the stream's events allow (FORMAT.md §6) */
+			if (e->raw > gram_max_section_bytes(s->n_events))
+				rc = diag_set(diag, -TFS_ECORRUPT, ctr_file_off(&t->cf, sec),
+					      "grammar",
+					      "grammar section of %llu bytes for a stream of %llu "
+					      "events",
+					      (unsigned long long)e->raw,
+					      (unsigned long long)s->n_events);
+			if (rc == 0)
+				rc = with_section(t, sec, parse_gsec, &gl, diag);
 			if (rc == 0)
 				rc = layout_build(t, g, diag);
 		}
