@@ -490,8 +490,11 @@ static int parse_table_v2(struct ctr_file *cf, struct tfs_diag *diag)
 	struct tfs_rd r;
 	int rc;
 
-	if (tlen == 0 || traw == 0 || tlen > CTR_MAX_TABLE_RAW || traw > CTR_MAX_TABLE_RAW ||
-	    cf->size - cf->table_off != tlen)
+	if (traw > CTR_MAX_TABLE_RAW)
+		return diag_set(diag, -TFS_ECORRUPT, 28, "header",
+				"section table of %llu bytes once decompressed, more than 2^26",
+				(unsigned long long)traw);
+	if (tlen == 0 || traw == 0 || tlen > CTR_MAX_TABLE_RAW || cf->size - cf->table_off != tlen)
 		return diag_set(diag, -TFS_ECORRUPT, 24, "header",
 				"section table (offset %llu, %llu bytes) does not end the %llu-byte "
 				"file",
