@@ -684,38 +684,31 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	return 0;
 }
 
-int fs_gen_files(const struct fs_vtree *vt, const char *trace_name, char **readme,
-		 size_t *readme_len, char **info, size_t *info_len)
+int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out, size_t *len)
 {
-	const struct tfs_trace *t = vt->trace;
-	json_t *j;
-	char *text;
-	int rc;
+	return readme_new(vt, trace_name, out, len);
+}
 
-	rc = readme_new(vt, trace_name, readme, readme_len);
-	if (rc < 0)
-		return rc;
-	j = fs_info_json_new(t);
+int fs_info_text_new(const struct tfs_trace *t, char **out, size_t *len)
+{
+	json_t *j = fs_info_json_new(t);
+	char *text;
+
 	if (!j)
-		goto err_free_readme;
+		return -ENOMEM;
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
 	json_decref(j);
 	if (!text)
-		goto err_free_readme;
-	*info_len = strlen(text) + 1;
-	*info = realloc(text, *info_len + 1);
-	if (!*info) {
+		return -ENOMEM;
+	*len = strlen(text) + 1;
+	*out = realloc(text, *len + 1);
+	if (!*out) {
 		free(text);
-		goto err_free_readme;
+		return -ENOMEM;
 	}
-	(*info)[*info_len - 1] = '\n';
-	(*info)[*info_len] = '\0';
+	(*out)[*len - 1] = '\n';
+	(*out)[*len] = '\0';
 	return 0;
-
-err_free_readme:
-	free(*readme);
-	*readme = NULL;
-	return -ENOMEM;
 }
 
 /* ---- the end of trace.json: metadata and phases ---- */
