@@ -368,8 +368,11 @@ static bool put_processes(json_t *o, const struct tfs_trace *t, const struct tfs
 		return true;
 	}
 	arr = json_array();
-	for (uint32_t r = 0; arr && r < p->n; r++) {
-		if (!push(arr, process_json(&p->v[r], r))) {
+	for (uint32_t r = 0; arr && r < p->n_listed; r++) {
+		struct fs_proc q;
+
+		fs_proc_at(p, r, &q);
+		if (!push(arr, process_json(&q, r))) {
 			json_decref(arr);
 			arr = NULL;
 		}
@@ -619,9 +622,11 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 	if (!p || !p->by_pid)
 		return;
 	fs_sb_printf(b, "Processes (a rank each, in the order they began)\n");
-	for (uint32_t r = 0; r < p->n; r++) {
-		const struct fs_proc *q = &p->v[r];
+	for (uint32_t r = 0; r < p->n_listed; r++) {
+		struct fs_proc proc;
+		const struct fs_proc *q = &proc;
 
+		fs_proc_at(p, r, &proc);
 		fs_sb_printf(b, "  rank %" PRIu32 "  %s", r, q->program ? q->program : "?");
 		if (q->images && strstr(q->images, " -> "))
 			fs_sb_printf(b, " (ran %s)", q->images);
@@ -822,10 +827,13 @@ static void thread_label(const struct fs_vtree *vt, uint32_t rank, uint32_t thre
 			 size_t cap)
 {
 	char name[256];
-	const char *given = vt->procs && rank < vt->procs->n
-				    ? fs_proc_thread_name(&vt->procs->v[rank], thread, name,
-							  sizeof(name))
-				    : NULL;
+	struct fs_proc q;
+	const char *given = NULL;
+
+	if (vt->procs && rank < vt->procs->n) {
+		fs_proc_at(vt->procs, rank, &q);
+		given = fs_proc_thread_name(&q, thread, name, sizeof(name));
+	}
 
 	if (given)
 		snprintf(buf, cap, "%s (thread %" PRIu32 ")", given, thread);

@@ -375,13 +375,25 @@ struct fs_proc {
 	int64_t parent_rank; /* the rank that started it */
 };
 
-struct fs_procs {
-	uint32_t n;
-	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
-	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
-	struct fs_proc v[];
+/* Ranks [first, the next run's first) are the same process but for their parent. */
+struct fs_proc_run {
+	uint32_t first;
+	bool chain;	   /* its pid is its ppid: each rank's parent is the rank before */
+	struct fs_proc q;  /* parent_rank: the first rank's */
 };
 
+struct fs_procs {
+	uint32_t n;	   /* ranks */
+	uint32_t n_listed; /* ranks up to the last one the metadata names (at least 1): the
+			    * listings of processes stop there, whatever n_ranks says */
+	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
+	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
+	uint32_t n_runs;
+	struct fs_proc_run runs[];
+};
+
+/** Rank @rank (< p->n) as a process, in *@q. */
+void fs_proc_at(const struct fs_procs *p, uint32_t rank, struct fs_proc *q);
 /** The processes of @t's @n_ranks ranks. @return 0 or -ENOMEM */
 int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
 /** Accepts NULL. */
