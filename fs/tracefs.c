@@ -146,6 +146,7 @@ static json_int_t jint(const json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+/* A stream a line, or a run of copies of one stream on consecutive ranks ("index", "count"). */
 static void print_streams(const json_t *info)
 {
 	const json_t *streams = json_object_get(info, "streams"), *s;
@@ -155,16 +156,23 @@ static void print_streams(const json_t *info)
 	       "events", "blocks", "rules", "height", "shared");
 	json_array_foreach(streams, i, s)
 	{
-		json_int_t same = jint(s, "same_as");
-		char shared[32] = "-";
+		json_int_t same = jint(s, "same_as"), count = jint(s, "count");
+		json_int_t index = json_object_get(s, "index") ? jint(s, "index") : (json_int_t)i;
+		char shared[32] = "-", ranks[112] = "";
 
-		if ((size_t)same != i)
+		if (same != index)
 			snprintf(shared, sizeof(shared), "same as %" JSON_INTEGER_FORMAT, same);
-		printf("  %6zu %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		if (count > 1)
+			snprintf(ranks, sizeof(ranks),
+				 " (streams %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT
+				 ", ranks %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT ")",
+				 index, index + count - 1, jint(s, "rank"),
+				 jint(s, "rank") + count - 1);
+		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
 		       " %12" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
-		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s\n",
-		       i, jint(s, "rank"), jint(s, "thread"), jint(s, "events"), jint(s, "blocks"),
-		       jint(s, "rules"), jint(s, "height"), shared);
+		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s%s\n",
+		       index, jint(s, "rank"), jint(s, "thread"), jint(s, "events"),
+		       jint(s, "blocks"), jint(s, "rules"), jint(s, "height"), shared, ranks);
 	}
 }
 
