@@ -320,11 +320,12 @@ err_close_trace:
  * What node @ino (@path) is: its size may need decoding (a summary), which a corrupt trace
  * fails. @return 0 or an exit status, said on stderr
  */
-static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path,
+/* fs_vtree_stat() of @ino, or fs_vtree_attr() for an entry of a listing (@entry). */
+static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path, bool entry,
 		     struct fs_node_info *info)
 {
 	char buf[256];
-	int rc = fs_vtree_stat(vt, ino, info);
+	int rc = entry ? fs_vtree_attr(vt, ino, info) : fs_vtree_stat(vt, ino, info);
 
 	if (rc == 0)
 		return 0;
@@ -351,7 +352,7 @@ static int cmd_ls(int argc, char **argv)
 	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
 	if (rc)
 		return rc;
-	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", &dir);
+	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", false, &dir);
 	if (rc == 0 && !dir.is_dir)
 		print_entry(&dir, argv[2]);
 	for (uint32_t i = 0; rc == 0 && dir.is_dir && i < dir.n_children; i++) {
@@ -369,7 +370,7 @@ static int cmd_ls(int argc, char **argv)
 
 			snprintf(path, sizeof(path), "%s%s%s", argc == 3 ? argv[2] : "",
 				 argc == 3 && *argv[2] ? "/" : "", name);
-			if ((rc = stat_node(vt, child, path, &n)) == 0)
+			if ((rc = stat_node(vt, child, path, true, &n)) == 0)
 				print_entry(&n, n.name);
 		}
 	}
@@ -458,7 +459,7 @@ static int cmd_cat(int argc, char **argv)
 	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
 	if (rc)
 		return rc;
-	rc = stat_node(vt, ino, argv[2], &n);
+	rc = stat_node(vt, ino, argv[2], false, &n);
 	if (rc) {
 		/* said */
 	} else if (n.is_dir) {

@@ -254,6 +254,26 @@ int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *
 	return 0;
 }
 
+int fs_vtree_attr(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info)
+{
+	static _Thread_local char rank_name[16];
+	uint64_t ranks;
+	int rc;
+
+	/* a rank directory not built yet: stat-ing every entry of ranks/ builds none */
+	if (ino < FS_RANK_INO || ino - FS_RANK_INO >= vt->n_rank_dirs ||
+	    atomic_load_explicit(&vt->rank_node[ino - FS_RANK_INO], memory_order_acquire))
+		return fs_vtree_stat(vt, ino, info);
+	rc = fs_vtree_lookup(vt, FS_ROOT_INO, "ranks", &ranks);
+	if (rc < 0)
+		return rc;
+	snprintf(rank_name, sizeof(rank_name), "%" PRIu32,
+		 fs_rank_of_ord(vt, (uint32_t)(ino - FS_RANK_INO)));
+	*info = (struct fs_node_info){.ino = ino, .parent = ranks, .name = rank_name,
+				      .is_dir = true};
+	return 0;
+}
+
 int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64_t *ino)
 {
 	struct vnode *d;
