@@ -507,7 +507,8 @@ void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...)
 		return;
 	for (;;) {
 		va_start(ap, fmt);
-		n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		/* an empty buffer has no data yet: NULL + 0 is undefined, vsnprintf(NULL, 0) not */
+		n = vsnprintf(b->data ? b->data + b->len : NULL, b->cap - b->len, fmt, ap);
 		va_end(ap);
 		if (n < 0) {
 			b->failed = true;
