@@ -456,7 +456,8 @@ static int read_entry_v2(struct tfs_rd *r, struct sec_entry *e, uint64_t *data_o
 		e->stored = e->raw = e->head_len = v;
 		*pack_len += v; /* <= n_sect * 2^16: no overflow */
 		if (*pack_len > CTR_PACK_TOTAL)
-			return rd_fail(r, "packed sections hold more than %u bytes", CTR_PACK_TOTAL);
+			return rd_fail(r, "packed sections hold more than %u bytes",
+				       CTR_PACK_TOTAL);
 		return 0;
 	}
 	e->stored = v;

@@ -168,7 +168,8 @@ static void print_streams(const json_t *info)
 				 ", ranks %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT ")",
 				 index, index + count - 1, jint(s, "rank"),
 				 jint(s, "rank") + count - 1);
-		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		       " %6" JSON_INTEGER_FORMAT
 		       " %12" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
 		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s%s\n",
 		       index, jint(s, "rank"), jint(s, "thread"), jint(s, "events"),

@@ -472,7 +472,8 @@ static void grammar_huge(struct file *f)
 
 		for (uint64_t j = 0; j < i; j++)
 			off += f->e[j].codec == 2 ? f->e[j].raw : 0;
-		memmove(f->pack + off, f->pack + off + f->e[i].raw, f->pack_len - off - f->e[i].raw);
+		memmove(f->pack + off, f->pack + off + f->e[i].raw,
+			f->pack_len - off - f->e[i].raw);
 		f->pack_len -= f->e[i].raw;
 	}
 	f->e[i] = (struct ent){.type = SEC_GRAMMAR, .codec = 1, .aux = f->e[i].aux,

@@ -135,7 +135,8 @@ int main(int argc, char **argv)
 	int rc;
 
 	if (argc < 3 || ranks < 1 || ranks > UINT32_MAX) {
-		fprintf(stderr, "usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] [phases]\n");
+		fprintf(stderr, "usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] "
+				"[phases]\n");
 		return 2;
 	}
 	for (int i = 0; i < 2; i++) {
