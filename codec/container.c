@@ -439,8 +439,10 @@ static int read_entry_v2(struct tfs_rd *r, struct sec_entry *e, uint64_t *data_o
 	if (rc == 0)
 		rc = rd_varint_max(r, UINT32_MAX, &aux, "section aux");
 	if (rc == 0)
-		rc = rd_varint_max(r, codec == CTR_CODEC_RAW ? UINT64_MAX : CTR_MAX_RAW, &v,
-				   "section size");
+		rc = rd_varint_max(r, codec == CTR_CODEC_RAW	 ? UINT64_MAX
+				   : codec == CTR_CODEC_ZSTD ? CTR_MAX_RAW
+							     : CTR_PACK_MAX,
+				   &v, "section size");
 	if (rc < 0)
 		return rc;
 	if (!codec_allowed((uint32_t)type, (uint32_t)codec))
@@ -452,7 +454,10 @@ static int read_entry_v2(struct tfs_rd *r, struct sec_entry *e, uint64_t *data_o
 	if (codec == CTR_CODEC_PACKED) {
 		e->off = *pack_len;
 		e->stored = e->raw = e->head_len = v;
-		*pack_len += v; /* <= n_sect * 2^30: no overflow */
+		*pack_len += v; /* <= n_sect * 2^16: no overflow */
+		if (*pack_len > CTR_PACK_TOTAL)
+			return rd_fail(r, "packed sections hold more than %u bytes",
+				       CTR_PACK_TOTAL);
 		return 0;
 	}
 	e->stored = v;
@@ -486,8 +491,11 @@ static int parse_table_v2(struct ctr_file *cf, struct tfs_diag *diag)
 	struct tfs_rd r;
 	int rc;
 
-	if (tlen == 0 || traw == 0 || tlen > CTR_MAX_RAW || traw > CTR_MAX_RAW ||
-	    cf->size - cf->table_off != tlen)
+	if (traw > CTR_MAX_TABLE_RAW)
+		return diag_set(diag, -TFS_ECORRUPT, 28, "header",
+				"section table of %llu bytes once decompressed, more than 2^26",
+				(unsigned long long)traw);
+	if (tlen == 0 || traw == 0 || tlen > CTR_MAX_TABLE_RAW || cf->size - cf->table_off != tlen)
 		return diag_set(diag, -TFS_ECORRUPT, 24, "header",
 				"section table (offset %llu, %llu bytes) does not end the %llu-byte "
 				"file",
@@ -547,6 +555,22 @@ out:
 	return rc;
 }
 
+/* FORMAT.md §3: a type this reader does not know is skipped only in a newer minor. */
+static int check_types(const struct ctr_file *cf, struct tfs_diag *diag)
+{
+	if (ctr_newer_minor(cf))
+		return 0;
+	for (uint32_t i = 0; i < cf->n; i++) {
+		const struct sec_entry *e = &cf->ents[i];
+
+		if (e->type == 0 || e->type > SEC_TYPE_MAX)
+			return diag_set(diag, -TFS_ECORRUPT, ctr_file_off(cf, i), "table",
+					"section %u has type %u, unknown in format %u.%u", i,
+					e->type, cf->major, cf->minor);
+	}
+	return 0;
+}
+
 int ctr_parse(struct ctr_file *cf, const uint8_t *map, uint64_t size, struct tfs_diag *diag)
 {
 	int rc;
@@ -557,6 +581,8 @@ int ctr_parse(struct ctr_file *cf, const uint8_t *map, uint64_t size, struct tfs
 	rc = parse_header(cf, diag);
 	if (rc == 0)
 		rc = cf->major == 1 ? parse_table_v1(cf, diag) : parse_table_v2(cf, diag);
+	if (rc == 0)
+		rc = check_types(cf, diag);
 	if (rc < 0)
 		ctr_fini(cf);
 	return rc;

@@ -39,8 +39,9 @@ enum {
 #define CTR_ENTRY_BYTES_V1 48 /* format 1.x table entries (FORMAT.md §A) */
 #define CTR_MAX_SECTIONS 1000000u
 #define CTR_MAX_RAW (UINT64_C(1) << 30)
-#define CTR_PACK_MAX 65536u	       /* largest section a writer packs */
-#define CTR_PACK_TOTAL (1u << 20)      /* packed bytes per file a writer allows */
+#define CTR_MAX_TABLE_RAW (UINT64_C(1) << 26) /* FORMAT.md §1: 10^6 entries + packed bytes */
+#define CTR_PACK_MAX 65536u	       /* largest packed section (FORMAT.md §2) */
+#define CTR_PACK_TOTAL (1u << 20)      /* packed bytes per file (FORMAT.md §2) */
 
 /*
  * A section: for codec 0 and 1 @off is its file offset, for CTR_CODEC_PACKED the offset

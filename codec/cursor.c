@@ -34,6 +34,8 @@ struct walker {
 struct tfs_cursor {
 	struct tfs_trace *t;
 	const struct tstream *s;
+	const struct tfs_vsec *vs;	/* the values it decodes (shared with other streams) */
+	const struct name_table *names; /* its rank's names (FORMAT.md §12), or NULL */
 	int view;
 	uint64_t first, n;    /* event range */
 	uint64_t off0, size;  /* its bytes within the stream's whole view */
@@ -240,17 +242,33 @@ static uint64_t event_byte(struct walker *w, uint64_t idx)
 	return w->byte;
 }
 
+/* Without a cursor: a tree of many ranks asks the size of every stream's views. */
 int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, uint64_t first,
 			uint64_t n, uint64_t *bytes)
 {
-	struct tfs_cursor *c;
+	const struct gsec *g;
+	struct walker w;
+	uint64_t end, from;
 	int rc;
 
-	rc = tfs_cursor_new((struct tfs_trace *)t, stream, view, first, n, &c);
+	if (stream >= t->n_streams)
+		return -ENOENT;
+	if (!view_ok(view) || !add_u64(first, n, &end) || end > t->streams[stream].n_events)
+		return -EINVAL;
+	g = &t->gsecs[t->streams[stream].gsec];
+	*bytes = 0;
+	if (n == 0)
+		return 0;
+	if (first == 0 && end == g->blk_events[g->n_blocks]) {
+		*bytes = g->blk_bytes[view][g->n_blocks];
+		return 0;
+	}
+	rc = walker_init(&w, t, g, view);
 	if (rc < 0)
 		return rc;
-	*bytes = c->size;
-	tfs_cursor_free(c);
+	from = event_byte(&w, first);
+	*bytes = event_byte(&w, end) - from;
+	walker_fini(&w);
 	return 0;
 }
 
@@ -272,6 +290,8 @@ int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t firs
 		return -ENOMEM;
 	c->t = t;
 	c->s = &t->streams[stream];
+	c->vs = stream_vsec(t, c->s);
+	c->names = t->names.n_runs ? names_table_of(&t->names, c->s->rank) : NULL;
 	c->view = view;
 	c->first = first;
 	c->n = n;
@@ -284,7 +304,7 @@ int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t firs
 	if (rc == 0)
 		rc = walker_init(&c->tw, t, g, view);
 	if (rc == 0) {
-		c->terms = calloc(c->s->vs.block_events ? c->s->vs.block_events : 1,
+		c->terms = calloc(c->vs->block_events ? c->vs->block_events : 1,
 				  sizeof(*c->terms));
 		if (!c->terms)
 			rc = -ENOMEM;
@@ -320,9 +340,13 @@ uint64_t tfs_cursor_size(const struct tfs_cursor *c)
 /* Decode value block @b into c->vb, applying the stream's patches of that block. */
 static int decode_values(struct tfs_cursor *c, uint64_t b, struct tfs_diag *diag)
 {
-	const struct vpatch_list *pl = &c->s->patch;
-	uint32_t lo = 0, hi = pl->n, end;
+	const struct vpatch_list *pl = c->s->patch;
+	uint32_t lo = 0, hi, end;
 
+	if (!pl)
+		return vsec_decode_block(c->vs, b, c->terms, c->t->term_nvals, c->t->n_terms,
+					 &c->vb, diag);
+	hi = pl->n;
 	while (lo < hi) { /* first entry of block >= b */
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -334,9 +358,9 @@ static int decode_values(struct tfs_cursor *c, uint64_t b, struct tfs_diag *diag
 	for (end = lo; end < pl->n && pl->e[end].block == b; end++)
 		;
 	if (end == lo)
-		return vsec_decode_block(&c->s->vs, b, c->terms, c->t->term_nvals, c->t->n_terms,
+		return vsec_decode_block(c->vs, b, c->terms, c->t->term_nvals, c->t->n_terms,
 					 &c->vb, diag);
-	return vsec_decode_block_patched(&c->s->vs, b, pl->e + lo, end - lo, c->terms,
+	return vsec_decode_block_patched(c->vs, b, pl->e + lo, end - lo, c->terms,
 					 c->t->term_nvals, c->t->n_terms, &c->vb, diag);
 }
 
@@ -344,7 +368,7 @@ static int decode_values(struct tfs_cursor *c, uint64_t b, struct tfs_diag *diag
 static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 		       struct tfs_diag *diag)
 {
-	const struct tfs_vsec *vs = &c->s->vs;
+	const struct tfs_vsec *vs = c->vs;
 	uint64_t b = idx / vs->block_events;
 	uint32_t n;
 	int rc;
@@ -382,7 +406,7 @@ static int render_current(struct tfs_cursor *c, struct tfs_buf *out, struct tfs_
 	static const uint64_t no_vals[1];
 	struct render_in in = {
 		.index = c->w.event, .term = c->w.term, .rank = c->s->rank,
-		.thread = c->s->thread, .vals = no_vals, .names = c->s->names,
+		.thread = c->s->thread, .vals = no_vals, .names = c->names,
 	};
 	uint32_t slot;
 	int rc;

@@ -11,10 +11,12 @@
 #include "grammar_i.h"
 
 /*
- * Element array growth. Every element takes at least one byte of input, so the capacity
- * never goes beyond twice the elements the input can hold.
+ * Element array growth, within @max_elems (what the input's bytes and the block's declared
+ * events allow: checked by the caller before this is called). Capacity doubles, so it never
+ * goes beyond twice the elements present; grammar_parse_events() trims it at the end.
  */
-static int reserve_elems(struct tfs_grammar *g, uint64_t *cap, uint64_t extra)
+static int reserve_elems(struct tfs_grammar *g, uint64_t *cap, uint64_t extra,
+			 uint64_t max_elems)
 {
 	uint64_t need = g->n_elems + extra, new_cap;
 	struct gram_elem *e;
@@ -24,6 +26,8 @@ static int reserve_elems(struct tfs_grammar *g, uint64_t *cap, uint64_t extra)
 	new_cap = *cap ? *cap : 16;
 	while (new_cap < need)
 		new_cap *= 2;
+	if (new_cap > max_elems)
+		new_cap = max_elems > need ? max_elems : need;
 	if (new_cap > SIZE_MAX / sizeof(*e))
 		return -ENOMEM;
 	e = realloc(g->elems, new_cap * sizeof(*e));
@@ -82,19 +86,21 @@ static int parse_elem(struct tfs_rd *r, uint32_t n_terminals, uint32_t rule_idx,
 }
 
 static int parse_rule(struct tfs_rd *r, uint32_t n_terminals, uint32_t idx,
-		      struct tfs_grammar *g, uint64_t *elems_cap)
+		      struct tfs_grammar *g, uint64_t *elems_cap, uint64_t max_elems)
 {
 	struct gram_rule *rule = &g->rules[idx];
-	uint64_t n_elems;
+	uint64_t n_elems, room = max_elems - g->n_elems;
 	int rc;
 
-	rc = rd_varint_max(r, rd_left(r) < UINT32_MAX ? rd_left(r) : UINT32_MAX, &n_elems,
-			   "rule length");
+	/* every element takes a byte at least */
+	if (rd_left(r) < room)
+		room = rd_left(r);
+	rc = rd_varint_max(r, room < UINT32_MAX ? room : UINT32_MAX, &n_elems, "rule length");
 	if (rc < 0)
 		return rc;
 	if (n_elems == 0 && g->n_rules > 1)
 		return rd_fail(r, "rule %u is empty", idx);
-	rc = reserve_elems(g, elems_cap, n_elems);
+	rc = reserve_elems(g, elems_cap, n_elems, max_elems);
 	if (rc < 0)
 		return rc;
 	rule->first_elem = g->n_elems;
@@ -109,17 +115,24 @@ static int parse_rule(struct tfs_rd *r, uint32_t n_terminals, uint32_t idx,
 	return 0;
 }
 
-int grammar_parse(struct tfs_rd *r, uint32_t n_terminals, struct tfs_grammar *g)
+/*
+ * Parse a block of at most @max_elems elements in all (its rules: as many at most, since
+ * only a lone start rule may be empty), checked before anything is allocated for them.
+ */
+static int parse_block(struct tfs_rd *r, uint32_t n_terminals, uint64_t max_elems,
+		       struct tfs_grammar *g)
 {
 	uint64_t n_rules, elems_cap = 0;
+	struct gram_elem *trimmed;
 	int rc;
 
 	memset(g, 0, sizeof(*g));
 	rc = rd_varint(r, &n_rules);
 	if (rc < 0)
 		return rc;
-	/* every rule takes at least one byte */
-	if (n_rules == 0 || n_rules > rd_left(r) || n_rules > UINT32_MAX)
+	/* every rule takes at least one byte, and all but a lone empty start rule an element */
+	if (n_rules == 0 || n_rules > rd_left(r) || n_rules > UINT32_MAX ||
+	    (n_rules > 1 && n_rules > max_elems))
 		return rd_fail(r, "bad rule count %llu with %zu bytes left",
 			       (unsigned long long)n_rules, rd_left(r));
 	g->rules = calloc(n_rules, sizeof(*g->rules));
@@ -127,9 +140,14 @@ int grammar_parse(struct tfs_rd *r, uint32_t n_terminals, struct tfs_grammar *g)
 		return -ENOMEM;
 	g->n_rules = (uint32_t)n_rules;
 	for (uint32_t i = 0; i < g->n_rules; i++) {
-		rc = parse_rule(r, n_terminals, i, g, &elems_cap);
+		rc = parse_rule(r, n_terminals, i, g, &elems_cap, max_elems);
 		if (rc < 0)
 			goto err_fini;
+	}
+	if (g->n_elems && g->n_elems < elems_cap) {
+		trimmed = realloc(g->elems, g->n_elems * sizeof(*g->elems));
+		if (trimmed)
+			g->elems = trimmed;
 	}
 	g->n_events = g->rules[g->n_rules - 1].n_events;
 	g->height = g->rules[g->n_rules - 1].height;
@@ -137,6 +155,26 @@ int grammar_parse(struct tfs_rd *r, uint32_t n_terminals, struct tfs_grammar *g)
 
 err_fini:
 	grammar_fini(g);
+	return rc;
+}
+
+int grammar_parse(struct tfs_rd *r, uint32_t n_terminals, struct tfs_grammar *g)
+{
+	return parse_block(r, n_terminals, UINT64_MAX, g);
+}
+
+int grammar_parse_events(struct tfs_rd *r, uint32_t n_terminals, uint64_t n_events,
+			 struct tfs_grammar *g)
+{
+	size_t at = r->off;
+	int rc = parse_block(r, n_terminals, gram_max_elems(n_events), g);
+
+	if (rc == 0 && g->n_events != n_events) {
+		r->off = at;
+		rc = rd_fail(r, "block declares %llu events but expands to %llu",
+			     (unsigned long long)n_events, (unsigned long long)g->n_events);
+		grammar_fini(g);
+	}
 	return rc;
 }
 

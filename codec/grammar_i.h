@@ -85,6 +85,32 @@ struct tfs_grammar {
  * @return 0, -TFS_ECORRUPT (diag filled through @r), or -ENOMEM. On error @g is empty.
  */
 int grammar_parse(struct tfs_rd *r, uint32_t n_terminals, struct tfs_grammar *g);
+
+/* Most elements (over all rules) of a block of @n_events events (FORMAT.md §6). */
+static inline uint64_t gram_max_elems(uint64_t n_events)
+{
+	return n_events > (GRAM_MAX_EVENTS >> 1) ? UINT64_MAX : 2 * n_events + 1;
+}
+
+/*
+ * Most bytes of a grammar section whose stream has @n_events events: what its at most
+ * max(1, n_events) blocks of at most gram_max_elems() elements take with every varint at
+ * its longest (FORMAT.md §6). A reader checks a section's size against it before it
+ * decompresses the section.
+ */
+static inline uint64_t gram_max_section_bytes(uint64_t n_events)
+{
+	return n_events >= (UINT64_C(1) << 56) ? UINT64_MAX : 128 * (n_events + 1);
+}
+
+/*
+ * grammar_parse() for a block declared to hold @n_events events (the varint before it in a
+ * grammar section): more rules or elements than gram_max_elems(@n_events) are refused
+ * before anything is allocated for them, and so is an expansion of another length.
+ * @return 0, -TFS_ECORRUPT (diag filled through @r), or -ENOMEM. On error @g is empty.
+ */
+int grammar_parse_events(struct tfs_rd *r, uint32_t n_terminals, uint64_t n_events,
+			 struct tfs_grammar *g);
 /* Accepts a zeroed or parsed grammar. */
 void grammar_fini(struct tfs_grammar *g);
 /*

@@ -640,9 +640,9 @@ static int merge_vpatch(struct mg *m, const struct tfs_trace *t, uint32_t first,
 
 		if (s->vsec_idx != s0->vsec_idx)
 			continue;
-		rc = vpatch_write(&b, &s->patch, p1, p2);
+		rc = vpatch_write(&b, s->patch, p1, p2);
 		p2 = p1;
-		p1 = &s->patch;
+		p1 = s->patch;
 	}
 	vsec_out[s0->vsec_idx] = m->cw.n;
 	if (rc == 0)
@@ -700,7 +700,7 @@ static int merge_streams(struct mg *m, const struct tfs_trace *t, uint32_t base,
 		const struct tphase *p = &t->phases[i];
 
 		m->phases[m->n_phases++] =
-		    (struct sx_phase){p->name, first + p->stream, p->first, p->n};
+		    (struct sx_phase){t->phase_names + p->name_off, first + p->stream, p->first, p->n};
 	}
 	return rc;
 }

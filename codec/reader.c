@@ -226,21 +226,29 @@ static int parse_streams_v1(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
 	return 0;
 }
 
-/* Format 2: by columns, each rank as zigzag(rank - the previous stream's rank). */
+/*
+ * Format 2: by columns, each rank as zigzag(rank - the previous stream's rank). The five
+ * columns are found first, then read in step, so that nothing is copied: a job of 10^6
+ * ranks would otherwise hold 40 MB of varints for a moment.
+ */
 static int parse_streams_v2(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
 {
-	uint64_t *col = malloc(((size_t)n * 5 + 1) * sizeof(*col));
+	struct tfs_rd col[5];
 	int64_t rank = 0;
+	uint64_t f[5];
 	int rc = 0;
 
-	if (!col)
-		return -ENOMEM;
-	for (size_t i = 0; i < (size_t)n * 5 && rc == 0; i++)
-		rc = rd_varint(r, &col[i]);
+	for (int j = 0; j < 5 && rc == 0; j++) {
+		col[j] = *r;
+		for (uint32_t i = 0; i < n && rc == 0; i++)
+			rc = rd_varint(r, &f[0]);
+	}
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		int64_t d = zigzag_dec(col[i]);
-		uint64_t f[5];
+		int64_t d;
 
+		for (int j = 0; j < 5; j++)
+			(void)rd_varint(&col[j], &f[j]); /* read once above already */
+		d = zigzag_dec(f[0]);
 		/* |d| bounded first: rank stays in [0, 2^32) and the sum cannot overflow */
 		if (d > (int64_t)UINT32_MAX || d < -(int64_t)UINT32_MAX)
 			rank = -1;
@@ -251,17 +259,15 @@ static int parse_streams_v2(struct tfs_trace *t, struct tfs_rd *r, uint32_t n)
 			break;
 		}
 		f[0] = (uint64_t)rank;
-		for (int j = 1; j < 5; j++)
-			f[j] = col[(size_t)j * n + i];
 		rc = set_stream(t, r, &t->streams[i], f);
 		if (rc == 0)
 			t->n_streams = i + 1;
 	}
-	free(col);
 	return rc;
 }
 
-static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p)
+static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p,
+		       struct tfs_buf *names)
 {
 	const uint8_t *name;
 	size_t len;
@@ -283,8 +289,9 @@ static int parse_phase(struct tfs_trace *t, struct tfs_rd *r, struct tphase *p)
 		return rc;
 	if (!add_u64(p->first, p->n, &end) || end > t->streams[p->stream].n_events)
 		return rd_fail(r, "phase range outside its stream");
-	p->name = dup_bytes(name, len);
-	return p->name ? 0 : -ENOMEM;
+	p->name_off = names->len;
+	rc = buf_put(names, name, len);
+	return rc == 0 ? buf_put(names, "", 1) : rc;
 }
 
 static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
@@ -322,36 +329,52 @@ static int parse_header(struct tfs_trace *t, struct tfs_rd *r)
 	return 0;
 }
 
-static int cmp_stream(const void *a, const void *b)
+static int cmp_stream(const struct tstream *x, const struct tstream *y)
 {
-	const struct tstream *x = *(const struct tstream *const *)a;
-	const struct tstream *y = *(const struct tstream *const *)b;
-
 	if (x->rank != y->rank)
 		return x->rank < y->rank ? -1 : 1;
 	return x->thread < y->thread ? -1 : x->thread > y->thread;
 }
 
-static int check_unique(struct tfs_trace *t, struct tfs_rd *r)
+static int cmp_stream_idx(const void *a, const void *b, void *arg)
 {
-	const struct tstream **v = malloc((t->n_streams + 1) * sizeof(*v));
-	int rc = 0;
+	const struct tstream *st = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
+	return cmp_stream(&st[x], &st[y]);
+}
+
+/*
+ * (rank, thread) pairs are unique (FORMAT.md §8). Streams come in that order from every
+ * tracefs writer, which costs one pass to see; in any other order t->by_rank keeps it.
+ */
+static int order_streams(struct tfs_trace *t, struct tfs_rd *r)
+{
+	uint32_t i, *v;
+
+	for (i = 1; i < t->n_streams && cmp_stream(&t->streams[i - 1], &t->streams[i]) < 0; i++)
+		;
+	if (i >= t->n_streams)
+		return 0;
+	v = malloc(((size_t)t->n_streams + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < t->n_streams; i++)
-		v[i] = &t->streams[i];
-	qsort(v, t->n_streams, sizeof(*v), cmp_stream);
-	for (uint32_t i = 1; i < t->n_streams && rc == 0; i++)
-		if (cmp_stream(&v[i - 1], &v[i]) == 0)
-			rc = rd_fail(r, "two streams for rank %u thread %u", v[i]->rank,
-				     v[i]->thread);
-	free(v);
-	return rc;
+	for (i = 0; i < t->n_streams; i++)
+		v[i] = i;
+	qsort_r(v, t->n_streams, sizeof(*v), cmp_stream_idx, t->streams);
+	t->by_rank = v;
+	for (i = 1; i < t->n_streams; i++) {
+		const struct tstream *a = &t->streams[v[i - 1]], *b = &t->streams[v[i]];
+
+		if (cmp_stream(a, b) == 0)
+			return rd_fail(r, "two streams for rank %u thread %u", b->rank, b->thread);
+	}
+	return 0;
 }
 
 static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 {
+	struct tfs_buf names;
 	uint64_t n;
 	int rc = parse_header(t, r);
 
@@ -369,7 +392,7 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	for (uint32_t i = 0; i < t->n_streams; i++)
 		if (dec_digits(t->streams[i].n_events) > t->w_index)
 			t->w_index = dec_digits(t->streams[i].n_events);
-	rc = check_unique(t, r);
+	rc = order_streams(t, r);
 	if (rc == 0)
 		rc = rd_varint_max(r, rd_left(r) / 4, &n, "phase count");
 	if (rc < 0)
@@ -377,21 +400,41 @@ static int parse_streams(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	t->phases = calloc(n + 1, sizeof(*t->phases));
 	if (!t->phases)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++) {
-		rc = parse_phase(t, r, &t->phases[i]);
-		if (rc < 0)
-			return rc;
-		t->n_phases = i + 1;
+	buf_init(&names);
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		rc = parse_phase(t, r, &t->phases[i], &names);
+		if (rc == 0)
+			t->n_phases = i + 1;
 	}
+	if (rc == 0)
+		rc = buf_put(&names, "", 1); /* a buffer even without phases */
+	if (rc < 0) {
+		buf_fini(&names);
+		return rc;
+	}
+	t->phase_names = (char *)names.data;
 	return stacks_parse_table(t, r);
 }
 
-/* One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). */
+/* A grammar section being parsed for the streams of @n_events events that use it. */
+struct gsec_load {
+	struct gsec *g;
+	uint64_t n_events;
+};
+
+/*
+ * One grammar section: n_blocks, then (n_events, block) per block (FORMAT.md §6). Counts
+ * are checked against the stream's events before anything is allocated for them: at most
+ * one block per event (only a lone block may be empty), block events adding up to the
+ * stream's, and each block's rules and elements within what its events allow.
+ */
 static int parse_gsec(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 {
-	struct gsec *g = arg;
-	uint64_t n, declared;
-	int rc = rd_varint_max(r, rd_left(r) / 3, &n, "block count");
+	const struct gsec_load *gl = arg;
+	struct gsec *g = gl->g;
+	uint64_t n, declared, max_blocks = gl->n_events > 1 ? gl->n_events : 1;
+	int rc = rd_varint_max(r, rd_left(r) / 3 < max_blocks ? rd_left(r) / 3 : max_blocks, &n,
+			       "block count");
 
 	if (rc == 0 && n < 1)
 		rc = rd_fail(r, "grammar section without blocks");
@@ -402,85 +445,166 @@ static int parse_gsec(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	if (!g->blocks || !g->blk_events)
 		return -ENOMEM;
 	for (uint32_t b = 0; b < n; b++) {
-		rc = rd_varint(r, &declared);
+		rc = rd_varint_max(r, gl->n_events - g->blk_events[b], &declared, "block events");
+		if (rc == 0 && declared == 0 && n > 1)
+			rc = rd_fail(r, "block %u of %llu is empty", b, (unsigned long long)n);
 		if (rc == 0)
-			rc = grammar_parse(r, t->n_terms, &g->blocks[b]);
+			rc = grammar_parse_events(r, t->n_terms, declared, &g->blocks[b]);
 		if (rc < 0)
 			return rc;
 		g->n_blocks = b + 1;
-		if (declared != g->blocks[b].n_events)
-			return rd_fail(r, "block %u declares %llu events but expands to %llu", b,
-				       (unsigned long long)declared,
-				       (unsigned long long)g->blocks[b].n_events);
-		if (!add_u64(g->blk_events[b], declared, &g->blk_events[b + 1]) ||
-		    g->blk_events[b + 1] > GRAM_MAX_EVENTS)
-			return rd_fail(r, "stream of more than 2^62 events");
+		g->blk_events[b + 1] = g->blk_events[b] + declared;
 		g->height = g->blocks[b].height > g->height ? g->blocks[b].height : g->height;
 		g->n_rules += g->blocks[b].n_rules;
 	}
 	return 0;
 }
 
-/* Parse each distinct grammar section once; point streams at their gsec. */
+/* Whether a grammar uses a terminal that needs values (FORMAT.md §8). */
+static bool grammar_needs_values(const struct tfs_trace *t, const struct gsec *g)
+{
+	if (t->timing != TFS_TIMING_NONE)
+		return true;
+	for (uint32_t b = 0; b < g->n_blocks; b++) {
+		const struct tfs_grammar *gr = &g->blocks[b];
+
+		for (uint64_t i = 0; i < gr->n_elems; i++)
+			if (!gr->elems[i].is_rule && t->term_nvals[gr->elems[i].id])
+				return true;
+	}
+	return false;
+}
+
+/* Parse grammar section @sec for stream @s, checking its size first. */
+static int load_gsec(struct tfs_trace *t, uint32_t sec, const struct tstream *s, struct gsec *g,
+		     struct tfs_diag *diag)
+{
+	struct gsec_load gl = {g, s->n_events};
+	const struct sec_entry *e = &t->cf.ents[sec];
+	int rc;
+
+	g->sec = sec;
+	/* before decompressing: what the stream's events allow (FORMAT.md §6) */
+	if (e->raw > gram_max_section_bytes(s->n_events))
+		return diag_set(diag, -TFS_ECORRUPT, ctr_file_off(&t->cf, sec), "grammar",
+				"grammar section of %llu bytes for a stream of %llu events",
+				(unsigned long long)e->raw, (unsigned long long)s->n_events);
+	rc = with_section(t, sec, parse_gsec, &gl, diag);
+	if (rc == 0)
+		rc = layout_build(t, g, diag);
+	if (rc == 0)
+		g->needs_values = grammar_needs_values(t, g);
+	return rc;
+}
+
+/*
+ * Streams with the same grammar and unpatched values, found through an open-addressing table
+ * of (values section, grammar) keys: linear in the streams whatever they share.
+ */
+struct same_tab {
+	uint64_t *key; /* vsec_idx << 32 | gsec, plus 1 (0: empty) */
+	uint32_t *first;
+	uint32_t mask;
+};
+
+static int same_tab_init(struct same_tab *st, uint32_t n)
+{
+	uint64_t cap = 16;
+
+	while (cap < 2 * (uint64_t)n)
+		cap *= 2;
+	st->key = calloc(cap, sizeof(*st->key));
+	st->first = malloc(cap * sizeof(*st->first));
+	st->mask = (uint32_t)(cap - 1);
+	return st->key && st->first ? 0 : -ENOMEM;
+}
+
+static void same_tab_fini(struct same_tab *st)
+{
+	free(st->key);
+	free(st->first);
+}
+
+/* The first stream seen with @s's grammar and values, @i itself when it is the first. */
+static uint32_t same_tab_first(struct same_tab *st, const struct tstream *s, uint32_t i)
+{
+	uint64_t key = ((uint64_t)s->vsec_idx << 32 | s->gsec) + 1;
+	uint32_t h = (uint32_t)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 32) & st->mask;
+
+	for (; st->key[h]; h = (h + 1) & st->mask)
+		if (st->key[h] == key)
+			return st->first[h];
+	st->key[h] = key;
+	st->first[h] = i;
+	return i;
+}
+
+/*
+ * Parse each distinct grammar section once, point streams at their gsec and find each
+ * stream's first equal (same_as); add up the trace's events and text bytes.
+ */
 static int load_grammars(struct tfs_trace *t, struct tfs_diag *diag)
 {
 	uint32_t *gsec_of = calloc(t->cf.n + 1, sizeof(uint32_t)); /* section -> gsec + 1 */
-	int rc = 0;
+	uint32_t n_gram = 0;
+	struct same_tab st = {0};
+	int rc;
 
-	t->gsecs = calloc(t->n_streams + 1, sizeof(*t->gsecs));
-	if (!gsec_of || !t->gsecs) {
-		free(gsec_of);
-		return -ENOMEM;
+	for (uint32_t i = 0; i < t->cf.n; i++)
+		n_gram += t->cf.ents[i].type == SEC_GRAMMAR;
+	t->gsecs = calloc((size_t)n_gram + 1, sizeof(*t->gsecs));
+	rc = same_tab_init(&st, t->n_streams);
+	if (!gsec_of || !t->gsecs || rc < 0) {
+		rc = -ENOMEM;
+		goto out;
 	}
 	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
 		struct tstream *s = &t->streams[i];
 		uint32_t sec = s->gsec;
-		struct gsec *g;
+		const struct gsec *g;
 
 		if (!gsec_of[sec]) {
-			g = &t->gsecs[t->n_gsecs++];
-			g->sec = sec;
-			gsec_of[sec] = t->n_gsecs;
-			rc = with_section(t, sec, parse_gsec, g, diag);
-			if (rc == 0)
-				rc = layout_build(t, g, diag);
+			gsec_of[sec] = ++t->n_gsecs;
+			rc = load_gsec(t, sec, s, &t->gsecs[t->n_gsecs - 1], diag);
 		}
 		s->gsec = gsec_of[sec] - 1;
-		s->same_as = i;
-		for (uint32_t j = 0; j < i && !s->patch.n; j++) {
-			if (t->streams[j].gsec == s->gsec && t->streams[j].vsec_idx == s->vsec_idx &&
-			    !t->streams[j].patch.n) {
-				s->same_as = j;
-				break;
-			}
-		}
+		s->same_as = s->patch ? i : same_tab_first(&st, s, i);
 		g = &t->gsecs[s->gsec];
 		if (rc == 0 && g->blk_events[g->n_blocks] != s->n_events)
 			rc = diag_set(diag, -TFS_ECORRUPT, t->cf.ents[sec].off, "grammar",
 				      "stream %u has %llu events but its grammar %llu", i,
 				      (unsigned long long)s->n_events,
 				      (unsigned long long)g->blk_events[g->n_blocks]);
+		if (rc == 0) {
+			/* each below 2^62 events and 2^64 bytes: saturate the sums */
+			t->n_events += s->n_events;
+			t->text_bytes = t->text_bytes + g->blk_bytes[TFS_VIEW_TEXT][g->n_blocks] <
+							t->text_bytes
+						? UINT64_MAX
+						: t->text_bytes + g->blk_bytes[TFS_VIEW_TEXT][g->n_blocks];
+		}
 	}
+out:
+	same_tab_fini(&st);
 	free(gsec_of);
 	return rc;
 }
 
-
 /* One vpatch section (FORMAT.md §8.1) being parsed for the streams that refer to it. */
 struct vpatch_load {
-	uint32_t sec;	/* its section index */
-	uint32_t first; /* the first stream referring to it */
+	uint32_t sec;	      /* its section index */
+	uint32_t first;	      /* the first stream referring to it */
+	uint32_t users;	      /* how many do */
+	const uint32_t *next; /* [n_streams] the next stream of the same values section */
 };
 
 static int parse_vpatch(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 {
 	const struct vpatch_load *vl = arg;
 	const struct vpatch_list *p1 = NULL, *p2 = NULL;
-	uint64_t base, n, users = 0;
+	uint64_t base, n;
 	int rc;
 
-	for (uint32_t i = vl->first; i < t->n_streams; i++)
-		users += t->streams[i].vsec_idx == vl->sec;
 	rc = rd_varint(r, &base);
 	if (rc == 0)
 		rc = rd_varint(r, &n);
@@ -489,107 +613,130 @@ static int parse_vpatch(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	if (base >= t->cf.n || t->cf.ents[base].type != SEC_VALUES)
 		return rd_fail(r, "patched section %llu is not a values section",
 			       (unsigned long long)base);
-	if (n != users)
-		return rd_fail(r, "%llu patch lists for %llu streams", (unsigned long long)n,
-			       (unsigned long long)users);
-	for (uint32_t i = vl->first; i < t->n_streams; i++) {
+	if (n != vl->users)
+		return rd_fail(r, "%llu patch lists for %u streams", (unsigned long long)n,
+			       vl->users);
+	for (uint32_t i = vl->first; i < t->n_streams; i = vl->next[i]) {
 		struct tstream *s = &t->streams[i];
 
-		if (s->vsec_idx != vl->sec)
-			continue;
-		rc = vpatch_read(r, &s->patch, p1, p2);
+		s->patch = calloc(1, sizeof(*s->patch));
+		if (!s->patch)
+			return -ENOMEM;
+		rc = vpatch_read(r, s->patch, p1, p2);
 		if (rc < 0)
 			return rc;
-		if (!s->patch.n)
+		if (!s->patch->n)
 			return rd_fail(r, "empty patch list of stream %u", i);
 		s->vbase_idx = (uint32_t)base;
 		p2 = p1;
-		p1 = &s->patch;
+		p1 = s->patch;
 	}
 	return 0;
 }
 
-/* Parse every vpatch section once, giving each stream that refers to one its patches. */
+/*
+ * Parse every vpatch section once, giving each stream that refers to one its patches. The
+ * streams of a section are chained (next[]) so that each section costs its own streams.
+ */
 static int load_vpatches(struct tfs_trace *t, struct tfs_diag *diag)
 {
-	for (uint32_t i = 0; i < t->n_streams; i++) {
-		struct tstream *s = &t->streams[i];
-		struct vpatch_load vl = {s->vsec_idx, i};
-		int rc;
+	uint32_t *next = malloc(((size_t)t->n_streams + 1) * sizeof(*next));
+	uint32_t *last = malloc(((size_t)t->cf.n + 1) * sizeof(*last));
+	uint32_t *users = calloc((size_t)t->cf.n + 1, sizeof(*users));
+	int rc = next && last && users ? 0 : -ENOMEM;
 
-		if (s->patch.n)
-			continue; /* given by the vpatch section of an earlier stream */
+	for (uint32_t i = 0; i < t->cf.n && rc == 0; i++)
+		last[i] = UINT32_MAX;
+	for (uint32_t i = t->n_streams; i-- > 0 && rc == 0;) {
+		struct tstream *s = &t->streams[i];
+
 		s->vbase_idx = s->vsec_idx;
 		if (s->vsec_idx == t->cf.n || t->cf.ents[s->vsec_idx].type != SEC_VPATCH)
 			continue;
-		rc = with_section(t, s->vsec_idx, parse_vpatch, &vl, diag);
-		if (rc < 0)
-			return rc;
+		next[i] = last[s->vsec_idx] == UINT32_MAX ? t->n_streams : last[s->vsec_idx];
+		last[s->vsec_idx] = i;
+		users[s->vsec_idx]++;
 	}
-	return 0;
+	for (uint32_t sec = 0; sec < t->cf.n && rc == 0; sec++) {
+		struct vpatch_load vl = {sec, last[sec], users[sec], next};
+
+		if (users[sec])
+			rc = with_section(t, sec, parse_vpatch, &vl, diag);
+	}
+	free(next);
+	free(last);
+	free(users);
+	return rc;
 }
 
-/* A stream without a values section may not need one (FORMAT.md §8). */
-static int check_no_values(const struct tfs_trace *t, const struct tstream *s,
-			   struct tfs_diag *diag)
+/* Open values section @sec once, for every stream that decodes it. */
+static int open_vsec(struct tfs_trace *t, uint32_t sec, struct tfs_diag *diag)
 {
-	const struct gsec *g = &t->gsecs[s->gsec];
+	const struct sec_entry *e = &t->cf.ents[sec];
+	struct tfs_vsec *vs = &t->vsecs[t->n_vsecs];
+	const uint8_t *data;
+	uint8_t *owned;
+	size_t len;
+	int rc;
 
-	for (uint32_t b = 0; b < g->n_blocks; b++) {
-		const struct tfs_grammar *gr = &g->blocks[b];
-
-		for (uint64_t i = 0; i < gr->n_elems; i++) {
-			const struct gram_elem *e = &gr->elems[i];
-
-			if (t->timing == TFS_TIMING_NONE && (e->is_rule || !t->term_nvals[e->id]))
-				continue;
-			return diag_set(diag, -TFS_ECORRUPT, t->cf.ents[g->sec].off, "streams",
-					"stream of rank %u thread %u lacks its values section",
-					s->rank, s->thread);
-		}
-	}
+	if (e->codec != 0)
+		return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
+				"values section must be stored raw");
+	rc = ctr_load(&t->cf, sec, &owned, &data, &len, diag);
+	if (rc == 0)
+		rc = vsec_open(vs, data, len, e->off, diag);
+	if (rc < 0)
+		return rc;
+	vs->cls = t->vcls;
+	vs->cls_off = t->term_vcls_off;
+	if (vs->data_start > e->head_len)
+		return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
+				"block index not covered by the section's head checksum");
+	t->vsec_of[sec] = t->n_vsecs++;
 	return 0;
 }
 
 static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 {
-	for (uint32_t i = 0; i < t->n_streams; i++) {
-		struct tstream *s = &t->streams[i];
-		const struct sec_entry *e;
-		const uint8_t *data;
-		uint8_t *owned;
-		size_t len;
-		int rc;
+	uint32_t n_vals = 0;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < t->cf.n; i++)
+		n_vals += t->cf.ents[i].type == SEC_VALUES;
+	t->vsecs = calloc((size_t)n_vals + 1, sizeof(*t->vsecs));
+	t->vsec_of = malloc(((size_t)t->cf.n + 1) * sizeof(*t->vsec_of));
+	if (!t->vsecs || !t->vsec_of)
+		return -ENOMEM;
+	for (uint32_t i = 0; i <= t->cf.n; i++)
+		t->vsec_of[i] = UINT32_MAX;
+	for (uint32_t i = 0; i < t->n_streams && rc == 0; i++) {
+		const struct tstream *s = &t->streams[i];
+		const struct tfs_vsec *vs;
+		uint64_t off;
 
 		if (s->vsec_idx == t->cf.n) {
-			rc = check_no_values(t, s, diag);
-			if (rc < 0)
-				return rc;
+			if (t->gsecs[s->gsec].needs_values)
+				rc = diag_set(diag, -TFS_ECORRUPT,
+					      t->cf.ents[t->gsecs[s->gsec].sec].off, "streams",
+					      "stream of rank %u thread %u lacks its values section",
+					      s->rank, s->thread);
 			continue;
 		}
-		e = &t->cf.ents[s->vbase_idx];
-		if (e->codec != 0)
-			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
-					"values section must be stored raw");
-		rc = ctr_load(&t->cf, s->vbase_idx, &owned, &data, &len, diag);
-		if (rc == 0)
-			rc = vsec_open(&s->vs, data, len, e->off, diag);
+		if (t->vsec_of[s->vbase_idx] == UINT32_MAX)
+			rc = open_vsec(t, s->vbase_idx, diag);
 		if (rc < 0)
-			return rc;
-		s->vs.cls = t->vcls;
-		s->vs.cls_off = t->term_vcls_off;
-		if (s->vs.data_start > e->head_len)
-			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
-					"block index not covered by the section's head checksum");
-		if (s->vs.n_events != s->n_events || s->vs.timing != t->timing ||
-		    (t->timing == TFS_TIMING_LOSSY && s->vs.rel_err != t->rel_err))
-			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
-					"values of stream %u disagree with the stream table", i);
-		if (s->patch.n && s->patch.e[s->patch.n - 1].block >= s->vs.n_blocks)
-			return diag_set(diag, -TFS_ECORRUPT, e->off, "streams",
-					"values patch of stream %u past its last block", i);
+			break;
+		vs = stream_vsec(t, s);
+		off = t->cf.ents[s->vbase_idx].off;
+		if (vs->n_events != s->n_events || vs->timing != t->timing ||
+		    (t->timing == TFS_TIMING_LOSSY && vs->rel_err != t->rel_err))
+			rc = diag_set(diag, -TFS_ECORRUPT, off, "values",
+				      "values of stream %u disagree with the stream table", i);
+		else if (s->patch && s->patch->e[s->patch->n - 1].block >= vs->n_blocks)
+			rc = diag_set(diag, -TFS_ECORRUPT, off, "streams",
+				      "values patch of stream %u past its last block", i);
 	}
-	return 0;
+	return rc;
 }
 
 /* Section index of the one section of @type, or a corruption. */
@@ -787,12 +934,17 @@ void tfs_trace_close(struct tfs_trace *t)
 	free(t->gsecs);
 	stacks_free(t);
 	rnames_free(t);
-	for (uint32_t i = 0; i < t->n_phases; i++)
-		free(t->phases[i].name);
 	free(t->phases);
-	for (uint32_t i = 0; t->streams && i < t->n_streams; i++)
-		vpatch_list_fini(&t->streams[i].patch);
+	free(t->phase_names);
+	for (uint32_t i = 0; t->streams && i < t->n_streams; i++) {
+		if (t->streams[i].patch)
+			vpatch_list_fini(t->streams[i].patch);
+		free(t->streams[i].patch);
+	}
 	free(t->streams);
+	free(t->by_rank);
+	free(t->vsecs);
+	free(t->vsec_of);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
 		free(t->term_len[v]);
 		free(t->segs[v]);
@@ -840,12 +992,8 @@ void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info)
 	info->max_dur_ns = t->max_dur;
 	info->table_bytes = t->cf.table_len;
 	info->table_raw_bytes = t->cf.table_raw;
-	for (uint32_t i = 0; i < t->n_streams; i++) {
-		const struct gsec *g = &t->gsecs[t->streams[i].gsec];
-
-		info->n_events += t->streams[i].n_events;
-		info->text_bytes += g->blk_bytes[TFS_VIEW_TEXT][g->n_blocks];
-	}
+	info->n_events = t->n_events;
+	info->text_bytes = t->text_bytes;
 }
 
 int tfs_trace_section(const struct tfs_trace *t, uint32_t idx, struct tfs_section_info *info)
@@ -936,23 +1084,61 @@ int tfs_trace_stream(const struct tfs_trace *t, uint32_t idx, struct tfs_stream_
 	return 0;
 }
 
+/* The stream at position @k of the (rank, thread) order. */
+static inline uint32_t sorted_at(const struct tfs_trace *t, uint32_t k)
+{
+	return t->by_rank ? t->by_rank[k] : k;
+}
+
+/* The first position of the (rank, thread) order at or after (@rank, @thread). */
+static uint32_t lower_bound(const struct tfs_trace *t, uint32_t rank, uint32_t thread)
+{
+	const struct tstream key = {.rank = rank, .thread = thread};
+	uint32_t lo = 0, hi = t->n_streams;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (cmp_stream(&t->streams[sorted_at(t, mid)], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 int tfs_trace_find_stream(const struct tfs_trace *t, uint32_t rank, uint32_t thread,
 			  uint32_t *idx)
 {
-	for (uint32_t i = 0; i < t->n_streams; i++) {
-		if (t->streams[i].rank == rank && t->streams[i].thread == thread) {
-			*idx = i;
-			return 0;
-		}
-	}
-	return -ENOENT;
+	uint32_t k = lower_bound(t, rank, thread);
+
+	if (k == t->n_streams || t->streams[sorted_at(t, k)].rank != rank ||
+	    t->streams[sorted_at(t, k)].thread != thread)
+		return -ENOENT;
+	*idx = sorted_at(t, k);
+	return 0;
+}
+
+void tfs_trace_rank_streams(const struct tfs_trace *t, uint32_t rank, uint32_t *first,
+			    uint32_t *n)
+{
+	*first = lower_bound(t, rank, 0);
+	*n = (rank == UINT32_MAX ? t->n_streams : lower_bound(t, rank + 1, 0)) - *first;
+}
+
+int tfs_trace_stream_sorted(const struct tfs_trace *t, uint32_t k, uint32_t *idx)
+{
+	if (k >= t->n_streams)
+		return -ENOENT;
+	*idx = sorted_at(t, k);
+	return 0;
 }
 
 int tfs_trace_phase(const struct tfs_trace *t, uint32_t idx, struct tfs_phase_info *info)
 {
 	if (idx >= t->n_phases)
 		return -ENOENT;
-	info->name = t->phases[idx].name;
+	info->name = t->phase_names + t->phases[idx].name_off;
 	info->stream = t->phases[idx].stream;
 	info->first_event = t->phases[idx].first;
 	info->n_events = t->phases[idx].n;

@@ -239,8 +239,6 @@ int rnames_load(struct tfs_trace *t, struct tfs_diag *diag)
 		rc = load_names(t, (uint32_t)names_idx, diag);
 	if (rc < 0)
 		return rc;
-	for (uint32_t i = 0; i < t->n_streams && t->names.n_runs; i++)
-		t->streams[i].names = names_table_of(&t->names, t->streams[i].rank);
 	/* most names need no escape: views copy those as they are */
 	t->name_plain = malloc(t->names.n_ents + 1);
 	if (!t->name_plain)

@@ -35,6 +35,7 @@ struct block_layout {
 /* A distinct grammar section, shared by the streams that have identical content. */
 struct gsec {
 	uint32_t sec;	 /* section table index */
+	bool needs_values; /* timed, or some terminal it uses has a VAL argument (FORMAT.md §8) */
 	uint32_t n_blocks;
 	struct tfs_grammar *blocks;
 	struct block_layout *layout;
@@ -71,20 +72,25 @@ struct tmpl_seg {
 	uint64_t a, len;
 };
 
+/*
+ * A stream (FORMAT.md §8). Kept small, 40 bytes: a merged job of 10^6 ranks has 10^6 of
+ * them, and whatever streams share (grammar, values, names) lives once elsewhere.
+ */
 struct tstream {
-	uint32_t rank, thread;
 	uint64_t n_events;
-	uint32_t gsec;	   /* index into tfs_trace.gsecs */
-	uint32_t vsec_idx; /* section table index of its values (or of its vpatch section) */
-	uint32_t vbase_idx; /* section table index of the values it decodes (patched or not) */
+	uint32_t rank, thread;
+	uint32_t gsec;	    /* index into tfs_trace.gsecs */
+	uint32_t vsec_idx;  /* section table index of its values (or of its vpatch section);
+			     * cf.n: none */
+	uint32_t vbase_idx; /* section table index of the values it decodes (patched or not);
+			     * cf.n: none */
 	uint32_t same_as;
-	struct tfs_vsec vs;
-	struct vpatch_list patch; /* words replaced in the shared values (FORMAT.md §8.1) */
-	const struct name_table *names; /* its rank's names (FORMAT.md §12), or NULL */
+	struct vpatch_list *patch; /* words replaced in the shared values (FORMAT.md §8.1), or
+				    * NULL: none */
 };
 
 struct tphase {
-	char *name;
+	uint64_t name_off; /* its NUL-terminated name at tfs_trace.phase_names + name_off */
 	uint32_t stream;
 	uint64_t first, n;
 };
@@ -143,10 +149,20 @@ struct tfs_trace {
 	unsigned int w_sec, w_dur, w_thread, w_ts_json, w_rank, w_index;
 	struct tstream *streams;
 	uint32_t n_streams;
+	uint32_t *by_rank;	/* stream indices in (rank, thread) order; NULL: the file's order
+				 * is that order (the usual case) */
+	uint64_t n_events;	/* over all streams */
+	uint64_t text_bytes;	/* of all streams' text views */
 	struct tphase *phases;
 	uint32_t n_phases;
+	char *phase_names;	/* every phase's name, NUL-terminated, back to back */
 	struct gsec *gsecs;
 	uint32_t n_gsecs;
+	/* the distinct values sections, each opened once whatever the streams sharing it */
+	struct tfs_vsec *vsecs;
+	uint32_t n_vsecs;
+	uint32_t *vsec_of;	/* [cf.n] section index -> vsecs index (UINT32_MAX: not one) */
+	struct tfs_vsec no_values; /* zeroed: what a stream without values section reads */
 	struct trank *ranks;	/* sorted by rank, the ranks with backtraces or symbols */
 	uint32_t n_rank_ents;
 	pthread_mutex_t lazy_lock; /* protects the decoded parts of ranks[] */
@@ -156,6 +172,13 @@ struct tfs_trace {
 	uint8_t *name_plain;	   /* [names.n_ents] render_name_plain() of each entry */
 	uint32_t n_nw_slots;	   /* a power of two, or 0 */
 };
+
+/* The values section @s decodes (patched or not), or t->no_values. */
+static inline const struct tfs_vsec *stream_vsec(const struct tfs_trace *t,
+						 const struct tstream *s)
+{
+	return s->vbase_idx < t->cf.n ? &t->vsecs[t->vsec_of[s->vbase_idx]] : &t->no_values;
+}
 
 /* rstacks.c */
 /* Parse the §8 rank table (the end of the streams section) and set up lazy decoding. */

@@ -454,6 +454,11 @@ int wstream_import_block(struct tfs_wstream *s, const uint8_t *block, size_t len
 		return rc == -ENOMEM ? rc : -EINVAL;
 	if (rd_left(&r) || !add_u64(s->n_events, g.n_events, &total) || total > GRAM_MAX_EVENTS)
 		rc = -EINVAL;
+	if (rc == 0 && g.n_events == 0) {
+		/* FORMAT.md §6: only a lone block may be empty, and an empty stream exports one */
+		grammar_fini(&g);
+		return 0;
+	}
 	if (rc == 0 && gbuild_n_events(s->gb))
 		rc = flush_block(s);
 	if (rc == 0)

@@ -175,7 +175,7 @@ static void fs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	rc = fs_vtree_lookup(m->vt, parent, name, &ino);
 	if (rc == 0)
-		rc = fs_vtree_stat(m->vt, ino, &n);
+		rc = fs_vtree_attr(m->vt, ino, &n);
 	if (rc < 0) {
 		fs_reply_err(req, rc);
 		return;
@@ -194,7 +194,7 @@ static void fs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	struct fs_mount *m = fs_of(req);
 	struct fs_node_info n;
 	struct stat st;
-	int rc = fs_vtree_stat(m->vt, ino, &n);
+	int rc = fs_vtree_attr(m->vt, ino, &n);
 
 	if (rc < 0) {
 		fs_reply_err(req, rc);

@@ -146,6 +146,7 @@ static json_int_t jint(const json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+/* A stream a line, or a run of copies of one stream on consecutive ranks ("index", "count"). */
 static void print_streams(const json_t *info)
 {
 	const json_t *streams = json_object_get(info, "streams"), *s;
@@ -155,16 +156,24 @@ static void print_streams(const json_t *info)
 	       "events", "blocks", "rules", "height", "shared");
 	json_array_foreach(streams, i, s)
 	{
-		json_int_t same = jint(s, "same_as");
-		char shared[32] = "-";
+		json_int_t same = jint(s, "same_as"), count = jint(s, "count");
+		json_int_t index = json_object_get(s, "index") ? jint(s, "index") : (json_int_t)i;
+		char shared[32] = "-", ranks[112] = "";
 
-		if ((size_t)same != i)
+		if (same != index)
 			snprintf(shared, sizeof(shared), "same as %" JSON_INTEGER_FORMAT, same);
-		printf("  %6zu %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		if (count > 1)
+			snprintf(ranks, sizeof(ranks),
+				 " (streams %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT
+				 ", ranks %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT ")",
+				 index, index + count - 1, jint(s, "rank"),
+				 jint(s, "rank") + count - 1);
+		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
+		       " %6" JSON_INTEGER_FORMAT
 		       " %12" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
-		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s\n",
-		       i, jint(s, "rank"), jint(s, "thread"), jint(s, "events"), jint(s, "blocks"),
-		       jint(s, "rules"), jint(s, "height"), shared);
+		       " %8" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT " %s%s\n",
+		       index, jint(s, "rank"), jint(s, "thread"), jint(s, "events"),
+		       jint(s, "blocks"), jint(s, "rules"), jint(s, "height"), shared, ranks);
 	}
 }
 
@@ -312,11 +321,12 @@ err_close_trace:
  * What node @ino (@path) is: its size may need decoding (a summary), which a corrupt trace
  * fails. @return 0 or an exit status, said on stderr
  */
-static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path,
+/* fs_vtree_stat() of @ino, or fs_vtree_attr() for an entry of a listing (@entry). */
+static int stat_node(const struct fs_vtree *vt, uint64_t ino, const char *path, bool entry,
 		     struct fs_node_info *info)
 {
 	char buf[256];
-	int rc = fs_vtree_stat(vt, ino, info);
+	int rc = entry ? fs_vtree_attr(vt, ino, info) : fs_vtree_stat(vt, ino, info);
 
 	if (rc == 0)
 		return 0;
@@ -343,7 +353,7 @@ static int cmd_ls(int argc, char **argv)
 	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
 	if (rc)
 		return rc;
-	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", &dir);
+	rc = stat_node(vt, ino, argc == 3 ? argv[2] : "", false, &dir);
 	if (rc == 0 && !dir.is_dir)
 		print_entry(&dir, argv[2]);
 	for (uint32_t i = 0; rc == 0 && dir.is_dir && i < dir.n_children; i++) {
@@ -361,7 +371,7 @@ static int cmd_ls(int argc, char **argv)
 
 			snprintf(path, sizeof(path), "%s%s%s", argc == 3 ? argv[2] : "",
 				 argc == 3 && *argv[2] ? "/" : "", name);
-			if ((rc = stat_node(vt, child, path, &n)) == 0)
+			if ((rc = stat_node(vt, child, path, true, &n)) == 0)
 				print_entry(&n, n.name);
 		}
 	}
@@ -450,7 +460,7 @@ static int cmd_cat(int argc, char **argv)
 	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
 	if (rc)
 		return rc;
-	rc = stat_node(vt, ino, argv[2], &n);
+	rc = stat_node(vt, ino, argv[2], false, &n);
 	if (rc) {
 		/* said */
 	} else if (n.is_dir) {

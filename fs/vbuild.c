@@ -52,23 +52,20 @@ static const char json_head[] = "[\n";
 static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, int kind,
 			uint64_t sort_key)
 {
-	struct vnode *n, *p;
-	uint32_t idx = vt->n_nodes;
+	struct vnode **chunk, *n, *p = NULL;
+	uint32_t idx = vt->n_alloc;
 
-	if (vt->n_nodes == vt->nodes_cap) {
-		uint32_t cap = vt->nodes_cap ? vt->nodes_cap * 2 : 64;
-		struct vnode *nodes;
-
-		if (vt->nodes_cap >= UINT32_MAX / 2)
+	if (idx >= FS_MAX_NODES)
+		return -ENOMEM;
+	chunk = &vt->chunks[idx >> FS_NODE_CHUNK_SHIFT];
+	if (!*chunk) {
+		*chunk = calloc(FS_NODE_CHUNK, sizeof(**chunk));
+		if (!*chunk)
 			return -ENOMEM;
-		nodes = realloc(vt->nodes, (size_t)cap * sizeof(*nodes));
-		if (!nodes)
-			return -ENOMEM;
-		vt->nodes = nodes;
-		vt->nodes_cap = cap;
 	}
-	if (idx != parent) {
-		p = &vt->nodes[parent];
+	/* the rank directories are not children of ranks/: it finds them by ordinal */
+	if (idx != parent && !(fs_node_at(vt, parent)->flags & VN_RANKS)) {
+		p = fs_node_at(vt, parent);
 		assert(p->kind == NODE_DIR);
 		if (p->n_children == p->children_cap) {
 			uint32_t cap = p->children_cap ? p->children_cap * 2 : 4;
@@ -80,7 +77,7 @@ static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, 
 			p->children_cap = cap;
 		}
 	}
-	n = &vt->nodes[idx];
+	n = fs_node_at(vt, idx);
 	memset(n, 0, sizeof(*n));
 	n->name = strdup(name);
 	if (!n->name)
@@ -88,21 +85,19 @@ static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, 
 	n->parent = parent;
 	n->kind = (uint8_t)kind;
 	n->sort_key = sort_key;
-	vt->n_nodes++;
-	if (idx != parent) {
-		p = &vt->nodes[parent];
+	vt->n_alloc++;
+	if (p)
 		p->children[p->n_children++] = idx;
-	}
 	return idx;
 }
 
 /* The child of @dir named @name, or -1. Linear: used while building, on small dirs only. */
 static int64_t find_child(const struct fs_vtree *vt, uint32_t dir, const char *name)
 {
-	const struct vnode *d = &vt->nodes[dir];
+	const struct vnode *d = fs_node_at(vt, dir);
 
 	for (uint32_t i = 0; i < d->n_children; i++) {
-		if (strcmp(vt->nodes[d->children[i]].name, name) == 0)
+		if (strcmp(fs_node_at(vt, d->children[i])->name, name) == 0)
 			return d->children[i];
 	}
 	return -1;
@@ -123,7 +118,7 @@ static int add_view(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 
 	if (idx < 0)
 		return (int)idx;
-	f = &vt->nodes[idx];
+	f = fs_node_at(vt, (uint32_t)idx);
 	f->view = (uint8_t)view;
 	f->stream = s->stream;
 	f->first = s->first;
@@ -138,8 +133,8 @@ static int add_gen_file(struct fs_vtree *vt, const char *name, const char *buf, 
 
 	if (idx < 0)
 		return (int)idx;
-	vt->nodes[idx].gen = buf;
-	vt->nodes[idx].size = len;
+	fs_node_at(vt, (uint32_t)idx)->gen = buf;
+	fs_node_at(vt, (uint32_t)idx)->size = len;
 	return 0;
 }
 
@@ -159,7 +154,7 @@ static int add_lazy(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 	g->what = what;
 	g->scope = sc;
 	g->node = (uint32_t)idx;
-	vt->nodes[idx].lazy = g;
+	fs_node_at(vt, (uint32_t)idx)->lazy = g;
 	return 0;
 }
 
@@ -170,7 +165,7 @@ static int add_concat(struct fs_vtree *vt, uint32_t dir, const char *name, uint6
 
 	if (idx < 0)
 		return (int)idx;
-	*out = vt->nodes[idx].concat = fs_concat_new(vt);
+	*out = fs_node_at(vt, (uint32_t)idx)->concat = fs_concat_new(vt);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -252,32 +247,11 @@ static int scope_add_phase(struct fs_scope *sc, uint32_t idx)
 	return 0;
 }
 
-static int cmp_seg(const void *a, const void *b)
+static int cmp_u32(const void *a, const void *b)
 {
-	const struct fs_seg *x = a, *y = b;
-
-	if (x->rank != y->rank)
-		return x->rank < y->rank ? -1 : 1;
-	return x->thread < y->thread ? -1 : x->thread > y->thread;
-}
-
-static int cmp_phase(const void *a, const void *b, void *arg)
-{
-	const struct fs_phase_rec *recs = arg;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
-	if (recs[x].rank != recs[y].rank)
-		return recs[x].rank < recs[y].rank ? -1 : 1;
 	return x < y ? -1 : x > y;
-}
-
-/* Put segments in (rank, thread) order and phases in (rank, index) order. */
-static void scope_sort(struct fs_scope *sc, const struct fs_phase_rec *by_idx)
-{
-	if (sc->n_segs > 1)
-		qsort(sc->segs, sc->n_segs, sizeof(*sc->segs), cmp_seg);
-	if (sc->n_phases > 1)
-		qsort_r(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_phase, (void *)by_idx);
 }
 
 /* ---- the files of a scope ---- */
@@ -302,9 +276,9 @@ static int add_merged(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, in
 	idx = add_node(vt, dir, view_file[view], NODE_MERGE, (uint64_t)view);
 	if (idx < 0)
 		return (int)idx;
-	vt->nodes[idx].view = (uint8_t)view;
-	vt->nodes[idx].scope = sc;
-	return fs_merge_size(vt, sc, view, &vt->nodes[idx].size);
+	fs_node_at(vt, (uint32_t)idx)->view = (uint8_t)view;
+	fs_node_at(vt, (uint32_t)idx)->scope = sc;
+	return fs_merge_size(vt, sc, view, &fs_node_at(vt, (uint32_t)idx)->size);
 }
 
 /* "[\n", the Chrome lines of @sc's segments, then the generated tail. */
@@ -384,7 +358,12 @@ static int add_chrome_parts(struct fs_vtree *vt, uint32_t dir, const struct fs_s
 					return -ENOMEM;
 				used = 0;
 			}
-			rc = fit_events(vt, s, s->first + done, part_bytes - used, &k);
+			/* most streams fit whole: a cursor only for the few cut between parts */
+			k = s->n_events - done;
+			rc = tfs_trace_view_size(vt->trace, s->stream, TFS_VIEW_CHROME,
+						 s->first + done, k, &size);
+			if (rc == 0 && size > part_bytes - used)
+				rc = fit_events(vt, s, s->first + done, part_bytes - used, &k);
 			if (rc == 0 && k == 0 && used > 0) {
 				rc = close_part(vt, dir, part, sc, n_parts++);
 				part = NULL;
@@ -409,31 +388,46 @@ static int add_chrome_parts(struct fs_vtree *vt, uint32_t dir, const struct fs_s
 	return rc;
 }
 
+/* The bytes of @sc's Chrome lines. */
+static int chrome_lines(struct fs_vtree *vt, const struct fs_scope *sc, uint64_t *lines)
+{
+	uint64_t n;
+	int rc = 0;
+
+	*lines = 0;
+	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
+		rc = tfs_trace_view_size(vt->trace, sc->segs[i].stream, TFS_VIEW_CHROME,
+					 sc->segs[i].first, sc->segs[i].n_events, &n);
+		*lines += n;
+	}
+	return rc;
+}
+
+/* The size of the parts of a trace.json.d/ over @lines bytes of Chrome lines. */
+static uint64_t part_bytes(const struct fs_vtree *vt, uint64_t lines)
+{
+	/* at most FS_JSON_MAX_PARTS parts, so that mount time does not grow with the trace */
+	return lines / FS_JSON_MAX_PARTS + 1 > vt->split_bytes ? lines / FS_JSON_MAX_PARTS + 1
+							       : vt->split_bytes;
+}
+
 /* trace.json of a scope, and its trace.json.d/ when its events exceed the split size. */
 static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc)
 {
 	struct fs_concat *c = NULL;
-	uint64_t lines = 0, n;
+	uint64_t lines = 0;
 	int64_t d;
 	int rc;
 
 	rc = add_concat(vt, dir, "trace.json", KEY_JSON, &c);
 	if (rc == 0)
 		rc = fill_chrome(vt, c, sc, fs_chrome_tail_new);
-	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
-		rc = tfs_trace_view_size(vt->trace, sc->segs[i].stream, TFS_VIEW_CHROME,
-					 sc->segs[i].first, sc->segs[i].n_events, &n);
-		lines += n;
-	}
+	if (rc == 0)
+		rc = chrome_lines(vt, sc, &lines);
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
 	d = add_node(vt, dir, "trace.json.d", NODE_DIR, KEY_JSON_D);
-	/* at most FS_JSON_MAX_PARTS parts, so that mount time does not grow with the trace */
-	return d < 0 ? (int)d
-		     : add_chrome_parts(vt, (uint32_t)d, sc,
-					lines / FS_JSON_MAX_PARTS + 1 > vt->split_bytes
-						? lines / FS_JSON_MAX_PARTS + 1
-						: vt->split_bytes);
+	return d < 0 ? (int)d : add_chrome_parts(vt, (uint32_t)d, sc, part_bytes(vt, lines));
 }
 
 /* The views of a scope in @dir; with @profiles also summary.txt and stacks.folded. */
@@ -463,11 +457,11 @@ static int add_backtrace_files(struct fs_vtree *vt, uint32_t dir, struct fs_scop
 		return 0;
 	rc = add_lazy(vt, dir, "backtraces.txt", KEY_STACKS, LAZY_BACKTRACES, sc);
 	if (rc == 0)
-		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
 	if (rc == 0)
 		rc = add_lazy(vt, dir, "allocs.folded", KEY_STACKS, LAZY_ALLOCS, sc);
 	if (rc == 0)
-		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
 	return rc;
 }
 
@@ -480,7 +474,7 @@ static int add_files_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc
 		return 0;
 	rc = add_lazy(vt, dir, "files.txt", KEY_STACKS, LAZY_FILES, sc);
 	if (rc == 0)
-		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
 	return rc;
 }
 
@@ -500,73 +494,68 @@ static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc
 	return add_scope_files(vt, (uint32_t)tdir, sc, false);
 }
 
-/* ---- the whole tree ---- */
-
-struct rank_ent {
-	int64_t dir; /* node, -1: no stream of this rank */
-	struct fs_scope *scope;
-};
+/* ---- one rank, built at its first use ---- */
 
 struct phase_dir {
 	uint32_t node;
 	struct fs_scope *scope;
 };
 
-struct layout {
-	struct fs_scope *root;
-	struct rank_ent *ranks;		/* [n_ranks] */
+/* What building one rank keeps track of. */
+struct rank_lay {
+	uint32_t rank;
+	uint32_t dir;			/* ranks/<r>/ */
+	struct fs_scope *scope;		/* the rank's */
+	uint32_t first, n_streams;	/* its streams: positions of tfs_trace_stream_sorted() */
 	struct fs_scope **stream_scope; /* [n_streams] */
-	struct fs_phase_rec *recs;	/* [n_phases], by index */
+	struct fs_phase_rec *recs;	/* [n_phases] its phases */
+	char **dirs;			/* [n_phases] their directory names, by slot */
+	uint32_t n_phases;
 	struct phase_dir *pdirs;	/* [n_phases] at most */
 	uint32_t n_pdirs;
 };
 
-static int add_rank(struct fs_vtree *vt, uint32_t ranks, uint32_t rank, struct rank_ent *e)
+static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
 {
 	char name[16];
-	int64_t sub;
+	int64_t dir, sub;
 
-	snprintf(name, sizeof(name), "%" PRIu32, rank);
-	e->dir = add_node(vt, ranks, name, NODE_DIR, rank);
-	if (e->dir < 0)
-		return (int)e->dir;
-	sub = add_node(vt, (uint32_t)e->dir, "phases", NODE_DIR, KEY_PHASES);
+	snprintf(name, sizeof(name), "%" PRIu32, l->rank);
+	dir = add_node(vt, vt->ranks_node, name, NODE_DIR, l->rank);
+	if (dir < 0)
+		return (int)dir;
+	l->dir = (uint32_t)dir;
+	fs_node_at(vt, l->dir)->flags = VN_RANK_DIR;
+	fs_node_at(vt, l->dir)->rank_ord = ord;
+	sub = add_node(vt, l->dir, "phases", NODE_DIR, KEY_PHASES);
 	if (sub < 0)
 		return (int)sub;
-	e->scope = scope_new(vt, "rank %" PRIu32, rank);
-	return e->scope ? 0 : -ENOMEM;
+	l->scope = scope_new(vt, "rank %" PRIu32, l->rank);
+	return l->scope ? 0 : -ENOMEM;
 }
 
-/* Every stream: its thread scope, its rank's scope and directory, the root scope. */
-static int lay_streams(struct fs_vtree *vt, struct layout *l, uint32_t ranks)
+/* Each stream of the rank: its thread scope, and its events in the rank's scope. */
+static int lay_streams(struct fs_vtree *vt, struct rank_lay *l)
 {
-	for (uint32_t s = 0; s < vt->ti.n_streams; s++) {
+	for (uint32_t j = 0; j < l->n_streams; j++) {
 		struct tfs_stream_info si;
 		struct fs_seg seg;
-		struct rank_ent *r;
+		uint32_t s;
 		int rc;
 
-		rc = tfs_trace_stream(vt->trace, s, &si);
+		rc = tfs_trace_stream_sorted(vt->trace, l->first + j, &s);
+		if (rc == 0)
+			rc = tfs_trace_stream(vt->trace, s, &si);
 		if (rc < 0)
 			return rc;
-		if (si.rank >= vt->ti.n_ranks)
-			return -EINVAL;
-		r = &l->ranks[si.rank];
-		if (r->dir < 0) {
-			rc = add_rank(vt, ranks, si.rank, r);
-			if (rc < 0)
-				return rc;
-		}
 		seg = (struct fs_seg){s, si.rank, si.thread, 0, si.n_events};
-		l->stream_scope[s] =
+		l->stream_scope[j] =
 		    scope_new(vt, "rank %" PRIu32 " thread %" PRIu32, si.rank, si.thread);
-		if (!l->stream_scope[s])
+		if (!l->stream_scope[j])
 			return -ENOMEM;
-		rc = scope_add_seg(l->stream_scope[s], &seg);
+		rc = scope_add_seg(l->stream_scope[j], &seg);
 		if (rc == 0)
-			rc = scope_add_seg(r->scope, &seg);
-		if (rc == 0)
-			rc = scope_add_seg(l->root, &seg);
+			rc = scope_add_seg(l->scope, &seg);
 		if (rc < 0)
 			return rc;
 	}
@@ -574,7 +563,7 @@ static int lay_streams(struct fs_vtree *vt, struct layout *l, uint32_t ranks)
 }
 
 /* A phase directory's own scope and, per phase, a one-thread scope under it. */
-static int lay_phase(struct fs_vtree *vt, struct layout *l, const struct fs_phase_rec *p,
+static int lay_phase(struct fs_vtree *vt, struct rank_lay *l, const struct fs_phase_rec *p,
 		     bool new_dir)
 {
 	struct fs_seg seg = {p->stream, p->rank, p->thread, p->first, p->n_events};
@@ -583,7 +572,7 @@ static int lay_phase(struct fs_vtree *vt, struct layout *l, const struct fs_phas
 	int rc;
 
 	if (new_dir) {
-		int64_t phases = find_child(vt, (uint32_t)l->ranks[p->rank].dir, "phases");
+		int64_t phases = find_child(vt, l->dir, "phases");
 		int64_t node;
 
 		assert(phases >= 0);
@@ -613,94 +602,208 @@ static int lay_phase(struct fs_vtree *vt, struct layout *l, const struct fs_phas
 	return rc;
 }
 
-/* Phases: into the scopes of the root, their rank and stream; their directories. */
-static int lay_phases(struct fs_vtree *vt, struct layout *l)
+/* The rank's phases: positions [*first, *first + *n) of the root scope's phases. */
+static int rank_phases(struct fs_vtree *vt, uint32_t rank, uint32_t *first, uint32_t *n)
 {
-	struct fs_phase_rec *sorted;
-	char **dirs;
-	int rc;
+	const struct fs_scope *root = vt->root;
+	uint32_t lo = 0, hi = root->n_phases, bound[2];
 
-	if (vt->ti.n_phases == 0)
-		return 0;
-	rc = fs_phase_dirs_new(vt->trace, &dirs);
+	/* the root's phases are in (rank, index) order */
+	for (int k = 0; k < 2; k++) {
+		lo = k ? bound[0] : 0;
+		hi = root->n_phases;
+		while (lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+			struct tfs_phase_info pi;
+			struct tfs_stream_info si;
+			int rc = tfs_trace_phase(vt->trace, root->phases[mid], &pi);
+
+			if (rc == 0)
+				rc = tfs_trace_stream(vt->trace, pi.stream, &si);
+			if (rc < 0)
+				return rc;
+			if (si.rank < rank + (uint32_t)k || (k && rank == UINT32_MAX))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		bound[k] = lo;
+	}
+	*first = bound[0];
+	*n = bound[1] - bound[0];
+	return 0;
+}
+
+/* The rank's phases into its scopes, and their directories. */
+static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
+{
+	uint32_t first, j;
+	int rc = rank_phases(vt, l->rank, &first, &l->n_phases);
+
+	if (rc < 0 || l->n_phases == 0)
+		return rc;
+	l->recs = calloc(l->n_phases, sizeof(*l->recs));
+	l->dirs = calloc(l->n_phases, sizeof(*l->dirs));
+	l->pdirs = calloc(l->n_phases, sizeof(*l->pdirs));
+	if (!l->recs || !l->dirs || !l->pdirs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < l->n_phases && rc == 0; i++) {
+		struct fs_phase_rec *p = &l->recs[i];
+
+		rc = fs_phase_rec_of(vt->trace, vt->root->phases[first + i], p);
+		p->slot = i;
+		for (j = 0; rc == 0 && j < l->n_streams; j++)
+			if (l->stream_scope[j]->segs[0].stream == p->stream)
+				break;
+		if (rc == 0 && j == l->n_streams)
+			rc = -EINVAL;
+		if (rc == 0)
+			rc = scope_add_phase(l->scope, p->idx);
+		if (rc == 0)
+			rc = scope_add_phase(l->stream_scope[j], p->idx);
+	}
+	if (rc == 0)
+		rc = fs_phase_dirs_name(l->recs, l->n_phases, l->dirs);
 	if (rc < 0)
 		return rc;
-	sorted = calloc(vt->ti.n_phases, sizeof(*sorted));
-	if (!sorted) {
-		rc = -ENOMEM;
-		goto out_free_dirs;
-	}
-	for (uint32_t i = 0; i < vt->ti.n_phases && rc == 0; i++) {
+	/* a directory per distinct name, listed by its first phase */
+	for (uint32_t i = 0; i < l->n_phases; i++)
+		l->recs[i].name = l->dirs[l->recs[i].slot];
+	qsort(l->recs, l->n_phases, sizeof(*l->recs), fs_phase_rec_cmp);
+	for (uint32_t i = 0; i < l->n_phases && rc == 0; i++) {
 		const struct fs_phase_rec *p = &l->recs[i];
 
-		if (p->stream >= vt->ti.n_streams || l->ranks[p->rank].dir < 0) {
-			rc = -EINVAL;
-			break;
-		}
-		rc = scope_add_phase(l->root, i);
-		if (rc == 0)
-			rc = scope_add_phase(l->ranks[p->rank].scope, i);
-		if (rc == 0)
-			rc = scope_add_phase(l->stream_scope[p->stream], i);
-		sorted[i] = *p;
-		sorted[i].name = dirs[i];
+		rc = lay_phase(vt, l, p, i == 0 || strcmp(p->name, p[-1].name) != 0);
 	}
-	if (rc < 0)
-		goto out_free_sorted;
-	if (vt->ti.n_phases > 1)
-		qsort(sorted, vt->ti.n_phases, sizeof(*sorted), fs_phase_rec_cmp);
-	for (uint32_t i = 0; i < vt->ti.n_phases && rc == 0; i++) {
-		const struct fs_phase_rec *p = &sorted[i];
-
-		rc = lay_phase(vt, l, p,
-			       i == 0 || p->rank != p[-1].rank || strcmp(p->name, p[-1].name));
-	}
-out_free_sorted:
-	free(sorted);
-out_free_dirs:
-	fs_phase_dirs_free(dirs, vt->ti.n_phases);
 	return rc;
 }
 
-/* Files of every scope, once all scopes are complete. */
-static int lay_files(struct fs_vtree *vt, struct layout *l)
+/* The files of the rank's scopes, once they are complete. */
+static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_from)
 {
 	int rc = 0;
 
-	for (uint32_t i = 0; i < vt->n_scopes; i++)
-		scope_sort(vt->scopes[i], l->recs);
-	for (uint32_t s = 0; s < vt->ti.n_streams && rc == 0; s++) {
-		const struct fs_scope *sc = l->stream_scope[s];
+	for (uint32_t i = scopes_from; i < vt->n_scopes; i++) {
+		struct fs_scope *sc = vt->scopes[i];
 
-		rc = add_thread_dir(vt, (uint32_t)l->ranks[sc->segs[0].rank].dir,
-				    l->stream_scope[s]);
+		if (sc->n_phases > 1)
+			qsort(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_u32);
 	}
-	for (uint32_t r = 0; r < vt->ti.n_ranks && rc == 0; r++) {
-		if (l->ranks[r].dir >= 0)
-			rc = add_scope_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, true);
-		if (rc == 0 && l->ranks[r].dir >= 0)
-			rc = add_backtrace_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
-		if (rc == 0 && l->ranks[r].dir >= 0)
-			rc = add_files_file(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
-	}
+	for (uint32_t j = 0; j < l->n_streams && rc == 0; j++)
+		rc = add_thread_dir(vt, l->dir, l->stream_scope[j]);
+	if (rc == 0)
+		rc = add_scope_files(vt, l->dir, l->scope, true);
+	if (rc == 0)
+		rc = add_backtrace_files(vt, l->dir, l->scope, l->rank);
+	if (rc == 0)
+		rc = add_files_file(vt, l->dir, l->scope, l->rank);
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
 		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);
-	if (rc == 0)
-		rc = add_lazy(vt, 0, "summary.txt", KEY_SUMMARY, LAZY_SUMMARY, l->root);
-	if (rc == 0)
-		rc = add_lazy(vt, 0, "signatures.txt", KEY_SIGNATURES, LAZY_SIGNATURES, NULL);
-	if (rc == 0)
-		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
-	if (rc == 0)
-		rc = add_chrome(vt, 0, l->root);
 	return rc;
 }
+
+static void rank_lay_fini(struct rank_lay *l)
+{
+	for (uint32_t i = 0; l->dirs && i < l->n_phases; i++)
+		free(l->dirs[i]);
+	free(l->dirs);
+	free(l->recs);
+	free(l->pdirs);
+	free(l->stream_scope);
+}
+
+static void node_fini(struct vnode *n);
+static int finish(struct fs_vtree *vt, uint32_t from);
+
+/* Forget the nodes and scopes made since (@nodes, @scopes): a rank that failed to build. */
+static void unwind(struct fs_vtree *vt, uint32_t nodes, uint32_t scopes)
+{
+	while (vt->n_alloc > nodes)
+		node_fini(fs_node_at(vt, --vt->n_alloc));
+	while (vt->n_scopes > scopes)
+		fs_scope_free(vt->scopes[--vt->n_scopes]);
+}
+
+/* Build rank directory @ord and everything in it. Under grow_lock. */
+static int build_rank(struct fs_vtree *vt, uint32_t ord, uint32_t *node)
+{
+	struct rank_lay l = {.rank = fs_rank_of_ord(vt, ord)};
+	uint32_t nodes = vt->n_alloc, scopes = vt->n_scopes;
+	int rc;
+
+	tfs_trace_rank_streams(vt->trace, l.rank, &l.first, &l.n_streams);
+	l.stream_scope = calloc((size_t)l.n_streams + 1, sizeof(*l.stream_scope));
+	rc = l.stream_scope ? add_rank_dir(vt, ord, &l) : -ENOMEM;
+	if (rc == 0)
+		rc = lay_streams(vt, &l);
+	if (rc == 0)
+		rc = lay_phases(vt, &l);
+	if (rc == 0)
+		rc = lay_files(vt, &l, scopes);
+	if (rc == 0)
+		rc = finish(vt, nodes);
+	rank_lay_fini(&l);
+	if (rc < 0) {
+		unwind(vt, nodes, scopes);
+		return rc;
+	}
+	*node = l.dir;
+	atomic_store_explicit(&vt->n_nodes, vt->n_alloc, memory_order_release);
+	return 0;
+}
+
+int fs_rank_dir(struct fs_vtree *vt, uint32_t ord, uint32_t *node)
+{
+	int rc = 0;
+
+	*node = atomic_load_explicit(&vt->rank_node[ord], memory_order_acquire);
+	if (*node)
+		return 0;
+	pthread_mutex_lock(&vt->grow_lock);
+	*node = atomic_load_explicit(&vt->rank_node[ord], memory_order_relaxed);
+	if (!*node) {
+		rc = build_rank(vt, ord, node);
+		if (rc == 0) {
+			atomic_store_explicit(&vt->rank_node[ord], *node, memory_order_release);
+			atomic_fetch_add_explicit(&vt->n_ranks_built, 1, memory_order_relaxed);
+		}
+	}
+	pthread_mutex_unlock(&vt->grow_lock);
+	return rc;
+}
+
+uint32_t fs_rank_of_ord(const struct fs_vtree *vt, uint32_t ord)
+{
+	return vt->rank_list ? vt->rank_list[ord] : ord;
+}
+
+int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord)
+{
+	uint32_t lo = 0, hi = vt->n_rank_dirs;
+
+	if (!vt->rank_list) {
+		*ord = rank;
+		return rank < vt->n_rank_dirs ? 0 : -ENOENT;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (vt->rank_list[mid] < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*ord = lo;
+	return lo < vt->n_rank_dirs && vt->rank_list[lo] == rank ? 0 : -ENOENT;
+}
+
+/* ---- the root ---- */
 
 static int cmp_listing(const void *a, const void *b, void *arg)
 {
 	const struct fs_vtree *vt = arg;
-	const struct vnode *x = &vt->nodes[*(const uint32_t *)a];
-	const struct vnode *y = &vt->nodes[*(const uint32_t *)b];
+	const struct vnode *x = fs_node_at(vt, *(const uint32_t *)a);
+	const struct vnode *y = fs_node_at(vt, *(const uint32_t *)b);
 
 	if (x->sort_key != y->sort_key)
 		return x->sort_key < y->sort_key ? -1 : 1;
@@ -711,29 +814,63 @@ static int cmp_name(const void *a, const void *b, void *arg)
 {
 	const struct fs_vtree *vt = arg;
 
-	return strcmp(vt->nodes[*(const uint32_t *)a].name, vt->nodes[*(const uint32_t *)b].name);
+	return strcmp(fs_node_at(vt, *(const uint32_t *)a)->name,
+		      fs_node_at(vt, *(const uint32_t *)b)->name);
 }
 
-/* Order every directory's listing and build its lookup index. */
-static int finish(struct fs_vtree *vt)
+/* Order the listing of directory @d and build its lookup index (by_name NULL: ENOMEM). */
+static void finish_dir(struct fs_vtree *vt, struct vnode *d)
 {
-	for (uint32_t i = 0; i < vt->n_nodes; i++) {
-		struct vnode *d = &vt->nodes[i];
+	if (d->kind != NODE_DIR || d->n_children == 0 || (d->flags & VN_RANKS))
+		return;
+	if (d->n_children > 1)
+		qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
+	free(d->by_name);
+	d->by_name = malloc((size_t)d->n_children * sizeof(*d->by_name));
+	if (!d->by_name)
+		return;
+	memcpy(d->by_name, d->children, (size_t)d->n_children * sizeof(*d->by_name));
+	if (d->n_children > 1)
+		qsort_r(d->by_name, d->n_children, sizeof(*d->by_name), cmp_name, vt);
+}
 
-		if (d->kind != NODE_DIR || d->n_children == 0)
-			continue;
-		if (d->n_children > 1)
-			qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
-		d->by_name = malloc((size_t)d->n_children * sizeof(*d->by_name));
-		if (!d->by_name)
+/* Finish every directory from node @from on. */
+static int finish(struct fs_vtree *vt, uint32_t from)
+{
+	for (uint32_t i = from; i < vt->n_alloc; i++) {
+		struct vnode *d = fs_node_at(vt, i);
+
+		finish_dir(vt, d);
+		if (d->kind == NODE_DIR && d->n_children && !(d->flags & VN_RANKS) && !d->by_name)
 			return -ENOMEM;
-		memcpy(d->by_name, d->children, (size_t)d->n_children * sizeof(*d->by_name));
-		if (d->n_children > 1)
-			qsort_r(d->by_name, d->n_children, sizeof(*d->by_name), cmp_name, vt);
 	}
 	return 0;
 }
 
+static void node_fini(struct vnode *n)
+{
+	free(n->name);
+	free(n->children);
+	free(n->by_name);
+	fs_concat_free(n->concat);
+	if (n->lazy) {
+		fs_once_fini(&n->lazy->once);
+		free(n->lazy->data);
+		free(n->lazy);
+	}
+	memset(n, 0, sizeof(*n));
+}
+
+void fs_vtree_nodes_free(struct fs_vtree *vt)
+{
+	for (uint32_t i = 0; vt->chunks && i < vt->n_alloc; i++)
+		node_fini(fs_node_at(vt, i));
+	for (uint32_t c = 0; vt->chunks && c < FS_MAX_NODES / FS_NODE_CHUNK; c++)
+		free(vt->chunks[c]);
+	free(vt->chunks);
+	vt->chunks = NULL;
+	vt->n_alloc = 0;
+}
 /* Kinds as the profiles need them; the tree-wide tables; the split size. */
 static int read_tables(struct fs_vtree *vt)
 {
@@ -781,42 +918,242 @@ static int read_tables(struct fs_vtree *vt)
 	return 0;
 }
 
-static int lay_out(struct fs_vtree *vt, struct layout *l)
+/*
+ * The rank directories: the ranks that have streams, in order, found in one pass over the
+ * streams (rank_list stays NULL when they are exactly 0 to n - 1, as in a job).
+ */
+static int list_ranks(struct fs_vtree *vt)
+{
+	uint32_t n = 0, prev = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		for (uint32_t k = 0; k < vt->ti.n_streams; k++) {
+			struct tfs_stream_info si;
+			uint32_t s;
+			int rc = tfs_trace_stream_sorted(vt->trace, k, &s);
+
+			if (rc == 0)
+				rc = tfs_trace_stream(vt->trace, s, &si);
+			if (rc < 0)
+				return rc;
+			if (n && si.rank == prev)
+				continue;
+			if (vt->rank_list)
+				vt->rank_list[n] = si.rank;
+			prev = si.rank;
+			n++;
+		}
+		/* distinct and increasing: the last is n - 1 only if they are 0 to n - 1 */
+		if (pass || n == 0 || prev == n - 1)
+			break;
+		vt->rank_list = malloc((size_t)n * sizeof(*vt->rank_list));
+		if (!vt->rank_list)
+			return -ENOMEM;
+	}
+	vt->n_rank_dirs = n;
+	vt->rank_node = calloc((size_t)n + 1, sizeof(*vt->rank_node));
+	return vt->rank_node ? 0 : -ENOMEM;
+}
+
+static int cmp_rec_rank(const void *a, const void *b, void *arg)
+{
+	const struct fs_phase_rec *recs = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (recs[x].rank != recs[y].rank)
+		return recs[x].rank < recs[y].rank ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* The root's phases, every one in (rank, index) order: what finds a rank's phases. */
+static int lay_root_phases(struct fs_vtree *vt, struct fs_scope *root)
+{
+	struct fs_phase_rec *recs;
+	int rc;
+
+	root->phases = malloc(((size_t)vt->ti.n_phases + 1) * sizeof(*root->phases));
+	recs = calloc((size_t)vt->ti.n_phases + 1, sizeof(*recs));
+	if (!root->phases || !recs) {
+		free(recs);
+		return -ENOMEM;
+	}
+	root->phases_cap = vt->ti.n_phases + 1;
+	rc = fs_phase_recs(vt->trace, vt->ti.n_phases, recs);
+	for (uint32_t i = 0; i < vt->ti.n_phases && rc == 0; i++)
+		rc = scope_add_phase(root, i);
+	if (rc == 0 && root->n_phases > 1)
+		qsort_r(root->phases, root->n_phases, sizeof(*root->phases), cmp_rec_rank, recs);
+	free(recs);
+	return rc;
+}
+
+/* The root's segments: every stream in (rank, thread) order (fs_once). */
+static int fill_root_segs(void *arg)
+{
+	struct fs_vtree *vt = arg;
+	struct fs_scope *root = vt->root;
+	int rc = 0;
+
+	root->n_segs = 0;
+	root->n_events = 0;
+	if (!root->segs) {
+		root->segs = malloc(((size_t)vt->ti.n_streams + 1) * sizeof(*root->segs));
+		if (!root->segs)
+			return -ENOMEM;
+		root->segs_cap = vt->ti.n_streams + 1;
+	}
+	for (uint32_t k = 0; k < vt->ti.n_streams && rc == 0; k++) {
+		struct tfs_stream_info si;
+		uint32_t s;
+
+		rc = tfs_trace_stream_sorted(vt->trace, k, &s);
+		if (rc == 0)
+			rc = tfs_trace_stream(vt->trace, s, &si);
+		if (rc == 0)
+			rc = scope_add_seg(root,
+					   &(struct fs_seg){s, si.rank, si.thread, 0, si.n_events});
+	}
+	return rc;
+}
+
+int fs_root_ready(struct fs_vtree *vt)
+{
+	return fs_once_run(&vt->root_once, fill_root_segs, vt);
+}
+
+/* The root's trace.json, at its first use (fs_concat_fill_fn). */
+static int fill_root_chrome(struct fs_concat *c, void *arg)
+{
+	struct fs_vtree *vt = arg;
+	int rc = fs_root_ready(vt);
+
+	return rc < 0 ? rc : fill_chrome(vt, c, vt->root, fs_chrome_tail_new);
+}
+
+/* The bytes of every stream's Chrome lines, without the root's segments. */
+static int all_chrome_lines(struct fs_vtree *vt, uint64_t *lines)
+{
+	int rc = 0;
+
+	*lines = 0;
+	for (uint32_t s = 0; s < vt->ti.n_streams && rc == 0; s++) {
+		struct tfs_stream_info si;
+		uint64_t n = 0;
+
+		rc = tfs_trace_stream(vt->trace, s, &si);
+		if (rc == 0)
+			rc = tfs_trace_view_size(vt->trace, s, TFS_VIEW_CHROME, 0, si.n_events, &n);
+		*lines += n;
+	}
+	return rc;
+}
+
+/* The root's trace.json and trace.json.d/: both filled at their first use. */
+static int add_root_chrome(struct fs_vtree *vt)
+{
+	struct fs_concat *c = NULL;
+	uint64_t lines = 0;
+	int64_t d;
+	int rc = add_concat(vt, 0, "trace.json", KEY_JSON, &c);
+
+	if (rc == 0) {
+		fs_concat_set_fill(c, fill_root_chrome, vt);
+		rc = all_chrome_lines(vt, &lines);
+	}
+	if (rc < 0 || lines <= vt->split_bytes)
+		return rc;
+	d = add_node(vt, 0, "trace.json.d", NODE_DIR, KEY_JSON_D);
+	if (d < 0)
+		return (int)d;
+	fs_node_at(vt, (uint32_t)d)->flags = VN_LAZY_DIR;
+	vt->root_part_bytes = part_bytes(vt, lines);
+	return 0;
+}
+
+static void finish_dir(struct fs_vtree *vt, struct vnode *d);
+
+int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
+{
+	struct vnode *d = fs_node_at(vt, idx);
+	uint32_t nodes, scopes;
+	int rc = 0;
+
+	if (atomic_load_explicit(&d->built, memory_order_acquire))
+		return 0;
+	rc = fs_root_ready(vt);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&vt->grow_lock);
+	if (atomic_load_explicit(&d->built, memory_order_relaxed))
+		goto out_unlock;
+	nodes = vt->n_alloc;
+	scopes = vt->n_scopes;
+	rc = add_chrome_parts(vt, idx, vt->root, vt->root_part_bytes);
+	if (rc == 0)
+		rc = finish(vt, nodes);
+	if (rc == 0)
+		finish_dir(vt, d);
+	if (rc == 0 && d->n_children && !d->by_name)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		unwind(vt, nodes, scopes);
+		free(d->children);
+		d->children = NULL;
+		d->n_children = d->children_cap = 0;
+		goto out_unlock;
+	}
+	atomic_store_explicit(&vt->n_nodes, vt->n_alloc, memory_order_release);
+	atomic_store_explicit(&d->built, true, memory_order_release);
+out_unlock:
+	pthread_mutex_unlock(&vt->grow_lock);
+	return rc;
+}
+
+/* The root: ranks/ (whose directories come at their first use) and its files. */
+static int lay_root(struct fs_vtree *vt)
 {
 	int64_t ranks;
 	int rc;
 
-	l->root = scope_new(vt, "the whole trace");
-	if (!l->root)
+	vt->root = scope_new(vt, "the whole trace");
+	if (!vt->root)
 		return -ENOMEM;
+	rc = lay_root_phases(vt, vt->root);
+	if (rc == 0)
+		rc = list_ranks(vt);
+	if (rc < 0)
+		return rc;
 	ranks = add_node(vt, 0, "ranks", NODE_DIR, KEY_RANKS);
 	if (ranks < 0)
 		return (int)ranks;
-	for (uint32_t r = 0; r < vt->ti.n_ranks; r++)
-		l->ranks[r].dir = -1;
-	rc = fs_phase_recs(vt->trace, vt->ti.n_phases, l->recs);
+	vt->ranks_node = (uint32_t)ranks;
+	fs_node_at(vt, vt->ranks_node)->flags = VN_RANKS;
+	fs_node_at(vt, vt->ranks_node)->n_children = vt->n_rank_dirs;
+	rc = add_lazy(vt, 0, "summary.txt", KEY_SUMMARY, LAZY_SUMMARY, vt->root);
 	if (rc == 0)
-		rc = lay_streams(vt, l, (uint32_t)ranks);
+		rc = add_lazy(vt, 0, "signatures.txt", KEY_SIGNATURES, LAZY_SIGNATURES, NULL);
 	if (rc == 0)
-		rc = lay_phases(vt, l);
+		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
 	if (rc == 0)
-		rc = lay_files(vt, l);
+		rc = add_root_chrome(vt);
 	return rc;
 }
 
 int fs_vtree_build(struct fs_vtree *vt, const char *trace_name)
 {
-	struct layout l = {0};
 	int64_t root;
 	int rc;
 
 	tfs_trace_get_info(vt->trace, &vt->ti);
+	vt->chunks = calloc(FS_MAX_NODES / FS_NODE_CHUNK, sizeof(*vt->chunks));
+	if (!vt->chunks)
+		return -ENOMEM;
 	rc = read_tables(vt);
 	if (rc == 0)
 		rc = fs_procs_new(vt->trace, vt->ti.n_ranks, &vt->procs);
 	if (rc == 0)
-		rc = fs_gen_files(vt, trace_name, &vt->readme, &vt->readme_len, &vt->info,
-				  &vt->info_len);
+		rc = fs_readme_new(vt, trace_name, &vt->readme, &vt->readme_len);
 	if (rc < 0)
 		return rc;
 	root = add_node(vt, 0, "", NODE_DIR, 0);
@@ -824,17 +1161,12 @@ int fs_vtree_build(struct fs_vtree *vt, const char *trace_name)
 		return (int)root;
 	rc = add_gen_file(vt, "README.txt", vt->readme, vt->readme_len, 0);
 	if (rc == 0)
-		rc = add_gen_file(vt, "info.json", vt->info, vt->info_len, 1);
-	if (rc < 0)
-		return rc;
-	l.ranks = calloc((size_t)vt->ti.n_ranks + 1, sizeof(*l.ranks));
-	l.stream_scope = calloc((size_t)vt->ti.n_streams + 1, sizeof(*l.stream_scope));
-	l.recs = calloc((size_t)vt->ti.n_phases + 1, sizeof(*l.recs));
-	l.pdirs = calloc((size_t)vt->ti.n_phases + 1, sizeof(*l.pdirs));
-	rc = l.ranks && l.stream_scope && l.recs && l.pdirs ? lay_out(vt, &l) : -ENOMEM;
-	free(l.ranks);
-	free(l.stream_scope);
-	free(l.recs);
-	free(l.pdirs);
-	return rc < 0 ? rc : finish(vt);
+		rc = add_lazy(vt, 0, "info.json", 1, LAZY_INFO, NULL);
+	if (rc == 0)
+		rc = lay_root(vt);
+	if (rc == 0)
+		rc = finish(vt, 0);
+	if (rc == 0)
+		atomic_store_explicit(&vt->n_nodes, vt->n_alloc, memory_order_release);
+	return rc;
 }

@@ -26,6 +26,8 @@ struct part {
 
 struct fs_concat {
 	struct fs_once once;	/* makes the generated parts and the end offsets */
+	fs_concat_fill_fn fill; /* adds the parts at the first fs_concat_ready(), or NULL */
+	void *fill_arg;
 	struct part *parts;
 	uint32_t n_parts, parts_cap;
 	struct fs_vtree *vt;	/* borrowed: what generated parts are made from */
@@ -121,6 +123,12 @@ int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_s
 	return 0;
 }
 
+void fs_concat_set_fill(struct fs_concat *c, fs_concat_fill_fn fill, void *arg)
+{
+	c->fill = fill;
+	c->fill_arg = arg;
+}
+
 static int make_ready(void *arg)
 {
 	struct fs_concat *c = arg;
@@ -128,6 +136,13 @@ static int make_ready(void *arg)
 	uint32_t i;
 	int rc = 0;
 
+	if (c->fill && c->n_parts == 0) {
+		rc = c->fill(c, c->fill_arg);
+		if (rc < 0) {
+			c->n_parts = 0; /* the next caller fills it again */
+			return rc;
+		}
+	}
 	for (i = 0; i < c->n_parts && rc == 0; i++) {
 		struct part *p = &c->parts[i];
 		size_t len;

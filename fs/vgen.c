@@ -154,7 +154,14 @@ static json_t *timing_json(const struct tfs_trace_info *ti)
 	return o;
 }
 
-static json_t *stream_json(const struct tfs_stream_info *si)
+/*
+ * A trace of more streams than this lists its streams and ranks in runs, so that info of
+ * 10^6 ranks of one program is a few entries, not 10^6 JSON objects (about 2 GB).
+ */
+#define FS_INFO_STREAMS_EACH 1024
+
+static json_t *stream_json(const struct tfs_stream_info *si, uint32_t index, uint32_t count,
+			   bool runs)
 {
 	json_t *o = json_object();
 
@@ -166,52 +173,129 @@ static json_t *stream_json(const struct tfs_stream_info *si)
 	    !put(o, "height", json_integer(si->height)) ||
 	    !put(o, "same_as", json_integer(si->same_as)) ||
 	    !put(o, "grammar_bytes", json_integer((json_int_t)si->grammar_bytes)) ||
-	    !put(o, "values_bytes", json_integer((json_int_t)si->values_bytes))) {
+	    !put(o, "values_bytes", json_integer((json_int_t)si->values_bytes)) ||
+	    (runs && (!put(o, "index", json_integer(index)) ||
+		      !put(o, "count", json_integer(count))))) {
 		json_decref(o);
 		return NULL;
 	}
 	return o;
 }
 
-/* "streams" and "ranks": [{"rank": r, "threads": [t...]}] (streams come sorted or not). */
-static bool put_streams(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+/* Whether stream @b (index @ib) continues the run of @a: the next rank, a copy of one stream. */
+static bool continues(const struct tfs_stream_info *a, uint32_t ia,
+		      const struct tfs_stream_info *b, uint32_t ib)
 {
-	json_t *streams = json_array(), *ranks = json_array();
-	json_t **by_rank = calloc((size_t)ti->n_ranks + 1, sizeof(*by_rank));
-	bool ok = streams && ranks && by_rank;
+	return ib == ia + 1 && b->rank == a->rank + 1 && b->thread == a->thread &&
+	       a->same_as != ia && b->same_as == a->same_as && b->n_events == a->n_events &&
+	       b->n_blocks == a->n_blocks && b->n_rules == a->n_rules && b->height == a->height &&
+	       b->grammar_bytes == a->grammar_bytes && b->values_bytes == a->values_bytes;
+}
 
-	for (uint32_t s = 0; ok && s < ti->n_streams; s++) {
-		struct tfs_stream_info si;
+/*
+ * "streams": one entry a stream; past FS_INFO_STREAMS_EACH streams, one entry a run of
+ * streams of consecutive ranks, each a copy of one stream, with "index" (its first stream)
+ * and "count" (streams in it: ranks rank .. rank + count - 1).
+ */
+static bool put_stream_list(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
+	json_t *streams = json_array();
+	struct tfs_stream_info first = {0}, last = {0}, si;
+	uint32_t i0 = 0;
 
-		ok = tfs_trace_stream(t, s, &si) == 0 && si.rank < ti->n_ranks &&
-		     push(streams, stream_json(&si));
-		if (ok && !by_rank[si.rank])
-			by_rank[si.rank] = json_array();
-		ok = ok && push(by_rank[si.rank], json_integer(si.thread));
+	for (uint32_t s = 0; streams && s < ti->n_streams; s++) {
+		if (tfs_trace_stream(t, s, &si) < 0 || si.rank >= ti->n_ranks)
+			goto err_free_streams;
+		if (s > 0 && runs && continues(&last, s - 1, &si, s)) {
+			last = si;
+			continue;
+		}
+		if (s > 0 && !push(streams, stream_json(&first, i0, s - i0, runs)))
+			goto err_free_streams;
+		first = last = si;
+		i0 = s;
 	}
-	for (uint32_t r = 0; ok && r < ti->n_ranks; r++) {
-		json_t *e, *threads = by_rank[r];
+	if (streams && ti->n_streams &&
+	    !push(streams, stream_json(&first, i0, ti->n_streams - i0, runs)))
+		goto err_free_streams;
+	return put(o, "streams", streams);
+
+err_free_streams:
+	json_decref(streams);
+	return false;
+}
+
+/* The threads of the rank of sorted stream *@s, whose rank goes in *@rank; *@s past them. */
+static json_t *rank_threads(const struct tfs_trace *t, uint32_t n_streams, uint32_t *s,
+			    uint32_t *rank)
+{
+	json_t *threads = json_array();
+	struct tfs_stream_info si;
+	uint32_t idx;
+
+	for (bool first = true; threads && *s < n_streams; (*s)++, first = false) {
+		if (tfs_trace_stream_sorted(t, *s, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0)
+			goto err_free_threads;
+		if (!first && si.rank != *rank)
+			break;
+		*rank = si.rank;
+		if (!push(threads, json_integer(si.thread)))
+			goto err_free_threads;
+	}
+	return threads;
+
+err_free_threads:
+	json_decref(threads);
+	return NULL;
+}
+
+/*
+ * "ranks": [{"rank": r, "threads": [t...]}] in rank order, the ranks with streams; past
+ * FS_INFO_STREAMS_EACH streams, consecutive ranks of the same threads are one entry with
+ * "count" (ranks rank .. rank + count - 1).
+ */
+static bool put_ranks(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
+	json_t *ranks = json_array(), *e = NULL;
+	uint32_t s = 0, rank = 0, first = 0;
+
+	while (ranks && s < ti->n_streams) {
+		json_t *threads = rank_threads(t, ti->n_streams, &s, &rank);
 
 		if (!threads)
+			goto err_free_ranks;
+		if (e && runs && rank == first + json_integer_value(json_object_get(e, "count")) &&
+		    json_equal(threads, json_object_get(e, "threads"))) {
+			json_decref(threads);
+			if (json_object_set_new(e, "count", json_integer(rank - first + 1)))
+				goto err_free_ranks;
 			continue;
-		by_rank[r] = NULL;
-		e = json_object();
-		if (!put(e, "rank", json_integer(r)) || !put(e, "threads", threads)) {
-			json_decref(e);
-			ok = false;
-			break;
 		}
-		ok = push(ranks, e);
+		e = json_object();
+		if (!e) {
+			json_decref(threads);
+			goto err_free_ranks;
+		}
+		if (!put(e, "rank", json_integer(rank))) {
+			json_decref(threads);
+			json_decref(e);
+			goto err_free_ranks;
+		}
+		if (!put(e, "threads", threads) || (runs && !put(e, "count", json_integer(1)))) {
+			json_decref(e);
+			goto err_free_ranks;
+		}
+		if (!push(ranks, e))
+			goto err_free_ranks;
+		first = rank;
 	}
-	for (uint32_t r = 0; by_rank && r < ti->n_ranks; r++)
-		json_decref(by_rank[r]);
-	free(by_rank);
-	if (!ok) {
-		json_decref(streams);
-		json_decref(ranks);
-		return false;
-	}
-	return put(o, "ranks", ranks) && put(o, "streams", streams);
+	return put(o, "ranks", ranks);
+
+err_free_ranks:
+	json_decref(ranks);
+	return false;
 }
 
 static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
@@ -368,8 +452,11 @@ static bool put_processes(json_t *o, const struct tfs_trace *t, const struct tfs
 		return true;
 	}
 	arr = json_array();
-	for (uint32_t r = 0; arr && r < p->n; r++) {
-		if (!push(arr, process_json(&p->v[r], r))) {
+	for (uint32_t r = 0; arr && r < p->n_listed; r++) {
+		struct fs_proc q;
+
+		fs_proc_at(p, r, &q);
+		if (!push(arr, process_json(&q, r))) {
 			json_decref(arr);
 			arr = NULL;
 		}
@@ -401,7 +488,7 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	    !put(o, "text_bytes", json_integer((json_int_t)ti.text_bytes)) ||
 	    !put(o, "bytes_per_event", json_real(per_event)) ||
 	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, t, &ti) ||
-	    !put_streams(o, t, &ti) ||
+	    !put_ranks(o, t, &ti) || !put_stream_list(o, t, &ti) ||
 	    !put_phases(o, t, &ti) || !put_sections(o, t, &ti)) {
 		json_decref(o);
 		return NULL;
@@ -420,7 +507,8 @@ void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...)
 		return;
 	for (;;) {
 		va_start(ap, fmt);
-		n = vsnprintf(b->data + b->len, b->cap - b->len, fmt, ap);
+		/* an empty buffer has no data yet: NULL + 0 is undefined, vsnprintf(NULL, 0) not */
+		n = vsnprintf(b->data ? b->data + b->len : NULL, b->cap - b->len, fmt, ap);
 		va_end(ap);
 		if (n < 0) {
 			b->failed = true;
@@ -619,9 +707,11 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 	if (!p || !p->by_pid)
 		return;
 	fs_sb_printf(b, "Processes (a rank each, in the order they began)\n");
-	for (uint32_t r = 0; r < p->n; r++) {
-		const struct fs_proc *q = &p->v[r];
+	for (uint32_t r = 0; r < p->n_listed; r++) {
+		struct fs_proc proc;
+		const struct fs_proc *q = &proc;
 
+		fs_proc_at(p, r, &proc);
 		fs_sb_printf(b, "  rank %" PRIu32 "  %s", r, q->program ? q->program : "?");
 		if (q->images && strstr(q->images, " -> "))
 			fs_sb_printf(b, " (ran %s)", q->images);
@@ -684,38 +774,31 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	return 0;
 }
 
-int fs_gen_files(const struct fs_vtree *vt, const char *trace_name, char **readme,
-		 size_t *readme_len, char **info, size_t *info_len)
+int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out, size_t *len)
 {
-	const struct tfs_trace *t = vt->trace;
-	json_t *j;
-	char *text;
-	int rc;
+	return readme_new(vt, trace_name, out, len);
+}
 
-	rc = readme_new(vt, trace_name, readme, readme_len);
-	if (rc < 0)
-		return rc;
-	j = fs_info_json_new(t);
+int fs_info_text_new(const struct tfs_trace *t, char **out, size_t *len)
+{
+	json_t *j = fs_info_json_new(t);
+	char *text;
+
 	if (!j)
-		goto err_free_readme;
+		return -ENOMEM;
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
 	json_decref(j);
 	if (!text)
-		goto err_free_readme;
-	*info_len = strlen(text) + 1;
-	*info = realloc(text, *info_len + 1);
-	if (!*info) {
+		return -ENOMEM;
+	*len = strlen(text) + 1;
+	*out = realloc(text, *len + 1);
+	if (!*out) {
 		free(text);
-		goto err_free_readme;
+		return -ENOMEM;
 	}
-	(*info)[*info_len - 1] = '\n';
-	(*info)[*info_len] = '\0';
+	(*out)[*len - 1] = '\n';
+	(*out)[*len] = '\0';
 	return 0;
-
-err_free_readme:
-	free(*readme);
-	*readme = NULL;
-	return -ENOMEM;
 }
 
 /* ---- the end of trace.json: metadata and phases ---- */
@@ -829,10 +912,13 @@ static void thread_label(const struct fs_vtree *vt, uint32_t rank, uint32_t thre
 			 size_t cap)
 {
 	char name[256];
-	const char *given = vt->procs && rank < vt->procs->n
-				    ? fs_proc_thread_name(&vt->procs->v[rank], thread, name,
-							  sizeof(name))
-				    : NULL;
+	struct fs_proc q;
+	const char *given = NULL;
+
+	if (vt->procs && rank < vt->procs->n) {
+		fs_proc_at(vt->procs, rank, &q);
+		given = fs_proc_thread_name(&q, thread, name, sizeof(name));
+	}
 
 	if (given)
 		snprintf(buf, cap, "%s (thread %" PRIu32 ")", given, thread);

@@ -111,6 +111,7 @@ enum lazy_what {
 	LAZY_BACKTRACES,
 	LAZY_ALLOCS,
 	LAZY_FILES,
+	LAZY_INFO,
 };
 
 struct fs_concat;
@@ -127,11 +128,22 @@ struct fs_lazygen {
 	uint32_t rank;			/* backtraces, allocs, files */
 };
 
+/* vnode.flags */
+enum {
+	VN_RANKS = 1,	 /* ranks/: its children are the rank directories, built at first use */
+	VN_RANK_DIR = 2, /* ranks/<r>/: its inode is FS_RANK_INO + its ordinal (@rank_ord) */
+	VN_LAZY_DIR = 4, /* the root's trace.json.d/: its parts are made at its first use */
+};
+
 struct vnode {
 	char *name;	    /* owned */
 	uint32_t parent;    /* node index; the root is its own parent */
 	uint8_t kind;	    /* enum node_kind */
 	uint8_t view;	    /* NODE_VIEW, NODE_MERGE: enum tfs_view */
+	uint8_t flags;	    /* VN_* */
+	uint32_t rank_ord;  /* VN_RANK_DIR: which rank directory (the position of its rank
+			     * among the ranks that have streams) */
+	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
 	uint32_t stream;    /* NODE_VIEW */
 	uint64_t first;	    /* NODE_VIEW: first event (stream index) */
 	uint64_t n_events;  /* NODE_VIEW */
@@ -147,14 +159,40 @@ struct vnode {
 	uint32_t children_cap;
 };
 
+/*
+ * Nodes live in chunks that never move, so a node's address holds while more are added: a
+ * rank's directory and everything in it are built at its first use (fs_rank_dir()), while
+ * other threads read the nodes built before. At most FS_MAX_NODES nodes.
+ */
+#define FS_NODE_CHUNK_SHIFT 10
+#define FS_NODE_CHUNK (1u << FS_NODE_CHUNK_SHIFT)
+#define FS_MAX_NODES (UINT32_C(1) << 28)
+/*
+ * Inode of the rank directory of ordinal k: FS_RANK_INO + k. Rank directories have inodes
+ * of their own so that listing ranks/ (readdir) builds none of them.
+ */
+#define FS_RANK_INO (UINT64_C(1) << 40)
+
 struct fs_vtree {
 	struct tfs_trace *trace; /* borrowed */
 	struct tfs_trace_info ti;
-	struct vnode *nodes;
-	uint32_t n_nodes;
-	uint32_t nodes_cap;
-	char *readme, *info; /* generated files */
-	size_t readme_len, info_len;
+	struct vnode **chunks;	  /* [FS_MAX_NODES / FS_NODE_CHUNK], filled as needed */
+	_Atomic uint32_t n_nodes; /* nodes readers may see (release after they are complete) */
+	uint32_t n_alloc;	  /* nodes made, under grow_lock (after the build) */
+	pthread_mutex_t grow_lock; /* serialises building ranks: nodes, scopes */
+	/* the rank directories: ordinal k is rank rank_list[k] (k itself when NULL: every rank
+	 * below n_rank_dirs has streams); rank_node[k] its node once built, 0 before */
+	uint32_t n_rank_dirs;
+	uint32_t *rank_list;
+	_Atomic uint32_t *rank_node;
+	_Atomic uint32_t n_ranks_built;
+	uint32_t ranks_node;	  /* the node of ranks/ */
+	struct fs_scope *root;	  /* the whole trace's scope: its phases at the build, its
+				   * segments (every stream) at their first use (root_once) */
+	struct fs_once root_once;
+	uint64_t root_part_bytes; /* the parts of the root's trace.json.d/ */
+	char *readme;		/* README.txt */
+	size_t readme_len;
 	struct fs_scope **scopes; /* owned */
 	uint32_t n_scopes, scopes_cap;
 	struct fs_kind *kinds;	  /* [ti.n_kinds] */
@@ -171,19 +209,49 @@ struct fs_vtree {
 /** A phase with its stream's rank and thread. */
 struct fs_phase_rec {
 	uint32_t idx, rank, thread, stream;
+	uint32_t slot;	  /* where fs_phase_dirs_name() puts its directory name */
 	const char *name; /* borrowed from the trace, or a directory name */
 	uint64_t first, n_events;
 };
 
-/** Read every phase with its stream's rank and thread, in trace order. */
+/** Phase @idx with its stream's rank and thread (slot: the index). @return 0 or -ENOENT */
+int fs_phase_rec_of(const struct tfs_trace *t, uint32_t idx, struct fs_phase_rec *rec);
+/** Read every phase with its stream's rank and thread, in trace order (slot: the index). */
 int fs_phase_recs(const struct tfs_trace *t, uint32_t n_phases, struct fs_phase_rec *recs);
 /** qsort order: rank, then name, then index. */
 int fs_phase_rec_cmp(const void *a, const void *b);
+/**
+ * The directory names (fs_phase_dirs_new()) of @recs, which hold every phase of their ranks:
+ * a new string in @dirs[recs[i].slot] for each. Sorts @recs by fs_phase_rec_cmp().
+ * @return 0 or -ENOMEM (the names made so far stay in @dirs)
+ */
+int fs_phase_dirs_name(struct fs_phase_rec *recs, uint32_t n, char **dirs);
 
 /* ---- vbuild.c ---- */
 
-/** Lay out the whole tree of @vt->trace (nodes, scopes, generated files). */
+/** Node @idx (made, published or not). */
+static inline struct vnode *fs_node_at(const struct fs_vtree *vt, uint32_t idx)
+{
+	return &vt->chunks[idx >> FS_NODE_CHUNK_SHIFT][idx & (FS_NODE_CHUNK - 1)];
+}
+
+/** Lay out the tree of @vt->trace but its ranks (nodes, scopes, generated files). */
 int fs_vtree_build(struct fs_vtree *vt, const char *trace_name);
+/** Free every node and the node store. */
+void fs_vtree_nodes_free(struct fs_vtree *vt);
+/**
+ * The node of rank directory @ord (< n_rank_dirs), built with everything in it at the first
+ * call (thread-safe). @return 0, -ENOMEM or a reader error (nothing is kept then)
+ */
+int fs_rank_dir(struct fs_vtree *vt, uint32_t ord, uint32_t *node);
+/** Give the root's scope its segments (once, thread-safe). @return 0 or -errno */
+int fs_root_ready(struct fs_vtree *vt);
+/** Make the children of a VN_LAZY_DIR node @idx (once, thread-safe). @return 0 or -errno */
+int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx);
+/** The ordinal of @rank's directory. @return 0 or -ENOENT (the rank has no streams) */
+int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord);
+/** The rank of rank directory @ord. */
+uint32_t fs_rank_of_ord(const struct fs_vtree *vt, uint32_t ord);
 /** Accepts NULL. */
 void fs_scope_free(struct fs_scope *sc);
 
@@ -204,6 +272,13 @@ int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t 
 		       int view, uint64_t first, uint64_t n);
 /** Append a part that @gen makes at the first fs_concat_ready(). @return 0 or -ENOMEM */
 int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc);
+/** Adds the parts of a composite at its first fs_concat_ready(). @return 0 or -errno */
+typedef int (*fs_concat_fill_fn)(struct fs_concat *c, void *arg);
+/**
+ * Let @fill add the parts of @c (made empty) when it is first made ready, instead of now: a
+ * file over every stream of a job of many ranks costs nothing until it is used.
+ */
+void fs_concat_set_fill(struct fs_concat *c, fs_concat_fill_fn fill, void *arg);
 /** Make the lazy parts once (thread-safe) and give the total size. @return 0 or -errno */
 int fs_concat_ready(struct fs_concat *c, uint64_t *size);
 
@@ -274,12 +349,13 @@ void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len);
 /** Hand the buffer over. @return 0 or -ENOMEM (the buffer is freed then) */
 int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len);
 
+/** README.txt, a new malloc'ed buffer the caller frees. @return 0 or -ENOMEM */
+int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out, size_t *len);
 /**
- * Generate README.txt (@readme) and info.json (@info) as malloc'ed buffers the caller frees.
- * @return 0 or -ENOMEM (nothing allocated then)
+ * info.json: the text `tracefs info --json` prints, a new malloc'ed buffer the caller
+ * frees. @return 0 or -ENOMEM
  */
-int fs_gen_files(const struct fs_vtree *vt, const char *trace_name, char **readme,
-		 size_t *readme_len, char **info, size_t *info_len);
+int fs_info_text_new(const struct tfs_trace *t, char **out, size_t *len);
 /** The end of a trace.json: metadata and phase events, then "]\n" (fs_part_gen_fn). */
 int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
 		       size_t *len);
@@ -299,13 +375,25 @@ struct fs_proc {
 	int64_t parent_rank; /* the rank that started it */
 };
 
-struct fs_procs {
-	uint32_t n;
-	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
-	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
-	struct fs_proc v[];
+/* Ranks [first, the next run's first) are the same process but for their parent. */
+struct fs_proc_run {
+	uint32_t first;
+	bool chain;	   /* its pid is its ppid: each rank's parent is the rank before */
+	struct fs_proc q;  /* parent_rank: the first rank's */
 };
 
+struct fs_procs {
+	uint32_t n;	   /* ranks */
+	uint32_t n_listed; /* ranks up to the last one the metadata names (at least 1): the
+			    * listings of processes stop there, whatever n_ranks says */
+	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
+	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
+	uint32_t n_runs;
+	struct fs_proc_run runs[];
+};
+
+/** Rank @rank (< p->n) as a process, in *@q. */
+void fs_proc_at(const struct fs_procs *p, uint32_t rank, struct fs_proc *q);
 /** The processes of @t's @n_ranks ranks. @return 0 or -ENOMEM */
 int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
 /** Accepts NULL. */

@@ -3,7 +3,8 @@
  * it ran last (`image`, else `program`), all of them (`images`, "sh -> cc1"), its pid and
  * ppid, the rank that started it, how it ended (`end`) and the names the program gave its
  * threads (`thread_names`), each read from `<key>.rank<R>` keys in one pass over the
- * metadata, so a trace of many ranks costs no more than its metadata. Names for trace.json,
+ * metadata and kept as runs of ranks, so a trace of many ranks costs no more than its
+ * metadata. Names for trace.json,
  * info.json and README.txt come from here. It reads no events.
  */
 #include <errno.h>
@@ -58,93 +59,185 @@ static int64_t number(const char *s)
 	return *end || v < 0 ? -1 : (int64_t)v;
 }
 
-/* Each rank's parent: the last rank before it whose pid is its ppid (ranks are in the
- * order their processes began, and a pid is unique among processes alive together). */
+/* A `<key>.rank<R>` value: where it starts to hold. */
+struct change {
+	uint32_t rank;
+	int key;
+	const char *value;
+};
+
+static int cmp_change(const void *a, const void *b)
+{
+	const struct change *x = a, *y = b;
+
+	return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+/* pid -> the last rank of it so far (open addressing, keys -1: empty). */
+struct pid_tab {
+	int64_t *pid, *rank;
+	uint32_t mask;
+};
+
+static uint32_t pid_slot(const struct pid_tab *pt, int64_t pid)
+{
+	uint32_t h = (uint32_t)((uint64_t)pid * 0x9e3779b97f4a7c15u >> 40) & pt->mask;
+
+	while (pt->pid[h] >= 0 && pt->pid[h] != pid)
+		h = (h + 1) & pt->mask;
+	return h;
+}
+
+/*
+ * Each run's parent: the last rank before it whose pid is its ppid (ranks are in the order
+ * their processes began, and a pid is unique among processes alive together). Within a run
+ * whose pid is its own ppid each rank's parent is the rank before it.
+ */
 static int find_parents(struct fs_procs *p)
 {
+	struct pid_tab pt;
 	uint32_t cap = 16;
-	int64_t *pid_of, *rank_of; /* open addressing: pid -> the last rank of it so far */
 
-	while (cap < 2 * p->n)
+	while (cap < 2 * p->n_runs)
 		cap *= 2;
-	pid_of = malloc(cap * sizeof(*pid_of));
-	rank_of = malloc(cap * sizeof(*rank_of));
-	if (!pid_of || !rank_of) {
-		free(pid_of);
-		free(rank_of);
+	pt.pid = malloc(cap * sizeof(*pt.pid));
+	pt.rank = malloc(cap * sizeof(*pt.rank));
+	pt.mask = cap - 1;
+	if (!pt.pid || !pt.rank) {
+		free(pt.pid);
+		free(pt.rank);
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < cap; i++)
-		pid_of[i] = -1;
-	for (uint32_t r = 0; r < p->n; r++) {
-		struct fs_proc *q = &p->v[r];
+		pt.pid[i] = -1;
+	for (uint32_t i = 0; i < p->n_runs; i++) {
+		struct fs_proc_run *run = &p->runs[i];
+		uint32_t end = i + 1 < p->n_runs ? p->runs[i + 1].first : p->n;
 		uint32_t h;
 
-		q->parent_rank = -1;
-		for (h = (uint32_t)((uint64_t)q->ppid * 0x9e3779b97f4a7c15u >> 40) & (cap - 1);
-		     q->ppid >= 0 && pid_of[h] >= 0; h = (h + 1) & (cap - 1)) {
-			if (pid_of[h] == q->ppid) {
-				q->parent_rank = rank_of[h];
-				break;
-			}
+		run->q.parent_rank = -1;
+		if (run->q.ppid >= 0) {
+			h = pid_slot(&pt, run->q.ppid);
+			if (pt.pid[h] >= 0)
+				run->q.parent_rank = pt.rank[h];
 		}
-		if (q->pid < 0)
+		run->chain = run->q.pid >= 0 && run->q.pid == run->q.ppid;
+		if (run->q.pid < 0)
 			continue;
-		for (h = (uint32_t)((uint64_t)q->pid * 0x9e3779b97f4a7c15u >> 40) & (cap - 1);
-		     pid_of[h] >= 0 && pid_of[h] != q->pid; h = (h + 1) & (cap - 1))
-			;
-		pid_of[h] = q->pid;
-		rank_of[h] = r;
+		h = pid_slot(&pt, run->q.pid);
+		pt.pid[h] = run->q.pid;
+		pt.rank[h] = (int64_t)end - 1;
 	}
-	free(pid_of);
-	free(rank_of);
+	free(pt.pid);
+	free(pt.rank);
 	return 0;
 }
 
-int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out)
+/* The `<key>.rank<R>` keys of @t in rank order, and the base values. */
+static int read_changes(const struct tfs_trace *t, uint32_t n_ranks, const char **base,
+			struct change **out, uint32_t *n)
 {
-	struct fs_procs *p = calloc(1, sizeof(*p) + (size_t)n_ranks * sizeof(p->v[0]));
-	const char **set = calloc((size_t)n_ranks * N_KEYS + 1, sizeof(*set));
-	const char *base[N_KEYS] = {0}, *k, *v;
-	int rc;
+	const char *k, *v;
+	uint32_t cap = 0;
 
 	*out = NULL;
-	if (!p || !set) {
-		free(p);
-		free(set);
-		return -ENOMEM;
-	}
-	p->n = n_ranks;
+	*n = 0;
 	for (uint32_t i = 0; tfs_trace_meta_at(t, i, &k, &v) == 0; i++) {
 		int64_t r;
 		int key = key_of(k, n_ranks, &r);
 
 		if (key < 0)
 			continue;
-		if (r < 0)
+		if (r < 0) {
 			base[key] = v;
-		else
-			set[(size_t)r * N_KEYS + (size_t)key] = v;
-	}
-	/* a value holds from its rank on, up to the next one (FORMAT.md §3.1) */
-	for (uint32_t r = 0; r < n_ranks; r++) {
-		struct fs_proc *q = &p->v[r];
+			continue;
+		}
+		if (*n == cap) {
+			struct change *c;
 
-		for (int key = 0; key < N_KEYS; key++)
-			if (set[(size_t)r * N_KEYS + (size_t)key])
-				base[key] = set[(size_t)r * N_KEYS + (size_t)key];
-		q->program = base[KEY_IMAGE] && *base[KEY_IMAGE] ? base[KEY_IMAGE]
-								  : base[KEY_PROGRAM];
-		q->images = base[KEY_IMAGES];
-		q->end = base[KEY_END];
-		q->thread_names = base[KEY_THREAD_NAMES];
-		q->pid = number(base[KEY_PID]);
-		q->ppid = number(base[KEY_PPID]);
+			cap = cap ? 2 * cap : 16;
+			c = realloc(*out, (size_t)cap * sizeof(*c));
+			if (!c)
+				return -ENOMEM;
+			*out = c;
+		}
+		(*out)[(*n)++] = (struct change){(uint32_t)r, key, v};
 	}
-	free(set);
+	if (*n > 1)
+		qsort(*out, *n, sizeof(**out), cmp_change);
+	return 0;
+}
+
+/* Raise *@n to one past the last rank that has streams. */
+static void last_stream_rank(const struct tfs_trace *t, uint32_t *n)
+{
+	struct tfs_trace_info ti;
+	struct tfs_stream_info si;
+	uint32_t s;
+
+	tfs_trace_get_info(t, &ti);
+	if (ti.n_streams && tfs_trace_stream_sorted(t, ti.n_streams - 1, &s) == 0 &&
+	    tfs_trace_stream(t, s, &si) == 0 && si.rank >= *n)
+		*n = si.rank + 1;
+}
+
+/* Fill run @run from the values in force. */
+static void set_run(struct fs_proc_run *run, uint32_t first, const char *const *val)
+{
+	struct fs_proc *q = &run->q;
+
+	run->first = first;
+	q->program = val[KEY_IMAGE] && *val[KEY_IMAGE] ? val[KEY_IMAGE] : val[KEY_PROGRAM];
+	q->images = val[KEY_IMAGES];
+	q->end = val[KEY_END];
+	q->thread_names = val[KEY_THREAD_NAMES];
+	q->pid = number(val[KEY_PID]);
+	q->ppid = number(val[KEY_PPID]);
+}
+
+int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out)
+{
+	const char *val[N_KEYS] = {0};
+	struct change *ch;
+	struct fs_procs *p;
+	uint32_t n_ch, n_runs = 1;
+	int rc;
+
+	*out = NULL;
+	rc = read_changes(t, n_ranks, val, &ch, &n_ch);
+	if (rc < 0) {
+		free(ch);
+		return rc;
+	}
+	/* a value holds from its rank on, up to the next one (FORMAT.md §3.1): a run per rank
+	 * where some value changes, so the table grows with the metadata, not the ranks */
+	for (uint32_t i = 0; i < n_ch; i++)
+		n_runs += ch[i].rank > 0 && (i == 0 || ch[i].rank != ch[i - 1].rank);
+	p = calloc(1, sizeof(*p) + (size_t)n_runs * sizeof(p->runs[0]));
+	if (!p) {
+		free(ch);
+		return -ENOMEM;
+	}
+	p->n = n_ranks;
+	for (uint32_t i = 0; i < n_ch && ch[i].rank == 0; i++)
+		val[ch[i].key] = ch[i].value;
+	set_run(&p->runs[p->n_runs++], 0, val);
+	for (uint32_t i = 0; i < n_ch; i++) {
+		if (ch[i].rank == 0)
+			continue;
+		val[ch[i].key] = ch[i].value;
+		if (i + 1 < n_ch && ch[i + 1].rank == ch[i].rank)
+			continue;
+		set_run(&p->runs[p->n_runs++], ch[i].rank, val);
+	}
+	p->n_listed = n_ch && ch[n_ch - 1].rank >= 1 ? ch[n_ch - 1].rank + 1 : 1;
+	free(ch);
+	last_stream_rank(t, &p->n_listed);
+	if (p->n_listed > n_ranks)
+		p->n_listed = n_ranks;
 	/* an MPI job's ranks are its processes by rank; pids are rank 0's unless kept */
 	p->mpi = tfs_trace_meta(t, "mpi_size") != NULL;
-	p->by_pid = n_ranks > 0 && p->v[0].pid >= 0 && !p->mpi;
+	p->by_pid = n_ranks > 0 && p->runs[0].q.pid >= 0 && !p->mpi;
 	rc = find_parents(p);
 	if (rc < 0) {
 		free(p);
@@ -159,9 +252,35 @@ void fs_procs_free(struct fs_procs *p)
 	free(p);
 }
 
+void fs_proc_at(const struct fs_procs *p, uint32_t rank, struct fs_proc *q)
+{
+	uint32_t lo = 0, hi = p->n_runs;
+	const struct fs_proc_run *run;
+
+	/* the last run starting at or before @rank */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (p->runs[mid].first <= rank)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	run = &p->runs[lo];
+	*q = run->q;
+	if (run->chain && rank > run->first)
+		q->parent_rank = (int64_t)rank - 1;
+}
+
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap)
 {
-	const struct fs_proc *q = p && rank < p->n ? &p->v[rank] : NULL;
+	struct fs_proc proc;
+	const struct fs_proc *q = NULL;
+
+	if (p && rank < p->n) {
+		fs_proc_at(p, rank, &proc);
+		q = &proc;
+	}
 
 	if (q && q->program && p->by_pid && q->pid >= 0)
 		snprintf(buf, cap, "%s (pid %" PRId64 ")", q->program, q->pid);

@@ -8,6 +8,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,8 @@ int fs_vtree_new(struct tfs_trace *t, const char *trace_name, struct fs_vtree **
 		return -ENOMEM;
 	vt->trace = t;
 	fs_once_init(&vt->terms_once);
+	fs_once_init(&vt->root_once);
+	pthread_mutex_init(&vt->grow_lock, NULL);
 	rc = fs_vtree_build(vt, trace_name);
 	if (rc < 0) {
 		fs_vtree_free(vt);
@@ -77,26 +80,11 @@ int fs_vtree_new(struct tfs_trace *t, const char *trace_name, struct fs_vtree **
 	return 0;
 }
 
-static void lazygen_free(struct fs_lazygen *g)
-{
-	if (!g)
-		return;
-	fs_once_fini(&g->once);
-	free(g->data);
-	free(g);
-}
-
 void fs_vtree_free(struct fs_vtree *vt)
 {
 	if (!vt)
 		return;
-	for (uint32_t i = 0; i < vt->n_nodes; i++) {
-		free(vt->nodes[i].name);
-		free(vt->nodes[i].children);
-		free(vt->nodes[i].by_name);
-		fs_concat_free(vt->nodes[i].concat);
-		lazygen_free(vt->nodes[i].lazy);
-	}
+	fs_vtree_nodes_free(vt);
 	for (uint32_t i = 0; i < vt->n_scopes; i++)
 		fs_scope_free(vt->scopes[i]);
 	if (vt->terms) {
@@ -104,25 +92,57 @@ void fs_vtree_free(struct fs_vtree *vt)
 			free(vt->terms[i].zone);
 	}
 	fs_once_fini(&vt->terms_once);
+	fs_once_fini(&vt->root_once);
+	pthread_mutex_destroy(&vt->grow_lock);
+	free(vt->rank_list);
+	free(vt->rank_node);
 	fs_procs_free(vt->procs);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
 	free(vt->terms);
 	free(vt->kinds);
 	free(vt->scopes);
-	free(vt->nodes);
 	free(vt->readme);
-	free(vt->info);
 	free(vt);
 }
 
 /* ---- queries ---- */
 
-static struct vnode *node_of(const struct fs_vtree *vt, uint64_t ino)
+/*
+ * The node of inode @ino, building a rank directory at its first use (the tree is logically
+ * const: that only adds what was always there). @return 0, -ENOENT or the build's error
+ */
+static int node_get(const struct fs_vtree *vt, uint64_t ino, struct vnode **out)
 {
-	if (ino < FS_ROOT_INO || ino - FS_ROOT_INO >= vt->n_nodes)
-		return NULL;
-	return &vt->nodes[ino - FS_ROOT_INO];
+	uint32_t idx;
+	int rc;
+
+	if (ino >= FS_RANK_INO) {
+		if (ino - FS_RANK_INO >= vt->n_rank_dirs)
+			return -ENOENT;
+		rc = fs_rank_dir((struct fs_vtree *)vt, (uint32_t)(ino - FS_RANK_INO), &idx);
+		if (rc < 0)
+			return rc;
+	} else {
+		if (ino < FS_ROOT_INO ||
+		    ino - FS_ROOT_INO >= atomic_load_explicit(&vt->n_nodes, memory_order_acquire))
+			return -ENOENT;
+		idx = (uint32_t)(ino - FS_ROOT_INO);
+		if (fs_node_at(vt, idx)->flags & VN_RANK_DIR)
+			return -ENOENT; /* known by its rank inode only */
+	}
+	*out = fs_node_at(vt, idx);
+	if ((*out)->flags & VN_LAZY_DIR)
+		return fs_lazy_dir_build((struct fs_vtree *)vt, idx);
+	return 0;
+}
+
+/* The inode of node @idx. */
+static uint64_t ino_of(const struct fs_vtree *vt, uint32_t idx)
+{
+	const struct vnode *n = fs_node_at(vt, idx);
+
+	return n->flags & VN_RANK_DIR ? FS_RANK_INO + n->rank_ord : (uint64_t)idx + FS_ROOT_INO;
 }
 
 static int lazy_run(void *arg)
@@ -130,6 +150,11 @@ static int lazy_run(void *arg)
 	struct fs_lazygen *g = arg;
 	int rc;
 
+	if (g->scope == g->vt->root) {
+		rc = fs_root_ready(g->vt);
+		if (rc < 0)
+			return rc;
+	}
 	switch (g->what) {
 	case LAZY_SUMMARY:
 		rc = fs_summary_new(g->vt, g->scope, &g->data, &g->len);
@@ -149,12 +174,15 @@ static int lazy_run(void *arg)
 	case LAZY_FILES:
 		rc = fs_files_new(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;
+	case LAZY_INFO:
+		rc = fs_info_text_new(g->vt->trace, &g->data, &g->len);
+		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);
 		break;
 	}
 	if (rc == 0)
-		g->vt->nodes[g->node].size = g->len;
+		fs_node_at(g->vt, g->node)->size = g->len;
 	return rc;
 }
 
@@ -176,15 +204,32 @@ static int node_ready(struct vnode *n, uint64_t *size)
 
 uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
 {
-	return vt->n_nodes;
+	/* the rank directories not built yet count as one node each */
+	return atomic_load_explicit(&vt->n_nodes, memory_order_acquire) + vt->n_rank_dirs -
+	       atomic_load_explicit(&vt->n_ranks_built, memory_order_relaxed);
 }
 
 int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bool *is_dir)
 {
-	struct vnode *n = node_of(vt, ino);
+	static _Thread_local char rank_name[16];
+	struct vnode *n;
+	uint32_t idx;
+	int rc;
 
-	if (!n)
-		return -ENOENT;
+	/* a rank directory is named without being built: listing ranks/ builds none */
+	if (ino >= FS_RANK_INO && ino - FS_RANK_INO < vt->n_rank_dirs) {
+		idx = atomic_load_explicit(&vt->rank_node[ino - FS_RANK_INO], memory_order_acquire);
+		if (!idx) {
+			snprintf(rank_name, sizeof(rank_name), "%" PRIu32,
+				 fs_rank_of_ord(vt, (uint32_t)(ino - FS_RANK_INO)));
+			*name = rank_name;
+			*is_dir = true;
+			return 0;
+		}
+	}
+	rc = node_get(vt, ino, &n);
+	if (rc < 0)
+		return rc;
 	*name = n->name;
 	*is_dir = n->kind == NODE_DIR;
 	return 0;
@@ -192,44 +237,85 @@ int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bo
 
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info)
 {
-	struct vnode *n = node_of(vt, ino);
-	int rc;
+	struct vnode *n;
+	int rc = node_get(vt, ino, &n);
 
-	if (!n)
-		return -ENOENT;
+	if (rc < 0)
+		return rc;
 	/* the tree is logically const: this only fills in what is computed once */
 	rc = node_ready(n, &info->size);
 	if (rc < 0)
 		return rc;
 	info->ino = ino;
-	info->parent = (uint64_t)n->parent + FS_ROOT_INO;
+	info->parent = ino_of(vt, n->parent);
 	info->name = n->name;
 	info->is_dir = n->kind == NODE_DIR;
 	info->n_children = n->n_children;
 	return 0;
 }
 
+int fs_vtree_attr(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info)
+{
+	static _Thread_local char rank_name[16];
+	uint64_t ranks;
+	int rc;
+
+	/* a rank directory not built yet: stat-ing every entry of ranks/ builds none */
+	if (ino < FS_RANK_INO || ino - FS_RANK_INO >= vt->n_rank_dirs ||
+	    atomic_load_explicit(&vt->rank_node[ino - FS_RANK_INO], memory_order_acquire))
+		return fs_vtree_stat(vt, ino, info);
+	rc = fs_vtree_lookup(vt, FS_ROOT_INO, "ranks", &ranks);
+	if (rc < 0)
+		return rc;
+	snprintf(rank_name, sizeof(rank_name), "%" PRIu32,
+		 fs_rank_of_ord(vt, (uint32_t)(ino - FS_RANK_INO)));
+	*info = (struct fs_node_info){.ino = ino, .parent = ranks, .name = rank_name,
+				      .is_dir = true};
+	return 0;
+}
+
 int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64_t *ino)
 {
-	const struct vnode *d = node_of(vt, dir);
+	struct vnode *d;
+	int rc = node_get(vt, dir, &d);
 
-	if (!d)
-		return -ENOENT;
+	if (rc < 0)
+		return rc;
 	if (d->kind != NODE_DIR)
 		return -ENOTDIR;
 	if (idx >= d->n_children)
 		return -ENOENT;
-	*ino = (uint64_t)d->children[idx] + FS_ROOT_INO;
+	*ino = d->flags & VN_RANKS ? FS_RANK_INO + idx : ino_of(vt, d->children[idx]);
+	return 0;
+}
+
+/* The rank directory @name in ranks/: canonical decimal, a rank with streams. */
+static int lookup_rank(const struct fs_vtree *vt, const char *name, uint64_t *ino)
+{
+	uint64_t rank = 0;
+	uint32_t ord;
+
+	if (!*name || (name[0] == '0' && name[1]))
+		return -ENOENT;
+	for (const char *c = name; *c; c++) {
+		if (*c < '0' || *c > '9' || rank > UINT32_MAX / 10)
+			return -ENOENT;
+		rank = rank * 10 + (uint64_t)(*c - '0');
+	}
+	if (rank > UINT32_MAX || fs_rank_ord(vt, (uint32_t)rank, &ord) < 0)
+		return -ENOENT;
+	*ino = FS_RANK_INO + ord;
 	return 0;
 }
 
 int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, uint64_t *ino)
 {
-	const struct vnode *d = node_of(vt, dir);
+	struct vnode *d;
 	uint32_t lo = 0, hi;
+	int rc = node_get(vt, dir, &d);
 
-	if (!d)
-		return -ENOENT;
+	if (rc < 0)
+		return rc;
 	if (d->kind != NODE_DIR)
 		return -ENOTDIR;
 	if (strcmp(name, ".") == 0) {
@@ -237,16 +323,18 @@ int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, u
 		return 0;
 	}
 	if (strcmp(name, "..") == 0) {
-		*ino = (uint64_t)d->parent + FS_ROOT_INO;
+		*ino = ino_of(vt, d->parent);
 		return 0;
 	}
+	if (d->flags & VN_RANKS)
+		return lookup_rank(vt, name, ino);
 	hi = d->n_children;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, vt->nodes[d->by_name[mid]].name);
+		int c = strcmp(name, fs_node_at(vt, d->by_name[mid])->name);
 
 		if (c == 0) {
-			*ino = (uint64_t)d->by_name[mid] + FS_ROOT_INO;
+			*ino = ino_of(vt, d->by_name[mid]);
 			return 0;
 		}
 		if (c < 0)
@@ -307,13 +395,14 @@ static int open_reader(struct fs_vtree *vt, const struct vnode *n, struct fs_vfi
 
 int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out)
 {
-	struct vnode *n = node_of(vt, ino);
+	struct vnode *n;
 	struct fs_vfile *f;
 	int rc;
 
 	*out = NULL;
-	if (!n)
-		return -ENOENT;
+	rc = node_get(vt, ino, &n);
+	if (rc < 0)
+		return rc;
 	if (n->kind == NODE_DIR)
 		return -EISDIR;
 	f = calloc(1, sizeof(*f));

@@ -75,6 +75,14 @@ int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bo
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info);
 
 /**
+ * What fs_vtree_stat() says, but for a rank directory not built yet: its name, type and
+ * parent, n_children 0, without building it (getattr and a listing's entries need no more).
+ * Thread-safe; the name of such a directory lives until the thread's next call.
+ * @return as fs_vtree_stat()
+ */
+int fs_vtree_attr(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info);
+
+/**
  * Entry @idx (0-based, in listing order: numeric for ranks and threads, by name otherwise)
  * of directory @dir. @return 0, -ENOENT (no such inode or idx past the end), -ENOTDIR
  */

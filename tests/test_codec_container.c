@@ -17,6 +17,7 @@
 #include <zstd.h>
 
 #include "bytes_i.h"
+#include "container_i.h"
 #include "crc32c_i.h"
 #include "testfiles.h"
 #include "testutil.h"
@@ -318,8 +319,8 @@ static void test_container_table_stored_as_is(void **state)
 }
 
 /* Rebuild @f after @mutate and expect a refusal whose reason contains @want. */
-static void expect_table_refused(const char *what, void (*mutate)(struct file *),
-				 const char *want)
+static void expect_refused(const char *what, void (*mutate)(struct file *), const char *section,
+			   const char *want)
 {
 	struct file f;
 	size_t size, size2, n;
@@ -337,10 +338,16 @@ static void expect_table_refused(const char *what, void (*mutate)(struct file *)
 	if (txt || !strstr(dg.reason, want))
 		fail_msg("%s: expected a refusal naming \"%s\", got \"%s\"", what, want,
 			 txt ? "(opened)" : dg.reason);
-	assert_string_equal(dg.section, "table");
+	assert_string_equal(dg.section, section);
 	free(bad);
 	free_file(&f);
 	free(d);
+}
+
+static void expect_table_refused(const char *what, void (*mutate)(struct file *),
+				 const char *want)
+{
+	expect_refused(what, mutate, "table", want);
 }
 
 static uint64_t first_of(const struct file *f, uint64_t codec)
@@ -404,6 +411,124 @@ static void head_too_long(struct file *f)
 	struct ent *e = &f->e[first_of(f, 0)];
 
 	e->head_len = e->stored + 1;
+}
+
+/* A packed section of type @type and @len bytes appended to the table. */
+static void add_packed(struct file *f, uint64_t type, size_t len)
+{
+	struct ent *e = &f->e[f->n++];
+
+	assert_true(f->n <= 64);
+	*e = (struct ent){.type = type, .codec = 2, .stored = len, .raw = len, .head_len = len};
+	f->pack = realloc(f->pack, f->pack_len + len + 1);
+	assert_non_null(f->pack);
+	memset(f->pack + f->pack_len, 0x5a, len);
+	f->pack_len += len;
+}
+
+static void type_13(struct file *f)
+{
+	add_packed(f, SEC_TYPE_MAX + 1, 5);
+}
+
+static void type_0(struct file *f)
+{
+	add_packed(f, 0, 5);
+}
+
+static void type_13_newer_minor(struct file *f)
+{
+	type_13(f);
+	le_put16(f->data + 10, (uint16_t)(le_get16(f->data + 10) + 1));
+}
+
+static void packed_too_large(struct file *f)
+{
+	add_packed(f, SEC_TYPE_MAX + 1, CTR_PACK_MAX + 1);
+}
+
+/*
+ * The first grammar section made one zstd frame of 2^29 bytes whose 8 stored bytes are no
+ * frame at all: a reader that decompressed it before comparing its size with its stream's
+ * events (FORMAT.md §6) would report the frame, not the size.
+ */
+static void grammar_huge(struct file *f)
+{
+	static const uint8_t junk[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+	uint64_t at = 40, i;
+
+	for (i = 0; i < f->n && f->e[i].type != SEC_GRAMMAR; i++)
+		if (f->e[i].codec != 2)
+			at += f->e[i].stored;
+	assert_true(i < f->n);
+	f->data = realloc(f->data, f->table_off + sizeof(junk));
+	assert_non_null(f->data);
+	memmove(f->data + at + sizeof(junk), f->data + at, f->table_off - at);
+	memcpy(f->data + at, junk, sizeof(junk));
+	f->table_off += sizeof(junk);
+	le_put64(f->data + 16, f->table_off);
+	if (f->e[i].codec == 2) { /* its packed bytes leave the pack */
+		uint64_t off = 0;
+
+		for (uint64_t j = 0; j < i; j++)
+			off += f->e[j].codec == 2 ? f->e[j].raw : 0;
+		memmove(f->pack + off, f->pack + off + f->e[i].raw,
+			f->pack_len - off - f->e[i].raw);
+		f->pack_len -= f->e[i].raw;
+	}
+	f->e[i] = (struct ent){.type = SEC_GRAMMAR, .codec = 1, .aux = f->e[i].aux,
+			       .stored = sizeof(junk), .raw = UINT64_C(1) << 29,
+			       .head_len = sizeof(junk), .crc_all = crc32c(junk, sizeof(junk))};
+	f->e[i].crc_hd = f->e[i].crc_all;
+}
+
+/*
+ * What a trace may cost is bounded by its bytes (README "What any input can cost"): an
+ * unknown section type at a known minor, a packed section over 64 KiB, a table over 2^26
+ * bytes once decompressed and a grammar section larger than its stream's events allow are
+ * each refused, the last before its frame is decompressed.
+ */
+static void test_container_bounds(void **state)
+{
+	struct file f;
+	struct tfs_diag dg;
+	uint8_t *d, *bad;
+	size_t size, size2, n, n_ok;
+	char *txt, *ok;
+
+	(void)state;
+	expect_table_refused("type 13 at a known minor", type_13, "unknown in format");
+	expect_table_refused("type 0", type_0, "unknown in format");
+	expect_table_refused("packed over 64 KiB", packed_too_large, "section size");
+	expect_refused("grammar of 2^29 bytes for 200 events", grammar_huge, "grammar",
+		       "grammar section of 536870912 bytes for a stream of 200 events");
+
+	/* a newer minor's unknown section is skipped: the trace reads as before */
+	write_trace(tmp_path, 200);
+	ok = render_all(tmp_path, &n_ok, &dg);
+	assert_non_null(ok);
+	d = slurp(tmp_path, &size);
+	parse_file(d, size, &f);
+	type_13_newer_minor(&f);
+	bad = build_file(&f, &size2);
+	spit(tmp_path, bad, size2);
+	txt = render_all(tmp_path, &n, &dg);
+	if (!txt)
+		fail_msg("newer minor with type 13: %s", dg.reason);
+	assert_true(n == n_ok && memcmp(txt, ok, n) == 0);
+	free(txt);
+	free(bad);
+	free_file(&f);
+
+	/* tbl_raw over 2^26 (checksums right): refused from the header alone */
+	le_put32(d + 28, (UINT32_C(1) << 26) + 1);
+	le_put32(d + 36, crc32c(d, 36));
+	spit(tmp_path, d, size);
+	assert_null(render_all(tmp_path, &n, &dg));
+	assert_string_equal(dg.section, "header");
+	assert_non_null(strstr(dg.reason, "more than 2^26"));
+	free(ok);
+	free(d);
 }
 
 /* Each check of FORMAT.md §1-§3 on the table, refused with its own reason. */
@@ -519,6 +644,7 @@ int main(void)
 	    cmocka_unit_test(test_container_table_checks),
 	    cmocka_unit_test(test_container_header_table_fields),
 	    cmocka_unit_test(test_container_pack_budget),
+	    cmocka_unit_test(test_container_bounds),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -45,7 +45,11 @@ static void assert_valid(const struct tfs_gbuild *g)
 		fail_msg("gbuild_check: %s", why);
 }
 
-/* Export @g and parse the block back; the caller owns @gr and @blk. */
+/*
+ * Export @g and parse the block back as a reader does, with the builder's event count as
+ * the block's: so every grammar the builder makes also keeps within the sizes FORMAT.md §6
+ * bounds by its events (2n + 1 elements). The caller owns @gr and @blk.
+ */
 static void export_parse(const struct tfs_gbuild *g, struct tfs_buf *blk, struct tfs_grammar *gr)
 {
 	struct tfs_rd r;
@@ -53,8 +57,10 @@ static void export_parse(const struct tfs_gbuild *g, struct tfs_buf *blk, struct
 	buf_init(blk);
 	assert_int_equal(gbuild_export(g, blk), 0);
 	rd_init(&r, blk->data, blk->len, 0, "grammar", NULL);
-	assert_int_equal(grammar_parse(&r, GRAM_MAX_TERMINAL, gr), 0);
+	assert_int_equal(grammar_parse_events(&r, GRAM_MAX_TERMINAL, gbuild_n_events(g), gr), 0);
 	assert_int_equal(r.off, blk->len);
+	assert_true(gr->n_elems <= gram_max_elems(gbuild_n_events(g)));
+	assert_true(blk->len <= gram_max_section_bytes(gbuild_n_events(g)));
 }
 
 /* Full expansion and @n_ranges random slices of it must equal @in. */

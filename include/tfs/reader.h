@@ -128,9 +128,24 @@ struct tfs_stream_info {
 
 /** @return 0 or -ENOENT */
 int tfs_trace_stream(const struct tfs_trace *t, uint32_t idx, struct tfs_stream_info *info);
-/** Index of the stream of (@rank, @thread). @return 0 or -ENOENT */
+/** Index of the stream of (@rank, @thread), in O(log streams). @return 0 or -ENOENT */
 int tfs_trace_find_stream(const struct tfs_trace *t, uint32_t rank, uint32_t thread,
 			  uint32_t *idx);
+
+/**
+ * The streams of @rank: positions *@first to *@first + *@n - 1 (*@n is 0 for a rank without
+ * streams) of the (rank, thread) order that tfs_trace_stream_sorted() walks, so in thread
+ * order. O(log streams): a trace of 10^6 ranks finds one rank's streams at once.
+ */
+void tfs_trace_rank_streams(const struct tfs_trace *t, uint32_t rank, uint32_t *first,
+			    uint32_t *n);
+
+/**
+ * Index of the stream at position @k of the streams ordered by rank, then thread (the
+ * file's order when its writer sorted them, as tracefs writers do). O(1).
+ * @return 0 or -ENOENT (@k past the last stream)
+ */
+int tfs_trace_stream_sorted(const struct tfs_trace *t, uint32_t k, uint32_t *idx);
 
 struct tfs_phase_info {
 	const char *name; /**< borrowed */
