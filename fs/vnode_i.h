@@ -3,7 +3,8 @@
  * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
  * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
  * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces,
- * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
+ * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails,
+ * vreplay*.c the proxy program). Nothing outside fs/v*.c
  * includes this; the tree's users see vtree_i.h only.
  */
 #ifndef TFS_FS_VNODE_I_H
@@ -109,6 +110,8 @@ enum lazy_what {
 	LAZY_GRAMMAR,
 	LAZY_BACKTRACES,
 	LAZY_ALLOCS,
+	LAZY_PROXY,
+	LAZY_REPLAY_README,
 };
 
 struct fs_concat;
@@ -271,6 +274,13 @@ int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **ou
 /** The same without phase events (the later parts of a split trace.json). */
 int fs_chrome_tail_nophase_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
 			       size_t *len);
+
+/* ---- vreplay.c ---- */
+
+/** replay/proxy.c: a C program making the trace's calls again. @return 0 or -errno; new */
+int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len);
+/** replay/README.txt: how to build and run it, what it replays. @return 0 or -errno; new */
+int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len);
 
 /* ---- vtables.c ---- */
 

@@ -1,0 +1,696 @@
+/*
+ * MPI calls in a proxy: each call signature becomes the call with the arguments the
+ * wrapper recorded, parameter by parameter as the table generated from mpi.h says
+ * (vreplay_mpi_i.h): handles from tables indexed by their symbolic ids (predefined ones by
+ * name, the others filled by the calls that make them), ranks relative to the running
+ * rank in the call's communicator, group or window, rank-derived tags from the running
+ * rank, buffers by (allocation, offset) in memory that never moves, statuses ignored where
+ * the program ignored them. What cannot be known from the trace gets scratch memory
+ * (output arrays, strings, addresses). It does not decide the order of calls, and it does
+ * not make a call completing requests choose the request it chose when recorded.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vreplay_i.h"
+#include "vreplay_mpi_i.h"
+
+#define NO_STATUS (-32768)
+
+/* The symbolic id classes of the wrappers (gen_mpi.py HANDLES) and their C types. */
+static const struct {
+	const char *cls, *ctype;
+} classes[] = {
+    {"comm", "MPI_Comm"},     {"type", "MPI_Datatype"}, {"op", "MPI_Op"},
+    {"group", "MPI_Group"},   {"req", "MPI_Request"},   {"mpifile", "MPI_File"},
+    {"win", "MPI_Win"},	      {"info", "MPI_Info"},	{"errh", "MPI_Errhandler"},
+    {"msg", "MPI_Message"},   {"session", "MPI_Session"},
+};
+#define N_CLASSES (sizeof(classes) / sizeof(classes[0]))
+#define REQ 4
+
+/* Symbolic ids to dense table indices, in order of first use. */
+struct idmap {
+	uint64_t *a, *b; /* keys (b: second word of buffer keys) */
+	uint32_t n, cap;
+};
+
+struct rp_mpi {
+	struct idmap cls[N_CLASSES];
+	struct idmap bufs; /* (allocation, offset) of buffers, and scratch keys */
+	int impl;
+};
+
+static uint32_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, int *err)
+{
+	for (uint32_t i = 0; i < m->n; i++)
+		if (m->a[i] == a && m->b[i] == b)
+			return i;
+	if (m->n == m->cap) {
+		uint32_t cap = m->cap ? 2 * m->cap : 16;
+		uint64_t *na = realloc(m->a, cap * sizeof(*na)), *nb;
+
+		if (!na) {
+			*err = -ENOMEM;
+			return 0;
+		}
+		m->a = na;
+		nb = realloc(m->b, cap * sizeof(*nb));
+		if (!nb) {
+			*err = -ENOMEM;
+			return 0;
+		}
+		m->b = nb;
+		m->cap = cap;
+	}
+	m->a[m->n] = a;
+	m->b[m->n] = b;
+	return m->n++;
+}
+
+static int class_of(const char *base)
+{
+	for (uint32_t i = 0; i < N_CLASSES; i++)
+		if (!strcmp(classes[i].ctype, base))
+			return (int)i;
+	return -1;
+}
+
+int rp_mpi_new(struct rp_gen *g)
+{
+	const char *impl = tfs_trace_meta(g->t, "mpi_impl");
+	bool any = false;
+
+	for (uint32_t k = 0; k < g->ti->n_kinds && !any; k++) {
+		struct tfs_kind_desc kd;
+
+		any = tfs_trace_kind(g->t, k, &kd) == 0 && !strcmp(kd.category, "mpi");
+	}
+	if (!any)
+		return 0;
+	g->mpi = calloc(1, sizeof(*g->mpi));
+	if (!g->mpi)
+		return -ENOMEM;
+	g->mpi->impl = impl && !strcmp(impl, "mpich") ? 1 : impl && !strcmp(impl, "openmpi") ? 2 : 0;
+	return 0;
+}
+
+void rp_mpi_free(struct rp_mpi *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; i < N_CLASSES; i++) {
+		free(m->cls[i].a);
+		free(m->cls[i].b);
+	}
+	free(m->bufs.a);
+	free(m->bufs.b);
+	free(m);
+}
+
+int rp_mpi_impl(const struct rp_gen *g)
+{
+	return g->mpi ? g->mpi->impl : 0;
+}
+
+static const struct rp_mpi_fn *find_fn(const char *name)
+{
+	uint32_t lo = 0, hi = rp_mpi_n_fns;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(rp_mpi_fns[mid].name, name);
+
+		if (c == 0)
+			return &rp_mpi_fns[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ---- one call ---- */
+
+/* What the code of one call is being built from. */
+struct call {
+	struct rp_gen *g;
+	uint32_t term;
+	const struct tfs_kind_desc *kd;
+	const struct rp_mpi_fn *fn;
+	union tfs_arg args[TFS_MAX_ARGS];
+	struct fs_sbuf pre, call, post;
+	int err;
+	bool approx;
+	const char *why;
+};
+
+static int rec_arg(const struct call *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->kd->n_args; i++)
+		if (!strcmp(c->kd->args[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static int rec_arg2(const struct call *c, const char *name, const char *suffix)
+{
+	char buf[128];
+
+	snprintf(buf, sizeof(buf), "%s%s", name, suffix);
+	return rec_arg(c, buf);
+}
+
+static const struct rp_mpi_param *param(const struct call *c, const char *name)
+{
+	for (uint32_t i = 0; name && i < c->fn->n_params; i++)
+		if (!strcmp(c->fn->params[i].name, name))
+			return &c->fn->params[i];
+	return NULL;
+}
+
+/* Table entry of handle @id of class @cls, as an lvalue. */
+static void put_handle(struct call *c, struct fs_sbuf *b, int cls, uint64_t id)
+{
+	if (cls == REQ && id == 0) {
+		fs_sb_printf(b, "rt_null_req");
+		return;
+	}
+	fs_sb_printf(b, "rt_h_%s[%u]", classes[cls].cls,
+		     idmap_get(&c->g->mpi->cls[cls], id, 0, &c->err));
+}
+
+/* The running rank in the communicator, group or window ranks of @p are relative to. */
+static void put_ctx_rank(struct call *c, struct fs_sbuf *b, const struct rp_mpi_param *p)
+{
+	const struct rp_mpi_param *q = param(c, p->ctx);
+	int a = q ? rec_arg(c, q->name) : -1;
+	int cls = q ? class_of(q->base) : -1;
+
+	/* a matched receive's ranks are in its message's communicator, which it does not name */
+	if (!q || a < 0 || q->role != RP_HANDLE || cls < 0 || !strcmp(q->base, "MPI_Message")) {
+		fs_sb_printf(b, "rt_wrank_world()");
+		return;
+	}
+	fs_sb_printf(b, "%s(", !strcmp(q->base, "MPI_Comm")    ? "rt_crank"
+			       : !strcmp(q->base, "MPI_Group") ? "rt_grank"
+							       : "rt_wrank");
+	put_handle(c, b, cls, c->args[a].u);
+	fs_sb_printf(b, ")");
+}
+
+/* One element of a recorded integer array: "7", "-2" (special rank), "r", "r+1", "r-3". */
+static void put_elem(struct call *c, struct fs_sbuf *b, const struct rp_mpi_param *p,
+		     const char *e, size_t n)
+{
+	char tmp[64];
+
+	snprintf(tmp, sizeof(tmp), "%.*s", (int)(n < 63 ? n : 63), e);
+	if (p->rank && tmp[0] == 'r') {
+		fs_sb_printf(b, "(");
+		put_ctx_rank(c, b, p);
+		fs_sb_printf(b, " + (%lld))", tmp[1] ? strtoll(tmp + 1, NULL, 10) : 0LL);
+	} else if (p->rank && tmp[0] == '-') {
+		fs_sb_printf(b, "rt_special(INT64_C(%s))", tmp);
+	} else {
+		fs_sb_printf(b, "(%s)INT64_C(%lld)", p->base, strtoll(tmp, NULL, 10));
+	}
+}
+
+/* The elements of a recorded array string; a string cut at its end ("...") is flagged. */
+static uint32_t split(const char *s, const char **elem, size_t *len, uint32_t cap, bool *cut)
+{
+	uint32_t n = 0;
+
+	*cut = false;
+	while (s && *s && n < cap) {
+		size_t k = strcspn(s, ",");
+
+		if (k == 3 && !strncmp(s, "...", 3)) {
+			*cut = true;
+			break;
+		}
+		elem[n] = s;
+		len[n++] = k;
+		s += k;
+		if (*s == ',')
+			s++;
+	}
+	if (s && *s)
+		*cut = true;
+	return n;
+}
+
+#define MAX_ELEMS 4096
+
+/* A scalar integer parameter's value. */
+static void put_int(struct call *c, struct fs_sbuf *b, const struct rp_mpi_param *p, int a)
+{
+	const struct tfs_arg_desc *d;
+	char text[64];
+
+	if (a < 0) {
+		fs_sb_printf(b, "(%s)0", p->base);
+		return;
+	}
+	d = &c->kd->args[a];
+	if (d->enc == TFS_ENC_VAL) {
+		fs_sb_printf(b, "(%s)%s", p->base, rp_val(c->g, c->term, (uint32_t)a));
+	} else if (d->enc == TFS_ENC_RANK) {
+		tfs_trace_term_arg_text(c->g->t, c->term, (uint32_t)a, text, sizeof(text));
+		if (text[0] != 'r') {
+			fs_sb_printf(b, "rt_special(INT64_C(%" PRId64 "))", c->args[a].i);
+		} else {
+			fs_sb_printf(b, "(");
+			put_ctx_rank(c, b, p);
+			fs_sb_printf(b, " + (%" PRId64 "))", c->args[a].i);
+		}
+	} else if (d->enc == TFS_ENC_RVAL) {
+		tfs_trace_term_arg_text(c->g->t, c->term, (uint32_t)a, text, sizeof(text));
+		if (text[0] == 'r')
+			fs_sb_printf(b, "(rt_wrank_world() + (%" PRId64 "))", c->args[a].i);
+		else
+			fs_sb_printf(b, "(int)INT64_C(%" PRId64 ")", c->args[a].i);
+	} else if (d->type == TFS_TYPE_I64) {
+		fs_sb_printf(b, "(%s)INT64_C(%" PRId64 ")", p->base, c->args[a].i);
+	} else {
+		fs_sb_printf(b, "(%s)UINT64_C(%" PRIu64 ")", p->base, c->args[a].u);
+	}
+}
+
+/* The most elements any count of the call names (arrays: the furthest displacement). */
+static int64_t max_count(struct call *c, bool *val)
+{
+	int64_t best = 1, disp[MAX_ELEMS] = {0};
+	const char *e[MAX_ELEMS];
+	size_t l[MAX_ELEMS];
+	uint32_t nd = 0;
+	bool cut;
+
+	*val = false;
+	for (uint32_t i = 0; i < c->kd->n_args && nd == 0; i++) {
+		const char *n = c->kd->args[i].name;
+
+		if (c->kd->args[i].enc == TFS_ENC_STR && strstr(n, "displs") && c->args[i].s)
+			nd = split(c->args[i].s, e, l, MAX_ELEMS, &cut);
+	}
+	for (uint32_t k = 0; k < nd; k++)
+		disp[k] = strtoll(e[k], NULL, 10);
+	for (uint32_t i = 0; i < c->kd->n_args; i++) {
+		const struct tfs_arg_desc *d = &c->kd->args[i];
+		int64_t sum = 0;
+
+		if (!strstr(d->name, "count") && !strstr(d->name, "size"))
+			continue;
+		if (d->enc == TFS_ENC_VAL) {
+			*val = true;
+		} else if (d->enc == TFS_ENC_STR && c->args[i].s) {
+			uint32_t n = split(c->args[i].s, e, l, MAX_ELEMS, &cut);
+
+			for (uint32_t k = 0; k < n; k++) {
+				int64_t v = strtoll(e[k], NULL, 10);
+
+				sum += v;
+				if (k < nd && disp[k] + v > best)
+					best = disp[k] + v;
+			}
+			if (sum > best)
+				best = sum;
+		} else if (d->enc == TFS_ENC_SIG && strstr(d->name, "count") &&
+			   c->args[i].i > best) {
+			best = c->args[i].i;
+		}
+	}
+	return best;
+}
+
+/* The datatype a buffer @name holds: NAMEtype, NAME_datatype, then any datatype. */
+static int buf_type(const struct call *c, const char *name)
+{
+	static const char *const prefixes[] = {"send", "recv", "origin", "result", NULL};
+	char want[64] = "";
+	int a;
+
+	for (int i = 0; prefixes[i]; i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			snprintf(want, sizeof(want), "%s", prefixes[i]);
+	if (want[0] && ((a = rec_arg2(c, want, "type")) >= 0 ||
+			(a = rec_arg2(c, want, "_datatype")) >= 0))
+		return a;
+	if ((a = rec_arg(c, "datatype")) >= 0)
+		return a;
+	for (uint32_t i = 0; i < c->kd->n_args; i++)
+		if (c->kd->args[i].sym_class && !strcmp(c->kd->args[i].sym_class, "type"))
+			return (int)i;
+	return -1;
+}
+
+/* The bytes a buffer needs: its datatype times the most elements the call names, times
+ * the communicator's size for collectives that send or receive per rank. */
+static void put_buf_bytes(struct call *c, struct fs_sbuf *b, const char *name)
+{
+	static const char *const per_rank[] = {"gather", "scatter", "alltoall", "reduce_scatter",
+					       "neighbor", NULL};
+	int t = buf_type(c, name), comm = rec_arg(c, "comm");
+	bool val, coll = false;
+	int64_t n = max_count(c, &val);
+	char low[128];
+
+	snprintf(low, sizeof(low), "%s", c->fn->name);
+	for (char *s = low; *s; s++)
+		*s = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
+	for (int i = 0; per_rank[i]; i++)
+		coll |= strstr(low, per_rank[i]) != NULL;
+	if (val)
+		n = n > 1 << 20 ? n : 1 << 20; /* a count that varies: room for a large one */
+	if (t < 0) {
+		fs_sb_printf(b, "UINT64_C(%" PRId64 ") + (1u << 20)", n);
+		return;
+	}
+	fs_sb_printf(b, "rt_tbytes(");
+	put_handle(c, b, 1, c->args[t].u);
+	fs_sb_printf(b, ", INT64_C(%" PRId64 ")", n);
+	if (coll && comm >= 0 && c->kd->args[comm].enc == TFS_ENC_SYM) {
+		fs_sb_printf(b, " * rt_csize(");
+		put_handle(c, b, 0, c->args[comm].u);
+		fs_sb_printf(b, ")");
+	}
+	fs_sb_printf(b, ")");
+}
+
+static void p_buf(struct call *c, const struct rp_mpi_param *p)
+{
+	int a = rec_arg(c, p->name), o = rec_arg2(c, p->name, "_off");
+	uint64_t alloc, off;
+
+	if (a < 0 || o < 0 || c->kd->args[o].enc == TFS_ENC_VAL) {
+		fs_sb_printf(&c->call, "rt_scratch_get(1u << 20)");
+		return;
+	}
+	alloc = c->args[a].u;
+	off = c->args[o].u;
+	fs_sb_printf(&c->call, "rt_mbuf(%u, UINT64_C(%" PRIu64 "), UINT64_C(%" PRIu64 "), ",
+		     idmap_get(&c->g->mpi->bufs, alloc, off, &c->err), alloc, off);
+	put_buf_bytes(c, &c->call, p->name);
+	fs_sb_printf(&c->call, ")");
+}
+
+/* A void * the wrapper recorded by address (a window's base...): memory of its own. */
+static void p_voidp(struct call *c, const struct rp_mpi_param *p)
+{
+	int size = rec_arg(c, "size");
+	uint32_t key = idmap_get(&c->g->mpi->bufs, UINT64_MAX - 1 - c->term,
+				 (uint64_t)(p - c->fn->params), &c->err);
+
+	fs_sb_printf(&c->call, "rt_mbuf(%u, 0, 1, ", key);
+	if (size >= 0 && c->kd->args[size].enc != TFS_ENC_STR)
+		put_int(c, &c->call, &(struct rp_mpi_param){.base = "uint64_t"}, size);
+	else
+		fs_sb_printf(&c->call, "4096");
+	fs_sb_printf(&c->call, " + 4096)");
+}
+
+static void p_handle_arr(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
+{
+	const char *e[MAX_ELEMS];
+	size_t l[MAX_ELEMS];
+	int a = rec_arg(c, p->name), cls = class_of(p->base);
+	uint32_t n;
+	bool cut;
+
+	if (a < 0 || cls < 0 || c->kd->args[a].enc != TFS_ENC_STR) {
+		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
+		return;
+	}
+	n = split(c->args[a].s, e, l, MAX_ELEMS, &cut);
+	if (cut) {
+		c->approx = true;
+		c->why = "an array longer than its trace keeps (512 bytes of text)";
+	}
+	fs_sb_printf(&c->pre, "\t%s a%u[%u] = {", p->base, idx, n + 1);
+	for (uint32_t k = 0; k < n; k++) {
+		const char *h = memchr(e[k], '#', l[k]);
+		uint64_t id = h ? strtoull(h + 1, NULL, 10) : 0;
+
+		fs_sb_printf(&c->pre, "%s", k ? ", " : "");
+		if (p->dir == RP_OUT)
+			fs_sb_printf(&c->pre, "0");
+		else
+			put_handle(c, &c->pre, cls, id);
+	}
+	fs_sb_printf(&c->pre, "%s};\n", n ? "" : "0");
+	fs_sb_printf(&c->call, "a%u", idx);
+	for (uint32_t k = 0; p->dir != RP_IN && k < n; k++) {
+		const char *h = memchr(e[k], '#', l[k]);
+		uint64_t id = h ? strtoull(h + 1, NULL, 10) : 0;
+
+		if (cls == REQ && id == 0)
+			continue;
+		fs_sb_printf(&c->post, "\t");
+		put_handle(c, &c->post, cls, id);
+		fs_sb_printf(&c->post, " = a%u[%u];\n", idx, k);
+	}
+}
+
+static void p_int_arr(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
+{
+	const char *e[MAX_ELEMS];
+	size_t l[MAX_ELEMS];
+	int a = rec_arg(c, p->name);
+	uint32_t n;
+	bool cut;
+
+	if (a < 0 || p->dir == RP_OUT || c->kd->args[a].enc != TFS_ENC_STR) {
+		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
+		return;
+	}
+	n = split(c->args[a].s, e, l, MAX_ELEMS, &cut);
+	if (cut) {
+		c->approx = true;
+		c->why = "an array longer than its trace keeps (512 bytes of text)";
+	}
+	if (n == 0) { /* significant at the root only, or empty */
+		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
+		return;
+	}
+	fs_sb_printf(&c->pre, "\t%s a%u[%u] = {", p->base, idx, cut ? MAX_ELEMS : n);
+	for (uint32_t k = 0; k < n; k++) {
+		fs_sb_printf(&c->pre, "%s", k ? ", " : "");
+		put_elem(c, &c->pre, p, e[k], l[k]);
+	}
+	fs_sb_printf(&c->pre, "};\n");
+	fs_sb_printf(&c->call, "a%u", idx);
+}
+
+static void p_status(struct call *c, const struct rp_mpi_param *p)
+{
+	static const char *const f[] = {".source", ".tag", ".count", ".cancelled"};
+	bool ignored = true;
+
+	for (int i = 0; i < 4; i++) {
+		int a = rec_arg2(c, p->name, f[i]);
+
+		ignored &= a >= 0 && c->kd->args[a].enc != TFS_ENC_VAL && c->args[a].i == NO_STATUS;
+	}
+	/* a status read by the call (MPI_Get_count) is the last one a call wrote */
+	fs_sb_printf(&c->call, "%s", ignored ? "MPI_STATUS_IGNORE" : "&rt_status");
+}
+
+static void p_statuses(struct call *c, const struct rp_mpi_param *p)
+{
+	int a = rec_arg(c, p->name);
+
+	if (a >= 0 && c->kd->args[a].enc == TFS_ENC_STR && c->args[a].s && !c->args[a].s[0])
+		fs_sb_printf(&c->call, "MPI_STATUSES_IGNORE");
+	else
+		fs_sb_printf(&c->call, "(MPI_Status *)rt_ms(%u * sizeof(MPI_Status))", MAX_ELEMS);
+}
+
+static void p_str(struct call *c, const struct rp_mpi_param *p)
+{
+	int a = rec_arg(c, p->name);
+
+	if (p->dir != RP_IN || a < 0 || c->kd->args[a].enc != TFS_ENC_STR) {
+		fs_sb_printf(&c->call, "(char *)rt_ms(4096)");
+		return;
+	}
+	/* a file of MPI-IO goes under the scratch directory like any other */
+	fs_sb_printf(&c->call, "%s", !strcmp(p->name, "filename") ? "rt_path(" : "(");
+	rp_put_cstr(&c->call, c->args[a].s ? c->args[a].s : "");
+	fs_sb_printf(&c->call, ")");
+}
+
+/* One parameter's expression; declarations before the call into c->pre, after into post. */
+static void p_one(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
+{
+	int a = rec_arg(c, p->name), cls = class_of(p->base);
+	bool init = !strcmp(c->fn->name, "MPI_Init") || !strcmp(c->fn->name, "MPI_Init_thread");
+
+	if (init && !strcmp(p->name, "argc")) {
+		fs_sb_printf(&c->pre, "\trt_fake_args(");
+		put_int(c, &c->pre, &(struct rp_mpi_param){.base = "int64_t"}, a);
+		fs_sb_printf(&c->pre, ", rt_prog);\n");
+		fs_sb_printf(&c->call, "&rt_fake_argc");
+		return;
+	}
+	if (init && !strcmp(p->name, "argv")) {
+		fs_sb_printf(&c->call, "&rt_fake_argv");
+		return;
+	}
+	switch (p->role) {
+	case RP_BUF:
+		p_buf(c, p);
+		return;
+	case RP_VOIDP:
+		p_voidp(c, p);
+		return;
+	case RP_FN:
+		if (!strcmp(p->base, "MPI_User_function"))
+			fs_sb_printf(&c->call, "rt_user_op");
+		else
+			fs_sb_printf(&c->call, "(%s *)(void (*)(void))rt_noop_fn", p->base);
+		return;
+	case RP_OPAQUE:
+		fs_sb_printf(&c->pre, "\t%s o%u;\n\tmemset(&o%u, 0, sizeof(o%u));\n", p->base, idx,
+			     idx, idx);
+		if (a >= 0)
+			fs_sb_printf(&c->pre, "\tmemcpy(&o%u, &(uint64_t){UINT64_C(%" PRIu64 ")}, "
+					      "sizeof(o%u) < 8 ? sizeof(o%u) : 8);\n",
+				     idx, c->args[a].u, idx, idx);
+		fs_sb_printf(&c->call, "o%u", idx);
+		return;
+	case RP_INT:
+		put_int(c, &c->call, p, a);
+		return;
+	case RP_IPTR:
+		fs_sb_printf(&c->pre, "\t%s l%u = ", p->base, idx);
+		put_int(c, &c->pre, p, a);
+		fs_sb_printf(&c->pre, ";\n");
+		fs_sb_printf(&c->call, "&l%u", idx);
+		return;
+	case RP_IARR:
+		p_int_arr(c, p, idx);
+		return;
+	case RP_HANDLE:
+		if (cls < 0 || a < 0 || c->kd->args[a].enc != TFS_ENC_SYM)
+			break;
+		put_handle(c, &c->call, cls, c->args[a].u);
+		return;
+	case RP_HPTR:
+		if (cls < 0 || a < 0 || c->kd->args[a].enc != TFS_ENC_SYM)
+			break;
+		fs_sb_printf(&c->call, "&");
+		put_handle(c, &c->call, cls, c->args[a].u);
+		return;
+	case RP_HARR:
+		p_handle_arr(c, p, idx);
+		return;
+	case RP_STATUS:
+		p_status(c, p);
+		return;
+	case RP_STATUSES:
+		p_statuses(c, p);
+		return;
+	case RP_STR:
+		p_str(c, p);
+		return;
+	default:
+		break;
+	}
+	if (p->ptr)
+		fs_sb_printf(&c->call, "rt_ms(4096)");
+	else
+		fs_sb_printf(&c->call, "(%s)0", p->base);
+}
+
+/* Calls whose outcome a run chooses: replayed as calls, their choice the run's own. */
+static bool chooses(const char *name)
+{
+	static const char *const names[] = {"MPI_Waitany", "MPI_Waitsome", "MPI_Testany",
+					    "MPI_Testsome", "MPI_Test", "MPI_Testall",
+					    "MPI_Iprobe", "MPI_Improbe", NULL};
+
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+int rp_mpi_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc *kd)
+{
+	struct rp_term *t = &g->terms[term];
+	struct call c = {.g = g, .term = term, .kd = kd};
+	int rc;
+
+	c.fn = find_fn(kd->name);
+	if (!c.fn) {
+		t->why = rp_mpi_n_fns ? "an MPI function this tracefs was not built with"
+				      : "MPI calls: this tracefs was built without MPI";
+		return 0;
+	}
+	rc = tfs_trace_term_args(g->t, term, c.args);
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < c.fn->n_params; i++) {
+		fs_sb_printf(&c.call, "%s", i ? ", " : "");
+		p_one(&c, &c.fn->params[i], i);
+	}
+	if (chooses(kd->name)) {
+		c.approx = true;
+		c.why = "which request completes (or whether a message is there) is chosen "
+			"by the run";
+	}
+	t->what = RP_W_CALL;
+	t->approx = c.approx;
+	t->why = c.why;
+	fs_sb_printf(&t->code, "{\n%s", c.pre.data ? c.pre.data : "");
+	if (!strcmp(kd->name, "MPI_Finalize"))
+		fs_sb_printf(&t->code, "\trt_steer_drain();\n");
+	fs_sb_printf(&t->code, "\t%s(%s);\n%s\t}", kd->name, c.call.data ? c.call.data : "",
+		     c.post.data ? c.post.data : "");
+	rc = c.err ? c.err : c.pre.failed || c.call.failed || c.post.failed ? -ENOMEM : 0;
+	free(c.pre.data);
+	free(c.call.data);
+	free(c.post.data);
+	return rc;
+}
+
+/* ---- tables ---- */
+
+void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
+{
+	struct rp_mpi *m = g->mpi;
+
+	fs_sb_printf(b, "/* ---- MPI handles by symbolic id, buffers ---- */\n\n"
+			"static MPI_Request rt_null_req = MPI_REQUEST_NULL;\n"
+			"static MPI_Status rt_status;\n");
+	for (uint32_t i = 0; i < N_CLASSES; i++)
+		if (m->cls[i].n)
+			fs_sb_printf(b, "static %s rt_h_%s[%u];\n", classes[i].ctype,
+				     classes[i].cls, m->cls[i].n);
+	fs_sb_printf(b, "\nstatic void rt_mpi_tables_init(void)\n{\n");
+	for (uint32_t i = 0; i < N_CLASSES; i++) {
+		for (uint32_t k = 0; k < m->cls[i].n; k++) {
+			const char *name = NULL;
+
+			for (uint32_t p = 0; p < rp_mpi_n_predefs && !name; p++)
+				if (!strcmp(rp_mpi_predefs[p].cls, classes[i].cls) &&
+				    rp_mpi_predefs[p].id == m->cls[i].a[k])
+					name = rp_mpi_predefs[p].name;
+			if (i == REQ)
+				fs_sb_printf(b, "\trt_h_req[%u] = MPI_REQUEST_NULL;\n", k);
+			if (!name)
+				continue;
+			fs_sb_printf(b, "#ifdef %s\n\trt_h_%s[%u] = %s; /* %s#%" PRIu64 " */\n#endif\n",
+				     name, classes[i].cls, k, name, classes[i].cls, m->cls[i].a[k]);
+		}
+	}
+	fs_sb_printf(b, "\trt_mkeys = rt_mem(%u * sizeof(*rt_mkeys));\n", m->bufs.n + 1);
+	if (m->bufs.n > 1024)
+		fs_sb_printf(b, "\trt_mreserve = UINT64_C(1) << 26;\n");
+	fs_sb_printf(b, "}\n\n");
+}
