@@ -7,7 +7,8 @@
  * O(log count)), two streams are equal when their hashes are, and the first difference is
  * found by a binary search on prefix hashes, each O(height x body) to compute. A 10^10-event
  * stream costs what its grammar costs. What is compared: every argument the signature fixes,
- * file names and backtrace ids excepted (`--paths`, `--stacks`: those too); with `--values`
+ * file names, backtrace ids and buffers (allocation, offset) excepted (`--paths`,
+ * `--stacks`, `--buffers`: those too); with `--values`
  * also the values that vary per call, event by event (that decodes both traces), apart from
  * addresses (hexadecimal values) and buffer positions (`buf*`); times never. It does not
  * say how the traces differ beyond the first differing call of each thread.
@@ -113,8 +114,22 @@ struct side {
 };
 
 struct opts {
-	bool values, paths, stacks;
+	bool values, paths, stacks, buffers;
 };
+
+/* A buffer argument: (allocation, offset) as the MPI wrappers record buffers. */
+static bool is_buffer_arg(const struct tfs_kind_desc *d, uint32_t i)
+{
+	const struct tfs_arg_desc *a = &d->args[i];
+	size_t n = strlen(a->name);
+
+	if (a->enc == TFS_ENC_SYM && a->sym_class && !strcmp(a->sym_class, "alloc"))
+		return true;
+	if (i == 0 || n < 5 || strcmp(a->name + n - 4, "_off"))
+		return false;
+	return !strncmp(d->args[i - 1].name, a->name, n - 4) && d->args[i - 1].enc == TFS_ENC_SYM &&
+	       d->args[i - 1].sym_class && !strcmp(d->args[i - 1].sym_class, "alloc");
+}
 
 /* File names vary from run to run (mkstemp, pipe:[inode]): compared only with --paths. */
 static bool is_path_arg(const struct tfs_arg_desc *a)
@@ -178,6 +193,8 @@ static char *sig_text(const struct side *s, uint32_t term, const struct opts *o)
 		if (!o->stacks && a->enc == TFS_ENC_SYM && a->sym_class &&
 		    !strcmp(a->sym_class, "stack"))
 			text = "stack#?";
+		if (!o->buffers && is_buffer_arg(&d, i))
+			text = "<buffer>";
 		put(&buf, &len, &cap, i ? ", " : "", i ? 2 : 0);
 		put(&buf, &len, &cap, a->name, strlen(a->name));
 		put(&buf, &len, &cap, "=", 1);
@@ -560,6 +577,7 @@ int fs_cmd_compare(int argc, char **argv)
 	static const struct option lopts[] = {{"values", no_argument, NULL, 'v'},
 					      {"paths", no_argument, NULL, 'p'},
 					      {"stacks", no_argument, NULL, 's'},
+					      {"buffers", no_argument, NULL, 'b'},
 					      {0}};
 	struct side a = {0}, b = {0};
 	struct opts o = {0};
@@ -575,6 +593,8 @@ int fs_cmd_compare(int argc, char **argv)
 			o.paths = true;
 		else if (c == 's')
 			o.stacks = true;
+		else if (c == 'b')
+			o.buffers = true;
 		else {
 			fs_fail("compare: unknown option %s (try 'tracefs --help')",
 				argv[optind - 1]);

@@ -73,6 +73,8 @@ static const struct rt_stream *rt_stream_table(uint32_t *n);
 static const char *const *rt_zone_list(uint32_t id);
 /* Files the program read but did not create: made under the scratch directory. */
 static void rt_setup_files(uint32_t rank);
+/* The allocations a trace without allocation events names buffers by, in id order. */
+static void rt_setup_allocs(uint32_t rank);
 #if PROXY_MPI
 static void rt_mpi_tables_init(void);
 #endif
@@ -1044,6 +1046,65 @@ static void rt_fake_args(int64_t n, char *prog)
 	rt_fake_argv = argv;
 }
 
+/* Requests by symbolic id, and when each was made (to find the ones pending). */
+static MPI_Request *rt_reqs;
+static uint32_t rt_n_reqs;
+static uint64_t *rt_req_seq, rt_req_clock;
+
+static void rt_req_born(uint32_t d)
+{
+	rt_req_seq[d] = ++rt_req_clock;
+}
+
+/* a[n..want): the pending requests not in m[0..n), oldest first; m[] says whose they are. */
+static void rt_req_fill(MPI_Request *a, uint32_t *m, uint32_t n, uint32_t want)
+{
+	for (uint32_t k = 0; k < n; k++)
+		a[k] = m[k] < rt_n_reqs ? rt_reqs[m[k]] : MPI_REQUEST_NULL;
+	for (uint32_t k = n; k < want; k++) {
+		uint32_t best = UINT32_MAX;
+
+		for (uint32_t d = 0; d < rt_n_reqs; d++) {
+			int taken = 0;
+
+			if (rt_reqs[d] == MPI_REQUEST_NULL ||
+			    (best != UINT32_MAX && rt_req_seq[d] >= rt_req_seq[best]))
+				continue;
+			for (uint32_t j = 0; j < k && !taken; j++)
+				taken = m[j] == d;
+			if (!taken)
+				best = d;
+		}
+		m[k] = best;
+		a[k] = best == UINT32_MAX ? MPI_REQUEST_NULL : rt_reqs[best];
+	}
+}
+
+static void rt_req_back(const MPI_Request *a, const uint32_t *m, uint32_t want)
+{
+	for (uint32_t k = 0; k < want; k++)
+		if (m[k] < rt_n_reqs)
+			rt_reqs[m[k]] = a[k];
+}
+
+/* The status calls write and the calls that read one (MPI_Get_count) read. */
+static MPI_Status rt_status;
+#define RT_NO_STATUS (-32768)
+
+/* The last status, with the fields the trace has of the one the program passed. */
+static MPI_Status *rt_status_in(int64_t source, int64_t tag, int64_t bytes, int64_t cancelled)
+{
+	if (source != RT_NO_STATUS)
+		rt_status.MPI_SOURCE = (int)source;
+	if (tag != RT_NO_STATUS)
+		rt_status.MPI_TAG = (int)tag;
+	if (bytes != RT_NO_STATUS && bytes >= 0 && rt_mpi_up())
+		PMPI_Status_set_elements(&rt_status, MPI_BYTE, (int)bytes);
+	if (cancelled != RT_NO_STATUS && rt_mpi_up())
+		PMPI_Status_set_cancelled(&rt_status, (int)cancelled);
+	return &rt_status;
+}
+
 /* A user reduction that does nothing: the proxy's data means nothing. */
 static void rt_user_op(void *in, void *inout, int *len, MPI_Datatype *t)
 {
@@ -1096,6 +1157,7 @@ int main(int argc, char **argv)
 	rt_prog = argv[0];
 	rt_options(&argc, argv);
 	rt_rank = rt_env_rank(&size_var, &size);
+	rt_setup_allocs(rt_rank); /* before anything else allocates */
 	table = rt_stream_table(&n);
 	for (uint32_t i = 0; i < n; i++) {
 		if (table[i].rank + 1 > n_ranks)

@@ -534,6 +534,40 @@ static void emit_setup(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 	fs_sb_printf(b, "\tdefault:\n\t\tbreak;\n\t}\n}\n");
 }
 
+/*
+ * rt_setup_allocs(): in a trace without allocation events, the blocks its MPI buffers name
+ * by allocation id, allocated first so they get those ids again.
+ */
+static int emit_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *counts,
+		       const uint32_t *rank_of)
+{
+	uint32_t nt = g->ti->n_terminals;
+	bool *used = calloc((size_t)nt + 1, sizeof(*used)), alloc_events = false;
+
+	if (!used)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nt; i++)
+		alloc_events |= g->terms[i].alloc;
+	fs_sb_printf(b, "static void rt_setup_allocs(uint32_t rank)\n{\n\tswitch (rank) {\n");
+	for (uint32_t r = 0; g->mpi && !alloc_events && r < g->ti->n_ranks; r++) {
+		struct fs_sbuf lines = {0};
+
+		for (uint32_t i = 0; i < nt; i++) {
+			used[i] = false;
+			for (uint32_t s = 0; s < g->ti->n_streams; s++)
+				used[i] |= rank_of[s] == r && counts[(size_t)s * nt + i];
+		}
+		rp_mpi_allocs(g, &lines, used);
+		if (lines.len)
+			fs_sb_printf(b, "\tcase %u:\n%s\t\tbreak;\n", r, lines.data);
+		b->failed |= lines.failed;
+		free(lines.data);
+	}
+	fs_sb_printf(b, "\tdefault:\n\t\tbreak;\n\t}\n}\n\n");
+	free(used);
+	return 0;
+}
+
 /* ---- the whole file ---- */
 
 static void emit_head(struct rp_gen *g, struct fs_sbuf *b, uint32_t n_grams)
@@ -614,6 +648,7 @@ int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
 		emit_zone_lists(&g, &b);
 		fs_sb_put(&b, body.data ? body.data : "", body.len);
 		emit_setup(&g, &b, counts, rank_of);
+		rc = emit_allocs(&g, &b, counts, rank_of);
 		if (body.failed)
 			b.failed = true;
 	}

@@ -154,6 +154,12 @@ void rp_mpi_free(struct rp_mpi *m);
 int rp_mpi_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc *kd);
 /* The handle tables and rt_mpi_tables_init() (after every terminal), into @b. */
 void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b);
+/*
+ * A trace without allocation events still names MPI buffers by allocation id: the blocks
+ * 1 .. the highest id the terminals marked in @used name, allocated in order (as large as
+ * their calls may need) as the first thing the proxy does, get those ids again.
+ */
+void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const bool *used);
 /* The recording MPI, for PROXY_REC_IMPL: 1 MPICH, 2 Open MPI, 0 unknown. */
 int rp_mpi_impl(const struct rp_gen *g);
 

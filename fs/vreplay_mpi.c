@@ -38,11 +38,47 @@ struct idmap {
 	uint32_t n, cap;
 };
 
+/* A buffer in an allocation: the bytes past the allocation's start a call may touch. */
+struct abuf {
+	uint32_t term;
+	uint64_t alloc, end;
+};
+
 struct rp_mpi {
 	struct idmap cls[N_CLASSES];
 	struct idmap bufs; /* (allocation, offset) of buffers, and scratch keys */
 	int impl;
+	struct abuf *ab;
+	uint32_t n_ab, ab_cap;
 };
+
+/* Bytes of one element of predefined datatype @name (16 for another, 64 for a derived one). */
+static uint64_t elem_bytes(uint64_t id)
+{
+	static const struct {
+		const char *name;
+		uint8_t bytes;
+	} sizes[] = {{"MPI_CHAR", 1}, {"MPI_SIGNED_CHAR", 1}, {"MPI_UNSIGNED_CHAR", 1},
+		     {"MPI_BYTE", 1}, {"MPI_PACKED", 1}, {"MPI_C_BOOL", 1}, {"MPI_INT8_T", 1},
+		     {"MPI_UINT8_T", 1}, {"MPI_SHORT", 2}, {"MPI_UNSIGNED_SHORT", 2},
+		     {"MPI_INT16_T", 2}, {"MPI_UINT16_T", 2}, {"MPI_INT", 4}, {"MPI_UNSIGNED", 4},
+		     {"MPI_FLOAT", 4}, {"MPI_INT32_T", 4}, {"MPI_UINT32_T", 4}, {"MPI_WCHAR", 4},
+		     {"MPI_INTEGER", 4}, {"MPI_REAL", 4}, {"MPI_LOGICAL", 4}, {"MPI_LONG", 8},
+		     {"MPI_UNSIGNED_LONG", 8}, {"MPI_DOUBLE", 8}, {"MPI_LONG_LONG_INT", 8},
+		     {"MPI_LONG_LONG", 8}, {"MPI_UNSIGNED_LONG_LONG", 8}, {"MPI_INT64_T", 8},
+		     {"MPI_UINT64_T", 8}, {"MPI_AINT", 8}, {"MPI_OFFSET", 8}, {"MPI_COUNT", 8},
+		     {"MPI_DOUBLE_PRECISION", 8}, {"MPI_2INT", 8}, {"MPI_COMPLEX", 8}};
+
+	for (uint32_t p = 0; p < rp_mpi_n_predefs; p++) {
+		if (strcmp(rp_mpi_predefs[p].cls, "type") || rp_mpi_predefs[p].id != id)
+			continue;
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			if (!strcmp(sizes[i].name, rp_mpi_predefs[p].name))
+				return sizes[i].bytes;
+		return 16;
+	}
+	return 64;
+}
 
 static uint32_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, int *err)
 {
@@ -108,7 +144,26 @@ void rp_mpi_free(struct rp_mpi *m)
 	}
 	free(m->bufs.a);
 	free(m->bufs.b);
+	free(m->ab);
 	free(m);
+}
+
+void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const bool *used)
+{
+	struct rp_mpi *m = g->mpi;
+	uint64_t top = 0;
+
+	for (uint32_t i = 0; m && i < m->n_ab; i++)
+		if (used[m->ab[i].term] && m->ab[i].alloc > top && m->ab[i].alloc < 1u << 20)
+			top = m->ab[i].alloc;
+	for (uint64_t id = 1; id <= top; id++) {
+		uint64_t end = 16;
+
+		for (uint32_t i = 0; i < m->n_ab; i++)
+			if (used[m->ab[i].term] && m->ab[i].alloc == id && m->ab[i].end > end)
+				end = m->ab[i].end;
+		fs_sb_printf(b, "\t\trt_bind(%" PRIu64 ", malloc(%" PRIu64 "));\n", id, end);
+	}
 }
 
 int rp_mpi_impl(const struct rp_gen *g)
@@ -230,7 +285,7 @@ static uint32_t split(const char *s, const char **elem, size_t *len, uint32_t ca
 	while (s && *s && n < cap) {
 		size_t k = strcspn(s, ",");
 
-		if (k == 3 && !strncmp(s, "...", 3)) {
+		if (k >= 3 && !strncmp(s, "...", 3)) { /* the wrapper's mark of a cut text */
 			*cut = true;
 			break;
 		}
@@ -382,6 +437,29 @@ static void put_buf_bytes(struct call *c, struct fs_sbuf *b, const char *name)
 	fs_sb_printf(b, ")");
 }
 
+/* A buffer in allocation @alloc: how far a call may reach into it (a generous guess). */
+static void note_alloc(struct call *c, const char *name, uint64_t alloc, uint64_t off)
+{
+	struct rp_mpi *m = c->g->mpi;
+	int t = buf_type(c, name);
+	bool val;
+	uint64_t n = (uint64_t)max_count(c, &val), bytes;
+
+	bytes = n * (t >= 0 ? elem_bytes(c->args[t].u) : 64) * (c->g->ti->n_ranks + 1u) + 4096;
+	if (m->n_ab == m->ab_cap) {
+		uint32_t cap = m->ab_cap ? 2 * m->ab_cap : 16;
+		struct abuf *ab = realloc(m->ab, cap * sizeof(*ab));
+
+		if (!ab) {
+			c->err = -ENOMEM;
+			return;
+		}
+		m->ab = ab;
+		m->ab_cap = cap;
+	}
+	m->ab[m->n_ab++] = (struct abuf){c->term, alloc, off + bytes};
+}
+
 static void p_buf(struct call *c, const struct rp_mpi_param *p)
 {
 	int a = rec_arg(c, p->name), o = rec_arg2(c, p->name, "_off");
@@ -393,6 +471,8 @@ static void p_buf(struct call *c, const struct rp_mpi_param *p)
 	}
 	alloc = c->args[a].u;
 	off = c->args[o].u;
+	if (alloc)
+		note_alloc(c, p->name, alloc, off);
 	fs_sb_printf(&c->call, "rt_mbuf(%u, UINT64_C(%" PRIu64 "), UINT64_C(%" PRIu64 "), ",
 		     idmap_get(&c->g->mpi->bufs, alloc, off, &c->err), alloc, off);
 	put_buf_bytes(c, &c->call, p->name);
@@ -414,73 +494,148 @@ static void p_voidp(struct call *c, const struct rp_mpi_param *p)
 	fs_sb_printf(&c->call, " + 4096)");
 }
 
-static void p_handle_arr(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
+/* The length annotated for array @p: a parameter's recorded value, a number, the ranks. */
+static int64_t array_len(const struct call *c, const struct rp_mpi_param *p)
+{
+	int a;
+
+	if (!p->len)
+		return -1;
+	if (p->len[0] >= '0' && p->len[0] <= '9')
+		return strtoll(p->len, NULL, 10);
+	if (!strcmp(p->len, "commsize"))
+		return c->g->ti->n_ranks;
+	a = rec_arg(c, p->len);
+	if (a >= 0 && c->kd->args[a].enc == TFS_ENC_SIG && c->args[a].i >= 0)
+		return c->args[a].i;
+	return -1;
+}
+
+/* One element of a recorded array: a number, "r+k" (a relative rank), or "cls#id". */
+struct elem {
+	int64_t v;
+	uint8_t rel;
+};
+
+/*
+ * The elements of array @p as recorded; a text cut at 512 bytes goes on as the line its
+ * last elements draw (a loop's consecutive requests, displacements 0, 1, 2...) up to the
+ * annotated length, flagged approximate when it draws none.
+ */
+static uint32_t elements(struct call *c, const struct rp_mpi_param *p, int a, struct elem *out,
+			 bool extend)
 {
 	const char *e[MAX_ELEMS];
 	size_t l[MAX_ELEMS];
-	int a = rec_arg(c, p->name), cls = class_of(p->base);
-	uint32_t n;
 	bool cut;
+	uint32_t n = split(c->args[a].s, e, l, MAX_ELEMS, &cut);
+	int64_t want = array_len(c, p);
+
+	for (uint32_t k = 0; k < n; k++) {
+		const char *h = memchr(e[k], '#', l[k]);
+
+		out[k].rel = e[k][0] == 'r';
+		out[k].v = h ? strtoll(h + 1, NULL, 10) : strtoll(e[k] + out[k].rel, NULL, 10);
+	}
+	if (!cut || !extend)
+		return n;
+	if (want > MAX_ELEMS)
+		want = MAX_ELEMS;
+	if (n >= 2 && want > n && out[n - 1].rel == out[n - 2].rel) {
+		int64_t d = out[n - 1].v - out[n - 2].v;
+
+		for (; n < (uint32_t)want; n++)
+			out[n] = (struct elem){out[n - 1].v + d, out[n - 1].rel};
+		c->why = "an array longer than its trace keeps (512 bytes of text): continued as "
+			 "its last elements go";
+		return n;
+	}
+	c->approx = true;
+	c->why = "an array longer than its trace keeps (512 bytes of text)";
+	return n;
+}
+
+/*
+ * Requests the trace cut off a long array (a Waitall of many): the listed ones, then the
+ * requests this run has live that are not listed, oldest first, as many as the call's
+ * count: what a program passes is most often every request it has pending.
+ */
+static void p_req_cut(struct call *c, const struct rp_mpi_param *p, uint32_t idx,
+		      const struct elem *el, uint32_t n, int64_t want)
+{
+	fs_sb_printf(&c->pre, "\tMPI_Request a%u[%" PRId64 "];\n\tuint32_t m%u[%" PRId64 "] = {",
+		     idx, want, idx, want);
+	for (uint32_t k = 0; k < n; k++) {
+		fs_sb_printf(&c->pre, "%s%u", k ? ", " : "",
+			     el[k].v ? idmap_get(&c->g->mpi->cls[REQ], (uint64_t)el[k].v, 0, &c->err)
+				     : UINT32_MAX);
+	}
+	fs_sb_printf(&c->pre, "};\n\trt_req_fill(a%u, m%u, %u, %" PRId64 ");\n", idx, idx, n,
+		     want);
+	fs_sb_printf(&c->call, "a%u", idx);
+	if (p->dir != RP_IN)
+		fs_sb_printf(&c->post, "\trt_req_back(a%u, m%u, %" PRId64 ");\n", idx, idx, want);
+	c->why = "a request array longer than its trace keeps (512 bytes of text): the rest "
+		 "are the requests pending";
+}
+
+static void p_handle_arr(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
+{
+	struct elem el[MAX_ELEMS];
+	int a = rec_arg(c, p->name), cls = class_of(p->base);
+	int64_t want = array_len(c, p);
+	uint32_t n;
 
 	if (a < 0 || cls < 0 || c->kd->args[a].enc != TFS_ENC_STR) {
 		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
 		return;
 	}
-	n = split(c->args[a].s, e, l, MAX_ELEMS, &cut);
-	if (cut) {
-		c->approx = true;
-		c->why = "an array longer than its trace keeps (512 bytes of text)";
+	n = elements(c, p, a, el, cls != REQ);
+	if (cls == REQ && n < want && want <= MAX_ELEMS && p->dir != RP_OUT) {
+		p_req_cut(c, p, idx, el, n, want);
+		return;
 	}
 	fs_sb_printf(&c->pre, "\t%s a%u[%u] = {", p->base, idx, n + 1);
 	for (uint32_t k = 0; k < n; k++) {
-		const char *h = memchr(e[k], '#', l[k]);
-		uint64_t id = h ? strtoull(h + 1, NULL, 10) : 0;
-
 		fs_sb_printf(&c->pre, "%s", k ? ", " : "");
 		if (p->dir == RP_OUT)
 			fs_sb_printf(&c->pre, "0");
 		else
-			put_handle(c, &c->pre, cls, id);
+			put_handle(c, &c->pre, cls, (uint64_t)el[k].v);
 	}
 	fs_sb_printf(&c->pre, "%s};\n", n ? "" : "0");
 	fs_sb_printf(&c->call, "a%u", idx);
 	for (uint32_t k = 0; p->dir != RP_IN && k < n; k++) {
-		const char *h = memchr(e[k], '#', l[k]);
-		uint64_t id = h ? strtoull(h + 1, NULL, 10) : 0;
-
-		if (cls == REQ && id == 0)
+		if (cls == REQ && el[k].v == 0)
 			continue;
 		fs_sb_printf(&c->post, "\t");
-		put_handle(c, &c->post, cls, id);
+		put_handle(c, &c->post, cls, (uint64_t)el[k].v);
 		fs_sb_printf(&c->post, " = a%u[%u];\n", idx, k);
 	}
 }
 
 static void p_int_arr(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
 {
-	const char *e[MAX_ELEMS];
-	size_t l[MAX_ELEMS];
+	struct elem el[MAX_ELEMS];
 	int a = rec_arg(c, p->name);
 	uint32_t n;
-	bool cut;
 
 	if (a < 0 || p->dir == RP_OUT || c->kd->args[a].enc != TFS_ENC_STR) {
 		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
 		return;
 	}
-	n = split(c->args[a].s, e, l, MAX_ELEMS, &cut);
-	if (cut) {
-		c->approx = true;
-		c->why = "an array longer than its trace keeps (512 bytes of text)";
-	}
+	n = elements(c, p, a, el, true);
 	if (n == 0) { /* significant at the root only, or empty */
 		fs_sb_printf(&c->call, "rt_ms(%u * sizeof(%s))", MAX_ELEMS, p->base);
 		return;
 	}
-	fs_sb_printf(&c->pre, "\t%s a%u[%u] = {", p->base, idx, cut ? MAX_ELEMS : n);
+	fs_sb_printf(&c->pre, "\t%s a%u[%u] = {", p->base, idx, c->approx ? MAX_ELEMS : n);
 	for (uint32_t k = 0; k < n; k++) {
+		char text[32];
+
+		snprintf(text, sizeof(text), "%s%+" PRId64, el[k].rel ? "r" : "", el[k].v);
 		fs_sb_printf(&c->pre, "%s", k ? ", " : "");
-		put_elem(c, &c->pre, p, e[k], l[k]);
+		put_elem(c, &c->pre, p, text, strlen(text));
 	}
 	fs_sb_printf(&c->pre, "};\n");
 	fs_sb_printf(&c->call, "a%u", idx);
@@ -490,14 +645,28 @@ static void p_status(struct call *c, const struct rp_mpi_param *p)
 {
 	static const char *const f[] = {".source", ".tag", ".count", ".cancelled"};
 	bool ignored = true;
+	int a[4];
 
 	for (int i = 0; i < 4; i++) {
-		int a = rec_arg2(c, p->name, f[i]);
-
-		ignored &= a >= 0 && c->kd->args[a].enc != TFS_ENC_VAL && c->args[a].i == NO_STATUS;
+		a[i] = rec_arg2(c, p->name, f[i]);
+		ignored &= a[i] >= 0 && c->kd->args[a[i]].enc != TFS_ENC_VAL &&
+			   c->args[a[i]].i == NO_STATUS;
 	}
-	/* a status read by the call (MPI_Get_count) is the last one a call wrote */
-	fs_sb_printf(&c->call, "%s", ignored ? "MPI_STATUS_IGNORE" : "&rt_status");
+	if (p->dir != RP_IN) {
+		fs_sb_printf(&c->call, "%s", ignored ? "MPI_STATUS_IGNORE" : "&rt_status");
+		return;
+	}
+	/* a status the call reads (MPI_Get_count): the last one written, with the fields the
+	 * trace has of it */
+	fs_sb_printf(&c->call, "rt_status_in(");
+	for (int i = 0; i < 4; i++) {
+		fs_sb_printf(&c->call, "%s", i ? ", " : "");
+		if (a[i] < 0 || c->args[a[i]].i == NO_STATUS)
+			fs_sb_printf(&c->call, "RT_NO_STATUS");
+		else
+			put_int(c, &c->call, &(struct rp_mpi_param){.base = "int64_t"}, a[i]);
+	}
+	fs_sb_printf(&c->call, ")");
 }
 
 static void p_statuses(struct call *c, const struct rp_mpi_param *p)
@@ -585,6 +754,9 @@ static void p_one(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
 			break;
 		fs_sb_printf(&c->call, "&");
 		put_handle(c, &c->call, cls, c->args[a].u);
+		if (cls == REQ && p->dir == RP_OUT && c->args[a].u)
+			fs_sb_printf(&c->post, "\trt_req_born(%u);\n",
+				     idmap_get(&c->g->mpi->cls[REQ], c->args[a].u, 0, &c->err));
 		return;
 	case RP_HARR:
 		p_handle_arr(c, p, idx);
@@ -666,8 +838,7 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
 	struct rp_mpi *m = g->mpi;
 
 	fs_sb_printf(b, "/* ---- MPI handles by symbolic id, buffers ---- */\n\n"
-			"static MPI_Request rt_null_req = MPI_REQUEST_NULL;\n"
-			"static MPI_Status rt_status;\n");
+			"static MPI_Request rt_null_req = MPI_REQUEST_NULL;\n");
 	for (uint32_t i = 0; i < N_CLASSES; i++)
 		if (m->cls[i].n)
 			fs_sb_printf(b, "static %s rt_h_%s[%u];\n", classes[i].ctype,
@@ -690,6 +861,10 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
 		}
 	}
 	fs_sb_printf(b, "\trt_mkeys = rt_mem(%u * sizeof(*rt_mkeys));\n", m->bufs.n + 1);
+	if (m->cls[REQ].n)
+		fs_sb_printf(b, "\trt_reqs = rt_h_req;\n\trt_n_reqs = %u;\n"
+				"\trt_req_seq = rt_mem(%u * sizeof(*rt_req_seq));\n",
+			     m->cls[REQ].n, m->cls[REQ].n);
 	if (m->bufs.n > 1024)
 		fs_sb_printf(b, "\trt_mreserve = UINT64_C(1) << 26;\n");
 	fs_sb_printf(b, "}\n\n");

@@ -42,6 +42,8 @@ struct rp_mpi_param {
 	const char *ctx;  /* ranks: the parameter whose communicator, group or window they are
 			   * in (NULL: the world) */
 	uint8_t rank;	  /* a rank or ranks */
+	const char *len;  /* arrays: their length, a parameter's name, a number or `commsize`
+			   * (mpi_annot.txt len=); NULL when not annotated */
 };
 
 struct rp_mpi_fn {

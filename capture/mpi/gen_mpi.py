@@ -215,7 +215,8 @@ class Gen:
         return None
 
     def role(self, p, role, d='in', ctx=None, rank=False):
-        self.rp[p.name] = (role, d, ctx, rank)
+        ln = attrs_of(self.rules, self.name, p.name).get('len')
+        self.rp[p.name] = (role, d, ctx, rank, ln if isinstance(ln, str) else None)
 
     def word(self, name, typ, enc, flags=0, cls=None):
         self.args.append((name, typ, enc, flags, cls))
@@ -721,10 +722,12 @@ def write_replay(path, impls, predef):
                 continue
             f.write(f'static const struct rp_mpi_param p{i}[] = {{\n')
             for p in g.params:
-                role, d, ctx, rank = g.rp.get(p.name, ('PTR', 'in', None, False))
+                role, d, ctx, rank, ln = g.rp.get(p.name, ('PTR', 'in', None, False, None))
                 ctx = f'"{ctx}"' if ctx else 'NULL'
+                ln = f'"{ln}"' if ln else 'NULL'
                 f.write(f'    {{"{p.name}", "{p.base}", {p.ptr + (1 if p.arr else 0)}, '
-                        f'{int(p.const)}, RP_{role}, RP_{d.upper()}, {ctx}, {int(rank)}}},\n')
+                        f'{int(p.const)}, RP_{role}, RP_{d.upper()}, {ctx}, {int(rank)}, '
+                        f'{ln}}},\n')
             f.write('};\n')
         f.write('\nconst struct rp_mpi_fn rp_mpi_fns[] = {\n')
         for i, g in enumerate(gens):
