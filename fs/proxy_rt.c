@@ -1115,12 +1115,163 @@ static int rt_noop_fn(void)
 {
 	return MPI_SUCCESS;
 }
-#endif
 
-/* Before MPI_Finalize: nothing owed to other ranks is left. */
+/*
+ * Steering (fs/vreplay_mpi.c): on a gate (a communicator id and a tag), a send waits for
+ * its receiver's word, a 0-byte message on a private communicator, and the receiver gives
+ * it when its trace has the receive complete, so that calls choosing among requests
+ * (MPI_Waitany, MPI_Testsome...) find what they found when recorded. A word that does not
+ * come within RT_GATE_WAIT_NS lets the send go: a proxy never hangs on its own steering.
+ */
+#define RT_GATE_WAIT_NS 2000000000ull
+
+struct rt_gate {
+	uint32_t comm;
+	int64_t tag;
+};
+
+static const struct rt_gate *rt_gates;
+static uint32_t rt_n_gates;
+static MPI_Comm rt_gate_comm = MPI_COMM_NULL;
+static int rt_world_n;
+static int32_t *rt_go_peer, *rt_go_gate; /* per request: the word its receive owes */
+static int64_t *rt_credit;		 /* per (peer, gate): words received - sends made */
+
+static void rt_steer_init(void)
+{
+	if (!rt_n_gates || rt_gate_comm != MPI_COMM_NULL)
+		return;
+	PMPI_Comm_dup(MPI_COMM_WORLD, &rt_gate_comm);
+	PMPI_Comm_size(MPI_COMM_WORLD, &rt_world_n);
+	rt_go_peer = rt_mem(((size_t)rt_n_reqs + 1) * sizeof(*rt_go_peer));
+	rt_go_gate = rt_mem(((size_t)rt_n_reqs + 1) * sizeof(*rt_go_gate));
+	for (uint32_t d = 0; d < rt_n_reqs; d++)
+		rt_go_peer[d] = -1;
+	rt_credit = rt_mem((size_t)rt_world_n * rt_n_gates * sizeof(*rt_credit));
+}
+
+static int rt_gate_of(uint32_t comm, int64_t tag)
+{
+	for (uint32_t g = 0; g < rt_n_gates; g++)
+		if (rt_gates[g].comm == comm && rt_gates[g].tag == tag)
+			return (int)g;
+	return -1;
+}
+
+/* The world rank of rank @r of @c. */
+static int rt_world_of(MPI_Comm c, int r)
+{
+	MPI_Group g, w;
+	int out = -1;
+
+	if (r < 0 || c == MPI_COMM_NULL)
+		return -1;
+	if (c == MPI_COMM_WORLD)
+		return r;
+	PMPI_Comm_group(c, &g);
+	PMPI_Comm_group(MPI_COMM_WORLD, &w);
+	PMPI_Group_translate_ranks(g, 1, &r, w, &out);
+	PMPI_Group_free(&g);
+	PMPI_Group_free(&w);
+	return out == MPI_UNDEFINED ? -1 : out;
+}
+
+static void rt_word(int peer, int gate)
+{
+	MPI_Request r;
+
+	if (peer >= 0 && PMPI_Isend(NULL, 0, MPI_BYTE, peer, gate, rt_gate_comm, &r) == MPI_SUCCESS)
+		PMPI_Request_free(&r);
+}
+
+/* A blocking receive on a gate: its sender may go. */
+static void rt_gate_go(uint32_t comm, MPI_Comm c, int src, int64_t tag)
+{
+	int g = rt_gate_comm == MPI_COMM_NULL ? -1 : rt_gate_of(comm, tag);
+
+	if (g >= 0 && src >= 0)
+		rt_word(rt_world_of(c, src), g);
+}
+
+/* A receive posted as request @d: the word now, or when its request completes (@chosen). */
+static void rt_gate_post(uint32_t comm, MPI_Comm c, int src, int64_t tag, uint32_t d,
+			 int chosen)
+{
+	int g = rt_gate_comm == MPI_COMM_NULL ? -1 : rt_gate_of(comm, tag);
+
+	if (g < 0 || src < 0)
+		return;
+	if (!chosen) {
+		rt_word(rt_world_of(c, src), g);
+		return;
+	}
+	if (rt_go_peer[d] >= 0) /* the previous receive of this id never completed here */
+		rt_word(rt_go_peer[d], rt_go_gate[d]);
+	rt_go_peer[d] = rt_world_of(c, src);
+	rt_go_gate[d] = g;
+}
+
+static void rt_gate_release(uint32_t d)
+{
+	if (rt_go_peer && d < rt_n_reqs && rt_go_peer[d] >= 0) {
+		rt_word(rt_go_peer[d], rt_go_gate[d]);
+		rt_go_peer[d] = -1;
+	}
+}
+
+/* Wait (a while) until request @d is complete, without completing it. */
+static void rt_gate_await(uint32_t d)
+{
+	uint64_t until = rt_now() + RT_GATE_WAIT_NS;
+	int flag = 0;
+
+	while (rt_gate_comm != MPI_COMM_NULL && d < rt_n_reqs && rt_reqs[d] != MPI_REQUEST_NULL &&
+	       PMPI_Request_get_status(rt_reqs[d], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+	       !flag && rt_now() < until)
+		;
+}
+
+/* A send on a gate: wait for the receiver's word (a while). */
+static void rt_gate_send(uint32_t comm, MPI_Comm c, int dest, int64_t tag)
+{
+	int g = rt_gate_comm == MPI_COMM_NULL ? -1 : rt_gate_of(comm, tag), peer, flag;
+	uint64_t until = rt_now() + RT_GATE_WAIT_NS;
+	int64_t *credit;
+
+	if (g < 0 || dest < 0 || (peer = rt_world_of(c, dest)) < 0 || peer >= rt_world_n)
+		return;
+	credit = &rt_credit[(size_t)peer * rt_n_gates + (size_t)g];
+	while (*credit < 1 && rt_now() < until) {
+		flag = 0;
+		PMPI_Iprobe(peer, g, rt_gate_comm, &flag, MPI_STATUS_IGNORE);
+		if (flag) {
+			PMPI_Recv(NULL, 0, MPI_BYTE, peer, g, rt_gate_comm, MPI_STATUS_IGNORE);
+			++*credit;
+		}
+	}
+	--*credit;
+}
+
+/* Before MPI_Finalize: the words this rank owes go, the words owed to it are taken in. */
+static void rt_steer_drain(void)
+{
+	if (rt_gate_comm == MPI_COMM_NULL)
+		return;
+	for (uint32_t d = 0; d < rt_n_reqs; d++)
+		rt_gate_release(d);
+	for (int p = 0; p < rt_world_n; p++)
+		for (uint32_t g = 0; g < rt_n_gates; g++)
+			for (int64_t *cr = &rt_credit[(size_t)p * rt_n_gates + g]; *cr < 0; ++*cr)
+				PMPI_Recv(NULL, 0, MPI_BYTE, p, (int)g, rt_gate_comm,
+					  MPI_STATUS_IGNORE);
+	PMPI_Barrier(rt_gate_comm);
+	PMPI_Comm_free(&rt_gate_comm);
+}
+#else
 static void rt_steer_drain(void)
 {
 }
+#endif
 
 /* ---- main ---- */
 

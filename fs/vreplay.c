@@ -26,6 +26,9 @@ static void gen_fini(struct rp_gen *g)
 	for (uint32_t i = 0; g->terms && i < g->ti->n_terminals; i++)
 		free(g->terms[i].code.data);
 	free(g->terms);
+	free(g->counts);
+	free(g->total);
+	free(g->rank_of);
 	rp_mpi_free(g->mpi);
 	free(g->decl.data);
 	rp_zlists_fini(&g->zl);
@@ -34,17 +37,32 @@ static void gen_fini(struct rp_gen *g)
 
 static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
 {
-	int rc;
+	uint32_t n = vt->ti.n_streams, nt = vt->ti.n_terminals;
+	int rc = 0;
 
 	memset(g, 0, sizeof(*g));
 	g->vt = vt;
 	g->t = vt->trace;
 	g->ti = &vt->ti;
 	g->timed = vt->ti.timing != TFS_TIMING_NONE;
-	g->terms = calloc((size_t)vt->ti.n_terminals + 1, sizeof(*g->terms));
-	if (!g->terms)
+	g->terms = calloc((size_t)nt + 1, sizeof(*g->terms));
+	g->counts = calloc((size_t)n * nt + 1, sizeof(*g->counts));
+	g->total = calloc((size_t)nt + 1, sizeof(*g->total));
+	g->rank_of = calloc((size_t)n + 1, sizeof(*g->rank_of));
+	if (!g->terms || !g->counts || !g->total || !g->rank_of)
 		return -ENOMEM;
-	rc = rp_mpi_new(g);
+	for (uint32_t s = 0; rc == 0 && s < n; s++) {
+		struct tfs_stream_info si;
+
+		rc = tfs_trace_stream(vt->trace, s, &si);
+		if (rc == 0)
+			rc = tfs_trace_term_counts(vt->trace, s, g->counts + (size_t)s * nt);
+		for (uint32_t i = 0; rc == 0 && i < nt; i++)
+			g->total[i] += g->counts[(size_t)s * nt + i];
+		g->rank_of[s] = si.rank;
+	}
+	if (rc == 0)
+		rc = rp_mpi_new(g);
 	if (rc == 0)
 		rc = rp_terms_build(g);
 	return rc;
@@ -603,28 +621,17 @@ int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
 {
 	uint32_t n = vt->ti.n_streams, nt = vt->ti.n_terminals, n_grams = 0;
 	uint32_t *gram_of = calloc((size_t)n + 1, sizeof(*gram_of));
-	uint32_t *rank_of = calloc((size_t)n + 1, sizeof(*rank_of));
-	uint64_t *counts = calloc((size_t)n * nt + 1, sizeof(*counts));
-	uint64_t *total = calloc((size_t)nt + 1, sizeof(*total));
 	struct rp_gram *grams = calloc((size_t)n + 1, sizeof(*grams));
 	struct fs_sbuf b = {0}, body = {0};
 	struct rp_gen g;
 	int rc = gen_init(&g, vt);
 
-	if (rc == 0 && (!gram_of || !rank_of || !counts || !total || !grams))
+	if (rc == 0 && (!gram_of || !grams))
 		rc = -ENOMEM;
 	for (uint32_t s = 0; rc == 0 && s < n; s++) {
 		struct tfs_grammar_info gi;
-		struct tfs_stream_info si;
 
-		rc = tfs_trace_stream(vt->trace, s, &si);
-		if (rc == 0)
-			rc = tfs_trace_grammar_info(vt->trace, s, &gi);
-		if (rc == 0)
-			rc = tfs_trace_term_counts(vt->trace, s, counts + (size_t)s * nt);
-		for (uint32_t i = 0; rc == 0 && i < nt; i++)
-			total[i] += counts[(size_t)s * nt + i];
-		rank_of[s] = si.rank;
+		rc = tfs_trace_grammar_info(vt->trace, s, &gi);
 		if (rc == 0 && gi.same_as == s) {
 			gram_of[s] = n_grams;
 			rc = gram_load(&g, s, &grams[n_grams++]);
@@ -634,10 +641,10 @@ int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
 	}
 	if (rc == 0) {
 		for (uint32_t i = 0; i < nt; i++)
-			emit_term(&g, &body, i, total[i]);
+			emit_term(&g, &body, i, g.total[i]);
 		for (uint32_t k = 0; k < n_grams; k++)
 			emit_grammar(&body, &grams[k], k);
-		rc = emit_streams(&g, &body, grams, gram_of, counts, rank_of);
+		rc = emit_streams(&g, &body, grams, gram_of, g.counts, g.rank_of);
 	}
 	if (rc == 0) {
 		emit_head(&g, &b, n_grams);
@@ -647,8 +654,8 @@ int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
 			rp_mpi_tables(&g, &b);
 		emit_zone_lists(&g, &b);
 		fs_sb_put(&b, body.data ? body.data : "", body.len);
-		emit_setup(&g, &b, counts, rank_of);
-		rc = emit_allocs(&g, &b, counts, rank_of);
+		emit_setup(&g, &b, g.counts, g.rank_of);
+		rc = emit_allocs(&g, &b, g.counts, g.rank_of);
 		if (body.failed)
 			b.failed = true;
 	}
@@ -656,9 +663,6 @@ int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
 		gram_free(&grams[k]);
 	free(grams);
 	free(gram_of);
-	free(rank_of);
-	free(counts);
-	free(total);
 	free(body.data);
 	gen_fini(&g);
 	if (rc < 0) {
@@ -758,20 +762,11 @@ static const char *const status_words[] = {"", "left out", "replayed", "approxim
 int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 {
 	uint32_t nt = vt->ti.n_terminals;
-	uint64_t *counts = calloc((size_t)nt + 1, sizeof(*counts));
-	uint64_t *total = calloc((size_t)nt + 1, sizeof(*total));
 	char build[512], check[512];
 	struct fs_sbuf b = {0};
 	struct rp_gen g;
 	int rc = gen_init(&g, vt);
 
-	if (rc == 0 && (!counts || !total))
-		rc = -ENOMEM;
-	for (uint32_t s = 0; rc == 0 && s < vt->ti.n_streams; s++) {
-		rc = tfs_trace_term_counts(vt->trace, s, counts);
-		for (uint32_t i = 0; rc == 0 && i < nt; i++)
-			total[i] += counts[i];
-	}
 	if (rc < 0)
 		goto out;
 	if (g.mpi) {
@@ -805,7 +800,7 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 				if (t->kind != k || s != st)
 					continue;
 				sigs++;
-				calls += total[i];
+				calls += g.total[i];
 				why = why ? why : t->why;
 			}
 			if (!sigs || tfs_trace_kind(vt->trace, k, &kd) < 0)
@@ -815,8 +810,6 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 		}
 	}
 out:
-	free(counts);
-	free(total);
 	gen_fini(&g);
 	if (rc < 0) {
 		free(b.data);

@@ -109,6 +109,9 @@ struct rp_gen {
 	const struct tfs_trace_info *ti;
 	bool timed;
 	struct rp_term *terms; /* [n_terminals] */
+	uint64_t *counts;      /* [n_streams * n_terminals]: occurrences per stream */
+	uint64_t *total;       /* [n_terminals]: over all streams */
+	uint32_t *rank_of;     /* [n_streams] */
 	struct rp_mpi *mpi;    /* NULL: the trace has no MPI call */
 	struct fs_sbuf decl;   /* tables the call functions use, emitted before them */
 	uint64_t n_left_out, n_approx; /* events whose calls are left out or approximated */

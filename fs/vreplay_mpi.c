@@ -50,6 +50,10 @@ struct rp_mpi {
 	int impl;
 	struct abuf *ab;
 	uint32_t n_ab, ab_cap;
+	/* steering (steer_plan): the requests some call chooses among, and the channels
+	 * (communicator id, tag) whose sends wait for the receiver's word */
+	struct idmap chosen;
+	struct idmap gates;
 };
 
 /* Bytes of one element of predefined datatype @name (16 for another, 64 for a derived one). */
@@ -115,6 +119,117 @@ static int class_of(const char *base)
 	return -1;
 }
 
+/* ---- steering: the requests a run chooses among complete as recorded ---- */
+
+static bool chooses(const char *name);
+
+static int karg(const struct tfs_kind_desc *kd, const char *name)
+{
+	for (uint32_t i = 0; i < kd->n_args; i++)
+		if (!strcmp(kd->args[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+/* A tag's value at @rank: literal, or derived from the rank (FORMAT.md §5.2 RVAL). */
+static int64_t tag_at(struct rp_gen *g, uint32_t term, int a, const union tfs_arg *args,
+		      uint32_t rank)
+{
+	char text[64];
+
+	tfs_trace_term_arg_text(g->t, term, (uint32_t)a, text, sizeof(text));
+	return text[0] == 'r' ? (int64_t)rank + args[a].i : args[a].i;
+}
+
+/* Whether the RANK argument @a is a special rank (MPI_ANY_SOURCE, MPI_PROC_NULL...). */
+static bool special_rank(struct rp_gen *g, uint32_t term, int a)
+{
+	char text[64];
+
+	tfs_trace_term_arg_text(g->t, term, (uint32_t)a, text, sizeof(text));
+	return text[0] != 'r';
+}
+
+/*
+ * Which channels to steer. A request that a call choosing among requests (MPI_Waitany,
+ * MPI_Testsome...) may complete must complete when the trace says, which only its sender
+ * can make sure of: a receive posted by MPI_Irecv whose request such a call names puts its
+ * channel (communicator id, tag) among the gates; every send on a gate then waits for the
+ * receiver's word (a message on a private communicator), which the receiver gives when the
+ * trace has the request complete, or at once for receives on a gate no such call chooses
+ * among. Channels that some receive matches from any source or with any tag are left out.
+ */
+static int steer_plan(struct rp_gen *g)
+{
+	struct rp_mpi *m = g->mpi;
+	uint32_t nt = g->ti->n_terminals;
+	int err = 0;
+
+	for (int pass = 0; pass < 3 && !err; pass++) {
+		for (uint32_t i = 0; i < nt && !err; i++) {
+			union tfs_arg args[TFS_MAX_ARGS];
+			struct tfs_kind_desc kd;
+			uint32_t kind;
+			int a, comm, src, tag;
+
+			if (tfs_trace_term_kind(g->t, i, &kind) < 0 ||
+			    tfs_trace_kind(g->t, kind, &kd) < 0 || strcmp(kd.category, "mpi") ||
+			    tfs_trace_term_args(g->t, i, args) < 0)
+				continue;
+			if (pass == 0 && chooses(kd.name)) {
+				a = karg(&kd, "array_of_requests");
+				if (a < 0)
+					a = karg(&kd, "request");
+				if (a >= 0 && kd.args[a].enc == TFS_ENC_STR && args[a].s) {
+					for (const char *p = strstr(args[a].s, "req#"); p;
+					     p = strstr(p + 4, "req#"))
+						idmap_get(&m->chosen, strtoull(p + 4, NULL, 10), 0,
+							  &err);
+				} else if (a >= 0 && kd.args[a].enc == TFS_ENC_SYM) {
+					idmap_get(&m->chosen, args[a].u, 0, &err);
+				}
+				continue;
+			}
+			comm = karg(&kd, "comm");
+			src = karg(&kd, "source");
+			tag = karg(&kd, "tag");
+			if (tag < 0)
+				tag = karg(&kd, "recvtag");
+			if (comm < 0 || src < 0 || tag < 0 || kd.args[comm].enc != TFS_ENC_SYM)
+				continue;
+			for (uint32_t s = 0; s < g->ti->n_streams && !err; s++) {
+				int64_t t;
+				bool any;
+
+				if (!g->counts[(size_t)s * nt + i])
+					continue;
+				t = tag_at(g, i, tag, args, g->rank_of[s]);
+				any = special_rank(g, i, src) || t < 0;
+				a = karg(&kd, "request");
+				if (pass == 1 && !any && !strcmp(kd.name, "MPI_Irecv") && a >= 0) {
+					uint32_t n = m->chosen.n;
+
+					idmap_get(&m->chosen, args[a].u, 0, &err);
+					if (m->chosen.n != n) /* not chosen among: forget it */
+						m->chosen.n--;
+					else
+						idmap_get(&m->gates, args[comm].u, (uint64_t)t, &err);
+				}
+				/* a receive from any source or of any tag: no steering there */
+				for (uint32_t k = 0; pass == 2 && any && k < m->gates.n; k++) {
+					if (m->gates.a[k] != args[comm].u ||
+					    (t >= 0 && m->gates.b[k] != (uint64_t)t))
+						continue;
+					m->gates.a[k] = m->gates.a[--m->gates.n];
+					m->gates.b[k] = m->gates.b[m->gates.n];
+					k--;
+				}
+			}
+		}
+	}
+	return err;
+}
+
 int rp_mpi_new(struct rp_gen *g)
 {
 	const char *impl = tfs_trace_meta(g->t, "mpi_impl");
@@ -131,7 +246,7 @@ int rp_mpi_new(struct rp_gen *g)
 	if (!g->mpi)
 		return -ENOMEM;
 	g->mpi->impl = impl && !strcmp(impl, "mpich") ? 1 : impl && !strcmp(impl, "openmpi") ? 2 : 0;
-	return 0;
+	return steer_plan(g);
 }
 
 void rp_mpi_free(struct rp_mpi *m)
@@ -145,6 +260,10 @@ void rp_mpi_free(struct rp_mpi *m)
 	free(m->bufs.a);
 	free(m->bufs.b);
 	free(m->ab);
+	free(m->chosen.a);
+	free(m->chosen.b);
+	free(m->gates.a);
+	free(m->gates.b);
 	free(m);
 }
 
@@ -792,6 +911,138 @@ static bool chooses(const char *name)
 	return false;
 }
 
+static bool name_in(const char *name, const char *const *names)
+{
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* The expression of integer parameter @name of the call (its rank or tag). */
+static bool put_named(struct call *c, struct fs_sbuf *b, const char *name)
+{
+	const struct rp_mpi_param *p = param(c, name);
+	int a = rec_arg(c, name);
+
+	if (!p || a < 0)
+		return false;
+	put_int(c, b, p, a);
+	return true;
+}
+
+/* rt_gate_*(comm, <comm handle>, <rank>, <tag>) for the call's @rank and @tag parameters. */
+static void gate_call(struct call *c, struct fs_sbuf *b, const char *fn, const char *rank,
+		      const char *tag, const char *tail)
+{
+	int comm = rec_arg(c, "comm");
+	uint32_t cd;
+
+	if (comm < 0 || c->kd->args[comm].enc != TFS_ENC_SYM || !param(c, rank) || !param(c, tag))
+		return;
+	cd = idmap_get(&c->g->mpi->cls[0], c->args[comm].u, 0, &c->err);
+	fs_sb_printf(b, "\t%s(%u, rt_h_comm[%u], ", fn, cd, cd);
+	put_named(c, b, rank);
+	fs_sb_printf(b, ", ");
+	put_named(c, b, tag);
+	fs_sb_printf(b, "%s);\n", tail);
+}
+
+/* The dense ids of the requests the call names, and which its recorded outcome completes. */
+static uint32_t call_requests(struct call *c, uint32_t *d, bool *done)
+{
+	int a = rec_arg(c, "array_of_requests"), r = rec_arg(c, "request");
+	int flag = rec_arg(c, "flag"), indx = rec_arg(c, "indx"), idx = rec_arg(c, "array_of_indices");
+	const char *name = c->kd->name;
+	uint32_t n = 0;
+
+	if (a >= 0 && c->kd->args[a].enc == TFS_ENC_STR && c->args[a].s) {
+		for (const char *p = c->args[a].s; p && n < MAX_ELEMS; p = strchr(p, ',')) {
+			const char *h;
+
+			p += *p == ',';
+			h = strstr(p, "req#");
+			if (!h || (strchr(p, ',') && h > strchr(p, ',')))
+				break;
+			d[n] = (uint32_t)strtoull(h + 4, NULL, 10);
+			done[n++] = false;
+		}
+	} else if (r >= 0 && c->kd->args[r].enc == TFS_ENC_SYM) {
+		d[0] = (uint32_t)c->args[r].u;
+		done[n++] = false;
+	}
+	if (!chooses(name))
+		return n;
+	if ((!strcmp(name, "MPI_Waitany") || !strcmp(name, "MPI_Testany")) && indx >= 0 &&
+	    (flag < 0 || c->args[flag].i) && c->args[indx].i >= 0 && c->args[indx].i < n)
+		done[c->args[indx].i] = true;
+	if ((!strcmp(name, "MPI_Test") || !strcmp(name, "MPI_Testall")) && flag >= 0 &&
+	    c->args[flag].i)
+		for (uint32_t k = 0; k < n; k++)
+			done[k] = true;
+	if (idx >= 0 && c->kd->args[idx].enc == TFS_ENC_STR && c->args[idx].s)
+		for (const char *p = c->args[idx].s; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0)) {
+			int64_t k = strtoll(p, NULL, 10);
+
+			if (k >= 0 && k < n)
+				done[k] = true;
+		}
+	return n;
+}
+
+/*
+ * The steering of a call (steer_plan()): a send waits for its receiver's word on a gate, a
+ * receive gives it (now, or when its request completes in the trace), a call completing
+ * requests first lets the ones it completes in the trace complete, and waits for them.
+ */
+static void steer(struct call *c, struct fs_sbuf *pre, struct fs_sbuf *post)
+{
+	static const char *const sends[] = {"MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend",
+					    "MPI_Rsend", "MPI_Irsend", "MPI_Bsend", "MPI_Ibsend",
+					    "MPI_Sendrecv", "MPI_Sendrecv_replace", NULL};
+	static const char *const recvs[] = {"MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace",
+					    NULL};
+	struct rp_mpi *m = c->g->mpi;
+	const char *name = c->kd->name;
+	uint32_t d[MAX_ELEMS], n;
+	bool done[MAX_ELEMS];
+	int rq = rec_arg(c, "request");
+
+	if (!m->gates.n)
+		return;
+	if (!strcmp(name, "MPI_Init") || !strcmp(name, "MPI_Init_thread"))
+		fs_sb_printf(post, "\trt_steer_init();\n");
+	if (name_in(name, recvs))
+		gate_call(c, pre, "rt_gate_go", "source", param(c, "tag") ? "tag" : "recvtag", "");
+	if (name_in(name, sends))
+		gate_call(c, pre, "rt_gate_send", "dest", param(c, "tag") ? "tag" : "sendtag", "");
+	if (!strcmp(name, "MPI_Irecv") && rq >= 0 && c->args[rq].u) {
+		uint32_t n0 = m->chosen.n;
+		char tail[64];
+
+		idmap_get(&m->chosen, c->args[rq].u, 0, &c->err);
+		snprintf(tail, sizeof(tail), ", %u, %d",
+			 idmap_get(&m->cls[REQ], c->args[rq].u, 0, &c->err), m->chosen.n == n0);
+		if (m->chosen.n != n0)
+			m->chosen.n--;
+		gate_call(c, post, "rt_gate_post", "source", "tag", tail);
+		return;
+	}
+	n = call_requests(c, d, done);
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t dd;
+
+		if (!d[k])
+			continue;
+		dd = idmap_get(&m->cls[REQ], d[k], 0, &c->err);
+		/* a call that chooses releases only what the trace has it complete */
+		if (!chooses(name) || done[k])
+			fs_sb_printf(pre, "\trt_gate_release(%u);\n", dd);
+		if (chooses(name) && done[k])
+			fs_sb_printf(pre, "\trt_gate_await(%u);\n", dd);
+	}
+}
+
 int rp_mpi_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc *kd)
 {
 	struct rp_term *t = &g->terms[term];
@@ -811,14 +1062,27 @@ int rp_mpi_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc *kd)
 		fs_sb_printf(&c.call, "%s", i ? ", " : "");
 		p_one(&c, &c.fn->params[i], i);
 	}
-	if (chooses(kd->name)) {
+	if (chooses(kd->name) && !g->mpi->gates.n) {
 		c.approx = true;
 		c.why = "which request completes (or whether a message is there) is chosen "
 			"by the run";
+	} else if (chooses(kd->name)) {
+		c.why = "steered: the requests complete as recorded (their senders wait for the "
+			"word; after 2 s they do not)";
 	}
 	t->what = RP_W_CALL;
 	t->approx = c.approx;
 	t->why = c.why;
+	{
+		struct fs_sbuf spre = {0}, spost = {0};
+
+		steer(&c, &spre, &spost);
+		fs_sb_put(&c.pre, spre.data ? spre.data : "", spre.len);
+		fs_sb_put(&c.post, spost.data ? spost.data : "", spost.len);
+		c.err = c.err ? c.err : spre.failed || spost.failed ? -ENOMEM : 0;
+		free(spre.data);
+		free(spost.data);
+	}
 	fs_sb_printf(&t->code, "{\n%s", c.pre.data ? c.pre.data : "");
 	if (!strcmp(kd->name, "MPI_Finalize"))
 		fs_sb_printf(&t->code, "\trt_steer_drain();\n");
@@ -859,6 +1123,14 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
 			fs_sb_printf(b, "#ifdef %s\n\trt_h_%s[%u] = %s; /* %s#%" PRIu64 " */\n#endif\n",
 				     name, classes[i].cls, k, name, classes[i].cls, m->cls[i].a[k]);
 		}
+	}
+	if (m->gates.n) {
+		fs_sb_printf(b, "\tstatic const struct rt_gate gates[] = {");
+		for (uint32_t k = 0; k < m->gates.n; k++)
+			fs_sb_printf(b, "%s{%u, %" PRId64 "}", k ? ", " : "",
+				     idmap_get(&m->cls[0], m->gates.a[k], 0, &(int){0}),
+				     (int64_t)m->gates.b[k]);
+		fs_sb_printf(b, "};\n\n\trt_gates = gates;\n\trt_n_gates = %u;\n", m->gates.n);
 	}
 	fs_sb_printf(b, "\trt_mkeys = rt_mem(%u * sizeof(*rt_mkeys));\n", m->bufs.n + 1);
 	if (m->cls[REQ].n)
