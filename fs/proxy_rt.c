@@ -116,6 +116,11 @@ static void rt_say(const char *fmt, ...)
 	rt_write2(buf, (size_t)n);
 }
 
+static void rt_unmem(void *p, size_t n)
+{
+	syscall(SYS_munmap, p, n ? n : 1);
+}
+
 /* Memory of the proxy's own, never through the allocator a recording watches. */
 static void *rt_mem(size_t n)
 {
@@ -360,7 +365,7 @@ static void rt_run(const struct rt_stream *st)
 	st->run();
 	rt_phases(&x, UINT64_MAX);
 	rt_S = NULL;
-	munmap(x.cur, ((size_t)st->n_slots + 1) * sizeof(*x.cur));
+	rt_unmem(x.cur, ((size_t)st->n_slots + 1) * sizeof(*x.cur));
 }
 
 /* ---- threads ---- */
@@ -438,7 +443,7 @@ static void rt_agrow(void)
 			rt_an++;
 		}
 	if (old)
-		munmap(old, cap * sizeof(*old));
+		rt_unmem(old, cap * sizeof(*old));
 }
 
 /* The block the program knew as allocation @id is @p in this run. */
@@ -460,16 +465,21 @@ static void *rt_bind(uint64_t id, void *p)
 	return p;
 }
 
+/*
+ * The block of allocation @id, NULL when this run has none. The compiler must not see
+ * through it: free(NULL) is a call the program made, and it is recorded.
+ */
 static void *rt_ptr(uint64_t id)
 {
 	void *p = NULL;
 
-	if (!id)
-		return NULL;
-	pthread_mutex_lock(&rt_alloc_lock);
-	if (rt_acap)
-		p = rt_aslot(id)->p;
-	pthread_mutex_unlock(&rt_alloc_lock);
+	if (id) {
+		pthread_mutex_lock(&rt_alloc_lock);
+		if (rt_acap)
+			p = rt_aslot(id)->p;
+		pthread_mutex_unlock(&rt_alloc_lock);
+	}
+	__asm__ volatile("" : "+r"(p));
 	return p;
 }
 
@@ -538,7 +548,7 @@ static void *rt_scratch_get(uint64_t n)
 {
 	if (n + 64 > rt_scratch_cap) {
 		if (rt_scratch)
-			munmap(rt_scratch, rt_scratch_cap);
+			rt_unmem(rt_scratch, rt_scratch_cap);
 		rt_scratch_cap = (size_t)(n + 64 > 65536 ? n + 64 : 65536);
 		rt_scratch = rt_mem(rt_scratch_cap);
 	}
@@ -667,7 +677,6 @@ static const char *rt_path(const char *p)
 		return p;
 	buf = ring[next++ % 4];
 	snprintf(buf, sizeof(ring[0]), "%s%s", rt_dir, p);
-	rt_mkdirs(buf);
 	return buf;
 }
 

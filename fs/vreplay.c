@@ -33,6 +33,7 @@ static void gen_fini(struct rp_gen *g)
 	free(g->decl.data);
 	rp_zlists_fini(&g->zl);
 	free(g->fb);
+	free(g->opened);
 }
 
 static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
@@ -506,13 +507,38 @@ static bool stdin_file(struct rp_gen *g, uint32_t term, uint64_t *file)
 	return true;
 }
 
-/* One rank's files: its input files (with the bytes it read), directories, standard input. */
+static bool opened_at(const struct rp_gen *g, uint32_t rank, uint32_t term)
+{
+	for (uint32_t i = 0; i < g->n_opened; i++)
+		if (g->opened[i].rank == rank && g->opened[i].term == term)
+			return true;
+	return false;
+}
+
+static const char *path_of(struct rp_gen *g, uint32_t term, union tfs_arg *args)
+{
+	struct tfs_kind_desc kd;
+
+	if (tfs_trace_kind(g->t, g->terms[term].kind, &kd) < 0 ||
+	    tfs_trace_term_args(g->t, term, args) < 0)
+		return NULL;
+	for (uint32_t i = 0; i < kd.n_args; i++)
+		if (!strcmp(kd.args[i].name, "path") && kd.args[i].enc == TFS_ENC_STR)
+			return args[i].s;
+	return NULL;
+}
+
+/*
+ * One rank's files: the directories of the paths its calls opened (they existed), the
+ * files it read without making them (with the bytes it read), its standard input.
+ */
 static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const uint64_t *counts,
 		       const uint32_t *rank_of)
 {
 	uint32_t nt = g->ti->n_terminals;
 
 	for (uint32_t i = 0; i < nt; i++) {
+		union tfs_arg args[TFS_MAX_ARGS];
 		const char *path;
 		uint64_t file, used = 0;
 		bool dir;
@@ -523,15 +549,24 @@ static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const ui
 			continue;
 		if (stdin_file(g, i, &file) && read_bytes(g, r, file) > 0) {
 			fs_sb_printf(b, "\t\trt_stdin(%" PRId64 ");\n", read_bytes(g, r, file));
-		} else if (opens_input(g, i, &path, &file, &dir) && strncmp(path, "/dev/", 5) &&
-			   strncmp(path, "/proc/", 6) && strncmp(path, "/sys/", 5)) {
-			fs_sb_printf(b, "\t\t%s(", dir ? "rt_mkdirs(rt_path" : "rt_input_file");
-			rp_put_cstr(b, path);
-			if (dir)
-				fs_sb_printf(b, "\"/\"));\n");
-			else
-				fs_sb_printf(b, ", %" PRId64 ");\n", read_bytes(g, r, file));
+			continue;
 		}
+		if (!opened_at(g, r, i) || !(path = path_of(g, i, args)) || !strncmp(path, "/dev/", 5) ||
+		    !strncmp(path, "/proc/", 6) || !strncmp(path, "/sys/", 5))
+			continue;
+		if (strchr(path, '/')) {
+			fs_sb_printf(b, "\t\trt_mkdirs(rt_path(");
+			rp_put_cstr(b, path);
+			fs_sb_printf(b, "));\n");
+		}
+		if (!opens_input(g, i, &path, &file, &dir))
+			continue;
+		fs_sb_printf(b, "\t\t%s(", dir ? "rt_mkdirs(rt_path" : "rt_input_file");
+		rp_put_cstr(b, path);
+		if (dir)
+			fs_sb_printf(b, "\"/\"));\n");
+		else
+			fs_sb_printf(b, ", %" PRId64 ");\n", read_bytes(g, r, file));
 	}
 }
 

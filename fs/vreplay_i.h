@@ -119,6 +119,10 @@ struct rp_gen {
 	struct rp_fbytes *fb;
 	uint32_t n_fb, fb_cap;
 	uint64_t n_val_cut; /* value slots whose sequence was too irregular to keep whole */
+	struct rp_opened {
+		uint32_t rank, term;
+	} *opened;	    /* calls that opened a path by name and succeeded at least once */
+	uint32_t n_opened, opened_cap;
 };
 
 /* ---- vreplay_walk.c ---- */

@@ -232,6 +232,8 @@ struct walk {
 	uint32_t n_pending;
 	int64_t *term_file; /* [n_terminals]: the file a read-like call reads, or -1 */
 	int8_t *term_bytes; /* [n_terminals]: its byte count argument, or -1 */
+	int8_t *term_ret;   /* [n_terminals]: the result of a call naming a path, or -1 */
+	uint8_t *opened;    /* [n_terminals]: such a call succeeded here */
 };
 
 static int file_bytes(struct walk *w, uint64_t file, int64_t n)
@@ -362,6 +364,8 @@ static int on_event(struct walk *w, uint32_t term, uint32_t slot)
 	}
 	for (uint32_t j = 0; rc == 0 && j < t->n_vals; j++)
 		rc = venc_add(&w->enc[slot + vb + j], (int64_t)ev.args[t->val_arg[j]].u);
+	if (w->term_ret[term] >= 0 && ev.args[w->term_ret[term]].i >= 0)
+		w->opened[term] = 1;
 	if (rc == 0 && w->term_file[term] >= 0 && w->term_bytes[term] >= 0)
 		rc = file_bytes(w, (uint64_t)w->term_file[term], ev.args[w->term_bytes[term]].i);
 	if (rc == 0 && (t->what == RP_W_ZONE || t->what == RP_W_OPEN_ZONE)) {
@@ -433,7 +437,9 @@ static int read_table(struct walk *w)
 
 	w->term_file = malloc(((size_t)n + 1) * sizeof(*w->term_file));
 	w->term_bytes = malloc((size_t)n + 1);
-	if (!w->term_file || !w->term_bytes)
+	w->term_ret = malloc((size_t)n + 1);
+	w->opened = calloc((size_t)n + 1, 1);
+	if (!w->term_file || !w->term_bytes || !w->term_ret || !w->opened)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
@@ -442,11 +448,19 @@ static int read_table(struct walk *w)
 
 		w->term_file[i] = -1;
 		w->term_bytes[i] = -1;
+		w->term_ret[i] = -1;
 		rc = tfs_trace_kind(g->t, g->terms[i].kind, &kd);
 		if (rc == 0)
 			rc = tfs_trace_term_args(g->t, i, args);
 		if (rc < 0)
 			return rc;
+		/* a call naming a path: whether it succeeded (its directory existed) */
+		for (uint32_t a = 0; a < kd.n_args; a++)
+			if (!strcmp(kd.args[a].name, "path") && kd.args[a].enc == TFS_ENC_STR)
+				for (uint32_t q = 0; q < kd.n_args; q++)
+					if (!strcmp(kd.args[q].name, "ret") &&
+					    kd.args[q].enc == TFS_ENC_VAL)
+						w->term_ret[i] = (int8_t)q;
 		for (int k = 0; reads[k]; k++)
 			r |= !strcmp(kd.name, reads[k]);
 		for (uint32_t a = 0; r && a < kd.n_args; a++) {
@@ -498,6 +512,22 @@ int rp_walk(struct rp_gen *g, const struct rp_gram *gr, uint32_t stream, struct 
 	while (rc == 0 && w.nz > 0)
 		rc = zpoint_close(&w, &w.zs[--w.nz]);
 	*start_zones = w.start_list;
+	for (uint32_t i = 0; rc == 0 && i < g->ti->n_terminals; i++) {
+		if (!w.opened[i])
+			continue;
+		if (g->n_opened == g->opened_cap) {
+			uint32_t cap = g->opened_cap ? 2 * g->opened_cap : 16;
+			struct rp_opened *o = realloc(g->opened, cap * sizeof(*o));
+
+			if (!o) {
+				rc = -ENOMEM;
+				break;
+			}
+			g->opened = o;
+			g->opened_cap = cap;
+		}
+		g->opened[g->n_opened++] = (struct rp_opened){w.rank, i};
+	}
 	for (uint32_t i = 0; rc == 0 && i < gr->n_slots; i++) {
 		fs_sb_printf(seq, "%s", i ? (i % 4 ? ", " : ",\n\t") : "\t");
 		venc_emit(g, &w.enc[i], stream, i, seq, tabs);
@@ -510,5 +540,7 @@ out:
 	free(w.zs);
 	free(w.term_file);
 	free(w.term_bytes);
+	free(w.term_ret);
+	free(w.opened);
 	return rc;
 }
