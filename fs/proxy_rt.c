@@ -256,7 +256,22 @@ static struct {
 	void (*counter)(const char *, int64_t);
 	void (*thread_name)(const char *);
 	void (*mem_access)(const void *, size_t, int, const void *);
+	void (*pause)(void);
+	void (*resume)(void);
 } rt_cap;
+
+/* The proxy's own work (its MPI bookkeeping, its stand-in streams): not the program's calls. */
+static inline void rt_own(void)
+{
+	if (rt_cap.pause)
+		rt_cap.pause();
+}
+
+static inline void rt_own_end(void)
+{
+	if (rt_cap.resume)
+		rt_cap.resume();
+}
 
 #define RT_ZONES 0x2u
 #define RT_MEM 0x4u
@@ -272,6 +287,8 @@ static void rt_capture_init(void)
 	*(void **)&rt_cap.counter = dlsym(RTLD_DEFAULT, "tfs_cap_counter");
 	*(void **)&rt_cap.thread_name = dlsym(RTLD_DEFAULT, "tfs_cap_thread_name");
 	*(void **)&rt_cap.mem_access = dlsym(RTLD_DEFAULT, "tfs_cap_mem_access");
+	*(void **)&rt_cap.pause = dlsym(RTLD_DEFAULT, "tfs_capture_pause");
+	*(void **)&rt_cap.resume = dlsym(RTLD_DEFAULT, "tfs_capture_resume");
 }
 
 static inline int rt_cap_on(unsigned int what)
@@ -800,10 +817,12 @@ static FILE *rt_file(int64_t fd)
 		return stderr;
 	if (fd < 0 || fd >= RT_FDS)
 		return NULL;
+	rt_own();
 	if (!rt_files[fd]) /* a stream the program had before we saw it open */
 		rt_files[fd] = fdopen(rt_fd(fd), "r+");
 	if (!rt_files[fd]) /* nothing behind it: calls go somewhere harmless */
 		rt_files[fd] = fopen("/dev/null", "r+");
+	rt_own_end();
 	return rt_files[fd];
 }
 
@@ -929,10 +948,12 @@ static int rt_wrank(MPI_Win w)
 	MPI_Group g;
 	int r = -1;
 
+	rt_own();
 	if (w != MPI_WIN_NULL && rt_mpi_up() && PMPI_Win_get_group(w, &g) == MPI_SUCCESS) {
 		r = rt_grank(g);
 		PMPI_Group_free(&g);
 	}
+	rt_own_end();
 	return r;
 }
 
@@ -1150,8 +1171,10 @@ static void rt_steer_init(void)
 {
 	if (!rt_n_gates || rt_gate_comm != MPI_COMM_NULL)
 		return;
+	rt_own();
 	PMPI_Comm_dup(MPI_COMM_WORLD, &rt_gate_comm);
 	PMPI_Comm_size(MPI_COMM_WORLD, &rt_world_n);
+	rt_own_end();
 	rt_go_peer = rt_mem(((size_t)rt_n_reqs + 1) * sizeof(*rt_go_peer));
 	rt_go_gate = rt_mem(((size_t)rt_n_reqs + 1) * sizeof(*rt_go_gate));
 	for (uint32_t d = 0; d < rt_n_reqs; d++)
@@ -1177,11 +1200,13 @@ static int rt_world_of(MPI_Comm c, int r)
 		return -1;
 	if (c == MPI_COMM_WORLD)
 		return r;
+	rt_own();
 	PMPI_Comm_group(c, &g);
 	PMPI_Comm_group(MPI_COMM_WORLD, &w);
 	PMPI_Group_translate_ranks(g, 1, &r, w, &out);
 	PMPI_Group_free(&g);
 	PMPI_Group_free(&w);
+	rt_own_end();
 	return out == MPI_UNDEFINED ? -1 : out;
 }
 
@@ -1189,8 +1214,10 @@ static void rt_word(int peer, int gate)
 {
 	MPI_Request r;
 
+	rt_own();
 	if (peer >= 0 && PMPI_Isend(NULL, 0, MPI_BYTE, peer, gate, rt_gate_comm, &r) == MPI_SUCCESS)
 		PMPI_Request_free(&r);
+	rt_own_end();
 }
 
 /* A blocking receive on a gate: its sender may go. */
@@ -1234,10 +1261,12 @@ static void rt_gate_await(uint32_t d)
 	uint64_t until = rt_now() + RT_GATE_WAIT_NS;
 	int flag = 0;
 
+	rt_own();
 	while (rt_gate_comm != MPI_COMM_NULL && d < rt_n_reqs && rt_reqs[d] != MPI_REQUEST_NULL &&
 	       PMPI_Request_get_status(rt_reqs[d], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
 	       !flag && rt_now() < until)
 		;
+	rt_own_end();
 }
 
 /* A send on a gate: wait for the receiver's word (a while). */
@@ -1250,6 +1279,7 @@ static void rt_gate_send(uint32_t comm, MPI_Comm c, int dest, int64_t tag)
 	if (g < 0 || dest < 0 || (peer = rt_world_of(c, dest)) < 0 || peer >= rt_world_n)
 		return;
 	credit = &rt_credit[(size_t)peer * rt_n_gates + (size_t)g];
+	rt_own();
 	while (*credit < 1 && rt_now() < until) {
 		flag = 0;
 		PMPI_Iprobe(peer, g, rt_gate_comm, &flag, MPI_STATUS_IGNORE);
@@ -1258,6 +1288,7 @@ static void rt_gate_send(uint32_t comm, MPI_Comm c, int dest, int64_t tag)
 			++*credit;
 		}
 	}
+	rt_own_end();
 	--*credit;
 }
 
@@ -1268,6 +1299,7 @@ static void rt_steer_drain(void)
 		return;
 	for (uint32_t d = 0; d < rt_n_reqs; d++)
 		rt_gate_release(d);
+	rt_own();
 	for (int p = 0; p < rt_world_n; p++)
 		for (uint32_t g = 0; g < rt_n_gates; g++)
 			for (int64_t *cr = &rt_credit[(size_t)p * rt_n_gates + g]; *cr < 0; ++*cr)
@@ -1275,6 +1307,7 @@ static void rt_steer_drain(void)
 					  MPI_STATUS_IGNORE);
 	PMPI_Barrier(rt_gate_comm);
 	PMPI_Comm_free(&rt_gate_comm);
+	rt_own_end();
 }
 #else
 static void rt_steer_drain(void)
@@ -1351,8 +1384,11 @@ int main(int argc, char **argv)
 	for (uint32_t k = 0; k < RT_MAX_THREADS; k++)
 		rt_thread_join(k);
 #if PROXY_MPI
-	if (rt_mpi_up()) /* a trace that ends before MPI_Finalize */
+	if (rt_mpi_up()) { /* a trace that ends before MPI_Finalize */
+		rt_own();
 		PMPI_Finalize();
+		rt_own_end();
+	}
 #endif
 	return 0;
 }
