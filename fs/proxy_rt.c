@@ -168,9 +168,43 @@ static void rt_options(int *argc, char **argv)
 		rt_scale = 0;
 }
 
-/* ---- the computation between calls: a busy wait of the recorded gap ---- */
+/*
+ * A thread's own state, in memory of the proxy's own behind a pthread key: thread-local
+ * variables would give the proxy a TLS block the program may not have had, and a thread's
+ * start and end allocate per TLS block, inside pthread_create and pthread_join, where a
+ * recording sees it.
+ */
+struct rt_ctx;
 
-static __thread uint64_t rt_mark; /* when this thread's previous call ended (ns) */
+struct rt_tls {
+	struct rt_ctx *S;	 /* the stream this thread replays */
+	uint64_t mark;		 /* when its previous call ended (ns) */
+	char *scratch;		 /* rt_scratch_get() */
+	size_t scratch_cap;
+	int held[64], nheld, want; /* rt_fd_prep() */
+	char ring[4][4200];	 /* rt_path() */
+	unsigned int next;
+	char line[4096];	 /* rt_line() */
+	struct stat st;
+	struct statx stx;
+	unsigned int ms_at;	 /* rt_ms() */
+	char ms[1 << 16];
+};
+
+static pthread_key_t rt_key;
+
+static struct rt_tls *rt_T(void)
+{
+	struct rt_tls *t = pthread_getspecific(rt_key);
+
+	if (!t) {
+		t = rt_mem(sizeof(*t));
+		pthread_setspecific(rt_key, t);
+	}
+	return t;
+}
+
+/* ---- the computation between calls: a busy wait of the recorded gap ---- */
 
 static inline uint64_t rt_now(void)
 {
@@ -190,7 +224,7 @@ static void rt_gap(int64_t ns)
 
 	if (!rt_compute || ns <= 0)
 		return;
-	until = rt_mark + (uint64_t)((double)ns * rt_scale);
+	until = rt_T()->mark + (uint64_t)((double)ns * rt_scale);
 	while (rt_now() < until)
 		;
 }
@@ -198,7 +232,7 @@ static void rt_gap(int64_t ns)
 static inline void rt_done(void)
 {
 	if (rt_compute)
-		rt_mark = rt_now();
+		rt_T()->mark = rt_now();
 }
 
 /* ---- streams, values, phases, zones ---- */
@@ -216,13 +250,14 @@ struct rt_ctx {
 	uint32_t ph;
 };
 
-static __thread struct rt_ctx *rt_S;
+#define rt_S (rt_T()->S)
 
 /* The next occurrence of value slot @s of the running stream. */
 static int64_t rt_v(uint32_t s)
 {
-	const struct rt_seq *q = &rt_S->st->seq[s];
-	struct rt_cur *c = &rt_S->cur[s];
+	struct rt_ctx *x = rt_S;
+	const struct rt_seq *q = &x->st->seq[s];
+	struct rt_cur *c = &x->cur[s];
 	uint64_t i = c->i++;
 
 	switch (q->kind) {
@@ -377,7 +412,7 @@ static void rt_run(const struct rt_stream *st)
 
 	x.cur = rt_mem(((size_t)st->n_slots + 1) * sizeof(*x.cur));
 	rt_S = &x;
-	rt_mark = rt_now();
+	rt_T()->mark = rt_now();
 	rt_zone_begins(st->start_zones);
 	st->run();
 	rt_phases(&x, UINT64_MAX);
@@ -558,18 +593,17 @@ static void rt_map_gone(uint64_t rec, uint64_t len)
 }
 
 /* A buffer of the program: in its allocation when this run has it, else scratch memory. */
-static __thread char *rt_scratch;
-static __thread size_t rt_scratch_cap;
-
 static void *rt_scratch_get(uint64_t n)
 {
-	if (n + 64 > rt_scratch_cap) {
-		if (rt_scratch)
-			rt_unmem(rt_scratch, rt_scratch_cap);
-		rt_scratch_cap = (size_t)(n + 64 > 65536 ? n + 64 : 65536);
-		rt_scratch = rt_mem(rt_scratch_cap);
+	struct rt_tls *t = rt_T();
+
+	if (n + 64 > t->scratch_cap) {
+		if (t->scratch)
+			rt_unmem(t->scratch, t->scratch_cap);
+		t->scratch_cap = (size_t)(n + 64 > 65536 ? n + 64 : 65536);
+		t->scratch = rt_mem(t->scratch_cap);
 	}
-	return rt_scratch;
+	return t->scratch;
 }
 
 static void *rt_buf(uint64_t id, uint64_t off, int64_t n)
@@ -584,7 +618,9 @@ static void *rt_buf(uint64_t id, uint64_t off, int64_t n)
 /* Descriptors are the program's numbers: fd_map[x] only where this run got another one. */
 #define RT_FDS 4096
 static int rt_fdmap[RT_FDS];
-static __thread int rt_held[64], rt_nheld, rt_want;
+#define rt_held (rt_T()->held)
+#define rt_nheld (rt_T()->nheld)
+#define rt_want (rt_T()->want)
 
 static int rt_fd_open(int fd)
 {
@@ -685,15 +721,14 @@ static void rt_mkdirs(const char *path)
  */
 static const char *rt_path(const char *p)
 {
-	static __thread char ring[4][4200];
-	static __thread unsigned int next;
+	struct rt_tls *t = rt_T();
 	char *buf;
 
 	if (rt_orig_paths || p[0] != '/' || !strncmp(p, "/dev/", 5) || !strncmp(p, "/proc/", 6) ||
 	    !strncmp(p, "/sys/", 5))
 		return p;
-	buf = ring[next++ % 4];
-	snprintf(buf, sizeof(ring[0]), "%s%s", rt_dir, p);
+	buf = t->ring[t->next++ % 4];
+	snprintf(buf, sizeof(t->ring[0]), "%s%s", rt_dir, p);
 	return buf;
 }
 
@@ -752,16 +787,12 @@ static void *rt_map_hint(uint64_t addr, uint64_t flags)
 
 static struct stat *rt_ms_stat(void)
 {
-	static __thread struct stat st;
-
-	return &st;
+	return &rt_T()->st;
 }
 
 static struct statx *rt_ms_statx(void)
 {
-	static __thread struct statx st;
-
-	return &st;
+	return &rt_T()->stx;
 }
 
 static void rt_fcntl(int64_t fd, int64_t cmd, int64_t arg, int64_t ret)
@@ -884,8 +915,8 @@ static int rt_len(int64_t n)
 /* A line of @n bytes, its newline included (puts adds its own: @n - 1 of them). */
 static const char *rt_line(int64_t n)
 {
-	static __thread char buf[4096];
-	int k = n <= 0 ? 0 : n >= (int64_t)sizeof(buf) ? (int)sizeof(buf) - 1 : (int)n;
+	char *buf = rt_T()->line;
+	int k = n <= 0 ? 0 : n >= 4096 ? 4095 : (int)n;
 
 	memset(buf, 'x', (size_t)k);
 	buf[k] = 0;
@@ -1038,20 +1069,18 @@ static void *rt_mbuf(uint32_t key, uint64_t alloc, uint64_t off, uint64_t bytes)
 }
 
 /* Scratch for what the proxy does not keep (statuses, output arrays, output handles). */
-static __thread char rt_mscratch[1 << 16];
-static __thread unsigned int rt_mscratch_at;
-
 static void *rt_ms(size_t n)
 {
+	struct rt_tls *t = rt_T();
 	void *p;
 
 	n = (n + 15) & ~(size_t)15;
-	if (n > sizeof(rt_mscratch))
+	if (n > sizeof(t->ms))
 		return rt_scratch_get(n);
-	if (rt_mscratch_at + n > sizeof(rt_mscratch))
-		rt_mscratch_at = 0;
-	p = rt_mscratch + rt_mscratch_at;
-	rt_mscratch_at += (unsigned int)n;
+	if (t->ms_at + n > sizeof(t->ms))
+		t->ms_at = 0;
+	p = t->ms + t->ms_at;
+	t->ms_at += (unsigned int)n;
 	memset(p, 0, n);
 	return p;
 }
@@ -1348,6 +1377,7 @@ int main(int argc, char **argv)
 	long size;
 
 	rt_prog = argv[0];
+	pthread_key_create(&rt_key, NULL);
 	rt_options(&argc, argv);
 	rt_rank = rt_env_rank(&size_var, &size);
 	rt_setup_allocs(rt_rank); /* before anything else allocates */
