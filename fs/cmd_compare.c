@@ -32,7 +32,8 @@
 /* ---- hashes of sequences modulo the Mersenne prime 2^61 - 1 ---- */
 
 #define HP ((UINT64_C(1) << 61) - 1)
-static const uint64_t base[2] = {UINT64_C(0x1f3a5c7e9b2d4f61) % HP, UINT64_C(0x0b7e151628aed2a6) % HP};
+static const uint64_t base[2] = {UINT64_C(0x1f3a5c7e9b2d4f61) % HP,
+				 UINT64_C(0x0b7e151628aed2a6) % HP};
 
 /* The hash pair of a sequence and its length. */
 struct hseq {
@@ -109,8 +110,8 @@ struct side {
 	const char *path;
 	struct tfs_trace *t;
 	struct tfs_trace_info ti;
-	struct hseq *term;	/* [n_terminals]: one event of each signature */
-	char **sig;		/* [n_terminals]: the compared text */
+	struct hseq *term; /* [n_terminals]: one event of each signature */
+	char **sig;	   /* [n_terminals]: the compared text */
 };
 
 struct opts {
@@ -134,8 +135,7 @@ static bool is_buffer_arg(const struct tfs_kind_desc *d, uint32_t i)
 /* File names vary from run to run (mkstemp, pipe:[inode]): compared only with --paths. */
 static bool is_path_arg(const struct tfs_arg_desc *a)
 {
-	static const char *const names[] = {"path", "oldpath", "newpath", "filename", "addr",
-					    NULL};
+	static const char *const names[] = {"path", "oldpath", "newpath", "filename", "addr", NULL};
 
 	if (a->enc != TFS_ENC_STR)
 		return false;
@@ -331,8 +331,8 @@ static int ghash_build(const struct side *s, uint32_t stream, struct ghash *g)
  * Append the hash of the first @k events of rule @rule of block @b (k < its events) to
  * @out: whole elements, then whole repetitions, then down into the one rule holding the rest.
  */
-static int rule_prefix(const struct side *s, uint32_t stream, const struct ghash *g,
-		       uint32_t b, uint32_t rule, uint64_t k, struct hseq *out)
+static int rule_prefix(const struct side *s, uint32_t stream, const struct ghash *g, uint32_t b,
+		       uint32_t rule, uint64_t k, struct hseq *out)
 {
 	while (k > 0) {
 		struct tfs_rule_info ri;
@@ -365,8 +365,8 @@ static int rule_prefix(const struct side *s, uint32_t stream, const struct ghash
 }
 
 /* The hash of a stream's first @k events (its blocks one after the other). */
-static int stream_prefix(const struct side *s, uint32_t stream, const struct ghash *g,
-			 uint64_t k, struct hseq *out)
+static int stream_prefix(const struct side *s, uint32_t stream, const struct ghash *g, uint64_t k,
+			 struct hseq *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (uint32_t b = 0; b < g->n_blocks && k > 0; b++) {
@@ -408,8 +408,7 @@ static void print_event(const char *label, const struct pair *p, uint64_t idx)
 		printf("  %s: (ends after %" PRIu64 " events)\n", label, p->n_events);
 		return;
 	}
-	if (tfs_cursor_new((struct tfs_trace *)p->s->t, p->stream, TFS_VIEW_TEXT, idx, 1, &c) <
-		    0 ||
+	if (tfs_cursor_new((struct tfs_trace *)p->s->t, p->stream, TFS_VIEW_TEXT, idx, 1, &c) < 0 ||
 	    tfs_cursor_event_offset(c, 0, &off) < 0 || tfs_cursor_event_offset(c, 1, &end) < 0 ||
 	    (n = tfs_cursor_pread(c, line, sizeof(line) - 1, off, NULL)) <= 0) {
 		printf("  %s: (cannot read event %" PRIu64 ")\n", label, idx);
@@ -497,8 +496,8 @@ static int first_value_difference(struct pair *a, struct pair *b, uint64_t *at)
 }
 
 /* Compare one stream of each side. @return 1 same, 0 different, or -errno */
-static int compare_streams(const struct side *sa, uint32_t ia, const struct side *sb,
-			   uint32_t ib, const struct opts *o, uint32_t rank, uint32_t thread)
+static int compare_streams(const struct side *sa, uint32_t ia, const struct side *sb, uint32_t ib,
+			   const struct opts *o, uint32_t rank, uint32_t thread)
 {
 	struct pair a = {.s = sa, .stream = ia}, b = {.s = sb, .stream = ib};
 	struct tfs_stream_info si;
@@ -520,8 +519,7 @@ static int compare_streams(const struct side *sa, uint32_t ia, const struct side
 		rc = first_value_difference(&a, &b, &at);
 	if (rc == 0 && at != UINT64_MAX) {
 		printf("rank %" PRIu32 " thread %" PRIu32 ": differ at event %" PRIu64 "%s\n", rank,
-		       thread, at,
-		       at < a.n_events && at < b.n_events ? "" : " (one ends there)");
+		       thread, at, at < a.n_events && at < b.n_events ? "" : " (one ends there)");
 		print_event("A", &a, at);
 		print_event("B", &b, at);
 	}
@@ -552,7 +550,8 @@ static int compare_rank(const struct side *a, const struct side *b, uint32_t r,
 				continue;
 			if (tfs_trace_find_stream(y->t, r, si.thread, &j) < 0) {
 				printf("rank %" PRIu32 " thread %" PRIu32 ": only in %s (%" PRIu64
-				       " events)\n", r, si.thread, pass ? "B" : "A", si.n_events);
+				       " events)\n",
+				       r, si.thread, pass ? "B" : "A", si.n_events);
 				same = 0;
 				continue;
 			}

@@ -66,7 +66,7 @@ struct rt_stream {
 	uint32_t n_ph;
 	uint32_t start_zones; /* zone list begun before the first event */
 	uint64_t n_events;
-	int created;	      /* 1: a pthread_create event of its rank starts it */
+	int created; /* 1: a pthread_create event of its rank starts it */
 };
 
 static const struct rt_stream *rt_stream_table(uint32_t *n);
@@ -177,17 +177,17 @@ static void rt_options(int *argc, char **argv)
 struct rt_ctx;
 
 struct rt_tls {
-	struct rt_ctx *S;	 /* the stream this thread replays */
-	uint64_t mark;		 /* when its previous call ended (ns) */
-	char *scratch;		 /* rt_scratch_get() */
+	struct rt_ctx *S; /* the stream this thread replays */
+	uint64_t mark;	  /* when its previous call ended (ns) */
+	char *scratch;	  /* rt_scratch_get() */
 	size_t scratch_cap;
 	int held[64], nheld, want; /* rt_fd_prep() */
-	char ring[4][4200];	 /* rt_path() */
+	char ring[4][4200];	   /* rt_path() */
 	unsigned int next;
-	char line[4096];	 /* rt_line() */
+	char line[4096]; /* rt_line() */
 	struct stat st;
 	struct statx stx;
-	unsigned int ms_at;	 /* rt_ms() */
+	unsigned int ms_at; /* rt_ms() */
 	char ms[1 << 16];
 };
 
@@ -469,7 +469,7 @@ static pthread_mutex_t rt_alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct rt_aent {
 	uint64_t id;
 	void *p;
-} *rt_atab;
+} * rt_atab;
 static size_t rt_acap, rt_an;
 
 static struct rt_aent *rt_aslot(uint64_t id)
@@ -1259,8 +1259,7 @@ static void rt_gate_go(uint32_t comm, MPI_Comm c, int src, int64_t tag)
 }
 
 /* A receive posted as request @d: the word now, or when its request completes (@chosen). */
-static void rt_gate_post(uint32_t comm, MPI_Comm c, int src, int64_t tag, uint32_t d,
-			 int chosen)
+static void rt_gate_post(uint32_t comm, MPI_Comm c, int src, int64_t tag, uint32_t d, int chosen)
 {
 	int g = rt_gate_comm == MPI_COMM_NULL ? -1 : rt_gate_of(comm, tag);
 

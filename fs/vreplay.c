@@ -30,7 +30,6 @@ static void gen_fini(struct rp_gen *g)
 	free(g->total);
 	free(g->rank_of);
 	rp_mpi_free(g->mpi);
-	free(g->decl.data);
 	rp_zlists_fini(&g->zl);
 	free(g->fb);
 	free(g->opened);
@@ -155,8 +154,10 @@ static void emit_grammar(struct fs_sbuf *b, const struct rp_gram *gr, uint32_t g
 				else
 					snprintf(call, sizeof(call), "t%u(%u)", e->id, ru->slot[i]);
 				if (e->count > 1)
-					fs_sb_printf(b, "\tfor (uint64_t i = 0; i < %" PRIu64
-						     "u; i++)\n\t\t%s;\n", e->count, call);
+					fs_sb_printf(b,
+						     "\tfor (uint64_t i = 0; i < %" PRIu64
+						     "u; i++)\n\t\t%s;\n",
+						     e->count, call);
 				else
 					fs_sb_printf(b, "\t%s;\n", call);
 			}
@@ -260,8 +261,12 @@ static int phases_load(struct rp_gen *g, struct prec **out)
 			rc = tfs_trace_stream(g->t, pi.stream, &si);
 		if (rc < 0)
 			return rc;
-		p[i] = (struct prec){.stream = pi.stream, .rank = si.rank, .thread = si.thread,
-				     .first = pi.first_event, .n = pi.n_events, .name = pi.name};
+		p[i] = (struct prec){.stream = pi.stream,
+				     .rank = si.rank,
+				     .thread = si.thread,
+				     .first = pi.first_event,
+				     .n = pi.n_events,
+				     .name = pi.name};
 		p[i].skip = info_phase(g, &p[i]);
 	}
 	/* a phase on several threads of a rank is a process's, begun by its lowest thread */
@@ -408,8 +413,10 @@ static int emit_streams(struct rp_gen *g, struct fs_sbuf *b, struct rp_gram *gra
 	if (rc == 0) {
 		fs_sb_printf(b, "static const struct rt_stream rt_streams[] = {\n%s};\n\n",
 			     rows.data ? rows.data : "");
-		fs_sb_printf(b, "static const struct rt_stream *rt_stream_table(uint32_t *n)\n{\n"
-				"\t*n = %u;\n\treturn rt_streams;\n}\n\n", n);
+		fs_sb_printf(b,
+			     "static const struct rt_stream *rt_stream_table(uint32_t *n)\n{\n"
+			     "\t*n = %u;\n\treturn rt_streams;\n}\n\n",
+			     n);
 	}
 	for (uint32_t k = 0; k < n_texts; k++)
 		free(texts[k].text);
@@ -551,8 +558,9 @@ static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const ui
 			fs_sb_printf(b, "\t\trt_stdin(%" PRId64 ");\n", read_bytes(g, r, file));
 			continue;
 		}
-		if (!opened_at(g, r, i) || !(path = path_of(g, i, args)) || !strncmp(path, "/dev/", 5) ||
-		    !strncmp(path, "/proc/", 6) || !strncmp(path, "/sys/", 5))
+		if (!opened_at(g, r, i) || !(path = path_of(g, i, args)) ||
+		    !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) ||
+		    !strncmp(path, "/sys/", 5))
 			continue;
 		if (strchr(path, '/')) {
 			fs_sb_printf(b, "\t\trt_mkdirs(rt_path(");
@@ -632,23 +640,30 @@ static void emit_head(struct rp_gen *g, struct fs_sbuf *b, uint32_t n_grams)
 		left += g->terms[i].what == RP_W_NONE;
 		approx += g->terms[i].what != RP_W_NONE && g->terms[i].approx;
 	}
-	fs_sb_printf(b, "/*\n * proxy.c: makes the calls of %s again, rank by rank and thread by thread,"
-		     "\n * in the order and with the arguments its trace records (tracefs %s;"
-		     " see README.txt).\n *\n",
-		     prog ? prog : "a program", tfs_version());
+	fs_sb_printf(
+	    b,
+	    "/*\n * proxy.c: makes the calls of %s again, rank by rank and thread by thread,"
+	    "\n * in the order and with the arguments its trace records (tracefs %s;"
+	    " see README.txt).\n *\n",
+	    prog ? prog : "a program", tfs_version());
 	if (g->mpi)
-		fs_sb_printf(b, " *   mpicc -O2 proxy.c -o proxy\n *   mpiexec -n %u ./proxy "
-				"[DIR] [--no-compute] [--compute-scale=X]\n",
+		fs_sb_printf(b,
+			     " *   mpicc -O2 proxy.c -o proxy\n *   mpiexec -n %u ./proxy "
+			     "[DIR] [--no-compute] [--compute-scale=X]\n",
 			     g->ti->n_ranks);
 	else
 		fs_sb_printf(b, " *   cc -O2 proxy.c -o proxy -pthread\n *   ./proxy [DIR] "
 				"[--no-compute] [--compute-scale=X]\n");
-	fs_sb_printf(b, " *\n * %" PRIu64 " calls of %u signatures in %u streams of %u rank%s, "
-			"%u distinct grammar%s; %u signature%s left out, %u approximated.\n */\n",
+	fs_sb_printf(b,
+		     " *\n * %" PRIu64 " calls of %u signatures in %u streams of %u rank%s, "
+		     "%u distinct grammar%s; %u signature%s left out, %u approximated;\n"
+		     " * %" PRIu64 " value sequences too irregular to keep whole (their first runs "
+		     "repeat).\n */\n",
 		     g->ti->n_events, g->ti->n_terminals, g->ti->n_streams, g->ti->n_ranks,
 		     g->ti->n_ranks == 1 ? "" : "s", n_grams, n_grams == 1 ? "" : "s", left,
-		     left == 1 ? "" : "s", approx);
-	fs_sb_printf(b, "#define PROXY_MPI %d\n#define PROXY_TIMED %d\n#define PROXY_REC_IMPL %d\n\n",
+		     left == 1 ? "" : "s", approx, g->n_val_cut);
+	fs_sb_printf(b,
+		     "#define PROXY_MPI %d\n#define PROXY_TIMED %d\n#define PROXY_REC_IMPL %d\n\n",
 		     g->mpi ? 1 : 0, g->timed ? 1 : 0, rp_mpi_impl(g));
 }
 
@@ -805,19 +820,22 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 	if (rc < 0)
 		goto out;
 	if (g.mpi) {
-		snprintf(build, sizeof(build),
-			 "  mpicc -O2 proxy.c -o proxy\n  mpiexec -n %u ./proxy [DIR] [--no-compute]"
-			 " [--compute-scale=X]\n",
-			 vt->ti.n_ranks);
+		snprintf(
+		    build, sizeof(build),
+		    "  mpicc -O2 proxy.c -o proxy\n  mpiexec -n %u ./proxy [DIR] [--no-compute]"
+		    " [--compute-scale=X]\n",
+		    vt->ti.n_ranks);
 		snprintf(check, sizeof(check),
 			 "  mpiexec -n %u tracefs record -o proxy.trace -- ./proxy\n"
 			 "  tracefs compare TRACE proxy.trace\n",
 			 vt->ti.n_ranks);
 	} else {
-		snprintf(build, sizeof(build), "  cc -O2 proxy.c -o proxy -pthread\n"
-					       "  ./proxy [DIR] [--no-compute] [--compute-scale=X]\n");
-		snprintf(check, sizeof(check), "  tracefs record -o proxy.trace -- ./proxy\n"
-					       "  tracefs compare TRACE proxy.trace\n");
+		snprintf(build, sizeof(build),
+			 "  cc -O2 proxy.c -o proxy -pthread\n"
+			 "  ./proxy [DIR] [--no-compute] [--compute-scale=X]\n");
+		snprintf(check, sizeof(check),
+			 "  tracefs record -o proxy.trace -- ./proxy\n"
+			 "  tracefs compare TRACE proxy.trace\n");
 	}
 	fs_sb_printf(&b, "%s%s%s%s%s", readme_text, build, readme_opts, check, readme_what);
 	fs_sb_printf(&b, "  %-28s %10s %14s  %s\n", "kind", "signatures", "calls", "how");
@@ -840,8 +858,9 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 			}
 			if (!sigs || tfs_trace_kind(vt->trace, k, &kd) < 0)
 				continue;
-			fs_sb_printf(&b, "  %-28s %10" PRIu64 " %14" PRIu64 "  %s%s%s\n", kd.name, sigs,
-				     calls, status_words[st], why ? ": " : "", why ? why : "");
+			fs_sb_printf(&b, "  %-28s %10" PRIu64 " %14" PRIu64 "  %s%s%s\n", kd.name,
+				     sigs, calls, status_words[st], why ? ": " : "",
+				     why ? why : "");
 		}
 	}
 out:

@@ -40,10 +40,10 @@ enum rp_what {
 /* One call signature (CST entry) and the function the proxy gets for it. */
 struct rp_term {
 	uint32_t kind;
-	uint8_t what;	 /* enum rp_what */
-	bool alloc;	 /* a malloc-family call: skipped where the trace has it inside a libc call */
-	bool libc;	 /* a libc call (calls.txt) */
-	bool approx;	 /* replayed, but not with every argument as recorded */
+	uint8_t what; /* enum rp_what */
+	bool alloc;   /* a malloc-family call: skipped where the trace has it inside a libc call */
+	bool libc;    /* a libc call (calls.txt) */
+	bool approx;  /* replayed, but not with every argument as recorded */
 	const char *why; /* left out or approximated: why (static text) */
 	uint32_t n_vals;
 	uint32_t val_arg[TFS_MAX_ARGS]; /* the VAL arguments the code reads, in slot order */
@@ -82,16 +82,16 @@ struct rp_gram {
 	uint32_t n_blocks;
 	struct rp_block *blocks;
 	uint32_t n_slots;
-	bool walk;	 /* occurrences carry values (times, VAL arguments, zones) */
+	bool walk; /* occurrences carry values (times, VAL arguments, zones) */
 };
 
 /* Zone lists begun together, interned: list 0 is the empty one. */
 struct rp_zlists {
-	char **names;	  /* [n_names], C string literals' contents */
+	char **names; /* [n_names], C string literals' contents */
 	uint32_t n_names, names_cap;
-	uint32_t *items;  /* list i is items[first[i] .. first[i + 1]) (name indices) */
+	uint32_t *items; /* list i is items[first[i] .. first[i + 1]) (name indices) */
 	uint32_t n_items, items_cap;
-	uint32_t *first;  /* [n + 1] */
+	uint32_t *first; /* [n + 1] */
 	uint32_t n, cap;
 };
 
@@ -113,15 +113,13 @@ struct rp_gen {
 	uint64_t *total;       /* [n_terminals]: over all streams */
 	uint32_t *rank_of;     /* [n_streams] */
 	struct rp_mpi *mpi;    /* NULL: the trace has no MPI call */
-	struct fs_sbuf decl;   /* tables the call functions use, emitted before them */
-	uint64_t n_left_out, n_approx; /* events whose calls are left out or approximated */
 	struct rp_zlists zl;
 	struct rp_fbytes *fb;
 	uint32_t n_fb, fb_cap;
 	uint64_t n_val_cut; /* value slots whose sequence was too irregular to keep whole */
 	struct rp_opened {
 		uint32_t rank, term;
-	} *opened;	    /* calls that opened a path by name and succeeded at least once */
+	} * opened; /* calls that opened a path by name and succeeded at least once */
 	uint32_t n_opened, opened_cap;
 };
 

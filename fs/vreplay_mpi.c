@@ -24,10 +24,10 @@
 static const struct {
 	const char *cls, *ctype;
 } classes[] = {
-    {"comm", "MPI_Comm"},     {"type", "MPI_Datatype"}, {"op", "MPI_Op"},
-    {"group", "MPI_Group"},   {"req", "MPI_Request"},   {"mpifile", "MPI_File"},
-    {"win", "MPI_Win"},	      {"info", "MPI_Info"},	{"errh", "MPI_Errhandler"},
-    {"msg", "MPI_Message"},   {"session", "MPI_Session"},
+    {"comm", "MPI_Comm"},   {"type", "MPI_Datatype"},	{"op", "MPI_Op"},
+    {"group", "MPI_Group"}, {"req", "MPI_Request"},	{"mpifile", "MPI_File"},
+    {"win", "MPI_Win"},	    {"info", "MPI_Info"},	{"errh", "MPI_Errhandler"},
+    {"msg", "MPI_Message"}, {"session", "MPI_Session"},
 };
 #define N_CLASSES (sizeof(classes) / sizeof(classes[0]))
 #define REQ 4
@@ -62,16 +62,41 @@ static uint64_t elem_bytes(uint64_t id)
 	static const struct {
 		const char *name;
 		uint8_t bytes;
-	} sizes[] = {{"MPI_CHAR", 1}, {"MPI_SIGNED_CHAR", 1}, {"MPI_UNSIGNED_CHAR", 1},
-		     {"MPI_BYTE", 1}, {"MPI_PACKED", 1}, {"MPI_C_BOOL", 1}, {"MPI_INT8_T", 1},
-		     {"MPI_UINT8_T", 1}, {"MPI_SHORT", 2}, {"MPI_UNSIGNED_SHORT", 2},
-		     {"MPI_INT16_T", 2}, {"MPI_UINT16_T", 2}, {"MPI_INT", 4}, {"MPI_UNSIGNED", 4},
-		     {"MPI_FLOAT", 4}, {"MPI_INT32_T", 4}, {"MPI_UINT32_T", 4}, {"MPI_WCHAR", 4},
-		     {"MPI_INTEGER", 4}, {"MPI_REAL", 4}, {"MPI_LOGICAL", 4}, {"MPI_LONG", 8},
-		     {"MPI_UNSIGNED_LONG", 8}, {"MPI_DOUBLE", 8}, {"MPI_LONG_LONG_INT", 8},
-		     {"MPI_LONG_LONG", 8}, {"MPI_UNSIGNED_LONG_LONG", 8}, {"MPI_INT64_T", 8},
-		     {"MPI_UINT64_T", 8}, {"MPI_AINT", 8}, {"MPI_OFFSET", 8}, {"MPI_COUNT", 8},
-		     {"MPI_DOUBLE_PRECISION", 8}, {"MPI_2INT", 8}, {"MPI_COMPLEX", 8}};
+	} sizes[] = {{"MPI_CHAR", 1},
+		     {"MPI_SIGNED_CHAR", 1},
+		     {"MPI_UNSIGNED_CHAR", 1},
+		     {"MPI_BYTE", 1},
+		     {"MPI_PACKED", 1},
+		     {"MPI_C_BOOL", 1},
+		     {"MPI_INT8_T", 1},
+		     {"MPI_UINT8_T", 1},
+		     {"MPI_SHORT", 2},
+		     {"MPI_UNSIGNED_SHORT", 2},
+		     {"MPI_INT16_T", 2},
+		     {"MPI_UINT16_T", 2},
+		     {"MPI_INT", 4},
+		     {"MPI_UNSIGNED", 4},
+		     {"MPI_FLOAT", 4},
+		     {"MPI_INT32_T", 4},
+		     {"MPI_UINT32_T", 4},
+		     {"MPI_WCHAR", 4},
+		     {"MPI_INTEGER", 4},
+		     {"MPI_REAL", 4},
+		     {"MPI_LOGICAL", 4},
+		     {"MPI_LONG", 8},
+		     {"MPI_UNSIGNED_LONG", 8},
+		     {"MPI_DOUBLE", 8},
+		     {"MPI_LONG_LONG_INT", 8},
+		     {"MPI_LONG_LONG", 8},
+		     {"MPI_UNSIGNED_LONG_LONG", 8},
+		     {"MPI_INT64_T", 8},
+		     {"MPI_UINT64_T", 8},
+		     {"MPI_AINT", 8},
+		     {"MPI_OFFSET", 8},
+		     {"MPI_COUNT", 8},
+		     {"MPI_DOUBLE_PRECISION", 8},
+		     {"MPI_2INT", 8},
+		     {"MPI_COMPLEX", 8}};
 
 	for (uint32_t p = 0; p < rp_mpi_n_predefs; p++) {
 		if (strcmp(rp_mpi_predefs[p].cls, "type") || rp_mpi_predefs[p].id != id)
@@ -213,7 +238,8 @@ static int steer_plan(struct rp_gen *g)
 					if (m->chosen.n != n) /* not chosen among: forget it */
 						m->chosen.n--;
 					else
-						idmap_get(&m->gates, args[comm].u, (uint64_t)t, &err);
+						idmap_get(&m->gates, args[comm].u, (uint64_t)t,
+							  &err);
 				}
 				/* a receive from any source or of any tag: no steering there */
 				for (uint32_t k = 0; pass == 2 && any && k < m->gates.n; k++) {
@@ -245,7 +271,9 @@ int rp_mpi_new(struct rp_gen *g)
 	g->mpi = calloc(1, sizeof(*g->mpi));
 	if (!g->mpi)
 		return -ENOMEM;
-	g->mpi->impl = impl && !strcmp(impl, "mpich") ? 1 : impl && !strcmp(impl, "openmpi") ? 2 : 0;
+	g->mpi->impl = impl && !strcmp(impl, "mpich")	  ? 1
+		       : impl && !strcmp(impl, "openmpi") ? 2
+							  : 0;
 	return steer_plan(g);
 }
 
@@ -370,16 +398,17 @@ static void put_ctx_rank(struct call *c, struct fs_sbuf *b, const struct rp_mpi_
 		fs_sb_printf(b, "rt_wrank_world()");
 		return;
 	}
-	fs_sb_printf(b, "%s(", !strcmp(q->base, "MPI_Comm")    ? "rt_crank"
-			       : !strcmp(q->base, "MPI_Group") ? "rt_grank"
-							       : "rt_wrank");
+	fs_sb_printf(b, "%s(",
+		     !strcmp(q->base, "MPI_Comm")    ? "rt_crank"
+		     : !strcmp(q->base, "MPI_Group") ? "rt_grank"
+						     : "rt_wrank");
 	put_handle(c, b, cls, c->args[a].u);
 	fs_sb_printf(b, ")");
 }
 
 /* One element of a recorded integer array: "7", "-2" (special rank), "r", "r+1", "r-3". */
-static void put_elem(struct call *c, struct fs_sbuf *b, const struct rp_mpi_param *p,
-		     const char *e, size_t n)
+static void put_elem(struct call *c, struct fs_sbuf *b, const struct rp_mpi_param *p, const char *e,
+		     size_t n)
 {
 	char tmp[64];
 
@@ -512,8 +541,8 @@ static int buf_type(const struct call *c, const char *name)
 	for (int i = 0; prefixes[i]; i++)
 		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
 			snprintf(want, sizeof(want), "%s", prefixes[i]);
-	if (want[0] && ((a = rec_arg2(c, want, "type")) >= 0 ||
-			(a = rec_arg2(c, want, "_datatype")) >= 0))
+	if (want[0] &&
+	    ((a = rec_arg2(c, want, "type")) >= 0 || (a = rec_arg2(c, want, "_datatype")) >= 0))
 		return a;
 	if ((a = rec_arg(c, "datatype")) >= 0)
 		return a;
@@ -527,8 +556,8 @@ static int buf_type(const struct call *c, const char *name)
  * the communicator's size for collectives that send or receive per rank. */
 static void put_buf_bytes(struct call *c, struct fs_sbuf *b, const char *name)
 {
-	static const char *const per_rank[] = {"gather", "scatter", "alltoall", "reduce_scatter",
-					       "neighbor", NULL};
+	static const char *const per_rank[] = {"gather",	 "scatter",  "alltoall",
+					       "reduce_scatter", "neighbor", NULL};
 	int t = buf_type(c, name), comm = rec_arg(c, "comm");
 	bool val, coll = false;
 	int64_t n = max_count(c, &val);
@@ -686,11 +715,11 @@ static void p_req_cut(struct call *c, const struct rp_mpi_param *p, uint32_t idx
 		     idx, want, idx, want);
 	for (uint32_t k = 0; k < n; k++) {
 		fs_sb_printf(&c->pre, "%s%u", k ? ", " : "",
-			     el[k].v ? idmap_get(&c->g->mpi->cls[REQ], (uint64_t)el[k].v, 0, &c->err)
-				     : UINT32_MAX);
+			     el[k].v
+				 ? idmap_get(&c->g->mpi->cls[REQ], (uint64_t)el[k].v, 0, &c->err)
+				 : UINT32_MAX);
 	}
-	fs_sb_printf(&c->pre, "};\n\trt_req_fill(a%u, m%u, %u, %" PRId64 ");\n", idx, idx, n,
-		     want);
+	fs_sb_printf(&c->pre, "};\n\trt_req_fill(a%u, m%u, %u, %" PRId64 ");\n", idx, idx, n, want);
 	fs_sb_printf(&c->call, "a%u", idx);
 	if (p->dir != RP_IN)
 		fs_sb_printf(&c->post, "\trt_req_back(a%u, m%u, %" PRId64 ");\n", idx, idx, want);
@@ -846,8 +875,9 @@ static void p_one(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
 		fs_sb_printf(&c->pre, "\t%s o%u;\n\tmemset(&o%u, 0, sizeof(o%u));\n", p->base, idx,
 			     idx, idx);
 		if (a >= 0)
-			fs_sb_printf(&c->pre, "\tmemcpy(&o%u, &(uint64_t){UINT64_C(%" PRIu64 ")}, "
-					      "sizeof(o%u) < 8 ? sizeof(o%u) : 8);\n",
+			fs_sb_printf(&c->pre,
+				     "\tmemcpy(&o%u, &(uint64_t){UINT64_C(%" PRIu64 ")}, "
+				     "sizeof(o%u) < 8 ? sizeof(o%u) : 8);\n",
 				     idx, c->args[a].u, idx, idx);
 		fs_sb_printf(&c->call, "o%u", idx);
 		return;
@@ -901,9 +931,9 @@ static void p_one(struct call *c, const struct rp_mpi_param *p, uint32_t idx)
 /* Calls whose outcome a run chooses: replayed as calls, their choice the run's own. */
 static bool chooses(const char *name)
 {
-	static const char *const names[] = {"MPI_Waitany", "MPI_Waitsome", "MPI_Testany",
-					    "MPI_Testsome", "MPI_Test", "MPI_Testall",
-					    "MPI_Iprobe", "MPI_Improbe", NULL};
+	static const char *const names[] = {"MPI_Waitany",  "MPI_Waitsome", "MPI_Testany",
+					    "MPI_Testsome", "MPI_Test",	    "MPI_Testall",
+					    "MPI_Iprobe",   "MPI_Improbe",  NULL};
 
 	for (int i = 0; names[i]; i++)
 		if (!strcmp(name, names[i]))
@@ -952,7 +982,8 @@ static void gate_call(struct call *c, struct fs_sbuf *b, const char *fn, const c
 static uint32_t call_requests(struct call *c, uint32_t *d, bool *done)
 {
 	int a = rec_arg(c, "array_of_requests"), r = rec_arg(c, "request");
-	int flag = rec_arg(c, "flag"), indx = rec_arg(c, "indx"), idx = rec_arg(c, "array_of_indices");
+	int flag = rec_arg(c, "flag"), indx = rec_arg(c, "indx"),
+	    idx = rec_arg(c, "array_of_indices");
 	const char *name = c->kd->name;
 	uint32_t n = 0;
 
@@ -981,7 +1012,8 @@ static uint32_t call_requests(struct call *c, uint32_t *d, bool *done)
 		for (uint32_t k = 0; k < n; k++)
 			done[k] = true;
 	if (idx >= 0 && c->kd->args[idx].enc == TFS_ENC_STR && c->args[idx].s)
-		for (const char *p = c->args[idx].s; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0)) {
+		for (const char *p = c->args[idx].s; *p;
+		     p += strcspn(p, ",") + (p[strcspn(p, ",")] != 0)) {
 			int64_t k = strtoll(p, NULL, 10);
 
 			if (k >= 0 && k < n)
@@ -997,9 +1029,10 @@ static uint32_t call_requests(struct call *c, uint32_t *d, bool *done)
  */
 static void steer(struct call *c, struct fs_sbuf *pre, struct fs_sbuf *post)
 {
-	static const char *const sends[] = {"MPI_Send", "MPI_Isend", "MPI_Ssend", "MPI_Issend",
-					    "MPI_Rsend", "MPI_Irsend", "MPI_Bsend", "MPI_Ibsend",
-					    "MPI_Sendrecv", "MPI_Sendrecv_replace", NULL};
+	static const char *const sends[] = {
+	    "MPI_Send",	  "MPI_Isend", "MPI_Ssend",  "MPI_Issend",   "MPI_Rsend",
+	    "MPI_Irsend", "MPI_Bsend", "MPI_Ibsend", "MPI_Sendrecv", "MPI_Sendrecv_replace",
+	    NULL};
 	static const char *const recvs[] = {"MPI_Recv", "MPI_Sendrecv", "MPI_Sendrecv_replace",
 					    NULL};
 	struct rp_mpi *m = c->g->mpi;
@@ -1120,8 +1153,9 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
 				fs_sb_printf(b, "\trt_h_req[%u] = MPI_REQUEST_NULL;\n", k);
 			if (!name)
 				continue;
-			fs_sb_printf(b, "#ifdef %s\n\trt_h_%s[%u] = %s; /* %s#%" PRIu64 " */\n#endif\n",
-				     name, classes[i].cls, k, name, classes[i].cls, m->cls[i].a[k]);
+			fs_sb_printf(
+			    b, "#ifdef %s\n\trt_h_%s[%u] = %s; /* %s#%" PRIu64 " */\n#endif\n",
+			    name, classes[i].cls, k, name, classes[i].cls, m->cls[i].a[k]);
 		}
 	}
 	if (m->gates.n) {
@@ -1134,8 +1168,9 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b)
 	}
 	fs_sb_printf(b, "\trt_mkeys = rt_mem(%u * sizeof(*rt_mkeys));\n", m->bufs.n + 1);
 	if (m->cls[REQ].n)
-		fs_sb_printf(b, "\trt_reqs = rt_h_req;\n\trt_n_reqs = %u;\n"
-				"\trt_req_seq = rt_mem(%u * sizeof(*rt_req_seq));\n",
+		fs_sb_printf(b,
+			     "\trt_reqs = rt_h_req;\n\trt_n_reqs = %u;\n"
+			     "\trt_req_seq = rt_mem(%u * sizeof(*rt_req_seq));\n",
 			     m->cls[REQ].n, m->cls[REQ].n);
 	if (m->bufs.n > 1024)
 		fs_sb_printf(b, "\trt_mreserve = UINT64_C(1) << 26;\n");

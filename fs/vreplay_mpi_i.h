@@ -37,12 +37,12 @@ struct rp_mpi_param {
 	const char *base; /* its C type without pointers: "int", "MPI_Datatype" */
 	uint8_t ptr;	  /* pointer levels, an array counting as one */
 	uint8_t is_const;
-	uint8_t role;	  /* enum rp_role */
-	uint8_t dir;	  /* enum rp_dir */
-	const char *ctx;  /* ranks: the parameter whose communicator, group or window they are
+	uint8_t role;	 /* enum rp_role */
+	uint8_t dir;	 /* enum rp_dir */
+	const char *ctx; /* ranks: the parameter whose communicator, group or window they are
 			   * in (NULL: the world) */
-	uint8_t rank;	  /* a rank or ranks */
-	const char *len;  /* arrays: their length, a parameter's name, a number or `commsize`
+	uint8_t rank;	 /* a rank or ranks */
+	const char *len; /* arrays: their length, a parameter's name, a number or `commsize`
 			   * (mpi_annot.txt len=); NULL when not annotated */
 };
 

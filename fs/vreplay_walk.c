@@ -52,7 +52,7 @@ static int venc_add(struct venc *e, int64_t v)
 		}
 	} else if (e->plin) {
 		e->plin = (uint64_t)v == (uint64_t)e->a + (uint64_t)e->b * (i % e->m) +
-					    (uint64_t)e->c * (i / e->m);
+					     (uint64_t)e->c * (i / e->m);
 	}
 	if (e->n_runs && e->runs[2 * (e->n_runs - 1)] == v) {
 		e->runs[2 * e->n_runs - 1]++;
@@ -352,7 +352,8 @@ static int on_event(struct walk *w, uint32_t term, uint32_t slot)
 
 		if (w->index == 1)
 			w->prev_end = anchor;
-		rc = venc_add(&w->enc[slot], anchor > w->prev_end ? (int64_t)(anchor - w->prev_end) : 0);
+		rc = venc_add(&w->enc[slot],
+			      anchor > w->prev_end ? (int64_t)(anchor - w->prev_end) : 0);
 		w->prev_end = end;
 		if (rc == 0 && t->alloc && w->n_pending < MAX_PENDING) {
 			w->pending[w->n_pending].slot = slot + s;
@@ -429,9 +430,9 @@ static int walk_block(struct walk *w, const struct rp_block *b)
 /* Which terminals read a file, and the argument with the bytes they read. */
 static int read_table(struct walk *w)
 {
-	static const char *const reads[] = {"read",  "pread", "readv",	 "fread",    "fgets",
-					    "fgetc", "getc",  "getline", "getdelim", "getchar",
-					    NULL};
+	static const char *const reads[] = {"read",	"pread",   "readv", "fread",
+					    "fgets",	"fgetc",   "getc",  "getline",
+					    "getdelim", "getchar", NULL};
 	struct rp_gen *g = w->g;
 	uint32_t n = g->ti->n_terminals;
 
