@@ -652,7 +652,8 @@ static void emit_head(struct rp_gen *g, struct fs_sbuf *b, uint32_t n_grams)
 			     "[DIR] [--no-compute] [--compute-scale=X]\n",
 			     g->ti->n_ranks);
 	else
-		fs_sb_printf(b, " *   cc -O2 proxy.c -o proxy -pthread\n *   ./proxy [DIR] "
+		fs_sb_printf(b, " *   cc -O2 proxy.c -o proxy   (glibc before 2.34: -pthread "
+				"-ldl)\n *   ./proxy [DIR] "
 				"[--no-compute] [--compute-scale=X]\n");
 	fs_sb_printf(b,
 		     " *\n * %" PRIu64 " calls of %u signatures in %u streams of %u rank%s, "
@@ -830,9 +831,10 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 			 "  tracefs compare TRACE proxy.trace\n",
 			 vt->ti.n_ranks);
 	} else {
-		snprintf(build, sizeof(build),
-			 "  cc -O2 proxy.c -o proxy -pthread\n"
-			 "  ./proxy [DIR] [--no-compute] [--compute-scale=X]\n");
+		snprintf(
+		    build, sizeof(build),
+		    "  cc -O2 proxy.c -o proxy          (glibc before 2.34: add -pthread -ldl)\n"
+		    "  ./proxy [DIR] [--no-compute] [--compute-scale=X]\n");
 		snprintf(check, sizeof(check),
 			 "  tracefs record -o proxy.trace -- ./proxy\n"
 			 "  tracefs compare TRACE proxy.trace\n");

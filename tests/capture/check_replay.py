@@ -47,7 +47,7 @@ def replay(t, o, tmp, label, argv, proxy_args=()):
     with open(src, 'w') as f:
         f.write(res.stdout)
     exe = os.path.join(d, 'proxy')
-    cc = run(o.cc.split() + ['-O2', src, '-o', exe, '-pthread'])
+    cc = run(o.cc.split() + ['-O2', src, '-o', exe])
     if not t.ok(res.returncode == 0 and cc.returncode == 0,
                 f'{label}: replay/proxy.c builds with cc alone', cc.stderr[-2000:]):
         return None
@@ -122,7 +122,7 @@ def main():
                  'one for statement', src[-1500:])
             with open(os.path.join(d, 'proxy.c'), 'w') as f:
                 f.write(src)
-            cc = run(o.cc.split() + ['-O2', 'proxy.c', '-o', 'proxy', '-pthread'], cwd=d)
+            cc = run(o.cc.split() + ['-O2', 'proxy.c', '-o', 'proxy'], cwd=d)
             res = run(['./proxy', '--no-compute'], cwd=d, timeout=1800) if not cc.returncode \
                 else cc
             t.ok(res.returncode == 0, '10^7 regular calls: the proxy builds and replays them',
