@@ -29,6 +29,7 @@ static void gen_fini(struct rp_gen *g)
 	free(g->counts);
 	free(g->total);
 	free(g->rank_of);
+	free(g->used);
 	rp_mpi_free(g->mpi);
 	rp_zlists_fini(&g->zl);
 	free(g->fb);
@@ -49,7 +50,8 @@ static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
 	g->counts = calloc((size_t)n * nt + 1, sizeof(*g->counts));
 	g->total = calloc((size_t)nt + 1, sizeof(*g->total));
 	g->rank_of = calloc((size_t)n + 1, sizeof(*g->rank_of));
-	if (!g->terms || !g->counts || !g->total || !g->rank_of)
+	g->used = calloc((size_t)vt->ti.n_ranks * nt + 1, 1);
+	if (!g->terms || !g->counts || !g->total || !g->rank_of || !g->used)
 		return -ENOMEM;
 	for (uint32_t s = 0; rc == 0 && s < n; s++) {
 		struct tfs_stream_info si;
@@ -57,8 +59,11 @@ static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
 		rc = tfs_trace_stream(vt->trace, s, &si);
 		if (rc == 0)
 			rc = tfs_trace_term_counts(vt->trace, s, g->counts + (size_t)s * nt);
-		for (uint32_t i = 0; rc == 0 && i < nt; i++)
+		for (uint32_t i = 0; rc == 0 && i < nt; i++) {
 			g->total[i] += g->counts[(size_t)s * nt + i];
+			if (si.rank < vt->ti.n_ranks && g->counts[(size_t)s * nt + i])
+				g->used[(size_t)si.rank * nt + i] = 1;
+		}
 		g->rank_of[s] = si.rank;
 	}
 	if (rc == 0)
@@ -335,20 +340,20 @@ static void emit_phases(struct fs_sbuf *b, const struct prec *p, uint32_t n, uin
 /* ---- streams ---- */
 
 /* Whether a pthread_create of @rank starts thread @thread (else the proxy does at start). */
-static bool created(struct rp_gen *g, uint32_t rank, uint32_t thread, const uint64_t *counts,
-		    const uint32_t *rank_of)
+static bool created(struct rp_gen *g, uint32_t rank, uint32_t thread)
 {
-	for (uint32_t i = 0; i < g->ti->n_terminals; i++) {
+	uint32_t nt = g->ti->n_terminals;
+
+	for (uint32_t i = 0; i < nt; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		struct tfs_kind_desc kd;
 
-		if (tfs_trace_kind(g->t, g->terms[i].kind, &kd) < 0 ||
+		if (!g->used[(size_t)rank * nt + i] ||
+		    tfs_trace_kind(g->t, g->terms[i].kind, &kd) < 0 ||
 		    strcmp(kd.name, "pthread_create") || tfs_trace_term_args(g->t, i, args) < 0)
 			continue;
-		for (uint32_t s = 0; s < g->ti->n_streams; s++)
-			if (rank_of[s] == rank && counts[(size_t)s * g->ti->n_terminals + i] &&
-			    kd.n_args && args[0].u == thread)
-				return true;
+		if (kd.n_args && args[0].u == thread)
+			return true;
 	}
 	return false;
 }
@@ -408,7 +413,7 @@ static int emit_streams(struct rp_gen *g, struct fs_sbuf *b, struct rp_gram *gra
 		else
 			fs_sb_printf(&rows, "q%u, %u, ", seq_of[s], gr->n_slots);
 		fs_sb_printf(&rows, "ph%u, %u, %u, %" PRIu64 "u, %d},\n", s, n_ph, zl_of[s],
-			     si.n_events, created(g, si.rank, si.thread, counts, rank_of));
+			     si.n_events, created(g, si.rank, si.thread));
 	}
 	if (rc == 0) {
 		fs_sb_printf(b, "static const struct rt_stream rt_streams[] = {\n%s};\n\n",
@@ -547,12 +552,10 @@ static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const ui
 	for (uint32_t i = 0; i < nt; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		const char *path;
-		uint64_t file, used = 0;
+		uint64_t file;
 		bool dir;
 
-		for (uint32_t s = 0; s < g->ti->n_streams; s++)
-			used += rank_of[s] == r ? counts[(size_t)s * nt + i] : 0;
-		if (!used)
+		if (!g->used[(size_t)r * nt + i])
 			continue;
 		if (stdin_file(g, i, &file) && read_bytes(g, r, file) > 0) {
 			fs_sb_printf(b, "\t\trt_stdin(%" PRId64 ");\n", read_bytes(g, r, file));
@@ -603,29 +606,21 @@ static int emit_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 		       const uint32_t *rank_of)
 {
 	uint32_t nt = g->ti->n_terminals;
-	bool *used = calloc((size_t)nt + 1, sizeof(*used)), alloc_events = false;
+	bool alloc_events = false;
 
-	if (!used)
-		return -ENOMEM;
 	for (uint32_t i = 0; i < nt; i++)
 		alloc_events |= g->terms[i].alloc;
 	fs_sb_printf(b, "static void rt_setup_allocs(uint32_t rank)\n{\n\tswitch (rank) {\n");
 	for (uint32_t r = 0; g->mpi && !alloc_events && r < g->ti->n_ranks; r++) {
 		struct fs_sbuf lines = {0};
 
-		for (uint32_t i = 0; i < nt; i++) {
-			used[i] = false;
-			for (uint32_t s = 0; s < g->ti->n_streams; s++)
-				used[i] |= rank_of[s] == r && counts[(size_t)s * nt + i];
-		}
-		rp_mpi_allocs(g, &lines, used);
+		rp_mpi_allocs(g, &lines, g->used + (size_t)r * nt);
 		if (lines.len)
 			fs_sb_printf(b, "\tcase %u:\n%s\t\tbreak;\n", r, lines.data);
 		b->failed |= lines.failed;
 		free(lines.data);
 	}
 	fs_sb_printf(b, "\tdefault:\n\t\tbreak;\n\t}\n}\n\n");
-	free(used);
 	return 0;
 }
 

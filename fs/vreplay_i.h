@@ -112,6 +112,7 @@ struct rp_gen {
 	uint64_t *counts;      /* [n_streams * n_terminals]: occurrences per stream */
 	uint64_t *total;       /* [n_terminals]: over all streams */
 	uint32_t *rank_of;     /* [n_streams] */
+	uint8_t *used;	       /* [n_ranks * n_terminals]: a stream of the rank has it */
 	struct rp_mpi *mpi;    /* NULL: the trace has no MPI call */
 	struct rp_zlists zl;
 	struct rp_fbytes *fb;
@@ -164,7 +165,7 @@ void rp_mpi_tables(struct rp_gen *g, struct fs_sbuf *b);
  * 1 .. the highest id the terminals marked in @used name, allocated in order (as large as
  * their calls may need) as the first thing the proxy does, get those ids again.
  */
-void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const bool *used);
+void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint8_t *used);
 /* The recording MPI, for PROXY_REC_IMPL: 1 MPICH, 2 Open MPI, 0 unknown. */
 int rp_mpi_impl(const struct rp_gen *g);
 

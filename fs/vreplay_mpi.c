@@ -36,6 +36,9 @@ static const struct {
 struct idmap {
 	uint64_t *a, *b; /* keys (b: second word of buffer keys) */
 	uint32_t n, cap;
+	uint32_t *slot;	   /* open addressing over a, b: index + 1, 0 empty */
+	uint32_t slot_cap; /* a power of two, at least twice n; 0: no index yet */
+	bool dirty;	   /* entries removed: the index is rebuilt at the next lookup */
 };
 
 /* A buffer in an allocation: the bytes past the allocation's start a call may touch. */
@@ -109,11 +112,59 @@ static uint64_t elem_bytes(uint64_t id)
 	return 64;
 }
 
+static void idmap_fini(struct idmap *m)
+{
+	free(m->a);
+	free(m->b);
+	free(m->slot);
+}
+
+static uint32_t idmap_hash(uint64_t a, uint64_t b, uint32_t cap)
+{
+	uint64_t x = (a ^ (b * 0x9e3779b97f4a7c15u)) * 0xbf58476d1ce4e5b9u;
+
+	return (uint32_t)(x >> 32) & (cap - 1);
+}
+
+/* Index every entry in a table at least twice their number. @return 0 or -ENOMEM */
+static int idmap_reindex(struct idmap *m)
+{
+	uint32_t cap = 64;
+
+	while (cap < 2 * (m->n + 1))
+		cap *= 2;
+	if (cap != m->slot_cap) {
+		uint32_t *s = realloc(m->slot, cap * sizeof(*s));
+
+		if (!s)
+			return -ENOMEM;
+		m->slot = s;
+		m->slot_cap = cap;
+	}
+	memset(m->slot, 0, cap * sizeof(*m->slot));
+	for (uint32_t i = 0; i < m->n; i++) {
+		uint32_t h = idmap_hash(m->a[i], m->b[i], cap);
+
+		while (m->slot[h])
+			h = (h + 1) & (cap - 1);
+		m->slot[h] = i + 1;
+	}
+	m->dirty = false;
+	return 0;
+}
+
+/* The dense index of (@a, @b), given the next one when new. */
 static uint32_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, int *err)
 {
-	for (uint32_t i = 0; i < m->n; i++)
-		if (m->a[i] == a && m->b[i] == b)
-			return i;
+	uint32_t h;
+
+	if ((m->dirty || m->slot_cap < 2 * (m->n + 1)) && idmap_reindex(m) < 0) {
+		*err = -ENOMEM;
+		return 0;
+	}
+	for (h = idmap_hash(a, b, m->slot_cap); m->slot[h]; h = (h + 1) & (m->slot_cap - 1))
+		if (m->a[m->slot[h] - 1] == a && m->b[m->slot[h] - 1] == b)
+			return m->slot[h] - 1;
 	if (m->n == m->cap) {
 		uint32_t cap = m->cap ? 2 * m->cap : 16;
 		uint64_t *na = realloc(m->a, cap * sizeof(*na)), *nb;
@@ -133,7 +184,29 @@ static uint32_t idmap_get(struct idmap *m, uint64_t a, uint64_t b, int *err)
 	}
 	m->a[m->n] = a;
 	m->b[m->n] = b;
+	m->slot[h] = m->n + 1;
 	return m->n++;
+}
+
+/* Whether (@a, @b) is in @m, without adding it. */
+static bool idmap_has(struct idmap *m, uint64_t a, uint64_t b, int *err)
+{
+	uint32_t n = m->n;
+
+	idmap_get(m, a, b, err);
+	if (m->n == n)
+		return true;
+	m->n--;
+	m->dirty = true;
+	return false;
+}
+
+/* Drop entry @k (the last one takes its place). */
+static void idmap_drop(struct idmap *m, uint32_t k)
+{
+	m->a[k] = m->a[--m->n];
+	m->b[k] = m->b[m->n];
+	m->dirty = true;
 }
 
 static int class_of(const char *base)
@@ -231,24 +304,15 @@ static int steer_plan(struct rp_gen *g)
 				t = tag_at(g, i, tag, args, g->rank_of[s]);
 				any = special_rank(g, i, src) || t < 0;
 				a = karg(&kd, "request");
-				if (pass == 1 && !any && !strcmp(kd.name, "MPI_Irecv") && a >= 0) {
-					uint32_t n = m->chosen.n;
-
-					idmap_get(&m->chosen, args[a].u, 0, &err);
-					if (m->chosen.n != n) /* not chosen among: forget it */
-						m->chosen.n--;
-					else
-						idmap_get(&m->gates, args[comm].u, (uint64_t)t,
-							  &err);
-				}
+				if (pass == 1 && !any && !strcmp(kd.name, "MPI_Irecv") && a >= 0 &&
+				    idmap_has(&m->chosen, args[a].u, 0, &err))
+					idmap_get(&m->gates, args[comm].u, (uint64_t)t, &err);
 				/* a receive from any source or of any tag: no steering there */
 				for (uint32_t k = 0; pass == 2 && any && k < m->gates.n; k++) {
 					if (m->gates.a[k] != args[comm].u ||
 					    (t >= 0 && m->gates.b[k] != (uint64_t)t))
 						continue;
-					m->gates.a[k] = m->gates.a[--m->gates.n];
-					m->gates.b[k] = m->gates.b[m->gates.n];
-					k--;
+					idmap_drop(&m->gates, k--);
 				}
 			}
 		}
@@ -281,21 +345,16 @@ void rp_mpi_free(struct rp_mpi *m)
 {
 	if (!m)
 		return;
-	for (uint32_t i = 0; i < N_CLASSES; i++) {
-		free(m->cls[i].a);
-		free(m->cls[i].b);
-	}
-	free(m->bufs.a);
-	free(m->bufs.b);
+	for (uint32_t i = 0; i < N_CLASSES; i++)
+		idmap_fini(&m->cls[i]);
+	idmap_fini(&m->bufs);
+	idmap_fini(&m->chosen);
+	idmap_fini(&m->gates);
 	free(m->ab);
-	free(m->chosen.a);
-	free(m->chosen.b);
-	free(m->gates.a);
-	free(m->gates.b);
 	free(m);
 }
 
-void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const bool *used)
+void rp_mpi_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint8_t *used)
 {
 	struct rp_mpi *m = g->mpi;
 	uint64_t top = 0;
@@ -1050,14 +1109,11 @@ static void steer(struct call *c, struct fs_sbuf *pre, struct fs_sbuf *post)
 	if (name_in(name, sends))
 		gate_call(c, pre, "rt_gate_send", "dest", param(c, "tag") ? "tag" : "sendtag", "");
 	if (!strcmp(name, "MPI_Irecv") && rq >= 0 && c->args[rq].u) {
-		uint32_t n0 = m->chosen.n;
+		bool chosen = idmap_has(&m->chosen, c->args[rq].u, 0, &c->err);
 		char tail[64];
 
-		idmap_get(&m->chosen, c->args[rq].u, 0, &c->err);
 		snprintf(tail, sizeof(tail), ", %u, %d",
-			 idmap_get(&m->cls[REQ], c->args[rq].u, 0, &c->err), m->chosen.n == n0);
-		if (m->chosen.n != n0)
-			m->chosen.n--;
+			 idmap_get(&m->cls[REQ], c->args[rq].u, 0, &c->err), chosen);
 		gate_call(c, post, "rt_gate_post", "source", "tag", tail);
 		return;
 	}

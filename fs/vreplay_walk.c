@@ -161,7 +161,7 @@ static int intern_list(struct rp_zlists *z, const uint32_t *items, uint32_t n, u
 	}
 	for (uint32_t i = 0; i < z->n; i++) {
 		if (z->first[i + 1] - z->first[i] == n &&
-		    !memcmp(z->items + z->first[i], items, n * sizeof(*items))) {
+		    (n == 0 || !memcmp(z->items + z->first[i], items, n * sizeof(*items)))) {
 			*out = i;
 			return 0;
 		}
@@ -183,7 +183,8 @@ static int intern_list(struct rp_zlists *z, const uint32_t *items, uint32_t n, u
 		z->items = it;
 		z->items_cap = cap;
 	}
-	memcpy(z->items + z->n_items, items, n * sizeof(*items));
+	if (n)
+		memcpy(z->items + z->n_items, items, n * sizeof(*items));
 	z->n_items += n;
 	z->first[z->n + 1] = z->n_items;
 	*out = z->n++;
