@@ -34,7 +34,7 @@ PROGRAMS = [
     ('fileio', 4, ['fileio.dat']),
     ('manytags', 4, ['100', '3']),
 ]
-OMPI_PROGRAMS = ['ring', 'stencil2d', 'anysome', 'fileio']
+OMPI_PROGRAMS = ['ring', 'stencil2d', 'stencil3d', 'anysome', 'fileio']
 
 
 class Run:
