@@ -192,16 +192,37 @@ struct rt_tls {
 };
 
 static pthread_key_t rt_key;
+/* Until the proxy starts a thread, the main thread's state needs no key (a fast path). */
+static struct rt_tls *rt_main_tls;
+static int rt_threaded;
 
 static struct rt_tls *rt_T(void)
 {
-	struct rt_tls *t = pthread_getspecific(rt_key);
+	struct rt_tls *t;
 
+	if (!rt_threaded && rt_main_tls)
+		return rt_main_tls;
+	t = pthread_getspecific(rt_key);
 	if (!t) {
 		t = rt_mem(sizeof(*t));
 		pthread_setspecific(rt_key, t);
+		if (!rt_threaded)
+			rt_main_tls = t;
 	}
 	return t;
+}
+
+/* Locks that only threads need. */
+static inline void rt_lock(pthread_mutex_t *m)
+{
+	if (rt_threaded)
+		pthread_mutex_lock(m);
+}
+
+static inline void rt_unlock(pthread_mutex_t *m)
+{
+	if (rt_threaded)
+		pthread_mutex_unlock(m);
 }
 
 /* ---- the computation between calls: a busy wait of the recorded gap ---- */
@@ -451,6 +472,8 @@ static void rt_thread_create(uint64_t k)
 		rt_say("thread %llu: not in the trace, not started", (unsigned long long)k);
 		return;
 	}
+	rt_T();
+	rt_threaded = 1; /* from now on each thread finds its state through the key */
 	if (pthread_create(&rt_tid[k], NULL, rt_thread_main, (void *)st) == 0)
 		rt_started[k] = 1;
 }
@@ -505,7 +528,7 @@ static void *rt_bind(uint64_t id, void *p)
 
 	if (!id)
 		return p;
-	pthread_mutex_lock(&rt_alloc_lock);
+	rt_lock(&rt_alloc_lock);
 	if (2 * (rt_an + 1) > rt_acap)
 		rt_agrow();
 	e = rt_aslot(id);
@@ -513,7 +536,7 @@ static void *rt_bind(uint64_t id, void *p)
 		rt_an++;
 	e->id = id;
 	e->p = p;
-	pthread_mutex_unlock(&rt_alloc_lock);
+	rt_unlock(&rt_alloc_lock);
 	return p;
 }
 
@@ -526,10 +549,10 @@ static void *rt_ptr(uint64_t id)
 	void *p = NULL;
 
 	if (id) {
-		pthread_mutex_lock(&rt_alloc_lock);
+		rt_lock(&rt_alloc_lock);
 		if (rt_acap)
 			p = rt_aslot(id)->p;
-		pthread_mutex_unlock(&rt_alloc_lock);
+		rt_unlock(&rt_alloc_lock);
 	}
 	__asm__ volatile("" : "+r"(p));
 	return p;
@@ -540,10 +563,10 @@ static void rt_unbind(uint64_t id)
 {
 	if (!id)
 		return;
-	pthread_mutex_lock(&rt_alloc_lock);
+	rt_lock(&rt_alloc_lock);
 	if (rt_acap && rt_aslot(id)->id == id)
 		rt_aslot(id)->p = NULL;
-	pthread_mutex_unlock(&rt_alloc_lock);
+	rt_unlock(&rt_alloc_lock);
 }
 
 static void *rt_take(uint64_t id)
