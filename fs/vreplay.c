@@ -810,11 +810,18 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 	uint32_t nt = vt->ti.n_terminals;
 	char build[512], check[512];
 	struct fs_sbuf b = {0};
+	bool mpi_only = true;
 	struct rp_gen g;
 	int rc = gen_init(&g, vt);
 
 	if (rc < 0)
 		goto out;
+	/* a trace of MPI calls alone was recorded with --trace=mpi: its proxy must be too */
+	for (uint32_t k = 0; k < vt->ti.n_kinds; k++) {
+		struct tfs_kind_desc kd;
+
+		mpi_only &= tfs_trace_kind(vt->trace, k, &kd) == 0 && !strcmp(kd.category, "mpi");
+	}
 	if (g.mpi) {
 		snprintf(
 		    build, sizeof(build),
@@ -822,9 +829,11 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 		    " [--compute-scale=X]\n",
 		    vt->ti.n_ranks);
 		snprintf(check, sizeof(check),
-			 "  mpiexec -n %u tracefs record -o proxy.trace -- ./proxy\n"
-			 "  tracefs compare TRACE proxy.trace\n",
-			 vt->ti.n_ranks);
+			 "  mpiexec -n %u tracefs record%s -o proxy.trace -- ./proxy\n"
+			 "  tracefs compare TRACE proxy.trace\n"
+			 "(with the categories the trace was recorded with: allocations the trace\n"
+			 "does not have, the proxy makes at its start)\n",
+			 vt->ti.n_ranks, mpi_only ? " --trace=mpi" : "");
 	} else {
 		snprintf(
 		    build, sizeof(build),
