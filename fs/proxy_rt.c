@@ -82,6 +82,7 @@ static void rt_mpi_tables_init(void);
 /* ---- options and messages ---- */
 
 static int rt_compute = 1;
+static uint64_t rt_gate_wait_ns = 10000000000ull; /* steering: a send waits this long at most */
 static double rt_scale = 1.0;
 static int rt_orig_paths;
 static char rt_dir[2048] = "proxy.d";
@@ -147,6 +148,8 @@ static void rt_options(int *argc, char **argv)
 		rt_scale = atof(e);
 	if ((e = getenv("PROXY_ORIGINAL_PATHS")) && !strcmp(e, "1"))
 		rt_orig_paths = 1;
+	if ((e = getenv("PROXY_STEER_WAIT_MS")) && *e)
+		rt_gate_wait_ns = (uint64_t)atoll(e) * 1000000u;
 	for (int i = 1; i < *argc; i++) {
 		const char *a = argv[i];
 
@@ -1203,9 +1206,9 @@ static int rt_noop_fn(void)
  * its receiver's word, a 0-byte message on a private communicator, and the receiver gives
  * it when its trace has the receive complete, so that calls choosing among requests
  * (MPI_Waitany, MPI_Testsome...) find what they found when recorded. A word that does not
- * come within RT_GATE_WAIT_NS lets the send go: a proxy never hangs on its own steering.
+ * come within rt_gate_wait_ns (10 s, PROXY_STEER_WAIT_MS) lets the send go: a proxy never
+ * hangs on its own steering.
  */
-#define RT_GATE_WAIT_NS 2000000000ull
 
 struct rt_gate {
 	uint32_t comm;
@@ -1309,7 +1312,7 @@ static void rt_gate_release(uint32_t d)
 /* Wait (a while) until request @d is complete, without completing it. */
 static void rt_gate_await(uint32_t d)
 {
-	uint64_t until = rt_now() + RT_GATE_WAIT_NS;
+	uint64_t until = rt_now() + rt_gate_wait_ns;
 	int flag = 0;
 
 	rt_own();
@@ -1324,7 +1327,7 @@ static void rt_gate_await(uint32_t d)
 static void rt_gate_send(uint32_t comm, MPI_Comm c, int dest, int64_t tag)
 {
 	int g = rt_gate_comm == MPI_COMM_NULL ? -1 : rt_gate_of(comm, tag), peer, flag;
-	uint64_t until = rt_now() + RT_GATE_WAIT_NS;
+	uint64_t until = rt_now() + rt_gate_wait_ns;
 	int64_t *credit;
 
 	if (g < 0 || dest < 0 || (peer = rt_world_of(c, dest)) < 0 || peer >= rt_world_n)

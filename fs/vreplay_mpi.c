@@ -1157,7 +1157,7 @@ int rp_mpi_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc *kd)
 			"by the run";
 	} else if (chooses(kd->name)) {
 		c.why = "steered: the requests complete as recorded (their senders wait for the "
-			"word; after 2 s they do not)";
+			"word; after 10 s they do not)";
 	}
 	t->what = RP_W_CALL;
 	t->approx = c.approx;
