@@ -106,7 +106,7 @@ static inline void cpu_relax(void)
  * little, then yields the processor (its holder may have been preempted: with more threads
  * than cores, spinning on would burn the holder's time slice).
  */
-static void lock(atomic_int *l)
+static __attribute__((noinline)) void lock_wait(atomic_int *l)
 {
 	for (unsigned int spins = 0;; spins++) {
 		if (!atomic_load_explicit(l, memory_order_relaxed) &&
@@ -119,7 +119,14 @@ static void lock(atomic_int *l)
 	}
 }
 
-static void unlock(atomic_int *l)
+/* Inline when free, as it mostly is: one exchange on the caller's path. */
+static inline void lock(atomic_int *l)
+{
+	if (__builtin_expect(atomic_exchange_explicit(l, 1, memory_order_acquire), 0))
+		lock_wait(l);
+}
+
+static inline void unlock(atomic_int *l)
 {
 	atomic_store_explicit(l, 0, memory_order_release);
 }

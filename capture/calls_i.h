@@ -19,16 +19,13 @@
 /* The file id of no file: an anonymous mapping's, printed -1 (TFS_SYM_NONE). */
 #define CALL_NO_FILE ((uint32_t)TFS_SYM_NONE)
 
-/*
- * Argument flags calls.txt gives that the codec does not know yet: the path attached to a
- * descriptor, bytes read into the program. 0 until the format carries them.
- */
-#define CAP_ARG_ATTACH 0u
-#define CAP_ARG_INPUT 0u
-
-/* Bytes kept of one string argument (a path, argv); longer ones are cut with a visible mark
+/* Bytes kept of one string argument (a path); longer ones are cut with a visible mark
  * (files_i.h cap_put_str). */
 #define CALL_MAX_STR 900u
+/* Bytes kept of the argv of an exec or a posix_spawn (its arguments joined with spaces),
+ * cut the same way past it: compilers' command lines are often several KiB. A record holds
+ * up to 16 KiB (spool_i.h SPOOL_MAX_RECORD_WORDS). */
+#define CALL_MAX_ARGV 8192u
 
 /* The event kind of each call, indexed by enum cap_call. */
 extern const struct tfs_kind_desc cap_call_kinds[N_CALLS];

@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -70,9 +72,8 @@ struct tstate {
 		const char *ptr;
 		uint32_t id;
 	} strs[N_STR_CACHE];
-	uint64_t sample_units;		     /* allocating calls (or their bytes) so far */
-	uint32_t bt_n;			     /* frames of bt valid: 0 at the start of a chunk */
-	uint64_t bt[SPOOL_MAX_BT_FRAMES];    /* the latest backtrace recorded, outermost first */
+	uint64_t sample_units; /* allocating calls (or their bytes) so far */
+	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
 };
 
 static struct spool g_spool;
@@ -298,6 +299,9 @@ static void thread_gone(void *arg)
 	tls_state = NULL;
 	tls_dead = true;
 	munmap(ts, sizeof(*ts));
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_end();
+#endif
 }
 
 uint32_t cap_thread_reserve(void)
@@ -325,7 +329,22 @@ static struct tstate *thread_start(void)
 		return NULL;
 	}
 	tls_state = ts;
+#ifdef TFS_CAP_SHARED
+	cap_sig_thread_start();
+#endif
 	return ts;
+}
+
+uint32_t cap_thread_self(void)
+{
+	struct tstate *ts = tls_state;
+
+	if (!ts && cap_tls_depth == 0) {
+		cap_tls_depth++;
+		ts = thread_start();
+		cap_tls_depth--;
+	}
+	return ts ? ts->thread : UINT32_MAX;
 }
 
 /*
@@ -593,34 +612,37 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
 	struct tstate *ts = tls_state;
 	uint64_t args[3] = {bias, lo, hi};
 
-	/* a path is at most what the rest of a record holds */
 	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
-				     strnlen(path, (SPOOL_MAX_RECORD_WORDS - 5) * 8)))
+				     strnlen(path, SPOOL_MAX_PATH)))
 		count_drop();
 }
 
 /*
- * REC_CALL_BT: the call's words, then the calling thread's backtrace as the frames it
- * shares with the thread's previous one in this chunk and the new ones (spool_i.h).
+ * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
+ * frames it shares with the thread's previous one in this chunk and the new ones
+ * (spool_i.h). @same: how many leading frames the caller knows repeat the thread's
+ * previous backtrace (cap_unwind() says, 0 for frames from elsewhere); ts->bt_n counts the
+ * frames of the previous one: 0 when it was not recorded. The objects the frames lie in
+ * are announced first when @announce.
  */
 static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
-			uint32_t n_args, const char *strs, size_t strs_len)
+			uint32_t n_args, const char *strs, size_t strs_len, const uint64_t *frames,
+			uint32_t n, uint32_t same, bool announce)
 {
-	uint64_t frames[SPOOL_MAX_BT_FRAMES];
-	uint32_t n = cap_unwind(frames, cap_bt_depth), keep = 0, base, words;
+	uint32_t keep, base, words;
 	uint64_t *r;
 
-	while (keep < n && keep < ts->bt_n && ts->bt[keep] == frames[keep])
-		keep++;
+	keep = same < n ? same : n;
 	/* before the reservation: announcing an object writes records of its own */
-	cap_modules_check(frames + keep, n - keep);
+	if (announce)
+		cap_modules_check(frames + keep, n - keep);
 	base = 2 + n_args + (uint32_t)((strs_len + 7) / 8);
-	if (base + 1 + n > SPOOL_MAX_RECORD_WORDS)
+	r = base + 1 + n <= SPOOL_MAX_RECORD_WORDS ? rec_reserve(ts, base + 1 + n) : NULL;
+	if (!r) {
+		ts->bt_n = 0;
 		return false;
-	r = rec_reserve(ts, base + 1 + n); /* a new chunk forgets the previous backtrace */
-	if (!r)
-		return false;
-	if (keep > ts->bt_n)
+	}
+	if (keep > ts->bt_n) /* a new chunk forgets the previous backtrace */
 		keep = ts->bt_n;
 	words = base + 1 + n - keep;
 	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
@@ -632,8 +654,8 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 		memcpy(r + 2 + n_args, strs, strs_len);
 	}
 	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
-	memcpy(r + base + 1, frames + keep, (n - keep) * sizeof(*frames));
-	memcpy(ts->bt + keep, frames + keep, (n - keep) * sizeof(*frames));
+	for (uint32_t i = keep; i < n; i++)
+		r[base + 1 + i - keep] = frames[i];
 	ts->bt_n = n;
 	rec_publish(ts, words);
 	return true;
@@ -714,13 +736,46 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 	}
 	ts = enter();
 	stack = cap_bt_depth && cap_call_has_stack(call);
-	if (ts && stack && sampled(ts, call, args, n_args))
-		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len);
-	else if (ts)
+	if (ts && stack && sampled(ts, call, args, n_args)) {
+		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
+		uint32_t n, same;
+		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same);
+
+		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
+				 true);
+	} else if (ts) {
 		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
 			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
+	}
 	if (!ok)
 		count_drop();
+	leave();
+	errno = saved_errno;
+}
+
+void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+			 const uint64_t *frames, uint32_t n, bool announce)
+{
+	const int saved_errno = errno;
+	struct tstate *ts;
+
+	if (!cap_bt_depth || !cap_call_has_stack(call)) {
+		cap_put_call(call, ts_ns, args, n_args, NULL, 0);
+		return;
+	}
+	if (tls_dead)
+		return;
+	if (n > cap_bt_depth) { /* the innermost ones */
+		frames += n - cap_bt_depth;
+		n = cap_bt_depth;
+	}
+	ts = enter();
+	/* frames from elsewhere (a signal's context): none known to repeat the thread's last
+	 * walk, and after them no walk may keep frames of theirs */
+	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, 0, announce))
+		count_drop();
+	if (ts)
+		ts->bt_n = 0;
 	leave();
 	errno = saved_errno;
 }
@@ -789,6 +844,76 @@ const char *cap_spool_path(void)
 const char *cap_spool_root(void)
 {
 	return g_follow ? g_root : NULL;
+}
+
+void cap_wait_begin(void)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_fetch_add(&g_spool.hdr->n_in_wait, 1);
+}
+
+void cap_wait_end(int reaped_pid, int status)
+{
+	struct spool_hdr *h = g_spool.hdr;
+
+	if (!g_follow || !h)
+		return;
+	if (reaped_pid > 0 && (WIFEXITED(status) || WIFSIGNALED(status))) {
+		uint32_t i = atomic_fetch_add(&h->n_reaps, 1);
+		struct spool_reap *e = &h->reaps[i % SPOOL_N_REAPS];
+
+		e->pid = (uint32_t)reaped_pid;
+		e->status = status;
+		e->t_ns = mono_ns();
+		atomic_store_explicit(&e->seq, i + 1, memory_order_release);
+	}
+	/* after the entry: a recorder that sees no wait under way has every entry written */
+	atomic_fetch_sub(&h->n_in_wait, 1);
+}
+
+void cap_note_fatal(int sig)
+{
+	if (g_follow && g_spool.hdr)
+		atomic_store(&g_spool.hdr->fatal_signal, (uint32_t)sig);
+}
+
+/*
+ * Add this image's program, the name it was exec'd as (AT_EXECFN, without its directory),
+ * to the names of the spool's images: "sh -> cc1". The oldest ones give way to "... -> "
+ * when they do not fit.
+ */
+static void note_image(struct spool_hdr *h)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN), *name, *keep;
+	const size_t cap = sizeof(h->images);
+	char buf[sizeof(h->images)];
+	size_t len;
+
+	if (!fn || !*fn)
+		return;
+	name = strrchr(fn, '/') ? strrchr(fn, '/') + 1 : fn;
+	len = strnlen(h->images, cap - 1);
+	h->images[len] = '\0';
+	if (len == 0) {
+		snprintf(h->images, cap, "%s", name);
+		return;
+	}
+	/* the oldest names go, whole, until the new one fits after the rest */
+	keep = h->images;
+	while (strlen(keep) + strlen(name) + 4 + (keep != h->images ? 7 : 0) >= cap) {
+		const char *next = strstr(keep, " -> ");
+
+		if (!next) {
+			keep = NULL;
+			break;
+		}
+		keep = next + 4;
+	}
+	if (!keep)
+		snprintf(buf, cap, "... -> %s", name);
+	else
+		snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep, name);
+	memcpy(h->images, buf, cap);
 }
 
 void cap_before_exec(void)
@@ -860,10 +985,11 @@ static int set_aside(const char *path)
 
 /*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
- * process we were forked or spawned from). The environment is left alone (setenv is not
+ * process we were forked or spawned from, pid @ppid: not getppid(), which names the
+ * recorder once that process has ended). The environment is left alone (setenv is not
  * safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
-static int become_child(const struct spool_hdr *parent)
+static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 {
 	uint32_t pid = (uint32_t)getpid();
 	uint64_t start = proc_start();
@@ -871,16 +997,23 @@ static int become_child(const struct spool_hdr *parent)
 
 	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
 		return -ENAMETOOLONG;
-	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(), start);
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
 		/* no aside name here (too long, no such renames): the old spool goes, as it
 		 * did before aside names, rather than this process going unrecorded */
 		if (set_aside(g_path) < 0)
 			unlink(g_path);
-		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, (uint32_t)getppid(),
-					    start);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	}
 	return rc;
+}
+
+/* The pid of the process that forked: set before the fork, read by its child. */
+static uint32_t g_forker;
+
+static void fork_prepare(void)
+{
+	g_forker = (uint32_t)getpid();
 }
 
 /*
@@ -935,7 +1068,7 @@ static void fork_child(void)
 	if (cap_bt_depth)
 		cap_modules_forget();
 	if (g_follow && parent.hdr) {
-		rc = become_child(parent.hdr);
+		rc = become_child(parent.hdr, g_forker);
 		if (rc < 0)
 			unrecorded("cannot create its spool", -rc);
 	} else if (g_follow) {
@@ -1095,8 +1228,9 @@ static int attach(const char *path)
 		cap_spool_unmap(&other);
 		return 0;
 	}
-	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it */
-	rc = become_child(other.hdr);
+	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it, or by
+	 * a process it started that records nothing: its producer is our parent in the trace */
+	rc = become_child(other.hdr, atomic_load(&other.hdr->producer_pid));
 	cap_spool_unmap(&other);
 	if (rc < 0) {
 		unrecorded("cannot create its spool", -rc);
@@ -1190,6 +1324,11 @@ __attribute__((constructor)) static void capture_init(void)
 		return;
 	if (path && *path) {
 		rc = attach(path);
+		if (rc == 0) {
+			/* a new image: no thread of the one before it waits any more */
+			atomic_store(&g_spool.hdr->n_in_wait, 0);
+			note_image(g_spool.hdr);
+		}
 	} else {
 		rc = start_inproc();
 		g_inproc = rc == 0;
@@ -1199,7 +1338,7 @@ __attribute__((constructor)) static void capture_init(void)
 	g_no_clock = g_spool.hdr->timing == TFS_TIMING_NONE;
 	policy_init();
 	clock_init();
-	pthread_atfork(NULL, NULL, fork_child);
+	pthread_atfork(fork_prepare, NULL, fork_child);
 	cap_tls_depth++; /* libunwind's and the loader's allocations are not the program's */
 	if (g_spool.hdr->bt_depth) {
 		cap_bt_depth = g_spool.hdr->bt_depth < SPOOL_MAX_BT_FRAMES ? g_spool.hdr->bt_depth
@@ -1217,6 +1356,11 @@ __attribute__((constructor)) static void capture_init(void)
 		thread_start();
 	if (cap_bt_depth && tls_state)
 		cap_modules_scan();
+#ifdef TFS_CAP_SHARED
+	/* crash events: under `tracefs record`, which keeps a dying process's last records */
+	if (g_follow && (tfs_capture_mask_ & TFS_TRACE_THREADS))
+		cap_sig_init();
+#endif
 	cap_tls_depth--;
 }
 

@@ -6,6 +6,7 @@
 #ifndef TFS_CAPTURE_I_H
 #define TFS_CAPTURE_I_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,14 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		  const char *strs, size_t strs_len);
 
 /*
+ * Record call @call (a kind with a backtrace) with backtrace @frames (@n of them, outermost
+ * first) given by the caller instead of unwound here; its objects are announced first when
+ * @announce. Without backtraces, as cap_put_call(). Never fails; preserves errno.
+ */
+void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+			 const uint64_t *frames, uint32_t n, bool announce);
+
+/*
  * Allocation backtraces (unwind.c). cap_bt_depth: frames kept per backtrace, 0 when off;
  * set once before capture starts. The rest is called from inside the capture only.
  */
@@ -71,10 +80,20 @@ extern uint32_t cap_bt_depth;
 /* Open libunwind. @return 0 or -ENOENT (not installed: backtraces stay empty) */
 int cap_unwind_init(void);
 /*
- * The calling thread's backtrace into @frames, outermost first, the capture library's own
- * frames left out, at most @max (the innermost ones when deeper). @return frames stored
+ * The calling thread's backtrace, outermost first, the capture library's own frames left
+ * out, at most @max (the innermost ones when deeper). @n gets its frames; @same how many of
+ * its first frames are, in the same places, those of the backtrace this thread's previous
+ * call returned (at least: a lower bound). @scratch (SPOOL_MAX_BT_FRAMES) may hold it.
+ * @return the frames, borrowed: the thread's own until its next call
  */
-uint32_t cap_unwind(uint64_t *frames, uint32_t max);
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same);
+/*
+ * The backtrace of the code a signal interrupted, from the context @uc its SA_SIGINFO
+ * handler got, as cap_unwind() gives it: its innermost frame is the interrupted
+ * instruction's address plus one (a return address's place: symbolised at address - 1, it
+ * names that instruction). Async-signal-safe. @return frames stored
+ */
+uint32_t cap_unwind_signal(uint64_t *frames, uint32_t max, void *uc);
 /* pipe2 made @fds for libunwind (running for the capture): move them out of the program's
  * way, near the top of the descriptor limit. Does nothing for the program's own pipes. */
 void cap_unwind_pipe(int fds[2], int flags);
@@ -95,6 +114,8 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path);
 uint32_t cap_thread_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */
 void cap_thread_preassign(uint32_t id);
+/* The calling thread's id (given now if it has none yet); UINT32_MAX when it cannot record. */
+uint32_t cap_thread_self(void);
 
 /*
  * The trace so far, for MPI_Finalize to merge: in-process, the consumer thread finishes and
@@ -118,6 +139,25 @@ const char *cap_spool_path(void);
 const char *cap_spool_root(void);
 /* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
 void cap_before_exec(void);
+/*
+ * Around an interposed wait call (under `tracefs record`): count it as under way, then
+ * note the child it reaped (@reaped_pid > 0, wait status @status: exited or killed) in the
+ * spool's ring for the recorder (spool_i.h struct spool_reap). Async-signal-safe.
+ */
+void cap_wait_begin(void);
+void cap_wait_end(int reaped_pid, int status);
+/* The capture's handler saw fatal signal @sig (spool_hdr.fatal_signal). */
+void cap_note_fatal(int sig);
+
+/*
+ * Fatal signals (interpose_sig.c, the shared library only): install the capture's handler
+ * of SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP and SIGSYS wherever the program
+ * leaves the default action, with an alternate stack for the calling thread; give each
+ * recording thread its alternate stack when it starts, and take it back when it ends.
+ */
+void cap_sig_init(void);
+void cap_sig_thread_start(void);
+void cap_sig_thread_end(void);
 
 /* In-process mode: start the consumer thread over @s. @return 0 or -errno */
 int cap_inproc_start(struct spool *s, const struct cap_timing *tm);

@@ -129,6 +129,8 @@ struct cap_consumer {
 	uint64_t *site_keys; /* open addressing, key 0 is "empty" (stored as key + 1) */
 	uint32_t *site_ids;
 	uint32_t sites_cap, n_sites;
+	char **tnames;	    /* by thread id: the name the program gave it last, or NULL */
+	uint32_t tnames_cap;
 	struct cand *cands; /* scratch, n_chunks entries */
 	bool in_partial;    /* reading a chunk nobody handed over */
 	bool finished;
@@ -313,6 +315,9 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->pphases);
 	free(c->site_keys);
 	free(c->site_ids);
+	for (uint32_t i = 0; i < c->tnames_cap; i++)
+		free(c->tnames[i]);
+	free(c->tnames);
 	free(c->cands);
 	free(c->mpi_kind);
 	free(c->nested_kind);
@@ -394,6 +399,77 @@ static int read_backtrace(struct cap_consumer *c, struct cthread *ct, const uint
 	return 0;
 }
 
+/* Thread @thread is named @name from now on (the last name counts). @return 0, -ENOMEM */
+static int name_thread(struct cap_consumer *c, uint64_t thread, const char *name)
+{
+	char *d;
+
+	/* ids are handed out by the spool header's counter; any other names no thread */
+	if (thread >= atomic_load_explicit(&c->spool->hdr->next_thread, memory_order_relaxed))
+		return 0;
+	if (grow((void **)&c->tnames, &c->tnames_cap, (uint32_t)thread + 1, sizeof(char *)))
+		return -ENOMEM;
+	d = strdup(name);
+	if (!d)
+		return -ENOMEM;
+	free(c->tnames[thread]);
+	c->tnames[thread] = d;
+	return 0;
+}
+
+/* A setname call (calls.txt) that succeeded names its thread. @return 0 or -ENOMEM */
+static int note_setname(struct cap_consumer *c, const struct tfs_kind_desc *k,
+			const union tfs_arg *a)
+{
+	uint64_t thread = UINT64_MAX;
+	const char *name = NULL;
+	int64_t ret = -1;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if (!strcmp(k->args[i].name, "thread"))
+			thread = a[i].u;
+		else if (!strcmp(k->args[i].name, "name"))
+			name = a[i].s;
+		else if (!strcmp(k->args[i].name, "ret"))
+			ret = a[i].i;
+	}
+	return ret == 0 && name ? name_thread(c, thread, name) : 0;
+}
+
+/*
+ * The names the program gave its threads, as the metadata `thread_names`: one line
+ * `<thread>=<name>` per named thread, in thread order, '\' and a newline in a name written
+ * `\\` and `\n`; empty when none (every rank of a merge says so: no value is inherited).
+ * @return 0 or -ENOMEM
+ */
+static int set_thread_names(struct cap_consumer *c)
+{
+	size_t cap = 1, len = 0;
+	char *buf;
+	int rc;
+
+	for (uint32_t t = 0; t < c->tnames_cap; t++)
+		if (c->tnames[t])
+			cap += 16 + 2 * strlen(c->tnames[t]);
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t t = 0; t < c->tnames_cap; t++) {
+		if (!c->tnames[t])
+			continue;
+		len += (size_t)snprintf(buf + len, cap - len, "%s%" PRIu32 "=", len ? "\n" : "", t);
+		for (const char *p = c->tnames[t]; *p; p++) {
+			if (*p == '\\' || *p == '\n')
+				buf[len++] = '\\';
+			buf[len++] = *p == '\n' ? 'n' : *p;
+		}
+	}
+	buf[len] = '\0';
+	rc = cap_consumer_set_meta(c, "thread_names", buf);
+	free(buf);
+	return rc;
+}
+
 /*
  * The kind of call @call made inside others (REC_CALL_NESTED): its own arguments, then
  * `depth` and `in` (the outermost call it was inside), declared at first use.
@@ -434,6 +510,34 @@ static int nested_kind(struct cap_consumer *c, uint32_t call, const struct tfs_k
 	}
 	*out = c->nested_kind[call];
 	return 0;
+}
+
+/*
+ * The path of a file id, once per id (FORMAT.md §12): a call that opens a file (open,
+ * openat, creat, fopen) or declares one (fd_file) has a STR argument `path` and a SYM
+ * argument of class "file" that is not attached to another; the views then print the path
+ * wherever an attached argument names that id. Only calls with strings get here.
+ */
+static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
+		      const union tfs_arg *a)
+{
+	int32_t path = -1, file = -1;
+	int rc;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct tfs_arg_desc *d = &k->args[i];
+
+		if (d->enc == TFS_ENC_STR && !strcmp(d->name, "path"))
+			path = (int32_t)i;
+		else if (d->enc == TFS_ENC_SYM && file < 0 && !(d->flags & TFS_ARG_ATTACH) &&
+			 d->sym_class && !strcmp(d->sym_class, "file"))
+			file = (int32_t)i;
+	}
+	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0])
+		return;
+	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
+	if (rc == -ENOMEM && !c->err)
+		c->err = rc;
 }
 
 /*
@@ -516,7 +620,9 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	}
 	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
 		  r[2], a);
-	return 0;
+	if (len)
+		name_file(c, k, a);
+	return call == CALL_SETNAME ? note_setname(c, k, a) : 0;
 }
 
 /* Symbolic id of memory-access site @key: 0, 1, 2... in order of first use. */
@@ -684,8 +790,8 @@ static bool payload(const uint64_t *r, uint32_t words, uint32_t n_args, char *bu
 static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, uint32_t words)
 {
 	struct cthread *ct = &c->threads[thread];
-	uint32_t kind = r[0] & 0xff, aux = (uint32_t)(r[0] >> 32);
-	char buf[2048]; /* a payload: up to 250 words */
+	uint32_t kind = cap_rec_kind(r[0]), aux = (uint32_t)(r[0] >> 32);
+	char buf[SPOOL_MAX_PATH + 1]; /* a name, message or path: longer ones are malformed */
 	union tfs_arg a[3];
 	uint64_t site;
 
@@ -710,7 +816,7 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 			return -EBADMSG;
 		a[0].s = buf;
 		emit(c, ct, kind == REC_MARK ? K_MARK : K_THREAD_NAME, r[1], 0, a);
-		return 0;
+		return kind == REC_THREAD_NAME ? name_thread(c, thread, buf) : 0;
 	case REC_COUNTER:
 		if (words < 3)
 			return -EBADMSG;
@@ -802,7 +908,7 @@ static int read_chunk(struct cap_consumer *c, struct spool_chunk *ch)
 	ct->bt_known = false;
 	while (off + 16 <= fill) {
 		const uint64_t *r = (const uint64_t *)(data + off);
-		uint32_t words = (r[0] >> 8) & 0xff;
+		uint32_t words = cap_rec_words(r[0]);
 
 		if (words < 2 || off + words * 8u > fill) {
 			c->st.bad_records++;
@@ -995,6 +1101,8 @@ int cap_consumer_finish(struct cap_consumer *c)
 	}
 	if (rc >= 0 && c->stacks)
 		rc = finish_stacks(c);
+	if (rc >= 0)
+		rc = set_thread_names(c);
 	if (rc < 0)
 		return c->err = rc;
 	c->st.dropped_events = atomic_load(&c->spool->hdr->dropped_events);

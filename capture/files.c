@@ -134,6 +134,7 @@ uint32_t cap_fd_file(int fd)
 	const int saved_errno = errno;
 	ssize_t n = -1;
 	uint32_t id;
+	bool fresh;
 
 	if (fd < 0)
 		return CALL_NO_FILE;
@@ -147,13 +148,14 @@ uint32_t cap_fd_file(int fd)
 		if (!strncmp(target, "socket:[", 8))
 			socket_name(fd, target, sizeof(target));
 	} else {
-		snprintf(target, sizeof(target), "<fd %d>", fd);
+		snprintf(target, sizeof(target), "(fd %d not open)", fd);
 	}
-	id = path_file(0, target, NULL);
-	if (n > 0) {
+	id = path_file(0, target, &fresh);
+	if (n > 0)
 		fd_set_file(fd, id);
+	/* a descriptor not open gets a name, once, but no place in the table */
+	if (n > 0 || fresh)
 		put_fd_file(fd, target, id);
-	}
 	errno = saved_errno;
 	return id;
 }
@@ -233,7 +235,16 @@ int cap_dir_fd(DIR *d)
 
 uint32_t cap_stream_file(FILE *fp)
 {
-	return fp ? cap_fd_file(fileno(fp)) : path_file(0, "<all streams>", NULL);
+	static const char all[] = "(all streams)";
+	bool fresh;
+	uint32_t id;
+
+	if (fp)
+		return cap_fd_file(fileno(fp));
+	id = path_file(0, all, &fresh);
+	if (fresh)
+		put_fd_file(-1, all, id);
+	return id;
 }
 
 /* "tcp", "udp"... for socket @fd of family @family. */

@@ -65,7 +65,7 @@ void cap_fd_bound(int fd);
 /* The descriptor of stream @fp (-1 for NULL), of directory stream @d. */
 int cap_stream_fd(FILE *fp);
 int cap_dir_fd(DIR *d);
-/* The file id of stream @fp; NULL (fflush(NULL)) is the file "<all streams>". */
+/* The file id of stream @fp; NULL (fflush(NULL)) is the file "(all streams)". */
 uint32_t cap_stream_file(FILE *fp);
 
 /*

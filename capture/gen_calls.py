@@ -23,8 +23,9 @@ import sys
 CATEGORIES = {'alloc': 'TFS_TRACE_ALLOC', 'io': 'TFS_TRACE_IO', 'threads': 'TFS_TRACE_THREADS'}
 TYPES = {'u64': 'TFS_TYPE_U64', 'i64': 'TFS_TYPE_I64', 'hex': 'TFS_TYPE_HEX',
          'str': 'TFS_TYPE_STR'}
-FLAGS = {'result': 'TFS_ARG_RESULT', 'bytes': 'TFS_ARG_BYTES', 'attach': 'CAP_ARG_ATTACH',
-         'in': 'CAP_ARG_INPUT'}
+FLAGS = {'result': 'TFS_ARG_RESULT', 'bytes': 'TFS_ARG_BYTES', 'attach': 'TFS_ARG_ATTACH',
+         'input': 'TFS_ARG_INPUT', 'output': 'TFS_ARG_OUTPUT',
+         'in': None}  # in: a marker on a byte count, made `input` on the kind's file
 KIND_FLAGS = {'stack', 'custom', 'nested', 'errno0'}
 # what glibc's <stdio.h> redirects to __isoc99_* under -std=c11
 SCANF_REDIRECTED = ['fscanf', 'scanf', 'vfscanf', 'vscanf']
@@ -155,6 +156,8 @@ def parse_arg(tok, lineno):
             a.enc = f
         elif f.startswith('sym.'):
             a.enc, a.sym_class = 'sym', f[4:]
+        elif f.startswith('val.'):  # a value class (FORMAT.md §7.3.1)
+            a.enc, a.sym_class = 'val', f[4:]
         elif f in FLAGS:
             a.flags.append(f)
         else:
@@ -216,7 +219,31 @@ def parse(path):
             else:
                 raise Fail('line %d: unknown line "%s"' % (lineno, word))
     check(kinds)
+    directions(kinds)
     return kinds
+
+
+def directions(kinds):
+    """Put the direction of the bytes a kind moves on the file it moves them from or to
+    (FORMAT.md §4: input, output): in_path is read from and out_path written to, a kind's
+    other attached file the way its byte counts say (`in` on one: read)."""
+    for k in kinds:
+        counts = [a for a in k.args if 'bytes' in a.flags]
+        way = None
+        if counts:
+            way = 'input' if any('in' in a.flags for a in counts) else 'output'
+        if k.category == 'alloc':
+            way = None
+        for a in k.args:
+            if 'attach' in a.flags and a.sym_class == 'file':
+                if a.name.startswith('in_'):
+                    a.flags.append('input')
+                elif a.name.startswith('out_'):
+                    a.flags.append('output')
+                elif a.name == 'path' and way:
+                    a.flags.append(way)
+            if 'in' in a.flags:
+                a.flags.remove('in')
 
 
 def check(kinds):
@@ -295,7 +322,7 @@ def gen_kinds(kinds):
         for a in k.args:
             enc = {'val': 'TFS_ENC_VAL', 'sig': 'TFS_ENC_SIG', 'sym': 'TFS_ENC_SYM',
                    'str': 'TFS_ENC_STR'}[a.enc]
-            flags = ' | '.join(FLAGS[f] for f in a.flags) or '0'
+            flags = ' | '.join(FLAGS[f] for f in a.flags if FLAGS[f]) or '0'
             o.append('\t{%s, %s, %s, %s, %s},' % (c_str(a.name), TYPES[a.typ], enc, flags,
                                                  c_str(a.sym_class) if a.sym_class else 'NULL'))
         o.append('};')

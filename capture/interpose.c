@@ -331,6 +331,21 @@ static uint32_t thread_forget(pthread_t th)
 	return id;
 }
 
+uint32_t cap_thread_find(pthread_t th)
+{
+	uint32_t id = NO_THREAD;
+
+	cap_lock(&g_threads_lock);
+	for (uint32_t i = 0; g_threads_init && i < N_THREADS; i++) {
+		if (g_threads[i].id != NO_THREAD && pthread_equal(g_threads[i].th, th)) {
+			id = g_threads[i].id;
+			break;
+		}
+	}
+	cap_unlock(&g_threads_lock);
+	return id;
+}
+
 /*
  * A thread created inside an MPI or interposed call (cap_call_depth > 0: MPICH's progress
  * thread, made in MPI_Init) starts at its creator's depth, so its calls are that library's

@@ -3,7 +3,8 @@
  * is declared once in calls.txt; gen_calls.py makes its event kind, its entry in struct
  * cap_real and, unless the kind is `custom`, its wrapper (interpose_gen.c). The custom ones
  * are written by hand: interpose.c (the malloc family, threads, the resolution),
- * interpose_mem.c (mmap, munmap), interpose_proc.c (fork, exec, posix_spawn). files.c keeps
+ * interpose_mem.c (mmap, munmap), interpose_proc.c (fork, exec, posix_spawn, the wait
+ * family, thread names), interpose_sig.c (signal actions, fatal signals). files.c keeps
  * the descriptors' symbolic files. All are linked into libtfscapture.so only.
  *
  * A call is recorded when it returns, stamped with the time it began and its duration: the
@@ -17,6 +18,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,10 +27,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/select.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
 #include "tfs/capture.h"
 #include "capture_i.h"
@@ -56,6 +60,10 @@ static inline bool cap_call_nested_ok(void)
 {
 	return tfs_capture_mask_ & TFS_TRACE_NESTED;
 }
+
+/* The id of a thread pthread_create made while threads were traced (not yet joined), or
+ * UINT32_MAX. */
+uint32_t cap_thread_find(pthread_t th);
 
 /* Take and release a spinlock of the interposers; the capture counts as entered meanwhile. */
 void cap_lock(atomic_flag *l);

@@ -23,20 +23,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "calls_i.h"
 #include "files_i.h"
 #include "interpose_i.h"
+#include "spool_i.h"
 
 #define MAX_EXEC_ARGS 65536 /* arguments an execl-style call may pass */
 
 extern char **environ;
 
+/* Room for a path and an argv with their cut marks: an exec's or a spawn's strings. */
+#define ARGV_MARK_BYTES 32u
+#define EXEC_STRS_BYTES (CAP_STR_BYTES + CALL_MAX_ARGV + ARGV_MARK_BYTES)
+_Static_assert(2 + 3 + (EXEC_STRS_BYTES + 7) / 8 <= SPOOL_MAX_RECORD_WORDS,
+	       "an exec's record fits a spool record");
+
 /*
  * argv[0], argv[1]... joined with spaces at @buf + @len and NUL-terminated: at most
- * CALL_MAX_STR bytes, and when longer the first ones and a visible mark `...[+N bytes]`.
- * @buf has CAP_STR_BYTES free at @len. @return the new length
+ * CALL_MAX_ARGV bytes, and when longer the first ones and a visible mark `...[+N bytes]`.
+ * @buf has CALL_MAX_ARGV + ARGV_MARK_BYTES free at @len. @return the new length
  */
 static size_t put_argv(char *buf, size_t len, char *const argv[])
 {
@@ -46,31 +56,53 @@ static size_t put_argv(char *buf, size_t len, char *const argv[])
 		size_t k = strlen(argv[i]);
 
 		total += k + (i > 0);
-		if (n >= CALL_MAX_STR)
+		if (n >= CALL_MAX_ARGV)
 			continue;
 		if (i)
 			buf[len + n++] = ' ';
-		if (k > CALL_MAX_STR - n)
-			k = n < CALL_MAX_STR ? CALL_MAX_STR - n : 0;
+		if (k > CALL_MAX_ARGV - n)
+			k = n < CALL_MAX_ARGV ? CALL_MAX_ARGV - n : 0;
 		memcpy(buf + len + n, argv[i], k);
 		n += k;
 	}
 	if (total > n)
-		n += (size_t)snprintf(buf + len + n, CAP_STR_BYTES - n, "...[+%zu bytes]",
-				      total - n);
+		n += (size_t)snprintf(buf + len + n, ARGV_MARK_BYTES, "...[+%zu bytes]", total - n);
 	buf[len + n] = '\0';
 	return len + n + 1;
 }
 
+/*
+ * The strings of an exec or a spawn: in a mapping of their own, not on the stack of a
+ * thread that may have little of it (the call itself costs far more). NULL when none.
+ */
+static char *strs_new(void)
+{
+	void *p = mmap(NULL, EXEC_STRS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void strs_free(char *p)
+{
+	if (p)
+		munmap(p, EXEC_STRS_BYTES);
+}
+
 static void put_exec(const char *path, char *const argv[])
 {
-	char buf[2 * CAP_STR_BYTES];
+	const int saved_errno = errno;
 	uint64_t args[1] = {0};
+	char *buf;
 
 	if (!tracing(TFS_TRACE_THREADS))
 		return;
-	cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
-		     put_argv(buf, cap_put_str(buf, 0, path), argv));
+	buf = strs_new();
+	if (buf)
+		cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
+			     put_argv(buf, cap_put_str(buf, 0, path), argv));
+	strs_free(buf);
+	errno = saved_errno;
 }
 
 static void put_exec_failed(const char *path, int err)
@@ -327,8 +359,8 @@ EXPORT int execle(const char *path, const char *arg0, ...)
 static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
 		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	char buf[2 * CAP_STR_BYTES];
 	uint64_t t0, args[3];
+	char *buf;
 	pid_t child = -1;
 	char **env;
 	int rc;
@@ -343,11 +375,17 @@ static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_fi
 	if (pid)
 		*pid = child;
 	if (tracing(TFS_TRACE_THREADS)) {
+		const int saved_errno = errno;
+
 		args[0] = since(t0);
 		args[1] = (uint64_t)(int64_t)(rc == 0 ? child : -1);
 		args[2] = (uint64_t)(int64_t)rc;
-		cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
-			     put_argv(buf, cap_put_str(buf, 0, file), argv));
+		buf = strs_new();
+		if (buf)
+			cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
+				     put_argv(buf, cap_put_str(buf, 0, file), argv));
+		strs_free(buf);
+		errno = saved_errno;
 	}
 	return rc;
 }
@@ -362,4 +400,215 @@ EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_act
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return spawn(true, pid, file, fa, attr, argv, envp);
+}
+
+/* ---- wait ---- */
+
+/*
+ * The wait family is recorded (`wait`: what was waited for, the child whose state changed
+ * and its wait status) and, under `tracefs record`, the children it reaps are noted in the
+ * spool for the recorder, which can reap only its own children and the orphans it inherits
+ * (capture.c cap_wait_end). A child reaped inside libc (system(), pclose()), by a raw system
+ * call or because SIGCHLD is ignored leaves no note: its rank's end is then unknown.
+ */
+
+/* What waitid() reports in @si, as a wait status. */
+static int status_of(const siginfo_t *si)
+{
+	switch (si->si_code) {
+	case CLD_EXITED:
+		return (si->si_status & 0xff) << 8;
+	case CLD_KILLED:
+		return si->si_status & 0x7f;
+	case CLD_DUMPED:
+		return (si->si_status & 0x7f) | 0x80;
+	case CLD_STOPPED:
+	case CLD_TRAPPED:
+		return (si->si_status & 0xff) << 8 | 0x7f;
+	case CLD_CONTINUED:
+		return 0xffff;
+	default:
+		return 0;
+	}
+}
+
+static uint64_t wait_begin(void)
+{
+	cap_wait_begin();
+	return cap_now_ns();
+}
+
+/*
+ * A wait call for @pid (waitpid's convention) with @options returned @ret, @err its errno,
+ * reporting @child (0: none) with wait status @status; @reaped: the child is gone.
+ */
+static void wait_end(uint64_t t0, int64_t pid, int options, pid_t child, int status, bool reaped,
+		     int64_t ret, int err)
+{
+	uint64_t args[7];
+
+	cap_wait_end(reaped ? child : 0, status);
+	if (!tracing(TFS_TRACE_THREADS))
+		return;
+	args[0] = since(t0);
+	args[1] = (uint64_t)pid;
+	args[2] = (uint64_t)(unsigned int)options;
+	args[3] = (uint64_t)(int64_t)child;
+	args[4] = child > 0 ? (uint64_t)(unsigned int)status : 0;
+	args[5] = (uint64_t)ret;
+	args[6] = ret < 0 ? (uint64_t)err : 0;
+	cap_put_call(CALL_WAIT, t0, args, 7, NULL, 0);
+}
+
+EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	uint64_t t0;
+	int st = 0, err;
+	pid_t r;
+
+	if (!HAVE(wait4))
+		return -1;
+	t0 = wait_begin();
+	r = cap_real.wait4(pid, &st, options, ru);
+	err = errno;
+	if (r > 0 && status)
+		*status = st;
+	wait_end(t0, pid, options, r > 0 ? r : 0, st, r > 0, r, err);
+	errno = err;
+	return r;
+}
+
+EXPORT pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	uint64_t t0;
+	int st = 0, err;
+	pid_t r;
+
+	if (!HAVE(wait3))
+		return -1;
+	t0 = wait_begin();
+	r = cap_real.wait3(&st, options, ru);
+	err = errno;
+	if (r > 0 && status)
+		*status = st;
+	wait_end(t0, -1, options, r > 0 ? r : 0, st, r > 0, r, err);
+	errno = err;
+	return r;
+}
+
+EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+	uint64_t t0;
+	int st = 0, err;
+	pid_t r;
+
+	if (!HAVE(waitpid))
+		return -1;
+	t0 = wait_begin();
+	r = cap_real.waitpid(pid, &st, options);
+	err = errno;
+	if (r > 0 && status)
+		*status = st;
+	wait_end(t0, pid, options, r > 0 ? r : 0, st, r > 0, r, err);
+	errno = err;
+	return r;
+}
+
+EXPORT pid_t wait(int *status)
+{
+	uint64_t t0;
+	int st = 0, err;
+	pid_t r;
+
+	if (!HAVE(wait))
+		return -1;
+	t0 = wait_begin();
+	r = cap_real.wait(&st);
+	err = errno;
+	if (r > 0 && status)
+		*status = st;
+	wait_end(t0, -1, 0, r > 0 ? r : 0, st, r > 0, r, err);
+	errno = err;
+	return r;
+}
+
+EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	siginfo_t own = {0}, *si = info ? info : &own;
+	int64_t pid = idtype == P_PID ? (int64_t)id : idtype == P_PGID ? -(int64_t)id : -1;
+	uint64_t t0;
+	int r, err, st;
+	bool reaped;
+
+	if (!HAVE(waitid))
+		return -1;
+	if (info)
+		info->si_pid = 0; /* WNOHANG with nothing to report leaves it as it was */
+	t0 = wait_begin();
+	r = cap_real.waitid(idtype, id, si, options);
+	err = errno;
+	st = r == 0 && si->si_pid > 0 ? status_of(si) : 0;
+	reaped = r == 0 && si->si_pid > 0 && !(options & WNOWAIT) &&
+		 (si->si_code == CLD_EXITED || si->si_code == CLD_KILLED ||
+		  si->si_code == CLD_DUMPED);
+	wait_end(t0, pid, options, r == 0 ? si->si_pid : 0, st, reaped, r, err);
+	errno = err;
+	return r;
+}
+
+/* ---- thread names ---- */
+
+/* A thread named: recorded as `setname` (the consumer keeps the name for the trace). */
+static void put_setname(uint64_t t0, uint32_t thread, const char *name, int rc)
+{
+	uint64_t args[3] = {since(t0), thread, (uint64_t)(int64_t)rc};
+	char buf[CAP_STR_BYTES];
+
+	cap_put_call(CALL_SETNAME, t0, args, 3, buf, cap_put_str(buf, 0, name));
+}
+
+EXPORT int pthread_setname_np(pthread_t th, const char *name)
+{
+	uint64_t t0;
+	int rc;
+
+	if (!HAVE(pthread_setname_np))
+		return ENOSYS;
+	t0 = cap_now_ns();
+	rc = cap_real.pthread_setname_np(th, name);
+	if (tracing(TFS_TRACE_THREADS))
+		put_setname(t0, pthread_equal(th, pthread_self()) ? cap_thread_self()
+								   : cap_thread_find(th),
+			    rc == 0 ? name : "", rc);
+	return rc;
+}
+
+/* prctl: recorded for PR_SET_NAME only (it names the calling thread). */
+EXPORT int prctl(int option, ...)
+{
+	unsigned long a2, a3, a4, a5;
+	char name[16] = "";
+	uint64_t t0;
+	va_list ap;
+	int rc, err;
+
+	/* as glibc's own: four more words, whatever the option uses */
+	va_start(ap, option);
+	a2 = va_arg(ap, unsigned long);
+	a3 = va_arg(ap, unsigned long);
+	a4 = va_arg(ap, unsigned long);
+	a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (!HAVE(prctl))
+		return -1;
+	t0 = cap_now_ns();
+	rc = cap_real.prctl(option, a2, a3, a4, a5);
+	err = errno;
+	if (option == PR_SET_NAME && tracing(TFS_TRACE_THREADS)) {
+		if (rc == 0) /* the kernel keeps 15 bytes */
+			snprintf(name, sizeof(name), "%s", (const char *)a2);
+		put_setname(t0, cap_thread_self(), name, rc < 0 ? -err : rc);
+	}
+	errno = err;
+	return rc;
 }

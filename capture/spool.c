@@ -179,6 +179,9 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->policy = parent->policy;
 	atomic_store_explicit(&s->hdr->tsc_hz, atomic_load(&parent->tsc_hz),
 			      memory_order_relaxed);
+	/* a forked process runs its parent's image (an exec'd or spawned one adds its own) */
+	memcpy(s->hdr->images, parent->images, sizeof(s->hdr->images));
+	s->hdr->images[sizeof(s->hdr->images) - 1] = '\0';
 	s->hdr->parent_pid = ppid;
 	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
 	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);

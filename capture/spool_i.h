@@ -20,10 +20,16 @@
  *
  *   record: word 0                                               word 1     words 2..
  *           +--------+---------+----------------+----------------+----------+----------+
- *           | kind u8| words u8| small u16      | aux u32        | ts_ns u64| args ... |
+ *           | kind   | words   | small u16      | aux u32        | ts_ns u64| args ... |
+ *           |  0-4   |  0-7    |                |                |          |          |
+ *           | words  |         |                |                |          |          |
+ *           |  8-10  |         |                |                |          |          |
  *           +--------+---------+----------------+----------------+----------+----------+
- *   `words` counts the whole record (>= 2); string payloads follow the u64 args, `small`
- *   bytes long, zero-padded to a word.
+ *   bits:    0..7     8..15     16..31           32..63
+ *   The low byte holds the kind (bits 0-4) and bits 8-10 of `words` (bits 5-7); the next
+ *   byte bits 0-7 of `words`, which counts the whole record (2 to SPOOL_MAX_RECORD_WORDS:
+ *   a record is at most 16 KiB, the room an exec's argv takes). String payloads follow the
+ *   u64 args, `small` bytes long, zero-padded to a word.
  *
  * Chunk states: FREE -> CLAIMING (a producer won it and is writing the header) -> OWNED
  * (being filled by thread `thread`) -> FULL (handed over) -> FREE (consumed, recycled).
@@ -78,7 +84,7 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 4u
+#define SPOOL_VERSION 5u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -88,7 +94,9 @@
 /* how long a producer waits for a free chunk while the consumer frees none (TFS_WAIT_LIMIT_MS) */
 #define SPOOL_WAIT_LIMIT_MS 5000u
 #define SPOOL_WAIT_NAP_NS 2000000u /* longest sleep between two looks at the spool */
-#define SPOOL_MAX_RECORD_WORDS 255u
+#define SPOOL_MAX_RECORD_WORDS 2047u
+/* bytes of a REC_MODULE's path kept (the consumer reads payloads of up to this) */
+#define SPOOL_MAX_PATH 4096u
 
 /* What a producing thread does when no chunk is free (struct spool_policy). */
 enum spool_when_full {
@@ -173,6 +181,23 @@ enum spool_rec {
 #define SPOOL_MAX_BT_FRAMES 128u
 #define SPOOL_BT_UNSAMPLED 1u
 
+/*
+ * A child the producer reaped through an interposed wait call (interpose_proc.c), for the
+ * recorder, which can reap only its own children and the orphans it inherits: entry i of a
+ * spool's ring is reaps[i % SPOOL_N_REAPS], complete once its seq is i + 1 (release).
+ */
+#define SPOOL_N_REAPS 64u
+struct spool_reap {
+	_Atomic uint32_t seq;
+	uint32_t pid;	 /* the child reaped */
+	int32_t status;	 /* its wait status (exited or killed) */
+	uint32_t pad;
+	uint64_t t_ns;	 /* CLOCK_MONOTONIC after the wait returned: after the child began */
+};
+
+/* Bytes of the names of a process's images, "sh -> cc1" (spool_hdr.images). */
+#define SPOOL_IMAGES_BYTES 256u
+
 struct spool_hdr {
 	uint32_t magic;
 	uint32_t version;
@@ -216,6 +241,18 @@ struct spool_hdr {
 	_Atomic uint32_t n_waiting; /* producing threads waiting for a free chunk now */
 	_Atomic uint32_t n_stalls;  /* waits given up: the consumer freed nothing for the limit */
 	_Atomic uint64_t wait_ns;   /* time producing threads spent waiting, summed */
+	/* how the processes it started ended: the wait calls of the producer's threads under
+	 * way (a child reaped meanwhile may yet be written) and the ring of the children they
+	 * reaped (struct spool_reap), n_reaps entries written so far */
+	_Atomic uint32_t n_in_wait;
+	_Atomic uint32_t n_reaps;
+	struct spool_reap reaps[SPOOL_N_REAPS];
+	_Atomic uint32_t fatal_signal; /* the fatal signal the capture's handler saw, 0: none */
+	uint32_t pad2;
+	/* the programs the process ran, "sh -> cc1" (the names it was exec'd as, a forked one's
+	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
+	 * written by its producer, read once it has ended */
+	char images[SPOOL_IMAGES_BYTES];
 };
 
 struct spool_chunk {
@@ -342,7 +379,20 @@ static inline void cap_spool_hand_over(struct spool_chunk *c)
 
 static inline uint64_t cap_rec_word0(uint32_t kind, uint32_t words, uint32_t small, uint32_t aux)
 {
-	return (uint64_t)kind | (uint64_t)words << 8 | (uint64_t)small << 16 | (uint64_t)aux << 32;
+	return (uint64_t)(kind & 0x1f) | (uint64_t)(words >> 8 & 7) << 5 |
+	       (uint64_t)(words & 0xff) << 8 | (uint64_t)small << 16 | (uint64_t)aux << 32;
+}
+
+/* The kind (enum spool_rec) of the record whose word 0 is @w0. */
+static inline uint32_t cap_rec_kind(uint64_t w0)
+{
+	return (uint32_t)(w0 & 0x1f);
+}
+
+/* The length in words of the record whose word 0 is @w0. */
+static inline uint32_t cap_rec_words(uint64_t w0)
+{
+	return (uint32_t)(w0 >> 8 & 0xff) | (uint32_t)(w0 >> 5 & 7) << 8;
 }
 
 #endif

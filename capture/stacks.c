@@ -224,12 +224,15 @@ int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint
 	return 0;
 }
 
-const struct cap_module *cap_stacks_module_of(const struct cap_stacks *s, uint64_t addr)
+bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t addr, uint32_t *index)
 {
-	for (uint32_t i = s->n_mods; i-- > 0;)
-		if (addr >= s->mods[i].lo && addr < s->mods[i].hi)
-			return &s->mods[i];
-	return NULL;
+	for (uint32_t i = s->n_mods; i-- > 0;) {
+		if (addr >= s->mods[i].lo && addr < s->mods[i].hi) {
+			*index = i;
+			return true;
+		}
+	}
+	return false;
 }
 
 uint64_t cap_stacks_n_addrs(const struct cap_stacks *s)

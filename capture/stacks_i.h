@@ -1,12 +1,13 @@
 /*
  * Allocation backtraces, consumer side: the backtraces of one process interned into stack
  * ids (stacks.c), the objects it had loaded, and the symbolisation of every distinct code
- * address with libdw once the process is gone (symbolize.c). Not thread-safe: one consumer
- * owns it. It does not parse spool records (consumer.c).
+ * address once the process is gone (symbolize.c). Not thread-safe: one consumer owns a
+ * cap_stacks. It does not parse spool records (consumer.c).
  */
 #ifndef TFS_STACKS_I_H
 #define TFS_STACKS_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct tfs_writer;
@@ -36,8 +37,11 @@ int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,
 			  const char *path);
 
-/* The latest announced object holding @addr, or NULL. Borrowed. */
-const struct cap_module *cap_stacks_module_of(const struct cap_stacks *s, uint64_t addr);
+/*
+ * The latest announced object holding @addr (where an exec'd image's objects overlap its
+ * predecessor's, the later image's): its index in *@index. @return false when none does
+ */
+bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t addr, uint32_t *index);
 
 /* Distinct code addresses so far, in order of first appearance (@i < the count). */
 uint64_t cap_stacks_n_addrs(const struct cap_stacks *s);
@@ -49,9 +53,12 @@ const struct cap_module *cap_stacks_module(const struct cap_stacks *s, uint32_t 
 /*
  * Symbolise every distinct code address once into @w (tfs_writer_add_symbol, @rank):
  * function, file and line, inlined functions as frames of their own; a return address is
- * looked up at addr - 1 (the call). What has no symbol becomes "<object file name>+0x<offset
- * in the file>" (or "0x<addr>" outside every object). *@n_named counts the addresses that
- * got a function name. @return 0, -ENOMEM or a writer error
+ * looked up at addr - 1 (the call). C++ and Rust names are demangled. What has no symbol
+ * becomes "<object file name>+0x<return address in the file>" (or "0x<addr>" outside
+ * every object). Lookups are shared with every earlier call for the same object file
+ * (symbolize.c). *@n_named counts the addresses that got a function name. Thread-safe
+ * against other calls (one lock).
+ * @return 0, -ENOMEM or a writer error
  */
 int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 			 uint64_t *n_named);

@@ -1,34 +1,47 @@
 /*
- * Symbolisation of the code addresses of a traced process's backtraces, with elfutils'
- * libdw, after the process is gone: every object it announced is reported to one Dwfl at
- * its load bias (offline: the files on disk, their separate debug files found by build id),
- * and each distinct address is looked up once, at addr - 1 since frames are return
- * addresses (the call instruction holds the line). DWARF gives the function, file and line
- * and the chain of inlined functions (their call sites give the outer frames' lines); an
- * object without DWARF gives its ELF symbol name; nothing at all gives
- * "<object file name>+0x<offset>". C++ names are kept as DWARF or the symbol table spell
- * them (not demangled). This file does not intern backtraces (stacks.c).
+ * Symbolisation of the code addresses of a traced process's backtraces, after the process
+ * is gone. Each distinct address is looked up once at addr - 1 (frames are return
+ * addresses: the call instruction holds the line) in the object file that the process had
+ * mapped there: DWARF (libdw) gives the function, file and line and the chain of inlined
+ * functions (their call sites give the outer frames' lines); an address DWARF does not name
+ * gets its ELF symbol's name from the file's sorted symbol table (symtab.c); nothing at all
+ * gives "<object file name>+0x<return address in the file>" (the address addr2line and gdb
+ * take for that file, plus one), so two different unnamed frames never print alike. C++ and
+ * Rust names are demangled (demangle.c): DWARF's linkage name, else the symbol, as c++filt
+ * prints it, with its scope and parameter types; a C function keeps its plain name. This
+ * file does not intern backtraces (stacks.c).
  *
- * Each object file is opened once per tracing process, not once per traced process: a
- * Dwfl holding that file alone (at bias 0, looked up at addr - bias) and its functions'
- * index stay cached, keyed by path and checked against the file's identity (device,
- * inode, size, mtime) so that a rebuilt program is read again. Reading libc's separate
- * debug file costs tens of milliseconds, which `tracefs record` of a shell script paid
- * for every process it started.
+ * The work is per object file, not per process: a file is opened once per tracing process
+ * (a Dwfl holding that file alone at bias 0, the index of its functions, its symbol table),
+ * and each of its addresses is looked up once, its result kept in the file's cache
+ * (symcache.c) in the file's own addresses. A file is known by its identity (device, inode,
+ * size, mtime), whatever path maps it, so a rebuilt program is read again while the
+ * processes of a make that run one cc1 each share its lookups. Reading libc's separate
+ * debug file costs some 40 ms of CPU (its sections are compressed), sorting cc1's 28,902
+ * dynamic symbols and naming 6,000 addresses with them 11 ms.
+ *
+ * TFS_SYMBOL_STATS=1 prints to stderr each file opened and, per process (named by its first
+ * object: the program), the addresses symbolised, how many came from the cache and the
+ * CPU time taken (for benchmarks and tests).
+ * TFS_SYMBOL_CACHE=0 looks every address up again in each process and names symbols with
+ * libdwfl's own search (dwfl_module_addrname), only where DWARF gives no name at all: the
+ * cost before the cache, for benchmarks.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "tfs/writer.h"
 #include "stacks_i.h"
+#include "symbols_i.h"
 
 #define MAX_SRC 64	/* source frames of one address (tfs_writer_add_symbol's limit) */
 #define PATH_BYTES 1024 /* an absolute source path; longer ones stay as DWARF has them */
@@ -61,24 +74,29 @@ struct sym_ctx {
 	size_t n_cus, cus_cap;
 };
 
-/* One object file, open for lookups: its Dwfl and the index of its functions. */
+/* One object file, open for lookups, and what was found in it. */
 struct obj {
-	char *path;
+	char *path; /* as first opened (the statistics) */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
 	uint64_t last_use; /* g_use when last looked up: the least recent is evicted */
+	uint64_t pass;	   /* g_pass when last looked up: never evicted during that pass */
 	Dwfl *dwfl;	   /* NULL: the file could not be read; it gets fallback names */
 	Dwfl_Module *mod;
 	struct sym_ctx *ctx;
+	struct cap_symtab *symtab; /* built when DWARF first leaves a name to it */
+	bool symtab_done;
+	struct cap_symcache *cache; /* results by address in the file, names demangled */
 };
 
-#define MAX_OBJS 64 /* object files kept open */
+#define MAX_OBJS 64 /* object files kept open, unless one process maps more */
 
-static pthread_mutex_t g_objs_lock = PTHREAD_MUTEX_INITIALIZER; /* the cache below */
-static struct obj g_objs[MAX_OBJS];
-static uint64_t g_use;
+static pthread_mutex_t g_objs_lock = PTHREAD_MUTEX_INITIALIZER; /* everything below */
+static struct obj **g_objs;
+static size_t g_n_objs, g_objs_cap;
+static uint64_t g_use, g_pass;
 
 static char *debuginfo_path;
 
@@ -89,6 +107,15 @@ static const Dwfl_Callbacks offline_callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
+/* One call of cap_stacks_symbolize. */
+struct pass {
+	const struct cap_stacks *s;
+	struct obj **objs; /* by module index, looked up on first use */
+	bool *looked;	   /* by module index: objs[i] was looked up */
+	bool cached;	   /* results come from and go to the files' caches */
+	uint64_t n_hits, n_opened;
+};
+
 static const char *base_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -96,14 +123,31 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path;
 }
 
-static const char *die_name(Dwarf_Die *die)
+/* The linkage (mangled) name of @die, else its plain name; *@plain: it was the plain one. */
+static const char *die_name(Dwarf_Die *die, bool *plain)
 {
 	Dwarf_Attribute a;
 
-	if (!dwarf_attr_integrate(die, DW_AT_linkage_name, &a) &&
-	    !dwarf_attr_integrate(die, DW_AT_name, &a))
-		return NULL;
-	return dwarf_formstring(&a);
+	*plain = false;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a))
+		return dwarf_formstring(&a);
+	*plain = true;
+	return dwarf_attr_integrate(die, DW_AT_name, &a) ? dwarf_formstring(&a) : NULL;
+}
+
+/* Whether @cu's functions have scoped, mangled names (C++, Rust). */
+static bool mangling_language(Dwarf_Die *cu)
+{
+	switch (dwarf_srclang(cu)) {
+	case DW_LANG_C_plus_plus:
+	case DW_LANG_C_plus_plus_03:
+	case DW_LANG_C_plus_plus_11:
+	case DW_LANG_C_plus_plus_14:
+	case DW_LANG_Rust:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* The call site of inlined instance @die: its file (in @cu's file table) and line. */
@@ -185,7 +229,11 @@ static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
 	return 0;
 }
 
-/* Index the functions among @parent's children, looking into namespaces and types. */
+/*
+ * Index the functions among @parent's children, looking into namespaces and types, and
+ * into functions and their blocks for local types (a lambda's operator() is a member of a
+ * class inside the function that defines it; dwarf_getscopes does not find it).
+ */
 static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
 {
 	Dwarf_Die child;
@@ -197,7 +245,10 @@ static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
 		switch (dwarf_tag(&child)) {
 		case DW_TAG_subprogram:
 			rc = add_ranges(ix, &child);
+			if (rc == 0 && dwarf_haschildren(&child) > 0)
+				rc = index_children(ix, &child, depth + 1);
 			break;
+		case DW_TAG_lexical_block:
 		case DW_TAG_namespace:
 		case DW_TAG_class_type:
 		case DW_TAG_structure_type:
@@ -305,11 +356,13 @@ static uint32_t inline_chain(Dwarf_Die *fn, Dwarf_Addr pc, Dwarf_Die *chain, uin
  * The source frames of @pc from DWARF, innermost first: the function or inlined instance
  * holding it at the line of @pc, then each function it is inlined into, at the call site.
  * (dwarf_getscopes goes on from an inlined instance to its abstract origin's scopes, so the
- * functions around an instance come from dwarf_getscopes_die.)
+ * functions around an instance come from dwarf_getscopes_die.) *@unscoped: the outermost
+ * function has only a plain name in a language whose names have scopes (a lambda's
+ * "operator()"): its ELF symbol names it better.
  * @return frames, 0 when the module has no DWARF for @pc
  */
 static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *out,
-			   struct sym_ctx *ctx)
+			   struct sym_ctx *ctx, bool *unscoped)
 {
 	struct tfs_src_frame at = {NULL, "", 0};
 	Dwarf_Die *cu, *scopes = NULL, fn, chain[MAX_SRC];
@@ -319,7 +372,9 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	Dwfl_Line *line;
 	uint32_t n = 0;
 	int n_scopes, lineno = 0, i;
+	bool plain = false;
 
+	*unscoped = false;
 	cu = dwfl_module_addrdie(m, pc, &bias);
 	if (!cu)
 		return 0;
@@ -337,12 +392,13 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 
 		for (uint32_t k = n_chain; k-- > 0;) {
 			out[n] = at;
-			out[n].function = die_name(&chain[k]);
+			out[n].function = die_name(&chain[k], &plain);
 			out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 			n++;
 			if (k > 0)
 				call_site(&chain[k], files, n_files, &at);
 		}
+		*unscoped = plain && mangling_language(cu);
 		return n;
 	}
 	/* no function by the index (no address ranges on it): ask libdw the slow way */
@@ -357,7 +413,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	free(scopes);
 	for (;;) {
 		out[n] = at;
-		out[n].function = die_name(&fn);
+		out[n].function = die_name(&fn, &plain);
 		out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 		n++;
 		if (dwarf_tag(&fn) == DW_TAG_subprogram || n == MAX_SRC)
@@ -366,6 +422,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 		if (!outer_function(&fn, &fn))
 			break;
 	}
+	*unscoped = plain && mangling_language(cu);
 	return n;
 }
 
@@ -379,30 +436,37 @@ static void ctx_free(struct sym_ctx *ctx)
 	free(ctx);
 }
 
-static void obj_fini(struct obj *o)
+static void obj_free(struct obj *o)
 {
+	if (!o)
+		return;
 	if (o->dwfl)
 		dwfl_end(o->dwfl);
 	ctx_free(o->ctx);
+	cap_symtab_free(o->symtab);
+	cap_symcache_free(o->cache);
 	free(o->path);
-	*o = (struct obj){0};
+	free(o);
 }
 
-static bool same_file(const struct obj *o, const char *path, const struct stat *st)
+static bool same_file(const struct obj *o, const struct stat *st)
 {
-	return o->path && strcmp(o->path, path) == 0 && o->dev == st->st_dev &&
-	       o->ino == st->st_ino && o->size == st->st_size &&
+	return o->dev == st->st_dev && o->ino == st->st_ino && o->size == st->st_size &&
 	       o->mtime.tv_sec == st->st_mtim.tv_sec && o->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
-/* Open @path alone in a Dwfl at bias 0 into @o (empty). @return 0 or -ENOMEM */
-static int obj_open(struct obj *o, const char *path, const struct stat *st)
+/* @path (the file @st) alone in a Dwfl at bias 0. @return a new object, NULL: no memory */
+static struct obj *obj_new(const char *path, const struct stat *st)
 {
+	struct obj *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
 	o->path = strdup(path);
 	o->ctx = calloc(1, sizeof(*o->ctx));
-	if (!o->path || !o->ctx) {
-		obj_fini(o);
-		return -ENOMEM;
+	if (!o->path || !o->ctx || cap_symcache_new(&o->cache) < 0) {
+		obj_free(o);
+		return NULL;
 	}
 	o->dev = st->st_dev;
 	o->ino = st->st_ino;
@@ -410,11 +474,11 @@ static int obj_open(struct obj *o, const char *path, const struct stat *st)
 	o->mtime = st->st_mtim;
 	o->dwfl = dwfl_begin(&offline_callbacks);
 	if (!o->dwfl)
-		return 0;
+		return o;
 	dwfl_report_begin(o->dwfl);
 	o->mod = dwfl_report_elf(o->dwfl, base_name(path), path, -1, 0, false);
 	dwfl_report_end(o->dwfl, NULL, NULL);
-	return 0;
+	return o;
 }
 
 /*
@@ -423,127 +487,214 @@ static int obj_open(struct obj *o, const char *path, const struct stat *st)
  */
 __attribute__((destructor)) static void objs_free(void)
 {
+	if (!g_objs)
+		return;
 	pthread_mutex_lock(&g_objs_lock);
-	for (struct obj *o = g_objs; o < g_objs + MAX_OBJS; o++)
-		if (o->path)
-			obj_fini(o);
+	for (size_t i = 0; i < g_n_objs; i++)
+		obj_free(g_objs[i]);
+	free(g_objs);
+	g_objs = NULL;
+	g_n_objs = g_objs_cap = 0;
 	pthread_mutex_unlock(&g_objs_lock);
 }
 
-/* The cached object of file @path, opened now if need be; NULL when it cannot be. */
-static struct obj *obj_get(const char *path)
+/* Make room for one more object: evict the least recently used one not used by this pass. */
+static int objs_make_room(void)
 {
-	struct obj *o, *victim = &g_objs[0];
+	size_t victim = g_n_objs;
+
+	for (size_t i = 0; g_n_objs >= MAX_OBJS && i < g_n_objs; i++)
+		if (g_objs[i]->pass != g_pass &&
+		    (victim == g_n_objs || g_objs[i]->last_use < g_objs[victim]->last_use))
+			victim = i;
+	if (victim < g_n_objs) {
+		obj_free(g_objs[victim]);
+		g_objs[victim] = g_objs[--g_n_objs];
+	}
+	if (g_n_objs == g_objs_cap) {
+		size_t cap = g_objs_cap ? 2 * g_objs_cap : MAX_OBJS;
+		struct obj **v = realloc(g_objs, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		g_objs = v;
+		g_objs_cap = cap;
+	}
+	return 0;
+}
+
+/* The cached object of file @path, opened now if need be; NULL when it cannot be. */
+static struct obj *obj_get(struct pass *p, const char *path)
+{
+	struct obj *o = NULL;
 	struct stat st;
 
 	if (path[0] != '/' || stat(path, &st) < 0) /* the vdso, a file gone since */
 		return NULL;
-	for (o = g_objs; o < g_objs + MAX_OBJS; o++) {
-		if (o->path && strcmp(o->path, path) == 0 && !same_file(o, path, &st))
-			obj_fini(o); /* rebuilt or replaced since it was read */
-		if (same_file(o, path, &st)) {
-			o->last_use = ++g_use;
-			return o;
-		}
-		if (victim->path && (!o->path || o->last_use < victim->last_use))
-			victim = o;
+	for (size_t i = 0; i < g_n_objs && !o; i++)
+		if (same_file(g_objs[i], &st))
+			o = g_objs[i];
+	if (!o) {
+		if (objs_make_room() < 0)
+			return NULL;
+		o = obj_new(path, &st);
+		if (!o)
+			return NULL;
+		g_objs[g_n_objs++] = o;
+		p->n_opened++;
+		if (getenv("TFS_SYMBOL_STATS"))
+			fprintf(stderr, "tracefs: symbols: open %s\n", path);
 	}
-	obj_fini(victim);
-	if (obj_open(victim, path, &st) < 0)
+	o->last_use = ++g_use;
+	o->pass = g_pass;
+	return o;
+}
+
+/* The process's module holding @addr (the latest announced), and its file's object. */
+static const struct cap_module *module_at(struct pass *p, uint64_t addr, struct obj **o)
+{
+	uint32_t i;
+
+	*o = NULL;
+	if (!cap_stacks_module_index(p->s, addr, &i))
 		return NULL;
-	victim->last_use = ++g_use;
-	return victim;
+	if (!p->looked[i]) {
+		p->objs[i] = obj_get(p, cap_stacks_module(p->s, i)->path);
+		p->looked[i] = true;
+	}
+	*o = p->objs[i];
+	return cap_stacks_module(p->s, i);
+}
+
+/* The ELF symbol naming @pc in @o, or NULL. */
+static const char *symbol_name(struct obj *o, uint64_t pc, bool fast)
+{
+	if (!fast)
+		return dwfl_module_addrname(o->mod, pc);
+	if (!o->symtab_done) {
+		o->symtab_done = true;
+		if (cap_symtab_new(o->mod, &o->symtab) < 0)
+			o->symtab = NULL; /* out of memory: unnamed, like a stripped file */
+	}
+	return o->symtab ? cap_symtab_lookup(o->symtab, pc) : NULL;
 }
 
 /*
- * The process's object that holds @addr, as libdw picks among the objects of @d (which
- * may overlap: images before and after an exec), and the cached one of its file.
+ * Look address @pc of @o up: its source frames, outermost first, into @out, function names
+ * demangled; a NULL function in out[0] when nothing names the function.
+ * @return frames (0: nothing known), or -ENOMEM
  */
-static struct obj *obj_at(Dwfl *d, uint64_t addr, const struct cap_module **in)
+static int look_up(struct obj *o, uint64_t pc, bool fast, struct tfs_src_frame *out)
 {
-	Dwfl_Module *pm = d ? dwfl_addrmodule(d, addr) : NULL;
-	void **ud;
-
-	*in = NULL;
-	if (!pm || !dwfl_module_info(pm, &ud, NULL, NULL, NULL, NULL, NULL, NULL) || !*ud)
-		return NULL;
-	*in = *ud;
-	return obj_get((*in)->path);
-}
-
-/* Symbolise one address into @w; @d: the process's objects. @return 0 or -errno */
-static int symbolize_one(Dwfl *d, const struct cap_stacks *s, struct tfs_writer *w,
-			 uint32_t rank, uint64_t addr, uint64_t *n_named)
-{
-	const struct cap_module *mod = cap_stacks_module_of(s, addr), *in;
-	struct obj *o = obj_at(d, addr - 1, &in);
-	struct tfs_src_frame f[MAX_SRC], rev[MAX_SRC];
-	Dwfl_Module *m = o ? o->mod : NULL;
-	const Dwarf_Addr pc = in ? addr - in->bias - 1 : 0; /* in the file: the call */
-	const char *sym = NULL;
-	char fallback[300];
+	struct tfs_src_frame f[MAX_SRC];
+	bool unscoped;
 	uint32_t n = 0;
 
-	if (m)
-		n = from_dwarf(m, pc, f, o->ctx);
-	if (m && (n == 0 || !f[n - 1].function))
-		sym = dwfl_module_addrname(m, pc);
-	if (n == 0) {
-		f[0] = (struct tfs_src_frame){sym, "", 0};
-		n = 1;
-	} else if (!f[n - 1].function) {
-		f[n - 1].function = sym;
-	}
-	if (!f[n - 1].function) {
-		if (mod)
-			snprintf(fallback, sizeof(fallback), "%.200s+0x%" PRIx64,
-				 base_name(mod->path), addr - mod->bias);
-		else
-			snprintf(fallback, sizeof(fallback), "0x%" PRIx64, addr);
-		f[n - 1].function = fallback;
-	} else {
-		(*n_named)++;
+	if (!o->mod)
+		return 0;
+	n = from_dwarf(o->mod, pc, f, o->ctx, &unscoped);
+	if (n == 0 || !f[n - 1].function || (unscoped && fast)) {
+		const char *sym = symbol_name(o, pc, fast);
+
+		if (n == 0 && sym)
+			f[n++] = (struct tfs_src_frame){sym, "", 0};
+		else if (n > 0 && (!f[n - 1].function || (sym && sym[0] == '_' && sym[1] == 'Z')))
+			f[n - 1].function = sym;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		rev[i] = f[n - 1 - i];
-		if (!rev[i].function)
-			rev[i].function = "?"; /* an inlined instance without a name */
+		out[i] = f[n - 1 - i];
+		if (!out[i].function && i > 0)
+			out[i].function = "?"; /* an inlined instance without a name */
+		if (out[i].function) {
+			out[i].function = cap_symcache_demangle(o->cache, out[i].function);
+			if (!out[i].function)
+				return -ENOMEM;
+		}
 	}
-	return tfs_writer_add_symbol(w, rank, addr, rev, n);
+	return (int)n;
+}
+
+/* Symbolise one address into @w. @return 0 or -errno */
+static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, uint64_t addr,
+			 uint64_t *n_named)
+{
+	struct tfs_src_frame mem[MAX_SRC], one;
+	const struct tfs_src_frame *f = mem;
+	struct obj *o;
+	const struct cap_module *mod = module_at(p, addr - 1, &o);
+	const uint64_t pc = mod ? addr - mod->bias - 1 : 0; /* in the file: the call */
+	char fallback[300];
+	uint32_t n = 0;
+	int rc;
+
+	if (o && p->cached && cap_symcache_get(o->cache, pc, &f, &n)) {
+		p->n_hits++;
+	} else if (o) {
+		rc = look_up(o, pc, p->cached, mem);
+		if (rc < 0)
+			return rc;
+		n = (uint32_t)rc;
+		if (p->cached && cap_symcache_put(o->cache, pc, mem, n, &f) < 0)
+			return -ENOMEM;
+	}
+	if (n > 0 && f[0].function) {
+		(*n_named)++;
+		return tfs_writer_add_symbol(w, rank, addr, f, n);
+	}
+	if (mod)
+		snprintf(fallback, sizeof(fallback), "%.200s+0x%" PRIx64, base_name(mod->path),
+			 addr - mod->bias);
+	else
+		snprintf(fallback, sizeof(fallback), "0x%" PRIx64, addr);
+	if (n == 0) {
+		one = (struct tfs_src_frame){fallback, "", 0};
+		return tfs_writer_add_symbol(w, rank, addr, &one, 1);
+	}
+	if (f != mem)
+		memcpy(mem, f, n * sizeof(*f));
+	mem[0].function = fallback;
+	return tfs_writer_add_symbol(w, rank, addr, mem, n);
+}
+
+/* CPU time of the calling thread: what symbolisation costs, whatever else runs. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 			 uint64_t *n_named)
 {
-	Dwfl *d = dwfl_begin(&offline_callbacks);
+	const char *cache_env = getenv("TFS_SYMBOL_CACHE");
+	uint32_t n_mods = cap_stacks_n_modules(s);
+	struct pass p = {.s = s, .cached = !cache_env || strcmp(cache_env, "0") != 0};
+	uint64_t t0 = cpu_ns();
 	int rc = 0;
 
 	*n_named = 0;
-	/* only which object holds an address: their debug information is read through the
-	   cache, once */
-	if (d) {
-		dwfl_report_begin(d);
-		/* latest first: where an exec'd image's objects overlap its predecessor's, the
-		   later image (the program that was asked for, usually) wins */
-		for (uint32_t i = cap_stacks_n_modules(s); i-- > 0;) {
-			const struct cap_module *mod = cap_stacks_module(s, i);
-			Dwfl_Module *pm;
-			void **ud;
-
-			/* the vdso and other objects without a file cannot be read */
-			if (mod->path[0] != '/')
-				continue;
-			pm = dwfl_report_elf(d, base_name(mod->path), mod->path, -1, mod->bias,
-					     false);
-			if (pm && dwfl_module_info(pm, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
-				*ud = (void *)mod;
-		}
-		dwfl_report_end(d, NULL, NULL);
+	p.objs = calloc(n_mods + 1, sizeof(*p.objs));
+	p.looked = calloc(n_mods + 1, sizeof(*p.looked));
+	if (!p.objs || !p.looked) {
+		rc = -ENOMEM;
+		goto out_free;
 	}
 	pthread_mutex_lock(&g_objs_lock);
+	g_pass++;
 	for (uint64_t i = 0; i < cap_stacks_n_addrs(s) && rc == 0; i++)
-		rc = symbolize_one(d, s, w, rank, cap_stacks_addr(s, i), n_named);
+		rc = symbolize_one(&p, w, rank, cap_stacks_addr(s, i), n_named);
 	pthread_mutex_unlock(&g_objs_lock);
-	dwfl_end(d);
+	if (getenv("TFS_SYMBOL_STATS"))
+		fprintf(stderr,
+			"tracefs: symbols: %s: %" PRIu64 " addresses (%" PRIu64 " named, %" PRIu64
+			" from the cache), %" PRIu64 " files opened, %.3f ms CPU\n",
+			n_mods ? base_name(cap_stacks_module(s, 0)->path) : "?",
+			cap_stacks_n_addrs(s), *n_named, p.n_hits, p.n_opened,
+			(double)(cpu_ns() - t0) / 1e6);
+out_free:
+	free(p.objs);
+	free(p.looked);
 	return rc;
 }

@@ -18,7 +18,8 @@ const char *ctr_type_name(uint32_t type)
 {
 	static const char *const names[] = {"?",	  "meta",    "schema",	   "strings",
 					    "cst",	  "streams", "grammar",	   "values",
-					    "backtraces", "symbols", "vpatch"};
+					    "backtraces", "symbols", "vpatch",	   "names",
+					    "argflags"};
 
 	return type <= SEC_TYPE_MAX ? names[type] : "unknown";
 }
@@ -418,6 +419,8 @@ static bool codec_allowed(uint32_t type, uint32_t codec)
 	case SEC_STREAMS:
 	case SEC_SYMBOLS:
 	case SEC_VPATCH:
+	case SEC_NAMES:
+	case SEC_ARGFLAGS:
 		return codec != CTR_CODEC_RAW;
 	default:
 		return true;

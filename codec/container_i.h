@@ -24,7 +24,9 @@ enum {
 	SEC_BACKTRACES = 8,
 	SEC_SYMBOLS = 9,
 	SEC_VPATCH = 10,
-	SEC_TYPE_MAX = 10,
+	SEC_NAMES = 11,	   /* since 2.1 */
+	SEC_ARGFLAGS = 12, /* since 2.1 */
+	SEC_TYPE_MAX = 12,
 };
 
 enum {

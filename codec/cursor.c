@@ -382,7 +382,7 @@ static int render_current(struct tfs_cursor *c, struct tfs_buf *out, struct tfs_
 	static const uint64_t no_vals[1];
 	struct render_in in = {
 		.index = c->w.event, .term = c->w.term, .rank = c->s->rank,
-		.thread = c->s->thread, .vals = no_vals,
+		.thread = c->s->thread, .vals = no_vals, .names = c->s->names,
 	};
 	uint32_t slot;
 	int rc;

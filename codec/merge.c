@@ -56,6 +56,9 @@ struct mg {
 	struct sx_rank *ranks;
 	uint32_t n_ranks_bt, ranks_cap;
 	struct mmeta meta;
+	struct names_enc names;
+	struct name_in *name_in; /* scratch: one input table's names */
+	uint32_t name_in_cap;
 	uint32_t n_ranks, max_thread;
 	uint64_t max_ts, max_dur;
 	struct tfs_buf scratch;
@@ -72,6 +75,7 @@ static void mg_init(struct mg *m)
 	intern_init(&m->sigs);
 	intern_init(&m->grams);
 	mmeta_init(&m->meta);
+	names_enc_init(&m->names);
 	buf_init(&m->g_widths);
 	buf_init(&m->scratch);
 	buf_init(&m->out);
@@ -85,6 +89,8 @@ static void mg_fini(struct mg *m)
 	intern_fini(&m->sigs);
 	intern_fini(&m->grams);
 	mmeta_fini(&m->meta);
+	names_enc_fini(&m->names);
+	free(m->name_in);
 	free(m->g_kind);
 	free(m->g_woff);
 	buf_fini(&m->g_widths);
@@ -720,6 +726,50 @@ static int merge_stacks(struct mg *m, const struct tfs_trace *t, uint32_t base,
 	return rc;
 }
 
+/* The names one table of @t gives (FORMAT.md §12), as one table of the output. */
+static int merge_name_table(struct mg *m, const struct tfs_trace *t, uint32_t tb, uint32_t *out)
+{
+	const struct name_table *x = &t->names.tables[tb];
+	const struct name_table *b = x->base != NAMES_NO_BASE ? &t->names.tables[x->base] : NULL;
+	uint64_t most = (uint64_t)x->n + (b ? b->n : 0);
+	const struct name_ent *e;
+	struct names_iter it;
+	uint32_t n = 0;
+	int rc = merge_grow((void **)&m->name_in, &m->name_in_cap, most, sizeof(*m->name_in));
+
+	if (rc < 0)
+		return rc;
+	names_iter_init(&it, t->names.tables, tb);
+	while ((e = names_iter_next(&it)))
+		m->name_in[n++] =
+		    (struct name_in){t->names.classes[e->cls], e->id, e->name, e->len};
+	return names_enc_table(&m->names, m->name_in, n, out);
+}
+
+/*
+ * The names of @t's ranks, re-based by @base: each table of @t becomes a table of the
+ * output once (an equal one of an earlier input, or a new one), its runs follow.
+ */
+static int merge_names(struct mg *m, const struct tfs_trace *t, uint32_t base)
+{
+	uint32_t *out = malloc((t->names.n_tables + 1) * sizeof(*out));
+	int rc = out ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; i < t->names.n_tables && out; i++)
+		out[i] = UINT32_MAX;
+	for (uint32_t i = 0; i < t->names.n_runs && rc == 0; i++) {
+		const struct name_run *r = &t->names.runs[i];
+
+		if (out[r->table] == UINT32_MAX)
+			rc = merge_name_table(m, t, r->table, &out[r->table]);
+		if (rc == 0)
+			rc = names_enc_run(&m->names, base + r->first, r->n, out[r->table]);
+	}
+	free(out);
+	/* -EINVAL: inputs were checked at open, so only an overflow of the ranks is left */
+	return rc;
+}
+
 /* ---- the tables written last ---- */
 
 static int build_strings(const struct mg *m, struct tfs_buf *out)
@@ -805,6 +855,16 @@ static int write_tables(struct mg *m, int timing, double rel_err)
 	if (rc == 0)
 		rc = add_section(m, SEC_CST, b.data, b.len);
 	b.len = 0;
+	if (rc == 0)
+		rc = schema_write_argflags(&m->schema, NULL, &b);
+	if (rc == 1)
+		rc = add_section(m, SEC_ARGFLAGS, b.data, b.len);
+	b.len = 0;
+	if (rc == 0 && !names_enc_empty(&m->names))
+		rc = names_enc_finish(&m->names, &b);
+	if (rc == 0 && b.len)
+		rc = add_section(m, SEC_NAMES, b.data, b.len);
+	b.len = 0;
 	/* the streams section is the last one: the section count is this one's index + 1 */
 	if (rc == 0)
 		rc = build_streams(m, timing, rel_err, m->cw.n + 1, &b);
@@ -847,6 +907,8 @@ static int place_input(struct mg *m, const struct tfs_trace *t, uint32_t base, s
 
 	if (rc == 0)
 		rc = merge_stacks(m, t, base, diag);
+	if (rc == 0)
+		rc = merge_names(m, t, base);
 	if (rc == 0)
 		rc = mmeta_add(&m->meta, t->meta, t->n_meta, t->n_ranks, base, diag);
 	return rc;

@@ -18,10 +18,9 @@ const char *tfs_version(void)
 	return "0.1.0";
 }
 
-/* Load section @idx and run @parse over all of its bytes (trailing bytes are corrupt). */
-static int with_section(struct tfs_trace *t, uint32_t idx,
-			int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
-			struct tfs_diag *diag)
+int with_section(struct tfs_trace *t, uint32_t idx,
+		 int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
+		 struct tfs_diag *diag)
 {
 	const struct sec_entry *e = &t->cf.ents[idx];
 	const uint8_t *data;
@@ -127,6 +126,7 @@ static int parse_term(struct tfs_trace *t, struct tfs_rd *r, uint32_t term, uint
 	t->term_kind[term] = (uint32_t)kind;
 	t->term_argoff[term] = *n_words;
 	t->term_nvals[term] = (uint8_t)k->n_vals;
+	t->term_vcls_off[term] = (uint32_t)kind * TFS_MAX_ARGS;
 	for (uint32_t i = 0; i < k->n_args; i++) {
 		const struct schema_arg *a = &k->args[i];
 
@@ -168,10 +168,15 @@ static int parse_cst(struct tfs_trace *t, struct tfs_rd *r, void *arg)
 	t->term_kind = calloc(n + 1, sizeof(uint32_t));
 	t->term_argoff = calloc(n + 1, sizeof(uint32_t));
 	t->term_nvals = calloc(n + 1, 1);
+	t->term_vcls_off = calloc(n + 1, sizeof(uint32_t));
+	t->vcls = calloc((size_t)t->schema.n_kinds * TFS_MAX_ARGS + 1, 1);
 	/* each argument word takes at least one byte */
 	t->term_arg = calloc(rd_left(r) + 1, sizeof(uint64_t));
-	if (!t->term_kind || !t->term_argoff || !t->term_nvals || !t->term_arg)
+	if (!t->term_kind || !t->term_argoff || !t->term_nvals || !t->term_vcls_off || !t->vcls ||
+	    !t->term_arg)
 		return -ENOMEM;
+	for (uint32_t k = 0; k < t->schema.n_kinds; k++)
+		memcpy(t->vcls + (size_t)k * TFS_MAX_ARGS, t->schema.kinds[k].vcls, TFS_MAX_ARGS);
 	for (uint32_t i = 0; i < n; i++) {
 		rc = parse_term(t, r, i, &n_words);
 		if (rc < 0)
@@ -571,6 +576,8 @@ static int load_values(struct tfs_trace *t, struct tfs_diag *diag)
 			rc = vsec_open(&s->vs, data, len, e->off, diag);
 		if (rc < 0)
 			return rc;
+		s->vs.cls = t->vcls;
+		s->vs.cls_off = t->term_vcls_off;
 		if (s->vs.data_start > e->head_len)
 			return diag_set(diag, -TFS_ECORRUPT, e->off, "values",
 					"block index not covered by the section's head checksum");
@@ -621,6 +628,8 @@ static int load_tables(struct tfs_trace *t, struct tfs_diag *diag)
 		if (rc == 0)
 			rc = with_section(t, idx, parse[i], NULL, diag);
 	}
+	if (rc == 0)
+		rc = rnames_load(t, diag);
 	if (rc == 0)
 		rc = render_templates(t);
 	if (rc == 0)
@@ -777,6 +786,7 @@ void tfs_trace_close(struct tfs_trace *t)
 	}
 	free(t->gsecs);
 	stacks_free(t);
+	rnames_free(t);
 	for (uint32_t i = 0; i < t->n_phases; i++)
 		free(t->phases[i].name);
 	free(t->phases);
@@ -793,6 +803,8 @@ void tfs_trace_close(struct tfs_trace *t)
 	free(t->term_argoff);
 	free(t->term_arg);
 	free(t->term_nvals);
+	free(t->term_vcls_off);
+	free(t->vcls);
 	for (uint32_t i = 0; i < t->n_strs; i++)
 		free(t->strs[i]);
 	free(t->strs);

@@ -9,6 +9,7 @@
  */
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,16 +192,21 @@ static inline bool plain(uint8_t c)
 	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
 }
 
-static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
+/*
+ * FORMAT.md §9.1 escapes of @p between the delimiters @open and @close; with @gt, '>' is
+ * escaped too (a name between '<' and '>').
+ */
+static void put_escaped_in(struct sink *s, const uint8_t *p, size_t n, bool json, char open,
+			   char close, bool gt)
 {
 	static const char hex[] = "0123456789abcdef";
 
-	put(s, "\"", 1);
+	put(s, &open, 1);
 	for (size_t i = 0; i < n;) {
 		size_t run = i;
 		uint8_t c;
 
-		while (run < n && plain(p[run]))
+		while (run < n && plain(p[run]) && !(gt && p[run] == '>'))
 			run++;
 		put(s, p + i, run - i);
 		if (run == n)
@@ -227,7 +233,82 @@ static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 			put(s, e, 4);
 		}
 	}
-	put(s, "\"", 1);
+	put(s, &close, 1);
+}
+
+static void put_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
+{
+	put_escaped_in(s, p, n, json, '"', '"', false);
+}
+
+uint64_t render_name_width(const char *p, size_t n, bool json)
+{
+	uint64_t w = 2;
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = (uint8_t)p[i];
+
+		if (plain(c) && (json || c != '>'))
+			w += 1;
+		else if (c == '"' || c == '\\' || c == '\n' || c == '\t' || c == '\r')
+			w += 2;
+		else
+			w += json ? 6 : 4;
+	}
+	return w;
+}
+
+uint8_t render_name_plain(const char *p, size_t n)
+{
+	uint8_t plain_in = 3;
+
+	for (size_t i = 0; i < n && plain_in; i++) {
+		if (!plain((uint8_t)p[i]))
+			plain_in = 0;
+		else if (p[i] == '>')
+			plain_in &= 2;
+	}
+	return plain_in;
+}
+
+/* The names class of @a in @t's names section, or UINT32_MAX. */
+static uint32_t name_class(const struct tfs_trace *t, const struct schema_arg *a)
+{
+	return t->names.n_classes ? names_class(&t->names, a->sym_class) : UINT32_MAX;
+}
+
+/*
+ * An attached argument (FORMAT.md §9): the name of id @id, `<name>` in the text view and a
+ * JSON string in the others, a hole as wide as its widest rank's when recording a template;
+ * `<class#id>` (or "class#id") where a rank gives no name, nothing (or null) for no id.
+ */
+static void put_name(struct sink *s, const struct tfs_trace *t, const struct schema_arg *a,
+		     uint64_t id, bool json)
+{
+	char fb[TFS_MAX_NAME + 24];
+	int flen;
+
+	if (id == TFS_SYM_NONE) {
+		if (json)
+			puts_(s, "null");
+		return;
+	}
+	flen = snprintf(fb, sizeof(fb), "%s#%llu", a->sym_class, (unsigned long long)id);
+	if (!s->segs) {
+		put(s, json ? "\"" : "<", 1);
+		put(s, fb, (size_t)flen);
+		put(s, json ? "\"" : ">", 1);
+		return;
+	}
+	if (!s->err) {
+		struct tmpl_seg seg = {.kind = SEG_NAME, .json = json, .flen = (uint16_t)flen,
+				       .val = name_class(t, a), .a = id, .len = s->text->len};
+
+		s->err = buf_put(s->text, fb, (size_t)flen);
+		if (!s->err)
+			s->err = buf_put(s->segs, &seg, sizeof(seg));
+	}
+	s->n += rnames_width(t, a, id, json, (size_t)flen);
 }
 
 /* One argument's value. @word: the CST word, @val: the occurrence's VAL field if any. */
@@ -258,6 +339,10 @@ static void put_arg(struct sink *s, const struct tfs_trace *t, const struct sche
 		put_escaped(s, (const uint8_t *)t->strs[word], t->str_len[word], json);
 		return;
 	case TFS_ENC_SYM:
+		if (a->flags & TFS_ARG_ATTACH) {
+			put_name(s, t, a, word, json);
+			return;
+		}
 		if (word == TFS_SYM_NONE) {
 			put_i64(s, -1);
 			return;
@@ -284,11 +369,58 @@ static uint32_t val_index(const struct schema_kind *k, uint32_t arg)
 	return vi;
 }
 
+static void put_sig_arg(struct sink *s, const struct tfs_trace *t, const struct schema_arg *a,
+			uint64_t word);
+
+static bool attached(const struct schema_kind *k, uint32_t i)
+{
+	return i < k->n_args && (k->args[i].flags & TFS_ARG_ATTACH);
+}
+
+/*
+ * The text view's arguments (and a signature's): `name=value` in schema order but the
+ * result, which follows ` = ` after the parenthesis; an attached argument right after the
+ * argument it annotates. @sig: as a signature shows them.
+ */
+static void put_text_args(struct sink *s, const struct tfs_trace *t, const struct schema_kind *k,
+			  const uint64_t *w, bool sig)
+{
+	bool first = true;
+
+	put(s, "(", 1);
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if ((int32_t)i == k->result || attached(k, i))
+			continue;
+		if (!first)
+			put(s, ", ", 2);
+		first = false;
+		puts_(s, k->args[i].name);
+		put(s, "=", 1);
+		if (sig)
+			put_sig_arg(s, t, &k->args[i], w[i]);
+		else
+			put_arg(s, t, &k->args[i], w[i], val_index(k, i), false);
+		if (attached(k, i + 1))
+			put_arg(s, t, &k->args[i + 1], w[i + 1], 0, false);
+	}
+	put(s, ")", 1);
+	if (k->result >= 0) {
+		uint32_t r = (uint32_t)k->result;
+
+		put(s, " = ", 3);
+		if (sig)
+			put_sig_arg(s, t, &k->args[r], w[r]);
+		else
+			put_arg(s, t, &k->args[r], w[r], val_index(k, r), false);
+		if (attached(k, r + 1))
+			put_arg(s, t, &k->args[r + 1], w[r + 1], 0, false);
+	}
+}
+
 static void text_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[term];
-	bool first = true;
 
 	if (t->timing != TFS_TIMING_NONE) {
 		hole(s, SEG_TS_TEXT, t->w_sec + 10, 0, false, 0, 0);
@@ -300,24 +432,7 @@ static void text_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
 	hole(s, SEG_THREAD_PAD, t->w_thread, 0, false, 0, 0);
 	put(s, " ", 1);
 	puts_(s, k->name);
-	put(s, "(", 1);
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		if ((int32_t)i == k->result)
-			continue;
-		if (!first)
-			put(s, ", ", 2);
-		first = false;
-		puts_(s, k->args[i].name);
-		put(s, "=", 1);
-		put_arg(s, t, &k->args[i], w[i], val_index(k, i), false);
-	}
-	put(s, ")", 1);
-	if (k->result >= 0) {
-		uint32_t r = (uint32_t)k->result;
-
-		put(s, " = ", 3);
-		put_arg(s, t, &k->args[r], w[r], val_index(k, r), false);
-	}
+	put_text_args(s, t, k, w, false);
 }
 
 /* The members of "args" in both JSON views. */
@@ -437,7 +552,7 @@ static void put_us(struct sink *s, uint64_t ns)
 }
 
 static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmpl_seg *g,
-		     const struct render_in *in)
+		     const struct render_in *in, const char *text)
 {
 	switch (g->kind) {
 	case SEG_TS_TEXT:
@@ -480,6 +595,25 @@ static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmp
 	case SEG_VAL:
 		put_num(s, g->type, in->vals[g->val], g->json);
 		break;
+	case SEG_NAME: {
+		const struct name_ent *e = in->names && g->val != UINT32_MAX
+						   ? names_get(&t->names, in->names, g->val, g->a)
+						   : NULL;
+
+		if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1))) {
+			put(s, g->json ? "\"" : "<", 1);
+			put(s, e->name, e->len);
+			put(s, g->json ? "\"" : ">", 1);
+		} else if (e) {
+			put_escaped_in(s, (const uint8_t *)e->name, e->len, g->json,
+				       g->json ? '"' : '<', g->json ? '"' : '>', !g->json);
+		} else {
+			put(s, g->json ? "\"" : "<", 1);
+			put(s, text + g->len, g->flen);
+			put(s, g->json ? "\"" : ">", 1);
+		}
+		break;
+	}
 	default: /* SEG_RANK_ARG */
 		put_i64(s, rank_abs(g->a, in->rank));
 	}
@@ -503,7 +637,7 @@ int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		if (g->kind == SEG_TEXT)
 			put(&s, text + g->a, g->len);
 		else
-			put_hole(&s, t, g, in);
+			put_hole(&s, t, g, in, text);
 	}
 	if (s.err == -TFS_ECORRUPT || (!s.err && s.n + 1 > fixed))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
@@ -629,7 +763,6 @@ ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf,
 	const uint64_t *w;
 	struct tfs_buf b;
 	struct sink s = {.out = &b};
-	bool first = true;
 
 	if (term >= t->n_terms)
 		return -ENOENT;
@@ -637,23 +770,6 @@ ssize_t tfs_trace_signature(const struct tfs_trace *t, uint32_t term, char *buf,
 	w = t->term_arg + t->term_argoff[term];
 	buf_init(&b);
 	puts_(&s, k->name);
-	put(&s, "(", 1);
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		const struct schema_arg *a = &k->args[i];
-
-		if ((int32_t)i == k->result)
-			continue;
-		if (!first)
-			put(&s, ", ", 2);
-		first = false;
-		puts_(&s, a->name);
-		put(&s, "=", 1);
-		put_sig_arg(&s, t, a, w[i]);
-	}
-	put(&s, ")", 1);
-	if (k->result >= 0) {
-		put(&s, " = ", 3);
-		put_sig_arg(&s, t, &k->args[k->result], w[k->result]);
-	}
+	put_text_args(&s, t, k, w, true);
 	return copy_out(&b, s.err, buf, cap);
 }

@@ -44,13 +44,38 @@ static bool name_ok(const char *p, size_t n, bool may_be_empty)
 	return true;
 }
 
+/* Flags the schema section stores itself; the others are in the argflags section (§4.1). */
+#define SCHEMA_SECTION_FLAGS (TFS_ARG_RESULT | TFS_ARG_BYTES)
+#define SYM_FLAGS (TFS_ARG_ATTACH | TFS_ARG_INPUT | TFS_ARG_OUTPUT)
+
+static bool flags_ok(uint8_t enc, uint8_t flags)
+{
+	if (flags & ~TFS_ARG_FLAGS_ALL)
+		return false;
+	if ((flags & SYM_FLAGS) && enc != TFS_ENC_SYM)
+		return false;
+	if ((flags & TFS_ARG_INPUT) && (flags & TFS_ARG_OUTPUT))
+		return false;
+	return !((flags & TFS_ARG_ATTACH) && (flags & TFS_ARG_RESULT));
+}
+
 static bool arg_ok(uint8_t type, uint8_t enc, uint8_t flags)
 {
-	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || (flags & ~(TFS_ARG_RESULT | TFS_ARG_BYTES)))
+	if (type >= TFS_TYPE_COUNT || enc >= TFS_ENC_COUNT || !flags_ok(enc, flags))
 		return false;
 	if (enc == TFS_ENC_RVAL && type != TFS_TYPE_I64)
 		return false;
 	return (type == TFS_TYPE_STR) == (enc == TFS_ENC_STR);
+}
+
+/* FORMAT.md §4: an attached argument follows an argument that is not attached itself. */
+static bool attach_ok(const uint8_t *flags, uint32_t n_args)
+{
+	for (uint32_t i = 0; i < n_args; i++) {
+		if ((flags[i] & TFS_ARG_ATTACH) && (i == 0 || (flags[i - 1] & TFS_ARG_ATTACH)))
+			return false;
+	}
+	return true;
 }
 
 static char *dup_n(const void *p, size_t n)
@@ -93,8 +118,54 @@ static void kind_derive(struct schema_kind *k)
 	}
 }
 
+/*
+ * Number kind @k's VAL classes (FORMAT.md §4, §7.3.1): a name met in an earlier kind of @s
+ * keeps its number, a new one takes the next. @return 0, or -E2BIG past
+ * SCHEMA_MAX_VCLASSES names (the schema's count is then unchanged)
+ */
+static int kind_classes(struct tfs_schema *s, struct schema_kind *k)
+{
+	uint32_t n = s->n_vcls, j = 0;
+
+	memset(k->vcls, 0, sizeof(k->vcls));
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		const struct schema_arg *a = &k->args[i];
+		uint8_t c = 0;
+
+		if (a->enc != TFS_ENC_VAL)
+			continue;
+		for (uint32_t q = 0; q < s->n_kinds && a->sym_class[0] && !c; q++) {
+			const struct schema_kind *o = &s->kinds[q];
+
+			for (uint32_t m = 0, jo = 0; m < o->n_args && !c; m++) {
+				if (o->args[m].enc != TFS_ENC_VAL)
+					continue;
+				if (!strcmp(o->args[m].sym_class, a->sym_class))
+					c = o->vcls[jo];
+				jo++;
+			}
+		}
+		for (uint32_t m = 0, jm = 0; m < i && a->sym_class[0] && !c; m++) {
+			if (k->args[m].enc != TFS_ENC_VAL)
+				continue;
+			if (!strcmp(k->args[m].sym_class, a->sym_class))
+				c = k->vcls[jm];
+			jm++;
+		}
+		if (a->sym_class[0] && !c) {
+			if (n == SCHEMA_MAX_VCLASSES)
+				return -E2BIG;
+			c = (uint8_t)++n;
+		}
+		k->vcls[j++] = c;
+	}
+	s->n_vcls = n;
+	return 0;
+}
+
 int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id)
 {
+	uint8_t flags[TFS_MAX_ARGS];
 	struct schema_kind k;
 	int rc;
 
@@ -111,7 +182,14 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 			return -EINVAL;
 		if (a->sym_class && strlen(a->sym_class) > TFS_MAX_NAME)
 			return -EINVAL;
+		/* a VAL class is stored, so it must be a name (FORMAT.md §4) */
+		if (a->enc == TFS_ENC_VAL && a->sym_class &&
+		    !name_ok(a->sym_class, strlen(a->sym_class), true))
+			return -EINVAL;
+		flags[i] = a->flags;
 	}
+	if (!attach_ok(flags, d->n_args))
+		return -EINVAL;
 	rc = reserve_kind(s);
 	if (rc < 0)
 		return rc;
@@ -119,11 +197,13 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 	k.name = strdup(d->name);
 	k.category = strdup(d->category ? d->category : "");
 	k.args = calloc(d->n_args ? d->n_args : 1, sizeof(*k.args));
+	rc = -ENOMEM;
 	if (!k.name || !k.category || !k.args)
 		goto err_free_kind;
 	for (uint32_t i = 0; i < d->n_args; i++) {
 		const struct tfs_arg_desc *a = &d->args[i];
-		const char *cls = a->enc == TFS_ENC_SYM && a->sym_class ? a->sym_class : "";
+		const bool named = a->enc == TFS_ENC_SYM || a->enc == TFS_ENC_VAL;
+		const char *cls = named && a->sym_class ? a->sym_class : "";
 
 		k.args[i].name = strdup(a->name);
 		k.args[i].sym_class = strdup(cls);
@@ -135,13 +215,17 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 		k.args[i].flags = a->flags;
 	}
 	kind_derive(&k);
+	if (kind_classes(s, &k) < 0) {
+		rc = -EINVAL;
+		goto err_free_kind;
+	}
 	*id = s->n_kinds;
 	s->kinds[s->n_kinds++] = k;
 	return 0;
 
 err_free_kind:
 	kind_fini(&k);
-	return -ENOMEM;
+	return rc;
 }
 
 int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out)
@@ -165,7 +249,7 @@ int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf
 			rc = buf_put_varint(out, k->n_args);
 		for (uint32_t j = 0; j < k->n_args && rc == 0; j++) {
 			const struct schema_arg *a = &k->args[j];
-			uint8_t tef[3] = {a->type, a->enc, a->flags};
+			uint8_t tef[3] = {a->type, a->enc, a->flags & SCHEMA_SECTION_FLAGS};
 
 			rc = buf_put_str(out, a->name, strlen(a->name));
 			if (rc == 0)
@@ -201,7 +285,7 @@ static int parse_arg(struct tfs_rd *r, struct schema_arg *a)
 		rc = rd_u8(r, &tef[i]);
 	if (rc < 0)
 		return rc;
-	if (!arg_ok(tef[0], tef[1], tef[2]))
+	if (!arg_ok(tef[0], tef[1], tef[2]) || (tef[2] & ~SCHEMA_SECTION_FLAGS))
 		return rd_fail(r, "argument %s has unknown type %u / encoding %u / flags %#x",
 			       a->name, tef[0], tef[1], tef[2]);
 	a->type = tef[0];
@@ -250,15 +334,115 @@ int schema_parse(struct tfs_rd *r, struct tfs_schema *s)
 		return -ENOMEM;
 	s->cap = (uint32_t)(n ? n : 1);
 	for (uint32_t i = 0; i < n; i++) {
-		s->n_kinds = i + 1;
 		rc = parse_kind(r, &s->kinds[i]);
+		s->n_kinds = i + 1;
 		if (rc < 0)
 			goto err_fini;
+		if (kind_classes(s, &s->kinds[i]) < 0) {
+			rc = rd_fail(r, "more than %u value classes", SCHEMA_MAX_VCLASSES);
+			goto err_fini;
+		}
 	}
 	return 0;
 
 err_fini:
 	schema_fini(s);
+	return rc;
+}
+
+/* Whether kind @id of @s keeps its place in the file (@map as in schema_write). */
+static bool kept(const uint32_t *map, uint32_t id)
+{
+	return !map || map[id] != UINT32_MAX;
+}
+
+static uint32_t argflags_count(const struct tfs_schema *s, const uint32_t *map)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < s->n_kinds; i++) {
+		for (uint32_t j = 0; j < s->kinds[i].n_args && kept(map, i); j++)
+			n += (s->kinds[i].args[j].flags & ~SCHEMA_SECTION_FLAGS) != 0;
+	}
+	return n;
+}
+
+bool schema_has_argflags(const struct tfs_schema *s, const uint32_t *map)
+{
+	return argflags_count(s, map) > 0;
+}
+
+int schema_write_argflags(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out)
+{
+	uint32_t n = argflags_count(s, map), file_kind = 0;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	rc = buf_put_varint(out, n);
+	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
+		const struct schema_kind *k = &s->kinds[i];
+
+		if (!kept(map, i))
+			continue;
+		for (uint32_t j = 0; j < k->n_args && rc == 0; j++) {
+			uint8_t extra = k->args[j].flags & ~SCHEMA_SECTION_FLAGS;
+
+			if (!extra)
+				continue;
+			rc = buf_put_varint(out, file_kind);
+			if (rc == 0)
+				rc = buf_put_varint(out, j);
+			if (rc == 0)
+				rc = buf_put_u8(out, extra);
+		}
+		file_kind++;
+	}
+	return rc < 0 ? rc : 1;
+}
+
+int schema_parse_argflags(struct tfs_rd *r, struct tfs_schema *s)
+{
+	uint64_t n, kind, arg, prev = 0;
+	uint8_t extra;
+	int rc;
+
+	/* an entry takes at least 3 bytes */
+	rc = rd_varint_max(r, rd_left(r) / 3, &n, "argflags count");
+	if (rc == 0 && n == 0)
+		rc = rd_fail(r, "argflags section without entries");
+	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		struct schema_arg *a;
+
+		rc = rd_varint_max(r, s->n_kinds ? s->n_kinds - 1 : 0, &kind, "argflags kind");
+		if (rc == 0)
+			rc = rd_varint_max(r, TFS_MAX_ARGS - 1, &arg, "argflags argument");
+		if (rc == 0)
+			rc = rd_u8(r, &extra);
+		if (rc < 0)
+			return rc;
+		if (!s->n_kinds || arg >= s->kinds[kind].n_args ||
+		    (i && kind * TFS_MAX_ARGS + arg <= prev))
+			return rd_fail(r, "argflags entry for kind %llu argument %llu out of order "
+					  "or out of range",
+				       (unsigned long long)kind, (unsigned long long)arg);
+		prev = kind * TFS_MAX_ARGS + arg;
+		a = &s->kinds[kind].args[arg];
+		if (!extra || (extra & SCHEMA_SECTION_FLAGS) || !flags_ok(a->enc, a->flags | extra))
+			return rd_fail(r, "argument %s of kind %s: flags %#x not allowed", a->name,
+				       s->kinds[kind].name, extra);
+		a->flags |= extra;
+	}
+	for (uint32_t i = 0; i < s->n_kinds && rc == 0; i++) {
+		const struct schema_kind *k = &s->kinds[i];
+		uint8_t flags[TFS_MAX_ARGS];
+
+		for (uint32_t j = 0; j < k->n_args; j++)
+			flags[j] = k->args[j].flags;
+		if (!attach_ok(flags, k->n_args))
+			rc = rd_fail(r, "kind %s has an attached argument first or after another",
+				     k->name);
+	}
 	return rc;
 }
 

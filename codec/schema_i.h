@@ -13,7 +13,7 @@
 
 struct schema_arg {
 	char *name;
-	char *sym_class; /* "" unless enc is SYM */
+	char *sym_class; /* SYM: the printed prefix; VAL: the value class (FORMAT.md §4) or "" */
 	uint8_t type, enc, flags;
 };
 
@@ -24,10 +24,16 @@ struct schema_kind {
 	uint32_t n_vals;  /* arguments with enc VAL */
 	int32_t result;	  /* index of the argument printed after " = ", or -1 */
 	struct schema_arg *args;
+	/* VAL field j's class (FORMAT.md §7.3.1): 0 none, else 1 to VAL_MAX_CLASSES, equal
+	 * for equal class names across the schema */
+	uint8_t vcls[TFS_MAX_ARGS];
 };
+
+#define SCHEMA_MAX_VCLASSES 255 /* distinct VAL class names in a schema */
 
 struct tfs_schema {
 	uint32_t n_kinds, cap;
+	uint32_t n_vcls; /* distinct VAL class names */
 	struct schema_kind *kinds;
 };
 
@@ -138,8 +144,18 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
  * UINT32_MAX (@map NULL: all; the kept kinds then number 0, 1... in their order).
  */
 int schema_write(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out);
+/*
+ * FORMAT.md §4.1 payload: the flags of @s's arguments that the schema section does not
+ * store (TFS_ARG_ATTACH...), for the same kinds as schema_write(). Nothing is appended when
+ * no argument has one. @return 1 (appended), 0 (nothing to store) or -ENOMEM
+ */
+int schema_write_argflags(const struct tfs_schema *s, const uint32_t *map, struct tfs_buf *out);
+/* Whether schema_write_argflags() has anything to write. */
+bool schema_has_argflags(const struct tfs_schema *s, const uint32_t *map);
 /* @return 0, -TFS_ECORRUPT (via @r) or -ENOMEM */
 int schema_parse(struct tfs_rd *r, struct tfs_schema *s);
+/* Add a §4.1 payload's flags to the parsed @s and check them. @return 0 or -TFS_ECORRUPT */
+int schema_parse_argflags(struct tfs_rd *r, struct tfs_schema *s);
 /* Borrowed view of kind @id as the public struct; @args must hold TFS_MAX_ARGS entries. */
 void schema_desc(const struct tfs_schema *s, uint32_t id, struct tfs_kind_desc *d,
 		 struct tfs_arg_desc *args);

@@ -13,6 +13,7 @@
 
 #include "container_i.h"
 #include "grammar_i.h"
+#include "names_i.h"
 #include "schema_i.h"
 #include "symtab_i.h"
 #include "tfs/reader.h"
@@ -59,10 +60,13 @@ enum {
 	SEG_INDEX_US,	/* the event's index as microseconds (untimed Chrome view) */
 	SEG_VAL,	/* VAL field @val of @type, JSON style if @json */
 	SEG_RANK_ARG,	/* RANK argument, relative word @a */
+	SEG_NAME,	/* the name of id @a of names class @val (UINT32_MAX: none), else the
+			 * @flen bytes at tmpl_text + @len ("file#3"), JSON style if @json */
 };
 
 struct tmpl_seg {
 	uint8_t kind, type, json;
+	uint16_t flen;
 	uint32_t val;
 	uint64_t a, len;
 };
@@ -76,6 +80,7 @@ struct tstream {
 	uint32_t same_as;
 	struct tfs_vsec vs;
 	struct vpatch_list patch; /* words replaced in the shared values (FORMAT.md §8.1) */
+	const struct name_table *names; /* its rank's names (FORMAT.md §12), or NULL */
 };
 
 struct tphase {
@@ -121,6 +126,10 @@ struct tfs_trace {
 	uint32_t *term_argoff;
 	uint64_t *term_arg;
 	uint8_t *term_nvals;
+	/* VAL classes (FORMAT.md §7.3.1): field j of terminal t has class
+	 * vcls[term_vcls_off[t] + j], kind k's at vcls[k * TFS_MAX_ARGS] */
+	uint32_t *term_vcls_off;
+	uint8_t *vcls;
 	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
 	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END */
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];
@@ -142,6 +151,10 @@ struct tfs_trace {
 	uint32_t n_rank_ents;
 	pthread_mutex_t lazy_lock; /* protects the decoded parts of ranks[] */
 	bool lazy_lock_ready;
+	struct names names;	   /* FORMAT.md §12, decoded at open; empty without */
+	struct name_width *nw;	   /* widths of the attached names the CST uses (rnames.c) */
+	uint8_t *name_plain;	   /* [names.n_ents] render_name_plain() of each entry */
+	uint32_t n_nw_slots;	   /* a power of two, or 0 */
 };
 
 /* rstacks.c */
@@ -150,6 +163,34 @@ int stacks_parse_table(struct tfs_trace *t, struct tfs_rd *r);
 /* Decode every rank's backtraces and symbols (verify). */
 int stacks_verify(struct tfs_trace *t, struct tfs_diag *diag);
 void stacks_free(struct tfs_trace *t);
+
+/* reader.c: load section @idx and run @parse over all of its bytes (trailing bytes corrupt) */
+int with_section(struct tfs_trace *t, uint32_t idx,
+		 int (*parse)(struct tfs_trace *, struct tfs_rd *, void *), void *arg,
+		 struct tfs_diag *diag);
+
+/* rnames.c */
+/* The widest forms id @id of names class @cls takes over the ranks (FORMAT.md §9). */
+struct name_width {
+	uint64_t id;
+	uint32_t cls;	     /* UINT32_MAX: an empty slot */
+	uint32_t text, json; /* bytes of the widest name (escaped, delimiters included) */
+	uint64_t n_ranks;    /* ranks that give it a name */
+	uint64_t over;	     /* scratch of measure(): ranks whose table replaces the name */
+};
+
+/*
+ * Read the argflags (FORMAT.md §4.1) and names (§12) sections, give each stream its rank's
+ * names and measure every attached name the CST prints. @return 0, -TFS_ECORRUPT, -ENOMEM
+ */
+int rnames_load(struct tfs_trace *t, struct tfs_diag *diag);
+void rnames_free(struct tfs_trace *t);
+/*
+ * Width in @view of attached argument @a whose id is @id, at the widest rank; @fallback
+ * ("file#3", @flen bytes) is what ranks without a name print between the delimiters.
+ */
+uint64_t rnames_width(const struct tfs_trace *t, const struct schema_arg *a, uint64_t id,
+		      bool json, size_t flen);
 
 /* layout.c */
 int layout_build(struct tfs_trace *t, struct gsec *g, struct tfs_diag *diag);
@@ -162,6 +203,7 @@ struct render_in {
 	uint32_t rank, thread;
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
+	const struct name_table *names; /* the rank's names, or NULL */
 	bool in_place;	      /* @out is a caller's buffer of exactly the line's length, empty:
 			       * never grow it (a line that does not fit is corrupt) */
 };
@@ -177,6 +219,10 @@ int render_templates(struct tfs_trace *t);
  */
 int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
 		struct tfs_buf *out, struct tfs_diag *diag);
+/* Bytes a name prints as in @json or the text view (delimiters included, FORMAT.md §9). */
+uint64_t render_name_width(const char *p, size_t n, bool json);
+/* Which views print a name as is between its delimiters: bit 0 text, bit 1 JSON. */
+uint8_t render_name_plain(const char *p, size_t n);
 /* Width of the printed absolute rank of a RANK argument word @word at any rank. */
 unsigned int render_rank_width(const struct tfs_trace *t, uint64_t word);
 /* Fill tfs_event.args: the decoded argument values of terminal @term. */

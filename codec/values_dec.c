@@ -14,9 +14,15 @@ static const char section_name[] = "values";
 
 /* ---- section header and index ---- */
 
+/* Columns of a raw block of section @s: TFV4 adds the tags and class columns. */
+static int n_cols_of(const struct tfs_vsec *s)
+{
+	return s->version >= 4 ? N_COLS : COL_TAGS;
+}
+
 /*
- * Bytes of a raw block header at most: four varints, the predictor byte (TFV2, TFV3) and a
- * ticks header of three varints and three per exception (TFV3 lossless).
+ * Bytes of a raw block header at most: four varints (TFV4: six), the predictor byte (TFV2
+ * on) and a ticks header of three varints and three per exception (TFV3 on, lossless).
  */
 static uint64_t raw_hdr_max(const struct tfs_vsec *s, uint64_t n_events)
 {
@@ -24,13 +30,17 @@ static uint64_t raw_hdr_max(const struct tfs_vsec *s, uint64_t n_events)
 				 ? 3 * VAL_VARINT_MAX * (n_events + 1)
 				 : 0;
 
-	return 4 * VAL_VARINT_MAX + (s->version >= 2) + ticks;
+	return (1 + (uint64_t)n_cols_of(s)) * VAL_VARINT_MAX + (s->version >= 2) + ticks;
 }
 
-/* Largest raw block of @n_events events holding @n_vals VAL fields in all. */
+/*
+ * Largest raw block of @n_events events holding @n_vals VAL fields in all: a varint each, in
+ * the vals or the class column, and (TFV4) at most a tag each.
+ */
 static uint64_t raw_len_max(const struct tfs_vsec *s, uint64_t n_events, uint64_t n_vals)
 {
-	return raw_hdr_max(s, n_events) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals;
+	return raw_hdr_max(s, n_events) + 2 * VAL_VARINT_MAX * n_events + VAL_VARINT_MAX * n_vals +
+	       (s->version >= 4 ? n_vals : 0);
 }
 
 /*
@@ -43,8 +53,8 @@ static uint64_t raw_len_min(const struct tfs_vsec *s, uint64_t n_events, uint64_
 
 	if (s->version >= 3 && n_events > VRC_MIN_LEN)
 		timing_col = VRC_MIN_LEN;
-	return 4 + (s->version >= 2) + (s->timing == VAL_TIMING_NONE ? 0 : 2 * timing_col) +
-	       n_vals;
+	return 1 + (uint64_t)n_cols_of(s) + (s->version >= 2) +
+	       (s->timing == VAL_TIMING_NONE ? 0 : 2 * timing_col) + n_vals;
 }
 
 static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
@@ -53,14 +63,15 @@ static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
 	uint32_t magic = le_get32(h);
 	uint64_t rel_bits = le_get64(h + 12), want_blocks;
 
-	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2 && magic != VAL_MAGIC_V3) {
+	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2 && magic != VAL_MAGIC_V3 &&
+	    magic != VAL_MAGIC_V4) {
 		if ((magic & 0xffffff) == VAL_MAGIC_FAMILY)
 			return diag_set(diag, -TFS_EFORMAT, base_off, section_name,
 					"unsupported values section version 0x%02x", h[3]);
 		return diag_set(diag, -TFS_ECORRUPT, base_off, section_name, "bad magic 0x%08x",
 				magic);
 	}
-	s->version = magic == VAL_MAGIC_V3 ? 3 : magic == VAL_MAGIC_V2 ? 2 : 1;
+	s->version = (int)(h[3] - '0');
 	s->timing = h[4];
 	if (h[4] > VAL_TIMING_LOSSY)
 		return diag_set(diag, -TFS_EFORMAT, base_off + 4, section_name,
@@ -433,18 +444,61 @@ static int decode_lossy(const struct dblock *d, struct col *ts_col, struct col *
 	return 0;
 }
 
-static int decode_vals(const struct dblock *d, struct col *vals_col)
+/*
+ * Value of class @c whose stride prediction is @pred, from its tag at @tc and its residual
+ * at @rc, 0 unless it is a miss (FORMAT.md §7.3.1). @return 0, or a block_fail()
+ */
+static inline int class_value(const struct dblock *d, struct col *rc, struct col *tc,
+			      uint8_t c, uint64_t pred, uint64_t *x)
+{
+	struct vclass *k = vp_class(d->p, c);
+	uint64_t res;
+	uint32_t back;
+	uint8_t tag;
+
+	if (tc->p == tc->end)
+		return block_fail(d, "missing tag", tc);
+	tag = *tc->p;
+	if (col_varint(rc, &res))
+		return block_fail(d, "bad varint", rc);
+	switch (tag) {
+	case VAL_TAG_STRIDE:
+		*x = pred;
+		break;
+	case VAL_TAG_MISS:
+	case VAL_TAG_MAX:
+		*x = (tag == VAL_TAG_MISS ? pred : k->max + 1) + unzz(res);
+		break;
+	default:
+		back = (uint32_t)tag - VAL_TAG_HIST;
+		if (back >= k->count)
+			return block_fail(d, "tag reaches before the class's first value", tc);
+		*x = k->ring[(k->count - 1 - back) % VAL_HIST_RING];
+		break;
+	}
+	if (res && (tag == VAL_TAG_STRIDE || tag >= VAL_TAG_HIST))
+		return block_fail(d, "residual of a hit not 0", rc);
+	tc->p++;
+	vp_class_push(k, *x);
+	return 0;
+}
+
+static int decode_vals(const struct dblock *d, struct col *vals_col, struct col *tags_col,
+		       struct col *cls_col)
 {
 	const uint32_t *val_off = d->out->val_off;
+	const uint8_t *cls_all = d->s->version >= 4 ? d->s->cls : NULL;
 	struct fstate *f0 = d->p->f;
 	struct tstate *t = d->p->t;
 	uint64_t *vals = d->out->vals;
-	struct col c = *vals_col;
+	struct col c = *vals_col, tc = *tags_col, kc = *cls_col;
 	uint64_t res;
+	int rc;
 
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct tstate *st = &t[d->terms[i]];
 		uint32_t n = val_off[i + 1] - val_off[i];
+		const uint8_t *cls;
 		const bool seen = st->seen;
 		struct fstate *f;
 		uint64_t *v;
@@ -454,18 +508,27 @@ static int decode_vals(const struct dblock *d, struct col *vals_col)
 			continue;
 		f = f0 + st->val_slot;
 		v = vals + val_off[i];
+		cls = cls_all ? cls_all + d->s->cls_off[d->terms[i]] : NULL;
 		for (uint32_t j = 0; j < n; j++) {
-			uint64_t last = f[j].last, x;
+			uint64_t last = f[j].last, x = 0;
 
-			if (col_varint(&c, &res))
-				return block_fail(d, "bad varint", &c);
-			x = last + f[j].delta + unzz(res);
+			if (cls && cls[j]) {
+				rc = class_value(d, &kc, &tc, cls[j], last + f[j].delta, &x);
+				if (rc < 0)
+					return rc;
+			} else {
+				if (col_varint(&c, &res))
+					return block_fail(d, "bad varint", &c);
+				x = last + f[j].delta + unzz(res);
+			}
 			f[j].delta = seen ? x - last : 0;
 			f[j].last = x;
 			v[j] = x;
 		}
 	}
 	*vals_col = c;
+	*tags_col = tc;
+	*cls_col = kc;
 	return 0;
 }
 
@@ -527,6 +590,7 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 {
 	uint32_t *val_off = d->out->val_off, total = 0;
 	struct vpred *p = d->p;
+	uint8_t top = 0;
 
 	for (uint32_t i = 0; i < d->n; i++) {
 		uint32_t t = d->terms[i];
@@ -541,6 +605,11 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 					"terminal %u has %u VAL fields", t, n_vals_of[t]);
 		val_off[i] = total;
 		total += n_vals_of[t];
+		if (d->s->version >= 4 && d->s->cls)
+			for (uint32_t j = 0; j < n_vals_of[t]; j++)
+				top = d->s->cls[d->s->cls_off[t] + j] > top
+					      ? d->s->cls[d->s->cls_off[t] + j]
+					      : top;
 		st = &p->t[t];
 		if (st->gen != p->gen)
 			pred_enter(p, st, n_vals_of[t]);
@@ -548,7 +617,7 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 	}
 	val_off[d->n] = total;
 	*n_vals = total;
-	return 0;
+	return top ? vp_class_reserve(p, top) : 0;
 }
 
 /* The predictor byte bits blocks of section @s may set. */
@@ -652,7 +721,8 @@ static const char *parse_ticks(struct col *c, uint32_t n, uint64_t *q, struct co
 
 static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_COLS])
 {
-	static const char *const names[N_COLS] = {"ts", "dur", "vals"};
+	static const char *const names[N_COLS] = {"ts", "dur", "vals", "tags", "class"};
+	const int n_cols = n_cols_of(d->s);
 	struct col hdr = {d->raw, d->raw + raw_len, "header", false, NULL};
 	uint64_t n, len[N_COLS];
 	const uint8_t *p;
@@ -679,11 +749,13 @@ static int parse_columns(struct dblock *d, uint32_t raw_len, struct col cols[N_C
 		if (bad)
 			return block_fail(d, bad, &hdr);
 	}
-	for (int c = 0; c < N_COLS; c++)
+	for (int c = 0; c < n_cols; c++)
 		if (col_varint(&hdr, &len[c]))
 			return block_fail(d, "bad varint", &hdr);
 	p = hdr.p;
-	for (int c = 0; c < N_COLS; c++) {
+	for (int c = n_cols; c < N_COLS; c++)
+		cols[c] = (struct col){p, p, names[c], false, NULL};
+	for (int c = 0; c < n_cols; c++) {
 		if (len[c] > (uint64_t)(hdr.end - p))
 			return block_fail(d, "column length overruns the block", &hdr);
 		cols[c].p = p;
@@ -712,7 +784,7 @@ static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
 		rc = decode_lossy(d, &cols[COL_TS], &cols[COL_DUR]);
 	if (rc < 0)
 		return rc;
-	rc = decode_vals(d, &cols[COL_VALS]);
+	rc = decode_vals(d, &cols[COL_VALS], &cols[COL_TAGS], &cols[COL_CLASS]);
 	if (rc < 0)
 		return rc;
 	for (int c = 0; c < N_COLS; c++)
@@ -721,6 +793,15 @@ static int decode_columns(const struct dblock *d, struct col cols[N_COLS])
 	return 0;
 }
 
+
+/*
+ * Whether the words of column @k of @pw are bytes: a range-coded column's and the tags
+ * (FORMAT.md §8.1).
+ */
+static bool column_bytes(const struct vwords *pw, int k)
+{
+	return k == COL_TAGS || (k != COL_VALS && (pw->pred & coded_bit(k)));
+}
 
 /* Replace the words @patch names (sorted by column, then index). */
 static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off,
@@ -731,42 +812,38 @@ static int patch_words(const struct tfs_vsec *s, uint64_t idx, uint64_t file_off
 		const struct vpatch *p = &patch[i];
 		size_t base = 0;
 
-		if (p->block != idx || p->col >= N_COLS || p->index >= pw->n[p->col])
+		if (p->block != idx || p->col >= (uint32_t)n_cols_of(s) ||
+		    p->index >= pw->n[p->col])
 			return diag_set(diag, -TFS_ECORRUPT, file_off, "streams",
 					"patch of values block %llu: word %llu of column %u is "
 					"outside the block", (unsigned long long)idx,
 					(unsigned long long)p->index, p->col);
-		if (p->col != COL_VALS && (pw->pred & coded_bit((int)p->col)) && p->word > 0xff)
+		if (column_bytes(pw, (int)p->col) && p->word > 0xff)
 			return diag_set(diag, -TFS_ECORRUPT, file_off, "streams",
-					"patch of values block %llu: word %llu of range-coded "
+					"patch of values block %llu: word %llu of byte "
 					"column %u is not a byte", (unsigned long long)idx,
 					(unsigned long long)p->index, p->col);
 		for (uint32_t k = 0; k < p->col; k++)
 			base += pw->n[k];
 		pw->w[base + p->index] = p->word;
 	}
-	(void)s;
 	return 0;
-}
-
-/* Whether the words of column @k of @pw are bytes: a range-coded column's (FORMAT.md §8.1). */
-static bool column_bytes(const struct vwords *pw, int k)
-{
-	return k != COL_VALS && (pw->pred & coded_bit(k));
 }
 
 /* Rebuild @pw->raw (FORMAT.md §7.2) from its words. */
 static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_events,
 			uint32_t *raw_len)
 {
-	size_t total = pw->n[0] + pw->n[1] + pw->n[2], len[N_COLS] = {0}, off, k0 = 0;
+	const int n_cols = n_cols_of(s);
+	size_t total = 0, len[N_COLS] = {0}, off, k0 = 0;
 	uint8_t tmp[VAL_VARINT_MAX];
 	uint8_t *p;
 
-	for (int k = 0; k < N_COLS; k++) {
+	for (int k = 0; k < n_cols; k++) {
 		for (size_t i = 0; i < pw->n[k]; i++)
 			len[k] += column_bytes(pw, k) ? 1 : varint_store(tmp, pw->w[k0 + i]);
 		k0 += pw->n[k];
+		total += pw->n[k];
 	}
 	if (vp_grow(&pw->raw, &pw->raw_cap,
 		    VAL_RAW_HDR_MAX + pw->ticks_len + VAL_VARINT_MAX * total, 1) < 0)
@@ -779,10 +856,10 @@ static int words_to_raw(const struct tfs_vsec *s, struct vwords *pw, uint32_t n_
 		memcpy(p + off, pw->ticks, pw->ticks_len);
 		off += pw->ticks_len;
 	}
-	for (int k = 0; k < N_COLS; k++)
+	for (int k = 0; k < n_cols; k++)
 		off += varint_store(p + off, len[k]);
 	k0 = 0;
-	for (int k = 0; k < N_COLS; k++) {
+	for (int k = 0; k < n_cols; k++) {
 		for (size_t i = 0; i < pw->n[k]; i++) {
 			if (column_bytes(pw, k))
 				p[off++] = (uint8_t)pw->w[k0 + i];
@@ -956,9 +1033,11 @@ int vsec_block_words(const struct tfs_vsec *s, uint64_t idx, struct vwords *out,
 		out->ticks_len = (size_t)(c.p - h);
 	}
 	for (int k = 0; k < N_COLS; k++)
+		out->n[k] = 0;
+	for (int k = 0; k < n_cols_of(s); k++)
 		if (col_varint(&c, &len[k]))
 			return words_fail(s, idx, file_off, "bad block header", diag);
-	for (int k = 0; k < N_COLS; k++) {
+	for (int k = 0; k < n_cols_of(s); k++) {
 		struct col w = {c.p, c.p, "words", false, NULL};
 
 		if (len[k] > (uint64_t)(c.end - c.p))

@@ -3,7 +3,9 @@
  * into prediction residuals, writes them column by column into a raw block, compresses every
  * full block into one zstd frame and finally writes the header and block index. Each timing
  * column is coded both with and without its per-terminal predictor; when the block is full
- * the one that compresses smaller is kept. It does not know event kinds and never calls
+ * the one that compresses smaller is kept. VAL fields of a value class (TFV4) get a tag:
+ * stride hit, history hit or the smaller of two residuals (FORMAT.md §7.3.1), and a
+ * residual in the class column, 0 for a hit. It does not know event kinds and never calls
  * zstd directly.
  */
 #include <stdlib.h>
@@ -23,6 +25,24 @@
 
 /* Timing column candidates: the ts column's gaps from the end or the start, predicted or not. */
 enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
+
+/*
+ * Where each value of one class's history was last coded in the pending block (TFV4): an
+ * open-addressing table of the values still in the class's ring (at most VAL_HIST_RING, so
+ * at most half full), which finds every history hit of FORMAT.md §7.3.1's writer rule.
+ */
+#define VAL_MAP_SIZE (2 * VAL_HIST_RING)
+
+struct vmap_slot {
+	uint64_t value;
+	uint32_t pos;  /* the value's latest number in the class */
+	uint32_t used;
+};
+
+struct vmap {
+	uint32_t gen; /* the block it is for: struct vpred's gen */
+	struct vmap_slot s[VAL_MAP_SIZE];
+};
 
 /* Timing prediction state of one terminal in the coding pass over a block (FORMAT.md §7.4). */
 struct ttime {
@@ -47,6 +67,10 @@ struct tfs_venc {
 	struct vrc_model rc; /* coded columns' context sets (FORMAT.md §7.4.2) */
 	struct vpred p;	   /* VAL fields' prediction (timing has its own, below) */
 	struct tfs_buf vals; /* the pending block's vals column */
+	struct tfs_buf tags; /* the pending block's tags column (TFV4) */
+	struct tfs_buf cls_col; /* the pending block's class column (TFV4) */
+	struct vmap *maps; /* [maps_cap] TFV4: by class, where its values were last coded */
+	size_t maps_cap;
 	/* the pending block's times, coded when it is full: */
 	uint64_t *ts, *dur;
 	uint32_t *term;
@@ -122,6 +146,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	}
 	e->p.gen = 1;
 	buf_init(&e->vals);
+	buf_init(&e->tags);
+	buf_init(&e->cls_col);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_init(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -159,6 +185,9 @@ void venc_free(struct tfs_venc *e)
 		return;
 	vp_pred_fini(&e->p);
 	buf_fini(&e->vals);
+	buf_fini(&e->tags);
+	buf_fini(&e->cls_col);
+	free(e->maps);
 	for (int k = 0; k < N_TS_CAND; k++)
 		buf_fini(&e->ts_col[k]);
 	for (int k = 0; k < 2; k++)
@@ -626,6 +655,7 @@ out_ticks:
 /* Compress the pending block into one frame. On failure nothing changes. */
 static int flush_block(struct tfs_venc *e)
 {
+	const int n_cols = e->version >= 4 ? N_COLS : COL_TAGS;
 	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
 	const struct tfs_buf *col[N_COLS];
 	int rc, ts_k, dur_k;
@@ -640,6 +670,8 @@ static int flush_block(struct tfs_venc *e)
 	col[COL_TS] = &e->ts_col[ts_k];
 	col[COL_DUR] = &e->dur_col[dur_k];
 	col[COL_VALS] = &e->vals;
+	col[COL_TAGS] = &e->tags;
+	col[COL_CLASS] = &e->cls_col;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		if (!(pred & (c == COL_TS ? VAL_CODED_TS : VAL_CODED_DUR)))
 			continue;
@@ -649,7 +681,7 @@ static int flush_block(struct tfs_venc *e)
 		col[c] = &e->coded[c];
 	}
 	need += e->ticks_hdr.len;
-	for (int c = 0; c < N_COLS; c++)
+	for (int c = 0; c < n_cols; c++)
 		need += col[c]->len;
 	if (vp_grow(&e->idx, &e->idx_cap, e->n_idx + 1, sizeof(*e->idx)) < 0)
 		return -ENOMEM;
@@ -664,9 +696,9 @@ static int flush_block(struct tfs_venc *e)
 		memcpy(e->raw.data + e->raw.len, e->ticks_hdr.data, e->ticks_hdr.len);
 		e->raw.len += e->ticks_hdr.len;
 	}
-	for (int c = 0; c < N_COLS; c++)
+	for (int c = 0; c < n_cols; c++)
 		put_varint(&e->raw, col[c]->len);
-	for (int c = 0; c < N_COLS; c++) {
+	for (int c = 0; c < n_cols; c++) {
 		if (!col[c]->len)
 			continue;
 		memcpy(e->raw.data + e->raw.len, col[c]->data, col[c]->len);
@@ -679,12 +711,107 @@ static int flush_block(struct tfs_venc *e)
 	e->idx[e->n_idx].stored_len = (uint32_t)(e->frames.len - frames_len);
 	e->n_idx++;
 	e->vals.len = 0;
+	e->tags.len = 0;
+	e->cls_col.len = 0;
 	e->blk_n = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
 }
 
-static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals)
+static inline uint32_t map_home(uint64_t v)
+{
+	return (uint32_t)((v * UINT64_C(0x9E3779B97F4A7C15)) >> 55) & (VAL_MAP_SIZE - 1);
+}
+
+/* The slot of @v in @m, or -1. */
+static int map_find(const struct vmap *m, uint64_t v)
+{
+	for (uint32_t i = map_home(v);; i = (i + 1) & (VAL_MAP_SIZE - 1)) {
+		if (!m->s[i].used)
+			return -1;
+		if (m->s[i].value == v)
+			return (int)i;
+	}
+}
+
+/* Empty slot @i, moving later slots of its run back so that every value stays findable. */
+static void map_delete(struct vmap *m, uint32_t i)
+{
+	for (uint32_t j = (i + 1) & (VAL_MAP_SIZE - 1); m->s[j].used;
+	     j = (j + 1) & (VAL_MAP_SIZE - 1)) {
+		const uint32_t home = map_home(m->s[j].value);
+
+		/* slot j may move to i when its home does not lie in (i, j] */
+		if (((j - home) & (VAL_MAP_SIZE - 1)) >= ((j - i) & (VAL_MAP_SIZE - 1))) {
+			m->s[i] = m->s[j];
+			i = j;
+		}
+	}
+	m->s[i].used = 0;
+}
+
+/* Record value @v as the class's number @pos. The table is never full (see struct vmap). */
+static void map_put(struct vmap *m, uint64_t v, uint32_t pos)
+{
+	uint32_t i = map_home(v);
+
+	while (m->s[i].used && m->s[i].value != v)
+		i = (i + 1) & (VAL_MAP_SIZE - 1);
+	m->s[i] = (struct vmap_slot){.value = v, .pos = pos, .used = 1};
+}
+
+/* Push @v into class state @k and its table @m, forgetting the value that leaves the ring. */
+static void class_push(struct vclass *k, struct vmap *m, uint64_t v)
+{
+	if (k->count >= VAL_HIST_RING) {
+		const uint64_t old = k->ring[k->count % VAL_HIST_RING];
+		const int i = map_find(m, old);
+
+		if (i >= 0 && m->s[i].pos == k->count - VAL_HIST_RING)
+			map_delete(m, (uint32_t)i);
+	}
+	map_put(m, v, k->count);
+	vp_class_push(k, v);
+}
+
+/*
+ * Code value @v of class @c whose stride prediction is @pred (FORMAT.md §7.3.1): a tag, and
+ * a residual, 0 for a hit. The tag of a hit reaching furthest back is VAL_TAG_HIST +
+ * VAL_HIST_MAX - 1; a stride hit wins over a history hit, the smaller residual between
+ * misses (the stride's on a tie).
+ */
+static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t pred)
+{
+	struct vclass *k = vp_class(&e->p, c);
+	struct vmap *m = &e->maps[c];
+	uint64_t res = 0;
+	uint8_t tag = VAL_TAG_STRIDE;
+	int i;
+
+	if (m->gen != e->p.gen) {
+		memset(m->s, 0, sizeof(m->s));
+		m->gen = e->p.gen;
+	}
+	if (v != pred) {
+		i = map_find(m, v);
+		/* the ring check keeps a table stale since a wrap of gen harmless */
+		if (i >= 0 && m->s[i].pos < k->count && k->count - 1 - m->s[i].pos < VAL_HIST_MAX &&
+		    k->ring[m->s[i].pos % VAL_HIST_RING] == v) {
+			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - m->s[i].pos));
+		} else {
+			uint64_t r_stride = zz(v - pred), r_max = zz(v - k->max - 1);
+
+			tag = r_max < r_stride ? VAL_TAG_MAX : VAL_TAG_MISS;
+			res = tag == VAL_TAG_MAX ? r_max : r_stride;
+		}
+	}
+	e->tags.data[e->tags.len++] = tag;
+	put_varint(&e->cls_col, res);
+	class_push(k, m, v);
+}
+
+static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals,
+		      const uint8_t *cls)
 {
 	struct fstate *f;
 
@@ -692,7 +819,12 @@ static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *val
 		goto out_seen;
 	f = e->p.f + st->val_slot;
 	for (uint32_t j = 0; j < n_vals; j++) {
-		put_varint(&e->vals, zz(vals[j] - (f[j].last + f[j].delta)));
+		const uint64_t pred = f[j].last + f[j].delta;
+
+		if (cls && cls[j])
+			code_class_value(e, cls[j], vals[j], pred);
+		else
+			put_varint(&e->vals, zz(vals[j] - pred));
 		f[j].delta = st->seen ? vals[j] - f[j].last : 0;
 		f[j].last = vals[j];
 	}
@@ -743,8 +875,34 @@ static int grow_tt(struct tfs_venc *e, uint32_t terminal)
 	return 0;
 }
 
+/* Room for the tags and class states of an event whose fields have classes @cls. */
+static int reserve_classes(struct tfs_venc *e, const uint8_t *cls, uint32_t n_vals)
+{
+	uint8_t top = 0;
+
+	for (uint32_t j = 0; j < n_vals; j++)
+		top = cls[j] > top ? cls[j] : top;
+	if (!top)
+		return 0;
+	if (top >= e->maps_cap) {
+		/* exactly: a table takes 8 KiB, and a writer declares few classes */
+		struct vmap *m = realloc(e->maps, ((size_t)top + 1) * sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		for (size_t c = e->maps_cap; c <= top; c++)
+			m[c].gen = 0;
+		e->maps = m;
+		e->maps_cap = (size_t)top + 1;
+	}
+	if (vp_class_reserve(&e->p, top) < 0 || buf_reserve(&e->tags, n_vals) < 0)
+		return -ENOMEM;
+	return buf_reserve(&e->cls_col, (size_t)VAL_VARINT_MAX * n_vals);
+}
+
 /* Make every allocation the event needs, so that coding it cannot fail. */
-static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
+static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals,
+			 const uint8_t *cls)
 {
 	struct tstate *st;
 	int rc;
@@ -761,11 +919,20 @@ static int reserve_event(struct tfs_venc *e, uint32_t terminal, uint32_t n_vals)
 	if (e->timing != VAL_TIMING_NONE &&
 	    (grow_events(e, (size_t)e->blk_n + 1) < 0 || grow_tt(e, terminal) < 0))
 		return -ENOMEM;
-	return buf_reserve(&e->vals, (size_t)VAL_VARINT_MAX * n_vals);
+	rc = buf_reserve(&e->vals, (size_t)VAL_VARINT_MAX * n_vals);
+	if (rc == 0 && cls)
+		rc = reserve_classes(e, cls, n_vals);
+	return rc;
 }
 
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
 	     const uint64_t *vals, uint32_t n_vals)
+{
+	return venc_add_cls(e, terminal, ts_ns, dur_ns, vals, n_vals, NULL);
+}
+
+int venc_add_cls(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+		 const uint64_t *vals, uint32_t n_vals, const uint8_t *cls)
 {
 	struct tstate *st;
 	int rc;
@@ -773,12 +940,14 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 	if (e->finished || terminal >= VAL_MAX_TERMINAL || n_vals > VAL_MAX_FIELDS ||
 	    (n_vals && !vals))
 		return -EINVAL;
+	if (e->version < 4)
+		cls = NULL;
 	if (e->blk_n == e->block_events) {
 		rc = flush_block(e);
 		if (rc < 0)
 			return rc;
 	}
-	rc = reserve_event(e, terminal, n_vals);
+	rc = reserve_event(e, terminal, n_vals, cls);
 	if (rc < 0)
 		return rc;
 	st = &e->p.t[terminal];
@@ -794,7 +963,7 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 		e->term[e->blk_n] = terminal;
 		e->slot[e->blk_n] = st->cslot;
 	}
-	code_vals(e, st, vals, n_vals);
+	code_vals(e, st, vals, n_vals, cls);
 	e->blk_n++;
 	e->n_events++;
 	return 0;
@@ -802,10 +971,11 @@ int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur
 
 static void put_header(uint8_t *h, const struct tfs_venc *e)
 {
+	static const uint32_t magic[] = {0, VAL_MAGIC_V1, VAL_MAGIC_V2, VAL_MAGIC_V3, VAL_MAGIC_V4};
 	uint64_t rel_bits;
 
 	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));
-	le_put32(h, e->version >= 3 ? VAL_MAGIC_V3 : e->version == 2 ? VAL_MAGIC_V2 : VAL_MAGIC_V1);
+	le_put32(h, magic[e->version]);
 	h[4] = (uint8_t)e->timing;
 	h[5] = h[6] = h[7] = 0;
 	le_put32(h + 8, e->block_events);

@@ -7,7 +7,9 @@
  * readings lie on a lattice (vlattice_i.h), each timing column of a block
  * either predicted by the same terminal's previous gap or duration or stored as is,
  * whichever compresses smaller for that block; VAL arguments are predicted by stride
- * against the previous two occurrences of the same terminal. Residuals are zigzag varint
+ * against the previous two occurrences of the same terminal and, in TFV4, those of a value
+ * class also by the class's recent values and its largest (FORMAT.md §7.3.1: a tag per
+ * field says which, its residual has a column of its own). Residuals are zigzag varint
  * coded column by column (a TFV3 timing column range-coded instead where that is smaller,
  * vrange_i.h), in blocks of block_events events that restart prediction (absolute
  * anchors), each block one zstd frame. This module does not know event kinds: a
@@ -28,7 +30,8 @@ enum {
 	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
 };
 
-#define VAL_VERSION 3		 /* the section version writers write ("TFV3") */
+#define VAL_VERSION 4		 /* the section version writers write ("TFV4") */
+#define VAL_MAX_CLASSES 255	 /* VAL classes (FORMAT.md §7.3.1), numbered 1 to this */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
@@ -84,6 +87,13 @@ void venc_free(struct tfs_venc *e);
  */
 int venc_add(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
 	     const uint64_t *vals, uint32_t n_vals);
+/*
+ * venc_add() with the VAL class of each field (FORMAT.md §7.3.1): @cls[j] 0 for none or 1
+ * to VAL_MAX_CLASSES; @cls NULL: none. A terminal always comes with the same classes.
+ * Versions before 4 ignore the classes.
+ */
+int venc_add_cls(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t dur_ns,
+		 const uint64_t *vals, uint32_t n_vals, const uint8_t *cls);
 uint64_t venc_n_events(const struct tfs_venc *e);
 /*
  * Append the whole FORMAT.md §7 section payload to @out (unchanged on failure), after
@@ -100,12 +110,18 @@ struct tfs_vsec {
 	const uint8_t *data;
 	size_t len;
 	uint64_t base_off; /* file offset of data[0] */
-	int version;	   /* 1 or 2 ("TFV1", "TFV2") */
+	int version;	   /* 1 to 4 ("TFV1" to "TFV4") */
 	int timing;
 	double rel_err;
 	uint32_t block_events;
 	uint64_t n_events;
 	uint64_t n_blocks;
+	/*
+	 * TFV4: the VAL class of field j of terminal t is cls[cls_off[t] + j] (0: none), set
+	 * by the caller after vsec_open() for all terminals it decodes; NULL: no classes
+	 */
+	const uint8_t *cls;
+	const uint32_t *cls_off;
 	/* internal: */
 	const uint8_t *index;
 	uint64_t data_start;
@@ -159,15 +175,15 @@ int vsec_decode_block(const struct tfs_vsec *s, uint64_t idx, const uint32_t *te
  */
 struct vpatch {
 	uint64_t block; /* block index */
-	uint32_t col;	/* 0 ts, 1 dur, 2 vals */
+	uint32_t col;	/* 0 ts, 1 dur, 2 vals, 3 tags, 4 class (TFV4) */
 	uint64_t index; /* word index in the column */
 	uint64_t word;	/* the stored varint value (a zigzagged residual) */
 };
 
 /* The residual words of one raw block, column after column. Owned arrays, reusable. */
 struct vwords {
-	uint64_t *w;		/* n[0] + n[1] + n[2] words */
-	size_t n[3];		/* words per column: ts, dur, vals */
+	uint64_t *w;		/* n[0] + ... + n[4] words */
+	size_t n[5];		/* words per column: ts, dur, vals, tags and class (TFV4) */
 	uint8_t pred;		/* TFV2: the block's predictor byte (VAL_PRED_*); TFV1: 0 */
 	uint8_t *ticks;		/* TFV3 with VAL_TICKS: the block's ticks header, as stored */
 	size_t ticks_len, ticks_cap;

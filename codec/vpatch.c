@@ -87,7 +87,7 @@ int vpatch_read(struct tfs_rd *r, struct vpatch_list *l, const struct vpatch_lis
 			rc = rd_varint(r, &zz);
 		if (rc < 0)
 			goto fail;
-		if (col > 2 || (prev && db > UINT64_MAX - prev->block)) {
+		if (col > 4 || (prev && db > UINT64_MAX - prev->block)) {
 			rc = rd_fail(r, "values patch %u: bad position", j);
 			goto fail;
 		}
@@ -155,7 +155,7 @@ int vpatch_diff(const struct tfs_vsec *base, const struct tfs_vsec *own, uint32_
 		if (rc == 0 && (wb.pred != wo.pred || wb.ticks_len != wo.ticks_len ||
 				(wo.ticks_len && memcmp(wb.ticks, wo.ticks, wo.ticks_len))))
 			rc = -E2BIG;
-		for (uint32_t k = 0; k < 3 && rc == 0; k++) {
+		for (uint32_t k = 0; k < 5 && rc == 0; k++) {
 			if (wb.n[k] != wo.n[k]) {
 				rc = -E2BIG;
 				break;

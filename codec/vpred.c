@@ -137,6 +137,7 @@ void vp_pred_fini(struct vpred *p)
 {
 	free(p->t);
 	free(p->f);
+	free(p->cls);
 	free(p->bins.lo);
 }
 
@@ -161,6 +162,19 @@ void vp_pred_next_block(struct vpred *p)
 		return;
 	for (size_t i = 0; i < p->t_cap; i++)
 		p->t[i].gen = 0;
+	for (size_t i = 0; i < p->cls_cap; i++)
+		p->cls[i].gen = 0;
 	p->gen = 1;
+}
+
+int vp_class_reserve(struct vpred *p, uint8_t top)
+{
+	size_t old = p->cls_cap;
+
+	if (vp_grow(&p->cls, &p->cls_cap, (size_t)top + 1, sizeof(*p->cls)) < 0)
+		return -ENOMEM;
+	for (size_t i = old; i < p->cls_cap; i++)
+		p->cls[i].gen = 0;
+	return 0;
 }
 

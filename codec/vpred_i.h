@@ -1,7 +1,7 @@
 /*
  * Internals shared by the values encoder (values_enc.c), decoder (values_dec.c) and their
  * prediction and binning helpers (vpred.c): section constants, per-terminal prediction
- * state, lossy bins. Nothing outside those files includes it.
+ * state, value class histories (TFV4), lossy bins. Nothing outside those files includes it.
  */
 #ifndef TFS_VPRED_I_H
 #define TFS_VPRED_I_H
@@ -15,10 +15,11 @@
 #define VAL_MAGIC_V1 0x31564654u     /* "TFV1" little-endian */
 #define VAL_MAGIC_V2 0x32564654u     /* "TFV2" */
 #define VAL_MAGIC_V3 0x33564654u     /* "TFV3" */
+#define VAL_MAGIC_V4 0x34564654u     /* "TFV4" */
 #define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
 #define VAL_HDR_LEN 36u
 #define VAL_IDX_ENTRY_LEN 16u
-#define VAL_RAW_HDR_MAX 41u /* four varints, and the predictor byte (not the ticks header) */
+#define VAL_RAW_HDR_MAX 61u /* six varints, and the predictor byte (not the ticks header) */
 #define VAL_VARINT_MAX 10u
 #define VAL_ZSTD_MAX_EXPANSION 32768u /* 4 bytes of zstd block become at most 128 KiB */
 #define VAL_DEFAULT_LEVEL 3
@@ -37,6 +38,7 @@
 #define ZSTD_FHD_UNUSED_BIT 0x10
 #define VAL_MAX_TERMINAL (UINT32_C(1) << 30)
 #define NVALS_UNKNOWN 0xff
+#define VAL_HIST_RING 256u /* a power of two above VAL_HIST_MAX */
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -63,6 +65,17 @@ struct fstate {
 };
 
 /*
+ * Value history of one VAL class in the current block (FORMAT.md §7.3.1, TFV4): the class's
+ * last VAL_HIST_RING values in coding order, and the largest of all its values so far.
+ */
+struct vclass {
+	uint32_t gen;	/* valid while equal to struct vpred's gen */
+	uint32_t count; /* values coded in the class in this block */
+	uint64_t max;
+	uint64_t ring[VAL_HIST_RING]; /* value number i at ring[i % VAL_HIST_RING] */
+};
+
+/*
  * Exponential bins of LOSSY timing (FORMAT.md §7.5). Bin k >= 1 holds [lo[k], lo[k+1]),
  * the last bin reaches UINT64_MAX; bin 0 is {0}.
  */
@@ -82,6 +95,8 @@ struct vpred {
 	size_t f_len, f_cap;
 	uint32_t n_terms; /* distinct terminals of the current block so far */
 	struct bins bins;
+	struct vclass *cls; /* TFV4: [cls_cap] indexed by class, 0 unused */
+	size_t cls_cap;
 };
 
 struct vidx {
@@ -89,7 +104,12 @@ struct vidx {
 	uint32_t raw_len;
 };
 
-enum { COL_TS, COL_DUR, COL_VALS, N_COLS };
+/* The raw block's columns (FORMAT.md §7.2); TFV1 to TFV3 have no tags and class columns. */
+enum { COL_TS, COL_DUR, COL_VALS, COL_TAGS, COL_CLASS, N_COLS };
+
+/* Tags of class values (FORMAT.md §7.3.1): a tag at or above VAL_TAG_HIST is a history hit. */
+enum { VAL_TAG_STRIDE, VAL_TAG_MISS, VAL_TAG_MAX, VAL_TAG_HIST };
+#define VAL_HIST_MAX (256u - VAL_TAG_HIST) /* history hits reach this many values back */
 
 /* ---- small helpers ---- */
 
@@ -128,6 +148,28 @@ uint64_t vp_sbin_rep(const struct bins *b, int64_t sb);
 void vp_pred_fini(struct vpred *p);
 int vp_pred_reserve_terms(struct vpred *p, size_t n);
 void vp_pred_next_block(struct vpred *p);
+/* Room for the states of classes 1 to @top. @return 0 or -ENOMEM */
+int vp_class_reserve(struct vpred *p, uint8_t top);
+
+/* Class @c's state in the current block (reserved), empty at its first use in the block. */
+static inline struct vclass *vp_class(struct vpred *p, uint8_t c)
+{
+	struct vclass *k = &p->cls[c];
+
+	if (k->gen != p->gen) {
+		k->gen = p->gen;
+		k->count = 0;
+		k->max = 0;
+	}
+	return k;
+}
+
+static inline void vp_class_push(struct vclass *k, uint64_t v)
+{
+	k->ring[k->count++ % VAL_HIST_RING] = v;
+	if (v > k->max)
+		k->max = v;
+}
 
 /* First occurrence of @st in the block: fresh predictors, @n_vals arena slots claimed. */
 static inline void pred_enter(struct vpred *p, struct tstate *st, uint32_t n_vals)

@@ -64,6 +64,7 @@ int tfs_writer_new(const struct tfs_writer_opts *opts, struct tfs_writer **out)
 	if (w->opts.timing != TFS_TIMING_LOSSY)
 		w->opts.rel_err = 0;
 	schema_init(&w->schema);
+	wnames_init(&w->names);
 	*out = w;
 	return 0;
 }
@@ -98,6 +99,7 @@ void tfs_writer_free(struct tfs_writer *w)
 		free(w->phases[i].name);
 	free(w->phases);
 	wranks_free(w);
+	wnames_fini(&w->names);
 	schema_fini(&w->schema);
 	free(w);
 }
@@ -347,7 +349,7 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	rc = gbuild_append(s->gb, t);
 	if (rc < 0)
 		return rc;
-	rc = venc_add(s->venc, t, ts_ns, dur_ns, vals, k->n_vals);
+	rc = venc_add_cls(s->venc, t, ts_ns, dur_ns, vals, k->n_vals, k->vcls);
 	if (rc < 0)
 		return s->err = rc; /* the grammar holds the event already */
 	tw = s->widths.data + s->term_woff[t];

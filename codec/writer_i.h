@@ -53,6 +53,21 @@ struct wrank {
 	struct symenc syms;
 };
 
+/* A name given by tfs_writer_set_name(): its bytes in wnames.text. */
+struct wname {
+	uint64_t off;
+	uint32_t len;
+};
+
+/* The names of every rank, kept until save (wnames.c). */
+struct wnames {
+	struct intern keys;	/* (rank, id, class) -> val index */
+	struct wname *val;	/* [keys.n] the latest name of each key */
+	uint32_t val_cap;
+	struct tfs_buf text;	/* name bytes; a replaced name stays, unused */
+	uint32_t max_rank;	/* highest rank with a name (keys.n > 0) */
+};
+
 struct tfs_writer {
 	struct tfs_writer_opts opts;
 	struct tfs_schema schema;
@@ -64,6 +79,7 @@ struct tfs_writer {
 	uint32_t n_phases, phases_cap;
 	struct wrank **ranks;	/* sorted by rank: ranks with backtraces or symbols */
 	uint32_t n_ranks, ranks_cap;
+	struct wnames names;
 	bool saved;
 };
 
@@ -87,5 +103,12 @@ static inline bool wrank_has_symbols(const struct wrank *r)
 {
 	return r->syms.n_ents > 0;
 }
+
+/* wnames.c */
+void wnames_init(struct wnames *n);
+void wnames_fini(struct wnames *n);
+/* The §12 payload of every rank's names, appended to @out (nothing when there are none).
+ * @return 0 or -ENOMEM */
+int wnames_payload(const struct wnames *n, struct tfs_buf *out);
 
 #endif

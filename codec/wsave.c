@@ -291,6 +291,26 @@ static int find_patch(struct merge *m, uint32_t i)
 	return 0;
 }
 
+/*
+ * Kinds no terminal uses are left out of the file (a capture declares every kind it might
+ * record: an MPI trace would carry the I/O and zone kinds too); the others keep their order.
+ */
+static int map_kinds(struct merge *m, const struct tfs_writer *w)
+{
+	uint32_t next = 0;
+
+	m->kind_map = malloc((w->schema.n_kinds + 1) * sizeof(*m->kind_map));
+	if (!m->kind_map)
+		return -ENOMEM;
+	memset(m->kind_map, 0xff, (w->schema.n_kinds + 1) * sizeof(*m->kind_map));
+	for (uint32_t t = 0; t < m->sigs.n; t++)
+		m->kind_map[m->g_kind[t]] = 0;
+	for (uint32_t k = 0; k < w->schema.n_kinds; k++)
+		if (m->kind_map[k] == 0)
+			m->kind_map[k] = next++;
+	return 0;
+}
+
 /* Backtraces and symbols sections follow the streams' sections, rank by rank (FORMAT.md §8). */
 static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uint32_t *next_sec)
 {
@@ -304,6 +324,8 @@ static int number_rank_sections(struct merge *m, const struct tfs_writer *w, uin
 		m->bt_sec_of[i] = w->ranks[i]->n_bt ? (*next_sec)++ : UINT32_MAX;
 		m->sym_sec_of[i] = wrank_has_symbols(w->ranks[i]) ? (*next_sec)++ : UINT32_MAX;
 	}
+	/* then the sections of write_since_2_1(), before the index that means none */
+	*next_sec += schema_has_argflags(&w->schema, m->kind_map) + (w->names.keys.n > 0);
 	for (uint32_t i = 0; i < w->n_ranks; i++) {
 		if (m->bt_sec_of[i] == UINT32_MAX)
 			m->bt_sec_of[i] = *next_sec;
@@ -387,6 +409,8 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 			m->vsec_of[i] = m->vsec_of[m->vals_first[i]];
 		}
 	}
+	if (rc == 0)
+		rc = map_kinds(m, w);
 	if (rc == 0)
 		rc = number_rank_sections(m, w, &next_sec);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++)
@@ -549,6 +573,8 @@ static int build_streams(const struct merge *m, const struct tfs_writer *w, stru
 						      r->n_bt};
 		max_rank = r->rank > max_rank ? r->rank : max_rank;
 	}
+	if (w->names.keys.n && w->names.max_rank > max_rank)
+		max_rank = w->names.max_rank;
 	for (uint32_t i = 0; i < w->n_phases; i++)
 		ps[i] = (struct sx_phase){w->phases[i].name, w->phases[i].stream,
 					  w->phases[i].first, w->phases[i].n};
@@ -588,6 +614,29 @@ static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uin
 		if (m->vsec_of[j] == m->vsec_of[i])
 			return false;
 	return true;
+}
+
+/*
+ * The sections format 2.1 added, after all others so that the indices of the others stay
+ * as merge_streams() numbered them: argflags (FORMAT.md §4.1) and names (§12), when there
+ * is anything to say.
+ */
+static int write_since_2_1(const struct merge *m, struct tfs_writer *w, struct ctr_writer *cw)
+{
+	struct tfs_buf b;
+	int rc;
+
+	buf_init(&b);
+	rc = schema_write_argflags(&w->schema, m->kind_map, &b);
+	if (rc == 1)
+		rc = ctr_add(cw, SEC_ARGFLAGS, 1, b.data, b.len, b.len);
+	b.len = 0;
+	if (rc == 0)
+		rc = wnames_payload(&w->names, &b);
+	if (rc == 0 && b.len)
+		rc = ctr_add(cw, SEC_NAMES, 1, b.data, b.len, b.len);
+	buf_fini(&b);
+	return rc;
 }
 
 /* Every section, then the table and header, through @cw (which the caller finalises). */
@@ -639,6 +688,8 @@ static int write_sections(const struct merge *m, struct tfs_writer *w,
 	if (rc == 0)
 		rc = write_rank_sections(m, w, cw);
 	if (rc == 0)
+		rc = write_since_2_1(m, w, cw);
+	if (rc == 0)
 		rc = ctr_finish(cw);
 	buf_fini(&b);
 	return rc;
@@ -669,31 +720,9 @@ static int open_temp(const char *path, char **tmp_out)
 	return fd;
 }
 
-/*
- * Kinds no terminal uses are left out of the file (a capture declares every kind it might
- * record: an MPI trace would carry the I/O and zone kinds too); the others keep their order.
- */
-static int map_kinds(struct merge *m, const struct tfs_writer *w)
-{
-	uint32_t next = 0;
-
-	m->kind_map = malloc((w->schema.n_kinds + 1) * sizeof(*m->kind_map));
-	if (!m->kind_map)
-		return -ENOMEM;
-	memset(m->kind_map, 0xff, (w->schema.n_kinds + 1) * sizeof(*m->kind_map));
-	for (uint32_t t = 0; t < m->sigs.n; t++)
-		m->kind_map[m->g_kind[t]] = 0;
-	for (uint32_t k = 0; k < w->schema.n_kinds; k++)
-		if (m->kind_map[k] == 0)
-			m->kind_map[k] = next++;
-	return 0;
-}
-
 /* Merge the streams' tables (once: the value streams are finished here). */
 static int save_begin(struct merge *m, struct tfs_writer *w)
 {
-	int rc;
-
 	if (w->saved)
 		return -EALREADY;
 	memset(m, 0, sizeof(*m));
@@ -702,8 +731,7 @@ static int save_begin(struct merge *m, struct tfs_writer *w)
 	buf_init(&m->g_widths);
 	buf_init(&m->scratch);
 	w->saved = true; /* value streams are finished below: no appends after this */
-	rc = merge_streams(m, w);
-	return rc < 0 ? rc : map_kinds(m, w);
+	return merge_streams(m, w);
 }
 
 int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len)

@@ -3,12 +3,13 @@
  * preloaded and attached to a spool this process creates, consumes the spool while the
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
- * exits with the program's status (128 + signal when killed). --trace selects the categories
- * (cap_parse_trace's words; all by default); --backtrace-depth the frames kept
- * of each allocation's backtrace (64 by default, 0: none); --sample=N and --sample-bytes=N
- * keep the backtrace of one allocation in N, or one per N bytes; --when-full what a thread
- * does when the spool (which grows up to --spool-size) is full: wait for this recorder to
- * free a chunk (the default, bounded: spool_i.h) or drop. Run by an MPI launcher
+ * exits with the program's status, or dies of the signal that killed it. --trace selects
+ * the categories (cap_parse_trace's words; all by default); --backtrace-depth the frames
+ * kept of each allocation's backtrace (64 by default, 0: none); --sample=N and
+ * --sample-bytes=N keep the backtrace of one allocation in N, or one per N bytes;
+ * --when-full what a thread does when the spool (which grows up to --spool-size) is full:
+ * wait for this recorder to free a chunk (the default, bounded: spool_i.h) or drop. Run by
+ * an MPI launcher
  * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
  * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
  * (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -639,12 +641,14 @@ void fs_describe_end(int status, char *buf, size_t cap)
 	if (WIFEXITED(status))
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		snprintf(buf, cap, "killed by signal %d (SIG%s)", WTERMSIG(status),
-			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+		snprintf(buf, cap, "killed by signal %d (SIG%s)%s", WTERMSIG(status),
+			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
+			 WCOREDUMP(status) ? ", core dumped" : "");
 	else
 		snprintf(buf, cap, "ended with wait status %d", status);
 }
 
+/* Our exit status for a program that ended with wait status @status (when no signal). */
 static int mirror_status(int status)
 {
 	if (WIFEXITED(status))
@@ -652,6 +656,30 @@ static int mirror_status(int status)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return EXIT_RUNTIME;
+}
+
+/*
+ * The program was killed by @sig: die of it too, so that whoever waits for us (a shell's
+ * $?, Python's subprocess, make) sees a signal death as it would untraced. The signal is
+ * restored to its default action and unblocked first; tracefs itself never dumps core (no
+ * core limit, not dumpable: a core_pattern pipe ignores the limit), so the caller sees the
+ * signal without the core flag even where the program dumped one. @return 128 + @sig, in
+ * case the signal did not end us
+ */
+static int die_of(int sig)
+{
+	const struct rlimit no_core = {0, 0};
+	sigset_t set;
+
+	fflush(NULL);
+	setrlimit(RLIMIT_CORE, &no_core);
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	return 128 + sig;
 }
 
 static void join_args(char **argv, char *buf, size_t cap)
@@ -735,6 +763,8 @@ static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
 	}
 	if (rc == 0)
 		rc = rec_procs_finish(ps);
+	if (rc == 0)
+		rc = rec_procs_first_meta(ps);
 	if (rc == 0 && rec_procs_count(ps) == 1)
 		rc = cap_consumer_save(c, out);
 	else if (rc == 0)
@@ -829,6 +859,8 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	cap_consumer_free(c);
 	unlink(spool_path);
 	cap_spool_unmap(&s);
+	if (WIFSIGNALED(status))
+		return die_of(WTERMSIG(status));
 	return exit_status;
 
 err_free_consumer:

@@ -43,10 +43,27 @@ struct rproc {
 	struct cap_consumer_stats st; /* its consumer's last statistics, once retired */
 	uint32_t pid, ppid;
 	uint64_t fork_ns;
-	int status;    /* wait status, when @reaped */
-	bool reaped;   /* the recorder reaped it (the first process, orphans) */
-	bool retired;  /* ended, trace saved, spool removed */
-	bool borrowed; /* the first process's spool and consumer belong to the caller */
+	int status;	     /* wait status, when @reaped or @end_known */
+	bool reaped;	     /* the recorder reaped it (the first process, orphans) */
+	bool end_known;	     /* the process that reaped it said how it ended (@status) */
+	bool retired;	     /* ended, trace saved, spool removed */
+	bool borrowed;	     /* the first process's spool and consumer belong to the caller */
+	uint32_t reaps_next; /* the next entry of its spool's ring of reaped children to read */
+	uint32_t reaps_lost; /* entries of that ring overwritten or never completed */
+};
+
+/* A child some process reaped (spool_i.h struct spool_reap), as read from its ring. */
+struct reap_note {
+	uint32_t pid;
+	int32_t status;
+	uint64_t t_ns;
+	bool used; /* given to a process as its end */
+};
+
+/* How far the last scan read the ring of a spool it found (before taking it in). */
+struct peeked {
+	ino_t ino;
+	uint32_t next, lost;
 };
 
 struct rec_procs {
@@ -56,6 +73,11 @@ struct rec_procs {
 	char *dir;	/* the spools' directory */
 	char *prefix;	/* "<first spool's name>." */
 	uint32_t n_bad; /* spools that never became readable */
+	/* reaped children not matched to a process yet (their spool not seen yet) */
+	struct reap_note *notes;
+	uint32_t n_notes, notes_cap;
+	struct peeked *peeked;
+	uint32_t n_peeked;
 };
 
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
@@ -113,6 +135,8 @@ void rec_procs_free(struct rec_procs *ps)
 	free(ps->v);
 	free(ps->dir);
 	free(ps->prefix);
+	free(ps->notes);
+	free(ps->peeked);
 	free(ps);
 }
 
@@ -162,6 +186,8 @@ static enum listed known(const struct rec_procs *ps, const char *path, ino_t ino
 	return how;
 }
 
+static void notes_for(struct rec_procs *ps, const struct rproc *p);
+
 /*
  * Take spool @path (file @ino when listed) in. @return 0, or -errno (-ESTALE: another file
  * now; not readable yet, or no memory)
@@ -197,7 +223,14 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	p.pid = atomic_load(&p.s->hdr->producer_pid);
 	p.ppid = p.s->hdr->parent_pid;
 	p.fork_ns = p.s->hdr->fork_ns;
+	for (uint32_t i = 0; i < ps->n_peeked; i++) {
+		if (ps->peeked[i].ino == ino) { /* its ring was read by the last scan's peek */
+			p.reaps_next = ps->peeked[i].next;
+			p.reaps_lost = ps->peeked[i].lost;
+		}
+	}
 	ps->v[ps->n++] = p;
+	notes_for(ps, &ps->v[ps->n - 1]);
 	return 0;
 }
 
@@ -307,10 +340,200 @@ static bool gone(const struct rproc *p)
 	return p->reaped || (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH);
 }
 
-/* pid, ppid and how a forked process ended, as its rank's metadata. */
-static int child_meta(struct rproc *p)
+/* ---- how each process ended ---- */
+
+/*
+ * The process reaped at @t_ns as pid @pid: of the processes of that pid begun before then,
+ * the one begun last, since a pid is given again only once its process has been reaped.
+ * (A process given the pid between the reap and the reaper's clock reading, microseconds,
+ * would be taken for it.) NULL when none is known yet.
+ */
+static struct rproc *reaped_one(struct rec_procs *ps, uint32_t pid, uint64_t t_ns)
 {
-	char buf[96];
+	struct rproc *best = NULL;
+
+	for (uint32_t i = 1; i < ps->n; i++) {
+		struct rproc *p = &ps->v[i];
+
+		if (p->pid == pid && p->fork_ns < t_ns && (!best || p->fork_ns > best->fork_ns))
+			best = p;
+	}
+	return best;
+}
+
+/* Give note @r to the process it names. @return whether that process is known */
+static bool use_note(struct rec_procs *ps, const struct reap_note *r)
+{
+	struct rproc *p = reaped_one(ps, r->pid, r->t_ns);
+
+	if (!p)
+		return false;
+	if (!p->reaped && !p->end_known) {
+		p->end_known = true;
+		p->status = r->status;
+	}
+	return true;
+}
+
+/* A child reaped: given to its process, or kept until its spool is seen. @return 0, -ENOMEM */
+static int add_note(struct rec_procs *ps, const struct reap_note *r)
+{
+	if (use_note(ps, r))
+		return 0;
+	if (ps->n_notes == ps->notes_cap) {
+		uint32_t cap = ps->notes_cap ? 2 * ps->notes_cap : 16;
+		struct reap_note *v = realloc(ps->notes, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ps->notes = v;
+		ps->notes_cap = cap;
+	}
+	ps->notes[ps->n_notes++] = *r;
+	return 0;
+}
+
+/* Process @p is new: the notes kept for its pid may be its. */
+static void notes_for(struct rec_procs *ps, const struct rproc *p)
+{
+	for (uint32_t i = 0; i < ps->n_notes;) {
+		if (ps->notes[i].pid == p->pid && use_note(ps, &ps->notes[i]))
+			ps->notes[i] = ps->notes[--ps->n_notes];
+		else
+			i++;
+	}
+}
+
+/*
+ * Read the ring of reaped children of spool header @h (spool_i.h struct spool_reap) from
+ * entry *@next on. An entry not complete yet stops the reading, unless its writer has
+ * ended (@ended): then it never will be, and it is lost, as are entries overwritten before
+ * they were read. @return 0 or -ENOMEM
+ */
+static int read_ring(struct rec_procs *ps, const struct spool_hdr *h, uint32_t *next,
+		     uint32_t *lost, bool ended)
+{
+	const uint32_t n = atomic_load_explicit(&h->n_reaps, memory_order_acquire);
+
+	if (n - *next > SPOOL_N_REAPS) {
+		*lost += n - *next - SPOOL_N_REAPS;
+		*next = n - SPOOL_N_REAPS;
+	}
+	for (; *next != n; ++*next) {
+		const struct spool_reap *e = &h->reaps[*next % SPOOL_N_REAPS];
+		uint32_t seq = atomic_load_explicit(&e->seq, memory_order_acquire);
+		struct reap_note r = {e->pid, e->status, e->t_ns, false};
+		int rc;
+
+		if (seq != *next + 1 && !ended && (int32_t)(seq - (*next + 1)) < 0)
+			break; /* being written */
+		atomic_thread_fence(memory_order_acquire);
+		if (seq != *next + 1 ||
+		    atomic_load_explicit(&e->seq, memory_order_relaxed) != *next + 1) {
+			++*lost; /* overwritten while read, or never completed */
+			continue;
+		}
+		rc = add_note(ps, &r);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Read the new entries of @p's ring. @return 0 or -ENOMEM */
+static int drain(struct rec_procs *ps, struct rproc *p, bool ended)
+{
+	if (p->retired || !p->s)
+		return 0;
+	return read_ring(ps, p->s->hdr, &p->reaps_next, &p->reaps_lost, ended);
+}
+
+/* The process that forked or spawned @p: the last one of its ppid begun before it. */
+static struct rproc *parent_of(struct rec_procs *ps, const struct rproc *p)
+{
+	struct rproc *best = NULL;
+
+	for (uint32_t i = 0; i < ps->n; i++) {
+		struct rproc *q = &ps->v[i];
+
+		if (q != p && q->pid == p->ppid && q->fork_ns <= p->fork_ns &&
+		    (!best || q->fork_ns >= best->fork_ns))
+			best = q;
+	}
+	return best;
+}
+
+/*
+ * Ended process @p (not the recorder's child) may yet learn how: its parent is inside a
+ * wait call, and may be about to note it. A parent that sees no wait under way has noted
+ * every child it reaped (capture.c cap_wait_end), so its ring is read after the count.
+ */
+static bool end_pending(struct rec_procs *ps, struct rproc *p)
+{
+	struct rproc *par;
+	uint32_t waiting;
+
+	if (p->reaped || p->end_known)
+		return false;
+	par = parent_of(ps, p);
+	if (!par || par->retired || !par->s)
+		return false;
+	waiting = atomic_load(&par->s->hdr->n_in_wait);
+	if (drain(ps, par, false) < 0)
+		return false;
+	return !p->end_known && waiting > 0 && !gone(par);
+}
+
+/* "unknown: <why>" for process @p, nobody having said how it ended. */
+static void unknown_end(struct rec_procs *ps, struct rproc *p, char *buf, size_t cap)
+{
+	const struct rproc *par = parent_of(ps, p);
+	const uint32_t sig = atomic_load(&p->s->hdr->fatal_signal);
+	char last[64] = "";
+
+	if (sig)
+		snprintf(last, sizeof(last), "; it received signal %" PRIu32 " (SIG%s)", sig,
+			 sigabbrev_np((int)sig) ? sigabbrev_np((int)sig) : "?");
+	else if (atomic_load(&p->s->hdr->exited))
+		snprintf(last, sizeof(last), "; it ran its exit path");
+	if (!par)
+		snprintf(buf, cap, "unknown: its parent (pid %" PRIu32 ") was not recorded%s",
+			 p->ppid, last);
+	else if (par->reaps_lost)
+		snprintf(buf, cap, "unknown: its parent reaped children faster than the recorder "
+			 "read their ends%s", last);
+	else
+		snprintf(buf, cap, "unknown: its parent reaped it outside the recorded wait calls "
+			 "(in system() or pclose(), by a raw system call, or with SIGCHLD "
+			 "ignored)%s", last);
+}
+
+/* `image`, the program of the last image of the process of spool @h, and `images`, all of
+ * them ("sh -> cc1"); @program: `program` too. @return 0, -ENOMEM */
+static int image_meta(struct cap_consumer *c, const struct spool_hdr *h, bool program)
+{
+	char images[SPOOL_IMAGES_BYTES];
+	const char *last, *arrow;
+	int rc;
+
+	memcpy(images, h->images, sizeof(images));
+	images[sizeof(images) - 1] = '\0';
+	if (!images[0])
+		return 0;
+	for (last = images; (arrow = strstr(last, " -> ")); last = arrow + 4)
+		;
+	rc = cap_consumer_set_meta(c, "images", images);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "image", last);
+	if (rc == 0 && program)
+		rc = cap_consumer_set_meta(c, "program", last);
+	return rc;
+}
+
+/* pid, ppid, its program and how a forked process ended, as its rank's metadata. */
+static int child_meta(struct rec_procs *ps, struct rproc *p)
+{
+	char buf[256];
 	int rc;
 
 	snprintf(buf, sizeof(buf), "%" PRIu32, p->pid);
@@ -318,15 +541,20 @@ static int child_meta(struct rproc *p)
 	snprintf(buf, sizeof(buf), "%" PRIu32, p->ppid);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(p->c, "ppid", buf);
-	if (p->reaped)
+	if (p->reaped || p->end_known)
 		fs_describe_end(p->status, buf, sizeof(buf));
-	else if (atomic_load(&p->s->hdr->exited))
-		snprintf(buf, sizeof(buf), "exited");
 	else
-		snprintf(buf, sizeof(buf), "ended without its exit path (a signal or _exit)");
+		unknown_end(ps, p, buf, sizeof(buf));
 	if (rc == 0)
 		rc = cap_consumer_set_meta(p->c, "end", buf);
+	if (rc == 0)
+		rc = image_meta(p->c, p->s->hdr, true);
 	return rc;
+}
+
+int rec_procs_first_meta(struct rec_procs *ps)
+{
+	return image_meta(ps->v[0].c, ps->v[0].s->hdr, false);
 }
 
 /*
@@ -369,10 +597,12 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
  */
 static int retire(struct rec_procs *ps, struct rproc *p)
 {
-	int rc = cap_consumer_finish(p->c);
+	int rc = drain(ps, p, true); /* the children it reaped, before its spool goes */
 
 	if (rc == 0)
-		rc = child_meta(p);
+		rc = cap_consumer_finish(p->c);
+	if (rc == 0)
+		rc = child_meta(ps, p);
 	if (rc == 0)
 		rc = cap_consumer_save_mem(p->c, &p->trace, &p->trace_len);
 	if (rc < 0)
@@ -397,7 +627,9 @@ int rec_procs_poll(struct rec_procs *ps)
 		bool ended = i > 0 && !p->retired && gone(p);
 		int n = p->retired ? 0 : cap_consumer_poll(p->c);
 
-		if (n >= 0 && ended) {
+		if (n >= 0 && drain(ps, p, false) < 0)
+			n = -ENOMEM;
+		if (n >= 0 && ended && !end_pending(ps, p)) {
 			int rc = retire(ps, p);
 
 			if (rc < 0)
@@ -476,11 +708,68 @@ static int cmp_fork(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+/*
+ * At the end: read the rings of the spools no scan has taken in yet from their headers
+ * alone, so that a process the last scan retires at once learns how it ended even when the
+ * process that reaped it comes later in the directory.
+ */
+static int peek_rings(struct rec_procs *ps)
+{
+	DIR *d = opendir(ps->dir);
+	struct dirent *e;
+	int rc = 0;
+
+	if (!d)
+		return 0;
+	while (rc == 0 && (e = readdir(d))) {
+		struct peeked pk = {0};
+		struct spool_hdr h;
+		struct rproc *p;
+		struct stat st;
+		char *path;
+		bool aside;
+		int fd;
+
+		if (!is_child_spool(ps, e->d_name, &aside) ||
+		    asprintf(&path, "%s/%s", ps->dir, e->d_name) < 0)
+			continue;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 &&
+		    known(ps, path, st.st_ino, &p) == LISTED_NEW &&
+		    pread(fd, &h, sizeof(h), 0) == sizeof(h) && h.magic == SPOOL_MAGIC &&
+		    h.version == SPOOL_VERSION) {
+			pk.ino = st.st_ino;
+			rc = read_ring(ps, &h, &pk.next, &pk.lost, true);
+			if (rc == 0) {
+				struct peeked *v = realloc(ps->peeked,
+							   (ps->n_peeked + 1) * sizeof(*v));
+
+				if (v) {
+					ps->peeked = v;
+					ps->peeked[ps->n_peeked++] = pk;
+				} else {
+					rc = -ENOMEM;
+				}
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		free(path);
+	}
+	closedir(d);
+	return rc;
+}
+
 int rec_procs_finish(struct rec_procs *ps)
 {
 	uint32_t lost;
 	int rc = 0;
 
+	/* every process has ended: all they noted of the children they reaped, first */
+	for (uint32_t i = 0; i < ps->n && rc == 0; i++)
+		rc = drain(ps, &ps->v[i], true);
+	if (rc == 0)
+		rc = peek_rings(ps);
 	/* the spools taken in first: the last scan then has the most memory to map the rest */
 	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
 		if (!ps->v[i].retired)

@@ -45,6 +45,9 @@ void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
  * not record. @return 0 or -errno
  */
 int rec_procs_finish(struct rec_procs *ps);
+/* The first process's metadata its spool gives: `image` and `images` (the programs it ran,
+ * "sh -> cc1"). Before its consumer saves. @return 0 or -ENOMEM */
+int rec_procs_first_meta(struct rec_procs *ps);
 /* Save every process's trace in memory and write their merge to @out. @return 0 or -errno */
 int rec_procs_save(struct rec_procs *ps, const char *out);
 

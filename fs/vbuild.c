@@ -4,6 +4,7 @@
  *   README.txt info.json summary.txt signatures.txt grammar.txt trace.json [trace.json.d/]
  *   ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/{backtraces.txt,allocs.folded}   only for a rank with backtraces
+ *   ranks/<r>/files.txt                        only when the trace records files
  *   ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   ranks/<r>/phases/<dir>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/phases/<dir>/threads/<t>/{trace.txt,events.jsonl,trace.json}
@@ -472,6 +473,19 @@ static int add_backtrace_files(struct fs_vtree *vt, uint32_t dir, struct fs_scop
 	return rc;
 }
 
+/* files.txt of a rank, after its backtrace files, when the trace records files at all. */
+static int add_files_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank)
+{
+	int rc;
+
+	if (!fs_files_wanted(vt))
+		return 0;
+	rc = add_lazy(vt, dir, "files.txt", KEY_STACKS, LAZY_FILES, sc);
+	if (rc == 0)
+		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+	return rc;
+}
+
 /* threads/<t>/ under @dir with the views of one event range and the phases in @sc. */
 static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc)
 {
@@ -682,6 +696,8 @@ static int lay_files(struct fs_vtree *vt, struct layout *l)
 			rc = add_scope_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, true);
 		if (rc == 0 && l->ranks[r].dir >= 0)
 			rc = add_backtrace_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
+		if (rc == 0 && l->ranks[r].dir >= 0)
+			rc = add_files_file(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
 	}
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
 		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);
@@ -814,6 +830,8 @@ int fs_vtree_build(struct fs_vtree *vt, const char *trace_name)
 
 	tfs_trace_get_info(vt->trace, &vt->ti);
 	rc = read_tables(vt);
+	if (rc == 0)
+		rc = fs_procs_new(vt->trace, vt->ti.n_ranks, &vt->procs);
 	if (rc == 0)
 		rc = fs_gen_files(vt, trace_name, &vt->readme, &vt->readme_len, &vt->info,
 				  &vt->info_len);

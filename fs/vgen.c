@@ -324,6 +324,60 @@ static bool put_sections(json_t *o, const struct tfs_trace *t, const struct tfs_
 	return put(o, "sections", list) && put(o, "section_totals", totals);
 }
 
+/* JSON of a string that may be unknown (NULL: null). */
+static json_t *str_or_null(const char *s)
+{
+	return s ? fs_json_bytes_new(s) : json_null();
+}
+
+static json_t *int_or_null(int64_t v)
+{
+	return v >= 0 ? json_integer((json_int_t)v) : json_null();
+}
+
+static json_t *process_json(const struct fs_proc *q, uint32_t rank)
+{
+	json_t *o = json_object();
+	bool known = q->end && strncmp(q->end, "unknown", 7) != 0;
+
+	if (!put(o, "rank", json_integer(rank)) || !put(o, "program", str_or_null(q->program)) ||
+	    !put(o, "images", str_or_null(q->images)) || !put(o, "pid", int_or_null(q->pid)) ||
+	    !put(o, "ppid", int_or_null(q->ppid)) ||
+	    !put(o, "parent_rank", int_or_null(q->parent_rank)) ||
+	    !put(o, "end", str_or_null(q->end)) || !put(o, "end_known", json_boolean(known))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/*
+ * "processes": each rank of a recording as the process it was (program, images, pid,
+ * ppid, parent rank, end; end_known false when the end is "unknown: <why>" or absent).
+ * Only for a recording's process tree (pid metadata, not an MPI job's ranks).
+ */
+static bool put_processes(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+{
+	struct fs_procs *p;
+	json_t *arr;
+
+	if (fs_procs_new(t, ti->n_ranks, &p) < 0)
+		return false;
+	if (!p->by_pid) {
+		fs_procs_free(p);
+		return true;
+	}
+	arr = json_array();
+	for (uint32_t r = 0; arr && r < p->n; r++) {
+		if (!push(arr, process_json(&p->v[r], r))) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	fs_procs_free(p);
+	return put(o, "processes", arr);
+}
+
 json_t *fs_info_json_new(const struct tfs_trace *t)
 {
 	struct tfs_trace_info ti;
@@ -346,7 +400,8 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	    !put(o, "file_bytes", json_integer((json_int_t)ti.file_bytes)) ||
 	    !put(o, "text_bytes", json_integer((json_int_t)ti.text_bytes)) ||
 	    !put(o, "bytes_per_event", json_real(per_event)) ||
-	    !put(o, "compression_ratio", json_real(ratio)) || !put_streams(o, t, &ti) ||
+	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, t, &ti) ||
+	    !put_streams(o, t, &ti) ||
 	    !put_phases(o, t, &ti) || !put_sections(o, t, &ti)) {
 		json_decref(o);
 		return NULL;
@@ -426,9 +481,11 @@ static const char readme_layout[] =
     "Layout\n"
     "  README.txt        this file\n"
     "  info.json         facts about the trace as one JSON object: metadata, timing, ranks,\n"
-    "                    streams, phases, sections, sizes\n"
+    "                    streams, phases, sections, sizes, and for a recording its\n"
+    "                    processes (program, pid, parent rank, end)\n"
     "  trace.json        the whole run as Chrome trace-event JSON (Perfetto, chrome://tracing,\n"
-    "                    speedscope)\n"
+    "                    speedscope); a recording's processes are named \"<program> (pid\n"
+    "                    <n>)\", threads the program named \"<name> (thread <t>)\"\n"
     "  trace.json.d/     only when trace.json holds more than %s of events: the same\n"
     "                    events cut into part-000.json, part-001.json..., each a standalone\n"
     "                    JSON array with its own metadata (phases are in part-000.json);\n"
@@ -442,6 +499,9 @@ static const char readme_layout[] =
     "                    only for a rank whose trace holds backtraces (call stacks that\n"
     "                    events name with a stack=stack#<n> argument): the stacks with their\n"
     "                    source locations, and the bytes allocated per stack\n"
+    "  ranks/<r>/files.txt\n"
+    "                    only when the trace records files: every file id of rank <r>\n"
+    "                    with its name, kind, opening flags, calls, bytes and first use\n"
     "  ranks/<r>/threads/<t>/\n"
     "                    trace.txt, events.jsonl, trace.json of thread <t> of rank <r>\n"
     "  ranks/<r>/phases/<name>/\n"
@@ -455,6 +515,9 @@ static const char readme_layout[] =
     "  trace.txt     <s>.<ns> <dur_ns> T<thread> <name>(<arg>=<value>, ...) = <result>\n"
     "                Times are absent when the trace has no timing. Strings are quoted with\n"
     "                C escapes, symbolic ids print as class#id, ranks as absolute numbers.\n"
+    "                A descriptor is followed by its file's name in <>: fd=3</etc/passwd>,\n"
+    "                = 4<pipe:[77]> (C escapes without quotes, '>' as \\x3e; <file#N> when\n"
+    "                the trace has no name for it); events.jsonl has it as \"path\":\"...\".\n"
     "                Lines are padded with spaces so that every line of one call signature\n"
     "                has the same length.\n"
     "  events.jsonl  {\"ts\":<ns>,\"dur\":<ns>,\"thread\":<t>,\"name\":\"<name>\",\"args\":{...}}\n"
@@ -503,8 +566,25 @@ static const char readme_layout[] =
     "                \"<function> (<file>:<line>)\" (\":<line>\" left out when unknown, the\n"
     "                parentheses when both are), and after it one such line per function\n"
     "                inlined at that address, outermost first, ending in \" [inlined]\"; an\n"
-    "                address without symbols prints as 0x<hex>. Control bytes, DEL and\n"
+    "                address without symbols prints as 0x<hex>. C++ and Rust names are\n"
+    "                demangled (they may hold spaces and parentheses: the location is the\n"
+    "                last parenthesised group), code that no symbol names prints as\n"
+    "                <file name>+0x<return address in that file>. Control bytes, DEL and\n"
     "                '\\' in names are written \\xHH.\n"
+    "  files.txt     one line per file id of the rank, by id, after two # comment lines:\n"
+    "                <id> <kind> <calls> <read> <written> <first> <last> <flags> <name>.\n"
+    "                kind comes from the name: pipe, socket, tcp, udp, unix (pipe:[N],\n"
+    "                socket:[N], tcp:..., ...), anon (anon_inode:...), tty (/dev/pts/...,\n"
+    "                /dev/tty..., /dev/console), device (other /dev/...), dir (a name\n"
+    "                ending in / or opened O_DIRECTORY), file, ? (no name in the trace).\n"
+    "                calls: the calls that name it (events with a result; fd_file is\n"
+    "                none); read, written: the byte-count arguments of the calls that read\n"
+    "                from it or write to it (as the trace's schema says; negative 0);\n"
+    "                first, last: start of its first call and end of its last in ns, or\n"
+    "                T<thread>:<event> in (thread, event) order without timing, - when no\n"
+    "                call named it; flags: of the first call that opened it (open(2)\n"
+    "                flags by name, or fopen's mode), - when none did; name: the path,\n"
+    "                control bytes, DEL and '\\' as \\xHH (space in flags too), - when none.\n"
     "  allocs.folded <frame>;<frame>;... <bytes>, sorted: for flamegraph.pl, speedscope or\n"
     "                inferno. Counts the rank's events whose kind has a stack argument (a\n"
     "                symbolic id of class \"stack\"): per backtrace, the sum of their\n"
@@ -523,7 +603,8 @@ static const char readme_layout[] =
     "  same thread as an earlier phase of the same name gets its own directory <name>~<n>.\n"
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
-    "bytes read are decoded. summary.txt, stacks.folded, backtraces.txt and allocs.folded are\n"
+    "bytes read are decoded. summary.txt, stacks.folded, backtraces.txt, allocs.folded and\n"
+    "files.txt are\n"
     "computed (one pass over their events; stacks.folded: two for threads in end order, three\n"
     "in neither order) the first time they are listed or opened; a rank's merged trace.txt\n"
     "and events.jsonl index their threads' times the first time they are read.\n";
@@ -531,6 +612,32 @@ static const char readme_layout[] =
 static const char readme_untimed[] =
     "                This trace has no timing: those files hold each thread's lines\n"
     "                in turn (thread order), not interleaved.\n";
+
+/*
+ * README.txt's list of the processes of a recording: per rank its program (the ones it ran
+ * before, when it exec'd), pid, the rank that started it and how it ended.
+ */
+static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
+{
+	if (!p || !p->by_pid)
+		return;
+	fs_sb_printf(b, "Processes (a rank each, in the order they began)\n");
+	for (uint32_t r = 0; r < p->n; r++) {
+		const struct fs_proc *q = &p->v[r];
+
+		fs_sb_printf(b, "  rank %" PRIu32 "  %s", r, q->program ? q->program : "?");
+		if (q->images && strstr(q->images, " -> "))
+			fs_sb_printf(b, " (ran %s)", q->images);
+		if (q->pid >= 0)
+			fs_sb_printf(b, ", pid %" PRId64, q->pid);
+		if (q->parent_rank >= 0)
+			fs_sb_printf(b, ", started by rank %" PRId64, q->parent_rank);
+		else if (q->ppid >= 0 && r > 0)
+			fs_sb_printf(b, ", started by pid %" PRId64 " (not traced)", q->ppid);
+		fs_sb_printf(b, ": %s\n", q->end ? q->end : "end unknown");
+	}
+	fs_sb_printf(b, "\n");
+}
 
 static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **out,
 		      size_t *out_len)
@@ -568,6 +675,7 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 		  ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0);
 	snprintf(split, sizeof(split), "%" PRIu64 " bytes", vt->split_bytes);
 	fs_sb_printf(&b, "\n");
+	put_readme_procs(&b, vt->procs);
 	fs_sb_printf(&b, readme_layout, split, ti.timing == TFS_TIMING_NONE ? readme_untimed : "",
 		     (uint64_t)vt->max_thread + 1);
 	if (b.failed) {
@@ -693,15 +801,46 @@ static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t idx, uint6
 	return 0;
 }
 
-static void put_name_meta(struct fs_sbuf *b, const char *what, uint32_t pid, uint64_t tid,
-			  const char *prefix, uint64_t num, bool *first)
+/* @s as a JSON string (bytes outside ASCII one code point each). @return 0 or -ENOMEM */
+static int put_json_str(struct fs_sbuf *b, const char *s)
+{
+	json_t *j = fs_json_bytes_new(s);
+	char *text = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	fs_sb_put(b, text, strlen(text));
+	free(text);
+	return 0;
+}
+
+static int put_name_meta(struct fs_sbuf *b, const char *what, uint32_t pid, uint64_t tid,
+			 const char *name, bool *first)
 {
 	next_object(b, first);
 	fs_sb_printf(b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%" PRIu32 ",\"tid\":%" PRIu64
-		     ",\"args\":{\"name\":\"%s", what, pid, tid, prefix);
-	if (num != UINT64_MAX)
-		fs_sb_printf(b, " %" PRIu64, num);
-	fs_sb_printf(b, "\"}}");
+		     ",\"args\":{\"name\":", what, pid, tid);
+	if (put_json_str(b, name) < 0)
+		return -ENOMEM;
+	fs_sb_printf(b, "}}");
+	return 0;
+}
+
+/* A thread's name in trace.json: "worker (thread 3)" when the program named it. */
+static void thread_label(const struct fs_vtree *vt, uint32_t rank, uint32_t thread, char *buf,
+			 size_t cap)
+{
+	char name[256];
+	const char *given = vt->procs && rank < vt->procs->n
+				    ? fs_proc_thread_name(&vt->procs->v[rank], thread, name,
+							  sizeof(name))
+				    : NULL;
+
+	if (given)
+		snprintf(buf, cap, "%s (thread %" PRIu32 ")", given, thread);
+	else
+		snprintf(buf, cap, "thread %" PRIu32, thread);
 }
 
 /* Per rank of the scope: its name, its threads' names, then its phases on their track. */
@@ -716,12 +855,17 @@ static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool phas
 
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
 		const struct fs_seg *s = &sc->segs[i];
+		char label[600];
 		bool named = false;
 
-		if (i == 0 || s->rank != s[-1].rank)
-			put_name_meta(&b, "process_name", s->rank, 0, "rank", s->rank, &first);
-		put_name_meta(&b, "thread_name", s->rank, s->thread, "thread", s->thread, &first);
-		if (i + 1 < sc->n_segs && s[1].rank == s->rank)
+		if (i == 0 || s->rank != s[-1].rank) {
+			fs_proc_name(vt->procs, s->rank, label, sizeof(label));
+			rc = put_name_meta(&b, "process_name", s->rank, 0, label, &first);
+		}
+		thread_label(vt, s->rank, s->thread, label, sizeof(label));
+		if (rc == 0)
+			rc = put_name_meta(&b, "thread_name", s->rank, s->thread, label, &first);
+		if (rc < 0 || (i + 1 < sc->n_segs && s[1].rank == s->rank))
 			continue;
 		/* the last thread of the rank: its phases (sc->phases follow the rank order) */
 		for (; phases && p < sc->n_phases && rc == 0; p++) {
@@ -734,10 +878,12 @@ static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool phas
 			if (rc < 0 || si.rank != s->rank)
 				break;
 			if (!named && pi.n_events > 0) {
-				put_name_meta(&b, "thread_name", s->rank, phase_tid, "phases",
-					      UINT64_MAX, &first);
+				rc = put_name_meta(&b, "thread_name", s->rank, phase_tid, "phases",
+						   &first);
 				named = true;
 			}
+			if (rc < 0)
+				break;
 			rc = put_phase(vt, &b, sc->phases[p], phase_tid, &first);
 		}
 	}

@@ -2,9 +2,9 @@
  * Inside the virtual tree: the node table, the scopes files are computed over, the
  * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
  * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
- * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces,
- * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails,
- * vreplay*.c the proxy program). Nothing outside fs/v*.c
+ * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c
+ * files.txt, vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON
+ * tails, vreplay*.c the proxy program). Nothing outside fs/v*.c
  * includes this; the tree's users see vtree_i.h only.
  */
 #ifndef TFS_FS_VNODE_I_H
@@ -112,6 +112,7 @@ enum lazy_what {
 	LAZY_ALLOCS,
 	LAZY_PROXY,
 	LAZY_REPLAY_README,
+	LAZY_FILES,
 };
 
 struct fs_concat;
@@ -125,7 +126,7 @@ struct fs_lazygen {
 	char *data;			/* owned, after once */
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
-	uint32_t rank;			/* backtraces, allocs */
+	uint32_t rank;			/* backtraces, allocs, files */
 };
 
 struct vnode {
@@ -164,6 +165,7 @@ struct fs_vtree {
 	_Atomic uint32_t *term_len[2]; /* TEXT, JSONL line length per terminal; 0: not known yet */
 	uint64_t split_bytes;	  /* FS_JSON_SPLIT_BYTES or its override */
 	uint32_t max_thread;	  /* highest thread number of any stream */
+	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
 };
 
 /* ---- vphase.c ---- */
@@ -239,6 +241,18 @@ int fs_terms_ready(struct fs_vtree *vt);
 int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
 /** stacks.folded of @sc. @return 0 or -errno; @out is new */
 int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+/** @a + @b, or UINT64_MAX when that overflows. */
+uint64_t fs_sat_add(uint64_t a, uint64_t b);
+/** Bytes @ev moved: the sum of its byte-count arguments, negative ones 0 (needs terms). */
+uint64_t fs_event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev);
+
+/* ---- vfiles.c ---- */
+
+/** Whether the trace records files: some kind has a symbolic argument of class "file". */
+bool fs_files_wanted(const struct fs_vtree *vt);
+/** files.txt of @rank over the events of @sc. @return 0 or -errno; @out is new */
+int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		 size_t *len);
 
 /* ---- vbtrace.c ---- */
 
@@ -274,6 +288,34 @@ int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **ou
 /** The same without phase events (the later parts of a split trace.json). */
 int fs_chrome_tail_nophase_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
 			       size_t *len);
+
+/* ---- vprocs.c: the ranks as processes, from the metadata ---- */
+
+/** One rank. Strings are borrowed from the trace; NULL and -1: unknown. */
+struct fs_proc {
+	const char *program;	  /* the program it ran last (`image`, else `program`) */
+	const char *images;	  /* every program it ran, "sh -> cc1" */
+	const char *end;	  /* how it ended: "exited with status 0", "unknown: ..." */
+	const char *thread_names; /* the `thread_names` metadata */
+	int64_t pid, ppid;
+	int64_t parent_rank; /* the rank that started it */
+};
+
+struct fs_procs {
+	uint32_t n;
+	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
+	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
+	struct fs_proc v[];
+};
+
+/** The processes of @t's @n_ranks ranks. @return 0 or -ENOMEM */
+int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
+/** Accepts NULL. */
+void fs_procs_free(struct fs_procs *p);
+/** Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), else "rank 3". */
+void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
+/** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
+const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);
 
 /* ---- vreplay.c ---- */
 

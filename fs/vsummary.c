@@ -18,7 +18,7 @@
 
 #include "vnode_i.h"
 
-static uint64_t sat_add(uint64_t a, uint64_t b)
+uint64_t fs_sat_add(uint64_t a, uint64_t b)
 {
 	return a + b < a ? UINT64_MAX : a + b;
 }
@@ -53,7 +53,7 @@ static int term_fill(const struct fs_vtree *vt, uint32_t term, struct fs_term *f
 		if (a->enc == TFS_ENC_VAL)
 			ft->bytes_val = true;
 		else if (a->enc == TFS_ENC_SIG && !(a->type == TFS_TYPE_I64 && args[i].i < 0))
-			ft->sig_bytes = sat_add(ft->sig_bytes, args[i].u);
+			ft->sig_bytes = fs_sat_add(ft->sig_bytes, args[i].u);
 	}
 	if (!k->is_zone)
 		return 0;
@@ -93,7 +93,7 @@ int fs_terms_ready(struct fs_vtree *vt)
 }
 
 /* Bytes an event moved: the signature's byte counts plus its VAL ones. */
-static uint64_t event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev)
+uint64_t fs_event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev)
 {
 	const struct fs_term *ft = &vt->terms[ev->terminal];
 	const struct fs_kind *k = &vt->kinds[ev->kind];
@@ -107,9 +107,9 @@ static uint64_t event_bytes(const struct fs_vtree *vt, const struct tfs_event *e
 		if (!(a->flags & TFS_ARG_BYTES) || a->enc != TFS_ENC_VAL)
 			continue;
 		if (a->type == TFS_TYPE_I64)
-			bytes = sat_add(bytes, ev->args[i].i > 0 ? (uint64_t)ev->args[i].i : 0);
+			bytes = fs_sat_add(bytes, ev->args[i].i > 0 ? (uint64_t)ev->args[i].i : 0);
 		else
-			bytes = sat_add(bytes, ev->args[i].u);
+			bytes = fs_sat_add(bytes, ev->args[i].u);
 	}
 	return bytes;
 }
@@ -159,7 +159,8 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 	if (counts_suffice(vt, s, counts, false)) {
 		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
 			ts[t].count += counts[t];
-			ts[t].bytes = sat_add(ts[t].bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+			ts[t].bytes =
+			    fs_sat_add(ts[t].bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
 		}
 		return 0;
 	}
@@ -169,8 +170,8 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 		if (rc < 0)
 			break;
 		ts[ev.terminal].count++;
-		ts[ev.terminal].total_ns = sat_add(ts[ev.terminal].total_ns, ev.dur_ns);
-		ts[ev.terminal].bytes = sat_add(ts[ev.terminal].bytes, event_bytes(vt, &ev));
+		ts[ev.terminal].total_ns = fs_sat_add(ts[ev.terminal].total_ns, ev.dur_ns);
+		ts[ev.terminal].bytes = fs_sat_add(ts[ev.terminal].bytes, fs_event_bytes(vt, &ev));
 	}
 	tfs_cursor_free(c);
 	return rc;
@@ -179,8 +180,8 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 static void add_stat(struct tstat *to, const struct tstat *from)
 {
 	to->count += from->count;
-	to->total_ns = sat_add(to->total_ns, from->total_ns);
-	to->bytes = sat_add(to->bytes, from->bytes);
+	to->total_ns = fs_sat_add(to->total_ns, from->total_ns);
+	to->bytes = fs_sat_add(to->bytes, from->bytes);
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -393,7 +394,7 @@ static int map_add(struct stackmap *m, const char *key, size_t len, uint64_t byt
 			return -ENOMEM;
 		m->n++;
 	}
-	m->bytes[i] = sat_add(m->bytes[i], bytes);
+	m->bytes[i] = fs_sat_add(m->bytes[i], bytes);
 	return 0;
 }
 
@@ -560,7 +561,7 @@ static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted
 		return 0;
 	last = w->group.n > 0 ? &w->group.v[w->group.n - 1] : NULL;
 	if (last && last->start_ns == it->start_ns && last->end_ns == it->end_ns) {
-		last->bytes = sat_add(last->bytes, it->bytes); /* same stack: one entry */
+		last->bytes = fs_sat_add(last->bytes, it->bytes); /* same stack: one entry */
 		return 0;
 	}
 	return ivec_push(&w->group, it);
@@ -582,9 +583,9 @@ static bool event_item(struct fs_vtree *vt, const struct tfs_event *ev, struct s
 	if (!k->is_alloc && !k->is_zone)
 		return false;
 	*it = (struct sitem){.start_ns = ev->ts_ns,
-			     .end_ns = sat_add(ev->ts_ns, ev->dur_ns),
+			     .end_ns = fs_sat_add(ev->ts_ns, ev->dur_ns),
 			     .index = ev->index,
-			     .bytes = k->is_zone ? 0 : event_bytes(vt, ev),
+			     .bytes = k->is_zone ? 0 : fs_event_bytes(vt, ev),
 			     .term = k->is_zone ? ev->terminal : ALLOC_TERM};
 	return true;
 }
@@ -662,7 +663,7 @@ static int root_bytes(struct stack_walk *w, const struct fs_seg *s, struct stack
 	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
 		rc = tfs_cursor_event(c, i, &ev, NULL);
 		if (rc == 0 && event_item(w->vt, &ev, &it) && it.term == ALLOC_TERM)
-			bytes = sat_add(bytes, it.bytes);
+			bytes = fs_sat_add(bytes, it.bytes);
 	}
 	tfs_cursor_free(c);
 	return rc < 0 ? rc : map_add(total, w->key.data, w->key.len, bytes);
@@ -690,7 +691,8 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 		/* untimed: zones have no extent, every allocation is at the root */
 		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
 			if (vt->kinds[vt->terms[t].kind].is_alloc)
-				bytes = sat_add(bytes, sat_mul(counts[t], vt->terms[t].sig_bytes));
+				bytes = fs_sat_add(bytes,
+						   sat_mul(counts[t], vt->terms[t].sig_bytes));
 		}
 		return map_add(total, w->key.data, w->key.len, bytes);
 	}

@@ -104,6 +104,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 			free(vt->terms[i].zone);
 	}
 	fs_once_fini(&vt->terms_once);
+	fs_procs_free(vt->procs);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
 	free(vt->terms);
@@ -150,6 +151,9 @@ static int lazy_run(void *arg)
 		break;
 	case LAZY_REPLAY_README:
 		rc = fs_replay_readme_new(g->vt, &g->data, &g->len);
+		break;
+	case LAZY_FILES:
+		rc = fs_files_new(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);

@@ -782,7 +782,7 @@ static bool ref_raw_block(const uint8_t *raw, size_t raw_len, uint32_t n, const 
 	int64_t *c_of = calloc(2 * (size_t)n, sizeof(*c_of));
 	uint64_t *tsw = malloc(n * sizeof(*tsw)), *durw = malloc(n * sizeof(*durw));
 	struct ref_block r = {.n = n, .c_of = c_of, .tsw = tsw, .durw = durw, .term = term};
-	uint64_t lens[3], step = 0;
+	uint64_t lens[5], step = 0;
 	size_t pos = 0;
 
 	assert_true(c_of && tsw && durw);
@@ -804,10 +804,11 @@ static bool ref_raw_block(const uint8_t *raw, size_t raw_len, uint32_t n, const 
 			assert_true(c_of[step] != 0);
 		}
 	}
-	for (int c = 0; c < 3; c++)
+	for (int c = 0; c < 5; c++) /* ts, dur, vals, tags and class (TFV4) */
 		lens[c] = take_varint(raw, &pos, raw_len);
-	assert_true(lens[0] + lens[1] + lens[2] == raw_len - pos);
-	assert_true(lens[2] == 0); /* the events below have no VAL fields */
+	assert_true(lens[0] + lens[1] + lens[2] + lens[3] + lens[4] == raw_len - pos);
+	/* the events below have no VAL fields */
+	assert_true(lens[2] == 0 && lens[3] == 0 && lens[4] == 0);
 	take_column(raw, &pos, lens[0], tsw, n, r.pred & 0x10, term);
 	take_column(raw, &pos, lens[1], durw, n, r.pred & 0x20, term);
 	ref_times(&r, ts, dur);
@@ -866,7 +867,7 @@ static unsigned int check_encoded(const struct venc_opts *o, size_t n, const uin
 	buf_init(&sec);
 	assert_int_equal(venc_finish(e, &sec), 0);
 	venc_free(e);
-	assert_memory_equal(sec.data, "TFV3", 4);
+	assert_memory_equal(sec.data, "TFV4", 4);
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		const uint8_t *ent = sec.data + 36 + 16 * blk;

@@ -1640,10 +1640,10 @@ static void test_values_header_flips_report_offsets(void **state)
 	struct tfs_vsec v;
 
 	golden_section(&sec, 0);
-	sec.data[3] = '4';
+	sec.data[3] = '5';
 	memset(&d, 0, sizeof(d));
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, &d), -TFS_EFORMAT);
-	sec.data[3] = '3';
+	sec.data[3] = '4';
 	sec.data[4] = 7;
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 500, NULL), -TFS_EFORMAT);
 	sec.data[4] = 1;

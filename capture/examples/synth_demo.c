@@ -6,10 +6,14 @@
  * (plus the schema, phases, backtraces and symbols) as JSON lines, so tests can derive the
  * expected rendered views without any tracefs code. Even ranks have backtraces (a fixed
  * set of call stacks with shared prefixes, recursion, inlined and unsymbolised frames) that
- * their aligned_alloc events name; odd ranks have none. It captures nothing from a real program; the capture
- * library will.
+ * their aligned_alloc events name; odd ranks have none. I/O calls follow the capture's
+ * convention (FORMAT.md §4): `fd` then an attached `path`, files opened by `open` or declared
+ * by `fd_file`, and every rank names its files (FORMAT.md §12): some names are the same at
+ * every rank, some differ per rank, one has every escape, one is missing at odd ranks. It
+ * captures nothing from a real program; the capture library will.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -20,7 +24,8 @@
 #include "tfs/writer.h"
 
 enum kind_id {
-	K_ZONE, K_MALLOC, K_FREE, K_PWRITE, K_READ, K_MARK, K_SEND, K_RECV, K_ALIGNED, N_KINDS
+	K_ZONE, K_MALLOC, K_FREE, K_PWRITE, K_READ, K_MARK, K_SEND, K_RECV, K_ALIGNED, K_OPEN,
+	K_ACCEPT, K_FD_FILE, N_KINDS
 };
 
 static const struct tfs_arg_desc zone_args[] = {
@@ -33,16 +38,39 @@ static const struct tfs_arg_desc malloc_args[] = {
 static const struct tfs_arg_desc free_args[] = {
     {"ptr", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
 };
+/* a descriptor, then its file's id: views print `fd=4</data/out.0.0.dat>` */
 static const struct tfs_arg_desc pwrite_args[] = {
-    {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
+    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"path", TFS_TYPE_U64, TFS_ENC_SYM, TFS_ARG_ATTACH | TFS_ARG_OUTPUT, "file"},
     {"count", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
     {"offset", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
     {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
 };
 static const struct tfs_arg_desc read_args[] = {
-    {"fd", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
+    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"path", TFS_TYPE_U64, TFS_ENC_SYM, TFS_ARG_ATTACH | TFS_ARG_INPUT, "file"},
     {"count", TFS_TYPE_U64, TFS_ENC_SIG, TFS_ARG_BYTES, NULL},
     {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+/* the opening call: its path and the file id it gives the path (not attached) */
+static const struct tfs_arg_desc open_args[] = {
+    {"path", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"flags", TFS_TYPE_HEX, TFS_ENC_SIG, 0, NULL},
+    {"file", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
+    {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+};
+/* a call returning a descriptor: the result's file attached after it */
+static const struct tfs_arg_desc accept_args[] = {
+    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"path", TFS_TYPE_U64, TFS_ENC_SYM, TFS_ARG_ATTACH, "file"},
+    {"result", TFS_TYPE_I64, TFS_ENC_VAL, TFS_ARG_RESULT, NULL},
+    {"peer", TFS_TYPE_U64, TFS_ENC_SYM, TFS_ARG_ATTACH, "file"},
+};
+/* a descriptor the program did not open through a recorded call (stdin) */
+static const struct tfs_arg_desc fd_file_args[] = {
+    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"path", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"file", TFS_TYPE_U64, TFS_ENC_SYM, 0, "file"},
 };
 static const struct tfs_arg_desc mark_args[] = {
     {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
@@ -79,6 +107,9 @@ static const struct tfs_kind_desc kinds[N_KINDS] = {
 	[K_SEND] = {"send", "mpi", N_ARGS(send_args), send_args},
 	[K_RECV] = {"recv", "mpi", N_ARGS(recv_args), recv_args},
 	[K_ALIGNED] = {"aligned_alloc", "alloc", N_ARGS(aligned_args), aligned_args},
+	[K_OPEN] = {"open", "io", N_ARGS(open_args), open_args},
+	[K_ACCEPT] = {"accept", "io", N_ARGS(accept_args), accept_args},
+	[K_FD_FILE] = {"fd_file", "io", N_ARGS(fd_file_args), fd_file_args},
 };
 // clang-format on
 
@@ -120,6 +151,7 @@ struct gen {
 	bool end_order;
 	struct pending *open; /* zones not appended yet, in start order */
 	size_t n_open, open_cap;
+	char stdin_name[32], out_name[64], in_name[64]; /* the stream's files (file_names) */
 };
 
 /* xorshift64* */
@@ -295,18 +327,51 @@ static void do_free(struct gen *g, uint64_t ptr)
 	emit(g, K_FREE, jitter(g, 60), a);
 }
 
-static void do_pwrite(struct gen *g, uint64_t fd, uint64_t count, uint64_t off, int64_t result)
+/* The file id of descriptor @fd: the descriptors here never change files. */
+static uint64_t file_of(int64_t fd)
 {
-	union tfs_arg a[4] = {{.u = fd}, {.u = count}, {.u = off}, {.i = result}};
+	return (uint64_t)fd + 10;
+}
+
+static void do_pwrite(struct gen *g, int64_t fd, uint64_t count, uint64_t off, int64_t result)
+{
+	union tfs_arg a[5] = {
+	    {.i = fd}, {.u = file_of(fd)}, {.u = count}, {.u = off}, {.i = result},
+	};
 
 	emit(g, K_PWRITE, jitter(g, 1500 + count / 64), a);
 }
 
-static void do_read(struct gen *g, uint64_t fd, uint64_t count, int64_t result)
+static void do_read(struct gen *g, int64_t fd, uint64_t count, int64_t result)
 {
-	union tfs_arg a[3] = {{.u = fd}, {.u = count}, {.i = result}};
+	union tfs_arg a[4] = {{.i = fd}, {.u = file_of(fd)}, {.u = count}, {.i = result}};
 
 	emit(g, K_READ, jitter(g, 800), a);
+}
+
+static void do_open(struct gen *g, const char *path, uint64_t flags, int64_t fd)
+{
+	union tfs_arg a[4] = {{.s = path}, {.u = flags}, {.u = file_of(fd)}, {.i = fd}};
+
+	emit(g, K_OPEN, jitter(g, 2500), a);
+}
+
+/* accept on listening descriptor @fd: @result, the new descriptor, or -1 (no file) */
+static void do_accept(struct gen *g, int64_t fd, int64_t result)
+{
+	union tfs_arg a[4] = {{.i = fd},
+			      {.u = file_of(fd)},
+			      {.i = result},
+			      {.u = result < 0 ? TFS_SYM_NONE : file_of(result)}};
+
+	emit(g, K_ACCEPT, jitter(g, 5000), a);
+}
+
+static void do_fd_file(struct gen *g, int64_t fd, const char *path)
+{
+	union tfs_arg a[3] = {{.i = fd}, {.s = path}, {.u = file_of(fd)}};
+
+	emit(g, K_FD_FILE, 0, a);
 }
 
 /* @tag: tfs_rval() (dumped as such: the value times 2, plus 1 when derived from a rank) */
@@ -431,10 +496,29 @@ static uint64_t n_events(const struct gen *g)
 	return tfs_wstream_n_events(g->s);
 }
 
-static void phase_init(struct gen *g, uint64_t heap, uint64_t cfg_fd, uint64_t out_fd)
+/* Descriptors of a stream: stdin, the config file, a socket; each thread's own two files. */
+#define STDIN_FD 0
+#define CFG_FD 3
+#define LISTEN_FD 9000
+
+static int64_t out_fd_of(uint32_t thread)
+{
+	return 4 + 2 * (int64_t)thread;
+}
+
+static void phase_init(struct gen *g, uint64_t heap, int64_t cfg_fd, int64_t out_fd)
 {
 	zone_span(g, zone_names[0], 40000);
 	zone_span(g, zone_names[1], 2000);
+	if (g->thread == 0) {
+		do_fd_file(g, STDIN_FD, g->stdin_name);
+		do_read(g, STDIN_FD, 4096, 17);
+		do_accept(g, LISTEN_FD, LISTEN_FD + 1);
+		do_accept(g, LISTEN_FD, -1);
+	}
+	do_open(g, "/etc/demo.cfg", O_RDONLY | O_CLOEXEC, cfg_fd);
+	do_open(g, g->out_name, O_WRONLY | O_CREAT | O_TRUNC, out_fd);
+	do_open(g, g->in_name, O_RDONLY, out_fd + 1);
 	mark(g, "reading \"demo.cfg\"\n");
 	for (uint32_t i = 0; i < 4; i++)
 		do_malloc(g, UINT64_C(1) << (12 + i), heap + i * 0x100000);
@@ -450,7 +534,7 @@ static void phase_init(struct gen *g, uint64_t heap, uint64_t cfg_fd, uint64_t o
 }
 
 /* One solver iteration: about 6 events (8 on thread 0, which talks to the neighbours). */
-static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd)
+static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 {
 	const uint64_t stride = 65536 * 3;
 	uint64_t size = 4096 * (1 + i % 4), ptr, count = 65536;
@@ -483,7 +567,7 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, uint64_t out_fd
 	}
 }
 
-static void phase_output(struct gen *g, uint64_t until, uint64_t heap, uint64_t out_fd)
+static void phase_output(struct gen *g, uint64_t until, uint64_t heap, int64_t out_fd)
 {
 	const uint64_t base = UINT64_C(1) << 32;
 
@@ -540,7 +624,8 @@ static int gen_stream(struct tfs_writer *w, struct gen *g, const struct opts *o)
 	uint64_t target = o->events / ((uint64_t)o->ranks * o->threads);
 	uint64_t heap =
 	    UINT64_C(0x7f0000000000) + ((uint64_t)g->rank << 32) + ((uint64_t)g->thread << 28);
-	uint64_t cfg_fd = 3, out_fd = 4 + g->thread * 2, out_start, mark0, mark1, i;
+	int64_t cfg_fd = CFG_FD, out_fd = out_fd_of(g->thread);
+	uint64_t out_start, mark0, mark1, i;
 	int rc;
 
 	if (target < 40)
@@ -562,6 +647,67 @@ static int gen_stream(struct tfs_writer *w, struct gen *g, const struct opts *o)
 		rc = add_phase(w, g->dump, "output", g, mark1, n_events(g) - mark1);
 	if (rc == 0 && o->odd_phases && g->rank == 0 && g->thread == 0)
 		rc = add_odd_phases(w, g->dump, g, n_events(g));
+	return rc;
+}
+
+/* The paths of a stream's files: its rank's stdin pipe, its thread's output and input. */
+static void file_names(struct gen *g)
+{
+	snprintf(g->stdin_name, sizeof(g->stdin_name), "pipe:[%" PRIu32 "]", 4000 + 7 * g->rank);
+	snprintf(g->out_name, sizeof(g->out_name), "/data/out.%" PRIu32 ".%" PRIu32 ".dat",
+		 g->rank, g->thread);
+	if (g->thread == 1)
+		snprintf(g->in_name, sizeof(g->in_name), "/data/in \"tab\t>\\\xff\".bin");
+	else
+		snprintf(g->in_name, sizeof(g->in_name), "/data/in.%" PRIu32 ".bin", g->thread);
+}
+
+static int set_name(struct tfs_writer *w, FILE *dump, uint32_t rank, int64_t fd, const char *name)
+{
+	int rc = tfs_writer_set_name(w, rank, "file", file_of(fd), name);
+
+	if (rc == 0 && dump) {
+		fprintf(dump,
+			"{\"name_of\":\"file\",\"rank\":%" PRIu32 ",\"id\":%" PRIu64
+			",\"name\":",
+			rank, file_of(fd));
+		dump_str(dump, name);
+		fputs("}\n", dump);
+	}
+	return rc;
+}
+
+/*
+ * The names of a rank's files (FORMAT.md §12): the same config file everywhere, a stdin pipe
+ * and output files of its own, one input name with every escape; odd ranks leave thread 2's
+ * output file unnamed (views print <file#N>).
+ */
+static int add_names(struct tfs_writer *w, FILE *dump, struct gen *g, uint32_t threads)
+{
+	char peer[64];
+	int rc;
+
+	g->thread = 0;
+	file_names(g);
+	snprintf(peer, sizeof(peer), "tcp:10.0.0.%" PRIu32 ":5000->10.0.0.99:4711", g->rank);
+	rc = set_name(w, dump, g->rank, STDIN_FD, g->stdin_name);
+	if (rc == 0)
+		rc = set_name(w, dump, g->rank, CFG_FD, "/etc/demo.cfg");
+	if (rc == 0)
+		rc = set_name(w, dump, g->rank, LISTEN_FD, "tcp:0.0.0.0:5000");
+	if (rc == 0)
+		rc = set_name(w, dump, g->rank, LISTEN_FD + 1, peer);
+	for (uint32_t t = 0; t < threads && rc == 0; t++) {
+		g->thread = t;
+		file_names(g);
+		if (!(g->rank % 2 == 1 && t == 2))
+			rc = set_name(w, dump, g->rank, out_fd_of(t), g->out_name);
+		if (rc == 0)
+			rc = set_name(w, dump, g->rank, out_fd_of(t) + 1, g->in_name);
+	}
+	if (rc < 0)
+		fprintf(stderr, "synth_demo: cannot name the files of rank %" PRIu32 ": %s\n",
+			g->rank, strerror(-rc));
 	return rc;
 }
 
@@ -637,7 +783,10 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 	for (uint32_t r = 0; r < o->ranks && rc == 0; r++) {
 		for (uint32_t t = 0; t < o->threads && rc == 0; t++) {
 			g.rank = r;
+			if (t == 0 && (rc = add_names(w, dump, &g, o->threads)) < 0)
+				break;
 			g.thread = t;
+			file_names(&g);
 			g.ts_ns = 1000 * r + 100 * t;
 			g.rng =
 			    (o->seed + 1) * UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)r << 20 | t);

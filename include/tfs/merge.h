@@ -4,8 +4,8 @@
  * the other. Call-signature tables are merged and terminals renumbered, so streams that did
  * the same thing get identical grammars, stored once. RANK arguments keep their absolute
  * values: they are re-based on each stream's new rank (Pilgrim's relative ranks). Backtraces,
- * symbols, phases and metadata travel with their ranks. This API does no I/O of its own
- * beyond what the caller hands it.
+ * symbols, names (file paths), phases and metadata travel with their ranks. This API does no
+ * I/O of its own beyond what the caller hands it.
  */
 #ifndef TFS_MERGE_H
 #define TFS_MERGE_H
@@ -38,8 +38,10 @@ struct tfs_trace;
  * whose terminals keep their numbers) are copied as stored after their whole checksum is
  * checked, and equal ones are stored once; renumbered grammars and vpatch sections (which
  * name the values section they patch) are written anew. Each input rank's backtraces and
- * symbols stay with it. Inputs are only read: several merges may share them. Time and
- * memory are linear in the inputs' tables, stream counts and the output's size.
+ * symbols stay with it, and so do its names: ranks whose names are equal, in any inputs,
+ * share one table of the output (FORMAT.md §12). Inputs are only read: several merges may
+ * share them. Time and memory are linear in the inputs' tables, stream counts and the
+ * output's size.
  *
  * @param out  a new malloc'ed buffer of *@len bytes (a complete trace file), caller frees
  * @return 0, -EINVAL (n == 0, mixed timing, too many ranks, a rank argument or metadata

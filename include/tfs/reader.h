@@ -310,6 +310,29 @@ int tfs_trace_backtrace(struct tfs_trace *t, uint32_t rank, uint64_t id, const u
 int tfs_trace_symbol(struct tfs_trace *t, uint32_t rank, uint64_t addr,
 		     const struct tfs_src_frame **frames, uint32_t *n, struct tfs_diag *diag);
 
+/**
+ * The name @rank gives symbolic id @id of class @sym_class (FORMAT.md §12,
+ * tfs_writer_set_name()): a file id's path. *@name is NUL-terminated, borrowed from the
+ * trace (valid until it is closed). Decoded at open: no error but absence. Thread-safe.
+ * @return 0 or -ENOENT (the rank has no name for it)
+ */
+int tfs_trace_name(const struct tfs_trace *t, uint32_t rank, const char *sym_class, uint64_t id,
+		   const char **name);
+
+/** One name of a rank (tfs_trace_names_dup()). */
+struct tfs_name {
+	uint64_t id;
+	const char *name; /**< NUL-terminated, borrowed from the trace */
+};
+
+/**
+ * Every name @rank gives to ids of class @sym_class, in increasing id order.
+ * @param out  a new malloc'ed array of *@n entries, the caller frees it (NULL when none)
+ * @return 0 or -ENOMEM
+ */
+int tfs_trace_names_dup(const struct tfs_trace *t, uint32_t rank, const char *sym_class,
+			struct tfs_name **out, size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,9 +36,25 @@ enum tfs_arg_enc {
 	TFS_ENC_COUNT
 };
 
-/** Argument flags. */
+/** Argument flags (FORMAT.md §4; bits 2 to 4 since format 2.1, stored as §4.1 says). */
 #define TFS_ARG_RESULT 0x1u /**< the call's result: rendered after "=" */
 #define TFS_ARG_BYTES 0x2u  /**< a byte count the call moved or allocated (profiles sum it) */
+/**
+ * A TFS_ENC_SYM argument that annotates the argument before it in schema order: its id's
+ * name (tfs_writer_set_name()) prints right after that argument's value, as
+ * `fd=3</etc/passwd>` or `= 4<pipe:[77]>` (FORMAT.md §9). Not on the first argument, nor on
+ * a result, nor after another attached argument.
+ */
+#define TFS_ARG_ATTACH 0x4u
+/**
+ * On a TFS_ENC_SYM argument (a file): the call read the bytes it moved (its TFS_ARG_BYTES
+ * arguments) from what this argument names, as read() from its descriptor's file.
+ */
+#define TFS_ARG_INPUT 0x8u
+/** On a TFS_ENC_SYM argument: the call wrote its bytes to what it names (write()). */
+#define TFS_ARG_OUTPUT 0x10u
+/** Every flag above. */
+#define TFS_ARG_FLAGS_ALL 0x1fu
 
 /**
  * The symbolic id of no symbol (an anonymous mapping's file): views print it as -1, where

@@ -130,6 +130,23 @@ int tfs_writer_add_symbol(struct tfs_writer *w, uint32_t rank, uint64_t addr,
 			  const struct tfs_src_frame *frames, uint32_t n);
 
 /**
+ * Name symbolic id @id of class @sym_class at @rank (FORMAT.md §12): a file id's path
+ * (`/etc/passwd`, `pipe:[123]`, `tcp:127.0.0.1:5432`). Views print the name wherever an
+ * argument flagged TFS_ARG_ATTACH carries that id (`read(fd=3</etc/passwd>, ...)`), and
+ * readers list a rank's names (tfs_trace_names_dup()). Call it once per id, at any time
+ * before save; a later call for the same (rank, class, id) replaces the name. The name is
+ * copied. Ranks with equal names share one table in the file, so a job whose ranks opened
+ * the same files costs one table. A rank needs no stream. Not thread-safe against other
+ * writer calls.
+ * @param sym_class  1 to 255 bytes of printable ASCII without space, '"' or '\' ("file")
+ * @param id         not TFS_SYM_NONE
+ * @param name       1 to 65,535 bytes, NUL-terminated
+ * @return 0, -EINVAL (a bad class, id or name, or after save) or -ENOMEM (nothing changed)
+ */
+int tfs_writer_set_name(struct tfs_writer *w, uint32_t rank, const char *sym_class, uint64_t id,
+			const char *name);
+
+/**
  * Write the trace to memory instead of a file (same bytes as tfs_writer_save()). Call once:
  * afterwards the writer can only be freed.
  * @param out  a new malloc'ed buffer of *@len bytes, the caller frees it

@@ -10,11 +10,12 @@
  * process: steadier than wall time on a loaded machine). tests/bench/run_capture runs every combination and prints the ratios.
  * With "io", the loop is instead one 1-byte write to /dev/null per iteration (one event),
  * alternately from a heap block and from the stack: what looking up the allocation of an
- * I/O buffer costs (TFS_TRACE=io with allocation ids on and off).
+ * I/O buffer costs (TFS_TRACE=io with allocation ids on and off). With "deep D", each
+ * thread runs the malloc/free loop D noinline calls deeper than it would (a backtrace of D
+ * more frames, the same ones every time): what unwinding a deeper stack costs.
  *
- *   bench_alloc N [T [io]]
+ *   bench_alloc N [T [io | deep D]]
  */
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -27,7 +28,15 @@
 
 #define MAX_THREADS 256
 
+/*
+ * The preloaded library's count, through a weak reference that the dynamic linker binds when
+ * the library is there: unlike a dlsym that fails, it allocates nothing, so the program makes
+ * the same allocations under every tracer (tests/bench/run_real compares their counts).
+ */
+extern uint64_t tfs_capture_dropped(void) __attribute__((weak));
+
 static long g_iters;
+static long g_depth; /* deep: extra frames below the loop */
 static int g_null = -1; /* io loop: /dev/null */
 
 static double cpu_ns(void)
@@ -70,18 +79,33 @@ static void *loop(void *arg)
 	return arg;
 }
 
+/* The loop @d calls deeper: not a tail call, so every level keeps its frame. */
+__attribute__((noinline)) static void *deep(long d)
+{
+	void *r = d > 0 ? deep(d - 1) : loop(NULL);
+
+	__asm__ volatile("" : "+r"(r) : : "memory");
+	return r;
+}
+
+static void *deep_loop(void *arg)
+{
+	deep(g_depth);
+	return arg;
+}
+
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 1000000;
 	long n_threads = argc > 2 ? atol(argv[2]) : 1;
 	void *(*fn)(void *) = loop;
 	pthread_t th[MAX_THREADS];
-	uint64_t (*dropped)(void);
 	uint64_t t0, t1, events;
 	double c0, c1;
 
 	if (n < 1 || n_threads < 1 || n_threads > MAX_THREADS || n < n_threads) {
-		fprintf(stderr, "usage: bench_alloc N [THREADS (1..%d)]\n", MAX_THREADS);
+		fprintf(stderr, "usage: bench_alloc N [THREADS (1..%d) [io | deep D]]\n",
+			MAX_THREADS);
 		return 2;
 	}
 	g_iters = n / n_threads;
@@ -92,6 +116,9 @@ int main(int argc, char **argv)
 			return 1;
 		fn = io_loop;
 		events /= 2;
+	} else if (argc > 4 && !strcmp(argv[3], "deep")) {
+		g_depth = atol(argv[4]);
+		fn = deep_loop;
 	}
 	c0 = cpu_ns();
 	t0 = now_ns();
@@ -106,9 +133,8 @@ int main(int argc, char **argv)
 	}
 	t1 = now_ns();
 	c1 = cpu_ns();
-	*(void **)&dropped = dlsym(RTLD_DEFAULT, "tfs_capture_dropped");
-	printf("%s %" PRIu64 " %.2f %" PRIu64 " %.2f\n", fn == loop ? "alloc" : "io", events,
-	       (double)(t1 - t0) / (double)events, dropped ? dropped() : 0,
+	printf("%s %" PRIu64 " %.2f %" PRIu64 " %.2f\n", fn == io_loop ? "io" : "alloc", events,
+	       (double)(t1 - t0) / (double)events, tfs_capture_dropped ? tfs_capture_dropped() : 0,
 	       (c1 - c0) / (double)events);
 	return 0;
 }

@@ -25,13 +25,26 @@ tfs_trace_symbol), without the binary's help: the symbols are in the trace.
    allocation: the backtrace is recovered and symbolised all the same.
 7. In-process (the library preloaded, TFS_TRACE=alloc, no `tracefs record`): the same
    chain, symbolised by the program itself at exit; TFS_BACKTRACE_DEPTH=0 turns them off.
+8. The walk that reuses the thread's last one against libunwind alone (TFS_UNWIND=libunwind,
+   the reference), address space layout fixed (setarch -R) so that code addresses repeat:
+   every event's frames, as addresses and symbolised, and backtraces.txt are identical, on
+   stacks made to fool a reuse: recursion at one depth under two callers, longjmp out of
+   deep stacks, signal handlers allocating (on the thread's stack and on a sigaltstack), a
+   library without frame pointers calling back into one with them and the reverse, a
+   function that realigns its stack, a stack deeper than the frames kept, pseudo-random
+   depths, a library unloaded and another loaded in its place, 16 threads. Each stack has
+   its known shape too, and TFS_UNWIND_STATS tells that the walk did them (libunwind only
+   the signal handlers' stacks, which cross a signal frame).
 
-  check_backtrace.py --tracefs T --capbt B --plugin P --dump D --source cap_bt.c --lib L
+  check_backtrace.py --tracefs T --capbt B --plugin P --plugin2 P2 --dump D
+                     --source cap_bt.c --lib L
 """
 
 import argparse
 import os
+import platform
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -250,7 +263,8 @@ def test_stress(tap, args, work, mk, src):
 
 
 def test_abort(tap, args, work, mk, src):
-    trace, out = record(args, work, "abort", [args.capbt, "abort"], status=134)
+    trace, out = record(args, work, "abort", [args.capbt, "abort"],
+                        status=-signal.SIGABRT)
     tail_is(tap, find(dump(args, trace), "malloc", 1001),
             chain(mk, src, [("main", "abort"), ("f_outer", "f_outer"), ("f_inner", "f_inner"),
                             ("helper", "helper")]),
@@ -274,19 +288,142 @@ def test_inproc(tap, args, work, mk, src):
            "in-process: TFS_BACKTRACE_DEPTH=0: no stack argument", repr(kinds))
 
 
+def record_fixed(args, work, name, cmd, env):
+    """Record cmd with the address space layout fixed; (trace, stderr)."""
+    trace = os.path.join(work, name + ".trace")
+    rc, out, err = run(["setarch", platform.machine(), "-R", args.tracefs, "record", "-o", trace,
+                        "--trace=alloc,threads", "--"] + cmd, env=env)
+    if rc != 0:
+        raise RuntimeError("record %s: status %d: %s" % (name, rc, err.decode(errors="replace")))
+    return trace, err.decode(errors="replace")
+
+
+def dump_text(args, trace, raw):
+    rc, out, err = run([args.dump] + (["--raw"] if raw else []) + [trace])
+    if rc != 0:
+        raise RuntimeError("bt_dump %s: %s" % (trace, err.decode(errors="replace")))
+    return out.decode().splitlines()
+
+
+def unstacked(lines):
+    """Event lines without their stack id (ids follow first use across threads), sorted."""
+    return sorted(re.sub(r"^(\S+ \S+ \S+) \d+ \|", r"\1 |", x) for x in lines)
+
+
+def count_by(lines, kind="malloc"):
+    return sum(1 for x in lines if x.split()[1] == kind)
+
+
+def versus(tap, args, work, name, cmd, by_libunwind, threads=False):
+    """Record cmd walked and by libunwind alone: identical frames. @return the walk's events"""
+    walked, err = record_fixed(args, work, name, cmd, {"TFS_UNWIND_STATS": "1"})
+    ref, _ = record_fixed(args, work, name + "-ref", cmd, {"TFS_UNWIND": "libunwind"})
+    raw, raw_ref = dump_text(args, walked, True), dump_text(args, ref, True)
+    sym, sym_ref = dump_text(args, walked, False), dump_text(args, ref, False)
+    if threads:
+        raw, raw_ref, sym, sym_ref = map(unstacked, (raw, raw_ref, sym, sym_ref))
+    first = next((i for i, (a, b) in enumerate(zip(raw, raw_ref)) if a != b), None)
+    tap.ok(raw and raw == raw_ref and sym == sym_ref,
+           "%s: %d events, every frame as libunwind alone gives it" % (name, len(raw)),
+           "%d vs %d events; first difference:\n%s\n%s" % (
+               len(raw), len(raw_ref), raw[first] if first is not None else "-",
+               raw_ref[first] if first is not None else "-"))
+    if not threads:
+        texts = []
+        for t in (walked, ref):
+            rc, out, _ = run([args.tracefs, "cat", t, "ranks/0/backtraces.txt"])
+            texts.append(out if rc == 0 else None)
+        tap.ok(texts[0] and texts[0] == texts[1], "%s: backtraces.txt identical" % name)
+    m = re.search(r"backtraces: (\d+) walked, (\d+) by libunwind", err)
+    tap.ok(m and int(m.group(2)) == by_libunwind and int(m.group(1)) >= len(raw) - by_libunwind,
+           "%s: walked, libunwind only for the %d stacks through a signal frame" % (
+               name, by_libunwind), m.group(0) if m else err)
+    return [Event(x) for x in dump_text(args, walked, False)]
+
+
+def names(ev):
+    return [f[0] for f in ev.frames]
+
+
+def test_versus(tap, args, work, mk, src):
+    n = 200
+    ev = versus(tap, args, work, "same_depth", [args.capbt, "same_depth", str(n)], 0)
+    mine = [e for e in ev if e.size == 1020]
+    want = [("caller_b" if i % 2 else "caller_a") for i in range(n)]
+    tap.ok([[f for f in names(e) if f.startswith("caller_")] for e in mine] ==
+           [[w] for w in want] and all(names(e)[-21:] == ["rec"] * 21 for e in mine) and
+           all(e.frames[-22] == (w, src, mk[w]) for e, w in zip(mine, want)),
+           "same_depth: caller_a and caller_b alternate, each over 21 frames of rec",
+           repr(mine[:2]))
+
+    n = 60
+    ev = versus(tap, args, work, "longjmp", [args.capbt, "longjmp", str(n)], 0)
+    deep = [e for e in ev if 1100 <= e.size < 1130]
+    after = [e for e in ev if e.size == 1003]
+    tap.ok(len(deep) == n and all(names(e)[-(e.size - 1100 + 2):] ==
+                                  ["jumps"] + ["jump_deep"] * (e.size - 1100 + 1)
+                                  for e in deep),
+           "longjmp: each allocation under jump_deep as deep as it went", repr(deep[:2]))
+    tap.ok(len(after) == n and all(e.frames[-2:] == [("jumps", src, mk["jumps"]),
+                                                     ("site_a", src, mk["site_a"])]
+                                   for e in after),
+           "longjmp: after each jump, main's allocation is jumps > site_a", repr(after[:2]))
+
+    n = 5
+    ev = versus(tap, args, work, "signal", [args.capbt, "signal", str(n)], 2 * n)
+    handled = [e for e in ev if e.size in (1200, 1201)]
+    tap.ok(len(handled) == 2 * n and
+           all(names(e)[-1] == "on_signal" and ("raiser", src, mk["raiser"]) in e.frames and
+               "signals" in names(e) for e in handled),
+           "signal: a handler's allocation (own stack and sigaltstack) goes on past the "
+           "signal frame into the interrupted raiser", repr(handled[:2]))
+
+    ev = versus(tap, args, work, "fplib", [args.capbt, "fplib", str(n)], 0)
+    tails = {1300: ["fplib", "cap_bt_nofp_through", "mid", "mid", "mid", "sized",
+                    "cap_bt_fp_alloc"],
+             1301: ["fplib", "cap_bt_fp_through", "mid", "mid", "mid", "sized",
+                    "cap_bt_nofp_alloc"],
+             1302: ["fplib", "realigned"]}
+    bad = [e for e in ev if e.size in tails and names(e)[-len(tails[e.size]):] != tails[e.size]]
+    tap.ok(len([e for e in ev if e.size in tails]) == 3 * n and not bad,
+           "fplib: through a library with frame pointers and one without, both ways, and a "
+           "function realigning its stack", repr(bad[:2]))
+
+    ev = versus(tap, args, work, "deep", [args.capbt, "deep", "100"], 0)
+    m = find(ev, "malloc", 1020)
+    tap.ok(m is not None and names(m) == ["rec"] * 64,
+           "deep: 101 frames of rec, the innermost 64 kept", repr(m))
+
+    n = 500
+    ev = versus(tap, args, work, "mixed", [args.capbt, "mixed", str(n)], 0)
+    mine = [e for e in ev if 1400 <= e.size < 1500]
+    bad = [e for e in mine if names(e)[-((e.size - 1400) % 50 + 2):] !=
+           ["mixed_b" if e.size >= 1450 else "mixed_a"] +
+           ["rec_mixed"] * ((e.size - 1400) % 50 + 1)]
+    tap.ok(len(mine) == n and not bad, "mixed: each allocation at its depth under its caller",
+           repr(bad[:2]))
+
+    ev = versus(tap, args, work, "dlcycle",
+                [args.capbt, "dlcycle", args.plugin, args.plugin2, "3"], 0)
+    tap.ok(len([e for e in ev if e.size in (1500, 1501)]) == 6,
+           "dlcycle: a library loaded where another was unloaded, three times")
+
+    versus(tap, args, work, "threads", [args.capbt, "threads", "16"], 0, threads=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--tracefs", "--capbt", "--plugin", "--dump", "--source", "--lib"):
+    for opt in ("--tracefs", "--capbt", "--plugin", "--plugin2", "--dump", "--source", "--lib"):
         ap.add_argument(opt, required=True)
     args = ap.parse_args()
-    for k in ("tracefs", "capbt", "plugin", "dump", "source", "lib"):
+    for k in ("tracefs", "capbt", "plugin", "plugin2", "dump", "source", "lib"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     mk = markers(args.source)
     src = os.path.basename(args.source)
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-bt.") as work:
         for test in (test_known, test_depth, test_threads, test_dlopen, test_loop,
-                     test_stress, test_abort, test_inproc):
+                     test_stress, test_abort, test_inproc, test_versus):
             try:
                 test(tap, args, work, mk, src)
             except Exception as e:  # a crash of the checker is a failure, not an abort

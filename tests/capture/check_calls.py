@@ -72,37 +72,46 @@ class Exp:
 SB = "buf_id=0, buf_off={B}"  # the program's static buffer
 
 
-def fd(n, f):
-    return "fd=%d, path=file#%s" % (n, f)
+def fd(n, name):
+    """A descriptor and the name of the file behind it, as the text view attaches it."""
+    return "fd=%d<%s>" % (n, name)
 
 
 def expect(d):
     e = Exp()
+    # the name of each file id, in order of first use (pipes and sockets: bound placeholders)
+    N = {0: d + "/a", 1: d + "/b", 2: "(fd 3 not open)", 3: d + "/c", 4: "pipe:[{P1}]",
+         5: "pipe:[{P2}]", 6: "socket:[{S1}]", 7: "socket:[{S2}]", 8: "socket:[{T1}]",
+         9: "tcp:127.0.0.1:{PORT}", 10: "socket:[{T2}]", 11: "tcp:127.0.0.1:{Q}",
+         12: "socket:[{T3}]", 13: "tcp:127.0.0.1:{R}", 14: d + "/d", 15: d + "/d/f1",
+         16: d + "/d/f2", 17: d + "/s", 18: "pipe:[{OUT}]", 19: "(all streams)",
+         20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]"}
     # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
     e.add('open(path="%s/a", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
-    e.call("write", fd(3, 0) + ", count=100, " + SB, 100)
-    e.call("dup", fd(3, 0), 4)
-    e.call("dup2", fd(3, 0) + ", newfd=10", 10)
-    e.call("dup3", fd(3, 0) + ", newfd=11, flags=0x%x" % O_CLOEXEC, 11)
-    e.call("fcntl", fd(3, 0) + ", cmd=%d, arg=20" % F_DUPFD, 20)
-    e.call("fcntl", fd(3, 0) + ", cmd=%d, arg=%d" % (F_SETFL, O_APPEND), 0)
-    e.call("pread", fd(10, 0) + ", count=10, offset=0, " + SB, 10)
-    e.call("lseek", fd(20, 0) + ", offset=0, whence=%d" % SEEK_SET, 0)
-    e.call("read", fd(20, 0) + ", count=50, " + SB, 50)
+    e.call("write", fd(3, N[0]) + ", count=100, " + SB, 100)
+    e.call("dup", fd(3, N[0]), 4)
+    e.call("dup2", fd(3, N[0]) + ", newfd=10", 10)
+    e.call("dup3", fd(3, N[0]) + ", newfd=11, flags=0x%x" % O_CLOEXEC, 11)
+    e.call("fcntl", fd(3, N[0]) + ", cmd=%d, arg=20" % F_DUPFD, 20)
+    e.call("fcntl", fd(3, N[0]) + ", cmd=%d, arg=%d" % (F_SETFL, O_APPEND), 0)
+    e.call("pread", fd(10, N[0]) + ", count=10, offset=0, " + SB, 10)
+    e.call("lseek", fd(20, N[0]) + ", offset=0, whence=%d" % SEEK_SET, 0)
+    e.call("read", fd(20, N[0]) + ", count=50, " + SB, 50)
     for n in (4, 10, 11, 20):
-        e.call("close", fd(n, 0), 0)
+        e.call("close", fd(n, N[0]), 0)
     e.add('open(path="%s/b", flags=0x%x, mode=0x1a4, file=file#1, errno=0) = 4'
           % (d, O[2] | O_CREAT | O_TRUNC))
-    e.call("dup2", fd(4, 1) + ", newfd=3", 3)
-    e.call("pwrite", fd(3, 1) + ", count=5, offset=0, " + SB, 5)  # 3 is b now
-    e.call("pread", fd(3, 1) + ", count=5, offset=0, " + SB, 5)
-    e.call("close", fd(3, 1), 0)
-    e.call("close", fd(4, 1), 0)
+    e.call("dup2", fd(4, N[1]) + ", newfd=3", 3)
+    e.call("pwrite", fd(3, N[1]) + ", count=5, offset=0, " + SB, 5)  # 3 is b now
+    e.call("pread", fd(3, N[1]) + ", count=5, offset=0, " + SB, 5)
+    e.call("close", fd(3, N[1]), 0)
+    e.call("close", fd(4, N[1]), 0)
     e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)
-    e.call("read", fd(3, 0) + ", count=10, " + SB, 10)  # a again, by its path
+    e.call("read", fd(3, N[0]) + ", count=10, " + SB, 10)  # a again, by its path
     e.call("close_range", "first=3, last=3, flags=0x0", 0)
-    e.call("read", fd(3, 2) + ", count=1, " + SB, -1, errno.EBADF)
+    e.add('fd_file(fd=3, path="(fd 3 not open)", file=file#2)')
+    e.call("read", fd(3, N[2]) + ", count=1, " + SB, -1, errno.EBADF)
     # ---- the other names: c = file#3
     c = '"%s/c"' % d
     e.add("open(path=%s, flags=0x%x, mode=0x180, file=file#3, errno=0) = 3" % (c, O[2] | O_CREAT))
@@ -113,73 +122,72 @@ def expect(d):
               % (c, n))
     for n in (10, 11):
         e.add("creat(path=%s, mode=0x180, file=file#3, errno=0) = %d" % (c, n))
-    e.call("write", fd(3, 3) + ", count=16, " + SB, 16)
-    e.call("read", fd(4, 3) + ", count=8, " + SB, 8)
+    e.call("write", fd(3, N[3]) + ", count=16, " + SB, 16)
+    e.call("read", fd(4, N[3]) + ", count=8, " + SB, 8)
     for n, off in ((5, 2), (6, 4), (7, 8)):
-        e.call("pread", fd(n, 3) + ", count=4, offset=%d, " % off + SB, 4)
-    e.call("pwrite", fd(3, 3) + ", count=2, offset=20, " + SB, 2)
-    e.call("readv", fd(8, 3) + ", iovcnt=2, " + SB, 22)
-    e.call("writev", fd(3, 3) + ", iovcnt=2, " + SB, 7)
-    e.call("lseek", fd(3, 3) + ", offset=0, whence=%d" % SEEK_END, 23)
-    e.call("fsync", fd(3, 3), 0)
-    e.call("fdatasync", fd(3, 3), 0)
-    e.call("ftruncate", fd(3, 3) + ", length=10", 0)
-    e.call("ftruncate", fd(3, 3) + ", length=12", 0)
-    e.call("fcntl", fd(3, 3) + ", cmd=%d, arg=0" % F_GETFL, O[2] | O_LARGEFILE)
+        e.call("pread", fd(n, N[3]) + ", count=4, offset=%d, " % off + SB, 4)
+    e.call("pwrite", fd(3, N[3]) + ", count=2, offset=20, " + SB, 2)
+    e.call("readv", fd(8, N[3]) + ", iovcnt=2, " + SB, 22)
+    e.call("writev", fd(3, N[3]) + ", iovcnt=2, " + SB, 7)
+    e.call("lseek", fd(3, N[3]) + ", offset=0, whence=%d" % SEEK_END, 23)
+    e.call("fsync", fd(3, N[3]), 0)
+    e.call("fdatasync", fd(3, N[3]), 0)
+    e.call("ftruncate", fd(3, N[3]) + ", length=10", 0)
+    e.call("ftruncate", fd(3, N[3]) + ", length=12", 0)
+    e.call("fcntl", fd(3, N[3]) + ", cmd=%d, arg=0" % F_GETFL, O[2] | O_LARGEFILE)
     for n in range(3, 12):
-        e.call("close", fd(n, 3), 0)
+        e.call("close", fd(n, N[3]), 0)
     # ---- pipes: file#4, file#5 (one id per pipe, both ends)
     for n, f in ((3, 4), (4, 4)):
         e.add('fd_file(fd=%d, path="pipe:[{P1}]", file=file#%d)' % (n, f))
-    e.call("pipe", "flags=0x0, rd_fd=3, rd_path=file#4, wr_fd=4, wr_path=file#4", 0)
-    e.call("write", fd(4, 4) + ", count=5, " + e.lit(), 5)
-    e.call("read", fd(3, 4) + ", count=5, " + SB, 5)
+    e.call("pipe", "flags=0x0, rd_fd=3<%s>, wr_fd=4<%s>" % (N[4], N[4]), 0)
+    e.call("write", fd(4, N[4]) + ", count=5, " + e.lit(), 5)
+    e.call("read", fd(3, N[4]) + ", count=5, " + SB, 5)
     for n in (5, 6):
         e.add('fd_file(fd=%d, path="pipe:[{P2}]", file=file#5)' % n)
-    e.call("pipe2", "flags=0x%x, rd_fd=5, rd_path=file#5, wr_fd=6, wr_path=file#5" % O_CLOEXEC,
-           0)
+    e.call("pipe2", "flags=0x%x, rd_fd=5<%s>, wr_fd=6<%s>" % (O_CLOEXEC, N[5], N[5]), 0)
     for n, f in ((3, 4), (4, 4), (5, 5), (6, 5)):
-        e.call("close", fd(n, f), 0)
+        e.call("close", fd(n, N[f]), 0)
     # ---- a socket pair: file#6, file#7
     e.add('fd_file(fd=3, path="socket:[{S1}]", file=file#6)')
     e.add('fd_file(fd=4, path="socket:[{S2}]", file=file#7)')
-    e.call("socketpair", "domain=%d, type=0x%x, protocol=0, rd_fd=3, rd_path=file#6, wr_fd=4, "
-           "wr_path=file#7" % (AF_UNIX, SOCK_STREAM), 0)
+    e.call("socketpair", "domain=%d, type=0x%x, protocol=0, rd_fd=3<%s>, wr_fd=4<%s>"
+           % (AF_UNIX, SOCK_STREAM, N[6], N[7]), 0)
     for name, n, f, buf, ret in (("send", 3, 6, e.lit(), 4), ("recv", 4, 7, SB, 4),
                                  ("sendto", 3, 6, e.lit(), 3), ("recvfrom", 4, 7, SB, 3),
                                  ("send", 3, 6, e.lit(), 2), ("recv", 4, 7, SB, 2)):
-        e.call(name, fd(n, f) + ", len=%d, flags=0x0, %s" % (ret, buf), ret)
-    e.call("sendmsg", fd(3, 6) + ", flags=0x0", 6)
-    e.call("recvmsg", fd(4, 7) + ", flags=0x0", 6)
-    e.call("sendto", fd(3, 6) + ", len=5, flags=0x0, " + e.lit(), 5)
-    e.call("recvfrom", fd(4, 7) + ", len=5, flags=0x0, " + SB, 5)
-    e.call("shutdown", fd(3, 6) + ", how=1", 0)
-    e.call("close", fd(3, 6), 0)
-    e.call("close", fd(4, 7), 0)
+        e.call(name, fd(n, N[f]) + ", len=%d, flags=0x0, %s" % (ret, buf), ret)
+    e.call("sendmsg", fd(3, N[6]) + ", flags=0x0", 6)
+    e.call("recvmsg", fd(4, N[7]) + ", flags=0x0", 6)
+    e.call("sendto", fd(3, N[6]) + ", len=5, flags=0x0, " + e.lit(), 5)
+    e.call("recvfrom", fd(4, N[7]) + ", len=5, flags=0x0, " + SB, 5)
+    e.call("shutdown", fd(3, N[6]) + ", how=1", 0)
+    e.call("close", fd(3, N[6]), 0)
+    e.call("close", fd(4, N[7]), 0)
     # ---- TCP: socket:[..] until bound or connected, then by address
     tcp = "domain=%d, type=0x%x, protocol=0" % (AF_INET, SOCK_STREAM)
     e.add('fd_file(fd=3, path="socket:[{T1}]", file=file#8)')
-    e.call("socket", tcp + ", ret_path=file#8", 3)
+    e.call("socket", tcp, "3<%s>" % N[8])
     e.add('fd_file(fd=3, path="tcp:127.0.0.1:{PORT}", file=file#9)')
-    e.call("bind", fd(3, 8) + ', addr="tcp:127.0.0.1:0"', 0)
-    e.call("listen", fd(3, 9) + ", backlog=4", 0)
+    e.call("bind", fd(3, N[8]) + ', addr="tcp:127.0.0.1:0"', 0)
+    e.call("listen", fd(3, N[9]) + ", backlog=4", 0)
     e.add('fd_file(fd=4, path="socket:[{T2}]", file=file#10)')
-    e.call("socket", tcp + ", ret_path=file#10", 4)
-    e.call("connect", fd(4, 10) + ', addr="tcp:127.0.0.1:{PORT}"', 0)
+    e.call("socket", tcp, "4<%s>" % N[10])
+    e.call("connect", fd(4, N[10]) + ', addr="tcp:127.0.0.1:{PORT}"', 0)
     e.add('fd_file(fd=5, path="tcp:127.0.0.1:{Q}", file=file#11)')
-    e.call("accept", fd(3, 9) + ", flags=0x0, ret_path=file#11", 5)
+    e.call("accept", fd(3, N[9]) + ", flags=0x0", "5<%s>" % N[11])
     e.add('fd_file(fd=6, path="socket:[{T3}]", file=file#12)')
-    e.call("socket", tcp + ", ret_path=file#12", 6)
-    e.call("connect", fd(6, 12) + ', addr="tcp:127.0.0.1:{PORT}"', 0)
+    e.call("socket", tcp, "6<%s>" % N[12])
+    e.call("connect", fd(6, N[12]) + ', addr="tcp:127.0.0.1:{PORT}"', 0)
     e.add('fd_file(fd=7, path="tcp:127.0.0.1:{R}", file=file#13)')
-    e.call("accept4", fd(3, 9) + ", flags=0x%x, ret_path=file#13" % O_CLOEXEC, 7)
-    e.call("write", fd(4, 9) + ", count=3, " + e.lit(), 3)
-    e.call("read", fd(5, 11) + ", count=3, " + SB, 3)
+    e.call("accept4", fd(3, N[9]) + ", flags=0x%x" % O_CLOEXEC, "7<%s>" % N[13])
+    e.call("write", fd(4, N[9]) + ", count=3, " + e.lit(), 3)
+    e.call("read", fd(5, N[11]) + ", count=3, " + SB, 3)
     e.call("poll", "nfds=1, timeout=0", 0)
     e.call("poll", "nfds=1, timeout=0", 0)
     e.call("select", "nfds=8, timeout_us=1000", 0)
     for n, f in ((3, 9), (4, 9), (5, 11), (6, 9), (7, 13)):
-        e.call("close", fd(n, f), 0)
+        e.call("close", fd(n, N[f]), 0)
     # ---- paths: d = file#14
     dd = '"%s/d"' % d
     e.call("mkdir", "path=%s, mode=0x1ed" % dd, 0)
@@ -190,16 +198,16 @@ def expect(d):
             e.call(name, "path=" + dd, 0)
     e.add("open(path=%s, flags=0x%x, mode=0x0, file=file#14, errno=0) = 3" % (dd, O_DIRECTORY))
     for _ in range(4):
-        e.call("fstat", fd(3, 14), 0)
+        e.call("fstat", fd(3, N[14]), 0)
     for _ in range(4):
         e.call("fstatat", 'dirfd=3, path=".", flags=0x0', 0)
     e.call("statx", "dirfd=-100, path=%s, flags=0x0, mask=0x200" % dd, 0)
     e.call("access", "path=%s, mode=0x0" % dd, 0)
     e.call("access", 'path="%s/missing", mode=0x0' % d, -1, errno.ENOENT)
     e.call("faccessat", "dirfd=-100, path=%s, mode=0x4, flags=0x0" % dd, 0)
-    e.call("fchdir", fd(3, 14), 0)
+    e.call("fchdir", fd(3, N[14]), 0)
     e.call("chdir", 'path="%s"' % d, 0)
-    e.call("close", fd(3, 14), 0)
+    e.call("close", fd(3, N[14]), 0)
     e.call("truncate", 'path="%s/a", length=4' % d, 0)
     e.call("truncate", 'path="%s/a", length=6' % d, 0)
     e.call("rename", 'oldpath="%s/a", newpath="%s/a2"' % (d, d), 0)
@@ -207,96 +215,94 @@ def expect(d):
     e.call("unlink", 'path="%s/a2"' % d, -1, errno.ENOENT)
     for name, f in (("f1", 15), ("f2", 16)):
         e.add('creat(path="%s/d/%s", mode=0x180, file=file#%d, errno=0) = 3' % (d, name, f))
-        e.call("close", fd(3, f), 0)
+        e.call("close", fd(3, N[f]), 0)
     e.add("opendir(path=%s, file=file#14, errno=0) = 3" % dd)
     for ret in (1, 1, 1, 1, 0):  # ., .., f1, f2, the end
-        e.call("readdir", fd(3, 14), ret)
-    e.call("closedir", fd(3, 14), 0)
+        e.call("readdir", fd(3, N[14]), ret)
+    e.call("closedir", fd(3, N[14]), 0)
     e.add("open(path=%s, flags=0x0, mode=0x0, file=file#14, errno=0) = 3" % dd)
-    e.call("fdopendir", fd(3, 14), 3)
+    e.call("fdopendir", fd(3, N[14]), 3)
     for ret in (1, 1, 1, 1, 0):
-        e.call("readdir", fd(3, 14), ret)
-    e.call("closedir", fd(3, 14), 0)
+        e.call("readdir", fd(3, N[14]), ret)
+    e.call("closedir", fd(3, N[14]), 0)
     # ---- stdio output: s = file#17, stdout = file#18, every stream = file#19
     e.add('fopen(path="%s/s", mode="w", file=file#17, errno=0) = 3' % d)
     for ret in (6, 2, 5, 1):
-        e.call("fprintf", fd(3, 17), ret)
-    e.call("fputs", fd(3, 17) + ", bytes=3", "{NN1}")  # a non-negative number
-    e.call("fputs", fd(3, 17) + ", bytes=2", "{NN2}")
+        e.call("fprintf", fd(3, N[17]), ret)
+    e.call("fputs", fd(3, N[17]) + ", bytes=3", "{NN1}")  # a non-negative number
+    e.call("fputs", fd(3, N[17]) + ", bytes=2", "{NN2}")
     for name, ch in (("fputc", "x"), ("fputc", "y"), ("putc", "p"), ("putc", "q"),
                      ("putc", "r")):
-        e.call(name, fd(3, 17) + ", bytes=1", ord(ch))
-    e.call("fwrite", fd(3, 17) + ", size=1, nmemb=10, %s, bytes=10" % SB, 10)
-    e.call("fwrite", fd(3, 17) + ", size=2, nmemb=3, %s, bytes=6" % SB, 3)
-    e.call("fflush", fd(3, 17), 0)
-    e.call("fflush", fd(3, 17), 0)
+        e.call(name, fd(3, N[17]) + ", bytes=1", ord(ch))
+    e.call("fwrite", fd(3, N[17]) + ", size=1, nmemb=10, %s, bytes=10" % SB, 10)
+    e.call("fwrite", fd(3, N[17]) + ", size=2, nmemb=3, %s, bytes=6" % SB, 3)
+    e.call("fflush", fd(3, N[17]), 0)
+    e.call("fflush", fd(3, N[17]), 0)
     for whence in (SEEK_END, SEEK_SET, SEEK_END):
-        e.call("fseek", fd(3, 17) + ", offset=0, whence=%d" % whence, 0)
-    e.call("fclose", fd(3, 17), 0)
+        e.call("fseek", fd(3, N[17]) + ", offset=0, whence=%d" % whence, 0)
+    e.call("fclose", fd(3, N[17]), 0)
     e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#18)')
     for ret in (4, 1, 2, 1):
-        e.call("printf", fd(1, 18), ret)
-    e.call("puts", fd(1, 18) + ", bytes=4", "{NN3}")
-    e.call("putchar", fd(1, 18) + ", bytes=1", ord("A"))
-    e.call("putchar", fd(1, 18) + ", bytes=1", ord("B"))
-    e.call("fflush", "fd=-1, path=file#19", 0)
+        e.call("printf", fd(1, N[18]), ret)
+    e.call("puts", fd(1, N[18]) + ", bytes=4", "{NN3}")
+    e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("A"))
+    e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("B"))
+    e.add('fd_file(fd=-1, path="(all streams)", file=file#19)')
+    e.call("fflush", fd(-1, N[19]), 0)
     for ret in (2, 2, 1, 2):
-        e.call("dprintf", fd(1, 18), ret)
+        e.call("dprintf", fd(1, N[18]), ret)
     # ---- stdio input: i = file#20, stdin = file#21
     e.add('open(path="%s/i", flags=0x%x, mode=0x180, file=file#20, errno=0) = 3'
           % (d, O[1] | O_CREAT | O_TRUNC))
-    e.call("write", fd(3, 20) + ", count=28, " + e.lit(), 28)
-    e.call("close", fd(3, 20), 0)
+    e.call("write", fd(3, N[20]) + ", count=28, " + e.lit(), 28)
+    e.call("close", fd(3, N[20]), 0)
     e.add('fopen(path="%s/i", mode="r", file=file#20, errno=0) = 3' % d)
-    e.call("fscanf", fd(3, 20), 1)
-    e.call("fscanf", fd(3, 20), 1)
-    e.call("fgetc", fd(3, 20) + ", bytes=1", ord("\n"))
+    e.call("fscanf", fd(3, N[20]), 1)
+    e.call("fscanf", fd(3, N[20]), 1)
+    e.call("fgetc", fd(3, N[20]) + ", bytes=1", ord("\n"))
     for size, ret in ((100, 9), (3, 2), (100, 4), (100, 2)):
-        e.call("fgets", fd(3, 20) + ", size=%d, %s" % (size, SB), ret)
+        e.call("fgets", fd(3, N[20]) + ", size=%d, %s" % (size, SB), ret)
     for name in ("fgetc", "getc", "getc", "getc"):
-        e.call(name, fd(3, 20) + ", bytes=1", ord("r"))
-    e.call("ungetc", fd(3, 20) + ", c=%d" % ord("r"), ord("r"))
-    e.call("getline", fd(3, 20), 2)
-    e.call("getline", fd(3, 20), -1)  # the end of the file: no error
-    e.call("fclose", fd(3, 20), 0)
+        e.call(name, fd(3, N[20]) + ", bytes=1", ord("r"))
+    e.call("ungetc", fd(3, N[20]) + ", c=%d" % ord("r"), ord("r"))
+    e.call("getline", fd(3, N[20]), 2)
+    e.call("getline", fd(3, N[20]), -1)  # the end of the file: no error
+    e.call("fclose", fd(3, N[20]), 0)
     e.add('fopen(path="%s/i", mode="r", file=file#20, errno=0) = 3' % d)
-    e.call("getdelim", fd(3, 20) + ", delim=%d" % ord(" "), 3)
-    e.call("getdelim", fd(3, 20) + ", delim=%d" % ord("\n"), 3)
-    e.call("fscanf", fd(3, 20), 1)
-    e.call("fscanf", fd(3, 20), 1)
+    e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord(" "), 3)
+    e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord("\n"), 3)
+    e.call("fscanf", fd(3, N[20]), 1)
+    e.call("fscanf", fd(3, N[20]), 1)
     for size, nmemb, ret in ((1, 4, 4), (2, 3, 3), (1, 2, 2), (1, 100, 2)):
-        e.call("fread", fd(3, 20) + ", size=%d, nmemb=%d, %s, bytes=%d"
+        e.call("fread", fd(3, N[20]) + ", size=%d, nmemb=%d, %s, bytes=%d"
                % (size, nmemb, SB, size * ret), ret)
-    e.call("fclose", fd(3, 20), 0)
+    e.call("fclose", fd(3, N[20]), 0)
     e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#21)')
-    e.call("scanf", fd(0, 21), 1)
-    e.call("scanf", fd(0, 21), 1)
-    e.call("getchar", fd(0, 21) + ", bytes=1", ord(" "))
-    e.call("getchar", fd(0, 21) + ", bytes=1", ord("9"))
-    e.call("scanf", fd(0, 21), 1)
-    e.call("scanf", fd(0, 21), -1)
+    e.call("scanf", fd(0, N[21]), 1)
+    e.call("scanf", fd(0, N[21]), 1)
+    e.call("getchar", fd(0, N[21]) + ", bytes=1", ord(" "))
+    e.call("getchar", fd(0, N[21]) + ", bytes=1", ord("9"))
+    e.call("scanf", fd(0, N[21]), 1)
+    e.call("scanf", fd(0, N[21]), -1)
     # ---- streams made otherwise, copies: t = file#22, u = file#23, a pipe = file#24
     e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#20, errno=0) = 3' % d)
-    e.call("fdopen", fd(3, 20) + ', mode="r"', 3)
-    e.call("freopen", 'path="%s/t", mode="w", old_fd=3, old_path=file#20, file=file#22' % d, 3)
-    e.call("freopen", 'path="%s/t", mode="a", old_fd=3, old_path=file#22, file=file#22' % d, 3)
-    e.call("fclose", fd(3, 22), 0)
+    e.call("fdopen", fd(3, N[20]) + ', mode="r"', 3)
+    e.call("freopen", 'path="%s/t", mode="w", old_fd=3<%s>, file=file#22' % (d, N[20]), 3)
+    e.call("freopen", 'path="%s/t", mode="a", old_fd=3<%s>, file=file#22' % (d, N[22]), 3)
+    e.call("fclose", fd(3, N[22]), 0)
     e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#20, errno=0) = 3' % d)
     e.add('open(path="%s/u", flags=0x%x, mode=0x180, file=file#23, errno=0) = 4'
           % (d, O[1] | O_CREAT | O_TRUNC))
     for _ in range(2):
-        e.call("sendfile", "out_fd=4, out_path=file#23, in_fd=3, in_path=file#20, offset=-1, "
-               "count=5", 5)
+        e.call("sendfile", "out_fd=4<%s>, in_fd=3<%s>, offset=-1, count=5" % (N[23], N[20]), 5)
     for n in (5, 6):
         e.add('fd_file(fd=%d, path="pipe:[{P3}]", file=file#24)' % n)
-    e.call("pipe", "flags=0x0, rd_fd=5, rd_path=file#24, wr_fd=6, wr_path=file#24", 0)
-    e.call("splice", "in_fd=3, in_path=file#20, out_fd=6, out_path=file#24, len=4, flags=0x0",
-           4)
-    e.call("splice", "in_fd=5, in_path=file#24, out_fd=4, out_path=file#23, len=4, flags=0x0",
-           4)
-    e.call("copy_file_range", "in_fd=3, in_path=file#20, out_fd=4, out_path=file#23, len=3", 3)
+    e.call("pipe", "flags=0x0, rd_fd=5<%s>, wr_fd=6<%s>" % (N[24], N[24]), 0)
+    e.call("splice", "in_fd=3<%s>, out_fd=6<%s>, len=4, flags=0x0" % (N[20], N[24]), 4)
+    e.call("splice", "in_fd=5<%s>, out_fd=4<%s>, len=4, flags=0x0" % (N[24], N[23]), 4)
+    e.call("copy_file_range", "in_fd=3<%s>, out_fd=4<%s>, len=3" % (N[20], N[23]), 3)
     for n, f in ((3, 20), (4, 23), (5, 24), (6, 24)):
-        e.call("close", fd(n, f), 0)
+        e.call("close", fd(n, N[f]), 0)
     return e.ev
 
 
@@ -360,6 +366,23 @@ def main():
             ports = {b.vals["PORT"], b.vals["Q"], b.vals["R"]}
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
+        # files.txt: the bytes each file gave and took, from cap_calls.c's description
+        rc, ftxt, err = run([a.tracefs, "cat", trace, "ranks/0/files.txt"])
+        rows = {}
+        for line in ftxt.decode().splitlines():
+            tok = line.split()
+            if line.startswith("#") or len(tok) < 9:
+                continue
+            rows[tok[-1]] = (int(tok[3]), int(tok[4]))
+        want = {"a": (10 + 50 + 10, 100), "b": (5, 5),
+                "c": (8 + 4 + 4 + 4 + 22, 16 + 2 + 7), "s": (0, 40),
+                # fgetc, fgets, getc, getline, getdelim, fread; then sendfile, splice,
+                # copy_file_range take from it
+                "i": (1 + 17 + 4 + 2 + 6 + 14 + 10 + 4 + 3, 28),
+                "u": (0, 5 + 5 + 4 + 3), "t": (0, 0)}
+        got = {f: rows.get(os.path.join(traced_dir, f)) for f in want}
+        tap.ok(rc == 0 and got == want, "files.txt: bytes read from and written to each file",
+               "got %r" % got)
         # layers: fclose frees the FILE and its buffer inside itself; by default those frees
         # are plain events, with `nested` they say where they were made
         plain_frees = [line for line in out.decode().splitlines() if " free(" in line]

@@ -163,55 +163,59 @@ def realloc_ids_ok(v):
 
 def expect_io(d):
     f_data, f_fd3, f_c, f_v, f_text, f_missing = range(6)  # file ids, in order of first use
+    # the name of each, as the views attach it to a descriptor
+    name = {f_data: d + "/data", f_fd3: "(fd 3 not open)", f_c: d + "/c", f_v: d + "/v",
+            f_text: d + "/text"}
     rw = os.O_RDWR | os.O_CREAT | os.O_TRUNC
     # every buffer is the program's static one: in no allocation, its address as the offset
     sb = "buf_id=0, buf_off={B}"
     ev = ['open(path="%s/data", flags=0x%x, mode=0x%x, file=file#%d, errno=0) = 3'
           % (d, rw, 0o600, f_data)]
-    ev += [ok_call("write", "fd=3, path=file#%d, count=4096, %s" % (f_data, sb), 4096)] * 10
-    ev += [ok_call("lseek", "fd=3, path=file#%d, offset=0, whence=%d" % (f_data, os.SEEK_SET), 0)]
-    ev += [ok_call("read", "fd=3, path=file#%d, count=4096, %s" % (f_data, sb), 4096)] * 10
-    ev += [ok_call("read", "fd=3, path=file#%d, count=4096, %s" % (f_data, sb), 0)]
-    ev += [ok_call("pread", "fd=3, path=file#%d, count=512, offset=%d, %s" % (f_data, i * 4096, sb),
+    ev += [ok_call("write", "fd=3<%s>, count=4096, %s" % (name[f_data], sb), 4096)] * 10
+    ev += [ok_call("lseek", "fd=3<%s>, offset=0, whence=%d" % (name[f_data], os.SEEK_SET), 0)]
+    ev += [ok_call("read", "fd=3<%s>, count=4096, %s" % (name[f_data], sb), 4096)] * 10
+    ev += [ok_call("read", "fd=3<%s>, count=4096, %s" % (name[f_data], sb), 0)]
+    ev += [ok_call("pread", "fd=3<%s>, count=512, offset=%d, %s" % (name[f_data], i * 4096, sb),
                    512) for i in range(4)]
-    ev += [ok_call("pwrite", "fd=3, path=file#%d, count=100, offset=40960, %s" % (f_data, sb), 100),
-           ok_call("ftruncate", "fd=3, path=file#%d, length=8192" % f_data, 0),
-           ok_call("fsync", "fd=3, path=file#%d" % f_data, 0),
-           ok_call("fdatasync", "fd=3, path=file#%d" % f_data, 0),
-           ok_call("close", "fd=3, path=file#%d" % f_data, 0),
-           # fd 3 is closed: it gets an id of its own, without a path
-           ok_call("read", "fd=3, path=file#%d, count=1, %s" % (f_fd3, sb), -1, errno.EBADF),
+    ev += [ok_call("pwrite", "fd=3<%s>, count=100, offset=40960, %s" % (name[f_data], sb), 100),
+           ok_call("ftruncate", "fd=3<%s>, length=8192" % name[f_data], 0),
+           ok_call("fsync", "fd=3<%s>" % name[f_data], 0),
+           ok_call("fdatasync", "fd=3<%s>" % name[f_data], 0),
+           ok_call("close", "fd=3<%s>" % name[f_data], 0),
+           # fd 3 is closed: it gets an id of its own, named once
+           'fd_file(fd=3, path="(fd 3 not open)", file=file#%d)' % f_fd3,
+           ok_call("read", "fd=3<%s>, count=1, %s" % (name[f_fd3], sb), -1, errno.EBADF),
            'creat(path="%s/c", mode=0x%x, file=file#%d, errno=0) = 3' % (d, 0o644, f_c),
-           ok_call("write", "fd=3, path=file#%d, count=10, %s" % (f_c, sb), 10),
-           ok_call("close", "fd=3, path=file#%d" % f_c, 0),
+           ok_call("write", "fd=3<%s>, count=10, %s" % (name[f_c], sb), 10),
+           ok_call("close", "fd=3<%s>" % name[f_c], 0),
            'open(path="%s/v", flags=0x%x, mode=0x%x, file=file#%d, errno=0) = 3'
            % (d, os.O_RDWR | os.O_CREAT, 0o600, f_v),
-           ok_call("writev", "fd=3, path=file#%d, iovcnt=2, %s" % (f_v, sb), 30),
-           ok_call("lseek", "fd=3, path=file#%d, offset=0, whence=%d" % (f_v, os.SEEK_SET), 0),
-           ok_call("readv", "fd=3, path=file#%d, iovcnt=2, %s" % (f_v, sb), 30),
-           ok_call("close", "fd=3, path=file#%d" % f_v, 0),
+           ok_call("writev", "fd=3<%s>, iovcnt=2, %s" % (name[f_v], sb), 30),
+           ok_call("lseek", "fd=3<%s>, offset=0, whence=%d" % (name[f_v], os.SEEK_SET), 0),
+           ok_call("readv", "fd=3<%s>, iovcnt=2, %s" % (name[f_v], sb), 30),
+           ok_call("close", "fd=3<%s>" % name[f_v], 0),
            # the same path again: the same file id
            'openat(dirfd=-100, path="%s/data", flags=0x%x, mode=0x0, file=file#%d, errno=0) = 3'
            % (d, os.O_RDONLY, f_data),
-           ok_call("close", "fd=3, path=file#%d" % f_data, 0),
+           ok_call("close", "fd=3<%s>" % name[f_data], 0),
            'fopen(path="%s/text", mode="w", file=file#%d, errno=0) = 3' % (d, f_text),
-           ok_call("fwrite", "fd=3, path=file#%d, size=1, nmemb=1000, %s, bytes=1000"
-                   % (f_text, sb), 1000),
-           ok_call("fwrite", "fd=3, path=file#%d, size=100, nmemb=3, %s, bytes=300"
-                   % (f_text, sb), 3),
-           ok_call("fflush", "fd=3, path=file#%d" % f_text, 0),
-           ok_call("fseek", "fd=3, path=file#%d, offset=0, whence=%d" % (f_text, os.SEEK_END), 0),
-           ok_call("fclose", "fd=3, path=file#%d" % f_text, 0),
+           ok_call("fwrite", "fd=3<%s>, size=1, nmemb=1000, %s, bytes=1000"
+                   % (name[f_text], sb), 1000),
+           ok_call("fwrite", "fd=3<%s>, size=100, nmemb=3, %s, bytes=300"
+                   % (name[f_text], sb), 3),
+           ok_call("fflush", "fd=3<%s>" % name[f_text], 0),
+           ok_call("fseek", "fd=3<%s>, offset=0, whence=%d" % (name[f_text], os.SEEK_END), 0),
+           ok_call("fclose", "fd=3<%s>" % name[f_text], 0),
            'fopen(path="%s/data", mode="r", file=file#%d, errno=0) = 3' % (d, f_data),
-           ok_call("fread", "fd=3, path=file#%d, size=4096, nmemb=2, %s, bytes=8192"
-                   % (f_data, sb), 2),
-           ok_call("fclose", "fd=3, path=file#%d" % f_data, 0),
+           ok_call("fread", "fd=3<%s>, size=4096, nmemb=2, %s, bytes=8192"
+                   % (name[f_data], sb), 2),
+           ok_call("fclose", "fd=3<%s>" % name[f_data], 0),
            'fopen(path="%s/missing/x", mode="r", file=file#%d, errno=%d) = -1'
            % (d, f_missing, errno.ENOENT),
            'open(path="%s/c", flags=0x%x, mode=0x0, file=file#%d, errno=0) = 3'
            % (d, os.O_RDONLY, f_c),
-           'fdopen(fd=3, path=file#%d, mode="r", errno=0) = 3' % f_c,
-           ok_call("fclose", "fd=3, path=file#%d" % f_c, 0),
+           'fdopen(fd=3<%s>, mode="r", errno=0) = 3' % name[f_c],
+           ok_call("fclose", "fd=3<%s>" % name[f_c], 0),
            'rename(oldpath="%s/text", newpath="%s/text2", errno=0) = 0' % (d, d),
            'unlink(path="%s/text2", errno=0) = 0' % d,
            'unlink(path="%s/text2", errno=%d) = -1' % (d, errno.ENOENT)]
@@ -278,7 +282,7 @@ def test_threads(tap, args, work, n=16):
     exp_main = ['open(path="%s/t", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3' % (d, fl)]
     exp_main += ["pthread_create(thread=thread#%d) = 0" % t for t in range(1, n + 1)]
     exp_main += ["pthread_join(thread=thread#%d) = 0" % t for t in range(1, n + 1)]
-    exp_main += ["close(fd=3, path=file#0, errno=0) = 0"]
+    exp_main += ["close(fd=3<%s/t>, errno=0) = 0" % d]
     # pthread_create allocates the new thread's TLS vector through calloc: glibc's, left out
     main = [e for e in cat_events(args.tracefs, out, 0) if kind(e) not in ALLOC_KINDS]
     diff, _ = compare(exp_main, main)
@@ -286,7 +290,7 @@ def test_threads(tap, args, work, n=16):
     exp = []
     for i in range(10):
         exp += ["malloc(size=32, id={I%d}) = {P}" % i,
-                "write(fd=3, path=file#0, count=16, buf_id={I%d}, buf_off=%d, errno=0) = 16" % (i, i),
+                "write(fd=3<%s/t>, count=16, buf_id={I%d}, buf_off=%d, errno=0) = 16" % (d, i, i),
                 "free(ptr={P}, id={I%d})" % i]
     bad = []
     ids = []
@@ -360,9 +364,9 @@ def test_gzip(tap, args, work):
     counts, ev = count_kinds(args.tracefs, out)
     # stdout (a pipe here) was opened by the test, not by gzip: its path is stored once
     decl = [e for e in ev if kind(e) == "fd_file"]
-    m = re.fullmatch(r'fd_file\(fd=1, path="pipe:\[\d+\]", file=(file#\d+)\)', decl[0]) \
+    m = re.fullmatch(r'fd_file\(fd=1, path="(pipe:\[\d+\])", file=file#\d+\)', decl[0]) \
         if len(decl) == 1 else None
-    tap.ok(m is not None and all("fd=1, path=%s," % m.group(1) in e
+    tap.ok(m is not None and all("fd=1<%s>," % m.group(1) in e
                                  for e in ev if kind(e) == "write"),
            "gzip: stdout declared once by fd_file, every write on its file id", decl)
     st, loader = strace_counts([gzip, "-c", src], work)
@@ -375,17 +379,12 @@ def test_gzip(tap, args, work):
 
 
 def stdio_bytes(ev, name, path):
-    """Bytes moved by the fread or fwrite calls (size x result) on the file of @path, named
-    by the open, fopen or fd_file event that declares it (a prefix of the path for fd_file)."""
-    ids = set()
-    for e in ev:
-        m = re.match(r'(?:open|fopen|fd_file)\(.*path="([^"]*)".*, file=(file#\d+)', e)
-        if m and (m.group(1) == path or (kind(e) == "fd_file" and m.group(1).startswith(path))):
-            ids.add(m.group(2))
+    """Bytes moved by the fread or fwrite calls (size x result) on the file of @path (or
+    whose name starts so: a pipe), as the views name it on each line."""
     total = 0
     for e in ev:
-        m = re.fullmatch(name + r"\(fd=-?\d+, path=(file#\d+), size=(\d+), .*\) = (\d+)", e)
-        if m and m.group(1) in ids:
+        m = re.fullmatch(name + r"\(fd=-?\d+<([^>]*)>, size=(\d+), .*\) = (\d+)", e)
+        if m and (m.group(1) == path or m.group(1).startswith(path)):
             total += int(m.group(2)) * int(m.group(3))
     return total
 
@@ -457,7 +456,8 @@ def test_errno_and_selection(tap, args, work):
 def expect_bufs(d):
     """cap_io bufs, from its description in cap_io.c."""
     w = lambda buf, count, ret=None, err=0: ok_call(  # noqa: E731
-        "write", "fd=3, path=file#0, count=%d, %s" % (count, buf), count if ret is None else ret, err)
+        "write", "fd=3<%s/b>, count=%d, %s" % (d, count, buf), count if ret is None else ret,
+        err)
     return ['open(path="%s/b", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
             % (d, os.O_RDWR | os.O_CREAT | os.O_TRUNC),
             "malloc(size=8192, id=1) = {P}",
@@ -481,7 +481,7 @@ def expect_bufs(d):
             "errno=0) = {F}" % MAP_PRIVATE,
             w("buf_id=5, buf_off=10", 5),
             "munmap(addr={F}, length=8192, errno=0) = 0",
-            "close(fd=3, path=file#0, errno=0) = 0"]
+            "close(fd=3<%s/b>, errno=0) = 0" % d]
 
 
 PROT_RW = 0x3          # PROT_READ | PROT_WRITE
@@ -526,9 +526,9 @@ def test_seqread(tap, args, work, n=3000):
         return
     ev = cat_events(args.tracefs, out, 0)
     reads = [e for e in ev if kind(e) == "read"]
-    exp = ["read(fd=3, path=file#0, count=512, buf_id=1, buf_off=%d, errno=0) = 512" % (i * 512)
+    exp = ["read(fd=3<%s/s>, count=512, buf_id=1, buf_off=%d, errno=0) = 512" % (d, i * 512)
            for i in range(n)]
-    exp += ["read(fd=3, path=file#0, count=512, buf_id=1, buf_off=0, errno=0) = 512"] * n
+    exp += ["read(fd=3<%s/s>, count=512, buf_id=1, buf_off=0, errno=0) = 512" % d] * n
     tap.ok(reads == exp, "seqread: %d reads walking through block 1, %d into its start"
            % (n, n), (reads[:3], reads[n:n + 3]))
     rc, sigs, _ = run([args.tracefs, "cat", out, "signatures.txt"])

@@ -502,7 +502,7 @@ static void test_consumer_skips_damage_and_counts_it(void **state)
 	put_str(&a, REC_MARK, 0, 1001, "ok");
 	put(&a, REC_ZONE_END, 0, 0, 1002, 0);
 	put(&a, REC_COUNTER, 0, 99, 1003, 1, (uint64_t)1);
-	put(&a, 200, 0, 0, 1004, 0);
+	put(&a, 31, 0, 0, 1004, 0);
 	put_str(&a, REC_MARK, 0, 1005, "never read");
 	publish(&a, SPOOL_FULL);
 	/* b: a record claiming more words than the chunk's fill */
@@ -570,12 +570,53 @@ static void test_consumer_calls_become_events(void **state)
 		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
-		 "\"path\":0,"
+		 /* file 0 is the one the open named */
+		 "\"path\":\"/tmp/a\","
 		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
 		 "\"errno\":0}}\n"
 		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
 		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
 	free(got);
+	tfs_trace_close(t);
+}
+
+/*
+ * A record past 255 words (spool_i.h: bits 8-10 of its length in the kind byte): an exec
+ * whose argv is 8 KiB becomes one event with its strings whole, and the record after it
+ * is read where it starts.
+ */
+static void test_consumer_reads_records_past_255_words(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	const size_t n_argv = 8192;
+	char *strs = malloc(5 + n_argv + 1), *want, *got;
+	struct cap_consumer_stats st;
+	struct tfs_trace *t;
+
+	assert_non_null(strs);
+	memcpy(strs, "/bin", 5);
+	memset(strs + 5, 'a', n_argv);
+	strs[5 + n_argv] = '\0';
+	put_call(&a, CALL_EXEC, 1010, strs, 5 + n_argv + 1, 1, (uint64_t)0);
+	assert_true(a.n > 1000);
+	assert_int_equal(cap_rec_words(a.w[0]), a.n);
+	put_str(&a, REC_MARK, 0, 1020, "after");
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.n_events, 2);
+	assert_int_equal(st.bad_records, 0);
+	got = saved_view(f, 0, &t);
+	want = malloc(n_argv + 256);
+	assert_non_null(want);
+	snprintf(want, n_argv + 256, "\"args\":{\"path\":\"/bin\",\"argv\":\"%s\"}}\n", strs + 5);
+	assert_non_null(strstr(got, want));
+	assert_non_null(strstr(got, "\"message\":\"after\""));
+	free(want);
+	free(got);
+	free(strs);
 	tfs_trace_close(t);
 }
 
@@ -946,6 +987,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_calls_become_events, setup_calls,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_reads_records_past_255_words,
+					    setup_calls, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_calls_not_declared, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_declares_mpi_kinds_on_first_use,

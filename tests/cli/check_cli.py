@@ -27,7 +27,8 @@ from tap import Tap  # noqa: E402
 
 TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
 ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR, ENC_RVAL = 0, 1, 2, 3, 4, 5
-ARG_RESULT = 1
+ARG_RESULT, ARG_ATTACH = 1, 4
+SYM_NONE = 0xffffffff
 
 
 class RVal(int):
@@ -107,6 +108,7 @@ class Model:
         self.phases = []   # (name bytes, rank, thread, first, n), in the order added
         self.backtraces = {}  # rank -> {id: [address...]}
         self.symbols = {}     # rank -> {address: [(function, file, line)...]}
+        self.names = {}       # rank -> {(class, id): name bytes} (FORMAT.md §12)
         with open(dump_path, "rb") as f:
             for raw in f:
                 rec = json.loads(raw)
@@ -120,6 +122,9 @@ class Model:
                     self.symbols.setdefault(rec["rank"], {})[rec["symbol"]] = [
                         (dump_bytes(fn), dump_bytes(file), line) for fn, file, line in
                         rec["frames"]]
+                elif "name_of" in rec:
+                    self.names.setdefault(rec["rank"], {})[(rec["name_of"], rec["id"])] = \
+                        dump_bytes(rec["name"])
                 elif "phase" in rec:
                     self.phases.append((dump_bytes(rec["phase"]), rec["rank"], rec["thread"],
                                         rec["first"], rec["n"]))
@@ -140,6 +145,7 @@ class Model:
         self.max_thread = max(t for _, t in self.streams)
         self.max_ts = max(e[1] for evs in self.streams.values() for e in evs)
         self.max_dur = max(e[2] for evs in self.streams.values() for e in evs)
+        self.name_widths = {}  # (class, id, json) -> widest form over the ranks
         self.widths = {}  # terminal -> [VAL widths in arg order]
         for (rank, _), evs in self.streams.items():
             for e in evs:
@@ -167,6 +173,23 @@ class Model:
     def rank_width(self, rel):
         return max(len(b"%d" % rel), len(b"%d" % (self.n_ranks - 1 + rel)))
 
+    def name_form(self, rank, cls, ident, json_view):
+        """§9: an attached argument's name at @rank, <escaped> or a JSON string; class#id
+        when the rank has no name for it; nothing or null for no id."""
+        if ident == SYM_NONE:
+            return b"null" if json_view else b""
+        name = self.names.get(rank, {}).get((cls, ident), cls.encode() + b"#%d" % ident)
+        if json_view:
+            return json_escape(name)
+        return b"<" + text_escape(name)[1:-1].replace(b">", b"\\x3e") + b">"
+
+    def name_width(self, cls, ident, json_view):
+        key = (cls, ident, json_view)
+        if key not in self.name_widths:
+            self.name_widths[key] = max(len(self.name_form(r, cls, ident, json_view))
+                                        for r in range(self.n_ranks))
+        return self.name_widths[key]
+
     def values(self, rank, e, json_view):
         """Each argument's bytes and its padding deficit (VAL and RANK fields)."""
         kind = self.kinds[e[0]]
@@ -176,6 +199,9 @@ class Model:
             deficit = 0
             if a["enc"] == ENC_STR:
                 s = json_escape(v) if json_view else text_escape(v)
+            elif a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
+                s = self.name_form(rank, a["sym_class"], v, json_view)
+                deficit = self.name_width(a["sym_class"], v, json_view) - len(s)
             elif a["enc"] == ENC_SYM:
                 s = b"-1" if v == 0xffffffff else \
                     b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
@@ -200,12 +226,20 @@ class Model:
             wd = len(b"%d" % self.max_dur)
             line += b"%*d.%09d %*d " % (ws, e[1] // 10**9, e[1] % 10**9, wd, e[2])
         wt = len(b"%d" % self.max_thread)
+        args = kind["args"]
+
+        def attached(i):
+            return i < len(args) and args[i]["flags"] & ARG_ATTACH
+
+        def value(i):  # an argument's value and, right after it, the one attached to it
+            return vals[i][0] + (vals[i + 1][0] if attached(i + 1) else b"")
+
         line += b"T%-*d " % (wt, thread) + kind["bname"] + b"("
-        line += b", ".join(a["name"].encode() + b"=" + vals[i][0]
-                           for i, a in enumerate(kind["args"]) if i != kind["result"])
+        line += b", ".join(a["name"].encode() + b"=" + value(i) for i, a in enumerate(args)
+                           if i != kind["result"] and not attached(i))
         line += b")"
         if kind["result"] >= 0:
-            line += b" = " + vals[kind["result"]][0]
+            line += b" = " + value(kind["result"])
         pad = sum(d for _, d in vals)
         return line + b" " * pad + b"\n"
 

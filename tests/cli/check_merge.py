@@ -53,13 +53,18 @@ class Ctx:
 
 
 def same_ranks(c, merged, sources, desc):
-    """Rank r of @merged serves what rank r' of the source it came from serves."""
+    """Rank r of @merged serves what rank r' of the source it came from serves: its names
+    (FORMAT.md §12) travel with it, so trace.txt shows the same paths and files.txt the same
+    files."""
     t = c.tap
     bad = []
     for r, (src, sr) in enumerate(sources):
-        for f in ("trace.txt", "events.jsonl", "threads/0/trace.txt", "threads/1/trace.txt"):
+        for f in ("trace.txt", "events.jsonl", "threads/0/trace.txt", "threads/1/trace.txt",
+                  "files.txt"):
             got = c.cat(merged, "ranks/%d/%s" % (r, f))
             want = c.cat(src, "ranks/%d/%s" % (sr, f))
+            if f == "files.txt":  # but the first line, which names the rank
+                got, want = got.split(b"\n", 1)[-1], want.split(b"\n", 1)[-1]
             if unpad(got) != unpad(want) or not want:
                 bad.append("rank %d %s differs from %s rank %d" % (r, f, src, sr))
     t.ok(not bad, desc, "\n".join(bad[:10]))
@@ -96,7 +101,7 @@ def main():
     t.ok(re.match(rb"^\S+m\.trace: 3 traces merged: 7 ranks, 14 streams, \d+ events, \d+ bytes\n$",
                   out) is not None, "merge prints one summary line", out.decode())
     mi = c.info(M)
-    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.0", "merged trace has 7 ranks, format 2.0",
+    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.1", "merged trace has 7 ranks, format 2.1",
          "%s %s" % (mi["n_ranks"], mi["format"]))
     ai, bi = c.info(A), c.info(B)
     t.ok(mi["events"] == 2 * ai["events"] + bi["events"], "events add up")

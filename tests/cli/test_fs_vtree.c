@@ -130,9 +130,10 @@ static void test_vtree_layout_and_lookup(void **state)
 	static const char *const root[] = {"README.txt",     "info.json",   "trace.json",
 					   "summary.txt",    "signatures.txt", "grammar.txt",
 					   "ranks",	     "replay"};
-	static const char *const rank[] = {"trace.txt",	  "events.jsonl",  "trace.json",
-					   "summary.txt", "stacks.folded", "threads",
-					   "phases"};
+	/* the test schema's pwrite has a file argument: the trace records files */
+	static const char *const rank[] = {"trace.txt",	    "events.jsonl", "trace.json",
+					   "summary.txt",   "stacks.folded", "files.txt",
+					   "threads",	    "phases"};
 	uint64_t ino, dir;
 
 	assert_int_equal(resolve(f->vt, ""), FS_ROOT_INO);
@@ -149,7 +150,7 @@ static void test_vtree_layout_and_lookup(void **state)
 	resolve(f->vt, "replay/proxy.c");
 	resolve(f->vt, "replay/README.txt");
 	dir = resolve(f->vt, "ranks/0");
-	for (uint32_t i = 0; i < 7; i++) {
+	for (uint32_t i = 0; i < 8; i++) {
 		assert_int_equal(fs_vtree_child(f->vt, dir, i, &ino), 0);
 		assert_int_equal(fs_vtree_stat(f->vt, ino, &n), 0);
 		assert_string_equal(n.name, rank[i]);
@@ -233,6 +234,7 @@ static void test_vtree_files_read_as_sized(void **state)
 	for (size_t i = 0; i < sizeof(composites) / sizeof(composites[0]); i++)
 		check_file(f->vt, composites[i], UINT64_MAX);
 	check_file(f->vt, "ranks/3/stacks.folded", 0);
+	check_file(f->vt, "ranks/0/files.txt", UINT64_MAX);
 	check_file(f->vt, "ranks/3/trace.txt", 0);
 	assert_int_equal(fs_vfile_open(f->vt, resolve(f->vt, "ranks"), &h), -EISDIR);
 	assert_int_equal(fs_vfile_open(f->vt, 99999, &h), -ENOENT);

@@ -4,7 +4,9 @@ From synth_demo's --dump alone (and, for lossy timing, the per-thread times the 
 were already checked to hold), this computes what every rank, phase and root file must say:
 merged trace.txt / events.jsonl (lines of all threads by start, or end, time), trace.json (one
 "X" event per dumped event, metadata, phases), summary.txt, signatures.txt, grammar.txt
-headers, stacks.folded, backtraces.txt and allocs.folded; then compares with `tracefs cat` and `tracefs ls`, and has
+headers, stacks.folded, backtraces.txt, allocs.folded and files.txt (the last from the rank's
+events.jsonl as tracefs serves it, after that was checked); then compares with `tracefs cat`
+and `tracefs ls`, and has
 vtree_slices read random slices of the merged and composite files. No tracefs code is
 reused: the rules come from README.txt and FORMAT.md §9.
 """
@@ -19,7 +21,8 @@ import subprocess
 
 TYPE_U64, TYPE_I64, TYPE_HEX, TYPE_STR = 0, 1, 2, 3
 ENC_SIG, ENC_SYM, ENC_RANK, ENC_VAL, ENC_STR = 0, 1, 2, 3, 4
-ARG_BYTES = 2
+ARG_BYTES, ARG_ATTACH, ARG_INPUT, ARG_OUTPUT = 2, 4, 8, 16
+SYM_NONE = 0xffffffff
 TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 TIMING_NAMES = ["none", "lossless", "lossy"]
 
@@ -113,6 +116,8 @@ class Tree:
         for r in self.m.backtraces:
             if b"ranks/%d" % r in self.scopes:
                 out.update((b"ranks/%d/backtraces.txt" % r, b"ranks/%d/allocs.folded" % r))
+        if any(file_args(k) for k in self.m.kinds.values()):
+            out.update(b"ranks/%d/files.txt" % r for r in {r for r, _ in self.m.streams})
         return out
 
     def event(self, rank, thread, i):
@@ -208,7 +213,9 @@ class Tree:
     def json_args(self, rank, kind, args):
         out = {}
         for a, v in zip(kind["args"], args):
-            if a["enc"] == ENC_STR:
+            if a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
+                out[a["name"]] = json.loads(self.m.name_form(rank, a["sym_class"], v, True))
+            elif a["enc"] == ENC_STR:
                 out[a["name"]] = v.decode("latin-1")
             elif a["type"] == TYPE_HEX and a["enc"] != ENC_SYM:
                 out[a["name"]] = "0x%x" % v
@@ -300,6 +307,128 @@ def check_chrome(tap, tree, sc, data, path, phases=True):
     return events
 
 
+# ---- files.txt, from a rank's events.jsonl ----
+
+def file_args(kind):
+    return [i for i, a in enumerate(kind["args"])
+            if a["enc"] == ENC_SYM and a["sym_class"] == "file"]
+
+
+def open_flags(v):
+    """open(2) flags by name, as README.txt says: access mode, known bits, the rest in hex."""
+    names = [("O_CREAT", os.O_CREAT), ("O_EXCL", os.O_EXCL), ("O_NOCTTY", os.O_NOCTTY),
+             ("O_TRUNC", os.O_TRUNC), ("O_APPEND", os.O_APPEND), ("O_NONBLOCK", os.O_NONBLOCK),
+             ("O_SYNC", os.O_SYNC), ("O_DSYNC", os.O_DSYNC), ("O_DIRECT", os.O_DIRECT),
+             ("O_TMPFILE", os.O_TMPFILE), ("O_DIRECTORY", os.O_DIRECTORY),
+             ("O_NOFOLLOW", os.O_NOFOLLOW), ("O_NOATIME", os.O_NOATIME),
+             ("O_CLOEXEC", os.O_CLOEXEC), ("O_PATH", os.O_PATH), ("O_ASYNC", os.O_ASYNC)]
+    out = ["O_RDONLY", "O_WRONLY", "O_RDWR", "O_ACCMODE"][v & 3]
+    v &= ~3
+    for name, bit in names:
+        if bit and v & bit == bit:
+            out += "|" + name
+            v &= ~bit
+    return out + ("|%#x" % v if v else "")
+
+
+def word(b, space=False):
+    """Control bytes, DEL, '\\' (and space in flags) as \\xHH."""
+    return b"".join(b"\\x%02x" % c if c < 0x20 or c == 0x7f or c == 0x5c or
+                    (space and c == 0x20) else bytes([c]) for c in b)
+
+
+def file_kind(name, flags):
+    if name is None:
+        return b"?"
+    for prefix, kind in ((b"pipe:", b"pipe"), (b"socket:", b"socket"), (b"tcp:", b"tcp"),
+                         (b"tcp6:", b"tcp"), (b"udp:", b"udp"), (b"udp6:", b"udp"),
+                         (b"unix:", b"unix"), (b"anon_inode:", b"anon"),
+                         (b"/dev/pts/", b"tty"), (b"/dev/tty", b"tty"),
+                         (b"/dev/console", b"tty"), (b"/dev/", b"device")):
+        if name.startswith(prefix):
+            return kind
+    return b"dir" if name.endswith(b"/") or b"O_DIRECTORY" in flags else b"file"
+
+
+def files_txt(model, rank, jsonl):
+    """README.txt's files.txt of @rank, from its events.jsonl (@jsonl, as served) and the
+    dump's schema (flags) and names (ids no event uses)."""
+    timed = model.timing != TIMING_NONE
+    files = {}
+    for ident in (i for c, i in model.names.get(rank, {}) if c == "file"):
+        files[ident] = {"calls": 0, "read": 0, "written": 0, "uses": [], "opens": []}
+    seen = collections.Counter()
+    for line in jsonl.split(b"\n"):
+        if not line.strip():
+            continue
+        ev = json.loads(line)
+        kind = model.kinds[ev["name"]]
+        index = seen[ev["thread"]]
+        seen[ev["thread"]] += 1
+        fa = file_args(kind)
+        if not fa:
+            continue
+        args = [ev["args"][a["name"]] for a in kind["args"]]
+        byts = sum(max(v, 0) for a, v in zip(kind["args"], args) if a["flags"] & ARG_BYTES)
+        is_call = any(a["flags"] & 1 for a in kind["args"])
+        names = [a["name"] for a in kind["args"]]
+        opening = "path" in names and kind["args"][names.index("path")]["enc"] == ENC_STR
+        opened = next((i for i in fa if not kind["args"][i]["flags"] & ARG_ATTACH), None)
+        counted = set()
+        for i in fa:
+            a = kind["args"][i]
+            if a["flags"] & ARG_ATTACH:
+                # an attached argument shows the name, not the id: take it from the id
+                # argument of the same event... which events.jsonl does not print, so the
+                # dump's event with the same (thread, index) gives it
+                ident = model.streams[(rank, ev["thread"])][index][3][i]
+            else:
+                ident = args[i]
+            if ident == SYM_NONE:
+                continue
+            f = files.setdefault(ident, {"calls": 0, "read": 0, "written": 0, "uses": [],
+                                         "opens": []})
+            end = ev.get("ts", 0) + ev.get("dur", 0)
+            if is_call and ident not in counted:
+                counted.add(ident)
+                f["calls"] += 1
+                f["uses"].append((ev.get("ts", 0), end, ev["thread"], index))
+            if a["flags"] & ARG_INPUT:
+                f["read"] += byts
+            if a["flags"] & ARG_OUTPUT:
+                f["written"] += byts
+            if opening and i == opened:
+                if "flags" in names:
+                    fl = open_flags(int(args[names.index("flags")], 16)).encode()
+                elif "mode" in names:
+                    fl = word(args[names.index("mode")].encode("latin-1"), True) or b"-"
+                else:
+                    fl = b"-"
+                f["opens"].append((ev.get("ts", 0) if timed else 0, ev["thread"], index, fl))
+    out = [b"# files of rank %d: %d file ids, timing %s\n" % (
+               rank, len(files), b"yes (first, last in ns)" if timed
+               else b"none (first, last: T<thread>:<event>)"),
+           b"#%6s %-7s %10s %14s %14s %18s %18s %-24s %s\n" % (
+               b"id", b"kind", b"calls", b"read", b"written", b"first", b"last", b"flags",
+               b"name")]
+    for ident in sorted(files):
+        f = files[ident]
+        name = model.names.get(rank, {}).get(("file", ident))
+        flags = min(f["opens"])[3] if f["opens"] else b"-"
+        if not f["uses"]:
+            first = last = b"-"
+        elif timed:
+            first = b"%d" % min(u[0] for u in f["uses"])
+            last = b"%d" % max(u[1] for u in f["uses"])
+        else:
+            u = sorted((u[2], u[3]) for u in f["uses"])
+            first, last = b"T%d:%d" % u[0], b"T%d:%d" % u[-1]
+        out.append(b"%7d %-7s %10d %14d %14d %18s %18s %-24s %s\n" % (
+            ident, file_kind(name, flags), f["calls"], f["read"], f["written"], first, last,
+            flags, word(name) if name is not None else b"-"))
+    return b"".join(out)
+
+
 def run(cmd, env=None):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600,
                        env=env)
@@ -357,6 +486,14 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
             got = contents.get(p)
             tap.ok(got == exp, "%s: %d lines as README.txt states" % (p.decode(),
                                                                     exp.count(b"\n")),
+                   None if got is None or got == exp else first_diff(got, exp))
+    for r in sorted({r for r, _ in model.streams}):
+        p = b"ranks/%d/files.txt" % r
+        if p in want:
+            exp = files_txt(model, r, contents.get(b"ranks/%d/events.jsonl" % r, b""))
+            got = contents.get(p)
+            tap.ok(got == exp, "%s: %d files from the rank's events.jsonl" %
+                   (p.decode(), exp.count(b"\n") - 2),
                    None if got is None or got == exp else first_diff(got, exp))
     check_signatures(tap, model, contents.get(b"signatures.txt", b""))
     check_grammar(tap, info, contents.get(b"grammar.txt", b""))

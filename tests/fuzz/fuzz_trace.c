@@ -2,7 +2,8 @@
  * libFuzzer target for the whole reader: the input is a trace file. It is opened through
  * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
  * stream's views are read at a few offsets through cursors; phases, a few backtraces of each
- * rank and their frames' symbols are read too. Each input runs twice: as is, and with every CRC of the header and section table recomputed, since
+ * rank and their frames' symbols, and each rank's file names are read too. Each input runs
+ * twice: as is, and with every CRC of the header and section table recomputed, since
  * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
  * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
  * Errors are expected; crashes, sanitizer reports and leaks are the findings.
@@ -57,6 +58,23 @@ static void read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t f
 
 static volatile size_t sink;
 
+/* The file names of rank @r (FORMAT.md §12), each looked up again by its id. */
+static void read_names(struct tfs_trace *t, uint32_t r)
+{
+	struct tfs_name *all;
+	const char *name;
+	size_t n;
+
+	if (tfs_trace_names_dup(t, r, "file", &all, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (tfs_trace_name(t, r, "file", all[i].id, &name) < 0 || name != all[i].name)
+			abort();
+		sink += strlen(name);
+	}
+	free(all);
+}
+
 /* A few backtraces of each rank, first and last, and the symbols of their frames. */
 static void read_stacks(struct tfs_trace *t, uint32_t n_ranks)
 {
@@ -88,6 +106,7 @@ static void read_stacks(struct tfs_trace *t, uint32_t n_ranks)
 
 			(void)tfs_trace_symbol(t, r, 0x401000, &src, &ns, &diag);
 		}
+		read_names(t, r);
 	}
 }
 

@@ -1,11 +1,13 @@
 /*
- * libFuzzer target for the values section decoder (FORMAT.md §7, TFV1 to TFV3): opens the
+ * libFuzzer target for the values section decoder (FORMAT.md §7, TFV1 to TFV4): opens the
  * input as a section payload, splits its first blocks into raw words (the vpatch path) and
  * decodes them with synthetic terminals (event i of the stream has terminal i % 4, terminal
- * t has t VAL fields). Seeds in corpus/fuzz_values/ are sections of every version in every
- * timing mode written with those terminals. A block's zstd checksum refuses nearly every
- * mutation of its contents, so an input not starting with "TFV" is one raw block instead
- * (FORMAT.md §7.2): byte 0 picks the version (1 + b % 3) and timing mode (b / 3 % 3), bytes
+ * t has t VAL fields, field j of value class j % 3, 0 for none, §7.3.1). Seeds in
+ * corpus/fuzz_values/ are sections of every version in every timing mode written with
+ * those terminals (TFV4's by tests/data/golden/values_v4.py --fuzz-seeds). A block's zstd
+ * checksum refuses nearly every mutation of its contents, so an input not starting with
+ * "TFV" is one raw block instead (FORMAT.md §7.2): byte 0 picks the version (1 + b % 4)
+ * and timing mode (b / 4 % 3), bytes
  * 1-2 the block's events (1 + a little-endian u16), the rest is the block, compressed here
  * into a one-block section (seeds: corpus/fuzz_values/raw_*). It does not check decoded values: only that
  * hostile bytes are refused without crashing, leaking or overreading.
@@ -27,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int raw_block_section(const uint8_t *data, size_t size, struct tfs_buf *sec)
 {
 	const double rel_err = 0.1;
-	const int version = 1 + data[0] % 3, timing = data[0] / 3 % 3;
+	const int version = 1 + data[0] % 4, timing = data[0] / 4 % 3;
 	const uint32_t n = 1u + data[1] + 256u * data[2];
 	struct tfs_buf frame;
 	uint64_t rel_bits = 0;
@@ -77,6 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 static int fuzz_section(const uint8_t *data, size_t size)
 {
 	static const uint8_t n_vals_of[FUZZ_N_TERMINALS] = {0, 1, 2, 3};
+	static const uint8_t cls[FUZZ_N_TERMINALS * 3] = {0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2};
+	static const uint32_t cls_off[FUZZ_N_TERMINALS] = {0, 3, 6, 9};
 	struct tfs_diag diag = {0};
 	struct vwords w = {0};
 	struct tfs_vsec s;
@@ -85,6 +89,8 @@ static int fuzz_section(const uint8_t *data, size_t size)
 
 	if (vsec_open(&s, data, size, 0, &diag) < 0)
 		return 0;
+	s.cls = cls;
+	s.cls_off = cls_off;
 	terms = malloc(s.block_events * sizeof(*terms));
 	if (!terms)
 		return 0;

@@ -31,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 import check_cli  # noqa: E402  (the independent model and the CLI helpers)
+import tree_checks  # noqa: E402  (files.txt from events.jsonl)
 from check_cli import Tap, Cli, Model, run, first_diff, lossy_times  # noqa: E402
 
 DIAG_RE = check_cli.DIAG_RE
@@ -323,6 +324,17 @@ class MountedTrace:
                                            else first_diff(data, want)))
         tap.ok(n and not bad, "the %d backtraces.txt and allocs.folded files equal the model"
                % n, "\n".join(bad[:3]))
+        bad, ranks = [], sorted({r for r, _ in self.model.streams})
+        for r in ranks:
+            rel = b"ranks/%d/files.txt" % r
+            data = read_file(self.p(rel)) if rel in set(files) else None
+            want = tree_checks.files_txt(self.model, r,
+                                         read_file(self.p(b"ranks/%d/events.jsonl" % r)))
+            if data != want:
+                bad.append("%s: %s" % (rel.decode(), "missing" if data is None
+                                       else first_diff(data, want)))
+        tap.ok(ranks and not bad, "the %d files.txt equal what the mounted events.jsonl say"
+               % len(ranks), "\n".join(bad[:3]))
 
     def check_json(self, jq):
         tap = self.tap

@@ -381,7 +381,8 @@ def lossless_section(text):
 
 def fuzz_seeds(corpus):
     """The lossless blocks again, as raw-block seeds for tests/fuzz/fuzz_values.c: a byte for
-    TFV3 lossless (5), the block's events minus 1 (u16), the raw block. Event i has terminal
+    TFV3 lossless (6: version - 1 + 4 timing), the block's events minus 1 (u16), the raw
+    block. Event i has terminal
     i % 4, which has i % 4 VAL fields."""
     i = 0
     for k, blk in enumerate(blocks()):
@@ -394,7 +395,7 @@ def fuzz_seeds(corpus):
         assert decode_block(raw, 3, 1, [e[0] for e in evs], None, [0, 1, 2, 3]) == evs
         check_raw_len(raw, evs, 1)
         with open(os.path.join(corpus, 'raw_v3_golden%d' % k), 'wb') as f:
-            f.write(bytes([5]) + struct.pack('<H', len(evs) - 1) + raw)
+            f.write(bytes([6]) + struct.pack('<H', len(evs) - 1) + raw)
 
 
 def main():

@@ -234,7 +234,7 @@ def extremes():
 
 def fuzz_seeds(corpus):
     """Raw-block seeds for tests/fuzz/fuzz_values.c (see values_v3.py's): event i has
-    terminal i % 4 with i % 4 VAL fields; byte 0 is 5 (TFV3 lossless) or 8 (TFV3 lossy)."""
+    terminal i % 4 with i % 4 VAL fields; byte 0 is 6 (TFV3 lossless) or 10 (TFV3 lossy)."""
     blocks = v3.blocks()
     blocks.insert(5, dict(pred=0x00, q=None, events=[
         (t, s, (s + d) & M64) for t, s, d in extremes()]))
@@ -252,7 +252,7 @@ def fuzz_seeds(corpus):
         assert v3.decode_block(uncode_block(raw, terms), 3, 1, terms, None, nv) == evs
         lossy = code_block(v3.encode_lossy(evs, LOSSY_PREDS[k], bins), terms, LOSSY_CODED[k])
         v3.decode_block(uncode_block(lossy, terms), 3, 2, terms, bins, nv)
-        for mode, name, r in ((5, 'lossless', raw), (8, 'lossy', lossy)):
+        for mode, name, r in ((6, 'lossless', raw), (10, 'lossy', lossy)):
             with open(os.path.join(corpus, 'raw_v3c_%s%d' % (name, k)), 'wb') as f:
                 f.write(bytes([mode]) + struct.pack('<H', len(evs) - 1) + r)
 

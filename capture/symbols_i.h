@@ -1,0 +1,82 @@
+/*
+ * The parts symbolize.c builds on, each reusable on its own: a module's function symbols
+ * sorted by address (symtab.c), a store of symbolised addresses of one object file with the
+ * strings they name (symcache.c), and C++/Rust demangling (demangle.c). None of them is
+ * thread-safe; symbolize.c serialises their use. They know nothing of processes or traces.
+ */
+#ifndef TFS_SYMBOLS_I_H
+#define TFS_SYMBOLS_I_H
+
+#include <elfutils/libdwfl.h>
+#include <stdint.h>
+
+#include "tfs/writer.h"
+
+/* ---- symtab.c ---- */
+
+struct cap_symtab;
+
+/*
+ * The function symbols of @mod sorted by address, built once: the table libdwfl picks for
+ * it (the file's .symtab, else its separate debug file's, else .dynsym; plus a
+ * .gnu_debugdata one), only symbols in executable sections. A module without symbols gives
+ * an empty table. Names are borrowed from @mod's Dwfl, which must outlive the table.
+ * @return 0 or -ENOMEM
+ */
+int cap_symtab_new(Dwfl_Module *mod, struct cap_symtab **out);
+/* Accepts NULL. */
+void cap_symtab_free(struct cap_symtab *t);
+/*
+ * The function holding address @pc (in @mod's addresses): the symbol whose [value,
+ * value + size) holds it, or a symbol of size 0 below it up to the next symbol or the end
+ * of its section. Where several symbols start at one address, a global one is preferred to
+ * a weak one to a local one, then a function to an untyped symbol, then the name with the
+ * fewest leading underscores, then the first in the table. @return the name, or NULL
+ */
+const char *cap_symtab_lookup(const struct cap_symtab *t, uint64_t pc);
+/* Symbols in the table (one per start address). */
+size_t cap_symtab_n(const struct cap_symtab *t);
+
+/* ---- symcache.c ---- */
+
+struct cap_symcache;
+
+/* @return 0 or -ENOMEM */
+int cap_symcache_new(struct cap_symcache **out);
+/* Accepts NULL. */
+void cap_symcache_free(struct cap_symcache *c);
+/*
+ * The source frames stored for address @pc, outermost first; a NULL function in
+ * (*@frames)[0] means no symbol names @pc, and 0 frames that nothing at all is known of it.
+ * @return true when @pc is stored; *@frames is borrowed until the cache is freed
+ */
+bool cap_symcache_get(const struct cap_symcache *c, uint64_t pc,
+		      const struct tfs_src_frame **frames, uint32_t *n);
+/*
+ * Store @n (0 to 64) source frames for @pc (not stored yet), as cap_symcache_get gives them:
+ * the strings are copied into the cache (each distinct one once), and *@stored is the
+ * cache's copy (borrowed). @return 0 or -ENOMEM
+ */
+int cap_symcache_put(struct cap_symcache *c, uint64_t pc, const struct tfs_src_frame *frames,
+		     uint32_t n, const struct tfs_src_frame **stored);
+/*
+ * @name demangled (cap_demangle_new) and kept in the cache: each distinct name is demangled
+ * once. @return the demangled name, @name itself when it does not demangle, NULL when out
+ * of memory; borrowed until the cache is freed
+ */
+const char *cap_symcache_demangle(struct cap_symcache *c, const char *name);
+
+/* ---- demangle.c ---- */
+
+/*
+ * @name as a person reads it: a C++ (Itanium ABI, "_Z...") name as `c++filt` prints it
+ * (libstdc++'s __cxa_demangle, loaded on first use), a Rust legacy name ("_ZN...17h<16 hex
+ * digits>E") the same but without its hash and with Rust's escapes ($LT$, $u20$, ..)
+ * undone. Where libstdc++ cannot be loaded (see demangle.c) names stay as they are.
+ * Thread-safe.
+ * @return a new malloc'ed string, or NULL when @name is not a mangled name, does not
+ *         demangle, no demangler is available or memory is short
+ */
+char *cap_demangle_new(const char *name);
+
+#endif
