@@ -795,6 +795,27 @@ static void rt_fd_closed(int64_t fd)
 	}
 }
 
+/* The program's descriptor @rec is this run's @got too (a pipe's other end). */
+static void rt_fd_also(int64_t rec, int got)
+{
+	if (rec >= 0 && rec < RT_FDS && got >= 0)
+		rt_fdmap[rec] = got == rec ? 0 : got + 1;
+}
+
+/* Before close_range(@first, @last): the descriptors this run got elsewhere for the
+ * program's ones in the range are closed too (unless the call only marks them close on
+ * exec: CLOSE_RANGE_CLOEXEC), and the range's descriptors are forgotten. */
+static void rt_close_range(uint64_t first, uint64_t last, uint64_t flags)
+{
+	if (flags & 4)
+		return;
+	for (uint64_t fd = first; fd <= last && fd < RT_FDS; fd++) {
+		if (rt_fdmap[fd])
+			syscall(SYS_close, rt_fdmap[fd] - 1);
+		rt_fd_closed((int64_t)fd);
+	}
+}
+
 static int rt_file_fd(uint64_t file)
 {
 	if (file == UINT64_C(0xffffffff))
@@ -1430,7 +1451,9 @@ int main(int argc, char **argv)
 		rt_say("cannot enter the scratch directory %s: %s", rt_dir, strerror(errno));
 		return 1;
 	}
-	snprintf(rt_dir, sizeof(rt_dir), ".");
+	/* absolute, so that paths stay in it after the program's chdir */
+	if (!getcwd(rt_dir, sizeof(rt_dir)))
+		snprintf(rt_dir, sizeof(rt_dir), ".");
 #if PROXY_MPI
 	rt_fake_args(1, rt_prog);
 	rt_mpi_tables_init();

@@ -17,7 +17,8 @@
 
 #include "vreplay_i.h"
 
-#define O_CREAT_BIT 0100 /* Linux's O_CREAT: flags are recorded as the program passed them */
+#define O_CREAT_BIT 0100	/* Linux's O_CREAT: flags are recorded as the program passed them */
+#define O_DIRECTORY_BIT 0200000 /* Linux's generic (and x86) O_DIRECTORY; arm64 has 040000 */
 #define TFS_PHASE_THREAD 1u
 #define TFS_PHASE_PROCESS 2u
 
@@ -495,6 +496,8 @@ static bool opens_input(struct rp_gen *g, uint32_t term, const char **path, uint
 	if (!strcmp(kd.name, "open") || !strcmp(kd.name, "openat")) {
 		if (fl < 0 || (args[fl].u & O_CREAT_BIT))
 			return false;
+		/* a directory opened to be read (fdopendir): made as one */
+		*dir = (args[fl].u & O_DIRECTORY_BIT) != 0;
 	} else if (!strcmp(kd.name, "fopen")) {
 		if (m < 0 || !args[m].s || args[m].s[0] != 'r')
 			return false;
@@ -803,10 +806,54 @@ static const char readme_what[] =
     "- Arrays longer than a trace keeps (512 bytes of text) and user functions (reduction\n"
     "  operators, attribute callbacks) do nothing useful.\n"
     "\n"
-    "Left out: processes (fork, exec, posix_spawn: one proxy is one rank), sockets, polling,\n"
-    "and every kind without a replay recipe; their place still gets its computation. What\n"
-    "this trace has:\n"
-    "\n";
+    "Left out: the calls below (capture/calls.txt says why for each), and events the proxy\n"
+    "does not know; their place still gets its computation.\n";
+
+static const char readme_has[] = "\nWhat this trace has:\n\n";
+
+/* The functions of capture/calls.txt proxies leave out, grouped by why, wrapped. */
+static void readme_left_out(struct fs_sbuf *b)
+{
+	for (uint32_t i = 0; i < rp_libc_n_calls; i++) {
+		const struct rp_libc *c = &rp_libc_calls[i];
+		size_t col = 4;
+		bool seen = false;
+
+		if (c->stmts || !c->why)
+			continue;
+		for (uint32_t j = 0; j < i && !seen; j++)
+			seen = !rp_libc_calls[j].stmts && rp_libc_calls[j].why &&
+			       !strcmp(rp_libc_calls[j].why, c->why);
+		if (seen)
+			continue;
+		fs_sb_printf(b, "- %s:\n   ", c->why);
+		for (uint32_t j = i; j < rp_libc_n_calls; j++) {
+			const struct rp_libc *d = &rp_libc_calls[j];
+			/* an event no function records is named by its kind */
+			const char *f = *d->funcs ? d->funcs : d->kind;
+
+			if (d->stmts || !d->why || strcmp(d->why, c->why))
+				continue;
+			/* a line breaks between functions */
+			while (*f) {
+				size_t n = strcspn(f, ",");
+
+				if (col + n + 2 > 90) {
+					fs_sb_printf(b, "\n   ");
+					col = 4;
+				}
+				fs_sb_printf(b, " %.*s,", (int)n, f);
+				col += n + 2;
+				f += n;
+				f += strspn(f, ", ");
+			}
+		}
+		/* the list's last comma goes */
+		if (b->len && b->data && b->data[b->len - 1] == ',')
+			b->len--;
+		fs_sb_printf(b, "\n");
+	}
+}
 
 static const char *const status_words[] = {"", "left out", "replayed", "approximated"};
 
@@ -849,6 +896,8 @@ int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
 			 "  tracefs compare TRACE proxy.trace\n");
 	}
 	fs_sb_printf(&b, "%s%s%s%s%s", readme_text, build, readme_opts, check, readme_what);
+	readme_left_out(&b);
+	fs_sb_printf(&b, "%s", readme_has);
 	fs_sb_printf(&b, "  %-28s %10s %14s  %s\n", "kind", "signatures", "calls", "how");
 	/* one line per kind and status, in kind order */
 	for (uint32_t k = 0; k < vt->ti.n_kinds; k++) {

@@ -77,13 +77,19 @@ static int libc_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_desc
 		     const union tfs_arg *args)
 {
 	struct rp_term *t = &g->terms[term];
-	const char *s = NULL;
+	const struct rp_libc *c = NULL;
+	const char *s;
 
-	for (uint32_t i = 0; i < rp_libc_n_calls && !s; i++)
+	for (uint32_t i = 0; i < rp_libc_n_calls && !c; i++)
 		if (!strcmp(rp_libc_calls[i].kind, kd->name))
-			s = rp_libc_calls[i].stmts;
+			c = &rp_libc_calls[i];
+	if (!c) {
+		t->why = "a kind this tracefs's capture/calls.txt does not have";
+		return 0;
+	}
+	s = c->stmts;
 	if (!s) {
-		t->why = "this call is not replayed (no `replay` line in capture/calls.txt)";
+		t->why = c->why ? c->why : "capture/calls.txt has no `replay` line for it";
 		return 0;
 	}
 	/* a kind recorded by another capture version may lack an argument the line uses */
@@ -162,8 +168,13 @@ static void fd_file_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_
 {
 	struct rp_term *t = &g->terms[term];
 	int fd = arg_index(kd, "fd", 2), file = arg_index(kd, "file", 4);
+	int path = arg_index(kd, "path", 4);
+	const char *p = path >= 0 && kd->args[path].enc == TFS_ENC_STR ? args[path].s : NULL;
 
 	if (fd < 0 || file < 0)
+		return;
+	/* the capture names a descriptor that was not open "(fd N not open)": none to make */
+	if (p && !strncmp(p, "(fd ", 4) && strstr(p, " not open)"))
 		return;
 	t->what = RP_W_SETUP;
 	fs_sb_printf(&t->code, "rt_fd_exists((int)INT64_C(%" PRId64 "), \"file%" PRIu64 "\", 0);",

@@ -18,10 +18,13 @@
 /* The proxy's runtime source (fs/proxy_rt.c), NUL-terminated. */
 extern const char fs_proxy_rt[];
 
-/* A libc kind of capture/calls.txt and its `replay` statements ($NAME: an argument). */
+/* A kind of capture/calls.txt: its `replay` statements ($NAME: an argument), or NULL and
+ * why proxies leave it out (its `noreplay` line; NULL for an event no function records). */
 struct rp_libc {
 	const char *kind;
+	const char *funcs; /* the functions recorded as this kind, "read, __read_chk" */
 	const char *stmts;
+	const char *why;
 };
 
 extern const struct rp_libc rp_libc_calls[];
