@@ -780,6 +780,23 @@ void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, ui
 	errno = saved_errno;
 }
 
+/* The calling thread's own re-entrancy guard stands for "inside the capture". */
+static _Thread_local unsigned int tls_paused TLS_IE;
+
+void tfs_capture_pause(void)
+{
+	cap_tls_depth++;
+	tls_paused++;
+}
+
+void tfs_capture_resume(void)
+{
+	if (tls_paused) {
+		tls_paused--;
+		cap_tls_depth--;
+	}
+}
+
 void tfs_capture_flush(void)
 {
 	const int saved_errno = errno;

@@ -664,3 +664,70 @@ int tfs_trace_grammar_text(const struct tfs_trace *t, uint32_t stream, char **ou
 	*len = b.len - 1;
 	return 0;
 }
+
+/* ---- the grammar's shape ---- */
+
+static const struct tfs_grammar *block_of(const struct tfs_trace *t, uint32_t stream,
+					  uint32_t block)
+{
+	const struct gsec *g;
+
+	if (stream >= t->n_streams)
+		return NULL;
+	g = &t->gsecs[t->streams[stream].gsec];
+	return block < g->n_blocks ? &g->blocks[block] : NULL;
+}
+
+int tfs_trace_grammar_info(const struct tfs_trace *t, uint32_t stream,
+			   struct tfs_grammar_info *gi)
+{
+	uint32_t first = 0;
+
+	if (stream >= t->n_streams)
+		return -ENOENT;
+	while (t->streams[first].gsec != t->streams[stream].gsec)
+		first++;
+	gi->n_blocks = t->gsecs[t->streams[stream].gsec].n_blocks;
+	gi->same_as = first;
+	return 0;
+}
+
+int tfs_trace_block(const struct tfs_trace *t, uint32_t stream, uint32_t block,
+		    struct tfs_block_info *bi)
+{
+	const struct tfs_grammar *gr = block_of(t, stream, block);
+
+	if (!gr)
+		return -ENOENT;
+	bi->n_events = gr->n_events;
+	bi->n_rules = gr->n_rules;
+	return 0;
+}
+
+int tfs_trace_rule(const struct tfs_trace *t, uint32_t stream, uint32_t block, uint32_t rule,
+		   struct tfs_rule_info *ri)
+{
+	const struct tfs_grammar *gr = block_of(t, stream, block);
+
+	if (!gr || rule >= gr->n_rules)
+		return -ENOENT;
+	ri->n_events = gr->rules[rule].n_events;
+	ri->n_elems = gr->rules[rule].n_elems;
+	ri->height = gr->rules[rule].height;
+	return 0;
+}
+
+int tfs_trace_rule_elem(const struct tfs_trace *t, uint32_t stream, uint32_t block,
+			uint32_t rule, uint32_t idx, struct tfs_rule_elem *e)
+{
+	const struct tfs_grammar *gr = block_of(t, stream, block);
+	const struct gram_elem *ge;
+
+	if (!gr || rule >= gr->n_rules || idx >= gr->rules[rule].n_elems)
+		return -ENOENT;
+	ge = &gr->elems[gr->rules[rule].first_elem + idx];
+	e->count = ge->count;
+	e->id = ge->id;
+	e->is_rule = ge->is_rule;
+	return 0;
+}

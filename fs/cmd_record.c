@@ -66,6 +66,7 @@ struct record_opts {
 	struct spool_policy policy;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
+	const char *mpi_impl;	 /* the launcher's MPI: "mpich", "openmpi" (metadata mpi_impl) */
 	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
 };
 
@@ -202,11 +203,12 @@ out:
 static const struct mpi_launcher {
 	const char *rank_var, *size_var;
 	const char *wrappers; /* the PMPI wrappers built against this launcher's MPI */
+	const char *impl;     /* metadata mpi_impl: the special ranks' values depend on it */
 } mpi_launchers[] = {
 	/* MPICH's Hydra */
-	{"PMI_RANK", "PMI_SIZE", "libtfsmpi.so"},
+	{"PMI_RANK", "PMI_SIZE", "libtfsmpi.so", "mpich"},
 	/* Open MPI's mpiexec */
-	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "libtfsmpi-ompi.so"},
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "libtfsmpi-ompi.so", "openmpi"},
 };
 
 /* The launcher that started this process and the rank and size it gave, or NULL. */
@@ -567,6 +569,8 @@ static bool serve_save(struct cap_consumer *c, struct spool *s, const struct rec
 	snprintf(v, sizeof(v), "%ld", o->mpi_size);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "mpi_size", v);
+	if (rc == 0 && o->mpi_impl)
+		rc = cap_consumer_set_meta(c, "mpi_impl", o->mpi_impl);
 	if (rc == 0)
 		rc = cap_consumer_save(c, path);
 	atomic_store(&s->hdr->save_rc, rc < 0 ? rc : 1);
@@ -754,6 +758,8 @@ static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
 		/* the rank is the trace's own: ranks/<r> */
 		snprintf(v, sizeof(v), "%ld", o->mpi_size);
 		rc = cap_consumer_set_meta(c, "mpi_size", v);
+		if (rc == 0 && o->mpi_impl)
+			rc = cap_consumer_set_meta(c, "mpi_impl", o->mpi_impl);
 	}
 	if (rc == 0)
 		rc = rec_procs_finish(ps);
@@ -919,6 +925,7 @@ int fs_cmd_record(int argc, char **argv)
 		snprintf(out, sizeof(out), "%s.trace", base);
 	launcher = mpi_launch(&o.mpi_rank, &o.mpi_size);
 	if (launcher) {
+		o.mpi_impl = launcher->impl;
 		char mpilib[PATH_MAX];
 		size_t n = strlen(lib);
 

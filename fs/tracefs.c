@@ -21,6 +21,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "cli_i.h"
+#include "compare_i.h"
 #include "merge_i.h"
 #include "mount_i.h"
 #include "record_i.h"
@@ -60,6 +61,14 @@ static const char usage_text[] =
     "  merge -o OUT TRACE...  one trace whose ranks are the TRACEs' ranks one after the\n"
     "                        other (equal content stored once, rank arguments kept\n"
     "                        absolute, metadata that differs kept as KEY.rankR)\n"
+    "  compare [--values] [--paths] [--stacks] [--buffers] A B\n"
+    "                        whether two traces make the same calls, rank by rank: the\n"
+    "                        same call signatures in the same order (file names, backtrace\n"
+    "                        ids and buffers only with --paths, --stacks, --buffers; the\n"
+    "                        values that vary per call, addresses and times excepted, with\n"
+    "                        --values);\n"
+    "                        names the first differing event of each thread and both\n"
+    "                        calls; exits 0 only when they match\n"
     "  help, --help          this text\n"
     "  --version             the tracefs and format versions\n"
     "\n"
@@ -534,5 +543,7 @@ int main(int argc, char **argv)
 		return fs_cmd_record(argc - 1, argv + 1);
 	if (!strcmp(cmd, "merge"))
 		return fs_cmd_merge(argc - 1, argv + 1);
+	if (!strcmp(cmd, "compare"))
+		return fs_cmd_compare(argc - 1, argv + 1);
 	return usage_error("unknown command %s", cmd);
 }

@@ -8,6 +8,7 @@
  *   ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   ranks/<r>/phases/<dir>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/phases/<dir>/threads/<t>/{trace.txt,events.jsonl,trace.json}
+ *   replay/{README.txt,proxy.c}                 a program making the trace's calls again
  *
  * Every trace.json may have a trace.json.d/ of standalone parts when it is too large.
  * Built once from the trace's tables: nodes, the scopes files are computed over, and every
@@ -37,6 +38,7 @@ enum {
 	KEY_SIGNATURES = KEY_STACKS, /* the root has no stacks.folded */
 	KEY_GRAMMAR = KEY_THREADS,
 	KEY_RANKS = KEY_PHASES,
+	KEY_REPLAY,
 };
 
 static const char *const view_file[TFS_VIEW_COUNT] = {
@@ -678,6 +680,20 @@ static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
 	return rc;
 }
 
+/* replay/: the proxy program (vreplay.c), generated at its first stat like summary.txt. */
+static int add_replay(struct fs_vtree *vt)
+{
+	int64_t dir = add_node(vt, 0, "replay", NODE_DIR, KEY_REPLAY);
+	int rc;
+
+	if (dir < 0)
+		return (int)dir;
+	rc = add_lazy(vt, (uint32_t)dir, "README.txt", 0, LAZY_REPLAY_README, NULL);
+	if (rc == 0)
+		rc = add_lazy(vt, (uint32_t)dir, "proxy.c", 1, LAZY_PROXY, NULL);
+	return rc;
+}
+
 /* The files of the rank's scopes, once they are complete. */
 static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_from)
 {
@@ -1137,6 +1153,8 @@ static int lay_root(struct fs_vtree *vt)
 		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
 	if (rc == 0)
 		rc = add_root_chrome(vt);
+	if (rc == 0)
+		rc = add_replay(vt);
 	return rc;
 }
 

@@ -3,8 +3,8 @@
  * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
  * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
  * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c
- * files.txt,
- * vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON tails). Nothing outside fs/v*.c
+ * files.txt, vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON
+ * tails, vreplay*.c the proxy program). Nothing outside fs/v*.c
  * includes this; the tree's users see vtree_i.h only.
  */
 #ifndef TFS_FS_VNODE_I_H
@@ -110,6 +110,8 @@ enum lazy_what {
 	LAZY_GRAMMAR,
 	LAZY_BACKTRACES,
 	LAZY_ALLOCS,
+	LAZY_PROXY,
+	LAZY_REPLAY_README,
 	LAZY_FILES,
 	LAZY_INFO,
 };
@@ -402,6 +404,13 @@ void fs_procs_free(struct fs_procs *p);
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
 /** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);
+
+/* ---- vreplay.c ---- */
+
+/** replay/proxy.c: a C program making the trace's calls again. @return 0 or -errno; new */
+int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len);
+/** replay/README.txt: how to build and run it, what it replays. @return 0 or -errno; new */
+int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len);
 
 /* ---- vtables.c ---- */
 

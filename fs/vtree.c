@@ -171,6 +171,12 @@ static int lazy_run(void *arg)
 	case LAZY_ALLOCS:
 		rc = fs_allocs_new(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;
+	case LAZY_PROXY:
+		rc = fs_replay_proxy_new(g->vt, &g->data, &g->len);
+		break;
+	case LAZY_REPLAY_README:
+		rc = fs_replay_readme_new(g->vt, &g->data, &g->len);
+		break;
 	case LAZY_FILES:
 		rc = fs_files_new(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;

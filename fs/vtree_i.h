@@ -15,6 +15,7 @@
  *   /ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   /ranks/<r>/phases/<name>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   /ranks/<r>/phases/<name>/threads/<t>/{trace.txt,events.jsonl,trace.json}
+ *   /replay/{README.txt,proxy.c}
  *   and <dir>/trace.json.d/part-NNN.json beside a trace.json too large for one file
  *
  * Phase names are mapped to file names by fs_phase_dirname(). A few files need a decoding

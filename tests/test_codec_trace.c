@@ -459,6 +459,94 @@ static void test_trace_grammar_blocks_read_as_one_stream(void **state)
 	tg_free(&s[0]);
 }
 
+/* Expand rule @rule of @block through the shape API alone, checking each terminal. */
+static void expand_shape(struct tfs_trace *t, uint32_t stream, uint32_t block, uint32_t rule,
+			 struct tfs_cursor *c, uint64_t *at)
+{
+	struct tfs_rule_info ri;
+	uint64_t before = *at;
+
+	assert_int_equal(tfs_trace_rule(t, stream, block, rule, &ri), 0);
+	for (uint32_t i = 0; i < ri.n_elems; i++) {
+		struct tfs_rule_elem e;
+
+		assert_int_equal(tfs_trace_rule_elem(t, stream, block, rule, i, &e), 0);
+		assert_true(e.count >= 1);
+		for (uint64_t k = 0; k < e.count; k++) {
+			struct tfs_event ev;
+
+			if (e.is_rule) {
+				assert_true(e.id < rule);
+				expand_shape(t, stream, block, e.id, c, at);
+				continue;
+			}
+			assert_int_equal(tfs_cursor_event(c, (*at)++, &ev, NULL), 0);
+			assert_int_equal(ev.terminal, e.id);
+		}
+	}
+	assert_int_equal(tfs_trace_rule_elem(t, stream, block, rule, ri.n_elems,
+					     &(struct tfs_rule_elem){0}), -ENOENT);
+	assert_true(*at - before == ri.n_events);
+}
+
+/* The grammar walked rule by rule expands to the stream's terminals, block after block. */
+static void test_trace_grammar_shape_expands_to_the_events(void **state)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE, .grammar_budget = 4096};
+	uint64_t seed = tu_seed(__func__);
+	struct tg_stream s[4];
+	struct tfs_grammar_info gi;
+	struct tfs_block_info bi;
+	struct tfs_stream_info si;
+	struct tfs_trace *t;
+
+	write_trace(&o, s, 4, 30000, 1, seed);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	for (uint32_t i = 0; i < 4; i++) {
+		struct tfs_cursor *c;
+		uint64_t at = 0;
+
+		assert_int_equal(tfs_trace_stream(t, i, &si), 0);
+		assert_int_equal(tfs_trace_grammar_info(t, i, &gi), 0);
+		assert_int_equal(gi.n_blocks, si.n_blocks);
+		assert_true(gi.same_as <= i);
+		assert_int_equal(tfs_cursor_new(t, i, TFS_VIEW_TEXT, 0, si.n_events, &c), 0);
+		for (uint32_t b = 0; b < gi.n_blocks; b++) {
+			uint64_t from = at;
+
+			assert_int_equal(tfs_trace_block(t, i, b, &bi), 0);
+			expand_shape(t, i, b, bi.n_rules - 1, c, &at);
+			assert_true(at - from == bi.n_events);
+		}
+		assert_true(at == si.n_events);
+		assert_int_equal(tfs_trace_block(t, i, gi.n_blocks, &bi), -ENOENT);
+		assert_int_equal(tfs_trace_rule(t, i, 0, UINT32_MAX, &(struct tfs_rule_info){0}),
+				 -ENOENT);
+		tfs_cursor_free(c);
+		tg_free(&s[i]);
+	}
+	assert_int_equal(tfs_trace_grammar_info(t, 4, &gi), -ENOENT);
+	tfs_trace_close(t);
+}
+
+/* Streams with one grammar and other values name the first of them. */
+static void test_trace_grammar_shape_shared_by_equal_grammars(void **state)
+{
+	struct tg_stream s[2];
+	struct tfs_grammar_info a, b;
+	struct tfs_trace *t;
+
+	write_trace(NULL, s, 2, 5000, 1, 1234);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	assert_int_equal(tfs_trace_grammar_info(t, 0, &a), 0);
+	assert_int_equal(tfs_trace_grammar_info(t, 1, &b), 0);
+	assert_int_equal(a.same_as, 0);
+	assert_int_equal(b.same_as, 0);
+	tfs_trace_close(t);
+	tg_free(&s[0]);
+	tg_free(&s[1]);
+}
+
 static void test_trace_phase_views_are_slices(void **state)
 {
 	struct tfs_writer *w;
@@ -926,6 +1014,8 @@ int main(void)
 		cmocka_unit_test(test_trace_shifted_streams_share_patched_values),
 		cmocka_unit_test(test_trace_patched_values_damage_refused),
 		cmocka_unit_test(test_trace_grammar_blocks_read_as_one_stream),
+		cmocka_unit_test(test_trace_grammar_shape_expands_to_the_events),
+		cmocka_unit_test(test_trace_grammar_shape_shared_by_equal_grammars),
 		cmocka_unit_test(test_trace_phase_views_are_slices),
 		cmocka_unit_test(test_trace_writer_rejects_bad_input),
 		cmocka_unit_test(test_trace_rval_word_range),

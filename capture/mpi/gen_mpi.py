@@ -112,7 +112,9 @@ def split_params(s):
 
 
 def parse_annot(path):
-    rules, hooks = {}, {}
+    """The parameter rules, the function hooks and the predefined handles of each class."""
+    rules, hooks, predef = {}, {}, {}
+    classes = {sym: cls for cls, sym in HANDLES.values()}
     with open(path) as f:
         for ln, line in enumerate(f, 1):
             line = line.split('#', 1)[0].strip()
@@ -122,6 +124,12 @@ def parse_annot(path):
             if len(parts) < 3:
                 sys.exit(f'{path}:{ln}: expected "<scope> <param> <attr>..."')
             scope, param, attrs = parts[0], parts[1], parts[2:]
+            if scope == 'predef':
+                if param not in classes or param in predef:
+                    sys.exit(f'{path}:{ln}: predef needs a handle class, once: '
+                             + ' '.join(sorted(classes)))
+                predef[param] = attrs
+                continue
             if param == '-':
                 hooks.setdefault(scope, []).extend(attrs)
                 continue
@@ -136,7 +144,7 @@ def parse_annot(path):
                              'function rule')
                 d[k] = v or True
             rules[(scope, param)] = d
-    return rules, hooks
+    return rules, hooks, predef
 
 
 def attrs_of(rules, func, param):
@@ -171,7 +179,9 @@ class Gen:
         self.sigw = []  # words of the call signature so far: what pools requests
         self.strs = []
         self.pnames = {p.name: p for p in params}
+        self.rp = {}  # parameter name: (role, dir, ctx, rank), what replay needs to know
         self.ctx = self.context()
+        self.ctx_param = self.context_param()
 
     def context(self):
         for p in self.params:
@@ -192,6 +202,21 @@ class Gen:
                 return 'msg_delta'
         # no communicator: ranks as they are (a delta of 0 prints them unchanged)
         return '0'
+
+    def context_param(self):
+        """The parameter whose communicator, group or window ranks are relative to."""
+        for base in ('MPI_Comm', 'MPI_Group', 'MPI_Win'):
+            for p in self.params:
+                if p.base == base and p.ptr == 0 and not p.arr:
+                    return p.name
+        for p in self.params:
+            if p.base == 'MPI_Message' and p.ptr == 1 and not p.arr:
+                return p.name
+        return None
+
+    def role(self, p, role, d='in', ctx=None, rank=False):
+        ln = attrs_of(self.rules, self.name, p.name).get('len')
+        self.rp[p.name] = (role, d, ctx, rank, ln if isinstance(ln, str) else None)
 
     def word(self, name, typ, enc, flags=0, cls=None):
         self.args.append((name, typ, enc, flags, cls))
@@ -235,9 +260,11 @@ class Gen:
         a = attrs_of(self.rules, self.name, p.name)
         n = p.name
         if 'skip' in a:
+            self.role(p, 'SKIP')
             return
         ok = 'ret == MPI_SUCCESS'
         if p.func_ptr or p.base.endswith('_function') or p.base.endswith('_fn'):
+            self.role(p, 'FN')
             w = self.word(n, 'U64', 'SYM', 0, 'fn')
             self.pre.append(f'\t{w} = mpirt_id(MPIRT_FN, &{n}, sizeof({n}));')
             return
@@ -247,6 +274,7 @@ class Gen:
             return self.status(p, a)
         if p.base == 'char' and p.ptr == 1 and not p.arr or p.base == 'char' and p.ptr == 0 and p.arr:
             s = self.string(n)
+            self.role(p, 'STR', self.direction(p, a))
             if self.direction(p, a) == 'in':
                 self.pre.append(f'\tif ({n})\n\t\tmpirt_str_text(&{s}, {n});')
             else:
@@ -257,16 +285,19 @@ class Gen:
             return
         if p.base == 'void' and p.ptr == 1 and not p.arr:
             if 'buf' in n or n in BUF_NAMES:
+                self.role(p, 'BUF')
                 w1 = self.word(n, 'U64', 'SYM', 0, 'alloc')
                 w2 = self.word(n + '_off', 'HEX', 'SIG')
                 self.pre.append(f'\tmpirt_buf({n}, &{w1}, &{w2});')
                 return
+            self.role(p, 'VOIDP')
             w = self.word(n, 'HEX', 'VAL')
             self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
             return
         if p.base in INTS:
             return self.integer(p, a)
         # anything else: by value, its bits in the signature; behind a pointer, the address
+        self.role(p, 'OPAQUE' if p.ptr == 0 and not p.arr else 'PTR')
         if p.ptr == 0 and not p.arr:
             w = self.word(n, 'HEX', 'SIG')
             self.pre.append(f'\t{w} = mpirt_bits(&{n}, sizeof({n}));')
@@ -283,7 +314,11 @@ class Gen:
             q = self.pnames[a['rank']]
             fn = {'MPI_Comm': 'comm', 'MPI_Group': 'group', 'MPI_Win': 'win'}[q.base]
             ctx = f'mpirt_delta_{fn}({q.name})'
+        ctx_param = self.ctx_param
+        if rank and a['rank'] is not True:
+            ctx_param = a['rank']
         if p.ptr == 0 and not p.arr:
+            self.role(p, 'INT', 'in', ctx_param, rank)
             if rank:
                 w = self.word(n, 'I64', 'RANK')
                 self.pre.append(f'\t{w} = mpirt_rank({ctx}, {n});')
@@ -299,6 +334,7 @@ class Gen:
             ln = self.length(a['len'], when)
             if ln is not None:
                 s = self.string(n)
+                self.role(p, 'IARR', d, ctx_param, rank)
                 if rank:
                     el = f'mpirt_str_rel(&{s}, {n}[i], mpirt_world_rank() - {ctx})'
                 else:
@@ -311,6 +347,7 @@ class Gen:
                     self.post.append(f'\tif (ret == MPI_SUCCESS)\n\t{{\n{code}\n\t}}')
                 return
         if p.ptr == 1 and not p.arr:
+            self.role(p, 'IPTR', d, ctx_param, rank)
             enc = 'RANK' if rank else ('VAL' if 'val' in a else 'SIG')
             w = self.word(n, 'I64', enc)
             v = f'mpirt_rank({ctx}, *{n})' if rank else f'(uint64_t)(int64_t)*{n}'
@@ -319,6 +356,7 @@ class Gen:
             else:
                 self.post.append(f'\t{w} = ret == MPI_SUCCESS && {n} ? {v} : 0;')
             return
+        self.role(p, 'PTR', d)
         w = self.word(n, 'HEX', 'VAL')
         self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
 
@@ -357,6 +395,7 @@ class Gen:
         d = self.direction(p, a)
         h = self.sig_hash()  # of the words before this one: what pools a new request
         if p.ptr == 0 and not p.arr:
+            self.role(p, 'HANDLE')
             w = self.word(n, 'U64', 'SYM', 0, sym)
             if p.base == 'MPI_Request':
                 self.pre.append(f'\t{w} = mpirt_req_id(&{n}, &rq_delta);')
@@ -367,9 +406,11 @@ class Gen:
         if p.arr or 'len' in a:
             ln = self.length(a.get('len', ''), 'pre' if d != 'out' else 'post')
             if ln is None:
+                self.role(p, 'PTR', d)
                 w = self.word(n, 'HEX', 'VAL')
                 self.pre.append(f'\t{w} = (uint64_t)(uintptr_t){n};')
                 return
+            self.role(p, 'HARR', d)
             s = self.string(n)
             if p.base == 'MPI_Request':
                 self.decl.append('\tuint64_t *rq_ids = NULL;\n\tint64_t *rq_deltas = NULL;'
@@ -393,6 +434,7 @@ class Gen:
                     f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
             (self.pre if d != 'out' else self.post).append(code)
             return
+        self.role(p, 'HPTR', d)
         w = self.word(n, 'U64', 'SYM', 0, sym)
         if d == 'in':
             if p.base == 'MPI_Request':
@@ -451,6 +493,7 @@ class Gen:
         if p.arr or 'len' in a:
             ln = self.length(a.get('len', ''), 'post')
             s = self.string(n)
+            self.role(p, 'STATUSES', d)
             if ln is None or not has_req:
                 return
             idx = 'array_of_indices[i]' if 'array_of_indices' in self.pnames else 'i'
@@ -466,6 +509,7 @@ class Gen:
                 f'mpirt_rq_status(dl), ret == MPI_ERR_IN_STATUS);'
                 f'\n\t\t}}')
             return
+        self.role(p, 'STATUS', d)
         w = self.word(n + '.source', 'I64', 'RANK')
         self.word(n + '.tag', 'I64', 'RVAL')
         self.word(n + '.count', 'I64', 'SIG')
@@ -647,7 +691,59 @@ def gen_impl(o, rules, hooks, base):
     return gens
 
 
-def write_wrap(path, gens):
+def write_predef(f, predef):
+    """mpirt_bind_predefined(): every predefined handle the MPI defines, bound to its id."""
+    classes = {sym: cls for cls, sym in HANDLES.values()}
+    types = {sym: t for t, (cls, sym) in HANDLES.items()}
+    f.write('void mpirt_bind_predefined(void)\n{\n')
+    for sym, names in predef.items():
+        for i, name in enumerate(names):
+            f.write(f'#ifdef {name}\n\t{{\n\t\t{types[sym]} h = {name};\n\n'
+                    f'\t\tmpirt_bind_id({classes[sym]}, {i}, &h, sizeof(h));\n\t}}\n#endif\n')
+        f.write(f'\tmpirt_reserve_ids({classes[sym]}, {len(names)});\n')
+    f.write('}\n\n')
+
+
+def write_replay(path, impls, predef):
+    """The C prototypes of every wrapped function and what each parameter records, for the
+    replay generator (fs/vreplay_mpi.c): the first implementation's functions, then those
+    only later ones have."""
+    seen, gens = set(), []
+    for im in impls:
+        for g in im.gens:
+            if g.name not in seen:
+                seen.add(g.name)
+                gens.append(g)
+    gens.sort(key=lambda g: g.name)
+    with open(path, 'w') as f:
+        f.write(HEAD + '#include <stddef.h>\n\n#include "vreplay_mpi_i.h"\n\n')
+        for i, g in enumerate(gens):
+            if not g.params:
+                continue
+            f.write(f'static const struct rp_mpi_param p{i}[] = {{\n')
+            for p in g.params:
+                role, d, ctx, rank, ln = g.rp.get(p.name, ('PTR', 'in', None, False, None))
+                ctx = f'"{ctx}"' if ctx else 'NULL'
+                ln = f'"{ln}"' if ln else 'NULL'
+                f.write(f'    {{"{p.name}", "{p.base}", {p.ptr + (1 if p.arr else 0)}, '
+                        f'{int(p.const)}, RP_{role}, RP_{d.upper()}, {ctx}, {int(rank)}, '
+                        f'{ln}}},\n')
+            f.write('};\n')
+        f.write('\nconst struct rp_mpi_fn rp_mpi_fns[] = {\n')
+        for i, g in enumerate(gens):
+            ps = f'p{i}' if g.params else 'NULL'
+            f.write(f'    {{"{g.name}", "{g.ret}", {len(g.params)}, {ps}}},\n')
+        f.write('};\n\nconst uint32_t rp_mpi_n_fns = %d;\n\n' % len(gens))
+        f.write('const struct rp_mpi_predef rp_mpi_predefs[] = {\n')
+        n = 0
+        for sym, names in predef.items():
+            for i, name in enumerate(names):
+                f.write(f'    {{"{sym}", {i}, "{name}"}},\n')
+                n += 1
+        f.write('};\n\nconst uint32_t rp_mpi_n_predefs = %d;\n' % n)
+
+
+def write_wrap(path, gens, predef):
     with open(path, 'w') as f:
         f.write(HEAD + '#include <stdint.h>\n#include <stdlib.h>\n\n#include <mpi.h>\n\n'
                 '#include "calls_i.h"\n#include "mpi_rt_i.h"\n\n'
@@ -655,6 +751,7 @@ def write_wrap(path, gens):
                 '#pragma GCC diagnostic ignored "-Wunused-but-set-variable"\n'
                 '/* every function is wrapped, those mpi.h marks deprecated too (Open MPI) */\n'
                 '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"\n\n')
+        write_predef(f, predef)
         for g in gens:
             f.write(g.pmpi() + '\n\n' + g.code() + '\n\n')
 
@@ -669,6 +766,7 @@ def main():
     ap.add_argument('--wrap')
     ap.add_argument('--list')
     ap.add_argument('--no-mpi', action='store_true')
+    ap.add_argument('--replay', help='the replay table (fs/vreplay_mpi_i.h), empty without MPI')
     nx = argparse.ArgumentParser(prog='gen_mpi.py ... --next')
     nx.add_argument('--inc', action='append', default=[])
     nx.add_argument('--header')
@@ -677,9 +775,9 @@ def main():
     groups = impl_args(sys.argv[1:])
     o = ap.parse_args(groups[0])
     impls = [o] + [nx.parse_args(g) for g in groups[1:]]
-    gens = []
+    gens, predef = [], {}
     if not o.no_mpi:
-        rules, hooks = parse_annot(o.annot)
+        rules, hooks, predef = parse_annot(o.annot)
         for im in impls:
             im.cc = o.cc
             im.gens = gen_impl(im, rules, hooks, len(gens))
@@ -699,9 +797,19 @@ def main():
         else:
             f.write('const struct tfs_kind_desc *const cap_mpi_kinds = NULL;\n')
         f.write(f'const uint32_t cap_mpi_n_kinds = {len(gens)};\n')
+    if o.replay:
+        if o.no_mpi:
+            with open(o.replay, 'w') as f:
+                f.write(HEAD + '#include <stddef.h>\n\n#include "vreplay_mpi_i.h"\n\n'
+                        'const struct rp_mpi_fn rp_mpi_fns[1] = {{NULL, NULL, 0, NULL}};\n'
+                        'const uint32_t rp_mpi_n_fns = 0;\n'
+                        'const struct rp_mpi_predef rp_mpi_predefs[1] = {{NULL, 0, NULL}};\n'
+                        'const uint32_t rp_mpi_n_predefs = 0;\n')
+        else:
+            write_replay(o.replay, impls, predef)
     for im in impls if not o.no_mpi else []:
         if im.wrap:
-            write_wrap(im.wrap, im.gens)
+            write_wrap(im.wrap, im.gens, predef)
         if im.list:
             with open(im.list, 'w') as f:
                 for g in im.gens:

@@ -22,8 +22,6 @@
 #include "allocs_i.h"
 #include "mpi_rt_i.h"
 
-#define COMM_WORLD_ID 0
-#define COMM_SELF_ID 1
 #define AGREED_ID_BASE (1u << 20) /* agreed communicator ids: [2^20, 2^24) */
 /* the first agreed ids, reused lowest free first: [2^20, 2^20 + 64); past them, hashes */
 #define AGREED_SLOTS 64
@@ -37,6 +35,7 @@ struct hent {
 	int64_t delta;
 	uint32_t children; /* communicators created from this one */
 	bool has_delta;
+	bool predef;	   /* a predefined handle: its id is fixed (mpirt_bind_id) */
 };
 
 struct htab {
@@ -277,7 +276,7 @@ uint64_t mpirt_new_id(enum mpirt_class cls, const void *h, size_t size)
 	/* a handle value the library reuses for a new object is a new object */
 	pthread_mutex_lock(&g_lock);
 	e = lookup(&g_tab[cls], key_of(h, size), false);
-	if (e) {
+	if (e && !e->predef) {
 		e->id = 0, e->has_delta = false, e->children = 0;
 		hcache_bump();
 	}
@@ -291,7 +290,7 @@ void mpirt_release(enum mpirt_class cls, uint64_t id)
 
 	pthread_mutex_lock(&g_lock);
 	for (uint32_t i = 0; i < t->cap; i++) {
-		if (t->e[i].key && t->e[i].id == id + 1) {
+		if (t->e[i].key && t->e[i].id == id + 1 && !t->e[i].predef) {
 			/* keep the slot (open addressing): an unused id marks it dead */
 			t->e[i].id = 0;
 			t->e[i].has_delta = false;
@@ -303,6 +302,28 @@ void mpirt_release(enum mpirt_class cls, uint64_t id)
 	if (cls == MPIRT_COMM && id >= AGREED_ID_BASE && id < AGREED_ID_BASE + AGREED_SLOTS)
 		g_agreed_busy &= ~(1ull << (id - AGREED_ID_BASE));
 	hcache_bump();
+	pthread_mutex_unlock(&g_lock);
+}
+
+void mpirt_bind_id(enum mpirt_class cls, uint64_t id, const void *h, size_t size)
+{
+	struct hent *e;
+
+	pthread_mutex_lock(&g_lock);
+	e = lookup(&g_tab[cls], key_of(h, size), true);
+	if (e && !e->predef)
+		*e = (struct hent){.key = e->key, .id = id + 1, .predef = true};
+	hcache_bump();
+	pthread_mutex_unlock(&g_lock);
+}
+
+void mpirt_reserve_ids(enum mpirt_class cls, uint64_t n)
+{
+	struct htab *t = &g_tab[cls];
+
+	pthread_mutex_lock(&g_lock);
+	while (n-- > 0 && take_id(t) != UINT64_MAX)
+		;
 	pthread_mutex_unlock(&g_lock);
 }
 
@@ -1058,19 +1079,13 @@ uint64_t mpirt_bits(const void *p, size_t size)
 
 void mpirt_on_init(void)
 {
-	MPI_Comm world = MPI_COMM_WORLD, self = MPI_COMM_SELF;
 	int r = 0;
 
 	PMPI_Comm_rank(MPI_COMM_WORLD, &r);
 	g_world_rank = r;
 	g_mpi_live = true;
-	comm_bind(world, COMM_WORLD_ID);
-	comm_bind(self, COMM_SELF_ID);
-	pthread_mutex_lock(&g_lock);
-	/* ids 0 and 1 are taken by the predefined communicators */
-	take_id(&g_tab[MPIRT_COMM]);
-	take_id(&g_tab[MPIRT_COMM]);
-	pthread_mutex_unlock(&g_lock);
+	/* MPI_COMM_WORLD is comm#0 and MPI_COMM_SELF comm#1 (mpi_annot.txt) */
+	mpirt_bind_predefined();
 }
 
 void mpirt_on_finalize(void)

@@ -70,6 +70,15 @@ void mpirt_put(struct mpirt_call *c, uint32_t call, uint32_t n_w, struct mpirt_s
 
 /* Symbolic id of the handle at @h (@size bytes), given one on first use. */
 uint64_t mpirt_id(enum mpirt_class cls, const void *h, size_t size);
+/*
+ * Predefined handles (mpi_annot.txt `predef`): handle @h of @cls gets the fixed @id, unless
+ * another name bound its value first; mpirt_reserve_ids() then keeps ids [0, @n) of @cls
+ * from the program's own handles. mpirt_bind_predefined() (generated) does both for every
+ * class at MPI_Init.
+ */
+void mpirt_bind_id(enum mpirt_class cls, uint64_t id, const void *h, size_t size);
+void mpirt_reserve_ids(enum mpirt_class cls, uint64_t n);
+void mpirt_bind_predefined(void);
 /* Forget a released handle (its id is reused by the next new handle of its class). */
 void mpirt_release(enum mpirt_class cls, uint64_t id);
 /* A handle the call created: a fresh id (ids of freed handles are reused, lowest first). */

@@ -281,6 +281,18 @@ static inline void tfs_mem_access_site(const void *addr, size_t size, int is_sto
  */
 void tfs_capture_flush(void);
 
+/**
+ * Leave what the calling thread does out of the trace until the matching
+ * tfs_capture_resume(): its interposed and MPI calls run untraced, as calls made inside
+ * another traced call do (see "Layers" above), and its allocations get no ids. For a tool's
+ * own work inside a traced program: a replay proxy's bookkeeping (tracefs's
+ * replay/proxy.c finds these two at run time). Pairs nest; each costs two stores and keeps
+ * errno; with capture off they are harmless.
+ */
+void tfs_capture_pause(void);
+/** End the innermost tfs_capture_pause() of the calling thread (none: nothing). */
+void tfs_capture_resume(void);
+
 /** Events dropped so far because the spool was full (or the thread could not start). */
 uint64_t tfs_capture_dropped(void);
 

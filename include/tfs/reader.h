@@ -249,6 +249,51 @@ int tfs_trace_term_args(const struct tfs_trace *t, uint32_t term, union tfs_arg 
 int tfs_trace_grammar_text(const struct tfs_trace *t, uint32_t stream, char **out,
 			   size_t *len);
 
+/** The grammar of a stream as a structure (FORMAT.md §6), for walking it rule by rule. */
+struct tfs_grammar_info {
+	uint32_t n_blocks; /**< the stream is the blocks' start rules one after the other */
+	uint32_t same_as;  /**< index of the first stream with this very grammar (self if none):
+			    *   streams that differ only in their values share it */
+};
+
+/** One grammar block: rules 0 .. n_rules - 1, the last one its start rule. */
+struct tfs_block_info {
+	uint64_t n_events; /**< the start rule's expansion */
+	uint32_t n_rules;
+};
+
+/** One rule of a block. */
+struct tfs_rule_info {
+	uint64_t n_events; /**< terminals in its expansion (at most 2^62) */
+	uint32_t n_elems;  /**< body length, >= 1 except for an empty start rule */
+	uint32_t height;   /**< 1 for a body of terminals only, else 1 + its highest child's */
+};
+
+/** One element of a rule body: @id repeated @count (>= 1) times. */
+struct tfs_rule_elem {
+	uint64_t count;
+	uint32_t id;	  /**< a terminal (CST entry) or, when @is_rule, a lower-numbered rule of
+			   *   the same block */
+	uint32_t is_rule; /**< 0 or 1 */
+};
+
+/**
+ * The shape of @stream's grammar; with tfs_trace_block(), tfs_trace_rule() and
+ * tfs_trace_rule_elem() a caller walks it without expanding it (a rule becomes a function,
+ * a count a loop). Thread-safe; O(1) but for this one, O(streams). @return 0 or -ENOENT
+ */
+int tfs_trace_grammar_info(const struct tfs_trace *t, uint32_t stream,
+			   struct tfs_grammar_info *gi);
+/** Block @block of @stream's grammar. @return 0 or -ENOENT (stream or block) */
+int tfs_trace_block(const struct tfs_trace *t, uint32_t stream, uint32_t block,
+		    struct tfs_block_info *bi);
+/** Rule @rule of block @block. @return 0 or -ENOENT (stream, block or rule) */
+int tfs_trace_rule(const struct tfs_trace *t, uint32_t stream, uint32_t block, uint32_t rule,
+		   struct tfs_rule_info *ri);
+/** Element @idx of rule @rule's body. @return 0 or -ENOENT (any index out of range) */
+int tfs_trace_rule_elem(const struct tfs_trace *t, uint32_t stream, uint32_t block,
+			uint32_t rule, uint32_t idx, struct tfs_rule_elem *e);
+
 /**
  * Open a trace held in memory (@data, @len borrowed: they must outlive the trace).
  * Same checks and errors as tfs_trace_open() apart from file-system errors.

@@ -105,7 +105,7 @@ class Tree:
     def files(self):
         """Every file the tree must hold (without trace.json.d)."""
         out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
-               b"grammar.txt", b"trace.json"}
+               b"grammar.txt", b"trace.json", b"replay/README.txt", b"replay/proxy.c"}
         for d, (_, profiles) in self.scopes.items():
             if not d:
                 continue

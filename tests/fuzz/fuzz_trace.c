@@ -2,12 +2,14 @@
  * libFuzzer target for the whole reader: the input is a trace file. It is opened through
  * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
  * stream's views are read at a few offsets through cursors; phases, a few backtraces of each
- * rank and their frames' symbols, and each rank's file names are read too. Each input runs
+ * rank and their frames' symbols, each rank's file names, and the first rules of each
+ * stream's grammar as replay and compare walk them are read too. Each input runs
  * twice: as is, and with every CRC of the header and section table recomputed, since
  * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
  * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
  * Errors are expected; crashes, sanitizer reports and leaks are the findings.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_RANKS 16
 #define MAX_FRAMES 64
 #define READ_LEN 4096
+#define MAX_BLOCKS 4
+#define MAX_RULES 64
+#define MAX_ELEMS 64
 
 static void read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
 		      char *buf)
@@ -110,6 +115,42 @@ static void read_stacks(struct tfs_trace *t, uint32_t n_ranks)
 	}
 }
 
+/* The grammar of @stream as fs/vreplay_walk.c and `tracefs compare` walk it: blocks, rules
+ * and elements, each within the bounds the reader promised (a rule's elements name lower
+ * rules of its block or terminals of the table). */
+static void walk_grammar(struct tfs_trace *t, uint32_t stream, uint32_t n_terminals)
+{
+	struct tfs_grammar_info gi;
+	struct tfs_block_info bi;
+	struct tfs_rule_info ri;
+
+	if (tfs_trace_grammar_info(t, stream, &gi) < 0)
+		return;
+	if (gi.same_as > stream)
+		abort();
+	for (uint32_t b = 0; b < gi.n_blocks && b < MAX_BLOCKS; b++) {
+		if (tfs_trace_block(t, stream, b, &bi) < 0)
+			abort();
+		for (uint32_t r = 0; r < bi.n_rules && r < MAX_RULES; r++) {
+			struct tfs_rule_elem e;
+
+			if (tfs_trace_rule(t, stream, b, r, &ri) < 0)
+				abort();
+			for (uint32_t i = 0; i < ri.n_elems && i < MAX_ELEMS; i++) {
+				if (tfs_trace_rule_elem(t, stream, b, r, i, &e) < 0 || !e.count ||
+				    (e.is_rule ? e.id >= r : e.id >= n_terminals))
+					abort();
+			}
+			if (tfs_trace_rule_elem(t, stream, b, r, ri.n_elems, &e) != -ENOENT)
+				abort();
+		}
+		if (tfs_trace_rule(t, stream, b, bi.n_rules, &ri) != -ENOENT)
+			abort();
+	}
+	if (tfs_trace_block(t, stream, gi.n_blocks, &bi) != -ENOENT)
+		abort();
+}
+
 static void read_trace(struct tfs_trace *t, char *buf)
 {
 	struct tfs_trace_info ti;
@@ -125,6 +166,7 @@ static void read_trace(struct tfs_trace *t, char *buf)
 			continue;
 		for (int v = 0; v < TFS_VIEW_COUNT; v++)
 			read_view(t, s, v, 0, si.n_events, buf);
+		walk_grammar(t, s, ti.n_terminals);
 	}
 	for (uint32_t p = 0; p < ti.n_phases && p < MAX_PHASES; p++) {
 		struct tfs_phase_info pi;

@@ -1,7 +1,9 @@
 /*
  * 2D 5-point stencil on a non-periodic sqrt(P) x sqrt(P) grid of ranks: each iteration posts
  * an Irecv from every neighbour (left, right, down, up, those that exist), then an Isend to
- * each, then one Waitall. Usage: mpi_stencil2d ITERS. Rank 0 prints a checksum.
+ * each, then one Waitall, then WORK sweeps of a local relaxation (the computation between
+ * communications a replay stands in for; 0 by default). Usage: mpi_stencil2d ITERS [WORK].
+ * Rank 0 prints a checksum.
  */
 #include <math.h>
 #include <mpi.h>
@@ -10,9 +12,24 @@
 
 #define N 64
 
+/* @n sweeps of a 1-D relaxation over a local array: computation, no MPI. */
+static double sweeps(int n)
+{
+	static double a[4096];
+	double s = 0;
+
+	for (int k = 0; k < n; k++)
+		for (int i = 1; i < 4095; i++)
+			a[i] = 0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1]) + 1e-9;
+	for (int i = 0; i < 4096; i += 512)
+		s += a[i];
+	return s;
+}
+
 int main(int argc, char **argv)
 {
 	int rank, size, side, x, y, nb[4], n_nb = 0, iters = argc > 1 ? atoi(argv[1]) : 10;
+	int work = argc > 2 ? atoi(argv[2]) : 0;
 	static double in[4][N], out[4][N];
 	double local = 0, global = 0;
 
@@ -52,6 +69,7 @@ int main(int argc, char **argv)
 		MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
 		for (int k = 0; k < n_nb; k++)
 			local += in[k][N - 1];
+		local += sweeps(work);
 	}
 	MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
