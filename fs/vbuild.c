@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "vnode_i.h"
+#include "vpict_i.h"
 
 /* Listing order in a directory holding the views of a scope (README.txt, info.json: 0, 1). */
 enum {
@@ -161,6 +162,24 @@ static int add_lazy(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 	g->node = (uint32_t)idx;
 	vt->nodes[idx].lazy = g;
 	return 0;
+}
+
+int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key)
+{
+	return add_node(vt, parent, name, NODE_DIR, key);
+}
+
+int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		   const struct fs_scope *sc, uint32_t rank,
+		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *))
+{
+	int rc = add_lazy(vt, dir, name, key, LAZY_FN, sc);
+
+	if (rc == 0) {
+		vt->nodes[vt->n_nodes - 1].lazy->fn = fn;
+		vt->nodes[vt->n_nodes - 1].lazy->rank = rank;
+	}
+	return rc;
 }
 
 static int add_concat(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
@@ -682,6 +701,9 @@ static int lay_files(struct fs_vtree *vt, struct layout *l)
 			rc = add_backtrace_files(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
 		if (rc == 0 && l->ranks[r].dir >= 0)
 			rc = add_files_file(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope, r);
+		if (rc == 0 && l->ranks[r].dir >= 0)
+			rc = fs_pictures_add(vt, (uint32_t)l->ranks[r].dir, l->ranks[r].scope,
+					     FS_PICT_RANK, r);
 	}
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
 		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);
@@ -693,6 +715,8 @@ static int lay_files(struct fs_vtree *vt, struct layout *l)
 		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
 	if (rc == 0)
 		rc = add_chrome(vt, 0, l->root);
+	if (rc == 0)
+		rc = fs_pictures_add(vt, 0, l->root, FS_PICT_ROOT, UINT32_MAX);
 	return rc;
 }
 

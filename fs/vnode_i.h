@@ -65,6 +65,7 @@ struct fs_scope {
 	uint32_t *phases;    /* owned; phase indices, by rank then index */
 	uint32_t n_phases, phases_cap;
 	uint64_t n_events;   /* over all segs */
+	uint64_t from_ns, to_ns;	/* a time window's span (to > from), else both 0 */
 	struct fs_once merge_once;	/* guards merge */
 	struct fs_merge_index *merge;	/* vmerge.c; NULL until the first merged read */
 };
@@ -111,6 +112,7 @@ enum lazy_what {
 	LAZY_BACKTRACES,
 	LAZY_ALLOCS,
 	LAZY_FILES,
+	LAZY_FN, /* a picture: fs_lazygen.fn (vpictures.c) */
 };
 
 struct fs_concat;
@@ -125,6 +127,8 @@ struct fs_lazygen {
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
 	uint32_t rank;			/* backtraces, allocs, files */
+	int (*fn)(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		  size_t *len);		/* LAZY_FN */
 };
 
 struct vnode {
@@ -164,6 +168,7 @@ struct fs_vtree {
 	uint64_t split_bytes;	  /* FS_JSON_SPLIT_BYTES or its override */
 	uint32_t max_thread;	  /* highest thread number of any stream */
 	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
+	struct fs_pict_state *pict; /* the pictures' shared state (vpict_i.h) */
 };
 
 /* ---- vphase.c ---- */
@@ -186,6 +191,12 @@ int fs_phase_rec_cmp(const void *a, const void *b);
 int fs_vtree_build(struct fs_vtree *vt, const char *trace_name);
 /** Accepts NULL. */
 void fs_scope_free(struct fs_scope *sc);
+/** A directory node under @parent listed by @key. @return its index or -ENOMEM */
+int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key);
+/** A file made once by @fn over @sc and @rank (LAZY_FN). @return 0 or -ENOMEM */
+int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		   const struct fs_scope *sc, uint32_t rank,
+		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *));
 
 /* ---- vconcat.c: a file made of parts ---- */
 

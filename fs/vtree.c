@@ -15,6 +15,7 @@
 
 #include "tfs/reader.h"
 #include "vnode_i.h"
+#include "vpict_i.h"
 
 struct fs_vfile {
 	struct fs_vtree *vt;
@@ -105,6 +106,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 	}
 	fs_once_fini(&vt->terms_once);
 	fs_procs_free(vt->procs);
+	fs_pict_state_free(vt->pict);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
 	free(vt->terms);
@@ -148,6 +150,9 @@ static int lazy_run(void *arg)
 		break;
 	case LAZY_FILES:
 		rc = fs_files_new(g->vt, g->scope, g->rank, &g->data, &g->len);
+		break;
+	case LAZY_FN:
+		rc = g->fn(g->vt, g->scope, g->rank, &g->data, &g->len);
 		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);
