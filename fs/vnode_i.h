@@ -265,8 +265,15 @@ int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, 
 
 /* ---- vbtrace.c ---- */
 
+struct fs_sbuf;
+
 /** backtraces.txt of @rank. @return 0 or -errno; @out is new */
 int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
+/**
+ * The folded form of stack#@id of @rank, appended to @b: source frames joined by ';',
+ * outermost first, as allocs.folded prints it. @return 0 or a reader error
+ */
+int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b);
 /** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
 int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		  size_t *len);

@@ -64,11 +64,14 @@ struct fs_pterm {
 	int32_t zdepth;	  /* a zone's `depth` argument (the untimed clock nests by it), or -1 */
 };
 
+struct fs_heap;
+
 struct fs_pict_state {
 	struct fs_once once;
-	struct fs_pterm *terms; /* [ti.n_terminals] */
-	struct fs_once heap_once;
-	struct fs_heap_ranks *heap; /* vheap.c: per rank, once computed */
+	struct fs_pterm *terms;	  /* [ti.n_terminals] */
+	pthread_mutex_t heap_lock; /* guards heap[] and each computation into it */
+	struct fs_heap **heap;	  /* [n_ranks]: each rank's heap once computed (vheap.c) */
+	uint32_t n_ranks;
 };
 
 /** Make vt->pict and its per-terminal table once. @return 0, -ENOMEM or a reader error */
@@ -127,7 +130,21 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 		size_t *len);
 int fs_leaks_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		 size_t *len);
-/** Whether rank @rank records heap allocations (heap.txt, leaks.folded). */
+/** Whether the trace records heap allocations (heap.txt and leaks.folded in ranks). */
 bool fs_heap_wanted(struct fs_vtree *vt, uint32_t rank);
+/** Accepts NULL. */
+void fs_heap_free(struct fs_heap *h);
+
+/** One point of a rank's live-bytes series (trace.json's counter). */
+struct fs_heap_sample {
+	uint64_t ts_ns, bytes;
+};
+
+/**
+ * The live-bytes series of @rank, whose threads are @segs[0..@n) (computed once with its
+ * heap.txt). *@v is borrowed from the tree. @return 0 or -errno
+ */
+int fs_heap_series(struct fs_vtree *vt, uint32_t rank, const struct fs_seg *segs, uint32_t n,
+		   const struct fs_heap_sample **v, size_t *n_v);
 
 #endif

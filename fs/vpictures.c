@@ -19,6 +19,8 @@ static const struct pict {
 	fs_pict_fn gen;
 } picts[] = {
     {"timeline.svg", FS_PICT_ROOT | FS_PICT_RANK | FS_PICT_WINDOW, NULL, fs_timeline_new},
+    {"heap.txt", FS_PICT_RANK, fs_heap_wanted, fs_heap_new},
+    {"leaks.folded", FS_PICT_RANK, fs_heap_wanted, fs_leaks_new},
 };
 
 static int state_new(struct fs_vtree *vt)
@@ -28,8 +30,15 @@ static int state_new(struct fs_vtree *vt)
 	vt->pict = calloc(1, sizeof(*vt->pict));
 	if (!vt->pict)
 		return -ENOMEM;
+	vt->pict->n_ranks = vt->ti.n_ranks;
+	vt->pict->heap = calloc((size_t)vt->ti.n_ranks + 1, sizeof(*vt->pict->heap));
+	if (!vt->pict->heap) {
+		free(vt->pict);
+		vt->pict = NULL;
+		return -ENOMEM;
+	}
 	fs_once_init(&vt->pict->once);
-	fs_once_init(&vt->pict->heap_once);
+	pthread_mutex_init(&vt->pict->heap_lock, NULL);
 	return 0;
 }
 
@@ -38,7 +47,10 @@ void fs_pict_state_free(struct fs_pict_state *ps)
 	if (!ps)
 		return;
 	fs_once_fini(&ps->once);
-	fs_once_fini(&ps->heap_once);
+	pthread_mutex_destroy(&ps->heap_lock);
+	for (uint32_t r = 0; ps->heap && r < ps->n_ranks; r++)
+		fs_heap_free(ps->heap[r]);
+	free(ps->heap);
 	free(ps->terms);
 	free(ps);
 }
