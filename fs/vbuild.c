@@ -447,12 +447,11 @@ static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
 	d = add_node(vt, dir, "trace.json.d", NODE_DIR, KEY_JSON_D);
-	/* at most FS_JSON_MAX_PARTS parts, so that mount time does not grow with the trace */
-	return d < 0 ? (int)d
-		     : add_chrome_parts(vt, (uint32_t)d, sc,
-					lines / FS_JSON_MAX_PARTS + 1 > vt->split_bytes
-						? lines / FS_JSON_MAX_PARTS + 1
-						: vt->split_bytes);
+	if (d < 0)
+		return (int)d;
+	return add_chrome_parts(vt, (uint32_t)d, sc,
+				vt->split_bytes == FS_JSON_SPLIT_BYTES ? FS_JSON_PART_LINES
+								       : vt->split_bytes);
 }
 
 /* The views of a scope in @dir; with @profiles also summary.txt and stacks.folded. */
@@ -553,7 +552,10 @@ static int add_rank(struct fs_vtree *vt, uint32_t ranks, uint32_t rank, struct r
 	if (sub < 0)
 		return (int)sub;
 	e->scope = scope_new(vt, "rank %" PRIu32, rank);
-	return e->scope ? 0 : -ENOMEM;
+	if (!e->scope)
+		return -ENOMEM;
+	e->scope->whole_ranks = true;
+	return 0;
 }
 
 /* Every stream: its thread scope, its rank's scope and directory, the root scope. */
@@ -813,6 +815,7 @@ static int lay_out(struct fs_vtree *vt, struct layout *l)
 	l->root = scope_new(vt, "the whole trace");
 	if (!l->root)
 		return -ENOMEM;
+	l->root->whole_ranks = true;
 	ranks = add_node(vt, 0, "ranks", NODE_DIR, KEY_RANKS);
 	if (ranks < 0)
 		return (int)ranks;

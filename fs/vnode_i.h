@@ -20,12 +20,15 @@
 #include "vtree_i.h"
 
 /*
- * trace.json files whose event lines exceed this also get trace.json.d/part-NNN.json.
- * The environment variable TRACEFS_JSON_SPLIT_BYTES overrides it (for tests).
+ * trace.json files whose event lines exceed this also get trace.json.d/part-NNN.json, each
+ * at most this many bytes: 256 MiB, half of V8's longest string (2^29 - 24 characters), so
+ * that every JavaScript engine (Node, Chromium, speedscope) loads a part whole. A part's
+ * event lines fill FS_JSON_PART_LINES of it, its tail (names, phases, flows) the rest. The
+ * environment variable TRACEFS_JSON_SPLIT_BYTES overrides the size (for tests; then the
+ * lines fill all of it).
  */
-#define FS_JSON_SPLIT_BYTES (UINT64_C(512) << 20)
-/* trace.json.d/ holds at most this many parts (bigger ones past 64 x 512 MiB of events). */
-#define FS_JSON_MAX_PARTS 64
+#define FS_JSON_SPLIT_BYTES (UINT64_C(256) << 20)
+#define FS_JSON_PART_LINES (FS_JSON_SPLIT_BYTES - (UINT64_C(32) << 20))
 
 /* ---- once-only computations ---- */
 
@@ -66,6 +69,7 @@ struct fs_scope {
 	uint32_t n_phases, phases_cap;
 	uint64_t n_events;   /* over all segs */
 	uint64_t from_ns, to_ns;	/* a time window's span (to > from), else both 0 */
+	bool whole_ranks;		/* every thread of its ranks, from start to end */
 	struct fs_once merge_once;	/* guards merge */
 	struct fs_merge_index *merge;	/* vmerge.c; NULL until the first merged read */
 };

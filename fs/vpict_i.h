@@ -120,6 +120,16 @@ void fs_xml_text(struct fs_sbuf *b, const char *s, size_t max);
 /** A duration for people: "812 ns", "12.3 us", "4.56 ms", "1.23 s" (untimed: "N events"). */
 void fs_put_duration(struct fs_sbuf *b, uint64_t ns, bool untimed);
 
+/* ---- vflows.c ---- */
+
+/**
+ * The end of a whole trace.json's tail: each rank's live heap bytes as a counter (scopes of
+ * whole ranks), then the flows of messages and thread starts between events of @sc, as
+ * objects after those already in @b (*@first: none yet). @return 0 or -errno
+ */
+int fs_chrome_extras(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_sbuf *b,
+		     bool *first);
+
 /* ---- generators ---- */
 
 int fs_timeline_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
