@@ -490,16 +490,18 @@ static bool is_instant(const struct schema_kind *k)
 
 /*
  * The Chrome view's "args": what names the event, the same at every occurrence of the
- * terminal (arguments of the signature and the names attached to them), so that viewers
- * that key frames by name and args (speedscope) merge them; a counter's value.
+ * terminal (arguments of the signature and the names attached to them) but the string
+ * that names it, so that viewers that key frames by name and args (speedscope) merge them;
+ * a counter's value.
  */
 static void put_chrome_args(struct sink *s, const struct tfs_trace *t,
-			    const struct schema_kind *k, const uint64_t *w, bool counter)
+			    const struct schema_kind *k, const uint64_t *w, bool counter, bool named)
 {
 	bool first = true;
 
 	for (uint32_t i = 0; i < k->n_args; i++) {
-		if (counter ? i != 1 : k->args[i].enc == TFS_ENC_VAL)
+		/* the string that names the event is its "name" already */
+		if (counter ? i != 1 : k->args[i].enc == TFS_ENC_VAL || (i == 0 && named))
 			continue;
 		if (!first)
 			put(s, ",", 1);
@@ -542,7 +544,7 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, uint32_t term
 	puts_(s, ",\"tid\":");
 	hole(s, SEG_THREAD, t->w_thread, 0, true, 0, 0);
 	puts_(s, ",\"args\":{");
-	put_chrome_args(s, t, k, w, counter);
+	put_chrome_args(s, t, k, w, counter, named_by_arg(k) || instant);
 	puts_(s, "}},");
 }
 

@@ -239,7 +239,7 @@ static void test_trace_views_match_hand_written_lines(void **state)
 		"{\"name\":\"pwrite\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":1.000,\"dur\":0.100,"
 		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":3}},\n"
 		"{\"name\":\"init\",\"cat\":\"zone\",\"ph\":\"X\",\"ts\":2.000,\"dur\":0.050,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"name\":\"init\"}},\n";
+		"\"pid\":0,\"tid\":0,\"args\":{}},\n";
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
 	struct tfs_trace *t;
@@ -310,7 +310,7 @@ static void test_trace_chrome_kinds_by_shape(void **state)
 		"{\"name\":\"queue\",\"cat\":\"user\",\"ph\":\"C\",\"ts\":1.000,\"pid\":0,"
 		"\"tid\":0,\"args\":{\"value\":-12}},\n"
 		"{\"name\":\"a \\\"b\\\"\",\"cat\":\"user\",\"ph\":\"i\",\"s\":\"t\",\"ts\":2.000,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"message\":\"a \\\"b\\\"\"}},\n"
+		"\"pid\":0,\"tid\":0,\"args\":{}},\n"
 		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":3.000,\"dur\":0.005,"
 		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":\"0x10\"}},\n"
 		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":4.000,\"dur\":0.005,"
