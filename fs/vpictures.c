@@ -19,6 +19,7 @@ static const struct pict {
 	fs_pict_fn gen;
 } picts[] = {
     {"timeline.svg", FS_PICT_ROOT | FS_PICT_RANK | FS_PICT_WINDOW, NULL, fs_timeline_new},
+    {"profile.speedscope.json", FS_PICT_RANK, NULL, fs_speedscope_new},
     {"heap.txt", FS_PICT_RANK, fs_heap_wanted, fs_heap_new},
     {"leaks.folded", FS_PICT_RANK, fs_heap_wanted, fs_leaks_new},
 };

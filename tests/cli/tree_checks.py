@@ -114,7 +114,7 @@ class Tree:
                b"grammar.txt", b"trace.json", b"timeline.svg"}
         heap = any(is_heap(k) for k in self.m.kinds.values())
         for r in {r for r, _ in self.m.streams}:
-            out.add(b"ranks/%d/timeline.svg" % r)
+            out.update((b"ranks/%d/timeline.svg" % r, b"ranks/%d/profile.speedscope.json" % r))
             if heap:
                 out.update((b"ranks/%d/heap.txt" % r, b"ranks/%d/leaks.folded" % r))
         for d, (_, profiles) in self.scopes.items():
@@ -258,8 +258,10 @@ class Tree:
                 if ph == "C":
                     jargs = {"value": args[1]}
                 else:
+                    named = is_zone(kind) or ph == "i"
                     jargs = {a["name"]: self.json_arg(s.rank, a, v)
-                             for a, v in zip(kind["args"], args) if a["enc"] != ENC_VAL}
+                             for j, (a, v) in enumerate(zip(kind["args"], args))
+                             if a["enc"] != ENC_VAL and not (j == 0 and named)}
                 out.append((name, kind["category"], ph, ts, dur, s.rank, s.thread, jargs))
         return out
 
