@@ -338,6 +338,11 @@ static int fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs
 	return rc < 0 ? rc : fs_concat_add_gen(c, tail, sc);
 }
 
+int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs_scope *sc)
+{
+	return fill_chrome(vt, c, sc, fs_chrome_tail_new);
+}
+
 /* How many events from @first of @stream fit in @room bytes of Chrome lines (0 or more). */
 static int fit_events(struct fs_vtree *vt, const struct fs_seg *s, uint64_t first,
 		      uint64_t room, uint64_t *k)

@@ -153,6 +153,7 @@ struct vnode {
 	uint32_t *by_name;  /* NODE_DIR: sorted by strcmp(name), for lookup */
 	uint32_t n_children;
 	uint32_t children_cap;
+	uint32_t wdir;	    /* a window/ directory: 1 + its index in vt->windows (vwindow.c) */
 };
 
 struct fs_vtree {
@@ -173,7 +174,11 @@ struct fs_vtree {
 	uint32_t max_thread;	  /* highest thread number of any stream */
 	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
 	struct fs_pict_state *pict; /* the pictures' shared state (vpict_i.h) */
+	struct fs_windows *windows; /* time windows made by lookups (vwindow.c) */
 };
+
+/** Node @idx (inode - FS_ROOT_INO), the tree's or a window's; NULL past the last. */
+struct vnode *fs_node_at(const struct fs_vtree *vt, uint64_t idx);
 
 /* ---- vphase.c ---- */
 
@@ -195,6 +200,8 @@ int fs_phase_rec_cmp(const void *a, const void *b);
 int fs_vtree_build(struct fs_vtree *vt, const char *trace_name);
 /** Accepts NULL. */
 void fs_scope_free(struct fs_scope *sc);
+/** "[\n", the Chrome lines of @sc, its tail: a whole trace.json. @return 0 or -errno */
+int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs_scope *sc);
 /** A directory node under @parent listed by @key. @return its index or -ENOMEM */
 int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key);
 /** A file made once by @fn over @sc and @rank (LAZY_FN). @return 0 or -ENOMEM */

@@ -120,6 +120,27 @@ void fs_xml_text(struct fs_sbuf *b, const char *s, size_t max);
 /** A duration for people: "812 ns", "12.3 us", "4.56 ms", "1.23 s" (untimed: "N events"). */
 void fs_put_duration(struct fs_sbuf *b, uint64_t ns, bool untimed);
 
+/* ---- vwindow.c: time windows, made when looked up ---- */
+
+/**
+ * Add window/ to directory @dir of @sc (the root's or rank @rank's). Its listed entries are
+ * fixed zoom levels; any other `<from>-<to>` is made by a lookup. @return 0 or -ENOMEM
+ */
+int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank);
+/** A node made by a window lookup, or NULL. Thread-safe. */
+struct vnode *fs_window_node(const struct fs_vtree *vt, uint64_t idx);
+uint64_t fs_window_n_nodes(const struct fs_vtree *vt);
+/** Entries listed in window/ directory @d. */
+uint32_t fs_window_n_listed(const struct fs_vtree *vt, const struct vnode *d);
+/** Listed entry @idx of window/ directory @d, made on first use. @return 0, -ENOENT, -errno */
+int fs_window_child(const struct fs_vtree *vt, const struct vnode *d, uint32_t idx,
+		    uint64_t *ino);
+/** The window @name of window/ directory @d, made on first use. @return 0, -ENOENT, -errno */
+int fs_window_lookup(const struct fs_vtree *vt, const struct vnode *d, const char *name,
+		     uint64_t *ino);
+/** Accepts a tree without windows. */
+void fs_windows_free(struct fs_vtree *vt);
+
 /* ---- vflows.c ---- */
 
 /**

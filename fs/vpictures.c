@@ -68,5 +68,7 @@ int fs_pictures_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, unsi
 			continue;
 		rc = fs_tree_add_fn(vt, dir, p->name, KEY_PICTURES + i, sc, rank, p->gen);
 	}
+	if (rc == 0 && (where & (FS_PICT_ROOT | FS_PICT_RANK)))
+		rc = fs_windows_add(vt, dir, sc, rank);
 	return rc;
 }

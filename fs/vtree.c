@@ -106,6 +106,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 	}
 	fs_once_fini(&vt->terms_once);
 	fs_procs_free(vt->procs);
+	fs_windows_free(vt);
 	fs_pict_state_free(vt->pict);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
@@ -120,11 +121,18 @@ void fs_vtree_free(struct fs_vtree *vt)
 
 /* ---- queries ---- */
 
+struct vnode *fs_node_at(const struct fs_vtree *vt, uint64_t idx)
+{
+	if (idx < vt->n_nodes)
+		return &vt->nodes[idx];
+	return fs_window_node(vt, idx); /* made by a lookup (vwindow.c) */
+}
+
 static struct vnode *node_of(const struct fs_vtree *vt, uint64_t ino)
 {
-	if (ino < FS_ROOT_INO || ino - FS_ROOT_INO >= vt->n_nodes)
+	if (ino < FS_ROOT_INO)
 		return NULL;
-	return &vt->nodes[ino - FS_ROOT_INO];
+	return fs_node_at(vt, ino - FS_ROOT_INO);
 }
 
 static int lazy_run(void *arg)
@@ -159,7 +167,7 @@ static int lazy_run(void *arg)
 		break;
 	}
 	if (rc == 0)
-		g->vt->nodes[g->node].size = g->len;
+		fs_node_at(g->vt, g->node)->size = g->len;
 	return rc;
 }
 
@@ -181,7 +189,7 @@ static int node_ready(struct vnode *n, uint64_t *size)
 
 uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
 {
-	return vt->n_nodes;
+	return vt->n_nodes + fs_window_n_nodes(vt);
 }
 
 int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bool *is_dir)
@@ -210,7 +218,7 @@ int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *
 	info->parent = (uint64_t)n->parent + FS_ROOT_INO;
 	info->name = n->name;
 	info->is_dir = n->kind == NODE_DIR;
-	info->n_children = n->n_children;
+	info->n_children = n->wdir ? fs_window_n_listed(vt, n) : n->n_children;
 	return 0;
 }
 
@@ -222,6 +230,8 @@ int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64
 		return -ENOENT;
 	if (d->kind != NODE_DIR)
 		return -ENOTDIR;
+	if (d->wdir)
+		return fs_window_child(vt, d, idx, ino);
 	if (idx >= d->n_children)
 		return -ENOENT;
 	*ino = (uint64_t)d->children[idx] + FS_ROOT_INO;
@@ -248,7 +258,7 @@ int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, u
 	hi = d->n_children;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(name, vt->nodes[d->by_name[mid]].name);
+		int c = strcmp(name, fs_node_at(vt, d->by_name[mid])->name);
 
 		if (c == 0) {
 			*ino = (uint64_t)d->by_name[mid] + FS_ROOT_INO;
@@ -259,7 +269,7 @@ int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, u
 		else
 			lo = mid + 1;
 	}
-	return -ENOENT;
+	return d->wdir ? fs_window_lookup(vt, d, name, ino) : -ENOENT;
 }
 
 int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino)
