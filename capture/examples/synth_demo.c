@@ -28,8 +28,10 @@ enum kind_id {
 	K_ACCEPT, K_FD_FILE, N_KINDS
 };
 
+/* as the capture's: the zones open around it, by which an untimed trace still nests */
 static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"depth", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
 };
 static const struct tfs_arg_desc malloc_args[] = {
     {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
@@ -75,7 +77,7 @@ static const struct tfs_arg_desc fd_file_args[] = {
 static const struct tfs_arg_desc mark_args[] = {
     {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
 };
-/* tags as MPI traces have them: a constant for sends, the source's rank for receives */
+/* tags as MPI traces have them, derived from a rank: the sender's, so receives match sends */
 static const struct tfs_arg_desc send_args[] = {
     {"dest", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
     {"tag", TFS_TYPE_I64, TFS_ENC_RVAL, 0, NULL},
@@ -302,7 +304,7 @@ static uint64_t jitter(struct gen *g, uint64_t base)
 /* A zone with nothing inside it. */
 static void zone(struct gen *g, const char *name)
 {
-	union tfs_arg a[1] = {{.s = name}};
+	union tfs_arg a[2] = {{.s = name}, {.u = g->n_open}};
 
 	emit(g, K_ZONE, jitter(g, 40), a);
 }
@@ -310,7 +312,7 @@ static void zone(struct gen *g, const char *name)
 /* Open a zone: the events emitted until zone_close() lie inside it. */
 static void zone_open(struct gen *g, const char *name)
 {
-	union tfs_arg a[1] = {{.s = name}};
+	union tfs_arg a[2] = {{.s = name}, {.u = g->n_open}};
 	struct open_zone *z;
 
 	if (g->rc ||
@@ -332,7 +334,7 @@ static void zone_open(struct gen *g, const char *name)
 static void zone_close(struct gen *g)
 {
 	struct open_zone z;
-	union tfs_arg a[1];
+	union tfs_arg a[2];
 
 	if (g->rc || g->n_open == 0)
 		return;
@@ -340,6 +342,7 @@ static void zone_close(struct gen *g)
 	g->ts_ns += jitter(g, 30);
 	if (g->end_order) {
 		a[0].s = z.name;
+		a[1].u = g->n_open;
 		place(g, K_ZONE, z.ts_ns, g->ts_ns - z.ts_ns, a);
 		return;
 	}
@@ -602,7 +605,7 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 	if (g->thread == 0) {
 		int64_t n = g->n_ranks;
 
-		do_msg(g, K_SEND, (g->rank + 1) % n, tfs_rval((int64_t)(i % 2), 0), 8192);
+		do_msg(g, K_SEND, (g->rank + 1) % n, tfs_rval(g->rank, 1), 8192);
 		do_msg(g, K_RECV, (g->rank + n - 1) % n, tfs_rval((g->rank + n - 1) % n, 1),
 		       8192 - (below(g, 50) == 0) * 4096);
 	}
