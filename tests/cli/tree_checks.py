@@ -25,6 +25,7 @@ ARG_BYTES, ARG_ATTACH, ARG_INPUT, ARG_OUTPUT = 2, 4, 8, 16
 SYM_NONE = 0xffffffff
 TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 TIMING_NAMES = ["none", "lossless", "lossy"]
+WINDOW_FILES = (b"trace.json", b"trace.txt", b"timeline.svg")
 
 
 class Seg:
@@ -113,8 +114,12 @@ class Tree:
         out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
                b"grammar.txt", b"trace.json", b"timeline.svg"}
         heap = any(is_heap(k) for k in self.m.kinds.values())
+        out.update(b"window/%s/%s" % (w, f) for w in self.window_names(None)
+                   for f in WINDOW_FILES)
         for r in {r for r, _ in self.m.streams}:
             out.update((b"ranks/%d/timeline.svg" % r, b"ranks/%d/profile.speedscope.json" % r))
+            out.update(b"ranks/%d/window/%s/%s" % (r, w, f) for w in self.window_names(r)
+                       for f in WINDOW_FILES)
             if heap:
                 out.update((b"ranks/%d/heap.txt" % r, b"ranks/%d/leaks.folded" % r))
         for d, (_, profiles) in self.scopes.items():
@@ -130,6 +135,23 @@ class Tree:
         if any(file_args(k) for k in self.m.kinds.values()):
             out.update(b"ranks/%d/files.txt" % r for r in {r for r, _ in self.m.streams})
         return out
+
+    def window_names(self, rank):
+        """window/ of the root (rank None) or a rank lists the quarters and sixteenths of
+        the trace's span: [0, max_ts_ns + max_dur_ns), or without timing [0, most events
+        of a thread)."""
+        if self.m.timing == TIMING_NONE:
+            span = max(len(v) for (r, _), v in self.m.streams.items()
+                       if rank is None or r == rank)
+        else:
+            span = self.info["timing"]["max_ts_ns"] + self.info["timing"]["max_dur_ns"]
+        span = max(span, 1)
+        names = []
+        for parts in (4, 16):
+            for i in range(parts):
+                a, b = span * i // parts, span * (i + 1) // parts
+                names.append(b"%d-%d" % (a, max(b, a + 1)))
+        return names
 
     def event(self, rank, thread, i):
         e = self.m.streams[(rank, thread)][i]
