@@ -38,7 +38,9 @@ def _microseconds_ok(data):
 
 
 def x_nesting(events, tolerance_ns=lambda dur: 0):
-    """Violations of X nesting per (pid, tid): [(pid, tid, outer, inner)]."""
+    """Violations of X nesting per (pid, tid): [(pid, tid, outer, inner)]. Two events that
+    overlap without one holding the other are tolerated when their overlap, or the
+    difference of their starts, is within tolerance_ns(the time the two span)."""
     by = collections.defaultdict(list)
     for o in events:
         if o.get("ph") == "X":
@@ -47,13 +49,18 @@ def x_nesting(events, tolerance_ns=lambda dur: 0):
     bad = []
     for key, v in by.items():
         v.sort(key=lambda x: (x[0], -x[1]))
-        stack = []  # (end, name)
+        stack = []  # (end, name, dur)
         for ts, dur, name in v:
             while stack and stack[-1][0] <= ts:
                 stack.pop()
-            if stack and ts + dur > stack[-1][0] + tolerance_ns(dur):
-                bad.append((key[0], key[1], stack[-1][1], name))
-            stack.append((ts + dur, name))
+            if stack and ts + dur > stack[-1][0]:
+                # partial overlap: within the tolerance only if they are almost disjoint or
+                # almost start together (then the later one holds the earlier)
+                end, outer, odur = stack[-1]
+                tol = tolerance_ns(max(ts + dur, end) - (end - odur))
+                if end - ts > tol and ts - (end - odur) > tol:
+                    bad.append((key[0], key[1], outer, name))
+            stack.append((ts + dur, name, dur))
     return bad
 
 
