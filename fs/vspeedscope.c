@@ -106,6 +106,9 @@ static int span_cb(void *arg, const struct fs_span *sp, bool open)
 	struct ss *s = arg;
 	uint32_t *tf = &s->term_frame[sp->term];
 
+	if (s->vt->pict->terms[sp->term].instant)
+		return 0; /* a mark is a moment, not a frame */
+
 	if (!*tf) {
 		int64_t fi = frame_of(&s->fr, s->vt->pict->terms[sp->term].name);
 
