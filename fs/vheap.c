@@ -366,6 +366,10 @@ static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 		if (old) {
 			h->n_free += r->stop_step == UINT64_MAX;
 			release(r, old);
+		} else if (k->role == H_REALLOC && id && r->last_was_alloc &&
+			   r->last_alloc_key == id) {
+			/* in place, as heaptrack counts it: a free of the block just made */
+			h->n_temp += r->stop_step == UINT64_MAX;
 		}
 		r->last_was_alloc = false;
 		if (k->role == H_FREE)

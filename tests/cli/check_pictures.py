@@ -234,8 +234,8 @@ def check_svgs(tap, trace, label):
 def replay_heap(trace, rank):
     """The rules of heap.txt, from events.jsonl: the malloc family (allocation kinds but
     mappings), blocks known by their id, else their address; the rank's threads in the order
-    their calls end (untimed: thread after thread); temporary: freed with no other heap call
-    between."""
+    their calls end (untimed: thread after thread); temporary: freed, or realloc'd in place,
+    with no other heap call between."""
     evs = []
     for t, i, e in trace.events(rank):
         if e["name"] in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
@@ -268,6 +268,8 @@ def replay_heap(trace, rank):
                     live_bytes -= live.pop(old)
                 else:
                     st["unknown"] += 1
+            elif e["name"] == "realloc" and ident and last == ident:
+                st["temp"] += 1  # in place: heaptrack counts the block just made as freed
             last = None
             if e["name"] == "free":
                 continue
