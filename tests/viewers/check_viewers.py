@@ -80,6 +80,8 @@ def main():
         for c in cases:
             f = os.path.join(work, c.replace("/", "_"))
             rc, out, err = run([args.tracefs, "cat", trace, c])
+            if not tap.ok(rc == 0 and out, "tracefs cat %s" % c, err.decode(errors="replace")):
+                return tap.done()
             with open(f, "wb") as fp:
                 fp.write(out)
             files.append(f)
