@@ -127,9 +127,9 @@ static void test_vtree_layout_and_lookup(void **state)
 {
 	struct fixture *f = *state;
 	struct fs_node_info n;
-	static const char *const root[] = {"README.txt",     "info.json",   "trace.json",
-					   "summary.txt",    "signatures.txt", "grammar.txt",
-					   "ranks"};
+	static const char *const root[] = {"README.txt",	"info.json",	  "trace.json",
+					   "summary.txt",	"signatures.txt", "grammar.txt",
+					   "ranks",		"timeline.svg",	  "window"};
 	/* the test schema's pwrite has a file argument: the trace records files */
 	static const char *const rank[] = {"trace.txt",	    "events.jsonl", "trace.json",
 					   "summary.txt",   "stacks.folded", "files.txt",
@@ -140,13 +140,13 @@ static void test_vtree_layout_and_lookup(void **state)
 	assert_int_equal(resolve(f->vt, "//"), FS_ROOT_INO);
 	assert_int_equal(fs_vtree_stat(f->vt, FS_ROOT_INO, &n), 0);
 	assert_true(n.is_dir);
-	assert_int_equal(n.n_children, 7);
-	for (uint32_t i = 0; i < 7; i++) {
+	assert_int_equal(n.n_children, 9);
+	for (uint32_t i = 0; i < 9; i++) {
 		assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, i, &ino), 0);
 		assert_int_equal(fs_vtree_stat(f->vt, ino, &n), 0);
 		assert_string_equal(n.name, root[i]);
 	}
-	assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, 7, &ino), -ENOENT);
+	assert_int_equal(fs_vtree_child(f->vt, FS_ROOT_INO, 9, &ino), -ENOENT);
 	dir = resolve(f->vt, "ranks/0");
 	for (uint32_t i = 0; i < 8; i++) {
 		assert_int_equal(fs_vtree_child(f->vt, dir, i, &ino), 0);
