@@ -378,7 +378,8 @@ static int cmp_matched(const void *a, const void *b)
 /* Number each end within its channel in order. */
 static void number(struct ends *e)
 {
-	qsort(e->v, e->n, sizeof(*e->v), cmp_end);
+	if (e->n > 1)
+		qsort(e->v, e->n, sizeof(*e->v), cmp_end);
 	for (size_t i = 0; i < e->n; i++)
 		e->v[i].ordinal = i && !cmp_channel(&e->v[i], &e->v[i - 1]) ? e->v[i - 1].ordinal + 1
 									      : 0;
