@@ -475,34 +475,76 @@ static bool named_by_arg(const struct schema_kind *k)
 	return k->n_args && k->args[0].enc == TFS_ENC_STR && !strcmp(k->args[0].name, "name");
 }
 
+/* A counter (FORMAT.md §9): a STR `name` and one VAL `value`, nothing else. */
+static bool is_counter(const struct schema_kind *k)
+{
+	return k->n_args == 2 && named_by_arg(k) && k->args[1].enc == TFS_ENC_VAL &&
+	       k->args[1].type != TFS_TYPE_STR && !strcmp(k->args[1].name, "value");
+}
+
+/* A mark of a moment (FORMAT.md §9): the first argument is a STR `message`. */
+static bool is_instant(const struct schema_kind *k)
+{
+	return k->n_args && k->args[0].enc == TFS_ENC_STR && !strcmp(k->args[0].name, "message");
+}
+
+/*
+ * The Chrome view's "args": what names the event, the same at every occurrence of the
+ * terminal (arguments of the signature and the names attached to them) but the string
+ * that names it, so that viewers that key frames by name and args (speedscope) merge them;
+ * a counter's value.
+ */
+static void put_chrome_args(struct sink *s, const struct tfs_trace *t,
+			    const struct schema_kind *k, const uint64_t *w, bool counter, bool named)
+{
+	bool first = true;
+
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		/* the string that names the event is its "name" already */
+		if (counter ? i != 1 : k->args[i].enc == TFS_ENC_VAL || (i == 0 && named))
+			continue;
+		if (!first)
+			put(s, ",", 1);
+		first = false;
+		put_escaped(s, (const uint8_t *)k->args[i].name, strlen(k->args[i].name), true);
+		put(s, ":", 1);
+		put_arg(s, t, &k->args[i], w[i], val_index(k, i), true);
+	}
+}
+
 static void chrome_line(struct sink *s, const struct tfs_trace *t, uint32_t term)
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[term];
+	bool counter = is_counter(k), instant = !counter && is_instant(k);
 
 	puts_(s, "{\"name\":");
-	if (named_by_arg(k))
+	if (named_by_arg(k) || instant)
 		put_escaped(s, (const uint8_t *)t->strs[w[0]], t->str_len[w[0]], true);
 	else
 		put_escaped(s, (const uint8_t *)k->name, strlen(k->name), true);
 	puts_(s, ",\"cat\":");
 	put_escaped(s, (const uint8_t *)k->category, strlen(k->category), true);
-	puts_(s, ",\"ph\":\"X\",\"ts\":");
+	puts_(s, counter ? ",\"ph\":\"C\",\"ts\":"
+			 : instant ? ",\"ph\":\"i\",\"s\":\"t\",\"ts\":" : ",\"ph\":\"X\",\"ts\":");
 	if (t->timing == TFS_TIMING_NONE) {
 		/* without times, one event per microsecond keeps the order visible */
 		hole(s, SEG_INDEX_US, t->w_index + 4, 0, true, 0, 0);
-		puts_(s, ",\"dur\":1.000");
+		if (!counter && !instant)
+			puts_(s, ",\"dur\":1.000");
 	} else {
 		hole(s, SEG_TS_US, dec_digits(t->max_ts / 1000) + 4, 0, true, 0, 0);
-		puts_(s, ",\"dur\":");
-		hole(s, SEG_DUR_US, dec_digits(t->max_dur / 1000) + 4, 0, true, 0, 0);
+		if (!counter && !instant) {
+			puts_(s, ",\"dur\":");
+			hole(s, SEG_DUR_US, dec_digits(t->max_dur / 1000) + 4, 0, true, 0, 0);
+		}
 	}
 	puts_(s, ",\"pid\":");
 	hole(s, SEG_RANK, t->w_rank, 0, true, 0, 0);
 	puts_(s, ",\"tid\":");
 	hole(s, SEG_THREAD, t->w_thread, 0, true, 0, 0);
 	puts_(s, ",\"args\":{");
-	put_json_args(s, t, k, w);
+	put_chrome_args(s, t, k, w, counter, named_by_arg(k) || instant);
 	puts_(s, "}},");
 }
 

@@ -79,6 +79,8 @@ static const char usage_text[] =
     "  ranks/<r>/files.txt (traces that record files),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
+    "  timeline.svg, ranks/<r>/timeline.svg, window/<from>-<to>/, ranks/<r>/window/...,\n"
+    "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n"
     "\n"
     "exit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 usage error\n";
 

@@ -222,8 +222,7 @@ static int seg_bytes(struct fs_vtree *vt, const struct fs_seg *s, const uint64_t
 	return rc;
 }
 
-/* The folded form of stack @id: source frames joined by ';', outermost first. */
-static int fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b)
+int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b)
 {
 	const uint64_t *frames;
 	uint32_t n;
@@ -282,7 +281,7 @@ static int print_folded(struct fs_vtree *vt, uint32_t rank, const struct stack_b
 		if (!bytes)
 			continue;
 		key.len = 0;
-		rc = fold_stack(vt, rank, id, &key);
+		rc = fs_fold_stack(vt, rank, id, &key);
 		fs_sb_put(&key, "", 1);
 		if (rc == 0 && key.failed)
 			rc = -ENOMEM;

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "vnode_i.h"
+#include "vpict_i.h"
 
 /* Listing order in a directory holding the views of a scope (README.txt, info.json: 0, 1). */
 enum {
@@ -158,6 +159,24 @@ static int add_lazy(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 	g->node = (uint32_t)idx;
 	fs_node_at(vt, (uint32_t)idx)->lazy = g;
 	return 0;
+}
+
+int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key)
+{
+	return add_node(vt, parent, name, NODE_DIR, key);
+}
+
+int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		   const struct fs_scope *sc, uint32_t rank,
+		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *))
+{
+	int rc = add_lazy(vt, dir, name, key, LAZY_FN, sc);
+
+	if (rc == 0) {
+		fs_node_at(vt, vt->n_alloc - 1)->lazy->fn = fn;
+		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
+	}
+	return rc;
 }
 
 static int add_concat(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
@@ -295,6 +314,11 @@ static int fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs
 	return rc < 0 ? rc : fs_concat_add_gen(c, tail, sc);
 }
 
+int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs_scope *sc)
+{
+	return fill_chrome(vt, c, sc, fs_chrome_tail_new);
+}
+
 /* How many events from @first of @stream fit in @room bytes of Chrome lines (0 or more). */
 static int fit_events(struct fs_vtree *vt, const struct fs_seg *s, uint64_t first,
 		      uint64_t room, uint64_t *k)
@@ -409,8 +433,10 @@ static int chrome_lines(struct fs_vtree *vt, const struct fs_scope *sc, uint64_t
 static uint64_t part_bytes(const struct fs_vtree *vt, uint64_t lines)
 {
 	/* at most FS_JSON_MAX_PARTS parts, so that mount time does not grow with the trace */
-	return lines / FS_JSON_MAX_PARTS + 1 > vt->split_bytes ? lines / FS_JSON_MAX_PARTS + 1
+	uint64_t base = vt->split_bytes == FS_JSON_SPLIT_BYTES ? FS_JSON_PART_LINES
 							       : vt->split_bytes;
+
+	return lines / FS_JSON_MAX_PARTS + 1 > base ? lines / FS_JSON_MAX_PARTS + 1 : base;
 }
 
 /* trace.json of a scope, and its trace.json.d/ when its events exceed the split size. */
@@ -533,7 +559,10 @@ static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
 	if (sub < 0)
 		return (int)sub;
 	l->scope = scope_new(vt, "rank %" PRIu32, l->rank);
-	return l->scope ? 0 : -ENOMEM;
+	if (!l->scope)
+		return -ENOMEM;
+	l->scope->whole_ranks = true;
+	return 0;
 }
 
 /* Each stream of the rank: its thread scope, and its events in the rank's scope. */
@@ -713,6 +742,8 @@ static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_fr
 		rc = add_backtrace_files(vt, l->dir, l->scope, l->rank);
 	if (rc == 0)
 		rc = add_files_file(vt, l->dir, l->scope, l->rank);
+	if (rc == 0)
+		rc = fs_pictures_add(vt, l->dir, l->scope, FS_PICT_RANK, l->rank);
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
 		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);
 	return rc;
@@ -1140,6 +1171,7 @@ static int lay_root(struct fs_vtree *vt)
 		rc = list_ranks(vt);
 	if (rc < 0)
 		return rc;
+	vt->root->whole_ranks = true;
 	ranks = add_node(vt, 0, "ranks", NODE_DIR, KEY_RANKS);
 	if (ranks < 0)
 		return (int)ranks;
@@ -1153,6 +1185,8 @@ static int lay_root(struct fs_vtree *vt)
 		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
 	if (rc == 0)
 		rc = add_root_chrome(vt);
+	if (rc == 0)
+		rc = fs_pictures_add(vt, 0, vt->root, FS_PICT_ROOT, UINT32_MAX);
 	if (rc == 0)
 		rc = add_replay(vt);
 	return rc;

@@ -5,6 +5,7 @@
  * events decode anything: their first and last events' times. This is the only file that
  * builds JSON; the event lines of trace.json come from the codec's Chrome view.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "vnode_i.h"
+#include "vpict_i.h"
 
 static const char *timing_name(int timing)
 {
@@ -576,8 +578,9 @@ static const char readme_layout[] =
     "                    <n>)\", threads the program named \"<name> (thread <t>)\"\n"
     "  trace.json.d/     only when trace.json holds more than %s of events: the same\n"
     "                    events cut into part-000.json, part-001.json..., each a standalone\n"
-    "                    JSON array with its own metadata (phases are in part-000.json);\n"
-    "                    at most 64 parts, so parts grow past that size in huge traces\n"
+    "                    JSON array of at most that size with its own metadata (phases and\n"
+    "                    flows are in part-000.json), so that every JavaScript engine loads\n"
+    "                    a part (V8's strings stop at 512 MiB)\n"
     "  summary.txt       profile of the whole trace\n"
     "  signatures.txt    the call-signature table\n"
     "  grammar.txt       the grammars the event streams are compressed into\n"
@@ -598,6 +601,21 @@ static const char readme_layout[] =
     "  replay/proxy.c    a C program making the trace's calls again (each rank, each thread,\n"
     "                    same order and arguments), its functions the grammars' rules;\n"
     "                    replay/README.txt says how to build and run it\n"
+    "  timeline.svg      a picture of the run (also ranks/<r>/timeline.svg): threads as\n"
+    "                    lanes of nested zones and calls coloured by kind, phases as bands,\n"
+    "                    a time axis, a legend, each bar's name and duration on hover\n"
+    "  window/<from>-<to>/\n"
+    "                    trace.json, trace.txt and timeline.svg of that span of the run\n"
+    "                    (also ranks/<r>/window/): nanoseconds since the trace's origin\n"
+    "                    (event indices without timing), or with a unit: window/1.5ms-2ms;\n"
+    "                    window/ lists the quarters and sixteenths of the run, any other\n"
+    "                    span is made when its name is looked up\n"
+    "  ranks/<r>/profile.speedscope.json\n"
+    "                    speedscope's own format: an evented profile per thread\n"
+    "  ranks/<r>/heap.txt, ranks/<r>/leaks.folded\n"
+    "                    only when the trace records the malloc family: calls, peak live\n"
+    "                    bytes and the stacks live at it, leaks and temporary allocations;\n"
+    "                    leaked bytes per call stack (flame graphs)\n"
     "\n"
     "Formats (FORMAT.md section 9 in the tracefs sources is the exact specification)\n"
     "  trace.txt     <s>.<ns> <dur_ns> T<thread> <name>(<arg>=<value>, ...) = <result>\n"
@@ -849,37 +867,35 @@ static int phase_extent(struct fs_vtree *vt, const struct tfs_phase_info *pi, ui
 	return rc;
 }
 
-static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t idx, uint64_t tid,
-		     bool *first)
+/* A phase as trace.json draws it: on a track of its thread where phases nest. */
+struct tphase {
+	uint32_t idx, thread;
+	uint64_t ts_ns, dur_ns, first, n;
+	const char *name;
+	uint32_t level; /* its thread's phase track */
+};
+
+static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t rank,
+		     const struct tphase *p, bool *first)
 {
-	struct tfs_phase_info pi;
-	struct tfs_stream_info si;
-	uint64_t ts_ns, dur_ns;
+	uint64_t tid = (uint64_t)vt->max_thread + 1 + (uint64_t)p->level * (vt->max_thread + 1) +
+		       p->thread;
 	json_t *name;
 	char *text;
-	int rc;
 
-	rc = tfs_trace_phase(vt->trace, idx, &pi);
-	if (rc == 0)
-		rc = tfs_trace_stream(vt->trace, pi.stream, &si);
-	if (rc < 0 || pi.n_events == 0)
-		return rc;
-	rc = phase_extent(vt, &pi, &ts_ns, &dur_ns);
-	if (rc < 0)
-		return rc;
-	name = fs_json_bytes_new(pi.name ? pi.name : "");
+	name = fs_json_bytes_new(p->name ? p->name : "");
 	text = name ? json_dumps(name, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
 	json_decref(name);
 	if (!text)
 		return -ENOMEM;
 	next_object(b, first);
 	fs_sb_printf(b, "{\"name\":%s,\"cat\":\"phase\",\"ph\":\"X\",\"ts\":", text);
-	put_us(b, ts_ns);
+	put_us(b, p->ts_ns);
 	fs_sb_printf(b, ",\"dur\":");
-	put_us(b, dur_ns);
+	put_us(b, p->dur_ns);
 	fs_sb_printf(b, ",\"pid\":%" PRIu32 ",\"tid\":%" PRIu64 ",\"args\":{\"phase\":%" PRIu32
 		     ",\"thread\":%" PRIu32 ",\"first_event\":%" PRIu64 ",\"events\":%" PRIu64 "}}",
-		     si.rank, tid, idx, si.thread, pi.first_event, pi.n_events);
+		     rank, tid, p->idx, p->thread, p->first, p->n);
 	free(text);
 	return 0;
 }
@@ -929,11 +945,140 @@ static void thread_label(const struct fs_vtree *vt, uint32_t rank, uint32_t thre
 		snprintf(buf, cap, "thread %" PRIu32, thread);
 }
 
-/* Per rank of the scope: its name, its threads' names, then its phases on their track. */
-static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool phases, char **out,
+static int cmp_tphase(const void *a, const void *b)
+{
+	const struct tphase *x = a, *y = b;
+
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->ts_ns != y->ts_ns)
+		return x->ts_ns < y->ts_ns ? -1 : 1;
+	if (x->dur_ns != y->dur_ns)
+		return x->dur_ns > y->dur_ns ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+#define MAX_PHASE_TRACKS 64 /* phase tracks per thread; the last takes what is left */
+#define MAX_PHASE_DEPTH 16  /* phases nested on one track */
+
+/*
+ * Each phase on the first track of its thread where it nests: phases of one thread that
+ * overlap without one holding the other go on tracks of their own. Sorts @v by (thread,
+ * start, longest first).
+ */
+static void phase_tracks(struct tphase *v, size_t n)
+{
+	static_assert(MAX_PHASE_TRACKS * MAX_PHASE_DEPTH <= 1024, "stack use");
+	uint64_t end[MAX_PHASE_TRACKS][MAX_PHASE_DEPTH];
+	uint32_t depth[MAX_PHASE_TRACKS];
+
+	if (n > 1)
+		qsort(v, n, sizeof(*v), cmp_tphase);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t e = v[i].ts_ns + v[i].dur_ns;
+		uint32_t k;
+
+		if (i == 0 || v[i].thread != v[i - 1].thread)
+			memset(depth, 0, sizeof(depth));
+		for (k = 0; k < MAX_PHASE_TRACKS - 1; k++) {
+			while (depth[k] && end[k][depth[k] - 1] <= v[i].ts_ns)
+				depth[k]--;
+			if ((!depth[k] || end[k][depth[k] - 1] >= e) && depth[k] < MAX_PHASE_DEPTH)
+				break;
+		}
+		if (depth[k] < MAX_PHASE_DEPTH)
+			end[k][depth[k]++] = e;
+		v[i].level = k;
+	}
+}
+
+/* The phases of @rank in @sc (from *@p on, which advances past them), placed on tracks. */
+static int rank_phases(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, uint32_t *p,
+		       struct tphase **out, size_t *n_out)
+{
+	struct tphase *v = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (; *p < sc->n_phases && rc == 0; (*p)++) {
+		struct tfs_phase_info pi;
+		struct tfs_stream_info si;
+		struct tphase *t;
+
+		rc = tfs_trace_phase(vt->trace, sc->phases[*p], &pi);
+		if (rc == 0)
+			rc = tfs_trace_stream(vt->trace, pi.stream, &si);
+		if (rc < 0 || si.rank != rank)
+			break;
+		if (pi.n_events == 0)
+			continue;
+		t = realloc(v, (n + 1) * sizeof(*v));
+		if (!t) {
+			rc = -ENOMEM;
+			break;
+		}
+		v = t;
+		v[n] = (struct tphase){sc->phases[*p], si.thread, 0, 0, pi.first_event, pi.n_events,
+				       pi.name, 0};
+		rc = phase_extent(vt, &pi, &v[n].ts_ns, &v[n].dur_ns);
+		n++;
+	}
+	if (rc < 0) {
+		free(v);
+		return rc;
+	}
+	phase_tracks(v, n);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+static void put_sort_index(struct fs_sbuf *b, uint32_t pid, uint64_t tid, uint64_t idx,
+			   bool *first)
+{
+	next_object(b, first);
+	fs_sb_printf(b, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%" PRIu32
+		     ",\"tid\":%" PRIu64 ",\"args\":{\"sort_index\":%" PRIu64 "}}", pid, tid, idx);
+}
+
+/* The names of @rank's phase tracks, each listed right after its thread. */
+static int name_phase_tracks(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t rank,
+			     const struct tphase *v, size_t n, bool *first)
+{
+	uint64_t stride = (uint64_t)vt->max_thread + 1;
+	char label[600], name[640];
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		uint64_t tid = stride + v[i].level * stride + v[i].thread;
+		bool seen = false;
+
+		for (size_t j = i; j-- > 0 && v[j].thread == v[i].thread && !seen;)
+			seen = v[j].level == v[i].level;
+		if (seen)
+			continue;
+		thread_label(vt, rank, v[i].thread, label, sizeof(label));
+		if (v[i].level)
+			snprintf(name, sizeof(name), "%s: phases %" PRIu32, label, v[i].level + 1);
+		else
+			snprintf(name, sizeof(name), "%s: phases", label);
+		rc = put_name_meta(b, "thread_name", rank, tid, name, first);
+		if (rc == 0)
+			put_sort_index(b, rank, tid,
+				       (uint64_t)v[i].thread * (MAX_PHASE_TRACKS + 1) + 1 + v[i].level,
+				       first);
+	}
+	return rc;
+}
+
+/*
+ * Per rank of the scope: its name, its threads' names and order, then its phases, each
+ * thread's on tracks of their own listed right after it; then the flows and counters
+ * (vflows.c). The later parts of a split trace.json (@whole false) have names only.
+ */
+static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool whole, char **out,
 		       size_t *len)
 {
-	const uint64_t phase_tid = (uint64_t)vt->max_thread + 1;
 	struct fs_sbuf b = {0};
 	bool first = true;
 	uint32_t p = 0;
@@ -941,38 +1086,36 @@ static int chrome_tail(struct fs_vtree *vt, const struct fs_scope *sc, bool phas
 
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
 		const struct fs_seg *s = &sc->segs[i];
+		struct tphase *v = NULL;
+		size_t n = 0;
 		char label[600];
-		bool named = false;
 
 		if (i == 0 || s->rank != s[-1].rank) {
 			fs_proc_name(vt->procs, s->rank, label, sizeof(label));
 			rc = put_name_meta(&b, "process_name", s->rank, 0, label, &first);
+			if (rc == 0 && vt->ti.timing == TFS_TIMING_NONE)
+				rc = put_name_meta(&b, "process_labels", s->rank, 0,
+						   "untimed: synthetic clock, 1 us per event in "
+						   "recorded order", &first);
 		}
 		thread_label(vt, s->rank, s->thread, label, sizeof(label));
 		if (rc == 0)
 			rc = put_name_meta(&b, "thread_name", s->rank, s->thread, label, &first);
-		if (rc < 0 || (i + 1 < sc->n_segs && s[1].rank == s->rank))
+		if (rc == 0)
+			put_sort_index(&b, s->rank, s->thread,
+				       (uint64_t)s->thread * (MAX_PHASE_TRACKS + 1), &first);
+		if (rc < 0 || !whole || (i + 1 < sc->n_segs && s[1].rank == s->rank))
 			continue;
 		/* the last thread of the rank: its phases (sc->phases follow the rank order) */
-		for (; phases && p < sc->n_phases && rc == 0; p++) {
-			struct tfs_phase_info pi;
-			struct tfs_stream_info si;
-
-			rc = tfs_trace_phase(vt->trace, sc->phases[p], &pi);
-			if (rc == 0)
-				rc = tfs_trace_stream(vt->trace, pi.stream, &si);
-			if (rc < 0 || si.rank != s->rank)
-				break;
-			if (!named && pi.n_events > 0) {
-				rc = put_name_meta(&b, "thread_name", s->rank, phase_tid, "phases",
-						   &first);
-				named = true;
-			}
-			if (rc < 0)
-				break;
-			rc = put_phase(vt, &b, sc->phases[p], phase_tid, &first);
-		}
+		rc = rank_phases(vt, sc, s->rank, &p, &v, &n);
+		if (rc == 0)
+			rc = name_phase_tracks(vt, &b, s->rank, v, n, &first);
+		for (size_t k = 0; k < n && rc == 0; k++)
+			rc = put_phase(vt, &b, s->rank, &v[k], &first);
+		free(v);
 	}
+	if (rc == 0 && whole)
+		rc = fs_chrome_extras(vt, sc, &b, &first);
 	fs_sb_put(&b, first ? "]\n" : "\n]\n", first ? 2 : 3);
 	if (rc < 0) {
 		free(b.data);

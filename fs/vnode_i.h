@@ -20,12 +20,20 @@
 #include "vtree_i.h"
 
 /*
- * trace.json files whose event lines exceed this also get trace.json.d/part-NNN.json.
- * The environment variable TRACEFS_JSON_SPLIT_BYTES overrides it (for tests).
+ * trace.json files whose event lines exceed this also get trace.json.d/part-NNN.json, each
+ * at most this many bytes: 256 MiB, half of V8's longest string (2^29 - 24 characters), so
+ * that every JavaScript engine (Node, Chromium, speedscope) loads a part whole. A part's
+ * event lines fill FS_JSON_PART_LINES of it, its tail (names, phases, flows) the rest. The
+ * environment variable TRACEFS_JSON_SPLIT_BYTES overrides the size (for tests; then the
+ * lines fill all of it).
  */
-#define FS_JSON_SPLIT_BYTES (UINT64_C(512) << 20)
-/* trace.json.d/ holds at most this many parts (bigger ones past 64 x 512 MiB of events). */
-#define FS_JSON_MAX_PARTS 64
+#define FS_JSON_SPLIT_BYTES (UINT64_C(256) << 20)
+#define FS_JSON_PART_LINES (FS_JSON_SPLIT_BYTES - (UINT64_C(32) << 20))
+/*
+ * trace.json.d/ holds at most this many parts, so that building one stays bounded: past
+ * 1024 x 224 MiB of event lines, parts grow beyond what V8 loads whole.
+ */
+#define FS_JSON_MAX_PARTS 1024
 
 /* ---- once-only computations ---- */
 
@@ -65,6 +73,8 @@ struct fs_scope {
 	uint32_t *phases;    /* owned; phase indices, by rank then index */
 	uint32_t n_phases, phases_cap;
 	uint64_t n_events;   /* over all segs */
+	uint64_t from_ns, to_ns;	/* a time window's span (to > from), else both 0 */
+	bool whole_ranks;		/* every thread of its ranks, from start to end */
 	struct fs_once merge_once;	/* guards merge */
 	struct fs_merge_index *merge;	/* vmerge.c; NULL until the first merged read */
 };
@@ -114,6 +124,7 @@ enum lazy_what {
 	LAZY_REPLAY_README,
 	LAZY_FILES,
 	LAZY_INFO,
+	LAZY_FN, /* a picture: fs_lazygen.fn (vpictures.c) */
 };
 
 struct fs_concat;
@@ -128,6 +139,8 @@ struct fs_lazygen {
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
 	uint32_t rank;			/* backtraces, allocs, files */
+	int (*fn)(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		  size_t *len);		/* LAZY_FN */
 };
 
 /* vnode.flags */
@@ -159,6 +172,7 @@ struct vnode {
 	uint32_t *by_name;  /* NODE_DIR: sorted by strcmp(name), for lookup */
 	uint32_t n_children;
 	uint32_t children_cap;
+	uint32_t wdir;	    /* a window/ directory: 1 + its index in vt->windows (vwindow.c) */
 };
 
 /*
@@ -169,6 +183,11 @@ struct vnode {
 #define FS_NODE_CHUNK_SHIFT 10
 #define FS_NODE_CHUNK (1u << FS_NODE_CHUNK_SHIFT)
 #define FS_MAX_NODES (UINT32_C(1) << 28)
+/*
+ * Nodes of windows made by a lookup (vwindow.c) have indices from here on, in a store of
+ * their own: the tree's nodes grow as rank directories are built, so they cannot follow them.
+ */
+#define FS_WINDOW_IDX (UINT32_C(0xf0000000))
 /*
  * Inode of the rank directory of ordinal k: FS_RANK_INO + k. Rank directories have inodes
  * of their own so that listing ranks/ (readdir) builds none of them.
@@ -204,6 +223,8 @@ struct fs_vtree {
 	uint64_t split_bytes;	  /* FS_JSON_SPLIT_BYTES or its override */
 	uint32_t max_thread;	  /* highest thread number of any stream */
 	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
+	struct fs_pict_state *pict; /* the pictures' shared state (vpict_i.h) */
+	struct fs_windows *windows; /* time windows made by lookups (vwindow.c) */
 };
 
 /* ---- vphase.c ---- */
@@ -231,9 +252,14 @@ int fs_phase_dirs_name(struct fs_phase_rec *recs, uint32_t n, char **dirs);
 
 /* ---- vbuild.c ---- */
 
-/** Node @idx (made, published or not). */
+/** Window node @idx (from FS_WINDOW_IDX on) if published, or NULL. Thread-safe. */
+struct vnode *fs_window_node(const struct fs_vtree *vt, uint32_t idx);
+
+/** Node @idx (made, published or not): a window's (vwindow.c) from FS_WINDOW_IDX on. */
 static inline struct vnode *fs_node_at(const struct fs_vtree *vt, uint32_t idx)
 {
+	if (idx >= FS_WINDOW_IDX)
+		return fs_window_node(vt, idx);
 	return &vt->chunks[idx >> FS_NODE_CHUNK_SHIFT][idx & (FS_NODE_CHUNK - 1)];
 }
 
@@ -256,6 +282,14 @@ int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord);
 uint32_t fs_rank_of_ord(const struct fs_vtree *vt, uint32_t ord);
 /** Accepts NULL. */
 void fs_scope_free(struct fs_scope *sc);
+/** "[\n", the Chrome lines of @sc, its tail: a whole trace.json. @return 0 or -errno */
+int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs_scope *sc);
+/** A directory node under @parent listed by @key. @return its index or -ENOMEM */
+int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key);
+/** A file made once by @fn over @sc and @rank (LAZY_FN). @return 0 or -ENOMEM */
+int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		   const struct fs_scope *sc, uint32_t rank,
+		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *));
 
 /* ---- vconcat.c: a file made of parts ---- */
 
@@ -331,8 +365,15 @@ int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, 
 
 /* ---- vbtrace.c ---- */
 
+struct fs_sbuf;
+
 /** backtraces.txt of @rank. @return 0 or -errno; @out is new */
 int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
+/**
+ * The folded form of stack#@id of @rank, appended to @b: source frames joined by ';',
+ * outermost first, as allocs.folded prints it. @return 0 or a reader error
+ */
+int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b);
 /** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
 int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		  size_t *len);
@@ -404,6 +445,9 @@ void fs_procs_free(struct fs_procs *p);
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
 /** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);
+/** "T<thread> <its name>, <process>" (the name when the program gave one) into @buf. */
+void fs_thread_label(const struct fs_procs *p, uint32_t rank, uint32_t thread, char *buf,
+		     size_t cap);
 
 /* ---- vreplay.c ---- */
 

@@ -318,3 +318,20 @@ const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *
 	}
 	return NULL;
 }
+
+void fs_thread_label(const struct fs_procs *p, uint32_t rank, uint32_t thread, char *buf,
+		     size_t cap)
+{
+	char proc[300], tname[256];
+	const char *given = NULL;
+
+	fs_proc_name(p, rank, proc, sizeof(proc));
+	if (p && rank < p->n) {
+		struct fs_proc q;
+
+		fs_proc_at(p, rank, &q);
+		given = fs_proc_thread_name(&q, thread, tname, sizeof(tname));
+	}
+	snprintf(buf, cap, "T%" PRIu32 "%s%s, %s", thread, given ? " " : "", given ? given : "",
+		 proc);
+}

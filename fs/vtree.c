@@ -16,6 +16,7 @@
 
 #include "tfs/reader.h"
 #include "vnode_i.h"
+#include "vpict_i.h"
 
 struct fs_vfile {
 	struct fs_vtree *vt;
@@ -97,6 +98,8 @@ void fs_vtree_free(struct fs_vtree *vt)
 	free(vt->rank_list);
 	free(vt->rank_node);
 	fs_procs_free(vt->procs);
+	fs_windows_free(vt);
+	fs_pict_state_free(vt->pict);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
 	free(vt->terms);
@@ -123,6 +126,11 @@ static int node_get(const struct fs_vtree *vt, uint64_t ino, struct vnode **out)
 		rc = fs_rank_dir((struct fs_vtree *)vt, (uint32_t)(ino - FS_RANK_INO), &idx);
 		if (rc < 0)
 			return rc;
+	} else if (ino >= FS_ROOT_INO + FS_WINDOW_IDX) {
+		if (ino - FS_ROOT_INO >= UINT32_MAX ||
+		    !fs_window_node(vt, (uint32_t)(ino - FS_ROOT_INO)))
+			return -ENOENT;
+		idx = (uint32_t)(ino - FS_ROOT_INO);
 	} else {
 		if (ino < FS_ROOT_INO ||
 		    ino - FS_ROOT_INO >= atomic_load_explicit(&vt->n_nodes, memory_order_acquire))
@@ -183,6 +191,9 @@ static int lazy_run(void *arg)
 	case LAZY_INFO:
 		rc = fs_info_text_new(g->vt->trace, &g->data, &g->len);
 		break;
+	case LAZY_FN:
+		rc = g->fn(g->vt, g->scope, g->rank, &g->data, &g->len);
+		break;
 	default:
 		rc = fs_grammar_new(g->vt, &g->data, &g->len);
 		break;
@@ -212,7 +223,8 @@ uint64_t fs_vtree_n_nodes(const struct fs_vtree *vt)
 {
 	/* the rank directories not built yet count as one node each */
 	return atomic_load_explicit(&vt->n_nodes, memory_order_acquire) + vt->n_rank_dirs -
-	       atomic_load_explicit(&vt->n_ranks_built, memory_order_relaxed);
+	       atomic_load_explicit(&vt->n_ranks_built, memory_order_relaxed) +
+	       fs_window_n_nodes(vt);
 }
 
 int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bool *is_dir)
@@ -256,7 +268,7 @@ int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *
 	info->parent = ino_of(vt, n->parent);
 	info->name = n->name;
 	info->is_dir = n->kind == NODE_DIR;
-	info->n_children = n->n_children;
+	info->n_children = n->wdir ? fs_window_n_listed(vt, n) : n->n_children;
 	return 0;
 }
 
@@ -289,6 +301,8 @@ int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64
 		return rc;
 	if (d->kind != NODE_DIR)
 		return -ENOTDIR;
+	if (d->wdir)
+		return fs_window_child(vt, d, idx, ino);
 	if (idx >= d->n_children)
 		return -ENOENT;
 	*ino = d->flags & VN_RANKS ? FS_RANK_INO + idx : ino_of(vt, d->children[idx]);
@@ -348,7 +362,7 @@ int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, u
 		else
 			lo = mid + 1;
 	}
-	return -ENOENT;
+	return d->wdir ? fs_window_lookup(vt, d, name, ino) : -ENOENT;
 }
 
 int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino)

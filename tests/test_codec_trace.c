@@ -238,10 +238,9 @@ static void test_trace_views_match_hand_written_lines(void **state)
 		"\"ptr\":\"0xabcdef\"}}  \n";
 	static const char expect_chrome[] =
 		"{\"name\":\"pwrite\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":1.000,\"dur\":0.100,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":3,\"count\":4096,\"offset\":0,"
-		"\"ret\":4096}},   \n"
+		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":3}},\n"
 		"{\"name\":\"init\",\"cat\":\"zone\",\"ph\":\"X\",\"ts\":2.000,\"dur\":0.050,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"name\":\"init\"}},\n";
+		"\"pid\":0,\"tid\":0,\"args\":{}},\n";
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
 	struct tfs_trace *t;
@@ -382,6 +381,69 @@ static void test_trace_val_widths_are_the_widest_printed(void **state)
 	}
 	assert_int_equal(n_lines, 5 * WIDTH_TERMS);
 	free(text);
+	tfs_trace_close(t);
+}
+
+/*
+ * FORMAT.md §9: counters are "C" events with their value, marks instant events named by
+ * their message, other kinds "X" events whose args leave out what varies per occurrence.
+ */
+static void test_trace_chrome_kinds_by_shape(void **state)
+{
+	static const struct tfs_arg_desc counter_args[] = {
+		{.name = "name", .type = TFS_TYPE_STR, .enc = TFS_ENC_STR},
+		{.name = "value", .type = TFS_TYPE_I64, .enc = TFS_ENC_VAL},
+	};
+	static const struct tfs_arg_desc mark_args[] = {
+		{.name = "message", .type = TFS_TYPE_STR, .enc = TFS_ENC_STR},
+	};
+	static const struct tfs_arg_desc call_args[] = {
+		{.name = "id", .type = TFS_TYPE_U64, .enc = TFS_ENC_VAL},
+		{.name = "flags", .type = TFS_TYPE_HEX, .enc = TFS_ENC_SIG},
+		{.name = "ret", .type = TFS_TYPE_HEX, .enc = TFS_ENC_VAL, .flags = TFS_ARG_RESULT},
+	};
+	static const struct tfs_kind_desc kinds[] = {
+		{"counter", "user", 2, counter_args},
+		{"mark", "user", 1, mark_args},
+		{"call", "io", 3, call_args},
+	};
+	static const char expect[] =
+		"{\"name\":\"queue\",\"cat\":\"user\",\"ph\":\"C\",\"ts\":1.000,\"pid\":0,"
+		"\"tid\":0,\"args\":{\"value\":-12}},\n"
+		"{\"name\":\"a \\\"b\\\"\",\"cat\":\"user\",\"ph\":\"i\",\"s\":\"t\",\"ts\":2.000,"
+		"\"pid\":0,\"tid\":0,\"args\":{}},\n"
+		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":3.000,\"dur\":0.005,"
+		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":\"0x10\"}},\n"
+		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":4.000,\"dur\":0.005,"
+		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":\"0x10\"}},\n";
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	struct tfs_trace *t;
+	uint32_t id[3];
+	union tfs_arg a[3];
+	uint64_t size;
+	char *got;
+
+	(void)state;
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(tfs_writer_add_kind(w, &kinds[k], &id[k]), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	a[0].s = "queue", a[1].i = -12;
+	assert_int_equal(tfs_wstream_append(s, id[0], 1000, 0, a), 0);
+	a[0].s = "a \"b\"";
+	assert_int_equal(tfs_wstream_append(s, id[1], 2000, 0, a), 0);
+	a[0].u = 7, a[1].u = 16, a[2].u = 0x7fffffff;
+	assert_int_equal(tfs_wstream_append(s, id[2], 3000, 5, a), 0);
+	a[0].u = 8;
+	assert_int_equal(tfs_wstream_append(s, id[2], 4000, 5, a), 0);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	got = read_view(t, 0, TFS_VIEW_CHROME, 0, 4, &size);
+	assert_int_equal(size, strlen(expect));
+	assert_memory_equal(got, expect, size);
+	free(got);
 	tfs_trace_close(t);
 }
 
@@ -1009,6 +1071,7 @@ int main(void)
 		cmocka_unit_test(test_trace_untimed_round_trip),
 		cmocka_unit_test(test_trace_views_match_hand_written_lines),
 		cmocka_unit_test(test_trace_val_widths_are_the_widest_printed),
+		cmocka_unit_test(test_trace_chrome_kinds_by_shape),
 		cmocka_unit_test(test_trace_identical_streams_stored_once),
 		cmocka_unit_test(test_trace_equal_grammars_stored_once),
 		cmocka_unit_test(test_trace_shifted_streams_share_patched_values),

@@ -28,8 +28,10 @@ enum kind_id {
 	K_ACCEPT, K_FD_FILE, N_KINDS
 };
 
+/* as the capture's: the zones open around it, by which an untimed trace still nests */
 static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"depth", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
 };
 static const struct tfs_arg_desc malloc_args[] = {
     {"size", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
@@ -75,7 +77,7 @@ static const struct tfs_arg_desc fd_file_args[] = {
 static const struct tfs_arg_desc mark_args[] = {
     {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
 };
-/* tags as MPI traces have them: a constant for sends, the source's rank for receives */
+/* tags as MPI traces have them, derived from a rank: the sender's, so receives match sends */
 static const struct tfs_arg_desc send_args[] = {
     {"dest", TFS_TYPE_I64, TFS_ENC_RANK, 0, NULL},
     {"tag", TFS_TYPE_I64, TFS_ENC_RVAL, 0, NULL},
@@ -132,12 +134,25 @@ struct opts {
 
 /*
  * Events are appended as they start or, with --end-order, as they end: the same events in
- * the order the capture records them (metadata event_order=end). A zone that has started
- * but not ended yet waits here until the clock passes its end.
+ * the order the capture records them (metadata event_order=end). Zones are scopes, as a
+ * program's are: a zone opens, the events inside it happen, and it closes after the last of
+ * them, so zones and the events in them always nest. In start order a zone's event must
+ * come before the events inside it, whose end it does not know yet: while a zone is open,
+ * events wait here (the zone's with its duration still to come) and are appended when the
+ * outermost zone closes. In end order a zone is appended when it closes, after the events
+ * inside it, as the capture does.
  */
 struct pending {
+	enum kind_id k;
 	uint64_t ts_ns, dur_ns;
+	union tfs_arg a[5];
+};
+
+/* A zone that is open: its start and, in start order, where its event waits. */
+struct open_zone {
+	uint64_t ts_ns;
 	const char *name;
+	size_t held; /* index in gen.held of its event (start order) */
 };
 
 struct gen {
@@ -149,8 +164,11 @@ struct gen {
 	FILE *dump;
 	int rc;
 	bool end_order;
-	struct pending *open; /* zones not appended yet, in start order */
+	uint64_t n_events; /* events emitted so far, appended or held: the next event's index */
+	struct open_zone *open; /* innermost last */
 	size_t n_open, open_cap;
+	struct pending *held; /* start order, while a zone is open: events not appended yet */
+	size_t n_held, held_cap;
 	char stdin_name[32], out_name[64], in_name[64]; /* the stream's files (file_names) */
 };
 
@@ -219,25 +237,42 @@ static void append(struct gen *g, enum kind_id k, uint64_t ts_ns, uint64_t dur_n
 		dump_event(g, k, ts_ns, dur_ns, a);
 }
 
-/* Append the open zones that end by @end_ns, earliest end first (ties: earliest start). */
-static void close_zones(struct gen *g, uint64_t end_ns)
+/* Grow *@v (of *@cap elements of @size bytes) to hold @n. @return false on ENOMEM */
+static bool grow(struct gen *g, void **v, size_t *cap, size_t n, size_t size)
 {
-	while (g->n_open > 0 && !g->rc) {
-		size_t best = 0;
-		union tfs_arg a[1];
+	size_t c = *cap ? 2 * *cap : 16;
+	void *p;
 
-		for (size_t i = 1; i < g->n_open; i++) {
-			if (g->open[i].ts_ns + g->open[i].dur_ns <
-			    g->open[best].ts_ns + g->open[best].dur_ns)
-				best = i;
-		}
-		if (g->open[best].ts_ns + g->open[best].dur_ns > end_ns)
-			return;
-		a[0].s = g->open[best].name;
-		append(g, K_ZONE, g->open[best].ts_ns, g->open[best].dur_ns, a);
-		g->n_open--;
-		memmove(&g->open[best], &g->open[best + 1], (g->n_open - best) * sizeof(*g->open));
+	if (n <= *cap)
+		return true;
+	p = realloc(*v, c * size);
+	if (!p) {
+		g->rc = -ENOMEM;
+		return false;
 	}
+	*v = p;
+	*cap = c;
+	return true;
+}
+
+/* An event at its place in the stream: held while a zone waits for its end, else appended. */
+static void place(struct gen *g, enum kind_id k, uint64_t ts_ns, uint64_t dur_ns,
+		  const union tfs_arg *a)
+{
+	struct pending *p;
+
+	g->n_events++;
+	if (g->end_order || g->n_open == 0) {
+		append(g, k, ts_ns, dur_ns, a);
+		return;
+	}
+	if (!grow(g, (void **)&g->held, &g->held_cap, g->n_held + 1, sizeof(*g->held)))
+		return;
+	p = &g->held[g->n_held++];
+	p->k = k;
+	p->ts_ns = ts_ns;
+	p->dur_ns = dur_ns;
+	memcpy(p->a, a, kinds[k].n_args * sizeof(*a));
 }
 
 /* The start of the next event: the clock moves on by a jittered gap. */
@@ -251,15 +286,13 @@ static uint64_t next_start(struct gen *g)
 	return g->ts_ns;
 }
 
-/* Append one event after a jittered gap; the clock then moves past its duration. */
+/* Emit one event after a jittered gap; the clock then moves past its duration. */
 static void emit(struct gen *g, enum kind_id k, uint64_t dur_ns, const union tfs_arg *a)
 {
 	if (g->rc)
 		return;
 	next_start(g);
-	if (g->end_order)
-		close_zones(g, g->ts_ns + dur_ns);
-	append(g, k, g->ts_ns, dur_ns, a);
+	place(g, k, g->ts_ns, dur_ns, a);
 	g->ts_ns += dur_ns;
 }
 
@@ -268,41 +301,57 @@ static uint64_t jitter(struct gen *g, uint64_t base)
 	return base + below(g, base / 4 + 1);
 }
 
+/* A zone with nothing inside it. */
 static void zone(struct gen *g, const char *name)
 {
-	union tfs_arg a[1] = {{.s = name}};
+	union tfs_arg a[2] = {{.s = name}, {.u = g->n_open}};
 
 	emit(g, K_ZONE, jitter(g, 40), a);
 }
 
-/*
- * A zone that encloses the events after it: it lasts @span_ns from its start while the
- * clock moves on only by the gap, so the next events start inside it (zone nesting).
- */
-static void zone_span(struct gen *g, const char *name, uint64_t span_ns)
+/* Open a zone: the events emitted until zone_close() lie inside it. */
+static void zone_open(struct gen *g, const char *name)
 {
-	union tfs_arg a[1] = {{.s = name}};
-	uint64_t dur_ns = jitter(g, span_ns);
-	struct pending *p;
+	union tfs_arg a[2] = {{.s = name}, {.u = g->n_open}};
+	struct open_zone *z;
 
-	if (g->rc || !g->end_order) {
-		emit(g, K_ZONE, dur_ns, a);
-		if (!g->rc)
-			g->ts_ns -= dur_ns; /* emit() moved past the zone: go back inside it */
+	if (g->rc ||
+	    !grow(g, (void **)&g->open, &g->open_cap, g->n_open + 1, sizeof(*g->open)))
+		return;
+	z = &g->open[g->n_open];
+	z->ts_ns = next_start(g);
+	z->name = name;
+	z->held = g->n_held;
+	if (!g->end_order) {
+		g->n_open++; /* so that place() holds the zone's own event */
+		place(g, K_ZONE, z->ts_ns, 0, a);
+		g->n_open--;
+	}
+	g->n_open++;
+}
+
+/* Close the innermost open zone a jittered moment after the last event inside it. */
+static void zone_close(struct gen *g)
+{
+	struct open_zone z;
+	union tfs_arg a[2];
+
+	if (g->rc || g->n_open == 0)
+		return;
+	z = g->open[--g->n_open];
+	g->ts_ns += jitter(g, 30);
+	if (g->end_order) {
+		a[0].s = z.name;
+		a[1].u = g->n_open;
+		place(g, K_ZONE, z.ts_ns, g->ts_ns - z.ts_ns, a);
 		return;
 	}
-	if (g->n_open == g->open_cap) {
-		size_t cap = g->open_cap ? 2 * g->open_cap : 16;
-
-		p = realloc(g->open, cap * sizeof(*p));
-		if (!p) {
-			g->rc = -ENOMEM;
-			return;
-		}
-		g->open = p;
-		g->open_cap = cap;
-	}
-	g->open[g->n_open++] = (struct pending){next_start(g), dur_ns, name};
+	g->held[z.held].dur_ns = g->ts_ns - z.ts_ns;
+	if (g->n_open > 0)
+		return;
+	for (size_t i = 0; i < g->n_held; i++)
+		append(g, g->held[i].k, g->held[i].ts_ns, g->held[i].dur_ns, g->held[i].a);
+	g->n_held = 0;
 }
 
 static void mark(struct gen *g, const char *msg)
@@ -493,7 +542,7 @@ static void do_aligned(struct gen *g, uint64_t size, uint32_t stack, uint64_t pt
 
 static uint64_t n_events(const struct gen *g)
 {
-	return tfs_wstream_n_events(g->s);
+	return g->n_events;
 }
 
 /* Descriptors of a stream: stdin, the config file, a socket; each thread's own two files. */
@@ -508,8 +557,8 @@ static int64_t out_fd_of(uint32_t thread)
 
 static void phase_init(struct gen *g, uint64_t heap, int64_t cfg_fd, int64_t out_fd)
 {
-	zone_span(g, zone_names[0], 40000);
-	zone_span(g, zone_names[1], 2000);
+	zone_open(g, zone_names[0]);
+	zone_open(g, zone_names[1]);
 	if (g->thread == 0) {
 		do_fd_file(g, STDIN_FD, g->stdin_name);
 		do_read(g, STDIN_FD, 4096, 17);
@@ -517,6 +566,7 @@ static void phase_init(struct gen *g, uint64_t heap, int64_t cfg_fd, int64_t out
 		do_accept(g, LISTEN_FD, -1);
 	}
 	do_open(g, "/etc/demo.cfg", O_RDONLY | O_CLOEXEC, cfg_fd);
+	zone_close(g);
 	do_open(g, g->out_name, O_WRONLY | O_CREAT | O_TRUNC, out_fd);
 	do_open(g, g->in_name, O_RDONLY, out_fd + 1);
 	mark(g, "reading \"demo.cfg\"\n");
@@ -531,9 +581,13 @@ static void phase_init(struct gen *g, uint64_t heap, int64_t cfg_fd, int64_t out
 	zone(g, zone_names[4]);
 	do_pwrite(g, out_fd, 512, 0, 512);
 	mark(g, "config loaded");
+	zone_close(g);
 }
 
-/* One solver iteration: about 6 events (8 on thread 0, which talks to the neighbours). */
+/*
+ * One solver iteration in its zone: about 7 events (9 on thread 0, which talks to the
+ * neighbours); every tenth opens a zone around the next ten.
+ */
 static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 {
 	const uint64_t stride = 65536 * 3;
@@ -542,8 +596,8 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 	char msg[64];
 
 	if (i % 10 == 0)
-		zone_span(g, zone_names[7], 1200);
-	zone_span(g, zone_names[2], 500);
+		zone_open(g, zone_names[7]);
+	zone_open(g, zone_names[2]);
 	ptr = do_malloc(g, size, heap + 0x400000 + (i % 8) * 0x10000);
 	if (i % 3 == 1)
 		do_aligned(g, 64u << (i % 5), 1 + (uint32_t)((i / 3 + g->thread) % (N_STACKS - 1)),
@@ -551,7 +605,7 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 	if (g->thread == 0) {
 		int64_t n = g->n_ranks;
 
-		do_msg(g, K_SEND, (g->rank + 1) % n, tfs_rval((int64_t)(i % 2), 0), 8192);
+		do_msg(g, K_SEND, (g->rank + 1) % n, tfs_rval(g->rank, 1), 8192);
 		do_msg(g, K_RECV, (g->rank + n - 1) % n, tfs_rval((g->rank + n - 1) % n, 1),
 		       8192 - (below(g, 50) == 0) * 4096);
 	}
@@ -565,6 +619,9 @@ static void solve_step(struct gen *g, uint64_t i, uint64_t heap, int64_t out_fd)
 		snprintf(msg, sizeof(msg), "checkpoint %" PRIu64 " of 10", (i / 100) % 10);
 		mark(g, msg);
 	}
+	zone_close(g);
+	if (i % 10 == 9)
+		zone_close(g);
 }
 
 static void phase_output(struct gen *g, uint64_t until, uint64_t heap, int64_t out_fd)
@@ -635,9 +692,10 @@ static int gen_stream(struct tfs_writer *w, struct gen *g, const struct opts *o)
 	mark0 = n_events(g);
 	for (i = 0; n_events(g) < out_start && !g->rc; i++)
 		solve_step(g, i, heap, out_fd);
+	while (g->n_open > 0 && !g->rc)
+		zone_close(g); /* a ten-step zone the phase ended in */
 	mark1 = n_events(g);
 	phase_output(g, target, heap, out_fd);
-	close_zones(g, UINT64_MAX);
 	if (g->rc)
 		return g->rc;
 	rc = add_phase(w, g->dump, "init", g, 0, mark0);
@@ -788,6 +846,7 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 			g.thread = t;
 			file_names(&g);
 			g.ts_ns = 1000 * r + 100 * t;
+			g.n_events = 0;
 			g.rng =
 			    (o->seed + 1) * UINT64_C(0x9e3779b97f4a7c15) ^ ((uint64_t)r << 20 | t);
 			if (g.rng == 0)
@@ -807,6 +866,7 @@ static int run(const struct opts *o, FILE *dump, int argc, char **argv)
 	}
 	tfs_writer_free(w);
 	free(g.open);
+	free(g.held);
 	return rc;
 }
 

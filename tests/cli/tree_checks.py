@@ -25,6 +25,7 @@ ARG_BYTES, ARG_ATTACH, ARG_INPUT, ARG_OUTPUT = 2, 4, 8, 16
 SYM_NONE = 0xffffffff
 TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 TIMING_NAMES = ["none", "lossless", "lossy"]
+WINDOW_FILES = (b"trace.json", b"trace.txt", b"timeline.svg")
 
 
 class Seg:
@@ -48,6 +49,12 @@ def is_zone(kind):
 
 def is_alloc(kind):
     return kind["category"] == "alloc" and any(a["flags"] & ARG_BYTES for a in kind["args"])
+
+
+def is_heap(kind):
+    """The malloc family (README.txt, heap.txt): allocation kinds but the mappings."""
+    return (kind["category"] == "alloc" and kind["name"] not in ("mmap", "mmap64", "munmap",
+                                                                  "mremap"))
 
 
 def event_bytes(kind, e):
@@ -105,7 +112,17 @@ class Tree:
     def files(self):
         """Every file the tree must hold (without trace.json.d)."""
         out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
-               b"grammar.txt", b"trace.json", b"replay/README.txt", b"replay/proxy.c"}
+               b"grammar.txt", b"trace.json", b"timeline.svg",
+               b"replay/README.txt", b"replay/proxy.c"}
+        heap = any(is_heap(k) for k in self.m.kinds.values())
+        out.update(b"window/%s/%s" % (w, f) for w in self.window_names(None)
+                   for f in WINDOW_FILES)
+        for r in {r for r, _ in self.m.streams}:
+            out.update((b"ranks/%d/timeline.svg" % r, b"ranks/%d/profile.speedscope.json" % r))
+            out.update(b"ranks/%d/window/%s/%s" % (r, w, f) for w in self.window_names(r)
+                       for f in WINDOW_FILES)
+            if heap:
+                out.update((b"ranks/%d/heap.txt" % r, b"ranks/%d/leaks.folded" % r))
         for d, (_, profiles) in self.scopes.items():
             if not d:
                 continue
@@ -119,6 +136,23 @@ class Tree:
         if any(file_args(k) for k in self.m.kinds.values()):
             out.update(b"ranks/%d/files.txt" % r for r in {r for r, _ in self.m.streams})
         return out
+
+    def window_names(self, rank):
+        """window/ of the root (rank None) or a rank lists the quarters and sixteenths of
+        the trace's span: [0, max_ts_ns + max_dur_ns), or without timing [0, most events
+        of a thread)."""
+        if self.m.timing == TIMING_NONE:
+            span = max(len(v) for (r, _), v in self.m.streams.items()
+                       if rank is None or r == rank)
+        else:
+            span = self.info["timing"]["max_ts_ns"] + self.info["timing"]["max_dur_ns"]
+        span = max(span, 1)
+        names = []
+        for parts in (4, 16):
+            for i in range(parts):
+                a, b = span * i // parts, span * (i + 1) // parts
+                names.append(b"%d-%d" % (a, max(b, a + 1)))
+        return names
 
     def event(self, rank, thread, i):
         e = self.m.streams[(rank, thread)][i]
@@ -210,66 +244,128 @@ class Tree:
 
     # ---- trace.json ----
 
-    def json_args(self, rank, kind, args):
-        out = {}
-        for a, v in zip(kind["args"], args):
-            if a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
-                out[a["name"]] = json.loads(self.m.name_form(rank, a["sym_class"], v, True))
-            elif a["enc"] == ENC_STR:
-                out[a["name"]] = v.decode("latin-1")
-            elif a["type"] == TYPE_HEX and a["enc"] != ENC_SYM:
-                out[a["name"]] = "0x%x" % v
-            else:
-                out[a["name"]] = v
-        return out
+    def json_arg(self, rank, a, v):
+        if a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
+            return json.loads(self.m.name_form(rank, a["sym_class"], v, True))
+        if a["enc"] == ENC_STR:
+            return v.decode("latin-1")
+        if a["type"] == TYPE_HEX and a["enc"] != ENC_SYM:
+            return "0x%x" % v
+        return v
+
+    def chrome_shape(self, kind):
+        """FORMAT.md §9: "C" for a counter (STR name, VAL value), "i" for a mark (first
+        argument a STR message), "X" for the rest."""
+        a = kind["args"]
+        if (len(a) == 2 and is_zone(kind) and a[1]["enc"] == ENC_VAL
+                and a[1]["type"] != TYPE_STR and a[1]["name"] == "value"):
+            return "C"
+        if a and a[0]["enc"] == ENC_STR and a[0]["name"] == "message":
+            return "i"
+        return "X"
 
     def chrome_events(self, sc):
-        """(name, cat, ts_ns, dur_ns, pid, tid, args) of every event, in file order."""
+        """(name, cat, ph, ts_ns, dur_ns, pid, tid, args) of every event, in file order;
+        args hold the arguments of the signature (no VAL), a counter's its value."""
         out = []
         for s in sc.segs:
             for i in range(s.first, s.first + s.n):
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
-                name = args[0].decode("latin-1") if is_zone(kind) else kind_name
+                ph = self.chrome_shape(kind)
+                name = args[0].decode("latin-1") if is_zone(kind) or ph == "i" else kind_name
                 if self.m.timing == TIMING_NONE:
                     ts, dur = i * 1000, 1000
-                out.append((name, kind["category"], ts, dur, s.rank, s.thread,
-                            self.json_args(s.rank, kind, args)))
+                if ph != "X":
+                    dur = None
+                if ph == "C":
+                    jargs = {"value": args[1]}
+                else:
+                    named = is_zone(kind) or ph == "i"
+                    jargs = {a["name"]: self.json_arg(s.rank, a, v)
+                             for j, (a, v) in enumerate(zip(kind["args"], args))
+                             if a["enc"] != ENC_VAL and not (j == 0 and named)}
+                out.append((name, kind["category"], ph, ts, dur, s.rank, s.thread, jargs))
         return out
 
+    def thread_label(self, t):
+        return "thread %d" % t
+
+    def rank_phases(self, sc, r):
+        """The rank's phases with their extents, each on the first track of its thread where
+        it nests, sorted by thread, start, longest first."""
+        ps = []
+        for i in sc.phases:
+            p = self.phases[i]
+            if p["rank"] != r or p["events"] == 0:
+                continue
+            f, n = p["first_event"], p["events"]
+            if self.m.timing == TIMING_NONE:
+                ts, dur = f * 1000, n * 1000
+            else:
+                key = (r, p["thread"])
+                ts = self.times[key][f][0]
+                dur = max(sum(self.times[key][f + n - 1]) - ts, 0)
+            ps.append([p["thread"], ts, dur, i, 0])
+        ps.sort(key=lambda x: (x[0], x[1], -x[2], x[3]))
+        tracks = {}
+        for x in ps:
+            stacks = tracks.setdefault(x[0], [])
+            end = x[1] + x[2]
+            for k in range(64):
+                if k == len(stacks):
+                    stacks.append([])
+                st = stacks[k]
+                while st and st[-1] <= x[1]:
+                    st.pop()
+                if (not st or st[-1] >= end) and len(st) < 16 or k == 63:
+                    break
+            if len(st) < 16:
+                st.append(end)
+            x[4] = k
+        return ps
+
     def chrome_meta(self, sc, phases=True):
+        """The tail's names, thread order and phases (without heap counters and flows)."""
         out = []
-        ptid = self.max_thread + 1
         ranks = []
+        stride = self.max_thread + 1
         for s in sc.segs:
             if s.rank not in ranks:
                 ranks.append(s.rank)
         for r in ranks:
             out.append({"name": "process_name", "ph": "M", "pid": r, "tid": 0,
                         "args": {"name": "rank %d" % r}})
+            if self.m.timing == TIMING_NONE:
+                out.append({"name": "process_labels", "ph": "M", "pid": r, "tid": 0,
+                            "args": {"name": "untimed: synthetic clock, 1 us per event in "
+                                             "recorded order"}})
             for s in sc.segs:
                 if s.rank == r:
                     out.append({"name": "thread_name", "ph": "M", "pid": r, "tid": s.thread,
-                                "args": {"name": "thread %d" % s.thread}})
-            mine = [i for i in sc.phases if self.phases[i]["rank"] == r
-                    and self.phases[i]["events"] > 0] if phases else []
-            if mine:
-                out.append({"name": "thread_name", "ph": "M", "pid": r, "tid": ptid,
-                            "args": {"name": "phases"}})
-            for i in mine:
+                                "args": {"name": self.thread_label(s.thread)}})
+                    out.append({"name": "thread_sort_index", "ph": "M", "pid": r,
+                                "tid": s.thread, "args": {"sort_index": s.thread * 65}})
+            if not phases:
+                continue
+            ps = self.rank_phases(sc, r)
+            named = set()
+            for t, ts, dur, i, lvl in ps:
+                if (t, lvl) in named:
+                    continue
+                named.add((t, lvl))
+                name = self.thread_label(t) + (": phases %d" % (lvl + 1) if lvl else ": phases")
+                tid = stride + lvl * stride + t
+                out.append({"name": "thread_name", "ph": "M", "pid": r, "tid": tid,
+                            "args": {"name": name}})
+                out.append({"name": "thread_sort_index", "ph": "M", "pid": r, "tid": tid,
+                            "args": {"sort_index": t * 65 + 1 + lvl}})
+            for t, ts, dur, i, lvl in ps:
                 p = self.phases[i]
-                key = (r, p["thread"])
-                f, n = p["first_event"], p["events"]
-                if self.m.timing == TIMING_NONE:
-                    ts, dur = f * 1000, n * 1000
-                else:
-                    ts = self.times[key][f][0]
-                    end = sum(self.times[key][f + n - 1])
-                    dur = max(end - ts, 0)
                 out.append({"name": p["name"], "cat": "phase", "ph": "X", "ts": ts,
-                            "dur": dur, "pid": r, "tid": ptid,
-                            "args": {"phase": i, "thread": p["thread"], "first_event": f,
-                                     "events": n}})
+                            "dur": dur, "pid": r, "tid": stride + lvl * stride + t,
+                            "args": {"phase": i, "thread": t, "first_event": p["first_event"],
+                                     "events": p["events"]}})
         return out
 
 
@@ -278,18 +374,21 @@ def ns(us):
 
 
 def check_chrome(tap, tree, sc, data, path, phases=True):
-    """trace.json: valid JSON; its X events, metadata and phases as the scope says."""
+    """trace.json: valid JSON; its event lines, metadata and phases as the scope says (the
+    heap counters and flows of the tail are checked by check_pictures.py)."""
     try:
         arr = json.loads(data)
     except ValueError as e:
         tap.ok(False, "%s parses with json.loads" % path, e)
         return None
     ok = data.startswith(b"[\n") and data.endswith(b"]\n") and isinstance(arr, list)
-    events = [o for o in arr if o.get("ph") == "X" and o.get("cat") != "phase"]
-    rest = [o for o in arr if not (o.get("ph") == "X" and o.get("cat") != "phase")]
-    got = [(o["name"], o["cat"], ns(o["ts"]), ns(o["dur"]), o["pid"], o["tid"], o["args"])
-           for o in events]
     want = tree.chrome_events(sc)
+    events = arr[:len(want)]
+    rest = [o for o in arr[len(want):] if o.get("ph") not in ("s", "f")
+            and not (o.get("ph") == "C" and o.get("name") == "heap")]
+    got = [(o.get("name"), o.get("cat"), o.get("ph"), ns(o["ts"]),
+            ns(o["dur"]) if "dur" in o else None, o.get("pid"), o.get("tid"), o.get("args"))
+           for o in events]
     for o in rest:
         if o.get("ph") == "X":
             o["ts"], o["dur"] = ns(o["ts"]), ns(o["dur"])
@@ -301,8 +400,11 @@ def check_chrome(tap, tree, sc, data, path, phases=True):
         bad = "event %d of %d/%d: got %r\nwant %r" % (k, len(got), len(want),
                                                        got[k:k + 1], want[k:k + 1])
     elif rest != meta:
-        bad = "metadata/phases differ:\ngot  %r\nwant %r" % (rest[:6], meta[:6])
-    tap.ok(ok and bad is None, "%s: valid JSON, %d X events, %d metadata and phase events" %
+        k = next((i for i in range(min(len(rest), len(meta))) if rest[i] != meta[i]),
+                 min(len(rest), len(meta)))
+        bad = "metadata/phases differ at %d:\ngot  %r\nwant %r" % (k, rest[k:k + 3],
+                                                                  meta[k:k + 3])
+    tap.ok(ok and bad is None, "%s: valid JSON, %d events, %d metadata and phase events" %
            (path, len(want), len(meta)), bad)
     return events
 

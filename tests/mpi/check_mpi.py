@@ -16,6 +16,7 @@ runs more ranks than cores only when told to).
 Exits 77 when the build has no MPI wrappers.
 """
 import argparse
+import collections
 import json
 import math
 import os
@@ -26,6 +27,9 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'helpers'))
 from tap import Tap  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cli'))
+import trace_event  # noqa: E402
 
 NO_STATUS = -32768
 MPI_UNDEFINED = -32766  # MPICH's and Open MPI's
@@ -697,6 +701,39 @@ def check_tagring(t, run):
         got = n_grammars(run, trace)
         t.ok(got == 3, f'ring with constant tags 7 and 8 at {n} ranks: 3 grammars (the two '
              f'ends and the middle)', got)
+        check_ring_flows(t, run, trace, n, 5)
+
+
+def check_ring_flows(t, run, trace, n, iters):
+    """trace.json is valid trace-event JSON and draws one flow per message of the ring: per
+    iteration, from each rank to the next, MPI_Sendrecv to MPI_Sendrecv and MPI_Isend to the
+    MPI_Waitall that completed the MPI_Irecv."""
+    res = subprocess.run([run.o.tracefs, 'cat', trace, 'trace.json'], capture_output=True)
+    if not t.ok(res.returncode == 0, f'ring at {n} ranks: tracefs cat trace.json', res.stderr):
+        return
+    objs = json.loads(res.stdout)
+    spans = collections.defaultdict(list)
+    for o in objs:
+        if o.get('ph') == 'X':
+            spans[(o['pid'], o['tid'])].append(o)
+
+    def call_at(e):
+        return [x['name'] for x in spans[(e['pid'], e['tid'])]
+                if x['ts'] <= e['ts'] <= x['ts'] + x['dur']]
+
+    got = collections.Counter()
+    for s, f in trace_event.flows_of(res.stdout).values():
+        if s and f and s.get('cat') == 'mpi':
+            got[(s['pid'], f['pid'], tuple(call_at(s)), tuple(call_at(f)))] += 1
+    want = collections.Counter()
+    for r in range(n):
+        want[(r, (r + 1) % n, ('MPI_Sendrecv',), ('MPI_Sendrecv',))] = iters
+        want[(r, (r + 1) % n, ('MPI_Isend',), ('MPI_Waitall',))] = iters
+    problems = trace_event.validate(res.stdout)
+    t.ok(not problems and got == want,
+         f'ring at {n} ranks: trace.json valid, one flow per message ({2 * n * iters})',
+         f'problems {problems[:3]}\nmissing {sorted((want - got).items())[:3]}\n'
+         f'extra {sorted((got - want).items())[:3]}')
 
 
 def check_manytags(t, run):
