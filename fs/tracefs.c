@@ -372,10 +372,18 @@ static int cmd_ls(int argc, char **argv)
 		const char *name;
 		bool is_dir;
 
-		rc = fs_vtree_child(vt, ino, i, &child) < 0 ||
-		     fs_vtree_peek(vt, child, &name, &is_dir) < 0;
+		rc = fs_vtree_child(vt, ino, i, &child);
+		if (rc == 0)
+			rc = fs_vtree_peek(vt, child, &name, &is_dir);
 		if (rc) {
-			fs_fail("cannot list %s: the tree is inconsistent", argc == 3 ? argv[2] : "/");
+			/* an entry made at its listing (a window) reads the trace */
+			char msg[256];
+
+			fs_fail("cannot list %s: entry %" PRIu32 ": %s%s", argc == 3 ? argv[2] : "/", i,
+				errstr(-rc, msg, sizeof(msg)),
+				rc == -TFS_ECORRUPT || rc == -EBADMSG
+				    ? " (the trace is corrupt: `tracefs verify` says where)"
+				    : "");
 			rc = EXIT_RUNTIME;
 		} else {
 			char path[4096];

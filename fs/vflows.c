@@ -462,8 +462,8 @@ static int put_heap(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_sb
 		return 0;
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0;) {
 		uint32_t rank = sc->segs[i].rank, n = 0;
-		const struct fs_heap_sample *v;
-		size_t n_v;
+		const struct fs_heap_sample *v = NULL;
+		size_t n_v = 0;
 
 		while (i + n < sc->n_segs && sc->segs[i + n].rank == rank)
 			n++;
