@@ -607,12 +607,12 @@ uint64_t cap_now_ns(void)
 	return now_ns();
 }
 
-void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
+void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const char *path)
 {
 	struct tstate *ts = tls_state;
-	uint64_t args[3] = {bias, lo, hi};
+	uint64_t args[4] = {bias, lo, hi, tag};
 
-	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
+	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 4, path,
 				     strnlen(path, SPOOL_MAX_PATH)))
 		count_drop();
 }
@@ -656,6 +656,9 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
 	for (uint32_t i = keep; i < n; i++)
 		r[base + 1 + i - keep] = frames[i];
+	/* kept frames are still on the stack: their code, hence their tag, cannot have changed */
+	if (unlikely(atomic_load_explicit(&cap_modules_reloaded, memory_order_relaxed)))
+		cap_modules_key(r + base + 1, n - keep);
 	ts->bt_n = n;
 	rec_publish(ts, words);
 	return true;

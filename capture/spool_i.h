@@ -84,7 +84,7 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 5u
+#define SPOOL_VERSION 6u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -156,8 +156,9 @@ enum spool_rec {
 				payload: its string arguments, each NUL-terminated */
 	REC_CALL_BT = 12,    /* REC_CALL of an allocating call followed by its backtrace,
 				after the padded payload (see below) */
-	REC_MODULE = 13,     /* a loaded object: arg 0: load bias; args 1, 2: lowest and end
-				address of its PT_LOAD segments; payload: its file's path */
+	REC_MODULE = 13,     /* a load of an object: arg 0: load bias; args 1, 2: lowest and end
+				address of its PT_LOAD segments; arg 3: its tag (frame tags,
+				below); payload: its file's path */
 	REC_CALL_NESTED = 14, /* REC_CALL made inside other traced calls (TFS_TRACE_NESTED):
 				 after the padded payload two more words, the depth and the
 				 outermost call it is inside (a call number as aux is) */
@@ -180,6 +181,22 @@ enum spool_rec {
  */
 #define SPOOL_MAX_BT_FRAMES 128u
 #define SPOOL_BT_UNSAMPLED 1u
+
+/*
+ * Frame tags. A frame is a return address, as it was when recorded. Code can be unloaded
+ * (dlclose) and other code loaded at its addresses, so an address alone does not say whose
+ * code it was: each load of an object is announced (REC_MODULE) with a tag, 0 for a load
+ * where nothing was loaded before in this process, else one more than the highest tag of
+ * the loads it overlaps (at most SPOOL_FRAME_TAG_MAX: later loads share it), and a frame in
+ * a load of tag t > 0 is recorded as its address | t << SPOOL_FRAME_TAG_SHIFT (above every
+ * user-space address, 5-level paging included). The consumer names a frame after the load
+ * of its tag that holds its address, and the trace keeps the tagged value as the frame and
+ * as the symbolised address: two functions at one address in one rank are two symbols.
+ * A load of the same file at the same place again is the same load (the same tag).
+ */
+#define SPOOL_FRAME_TAG_SHIFT 56u
+#define SPOOL_FRAME_TAG_MAX 127u
+#define SPOOL_FRAME_ADDR_MASK ((UINT64_C(1) << SPOOL_FRAME_TAG_SHIFT) - 1)
 
 /*
  * A child the producer reaped through an interposed wait call (interpose_proc.c), for the
