@@ -308,6 +308,32 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 			   uint32_t pid, uint32_t ppid, uint64_t start);
 
 /*
+ * The names of a recording's spools, all in its private directory (recording.h):
+ *
+ *   spool                the first process's (TFS_SPOOL of the program, TFS_SPOOL_ROOT of
+ *                        the processes it starts)
+ *   spool.<pid>          a forked or spawned process's, made by that process
+ *   spool.<pid>.<k>      the same, moved aside by a later process given that pid
+ *                        (cap_spool_move_aside) before its recorder had taken it in
+ *   spool.trace          the trace the recorder saves when MPI_Finalize asks (save_req)
+ *
+ * The producer derives a name from the first spool's path (its `root`); the recorder lists
+ * the directory for them and takes in only regular files of its own user.
+ */
+#define SPOOL_FIRST "spool"
+#define SPOOL_SAVE_SUFFIX ".trace"
+
+/* `<root>.<pid>`, the spool of process @pid, into @buf. @return 0 or -ENAMETOOLONG */
+int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap);
+/* `<root>.trace`, the trace saved for MPI_Finalize, into @buf. @return 0 or -ENAMETOOLONG */
+int cap_spool_save_path(const char *root, char *buf, size_t cap);
+/*
+ * Whether @name, an entry of a recording's directory, is a process's spool:
+ * `spool.<pid>` or, *@aside set, `spool.<pid>.<k>`.
+ */
+bool cap_spool_is_child_name(const char *name, bool *aside);
+
+/*
  * Move spool @path to `<path>.<k>`, the first k from 1 that names nothing, and put that
  * name in @aside: by a rename that replaces nothing (a hard link, then an unlink, where
  * renames cannot refuse to replace). Async-signal-safe. @return 0, or -errno (-ENOENT:
@@ -317,10 +343,14 @@ int cap_spool_move_aside(const char *path, char *aside, size_t cap);
 
 /*
  * Map an existing spool read-write and check its header. Nothing is faulted in: a consumer
- * touches only the ready chunks; a producer calls cap_spool_prefault. @return 0, -errno or
- * -EBADMSG
+ * touches only the ready chunks; a producer calls cap_spool_prefault. A symbolic link, or
+ * anything but a regular file of the calling process's effective user, is refused
+ * (-EPERM): another user's file never becomes part of a recording.
+ * @return 0, -errno, -EPERM or -EBADMSG
  */
 int cap_spool_attach(struct spool *s, const char *path);
+/* cap_spool_attach() of the open file @fd (not closed). */
+int cap_spool_attach_fd(struct spool *s, int fd);
 /*
  * Fault the header and the ready chunks of @s in for writing, so the producer's hot path
  * takes no first-touch fault. @return 0, or -errno (memory ran out: the spool is usable,
