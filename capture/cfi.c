@@ -306,6 +306,15 @@ static void reg_expr(struct reg_rule *rr, const uint8_t *p, uint64_t len)
 	rr->off = off;
 }
 
+/*
+ * @v factored by @align, wrapping: a hostile CIE must not overflow a signed product.
+ * A well-formed one never wraps, and a wrapped offset only makes the walk stop early
+ */
+static int64_t scale(uint64_t v, int64_t align)
+{
+	return (int64_t)(v * (uint64_t)align);
+}
+
 static void set_cfa_reg(struct row *row, uint64_t reg)
 {
 	row->cfa = reg == REG_RSP ? CFI_RSP : reg == REG_RBP ? CFI_RBP : CFI_OTHER;
@@ -334,7 +343,7 @@ static bool run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintp
 			delta = low;
 			goto advance;
 		case 2: /* DW_CFA_offset */
-			off = (int64_t)rd_uleb(&r) * c->data_align;
+			off = scale(rd_uleb(&r), c->data_align);
 			rr = reg_of(row, low, c->ra_reg);
 			if (rr)
 				*rr = (struct reg_rule){R_AT_CFA, off};
@@ -367,8 +376,8 @@ static bool run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintp
 		case 0x11: /* DW_CFA_offset_extended_sf */
 		case 0x2f: /* DW_CFA_GNU_negative_offset_extended */
 			reg = rd_uleb(&r);
-			off = op == 0x11 ? rd_sleb(&r) * c->data_align
-					 : (int64_t)rd_uleb(&r) * c->data_align;
+			off = op == 0x11 ? scale((uint64_t)rd_sleb(&r), c->data_align)
+					 : scale(rd_uleb(&r), c->data_align);
 			if (op == 0x2f)
 				off = -off;
 			rr = reg_of(row, reg, c->ra_reg);
@@ -412,7 +421,7 @@ static bool run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintp
 			break;
 		case 0x12: /* DW_CFA_def_cfa_sf */
 			set_cfa_reg(row, rd_uleb(&r));
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = scale((uint64_t)rd_sleb(&r), c->data_align);
 			break;
 		case 0x0d: /* DW_CFA_def_cfa_register */
 			set_cfa_reg(row, rd_uleb(&r));
@@ -421,7 +430,7 @@ static bool run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintp
 			row->cfa_off = (int64_t)rd_uleb(&r);
 			break;
 		case 0x13: /* DW_CFA_def_cfa_offset_sf */
-			row->cfa_off = rd_sleb(&r) * c->data_align;
+			row->cfa_off = scale((uint64_t)rd_sleb(&r), c->data_align);
 			break;
 		case 0x0f: /* DW_CFA_def_cfa_expression */
 			len = rd_uleb(&r);
