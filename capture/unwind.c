@@ -45,8 +45,9 @@
  * it is announced with a tag, the number of loads it overlaps (spool_i.h, frame tags), the
  * loads it overlaps are known to be gone (as are, at the first look after a dlclose, the loads
  * no longer in the process), and from then on the frames recorded in it carry its tag, so
- * that the consumer names them after it and the frames of the earlier loads after theirs. The same file loaded again at the same place is the same load again (its
- * frames, and names, are the same): it takes its first tag back and is not announced again.
+ * that the consumer names them after it and the frames of the earlier loads after theirs.
+ * The same file loaded again at the same place is the same load again (its frames, and
+ * names, are the same): it takes its first tag back and is not announced again.
  */
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>

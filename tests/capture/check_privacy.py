@@ -169,7 +169,8 @@ def find_recording(base, skip, timeout=60):
             except FileNotFoundError:  # swept meanwhile
                 continue
             if p != skip and re.fullmatch(r"rec\.[A-Za-z0-9]{6}", n) and \
-                    stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and os.path.exists(os.path.join(p, "spool")):
+                    stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and \
+                    os.path.exists(os.path.join(p, "spool")):
                 return p
         time.sleep(0.02)
     return None

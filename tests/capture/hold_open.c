@@ -44,7 +44,8 @@ __attribute__((constructor)) static void hold_init(void)
  * not its first spool or an aside name */
 static int is_child_spool(const char *path)
 {
-	static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	static const char alnum[] = "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	size_t len = strlen(g_prefix), d;
 
 	if (!g_prefix[0] || strncmp(path, g_prefix, len) != 0 || path[len] != '.' ||
