@@ -230,8 +230,11 @@ def test_other_user(tap, a, work):
             forged = None
             if child:
                 forged = child + ".1"  # a name the recorder lists: a moved-aside spool
-                shutil.copyfile(child, forged)
-                os.chown(forged, NOBODY, NOBODY)
+                # made beside, then renamed in: never root's under a name the recorder lists
+                tmp = os.path.join(base, "forged.tmp")
+                shutil.copyfile(child, tmp)
+                os.chown(tmp, NOBODY, NOBODY)
+                os.rename(tmp, forged)
                 time.sleep(0.3)  # scanned every 20 ms
         finally:
             with open(fifo, "w") as f:
