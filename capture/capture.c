@@ -543,7 +543,7 @@ static int slurp(const char *path, void **out, size_t *len)
 	char *buf;
 	int fd, rc = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -574,16 +574,15 @@ out_close:
 
 int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms)
 {
-	const char *spool = getenv("TFS_SPOOL");
 	const struct timespec nap = {0, 1000000};
-	char path[4200];
+	char path[PATH_MAX];
 	int32_t rc = 0;
 
 	if (!tfs_capture_mask_ || !g_spool.hdr)
 		return -ENOTSUP;
 	if (g_inproc)
 		return cap_inproc_save_mem(out, len);
-	if (!spool || !*spool)
+	if (!g_follow || cap_spool_save_path(g_root, path, sizeof(path)) < 0)
 		return -ENOTSUP;
 	atomic_store(&g_spool.hdr->save_req, 1);
 	for (unsigned int t = 0; t < timeout_ms; t++) {
@@ -596,7 +595,6 @@ int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms)
 		return -ETIMEDOUT;
 	if (rc < 0)
 		return rc;
-	snprintf(path, sizeof(path), "%s.trace", spool);
 	rc = slurp(path, out, len);
 	unlink(path);
 	return rc;
@@ -607,12 +605,12 @@ uint64_t cap_now_ns(void)
 	return now_ns();
 }
 
-void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path)
+void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const char *path)
 {
 	struct tstate *ts = tls_state;
-	uint64_t args[3] = {bias, lo, hi};
+	uint64_t args[4] = {bias, lo, hi, tag};
 
-	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 3, path,
+	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 4, path,
 				     strnlen(path, SPOOL_MAX_PATH)))
 		count_drop();
 }
@@ -656,6 +654,9 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 	r[base] = (uint64_t)keep | (uint64_t)(n - keep) << 16;
 	for (uint32_t i = keep; i < n; i++)
 		r[base + 1 + i - keep] = frames[i];
+	/* kept frames are still on the stack: their code, hence their tag, cannot have changed */
+	if (unlikely(atomic_load_explicit(&cap_modules_reloaded, memory_order_relaxed)))
+		cap_modules_key(r + base + 1, n - keep);
 	ts->bt_n = n;
 	rec_publish(ts, words);
 	return true;
@@ -995,8 +996,9 @@ static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 	uint64_t start = proc_start();
 	int rc;
 
-	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) >= sizeof(g_path))
-		return -ENAMETOOLONG;
+	rc = cap_spool_child_path(g_root, pid, g_path, sizeof(g_path));
+	if (rc < 0)
+		return rc;
 	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
 		/* no aside name here (too long, no such renames): the old spool goes, as it
@@ -1034,7 +1036,7 @@ static void unrecorded(const char *why, int err)
 	if (len > 0)
 		(void)!write(STDERR_FILENO, msg, (size_t)len < sizeof(msg) ? (size_t)len
 									     : sizeof(msg) - 1);
-	fd = open(g_root, O_RDWR | O_CLOEXEC);
+	fd = open(g_root, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	root = mmap(NULL, SPOOL_HDR_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -1223,7 +1225,7 @@ static int attach(const char *path)
 	/* the image a forked child exec'd with the environment it inherited: its own spool */
 	other = g_spool;
 	g_spool.hdr = NULL;
-	if ((size_t)snprintf(g_path, sizeof(g_path), "%s.%u", g_root, pid) < sizeof(g_path) &&
+	if (cap_spool_child_path(g_root, pid, g_path, sizeof(g_path)) == 0 &&
 	    attach_own(g_path, pid, start)) {
 		cap_spool_unmap(&other);
 		return 0;

@@ -6,6 +6,7 @@
 #ifndef TFS_CAPTURE_I_H
 #define TFS_CAPTURE_I_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -105,10 +106,23 @@ void cap_unwind_pipe(int fds[2], int flags);
 void cap_modules_forget(void);
 /* Announce every loaded object not announced yet (REC_MODULE through cap_put_module). */
 void cap_modules_scan(void);
-/* Announce new objects if one of @frames lies outside every object announced so far. */
+/*
+ * Announce new objects if one of @frames lies outside every object announced so far, or an
+ * object was unloaded since the last look (another may be where it was).
+ */
 void cap_modules_check(const uint64_t *frames, uint32_t n);
+/*
+ * An object was loaded where another had been (cap_modules_key has work to do); until then
+ * frames need no tag. Reset in a forked child.
+ */
+extern _Atomic bool cap_modules_reloaded;
+/*
+ * Tag each of @frames that lies in a load over earlier ones with that load's tag (spool_i.h
+ * frame tags), in place. After cap_modules_check() on them.
+ */
+void cap_modules_key(uint64_t *frames, uint32_t n);
 /* Record a REC_MODULE on the calling thread (capture.c); inside the capture only. */
-void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, const char *path);
+void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const char *path);
 
 /* Reserve the next symbolic thread id (pthread_create numbers threads in creation order). */
 uint32_t cap_thread_reserve(void);

@@ -863,9 +863,10 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 	case REC_CALL_NESTED:
 		return call_record(c, ct, r, words, kind == REC_CALL_BT, kind == REC_CALL_NESTED);
 	case REC_MODULE:
-		if (!c->stacks || !payload(r, words, 3, buf, sizeof(buf)))
+		if (!c->stacks || !payload(r, words, 4, buf, sizeof(buf)) ||
+		    r[5] > SPOOL_FRAME_TAG_MAX)
 			return -EBADMSG;
-		return cap_stacks_add_module(c->stacks, r[2], r[3], r[4], buf);
+		return cap_stacks_add_module(c->stacks, r[2], r[3], r[4], (uint32_t)r[5], buf);
 	default:
 		return -EBADMSG;
 	}

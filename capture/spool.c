@@ -108,7 +108,8 @@ static int create(struct spool *s, const char *path, size_t bytes, uint32_t n_re
 		n_ready = (uint32_t)n_chunks;
 	total = SPOOL_HDR_BYTES + n_chunks * SPOOL_CHUNK_BYTES;
 	if (path) {
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		/* a name taken (a file, a link) is refused, never followed or reused */
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
 		if (ftruncate(fd, (off_t)total) < 0) {
@@ -190,6 +191,40 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	return 0;
 }
 
+int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap)
+{
+	return (size_t)snprintf(buf, cap, "%s.%" PRIu32, root, pid) < cap ? 0 : -ENAMETOOLONG;
+}
+
+int cap_spool_save_path(const char *root, char *buf, size_t cap)
+{
+	return (size_t)snprintf(buf, cap, "%s%s", root, SPOOL_SAVE_SUFFIX) < cap ? 0
+										   : -ENAMETOOLONG;
+}
+
+/* @s starts with 1 to 10 digits; the first byte after them in *@end. */
+static bool digits(const char *s, const char **end)
+{
+	size_t n = strspn(s, "0123456789");
+
+	*end = s + n;
+	return n > 0 && n <= 10;
+}
+
+bool cap_spool_is_child_name(const char *name, bool *aside)
+{
+	const size_t n = strlen(SPOOL_FIRST);
+	const char *p;
+
+	*aside = false;
+	if (strncmp(name, SPOOL_FIRST ".", n + 1) != 0 || !digits(name + n + 1, &p))
+		return false;
+	if (!*p)
+		return true;
+	*aside = true;
+	return *p == '.' && digits(p + 1, &p) && !*p;
+}
+
 int cap_spool_move_aside(const char *path, char *aside, size_t cap)
 {
 	for (unsigned int k = 1; k <= 1000; k++) {
@@ -205,30 +240,37 @@ int cap_spool_move_aside(const char *path, char *aside, size_t cap)
 	return -EEXIST;
 }
 
-int cap_spool_attach(struct spool *s, const char *path)
+int cap_spool_attach_fd(struct spool *s, int fd)
 {
 	struct spool_hdr h;
 	struct stat st;
-	int fd, rc;
+	int rc;
 
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
+	if (fstat(fd, &st) < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto out_close_fd;
-	}
-	rc = -EBADMSG;
+	/* another user's file is never taken for ours, whatever its name and header */
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+		return -EPERM;
 	if ((size_t)st.st_size < SPOOL_HDR_BYTES || pread(fd, &h, sizeof(h), 0) != sizeof(h))
-		goto out_close_fd;
+		return -EBADMSG;
 	if (h.magic != SPOOL_MAGIC || h.version != SPOOL_VERSION || h.chunk_bytes < 4096 ||
 	    h.chunk_bytes % 4096 || h.n_chunks < 2 ||
 	    (uint64_t)st.st_size != SPOOL_HDR_BYTES + (uint64_t)h.n_chunks * h.chunk_bytes)
-		goto out_close_fd;
+		return -EBADMSG;
 	rc = map_fd(s, fd, (size_t)st.st_size);
 	if (rc == 0)
 		s->ino = (uint64_t)st.st_ino;
-out_close_fd:
+	return rc;
+}
+
+int cap_spool_attach(struct spool *s, const char *path)
+{
+	int fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return errno == ELOOP ? -EPERM : -errno;
+	rc = cap_spool_attach_fd(s, fd);
 	close(fd);
 	return rc;
 }

@@ -84,7 +84,7 @@
 #include <stdint.h>
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 5u
+#define SPOOL_VERSION 6u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -156,8 +156,9 @@ enum spool_rec {
 				payload: its string arguments, each NUL-terminated */
 	REC_CALL_BT = 12,    /* REC_CALL of an allocating call followed by its backtrace,
 				after the padded payload (see below) */
-	REC_MODULE = 13,     /* a loaded object: arg 0: load bias; args 1, 2: lowest and end
-				address of its PT_LOAD segments; payload: its file's path */
+	REC_MODULE = 13,     /* a load of an object: arg 0: load bias; args 1, 2: lowest and end
+				address of its PT_LOAD segments; arg 3: its tag (frame tags,
+				below); payload: its file's path */
 	REC_CALL_NESTED = 14, /* REC_CALL made inside other traced calls (TFS_TRACE_NESTED):
 				 after the padded payload two more words, the depth and the
 				 outermost call it is inside (a call number as aux is) */
@@ -180,6 +181,22 @@ enum spool_rec {
  */
 #define SPOOL_MAX_BT_FRAMES 128u
 #define SPOOL_BT_UNSAMPLED 1u
+
+/*
+ * Frame tags. A frame is a return address, as it was when recorded. Code can be unloaded
+ * (dlclose) and other code loaded at its addresses, so an address alone does not say whose
+ * code it was: each load of an object is announced (REC_MODULE) with a tag, 0 for a load
+ * where nothing was loaded before in this process, else one more than the highest tag of
+ * the loads it overlaps (at most SPOOL_FRAME_TAG_MAX: later loads share it), and a frame in
+ * a load of tag t > 0 is recorded as its address | t << SPOOL_FRAME_TAG_SHIFT (above every
+ * user-space address, 5-level paging included). The consumer names a frame after the load
+ * of its tag that holds its address, and the trace keeps the tagged value as the frame and
+ * as the symbolised address: two functions at one address in one rank are two symbols.
+ * A load of the same file at the same place again is the same load (the same tag).
+ */
+#define SPOOL_FRAME_TAG_SHIFT 56u
+#define SPOOL_FRAME_TAG_MAX 127u
+#define SPOOL_FRAME_ADDR_MASK ((UINT64_C(1) << SPOOL_FRAME_TAG_SHIFT) - 1)
 
 /*
  * A child the producer reaped through an interposed wait call (interpose_proc.c), for the
@@ -291,6 +308,32 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 			   uint32_t pid, uint32_t ppid, uint64_t start);
 
 /*
+ * The names of a recording's spools, all in its private directory (recording.h):
+ *
+ *   spool                the first process's (TFS_SPOOL of the program, TFS_SPOOL_ROOT of
+ *                        the processes it starts)
+ *   spool.<pid>          a forked or spawned process's, made by that process
+ *   spool.<pid>.<k>      the same, moved aside by a later process given that pid
+ *                        (cap_spool_move_aside) before its recorder had taken it in
+ *   spool.trace          the trace the recorder saves when MPI_Finalize asks (save_req)
+ *
+ * The producer derives a name from the first spool's path (its `root`); the recorder lists
+ * the directory for them and takes in only regular files of its own user.
+ */
+#define SPOOL_FIRST "spool"
+#define SPOOL_SAVE_SUFFIX ".trace"
+
+/* `<root>.<pid>`, the spool of process @pid, into @buf. @return 0 or -ENAMETOOLONG */
+int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap);
+/* `<root>.trace`, the trace saved for MPI_Finalize, into @buf. @return 0 or -ENAMETOOLONG */
+int cap_spool_save_path(const char *root, char *buf, size_t cap);
+/*
+ * Whether @name, an entry of a recording's directory, is a process's spool:
+ * `spool.<pid>` or, *@aside set, `spool.<pid>.<k>`.
+ */
+bool cap_spool_is_child_name(const char *name, bool *aside);
+
+/*
  * Move spool @path to `<path>.<k>`, the first k from 1 that names nothing, and put that
  * name in @aside: by a rename that replaces nothing (a hard link, then an unlink, where
  * renames cannot refuse to replace). Async-signal-safe. @return 0, or -errno (-ENOENT:
@@ -300,10 +343,14 @@ int cap_spool_move_aside(const char *path, char *aside, size_t cap);
 
 /*
  * Map an existing spool read-write and check its header. Nothing is faulted in: a consumer
- * touches only the ready chunks; a producer calls cap_spool_prefault. @return 0, -errno or
- * -EBADMSG
+ * touches only the ready chunks; a producer calls cap_spool_prefault. A symbolic link, or
+ * anything but a regular file of the calling process's effective user, is refused
+ * (-EPERM): another user's file never becomes part of a recording.
+ * @return 0, -errno, -EPERM or -EBADMSG
  */
 int cap_spool_attach(struct spool *s, const char *path);
+/* cap_spool_attach() of the open file @fd (not closed). */
+int cap_spool_attach_fd(struct spool *s, int fd);
 /*
  * Fault the header and the ready chunks of @s in for writing, so the producer's hot path
  * takes no first-touch fault. @return 0, or -errno (memory ran out: the spool is usable,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tfs/writer.h"
+#include "spool_i.h"
 #include "stacks_i.h"
 
 /*
@@ -215,7 +216,7 @@ int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 }
 
 int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,
-			  const char *path)
+			  uint32_t tag, const char *path)
 {
 	char *p;
 
@@ -231,19 +232,28 @@ int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint
 	p = strdup(path);
 	if (!p)
 		return -ENOMEM;
-	s->mods[s->n_mods++] = (struct cap_module){bias, lo, hi, p};
+	s->mods[s->n_mods++] = (struct cap_module){bias, lo, hi, tag, p};
 	return 0;
 }
 
-bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t addr, uint32_t *index)
+bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t key, uint32_t *index)
 {
+	const uint64_t addr = key & SPOOL_FRAME_ADDR_MASK;
+	const uint32_t tag = (uint32_t)(key >> SPOOL_FRAME_TAG_SHIFT);
+	bool any = false;
+
 	for (uint32_t i = s->n_mods; i-- > 0;) {
-		if (addr >= s->mods[i].lo && addr < s->mods[i].hi) {
+		if (addr < s->mods[i].lo || addr >= s->mods[i].hi)
+			continue;
+		if (s->mods[i].tag == tag) {
 			*index = i;
 			return true;
 		}
+		if (!any)
+			*index = i;
+		any = true;
 	}
-	return false;
+	return any;
 }
 
 uint64_t cap_stacks_n_addrs(const struct cap_stacks *s)

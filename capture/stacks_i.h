@@ -13,10 +13,11 @@
 struct tfs_writer;
 struct cap_stacks;
 
-/* A loaded object of the traced process, as REC_MODULE announced it. */
+/* A load of an object of the traced process, as REC_MODULE announced it. */
 struct cap_module {
 	uint64_t bias;	 /* load bias: run-time address - address in the file */
 	uint64_t lo, hi; /* its PT_LOAD span, run-time addresses */
+	uint32_t tag;	 /* the tag its frames carry (spool_i.h frame tags) */
 	char *path;
 };
 
@@ -59,9 +60,9 @@ static inline uint64_t cap_stacks_hash(const uint64_t *frames, uint32_t n)
 }
 
 /*
- * The stack id of backtrace @frames (@n return addresses, outermost first, n < 2^24): 0, 1,
- * 2... in order of first appearance; a new one is added to @w (tfs_writer_add_backtrace,
- * @rank). @return 0, -ENOMEM or a writer error
+ * The stack id of backtrace @frames (@n return addresses, outermost first, n < 2^24, tagged
+ * as spool_i.h says): 0, 1, 2... in order of first appearance; a new one is added to @w
+ * (tfs_writer_add_backtrace, @rank). @return 0, -ENOMEM or a writer error
  */
 int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 		      const uint64_t *frames, uint32_t n, uint64_t *id);
@@ -69,15 +70,17 @@ int cap_stacks_intern(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 int cap_stacks_intern_hashed(struct cap_stacks *s, struct tfs_writer *w, uint32_t rank,
 			     const uint64_t *frames, uint32_t n, uint64_t hash, uint64_t *id);
 
-/* Remember an object (@path copied). @return 0 or -ENOMEM */
+/* Remember a load of an object (@path copied). @return 0 or -ENOMEM */
 int cap_stacks_add_module(struct cap_stacks *s, uint64_t bias, uint64_t lo, uint64_t hi,
-			  const char *path);
+			  uint32_t tag, const char *path);
 
 /*
- * The latest announced object holding @addr (where an exec'd image's objects overlap its
- * predecessor's, the later image's): its index in *@index. @return false when none does
+ * The load a frame @key (a tagged return address, spool_i.h) was recorded in: the latest
+ * announced of its tag holding its address, else (its announcement lost) the latest holding
+ * its address at all (where an exec'd image's objects overlap its predecessor's, the later
+ * image's): its index in *@index. @return false when none does
  */
-bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t addr, uint32_t *index);
+bool cap_stacks_module_index(const struct cap_stacks *s, uint64_t key, uint32_t *index);
 
 /* Distinct code addresses so far, in order of first appearance (@i < the count). */
 uint64_t cap_stacks_n_addrs(const struct cap_stacks *s);
@@ -87,8 +90,9 @@ uint32_t cap_stacks_n_modules(const struct cap_stacks *s);
 const struct cap_module *cap_stacks_module(const struct cap_stacks *s, uint32_t i);
 
 /*
- * Symbolise every distinct code address once into @w (tfs_writer_add_symbol, @rank):
- * function, file and line, inlined functions as frames of their own; a return address is
+ * Symbolise every distinct code address once into @w (tfs_writer_add_symbol, @rank, the
+ * frame's tagged value as the address): function, file and line, inlined functions as
+ * frames of their own, from the load the frame was recorded in; a return address is
  * looked up at addr - 1 (the call). C++ and Rust names are demangled. What has no symbol
  * becomes "<object file name>+0x<return address in the file>" (or "0x<addr>" outside
  * every object). Lookups are shared with every earlier call for the same object file

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "tfs/writer.h"
+#include "spool_i.h"
 #include "stacks_i.h"
 #include "symbols_i.h"
 
@@ -550,13 +551,13 @@ static struct obj *obj_get(struct pass *p, const char *path)
 	return o;
 }
 
-/* The process's module holding @addr (the latest announced), and its file's object. */
-static const struct cap_module *module_at(struct pass *p, uint64_t addr, struct obj **o)
+/* The load frame @key was recorded in (cap_stacks_module_index), and its file's object. */
+static const struct cap_module *module_at(struct pass *p, uint64_t key, struct obj **o)
 {
 	uint32_t i;
 
 	*o = NULL;
-	if (!cap_stacks_module_index(p->s, addr, &i))
+	if (!cap_stacks_module_index(p->s, key, &i))
 		return NULL;
 	if (!p->looked[i]) {
 		p->objs[i] = obj_get(p, cap_stacks_module(p->s, i)->path);
@@ -614,14 +615,18 @@ static int look_up(struct obj *o, uint64_t pc, bool fast, struct tfs_src_frame *
 	return (int)n;
 }
 
-/* Symbolise one address into @w. @return 0 or -errno */
-static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, uint64_t addr,
+/*
+ * Symbolise one frame into @w, @key its tagged value (spool_i.h), under which it is stored.
+ * @return 0 or -errno
+ */
+static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, uint64_t key,
 			 uint64_t *n_named)
 {
+	const uint64_t addr = key & SPOOL_FRAME_ADDR_MASK;
 	struct tfs_src_frame mem[MAX_SRC], one;
 	const struct tfs_src_frame *f = mem;
 	struct obj *o;
-	const struct cap_module *mod = module_at(p, addr - 1, &o);
+	const struct cap_module *mod = module_at(p, key - 1, &o);
 	const uint64_t pc = mod ? addr - mod->bias - 1 : 0; /* in the file: the call */
 	char fallback[300];
 	uint32_t n = 0;
@@ -639,7 +644,7 @@ static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, ui
 	}
 	if (n > 0 && f[0].function) {
 		(*n_named)++;
-		return tfs_writer_add_symbol(w, rank, addr, f, n);
+		return tfs_writer_add_symbol(w, rank, key, f, n);
 	}
 	if (mod)
 		snprintf(fallback, sizeof(fallback), "%.200s+0x%" PRIx64, base_name(mod->path),
@@ -648,12 +653,12 @@ static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, ui
 		snprintf(fallback, sizeof(fallback), "0x%" PRIx64, addr);
 	if (n == 0) {
 		one = (struct tfs_src_frame){fallback, "", 0};
-		return tfs_writer_add_symbol(w, rank, addr, &one, 1);
+		return tfs_writer_add_symbol(w, rank, key, &one, 1);
 	}
 	if (f != mem)
 		memcpy(mem, f, n * sizeof(*f));
 	mem[0].function = fallback;
-	return tfs_writer_add_symbol(w, rank, addr, mem, n);
+	return tfs_writer_add_symbol(w, rank, key, mem, n);
 }
 
 /* CPU time of the calling thread: what symbolisation costs, whatever else runs. */

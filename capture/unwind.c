@@ -40,7 +40,14 @@
  *
  * Objects are found with dl_iterate_phdr at start and again whenever a new frame falls
  * outside every object known so far and the loader's object count has grown since the last
- * look (a dlopen); an object is announced once. Objects unloaded by dlclose stay known.
+ * look (a dlopen); an object is announced once per load. An object loaded where others were
+ * before it in this process (dlclose, then dlopen of another object there) is a new load:
+ * it is announced with a tag, the number of loads it overlaps (spool_i.h, frame tags), the
+ * loads it overlaps are known to be gone (as are, at the first look after a dlclose, the loads
+ * no longer in the process), and from then on the frames recorded in it carry its tag, so
+ * that the consumer names them after it and the frames of the earlier loads after theirs.
+ * The same file loaded again at the same place is the same load again (its frames, and
+ * names, are the same): it takes its first tag back and is not announced again.
  */
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
@@ -147,12 +154,30 @@ static _Atomic uint32_t g_gen = 1;	    /* bumped when an object may have been un
 static _Atomic unsigned long long g_subs; /* the loader's unload count last seen */
 static pthread_key_t g_walker_key;
 
-static struct range g_mods[MAX_MODULES]; /* [0, g_n_mods) published, append-only */
+/* A load of an object, as announced (REC_MODULE). */
+struct load {
+	struct range r;		/* its PT_LOAD span */
+	uint64_t bias, id;	/* its load bias, and a hash of its path: which file */
+	uint32_t tag;		/* loads before it that it overlaps (spool_i.h frame tags) */
+	_Atomic uint32_t live;	/* 0: another load overlapped it: it is gone */
+};
+
+static struct load g_mods[MAX_MODULES]; /* [0, g_n_mods) published, append-only */
 static _Atomic uint32_t g_n_mods;
 static atomic_flag g_scan_lock = ATOMIC_FLAG_INIT;
 static unsigned long long g_scan_adds; /* dlpi_adds at the last full scan; under the lock */
+/* g_gen when the objects were last looked at: an object unloaded since may have been
+ * replaced by another at the same addresses, which a lookup would take for it */
+static _Atomic uint32_t g_scan_gen;
+/* bumped when a load is known to be gone: a thread's last lookup may name it */
+static _Atomic uint32_t g_mods_epoch;
+_Atomic bool cap_modules_reloaded;
 
-static _Thread_local struct range tls_last_mod TLS_IE;
+/* The calling thread's last lookup: the live load holding an address, its tag. */
+static _Thread_local struct {
+	struct range r;
+	uint32_t tag, epoch;
+} tls_last_mod TLS_IE;
 static _Thread_local bool tls_unwinding TLS_IE;
 static _Thread_local struct walker *tls_walker TLS_IE;
 static _Thread_local bool tls_walker_gone TLS_IE; /* past its thread's teardown */
@@ -939,19 +964,37 @@ uint32_t cap_unwind_signal(uint64_t *frames, uint32_t max, void *uc)
 	return n;
 }
 
-static bool known(uint64_t a)
+/*
+ * The live load holding @a, newest first, into the thread's last lookup. @return false
+ * when none does
+ */
+static bool lookup(uint64_t a)
 {
-	uint32_t n = atomic_load_explicit(&g_n_mods, memory_order_acquire);
+	const uint32_t epoch = atomic_load_explicit(&g_mods_epoch, memory_order_acquire);
+	uint32_t n;
 
-	if (a >= tls_last_mod.lo && a < tls_last_mod.hi)
+	if (a >= tls_last_mod.r.lo && a < tls_last_mod.r.hi && tls_last_mod.epoch == epoch)
 		return true;
-	for (uint32_t i = 0; i < n; i++) {
-		if (a >= g_mods[i].lo && a < g_mods[i].hi) {
-			tls_last_mod = g_mods[i];
+	n = atomic_load_explicit(&g_n_mods, memory_order_acquire);
+	for (uint32_t i = n; i-- > 0;) {
+		const struct load *m = &g_mods[i];
+
+		if (a >= m->r.lo && a < m->r.hi &&
+		    atomic_load_explicit(&m->live, memory_order_relaxed)) {
+			tls_last_mod.r = m->r;
+			tls_last_mod.tag = m->tag;
+			tls_last_mod.epoch = epoch;
 			return true;
 		}
 	}
 	return false;
+}
+
+void cap_modules_key(uint64_t *frames, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (lookup(frames[i]) && tls_last_mod.tag)
+			frames[i] |= (uint64_t)tls_last_mod.tag << SPOOL_FRAME_TAG_SHIFT;
 }
 
 static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
@@ -961,41 +1004,162 @@ static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+/* FNV-1a of @s: which file a load is of. */
+static uint64_t path_id(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3u;
+	return h;
+}
+
+static bool overlap(const struct range *a, const struct range *b)
+{
+	return a->lo < b->hi && b->lo < a->hi;
+}
+
+/*
+ * Load @m, now in the process, overlaps the live loads @m does not equal: they are gone.
+ * @return the highest tag of every load it overlaps, live or gone; -1: none
+ */
+static int64_t supersede(const struct load *m, uint32_t n)
+{
+	int64_t top = -1;
+	bool gone = false;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct load *o = &g_mods[i];
+
+		if (o == m || !overlap(&o->r, &m->r))
+			continue;
+		if ((int64_t)o->tag > top)
+			top = o->tag;
+		if (atomic_load_explicit(&o->live, memory_order_relaxed)) {
+			atomic_store_explicit(&o->live, 0, memory_order_relaxed);
+			gone = true;
+		}
+	}
+	if (gone)
+		atomic_fetch_add_explicit(&g_mods_epoch, 1, memory_order_release);
+	return top;
+}
+
+/* The path of @info's object as the consumer can open it, in @buf when made. */
+static const char *object_path(const struct dl_phdr_info *info, char *buf, size_t cap)
+{
+	const char *path = info->dlpi_name;
+	ssize_t len;
+
+	if (!path || !*path) {
+		/* the main program has no name here */
+		len = readlink("/proc/self/exe", buf, cap - 1);
+		buf[len > 0 ? len : 0] = '\0';
+		return buf;
+	}
+	/* dlopen("./x.so") keeps the name as given: the consumer may run elsewhere */
+	if (*path != '/' && strchr(path, '/') && cap >= PATH_MAX && realpath(path, buf))
+		return buf;
+	return path;
+}
+
 static int announce(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uint32_t n = atomic_load_explicit(&g_n_mods, memory_order_relaxed);
-	char buf[4096];
-	const char *path = info->dlpi_name;
+	char buf[PATH_MAX];
+	const char *path;
+	struct load *m;
+	uint64_t id;
+	int64_t top;
 	struct range r;
-	ssize_t len;
 
 	(void)size;
 	(void)arg;
 	if (!object_range(info, &r))
 		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (g_mods[i].lo == r.lo && g_mods[i].hi == r.hi)
-			return 0;
+	path = object_path(info, buf, sizeof(buf));
+	id = path_id(path);
+	for (uint32_t i = 0; i < n; i++) {
+		m = &g_mods[i];
+		if (m->r.lo != r.lo || m->r.hi != r.hi || m->bias != info->dlpi_addr || m->id != id)
+			continue;
+		/* announced before; loaded again in between if gone: the same names again */
+		if (!atomic_load_explicit(&m->live, memory_order_relaxed)) {
+			supersede(m, n);
+			atomic_store_explicit(&m->live, 1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&g_mods_epoch, 1, memory_order_release);
+		}
+		return 0;
+	}
 	if (n == MAX_MODULES)
 		return 1;
-	if (!path || !*path) {
-		/* the main program has no name here */
-		len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-		buf[len > 0 ? len : 0] = '\0';
-		path = buf;
-	} else if (*path != '/' && strchr(path, '/') && realpath(path, buf)) {
-		/* dlopen("./x.so") keeps the name as given: the consumer may run elsewhere */
-		path = buf;
-	}
-	cap_put_module(info->dlpi_addr, r.lo, r.hi, path);
-	g_mods[n] = r;
+	m = &g_mods[n];
+	*m = (struct load){.r = r, .bias = info->dlpi_addr, .id = id};
+	top = supersede(m, n);
+	m->tag = top < 0 ? 0 : top < SPOOL_FRAME_TAG_MAX ? (uint32_t)top + 1 : SPOOL_FRAME_TAG_MAX;
+	atomic_store_explicit(&m->live, 1, memory_order_relaxed);
+	if (m->tag)
+		atomic_store_explicit(&cap_modules_reloaded, true, memory_order_relaxed);
+	cap_put_module(info->dlpi_addr, r.lo, r.hi, m->tag, path);
 	atomic_store_explicit(&g_n_mods, n + 1, memory_order_release);
 	return 0;
+}
+
+/* The loads still in the process (marked in a bitmap of g_mods indexes), in a scan. */
+struct present {
+	uint32_t n;
+	uint64_t bits[MAX_MODULES / 64];
+};
+
+static int mark_present(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct present *p = arg;
+	char buf[PATH_MAX];
+	struct range r;
+	uint64_t id;
+
+	(void)size;
+	if (!object_range(info, &r))
+		return 0;
+	id = path_id(object_path(info, buf, sizeof(buf)));
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct load *m = &g_mods[i];
+
+		if (m->r.lo == r.lo && m->r.hi == r.hi && m->bias == info->dlpi_addr && m->id == id)
+			p->bits[i / 64] |= UINT64_C(1) << (i % 64);
+	}
+	return 0;
+}
+
+/*
+ * Something was unloaded: the loads no longer in the process are gone. Else a frame in an
+ * object loaded where one of them was, looked up before that object is announced (which
+ * happens only when a frame lies outside every live load), would take the old one's tag.
+ */
+static void retire_absent(void)
+{
+	struct present p = {.n = atomic_load_explicit(&g_n_mods, memory_order_relaxed)};
+	bool gone = false;
+
+	dl_iterate_phdr(mark_present, &p);
+	for (uint32_t i = 0; i < p.n; i++) {
+		struct load *m = &g_mods[i];
+
+		if (!(p.bits[i / 64] >> (i % 64) & 1) &&
+		    atomic_load_explicit(&m->live, memory_order_relaxed)) {
+			atomic_store_explicit(&m->live, 0, memory_order_relaxed);
+			gone = true;
+		}
+	}
+	if (gone)
+		atomic_fetch_add_explicit(&g_mods_epoch, 1, memory_order_release);
 }
 
 void cap_modules_forget(void)
 {
 	atomic_store_explicit(&g_n_mods, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&g_mods_epoch, 1, memory_order_relaxed);
+	atomic_store_explicit(&cap_modules_reloaded, false, memory_order_relaxed);
 	g_scan_adds = 0;
 	atomic_flag_clear_explicit(&g_scan_lock, memory_order_release);
 }
@@ -1003,9 +1167,14 @@ void cap_modules_forget(void)
 void cap_modules_scan(void)
 {
 	unsigned long long adds = 0;
+	uint32_t gen;
 
 	while (atomic_flag_test_and_set_explicit(&g_scan_lock, memory_order_acquire))
 		;
+	gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+	if (atomic_exchange_explicit(&g_scan_gen, gen, memory_order_relaxed) != gen &&
+	    atomic_load_explicit(&g_n_mods, memory_order_relaxed))
+		retire_absent();
 	dl_iterate_phdr(read_adds, &adds);
 	if (adds != g_scan_adds || atomic_load_explicit(&g_n_mods, memory_order_relaxed) == 0) {
 		g_scan_adds = adds;
@@ -1016,8 +1185,13 @@ void cap_modules_scan(void)
 
 void cap_modules_check(const uint64_t *frames, uint32_t n)
 {
+	if (n && atomic_load_explicit(&g_gen, memory_order_acquire) !=
+		     atomic_load_explicit(&g_scan_gen, memory_order_relaxed)) {
+		cap_modules_scan(); /* something was unloaded since: look again */
+		return;
+	}
 	for (uint32_t i = 0; i < n; i++) {
-		if (!known(frames[i])) {
+		if (!lookup(frames[i])) {
 			cap_modules_scan();
 			return;
 		}

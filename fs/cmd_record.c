@@ -40,17 +40,14 @@
 
 #include "tfs/capture.h"
 #include "tfs/reader.h"
-#include "consumer_i.h"
 #include "cli_i.h"
+#include "merge_i.h"
 #include "record_i.h"
-#include "record_procs_i.h"
+#include "recording.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
-/* new processes' spools are looked for at least this often, however long a poll takes:
- * their producers wait for us once their spool has grown full (spool_i.h) */
-#define SCAN_PERIOD_NS 20000000
 #define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
@@ -277,223 +274,6 @@ static bool find_library(char *buf, size_t cap)
 	return access(buf, R_OK) == 0;
 }
 
-/* The first process's spool: it starts small and grows up to --spool-size. */
-static int create_spool(struct spool *s, const struct record_opts *o, const char *path)
-{
-	int rc = cap_spool_create(s, path, o->spool_bytes, SPOOL_START_CHUNKS,
-				  (uint32_t)o->timing.timing, o->mask);
-
-	if (rc < 0)
-		return rc;
-	/* backtraces belong to allocations: none without them */
-	if (o->mask & TFS_TRACE_ALLOC)
-		s->hdr->bt_depth = o->bt_depth;
-	s->hdr->policy = o->policy;
-	return 0;
-}
-
-#define SPOOL_DIR "/dev/shm"
-#define SPOOL_PREFIX "tracefs-spool."
-/* younger spools may be a recorder's that has not locked its spool yet */
-#define STALE_AFTER_S 10
-
-/*
- * Hold a lock on the spool at @path while we record (the descriptor stays open until we
- * exit): a recorder that finds no lock knows the spool is a dead recorder's.
- */
-static void lock_spool(const char *path)
-{
-	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &fl) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	(void)fd; /* kept open on purpose: the lock lasts as long as we do */
-}
-
-/* @name is a first spool of the default directory, `tracefs-spool.<pid>.<i>`. */
-static bool is_first_spool(const char *name)
-{
-	const char *p = name + strlen(SPOOL_PREFIX);
-	size_t d = strspn(p, "0123456789");
-
-	if (strncmp(name, SPOOL_PREFIX, strlen(SPOOL_PREFIX)) != 0 || !d || p[d] != '.')
-		return false;
-	p += d + 1;
-	d = strspn(p, "0123456789");
-	return d > 0 && !p[d];
-}
-
-/* Whether @path begins with a spool header (a directory of the user's holds other files). */
-static bool has_spool_magic(const char *path)
-{
-	uint32_t magic = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	bool yes;
-
-	if (fd < 0)
-		return false;
-	yes = pread(fd, &magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) && magic == SPOOL_MAGIC;
-	close(fd);
-	return yes;
-}
-
-/*
- * @name, in @dir, is named after spool @first the way tracefs names files after a spool:
- * its processes' spools, their move-asides and saved traces (`<first>.<n>[.<n>...][.trace]`).
- * In the default directory any `<first>.` name is ours.
- */
-static bool named_after(const char *name, const char *first, bool default_dir)
-{
-	size_t len = strlen(first);
-	const char *p = name + len;
-
-	if (strncmp(name, first, len) != 0 || *p != '.')
-		return false;
-	if (default_dir)
-		return true;
-	while (*p == '.' && p[1] >= '0' && p[1] <= '9')
-		p += 1 + strspn(p + 1, "0123456789");
-	return (p > name + len && !*p) || !strcmp(p, ".trace");
-}
-
-/*
- * @name is a first spool: in the default directory `tracefs-spool.<pid>.<i>`; in a
- * directory of the user's (TFS_SPOOL's) a file with a spool header that is not named after
- * another such file.
- */
-static bool is_first_spool_in(const char *dir, const char *name, const char *path, bool default_dir)
-{
-	char other[PATH_MAX];
-	struct dirent *f;
-	bool child = false;
-	DIR *d;
-
-	if (default_dir)
-		return is_first_spool(name);
-	if (name[0] == '.' || !has_spool_magic(path))
-		return false;
-	d = opendir(dir);
-	while (d && !child && (f = readdir(d))) {
-		child = strcmp(f->d_name, name) != 0 && named_after(name, f->d_name, false) &&
-			(size_t)snprintf(other, sizeof(other), "%s/%s", dir, f->d_name) <
-				sizeof(other) &&
-			has_spool_magic(other);
-	}
-	if (d)
-		closedir(d);
-	return !child;
-}
-
-/* Whether first spool @path is a dead recorder's: old enough and nobody holds its lock. */
-static bool is_stale(const char *path, const struct stat *st)
-{
-	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-	bool stale;
-	int fd;
-
-	if (!S_ISREG(st->st_mode) || st->st_mtime > time(NULL) - STALE_AFTER_S)
-		return false;
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	stale = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
-	close(fd);
-	return stale;
-}
-
-/*
- * Remove what recorders killed before they could clean up left in @dir (the default
- * directory, or TFS_SPOOL's): each first spool nobody holds, with the spools and traces named
- * after it (its processes', its MPI rank's). Says so in one line.
- */
-static void sweep_stale_spools(const char *dir)
-{
-	const bool default_dir = !strcmp(dir, SPOOL_DIR);
-	DIR *d = opendir(dir);
-	uint64_t bytes = 0;
-	uint32_t n = 0;
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char path[PATH_MAX], other[PATH_MAX];
-		struct dirent *f;
-		struct stat st;
-		DIR *d2;
-
-		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) ||
-		    lstat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
-		    !is_first_spool_in(dir, e->d_name, path, default_dir) || !is_stale(path, &st) ||
-		    unlink(path) < 0)
-			continue;
-		n++;
-		bytes += (uint64_t)st.st_blocks * 512;
-		d2 = opendir(dir);
-		while (d2 && (f = readdir(d2))) {
-			if (!named_after(f->d_name, e->d_name, default_dir) ||
-			    (size_t)snprintf(other, sizeof(other), "%s/%s", dir, f->d_name) >=
-				    sizeof(other) ||
-			    lstat(other, &st) < 0 || !S_ISREG(st.st_mode) || unlink(other) < 0)
-				continue;
-			n++;
-			bytes += (uint64_t)st.st_blocks * 512;
-		}
-		if (d2)
-			closedir(d2);
-	}
-	closedir(d);
-	/* spools grow as they fill: a killed recording may have left a few hundred KiB */
-	if (n)
-		fs_fail("removed %" PRIu32 " spool%s (%" PRIu64 " %s) left in %s by recordings "
-			"that were killed", n, n == 1 ? "" : "s",
-			bytes >= (1u << 20) ? bytes >> 20 : (bytes + 1023) >> 10,
-			bytes >= (1u << 20) ? "MiB" : "KiB", dir);
-}
-
-/* The directory of spool path @path, into @buf. */
-static const char *spool_dir_of(const char *path, char *buf, size_t cap)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		return ".";
-	if (slash == path)
-		return "/";
-	snprintf(buf, cap, "%.*s", (int)(slash - path), path);
-	return buf;
-}
-
-static int make_spool(struct spool *s, const struct record_opts *o, char *path, size_t cap)
-{
-	const char *env = getenv("TFS_SPOOL");
-	int rc;
-
-	if (env && *env) {
-		char dir[PATH_MAX];
-
-		sweep_stale_spools(spool_dir_of(env, dir, sizeof(dir)));
-		snprintf(path, cap, "%s", env);
-		rc = create_spool(s, o, path);
-		if (rc == 0)
-			lock_spool(path);
-		return rc;
-	}
-	sweep_stale_spools(SPOOL_DIR);
-	for (unsigned int i = 0; i < 100; i++) {
-		snprintf(path, cap, SPOOL_DIR "/" SPOOL_PREFIX "%ld.%u", (long)getpid(), i);
-		rc = create_spool(s, o, path);
-		if (rc == 0)
-			lock_spool(path);
-		if (rc != -EEXIST)
-			return rc;
-	}
-	return -EEXIST;
-}
-
 static void set_preload(const char *lib)
 {
 	const char *old = getenv("LD_PRELOAD");
@@ -542,110 +322,94 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	_exit(127);
 }
 
-static void join_args(char **argv, char *buf, size_t cap);
-
 /*
- * MPI_Finalize asked for the trace (spool_i.h save_req): finish the program's own consumer
- * and save its trace next to the spool for the MPI wrappers to merge (processes the rank
- * started are not in it). @return true once served: the consumer is finished.
+ * How the consumer learns that processes ended. The recorder reaps them itself: it is
+ * their subreaper, so once the program has ended and no child is left, every descendant
+ * has ended. The MPI saver (start_saver) reads what the process reaping them says
+ * (struct reap_msg on @fd), and once that process is gone without saying that all have
+ * ended, asks /proc (cap_recording_orphaned).
  */
-static bool serve_save(struct cap_consumer *c, struct spool *s, const struct record_opts *o,
-		       pid_t pid, const char *spool_path)
-{
-	char cmdline[4096], path[PATH_MAX + 8], v[32];
-	const char *slash = strrchr(o->argv[0], '/');
-	int rc;
-
-	if (atomic_load(&s->hdr->save_req) != 1)
-		return false;
-	snprintf(path, sizeof(path), "%s.trace", spool_path);
-	join_args(o->argv, cmdline, sizeof(cmdline));
-	rc = cap_consumer_finish(c);
-	if (rc == 0)
-		rc = cap_consumer_set_common_meta(c, slash ? slash + 1 : o->argv[0], cmdline,
-						  (long)pid, "record");
-	if (rc == 0)
-		rc = cap_consumer_set_meta(c, "end", "MPI_Finalize");
-	snprintf(v, sizeof(v), "%ld", o->mpi_size);
-	if (rc == 0)
-		rc = cap_consumer_set_meta(c, "mpi_size", v);
-	if (rc == 0 && o->mpi_impl)
-		rc = cap_consumer_set_meta(c, "mpi_impl", o->mpi_impl);
-	if (rc == 0)
-		rc = cap_consumer_save(c, path);
-	atomic_store(&s->hdr->save_rc, rc < 0 ? rc : 1);
-	return true;
-}
-
-/* The MPI wrappers' request, when the program runs under an MPI launcher. */
-struct mpi_save {
-	struct cap_consumer *c;
-	struct spool *s;
-	const struct record_opts *o;
-	const char *spool_path;
-	bool saved;
+struct ends {
+	pid_t pid;	   /* the program */
+	int fd;		   /* -1: reap here; else the reaper's messages (non-blocking) */
+	int status;	   /* the program's wait status, once @have_status */
+	bool have_status;
+	bool done;	   /* every process has ended */
+	bool orphaned;	   /* the reaper died first: /proc says when the processes end */
 };
 
-/*
- * Consume while the program and every process it started run: the recorder is their
- * subreaper, so once the program has ended and no child is left, every descendant has
- * ended. @return the program's wait status
- */
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
+/* What the reaper tells the saver, in this order: the program started, each process it
+ * reaped, and that all have ended. */
+enum reap_kind {
+	REAP_STARTED, /* the program is @pid */
+	REAP_REAPED,  /* @pid was reaped with wait status @status */
+	REAP_ENDED,   /* every process has ended */
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+struct reap_msg {
+	int32_t kind; /* enum reap_kind */
+	int32_t pid;
+	int32_t status;
+};
+
+static void reaped(struct cap_recording *r, struct ends *e, pid_t pid, int status)
+{
+	if (pid == e->pid) {
+		e->status = status;
+		e->have_status = true;
+	}
+	cap_recording_reaped(r, pid, status);
 }
 
-static int run_consumer(struct rec_procs *ps, pid_t pid, struct mpi_save *ms, int *consume_err)
+/* Reap what has ended, or read what the reaper says; e->done once every process has. */
+static void collect_ends(struct cap_recording *r, struct ends *e)
 {
-	const struct timespec idle = {0, IDLE_POLL_NS};
-	uint64_t scanned = mono_ns();
-	bool ended = false;
-	int status = 0;
+	struct reap_msg m;
+	ssize_t n;
+	pid_t w;
+	int st;
 
-	for (unsigned int pass = 0;; pass++) {
-		int n = *consume_err ? 0 : rec_procs_poll(ps);
-		int st;
-		pid_t r;
-
-		if (n < 0)
-			*consume_err = n;
-		if (ms && !ms->saved && !*consume_err && ms->o->mpi_size > 0)
-			ms->saved = serve_save(ms->c, ms->s, ms->o, pid, ms->spool_path);
-		if (pass % 4 == 0 || mono_ns() - scanned >= SCAN_PERIOD_NS) {
-			rec_procs_scan(ps, false);
-			scanned = mono_ns();
+	if (e->fd < 0) {
+		while ((w = waitpid(-1, &st, WNOHANG)) > 0 || (w < 0 && errno == EINTR))
+			if (w > 0)
+				reaped(r, e, w, st);
+		/* nothing left to wait for (or the program never started) */
+		e->done = w < 0 && errno == ECHILD;
+		return;
+	}
+	if (e->orphaned) {
+		e->done = cap_recording_ended(r);
+		return;
+	}
+	/* whole messages: each is written at once, smaller than PIPE_BUF */
+	while ((n = read(e->fd, &m, sizeof(m))) == (ssize_t)sizeof(m)) {
+		if (m.kind == REAP_ENDED) {
+			e->done = true;
+			return;
 		}
-		while ((r = waitpid(-1, &st, WNOHANG)) > 0 || (r < 0 && errno == EINTR)) {
-			if (r == pid) {
-				status = st;
-				ended = true;
-			}
-			if (r > 0)
-				rec_procs_reaped(ps, r, st);
-		}
-		if (r < 0 && errno == ECHILD && ended)
-			return status;
-		if (r < 0 && errno == ECHILD) /* never started: nothing to wait for */
-			return status;
-		if (n <= 0)
-			nanosleep(&idle, NULL);
+		if (m.kind == REAP_REAPED)
+			reaped(r, e, m.pid, m.status);
+	}
+	if (n == 0) {
+		e->orphaned = true;
+		cap_recording_orphaned(r);
 	}
 }
 
-void fs_describe_end(int status, char *buf, size_t cap)
+/* Consume while the program and every process it started run. */
+static void run_consumer(struct cap_recording *r, struct ends *e, int *consume_err)
 {
-	if (WIFEXITED(status))
-		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, cap, "killed by signal %d (SIG%s)%s", WTERMSIG(status),
-			 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?",
-			 WCOREDUMP(status) ? ", core dumped" : "");
-	else
-		snprintf(buf, cap, "ended with wait status %d", status);
+	const struct timespec idle = {0, IDLE_POLL_NS};
+
+	while (!e->done) {
+		int n = cap_recording_poll(r);
+
+		if (n < 0)
+			*consume_err = n;
+		collect_ends(r, e);
+		if (n <= 0 && !e->done)
+			nanosleep(&idle, NULL);
+	}
 }
 
 /* Our exit status for a program that ended with wait status @status (when no signal). */
@@ -735,140 +499,263 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 }
 
 /*
- * Take in what is left, set the metadata and save: one process's trace as it is, several
- * merged with a rank each. @return 0 or -errno
+ * Every process has ended: save the trace, or say why there is none, and the summary line
+ * (rank 0's only under MPI, one per job; every rank's with @say_all). @how: how the program
+ * ended; @ok: it exited with status 0. @return 0 or -errno (a runtime error: no trace)
  */
-static int finish_trace(struct cap_consumer *c, struct rec_procs *ps,
-			const struct record_opts *o, pid_t pid, const char *how, const char *out)
+static int conclude(struct cap_recording *r, const struct record_opts *o, const char *out,
+		    const char *how, bool ok, int consume_err, bool say_all)
 {
-	char cmdline[4096];
-	const char *slash = strrchr(o->argv[0], '/');
+	struct cap_consumer_stats st;
+	uint32_t n;
 	int rc;
 
-	join_args(o->argv, cmdline, sizeof(cmdline));
-	rc = cap_consumer_finish(c);
-	if (rc == 0)
-		rc = cap_consumer_set_common_meta(c, slash ? slash + 1 : o->argv[0], cmdline,
-						  (long)pid, "record");
-	if (rc == 0)
-		rc = cap_consumer_set_meta(c, "end", how);
-	if (rc == 0 && o->mpi_size > 0) {
-		char v[32];
-
-		/* the rank is the trace's own: ranks/<r> */
-		snprintf(v, sizeof(v), "%ld", o->mpi_size);
-		rc = cap_consumer_set_meta(c, "mpi_size", v);
-		if (rc == 0 && o->mpi_impl)
-			rc = cap_consumer_set_meta(c, "mpi_impl", o->mpi_impl);
+	if (cap_recording_served(r)) {
+		/* the MPI wrappers took the trace at MPI_Finalize, merged and saved it */
+		if (o->mpi_rank == 0 && ok && access(o->mpi_out, R_OK) == 0) {
+			cap_recording_stats(r, &st);
+			summary(o->mpi_out, how, &st, 1);
+		}
+		return 0;
 	}
-	if (rc == 0)
-		rc = rec_procs_finish(ps);
-	if (rc == 0)
-		rc = rec_procs_first_meta(ps);
-	if (rc == 0 && rec_procs_count(ps) == 1)
-		rc = cap_consumer_save(c, out);
-	else if (rc == 0)
-		rc = rec_procs_save(ps, out);
+	if (consume_err) {
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-consume_err));
+		return consume_err;
+	}
+	if (cap_recording_nothing(r)) {
+		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
+			"statically linked, or not run); program %s",
+			o->argv[0], how);
+		return 0;
+	}
+	rc = cap_recording_save(r, out);
+	if (rc < 0) {
+		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
+		return rc;
+	}
+	n = cap_recording_stats(r, &st);
+	if (o->mpi_rank == 0 || say_all) /* one line per job, not per rank */
+		summary(out, how, &st, n);
+	return 0;
+}
+
+/*
+ * The MPI saver, a process of its own session that the launcher's kill of the job does
+ * not reach: it consumes the spools, learns of the processes' ends from the recorder
+ * (@in), saves the trace and tells the recorder whether it did (@out_fd: one int, 0 or 1).
+ * A recorder killed before the program's processes have all ended leaves it to learn of
+ * them from /proc; it then saves what they recorded up to their end, and says so.
+ * @return its exit status
+ */
+static int saver_main(struct cap_recording *r, const struct record_opts *o, const char *out,
+		      int in, int out_fd)
+{
+	struct ends e = {.fd = in};
+	struct reap_msg m;
+	int consume_err = 0, failed, nul;
+	char how[96];
+	ssize_t n;
+
+	g_child = 0;
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGPIPE, SIG_IGN); /* the launcher's end of stderr may be gone: messages are lost */
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nul >= 0) {
+		dup2(nul, STDIN_FILENO);
+		dup2(nul, STDOUT_FILENO);
+		close(nul);
+	}
+	while ((n = read(in, &m, sizeof(m))) < 0 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(m) || m.kind != REAP_STARTED) { /* the program never started */
+		cap_recording_free(r, true);
+		return 1;
+	}
+	e.pid = m.pid;
+	fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
+	failed = cap_recording_start(r, e.pid);
+	if (failed < 0) {
+		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-failed));
+	} else {
+		run_consumer(r, &e, &consume_err);
+		if (e.have_status)
+			cap_describe_end(e.status, how, sizeof(how));
+		else
+			snprintf(how, sizeof(how), "%s", "unknown (its recorder was killed first)");
+		failed = conclude(r, o, out, how,
+				  e.have_status && WIFEXITED(e.status) && !WEXITSTATUS(e.status),
+				  consume_err, e.orphaned);
+	}
+	cap_recording_free(r, true);
+	failed = failed < 0;
+	(void)!write(out_fd, &failed, sizeof(failed));
+	return failed;
+}
+
+/*
+ * Under an MPI launcher, hand the recording over to a saver (saver_main): a grandchild in a
+ * session of its own, reparented away from this process, so that when the launcher kills
+ * the job (MPICH's and Open MPI's mpiexec kill every rank's process group once one rank
+ * ends without MPI_Finalize) every rank's trace is still saved. *@to_saver, *@from_saver:
+ * the pipes to it and from it. @return 0, or -errno (no saver: record here)
+ */
+static int start_saver(struct cap_recording *r, const struct record_opts *o, const char *out,
+		       int *to_saver, int *from_saver)
+{
+	int down[2], up[2], st, rc;
+	pid_t x;
+
+	if (pipe2(down, O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(up, O_CLOEXEC) < 0) {
+		rc = -errno;
+		goto err_close_down;
+	}
+	x = fork();
+	if (x < 0) {
+		rc = -errno;
+		goto err_close_up;
+	}
+	if (x == 0) {
+		close(down[1]);
+		close(up[0]);
+		if (setsid() < 0 || (x = fork()) < 0)
+			_exit(1);
+		if (x > 0)
+			_exit(0);
+		_exit(saver_main(r, o, out, down[0], up[1]));
+	}
+	close(down[0]);
+	close(up[1]);
+	if (waitpid(x, &st, 0) != x || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		close(down[1]);
+		close(up[0]);
+		return -ECHILD;
+	}
+	*to_saver = down[1];
+	*from_saver = up[0];
+	return 0;
+
+err_close_up:
+	close(up[0]);
+	close(up[1]);
+err_close_down:
+	close(down[0]);
+	close(down[1]);
 	return rc;
 }
 
-/* Neither the program nor any process it started loaded the capture library. */
-static bool nothing_recorded(const struct spool *s, struct rec_procs *ps)
+/*
+ * The recorder with a saver: tell it the program started, reap the program and every
+ * process it leaves behind, tell the saver of each, and once all have ended wait until it
+ * has saved the trace.
+ * @return the program's wait status; *@saved: the saver saved it (or had nothing to save)
+ */
+static int reap_for_saver(int to_saver, int from_saver, bool *saved)
 {
-	if (atomic_load(&s->hdr->producer_pid) != 0)
-		return false;
-	rec_procs_scan(ps, true);
-	return rec_procs_count(ps) == 1;
+	struct reap_msg m = {REAP_STARTED, (int32_t)g_child, 0};
+	int status = 0, st, failed = 1;
+	ssize_t n;
+	pid_t w;
+
+	signal(SIGPIPE, SIG_IGN); /* a saver gone: the trace is lost, the program's status not */
+	(void)!write(to_saver, &m, sizeof(m));
+	while ((w = waitpid(-1, &st, 0)) > 0 || (w < 0 && errno == EINTR)) {
+		if (w <= 0)
+			continue;
+		if (w == g_child)
+			status = st;
+		m = (struct reap_msg){REAP_REAPED, (int32_t)w, st};
+		(void)!write(to_saver, &m, sizeof(m));
+	}
+	m = (struct reap_msg){REAP_ENDED, 0, 0};
+	(void)!write(to_saver, &m, sizeof(m));
+	close(to_saver);
+	while ((n = read(from_saver, &failed, sizeof(failed))) < 0 && errno == EINTR)
+		;
+	close(from_saver);
+	if (n != (ssize_t)sizeof(failed))
+		fs_fail("the process saving the trace ended before it did");
+	*saved = n == (ssize_t)sizeof(failed) && !failed;
+	return status;
 }
 
 static int record(const struct record_opts *o, const char *lib, const char *out)
 {
 	struct sigaction fwd = {.sa_handler = forward_signal},
 			 sent = {.sa_sigaction = forward_sent_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
-	struct cap_consumer_stats st;
-	struct cap_consumer *c;
-	struct rec_procs *ps = NULL;
-	struct spool s;
-	char spool_path[PATH_MAX], how[96];
-	int rc, status, consume_err = 0, exit_status;
-	/* handed to the MPI wrappers at MPI_Finalize (ms.saved): they merge and save */
-	struct mpi_save ms = {.s = &s, .o = o, .spool_path = spool_path};
+	char cmdline[4096], size[32], how[96];
+	const char *slash = strrchr(o->argv[0], '/');
+	/* mpi_impl: the launcher's MPI, whose special ranks a replay proxy maps */
+	const char *meta[] = {"mpi_size", size, o->mpi_impl ? "mpi_impl" : NULL, o->mpi_impl, NULL};
+	const struct cap_recording_opts ro = {
+	    .timing = o->timing,
+	    .mask = o->mask,
+	    .spool_bytes = o->spool_bytes,
+	    .bt_depth = o->bt_depth,
+	    .policy = o->policy,
+	    .program = slash ? slash + 1 : o->argv[0],
+	    .cmdline = cmdline,
+	    /* the rank is the trace's own: ranks/<r> */
+	    .meta = o->mpi_size > 0 ? meta : NULL,
+	    .mpi = o->mpi_size > 0,
+	    .say = fs_fail,
+	    .strerr = fs_strerror,
+	    .save_bytes = fs_save_atomic,
+	};
+	struct cap_recording *r;
+	struct ends e = {.fd = -1};
+	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1;
+	bool saved = true, saver;
 
-	rc = make_spool(&s, o, spool_path, sizeof(spool_path));
-	if (rc < 0) {
-		fs_fail("cannot create the spool %s: %s", spool_path, fs_strerror(-rc));
+	join_args(o->argv, cmdline, sizeof(cmdline));
+	snprintf(size, sizeof(size), "%ld", o->mpi_size);
+	if (cap_recording_new(&ro, &r) < 0)
 		return EXIT_RUNTIME;
-	}
-	rc = cap_consumer_new(&s, &o->timing, &c);
-	if (rc < 0) {
-		fs_fail("cannot start the consumer: %s", fs_strerror(-rc));
-		goto err_unlink;
-	}
 	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
 	   we wait for */
 	sigaction(SIGINT, &sent, NULL);
 	sigaction(SIGQUIT, &sent, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
+	/* before we become a subreaper: the saver must not be reparented to us */
+	saver = o->mpi_size > 0 && start_saver(r, o, out, &to_saver, &from_saver) == 0;
 	/* processes the program leaves behind become ours: we know when all have ended */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	g_child = start_child(o, lib, spool_path);
+	g_child = start_child(o, lib, cap_recording_spool(r));
 	if (g_child < 0) {
 		fs_fail("cannot fork: %s", fs_strerror(errno));
-		goto err_free_consumer;
+		cap_recording_free(r, !saver); /* a saver told nothing removes it */
+		return EXIT_RUNTIME;
 	}
-	rc = rec_procs_new(&s, c, spool_path, (uint32_t)g_child, &o->timing, &ps);
-	if (rc < 0) {
-		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));
-		kill(g_child, SIGKILL);
-		waitpid(g_child, NULL, 0);
-		goto err_free_consumer;
-	}
-	ms.c = c;
-	status = run_consumer(ps, g_child, &ms, &consume_err);
-	fs_describe_end(status, how, sizeof(how));
-	exit_status = mirror_status(status);
-	if (ms.saved) {
-		char path[PATH_MAX + 8];
-
-		/* the wrappers read it (and remove it) unless they failed before */
-		snprintf(path, sizeof(path), "%s.trace", spool_path);
-		unlink(path);
-		if (o->mpi_rank == 0 && exit_status == 0 && access(o->mpi_out, R_OK) == 0) {
-			cap_consumer_stats(c, &st);
-			summary(o->mpi_out, how, &st, 1);
-		}
-	} else if (consume_err) {
-		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-consume_err));
-		if (exit_status == 0) /* no trace: the run must not look like a success */
-			exit_status = EXIT_RUNTIME;
-	} else if (nothing_recorded(&s, ps)) {
-		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
-		    "statically linked, or not run); program %s",
-		    o->argv[0], how);
-	} else if ((rc = finish_trace(c, ps, o, g_child, how, out)) < 0) {
-		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
-		if (exit_status == 0)
-			exit_status = EXIT_RUNTIME;
+	if (saver) {
+		cap_recording_free(r, false); /* the saver's now */
+		e.status = reap_for_saver(to_saver, from_saver, &saved);
 	} else {
-		rec_procs_stats(ps, &st);
-		if (o->mpi_rank == 0) /* one line per job, not per rank */
-			summary(out, how, &st, rec_procs_count(ps));
+		e.pid = g_child;
+		rc = cap_recording_start(r, g_child);
+		if (rc < 0) {
+			fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));
+			kill(g_child, SIGKILL);
+			waitpid(g_child, NULL, 0);
+			cap_recording_free(r, true);
+			return EXIT_RUNTIME;
+		}
+		run_consumer(r, &e, &consume_err);
+		cap_describe_end(e.status, how, sizeof(how));
+		saved = conclude(r, o, out, how, WIFEXITED(e.status) && !WEXITSTATUS(e.status),
+				 consume_err, false) == 0;
+		cap_recording_free(r, true);
 	}
-	rec_procs_free(ps);
-	cap_consumer_free(c);
-	unlink(spool_path);
-	cap_spool_unmap(&s);
-	if (WIFSIGNALED(status))
-		return die_of(WTERMSIG(status));
+	exit_status = mirror_status(e.status);
+	if (!saved && exit_status == 0) /* no trace: the run must not look like a success */
+		exit_status = EXIT_RUNTIME;
+	if (WIFSIGNALED(e.status))
+		return die_of(WTERMSIG(e.status));
 	return exit_status;
-
-err_free_consumer:
-	cap_consumer_free(c);
-err_unlink:
-	unlink(spool_path);
-	cap_spool_unmap(&s);
-	return EXIT_RUNTIME;
 }
 
 /*

@@ -34,6 +34,10 @@
  *                         under caller_a or caller_b, malloc(1400 + depth + 50 * caller)
  *   cap_bt dlcycle LIB1 LIB2 N  N times: dlopen LIB1, allocate through it, dlclose; the
  *                         same with LIB2 (loaded where LIB1 was: other code, same addresses)
+ *   cap_bt dlswap A B     dlopen A, apple() > apple_alloc > malloc(1601), dlclose; B the
+ *                         same way (banana, 1602), then A again (1603): A and B are the same
+ *                         code under other names (cap_bt_swap_a.c, _b.c); it prints the
+ *                         address each was loaded at ("dlswap A1 B A2")
  *
  * Standard output is a fixed text.
  */
@@ -384,6 +388,31 @@ static int dlcycle(const char *lib1, const char *lib2, long n)
 	return 0;
 }
 
+static int dlswap(const char *a, const char *b)
+{
+	const char *const libs[3] = {a, b, a}, *const syms[3] = {"apple", "banana", "apple"};
+
+	printf("dlswap");
+	for (int i = 0; i < 3; i++) {
+		void *h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL);
+		void *(*fn)(size_t);
+		Dl_info di;
+
+		if (!h) {
+			fprintf(stderr, "cap_bt: %s\n", dlerror());
+			return 1;
+		}
+		*(void **)&fn = dlsym(h, syms[i]);
+		if (!fn || !dladdr(*(void **)&fn, &di))
+			return 1;
+		free(fn(1601 + (size_t)i)); /* bt:dlswap */
+		printf(" %p", di.dli_fbase);
+		dlclose(h);
+	}
+	printf("\n");
+	return 0;
+}
+
 static int stress(int n, const char *lib)
 {
 	pthread_t t[64];
@@ -447,6 +476,8 @@ int main(int argc, char **argv)
 		return mixed(argc > 2 ? atol(argv[2]) : 1000);
 	if (!strcmp(mode, "dlcycle") && argc > 4)
 		return dlcycle(argv[2], argv[3], atol(argv[4]));
+	if (!strcmp(mode, "dlswap") && argc > 3)
+		return dlswap(argv[2], argv[3]);
 	if (!strcmp(mode, "abort")) {
 		g_sink[0] = f_outer(1001); /* bt:abort */
 		fflush(stdout);

@@ -36,8 +36,13 @@ tfs_trace_symbol), without the binary's help: the symbols are in the trace.
    its known shape too, and TFS_UNWIND_STATS tells that the walk did them (libunwind only
    the signal handlers' stacks, which cross a signal frame).
 
-  check_backtrace.py --tracefs T --capbt B --plugin P --plugin2 P2 --dump D
-                     --source cap_bt.c --lib L
+9. Two libraries, the same code under other names (apple, banana), loaded in turn at one
+   address (dlopen, allocate, dlclose; the test skips, saying so, when the loader put them
+   at different addresses): each allocation's frames are named after the library loaded
+   when it was made, A's again after B was there, in the events and in backtraces.txt.
+
+  check_backtrace.py --tracefs T --capbt B --plugin P --plugin2 P2 --swap-a A --swap-b B
+                     --dump D --source cap_bt.c --lib L
 """
 
 import argparse
@@ -411,19 +416,61 @@ def test_versus(tap, args, work, mk, src):
     versus(tap, args, work, "threads", [args.capbt, "threads", "16"], 0, threads=True)
 
 
+def backtraces_txt(args, trace):
+    """{stack id: [frame lines]} of rank 0's backtraces.txt."""
+    rc, out, err = run([args.tracefs, "cat", trace, "ranks/0/backtraces.txt"])
+    if rc != 0:
+        raise RuntimeError("cat backtraces.txt: " + err.decode(errors="replace"))
+    stacks, cur = {}, None
+    for line in out.decode().splitlines():
+        if line.startswith("stack#"):
+            cur = stacks.setdefault(int(line[6:]), [])
+        elif cur is not None:
+            cur.append(line.strip())
+    return stacks
+
+
+def test_dlswap(tap, args, work, mk, src):
+    what = "dlclose, then another library at the same address"
+    trace, out = record(args, work, "dlswap", [args.capbt, "dlswap", args.swap_a, args.swap_b])
+    bases = out.split()[1:]
+    if len(bases) != 3 or len(set(bases)) != 1:
+        tap.skip(what, "the loader put them at different addresses: %r" % out)
+        return
+    ev = dump(args, trace)
+    stacks = backtraces_txt(args, trace)
+    for size, lib, fruit in ((1601, "a", "apple"), (1602, "b", "banana"),
+                             (1603, "a", "apple")):
+        f = "cap_bt_swap_%s.c" % lib
+        fm = markers(os.path.join(os.path.dirname(args.source), f))
+        m = find(ev, "malloc", size)
+        tail_is(tap, m, [("dlswap", src, mk["dlswap"]), (fruit, f, fm[fruit]),
+                         (fruit + "_alloc", f, fm[fruit + "_alloc"])],
+                "%s: malloc(%d) named after %s: dlswap > %s > %s_alloc" %
+                (what, size, f, fruit, fruit))
+        lines = stacks.get(m.stack, []) if m else []
+        want = ["%s (%s:%d)" % (fruit, f, fm[fruit]), "%s_alloc (%s:%d)" %
+                (fruit + "", f, fm[fruit + "_alloc"])]
+        tap.ok([re.sub(r"\(.*/", "(", x) for x in lines[-2:]] == want,
+               "%s: backtraces.txt names malloc(%d)'s stack after %s" % (what, size, f),
+               (want, lines))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--tracefs", "--capbt", "--plugin", "--plugin2", "--dump", "--source", "--lib"):
+    for opt in ("--tracefs", "--capbt", "--plugin", "--plugin2", "--swap-a", "--swap-b",
+                "--dump", "--source", "--lib"):
         ap.add_argument(opt, required=True)
     args = ap.parse_args()
-    for k in ("tracefs", "capbt", "plugin", "plugin2", "dump", "source", "lib"):
+    for k in ("tracefs", "capbt", "plugin", "plugin2", "swap_a", "swap_b", "dump", "source",
+              "lib"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     mk = markers(args.source)
     src = os.path.basename(args.source)
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-bt.") as work:
         for test in (test_known, test_depth, test_threads, test_dlopen, test_loop,
-                     test_stress, test_abort, test_inproc, test_versus):
+                     test_stress, test_abort, test_inproc, test_versus, test_dlswap):
             try:
                 test(tap, args, work, mk, src)
             except Exception as e:  # a crash of the checker is a failure, not an abort

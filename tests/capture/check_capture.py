@@ -430,12 +430,25 @@ def kill_spin(p, child, timeout=None):
     p.communicate(timeout=timeout)
 
 
+def spool_of(pid):
+    """The spool a traced process records into: TFS_SPOOL of its environment."""
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        for var in f.read().split(b"\0"):
+            if var.startswith(b"TFS_SPOOL="):
+                return os.fsdecode(var[len(b"TFS_SPOOL="):])
+    return ""
+
+
 def test_stale_spools(tap, args, work):
-    """A recorder killed with SIGKILL leaves its spool in /dev/shm: the next recording
-    removes it and what is named after it, never a live recording's (held by a lock)."""
+    """A recorder killed with SIGKILL leaves its directory in /dev/shm: the next recording
+    removes it and the spools in it, never a live recording's (held by a lock)."""
     p, child = start_spin(tap, args, os.path.join(work, "killed.trace"), " (stale spools)")
-    spool = "/dev/shm/tracefs-spool.%d.0" % p.pid
-    if not tap.ok(os.path.exists(spool), "the recorder's spool is " + spool, spool):
+    spool = spool_of(child) if child else ""
+    d = os.path.dirname(spool)
+    if not tap.ok(re.fullmatch(r"/dev/shm/tracefs\.[A-Za-z0-9]{6}/spool", spool) and
+                  os.path.exists(spool) and (os.stat(d).st_mode & 0o777) == 0o700,
+                  "the recorder's spool is /dev/shm/tracefs.XXXXXX/spool, the directory "
+                  "mode 0700", spool):
         kill_spin(p, child)
         return
     old = time.time() - 120
@@ -445,7 +458,7 @@ def test_stale_spools(tap, args, work):
     tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
            "a live recording's spool is left alone, however old", serr)
     kill_spin(p, child, timeout=60)
-    with open(spool + ".4242", "wb") as f:  # a process's spool named after it
+    with open(spool + ".4242", "wb") as f:  # a process's spool
         f.write(b"x" * 4096)
     for path in (spool, spool + ".4242"):
         os.utime(path, (old, old))
@@ -453,23 +466,27 @@ def test_stale_spools(tap, args, work):
     rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o",
                        os.path.join(work, "sweep2.trace"), "--", args.known, "ok", "1"])
     m = re.search(rb"removed (\d+) spools \((\d+) [KM]iB\) left in /dev/shm", serr)
-    tap.ok(rc == 0 and not os.path.exists(spool) and not os.path.exists(spool + ".4242") and
-           m and int(m.group(1)) >= 2 and int(m.group(2)) >= 1,
-           "the next recording removes the dead recorder's spools and says so in one line",
-           serr)
+    tap.ok(rc == 0 and not os.path.exists(d) and m and int(m.group(1)) >= 2 and
+           int(m.group(2)) >= 1,
+           "the next recording removes the dead recorder's directory and spools and says so "
+           "in one line", serr)
 
 
 def test_stale_spools_own_dir(tap, args, work):
-    """TFS_SPOOL names a spool in a directory of the user's: a recorder killed there leaves
-    its spool, which the next recording with TFS_SPOOL in that directory removes, with the
-    spools and traces named after it, by the rules of /dev/shm; files that are no spool, or
-    are named after one but not as tracefs names them, stay."""
+    """TFS_SPOOL=PREFIX puts the recordings' directories at PREFIX.XXXXXX: a recorder killed
+    there leaves its directory, which the next recording with TFS_SPOOL in that directory
+    removes, the spools in it first, by the rules of /dev/shm; files that are not named as
+    spools are, the directory that holds them, and files beside it stay."""
     d = os.path.join(work, "my spools")
     os.mkdir(d)
-    spool = os.path.join(d, "killed")
     p, child = start_spin(tap, args, os.path.join(work, "killed-own.trace"),
-                          " (stale spools in TFS_SPOOL's directory)", {"TFS_SPOOL": spool})
-    if not tap.ok(os.path.exists(spool), "the recorder's spool is TFS_SPOOL", spool):
+                          " (stale spools in TFS_SPOOL's directory)",
+                          {"TFS_SPOOL": os.path.join(d, "killed")})
+    spool = spool_of(child) if child else ""
+    rdir = os.path.dirname(spool)
+    if not tap.ok(re.fullmatch(re.escape(d) + r"/killed\.[A-Za-z0-9]{6}/spool", spool) and
+                  os.path.exists(spool), "the recorder's spool is TFS_SPOOL.XXXXXX/spool",
+                  spool):
         kill_spin(p, child)
         return
     old = time.time() - 120
@@ -480,9 +497,9 @@ def test_stale_spools_own_dir(tap, args, work):
     tap.ok(rc == 0 and os.path.exists(spool) and b"removed" not in serr,
            "TFS_SPOOL's directory: a live recording's spool is left alone, however old", serr)
     kill_spin(p, child, timeout=60)
-    after = {spool + ".4242": True, spool + ".4242.1.trace": True, spool + ".trace": True,
-             spool + ".log": False, os.path.join(d, "notes"): False,
-             os.path.join(d, "no-spool-magic"): False}
+    after = {spool + ".4242": True, spool + ".4242.1": True, spool + ".trace": True,
+             spool + ".log": False, os.path.join(rdir, "notes"): False,
+             os.path.join(d, "notes"): False, os.path.join(d, "spool"): False}
     for path in after:
         with open(path, "wb") as f:
             f.write(b"TFSX" + b"x" * 4092)
@@ -493,13 +510,14 @@ def test_stale_spools_own_dir(tap, args, work):
                       env={"TFS_SPOOL": os.path.join(d, "third")})
     m = re.search(rb"^tracefs: removed (\d+) spools \((\d+) [KM]iB\) left in (.*) by recordings "
                   rb"that were killed$", serr, re.M)
-    left = sorted(os.path.basename(f) for f in os.listdir(d))
+    left = sorted(os.path.relpath(os.path.join(t, f), d) for t, _, fs in os.walk(d) for f in fs)
     tap.ok(rc == 0 and m and int(m.group(1)) == 4 and int(m.group(2)) >= 1 and
            m.group(3) == os.fsencode(d) and serr.count(b"removed") == 1 and
            not os.path.exists(spool) and
-           left == sorted(os.path.basename(f) for f, gone in after.items() if not gone),
-           "TFS_SPOOL's directory: the next recording removes the dead recorder's spool and "
-           "those named after it, says so in one line, leaves other files", (serr, left))
+           left == sorted(os.path.relpath(f, d) for f, gone in after.items() if not gone),
+           "TFS_SPOOL's directory: the next recording removes the dead recorder's spools, "
+           "says so in one line, leaves other files and the directory holding them",
+           (serr, left))
 
 
 def test_interrupt_record(tap, args, work):

@@ -108,13 +108,15 @@ def record(tap, a, work, name, *args, timing=None, no_aslr=False, spool=None):
 
 
 def spooled_bytes(d):
-    """Bytes allocated to the files in @d (what the spools there hold of memory or disk)."""
+    """Bytes allocated to the files under @d (what the spools there hold of memory or disk:
+    each recording keeps them in a directory of its own there)."""
     total = 0
-    for f in os.listdir(d):
-        try:
-            total += os.stat(os.path.join(d, f)).st_blocks * 512
-        except FileNotFoundError:  # removed meanwhile
-            pass
+    for top, _, files in os.walk(d):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(top, f)).st_blocks * 512
+            except FileNotFoundError:  # removed meanwhile
+                pass
     return total
 
 
@@ -189,7 +191,8 @@ def unrecorded(tap, a, work):
     while len(d) < 4000:  # PATH_MAX 4096: room for the spool, not for its `.<pid>`
         d = os.path.join(d, "d" * min(200, 4000 - len(d)))
         os.mkdir(d)
-    spool = os.path.join(d, "s" * (4093 - len(d)))  # 4094 bytes: no room for ".<pid>"
+    # the first spool is `<TFS_SPOOL>.XXXXXX/spool`, 13 bytes more: 4094, no room for ".<pid>"
+    spool = os.path.join(d, "s" * (4080 - len(d)))
     # the subshell cannot record; its own child (true) must neither crash nor record
     rc, out, sout, serr = record(tap, a, work, "unrec", "sh", "-c",
                                  "(/bin/true && echo sub-ok); echo ok", spool=spool)

@@ -1,8 +1,9 @@
 /*
  * A test shim preloaded into `tracefs record` (check_fork.py open_race): it holds the
- * recorder's first open() of a process's spool, `<TFS_TEST_HOLD_OPEN>.<pid>` opened without
- * O_CREAT, which the recorder does right after stat()ing it, until the test program has
- * swapped another file in under that name. It says it holds by creating
+ * recorder's first open() of a process's spool, `<TFS_TEST_HOLD_OPEN>.XXXXXX/spool.<pid>`
+ * (TFS_TEST_HOLD_OPEN is the recording's TFS_SPOOL) opened without O_CREAT, which the
+ * recorder does right after stat()ing it, until the test program has swapped
+ * another file in under that name. It says it holds by creating
  * `<TFS_TEST_HOLD_DIR>/held` and lets the open go on once `<TFS_TEST_HOLD_DIR>/go` exists
  * (or after 60 s). It only lives in the recorder: its constructor takes its variables and
  * LD_PRELOAD out of the environment the traced program inherits. Nothing in production
@@ -39,15 +40,21 @@ __attribute__((constructor)) static void hold_init(void)
 	unsetenv("LD_PRELOAD");
 }
 
-/* `<prefix>.<digits>`: a forked process's spool, not its first or an aside name */
+/* `<prefix>.XXXXXX/spool.<digits>`: a forked process's spool in the recording's directory,
+ * not its first spool or an aside name */
 static int is_child_spool(const char *path)
 {
+	static const char alnum[] = "abcdefghijklmnopqrstuvwxyz"
+				    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	size_t len = strlen(g_prefix), d;
 
-	if (!g_prefix[0] || strncmp(path, g_prefix, len) != 0 || path[len] != '.')
+	if (!g_prefix[0] || strncmp(path, g_prefix, len) != 0 || path[len] != '.' ||
+	    strspn(path + len + 1, alnum) != 6 ||
+	    strncmp(path + len + 7, "/spool.", 7) != 0)
 		return 0;
-	d = strspn(path + len + 1, "0123456789");
-	return d > 0 && !path[len + 1 + d];
+	path += len + 14;
+	d = strspn(path, "0123456789");
+	return d > 0 && !path[d];
 }
 
 static void hold(int (*real)(const char *, int, ...))

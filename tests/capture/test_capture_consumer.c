@@ -191,12 +191,12 @@ static void put_free(struct wchunk *wc, uint64_t ts, uint64_t ptr)
 	wc->n += 2 + n_args;
 }
 
-/* A REC_MODULE: @path loaded at @bias, spanning [@lo, @hi). */
+/* A REC_MODULE: @path loaded at @bias, spanning [@lo, @hi), the first load there (tag 0). */
 static void put_module(struct wchunk *wc, uint64_t bias, uint64_t lo, uint64_t hi,
 		       const char *path)
 {
 	size_t len = strlen(path);
-	uint32_t words = 5 + (uint32_t)((len + 7) / 8);
+	uint32_t words = 6 + (uint32_t)((len + 7) / 8);
 	uint64_t *r = wc->w + wc->n;
 
 	r[0] = cap_rec_word0(REC_MODULE, words, (uint32_t)len, 0);
@@ -204,8 +204,9 @@ static void put_module(struct wchunk *wc, uint64_t bias, uint64_t lo, uint64_t h
 	r[2] = bias;
 	r[3] = lo;
 	r[4] = hi;
-	memset(r + 5, 0, (words - 5) * 8);
-	memcpy(r + 5, path, len);
+	r[5] = 0;
+	memset(r + 6, 0, (words - 6) * 8);
+	memcpy(r + 6, path, len);
 	wc->n += words;
 }
 

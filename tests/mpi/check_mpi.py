@@ -24,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'helpers'))
 from tap import Tap  # noqa: E402
@@ -1045,6 +1046,55 @@ def check_abort(t, run):
     t.ok(d is None, 'abort: its trace ends with the MPI_Abort call', d)
 
 
+def check_exit(t, run):
+    """A rank that exits without MPI_Finalize (rank 1 calls exit(3) mid-run): the launcher
+    kills the job, recorders included (MPICH's mpiexec kills every rank's process group, Open
+    MPI's the other ranks), yet every rank's trace is saved as <output>.<rank> by its saver,
+    which outlives the kill, with every call the rank completed up to then at its end; a
+    `tracefs merge` of them holds every rank."""
+    n = run.o.ranks or 3
+    trace = os.path.join(run.tmp, 'exit.trace')
+    try:
+        res = run.mpiexec(n, [os.path.join(run.o.bindir, 'mpi_exit')], traced=True,
+                          trace=trace, timeout=120)
+    except subprocess.TimeoutExpired:
+        t.ok(False, 'exit: traced job ends', 'timed out')
+        return
+    # MPICH's mpiexec adds its own report of the killed ranks on stdout, traced or not
+    t.ok(res.returncode != 0 and res.stdout.startswith('rank 1 exits\n'),
+         'exit: the job fails, its output unchanged', f'{res.returncode} {res.stdout!r}')
+    # the savers finish after the launcher returns: each saves at once (rename), so a file
+    # that exists is whole
+    kept = [f'{trace}.{r}' for r in range(n)]
+    for _ in range(1200):
+        if all(os.path.exists(k) for k in kept):
+            break
+        time.sleep(0.1)
+    missing = [k for k in kept if not os.path.exists(k)]
+    if not t.ok(not missing, f'exit: every rank\'s trace is saved ({n} ranks)',
+                f'missing {missing}; {sorted(os.listdir(run.tmp))}'):
+        return
+    for r in range(n):
+        evs = run.events(kept[r], 0)
+        exp = start(r, n) + [('MPI_Barrier', {'comm': 0}),
+                             ('MPI_Allreduce', {'count': 1, 'comm': 0}),
+                             ('MPI_Bcast', {'count': 1, 'comm': 1})]
+        # the receive the others were killed in never returned: it may or may not be there
+        extra = [e['name'] for e in evs[len(exp):]]
+        d = match_seq(exp, evs[:len(exp)], {'job': {}})
+        t.ok(d is None and set(extra) <= ({'MPI_Recv'} if r != 1 else set()),
+             f'exit: rank {r}\'s trace ends with its last calls', d or extra)
+    merged = os.path.join(run.tmp, 'exit.merged.trace')
+    m = subprocess.run([run.o.tracefs, 'merge', '-o', merged] + kept, capture_output=True,
+                       text=True)
+    if not t.ok(m.returncode == 0, 'exit: tracefs merge joins the ranks\' traces', m.stderr):
+        return
+    last = [run.events(merged, r)[-1:] for r in range(n)]
+    t.ok(all(ev and ev[0]['name'] in ('MPI_Bcast', 'MPI_Recv') for ev in last),
+         'exit: the merged trace holds every rank up to its last call',
+         [ev[0]['name'] if ev else None for ev in last])
+
+
 def check_errors(t, run):
     """A failing call's result is its error class, the same at every rank and in every run
     (MPICH's error codes carry a per-process message index)."""
@@ -1363,7 +1413,7 @@ def main():
     ap.add_argument('--fortran-skip', help='report the Fortran cases skipped, for this reason')
     ap.add_argument('--f08-skip', help='report the mpi_f08 case skipped, for this reason')
     ap.add_argument('--only', help='run only these cases, comma-separated (a program, coverage, '
-                    'status, tagring, manytags, abort, errors, commloop, fortran, refusals, '
+                    'status, tagring, manytags, abort, exit, errors, commloop, fortran, refusals, '
                     'inproc, sizes, layers)')
     ap.add_argument('--ranks', type=int, help='run the programs at this many ranks')
     ap.add_argument('--openmpi', action='store_true',
@@ -1397,6 +1447,7 @@ def main():
                 check_program(t, run, name, n, args, expect)
         for name, fn in (('status', check_status), ('tagring', check_tagring),
                          ('manytags', check_manytags), ('abort', check_abort),
+                         ('exit', check_exit),
                          ('errors', check_errors), ('commloop', check_commloop),
                          ('fortran', check_fortran), ('refusals', check_refusals)):
             if want(name):

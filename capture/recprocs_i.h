@@ -1,10 +1,11 @@
 /*
- * The processes of one `tracefs record` (record_procs.c): the first process's spool and
- * consumer plus one per forked or spawned process, found as they appear, consumed, and
- * merged into one trace with a rank per process. Used by cmd_record.c only.
+ * The processes of one `tracefs record` (recprocs.c): the first process's spool and
+ * consumer plus one per forked or spawned process, found as they appear in the recording's
+ * directory, consumed, and merged into one trace with a rank per process. Used by
+ * recording.c only.
  */
-#ifndef TFS_FS_RECORD_PROCS_I_H
-#define TFS_FS_RECORD_PROCS_I_H
+#ifndef TFS_RECPROCS_I_H
+#define TFS_RECPROCS_I_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,13 +16,15 @@
 #include "spool_i.h"
 
 struct rec_procs;
+struct cap_recording_opts;
 
 /*
- * Track the first process (@pid) recording into spool @s at @path with consumer @c
- * (borrowed: the caller frees them). @return 0 or -ENOMEM
+ * Track the first process (@pid) recording into spool @s at @path, in the recording's
+ * directory, with consumer @c (borrowed: the caller frees them); @o (borrowed) gives the
+ * timing, the recorder's voice and how a merged trace is saved. @return 0 or -ENOMEM
  */
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
-		  const struct cap_timing *tm, struct rec_procs **out);
+		  const struct cap_recording_opts *o, struct rec_procs **out);
 /* Free the other processes' consumers and traces, unmap and remove their spools. Accepts NULL. */
 void rec_procs_free(struct rec_procs *ps);
 /*
@@ -36,6 +39,10 @@ void rec_procs_scan(struct rec_procs *ps, bool final);
 int rec_procs_poll(struct rec_procs *ps);
 /* The recorder reaped @pid with wait status @status. */
 void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status);
+/* Nobody reaps the processes any more: a process has ended once /proc says so. */
+void rec_procs_orphaned(struct rec_procs *ps);
+/* Every process known, the first one included, has ended (rec_procs_orphaned). */
+bool rec_procs_all_gone(struct rec_procs *ps);
 uint32_t rec_procs_count(const struct rec_procs *ps);
 /* Sum of every consumer's statistics. */
 void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum);
@@ -45,13 +52,13 @@ void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
  * not record. @return 0 or -errno
  */
 int rec_procs_finish(struct rec_procs *ps);
-/* The first process's metadata its spool gives: `image` and `images` (the programs it ran,
- * "sh -> cc1"). Before its consumer saves. @return 0 or -ENOMEM */
+/*
+ * The first process's metadata: `end`, how it ended (its wait status, when the recorder
+ * reaped it; else what is known), and `image` and `images` (the programs it ran,
+ * "sh -> cc1"). Before its consumer saves. @return 0 or -ENOMEM
+ */
 int rec_procs_first_meta(struct rec_procs *ps);
 /* Save every process's trace in memory and write their merge to @out. @return 0 or -errno */
 int rec_procs_save(struct rec_procs *ps, const char *out);
-
-/* How a process ended, from its wait status (cmd_record.c). */
-void fs_describe_end(int status, char *buf, size_t cap);
 
 #endif

@@ -1,16 +1,20 @@
 /*
  * The processes of one `tracefs record`: the first process's spool and consumer, and those
  * of every process forked or spawned from it, which record into spools of their own named
- * `<first spool>.<pid>` (capture.c), or `<first spool>.<pid>.<k>` once a later process given
- * the same pid has moved it aside. New spools are found by listing their directory, so a
- * process that crashes right after creating its spool is still found; each is consumed
+ * `spool.<pid>` (spool_i.h names; made by capture.c), or `spool.<pid>.<k>` once a later
+ * process given the same pid has moved it aside. New spools are found by listing the
+ * recording's private directory (recdir.c), so a process that crashes right after creating
+ * its spool is still found; only regular files of the recorder's own user are taken in
+ * (cap_spool_attach), and a file that is not is never removed. Each is consumed
  * like the first. Once a process other than the first has ended (no thread of it can write
  * any more), its consumer takes in the rest, its trace is saved in memory (compressed) and
  * its spool is unmapped and removed: shared memory is held by the processes alive, not by
  * every process ever started. At the end the first process's trace is saved in memory too
  * and they are merged (tfs_merge_traces): rank 0 is the first process, then the others in
  * the order they began (fork order), each with its pid, ppid and how it ended in the
- * metadata. It does not start or wait for processes (cmd_record.c does).
+ * metadata. When nobody reaps the processes any more (the recorder that waited for them
+ * was killed, rec_procs_orphaned), a process has ended once /proc says so. It does not
+ * start or wait for processes (fs/cmd_record.c does).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,10 +32,9 @@
 
 #include "tfs/merge.h"
 #include "tfs/reader.h"
-#include "cli_i.h"
 #include "consumer_i.h"
-#include "merge_i.h"
-#include "record_procs_i.h"
+#include "recording.h"
+#include "recprocs_i.h"
 
 /* One process. Once @retired, only @trace, @st and the identity fields are left. */
 struct rproc {
@@ -85,10 +88,10 @@ struct peeked {
 struct rec_procs {
 	struct rproc *v;
 	uint32_t n, cap;
-	struct cap_timing tm;
-	char *dir;	/* the spools' directory */
-	char *prefix;	/* "<first spool's name>." */
+	const struct cap_recording_opts *o; /* timing, and how to speak and save */
+	char *dir;	/* the recording's directory: every spool is there */
 	uint32_t n_bad; /* spools that never became readable */
+	bool orphaned;	/* nobody reaps the processes any more: /proc says when they end */
 	/* reaped children not matched to a process yet (their spool not seen yet) */
 	struct reap_note *notes;
 	uint32_t n_notes, notes_cap;
@@ -99,7 +102,7 @@ struct rec_procs {
 };
 
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
-		  const struct cap_timing *tm, struct rec_procs **out)
+		  const struct cap_recording_opts *o, struct rec_procs **out)
 {
 	struct rec_procs *ps = calloc(1, sizeof(*ps));
 	const char *slash = strrchr(path, '/');
@@ -107,16 +110,14 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 	*out = NULL;
 	if (!ps)
 		return -ENOMEM;
-	ps->tm = *tm;
+	ps->o = o;
 	ps->v = calloc(8, sizeof(*ps->v));
 	ps->cap = 8;
 	ps->dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
-	ps->prefix = malloc(strlen(path) + 2);
-	if (!ps->v || !ps->dir || !ps->prefix) {
+	if (!ps->v || !ps->dir) {
 		rec_procs_free(ps);
 		return -ENOMEM;
 	}
-	sprintf(ps->prefix, "%s.", slash ? slash + 1 : path);
 	ps->v[0] = (struct rproc){.path = strdup(path),
 				  .s = s,
 				  .c = c,
@@ -152,7 +153,6 @@ void rec_procs_free(struct rec_procs *ps)
 	}
 	free(ps->v);
 	free(ps->dir);
-	free(ps->prefix);
 	free(ps->notes);
 	free(ps->peeked);
 	free(ps);
@@ -190,7 +190,7 @@ static enum listed known(const struct rec_procs *ps, const char *path, ino_t ino
 	}
 	if (!*out)
 		return LISTED_NEW;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return LISTED_CHANGED; /* gone meanwhile */
 	if (fstat(fd, &st) < 0 || st.st_ino != ino)
@@ -232,7 +232,7 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	if (rc == 0 && p.s->hdr->parent_pid == 0)
 		rc = -EBADMSG;
 	if (rc == 0)
-		rc = cap_consumer_new(p.s, &ps->tm, &p.c);
+		rc = cap_consumer_new(p.s, &ps->o->timing, &p.c);
 	if (rc < 0) {
 		cap_spool_unmap(p.s);
 		free(p.s);
@@ -255,25 +255,6 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 static int retire(struct rec_procs *ps, struct rproc *p);
 
 /*
- * Whether @name is a child's spool: `<prefix><pid>`, or `<prefix><pid>.<k>` (@aside), where
- * a process given the pid of an ended one moved that one's spool (capture.c).
- */
-static bool is_child_spool(const struct rec_procs *ps, const char *name, bool *aside)
-{
-	size_t n = strlen(ps->prefix), d;
-
-	if (strncmp(name, ps->prefix, n) != 0)
-		return false;
-	name += n;
-	d = strspn(name, "0123456789");
-	*aside = d > 0 && name[d] == '.';
-	if (*aside)
-		name += d + 1;
-	d = strspn(name, "0123456789");
-	return d > 0 && !name[d];
-}
-
-/*
  * Look at directory entry @name (a child's spool): take it in if new, follow it if moved
  * aside, remove it if left by a retired process and nobody else can use the name (an aside
  * name, or any at the end). @return false when it must be looked at again: it was replaced
@@ -288,8 +269,9 @@ static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool fi
 
 	if (asprintf(&path, "%s/%s", ps->dir, name) < 0)
 		return true;
-	if (stat(path, &st) < 0) {
-		free(path); /* gone meanwhile */
+	/* gone meanwhile; or not a file of ours (none can be made here): left alone */
+	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		free(path);
 		return true;
 	}
 	switch (known(ps, path, st.st_ino, &p)) {
@@ -321,9 +303,10 @@ static bool scan_one(struct rec_procs *ps, const char *name, bool aside, bool fi
 	/* a spool still being created is read on a later pass; at the end it never will be */
 	ps->listed_ns = 0; /* that pass lists the directory, changed or not */
 	if (final && rc != -ESTALE) {
-		fs_fail("warning: spool %s of a traced process is unreadable (%s): skipped",
-			path, fs_strerror(-rc));
-		unlink(path);
+		ps->o->say("warning: spool %s of a traced process is unreadable (%s): skipped",
+			   path, ps->o->strerr(-rc));
+		if (rc != -EPERM) /* ours: made by a process of this recording */
+			unlink(path);
 		ps->n_bad++;
 	}
 	free(path);
@@ -376,7 +359,7 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 	while ((e = readdir(d))) {
 		bool aside;
 
-		if (!is_child_spool(ps, e->d_name, &aside))
+		if (!cap_spool_is_child_name(e->d_name, &aside))
 			continue;
 		/* replaced while looked at: by a process alive, so not at the end */
 		for (int tries = 0; tries < 4 && !scan_one(ps, e->d_name, aside, final); tries++)
@@ -386,13 +369,53 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
 }
 
 /*
+ * Whether process @pid, begun at @start (clock ticks after boot, 0: unknown), is alive: it
+ * exists, is no zombie, and is not a later process given its pid.
+ */
+static bool proc_alive(uint32_t pid, uint64_t start)
+{
+	char path[64], buf[1024], *p;
+	uint64_t v = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT && errno != ESRCH;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false; /* reaped while read */
+	buf[n] = '\0';
+	/* field 2, the command, may hold anything: fields are counted from its ')' */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return true; /* unreadable: it may be alive */
+	if (p[2] == 'Z' || p[2] == 'X')
+		return false;
+	/* to the space before field 22, the start time */
+	for (int field = 3; p && field <= 22; field++)
+		p = strchr(p + 1, ' ');
+	if (!p)
+		return true;
+	for (p++; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return !start || !v || v == start;
+}
+
+/*
  * No thread of process @p can write to its spool any more: the recorder reaped it, or it
  * was reaped and no process has its pid (a zombie is not gone: the recorder may reap it
  * yet and learn how it ended). A pid taken again only keeps @p until the end.
  */
-static bool gone(const struct rproc *p)
+static bool gone(const struct rec_procs *ps, const struct rproc *p)
 {
-	return p->reaped || (kill((pid_t)p->pid, 0) < 0 && errno == ESRCH);
+	if (p->reaped)
+		return true;
+	if (ps->orphaned) /* nobody will reap it: a zombie has ended too */
+		return !proc_alive(p->pid, atomic_load(&p->s->hdr->producer_start));
+	return kill((pid_t)p->pid, 0) < 0 && errno == ESRCH;
 }
 
 /* ---- how each process ended ---- */
@@ -536,7 +559,7 @@ static bool end_pending(struct rec_procs *ps, struct rproc *p)
 	waiting = atomic_load(&par->s->hdr->n_in_wait);
 	if (drain(ps, par, false) < 0)
 		return false;
-	return !p->end_known && waiting > 0 && !gone(par);
+	return !p->end_known && waiting > 0 && !gone(ps, par);
 }
 
 /* "unknown: <why>" for process @p, nobody having said how it ended. */
@@ -551,7 +574,9 @@ static void unknown_end(struct rec_procs *ps, struct rproc *p, char *buf, size_t
 			 sigabbrev_np((int)sig) ? sigabbrev_np((int)sig) : "?");
 	else if (atomic_load(&p->s->hdr->exited))
 		snprintf(last, sizeof(last), "; it ran its exit path");
-	if (!par)
+	if (ps->orphaned) /* nobody waited for the processes after that */
+		snprintf(buf, cap, "unknown: the recorder waiting for it was killed%s", last);
+	else if (!par)
 		snprintf(buf, cap, "unknown: its parent (pid %" PRIu32 ") was not recorded%s",
 			 p->ppid, last);
 	else if (par->reaps_lost)
@@ -597,7 +622,7 @@ static int child_meta(struct rec_procs *ps, struct rproc *p)
 	if (rc == 0)
 		rc = cap_consumer_set_meta(p->c, "ppid", buf);
 	if (p->reaped || p->end_known)
-		fs_describe_end(p->status, buf, sizeof(buf));
+		cap_describe_end(p->status, buf, sizeof(buf));
 	else
 		unknown_end(ps, p, buf, sizeof(buf));
 	if (rc == 0)
@@ -609,7 +634,16 @@ static int child_meta(struct rec_procs *ps, struct rproc *p)
 
 int rec_procs_first_meta(struct rec_procs *ps)
 {
-	return image_meta(ps->v[0].c, ps->v[0].s->hdr, false);
+	struct rproc *p = &ps->v[0];
+	char buf[256];
+	int rc;
+
+	if (p->reaped)
+		cap_describe_end(p->status, buf, sizeof(buf));
+	else
+		unknown_end(ps, p, buf, sizeof(buf));
+	rc = cap_consumer_set_meta(p->c, "end", buf);
+	return rc < 0 ? rc : image_meta(p->c, p->s->hdr, false);
 }
 
 /*
@@ -629,7 +663,7 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 	bool is_aside;
 
 	name = name ? name + 1 : p->path;
-	if (!is_child_spool(ps, name, &is_aside) || is_aside) {
+	if (!cap_spool_is_child_name(name, &is_aside) || is_aside) {
 		unlink(p->path);
 		return;
 	}
@@ -681,7 +715,7 @@ int rec_procs_poll(struct rec_procs *ps)
 		struct rproc *p = &ps->v[i];
 		bool ended = i > 0 && !p->retired &&
 			     (p->reaped || p->end_known || p->polls++ % GONE_EVERY == 0) &&
-			     gone(p);
+			     gone(ps, p);
 		int n = p->retired ? 0 : cap_consumer_poll(p->c);
 
 		if (n >= 0 && drain(ps, p, false) < 0)
@@ -726,6 +760,19 @@ void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)
 		p->reaped = true;
 		p->status = status;
 	}
+}
+
+void rec_procs_orphaned(struct rec_procs *ps)
+{
+	ps->orphaned = true;
+}
+
+bool rec_procs_all_gone(struct rec_procs *ps)
+{
+	for (uint32_t i = 0; i < ps->n; i++)
+		if (!ps->v[i].retired && !gone(ps, &ps->v[i]))
+			return false;
+	return true;
 }
 
 uint32_t rec_procs_count(const struct rec_procs *ps)
@@ -787,12 +834,12 @@ static int peek_rings(struct rec_procs *ps)
 		bool aside;
 		int fd;
 
-		if (!is_child_spool(ps, e->d_name, &aside) ||
+		if (!cap_spool_is_child_name(e->d_name, &aside) ||
 		    asprintf(&path, "%s/%s", ps->dir, e->d_name) < 0)
 			continue;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd >= 0 && fstat(fd, &st) == 0 &&
-		    known(ps, path, st.st_ino, &p) == LISTED_NEW &&
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && known(ps, path, st.st_ino, &p) == LISTED_NEW &&
 		    pread(fd, &h, sizeof(h), 0) == sizeof(h) && h.magic == SPOOL_MAGIC &&
 		    h.version == SPOOL_VERSION) {
 			pk.ino = st.st_ino;
@@ -840,7 +887,7 @@ int rec_procs_finish(struct rec_procs *ps)
 		qsort(ps->v + 1, ps->n - 1, sizeof(*ps->v), cmp_fork);
 	lost = atomic_load(&ps->v[0].s->hdr->n_unrecorded);
 	if (lost)
-		fs_fail("warning: %" PRIu32 " times a process the program started could not make "
+		ps->o->say("warning: %" PRIu32 " times a process the program started could not make "
 			"its spool (their messages above say why): their events are not in the trace",
 			lost);
 	return rc;
@@ -873,7 +920,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	if (rc == 0)
 		rc = tfs_merge_traces(t, ps->n, &merged, &len, &d);
 	if (rc == 0)
-		rc = fs_save_atomic(out, merged, len);
+		rc = ps->o->save_bytes(out, merged, len);
 	free(merged);
 	for (uint32_t i = 0; t && i < opened; i++)
 		tfs_trace_close(t[i]);
