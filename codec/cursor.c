@@ -42,7 +42,8 @@ struct tfs_cursor {
 	struct walker w;      /* the read position */
 	struct walker tw;     /* lists the terminals of a value block */
 	struct vblock vb;
-	uint64_t vb_idx;      /* decoded block, UINT64_MAX: none */
+	uint64_t vb_first;    /* first event of the decoded block */
+	uint32_t vb_n;	      /* its events, 0: none decoded */
 	uint32_t *terms;      /* [block_events] */
 	struct tfs_buf line;  /* rendered line of event line_event */
 	uint64_t line_event;
@@ -295,7 +296,6 @@ int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t firs
 	c->view = view;
 	c->first = first;
 	c->n = n;
-	c->vb_idx = UINT64_MAX;
 	c->line_event = UINT64_MAX;
 	g = &t->gsecs[c->s->gsec];
 	vblock_init(&c->vb);
@@ -369,25 +369,30 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 		       struct tfs_diag *diag)
 {
 	const struct tfs_vsec *vs = c->vs;
-	uint64_t b = idx / vs->block_events;
+	uint64_t b;
 	uint32_t n;
 	int rc;
 
-	if (b != c->vb_idx) {
-		n = vsec_block_len(vs, b);
-		walker_seek_event(&c->tw, b * vs->block_events);
-		for (uint32_t i = 0; i < n; i++) {
-			c->terms[i] = c->tw.term;
-			if (i + 1 < n)
-				walker_next(&c->tw);
-		}
-		c->vb_idx = UINT64_MAX;
-		rc = decode_values(c, b, diag);
-		if (rc < 0)
-			return rc;
-		c->vb_idx = b;
+	/* most events fall in the block already decoded: no division for them */
+	if (idx - c->vb_first < c->vb_n) {
+		*slot = (uint32_t)(idx - c->vb_first);
+		return 0;
 	}
-	*slot = (uint32_t)(idx - b * vs->block_events);
+	b = idx / vs->block_events;
+	n = vsec_block_len(vs, b);
+	walker_seek_event(&c->tw, b * vs->block_events);
+	for (uint32_t i = 0; i < n; i++) {
+		c->terms[i] = c->tw.term;
+		if (i + 1 < n)
+			walker_next(&c->tw);
+	}
+	c->vb_n = 0;
+	rc = decode_values(c, b, diag);
+	if (rc < 0)
+		return rc;
+	c->vb_first = b * vs->block_events;
+	c->vb_n = n;
+	*slot = (uint32_t)(idx - c->vb_first);
 	return 0;
 }
 
@@ -398,39 +403,41 @@ static bool needs_values(const struct tfs_cursor *c, uint32_t term)
 }
 
 /*
- * Render the walker's current event into @out (appending). With @out NULL: into c->line,
- * cached per event.
+ * Render the walker's current event at @dst, which has room for the terminal's
+ * term_room bytes. With @dst NULL: into c->line, cached per event.
  */
-static int render_current(struct tfs_cursor *c, struct tfs_buf *out, struct tfs_diag *diag)
+static int render_current(struct tfs_cursor *c, uint8_t *dst, struct tfs_diag *diag)
 {
 	static const uint64_t no_vals[1];
+	const uint32_t term = c->w.term;
 	struct render_in in = {
-		.index = c->w.event, .term = c->w.term, .rank = c->s->rank,
+		.index = c->w.event, .term = term, .rank = c->s->rank,
 		.thread = c->s->thread, .vals = no_vals, .names = c->names,
 	};
 	uint32_t slot;
 	int rc;
 
-	if (!out && c->line_event == c->w.event)
+	if (!dst && c->line_event == c->w.event)
 		return 0;
-	if (needs_values(c, c->w.term)) {
+	if (needs_values(c, term)) {
 		rc = load_values(c, c->w.event, &slot, diag);
 		if (rc < 0)
 			return rc;
 		in.ts_ns = c->vb.ts_ns[slot];
 		in.dur_ns = c->vb.dur_ns[slot];
-		if (c->t->term_nvals[c->w.term])
+		if (c->t->term_nvals[term])
 			in.vals = c->vb.vals + c->vb.val_off[slot];
 	}
-	if (out) {
-		in.in_place = true;
-		return render_line(c->t, c->view, &in, out, diag);
-	}
-	c->line.len = 0;
+	if (dst)
+		return render_line_fast(c->t, c->view, &in, dst, diag);
 	c->line_event = UINT64_MAX;
-	rc = render_line(c->t, c->view, &in, &c->line, diag);
+	c->line.len = 0;
+	if (buf_reserve(&c->line, c->t->term_room[c->view][term]) < 0)
+		return -ENOMEM;
+	rc = render_line_fast(c->t, c->view, &in, c->line.data, diag);
 	if (rc < 0)
 		return rc;
+	c->line.len = c->t->term_len[c->view][term];
 	c->line_event = c->w.event;
 	return 0;
 }
@@ -463,14 +470,12 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		uint64_t fixed = c->t->term_len[c->view][c->w.term];
 		size_t n;
 
-		if (intra == 0 && fixed <= len - done) {
-			/* a whole line fits: render it in place, no copy */
-			struct tfs_buf direct = {.data = dst + done, .len = 0, .cap = (size_t)fixed};
-
-			rc = render_current(c, &direct, diag);
+		if (intra == 0 && c->t->term_room[c->view][c->w.term] <= len - done) {
+			/* a whole line and the renderer's slack fit: render in place, no copy */
+			rc = render_current(c, dst + done, diag);
 			if (rc < 0)
 				return rc;
-			done += direct.len;
+			done += (size_t)fixed;
 			if (done == len || c->w.event + 1 >= end)
 				break;
 			walker_next(&c->w);

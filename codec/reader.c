@@ -947,6 +947,7 @@ void tfs_trace_close(struct tfs_trace *t)
 	free(t->vsec_of);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
 		free(t->term_len[v]);
+		free(t->term_room[v]);
 		free(t->segs[v]);
 		free(t->tmpl_first[v]);
 		free(t->tmpl_text[v]);

@@ -15,6 +15,11 @@
 
 #include "trace_i.h"
 
+/* The most characters a hole other than a name prints (a time as seconds, 20 + 10). */
+#define HOLE_MAX 32
+/* render_line_fast() copies text of up to this many bytes as one word: room after both. */
+#define FAST_SLACK 16
+
 /*
  * Where bytes go: appended to a buffer, or recorded into a template (@tb). A buffer whose
  * capacity is exactly the line's length (rendering in place into a reader's buffer) is never
@@ -548,6 +553,26 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, uint32_t term
 	puts_(s, "}},");
 }
 
+/*
+ * The most bytes render_line_fast() may write for a terminal whose template is @g (its
+ * constant text and every hole at the widest any value can print), the line's fixed length
+ * @fixed, and slack for its whole-word copies of short text.
+ */
+static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
+{
+	uint64_t n = 0;
+
+	for (; g->kind != SEG_END; g++) {
+		if (g->kind == SEG_TEXT)
+			n += g->len;
+		else if (g->kind == SEG_NAME)
+			n += 0; /* measured per occurrence: render_line_fast checks it */
+		else
+			n += HOLE_MAX;
+	}
+	return (n > fixed ? n : fixed) + FAST_SLACK;
+}
+
 int render_templates(struct tfs_trace *t)
 {
 	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
@@ -557,8 +582,9 @@ int render_templates(struct tfs_trace *t)
 		buf_init(&segs);
 		buf_init(&text);
 		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
+		t->term_room[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
 		t->tmpl_first[v] = calloc(t->n_terms + 1, sizeof(uint32_t));
-		if (!t->term_len[v] || !t->tmpl_first[v])
+		if (!t->term_len[v] || !t->term_room[v] || !t->tmpl_first[v])
 			s.err = -ENOMEM;
 		for (uint32_t i = 0; i < t->n_terms && !s.err; i++) {
 			s.n = 0;
@@ -575,10 +601,18 @@ int render_templates(struct tfs_trace *t)
 						sizeof(struct tmpl_seg));
 			t->tmpl_first[v][i + 1] = (uint32_t)(segs.len / sizeof(struct tmpl_seg));
 		}
+		/* the fast path copies short text in whole words: readable slack after it */
+		if (!s.err)
+			s.err = buf_reserve(&text, FAST_SLACK);
+		if (!s.err)
+			memset(text.data + text.len, 0, FAST_SLACK);
 		t->segs[v] = (struct tmpl_seg *)segs.data;
 		t->tmpl_text[v] = (char *)text.data;
 		if (s.err)
 			return s.err;
+		for (uint32_t i = 0; i < t->n_terms; i++)
+			t->term_room[v][i] = line_room(t->segs[v] + t->tmpl_first[v][i],
+						       t->term_len[v][i]);
 	}
 	return 0;
 }
@@ -661,35 +695,226 @@ static void put_hole(struct sink *s, const struct tfs_trace *t, const struct tmp
 	}
 }
 
-int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
-		struct tfs_buf *out, struct tfs_diag *diag)
+/* ---- the fast path: a line straight into a reader's buffer ---- */
+
+/* Decimal digits of @v (1 for 0). */
+static inline unsigned int fast_digits(uint64_t v)
 {
-	struct sink s = {.out = out, .fixed = in->in_place};
+	static const uint64_t pow10[20] = {
+		1u, 10u, 100u, 1000u, 10000u, 100000u, 1000000u, 10000000u, 100000000u,
+		1000000000u, 10000000000u, 100000000000u, 1000000000000u, 10000000000000u,
+		100000000000000u, 1000000000000000u, 10000000000000000u,
+		100000000000000000u, 1000000000000000000u, 10000000000000000000u,
+	};
+	/* about log10(2) x bit length, then one comparison corrects it */
+	const uint64_t x = v | 1;
+	const unsigned int d = ((64u - (unsigned int)__builtin_clzll(x)) * 1233u) >> 12;
+
+	return d + (x >= pow10[d]);
+}
+
+/* @v in decimal at @p, @n = fast_digits(v) digits; the end. */
+static inline char *fast_dec_n(char *p, uint64_t v, unsigned int n)
+{
+	char *q = p + n;
+
+	while (v >= 100) {
+		q -= 2;
+		memcpy(q, digit_pairs + 2 * (v % 100), 2);
+		v /= 100;
+	}
+	if (v >= 10)
+		memcpy(q - 2, digit_pairs + 2 * v, 2);
+	else
+		q[-1] = (char)('0' + v);
+	return p + n;
+}
+
+static inline char *fast_dec(char *p, uint64_t v)
+{
+	return fast_dec_n(p, v, fast_digits(v));
+}
+
+/* Right-aligned in @width characters (wider values print whole, as put_dec does). */
+static inline char *fast_dec_w(char *p, uint64_t v, unsigned int width)
+{
+	const unsigned int n = fast_digits(v);
+
+	if (n < width) {
+		memset(p, ' ', width - n);
+		p += width - n;
+	}
+	return fast_dec_n(p, v, n);
+}
+
+static inline char *fast_i64(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		return fast_dec(p, -(uint64_t)v);
+	}
+	return fast_dec(p, (uint64_t)v);
+}
+
+static inline char *fast_hex(char *p, uint64_t v)
+{
+	static const char digit[] = "0123456789abcdef";
+	const unsigned int n = (67u - (unsigned int)__builtin_clzll(v | 1)) / 4;
+
+	p[0] = '0';
+	p[1] = 'x';
+	p += 2;
+	for (unsigned int i = n; i-- > 0; v >>= 4)
+		p[i] = digit[v & 15];
+	return p + n;
+}
+
+/* Nanoseconds of a second: exactly nine digits. */
+static inline char *fast_nanos(char *p, uint64_t v)
+{
+	memcpy(p + 7, digit_pairs + 2 * (v % 100), 2);
+	v /= 100;
+	memcpy(p + 5, digit_pairs + 2 * (v % 100), 2);
+	v /= 100;
+	memcpy(p + 3, digit_pairs + 2 * (v % 100), 2);
+	v /= 100;
+	memcpy(p + 1, digit_pairs + 2 * (v % 100), 2);
+	p[0] = (char)('0' + v / 100 % 10);
+	return p + 9;
+}
+
+static inline char *fast_us(char *p, uint64_t ns)
+{
+	p = fast_dec(p, ns / 1000);
+	p[0] = '.';
+	memcpy(p + 1, digit_pairs + 2 * (ns % 1000 / 10), 2);
+	p[3] = (char)('0' + ns % 10);
+	return p + 4;
+}
+
+static inline char *fast_num(char *p, uint8_t type, uint64_t v, bool json)
+{
+	if (type == TFS_TYPE_I64)
+		return fast_i64(p, (int64_t)v);
+	if (type != TFS_TYPE_HEX)
+		return fast_dec(p, v);
+	if (json)
+		*p++ = '"';
+	p = fast_hex(p, v);
+	if (json)
+		*p++ = '"';
+	return p;
+}
+
+/*
+ * An attached name (SEG_NAME) at @p, no further than @end: through a sink bounded there, so
+ * that a name longer than the template allowed for is refused, never written past @end.
+ */
+static char *fast_name(char *p, const char *end, const struct tfs_trace *t,
+		       const struct tmpl_seg *g, const struct render_in *in, const char *text)
+{
+	struct tfs_buf b = {.data = (uint8_t *)p, .len = 0, .cap = (size_t)(end - p)};
+	struct sink s = {.out = &b, .fixed = true};
+	const struct name_ent *e = in->names && g->val != UINT32_MAX
+					   ? names_get(&t->names, in->names, g->val, g->a)
+					   : NULL;
+
+	/* the usual case, a name printed as it is */
+	if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1)) &&
+	    (size_t)(end - p) >= (size_t)e->len + 2) {
+		*p++ = g->json ? '"' : '<';
+		memcpy(p, e->name, e->len);
+		p += e->len;
+		*p++ = g->json ? '"' : '>';
+		return p;
+	}
+	put_hole(&s, t, g, in, text);
+	return s.err ? NULL : p + b.len;
+}
+
+int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
+		     uint8_t *dst, struct tfs_diag *diag)
+{
 	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
 	const char *text = t->tmpl_text[view];
-	uint64_t fixed = t->term_len[view][in->term];
+	const uint64_t fixed = t->term_len[view][in->term];
+	const char *room_end = (const char *)dst + t->term_room[view][in->term] - FAST_SLACK;
+	char *p = (char *)dst;
 
 	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 				"event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
-	if (!in->in_place && buf_reserve(out, fixed) < 0)
-		return -ENOMEM;
 	for (; g->kind != SEG_END; g++) {
-		if (g->kind == SEG_TEXT)
-			put(&s, text + g->a, g->len);
-		else
-			put_hole(&s, t, g, in, text);
+		switch (g->kind) {
+		case SEG_TEXT:
+			/* short text in one 16-byte copy: the room and the text have slack */
+			if (g->len <= FAST_SLACK)
+				memcpy(p, text + g->a, FAST_SLACK);
+			else
+				memcpy(p, text + g->a, g->len);
+			p += g->len;
+			break;
+		case SEG_TS_TEXT:
+			p = fast_dec_w(p, in->ts_ns / 1000000000u, t->w_sec);
+			*p++ = '.';
+			p = fast_nanos(p, in->ts_ns % 1000000000u);
+			break;
+		case SEG_DUR_TEXT:
+			p = fast_dec_w(p, in->dur_ns, t->w_dur);
+			break;
+		case SEG_THREAD_PAD: {
+			char *start = p;
+
+			p = fast_dec(p, in->thread);
+			if ((unsigned int)(p - start) < t->w_thread) {
+				memset(p, ' ', t->w_thread - (unsigned int)(p - start));
+				p = start + t->w_thread;
+			}
+			break;
+		}
+		case SEG_TS:
+			p = fast_dec(p, in->ts_ns);
+			break;
+		case SEG_DUR:
+			p = fast_dec(p, in->dur_ns);
+			break;
+		case SEG_THREAD:
+			p = fast_dec(p, in->thread);
+			break;
+		case SEG_RANK:
+			p = fast_dec(p, in->rank);
+			break;
+		case SEG_TS_US:
+			p = fast_us(p, in->ts_ns);
+			break;
+		case SEG_DUR_US:
+			p = fast_us(p, in->dur_ns);
+			break;
+		case SEG_INDEX_US:
+			p = fast_us(p, in->index * 1000);
+			break;
+		case SEG_VAL:
+			p = fast_num(p, g->type, in->vals[g->val], g->json);
+			break;
+		case SEG_NAME:
+			p = fast_name(p, room_end, t, g, in, text);
+			if (!p)
+				goto too_wide;
+			break;
+		default: /* SEG_RANK_ARG */
+			p = fast_i64(p, rank_abs(g->a, in->rank));
+		}
 	}
-	if (s.err == -TFS_ECORRUPT || (!s.err && s.n + 1 > fixed))
-		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
-				"a value of terminal %u is wider than the cst says", in->term);
-	if (s.err)
-		return s.err;
-	memset(out->data + out->len, ' ', fixed - s.n - 1);
-	out->len += fixed - s.n - 1;
-	out->data[out->len++] = '\n';
+	if ((uint64_t)(p - (char *)dst) + 1 > fixed)
+		goto too_wide;
+	memset(p, ' ', fixed - 1 - (uint64_t)(p - (char *)dst));
+	dst[fixed - 1] = '\n';
 	return 0;
+
+too_wide:
+	return diag_set(diag, -TFS_ECORRUPT, 0, "values",
+			"a value of terminal %u is wider than the cst says", in->term);
 }
 
 void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,

@@ -137,6 +137,7 @@ struct tfs_trace {
 	uint32_t *term_vcls_off;
 	uint8_t *vcls;
 	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
+	uint64_t *term_room[TFS_VIEW_COUNT]; /* bytes render_line_fast() may touch per terminal */
 	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END */
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];
 	uint32_t *tmpl_first[TFS_VIEW_COUNT];
@@ -227,8 +228,6 @@ struct render_in {
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
 	const struct name_table *names; /* the rank's names, or NULL */
-	bool in_place;	      /* @out is a caller's buffer of exactly the line's length, empty:
-			       * never grow it (a line that does not fit is corrupt) */
 };
 
 /*
@@ -237,11 +236,13 @@ struct render_in {
  */
 int render_templates(struct tfs_trace *t);
 /*
- * Render one event as one line of @view, padded to the terminal's fixed length, appended
- * to @out. @return 0, -TFS_ECORRUPT (a value wider than the trace says: diag), -ENOMEM
+ * Render one event as one line of @view, padded to the terminal's fixed length, straight
+ * into @dst, which has room for t->term_room[view][term] bytes (more than the line: the
+ * renderer copies short text in whole words). @return 0 or -TFS_ECORRUPT (a value wider
+ * than the trace says: diag)
  */
-int render_line(const struct tfs_trace *t, int view, const struct render_in *in,
-		struct tfs_buf *out, struct tfs_diag *diag);
+int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
+		     uint8_t *dst, struct tfs_diag *diag);
 /* Bytes a name prints as in @json or the text view (delimiters included, FORMAT.md §9). */
 uint64_t render_name_width(const char *p, size_t n, bool json);
 /* Which views print a name as is between its delimiters: bit 0 text, bit 1 JSON. */
