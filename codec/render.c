@@ -554,9 +554,10 @@ static void chrome_line(struct sink *s, const struct tfs_trace *t, uint32_t term
 }
 
 /*
- * The most bytes render_line_fast() may write for a terminal whose template is @g (its
- * constant text and every hole at the widest any value can print), the line's fixed length
- * @fixed, and slack for its whole-word copies of short text.
+ * The most bytes render_line_fast() may write for a terminal whose template is @g and
+ * whose line is @fixed bytes long: a name stops at the line's end, and what follows it,
+ * its constant text and each other hole at HOLE_MAX, may still run past that before the
+ * line is refused; then slack for the whole-word copies of short text.
  */
 static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
 {
@@ -565,12 +566,10 @@ static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
 	for (; g->kind != SEG_END; g++) {
 		if (g->kind == SEG_TEXT)
 			n += g->len;
-		else if (g->kind == SEG_NAME)
-			n += 0; /* measured per occurrence: render_line_fast checks it */
-		else
+		else if (g->kind != SEG_NAME)
 			n += HOLE_MAX;
 	}
-	return (n > fixed ? n : fixed) + FAST_SLACK;
+	return fixed + n + FAST_SLACK;
 }
 
 int render_templates(struct tfs_trace *t)
@@ -815,9 +814,12 @@ static char *fast_name(char *p, const char *end, const struct tfs_trace *t,
 {
 	struct tfs_buf b = {.data = (uint8_t *)p, .len = 0, .cap = (size_t)(end - p)};
 	struct sink s = {.out = &b, .fixed = true};
-	const struct name_ent *e = in->names && g->val != UINT32_MAX
-					   ? names_get(&t->names, in->names, g->val, g->a)
-					   : NULL;
+	const struct name_ent *e;
+
+	if (p > end)
+		return NULL;
+	e = in->names && g->val != UINT32_MAX ? names_get(&t->names, in->names, g->val, g->a)
+					      : NULL;
 
 	/* the usual case, a name printed as it is */
 	if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1)) &&
@@ -838,7 +840,7 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
 	const char *text = t->tmpl_text[view];
 	const uint64_t fixed = t->term_len[view][in->term];
-	const char *room_end = (const char *)dst + t->term_room[view][in->term] - FAST_SLACK;
+	const char *line_end = (const char *)dst + fixed;
 	char *p = (char *)dst;
 
 	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
@@ -898,7 +900,7 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 			p = fast_num(p, g->type, in->vals[g->val], g->json);
 			break;
 		case SEG_NAME:
-			p = fast_name(p, room_end, t, g, in, text);
+			p = fast_name(p, line_end, t, g, in, text);
 			if (!p)
 				goto too_wide;
 			break;
