@@ -137,7 +137,7 @@ struct cap_consumer {
 	bool in_partial;    /* reading a chunk nobody handed over */
 	bool finished;
 	int err;
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 };
 
 int cap_parse_timing(const char *s, struct cap_timing *out)
@@ -1182,7 +1182,7 @@ int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len)
 	return tfs_writer_save_mem(c->w, out, len);
 }
 
-void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st)
+void cap_consumer_stats(const struct cap_consumer *c, struct tfs_recording_stats *st)
 {
 	*st = c->st;
 }

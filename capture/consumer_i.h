@@ -1,8 +1,9 @@
 /*
  * The consumer: turns the raw records of a spool (spool_i.h) into codec writer streams, one
  * per producing thread, and saves the trace. Used by the in-process consumer thread
- * (inproc.c) and by `tracefs record` (fs/cmd_record.c). One consumer per spool; its
+ * (inproc.c) and by `tracefs record` (recording.c, recprocs.c). One consumer per spool; its
  * functions are not thread-safe against each other. It does not start or watch processes.
+ * Its statistics are struct tfs_recording_stats (tfs/recording.h), which a recording sums.
  */
 #ifndef TFS_CONSUMER_I_H
 #define TFS_CONSUMER_I_H
@@ -11,28 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tfs/recording.h"
 #include "capture_i.h"
 #include "spool_i.h"
 
 struct cap_consumer;
-
-struct cap_consumer_stats {
-	uint64_t n_events;	   /* trace events appended */
-	uint64_t n_records;	   /* raw records read */
-	uint64_t n_chunks;	   /* chunks read (each once) */
-	uint64_t n_partial_chunks; /* chunks still being filled when the producer stopped */
-	uint64_t n_partial_events; /* events that came from those */
-	uint64_t dropped_events;   /* the producer's count */
-	uint64_t wait_ns;	   /* time producing threads waited for a free chunk, summed */
-	uint32_t n_stalls;	   /* waits given up: the consumer freed nothing for the limit */
-	uint64_t bad_records;	   /* malformed or unmatched records skipped */
-	uint32_t n_threads;	   /* producing threads seen */
-	uint32_t open_zones;	   /* zones still open at the end (zone_unfinished events) */
-	uint32_t open_phases;	   /* phases still open at the end (closed there) */
-	uint64_t n_stacks;	   /* distinct allocation backtraces */
-	uint64_t n_addrs;	   /* distinct code addresses in them */
-	uint64_t n_named_addrs;	   /* of those, symbolised with a function name */
-};
 
 /*
  * A consumer over @s (borrowed, must outlive it) writing with @tm's timing.
@@ -70,6 +54,7 @@ int cap_consumer_save(struct cap_consumer *c, const char *path);
 /* Write the trace into a new malloc'ed buffer (after cap_consumer_finish). @return 0 or -errno */
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len);
 
-void cap_consumer_stats(const struct cap_consumer *c, struct cap_consumer_stats *st);
+/* @c's statistics so far. */
+void cap_consumer_stats(const struct cap_consumer *c, struct tfs_recording_stats *st);
 
 #endif

@@ -175,7 +175,7 @@ void cap_inproc_finish(uint64_t dropped_early)
 {
 	const int saved_errno = errno;
 	const char *out = getenv("TFS_OUTPUT");
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	char path[4096];
 	int rc;
 

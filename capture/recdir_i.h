@@ -1,7 +1,7 @@
 /*
  * A recording's private directory (recdir.c): where `tracefs record` and the processes it
  * records keep their spools, under the names spool_i.h gives. Used by recording.c and
- * recprocs.c only; fs/ reaches it through recording.h.
+ * recprocs.c only; fs/ reaches it through tfs/recording.h.
  */
 #ifndef TFS_RECDIR_I_H
 #define TFS_RECDIR_I_H

@@ -1,9 +1,11 @@
 /*
- * One recording of `tracefs record` (recording.h): its private directory and first spool,
+ * One recording of `tracefs record` (tfs/recording.h): its private directory and first spool,
  * made and locked before the program starts, the consumers of every process's spool
  * (recprocs.c) polled while they run, MPI_Finalize's request for the trace served, and the
  * trace saved at the end with each rank's metadata. It neither starts nor waits for
- * processes (fs/cmd_record.c does) and never reads a record itself (consumer.c does).
+ * processes (fs/cmd_record.c does) and never reads a record itself (consumer.c does). The
+ * public options become the spool's and the consumer's here, and the public parsers are the
+ * capture's own (spool.c, consumer.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,20 +18,21 @@
 #include <time.h>
 
 #include "tfs/capture.h"
+#include "tfs/recording.h"
 #include "recdir_i.h"
-#include "recording.h"
 #include "recprocs_i.h"
 
 /* new processes' spools are looked for at least this often, however long a poll takes:
  * their producers wait for us once their spool has grown full (spool_i.h) */
 #define SCAN_PERIOD_NS 20000000u
 
-struct cap_recording {
-	struct cap_recording_opts o;
+struct tfs_recording {
+	struct tfs_recording_opts o;
+	struct cap_timing tm;	 /* o.timing, as the consumers take it */
 	struct cap_recdir *dir;
 	struct spool s;		 /* the first process's */
 	struct cap_consumer *c;	 /* its consumer */
-	struct rec_procs *ps;	 /* every process's, from cap_recording_start on */
+	struct rec_procs *ps;	 /* every process's, from tfs_recording_start on */
 	uint32_t pid;		 /* the first process's */
 	uint64_t scanned_ns;	 /* when the directory was last listed */
 	unsigned int pass;
@@ -46,7 +49,7 @@ static uint64_t mono_ns(void)
 }
 
 /* Sweep the prefix's directory and say what was removed, in one line. */
-static void sweep(const struct cap_recording_opts *o, const char *prefix)
+static void sweep(const struct tfs_recording_opts *o, const char *prefix)
 {
 	const char *slash = strrchr(prefix, '/');
 	uint64_t bytes;
@@ -63,9 +66,9 @@ static void sweep(const struct cap_recording_opts *o, const char *prefix)
 }
 
 /* The first process's spool: it starts small and grows up to the spool size. */
-static int make_first(struct cap_recording *r)
+static int make_first(struct tfs_recording *r)
 {
-	const struct cap_recording_opts *o = &r->o;
+	const struct tfs_recording_opts *o = &r->o;
 	int rc = cap_spool_create(&r->s, r->dir->first, o->spool_bytes, SPOOL_START_CHUNKS,
 				  (uint32_t)o->timing.timing, o->mask);
 
@@ -74,13 +77,15 @@ static int make_first(struct cap_recording *r)
 	/* backtraces belong to allocations: none without them */
 	if (o->mask & TFS_TRACE_ALLOC)
 		r->s.hdr->bt_depth = o->bt_depth;
-	r->s.hdr->policy = o->policy;
+	r->s.hdr->policy = (struct spool_policy){.when_full = o->policy.when_full,
+						 .sample = o->policy.sample,
+						 .sample_every = o->policy.sample_every};
 	return cap_recdir_lock(r->dir);
 }
 
-int cap_recording_new(const struct cap_recording_opts *o, struct cap_recording **out)
+int tfs_recording_new(const struct tfs_recording_opts *o, struct tfs_recording **out)
 {
-	struct cap_recording *r = calloc(1, sizeof(*r));
+	struct tfs_recording *r = calloc(1, sizeof(*r));
 	char prefix[PATH_MAX];
 	int rc;
 
@@ -88,6 +93,9 @@ int cap_recording_new(const struct cap_recording_opts *o, struct cap_recording *
 	if (!r)
 		return -ENOMEM;
 	r->o = *o;
+	r->tm = (struct cap_timing){.timing = o->timing.timing,
+				    .rel_err = o->timing.rel_err,
+				    .coder = o->timing.coder};
 	rc = cap_recdir_prefix(prefix, sizeof(prefix));
 	if (rc < 0) {
 		o->say("cannot make the spool directory of TFS_SPOOL: %s", o->strerr(-rc));
@@ -104,7 +112,7 @@ int cap_recording_new(const struct cap_recording_opts *o, struct cap_recording *
 		o->say("cannot create the spool %s: %s", r->dir->first, o->strerr(-rc));
 		goto err_remove;
 	}
-	rc = cap_consumer_new(&r->s, &o->timing, &r->c);
+	rc = cap_consumer_new(&r->s, &r->tm, &r->c);
 	if (rc < 0) {
 		o->say("cannot start the consumer: %s", o->strerr(-rc));
 		goto err_remove;
@@ -120,20 +128,20 @@ err_free:
 	return rc;
 }
 
-const char *cap_recording_spool(const struct cap_recording *r)
+const char *tfs_recording_spool(const struct tfs_recording *r)
 {
 	return r->dir->first;
 }
 
-int cap_recording_start(struct cap_recording *r, pid_t pid)
+int tfs_recording_start(struct tfs_recording *r, pid_t pid)
 {
 	r->pid = (uint32_t)pid;
 	r->scanned_ns = mono_ns();
-	return rec_procs_new(&r->s, r->c, r->dir->first, (uint32_t)pid, &r->o, &r->ps);
+	return rec_procs_new(&r->s, r->c, r->dir->first, (uint32_t)pid, &r->tm, &r->o, &r->ps);
 }
 
 /* Common metadata, `end` (when @end) and the caller's pairs, onto the first trace. */
-static int first_meta(struct cap_recording *r, const char *end)
+static int first_meta(struct tfs_recording *r, const char *end)
 {
 	int rc = cap_consumer_set_common_meta(r->c, r->o.program, r->o.cmdline, (long)r->pid,
 					      "record");
@@ -150,7 +158,7 @@ static int first_meta(struct cap_recording *r, const char *end)
  * and save its trace as the spool's save name for the MPI wrappers to merge (processes the
  * rank started are not in it). @return true once served: the consumer is finished.
  */
-static bool serve_save(struct cap_recording *r)
+static bool serve_save(struct tfs_recording *r)
 {
 	char path[PATH_MAX];
 	int rc;
@@ -168,7 +176,7 @@ static bool serve_save(struct cap_recording *r)
 	return true;
 }
 
-int cap_recording_poll(struct cap_recording *r)
+int tfs_recording_poll(struct tfs_recording *r)
 {
 	int n = r->err ? 0 : rec_procs_poll(r->ps);
 
@@ -183,28 +191,28 @@ int cap_recording_poll(struct cap_recording *r)
 	return r->err ? r->err : n;
 }
 
-void cap_recording_reaped(struct cap_recording *r, pid_t pid, int status)
+void tfs_recording_reaped(struct tfs_recording *r, pid_t pid, int status)
 {
 	rec_procs_reaped(r->ps, pid, status);
 }
 
-void cap_recording_orphaned(struct cap_recording *r)
+void tfs_recording_orphaned(struct tfs_recording *r)
 {
 	rec_procs_orphaned(r->ps);
 }
 
-bool cap_recording_ended(struct cap_recording *r)
+bool tfs_recording_ended(struct tfs_recording *r)
 {
 	rec_procs_scan(r->ps, false);
 	return rec_procs_all_gone(r->ps);
 }
 
-bool cap_recording_served(const struct cap_recording *r)
+bool tfs_recording_served(const struct tfs_recording *r)
 {
 	return r->served;
 }
 
-bool cap_recording_nothing(struct cap_recording *r)
+bool tfs_recording_nothing(struct tfs_recording *r)
 {
 	if (atomic_load(&r->s.hdr->producer_pid) != 0)
 		return false;
@@ -212,7 +220,7 @@ bool cap_recording_nothing(struct cap_recording *r)
 	return rec_procs_count(r->ps) == 1;
 }
 
-int cap_recording_save(struct cap_recording *r, const char *out)
+int tfs_recording_save(struct tfs_recording *r, const char *out)
 {
 	int rc = cap_consumer_finish(r->c);
 
@@ -229,7 +237,7 @@ int cap_recording_save(struct cap_recording *r, const char *out)
 	return rc;
 }
 
-uint32_t cap_recording_stats(const struct cap_recording *r, struct cap_consumer_stats *st)
+uint32_t tfs_recording_stats(const struct tfs_recording *r, struct tfs_recording_stats *st)
 {
 	if (!r->ps) {
 		cap_consumer_stats(r->c, st);
@@ -239,7 +247,7 @@ uint32_t cap_recording_stats(const struct cap_recording *r, struct cap_consumer_
 	return rec_procs_count(r->ps);
 }
 
-void cap_recording_free(struct cap_recording *r, bool remove)
+void tfs_recording_free(struct tfs_recording *r, bool remove)
 {
 	if (!r)
 		return;
@@ -250,7 +258,7 @@ void cap_recording_free(struct cap_recording *r, bool remove)
 	free(r);
 }
 
-void cap_describe_end(int status, char *buf, size_t cap)
+void tfs_recording_describe_end(int status, char *buf, size_t cap)
 {
 	if (WIFEXITED(status))
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
@@ -260,4 +268,29 @@ void cap_describe_end(int status, char *buf, size_t cap)
 			 WCOREDUMP(status) ? ", core dumped" : "");
 	else
 		snprintf(buf, cap, "ended with wait status %d", status);
+}
+
+int tfs_recording_parse_timing(const char *s, struct tfs_recording_timing *out)
+{
+	struct cap_timing tm;
+	int rc = cap_parse_timing(s, &tm);
+
+	*out = (struct tfs_recording_timing){.timing = tm.timing, .rel_err = tm.rel_err,
+					     .coder = tm.coder};
+	return rc;
+}
+
+int tfs_recording_parse_trace(const char *s, uint32_t *mask)
+{
+	return cap_parse_trace(s, mask);
+}
+
+int tfs_recording_parse_when_full(const char *s, uint32_t *out)
+{
+	return cap_parse_when_full(s, out);
+}
+
+int tfs_recording_parse_count(const char *s, uint64_t *out)
+{
+	return cap_parse_count(s, out);
 }

@@ -32,8 +32,8 @@
 
 #include "tfs/merge.h"
 #include "tfs/reader.h"
+#include "tfs/recording.h"
 #include "consumer_i.h"
-#include "recording.h"
 #include "recprocs_i.h"
 
 /* One process. Once @retired, only @trace, @st and the identity fields are left. */
@@ -44,7 +44,7 @@ struct rproc {
 	struct cap_consumer *c;
 	void *trace;	 /* its trace, saved in memory when it retired */
 	size_t trace_len;
-	struct cap_consumer_stats st; /* its consumer's last statistics, once retired */
+	struct tfs_recording_stats st; /* its consumer's last statistics, once retired */
 	uint32_t pid, ppid;
 	uint64_t fork_ns;
 	int status;	     /* wait status, when @reaped or @end_known */
@@ -88,7 +88,8 @@ struct peeked {
 struct rec_procs {
 	struct rproc *v;
 	uint32_t n, cap;
-	const struct cap_recording_opts *o; /* timing, and how to speak and save */
+	const struct cap_timing *tm;	    /* the consumers' */
+	const struct tfs_recording_opts *o; /* how to speak and save */
 	char *dir;	/* the recording's directory: every spool is there */
 	uint32_t n_bad; /* spools that never became readable */
 	bool orphaned;	/* nobody reaps the processes any more: /proc says when they end */
@@ -102,7 +103,8 @@ struct rec_procs {
 };
 
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
-		  const struct cap_recording_opts *o, struct rec_procs **out)
+		  const struct cap_timing *tm, const struct tfs_recording_opts *o,
+		  struct rec_procs **out)
 {
 	struct rec_procs *ps = calloc(1, sizeof(*ps));
 	const char *slash = strrchr(path, '/');
@@ -110,6 +112,7 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 	*out = NULL;
 	if (!ps)
 		return -ENOMEM;
+	ps->tm = tm;
 	ps->o = o;
 	ps->v = calloc(8, sizeof(*ps->v));
 	ps->cap = 8;
@@ -232,7 +235,7 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	if (rc == 0 && p.s->hdr->parent_pid == 0)
 		rc = -EBADMSG;
 	if (rc == 0)
-		rc = cap_consumer_new(p.s, &ps->o->timing, &p.c);
+		rc = cap_consumer_new(p.s, ps->tm, &p.c);
 	if (rc < 0) {
 		cap_spool_unmap(p.s);
 		free(p.s);
@@ -622,7 +625,7 @@ static int child_meta(struct rec_procs *ps, struct rproc *p)
 	if (rc == 0)
 		rc = cap_consumer_set_meta(p->c, "ppid", buf);
 	if (p->reaped || p->end_known)
-		cap_describe_end(p->status, buf, sizeof(buf));
+		tfs_recording_describe_end(p->status, buf, sizeof(buf));
 	else
 		unknown_end(ps, p, buf, sizeof(buf));
 	if (rc == 0)
@@ -639,7 +642,7 @@ int rec_procs_first_meta(struct rec_procs *ps)
 	int rc;
 
 	if (p->reaped)
-		cap_describe_end(p->status, buf, sizeof(buf));
+		tfs_recording_describe_end(p->status, buf, sizeof(buf));
 	else
 		unknown_end(ps, p, buf, sizeof(buf));
 	rc = cap_consumer_set_meta(p->c, "end", buf);
@@ -780,11 +783,11 @@ uint32_t rec_procs_count(const struct rec_procs *ps)
 	return ps->n;
 }
 
-void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum)
+void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum)
 {
 	memset(sum, 0, sizeof(*sum));
 	for (uint32_t i = 0; i < ps->n; i++) {
-		struct cap_consumer_stats st = ps->v[i].st;
+		struct tfs_recording_stats st = ps->v[i].st;
 
 		if (!ps->v[i].retired)
 			cap_consumer_stats(ps->v[i].c, &st);

@@ -16,15 +16,17 @@
 #include "spool_i.h"
 
 struct rec_procs;
-struct cap_recording_opts;
+struct tfs_recording_opts;
 
 /*
  * Track the first process (@pid) recording into spool @s at @path, in the recording's
- * directory, with consumer @c (borrowed: the caller frees them); @o (borrowed) gives the
- * timing, the recorder's voice and how a merged trace is saved. @return 0 or -ENOMEM
+ * directory, with consumer @c (borrowed: the caller frees them); the other processes'
+ * consumers write with timing @tm; @o gives the recorder's voice and how a merged trace is
+ * saved (@tm and @o borrowed). @return 0 or -ENOMEM
  */
 int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uint32_t pid,
-		  const struct cap_recording_opts *o, struct rec_procs **out);
+		  const struct cap_timing *tm, const struct tfs_recording_opts *o,
+		  struct rec_procs **out);
 /* Free the other processes' consumers and traces, unmap and remove their spools. Accepts NULL. */
 void rec_procs_free(struct rec_procs *ps);
 /*
@@ -45,7 +47,7 @@ void rec_procs_orphaned(struct rec_procs *ps);
 bool rec_procs_all_gone(struct rec_procs *ps);
 uint32_t rec_procs_count(const struct rec_procs *ps);
 /* Sum of every consumer's statistics. */
-void rec_procs_stats(const struct rec_procs *ps, struct cap_consumer_stats *sum);
+void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum);
 /*
  * Every process has ended: retire the others, last scan (the caller finishes the first
  * one's consumer), order them by the time they began, warn about the processes that could

@@ -4,19 +4,18 @@
  * program runs, and after it ends however it ends (exit, abort, a fatal signal, _exit,
  * SIGKILL) takes in what is left and saves one trace. Prints one summary line on stderr and
  * exits with the program's status, or dies of the signal that killed it. --trace selects
- * the categories (cap_parse_trace's words; all by default); --backtrace-depth the frames
- * kept of each allocation's backtrace (64 by default, 0: none); --sample=N and
+ * the categories (tfs_recording_parse_trace's words; all by default); --backtrace-depth the
+ * frames kept of each allocation's backtrace (64 by default, 0: none); --sample=N and
  * --sample-bytes=N keep the backtrace of one allocation in N, or one per N bytes;
  * --when-full what a thread does when the spool (which grows up to --spool-size) is full:
- * wait for this recorder to free a chunk (the default, bounded: spool_i.h) or drop. Run by
- * an MPI launcher
- * (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from PMI_RANK/PMI_SIZE or
- * OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that launcher's MPI
- * (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at
- * MPI_Finalize each rank's wrapper asks for its trace so far (spool_i.h save_req), the ranks
- * merge them and rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own
- * trace as <out>.<rank>. This file does the command line and process control only; the
- * consumer is capture/consumer.c.
+ * wait for this recorder to free a chunk (the default, bounded: tfs/capture.h) or drop. Run
+ * by an MPI launcher (`mpiexec -n P tracefs record -o run.trace -- ./app`, seen from
+ * PMI_RANK/PMI_SIZE or OMPI_COMM_WORLD_RANK/SIZE) it also preloads the PMPI wrappers of that
+ * launcher's MPI (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at MPI_Finalize
+ * each rank's wrapper asks for its trace so far (tfs/recording.h), the ranks merge them and
+ * rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own trace as
+ * <out>.<rank>. This file does the command line and process control only; the recording
+ * (its spools and their consumers) is capture/'s, through tfs/recording.h.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -40,15 +39,14 @@
 
 #include "tfs/capture.h"
 #include "tfs/reader.h"
+#include "tfs/recording.h"
 #include "cli_i.h"
 #include "merge_i.h"
 #include "record_i.h"
-#include "recording.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define IDLE_POLL_NS 2000000 /* consumer poll period while nothing was handed over */
-#define DEFAULT_BT_DEPTH 64
 
 #ifndef TFS_LIBDIR
 #define TFS_LIBDIR "/usr/local/lib"
@@ -56,11 +54,11 @@
 
 struct record_opts {
 	const char *out;
-	struct cap_timing timing;
+	struct tfs_recording_timing timing;
 	uint32_t mask;
 	size_t spool_bytes;
 	uint32_t bt_depth;
-	struct spool_policy policy;
+	struct tfs_recording_policy policy;
 	char **argv; /* the command */
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 	const char *mpi_impl;	 /* the launcher's MPI: "mpich", "openmpi" (metadata mpi_impl) */
@@ -95,8 +93,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	*o = (struct record_opts){.mask = TFS_TRACE_ON | TFS_TRACE_ZONES | TFS_TRACE_MEM |
 					  TFS_TRACE_ALLOC | TFS_TRACE_IO | TFS_TRACE_THREADS,
 				  .timing = {.timing = TFS_TIMING_LOSSLESS},
-				  .spool_bytes = (size_t)SPOOL_DEFAULT_MB << 20,
-				  .bt_depth = DEFAULT_BT_DEPTH};
+				  .spool_bytes = (size_t)TFS_RECORDING_SPOOL_MB_DEFAULT << 20,
+				  .bt_depth = TFS_RECORDING_BT_DEPTH_DEFAULT};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+o:", lo, NULL)) != -1) {
 		switch (c) {
@@ -104,13 +102,13 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			o->out = optarg;
 			break;
 		case 't':
-			if (cap_parse_timing(optarg, &o->timing) < 0)
+			if (tfs_recording_parse_timing(optarg, &o->timing) < 0)
 				return usage("--timing must be lossless, none or lossy:ERR "
 					     "with 2^-10 <= ERR < 1, the timed ones optionally "
 					     "followed by ,fast");
 			break;
 		case 'T':
-			if (cap_parse_trace(optarg, &o->mask) < 0)
+			if (tfs_recording_parse_trace(optarg, &o->mask) < 0)
 				return usage("--trace takes a list of zones, mem, alloc, io, threads, "
 					     "mpi, nested, all");
 			break;
@@ -122,22 +120,24 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'b':
 			mb = strtol(optarg, &end, 10);
-			if (*end || end == optarg || mb < 0 || mb > (long)SPOOL_MAX_BT_FRAMES)
+			if (*end || end == optarg || mb < 0 ||
+			    mb > (long)TFS_RECORDING_BT_DEPTH_MAX)
 				return usage("--backtrace-depth takes frames, 0 to 128");
 			o->bt_depth = (uint32_t)mb;
 			break;
 		case 'w':
-			if (cap_parse_when_full(optarg, &o->policy.when_full) < 0)
+			if (tfs_recording_parse_when_full(optarg, &o->policy.when_full) < 0)
 				return usage("--when-full takes wait or drop");
 			break;
 		case 'n':
 		case 'B':
-			if (o->policy.sample != SPOOL_SAMPLE_ALL)
+			if (o->policy.sample != TFS_RECORDING_SAMPLE_ALL)
 				return usage("--sample and --sample-bytes exclude each other");
-			if (cap_parse_count(optarg, &o->policy.sample_every) < 0)
+			if (tfs_recording_parse_count(optarg, &o->policy.sample_every) < 0)
 				return usage("--sample and --sample-bytes take a count from 1, "
 					     "optionally followed by k, m or g");
-			o->policy.sample = c == 'n' ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
+			o->policy.sample = c == 'n' ? TFS_RECORDING_SAMPLE_CALLS
+							 : TFS_RECORDING_SAMPLE_BYTES;
 			break;
 		default:
 			return usage("unknown option");
@@ -327,7 +327,7 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
  * their subreaper, so once the program has ended and no child is left, every descendant
  * has ended. The MPI saver (start_saver) reads what the process reaping them says
  * (struct reap_msg on @fd), and once that process is gone without saying that all have
- * ended, asks /proc (cap_recording_orphaned).
+ * ended, asks /proc (tfs_recording_orphaned).
  */
 struct ends {
 	pid_t pid;	   /* the program */
@@ -352,17 +352,17 @@ struct reap_msg {
 	int32_t status;
 };
 
-static void reaped(struct cap_recording *r, struct ends *e, pid_t pid, int status)
+static void reaped(struct tfs_recording *r, struct ends *e, pid_t pid, int status)
 {
 	if (pid == e->pid) {
 		e->status = status;
 		e->have_status = true;
 	}
-	cap_recording_reaped(r, pid, status);
+	tfs_recording_reaped(r, pid, status);
 }
 
 /* Reap what has ended, or read what the reaper says; e->done once every process has. */
-static void collect_ends(struct cap_recording *r, struct ends *e)
+static void collect_ends(struct tfs_recording *r, struct ends *e)
 {
 	struct reap_msg m;
 	ssize_t n;
@@ -378,7 +378,7 @@ static void collect_ends(struct cap_recording *r, struct ends *e)
 		return;
 	}
 	if (e->orphaned) {
-		e->done = cap_recording_ended(r);
+		e->done = tfs_recording_ended(r);
 		return;
 	}
 	/* whole messages: each is written at once, smaller than PIPE_BUF */
@@ -392,17 +392,17 @@ static void collect_ends(struct cap_recording *r, struct ends *e)
 	}
 	if (n == 0) {
 		e->orphaned = true;
-		cap_recording_orphaned(r);
+		tfs_recording_orphaned(r);
 	}
 }
 
 /* Consume while the program and every process it started run. */
-static void run_consumer(struct cap_recording *r, struct ends *e, int *consume_err)
+static void run_consumer(struct tfs_recording *r, struct ends *e, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
 
 	while (!e->done) {
-		int n = cap_recording_poll(r);
+		int n = tfs_recording_poll(r);
 
 		if (n < 0)
 			*consume_err = n;
@@ -455,7 +455,7 @@ static void join_args(char **argv, char *buf, size_t cap)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? " " : "", argv[i]);
 }
 
-static void summary(const char *out, const char *how, const struct cap_consumer_stats *st,
+static void summary(const char *out, const char *how, const struct tfs_recording_stats *st,
 		    uint32_t n_procs)
 {
 	struct tfs_trace_info ti = {0};
@@ -479,7 +479,7 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
 			 st->open_phases == 1 ? "" : "s");
 	else
 		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
-	/* the back-pressure (spool_i.h): how long the program waited for us, whether we stalled */
+	/* the back-pressure (tfs/capture.h): how long the program waited, whether waits gave up */
 	if (st->n_stalls)
 		snprintf(stalls, sizeof(stalls), ", %" PRIu32 " wait%s for a free chunk gave up",
 			 st->n_stalls, st->n_stalls == 1 ? "" : "s");
@@ -503,17 +503,17 @@ static void summary(const char *out, const char *how, const struct cap_consumer_
  * (rank 0's only under MPI, one per job; every rank's with @say_all). @how: how the program
  * ended; @ok: it exited with status 0. @return 0 or -errno (a runtime error: no trace)
  */
-static int conclude(struct cap_recording *r, const struct record_opts *o, const char *out,
+static int conclude(struct tfs_recording *r, const struct record_opts *o, const char *out,
 		    const char *how, bool ok, int consume_err, bool say_all)
 {
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	uint32_t n;
 	int rc;
 
-	if (cap_recording_served(r)) {
+	if (tfs_recording_served(r)) {
 		/* the MPI wrappers took the trace at MPI_Finalize, merged and saved it */
 		if (o->mpi_rank == 0 && ok && access(o->mpi_out, R_OK) == 0) {
-			cap_recording_stats(r, &st);
+			tfs_recording_stats(r, &st);
 			summary(o->mpi_out, how, &st, 1);
 		}
 		return 0;
@@ -522,18 +522,18 @@ static int conclude(struct cap_recording *r, const struct record_opts *o, const 
 		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-consume_err));
 		return consume_err;
 	}
-	if (cap_recording_nothing(r)) {
+	if (tfs_recording_nothing(r)) {
 		fs_fail("nothing recorded: %s never loaded the capture library (TFS_CAPTURE=0, "
 			"statically linked, or not run); program %s",
 			o->argv[0], how);
 		return 0;
 	}
-	rc = cap_recording_save(r, out);
+	rc = tfs_recording_save(r, out);
 	if (rc < 0) {
 		fs_fail("cannot save %s: %s", out, fs_strerror(-rc));
 		return rc;
 	}
-	n = cap_recording_stats(r, &st);
+	n = tfs_recording_stats(r, &st);
 	if (o->mpi_rank == 0 || say_all) /* one line per job, not per rank */
 		summary(out, how, &st, n);
 	return 0;
@@ -547,7 +547,7 @@ static int conclude(struct cap_recording *r, const struct record_opts *o, const 
  * them from /proc; it then saves what they recorded up to their end, and says so.
  * @return its exit status
  */
-static int saver_main(struct cap_recording *r, const struct record_opts *o, const char *out,
+static int saver_main(struct tfs_recording *r, const struct record_opts *o, const char *out,
 		      int in, int out_fd)
 {
 	struct ends e = {.fd = in};
@@ -571,25 +571,25 @@ static int saver_main(struct cap_recording *r, const struct record_opts *o, cons
 	while ((n = read(in, &m, sizeof(m))) < 0 && errno == EINTR)
 		;
 	if (n != (ssize_t)sizeof(m) || m.kind != REAP_STARTED) { /* the program never started */
-		cap_recording_free(r, true);
+		tfs_recording_free(r, true);
 		return 1;
 	}
 	e.pid = m.pid;
 	fcntl(in, F_SETFL, fcntl(in, F_GETFL) | O_NONBLOCK);
-	failed = cap_recording_start(r, e.pid);
+	failed = tfs_recording_start(r, e.pid);
 	if (failed < 0) {
 		fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-failed));
 	} else {
 		run_consumer(r, &e, &consume_err);
 		if (e.have_status)
-			cap_describe_end(e.status, how, sizeof(how));
+			tfs_recording_describe_end(e.status, how, sizeof(how));
 		else
 			snprintf(how, sizeof(how), "%s", "unknown (its recorder was killed first)");
 		failed = conclude(r, o, out, how,
 				  e.have_status && WIFEXITED(e.status) && !WEXITSTATUS(e.status),
 				  consume_err, e.orphaned);
 	}
-	cap_recording_free(r, true);
+	tfs_recording_free(r, true);
 	failed = failed < 0;
 	(void)!write(out_fd, &failed, sizeof(failed));
 	return failed;
@@ -602,7 +602,7 @@ static int saver_main(struct cap_recording *r, const struct record_opts *o, cons
  * ends without MPI_Finalize) every rank's trace is still saved. *@to_saver, *@from_saver:
  * the pipes to it and from it. @return 0, or -errno (no saver: record here)
  */
-static int start_saver(struct cap_recording *r, const struct record_opts *o, const char *out,
+static int start_saver(struct tfs_recording *r, const struct record_opts *o, const char *out,
 		       int *to_saver, int *from_saver)
 {
 	int down[2], up[2], st, rc;
@@ -691,7 +691,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	const char *slash = strrchr(o->argv[0], '/');
 	/* mpi_impl: the launcher's MPI, whose special ranks a replay proxy maps */
 	const char *meta[] = {"mpi_size", size, o->mpi_impl ? "mpi_impl" : NULL, o->mpi_impl, NULL};
-	const struct cap_recording_opts ro = {
+	const struct tfs_recording_opts ro = {
 	    .timing = o->timing,
 	    .mask = o->mask,
 	    .spool_bytes = o->spool_bytes,
@@ -706,14 +706,14 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	    .strerr = fs_strerror,
 	    .save_bytes = fs_save_atomic,
 	};
-	struct cap_recording *r;
+	struct tfs_recording *r;
 	struct ends e = {.fd = -1};
 	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1;
 	bool saved = true, saver;
 
 	join_args(o->argv, cmdline, sizeof(cmdline));
 	snprintf(size, sizeof(size), "%ld", o->mpi_size);
-	if (cap_recording_new(&ro, &r) < 0)
+	if (tfs_recording_new(&ro, &r) < 0)
 		return EXIT_RUNTIME;
 	/* the terminal's ^C and ^\ go to the program (not again through us); its end is what
 	   we wait for */
@@ -725,30 +725,30 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	saver = o->mpi_size > 0 && start_saver(r, o, out, &to_saver, &from_saver) == 0;
 	/* processes the program leaves behind become ours: we know when all have ended */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	g_child = start_child(o, lib, cap_recording_spool(r));
+	g_child = start_child(o, lib, tfs_recording_spool(r));
 	if (g_child < 0) {
 		fs_fail("cannot fork: %s", fs_strerror(errno));
-		cap_recording_free(r, !saver); /* a saver told nothing removes it */
+		tfs_recording_free(r, !saver); /* a saver told nothing removes it */
 		return EXIT_RUNTIME;
 	}
 	if (saver) {
-		cap_recording_free(r, false); /* the saver's now */
+		tfs_recording_free(r, false); /* the saver's now */
 		e.status = reap_for_saver(to_saver, from_saver, &saved);
 	} else {
 		e.pid = g_child;
-		rc = cap_recording_start(r, g_child);
+		rc = tfs_recording_start(r, g_child);
 		if (rc < 0) {
 			fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));
 			kill(g_child, SIGKILL);
 			waitpid(g_child, NULL, 0);
-			cap_recording_free(r, true);
+			tfs_recording_free(r, true);
 			return EXIT_RUNTIME;
 		}
 		run_consumer(r, &e, &consume_err);
-		cap_describe_end(e.status, how, sizeof(how));
+		tfs_recording_describe_end(e.status, how, sizeof(how));
 		saved = conclude(r, o, out, how, WIFEXITED(e.status) && !WEXITSTATUS(e.status),
 				 consume_err, false) == 0;
-		cap_recording_free(r, true);
+		tfs_recording_free(r, true);
 	}
 	exit_status = mirror_status(e.status);
 	if (!saved && exit_status == 0) /* no trace: the run must not look like a success */

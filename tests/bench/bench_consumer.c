@@ -201,7 +201,7 @@ static int load(const char *path, struct spool *s, struct rchunk **order)
 
 static uint64_t c_events(const struct cap_consumer *c)
 {
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 
 	cap_consumer_stats(c, &st);
 	return st.n_events;
@@ -210,7 +210,7 @@ static uint64_t c_events(const struct cap_consumer *c)
 static int replay(const char *path, uint32_t batch, const char *out)
 {
 	struct cap_timing tm = {.timing = TFS_TIMING_LOSSLESS};
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct cap_consumer *c;
 	struct rchunk *order = NULL;
 	struct spool s;

@@ -292,7 +292,7 @@ static void test_consumer_zones_pair_into_events(void **state)
 {
 	struct fixture *f = *state;
 	struct wchunk wc = chunk_at(f, 0, 0, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	char *got;
 
@@ -418,7 +418,7 @@ static void test_consumer_reads_partial_chunks_only_at_the_end(void **state)
 {
 	struct fixture *f = *state;
 	struct wchunk wc = chunk_at(f, 1, 0, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	char *got;
 
@@ -495,7 +495,7 @@ static void test_consumer_skips_damage_and_counts_it(void **state)
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0);
 	struct wchunk d = chunk_at(f, 3, 3, 0), e = chunk_at(f, 4, 4, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	char *got;
 
@@ -539,7 +539,7 @@ static void test_consumer_calls_become_events(void **state)
 {
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	char *got;
 
@@ -592,7 +592,7 @@ static void test_consumer_reads_records_past_255_words(void **state)
 	struct wchunk a = chunk_at(f, 0, 0, 0);
 	const size_t n_argv = 8192;
 	char *strs = malloc(5 + n_argv + 1), *want, *got;
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 
 	assert_non_null(strs);
@@ -625,7 +625,7 @@ static void test_consumer_rejects_calls_not_declared(void **state)
 {
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 
 	/* the spool records zones only: its consumer declared no call kinds */
 	put_call(&a, CALL_MALLOC, 1010, "", 0, 3, (uint64_t)0, (uint64_t)64, (uint64_t)0x1000);
@@ -650,7 +650,7 @@ static void test_consumer_declares_mpi_kinds_on_first_use(void **state)
 {
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace_info ti;
 	struct tfs_trace *t;
 	uint32_t barrier;
@@ -741,7 +741,7 @@ static void test_consumer_backtraces_become_stacks(void **state)
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 0, 1);
 	const struct tfs_src_frame *src;
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	uint64_t ids[8];
 	uint32_t n_src;
@@ -803,7 +803,7 @@ static void test_consumer_backtraces_intern_by_content(void **state)
 	struct fixture *f = *state;
 	uint64_t seed = 0x5eed, cur[WALK_DEPTH];
 	uint32_t n_seen = 0, n = 0, per_chunk = WALK_N / 6;
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 
 	for (uint32_t i = 0; i < WALK_N; i++) {
@@ -945,7 +945,7 @@ static void test_consumer_rejects_damaged_backtraces(void **state)
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0),
 		      d = chunk_at(f, 3, 3, 0), e = chunk_at(f, 4, 4, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 
 	/* a: keeps frames of a previous backtrace the chunk does not have */
 	put_malloc_bt(&a, 1010, 64, 0x1000, 2, 1, abc, 0);
@@ -983,7 +983,7 @@ static void test_consumer_unsampled_allocations_have_no_stack(void **state)
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0), c = chunk_at(f, 2, 2, 0),
 		      d = chunk_at(f, 3, 3, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 	struct tfs_trace *t;
 	uint64_t ids[4];
 
@@ -1029,7 +1029,7 @@ static void test_consumer_rejects_backtraces_when_off(void **state)
 	static const uint64_t abc[] = {0x10100, 0x10200, 0x10300};
 	struct fixture *f = *state;
 	struct wchunk a = chunk_at(f, 0, 0, 0), b = chunk_at(f, 1, 1, 0);
-	struct cap_consumer_stats st;
+	struct tfs_recording_stats st;
 
 	/* the spool records allocations without backtraces: malloc has no stack argument */
 	put_malloc_bt(&a, 1010, 64, 0x1000, 0, 3, abc, 0);
