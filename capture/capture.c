@@ -44,7 +44,7 @@
 #define MAX_MESSAGE 1024  /* bytes kept of a mark's message */
 #define MAX_PHASE_DEPTH 32
 #define CLAIM_BACKOFF 64  /* events dropped without retrying after a failed chunk claim */
-#define DEFAULT_BT_DEPTH 64
+#define DEFAULT_BT_DEPTH TFS_RECORDING_BT_DEPTH_DEFAULT
 
 unsigned int tfs_capture_mask_;
 uint32_t cap_bt_depth;

@@ -83,12 +83,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tfs/recording.h"
+
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
 #define SPOOL_VERSION 6u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
-#define SPOOL_DEFAULT_MB 64u
+#define SPOOL_DEFAULT_MB TFS_RECORDING_SPOOL_MB_DEFAULT
 /* chunks every spool starts with memory behind (n_ready): 256 KiB */
 #define SPOOL_START_CHUNKS 4u
 /* how long a producer waits for a free chunk while the consumer frees none (TFS_WAIT_LIMIT_MS) */
@@ -98,17 +100,21 @@
 /* bytes of a REC_MODULE's path kept (the consumer reads payloads of up to this) */
 #define SPOOL_MAX_PATH 4096u
 
-/* What a producing thread does when no chunk is free (struct spool_policy). */
+/* What a producing thread does when no chunk is free (struct spool_policy): the values of
+ * the public enum tfs_recording_when_full, which the recorder's options carry. */
 enum spool_when_full {
-	SPOOL_WAIT = 0, /* wait for the consumer to free one, up to the wait limit */
-	SPOOL_DROP = 1, /* drop the event and count it */
+	SPOOL_WAIT = TFS_RECORDING_WAIT, /* wait for the consumer to free one, up to the limit */
+	SPOOL_DROP = TFS_RECORDING_DROP, /* drop the event and count it */
 };
 
-/* Which allocations carry their backtrace (struct spool_policy). */
+/* Which allocations carry their backtrace (struct spool_policy): the values of the public
+ * enum tfs_recording_sample. */
 enum spool_sample {
-	SPOOL_SAMPLE_ALL = 0,	/* every one */
-	SPOOL_SAMPLE_CALLS = 1, /* one in every `sample_every` allocating calls of a thread */
-	SPOOL_SAMPLE_BYTES = 2, /* one per `sample_every` bytes a thread asks for */
+	SPOOL_SAMPLE_ALL = TFS_RECORDING_SAMPLE_ALL,	 /* every one */
+	SPOOL_SAMPLE_CALLS = TFS_RECORDING_SAMPLE_CALLS, /* one in every `sample_every`
+							    allocating calls of a thread */
+	SPOOL_SAMPLE_BYTES = TFS_RECORDING_SAMPLE_BYTES, /* one per `sample_every` bytes a
+							    thread asks for */
 };
 
 /* spool_hdr.consumer */
@@ -179,7 +185,7 @@ enum spool_rec {
  * n_new 0: the call's backtrace was not sampled (struct spool_policy); its event's stack is
  * TFS_SYM_NONE and the thread's previous backtrace stays the one to keep frames of.
  */
-#define SPOOL_MAX_BT_FRAMES 128u
+#define SPOOL_MAX_BT_FRAMES TFS_RECORDING_BT_DEPTH_MAX
 #define SPOOL_BT_UNSAMPLED 1u
 
 /*
@@ -308,7 +314,7 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 			   uint32_t pid, uint32_t ppid, uint64_t start);
 
 /*
- * The names of a recording's spools, all in its private directory (recording.h):
+ * The names of a recording's spools, all in its private directory (tfs/recording.h):
  *
  *   spool                the first process's (TFS_SPOOL of the program, TFS_SPOOL_ROOT of
  *                        the processes it starts)
