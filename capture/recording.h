@@ -38,8 +38,6 @@ struct cap_recording_opts {
 	 * text, as the command line says them */
 	int (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	const char *(*strerr)(int err);
-	/* write @len bytes to @path, replacing it at once (a merged trace) */
-	int (*save_bytes)(const char *path, const void *data, size_t len);
 };
 
 /*

@@ -41,7 +41,6 @@
 #include "tfs/capture.h"
 #include "tfs/reader.h"
 #include "cli_i.h"
-#include "merge_i.h"
 #include "record_i.h"
 #include "recording.h"
 
@@ -704,7 +703,6 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	    .mpi = o->mpi_size > 0,
 	    .say = fs_fail,
 	    .strerr = fs_strerror,
-	    .save_bytes = fs_save_atomic,
 	};
 	struct cap_recording *r;
 	struct ends e = {.fd = -1};
