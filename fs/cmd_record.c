@@ -70,7 +70,7 @@ static pid_t g_child;
 
 static int usage(const char *what)
 {
-	fs_fail("record: %s (try 'tracefs --help')", what);
+	fs_usage("record", "%s", what);
 	return EXIT_USAGE;
 }
 

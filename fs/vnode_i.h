@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "tfs/reader.h"
+#include "sbuf_i.h"
 #include "vtree_i.h"
 
 /*
@@ -365,8 +366,6 @@ int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, 
 
 /* ---- vbtrace.c ---- */
 
-struct fs_sbuf;
-
 /** backtraces.txt of @rank. @return 0 or -errno; @out is new */
 int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
 /**
@@ -379,18 +378,6 @@ int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
 		  size_t *len);
 
 /* ---- vgen.c ---- */
-
-/** A growing text buffer; after an allocation failure every call is a no-op. */
-struct fs_sbuf {
-	char *data;
-	size_t len, cap;
-	bool failed;
-};
-
-void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len);
-/** Hand the buffer over. @return 0 or -ENOMEM (the buffer is freed then) */
-int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len);
 
 /** README.txt, a new malloc'ed buffer the caller frees. @return 0 or -ENOMEM */
 int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out, size_t *len);
