@@ -7,9 +7,10 @@ where every ': '-separated detail starts lowercase too (an errno text is "no suc
 directory", never "No such file ..."), no line ends with a period, and usage errors end with
 "(try 'tracefs <command> --help')" (the command whose usage was wrong) and exit 2. Every
 command's own help (`tracefs <command> --help`, `-h`, `tracefs help <command>`) says its
-usage, options and examples on stdout and exits 0. The inputs: missing, non-trace, truncated and bit-flipped
-files, paths that cannot be written, bad mountpoints, wrong argument counts and unknown options,
-for info, ls, cat, verify, merge, mount, umount and (with --record) record. Output is TAP.
+usage, options and examples on stdout and exits 0. The inputs: missing, non-trace, truncated
+and bit-flipped files, paths that cannot be written, bad mountpoints, wrong argument counts and
+unknown options, for info, ls, cat, verify, merge, mount, umount and (with --record) record.
+Output is TAP.
 
   check_errors.py --tracefs T --demo D [--record]
 """
