@@ -134,7 +134,8 @@ def cases(f, with_record):
 
 
 # the commands README.md documents, each with a usage error and the command its hint names
-COMMANDS = ("info", "ls", "cat", "verify", "mount", "umount", "record", "merge", "help")
+COMMANDS = ("info", "ls", "cat", "verify", "mount", "umount", "record", "merge", "compare",
+            "help")
 
 
 def check_help(tap, tracefs):
@@ -166,6 +167,7 @@ def check_help(tap, tracefs):
     for argv, cmd in ((["info", "--bogus", "x"], "info"), (["cat", "x"], "cat"),
                       (["mount", "-x", "a", "b"], "mount"), (["umount"], "umount"),
                       (["merge", "x"], "merge"), (["record", "--bogus"], "record"),
+                      (["compare", "x"], "compare"), (["compare", "--bogus", "a", "b"], "compare"),
                       (["bogus"], None), ([], None)):
         rc, out, err = run([tracefs] + argv)
         hint = "(try 'tracefs %s--help')" % (cmd + " " if cmd else "")
