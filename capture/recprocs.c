@@ -33,6 +33,7 @@
 #include "tfs/merge.h"
 #include "tfs/reader.h"
 #include "tfs/recording.h"
+#include "tfs/writer.h"
 #include "consumer_i.h"
 #include "recprocs_i.h"
 
@@ -923,7 +924,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	if (rc == 0)
 		rc = tfs_merge_traces(t, ps->n, &merged, &len, &d);
 	if (rc == 0)
-		rc = ps->o->save_bytes(out, merged, len);
+		rc = tfs_file_write(out, merged, len);
 	free(merged);
 	for (uint32_t i = 0; t && i < opened; i++)
 		tfs_trace_close(t[i]);

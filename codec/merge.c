@@ -20,6 +20,7 @@
 #include "intern_i.h"
 #include "merge_i.h"
 #include "streams_i.h"
+#include "tables_i.h"
 #include "tfs/merge.h"
 #include "trace_i.h"
 
@@ -772,104 +773,32 @@ static int merge_names(struct mg *m, const struct tfs_trace *t, uint32_t base)
 
 /* ---- the tables written last ---- */
 
-static int build_strings(const struct mg *m, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->strs.n);
-
-	for (uint32_t i = 0; i < m->strs.n && rc == 0; i++) {
-		size_t n;
-		const uint8_t *p = intern_key(&m->strs, i, &n);
-
-		rc = buf_put_str(out, (const char *)p, n);
-	}
-	return rc;
-}
-
-/* FORMAT.md §5.2: each signature with its VAL widths put back at their arguments' places. */
-static int build_cst(const struct mg *m, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->sigs.n);
-
-	for (uint32_t t = 0; t < m->sigs.n && rc == 0; t++) {
-		const struct schema_kind *k = &m->schema.kinds[m->g_kind[t]];
-		const uint8_t *gw = m->g_widths.data + m->g_woff[t];
-		struct tfs_rd r;
-		const uint8_t *p;
-		size_t n;
-		uint64_t v;
-
-		p = intern_key(&m->sigs, t, &n);
-		rd_init(&r, p, n, 0, "signature", NULL);
-		rc = rd_varint(&r, &v);
-		if (rc == 0)
-			rc = buf_put_varint(out, v);
-		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
-			if (k->args[i].enc == TFS_ENC_VAL) {
-				rc = buf_put_u8(out, *gw++);
-				continue;
-			}
-			rc = rd_varint(&r, &v);
-			if (rc == 0)
-				rc = buf_put_varint(out, v);
-		}
-	}
-	return rc;
-}
-
-/* FORMAT.md §8. @none: the section count, which marks a stream without values. */
-static int build_streams(const struct mg *m, int timing, double rel_err, uint32_t none,
-			 struct tfs_buf *out)
-{
-	struct sx_table t = {.n_ranks = m->n_ranks, .max_thread = m->max_thread,
-			     .timing = timing, .rel_err = rel_err, .max_ts = m->max_ts,
-			     .max_dur = m->max_dur, .n_sect = none, .streams = m->streams,
-			     .n_streams = m->n_streams, .phases = m->phases,
-			     .n_phases = m->n_phases, .ranks = m->ranks,
-			     .n_ranks_bt = m->n_ranks_bt};
-
-	return sx_encode(&t, out);
-}
-
 static int write_tables(struct mg *m, int timing, double rel_err)
 {
+	/* the streams section is the last one: the section count is this one's index + 1 */
+	static const uint32_t order[] = {SEC_META,	SEC_SCHEMA, SEC_STRINGS, SEC_CST,
+					 SEC_ARGFLAGS,	SEC_NAMES,  SEC_STREAMS};
+	struct sx_table sx = {.n_ranks = m->n_ranks, .max_thread = m->max_thread,
+			      .timing = timing, .rel_err = rel_err, .max_ts = m->max_ts,
+			      .max_dur = m->max_dur, .streams = m->streams,
+			      .n_streams = m->n_streams, .phases = m->phases,
+			      .n_phases = m->n_phases, .ranks = m->ranks,
+			      .n_ranks_bt = m->n_ranks_bt};
+	const struct tables t = {.meta = m->meta.kv, .n_meta = m->meta.n, .schema = &m->schema,
+				 .strs = &m->strs, .sigs = &m->sigs, .sig_kind = m->g_kind,
+				 .sig_woff = m->g_woff, .widths = m->g_widths.data,
+				 .names = &m->names, .streams = &sx};
 	struct tfs_buf b;
-	int rc;
+	int rc = 0;
 
 	buf_init(&b);
-	rc = mmeta_write(&m->meta, &b);
-	if (rc == 0)
-		rc = add_section(m, SEC_META, b.data, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = schema_write(&m->schema, NULL, &b);
-	if (rc == 0)
-		rc = add_section(m, SEC_SCHEMA, b.data, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = build_strings(m, &b);
-	if (rc == 0)
-		rc = add_section(m, SEC_STRINGS, b.data, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = build_cst(m, &b);
-	if (rc == 0)
-		rc = add_section(m, SEC_CST, b.data, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = schema_write_argflags(&m->schema, NULL, &b);
-	if (rc == 1)
-		rc = add_section(m, SEC_ARGFLAGS, b.data, b.len);
-	b.len = 0;
-	if (rc == 0 && !names_enc_empty(&m->names))
-		rc = names_enc_finish(&m->names, &b);
-	if (rc == 0 && b.len)
-		rc = add_section(m, SEC_NAMES, b.data, b.len);
-	b.len = 0;
-	/* the streams section is the last one: the section count is this one's index + 1 */
-	if (rc == 0)
-		rc = build_streams(m, timing, rel_err, m->cw.n + 1, &b);
-	if (rc == 0)
-		rc = add_section(m, SEC_STREAMS, b.data, b.len);
+	for (size_t i = 0; i < sizeof(order) / sizeof(order[0]) && rc == 0; i++) {
+		b.len = 0;
+		sx.n_sect = m->cw.n + 1;
+		rc = tables_encode(&t, order[i], &b);
+		if (rc == 1)
+			rc = add_section(m, (uint16_t)order[i], b.data, b.len);
+	}
 	buf_fini(&b);
 	return rc;
 }

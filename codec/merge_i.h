@@ -35,7 +35,5 @@ void mmeta_fini(struct mmeta *m);
  */
 int mmeta_add(struct mmeta *m, char *const *kv, uint32_t n_kv, uint32_t n_ranks, uint32_t base,
 	      struct tfs_diag *diag);
-/* FORMAT.md §3.1 payload. @return 0 or -ENOMEM */
-int mmeta_write(const struct mmeta *m, struct tfs_buf *out);
 
 #endif

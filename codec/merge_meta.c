@@ -167,12 +167,3 @@ int mmeta_add(struct mmeta *m, char *const *kv, uint32_t n_kv, uint32_t n_ranks,
 	}
 	return 0;
 }
-
-int mmeta_write(const struct mmeta *m, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->n);
-
-	for (uint32_t i = 0; i < 2 * m->n && rc == 0; i++)
-		rc = buf_put_str(out, m->kv[i], strlen(m->kv[i]));
-	return rc;
-}

@@ -111,15 +111,13 @@ static void fill_in(const struct wnames *nm, const uint32_t *ks, uint32_t n, str
 	}
 }
 
-int wnames_payload(const struct wnames *nm, struct tfs_buf *out)
+int wnames_encode(const struct wnames *nm, struct names_enc *e)
 {
 	uint32_t n = nm->keys.n;
 	uint32_t *ks = malloc((n + 1) * sizeof(*ks));
 	struct name_in *in = malloc((n + 1) * sizeof(*in));
-	struct names_enc e;
 	int rc = ks && in ? 0 : -ENOMEM;
 
-	names_enc_init(&e);
 	for (uint32_t i = 0; i < n && rc == 0; i++)
 		ks[i] = i;
 	if (rc == 0 && n > 1)
@@ -130,13 +128,10 @@ int wnames_payload(const struct wnames *nm, struct tfs_buf *out)
 		for (j = i; j < n && key_rank(nm, ks[j]) == rank; j++)
 			;
 		fill_in(nm, ks + i, j - i, in);
-		rc = names_enc_table(&e, in, j - i, &table);
+		rc = names_enc_table(e, in, j - i, &table);
 		if (rc == 0)
-			rc = names_enc_run(&e, rank, 1, table);
+			rc = names_enc_run(e, rank, 1, table);
 	}
-	if (rc == 0 && !names_enc_empty(&e))
-		rc = names_enc_finish(&e, out);
-	names_enc_fini(&e);
 	free(ks);
 	free(in);
 	return rc;

@@ -8,6 +8,7 @@
 
 #include "grammar_i.h"
 #include "intern_i.h"
+#include "names_i.h"
 #include "schema_i.h"
 #include "symtab_i.h"
 #include "tfs/writer.h"
@@ -104,11 +105,24 @@ static inline bool wrank_has_symbols(const struct wrank *r)
 	return r->syms.n_ents > 0;
 }
 
+/* wfile.c: a file written whole or not at all (a temporary renamed over @path) */
+struct wfile {
+	int fd;		  /* the temporary file, open for writing */
+	char *tmp;	  /* its name, owned */
+	const char *path; /* borrowed: what it becomes */
+};
+
+/* Create the temporary file of @path. @return 0 or -errno (nothing is left behind) */
+int wfile_open(struct wfile *f, const char *path);
+/* Sync, close and rename it over @path. @return 0 or -errno (it is removed then) */
+int wfile_commit(struct wfile *f);
+/* Close and remove it. */
+void wfile_abort(struct wfile *f);
+
 /* wnames.c */
 void wnames_init(struct wnames *n);
 void wnames_fini(struct wnames *n);
-/* The §12 payload of every rank's names, appended to @out (nothing when there are none).
- * @return 0 or -ENOMEM */
-int wnames_payload(const struct wnames *n, struct tfs_buf *out);
+/* Every rank's names into the empty encoder @e (FORMAT.md §12). @return 0 or -ENOMEM */
+int wnames_encode(const struct wnames *n, struct names_enc *e);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "container_i.h"
 #include "intern_i.h"
+#include "tables_i.h"
 #include "streams_i.h"
 #include "vpatch_i.h"
 #include "streams_i.h"
@@ -420,60 +421,6 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 	return rc;
 }
 
-static int build_meta(const struct tfs_writer *w, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, w->n_meta);
-
-	for (uint32_t i = 0; i < 2 * w->n_meta && rc == 0; i++)
-		rc = buf_put_str(out, w->meta[i], strlen(w->meta[i]));
-	return rc;
-}
-
-static int build_strings(const struct merge *m, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->strs.n);
-
-	for (uint32_t i = 0; i < m->strs.n && rc == 0; i++) {
-		size_t n;
-		const uint8_t *p = intern_key(&m->strs, i, &n);
-
-		rc = buf_put_str(out, (const char *)p, n);
-	}
-	return rc;
-}
-
-/* FORMAT.md §5.2: the global signature with each VAL width put at its argument's place. */
-static int build_cst(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
-{
-	int rc = buf_put_varint(out, m->sigs.n);
-
-	for (uint32_t t = 0; t < m->sigs.n && rc == 0; t++) {
-		const struct schema_kind *k = &w->schema.kinds[m->g_kind[t]];
-		const uint8_t *gw = m->g_widths.data + m->g_woff[t];
-		struct tfs_rd r;
-		const uint8_t *p;
-		size_t n;
-		uint64_t v;
-
-		p = intern_key(&m->sigs, t, &n);
-		rd_init(&r, p, n, 0, "signature", NULL);
-		rc = rd_varint(&r, &v);
-		if (rc == 0)
-			rc = buf_put_varint(out, m->kind_map[v]);
-		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
-			if (k->args[i].enc == TFS_ENC_VAL) {
-				rc = buf_put_u8(out, *gw ? *gw : 1);
-				gw++;
-				continue;
-			}
-			rc = rd_varint(&r, &v);
-			if (rc == 0)
-				rc = buf_put_varint(out, v);
-		}
-	}
-	return rc;
-}
-
 /* Upper bound of a reconstructed time: lossy timing may round up (FORMAT.md §7). */
 static uint64_t time_bound(const struct tfs_writer *w, uint64_t max)
 {
@@ -540,37 +487,37 @@ static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 	return rc;
 }
 
-/* The FORMAT.md §8 payload through the shared encoder (streams_enc.c). */
-static int build_streams(const struct merge *m, const struct tfs_writer *w, struct tfs_buf *out)
+/* What the streams section (FORMAT.md §8) says: @t, its arrays new (sx_free()). */
+static int describe_streams(const struct merge *m, const struct tfs_writer *w,
+			    struct sx_table *t)
 {
-	struct sx_table t = {.timing = w->opts.timing, .rel_err = w->opts.rel_err,
-			     .n_sect = m->n_sect, .n_streams = w->n_streams,
-			     .n_phases = w->n_phases};
 	struct sx_stream *ss = calloc(w->n_streams + 1, sizeof(*ss));
 	struct sx_phase *ps = calloc(w->n_phases + 1, sizeof(*ps));
 	struct sx_rank *rs = calloc(w->n_ranks + 1, sizeof(*rs));
 	uint32_t max_rank = 0;
-	int rc = -ENOMEM;
 
+	*t = (struct sx_table){.timing = w->opts.timing, .rel_err = w->opts.rel_err,
+			       .n_sect = m->n_sect, .n_streams = w->n_streams,
+			       .n_phases = w->n_phases, .streams = ss, .phases = ps, .ranks = rs};
 	if (!ss || !ps || !rs)
-		goto out;
+		return -ENOMEM;
 	for (uint32_t i = 0; i < w->n_streams; i++) {
 		const struct tfs_wstream *s = w->streams[i];
 
 		ss[i] = (struct sx_stream){s->rank, s->thread, s->n_events, m->sec_of[i],
 					   m->vsec_of[i]};
 		max_rank = s->rank > max_rank ? s->rank : max_rank;
-		t.max_thread = s->thread > t.max_thread ? s->thread : t.max_thread;
-		t.max_ts = s->max_ts > t.max_ts ? s->max_ts : t.max_ts;
-		t.max_dur = s->max_dur > t.max_dur ? s->max_dur : t.max_dur;
+		t->max_thread = s->thread > t->max_thread ? s->thread : t->max_thread;
+		t->max_ts = s->max_ts > t->max_ts ? s->max_ts : t->max_ts;
+		t->max_dur = s->max_dur > t->max_dur ? s->max_dur : t->max_dur;
 	}
 	for (uint32_t i = 0; i < w->n_ranks; i++) {
 		const struct wrank *r = w->ranks[i];
 
 		if (m->bt_sec_of[i] == m->n_sect && m->sym_sec_of[i] == m->n_sect)
 			continue;
-		rs[t.n_ranks_bt++] = (struct sx_rank){r->rank, m->bt_sec_of[i], m->sym_sec_of[i],
-						      r->n_bt};
+		rs[t->n_ranks_bt++] = (struct sx_rank){r->rank, m->bt_sec_of[i], m->sym_sec_of[i],
+						       r->n_bt};
 		max_rank = r->rank > max_rank ? r->rank : max_rank;
 	}
 	if (w->names.keys.n && w->names.max_rank > max_rank)
@@ -578,18 +525,17 @@ static int build_streams(const struct merge *m, const struct tfs_writer *w, stru
 	for (uint32_t i = 0; i < w->n_phases; i++)
 		ps[i] = (struct sx_phase){w->phases[i].name, w->phases[i].stream,
 					  w->phases[i].first, w->phases[i].n};
-	t.n_ranks = max_rank + 1;
-	t.max_ts = time_bound(w, t.max_ts);
-	t.max_dur = time_bound(w, t.max_dur);
-	t.streams = ss;
-	t.phases = ps;
-	t.ranks = rs;
-	rc = sx_encode(&t, out);
-out:
-	free(ss);
-	free(ps);
-	free(rs);
-	return rc;
+	t->n_ranks = max_rank + 1;
+	t->max_ts = time_bound(w, t->max_ts);
+	t->max_dur = time_bound(w, t->max_dur);
+	return 0;
+}
+
+static void sx_free(struct sx_table *t)
+{
+	free((void *)t->streams);
+	free((void *)t->phases);
+	free((void *)t->ranks);
 }
 
 /* Bytes of a values payload covered by crc_hd: its header and block index. */
@@ -616,61 +562,45 @@ static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uin
 	return true;
 }
 
-/*
- * The sections format 2.1 added, after all others so that the indices of the others stay
- * as merge_streams() numbered them: argflags (FORMAT.md §4.1) and names (§12), when there
- * is anything to say.
- */
-static int write_since_2_1(const struct merge *m, struct tfs_writer *w, struct ctr_writer *cw)
+/* Section @type of @t through @cw, when it has anything to say. */
+static int add_table(const struct tables *t, uint32_t type, struct ctr_writer *cw,
+		     struct tfs_buf *b)
 {
-	struct tfs_buf b;
 	int rc;
 
-	buf_init(&b);
-	rc = schema_write_argflags(&w->schema, m->kind_map, &b);
-	if (rc == 1)
-		rc = ctr_add(cw, SEC_ARGFLAGS, 1, b.data, b.len, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = wnames_payload(&w->names, &b);
-	if (rc == 0 && b.len)
-		rc = ctr_add(cw, SEC_NAMES, 1, b.data, b.len, b.len);
-	buf_fini(&b);
-	return rc;
+	b->len = 0;
+	rc = tables_encode(t, type, b);
+	return rc == 1 ? ctr_add(cw, (uint16_t)type, 1, b->data, b->len, b->len) : rc;
 }
 
-/* Every section, then the table and header, through @cw (which the caller finalises). */
+/*
+ * Every section, then the table and header, through @cw (which the caller finalises): the
+ * tables, the grammars, values and patches in the order merge_streams() numbered them, the
+ * ranks' backtraces and symbols, and last the sections format 2.1 added (argflags, names),
+ * so that the indices of the others stay as numbered.
+ */
 static int write_sections(const struct merge *m, struct tfs_writer *w,
 			  struct ctr_writer *cw)
 {
+	static const uint32_t first[] = {SEC_META, SEC_SCHEMA, SEC_STRINGS, SEC_CST, SEC_STREAMS};
+	struct tables t = {.meta = w->meta, .n_meta = w->n_meta, .schema = &w->schema,
+			   .kind_map = m->kind_map, .strs = &m->strs, .sigs = &m->sigs,
+			   .sig_kind = m->g_kind, .sig_woff = m->g_woff,
+			   .widths = m->g_widths.data};
+	struct names_enc names;
+	struct sx_table sx;
 	struct tfs_buf b;
 	int rc;
 
 	buf_init(&b);
-	rc = build_meta(w, &b);
+	names_enc_init(&names);
+	rc = describe_streams(m, w, &sx);
 	if (rc == 0)
-		rc = ctr_add(cw, SEC_META, 1, b.data, b.len, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = schema_write(&w->schema, m->kind_map, &b);
-	if (rc == 0)
-		rc = ctr_add(cw, SEC_SCHEMA, 1, b.data, b.len, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = build_strings(m, &b);
-	if (rc == 0)
-		rc = ctr_add(cw, SEC_STRINGS, 1, b.data, b.len, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = build_cst(m, w, &b);
-	if (rc == 0)
-		rc = ctr_add(cw, SEC_CST, 1, b.data, b.len, b.len);
-	b.len = 0;
-	if (rc == 0)
-		rc = build_streams(m, w, &b);
-	if (rc == 0)
-		rc = ctr_add(cw, SEC_STREAMS, 1, b.data, b.len, b.len);
-	/* in the order merge_streams() numbered them */
+		rc = wnames_encode(&w->names, &names);
+	t.streams = &sx;
+	t.names = &names;
+	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]) && rc == 0; i++)
+		rc = add_table(&t, first[i], cw, &b);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		if (m->gram_first[i] == i)
 			rc = ctr_add(cw, SEC_GRAMMAR, CTR_ZSTD_IF_SMALLER, m->gram[i].data, m->gram[i].len,
@@ -688,36 +618,15 @@ static int write_sections(const struct merge *m, struct tfs_writer *w,
 	if (rc == 0)
 		rc = write_rank_sections(m, w, cw);
 	if (rc == 0)
-		rc = write_since_2_1(m, w, cw);
+		rc = add_table(&t, SEC_ARGFLAGS, cw, &b);
+	if (rc == 0)
+		rc = add_table(&t, SEC_NAMES, cw, &b);
 	if (rc == 0)
 		rc = ctr_finish(cw);
+	names_enc_fini(&names);
+	sx_free(&sx);
 	buf_fini(&b);
 	return rc;
-}
-
-static int open_temp(const char *path, char **tmp_out)
-{
-	size_t n = strlen(path) + 16;
-	char *tmp = malloc(n);
-	int fd;
-
-	if (!tmp)
-		return -ENOMEM;
-	snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd >= 0 && fchmod(fd, 0644) < 0) {
-		close(fd);
-		unlink(tmp);
-		fd = -1;
-	}
-	if (fd < 0) {
-		int rc = -errno;
-
-		free(tmp);
-		return rc;
-	}
-	*tmp_out = tmp;
-	return fd;
 }
 
 /* Merge the streams' tables (once: the value streams are finished here). */
@@ -766,33 +675,26 @@ int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len)
 int tfs_writer_save(struct tfs_writer *w, const char *path)
 {
 	struct ctr_writer cw;
+	struct wfile f;
 	struct merge m;
-	char *tmp = NULL;
-	int fd, rc;
+	int rc;
 
 	if (w->saved)
 		return -EALREADY;
 	rc = save_begin(&m, w);
 	if (rc < 0)
 		goto out_merge;
-	fd = open_temp(path, &tmp);
-	if (fd < 0) {
-		rc = fd;
+	rc = wfile_open(&f, path);
+	if (rc < 0)
 		goto out_merge;
-	}
-	rc = ctr_writer_init(&cw, fd, zstd_level(w));
+	rc = ctr_writer_init(&cw, f.fd, zstd_level(w));
 	if (rc == 0)
 		rc = write_sections(&m, w, &cw);
 	ctr_writer_fini(&cw);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
+	if (rc == 0)
+		rc = wfile_commit(&f);
+	else
+		wfile_abort(&f);
 out_merge:
 	merge_fini(&m, w->n_streams);
 	return rc;

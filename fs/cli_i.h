@@ -1,5 +1,6 @@
 /*
- * What every `tracefs` subcommand shares: the one form of its messages on stderr.
+ * What every `tracefs` subcommand shares: the one form of its messages on stderr, usage
+ * errors included.
  */
 #ifndef TFS_FS_CLI_I_H
 #define TFS_FS_CLI_I_H
@@ -10,6 +11,13 @@
  * @return 1, the exit status of a runtime error
  */
 int fs_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * A usage error of command @cmd (NULL: of tracefs itself): "tracefs: [<cmd>: ]<message>
+ * (try 'tracefs [<cmd> ]--help')" on stderr.
+ * @return 2, the exit status of a usage error
+ */
+int fs_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * strerror(err) in the message form: "no such file or directory" (an acronym such as "ENOENT"

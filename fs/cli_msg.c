@@ -1,6 +1,6 @@
 /*
  * The one way `tracefs` subcommands report on stderr; it decides no exit status but the
- * runtime-error default it returns.
+ * defaults it returns (1 for a runtime error, 2 for a usage error).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +18,20 @@ int fs_fail(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	return 1;
+}
+
+int fs_usage(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tracefs: ", stderr);
+	if (cmd)
+		fprintf(stderr, "%s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (try 'tracefs %s%s--help')\n", cmd ? cmd : "", cmd ? " " : "");
+	return 2;
 }
 
 const char *fs_strerror(int err)

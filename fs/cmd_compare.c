@@ -595,15 +595,11 @@ int fs_cmd_compare(int argc, char **argv)
 		else if (c == 'b')
 			o.buffers = true;
 		else {
-			fs_fail("compare: unknown option %s (try 'tracefs --help')",
-				argv[optind - 1]);
-			return EXIT_USAGE;
+			return fs_usage("compare", "unknown option %s", argv[optind - 1]);
 		}
 	}
-	if (argc - optind != 2) {
-		fs_fail("compare needs two TRACEs (try 'tracefs --help')");
-		return EXIT_USAGE;
-	}
+	if (argc - optind != 2)
+		return fs_usage("compare", "needs two TRACEs");
 	if (side_open(&a, argv[optind], &o) || side_open(&b, argv[optind + 1], &o))
 		goto out;
 	n_ranks = a.ti.n_ranks > b.ti.n_ranks ? a.ti.n_ranks : b.ti.n_ranks;

@@ -16,6 +16,7 @@
 
 #include "tfs/merge.h"
 #include "tfs/reader.h"
+#include "tfs/writer.h"
 #include "cli_i.h"
 #include "merge_i.h"
 
@@ -24,7 +25,7 @@
 
 static int usage(const char *what)
 {
-	fs_fail("merge: %s (try 'tracefs --help')", what);
+	fs_usage("merge", "%s", what);
 	return EXIT_USAGE;
 }
 
@@ -35,52 +36,6 @@ static const char *detail(int rc, const struct tfs_diag *d, char *buf, size_t ca
 		return tfs_diag_str(d, buf, cap);
 	snprintf(buf, cap, "%s", fs_strerror(-rc));
 	return buf;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Write @len bytes to @path through a temporary file in the same directory. */
-int fs_save_atomic(const char *path, const void *data, size_t len)
-{
-	size_t n = strlen(path) + 16;
-	char *tmp = malloc(n);
-	int fd, rc;
-
-	if (!tmp)
-		return -ENOMEM;
-	snprintf(tmp, n, "%s.tmp.XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		free(tmp);
-		return rc;
-	}
-	rc = fchmod(fd, 0644) < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = write_all(fd, data, len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	free(tmp);
-	return rc;
 }
 
 /* Report a failed merge, naming the input the diagnostic's "input <i>: " prefix points at. */
@@ -153,7 +108,7 @@ int fs_cmd_merge(int argc, char **argv)
 	}
 	tfs_trace_get_info(check, &oi);
 	tfs_trace_close(check);
-	rc = fs_save_atomic(out, data, len);
+	rc = tfs_file_write(out, data, len);
 	if (rc < 0) {
 		fs_fail("cannot write %s: %s", out, fs_strerror(-rc));
 		goto out_close;

@@ -41,7 +41,6 @@
 #include "tfs/reader.h"
 #include "tfs/recording.h"
 #include "cli_i.h"
-#include "merge_i.h"
 #include "record_i.h"
 
 #define EXIT_RUNTIME 1
@@ -69,7 +68,7 @@ static pid_t g_child;
 
 static int usage(const char *what)
 {
-	fs_fail("record: %s (try 'tracefs --help')", what);
+	fs_usage("record", "%s", what);
 	return EXIT_USAGE;
 }
 
@@ -704,7 +703,6 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	    .mpi = o->mpi_size > 0,
 	    .say = fs_fail,
 	    .strerr = fs_strerror,
-	    .save_bytes = fs_save_atomic,
 	};
 	struct tfs_recording *r;
 	struct ends e = {.fd = -1};

@@ -511,14 +511,6 @@ static const struct fuse_lowlevel_ops fs_ops = {
 	.fallocate = fs_op_fallocate,
 };
 
-static const char mount_usage[] =
-	"usage: tracefs mount [-f] [-o OPTIONS] TRACE MOUNTPOINT\n"
-	"  -f          stay in the foreground (default: return once the mount is ready)\n"
-	"  -o OPTIONS  mount options, comma separated: uid=N and gid=N (the files' owner;\n"
-	"              default: the mounting user), nonempty (mount over a directory that\n"
-	"              holds files, hiding them; refused otherwise), and FUSE's own (e.g.\n"
-	"              allow_other)\n";
-
 /*
  * Refuse a mountpoint that is missing, not a directory, or already mounted on. @real gets
  * its absolute path: the daemon changes to "/" and must still unmount it on a signal.
@@ -762,7 +754,7 @@ int fs_cmd_mount(int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt(argc, argv, "+fo:h")) != -1) {
+	while ((c = getopt(argc, argv, "+fo:")) != -1) {
 		switch (c) {
 		case 'f':
 			m.foreground = true;
@@ -770,21 +762,14 @@ int fs_cmd_mount(int argc, char **argv)
 		case 'o':
 			opts = optarg;
 			break;
-		case 'h':
-			fputs(mount_usage, stdout);
-			return 0;
 		default:
 			if (optopt == 'o')
-				fs_fail("mount: -o needs OPTIONS (try 'tracefs --help')");
-			else
-				fs_fail("mount: unknown option -%c (try 'tracefs --help')", optopt);
-			return 2;
+				return fs_usage("mount", "-o needs OPTIONS");
+			return fs_usage("mount", "unknown option -%c", optopt);
 		}
 	}
-	if (argc - optind != 2) {
-		fs_fail("mount needs TRACE and MOUNTPOINT (try 'tracefs --help')");
-		return 2;
-	}
+	if (argc - optind != 2)
+		return fs_usage("mount", "needs TRACE and MOUNTPOINT");
 	/* a user who may not open it mounts through the setuid fusermount3, as libfuse does */
 	if (access("/dev/fuse", F_OK) < 0)
 		return fs_fail("cannot mount: /dev/fuse: %s (is the fuse module loaded?)",
@@ -860,10 +845,8 @@ int fs_cmd_umount(int argc, char **argv)
 	pid_t pid;
 	int status, rc;
 
-	if (argc != 2) {
-		fs_fail("umount needs exactly one MOUNTPOINT (try 'tracefs --help')");
-		return 2;
-	}
+	if (argc != 2)
+		return fs_usage("umount", "needs exactly one MOUNTPOINT");
 	if (!realpath(argv[1], real)) {
 		/* a mount whose daemon died: stat fails with ENOTCONN, the name is still right */
 		if (errno != ENOTCONN || strlen(argv[1]) >= sizeof(real) || argv[1][0] != '/')

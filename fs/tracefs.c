@@ -25,54 +25,18 @@
 #include "merge_i.h"
 #include "mount_i.h"
 #include "record_i.h"
+#include "sbuf_i.h"
 #include "vtree_i.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
 #define CAT_CHUNK (1u << 20)
 
-static const char usage_text[] =
-    "usage: tracefs <command> [options] TRACE [PATH]\n"
-    "\n"
-    "commands:\n"
-    "  info [--json] TRACE   what the trace holds: format, timing, ranks, streams, phases,\n"
-    "                        sections, sizes and compression ratio\n"
-    "  ls TRACE [PATH]       list a directory of the trace's virtual tree (type, size, name)\n"
-    "  cat TRACE PATH        write a file of the virtual tree to stdout\n"
-    "  verify TRACE          check every checksum and decode every event once\n"
-    "  mount [-f] [-o OPTS] TRACE MOUNTPOINT\n"
-    "                        serve the virtual tree as a read-only file system; returns\n"
-    "                        once the mount is ready (-f: stay in the foreground)\n"
-    "  umount MOUNTPOINT     unmount it\n"
-    "  record [-o FILE] [--timing=lossless|none|lossy:ERR]\n"
-    "         [--trace=all|zones,mem,alloc,io,threads,mpi,nested]\n"
-    "         [--spool-size=MIB] [--when-full=wait|drop] [--backtrace-depth=N]\n"
-    "         [--sample=N | --sample-bytes=N] [--] COMMAND [ARGS...]\n"
-    "                        run COMMAND with the capture library preloaded and write its\n"
-    "                        trace (default COMMAND.trace), a rank per process it forks\n"
-    "                        or spawns; exits with COMMAND's status, or dies of the\n"
-    "                        signal that killed it; allocations carry backtraces of up\n"
-    "                        to N frames (default 64, 0: none), symbolised into the\n"
-    "                        trace; --sample: only one allocation in N per thread\n"
-    "                        carries one, --sample-bytes: one per N bytes allocated (the\n"
-    "                        others: stack -1). Each process's spool grows up to MIB\n"
-    "                        (default 64); when it is full the program waits for the\n"
-    "                        recorder (wait, the default: nothing lost) or drops events\n"
-    "  merge -o OUT TRACE...  one trace whose ranks are the TRACEs' ranks one after the\n"
-    "                        other (equal content stored once, rank arguments kept\n"
-    "                        absolute, metadata that differs kept as KEY.rankR)\n"
-    "  compare [--values] [--paths] [--stacks] [--buffers] A B\n"
-    "                        whether two traces make the same calls, rank by rank: the\n"
-    "                        same call signatures in the same order (file names, backtrace\n"
-    "                        ids and buffers only with --paths, --stacks, --buffers; the\n"
-    "                        values that vary per call, addresses and times excepted, with\n"
-    "                        --values);\n"
-    "                        names the first differing event of each thread and both\n"
-    "                        calls; exits 0 only when they match\n"
-    "  help, --help          this text\n"
-    "  --version             the tracefs and format versions\n"
-    "\n"
-    "The virtual tree (see README.txt in it, `tracefs cat TRACE README.txt`):\n"
+/*
+ * The virtual tree as `tracefs --help` draws it. Written here by hand: this branch has the
+ * command table of issue #18 but not yet the view declarations that would generate it.
+ */
+static const char tree_text[] =
     "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
     "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
     "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
@@ -80,22 +44,19 @@ static const char usage_text[] =
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
     "  timeline.svg, ranks/<r>/timeline.svg, window/<from>-<to>/, ranks/<r>/window/...,\n"
-    "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n"
-    "\n"
-    "exit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 usage error\n";
+    "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int usage_error(const char *fmt, ...)
+static int usage_error(const char *cmd, const char *fmt, ...)
 {
+	char msg[512];
 	va_list ap;
 
-	fputs("tracefs: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputs(" (try 'tracefs --help')\n", stderr);
-	return EXIT_USAGE;
+	return fs_usage(cmd, "%s", msg);
 }
 
 static const char *errstr(int err, char *buf, size_t cap)
@@ -271,11 +232,11 @@ static int cmd_info(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c != 'j')
-			return usage_error("info: unknown option %s", argv[optind - 1]);
+			return usage_error("info", "unknown option %s", argv[optind - 1]);
 		as_json = true;
 	}
 	if (argc - optind != 1)
-		return usage_error("info needs exactly one TRACE");
+		return usage_error("info", "needs exactly one TRACE");
 	rc = open_trace(argv[optind], &t);
 	if (rc)
 		return rc;
@@ -360,7 +321,7 @@ static int cmd_ls(int argc, char **argv)
 	int rc;
 
 	if (argc < 2 || argc > 3 || argv[1][0] == '-')
-		return usage_error("ls needs TRACE and an optional PATH");
+		return usage_error("ls", "needs TRACE and an optional PATH");
 	rc = open_tree(argv[1], argc == 3 ? argv[2] : "", &t, &vt, &ino);
 	if (rc)
 		return rc;
@@ -475,7 +436,7 @@ static int cmd_cat(int argc, char **argv)
 	int rc;
 
 	if (argc != 3 || argv[1][0] == '-')
-		return usage_error("cat needs TRACE and PATH");
+		return usage_error("cat", "needs TRACE and PATH");
 	rc = open_tree(argv[1], argv[2], &t, &vt, &ino);
 	if (rc)
 		return rc;
@@ -504,7 +465,7 @@ static int cmd_verify(int argc, char **argv)
 	int rc;
 
 	if (argc != 2 || argv[1][0] == '-')
-		return usage_error("verify needs exactly one TRACE");
+		return usage_error("verify", "needs exactly one TRACE");
 	rc = open_trace(argv[1], &t);
 	if (rc)
 		return rc;
@@ -520,40 +481,350 @@ static int cmd_verify(int argc, char **argv)
 	return finish_stdout();
 }
 
+/* ---- the commands: one declaration each ---- */
+
+/** An option as the help lists it: its spellings ("-o FILE, --output=FILE") and meaning. */
+struct cmd_opt {
+	const char *flags;
+	const char *help;
+};
+
+/**
+ * A command: what runs it and everything its help and the global usage say of it. An
+ * option's flags also tell the help scan which options take a value (a metavariable after
+ * a space or '='), so `tracefs record -o x -- prog -h` leaves prog's -h alone.
+ */
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *synopsis; /* after "tracefs " */
+	const char *brief;    /* one sentence, for the global usage */
+	const char *help;     /* what it does, for its own --help */
+	const struct cmd_opt *opts;
+	const char *examples; /* lines, each a shell command */
+	bool runs_command;    /* operands after the options are a program and its arguments */
+};
+
+static int cmd_help(int argc, char **argv);
+static int cmd_version(int argc, char **argv);
+
+static const struct cmd_opt info_opts[] = {
+	{"--json", "the facts as one JSON object (the same object as info.json in the tree)"},
+	{0},
+};
+
+static const struct cmd_opt mount_opts[] = {
+	{"-f", "stay in the foreground (default: return once the mount is ready)"},
+	{"-o OPTIONS", "mount options, comma separated: uid=N and gid=N (the files' owner; "
+		       "default: the mounting user), nonempty (mount over a directory that holds "
+		       "files, hiding them; refused otherwise), and FUSE's own (e.g. allow_other)"},
+	{0},
+};
+
+static const struct cmd_opt record_opts[] = {
+	{"-o FILE, --output=FILE", "where to write the trace (default: COMMAND.trace; under an "
+				   "MPI launcher FILE is the job's merged trace)"},
+	{"--timing=MODE", "lossless (the default), none, or lossy:ERR (relative error ERR, "
+			  "2^-10 <= ERR < 1); a timed MODE may end in ,fast: timing columns kept "
+			  "out of the range coder (larger, faster to read)"},
+	{"--trace=WHAT", "what to record: all, or a list of zones, mem, alloc, io, threads, "
+			 "mpi, nested (default: all but mpi and nested; mpi under an MPI "
+			 "launcher)"},
+	{"--spool-size=MIB", "the most each process's spool may grow to (default 64)"},
+	{"--when-full=POLICY", "wait (the default: the program waits for the recorder, nothing "
+			       "is lost) or drop (events are dropped and counted)"},
+	{"--backtrace-depth=N", "frames of an allocation's backtrace (default 64, 0: none)"},
+	{"--sample=N", "unwind only one allocation in N per thread (the others: stack -1)"},
+	{"--sample-bytes=N", "unwind one allocation per N bytes a thread allocates"},
+	{0},
+};
+
+static const struct cmd_opt compare_opts[] = {
+	{"--values", "also the values that vary per call (addresses and times excepted)"},
+	{"--paths", "also the file names"},
+	{"--stacks", "also the backtrace ids"},
+	{"--buffers", "also the buffers"},
+	{0},
+};
+
+static const struct cmd_opt merge_opts[] = {
+	{"-o OUT, --output=OUT", "the merged trace (required)"},
+	{0},
+};
+
+static const struct command commands[] = {
+	{
+		.name = "info",
+		.run = cmd_info,
+		.synopsis = "info [--json] TRACE",
+		.brief = "what the trace holds: format, timing, ranks, streams, phases, sections, sizes and "
+			"compression ratio",
+		.help = "Prints what TRACE holds: its format, metadata, timing, ranks, streams (events, "
+			"blocks, rules, grammar height, shared data), phases and sections (stored and raw "
+			"bytes), bytes per event and the compression ratio against the text views.",
+		.opts = info_opts,
+		.examples = "tracefs info run.trace\ntracefs info --json run.trace | jq .meta",
+	},
+	{
+		.name = "ls",
+		.run = cmd_ls,
+		.synopsis = "ls TRACE [PATH]",
+		.brief = "list a directory of the trace's virtual tree",
+		.help = "Lists directory PATH (default: the root) of TRACE's virtual tree, one entry per line: "
+			"type (d or f), exact size in bytes, name. The tree is the one `tracefs mount` serves.",
+		.examples = "tracefs ls run.trace\ntracefs ls run.trace ranks/0",
+	},
+	{
+		.name = "cat",
+		.run = cmd_cat,
+		.synopsis = "cat TRACE PATH",
+		.brief = "write a file of the virtual tree to stdout",
+		.help = "Writes file PATH of TRACE's virtual tree to stdout: byte for byte what the mounted "
+			"file holds.",
+		.examples = "tracefs cat run.trace README.txt\ntracefs cat run.trace ranks/0/trace.txt | less\n"
+			"tracefs cat run.trace ranks/0/summary.txt",
+	},
+	{
+		.name = "verify",
+		.run = cmd_verify,
+		.synopsis = "verify TRACE",
+		.brief = "check every checksum and decode every event once",
+		.help = "Checks every checksum of TRACE and decodes every event once; says where a corrupt "
+			"trace is damaged (section and byte offset).",
+		.examples = "tracefs verify run.trace",
+	},
+	{
+		.name = "mount",
+		.run = fs_cmd_mount,
+		.synopsis = "mount [-f] [-o OPTIONS] TRACE MOUNTPOINT",
+		.brief = "serve the virtual tree as a read-only file system",
+		.help = "Serves TRACE's virtual tree at MOUNTPOINT through FUSE, read-only; returns once the "
+			"mount is usable. Every file has its exact size from the first stat; reads decode only "
+			"the events under them. Unmount with `tracefs umount MOUNTPOINT`.",
+		.opts = mount_opts,
+		.examples = "tracefs mount run.trace /tmp/run\nls /tmp/run/ranks/0\n"
+			"tracefs umount /tmp/run",
+	},
+	{
+		.name = "umount",
+		.run = fs_cmd_umount,
+		.synopsis = "umount MOUNTPOINT",
+		.brief = "unmount a tracefs mount",
+		.help = "Unmounts MOUNTPOINT if tracefs mounted it (never another file system).",
+		.examples = "tracefs umount /tmp/run",
+	},
+	{
+		.name = "record",
+		.run = fs_cmd_record,
+		.synopsis = "record [OPTIONS] [--] COMMAND [ARGS...]",
+		.brief = "run COMMAND with the capture library preloaded and write its trace",
+		.help = "Runs COMMAND with the capture library preloaded and writes its trace, a rank per "
+			"process it forks or spawns; exits with COMMAND's status, or dies of the signal that "
+			"killed it. Allocations carry backtraces, symbolised into the trace. Each process's "
+			"spool grows up to --spool-size; when it is full the program waits for the recorder "
+			"or drops events (--when-full). Under an MPI launcher (mpiexec -n N tracefs record "
+			"...) it also preloads the MPI wrappers, and the ranks merge into one trace at "
+			"MPI_Finalize.",
+		.opts = record_opts,
+		.examples = "tracefs record -o ls.trace -- ls -l\n"
+			"tracefs record --timing=lossy:0.1 --trace=io -- ./app input.dat\n"
+			"mpiexec -n 4 tracefs record -o run.trace -- ./mpi_app",
+		.runs_command = true,
+	},
+	{
+		.name = "merge",
+		.run = fs_cmd_merge,
+		.synopsis = "merge -o OUT TRACE...",
+		.brief = "put traces side by side as ranks of one",
+		.help = "Writes one trace whose ranks are the TRACEs' ranks one after the other: equal content "
+			"is stored once, rank arguments stay absolute, metadata that differs is kept as "
+			"KEY.rankR.",
+		.opts = merge_opts,
+		.examples = "tracefs merge -o both.trace a.trace b.trace",
+	},
+	{
+		.name = "compare",
+		.run = fs_cmd_compare,
+		.synopsis = "compare [--values] [--paths] [--stacks] [--buffers] A B",
+		.brief = "whether two traces make the same calls, rank by rank",
+		.help = "Says, rank by rank, whether traces A and B make the same calls: the same call "
+			"signatures in the same order (file names, backtrace ids and buffers only with "
+			"--paths, --stacks, --buffers; the values that vary per call only with --values). "
+			"Names the first differing event of each thread and both calls; exits 0 only "
+			"when they match, 1 when they differ.",
+		.opts = compare_opts,
+		.examples = "tracefs compare a.trace b.trace\ntracefs compare --values --paths a.trace "
+			"b.trace",
+	},
+	{
+		.name = "help",
+		.run = cmd_help,
+		.synopsis = "help [COMMAND]",
+		.brief = "this text, or a command's help",
+		.help = "Prints the list of commands and the tree of a trace, or COMMAND's help (the same as "
+			"`tracefs COMMAND --help`).",
+		.examples = "tracefs help\ntracefs help record",
+	},
+	{
+		.name = "--version",
+		.run = cmd_version,
+		.synopsis = "--version",
+		.brief = "the tracefs and format versions",
+		.help = "Prints the versions of tracefs and of the trace format it writes.",
+		.examples = "tracefs --version",
+	},
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	}
+	return NULL;
+}
+
+/* Write @text wrapped at 92 columns, lines after the first indented by @indent. */
+static void put_wrapped(const char *text, size_t col, size_t indent)
+{
+	struct fs_sbuf b = {0};
+
+	fs_sb_wrap(&b, text, col, indent);
+	if (b.data)
+		fputs(b.data, stdout);
+	fs_sb_fini(&b);
+}
+
+static void put_option(const char *flags, const char *help)
+{
+	size_t col = 2 + strlen(flags);
+
+	printf("  %s%*s", flags, col < 26 ? (int)(26 - col) : 1, "");
+	put_wrapped(help, col < 26 ? 26 : col + 1, 26);
+}
+
+static int command_help(const struct command *c)
+{
+	const char *ex = c->examples;
+
+	printf("usage: tracefs %s\n\n", c->synopsis);
+	put_wrapped(c->help, 0, 0);
+	printf("\noptions:\n");
+	for (const struct cmd_opt *o = c->opts; o && o->flags; o++)
+		put_option(o->flags, o->help);
+	put_option("-h, --help", "this text");
+	printf("\nexamples:\n");
+	while (ex && *ex) {
+		size_t n = strcspn(ex, "\n");
+
+		printf("  %.*s\n", (int)n, ex);
+		ex += n + (ex[n] == '\n');
+	}
+	printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
+	       c->runs_command ? "; otherwise COMMAND's" : "");
+	return finish_stdout();
+}
+
+static int global_help(void)
+{
+	printf("usage: tracefs <command> [options] [arguments]\n\ncommands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		const struct command *c = &commands[i];
+		size_t col = 2 + strlen(c->synopsis);
+
+		if (col > 40) {
+			printf("  %s\n%*s", c->synopsis, 40, "");
+			col = 40;
+		} else {
+			printf("  %s%*s", c->synopsis, (int)(40 - col), "");
+			col = 40;
+		}
+		put_wrapped(c->brief, col, 40);
+	}
+	printf("\n`tracefs <command> --help` describes a command, its options and examples.\n\n"
+	       "The virtual tree of a trace (README.txt in it says what each file holds):\n");
+	fputs(tree_text, stdout);
+	printf("\nexit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 "
+	       "usage error\n");
+	return finish_stdout();
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	const struct command *c;
+
+	if (argc < 2)
+		return global_help();
+	c = find_command(argv[1]);
+	if (!c || argc > 2)
+		return usage_error("help", "unknown command %s", argv[1]);
+	return command_help(c);
+}
+
+static int cmd_version(int argc, char **argv)
+{
+	if (argc > 1)
+		return usage_error("--version", "takes no arguments");
+	printf("tracefs %s (trace format %d.%d)\n", tfs_version(), TFS_FORMAT_MAJOR,
+	       TFS_FORMAT_MINOR);
+	return finish_stdout();
+}
+
+/* Whether option spelling @flags (as the help lists it) takes a value. */
+static bool takes_value(const struct command *c, const char *arg)
+{
+	size_t n = strcspn(arg, "=");
+
+	if (arg[n] == '=')
+		return false; /* --opt=value: the value is in the argument */
+	for (const struct cmd_opt *o = c->opts; o && o->flags; o++) {
+		const char *f = o->flags;
+
+		while ((f = strstr(f, arg)) != NULL) {
+			char next = f[n];
+
+			if ((f == o->flags || f[-1] == ' ') && (next == ' ' || next == '='))
+				return true;
+			f += n;
+		}
+	}
+	return false;
+}
+
+/* Whether the arguments of @c ask for its help: -h or --help among its options. */
+static bool wants_help(const struct command *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--"))
+			return false;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			return true;
+		if (a[0] != '-' && c->runs_command)
+			return false; /* the program to run: its arguments are its own */
+		if (a[0] == '-' && takes_value(c, a))
+			i++;
+	}
+	return false;
+}
+
 int main(int argc, char **argv)
 {
-	const char *cmd = argc > 1 ? argv[1] : NULL;
+	const struct command *c;
 
 	/* a closed pipe shows up as EPIPE on write and ends output quietly */
 	signal(SIGPIPE, SIG_IGN);
-	if (!cmd)
-		return usage_error("missing command");
-	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-		fputs(usage_text, stdout);
-		return finish_stdout();
-	}
-	if (!strcmp(cmd, "--version")) {
-		printf("tracefs %s (trace format %d.%d)\n", tfs_version(), TFS_FORMAT_MAJOR,
-		       TFS_FORMAT_MINOR);
-		return finish_stdout();
-	}
-	if (!strcmp(cmd, "info"))
-		return cmd_info(argc - 1, argv + 1);
-	if (!strcmp(cmd, "ls"))
-		return cmd_ls(argc - 1, argv + 1);
-	if (!strcmp(cmd, "cat"))
-		return cmd_cat(argc - 1, argv + 1);
-	if (!strcmp(cmd, "verify"))
-		return cmd_verify(argc - 1, argv + 1);
-	if (!strcmp(cmd, "mount"))
-		return fs_cmd_mount(argc - 1, argv + 1);
-	if (!strcmp(cmd, "umount"))
-		return fs_cmd_umount(argc - 1, argv + 1);
-	if (!strcmp(cmd, "record"))
-		return fs_cmd_record(argc - 1, argv + 1);
-	if (!strcmp(cmd, "merge"))
-		return fs_cmd_merge(argc - 1, argv + 1);
-	if (!strcmp(cmd, "compare"))
-		return fs_cmd_compare(argc - 1, argv + 1);
-	return usage_error("unknown command %s", cmd);
+	if (argc < 2)
+		return usage_error(NULL, "missing command");
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return global_help();
+	c = find_command(argv[1]);
+	if (!c)
+		return usage_error(NULL, "unknown command %s", argv[1]);
+	if (wants_help(c, argc - 1, argv + 1))
+		return command_help(c);
+	return c->run(argc - 1, argv + 1);
 }

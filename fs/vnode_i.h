@@ -1,11 +1,11 @@
 /*
- * Inside the virtual tree: the node table, the scopes files are computed over, the
- * once-only lazy state, and the interfaces between the tree's files (vtree.c queries and
- * handles, vbuild.c the layout, vphase.c phase directory names, vconcat.c composite files,
- * vmerge.c time-merged views, vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c
- * files.txt, vtables.c the signature and grammar tables, vgen.c README, info.json and the JSON
- * tails, vreplay*.c the proxy program). Nothing outside fs/v*.c
- * includes this; the tree's users see vtree_i.h only.
+ * Inside the virtual tree: the node table, the scopes files are computed over, and the
+ * interfaces between the tree's files (vtree.c queries and handles, vbuild.c the layout,
+ * vphase.c phase directory names, vconcat.c composite files, vmerge.c time-merged views,
+ * vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c files.txt, vtables.c the
+ * signature and grammar tables, vgen.c README, info.json and the JSON tails, vreplay*.c the
+ * proxy program). The once-helpers (once_i.h) and the string buffer (sbuf_i.h) are files of
+ * their own. Nothing outside fs/v*.c includes this; the tree's users see vtree_i.h only.
  */
 #ifndef TFS_FS_VNODE_I_H
 #define TFS_FS_VNODE_I_H
@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "tfs/reader.h"
+#include "once_i.h"
+#include "sbuf_i.h"
 #include "vtree_i.h"
 
 /*
@@ -34,22 +36,6 @@
  * 1024 x 224 MiB of event lines, parts grow beyond what V8 loads whole.
  */
 #define FS_JSON_MAX_PARTS 1024
-
-/* ---- once-only computations ---- */
-
-/*
- * A computation run at most once successfully, by whichever thread needs it first; others
- * wait on @lock. A failed run (ENOMEM, a corrupt block) is retried by the next caller.
- */
-struct fs_once {
-	pthread_mutex_t lock;
-	atomic_bool done; /* set (release) after a successful run; read (acquire) lock-free */
-};
-
-void fs_once_init(struct fs_once *o);
-void fs_once_fini(struct fs_once *o);
-/** Run @fn(@arg) unless it already succeeded. @return 0 or @fn's negative errno */
-int fs_once_run(struct fs_once *o, int (*fn)(void *arg), void *arg);
 
 /* ---- scopes: the event ranges a file covers ---- */
 
@@ -365,8 +351,6 @@ int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, 
 
 /* ---- vbtrace.c ---- */
 
-struct fs_sbuf;
-
 /** backtraces.txt of @rank. @return 0 or -errno; @out is new */
 int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
 /**
@@ -379,18 +363,6 @@ int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
 		  size_t *len);
 
 /* ---- vgen.c ---- */
-
-/** A growing text buffer; after an allocation failure every call is a no-op. */
-struct fs_sbuf {
-	char *data;
-	size_t len, cap;
-	bool failed;
-};
-
-void fs_sb_printf(struct fs_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len);
-/** Hand the buffer over. @return 0 or -ENOMEM (the buffer is freed then) */
-int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len);
 
 /** README.txt, a new malloc'ed buffer the caller frees. @return 0 or -ENOMEM */
 int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out, size_t *len);

@@ -24,6 +24,7 @@
 
 #include "tfs/merge.h"
 #include "tfs/reader.h"
+#include "tfs/writer.h"
 #include "capture_i.h"
 #include "mpi_rt_i.h"
 
@@ -31,34 +32,6 @@
 #define CHUNK_BYTES (1 << 30) /* MPI counts are int: send in pieces */
 #define TAG_LEN 7301
 #define TAG_DATA 7302
-
-static int write_file(const char *path, const void *buf, size_t len)
-{
-	char tmp[4200];
-	size_t off = 0;
-	int fd, rc = 0;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)buf + off, len - off);
-
-		if (n < 0) {
-			rc = -errno;
-			break;
-		}
-		off += (size_t)n;
-	}
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
-}
 
 /* Send @len bytes (a length of 0 tells the receiver this rank has no trace). */
 static void send_trace(const void *buf, uint64_t len, int to, MPI_Comm comm)
@@ -140,7 +113,7 @@ static void keep_own(const char *out, int rank, const void *buf, size_t len, int
 	fprintf(stderr, "tfs mpi: rank %d: cannot merge the ranks' traces: %s: kept %s\n", rank,
 		strerror(-why), path);
 	if (buf)
-		write_file(path, buf, len);
+		tfs_file_write(path, buf, len);
 }
 
 /* The merged trace's path: $TFS_MPI_OUTPUT, else $TFS_OUTPUT, else <program>.trace. */
@@ -170,7 +143,7 @@ void mpirt_save_at_abort(void)
 		return;
 	snprintf(path, sizeof(path), "%s.%d", out, rank);
 	if (rc == 0)
-		rc = write_file(path, mine, len);
+		rc = tfs_file_write(path, mine, len);
 	if (rc < 0)
 		fprintf(stderr, "tfs mpi: rank %d called MPI_Abort: cannot save its trace as %s: "
 			"%s\n", rank, path, strerror(-rc));
@@ -220,7 +193,7 @@ void mpirt_merge_at_finalize(void)
 		}
 	}
 	if (rank == 0 && !failed) {
-		rc = write_file(out, mine, mine_len);
+		rc = tfs_file_write(out, mine, mine_len);
 		if (rc < 0)
 			fprintf(stderr, "tfs mpi: cannot write %s: %s\n", out, strerror(-rc));
 		clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -78,8 +78,6 @@ struct tfs_recording_opts {
 	int (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	/** an errno's text, as the command line says it */
 	const char *(*strerr)(int err);
-	/** write @len bytes to @path, replacing it at once (a merged trace); 0 or -errno */
-	int (*save_bytes)(const char *path, const void *data, size_t len);
 };
 
 /** What the consumers of a recording took in, summed over its processes. */
@@ -181,7 +179,7 @@ bool tfs_recording_nothing(struct tfs_recording *r);
 /**
  * Every process has ended: take in the rest, set each rank's metadata (`end`: how each
  * ended, as reaped, else what is known) and save the trace as @out (one process: its trace;
- * several: merged, a rank each, through @o->save_bytes).
+ * several: merged, a rank each, saved at once with tfs_file_write).
  * @return 0, or -errno: -ENOMEM, a trace writer's error, or the save's
  */
 int tfs_recording_save(struct tfs_recording *r, const char *out);

@@ -154,6 +154,16 @@ int tfs_writer_set_name(struct tfs_writer *w, uint32_t rank, const char *sym_cla
  */
 int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len);
 
+/**
+ * Write @len bytes (a trace made in memory: tfs_writer_save_mem(), tfs_merge_traces()) to
+ * @path as tfs_writer_save() writes a file: through a temporary file in the same directory,
+ * synced and renamed over @path, so that a reader sees the old file or the whole new one,
+ * never a part. The file gets mode 0644. Thread-safe.
+ * @return 0, or -errno from the file system (@path is then unchanged and no temporary file
+ *         is left behind) or -ENOMEM
+ */
+int tfs_file_write(const char *path, const void *data, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

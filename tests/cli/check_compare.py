@@ -92,7 +92,8 @@ def main():
              'one call apart in another rule structure: found at its index', out)
 
         rc, _, err = cmp(plain)
-        t.ok(rc == 2 and err.startswith('tracefs: compare needs two TRACEs'),
+        t.ok(rc == 2 and err.startswith('tracefs: compare: needs two TRACEs') and
+             err.rstrip().endswith("(try 'tracefs compare --help')"),
              'one trace only: a usage error', err)
         rc, _, err = cmp('--bogus', plain, plain)
         t.ok(rc == 2 and 'unknown option' in err, 'an unknown option: a usage error', err)

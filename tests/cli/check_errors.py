@@ -5,9 +5,12 @@ The form is the one the CLI uses throughout (fs/cli_msg.c):
   tracefs: <what failed, lowercase>: <detail>
 where every ': '-separated detail starts lowercase too (an errno text is "no such file or
 directory", never "No such file ..."), no line ends with a period, and usage errors end with
-"(try 'tracefs --help')" and exit 2. The inputs: missing, non-trace, truncated and bit-flipped
-files, paths that cannot be written, bad mountpoints, wrong argument counts and unknown options,
-for info, ls, cat, verify, merge, mount, umount and (with --record) record. Output is TAP.
+"(try 'tracefs <command> --help')" (the command whose usage was wrong) and exit 2. Every
+command's own help (`tracefs <command> --help`, `-h`, `tracefs help <command>`) says its
+usage, options and examples on stdout and exits 0. The inputs: missing, non-trace, truncated
+and bit-flipped files, paths that cannot be written, bad mountpoints, wrong argument counts and
+unknown options, for info, ls, cat, verify, merge, mount, umount and (with --record) record.
+Output is TAP.
 
   check_errors.py --tracefs T --demo D [--record]
 """
@@ -26,7 +29,8 @@ from tap import Tap  # noqa: E402
 LINE_RE = re.compile(r"^tracefs: [a-z][^\n]*[^.\n]$")
 # a detail that starts with a capitalised word ("No such file"); "EOF" or "ASan" would pass
 CAPITALISED_RE = re.compile(r": [A-Z][a-z]")
-USAGE_TAIL = " (try 'tracefs --help')"
+# the hint names the command whose help says more: " (try 'tracefs record --help')"
+USAGE_TAIL_RE = re.compile(r" \(try 'tracefs (?:[a-z-]+ )?--help'\)$")
 
 
 def run(cmd, timeout=120):
@@ -49,7 +53,7 @@ def form_problem(err, usage):
         return "not 'tracefs: <lowercase> ...' without a final period"
     if CAPITALISED_RE.search(line):
         return "a detail starts with a capital letter"
-    if usage != line.endswith(USAGE_TAIL):
+    if usage != bool(USAGE_TAIL_RE.search(line)):
         return "usage error without the --help hint" if usage else "hint on a runtime error"
     return None
 
@@ -129,6 +133,48 @@ def cases(f, with_record):
     return c
 
 
+# the commands README.md documents, each with a usage error and the command its hint names
+COMMANDS = ("info", "ls", "cat", "verify", "mount", "umount", "record", "merge", "compare",
+            "help")
+
+
+def check_help(tap, tracefs):
+    """Every command's help: usage, options and examples on stdout, nothing else, exit 0."""
+    for cmd in COMMANDS:
+        for argv in ([cmd, "--help"], [cmd, "-h"], ["help", cmd]):
+            rc, out, err = run([tracefs] + argv)
+            text = out.decode(errors="replace")
+            problem = None
+            if rc != 0 or err:
+                problem = "exit %d, stderr %r" % (rc, err)
+            elif not text.startswith("usage: tracefs %s" % cmd):
+                problem = "does not start with its usage"
+            elif "\noptions:\n" not in text or "--help" not in text:
+                problem = "no options (or no -h, --help among them)"
+            elif "\nexamples:\n  " not in text and cmd != "help":
+                problem = "no examples"
+            elif cmd != "help" and not re.search(r"\n  (\S+ )*tracefs %s\b" % cmd, text):
+                problem = "no example runs the command"
+            tap.ok(problem is None, "%s: its help, exit 0" % " ".join(argv), problem)
+    rc, out, err = run([tracefs, "--help"])
+    text = out.decode(errors="replace")
+    tap.ok(rc == 0 and not err and all("\n  %s" % c in text for c in COMMANDS),
+           "tracefs --help lists every command", text)
+    # a program's own -h after the command to run is the program's, not record's
+    rc, out, err = run([tracefs, "record", "-o", "/proc/no.trace", "--", "true", "-h"])
+    tap.ok(not out.startswith(b"usage: tracefs record"), "record -- true -h is not help",
+           out[:200])
+    for argv, cmd in ((["info", "--bogus", "x"], "info"), (["cat", "x"], "cat"),
+                      (["mount", "-x", "a", "b"], "mount"), (["umount"], "umount"),
+                      (["merge", "x"], "merge"), (["record", "--bogus"], "record"),
+                      (["compare", "x"], "compare"), (["compare", "--bogus", "a", "b"], "compare"),
+                      (["bogus"], None), ([], None)):
+        rc, out, err = run([tracefs] + argv)
+        hint = "(try 'tracefs %s--help')" % (cmd + " " if cmd else "")
+        tap.ok(rc == 2 and err.rstrip().endswith(hint), "%r: the hint is %s" % (argv, hint),
+               err)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tracefs", required=True)
@@ -140,6 +186,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tracefs-errors-")
     try:
         f = make_inputs(args.demo, work)
+        check_help(tap, args.tracefs)
         for argv, code, what in cases(f, args.record):
             rc, out, err = run([args.tracefs] + argv)
             problem = form_problem(err, code == 2)
