@@ -1035,8 +1035,14 @@ def check_abort(t, run):
          f'{res.returncode} {res.stdout!r}')
     kept = trace + '.1'
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith('tfs mpi:')]
-    t.ok(lines == [f'tfs mpi: rank 1 called MPI_Abort: kept its trace as {kept}'],
-         'abort: the aborting rank says where its trace is, in one line', res.stderr)
+    if not res.stderr.strip():
+        # the launcher kills the job and may drop what the rank wrote last: on a loaded
+        # machine MPICH's hydra lost even its own 'Abort(3) on node 1' line
+        t.skip('abort: the aborting rank says where its trace is, in one line',
+               'the launcher forwarded none of the job\'s stderr')
+    else:
+        t.ok(lines == [f'tfs mpi: rank 1 called MPI_Abort: kept its trace as {kept}'],
+             'abort: the aborting rank says where its trace is, in one line', res.stderr)
     if not t.ok(os.path.exists(kept), 'abort: the aborting rank leaves <output>.1',
                 sorted(os.listdir(run.tmp))):
         return
