@@ -227,10 +227,11 @@ static bool parse_cie(const uint8_t *body, const uint8_t *end, struct cie *c)
 	c->fde_enc = 0; /* absptr */
 	if (aug_len && aug[0] == 'z') {
 		uint64_t n = rd_uleb(&r);
-		const uint8_t *aug_end = r.p + n;
+		const uint8_t *aug_end;
 
 		if (r.bad || n > (uint64_t)(end - r.p))
 			return false;
+		aug_end = r.p + n; /* only once it is known to be inside */
 		c->has_aug = true;
 		for (size_t i = 1; i < aug_len && !r.bad; i++) {
 			uint8_t enc;
