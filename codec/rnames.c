@@ -226,6 +226,31 @@ static int build_widths(struct tfs_trace *t)
 	return measure(t);
 }
 
+/*
+ * Which classes attached arguments print (FORMAT.md §9.2): the names of the others stand
+ * in for their symbols.
+ */
+static int mark_attached(struct tfs_trace *t)
+{
+	t->cls_attached = calloc((size_t)t->names.n_classes + 1, 1);
+	if (!t->cls_attached)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < t->schema.n_kinds; k++) {
+		const struct schema_kind *kd = &t->schema.kinds[k];
+
+		for (uint32_t i = 0; i < kd->n_args; i++) {
+			uint32_t cls;
+
+			if (!(kd->args[i].flags & TFS_ARG_ATTACH))
+				continue;
+			cls = arg_class(t, &kd->args[i]);
+			if (cls != UINT32_MAX)
+				t->cls_attached[cls] = 1;
+		}
+	}
+	return 0;
+}
+
 int rnames_load(struct tfs_trace *t, struct tfs_diag *diag)
 {
 	int64_t flags_idx, names_idx;
@@ -245,6 +270,9 @@ int rnames_load(struct tfs_trace *t, struct tfs_diag *diag)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < t->names.n_ents; i++)
 		t->name_plain[i] = render_name_plain(t->names.ents[i].name, t->names.ents[i].len);
+	rc = mark_attached(t);
+	if (rc < 0)
+		return rc;
 	return t->names.n_runs ? build_widths(t) : 0;
 }
 
@@ -253,6 +281,8 @@ void rnames_free(struct tfs_trace *t)
 	names_fini(&t->names);
 	free(t->name_plain);
 	t->name_plain = NULL;
+	free(t->cls_attached);
+	t->cls_attached = NULL;
 	free(t->nw);
 	t->nw = NULL;
 	t->n_nw_slots = 0;

@@ -110,11 +110,17 @@ static void kind_derive(struct schema_kind *k)
 {
 	k->n_vals = 0;
 	k->result = -1;
+	k->result_name_taken = false;
 	for (uint32_t i = 0; i < k->n_args; i++) {
+		k->val_index[i] = (uint8_t)k->n_vals;
 		if (k->args[i].enc == TFS_ENC_VAL)
 			k->n_vals++;
 		if ((k->args[i].flags & TFS_ARG_RESULT) && k->result < 0)
 			k->result = (int32_t)i;
+	}
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if ((int32_t)i != k->result && !strcmp(k->args[i].name, "result"))
+			k->result_name_taken = true;
 	}
 }
 
@@ -182,8 +188,8 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 			return -EINVAL;
 		if (a->sym_class && strlen(a->sym_class) > TFS_MAX_NAME)
 			return -EINVAL;
-		/* a VAL class is stored, so it must be a name (FORMAT.md §4) */
-		if (a->enc == TFS_ENC_VAL && a->sym_class &&
+		/* a VAL class or a value-name class is stored, so it must be a name (§4) */
+		if (a->enc != TFS_ENC_SYM && a->sym_class &&
 		    !name_ok(a->sym_class, strlen(a->sym_class), true))
 			return -EINVAL;
 		flags[i] = a->flags;
@@ -202,7 +208,7 @@ int schema_add(struct tfs_schema *s, const struct tfs_kind_desc *d, uint32_t *id
 		goto err_free_kind;
 	for (uint32_t i = 0; i < d->n_args; i++) {
 		const struct tfs_arg_desc *a = &d->args[i];
-		const bool named = a->enc == TFS_ENC_SYM || a->enc == TFS_ENC_VAL;
+		const bool named = a->enc != TFS_ENC_STR;
 		const char *cls = named && a->sym_class ? a->sym_class : "";
 
 		k.args[i].name = strdup(a->name);

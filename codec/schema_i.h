@@ -23,7 +23,9 @@ struct schema_kind {
 	uint32_t n_args;
 	uint32_t n_vals;  /* arguments with enc VAL */
 	int32_t result;	  /* index of the argument printed after " = ", or -1 */
+	bool result_name_taken; /* another argument is called "result" (JSON keeps names) */
 	struct schema_arg *args;
+	uint8_t val_index[TFS_MAX_ARGS]; /* of a VAL argument: its index among the VAL ones */
 	/* VAL field j's class (FORMAT.md §7.3.1): 0 none, else 1 to VAL_MAX_CLASSES, equal
 	 * for equal class names across the schema */
 	uint8_t vcls[TFS_MAX_ARGS];

@@ -63,6 +63,9 @@ enum {
 	SEG_RANK_ARG,	/* RANK argument, relative word @a */
 	SEG_NAME,	/* the name of id @a of names class @val (UINT32_MAX: none), else the
 			 * @flen bytes at tmpl_text + @len ("file#3"), JSON style if @json */
+	SEG_SYMNAME,	/* a symbol's or value's name (rargs.c, mode @type) of @a in class @val,
+			 * else the @flen bytes at tmpl_text + @len, quoted if @json */
+	SEG_BUF,	/* a buffer (FORMAT.md §9.3) of VAL fields @val (id) and @a (offset) */
 };
 
 struct tmpl_seg {
@@ -171,6 +174,7 @@ struct tfs_trace {
 	struct names names;	   /* FORMAT.md §12, decoded at open; empty without */
 	struct name_width *nw;	   /* widths of the attached names the CST uses (rnames.c) */
 	uint8_t *name_plain;	   /* [names.n_ents] render_name_plain() of each entry */
+	uint8_t *cls_attached;	   /* [names.n_classes] 1: an attached argument has the class */
 	uint32_t n_nw_slots;	   /* a power of two, or 0 */
 };
 

@@ -109,14 +109,31 @@ static char *read_view(struct tfs_trace *t, uint32_t stream, int view, uint64_t 
 	return buf;
 }
 
-/* Chrome lines carry the rank as "pid":R: replace R by "#" so ranks compare equal. */
-static void blank_pid(char *s)
+/*
+ * Chrome lines carry the rank as "pid":R, JSON lines as "rank":R: replace R by one "#" so
+ * ranks compare equal (an argument of that name too: both sides carry it). @return the
+ * new length.
+ */
+static uint64_t blank_rank(char *s, uint64_t n, const char *key)
 {
-	for (char *p = strstr(s, "\"pid\":"); p; p = strstr(p, "\"pid\":")) {
-		p += 6;
-		while (*p >= '0' && *p <= '9')
-			*p++ = '#';
+	size_t klen = strlen(key);
+	uint64_t o = 0;
+
+	for (uint64_t i = 0; i < n;) {
+		if (n - i > klen && !memcmp(s + i, key, klen) && s[i + klen] >= '0' &&
+		    s[i + klen] <= '9') {
+			memmove(s + o, s + i, klen);
+			o += klen;
+			i += klen;
+			while (i < n && s[i] >= '0' && s[i] <= '9')
+				i++;
+			s[o++] = '#';
+			continue;
+		}
+		s[o++] = s[i++];
 	}
+	s[o] = 0;
+	return o;
 }
 
 /* Drop the spaces that pad each line to its terminal's length (FORMAT.md §9). */
@@ -150,9 +167,11 @@ static void assert_views(struct tfs_trace *a, uint32_t rank, struct tfs_trace *b
 		uint64_t na, nb;
 		char *va = read_view(a, ia, v, &na), *vb = read_view(b, ib, v, &nb);
 
-		if (v == TFS_VIEW_CHROME) {
-			blank_pid(va);
-			blank_pid(vb);
+		if (v != TFS_VIEW_TEXT) {
+			const char *key = v == TFS_VIEW_CHROME ? "\"pid\":" : "\"rank\":";
+
+			na = blank_rank(va, na, key);
+			nb = blank_rank(vb, nb, key);
 		}
 		if (pad_may_differ) {
 			na = strip_pad(va, na);

@@ -571,17 +571,17 @@ static const char text1[] =
 	"T0 read(fd=7<x>, count=10) = 10                 \n"
 	"T0 accept(fd=5<file#5>) = 6        \n";
 static const char json1[] =
-	"{\"thread\":0,\"name\":\"open\",\"args\":{\"path\":\"/etc/passwd\",\"flags\":\"0x0\","
-		"\"file\":3,\"ret\":3}}\n"
-	"{\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":3,\"path\":\"/etc/hosts\",\"count\":4096,"
-		"\"ret\":4096}} \n"
-	"{\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":7,\"path\":\"x\",\"count\":10,"
-		"\"ret\":10}}                \n"
-	"{\"thread\":0,\"name\":\"accept\",\"args\":{\"fd\":5,\"path\":\"file#5\",\"ret\":6,"
+	"{\"rank\":1,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":\"/etc/passwd\","
+		"\"flags\":0,\"file\":\"file#3\",\"result\":3}}\n"
+	"{\"rank\":1,\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":3,\"path\":\"/etc/hosts\","
+		"\"count\":4096,\"result\":4096}} \n"
+	"{\"rank\":1,\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":7,\"path\":\"x\",\"count\":10,"
+		"\"result\":10}}                \n"
+	"{\"rank\":1,\"thread\":0,\"name\":\"accept\",\"args\":{\"fd\":5,\"path\":\"file#5\",\"result\":6,"
 		"\"rpath\":null}}        \n";
 static const char json0_read2[] =
-	"{\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":7,\"path\":\"a>b \\\"q\\\"\\t\\u00ff\","
-		"\"count\":10,\"ret\":10}}\n";
+	"{\"rank\":0,\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":7,"
+		"\"path\":\"a>b \\\"q\\\"\\t\\udcff\",\"count\":10,\"result\":10}}\n";
 // clang-format on
 
 /* Views of ranks that share every terminal but not its names: padded to the widest. */
@@ -746,6 +746,8 @@ static size_t form(char *out, const char *name, bool json)
 			n += (size_t)sprintf(out + n, "%s", esc);
 		else if (*p >= 0x20 && *p < 0x7f && (json || *p != '>'))
 			out[n++] = (char)*p;
+		else if (json && *p >= 0x80) /* no valid UTF-8 here: a lone surrogate (§9.1) */
+			n += (size_t)sprintf(out + n, "\\udc%02x", *p);
 		else
 			n += (size_t)sprintf(out + n, json ? "\\u%04x" : "\\x%02x", *p);
 	}
@@ -847,10 +849,11 @@ static void test_names_widths_over_ranks_seeded(void **state)
 				    sprintf(at[0], "T0 k(fd=%d%s)%*s\n", i, i < W_IDS ? text : "",
 					    (int)(i < W_IDS ? wide[0][i] - n[0] : 0), "");
 				at[1] += sprintf(at[1],
-						 "{\"thread\":0,\"name\":\"k\",\"args\":{\"fd\":%d,"
-						 "\"path\":%s}}%*s\n",
-						 i, i < W_IDS ? json : "null",
-						 (int)(i < W_IDS ? wide[1][i] - n[1] : 0), "");
+						 "{\"rank\":%u,\"thread\":0,\"name\":\"k\","
+						 "\"args\":{\"fd\":%d,\"path\":%s}}%*s\n",
+						 r, i, i < W_IDS ? json : "null",
+						 (int)(i < W_IDS ? wide[1][i] - n[1] : 0) +
+						     (r < 10), ""); /* "rank" at 2 digits */
 			}
 			expect_view(t, r, TFS_VIEW_TEXT, want[0]);
 			expect_view(t, r, TFS_VIEW_JSONL, want[1]);
@@ -959,7 +962,7 @@ static void test_names_newer_minor_still_reads(void **state)
 	uint8_t *g = slurp(golden("names.trace", p, sizeof(p)), &n);
 	struct tfs_trace *t;
 
-	assert_int_equal(le_get16(g + 10), 1);
+	assert_int_equal(le_get16(g + 10), TFS_FORMAT_MINOR);
 	g[10] = 7;
 	le_put32(g + 36, crc32c(g, 36));
 	assert_int_equal(tfs_trace_open_mem(g, n, &t, NULL), 0);

@@ -224,21 +224,22 @@ static void test_trace_views_match_hand_written_lines(void **state)
 		"0.000005000   7 T0 malloc(size=64) = 0x7f00       \n"
 		"0.000006000   7 T0 malloc(size=1000000) = 0xabcdef\n";
 	static const char expect_json[] =
-		"{\"ts\":1000,\"dur\":100,\"thread\":0,\"name\":\"pwrite\",\"args\":{\"fd\":3,"
-		"\"count\":4096,\"offset\":0,\"ret\":4096}}   \n"
-		"{\"ts\":2000,\"dur\":50,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"init\"}}"
-		" \n"
-		"{\"ts\":3500,\"dur\":100,\"thread\":0,\"name\":\"pwrite\",\"args\":{\"fd\":3,"
-		"\"count\":4096,\"offset\":4096,\"ret\":17}}  \n"
-		"{\"ts\":4000,\"dur\":7,\"thread\":0,\"name\":\"send\",\"args\":{\"dest\":1,"
-		"\"tag\":-7,\"bytes\":2}}  \n"
-		"{\"ts\":5000,\"dur\":7,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
-		"\"ptr\":\"0x7f00\"}}         \n"
-		"{\"ts\":6000,\"dur\":7,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":1000000,"
-		"\"ptr\":\"0xabcdef\"}}  \n";
+		"{\"ts\":1000,\"dur\":100,\"rank\":0,\"thread\":0,\"name\":\"pwrite\",\"args\":"
+		"{\"fd\":\"file#3\",\"count\":4096,\"offset\":0,\"result\":4096}}   \n"
+		"{\"ts\":2000,\"dur\":50,\"rank\":0,\"thread\":0,\"name\":\"zone\",\"args\":"
+		"{\"name\":\"init\"}} \n"
+		"{\"ts\":3500,\"dur\":100,\"rank\":0,\"thread\":0,\"name\":\"pwrite\",\"args\":"
+		"{\"fd\":\"file#3\",\"count\":4096,\"offset\":4096,\"result\":17}}  \n"
+		"{\"ts\":4000,\"dur\":7,\"rank\":0,\"thread\":0,\"name\":\"send\",\"args\":"
+		"{\"dest\":1,\"tag\":-7,\"bytes\":2}}  \n"
+		/* a hex result is a number, counted at the digits of 0xffffff (8) */
+		"{\"ts\":5000,\"dur\":7,\"rank\":0,\"thread\":0,\"name\":\"malloc\",\"args\":"
+		"{\"size\":64,\"result\":32512}}          \n"
+		"{\"ts\":6000,\"dur\":7,\"rank\":0,\"thread\":0,\"name\":\"malloc\",\"args\":"
+		"{\"size\":1000000,\"result\":11259375}}  \n";
 	static const char expect_chrome[] =
 		"{\"name\":\"pwrite\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":1.000,\"dur\":0.100,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":3}},\n"
+		"\"pid\":0,\"tid\":0,\"args\":{\"fd\":\"file#3\"}},\n"
 		"{\"name\":\"init\",\"cat\":\"zone\",\"ph\":\"X\",\"ts\":2.000,\"dur\":0.050,"
 		"\"pid\":0,\"tid\":0,\"args\":{}},\n";
 	struct tfs_writer *w;
@@ -413,9 +414,9 @@ static void test_trace_chrome_kinds_by_shape(void **state)
 		"{\"name\":\"a \\\"b\\\"\",\"cat\":\"user\",\"ph\":\"i\",\"s\":\"t\",\"ts\":2.000,"
 		"\"pid\":0,\"tid\":0,\"args\":{}},\n"
 		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":3.000,\"dur\":0.005,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":\"0x10\"}},\n"
+		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":16}},\n"
 		"{\"name\":\"call\",\"cat\":\"io\",\"ph\":\"X\",\"ts\":4.000,\"dur\":0.005,"
-		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":\"0x10\"}},\n";
+		"\"pid\":0,\"tid\":0,\"args\":{\"flags\":16}},\n";
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
 	struct tfs_trace *t;

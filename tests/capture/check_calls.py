@@ -59,7 +59,7 @@ class Exp:
 
     def lit(self):
         self.n += 1
-        return "buf_id=0, buf_off={L%d}" % self.n
+        return "buf={L%d}" % self.n
 
     def add(self, line):
         self.ev.append(line)
@@ -69,7 +69,7 @@ class Exp:
         self.ev.append("%s(%s%s, errno=%d) = %s" % (name, args, after, err, ret))
 
 
-SB = "buf_id=0, buf_off={B}"  # the program's static buffer
+SB = "buf={B}"  # the program's static buffer
 
 
 def fd(n, name):

@@ -94,8 +94,9 @@ def untraced(a, args):
 
 
 def stack_id(e):
-    """The backtrace of event @e (events.jsonl prints a symbolic id as its number)."""
-    return e["args"].get("stack")
+    """The backtrace of event @e (events.jsonl prints a symbolic id as "stack#N", or null)."""
+    s = e["args"].get("stack")
+    return int(s[len("stack#"):]) if s else None
 
 
 def same_end(got, want):
@@ -129,8 +130,8 @@ def signal_deaths(tap, a, work):
         args = ev[0]["args"]
         if mode == "segv":
             frames = t.stack(0, stack_id(ev[0]))
-            tap.ok(args["code"] == 1 and args["addr"] == "0x0" and args["sender"] == 0 and
-                   int(args["pc"], 16) != 0,
+            tap.ok(args["code"] == 1 and args["addr"] == 0 and args["sender"] == 0 and
+                   args["pc"] != 0,
                    "segv: SEGV_MAPERR at address 0, raised by the kernel, at a known pc", args)
             tap.ok(len(frames) >= 2 and re.fullmatch(r"crash_here \(.*cap_ends\.c:\d+\)",
                                                      frames[-1]) is not None and
@@ -284,7 +285,7 @@ def names(tap, a, work):
                        2: "worker-2 (thread 2)"},
            "trace.json: threads named as the program named them (prctl, "
            "pthread_setname_np of itself and of another thread)", threads)
-    sets = [(e["args"]["thread"], e["args"]["name"], e["args"]["ret"])
+    sets = [(e["args"]["thread"], e["args"]["name"], e["args"]["result"])
             for e in t.events(0, "setname")]
     tap.ok(sorted(sets) == [(0, "mainly", 0), (1, "worker-1", 0), (2, "worker-2", 0)],
            "the naming calls are setname events", sets)

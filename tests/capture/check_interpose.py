@@ -168,7 +168,7 @@ def expect_io(d):
             f_text: d + "/text"}
     rw = os.O_RDWR | os.O_CREAT | os.O_TRUNC
     # every buffer is the program's static one: in no allocation, its address as the offset
-    sb = "buf_id=0, buf_off={B}"
+    sb = "buf={B}"
     ev = ['open(path="%s/data", flags=0x%x, mode=0x%x, file=file#%d, errno=0) = 3'
           % (d, rw, 0o600, f_data)]
     ev += [ok_call("write", "fd=3<%s>, count=4096, %s" % (name[f_data], sb), 4096)] * 10
@@ -290,7 +290,7 @@ def test_threads(tap, args, work, n=16):
     exp = []
     for i in range(10):
         exp += ["malloc(size=32, id={I%d}) = {P}" % i,
-                "write(fd=3<%s/t>, count=16, buf_id={I%d}, buf_off=%d, errno=0) = 16" % (d, i, i),
+                "write(fd=3<%s/t>, count=16, buf=alloc#{I%d}+0x0, errno=0) = 16" % (d, i),
                 "free(ptr={P}, id={I%d})" % i]
     bad = []
     ids = []
@@ -462,24 +462,24 @@ def expect_bufs(d):
             % (d, os.O_RDWR | os.O_CREAT | os.O_TRUNC),
             "malloc(size=8192, id=1) = {P}",
             "malloc(size=100, id=2) = {PIN}",
-            w("buf_id=1, buf_off=0", 4096),
-            w("buf_id=1, buf_off=100", 50),
-            w("buf_id=0, buf_off={STACK}", 10),
+            w("buf=alloc#1+0x0", 4096),
+            w("buf=alloc#1+0x64", 50),
+            w("buf={STACK}", 10),
             "realloc(ptr={P}, size=%d, id=3, freed=1) = {Q}" % (4 << 20),
-            w("buf_id=3, buf_off=1000", 10),
+            w("buf=alloc#3+0x3e8", 10),
             "free(ptr={Q}, id=3)",
             "free(ptr={PIN}, id=2)",
             "mmap(addr=0x0, length=16384, prot=0x%x, flags=0x%x, file=-1, "
             "offset=0, id=4, errno=0) = {M}" % (PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS),
-            w("buf_id=4, buf_off=4104", 8),
+            w("buf=alloc#4+0x1008", 8),
             "munmap(addr={M1}, length=4096, errno=0) = 0",
-            w("buf_id=4, buf_off=8208", 8),
-            w("buf_id=0, buf_off={M1D}", 8, -1, errno.EFAULT),
+            w("buf=alloc#4+0x2010", 8),
+            w("buf={M1D}", 8, -1, errno.EFAULT),
             "munmap(addr={M}, length=4096, errno=0) = 0",
             "munmap(addr={M2}, length=8192, errno=0) = 0",
             "mmap(addr=0x0, length=8192, prot=0x1, flags=0x%x, file=file#0, offset=0, id=5, "
             "errno=0) = {F}" % MAP_PRIVATE,
-            w("buf_id=5, buf_off=10", 5),
+            w("buf=alloc#5+0xa", 5),
             "munmap(addr={F}, length=8192, errno=0) = 0",
             "close(fd=3<%s/b>, errno=0) = 0" % d]
 
@@ -502,16 +502,16 @@ def test_bufs(tap, args, work):
     tap.ok(diff is None, "bufs: ids and offsets of heap, stack and mapped buffers exact", diff)
     if diff is None:
         m = int(b.vals["M"], 16)
-        tap.ok(int(b.vals["M1"], 16) == m + 4096 and int(b.vals["M1D"]) == m + 4096
+        tap.ok(int(b.vals["M1"], 16) == m + 4096 and int(b.vals["M1D"], 16) == m + 4096
                and int(b.vals["M2"], 16) == m + 8192,
                "bufs: the unmapped middle page is no allocation (id 0, its address); the "
                "pages either side keep id 4 and offsets from the original start", b.vals)
     rc, jsonl, err = run([args.tracefs, "cat", out, "ranks/0/threads/0/events.jsonl"])
     maps = [json.loads(ln)["args"] for ln in jsonl.decode().splitlines()
             if '"name":"mmap"' in ln] if rc == 0 else err
-    tap.ok([(a.get("file"), a.get("length")) for a in maps] == [(-1, 16384), (0, 8192)],
-           "bufs: events.jsonl gives the anonymous mapping file -1, the file-backed one its "
-           "file id 0", maps)
+    tap.ok([(a.get("file"), a.get("length")) for a in maps] == [(None, 16384), ("file#0", 8192)],
+           "bufs: events.jsonl gives the anonymous mapping file null, the file-backed one "
+           "file#0", maps)
     rc, sig, err = run([args.tracefs, "cat", out, "signatures.txt"])
     tap.ok(rc == 0 and b"file=-1," in sig and b"file#4294967295" not in sig,
            "bufs: signatures.txt shows the anonymous mapping's file as -1", sig + err)
@@ -526,9 +526,9 @@ def test_seqread(tap, args, work, n=3000):
         return
     ev = cat_events(args.tracefs, out, 0)
     reads = [e for e in ev if kind(e) == "read"]
-    exp = ["read(fd=3<%s/s>, count=512, buf_id=1, buf_off=%d, errno=0) = 512" % (d, i * 512)
+    exp = ["read(fd=3<%s/s>, count=512, buf=alloc#1+0x%x, errno=0) = 512" % (d, i * 512)
            for i in range(n)]
-    exp += ["read(fd=3<%s/s>, count=512, buf_id=1, buf_off=0, errno=0) = 512" % d] * n
+    exp += ["read(fd=3<%s/s>, count=512, buf=alloc#1+0x0, errno=0) = 512" % d] * n
     tap.ok(reads == exp, "seqread: %d reads walking through block 1, %d into its start"
            % (n, n), (reads[:3], reads[n:n + 3]))
     rc, sigs, _ = run([args.tracefs, "cat", out, "signatures.txt"])
@@ -556,6 +556,13 @@ ALLOC_RX = re.compile(r"(malloc|calloc|realloc|mmap|posix_memalign|aligned_alloc
 
 def fields(e):
     return dict(kv.split("=", 1) for kv in e[e.index("(") + 1:e.rindex(")")].split(", "))
+
+
+def parse_buf(v):
+    """(allocation id, offset) of a buffer as FORMAT.md §9.3 prints it: `alloc#N+0xOFF`, or
+    `0xADDR` in no allocation (id 0)."""
+    m = re.fullmatch(r"(?:alloc#(\d+)\+)?0x([0-9a-f]+)", v)
+    return (int(m.group(1) or 0), int(m.group(2), 16))
 
 
 def churn_check(streams):
@@ -587,10 +594,10 @@ def churn_check(streams):
                 for i in hit:
                     del live[i]
                     freed.add(i)
-            elif k == "pread" and int(f["buf_id"]):
+            elif k == "pread" and parse_buf(f["buf"])[0]:
                 n_heap_reads += 1
-                i = int(f["buf_id"])
-                if i not in live or int(f["buf_off"]) != live[i][1] // 2:
+                i, off = parse_buf(f["buf"])
+                if i not in live or off != live[i][1] // 2:
                     bad.append("T%d: %s: not the middle of a live block of this thread (%s)"
                                % (t, e, live.get(i)))
             elif k == "pread" and f["offset"] != "0":
@@ -638,7 +645,7 @@ def test_ids_off(tap, args, work):
     rc, _, serr = run([args.tracefs, "record", "-o", out, "--", args.capio, "bufs", d],
                       env={"TFS_ALLOC_IDS": "0"})
     ev = cat_events(args.tracefs, out, 0) if rc == 0 else []
-    ids = [fields(e).get("id", fields(e).get("buf_id")) for e in ev
+    ids = [fields(e).get("id", str(parse_buf(fields(e).get("buf", "0x0"))[0])) for e in ev
            if kind(e) in ("malloc", "realloc", "mmap", "write", "free")]
     tap.ok(rc == 0 and len(ids) == 15 and set(ids) == {"0"},
            "TFS_ALLOC_IDS=0: every id recorded is 0", ev)

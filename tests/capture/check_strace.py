@@ -128,8 +128,8 @@ def check(tap, a, name, cmd, work, stdin=None, cwd=None, stdin_bytes=False, inli
     put = 0
     for e in ev:
         ar = e["args"]
-        if e["name"] in OUT_KINDS and ar.get("fd") == 1 and ar.get("ret", -1) >= 0:
-            put += ar["bytes"] if "bytes" in ar else ar["ret"]
+        if e["name"] in OUT_KINDS and ar.get("fd") == 1 and ar.get("result", -1) >= 0:
+            put += ar["bytes"] if "bytes" in ar else ar["result"]
     if inline_nl:
         # tar ends each line with putc_unlocked, which <stdio.h> inlines into the program
         # when optimising: a store into the FILE's buffer, no call for anyone to see
@@ -138,7 +138,7 @@ def check(tap, a, name, cmd, work, stdin=None, cwd=None, stdin_bytes=False, inli
            % (name, len(plain), " and one inline newline per line" if inline_nl else ""),
            "got %d" % put)
     if stdin_bytes:
-        got = sum(e["args"].get("bytes", max(e["args"]["ret"], 0)) for e in ev
+        got = sum(e["args"].get("bytes", max(e["args"]["result"], 0)) for e in ev
                   if e["name"] in IN_STDIO and e["args"].get("fd") == 0)
         tap.ok(got == len(stdin), "%s: its stdio reads of stdin add up to the input's %d bytes"
                % (name, len(stdin)), "got %d" % got)

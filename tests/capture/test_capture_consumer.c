@@ -312,11 +312,11 @@ static void test_consumer_zones_pair_into_events(void **state)
 	assert_int_equal(st.bad_records, 0);
 	got = saved_view(f, 0, &t);
 	assert_string_equal(
-	    got, "{\"ts\":250,\"dur\":0,\"thread\":0,\"name\":\"counter\",\"args\":{\"name\":\"inner\","
+	    got, "{\"ts\":250,\"dur\":0,\"rank\":0,\"thread\":0,\"name\":\"counter\",\"args\":{\"name\":\"inner\","
 		 "\"value\":-5}}\n"
-		 "{\"ts\":200,\"dur\":100,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
+		 "{\"ts\":200,\"dur\":100,\"rank\":0,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
 		 "\"depth\":1}}\n"
-		 "{\"ts\":100,\"dur\":300,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
+		 "{\"ts\":100,\"dur\":300,\"rank\":0,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
 		 "\"depth\":0}}\n");
 	assert_string_equal(tfs_trace_meta(t, "dropped_events"), "0");
 	free(got);
@@ -436,7 +436,7 @@ static void test_consumer_reads_partial_chunks_only_at_the_end(void **state)
 	assert_int_equal(st.open_zones, 1);
 	got = saved_view(f, 0, &t);
 	assert_non_null(strstr(got, "\"name\":\"mark\",\"args\":{\"message\":\"last\"}"));
-	assert_non_null(strstr(got, "\"ts\":100,\"dur\":400,\"thread\":0,\"name\":\"zone_unfinished\""));
+	assert_non_null(strstr(got, "\"ts\":100,\"dur\":400,\"rank\":0,\"thread\":0,\"name\":\"zone_unfinished\""));
 	assert_null(strstr(got, "unpublished"));
 	free(got);
 	tfs_trace_close(t);
@@ -474,7 +474,7 @@ static void test_consumer_phases_and_sites(void **state)
 	assert_int_equal(cap_consumer_poll(f->c), 2);
 	assert_int_equal(cap_consumer_finish(f->c), 0);
 	got = saved_view(f, 1, &t);
-	assert_non_null(strstr(got, "\"name\":\"store\",\"args\":{\"addr\":\"0x1008\",\"size\":8,\"site\":1}"));
+	assert_non_null(strstr(got, "\"name\":\"store\",\"args\":{\"addr\":4104,\"size\":8,\"site\":1}"));
 	assert_non_null(strstr(got, "\"name\":\"load\",\"args\":{\"addr\":\"0x1018\",\"size\":8,\"site\":0}"));
 	for (uint32_t i = 0; tfs_trace_phase(t, i, &pi) == 0; i++) {
 		struct tfs_stream_info si;
@@ -565,18 +565,18 @@ static void test_consumer_calls_become_events(void **state)
 	assert_int_equal(st.bad_records, 2);
 	got = saved_view(f, 0, &t);
 	assert_string_equal(
-	    got, "{\"ts\":10,\"dur\":0,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
-		 "\"ret\":\"0x1000\",\"id\":7}}\n"
-		 "{\"ts\":20,\"dur\":50,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
-		 "\"/tmp/a\",\"flags\":\"0x241\",\"mode\":\"0x1a4\",\"file\":0,\"ret\":3,"
+	    got, "{\"ts\":10,\"dur\":0,\"rank\":0,\"thread\":0,\"name\":\"malloc\",\"args\":{\"size\":64,"
+		 "\"result\":4096,\"id\":7}}\n"
+		 "{\"ts\":20,\"dur\":50,\"rank\":0,\"thread\":0,\"name\":\"open\",\"args\":{\"path\":"
+		 "\"/tmp/a\",\"flags\":577,\"mode\":420,\"file\":\"file#0\",\"result\":3,"
 		 "\"errno\":0}}\n"
-		 "{\"ts\":100,\"dur\":5,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
+		 "{\"ts\":100,\"dur\":5,\"rank\":0,\"thread\":0,\"name\":\"pread\",\"args\":{\"fd\":3,"
 		 /* file 0 is the one the open named */
 		 "\"path\":\"/tmp/a\","
-		 "\"count\":512,\"offset\":4096,\"buf_id\":7,\"buf_off\":128,\"ret\":512,"
+		 "\"count\":512,\"offset\":4096,\"buf\":\"alloc#7+0x80\",\"result\":512,"
 		 "\"errno\":0}}\n"
-		 "{\"ts\":200,\"dur\":7,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
-		 "\"a\",\"newpath\":\"b\",\"ret\":-1,\"errno\":2}}\n");
+		 "{\"ts\":200,\"dur\":7,\"rank\":0,\"thread\":0,\"name\":\"rename\",\"args\":{\"oldpath\":"
+		 "\"a\",\"newpath\":\"b\",\"result\":-1,\"errno\":2}}\n");
 	free(got);
 	tfs_trace_close(t);
 }
@@ -680,10 +680,10 @@ static void test_consumer_declares_mpi_kinds_on_first_use(void **state)
 	assert_int_equal(st.n_events, 2);
 	assert_int_equal(st.bad_records, 1);
 	got = saved_view(f, 0, &t);
-	assert_string_equal(got, "{\"ts\":10,\"dur\":40,\"thread\":0,\"name\":\"MPI_Barrier\","
-				 "\"args\":{\"comm\":0,\"ret\":0}}\n"
-				 "{\"ts\":100,\"dur\":30,\"thread\":0,\"name\":\"MPI_Barrier\","
-				 "\"args\":{\"comm\":3,\"ret\":0}}\n");
+	assert_string_equal(got, "{\"ts\":10,\"dur\":40,\"rank\":0,\"thread\":0,\"name\":\"MPI_Barrier\","
+				 "\"args\":{\"comm\":\"comm#0\",\"result\":0}}\n"
+				 "{\"ts\":100,\"dur\":30,\"rank\":0,\"thread\":0,\"name\":\"MPI_Barrier\","
+				 "\"args\":{\"comm\":\"comm#3\",\"result\":0}}\n");
 	/* the consumer's own kinds and the one MPI call made, not all of mpi.h */
 	tfs_trace_get_info(t, &ti);
 	assert_true(ti.n_kinds < 10);

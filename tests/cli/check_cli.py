@@ -53,10 +53,32 @@ def run(cmd, timeout=600, stdin=subprocess.DEVNULL):
 
 # ---- the model: FORMAT.md §9 from the dumped events ----
 
-def text_escape(b):
-    """§9.1 text: printable ASCII but '"' and '\\' as is, C escapes, \\xHH otherwise."""
-    out = bytearray(b'"')
-    for c in b:
+def utf8_len(b, i):
+    """Bytes of the valid UTF-8 sequence of 2 to 4 bytes at b[i] (RFC 3629), else 0."""
+    try:
+        for k in (2, 3, 4):
+            if i + k <= len(b):
+                b[i:i + k].decode("utf-8")
+                return k
+    except UnicodeDecodeError:
+        pass
+    return 0
+
+
+def escape(b, json_view, gt=False):
+    """§9.1 (2.2): printable ASCII but '"' and '\\' as is, valid UTF-8 as is (the text view
+    escapes C1 controls), C escapes; other bytes \\xHH in text, \\u00XX (controls, DEL) or
+    \\udcXX (no UTF-8) in JSON. With @gt '>' is escaped too (an attached name)."""
+    out = bytearray()
+    i = 0
+    while i < len(b):
+        c = b[i]
+        k = utf8_len(b, i) if c >= 0x80 else 0
+        if k and (json_view or not (c == 0xc2 and b[i + 1] < 0xa0)):
+            out += b[i:i + k]
+            i += k
+            continue
+        i += 1
         if c in (0x22, 0x5c):
             out += b"\\" + bytes([c])
         elif c == 0x0a:
@@ -65,36 +87,41 @@ def text_escape(b):
             out += b"\\t"
         elif c == 0x0d:
             out += b"\\r"
-        elif 0x20 <= c <= 0x7e:
+        elif 0x20 <= c <= 0x7e and not (gt and c == 0x3e):
             out.append(c)
-        else:
+        elif not json_view:
             out += b"\\x%02x" % c
-    return bytes(out + b'"')
+        else:
+            out += (b"\\udc%02x" if c >= 0x80 else b"\\u%04x") % c
+    return bytes(out)
+
+
+def text_escape(b):
+    return b'"' + escape(b, False) + b'"'
 
 
 def json_escape(b):
-    """§9.1 JSON: \\" \\\\ \\n \\t \\r, \\u00XX for other control bytes, DEL and bytes >= 0x80."""
-    out = bytearray(b'"')
-    for c in b:
-        if c in (0x22, 0x5c):
-            out += b"\\" + bytes([c])
-        elif c == 0x0a:
-            out += b"\\n"
-        elif c == 0x09:
-            out += b"\\t"
-        elif c == 0x0d:
-            out += b"\\r"
-        elif 0x20 <= c <= 0x7e:
-            out.append(c)
-        else:
-            out += b"\\u%04x" % c
-    return bytes(out + b'"')
+    return b'"' + escape(b, True) + b'"'
 
 
 def num_text(arg, v):
     if arg["type"] == TYPE_HEX:
         return b"0x%x" % v
     return b"%d" % v
+
+
+def hex_json_width(w):
+    """§9: a hex VAL of text width w counts as the digits of 16^(w-2) - 1 in JSON."""
+    return 20 if w - 2 >= 16 else len(b"%d" % (16 ** max(w - 2, 1) - 1))
+
+
+def ident(name):
+    """§9.2: a name that may stand for a symbol or a value."""
+    return name is not None and re.fullmatch(rb"[A-Za-z_][A-Za-z0-9_]{0,63}", name)
+
+
+def zigzag(v):
+    return v * 2 if v >= 0 else -v * 2 - 1
 
 
 def dump_bytes(s):
@@ -173,47 +200,128 @@ class Model:
     def rank_width(self, rel):
         return max(len(b"%d" % rel), len(b"%d" % (self.n_ranks - 1 + rel)))
 
-    def name_form(self, rank, cls, ident, json_view):
+    def name_form(self, rank, cls, sid, json_view):
         """§9: an attached argument's name at @rank, <escaped> or a JSON string; class#id
         when the rank has no name for it; nothing or null for no id."""
-        if ident == SYM_NONE:
+        if sid == SYM_NONE:
             return b"null" if json_view else b""
-        name = self.names.get(rank, {}).get((cls, ident), cls.encode() + b"#%d" % ident)
+        name = self.names.get(rank, {}).get((cls, sid), cls.encode() + b"#%d" % sid)
         if json_view:
             return json_escape(name)
-        return b"<" + text_escape(name)[1:-1].replace(b">", b"\\x3e") + b">"
+        return b"<" + escape(name, False, gt=True) + b">"
 
-    def name_width(self, cls, ident, json_view):
-        key = (cls, ident, json_view)
+    def name_width(self, cls, sid, json_view):
+        key = (cls, sid, json_view)
         if key not in self.name_widths:
-            self.name_widths[key] = max(len(self.name_form(r, cls, ident, json_view))
+            self.name_widths[key] = max(len(self.name_form(r, cls, sid, json_view))
                                         for r in range(self.n_ranks))
         return self.name_widths[key]
 
+    def ident_name(self, rank, cls, key):
+        name = self.names.get(rank, {}).get((cls, key))
+        return name if ident(name) else None
+
+    def value_form(self, rank, cls, key, flags, fallback):
+        """§9.2: a value's (or symbol's) name at @rank, for hex flags the names of its bits
+        joined by '|', else @fallback."""
+        name = self.ident_name(rank, cls, key)
+        if name is not None or not flags or key == 0:
+            return name if name is not None else fallback
+        bits = [1 << k for k in range(64) if key >> k & 1]
+        names = [self.ident_name(rank, cls, b) for b in bits]
+        return fallback if None in names else b"|".join(names)
+
+    def named(self, rank, cls, key, flags, fallback, json_view=False):
+        """The form at @rank and the widest over every rank (quoted in JSON)."""
+        forms = [self.value_form(r, cls, key, flags, fallback) for r in range(self.n_ranks)]
+        q = b'"' if json_view else b""
+        return q + forms[rank] + q, max(len(f) for f in forms) + len(q) * 2
+
+    def buf_pair(self, args, i):
+        """§9.3: the stem and style of a buffer made of arguments i and i + 1, or None."""
+        if i + 1 >= len(args):
+            return None
+        a, b = args[i], args[i + 1]
+        if not b["name"].endswith("_off") or len(b["name"]) < 5 or \
+                b["type"] not in (TYPE_U64, TYPE_HEX) or \
+                (a["flags"] | b["flags"]) & (ARG_RESULT | ARG_ATTACH):
+            return None
+        stem = b["name"][:-4]
+        if a["name"] == stem + "_id" and a["type"] == TYPE_U64 and \
+                (a["enc"] == ENC_VAL) == (b["enc"] == ENC_VAL) and \
+                a["enc"] in (ENC_VAL, ENC_SIG) and b["enc"] in (ENC_VAL, ENC_SIG):
+            return stem, "addr"
+        if a["name"] == stem and a["enc"] == ENC_SYM and a["sym_class"] == "alloc" and \
+                b["enc"] == ENC_SIG:
+            return stem, "numbered"
+        return None
+
+    def attached_classes(self):
+        return {a["sym_class"] for k in self.kinds.values() for a in k["args"]
+                if a["flags"] & ARG_ATTACH}
+
+    def buf_value(self, rank, style, bid, off, widths, json_view):
+        """A buffer's bytes and deficit; @widths: the two VAL widths, or None (SIG)."""
+        q = b'"' if json_view else b""
+        if style == "numbered" and bid == 0:
+            s, w = self.named(rank, "buf", off, False, b"buf#%d" % off, json_view)
+            return s, w - len(s)
+        s = q + (b"alloc#%d+0x%x" % (bid, off) if bid else b"0x%x" % off) + q
+        return s, (9 + widths[0] + widths[1] + len(q) * 2 - len(s)) if widths else 0
+
     def values(self, rank, e, json_view):
-        """Each argument's bytes and its padding deficit (VAL and RANK fields)."""
+        """Each argument's bytes and its padding deficit; a buffer's second argument None."""
         kind = self.kinds[e[0]]
-        vw = iter(self.widths[self.terminal(rank, e)])
+        args = kind["args"]
+        vwidths = list(self.widths[self.terminal(rank, e)])
+        vidx = [sum(1 for a in args[:i] if a["enc"] == ENC_VAL) for i in range(len(args))]
+        attached_cls = self.attached_classes()
         out = []
-        for a, v in zip(kind["args"], e[3]):
+        skip = False
+        for i, (a, v) in enumerate(zip(args, e[3])):
+            if skip:
+                out.append(None)
+                skip = False
+                continue
             deficit = 0
+            cls = a["sym_class"]
+            pair = self.buf_pair(args, i)
+            if pair:
+                w = (vwidths[vidx[i]], vwidths[vidx[i + 1]]) if a["enc"] == ENC_VAL else None
+                out.append(self.buf_value(rank, pair[1], v, e[3][i + 1], w, json_view))
+                skip = True
+                continue
             if a["enc"] == ENC_STR:
                 s = json_escape(v) if json_view else text_escape(v)
             elif a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
-                s = self.name_form(rank, a["sym_class"], v, json_view)
-                deficit = self.name_width(a["sym_class"], v, json_view) - len(s)
+                s = self.name_form(rank, cls, v, json_view)
+                deficit = self.name_width(cls, v, json_view) - len(s)
+            elif a["enc"] == ENC_SYM and v == SYM_NONE:
+                s = b"null" if json_view else b"-1"
             elif a["enc"] == ENC_SYM:
-                s = b"-1" if v == 0xffffffff else \
-                    b"%d" % v if json_view else a["sym_class"].encode() + b"#%d" % v
-            elif a["enc"] == ENC_RANK or a["enc"] == ENC_RVAL and v.ranked:
+                fallback = cls.encode() + b"#%d" % v
+                if cls in attached_cls:
+                    s = b'"%s"' % fallback if json_view else fallback
+                else:
+                    s, w = self.named(rank, cls, v, False, fallback, json_view)
+                    deficit = w - len(s)
+            elif (a["enc"] == ENC_RANK and v >= 0) or (a["enc"] == ENC_RVAL and v.ranked):
                 s = b"%d" % v
                 deficit = self.rank_width(v - rank) - len(s)
-            else:
-                s = num_text(a, v)
-                if a["enc"] == ENC_VAL:
-                    deficit = next(vw) - len(s)
+            elif a["enc"] == ENC_VAL:
+                s = b"%d" % v if json_view else num_text(a, v)
+                w = vwidths[vidx[i]]
                 if json_view and a["type"] == TYPE_HEX:
-                    s = b'"' + s + b'"'
+                    w = hex_json_width(w)
+                deficit = w - len(s)
+            elif json_view or not cls:
+                s = b"%d" % v
+                if not json_view:
+                    s = num_text(a, v)
+            else:  # §9.2 a value named by its class, in the text view
+                key = zigzag(v) if a["type"] == TYPE_I64 else v
+                s, w = self.named(rank, cls, key, a["type"] == TYPE_HEX, num_text(a, v))
+                deficit = w - len(s)
             out.append((s, deficit))
         return out
 
@@ -234,31 +342,54 @@ class Model:
         def value(i):  # an argument's value and, right after it, the one attached to it
             return vals[i][0] + (vals[i + 1][0] if attached(i + 1) else b"")
 
+        def name(i):  # a buffer is named for its stem
+            pair = self.buf_pair(args, i)
+            return (pair[0] if pair else args[i]["name"]).encode()
+
         line += b"T%-*d " % (wt, thread) + kind["bname"] + b"("
-        line += b", ".join(a["name"].encode() + b"=" + value(i) for i, a in enumerate(args)
-                           if i != kind["result"] and not attached(i))
+        line += b", ".join(name(i) + b"=" + value(i) for i, a in enumerate(args)
+                           if i != kind["result"] and not attached(i) and vals[i] is not None)
         line += b")"
         if kind["result"] >= 0:
             line += b" = " + value(kind["result"])
-        pad = sum(d for _, d in vals)
+        pad = sum(v[1] for v in vals if v is not None)
         return line + b" " * pad + b"\n"
 
     def json_line(self, rank, thread, e):
         kind = self.kinds[e[0]]
         vals = self.values(rank, e, True)
-        pad = sum(d for _, d in vals)
+        args = kind["args"]
+        pad = sum(v[1] for v in vals if v is not None)
         line = b"{"
         if self.timing != TIMING_NONE:
             line += b'"ts":%d,"dur":%d,' % (e[1], e[2])
             pad += len(b"%d" % self.max_ts) - len(b"%d" % e[1])
             pad += len(b"%d" % self.max_dur) - len(b"%d" % e[2])
+        line += b'"rank":%d,' % rank
+        pad += len(b"%d" % (self.n_ranks - 1)) - len(b"%d" % rank)
         line += b'"thread":%d,' % thread
         pad += len(b"%d" % self.max_thread) - len(b"%d" % thread)
         line += b'"name":' + json_escape(kind["bname"]) + b',"args":{'
-        line += b",".join(json_escape(a["name"].encode()) + b":" + vals[i][0]
-                          for i, a in enumerate(kind["args"]))
+        line += b",".join(n + b":" + v for _, n, v in self.json_members(kind, vals))
         line += b"}}"
         return line + b" " * pad + b"\n"
+
+    def json_members(self, kind, vals):
+        """(index, quoted name, value bytes) of each member of a JSON view's "args": the
+        result is "result", a buffer (its first argument's index) is named for its stem."""
+        args = kind["args"]
+        taken = any(a["name"] == "result" for i, a in enumerate(args) if i != kind["result"])
+
+        def name(i):
+            pair = self.buf_pair(args, i)
+            if pair:
+                return pair[0].encode()
+            if i == kind["result"] and not taken:
+                return b"result"
+            return args[i]["name"].encode()
+
+        return [(i, json_escape(name(i)), vals[i][0])
+                for i in range(len(args)) if vals[i] is not None]
 
     def view(self, rank, thread, first, n, view, times=None):
         """Expected bytes; @times replaces (ts, dur) per event (lossy timing)."""

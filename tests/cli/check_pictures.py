@@ -252,12 +252,13 @@ def replay_heap(trace, rank):
     last = None
     for _, t, i, e in evs:
         a = e["args"]
-        addr = int(a.get("ret", a.get("ptr", "0x0")), 16) if e["name"] != "free" else 0
+        # §9: the result is "result" and a hex value a number
+        addr = a.get("result", 0) if e["name"] != "free" else 0
         ident = a.get("id", 0)
         if e["name"] in ("free", "realloc"):
             old = ident if e["name"] == "free" else a.get("freed", 0)
             if not ident:
-                old = int(a.get("ptr", "0x0"), 16)
+                old = a.get("ptr", 0)
             if e["name"] == "realloc" and not addr and a.get("size"):
                 continue
             if old:

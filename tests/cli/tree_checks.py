@@ -244,14 +244,24 @@ class Tree:
 
     # ---- trace.json ----
 
-    def json_arg(self, rank, a, v):
-        if a["enc"] == ENC_SYM and a["flags"] & ARG_ATTACH:
-            return json.loads(self.m.name_form(rank, a["sym_class"], v, True))
-        if a["enc"] == ENC_STR:
-            return v.decode("latin-1")
-        if a["type"] == TYPE_HEX and a["enc"] != ENC_SYM:
-            return "0x%x" % v
-        return v
+    def chrome_args(self, rank, kind_name, args, ph):
+        """FORMAT.md §9: a counter's value; else the arguments of the signature (no VAL, a
+        buffer counted VAL when its offset is) but the string naming the event, printed as
+        in the JSON lines view."""
+        kind = self.m.kinds[kind_name]
+        ka = kind["args"]
+        vals = self.m.values(rank, (kind_name, 0, 0, args), True)
+        out = {}
+        for i, n, v in self.m.json_members(kind, vals):
+            pair = self.m.buf_pair(ka, i)
+            varies = ka[i]["enc"] == ENC_VAL or (pair and ka[i + 1]["enc"] == ENC_VAL)
+            if ph == "C":
+                keep = i == 1
+            else:
+                keep = not varies and not (i == 0 and (is_zone(kind) or ph == "i"))
+            if keep:
+                out[json.loads(n)] = json.loads(v)
+        return out
 
     def chrome_shape(self, kind):
         """FORMAT.md §9: "C" for a counter (STR name, VAL value), "i" for a mark (first
@@ -273,18 +283,13 @@ class Tree:
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
                 ph = self.chrome_shape(kind)
-                name = args[0].decode("latin-1") if is_zone(kind) or ph == "i" else kind_name
+                name = (args[0].decode("utf-8", "surrogateescape")
+                        if is_zone(kind) or ph == "i" else kind_name)
                 if self.m.timing == TIMING_NONE:
                     ts, dur = i * 1000, 1000
                 if ph != "X":
                     dur = None
-                if ph == "C":
-                    jargs = {"value": args[1]}
-                else:
-                    named = is_zone(kind) or ph == "i"
-                    jargs = {a["name"]: self.json_arg(s.rank, a, v)
-                             for j, (a, v) in enumerate(zip(kind["args"], args))
-                             if a["enc"] != ENC_VAL and not (j == 0 and named)}
+                jargs = self.chrome_args(s.rank, kind_name, args, ph)
                 out.append((name, kind["category"], ph, ts, dur, s.rank, s.thread, jargs))
         return out
 
@@ -470,7 +475,8 @@ def files_txt(model, rank, jsonl):
         fa = file_args(kind)
         if not fa:
             continue
-        args = [ev["args"][a["name"]] for a in kind["args"]]
+        # the values as the dump has them (events.jsonl prints names, buffers, "result")
+        args = model.streams[(rank, ev["thread"])][index][3]
         byts = sum(max(v, 0) for a, v in zip(kind["args"], args) if a["flags"] & ARG_BYTES)
         is_call = any(a["flags"] & 1 for a in kind["args"])
         names = [a["name"] for a in kind["args"]]
@@ -501,9 +507,9 @@ def files_txt(model, rank, jsonl):
                 f["written"] += byts
             if opening and i == opened:
                 if "flags" in names:
-                    fl = open_flags(int(args[names.index("flags")], 16)).encode()
+                    fl = open_flags(args[names.index("flags")]).encode()
                 elif "mode" in names:
-                    fl = word(args[names.index("mode")].encode("latin-1"), True) or b"-"
+                    fl = word(args[names.index("mode")], True) or b"-"
                 else:
                     fl = b"-"
                 f["opens"].append((ev.get("ts", 0) if timed else 0, ev["thread"], index, fl))
