@@ -37,6 +37,36 @@ extern const struct tfs_kind_desc cap_call_kinds[N_CALLS];
 extern const struct tfs_kind_desc *const cap_mpi_kinds;
 extern const uint32_t cap_mpi_n_kinds;
 
+/* At most so many classes of predefined handles, each of at most so many (gen_mpi.py checks). */
+#define CAP_MPI_MAX_PREDEF 16
+#define CAP_MPI_MAX_PREDEF_IDS 128
+
+/* The predefined handles of a symbolic id class: names[i] is the handle of id i. */
+struct cap_mpi_predef {
+	const char *sym_class;
+	const char *const *names;
+	uint32_t n;
+};
+
+/* A named value of a value-name class (FORMAT.md §9.2), keyed as the views look it up. */
+struct cap_mpi_vname {
+	const char *sym_class;
+	uint64_t key;
+	const char *name;
+};
+
+/* An implementation's calls, N_CALLS + first.., and the values its mpi.h gives names. */
+struct cap_mpi_impl {
+	uint32_t first, n;
+	const struct cap_mpi_vname *vnames;
+	uint32_t n_vnames;
+};
+
+extern const struct cap_mpi_predef cap_mpi_predefs[];
+extern const uint32_t cap_mpi_n_predefs;
+extern const struct cap_mpi_impl cap_mpi_impls[];
+extern const uint32_t cap_mpi_n_impls;
+
 /* The kind of call @call, NULL if there is no such call. */
 static inline const struct tfs_kind_desc *cap_call_kind(uint32_t call)
 {

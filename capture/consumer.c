@@ -120,6 +120,9 @@ struct cap_consumer {
 	uint32_t *mpi_kind; /* cap_mpi_n_kinds, when the spool records MPI calls; declared on
 			       first use (a trace holds the kinds of the MPI calls made, not all
 			       of mpi.h's), UINT32_MAX until then */
+	uint8_t *mpi_pd; /* TFS_MAX_ARGS bytes an MPI kind, set on its first use: of each
+			    argument 1 + the index of its class in cap_mpi_predefs, 0 none */
+	uint64_t pd_named[CAP_MPI_MAX_PREDEF][CAP_MPI_MAX_PREDEF_IDS / 64]; /* ids named */
 	bool calls;
 	uint32_t *nested_kind; /* N_CALLS + cap_mpi_n_kinds, the kinds of calls recorded inside
 				  others (REC_CALL_NESTED), declared on first use; NULL until one */
@@ -280,7 +283,8 @@ int cap_consumer_new(struct spool *s, const struct cap_timing *tm, struct cap_co
 		rc = add_call_kind(c, k);
 	if (rc == 0 && (s->hdr->trace_mask & TFS_TRACE_MPI) && cap_mpi_n_kinds) {
 		c->mpi_kind = malloc(cap_mpi_n_kinds * sizeof(*c->mpi_kind));
-		if (!c->mpi_kind)
+		c->mpi_pd = calloc(cap_mpi_n_kinds, TFS_MAX_ARGS);
+		if (!c->mpi_kind || !c->mpi_pd)
 			rc = -ENOMEM;
 		else
 			memset(c->mpi_kind, 0xff, cap_mpi_n_kinds * sizeof(*c->mpi_kind));
@@ -327,6 +331,7 @@ void cap_consumer_free(struct cap_consumer *c)
 	free(c->tnames);
 	free(c->cands);
 	free(c->mpi_kind);
+	free(c->mpi_pd);
 	free(c->nested_kind);
 	cap_stacks_free(c->stacks);
 	tfs_writer_free(c->w);
@@ -554,6 +559,65 @@ static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
 		c->err = rc;
 }
 
+/* Set a name; only running out of memory matters (the name is a courtesy to readers). */
+static void set_name(struct cap_consumer *c, const char *cls, uint64_t id, const char *name)
+{
+	int rc = tfs_writer_set_name(c->w, RANK, cls, id, name);
+
+	if (rc == -ENOMEM && !c->err)
+		c->err = rc;
+}
+
+/*
+ * On the first use of MPI kind @i (@k): the names of the values of each value-name class
+ * its arguments have, as the calls' implementation defines them (FORMAT.md §9.2: the views
+ * print `source=MPI_ANY_SOURCE`), and which arguments hold predefined handles.
+ */
+static void mpi_kind_names(struct cap_consumer *c, uint32_t i, const struct tfs_kind_desc *k)
+{
+	const struct cap_mpi_impl *im = NULL;
+
+	for (uint32_t j = 0; j < cap_mpi_n_impls; j++)
+		if (i - cap_mpi_impls[j].first < cap_mpi_impls[j].n)
+			im = &cap_mpi_impls[j];
+	for (uint32_t a = 0; a < k->n_args; a++) {
+		const char *cls = k->args[a].sym_class;
+
+		if (!cls)
+			continue;
+		if (k->args[a].enc == TFS_ENC_SYM) {
+			for (uint32_t p = 0; p < cap_mpi_n_predefs; p++)
+				if (!strcmp(cls, cap_mpi_predefs[p].sym_class))
+					c->mpi_pd[(size_t)i * TFS_MAX_ARGS + a] = (uint8_t)(p + 1);
+			continue;
+		}
+		for (uint32_t v = 0; im && v < im->n_vnames; v++)
+			if (!strcmp(cls, im->vnames[v].sym_class))
+				set_name(c, cls, im->vnames[v].key, im->vnames[v].name);
+	}
+}
+
+/* The standard name of each predefined handle an MPI call of kind @i passes, once an id. */
+static void mpi_handle_names(struct cap_consumer *c, uint32_t i, const struct tfs_kind_desc *k,
+			     const union tfs_arg *a)
+{
+	const uint8_t *pd = c->mpi_pd + (size_t)i * TFS_MAX_ARGS;
+
+	for (uint32_t j = 0; j < k->n_args; j++) {
+		const struct cap_mpi_predef *p;
+		uint64_t id = a[j].u, *named;
+
+		if (!pd[j])
+			continue;
+		p = &cap_mpi_predefs[pd[j] - 1];
+		named = c->pd_named[pd[j] - 1];
+		if (id >= p->n || named[id / 64] >> (id % 64) & 1)
+			continue;
+		named[id / 64] |= 1ull << (id % 64);
+		set_name(c, p->sym_class, id, p->names[id]);
+	}
+}
+
 /*
  * An interposed call: its u64 words and NUL-terminated strings, matched to its kind's
  * arguments in order, then its backtrace when @with_bt (REC_CALL_BT), or its depth and the
@@ -607,7 +671,10 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 			c->err = c->err ? c->err : rc;
 			return 0;
 		}
+		mpi_kind_names(c, call - N_CALLS, k);
 	}
+	if (call >= N_CALLS)
+		mpi_handle_names(c, call - N_CALLS, k, a);
 	if (with_bt) {
 		int rc = read_backtrace(c, ct, r, w + (uint32_t)((len + 7) / 8), words,
 					&a[k->n_args].u);

@@ -39,6 +39,8 @@ INTS = {'int', 'MPI_Aint', 'MPI_Count', 'MPI_Offset', 'MPI_Fint', 'long', 'unsig
 BUF_NAMES = {'origin_addr', 'result_addr', 'compare_addr', 'inbuf', 'outbuf', 'inoutbuf',
              'location', 'buffer', 'pack_buf'}
 MAX_ARGS = 32
+# value-name classes of mpi_annot.txt ({class: (is_flags, [NAME...])}), set by main()
+VNAMES = {}
 # conversions of handles and statuses between the Fortran and C bindings
 CONVERSION = re.compile(r'_(f2c|c2f|f082c|c2f08|f082f|f2f08)$')
 
@@ -112,8 +114,9 @@ def split_params(s):
 
 
 def parse_annot(path):
-    """The parameter rules, the function hooks and the predefined handles of each class."""
-    rules, hooks, predef = {}, {}, {}
+    """The parameter rules, the function hooks, the predefined handles of each class and the
+    named values of each value-name class ({class: (is_flags, [NAME...])})."""
+    rules, hooks, predef, vnames = {}, {}, {}, {}
     classes = {sym: cls for cls, sym in HANDLES.values()}
     with open(path) as f:
         for ln, line in enumerate(f, 1):
@@ -130,6 +133,11 @@ def parse_annot(path):
                              + ' '.join(sorted(classes)))
                 predef[param] = attrs
                 continue
+            if scope in ('values', 'flags'):
+                if param in vnames or not re.fullmatch(r'mpi_\w+', param):
+                    sys.exit(f'{path}:{ln}: {scope} needs a new class mpi_<name>')
+                vnames[param] = (scope == 'flags', attrs)
+                continue
             if param == '-':
                 hooks.setdefault(scope, []).extend(attrs)
                 continue
@@ -137,14 +145,17 @@ def parse_annot(path):
             for a in attrs:
                 k, _, v = a.partition('=')
                 if k not in ('rank', 'rval', 'val', 'in', 'out', 'inout', 'len', 'free',
-                             'skip', 'name', 'atroot'):
+                             'skip', 'name', 'atroot', 'names'):
                     sys.exit(f'{path}:{ln}: unknown attribute {k}')
                 if k == 'name' and (scope == '*' or len(attrs) > 1 or not v):
                     sys.exit(f'{path}:{ln}: name=<standard name> stands alone in a '
                              'function rule')
                 d[k] = v or True
             rules[(scope, param)] = d
-    return rules, hooks, predef
+    for (scope, param), d in rules.items():
+        if 'names' in d and d['names'] not in vnames:
+            sys.exit(f'{path}: {scope} {param}: names={d["names"]} is no values or flags class')
+    return rules, hooks, predef, vnames
 
 
 def attrs_of(rules, func, param):
@@ -317,16 +328,24 @@ class Gen:
         ctx_param = self.ctx_param
         if rank and a['rank'] is not True:
             ctx_param = a['rank']
+        # a value-name class (FORMAT.md §9.2): a rank's specials are MPI_ANY_SOURCE...
+        names = a.get('names') if isinstance(a.get('names'), str) else None
+        if rank and not names and 'mpi_rank' in VNAMES:
+            names = 'mpi_rank'
         if p.ptr == 0 and not p.arr:
             self.role(p, 'INT', 'in', ctx_param, rank)
             if rank:
-                w = self.word(n, 'I64', 'RANK')
+                w = self.word(n, 'I64', 'RANK', cls=names)
                 self.pre.append(f'\t{w} = mpirt_rank({ctx}, {n});')
             elif 'rval' in a:
-                w = self.word(n, 'I64', 'RVAL')
+                w = self.word(n, 'I64', 'RVAL', cls=names)
                 self.pre.append(f'\t{w} = mpirt_rval({ctx}, {self.peer(a["rval"])}, {n});')
+            elif 'val' in a:
+                w = self.word(n, 'I64', 'VAL')
+                self.pre.append(f'\t{w} = (uint64_t)(int64_t){n};')
             else:
-                w = self.word(n, 'I64', 'VAL' if 'val' in a else 'SIG')
+                w = self.word(n, 'HEX' if names and VNAMES[names][0] else 'I64', 'SIG',
+                              cls=names)
                 self.pre.append(f'\t{w} = (uint64_t)(int64_t){n};')
             return
         when = 'pre' if d == 'in' else 'post'
@@ -676,6 +695,69 @@ def impl_args(argv):
     return groups + [cur]
 
 
+def macro_values(o, names):
+    """{NAME: value} of the integer constants @names as the implementation's mpi.h defines
+    them (those it does not define, or not as an integer, left out); none from a header
+    given already preprocessed (tests)."""
+    if o.header or not names:
+        return {}
+    src = '#include <mpi.h>\n' + ''.join(f'tfs_v_{i} = {n};\n' for i, n in enumerate(names))
+    cmd = o.cc.split() + ['-E', '-P', '-x', 'c', '-'] + ['-I' + d for d in o.inc]
+    res = subprocess.run(cmd, input=src, capture_output=True, text=True)
+    if res.returncode != 0:
+        sys.exit(f'gen_mpi: cannot preprocess mpi.h: {res.stderr.strip()}')
+    out = {}
+    for m in re.finditer(r'^tfs_v_(\d+) = (.*);$', res.stdout, re.M):
+        e = re.sub(r'\(\s*(int|unsigned|long)\s*\)', '', m.group(2))
+        e = re.sub(r'(?<=[0-9a-fA-F])[uUlL]+\b', '', e)
+        if re.fullmatch(r'[\s0-9xXa-fA-F()+\-|<]*', e) and re.search(r'\d', e):
+            try:
+                out[names[int(m.group(1))]] = int(eval(e, {'__builtins__': {}}))
+            except (SyntaxError, ValueError, TypeError):
+                pass
+    return out
+
+
+def write_names(f, impls, predef):
+    """The names the consumer writes into traces (FORMAT.md §12, §9.2): each predefined
+    handle's at its id, and per implementation (its calls' range) the values of each
+    value-name class, keyed as the views look them up (zigzag for a signed class)."""
+    f.write('\n')
+    if len(predef) > 16 or any(len(n) > 128 for n in predef.values()):
+        sys.exit('gen_mpi: more predefined handles than CAP_MPI_MAX_PREDEF(_IDS) (calls_i.h)')
+    for i, (cls, names) in enumerate(predef.items()):
+        f.write(f'static const char *const pd{i}[] = {{\n    '
+                + ',\n    '.join(f'"{n}"' for n in names) + '};\n')
+    f.write('\nconst struct cap_mpi_predef cap_mpi_predefs[] = {\n')
+    for i, (sym, names) in enumerate(predef.items()):
+        f.write(f'    {{"{sym}", pd{i}, {len(names)}}},\n')
+    f.write('    {NULL, NULL, 0}};\n\nconst uint32_t cap_mpi_n_predefs = %d;\n' % len(predef))
+    first = 0
+    rows = []
+    for k, im in enumerate(impls):
+        vals = macro_values(im, [n for _, ns in VNAMES.values() for n in ns])
+        ents = []
+        for cls, (flags, names) in VNAMES.items():
+            seen = set()
+            for n in names:
+                if n not in vals:
+                    continue
+                v = vals[n]
+                key = v & (2**64 - 1) if flags else ((v << 1) ^ (v >> 63)) & (2**64 - 1)
+                if flags and (v <= 0 or v & (v - 1)):
+                    continue  # a flags class names single bits
+                if key not in seen:
+                    seen.add(key)
+                    ents.append(f'{{"{cls}", {key}ull, "{n}"}}')
+        f.write(f'\nstatic const struct cap_mpi_vname vn{k}[] = {{\n    '
+                + ',\n    '.join(ents + ['{NULL, 0, NULL}']) + '};\n')
+        rows.append(f'{{{first}, {len(im.gens)}, vn{k}, {len(ents)}}}')
+        first += len(im.gens)
+    f.write('\nconst struct cap_mpi_impl cap_mpi_impls[] = {\n    '
+            + ',\n    '.join(rows + ['{0, 0, NULL, 0}']) + '};\n'
+            f'\nconst uint32_t cap_mpi_n_impls = {len(impls)};\n')
+
+
 def gen_impl(o, rules, hooks, base):
     """The wrappers of the implementation whose mpi.h options @o gives, numbered from @base."""
     text = open(o.header).read() if o.header else preprocess(o.cc, o.inc)
@@ -777,7 +859,8 @@ def main():
     impls = [o] + [nx.parse_args(g) for g in groups[1:]]
     gens, predef = [], {}
     if not o.no_mpi:
-        rules, hooks, predef = parse_annot(o.annot)
+        rules, hooks, predef, vnames = parse_annot(o.annot)
+        VNAMES.update(vnames)
         for im in impls:
             im.cc = o.cc
             im.gens = gen_impl(im, rules, hooks, len(gens))
@@ -794,8 +877,13 @@ def main():
                 a = f'a{i}' if g.args else 'NULL'
                 f.write(f'    {{"{g.name}", "mpi", {len(g.args)}, {a}}},\n')
             f.write('};\n\nconst struct tfs_kind_desc *const cap_mpi_kinds = kinds;\n')
+            write_names(f, impls, predef)
         else:
-            f.write('const struct tfs_kind_desc *const cap_mpi_kinds = NULL;\n')
+            f.write('const struct tfs_kind_desc *const cap_mpi_kinds = NULL;\n'
+                    'const struct cap_mpi_predef cap_mpi_predefs[1] = {{NULL, NULL, 0}};\n'
+                    'const uint32_t cap_mpi_n_predefs = 0;\n'
+                    'const struct cap_mpi_impl cap_mpi_impls[1] = {{0, 0, NULL, 0}};\n'
+                    'const uint32_t cap_mpi_n_impls = 0;\n')
         f.write(f'const uint32_t cap_mpi_n_kinds = {len(gens)};\n')
     if o.replay:
         if o.no_mpi:

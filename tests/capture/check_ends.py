@@ -140,7 +140,7 @@ def signal_deaths(tap, a, work):
                    frames)
         else:
             pid = int(t.info["meta"]["pid"])
-            tap.ok(args["code"] < 0 and args["sender"] == pid and args["addr"] == "0x0",
+            tap.ok(args["code"] < 0 and args["sender"] == pid and args["addr"] == 0,
                    "abort: sent by the process itself (code %d, sender its pid)"
                    % args["code"], args)
 
@@ -287,7 +287,8 @@ def names(tap, a, work):
            "pthread_setname_np of itself and of another thread)", threads)
     sets = [(e["args"]["thread"], e["args"]["name"], e["args"]["result"])
             for e in t.events(0, "setname")]
-    tap.ok(sorted(sets) == [(0, "mainly", 0), (1, "worker-1", 0), (2, "worker-2", 0)],
+    tap.ok(sorted(sets) == [("thread#0", "mainly", 0), ("thread#1", "worker-1", 0),
+                           ("thread#2", "worker-2", 0)],
            "the naming calls are setname events", sets)
     p = t.info.get("processes", [{}])[0]
     tap.ok(p.get("program") == "cap_ends" and p.get("pid") == int(t.info["meta"]["pid"]) and

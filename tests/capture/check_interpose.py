@@ -290,7 +290,7 @@ def test_threads(tap, args, work, n=16):
     exp = []
     for i in range(10):
         exp += ["malloc(size=32, id={I%d}) = {P}" % i,
-                "write(fd=3<%s/t>, count=16, buf=alloc#{I%d}+0x0, errno=0) = 16" % (d, i),
+                "write(fd=3<%s/t>, count=16, buf=alloc#{I%d}+0x%x, errno=0) = 16" % (d, i, i),
                 "free(ptr={P}, id={I%d})" % i]
     bad = []
     ids = []
