@@ -32,9 +32,23 @@ from tap import Tap  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cli'))
 import trace_event  # noqa: E402
 
+# events.jsonl prints a symbolic id as "class#N", a predefined handle by its name (§9.2)
+WORLD = 'MPI_COMM_WORLD'
 NO_STATUS = -32768
 MPI_UNDEFINED = -32766  # MPICH's and Open MPI's
-IN_PLACE = '0xffffffffffffffff'  # the offset of MPI_IN_PLACE (mpi_rt_i.h, mpirt_buf)
+def predef_id(cls, name):
+    """The symbolic id of a predefined handle: its place in mpi_annot.txt's predef line."""
+    annot = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'capture',
+                         'mpi', 'mpi_annot.txt')
+    for line in open(annot):
+        f = line.split('#', 1)[0].split()
+        if f[:2] == ['predef', cls]:
+            return f[2:].index(name)
+    raise KeyError(cls)
+
+
+# MPI_IN_PLACE: no allocation, buffer number all ones (mpi_rt_i.h, mpirt_buf; FORMAT.md §9.3)
+IN_PLACE = 'buf#18446744073709551615'
 ANY = object()
 
 
@@ -80,13 +94,12 @@ def match_val(exp, act, env):
         if len(parts) != len(exp.elems):
             return False
         for e, p in zip(exp.elems, parts):
-            m = re.fullmatch(r'req#(\d+)', p)
-            if not m:
+            if not re.fullmatch(r'req#(\d+)', p):
                 return False
             if e == 0:
-                if int(m.group(1)) != 0:
+                if p != 'req#0':
                     return False
-            elif not bind(e, int(m.group(1)), env):
+            elif not bind(e, p, env):  # as the request argument prints it
                 return False
         return True
     if isinstance(exp, Fn):
@@ -147,8 +160,8 @@ class Runner:
 # ---- expected call sequences, from the programs' sources ----
 
 def start(rank, size):
-    return [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': rank}),
-            ('MPI_Comm_size', {'comm': 0, 'size': size})]
+    return [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': WORLD, 'rank': rank}),
+            ('MPI_Comm_size', {'comm': WORLD, 'size': size})]
 
 
 def exp_ring(rank, size, iters):
@@ -156,16 +169,16 @@ def exp_ring(rank, size, iters):
     seq = start(rank, size)
     for _ in range(iters):
         seq += [('MPI_Sendrecv', {'sendcount': 1, 'dest': nxt, 'sendtag': 7, 'recvcount': 1,
-                                  'source': prv, 'recvtag': 7, 'comm': 0,
+                                  'source': prv, 'recvtag': 7, 'comm': WORLD,
                                   'status.source': NO_STATUS, 'status.tag': NO_STATUS,
                                   'status.count': NO_STATUS, 'status.cancelled': NO_STATUS}),
-                ('MPI_Irecv', {'count': 1, 'source': prv, 'tag': 8, 'comm': 0,
+                ('MPI_Irecv', {'count': 1, 'source': prv, 'tag': 8, 'comm': WORLD,
                                'request': V('a')}),
-                ('MPI_Isend', {'count': 1, 'dest': nxt, 'tag': 8, 'comm': 0,
+                ('MPI_Isend', {'count': 1, 'dest': nxt, 'tag': 8, 'comm': WORLD,
                                'request': V('b')}),
                 ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
                                  'array_of_statuses': ''})]
-    seq += [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+    seq += [('MPI_Allreduce', {'count': 1, 'comm': WORLD}), ('MPI_Finalize', {})]
     return seq
 
 
@@ -189,15 +202,15 @@ def exp_stencil2d(rank, size, iters):
     seq = start(rank, size)
     for _ in range(iters):
         for k, p in enumerate(nb):
-            seq.append(('MPI_Irecv', {'count': 64, 'source': p, 'tag': 0, 'comm': 0,
+            seq.append(('MPI_Irecv', {'count': 64, 'source': p, 'tag': 0, 'comm': WORLD,
                                       'request': V(f'r{k}')}))
         for k, p in enumerate(nb):
-            seq.append(('MPI_Isend', {'count': 64, 'dest': p, 'tag': 0, 'comm': 0,
+            seq.append(('MPI_Isend', {'count': 64, 'dest': p, 'tag': 0, 'comm': WORLD,
                                       'request': V(f's{k}')}))
         reqs = [V(f'r{k}') for k in range(len(nb))] + [V(f's{k}') for k in range(len(nb))]
         seq.append(('MPI_Waitall', {'count': 2 * len(nb), 'array_of_requests': Reqs(*reqs),
                                     'array_of_statuses': ''}))
-    seq += [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+    seq += [('MPI_Allreduce', {'count': 1, 'comm': WORLD}), ('MPI_Finalize', {})]
     return seq
 
 
@@ -226,9 +239,9 @@ def exp_stencil3d(rank, size, iters):
         hi[d] = (c[d] + 1) % dims[d]
         nb += [at(lo), at(hi)]
     dstr = ','.join(map(str, dims))
-    seq = [('MPI_Init', {}), ('MPI_Comm_size', {'comm': 0, 'size': size}),
+    seq = [('MPI_Init', {}), ('MPI_Comm_size', {'comm': WORLD, 'size': size}),
            ('MPI_Dims_create', {'nnodes': size, 'ndims': 3, 'dims': dstr}),
-           ('MPI_Cart_create', {'comm_old': 0, 'ndims': 3, 'dims': dstr, 'periods': '1,1,1',
+           ('MPI_Cart_create', {'comm_old': WORLD, 'ndims': 3, 'dims': dstr, 'periods': '1,1,1',
                                 'reorder': 0, 'comm_cart': V('cart', 'job')}),
            ('MPI_Comm_rank', {'comm': V('cart', 'job'), 'rank': rank})]
     for d in range(3):
@@ -270,37 +283,40 @@ def exp_coll(rank, size):
     ones = ','.join(['1'] * size)
     idx = ','.join(str(i) for i in range(size))
     return start(rank, size) + [
-        ('MPI_Bcast', {'count': 4, 'datatype': V('int', 'type'), 'root': 0, 'comm': 0}),
-        ('MPI_Reduce', {'count': 1, 'op': V('sum', 'op'), 'root': size - 1, 'comm': 0}),
-        ('MPI_Allreduce', {'count': 1, 'op': V('max', 'op'), 'comm': 0}),
-        ('MPI_Gather', {'sendcount': 1, 'recvcount': 1, 'root': 0, 'comm': 0}),
-        ('MPI_Scatter', {'sendcount': 1, 'recvcount': 1, 'root': 1 % size, 'comm': 0}),
-        ('MPI_Allgather', {'sendcount': 1, 'recvcount': 1, 'comm': 0}),
-        ('MPI_Alltoall', {'sendcount': 1, 'recvcount': 1, 'comm': 0}),
+        ('MPI_Bcast', {'count': 4, 'datatype': 'MPI_INT', 'root': 0, 'comm': WORLD}),
+        ('MPI_Reduce', {'count': 1, 'datatype': 'MPI_INT', 'op': 'MPI_SUM', 'root': size - 1,
+                        'comm': WORLD}),
+        ('MPI_Allreduce', {'count': 1, 'datatype': 'MPI_INT', 'op': 'MPI_MAX', 'comm': WORLD}),
+        ('MPI_Gather', {'sendcount': 1, 'recvcount': 1, 'root': 0, 'comm': WORLD}),
+        ('MPI_Scatter', {'sendcount': 1, 'recvcount': 1, 'root': 1 % size, 'comm': WORLD}),
+        ('MPI_Allgather', {'sendcount': 1, 'recvcount': 1, 'comm': WORLD}),
+        ('MPI_Alltoall', {'sendcount': 1, 'recvcount': 1, 'comm': WORLD}),
         ('MPI_Alltoallv', {'sendcounts': ones, 'sdispls': idx, 'recvcounts': ones,
-                           'rdispls': idx, 'sendtype': V('int', 'type'), 'comm': 0}),
-        ('MPI_Scan', {'count': 1, 'op': V('sum', 'op'), 'comm': 0}),
-        ('MPI_Reduce_scatter_block', {'recvcount': 1, 'op': V('sum', 'op'), 'comm': 0}),
-        ('MPI_Barrier', {'comm': 0}), ('MPI_Finalize', {})]
+                           'rdispls': idx, 'sendtype': 'MPI_INT', 'recvtype': 'MPI_INT',
+                           'comm': WORLD}),
+        ('MPI_Scan', {'count': 1, 'op': 'MPI_SUM', 'comm': WORLD}),
+        ('MPI_Reduce_scatter_block', {'recvcount': 1, 'op': 'MPI_SUM', 'comm': WORLD}),
+        ('MPI_Barrier', {'comm': WORLD}), ('MPI_Finalize', {})]
 
 
 def exp_dtype(rank, size):
-    seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': rank}),
+    seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': WORLD, 'rank': rank}),
            ('MPI_Type_vector', {'count': 4, 'blocklength': 1, 'stride': 4,
-                                'oldtype': V('int', 'type'), 'newtype': V('vec', 'type')}),
+                                'oldtype': 'MPI_INT', 'newtype': V('vec', 'type')}),
            ('MPI_Type_commit', {'datatype': V('vec', 'type')}),
-           ('MPI_Type_contiguous', {'count': 3, 'oldtype': V('dbl', 'type'), 'newtype': V('con', 'type')}),
+           ('MPI_Type_contiguous', {'count': 3, 'oldtype': 'MPI_DOUBLE', 'newtype': V('con', 'type')}),
            ('MPI_Type_commit', {'datatype': V('con', 'type')}),
            ('MPI_Type_create_struct', {
                'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
-               'array_of_types': Fn(lambda a, env: a == 'type#%d,type#%d' % (
-                   env['type']['int'], env['type']['dbl']), 'type#<int>,type#<double>'),
+               # a handle array is a string of ids
+               'array_of_types': 'type#%d,type#%d' % (predef_id('type', 'MPI_INT'),
+                                                     predef_id('type', 'MPI_DOUBLE')),
                'newtype': V('st', 'type')}),
            ('MPI_Type_commit', {'datatype': V('st', 'type')})]
     if rank == 0:
         seq.append(('MPI_Send', {'count': 1, 'datatype': V('vec', 'type'), 'dest': 1, 'tag': 5}))
     elif rank == 1:
-        seq.append(('MPI_Recv', {'count': 4, 'datatype': V('int', 'type'), 'source': 0, 'tag': 5,
+        seq.append(('MPI_Recv', {'count': 4, 'datatype': 'MPI_INT', 'source': 0, 'tag': 5,
                                  'status.source': 0, 'status.tag': 5, 'status.count': 16,
                                  'status.cancelled': 0}))
     seq += [('MPI_Bcast', {'count': 1, 'datatype': V('con', 'type'), 'root': 0}),
@@ -309,7 +325,7 @@ def exp_dtype(rank, size):
             ('MPI_Type_free', {'datatype': V('vec', 'type')}),
             # the lowest freed id is the first vector's: it is reused
             ('MPI_Type_vector', {'count': 2, 'blocklength': 2, 'stride': 3,
-                                 'oldtype': V('int', 'type'), 'newtype': V('vec', 'type')}),
+                                 'oldtype': 'MPI_INT', 'newtype': V('vec', 'type')}),
             ('MPI_Type_free', {'datatype': V('vec', 'type')}),
             ('MPI_Finalize', {})]
     return seq
@@ -323,19 +339,19 @@ def exp_comms(rank, size):
         return rank + (r - hr)
     dst, src = in_half((hr + 1) % hs), in_half((hr - 1) % hs)
     return start(rank, size) + [
-        ('MPI_Comm_split', {'comm': 0, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'key': rank, 'newcomm': half}),
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': hs}),
         ('MPI_Sendrecv', {'dest': dst, 'sendtag': 3, 'source': src, 'recvtag': 3, 'comm': half,
                           'status.source': src, 'status.tag': 3, 'status.count': 4,
                           'status.cancelled': 0}),
-        ('MPI_Comm_dup', {'comm': 0, 'newcomm': V('dup', 'job')}),
+        ('MPI_Comm_dup', {'comm': WORLD, 'newcomm': V('dup', 'job')}),
         ('MPI_Barrier', {'comm': V('dup', 'job')}),
-        ('MPI_Comm_idup', {'comm': 0, 'newcomm': V('idup', 'job'), 'request': V('rq')}),
+        ('MPI_Comm_idup', {'comm': WORLD, 'newcomm': V('idup', 'job'), 'request': V('rq')}),
         ('MPI_Wait', {'request': V('rq'), 'status.source': NO_STATUS}),
         ('MPI_Barrier', {'comm': V('idup', 'job')}),
         ('MPI_Intercomm_create', {'local_comm': half, 'local_leader': in_half(0),
-                                  'peer_comm': 0, 'remote_leader': 1 - rank % 2, 'tag': 99,
+                                  'peer_comm': WORLD, 'remote_leader': 1 - rank % 2, 'tag': 99,
                                   'newintercomm': V('inter', 'job')}),
         ('MPI_Comm_remote_size', {'comm': V('inter', 'job'), 'size': hs}),
         # ranks of an intercommunicator are the remote group's, at the caller's offset
@@ -372,13 +388,13 @@ def check_anysome(t, evs, rank, size, openmpi):
     ok &= [e['args']['source'] for e in first] == list(range(1, size))
     ok &= [e['args']['tag'] for e in second] == [100 + i for i in range(1, size)]
     ids = [e['args']['request'] for e in first]
-    ok &= len(set(ids)) == n and 0 not in ids
+    ok &= len(set(ids)) == n and 'req#0' not in ids
     waits = [e for e in evs if e['name'] == 'MPI_Waitany']
     seen = []
     live = list(ids)
     for w in waits:
         a = w['args']
-        exp_list = ','.join(f'req#{i}' for i in live)
+        exp_list = ','.join(live)
         if a['array_of_requests'] != exp_list:
             ok, why = False, f'Waitany requests {a["array_of_requests"]} != {exp_list}'
         k = a['indx']
@@ -387,7 +403,7 @@ def check_anysome(t, evs, rank, size, openmpi):
                 a['status.count'] == 4 and a['status.cancelled'] == 0):
             ok, why = False, f'Waitany index {k} status {a["status.source"]}/{a["status.tag"]}'
         else:
-            live[k] = 0
+            live[k] = 'req#0'
     ok &= len(waits) == n and sorted(seen) == list(range(n))
     got, tests = [], [e for e in evs if e['name'] == 'MPI_Testsome']
     for e in tests:
@@ -414,11 +430,11 @@ def exp_fileio(rank, size):
     f = V('f', 'file')
     io_st = {'status.source': NO_STATUS, 'status.tag': NO_STATUS, 'status.cancelled': NO_STATUS}
     return start(rank, size) + [
-        ('MPI_File_open', {'comm': 0, 'filename': 'fileio.dat', 'fh': f}),
+        ('MPI_File_open', {'comm': WORLD, 'filename': 'fileio.dat', 'fh': f}),
         ('MPI_File_write_at', dict(io_st, **{'fh': f, 'offset': 16 * rank, 'count': 4,
                                              'status.count': 16})),
         ('MPI_File_set_view', {'fh': f, 'disp': 0, 'datarep': 'native'}),
-        ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Barrier', {'comm': WORLD}),
         ('MPI_File_read_at', dict(io_st, **{'fh': f, 'offset': 4 * ((rank + 1) % size),
                                             'count': 4, 'status.count': 16})),
         ('MPI_Get_count', {'count': 4}),
@@ -437,14 +453,14 @@ def exp_topo(rank, size):
     indx = ','.join(str(2 * (i + 1)) for i in range(size))
     return start(rank, size) + [
         ('MPI_Dims_create', {'nnodes': size, 'ndims': 2, 'dims': ds}),
-        ('MPI_Cart_create', {'comm_old': 0, 'ndims': 2, 'dims': ds, 'periods': '1,0',
+        ('MPI_Cart_create', {'comm_old': WORLD, 'ndims': 2, 'dims': ds, 'periods': '1,0',
                              'reorder': 0, 'comm_cart': cart}),
         ('MPI_Cart_coords', {'comm': cart, 'rank': rank, 'maxdims': 2, 'coords': c}),
         ('MPI_Cart_rank', {'comm': cart, 'coords': c, 'rank': rank}),
         ('MPI_Cart_get', {'comm': cart, 'maxdims': 2, 'dims': ds, 'periods': '1,0',
                           'coords': c}),
         ('MPI_Cart_sub', {'comm': cart, 'remain_dims': '0,1', 'newcomm': row}),
-        ('MPI_Graph_create', {'comm_old': 0, 'nnodes': size, 'indx': indx, 'reorder': 0,
+        ('MPI_Graph_create', {'comm_old': WORLD, 'nnodes': size, 'indx': indx, 'reorder': 0,
                               'comm_graph': ring}),
         ('MPI_Graph_get', {'comm': ring, 'maxindex': size, 'maxedges': 2 * size,
                            'indx': indx}),
@@ -465,11 +481,11 @@ def exp_vcoll(rank, size):
     rev = ','.join(str(size - 1 - i) for i in range(size)) if rank == 0 else ''
     return start(rank, size) + [
         ('MPI_Gatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': rev, 'root': 0,
-                         'comm': 0}),
+                         'comm': WORLD}),
         ('MPI_Scatterv', {'sendcounts': ones, 'displs': rev, 'recvcount': 1, 'root': 0,
-                          'comm': 0}),
+                          'comm': WORLD}),
         ('MPI_Igatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': rev, 'root': 0,
-                          'comm': 0, 'request': V('rq')}),
+                          'comm': WORLD, 'request': V('rq')}),
         ('MPI_Wait', {'request': V('rq')}), ('MPI_Finalize', {})]
 
 
@@ -483,7 +499,7 @@ def exp_groups(rank, size):
         pair = ','.join('r' if k == member else f'r{k - member:+d}' for k in (0, 1))
     world = f'{rel_rank(size - 1, rank)},{rel_rank(0, rank)}'
     return start(rank, size) + [
-        ('MPI_Comm_group', {'comm': 0, 'group': V('world', 'group')}),
+        ('MPI_Comm_group', {'comm': WORLD, 'group': V('world', 'group')}),
         ('MPI_Group_incl', {'group': V('world', 'group'), 'n': 2, 'ranks': world,
                             'newgroup': V('pair', 'group')}),
         # a member's rank in the group prints as its world rank; MPI_UNDEFINED as it is
@@ -507,7 +523,7 @@ def exp_probe(rank, size):
         return {'status.source': prv, 'status.tag': tag, 'status.count': 4,
                 'status.cancelled': cancelled}
     seq = start(rank, size) + [
-        ('MPI_Comm_split', {'comm': 0, 'newcomm': half}),
+        ('MPI_Comm_split', {'comm': WORLD, 'newcomm': half}),
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': hs})]
     seq += [('MPI_Send', {'dest': nxt, 'tag': t, 'comm': half}) for t in (1, 2, 3)]
@@ -551,7 +567,7 @@ def exp_neighbor(rank, size):
     v = {'sendcounts': ones, 'sdispls': idx, 'recvcounts': ones, 'rdispls': idx,
          'comm': ring}
     return start(rank, size) + [
-        ('MPI_Cart_create', {'comm_old': 0, 'ndims': 1, 'dims': str(size), 'periods': '1',
+        ('MPI_Cart_create', {'comm_old': WORLD, 'ndims': 1, 'dims': str(size), 'periods': '1',
                              'comm_cart': ring}),
         ('MPI_Neighbor_allgatherv', {'sendcount': 1, 'recvcounts': ones, 'displs': idx,
                                      'comm': ring}),
@@ -559,7 +575,7 @@ def exp_neighbor(rank, size):
         ('MPI_Ineighbor_alltoallv', dict(v, request=V('rq'))),
         ('MPI_Wait', {'request': V('rq')}),
         ('MPI_Dist_graph_create_adjacent', {
-            'comm_old': 0, 'indegree': 1, 'sources': rel_rank((rank - 1) % size, rank),
+            'comm_old': WORLD, 'indegree': 1, 'sources': rel_rank((rank - 1) % size, rank),
             'outdegree': 1, 'destinations': rel_rank((rank + 1) % size, rank),
             'comm_dist_graph': graph}),
         ('MPI_Neighbor_alltoallv', {'sendcounts': '1', 'sdispls': '0', 'recvcounts': '1',
@@ -567,7 +583,7 @@ def exp_neighbor(rank, size):
         ('MPI_Comm_free', {'comm': graph}),
         # sources are ranks (relative), destinations (as long as the degrees' sum) an address
         # the first graph's id, free again, is the lowest free at every rank
-        ('MPI_Dist_graph_create', {'comm_old': 0, 'n': 1, 'sources': 'r', 'degrees': '1',
+        ('MPI_Dist_graph_create', {'comm_old': WORLD, 'n': 1, 'sources': 'r', 'degrees': '1',
                                    'comm_dist_graph': graph}),
         ('MPI_Comm_free', {'comm': graph}), ('MPI_Comm_free', {'comm': ring}),
         ('MPI_Finalize', {})]
@@ -591,8 +607,8 @@ PROGRAMS = [
     ('probe', 4, [], exp_probe),
     ('neighbor', 4, [], exp_neighbor),
     ('pmpi', 3, [], lambda r, s: [
-        ('MPI_Init', {}), ('MPI_Barrier', {'comm': 0}),
-        ('MPI_Allreduce', {'sendbuf_off': IN_PLACE, 'count': 1, 'comm': 0}),
+        ('MPI_Init', {}), ('MPI_Barrier', {'comm': WORLD}),
+        ('MPI_Allreduce', {'sendbuf': IN_PLACE, 'count': 1, 'comm': WORLD}),
         ('MPI_Finalize', {})]),
 ]
 
@@ -643,7 +659,7 @@ def check_program(t, run, name, n, args, expect):
              'anysome: rank 1\'s phase holds its second send and ends at ' +
              ('MPI_Info_delete' if run.o.openmpi else 'the empty value'), names[1])
     if name == 'comms':
-        t.ok(len(set(job.values())) == 4 and 0 not in job.values(),
+        t.ok(len(set(job.values())) == 4 and WORLD not in job.values(),
              'comms: split, dup, idup and intercommunicator ids agreed by all members, distinct',
              job)
 
@@ -661,7 +677,7 @@ def exp_tagring(rank, size, iters):
                 ('MPI_Isend', {'dest': nxt, 'tag': rank, 'request': V('b')}),
                 ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
                                  'array_of_statuses': st})]
-    return seq + [('MPI_Allreduce', {'count': 1, 'comm': 0}), ('MPI_Finalize', {})]
+    return seq + [('MPI_Allreduce', {'count': 1, 'comm': WORLD}), ('MPI_Finalize', {})]
 
 
 def n_grammars(run, trace):
@@ -783,7 +799,7 @@ def check_status(t, run):
     in_status, trunc = int(m.group(3)), int(m.group(4))
     cls = V('errh', 'errh')
     exp0 = start(0, 2) + [
-        ('MPI_Comm_set_errhandler', {'comm': 0, 'errhandler': cls}),
+        ('MPI_Comm_set_errhandler', {'comm': WORLD, 'errhandler': cls}),
         ('MPI_Send', {'count': 3, 'dest': 1, 'tag': 5}),
         ('MPI_Send', {'count': 2, 'dest': 1, 'tag': 6}),
         ('MPI_Send', {'count': 1, 'dest': 1, 'tag': 7}),
@@ -793,10 +809,10 @@ def check_status(t, run):
     pending = [e['name'] for e in evs1].count('MPI_Wait') == 2
     undef = {'status.source': NO_STATUS, 'status.tag': NO_STATUS, 'status.count': NO_STATUS}
     exp1 = start(1, 2) + [
-        ('MPI_Comm_set_errhandler', {'comm': 0, 'errhandler': cls}),
+        ('MPI_Comm_set_errhandler', {'comm': WORLD, 'errhandler': cls}),
         # 3 of 8 posted ints
         ('MPI_Recv', {'count': 8, 'source': 0, 'tag': 5, 'status.source': 0,
-                      'status.tag': 5, 'status.count': 12, 'status.cancelled': 0, 'ret': 0}),
+                      'status.tag': 5, 'status.count': 12, 'status.cancelled': 0, 'result': 0}),
         # a status read without its communicator: its source as it is
         ('MPI_Get_count', {'status.source': 0, 'status.tag': 5, 'status.count': 12,
                            'status.cancelled': 0, 'count': 3}),
@@ -812,7 +828,7 @@ def check_status(t, run):
         ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('t'), V('f')),
                          'array_of_statuses': f'error:{trunc},' + (
                              'pending' if pending else 'r-1:7:4:0:0'),
-                         'ret': in_status}),
+                         'result': in_status}),
         ('MPI_Error_class', {'errorcode': ANY, 'errorclass': trunc})]
     if pending:
         exp1.append(('MPI_Wait', {'request': V('f'), 'status.source': 0, 'status.tag': 7,
@@ -838,18 +854,18 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
     `use mpi`)."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
     # one id for the split's result: members agree on it, the two halves never meet
-    integer, vec, half = V('integer', 'type'), V('vec', 'type'), V('half', 'job')
-    send = ('MPI_Send', {'count': 3, 'datatype': integer, 'dest': nxt, 'tag': 11, 'comm': 0})
-    recv = ('MPI_Recv', {'count': 4, 'datatype': integer, 'source': prv, 'tag': 11, 'comm': 0,
+    integer, vec, half = 'MPI_INTEGER', V('vec', 'type'), V('half', 'job')
+    send = ('MPI_Send', {'count': 3, 'datatype': integer, 'dest': nxt, 'tag': 11, 'comm': WORLD})
+    recv = ('MPI_Recv', {'count': 4, 'datatype': integer, 'source': prv, 'tag': 11, 'comm': WORLD,
                          'status.source': prv, 'status.tag': 11, 'status.count': 12,
                          'status.cancelled': 0})
     seq = start(rank, size) + ([send, recv] if rank == 0 else [recv, send]) + [
         # a status read without its communicator: its source as it is
         ('MPI_Get_count', {'status.source': prv, 'status.tag': 11, 'status.count': 12,
                            'status.cancelled': 0, 'datatype': integer, 'count': 3}),
-        ('MPI_Irecv', {'count': 1, 'datatype': integer, 'source': prv, 'tag': 12, 'comm': 0,
+        ('MPI_Irecv', {'count': 1, 'datatype': integer, 'source': prv, 'tag': 12, 'comm': WORLD,
                        'request': V('a')}),
-        ('MPI_Isend', {'count': 1, 'datatype': integer, 'dest': nxt, 'tag': 12, 'comm': 0,
+        ('MPI_Isend', {'count': 1, 'datatype': integer, 'dest': nxt, 'tag': 12, 'comm': WORLD,
                        'request': V('b')}),
         ('MPI_Waitall', {'count': 2, 'array_of_requests': Reqs(V('a'), V('b')),
                          'array_of_statuses': f'{rel_rank(prv, rank)}:{rel_tag(12, prv, rank)}'
@@ -857,7 +873,7 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
     if rank == 0:
         seq.append(('MPI_Send', dict(
             {'count': 1, 'datatype': V('section', 'type')} if f08 and not openmpi else
-            {'count': 4, 'datatype': integer}, dest=1, tag=14, comm=0)))
+            {'count': 4, 'datatype': integer}, dest=1, tag=14, comm=WORLD)))
     elif rank == 1:
         seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 14,
                                  'status.source': 0, 'status.tag': 14, 'status.count': 16,
@@ -867,7 +883,7 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
                              'newtype': vec}),
         ('MPI_Type_commit', {'datatype': vec})]
     if rank == 0:
-        seq.append(('MPI_Send', {'count': 1, 'datatype': vec, 'dest': 1, 'tag': 13, 'comm': 0}))
+        seq.append(('MPI_Send', {'count': 1, 'datatype': vec, 'dest': 1, 'tag': 13, 'comm': WORLD}))
     elif rank == 1:
         seq.append(('MPI_Recv', {'count': 4, 'datatype': integer, 'source': 0, 'tag': 13,
                                  'status.source': 0, 'status.tag': 13, 'status.count': 16,
@@ -875,7 +891,7 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
     info = V('info', 'info')
     return seq + [
         ('MPI_Type_free', {'datatype': vec}),
-        ('MPI_Comm_split', {'comm': 0, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'key': rank, 'newcomm': half}),
         # the rank in the half, printed as the world rank at the same offset
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': (size - rank % 2 + 1) // 2}),
@@ -883,10 +899,10 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
         ('MPI_Comm_free', {'comm': half}),
         ('MPI_Info_create', {'info': info}),
         ('MPI_Info_set', {'info': info, 'key': 'tracefs_phase', 'value': 'solve'}),
-        ('MPI_Bcast', {'count': 3, 'datatype': integer, 'root': 0, 'comm': 0}),
-        ('MPI_Allreduce', {'sendbuf': 0, 'sendbuf_off': IN_PLACE, 'count': 1,
-                           'datatype': integer, 'op': V('sum', 'op'), 'comm': 0}),
-        ('MPI_Barrier', {'comm': 0}),
+        ('MPI_Bcast', {'count': 3, 'datatype': integer, 'root': 0, 'comm': WORLD}),
+        ('MPI_Allreduce', {'sendbuf': IN_PLACE, 'count': 1,
+                           'datatype': integer, 'op': V('sum', 'op'), 'comm': WORLD}),
+        ('MPI_Barrier', {'comm': WORLD}),
         ('MPI_Info_delete', {'info': info, 'key': 'tracefs_phase'}),
         ('MPI_Info_free', {'info': info}),
         ('MPI_Finalize', {})]
@@ -918,16 +934,14 @@ def exp_fortran_mpifh(rank, size, openmpi=False):
     a status of its own for MPI_STATUS_IGNORE: the trace shows what the MPI wrote there."""
     nxt, prv = (rank + 1) % size, (rank - 1) % size
     st = ((prv, 21, 8, 0) if openmpi else (NO_STATUS,) * 4)
-    integer, ts, tr = V('integer', 'type'), V('ts', 'type'), V('tr', 'type')
+    integer, ts, tr = 'MPI_INTEGER', V('ts', 'type'), V('tr', 'type')
 
     def struct(a, b, new):
         return ('MPI_Type_create_struct', {
             'count': 2, 'array_of_blocklengths': '1,1',
             'array_of_displacements': Fn(lambda v, env: v == '%d,%d' % (
                 env['addr'][a], env['addr'][b]), f'the addresses of {a} and {b}'),
-            'array_of_types': Fn(lambda v, env: re.fullmatch(r'type#(\d+),type#\1', v) and
-                                 bind(integer, int(v.split(',')[0][5:]), env),
-                                 'type#<integer> twice'),
+            'array_of_types': 'type#%d,type#%d' % ((predef_id('type', 'MPI_INTEGER'),) * 2),
             'newtype': new})
     seq = start(rank, size)
     for a, b, new in (('si', 'sd', ts), ('ri', 'rd', tr)):
@@ -935,14 +949,14 @@ def exp_fortran_mpifh(rank, size, openmpi=False):
                 ('MPI_Get_address', {'address': remember(b)}),
                 struct(a, b, new), ('MPI_Type_commit', {'datatype': new})]
     return seq + [
-        ('MPI_Sendrecv', {'sendbuf': 0, 'sendbuf_off': '0x0', 'sendcount': 1, 'sendtype': ts,
-                          'dest': nxt, 'sendtag': 21, 'recvbuf': 0, 'recvbuf_off': '0x0',
+        ('MPI_Sendrecv', {'sendbuf': 'buf#0', 'sendcount': 1, 'sendtype': ts,
+                          'dest': nxt, 'sendtag': 21, 'recvbuf': 'buf#0',
                           'recvcount': 1, 'recvtype': tr, 'source': prv, 'recvtag': 21,
-                          'comm': 0, 'status.source': st[0], 'status.tag': st[1],
+                          'comm': WORLD, 'status.source': st[0], 'status.tag': st[1],
                           'status.count': st[2], 'status.cancelled': st[3]}),
         ('MPI_Type_free', {'datatype': ts}), ('MPI_Type_free', {'datatype': tr}),
         ('MPI_Reduce', dict({'count': 1, 'datatype': integer, 'op': V('sum', 'op'), 'root': 0,
-                             'comm': 0}, **({'sendbuf_off': IN_PLACE} if rank == 0 else {}))),
+                             'comm': WORLD}, **({'sendbuf': IN_PLACE} if rank == 0 else {}))),
         ('MPI_Finalize', {})]
 
 
@@ -983,7 +997,7 @@ def check_fortran(t, run):
                 d = match_seq(expect(r, n), run.events(trace, r), {'job': job})
                 t.ok(d is None, f'{name}: {n} ranks, rank {r} calls and arguments', d)
             if name in ('mpi_fortran', 'mpi_fortran_f08'):
-                t.ok(list(job) == ['half'] and job['half'] > 1,
+                t.ok(list(job) == ['half'] and re.fullmatch(r'comm#([2-9]|\d\d+)', job['half']),
                      f'{name}: {n} ranks, the split communicator has one new id on every rank',
                      job)
                 check_fortran_phase(t, run, name, trace, n)
@@ -1046,8 +1060,8 @@ def check_abort(t, run):
     if not t.ok(os.path.exists(kept), 'abort: the aborting rank leaves <output>.1',
                 sorted(os.listdir(run.tmp))):
         return
-    d = match_seq(start(1, 3) + [('MPI_Barrier', {'comm': 0}),
-                                 ('MPI_Abort', {'comm': 0, 'errorcode': 3})],
+    d = match_seq(start(1, 3) + [('MPI_Barrier', {'comm': WORLD}),
+                                 ('MPI_Abort', {'comm': WORLD, 'errorcode': 3})],
                   run.events(kept, 0), {'job': {}})
     t.ok(d is None, 'abort: its trace ends with the MPI_Abort call', d)
 
@@ -1082,9 +1096,9 @@ def check_exit(t, run):
         return
     for r in range(n):
         evs = run.events(kept[r], 0)
-        exp = start(r, n) + [('MPI_Barrier', {'comm': 0}),
-                             ('MPI_Allreduce', {'count': 1, 'comm': 0}),
-                             ('MPI_Bcast', {'count': 1, 'comm': 1})]
+        exp = start(r, n) + [('MPI_Barrier', {'comm': WORLD}),
+                             ('MPI_Allreduce', {'count': 1, 'comm': WORLD}),
+                             ('MPI_Bcast', {'count': 1, 'comm': 'MPI_COMM_SELF'})]
         # the receive the others were killed in never returned: it may or may not be there
         extra = [e['name'] for e in evs[len(exp):]]
         d = match_seq(exp, evs[:len(exp)], {'job': {}})
@@ -1115,11 +1129,11 @@ def check_errors(t, run):
     err_rank, err_count = int(m.group(1)), int(m.group(2))
     for r in (0, 1):
         d = match_seq(start(r, 2) + [
-            ('MPI_Comm_set_errhandler', {'comm': 0}),
-            ('MPI_Send', {'dest': 7, 'ret': err_rank}),
-            ('MPI_Send', {'count': -1, 'dest': 1 - r, 'ret': err_count}),
-            ('MPI_Error_class', {'errorclass': err_rank, 'ret': 0}),
-            ('MPI_Error_class', {'errorclass': err_count, 'ret': 0}),
+            ('MPI_Comm_set_errhandler', {'comm': WORLD}),
+            ('MPI_Send', {'dest': 7, 'result': err_rank}),
+            ('MPI_Send', {'count': -1, 'dest': 1 - r, 'result': err_count}),
+            ('MPI_Error_class', {'errorclass': err_rank, 'result': 0}),
+            ('MPI_Error_class', {'errorclass': err_count, 'result': 0}),
             ('MPI_Finalize', {})], run.events(trace, r), {'job': {}})
         t.ok(d is None, f'errors: rank {r}: failing calls return their error classes', d)
 
@@ -1141,9 +1155,9 @@ def check_commloop(t, run):
         job = {}
         for r in (0, 1):
             dup, half = V('dup', 'job'), V(f'half{r}', 'job2')
-            seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': 0, 'rank': r})]
+            seq = [('MPI_Init', {}), ('MPI_Comm_rank', {'comm': WORLD, 'rank': r})]
             for _ in range(it):
-                seq += [('MPI_Comm_dup', {'comm': 0, 'newcomm': dup}),
+                seq += [('MPI_Comm_dup', {'comm': WORLD, 'newcomm': dup}),
                         ('MPI_Barrier', {'comm': dup}),
                         ('MPI_Comm_split', {'comm': dup, 'color': r, 'newcomm': half}),
                         ('MPI_Comm_free', {'comm': half}), ('MPI_Comm_free', {'comm': dup})]
