@@ -249,8 +249,21 @@ def directions(kinds):
                 a.flags.remove('in')
 
 
+def json_type(a):
+    """How the JSON views print an argument (FORMAT.md §9): a string, or a number."""
+    return 'string' if a.typ == 'str' or a.enc.startswith('sym') else 'number'
+
+
 def check(kinds):
     names, syms = set(), set()
+    # one name, one JSON type, across kinds: DuckDB and jq then see one column a name
+    typed = {}
+    for k in kinds:
+        for a in k.args:
+            first = typed.setdefault(a.name, (json_type(a), k.name))
+            if first[0] != json_type(a):
+                raise Fail('argument %s is a %s in %s but a %s in %s: one name, one type'
+                           % (a.name, first[0], first[1], json_type(a), k.name))
     for k in kinds:
         if k.name in names:
             raise Fail('kind %s declared twice' % k.name)

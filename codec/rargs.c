@@ -147,7 +147,7 @@ static size_t utf8_len(const uint8_t *p, size_t n)
 /*
  * How the views print the bytes at @p: *@take bytes of input become *@width bytes of
  * output. @return 0: as they are, else the escape, always of one byte: 'e' (\", \\, \n, \t,
- * \r), 'u' (\u00XX), 's' (\udcXX: a byte that is no UTF-8, as Python's surrogateescape) or
+ * \r), 'u' (\u00XX), 's' (\ufffd: a byte that is no UTF-8, the replacement character) or
  * 'x' (\xHH).
  */
 static char esc_class(const uint8_t *p, size_t n, bool json, bool gt, size_t *take,
@@ -207,8 +207,10 @@ static void put_escaped_in(struct sink *s, const uint8_t *p, size_t n, bool json
 
 			rs_put(s, e, 4);
 		} else {
-			char e[6] = {'\\', 'u', kind == 's' ? 'd' : '0', kind == 's' ? 'c' : '0',
-				     hex[c >> 4], hex[c & 15]};
+			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+
+			if (kind == 's') /* U+FFFD: strict readers (DuckDB) refuse lone surrogates */
+				memcpy(e + 2, "fffd", 4);
 
 			rs_put(s, e, 6);
 		}
@@ -661,7 +663,8 @@ void rs_text_args(struct sink *s, const struct tfs_trace *t, uint32_t term, bool
 /* The JSON name of argument @i: the result is "result" (unless another argument is). */
 static const char *json_name(const struct schema_kind *k, uint32_t i)
 {
-	if ((int32_t)i != k->result || k->result_name_taken)
+	/* "result" is a number in every view (a symbolic result keeps its name: §9) */
+	if ((int32_t)i != k->result || k->result_name_taken || k->args[i].enc == TFS_ENC_SYM)
 		return k->args[i].name;
 	return "result";
 }

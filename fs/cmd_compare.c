@@ -135,7 +135,8 @@ static bool is_buffer_arg(const struct tfs_kind_desc *d, uint32_t i)
 /* File names vary from run to run (mkstemp, pipe:[inode]): compared only with --paths. */
 static bool is_path_arg(const struct tfs_arg_desc *a)
 {
-	static const char *const names[] = {"path", "oldpath", "newpath", "filename", "addr", NULL};
+	static const char *const names[] = {"path", "oldpath", "newpath", "filename",
+					     "addr", "sockaddr", NULL};
 
 	if (a->enc != TFS_ENC_STR)
 		return false;

@@ -27,7 +27,7 @@ struct fkind {
 	int32_t opened;	   /* the file argument an opening call names (STR path, SYM file not
 			     * attached), or -1 */
 	int32_t flags_arg; /* its numeric "flags" argument, or -1 */
-	int32_t mode_arg;  /* else its STR "mode" argument (fopen), or -1 */
+	int32_t mode_arg;  /* else its STR "opentype" argument (fopen; "mode" before 2.2), or -1 */
 };
 
 /* One file id's facts. */
@@ -96,7 +96,8 @@ static void fkind_fill(const struct fs_kind *k, struct fkind *f)
 				f->opened = (int32_t)i;
 		} else if (a->enc == TFS_ENC_STR && !strcmp(a->name, "path")) {
 			path = (int32_t)i;
-		} else if (a->enc == TFS_ENC_STR && !strcmp(a->name, "mode")) {
+		} else if (a->enc == TFS_ENC_STR &&
+			   (!strcmp(a->name, "opentype") || !strcmp(a->name, "mode"))) {
 			f->mode_arg = (int32_t)i;
 		} else if (a->enc != TFS_ENC_STR && !strcmp(a->name, "flags")) {
 			f->flags_arg = (int32_t)i;

@@ -581,7 +581,7 @@ static const char json1[] =
 		"\"rpath\":null}}        \n";
 static const char json0_read2[] =
 	"{\"rank\":0,\"thread\":0,\"name\":\"read\",\"args\":{\"fd\":7,"
-		"\"path\":\"a>b \\\"q\\\"\\t\\udcff\",\"count\":10,\"result\":10}}\n";
+		"\"path\":\"a>b \\\"q\\\"\\t\\ufffd\",\"count\":10,\"result\":10}}\n";
 // clang-format on
 
 /* Views of ranks that share every terminal but not its names: padded to the widest. */
@@ -746,8 +746,8 @@ static size_t form(char *out, const char *name, bool json)
 			n += (size_t)sprintf(out + n, "%s", esc);
 		else if (*p >= 0x20 && *p < 0x7f && (json || *p != '>'))
 			out[n++] = (char)*p;
-		else if (json && *p >= 0x80) /* no valid UTF-8 here: a lone surrogate (§9.1) */
-			n += (size_t)sprintf(out + n, "\\udc%02x", *p);
+		else if (json && *p >= 0x80) /* no valid UTF-8 here: U+FFFD (§9.1) */
+			n += (size_t)sprintf(out + n, "\\ufffd");
 		else
 			n += (size_t)sprintf(out + n, json ? "\\u%04x" : "\\x%02x", *p);
 	}

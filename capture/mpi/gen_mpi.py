@@ -274,7 +274,7 @@ class Gen:
             self.role(p, 'SKIP')
             return
         ok = 'ret == MPI_SUCCESS'
-        if p.func_ptr or p.base.endswith('_function') or p.base.endswith('_fn'):
+        if p.func_ptr or re.search(r'_(function|fn)(_c)?$', p.base):
             self.role(p, 'FN')
             w = self.word(n, 'U64', 'SYM', 0, 'fn')
             self.pre.append(f'\t{w} = mpirt_id(MPIRT_FN, &{n}, sizeof({n}));')
@@ -718,6 +718,35 @@ def macro_values(o, names):
     return out
 
 
+def json_kind(g, i):
+    """How the JSON views print argument @i of wrapper @g (FORMAT.md §9): (name, type)."""
+    n, t, e, flags, cls = g.args[i]
+    if n.endswith('_off') and i and g.args[i - 1][0] in (n[:-4], n[:-4] + '_id'):
+        return None  # a buffer's offset: printed with its first half, named for its stem
+    if i + 1 < len(g.args) and g.args[i + 1][0] in (n + '_off', n[:-3] + '_off'):
+        return (g.args[i + 1][0][:-4], 'string')
+    if 'TFS_ARG_RESULT' in str(flags):
+        return ('result', 'number') if e != 'SYM' else (n, 'string')
+    return (n, 'string' if t == 'STR' or e == 'SYM' else 'number')
+
+
+def check_types(gens):
+    """Each argument name prints as one JSON type across every wrapper of every
+    implementation, so that DuckDB and jq see one column a name."""
+    seen, bad = {}, []
+    for g in gens:
+        for i in range(len(g.args)):
+            k = json_kind(g, i)
+            if not k:
+                continue
+            first = seen.setdefault(k[0], (k[1], g.name))
+            if first[0] != k[1]:
+                bad.append(f'{k[0]}: a {first[0]} in {first[1]}, a {k[1]} in {g.name}')
+    if bad:
+        sys.exit('gen_mpi: one name, one type (rename in mpi_annot.txt):\n  '
+                 + '\n  '.join(sorted(set(bad))))
+
+
 def write_names(f, impls, predef):
     """The names the consumer writes into traces (FORMAT.md §12, §9.2): each predefined
     handle's at its id, and per implementation (its calls' range) the values of each
@@ -865,6 +894,7 @@ def main():
             im.cc = o.cc
             im.gens = gen_impl(im, rules, hooks, len(gens))
             gens += im.gens
+        check_types(gens)
     with open(o.kinds, 'w') as f:
         f.write(HEAD + '#include <stddef.h>\n\n#include "calls_i.h"\n\n')
         for i, g in enumerate(gens):

@@ -68,7 +68,7 @@ def utf8_len(b, i):
 def escape(b, json_view, gt=False):
     """§9.1 (2.2): printable ASCII but '"' and '\\' as is, valid UTF-8 as is (the text view
     escapes C1 controls), C escapes; other bytes \\xHH in text, \\u00XX (controls, DEL) or
-    \\udcXX (no UTF-8) in JSON. With @gt '>' is escaped too (an attached name)."""
+    \\ufffd (a byte of no UTF-8) in JSON. With @gt '>' is escaped too (an attached name)."""
     out = bytearray()
     i = 0
     while i < len(b):
@@ -92,7 +92,7 @@ def escape(b, json_view, gt=False):
         elif not json_view:
             out += b"\\x%02x" % c
         else:
-            out += (b"\\udc%02x" if c >= 0x80 else b"\\u%04x") % c
+            out += b"\\ufffd" if c >= 0x80 else b"\\u%04x" % c
     return bytes(out)
 
 
@@ -384,7 +384,7 @@ class Model:
             pair = self.buf_pair(args, i)
             if pair:
                 return pair[0].encode()
-            if i == kind["result"] and not taken:
+            if i == kind["result"] and not taken and args[i]["enc"] != ENC_SYM:
                 return b"result"
             return args[i]["name"].encode()
 

@@ -28,6 +28,11 @@ TIMING_NAMES = ["none", "lossless", "lossy"]
 WINDOW_FILES = (b"trace.json", b"trace.txt", b"timeline.svg")
 
 
+def json_str(b):
+    """The string a JSON reader gets for bytes @b (§9.1): U+FFFD for each byte of no UTF-8."""
+    return re.sub("[\udc80-\udcff]", "\ufffd", b.decode("utf-8", "surrogateescape"))
+
+
 class Seg:
     def __init__(self, rank, thread, first, n):
         self.rank, self.thread, self.first, self.n = rank, thread, first, n
@@ -283,7 +288,7 @@ class Tree:
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
                 ph = self.chrome_shape(kind)
-                name = (args[0].decode("utf-8", "surrogateescape")
+                name = (json_str(args[0])
                         if is_zone(kind) or ph == "i" else kind_name)
                 if self.m.timing == TIMING_NONE:
                     ts, dur = i * 1000, 1000

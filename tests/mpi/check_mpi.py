@@ -339,7 +339,7 @@ def exp_comms(rank, size):
         return rank + (r - hr)
     dst, src = in_half((hr + 1) % hs), in_half((hr - 1) % hs)
     return start(rank, size) + [
-        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'split_key': rank, 'newcomm': half}),
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': hs}),
         ('MPI_Sendrecv', {'dest': dst, 'sendtag': 3, 'source': src, 'recvtag': 3, 'comm': half,
@@ -460,10 +460,10 @@ def exp_topo(rank, size):
         ('MPI_Cart_get', {'comm': cart, 'maxdims': 2, 'dims': ds, 'periods': '1,0',
                           'coords': c}),
         ('MPI_Cart_sub', {'comm': cart, 'remain_dims': '0,1', 'newcomm': row}),
-        ('MPI_Graph_create', {'comm_old': WORLD, 'nnodes': size, 'indx': indx, 'reorder': 0,
+        ('MPI_Graph_create', {'comm_old': WORLD, 'nnodes': size, 'graph_index': indx, 'reorder': 0,
                               'comm_graph': ring}),
         ('MPI_Graph_get', {'comm': ring, 'maxindex': size, 'maxedges': 2 * size,
-                           'indx': indx}),
+                           'graph_index': indx}),
         ('MPI_Comm_free', {'comm': ring}), ('MPI_Comm_free', {'comm': row}),
         ('MPI_Comm_free', {'comm': cart}), ('MPI_Finalize', {})]
 
@@ -891,7 +891,7 @@ def exp_fortran(rank, size, f08=False, openmpi=False):
     info = V('info', 'info')
     return seq + [
         ('MPI_Type_free', {'datatype': vec}),
-        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'key': rank, 'newcomm': half}),
+        ('MPI_Comm_split', {'comm': WORLD, 'color': rank % 2, 'split_key': rank, 'newcomm': half}),
         # the rank in the half, printed as the world rank at the same offset
         ('MPI_Comm_rank', {'comm': half, 'rank': rank}),
         ('MPI_Comm_size', {'comm': half, 'size': (size - rank % 2 + 1) // 2}),
