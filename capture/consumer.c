@@ -123,6 +123,7 @@ struct cap_consumer {
 	uint8_t *mpi_pd; /* TFS_MAX_ARGS bytes an MPI kind, set on its first use: of each
 			    argument 1 + the index of its class in cap_mpi_predefs, 0 none */
 	uint64_t pd_named[CAP_MPI_MAX_PREDEF][CAP_MPI_MAX_PREDEF_IDS / 64]; /* ids named */
+	bool in_place_named;
 	bool calls;
 	uint32_t *nested_kind; /* N_CALLS + cap_mpi_n_kinds, the kinds of calls recorded inside
 				  others (REC_CALL_NESTED), declared on first use; NULL until one */
@@ -559,6 +560,17 @@ static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
 		c->err = rc;
 }
 
+/* mpi_pd of an allocation id that a buffer offset follows (MPI_IN_PLACE's place) */
+#define PD_BUFFER 0xff
+
+/* Whether @off is @stem's offset, "<stem>_off" (FORMAT.md §9.3). */
+static bool is_offset_of(const char *off, const char *stem)
+{
+	size_t n = strlen(stem);
+
+	return !strncmp(off, stem, n) && !strcmp(off + n, "_off");
+}
+
 /* Set a name; only running out of memory matters (the name is a courtesy to readers). */
 static void set_name(struct cap_consumer *c, const char *cls, uint64_t id, const char *name)
 {
@@ -589,6 +601,9 @@ static void mpi_kind_names(struct cap_consumer *c, uint32_t i, const struct tfs_
 			for (uint32_t p = 0; p < cap_mpi_n_predefs; p++)
 				if (!strcmp(cls, cap_mpi_predefs[p].sym_class))
 					c->mpi_pd[(size_t)i * TFS_MAX_ARGS + a] = (uint8_t)(p + 1);
+			if (!strcmp(cls, "alloc") && a + 1 < k->n_args &&
+			    is_offset_of(k->args[a + 1].name, k->args[a].name))
+				c->mpi_pd[(size_t)i * TFS_MAX_ARGS + a] = PD_BUFFER;
 			continue;
 		}
 		for (uint32_t v = 0; im && v < im->n_vnames; v++)
@@ -609,6 +624,15 @@ static void mpi_handle_names(struct cap_consumer *c, uint32_t i, const struct tf
 
 		if (!pd[j])
 			continue;
+		/* a buffer in no allocation is numbered, MPI_IN_PLACE all ones (mpi_rt_i.h,
+		 * mpirt_buf): named at its first use, FORMAT.md §9.3 prints it by that name */
+		if (pd[j] == PD_BUFFER) {
+			if (!c->in_place_named && !id && a[j + 1].u == UINT64_MAX) {
+				c->in_place_named = true;
+				set_name(c, "buf", UINT64_MAX, "MPI_IN_PLACE");
+			}
+			continue;
+		}
 		p = &cap_mpi_predefs[pd[j] - 1];
 		named = c->pd_named[pd[j] - 1];
 		if (id >= p->n || named[id / 64] >> (id % 64) & 1)

@@ -198,7 +198,7 @@ def expect_io(d):
            'openat(dirfd=-100, path="%s/data", flags=0x%x, mode=0x0, file=file#%d, errno=0) = 3'
            % (d, os.O_RDONLY, f_data),
            ok_call("close", "fd=3<%s>" % name[f_data], 0),
-           'fopen(path="%s/text", mode="w", file=file#%d, errno=0) = 3' % (d, f_text),
+           'fopen(path="%s/text", opentype="w", file=file#%d, errno=0) = 3' % (d, f_text),
            ok_call("fwrite", "fd=3<%s>, size=1, nmemb=1000, %s, bytes=1000"
                    % (name[f_text], sb), 1000),
            ok_call("fwrite", "fd=3<%s>, size=100, nmemb=3, %s, bytes=300"
@@ -206,15 +206,15 @@ def expect_io(d):
            ok_call("fflush", "fd=3<%s>" % name[f_text], 0),
            ok_call("fseek", "fd=3<%s>, offset=0, whence=%d" % (name[f_text], os.SEEK_END), 0),
            ok_call("fclose", "fd=3<%s>" % name[f_text], 0),
-           'fopen(path="%s/data", mode="r", file=file#%d, errno=0) = 3' % (d, f_data),
+           'fopen(path="%s/data", opentype="r", file=file#%d, errno=0) = 3' % (d, f_data),
            ok_call("fread", "fd=3<%s>, size=4096, nmemb=2, %s, bytes=8192"
                    % (name[f_data], sb), 2),
            ok_call("fclose", "fd=3<%s>" % name[f_data], 0),
-           'fopen(path="%s/missing/x", mode="r", file=file#%d, errno=%d) = -1'
+           'fopen(path="%s/missing/x", opentype="r", file=file#%d, errno=%d) = -1'
            % (d, f_missing, errno.ENOENT),
            'open(path="%s/c", flags=0x%x, mode=0x0, file=file#%d, errno=0) = 3'
            % (d, os.O_RDONLY, f_c),
-           'fdopen(fd=3<%s>, mode="r", errno=0) = 3' % name[f_c],
+           'fdopen(fd=3<%s>, opentype="r", errno=0) = 3' % name[f_c],
            ok_call("fclose", "fd=3<%s>" % name[f_c], 0),
            'rename(oldpath="%s/text", newpath="%s/text2", errno=0) = 0' % (d, d),
            'unlink(path="%s/text2", errno=0) = 0' % d,

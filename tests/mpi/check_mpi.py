@@ -47,8 +47,9 @@ def predef_id(cls, name):
     raise KeyError(cls)
 
 
-# MPI_IN_PLACE: no allocation, buffer number all ones (mpi_rt_i.h, mpirt_buf; FORMAT.md §9.3)
-IN_PLACE = 'buf#18446744073709551615'
+# MPI_IN_PLACE: no allocation, buffer number all ones (mpi_rt_i.h, mpirt_buf), which the
+# consumer names (FORMAT.md §9.3)
+IN_PLACE = 'MPI_IN_PLACE'
 ANY = object()
 
 
