@@ -8,7 +8,7 @@
  * the same become one bar that says what it holds. A lane that would still hold more bars
  * than its share of the budget is drawn with pixels k times as wide, so the file stays
  * under FS_SVG_MAX_BYTES however long the trace: its size follows the picture, not the
- * events. Where the recorder dropped events (`dropped` marks) a red tick crosses the lane.
+ * events. Where the recorder dropped events (`dropped` marks) a red band crosses the lane.
  * One decoding pass over the scope's events, memory of one lane's pixels. It draws no
  * counters and no flows (trace.json has those).
  */
@@ -56,6 +56,13 @@ struct pix {
 	uint32_t n[FS_N_CLS];
 };
 
+/* One pixel of a lane's `dropped` marks: the events of those that begin in it, whether
+ * one spans it (marks of one thread never overlap: their pixels add up to the lane's). */
+struct dpix {
+	uint64_t n;
+	bool covered;
+};
+
 /* An event wide enough for a bar of its own. */
 struct own {
 	double x0, x1;
@@ -70,7 +77,7 @@ struct lane {
 	size_t n_own, own_cap;
 	uint32_t rows;		/* rows used (deepest + 1, at most MAX_ROWS) */
 	uint8_t used[FS_N_CLS];
-	uint64_t *drops;	/* [PLOT_W]: events the `dropped` marks at each pixel count */
+	struct dpix *drops;	/* [PLOT_W]: where the `dropped` marks are */
 };
 
 struct tl {
@@ -182,8 +189,14 @@ static int span_cb(void *arg, const struct fs_span *sp, bool open)
 	double x0, x1;
 
 	if (!open && pt->dropped && sp->start >= t->t0 && sp->start <= t->t1) {
+		uint32_t p0, p1;
+
 		x0 = px_of(t, sp->start);
-		t->ln.drops[x0 < PLOT_W ? (uint32_t)x0 : PLOT_W - 1] += pt->dropped;
+		p0 = x0 < PLOT_W ? (uint32_t)x0 : PLOT_W - 1;
+		p1 = (uint32_t)ceil(px_of(t, sp->end));
+		t->ln.drops[p0].n += pt->dropped;
+		for (uint32_t p = p0; p < p1 && p < PLOT_W; p++)
+			t->ln.drops[p].covered = true;
 	}
 	if (open || sp->end <= t->t0 || sp->start >= t->t1 || pt->instant)
 		return 0;
@@ -413,22 +426,23 @@ static int draw_phases(struct tl *t, const struct fs_seg *s, uint32_t h)
 }
 
 /*
- * The `dropped` marks of the lane (height @h) as red ticks across it, those a few pixels
- * apart as one, each saying how many events are missing there.
+ * The `dropped` marks of the lane (height @h) as red bands across it from the first event
+ * dropped to the last, those a few pixels apart as one, each saying how many events are
+ * missing there.
  */
 static void draw_drops(struct tl *t, uint32_t h)
 {
-	const uint64_t *d = t->ln.drops;
+	const struct dpix *d = t->ln.drops;
 
 	for (uint32_t x = 0; x < PLOT_W; x++) {
 		uint64_t n = 0;
 		uint32_t x1 = x; /* one past the run's last marked pixel */
 
-		if (!d[x])
+		if (!d[x].n && !d[x].covered)
 			continue;
 		for (uint32_t p = x; p < PLOT_W && p < x1 + 4; p++) {
-			if (d[p]) {
-				n += d[p];
+			if (d[p].n || d[p].covered) {
+				n += d[p].n;
 				x1 = p + 1;
 			}
 		}
@@ -567,7 +581,7 @@ static void put_style(struct fs_sbuf *b)
 		     ".axis text{text-anchor:middle;font-size:10px}\n"
 		     ".bg{fill:#f7f7f7}.ph{opacity:.35}.p0{fill:#c6dbef}.p1{fill:#fdd0a2}"
 		     ".p2{fill:#c7e9c0}.p3{fill:#dadaeb}\n"
-		     ".m{stroke:#444;stroke-width:.5;stroke-dasharray:1 1}.dr{fill:#d62728}\n");
+		     ".m{stroke:#444;stroke-width:.5;stroke-dasharray:1 1}.dr{fill:#d62728;opacity:.6}\n");
 	for (int c = 0; c < FS_N_CLS; c++)
 		fs_sb_printf(b, ".k%d{fill:%s}", c, cls_fill[c]);
 	fs_sb_printf(b, "\n</style>\n");

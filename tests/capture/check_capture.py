@@ -600,7 +600,7 @@ def test_dropped_zones(tap, args, work, n=300000):
     ends at the mark instead of holding all later ones), and every record is accounted for:
     2 per zone, 1 per zone ended at a mark, 1 per access, plus the drops, make 6 per
     iteration. trace.json marks them as instant events (with a process-wide one for drops no
-    thread could place) summing to the drops and validates; timeline.svg ticks them."""
+    thread could place) summing to the drops and validates; timeline.svg bands them."""
     out = os.path.join(work, "zburst.trace")
     rc, sout, serr = run([args.tracefs, "record", "--trace=zones,mem", "--when-full=drop",
                           "-o", out, "--spool-size=1", "--", args.known, "zburst", str(n)])
@@ -655,7 +655,7 @@ def test_dropped_zones(tap, args, work, n=300000):
     svg = t.cat("timeline.svg").decode()
     ticks = re.findall(r'<rect class="dr"[^>]*><title>dropped (\d+) events?', svg)
     tap.ok(ticks and sum(map(int, ticks)) == marked,
-           "dropped zones: timeline.svg's ticks say the threads' marked drops",
+           "dropped zones: timeline.svg's red bands say the threads' marked drops",
            (len(ticks), sum(map(int, ticks)), marked))
 
 
