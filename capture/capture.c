@@ -44,6 +44,7 @@
 #define MAX_MESSAGE 1024  /* bytes kept of a mark's message */
 #define MAX_PHASE_DEPTH 32
 #define CLAIM_BACKOFF 64  /* events dropped without retrying after a failed chunk claim */
+#define LOST_WORDS 5	  /* a REC_DROPPED */
 #define DEFAULT_BT_DEPTH TFS_RECORDING_BT_DEPTH_DEFAULT
 
 unsigned int tfs_capture_mask_;
@@ -64,6 +65,9 @@ struct tstate {
 	uint32_t next_str;	   /* next per-thread string id */
 	uint32_t zone_depth;
 	uint64_t zone_lost;	   /* bit d: the begin of the open zone at depth d was dropped */
+	uint64_t lost;		   /* events dropped since its latest record, not yet said in a
+				      REC_DROPPED */
+	uint64_t lost_first_ns, lost_last_ns; /* when the first and the last of them were */
 	uint32_t n_phases;
 	struct {
 		uint32_t id, scope;
@@ -188,6 +192,36 @@ static struct spool_chunk *wait_chunk(struct tstate *ts)
 	return c;
 }
 
+/* Make the record just written visible to the consumer, in this or another process. */
+static inline void rec_publish(struct tstate *ts, uint32_t words)
+{
+	ts->fill += words * 8;
+	atomic_store_explicit(&ts->chunk->fill, ts->fill, memory_order_release);
+}
+
+/* Zones open in the thread whose begin was recorded: the consumer has these open. */
+static uint64_t known_zones(const struct tstate *ts)
+{
+	uint32_t d = ts->zone_depth < 64 ? ts->zone_depth : 64;
+	uint64_t below = d == 64 ? UINT64_MAX : (UINT64_C(1) << d) - 1;
+
+	return ts->zone_depth - (uint64_t)__builtin_popcountll(ts->zone_lost & below);
+}
+
+/* The REC_DROPPED of the thread's drops not said yet, in its chunk, which has room for it. */
+static void put_lost(struct tstate *ts)
+{
+	uint64_t *r = (uint64_t *)(ts->data + ts->fill);
+
+	r[0] = cap_rec_word0(REC_DROPPED, LOST_WORDS, 0, 0);
+	r[1] = ts->lost_first_ns;
+	r[2] = ts->lost;
+	r[3] = ts->lost_last_ns;
+	r[4] = known_zones(ts);
+	rec_publish(ts, LOST_WORDS);
+	ts->lost = 0;
+}
+
 static bool next_chunk(struct tstate *ts)
 {
 	if (ts->chunk) {
@@ -212,21 +246,50 @@ static bool next_chunk(struct tstate *ts)
 	ts->fill = 0;
 	ts->bt_n = 0; /* the chunk's first backtrace is whole: each chunk decodes alone */
 	ts->cap = cap_chunk_cap(&g_spool);
+	if (ts->lost) /* before any other record: the gap is where it was */
+		put_lost(ts);
 	return true;
 }
 
 static inline uint64_t *rec_reserve(struct tstate *ts, uint32_t words)
 {
-	if (unlikely(ts->fill + words * 8 > ts->cap) && !next_chunk(ts))
+	if (unlikely(ts->fill + words * 8 > ts->cap) &&
+	    (!next_chunk(ts) || ts->fill + words * 8 > ts->cap))
 		return NULL;
 	return (uint64_t *)(ts->data + ts->fill);
 }
 
-/* Make the record just written visible to the consumer, in this or another process. */
-static inline void rec_publish(struct tstate *ts, uint32_t words)
+/*
+ * An event of this thread could not be recorded: counted in the spool, and said in the
+ * thread's stream before its next record (at once when its chunk has room), so that the
+ * trace shows where events are missing.
+ */
+static void drop(struct tstate *ts)
 {
-	ts->fill += words * 8;
-	atomic_store_explicit(&ts->chunk->fill, ts->fill, memory_order_release);
+	uint64_t t;
+
+	count_drop();
+	if (!ts)
+		return;
+	t = now_ns();
+	if (ts->lost++ == 0)
+		ts->lost_first_ns = t;
+	ts->lost_last_ns = t;
+	if (ts->chunk && ts->fill + LOST_WORDS * 8 <= ts->cap)
+		put_lost(ts);
+}
+
+/* At a thread's or the program's end: say the drops not said yet, in a new chunk if need be. */
+static void say_lost(struct tstate *ts)
+{
+	if (!ts || !ts->lost)
+		return;
+	if (ts->chunk && ts->fill + LOST_WORDS * 8 <= ts->cap) {
+		put_lost(ts);
+		return;
+	}
+	ts->backoff = 0;
+	next_chunk(ts); /* says them when it finds a chunk */
 }
 
 static bool put_sync(struct tstate *ts, uint32_t gen)
@@ -294,6 +357,9 @@ static void thread_gone(void *arg)
 {
 	struct tstate *ts = arg;
 
+	if (cap_tls_depth++ == 0)
+		say_lost(ts);
+	cap_tls_depth--;
 	if (ts->chunk)
 		cap_spool_hand_over(ts->chunk);
 	tls_state = NULL;
@@ -380,7 +446,9 @@ void tfs_cap_zone_begin(const char *name)
 	struct tstate *ts = enter();
 
 	if (ts) {
-		uint32_t depth = ts->zone_depth++, id;
+		/* the zone is open from its record on: a REC_DROPPED written before it (as a
+		   new chunk begins) counts it not */
+		uint32_t depth = ts->zone_depth, id;
 		uint64_t *r = NULL;
 
 		if (intern(ts, name, &id) && (r = rec_reserve(ts, 2))) {
@@ -388,11 +456,12 @@ void tfs_cap_zone_begin(const char *name)
 			r[1] = now_ns();
 			rec_publish(ts, 2);
 		}
+		ts->zone_depth++;
 		if (depth < 64)
 			ts->zone_lost = r ? ts->zone_lost & ~(UINT64_C(1) << depth)
 					  : ts->zone_lost | UINT64_C(1) << depth;
 		if (!r)
-			count_drop();
+			drop(ts);
 	}
 	leave();
 	errno = saved_errno;
@@ -404,19 +473,20 @@ void tfs_cap_zone_end(void)
 	struct tstate *ts = enter();
 
 	if (ts && ts->zone_depth > 0) {
-		uint32_t depth = --ts->zone_depth;
-		uint64_t *r;
-
+		/* the zone is open until its record: a REC_DROPPED written before it counts it */
+		uint32_t depth = ts->zone_depth - 1;
+		uint64_t *r = NULL;
 		/* an end whose begin was dropped would close the wrong zone */
-		if (depth < 64 && (ts->zone_lost & UINT64_C(1) << depth)) {
-			count_drop();
-		} else if ((r = rec_reserve(ts, 2))) {
+		bool lost = depth < 64 && (ts->zone_lost & UINT64_C(1) << depth);
+
+		if (!lost && (r = rec_reserve(ts, 2))) {
 			r[0] = cap_rec_word0(REC_ZONE_END, 2, 0, 0);
 			r[1] = now_ns();
 			rec_publish(ts, 2);
-		} else {
-			count_drop();
 		}
+		ts->zone_depth = depth;
+		if (!r)
+			drop(ts);
 	}
 	leave();
 	errno = saved_errno;
@@ -438,7 +508,7 @@ void tfs_cap_mem_access(const void *addr, size_t size, int is_store, const void 
 			r[4] = (uintptr_t)site;
 			rec_publish(ts, 5);
 		} else {
-			count_drop();
+			drop(ts);
 		}
 	}
 	leave();
@@ -461,7 +531,7 @@ void tfs_cap_counter(const char *name, int64_t value)
 			rec_publish(ts, 3);
 		}
 		if (!r)
-			count_drop();
+			drop(ts);
 	}
 	leave();
 	errno = saved_errno;
@@ -473,7 +543,7 @@ static void put_string_event(uint32_t kind, const char *s, size_t max)
 	struct tstate *ts = enter();
 
 	if (ts && !put_with_payload(ts, kind, 0, NULL, 0, s, strnlen(s, max)))
-		count_drop();
+		drop(ts);
 	leave();
 	errno = saved_errno;
 }
@@ -502,7 +572,7 @@ void tfs_cap_phase_begin(const char *name, unsigned int scope)
 			args[1] = atomic_fetch_add_explicit(&g_phase_gen, 1, memory_order_relaxed) + 1;
 		if (!put_with_payload(ts, REC_PHASE_BEGIN, id, args, 2, name,
 				      strnlen(name, MAX_NAME)))
-			count_drop();
+			drop(ts);
 		else if (process && args[1] > ts->gen)
 			ts->gen = (uint32_t)args[1];
 		if (ts->n_phases < MAX_PHASE_DEPTH) {
@@ -527,7 +597,7 @@ void tfs_cap_phase_end(void)
 		if (ts->phases[ts->n_phases].scope == TFS_PHASE_PROCESS)
 			gen = atomic_fetch_add_explicit(&g_phase_gen, 1, memory_order_relaxed) + 1;
 		if (!put_with_payload(ts, REC_PHASE_END, id, &gen, 1, "", 0))
-			count_drop();
+			drop(ts);
 		else if (gen > ts->gen)
 			ts->gen = (uint32_t)gen;
 	}
@@ -612,7 +682,7 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const
 
 	if (!ts || !put_with_payload(ts, REC_MODULE, 0, args, 4, path,
 				     strnlen(path, SPOOL_MAX_PATH)))
-		count_drop();
+		drop(ts);
 }
 
 /*
@@ -749,7 +819,7 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
 	}
 	if (!ok)
-		count_drop();
+		drop(ts);
 	leave();
 	errno = saved_errno;
 }
@@ -774,7 +844,7 @@ void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, ui
 	/* frames from elsewhere (a signal's context): none known to repeat the thread's last
 	 * walk, and after them no walk may keep frames of theirs */
 	if (ts && !put_call_bt(ts, call, ts_ns, args, n_args, NULL, 0, frames, n, 0, announce))
-		count_drop();
+		drop(ts);
 	if (ts)
 		ts->bt_n = 0;
 	leave();
@@ -1370,6 +1440,9 @@ __attribute__((destructor)) static void capture_fini(void)
 {
 	if (!tfs_capture_mask_)
 		return;
+	if (cap_tls_depth++ == 0)
+		say_lost(tls_state);
+	cap_tls_depth--;
 	if (g_inproc) {
 		tfs_capture_mask_ = 0;
 		g_inproc = false;

@@ -5,7 +5,8 @@
  * `load`/`store` with symbolic sites, phases into writer phase ranges, interposed calls
  * (calls_i.h) into one event of their kind (declared only when the spool records calls),
  * allocations with a `stack` argument naming their backtrace when the spool has backtraces
- * (interned and symbolised by stacks.c and symbolize.c).
+ * (interned and symbolised by stacks.c and symbolize.c), a thread's dropped events into a
+ * `dropped` mark where they were (ending the zones whose end was dropped there).
  * Chunks it has read are recycled to the producers. It trusts nothing in the spool: a
  * malformed record ends the reading of its chunk and is counted. It neither creates spools
  * nor runs programs.
@@ -27,7 +28,7 @@
 #define RANK 0 /* the one process of a spool */
 
 enum ckind { K_ZONE, K_ZONE_UNFINISHED, K_MARK, K_COUNTER, K_THREAD_NAME, K_LOAD, K_STORE,
-	     N_KINDS };
+	     K_DROPPED, N_KINDS };
 
 static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
@@ -42,6 +43,12 @@ static const struct tfs_arg_desc counter_args[] = {
 };
 static const struct tfs_arg_desc thread_name_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+/* a mark (its message first, FORMAT.md §9) of where a thread dropped events: its duration
+ * spans the first to the last of them */
+static const struct tfs_arg_desc dropped_args[] = {
+    {"message", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"count", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
 };
 static const struct tfs_arg_desc mem_args[] = {
     {"addr", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
@@ -58,6 +65,7 @@ static const struct tfs_kind_desc kinds[N_KINDS] = {
     [K_THREAD_NAME] = {"thread_name", "thread", N_ARGS(thread_name_args), thread_name_args},
     [K_LOAD] = {"load", "mem", N_ARGS(mem_args), mem_args},
     [K_STORE] = {"store", "mem", N_ARGS(mem_args), mem_args},
+    [K_DROPPED] = {"dropped", "capture", N_ARGS(dropped_args), dropped_args},
 };
 
 struct czone {
@@ -139,6 +147,7 @@ struct cap_consumer {
 	uint32_t tnames_cap;
 	struct cand *cands; /* scratch, n_chunks entries */
 	bool in_partial;    /* reading a chunk nobody handed over */
+	uint64_t n_dropped_said; /* the drops the `dropped` marks of the trace count */
 	bool finished;
 	int err;
 	struct tfs_recording_stats st;
@@ -826,6 +835,29 @@ static void zone_end(struct cap_consumer *c, struct cthread *ct, uint64_t ts)
 	emit(c, ct, K_ZONE, z.ts_ns, ts > z.ts_ns ? ts - z.ts_ns : 0, a);
 }
 
+/*
+ * A REC_DROPPED: the thread's zones the record does not count had their end dropped, so
+ * they end here, unfinished, rather than hold every later zone inside them; then the mark.
+ */
+static void dropped(struct cap_consumer *c, struct cthread *ct, const uint64_t *r)
+{
+	char msg[64];
+	union tfs_arg a[2];
+
+	while (ct->n_zones > r[4] && !c->err) {
+		struct czone z = ct->zones[--ct->n_zones];
+
+		a[0].s = str_of(c, ct, z.name);
+		a[1].u = ct->n_zones;
+		emit(c, ct, K_ZONE_UNFINISHED, z.ts_ns, r[1] > z.ts_ns ? r[1] - z.ts_ns : 0, a);
+	}
+	snprintf(msg, sizeof(msg), "dropped %" PRIu64 " event%s", r[2], r[2] == 1 ? "" : "s");
+	a[0].s = msg;
+	a[1].u = r[2];
+	emit(c, ct, K_DROPPED, r[1], r[3] > r[1] ? r[3] - r[1] : 0, a);
+	c->n_dropped_said += r[2];
+}
+
 static int phase_begin(struct cap_consumer *c, struct cthread *ct, uint32_t thread,
 		       uint32_t id, uint64_t scope, uint64_t gen, const char *name)
 {
@@ -949,6 +981,11 @@ static int record(struct cap_consumer *c, uint32_t thread, const uint64_t *r, ui
 		return phase_end(c, ct, thread, aux, r[2]);
 	case REC_SYNC:
 		return words < 3 ? -EBADMSG : add_sync(ct, (uint32_t)r[2]);
+	case REC_DROPPED:
+		if (words < 5)
+			return -EBADMSG;
+		dropped(c, ct, r);
+		return 0;
 	case REC_CALL:
 	case REC_CALL_BT:
 	case REC_CALL_NESTED:
@@ -1216,6 +1253,12 @@ int cap_consumer_finish(struct cap_consumer *c)
 	c->st.n_stalls = atomic_load(&c->spool->hdr->n_stalls);
 	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events);
 	rc = cap_consumer_set_meta(c, "dropped_events", buf);
+	/* drops of threads that ended before they could say them: no mark says where (always
+	   written, so that a merged rank never takes another's value, FORMAT.md §3.1) */
+	snprintf(buf, sizeof(buf), "%" PRIu64, c->st.dropped_events > c->n_dropped_said
+						   ? c->st.dropped_events - c->n_dropped_said : 0);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(c, "dropped_unplaced", buf);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "when_full", c->spool->hdr->policy.when_full ==
 							      SPOOL_DROP ? "drop" : "wait");

@@ -60,6 +60,10 @@
  *               in-process exit, the recorder's MPI_Finalize save or a process's end): its
  *               events would be in no trace.
  *
+ * Either way a thread that dropped events says so in its own stream (REC_DROPPED) before
+ * its next record, so the trace shows where events are missing; drops a thread could not
+ * say before it ended (no chunk was free again) are in dropped_events only.
+ *
  * Why a waiter cannot deadlock the program: it has handed its chunk over before waiting,
  * and holds no lock of the allocator or of the table of live allocations (an interposer
  * records after the real call returned and the table was updated); the only locks it may
@@ -86,7 +90,7 @@
 #include "tfs/recording.h"
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 6u
+#define SPOOL_VERSION 7u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -168,6 +172,12 @@ enum spool_rec {
 	REC_CALL_NESTED = 14, /* REC_CALL made inside other traced calls (TFS_TRACE_NESTED):
 				 after the padded payload two more words, the depth and the
 				 outermost call it is inside (a call number as aux is) */
+	REC_DROPPED = 15,    /* events this thread dropped since its previous record: ts: when
+				the first of them was dropped; arg 0: how many; arg 1: when the
+				last one was; arg 2: the zones open in the thread whose begin
+				was recorded (the ones the consumer has open beyond these had
+				their end dropped). Written before the thread's next record, or
+				at once when the thread holds a chunk with room for it */
 };
 
 /*

@@ -2,7 +2,8 @@
  * What trace.json draws besides the events' own lines, in its tail: flows ("s" and "f")
  * from each MPI send to the receive it matched, across ranks, and from each pthread_create
  * to the first event of the thread it made; and each rank's live heap bytes as a "C"
- * counter. Messages are matched as MPI matches them: per (communicator, source, destination,
+ * counter; and a mark for each rank's dropped events that no mark of its threads places.
+ * Messages are matched as MPI matches them: per (communicator, source, destination,
  * tag) in the order they were sent and the receives posted (non-overtaking); a receive with
  * a wildcard source or tag is matched through its status when the trace has one, else left
  * out. A flow ends at the call that completed the receive (MPI_Wait*, or the receive
@@ -482,11 +483,54 @@ static int put_heap(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_sb
 	return rc;
 }
 
+/* ---- drops no mark places ---- */
+
+/*
+ * Each rank's events dropped by threads that ended before they could say where (metadata
+ * dropped_unplaced): one mark of the whole process at the end of the run, so that the
+ * marks of a whole rank count all its drops.
+ */
+static void put_unplaced(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_sbuf *b,
+			 bool *first)
+{
+	uint64_t end = 0;
+
+	if (!sc->whole_ranks || !vt->procs)
+		return;
+	for (uint32_t i = 0; i < sc->n_segs; i++) {
+		uint64_t e = fs_untimed(vt) ? sc->segs[i].first + sc->segs[i].n_events
+					    : vt->ti.max_ts_ns;
+
+		end = e > end ? e : end;
+	}
+	for (uint32_t i = 0; i < sc->n_segs; i++) {
+		struct fs_proc q;
+
+		if (i > 0 && sc->segs[i].rank == sc->segs[i - 1].rank)
+			continue;
+		fs_proc_at(vt->procs, sc->segs[i].rank, &q);
+		if (q.dropped_unplaced <= 0)
+			continue;
+		if (!*first)
+			fs_sb_put(b, ",\n", 2);
+		*first = false;
+		/* untimed, as the events: a microsecond per event */
+		fs_sb_printf(b, "{\"name\":\"dropped %" PRId64 " event%s (where is not known)\","
+			     "\"cat\":\"capture\",\"ph\":\"i\",\"s\":\"p\",\"ts\":%" PRIu64
+			     ".%03" PRIu64 ",\"pid\":%" PRIu32 ",\"tid\":0,\"args\":{\"count\":%"
+			     PRId64 "}}", q.dropped_unplaced, q.dropped_unplaced == 1 ? "" : "s",
+			     fs_untimed(vt) ? end : end / 1000, fs_untimed(vt) ? 0 : end % 1000,
+			     sc->segs[i].rank, q.dropped_unplaced);
+	}
+}
+
 int fs_chrome_extras(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_sbuf *b,
 		     bool *first)
 {
 	int rc = fs_pict_ready(vt);
 
+	if (rc == 0)
+		put_unplaced(vt, sc, b, first);
 	if (rc == 0)
 		rc = put_heap(vt, sc, b, first);
 	if (rc == 0)

@@ -1,7 +1,8 @@
 /*
  * The heap of a rank, as memtrace and heaptrack show one: heap.txt (calls and bytes, peak
  * live bytes with the call stacks live at the peak, leaks grouped by call stack, temporary
- * allocations), leaks.folded (leaked bytes per call stack, for flame graphs) and the
+ * allocations, a histogram of the freed blocks' lifetimes), leaks.folded (leaked bytes per
+ * call stack, for flame graphs) and the
  * live-bytes series that trace.json draws as a counter. The heap is the malloc family:
  * kinds of category "alloc" but the mappings (mmap, munmap, mremap), which heaptrack leaves
  * out too. A block is known by its allocation id when the trace has ids (the capture's `id`
@@ -22,6 +23,7 @@
 #define NO_STACK UINT64_MAX
 #define N_SAMPLES 2048	/* time buckets of the live-bytes series */
 #define MAX_ROWS 200	/* call stacks listed per table of heap.txt */
+#define N_LIFE 65	/* lifetime buckets: [0, 1), then [2^(b-1), 2^b) for b = 1..64 */
 
 enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC };
 
@@ -31,9 +33,10 @@ struct hkind {
 	int8_t id, freed, addr, ptr, size, nmemb, stack, ret;
 };
 
-/* One block alive: its key (id or address), bytes and call stack. */
+/* One block alive: its key (id or address), bytes, call stack and when it was made. */
 struct block {
 	uint64_t key, bytes, stack;
+	uint64_t born; /* end of the call that made it (ns), untimed its replay step */
 	bool used;
 };
 
@@ -57,6 +60,8 @@ struct fs_heap {
 	size_t n_at_peak, n_leaks;
 	struct fs_heap_sample *series;
 	size_t n_series;
+	/* lifetimes of the blocks freed: blocks and bytes per log2 bucket (N_LIFE) */
+	uint64_t life_blocks[N_LIFE], life_bytes[N_LIFE];
 };
 
 /* ---- kinds ---- */
@@ -330,7 +335,19 @@ static int note_live(struct replay *r, uint64_t ts)
 	return rc;
 }
 
-static void release(struct replay *r, uint64_t key)
+/* Block @b ends at @now (as its `born`): its lifetime's bucket (first pass only). */
+static void note_lifetime(struct replay *r, const struct block *b, uint64_t now)
+{
+	uint64_t life = now > b->born ? now - b->born : 0;
+	unsigned k = life ? 64 - (unsigned)__builtin_clzll(life) : 0;
+
+	if (r->stop_step != UINT64_MAX)
+		return;
+	r->h->life_blocks[k]++;
+	r->h->life_bytes[k] = fs_sat_add(r->h->life_bytes[k], b->bytes);
+}
+
+static void release(struct replay *r, uint64_t key, uint64_t now)
 {
 	struct block *b = map_find(&r->live, key);
 
@@ -342,6 +359,7 @@ static void release(struct replay *r, uint64_t key)
 	}
 	if (r->last_was_alloc && r->last_alloc_key == key)
 		r->h->n_temp += first; /* heaptrack: no other allocation or free between */
+	note_lifetime(r, b, now);
 	r->live_bytes -= b->bytes;
 	map_del(&r->live, b);
 }
@@ -351,6 +369,8 @@ static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 	const struct hkind *k = &r->kinds[ev->kind];
 	struct fs_heap *h = r->h;
 	uint64_t id = arg_u(ev, k->id), addr = arg_u(ev, k->addr), key, bytes;
+	/* when the call took effect: lifetimes count from and to it */
+	const uint64_t now = r->untimed ? r->step : ev->ts_ns + ev->dur_ns;
 	struct block *old_b;
 	bool ok = true;
 	int rc;
@@ -365,7 +385,7 @@ static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 			return 0; /* a failed realloc keeps its block */
 		if (old) {
 			h->n_free += r->stop_step == UINT64_MAX;
-			release(r, old);
+			release(r, old, now);
 		} else if (k->role == H_REALLOC && id && r->last_was_alloc &&
 			   r->last_alloc_key == id) {
 			/* in place, as heaptrack counts it: a free of the block just made */
@@ -392,12 +412,16 @@ static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 	}
 	old_b = map_find(&r->live, key);
 	if (old_b) {
-		/* an address given out again: its block was freed where the trace did not see */
+		/* a realloc in place (its id kept) ends the block and makes another, as heaptrack
+		   counts it; else an address given out again: its block was freed where the
+		   trace did not see, when is not known */
+		if (k->role == H_REALLOC && id)
+			note_lifetime(r, old_b, now);
 		r->live_bytes -= old_b->bytes;
 		map_del(&r->live, old_b);
 	}
 	rc = map_put(&r->live, &(struct block){key, bytes, k->stack >= 0 ? arg_u(ev, k->stack)
-									 : NO_STACK, true});
+									 : NO_STACK, now, true});
 	if (rc < 0)
 		return rc;
 	r->live_bytes += bytes;
@@ -601,6 +625,26 @@ static void put_table(struct fs_vtree *vt, uint32_t rank, struct fs_sbuf *b, con
 		put_stack_line(vt, rank, b, &v[i]);
 }
 
+/*
+ * The histogram of the freed blocks' lifetimes: per log2 bucket [from, to) the blocks and
+ * their bytes, empty buckets left out.
+ */
+static void put_lifetimes(struct fs_sbuf *b, const struct fs_heap *h, bool untimed)
+{
+	fs_sb_printf(b, "\n# lifetimes of the blocks freed, in %s from the call that made a block "
+		     "to the one that freed it (a realloc frees its block and makes another; "
+		     "leaks are above), log2 buckets: lifetime from to (%s), blocks, bytes\n",
+		     untimed ? "heap calls of the rank" : "ns", untimed ? "calls" : "ns");
+	for (unsigned k = 0; k < N_LIFE; k++) {
+		uint64_t from = k ? UINT64_C(1) << (k - 1) : 0;
+		uint64_t to = k == 64 ? UINT64_MAX : UINT64_C(1) << k;
+
+		if (h->life_blocks[k])
+			fs_sb_printf(b, "lifetime %20" PRIu64 " %20" PRIu64 " %10" PRIu64 " %14" PRIu64
+				     "\n", from, to, h->life_blocks[k], h->life_bytes[k]);
+	}
+}
+
 int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		size_t *len)
 {
@@ -633,6 +677,7 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 		     h->leaked, h->leaked_blocks);
 	put_table(vt, rank, &b, "live at the peak", h->at_peak, h->n_at_peak);
 	put_table(vt, rank, &b, "leaked", h->leaks, h->n_leaks);
+	put_lifetimes(&b, h, fs_untimed(vt));
 	return fs_sb_detach(&b, out, len);
 }
 

@@ -388,6 +388,7 @@ struct fs_proc {
 	const char *thread_names; /* the `thread_names` metadata */
 	int64_t pid, ppid;
 	int64_t parent_rank; /* the rank that started it */
+	int64_t dropped_unplaced; /* events it dropped that no `dropped` mark places, or -1 */
 };
 
 /* Ranks [first, the next run's first) are the same process but for their parent. */

@@ -62,6 +62,7 @@ struct fs_pterm {
 	uint8_t cls;	  /* enum fs_cls */
 	bool instant;	  /* a mark: a moment, not a span */
 	int32_t zdepth;	  /* a zone's `depth` argument (the untimed clock nests by it), or -1 */
+	uint64_t dropped; /* a `dropped` mark (the recorder lost events there): its count; 0 */
 };
 
 struct fs_heap;

@@ -2,7 +2,8 @@
  * The processes of a trace, from its metadata (FORMAT.md §3.1): for each rank the program
  * it ran last (`image`, else `program`), all of them (`images`, "sh -> cc1"), its pid and
  * ppid, the rank that started it, how it ended (`end`) and the names the program gave its
- * threads (`thread_names`), each read from `<key>.rank<R>` keys in one pass over the
+ * threads (`thread_names`), the events it dropped that no mark places
+ * (`dropped_unplaced`), each read from `<key>.rank<R>` keys in one pass over the
  * metadata and kept as runs of ranks, so a trace of many ranks costs no more than its
  * metadata. Names for trace.json,
  * info.json and README.txt come from here. It reads no events.
@@ -16,9 +17,10 @@
 #include "vnode_i.h"
 
 /* The keys read, and where each goes in a struct fs_proc. */
-enum { KEY_PROGRAM, KEY_IMAGE, KEY_IMAGES, KEY_END, KEY_THREAD_NAMES, KEY_PID, KEY_PPID, N_KEYS };
+enum { KEY_PROGRAM, KEY_IMAGE, KEY_IMAGES, KEY_END, KEY_THREAD_NAMES, KEY_PID, KEY_PPID,
+       KEY_UNPLACED, N_KEYS };
 static const char *const keys[N_KEYS] = {"program", "image",	"images", "end",
-					 "thread_names", "pid", "ppid"};
+					 "thread_names", "pid", "ppid", "dropped_unplaced"};
 
 /*
  * Split @key into one of keys[] and the rank of its `.rank<R>` suffix (R < @n_ranks, no
@@ -193,6 +195,7 @@ static void set_run(struct fs_proc_run *run, uint32_t first, const char *const *
 	q->thread_names = val[KEY_THREAD_NAMES];
 	q->pid = number(val[KEY_PID]);
 	q->ppid = number(val[KEY_PPID]);
+	q->dropped_unplaced = number(val[KEY_UNPLACED]);
 }
 
 int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out)

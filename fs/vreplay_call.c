@@ -156,6 +156,10 @@ static void capture_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_
 		fs_sb_printf(&t->code, ", %d, ", !strcmp(k, "store"));
 		put_arg(g, term, kd, args, 2, &t->code);
 		fs_sb_printf(&t->code, ");");
+	} else if (!strcmp(k, "dropped")) {
+		t->what = RP_W_NONE;
+		t->why = "events the recording dropped (its spool was full): what they were is "
+			 "not known";
 	} else {
 		t->what = RP_W_NONE;
 		t->why = "an event of the capture API the proxy does not know";

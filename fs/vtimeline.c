@@ -8,8 +8,9 @@
  * the same become one bar that says what it holds. A lane that would still hold more bars
  * than its share of the budget is drawn with pixels k times as wide, so the file stays
  * under FS_SVG_MAX_BYTES however long the trace: its size follows the picture, not the
- * events. One decoding pass over the scope's events, memory of one lane's pixels. It draws
- * no counters and no flows (trace.json has those).
+ * events. Where the recorder dropped events (`dropped` marks) a red band crosses the lane.
+ * One decoding pass over the scope's events, memory of one lane's pixels. It draws no
+ * counters and no flows (trace.json has those).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +56,13 @@ struct pix {
 	uint32_t n[FS_N_CLS];
 };
 
+/* One pixel of a lane's `dropped` marks: the events of those that begin in it, whether
+ * one spans it (marks of one thread never overlap: their pixels add up to the lane's). */
+struct dpix {
+	uint64_t n;
+	bool covered;
+};
+
 /* An event wide enough for a bar of its own. */
 struct own {
 	double x0, x1;
@@ -69,6 +77,7 @@ struct lane {
 	size_t n_own, own_cap;
 	uint32_t rows;		/* rows used (deepest + 1, at most MAX_ROWS) */
 	uint8_t used[FS_N_CLS];
+	struct dpix *drops;	/* [PLOT_W]: where the `dropped` marks are */
 };
 
 struct tl {
@@ -81,7 +90,7 @@ struct tl {
 	uint32_t bars;		/* bars drawn */
 	uint32_t y;		/* top of the next lane */
 	uint8_t used[FS_N_CLS];
-	bool phases_drawn;
+	bool phases_drawn, drops_drawn;
 	struct lane ln;
 	struct fs_sbuf body;
 };
@@ -179,6 +188,16 @@ static int span_cb(void *arg, const struct fs_span *sp, bool open)
 	uint32_t row = sp->depth < MAX_ROWS ? sp->depth : MAX_ROWS - 1;
 	double x0, x1;
 
+	if (!open && pt->dropped && sp->start >= t->t0 && sp->start <= t->t1) {
+		uint32_t p0, p1;
+
+		x0 = px_of(t, sp->start);
+		p0 = x0 < PLOT_W ? (uint32_t)x0 : PLOT_W - 1;
+		p1 = (uint32_t)ceil(px_of(t, sp->end));
+		t->ln.drops[p0].n += pt->dropped;
+		for (uint32_t p = p0; p < p1 && p < PLOT_W; p++)
+			t->ln.drops[p].covered = true;
+	}
 	if (open || sp->end <= t->t0 || sp->start >= t->t1 || pt->instant)
 		return 0;
 	if (row + 1 > t->ln.rows)
@@ -406,6 +425,37 @@ static int draw_phases(struct tl *t, const struct fs_seg *s, uint32_t h)
 	return rc;
 }
 
+/*
+ * The `dropped` marks of the lane (height @h) as red bands across it from the first event
+ * dropped to the last, those a few pixels apart as one, each saying how many events are
+ * missing there.
+ */
+static void draw_drops(struct tl *t, uint32_t h)
+{
+	const struct dpix *d = t->ln.drops;
+
+	for (uint32_t x = 0; x < PLOT_W; x++) {
+		uint64_t n = 0;
+		uint32_t x1 = x; /* one past the run's last marked pixel */
+
+		if (!d[x].n && !d[x].covered)
+			continue;
+		for (uint32_t p = x; p < PLOT_W && p < x1 + 4; p++) {
+			if (d[p].n || d[p].covered) {
+				n += d[p].n;
+				x1 = p + 1;
+			}
+		}
+		t->bars++;
+		t->drops_drawn = true;
+		fs_sb_printf(&t->body, "<rect class=\"dr\" x=\"%u\" y=\"-2\" width=\"%u\" "
+			     "height=\"%u\"><title>dropped %" PRIu64 " event%s (the recorder's "
+			     "spool was full)</title></rect>\n", x, x1 - x > 2 ? x1 - x : 2,
+			     h + 3, n, n == 1 ? "" : "s");
+		x = x1;
+	}
+}
+
 static int draw_lane(struct tl *t, const struct fs_seg *s)
 {
 	struct lane *ln = &t->ln;
@@ -415,6 +465,7 @@ static int draw_lane(struct tl *t, const struct fs_seg *s)
 	int rc;
 
 	memset(ln->pix, 0, (size_t)MAX_ROWS * PLOT_W * sizeof(*ln->pix));
+	memset(ln->drops, 0, PLOT_W * sizeof(*ln->drops));
 	ln->n_own = 0;
 	ln->rows = 1;
 	rc = fs_walk_seg(t->vt, s, span_cb, t, &backward);
@@ -443,6 +494,7 @@ static int draw_lane(struct tl *t, const struct fs_seg *s)
 	for (size_t i = 0; i < ln->n_own; i++)
 		put_own(t, &ln->own[i]);
 	t->bars += lane_bars(t, k, true);
+	draw_drops(t, h);
 	fs_sb_put(&t->body, "</g>\n", 5);
 	for (int c = 0; c < FS_N_CLS; c++)
 		t->used[c] |= ln->used[c];
@@ -507,6 +559,11 @@ static void draw_legend(struct tl *t, struct fs_sbuf *b, uint32_t y)
 	if (t->phases_drawn) {
 		fs_sb_printf(b, "<rect class=\"ph p0\" x=\"%u\" y=\"0\" width=\"12\" height=\"12\"/>"
 			     "<text x=\"%u\" y=\"10\">phases</text>\n", x, x + 16);
+		x += 34 + 7 * 6;
+	}
+	if (t->drops_drawn) {
+		fs_sb_printf(b, "<rect class=\"dr\" x=\"%u\" y=\"0\" width=\"3\" height=\"12\"/>"
+			     "<text x=\"%u\" y=\"10\">dropped events</text>\n", x, x + 7);
 	}
 	fs_sb_printf(b, "<text x=\"0\" y=\"28\">Bars with a dashed edge hold events narrower than "
 		     "a pixel, coloured by the kind that takes most of their time; hover for "
@@ -524,7 +581,7 @@ static void put_style(struct fs_sbuf *b)
 		     ".axis text{text-anchor:middle;font-size:10px}\n"
 		     ".bg{fill:#f7f7f7}.ph{opacity:.35}.p0{fill:#c6dbef}.p1{fill:#fdd0a2}"
 		     ".p2{fill:#c7e9c0}.p3{fill:#dadaeb}\n"
-		     ".m{stroke:#444;stroke-width:.5;stroke-dasharray:1 1}\n");
+		     ".m{stroke:#444;stroke-width:.5;stroke-dasharray:1 1}.dr{fill:#d62728;opacity:.6}\n");
 	for (int c = 0; c < FS_N_CLS; c++)
 		fs_sb_printf(b, ".k%d{fill:%s}", c, cls_fill[c]);
 	fs_sb_printf(b, "\n</style>\n");
@@ -564,6 +621,7 @@ static int render(struct tl *t, uint32_t budget, char **out, size_t *len)
 	if (t->bar_budget < 16)
 		t->bar_budget = 16;
 	t->bars = 0;
+	t->drops_drawn = false;
 	t->y = TOP_H;
 	t->body.len = 0;
 	memset(t->used, 0, sizeof(t->used));
@@ -603,8 +661,12 @@ int fs_timeline_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t ran
 		return rc;
 	t.px_per = (double)PLOT_W / (double)(t.t1 - t.t0);
 	t.ln.pix = calloc((size_t)MAX_ROWS * PLOT_W, sizeof(*t.ln.pix));
-	if (!t.ln.pix)
+	t.ln.drops = calloc(PLOT_W, sizeof(*t.ln.drops));
+	if (!t.ln.pix || !t.ln.drops) {
+		free(t.ln.pix);
+		free(t.ln.drops);
 		return -ENOMEM;
+	}
 	for (;;) {
 		rc = render(&t, budget, out, len);
 		if (rc < 0 || *len <= FS_SVG_MAX_BYTES || budget < 64)
@@ -615,6 +677,7 @@ int fs_timeline_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t ran
 		budget /= 2;
 	}
 	free(t.ln.pix);
+	free(t.ln.drops);
 	free(t.ln.own);
 	free(t.body.data);
 	return rc;

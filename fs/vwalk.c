@@ -83,6 +83,11 @@ static int pterm_fill(const struct fs_vtree *vt, uint32_t term, struct fs_pterm 
 	pt->instant = k->n_args && k->args[0].enc == TFS_ENC_STR &&
 		      !strcmp(k->args[0].name, "message");
 	pt->zdepth = -1;
+	pt->dropped = 0;
+	for (uint32_t i = 1; pt->instant && !strcmp(k->name, "dropped") && i < k->n_args; i++) {
+		if (k->args[i].enc == TFS_ENC_SIG && !strcmp(k->args[i].name, "count"))
+			pt->dropped = args[i].u;
+	}
 	for (uint32_t i = 1; k->is_zone && i < k->n_args; i++) {
 		if (k->args[i].enc == TFS_ENC_SIG && !strcmp(k->args[i].name, "depth") &&
 		    args[i].u < INT32_MAX)

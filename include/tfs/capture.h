@@ -14,7 +14,10 @@
  * consumer to free a chunk (TFS_WHEN_FULL=wait, the default: nothing is lost, the program
  * runs at the consumer's pace) or drops the event (drop); either way dropped events are
  * counted, stored in the trace as metadata `dropped_events`, and the trace's `when_full`
- * says which. The wait is bounded: a consumer that frees no chunk for TFS_WAIT_LIMIT_MS
+ * says which. Where a thread dropped events, its stream holds a `dropped` mark
+ * (`message` "dropped N events", `count` N, its duration from the first to the last of
+ * them), and the zones whose end was dropped end there as `zone_unfinished`; drops of a
+ * thread that ended before it could say them are counted in metadata `dropped_unplaced`. The wait is bounded: a consumer that frees no chunk for TFS_WAIT_LIMIT_MS
  * (stopped, killed, or not yet aware of a new process) makes the process drop and count,
  * and say so once on stderr, until it frees chunks again.
  *

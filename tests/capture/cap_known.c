@@ -11,6 +11,9 @@
  *   cap_known spin                                 zones forever; prints "ready" after 1000
  *   cap_known many N                               N threads at once, 100 zones each
  *   cap_known burst N                              N memory accesses as fast as possible
+ *   cap_known zburst N                             N times, as fast as possible: a zone
+ *                                                  "outer" holding a zone "inner" holding
+ *                                                  two memory accesses (6 events' records)
  *   cap_known fork                                 marks around a fork; the child records
  *                                                  zones and a mark, then exit(0)s
  *
@@ -85,6 +88,20 @@ static int burst(long n)
 	return 0;
 }
 
+static int zburst(long n)
+{
+	for (long i = 0; i < n; i++) {
+		tfs_zone_begin("outer");
+		tfs_zone_begin("inner");
+		tfs_mem_access(&cells[i % 16], 8, 0);
+		tfs_mem_access(&cells[(i + 1) % 16], 8, 1);
+		tfs_zone_end();
+		tfs_zone_end();
+	}
+	printf("zburst %ld done, %llu dropped\n", n, (unsigned long long)tfs_capture_dropped());
+	return 0;
+}
+
 static int forking(void)
 {
 	pid_t pid;
@@ -132,6 +149,8 @@ int main(int argc, char **argv)
 		return many(n_workers);
 	if (!strcmp(mode, "burst"))
 		return burst(atol(argv[2]));
+	if (!strcmp(mode, "zburst"))
+		return zburst(atol(argv[2]));
 	if (!strcmp(mode, "spin"))
 		return spin();
 	if (!strcmp(mode, "fork"))

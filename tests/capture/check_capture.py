@@ -26,7 +26,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cli"))
 from tap import Tap  # noqa: E402
+import trace_event  # noqa: E402
 
 
 
@@ -575,16 +577,86 @@ def test_full_spool(tap, args, work, n=3000000):
         return
     t = Trace(args.tracefs, out)
     dropped = int(t.meta("dropped_events"))
-    events = t.info["events"]
+    # the marks of where events were dropped are events too: summary.txt counts them
+    marks = [int(line.split()[1]) for line in t.cat("summary.txt").decode().splitlines()
+             if line.split()[:1] == ["kind"] and line.split()[-1] == "dropped"]
+    events = t.info["events"] - sum(marks)
     said = int(re.search(rb"(\d+) dropped", sout).group(1))
-    tap.diag("1 MiB spool, %d accesses: %d recorded, %d dropped" % (n, events, dropped))
-    tap.ok(dropped > 0 and events + dropped == n and t.meta("when_full") == "drop",
+    tap.diag("1 MiB spool, %d accesses: %d recorded, %d dropped, %s marks" %
+             (n, events, dropped, marks))
+    tap.ok(dropped > 0 and marks and events + dropped == n and t.meta("when_full") == "drop",
            "full spool: recorded + dropped == accesses made, exactly", (events, dropped))
     tap.ok(int(m.group("dropped")) == dropped and said == dropped,
            "full spool: record and the program report the same dropped count",
            (m.group("dropped"), said, dropped))
     rc, _, err = t.verify()
     tap.ok(rc == 0, "full spool: verify", err)
+
+
+def test_dropped_zones(tap, args, work, n=300000):
+    """A full spool while the program nests zones (outer > inner > 2 accesses, cap_known
+    zburst) with --when-full=drop: where events were dropped the thread's stream says how
+    many, zones never nest deeper than the program nested them (a zone whose end was dropped
+    ends at the mark instead of holding all later ones), and every record is accounted for:
+    2 per zone, 1 per zone ended at a mark, 1 per access, plus the drops, make 6 per
+    iteration. trace.json marks them as instant events (with a process-wide one for drops no
+    thread could place) summing to the drops and validates; timeline.svg bands them."""
+    out = os.path.join(work, "zburst.trace")
+    rc, sout, serr = run([args.tracefs, "record", "--trace=zones,mem", "--when-full=drop",
+                          "-o", out, "--spool-size=1", "--", args.known, "zburst", str(n)])
+    m = SUMMARY_RE.search(serr)
+    if not tap.ok(rc == 0 and m, "dropped zones: runs", serr):
+        return
+    t = Trace(args.tracefs, out)
+    dropped = int(t.meta("dropped_events"))
+    unplaced = int(t.meta("dropped_unplaced"))
+    said = int(re.search(rb"(\d+) dropped", sout).group(1))
+    count = {}
+    depths = {"outer": set(), "inner": set()}
+    marked = 0
+    bad_messages = []
+    for e in t.events(0):
+        count[e["name"]] = count.get(e["name"], 0) + 1
+        if e["name"] in ("zone", "zone_unfinished"):
+            depths.setdefault(e["args"]["name"], set()).add(e["args"]["depth"])
+        if e["name"] == "dropped":
+            k = e["args"]["count"]
+            marked += k
+            if e["args"]["message"] != "dropped %d event%s" % (k, "" if k == 1 else "s"):
+                bad_messages.append(e)
+    tap.diag("zburst %d on a 1 MiB spool: %s, %d dropped, %d unplaced" %
+             (n, count, dropped, unplaced))
+    tap.ok(dropped > 0 and said == dropped and count.get("dropped", 0) > 0,
+           "dropped zones: drops happened, counted as the program says, marked",
+           (dropped, said, count))
+    tap.ok(not bad_messages, "dropped zones: each mark's message says its count",
+           bad_messages[:3])
+    tap.ok(marked + unplaced == dropped and unplaced < dropped,
+           "dropped zones: the marks' counts and dropped_unplaced sum to dropped_events",
+           (marked, unplaced, dropped))
+    recs = 2 * count.get("zone", 0) + count.get("zone_unfinished", 0) + \
+        count.get("load", 0) + count.get("store", 0)
+    tap.ok(recs + dropped == 6 * n,
+           "dropped zones: 2 records a zone, 1 a zone ended at a mark, 1 an access, plus "
+           "the drops, are the program's 6 per iteration", (recs, dropped, 6 * n))
+    tap.ok(depths["outer"] == {0} and depths["inner"] <= {0, 1} and set(depths) ==
+           {"outer", "inner"},
+           "dropped zones: no zone nests deeper than the program nested it", depths)
+    data = t.cat("trace.json")
+    problems = trace_event.validate(data)
+    tap.ok(not problems, "dropped zones: trace.json is valid trace-event JSON", problems[:5])
+    marks = [e for e in json.loads(data) if e.get("cat") == "capture"]
+    tap.ok(marks and all(e["ph"] == "i" and e["s"] in ("t", "p") and
+                         e["name"].startswith("dropped %d event" % e["args"]["count"])
+                         for e in marks) and
+           sum(e["args"]["count"] for e in marks) == dropped,
+           "dropped zones: trace.json's instant marks sum to dropped_events",
+           (len(marks), sum(e["args"]["count"] for e in marks), dropped))
+    svg = t.cat("timeline.svg").decode()
+    ticks = re.findall(r'<rect class="dr"[^>]*><title>dropped (\d+) events?', svg)
+    tap.ok(ticks and sum(map(int, ticks)) == marked,
+           "dropped zones: timeline.svg's red bands say the threads' marked drops",
+           (len(ticks), sum(map(int, ticks)), marked))
 
 
 # 8 threads allocating (bytearrays past pymalloc's limit go to malloc) while the recorder,
@@ -836,7 +908,8 @@ def main():
                      test_stale_spools,
                      test_stale_spools_own_dir,
                      test_interrupt_record,
-                     test_many_threads, test_full_spool, test_full_spool_threads, test_matmul,
+                     test_many_threads, test_full_spool, test_dropped_zones,
+                     test_full_spool_threads, test_matmul,
                      test_demo, test_demo_order, test_cli):
             if args.only and test.__name__ != args.only:
                 continue

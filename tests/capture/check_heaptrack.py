@@ -1,18 +1,27 @@
 #!/usr/bin/env python3
-"""heap.txt and leaks.folded agree with heaptrack on the same program (cap_heap.c).
+"""heap.txt and leaks.folded agree with heaptrack on the same program (cap_heap.c), and
+heap.txt's lifetime histogram with one computed here from events.jsonl.
 
 cap_heap runs once under `tracefs record` and once under heaptrack. heaptrack_print's
 flame-graph stacks (allocations, temporary, peak and leaked costs) are summed over the
 stacks through cap_heap's main, since heaptrack also counts allocations its own injected
 library makes at load time, before main; tracefs's numbers of the rank must equal those
 sums, and leaks.folded's bytes per innermost function those of heaptrack. Skipped, with the
-reason, where heaptrack is not installed (.ci/setup installs it). Output is TAP.
+reason, where heaptrack is not installed (.ci/setup installs it).
+
+The lifetime histogram (heaptrack's GUI draws one; heaptrack_print prints none to compare
+with) is checked without heaptrack: cap_heap recorded with timing and without, each freed
+block's lifetime is taken from events.jsonl by allocation id (the allocating call's `id`,
+free's `id`, realloc's `freed`; a realloc in place ends its block and makes another), in ns
+between the calls' ends, or untimed in heap calls between them, and bucketed by log2; the
+blocks and bytes per bucket must equal heap.txt's. Output is TAP.
 
   check_heaptrack.py --tracefs T --prog CAP_HEAP
 """
 
 import argparse
 import collections
+import json
 import os
 import re
 import shutil
@@ -56,6 +65,79 @@ def heaptrack_costs(work, prog):
     return got, None
 
 
+HEAP_CALLS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign",
+              "memalign")
+
+
+def lifetimes(events, timed):
+    """{bucket: [blocks, bytes]} of the freed blocks' lifetimes, from events.jsonl lines
+    (one thread, in its order). Bucket 0 holds lifetime 0, bucket k [2^(k-1), 2^k)."""
+    live, hist, step = {}, collections.defaultdict(lambda: [0, 0]), 0
+
+    def end(ident, now):
+        born, size = live.pop(ident)
+        k = max(0, now - born).bit_length()
+        hist[k][0] += 1
+        hist[k][1] += size
+
+    for e in events:
+        if e["name"] not in HEAP_CALLS:
+            continue
+        now = e["ts"] + e["dur"] if timed else step
+        step += 1
+        a = e["args"]
+        if e["name"] == "free":
+            if a.get("id") in live:
+                end(a["id"], now)
+            continue
+        if e["name"] == "realloc" and a.get("freed") in live:
+            end(a["freed"], now)
+        ret = a.get("ret", 0)
+        made = int(ret, 16) if isinstance(ret, str) else ret == 0 and \
+            int(a.get("ptr", "0x0"), 16)
+        if not made or not a.get("id"):
+            continue
+        if a["id"] in live:  # a realloc in place: the block ends, another begins
+            end(a["id"], now)
+        live[a["id"]] = (now, a.get("size", 0) * a.get("nmemb", 1))
+    return dict(hist)
+
+
+def heap_lifetimes(heap):
+    """heap.txt's histogram as lifetimes() gives it."""
+    got = {}
+    for m in re.finditer(r"^lifetime +(\d+) +(\d+) +(\d+) +(\d+)$", heap, re.M):
+        lo, hi, blocks, size = map(int, m.groups())
+        k = lo.bit_length()
+        if hi != (1 << k if k < 64 else (1 << 64) - 1):
+            return "bad bucket %s" % m.group(0)
+        got[k] = [blocks, size]
+    return got
+
+
+def check_lifetimes(tap, args, work):
+    for timing in ("lossless", "none"):
+        trace = os.path.join(work, "life-%s.trace" % timing)
+        rc, out, err = run([args.tracefs, "record", "--timing=" + timing, "-o", trace, "--",
+                            args.prog])
+        if not tap.ok(rc == 0, "tracefs record --timing=%s cap_heap" % timing, out + err):
+            continue
+        rc, heap, err = run([args.tracefs, "cat", trace, "ranks/0/heap.txt"])
+        rc2, evs, err2 = run([args.tracefs, "cat", trace, "ranks/0/threads/0/events.jsonl"])
+        if not tap.ok(rc == 0 and rc2 == 0, "timing %s: heap.txt, events.jsonl" % timing,
+                      err + err2):
+            continue
+        want = lifetimes([json.loads(line) for line in evs.splitlines()],
+                         timing != "none")
+        got = heap_lifetimes(heap)
+        blocks = sum(v[0] for v in want.values())
+        # cap_heap frees 4 kept blocks, 250 churned ones, the big one, and grows one
+        tap.ok(got == want and blocks >= 256 and len(want) >= 2,
+               "timing %s: heap.txt's lifetime histogram (%d blocks in %d buckets) equals "
+               "one from events.jsonl's ids" % (timing, blocks, len(want)),
+               "got  %r\nwant %r" % (got, want))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -64,13 +146,14 @@ def main():
     tap = Tap()
     names = ["allocations", "temporary allocations", "peak bytes", "leaked bytes",
              "leaks.folded by function"]
-    if not (shutil.which("heaptrack") and shutil.which("heaptrack_print")):
-        for n in names:
-            tap.skip("heap.txt %s equal heaptrack's" % n,
-                     "no heaptrack (apt-get install heaptrack)")
-        return tap.done()
     work = tempfile.mkdtemp(prefix="tfs-heaptrack-")
     try:
+        check_lifetimes(tap, args, work)
+        if not (shutil.which("heaptrack") and shutil.which("heaptrack_print")):
+            for n in names:
+                tap.skip("heap.txt %s equal heaptrack's" % n,
+                         "no heaptrack (apt-get install heaptrack)")
+            return tap.done()
         ht, why = heaptrack_costs(work, args.prog)
         if not tap.ok(ht is not None, "heaptrack records cap_heap", why):
             return tap.done()

@@ -1,7 +1,8 @@
 /*
  * The consumer against hand-written spools: raw records laid out here word by word (not by
  * the producer), so what the consumer makes of them is checked independently of capture.c.
- * Covers zone pairing (start, duration, depth), chunk order by sequence number whatever the
+ * Covers zone pairing (start, duration, depth), marks of dropped events (ending the zones
+ * whose end was dropped), chunk order by sequence number whatever the
  * chunk's place, partial chunks read only at the end, phases, memory-access sites, and
  * damaged records and chunk headers, which must be skipped and counted, never crash, and
  * interposed calls (REC_CALL: numbers and NUL-separated strings matched to their kind),
@@ -321,6 +322,64 @@ static void test_consumer_zones_pair_into_events(void **state)
 	assert_string_equal(tfs_trace_meta(t, "dropped_events"), "0");
 	free(got);
 	tfs_trace_close(t);
+}
+
+/*
+ * A REC_DROPPED: the zones open beyond the count it gives had their end dropped, so they end
+ * at the first drop, unfinished, and later zones nest at the depth the program gave them;
+ * the mark says how many events, from the first drop to the last. dropped_unplaced is what
+ * the producers counted beyond the marks.
+ */
+static void test_consumer_dropped_ends_zones_and_marks(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk wc = chunk_at(f, 0, 0, 0);
+	struct tfs_trace *t;
+	char *got;
+
+	put_str(&wc, REC_STRING, 0, 1000, "outer");
+	put_str(&wc, REC_STRING, 1, 1000, "inner");
+	put(&wc, REC_ZONE_BEGIN, 0, 0, 1100, 0);
+	put(&wc, REC_ZONE_BEGIN, 0, 1, 1200, 0);
+	/* inner's end and 6 more dropped from 1300 to 1350; outer still open (1 zone) */
+	put(&wc, REC_DROPPED, 0, 0, 1300, 3, (uint64_t)7, (uint64_t)1350, (uint64_t)1);
+	put(&wc, REC_ZONE_BEGIN, 0, 1, 1400, 0);
+	put(&wc, REC_ZONE_END, 0, 0, 1500, 0);
+	put(&wc, REC_ZONE_END, 0, 0, 1600, 0);
+	publish(&wc, SPOOL_FULL);
+	f->spool.hdr->dropped_events = 9; /* 2 the thread could not place */
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	got = saved_view(f, 0, &t);
+	assert_string_equal(
+	    got, "{\"ts\":200,\"dur\":100,\"thread\":0,\"name\":\"zone_unfinished\",\"args\":"
+		 "{\"name\":\"inner\",\"depth\":1}}\n"
+		 "{\"ts\":300,\"dur\":50,\"thread\":0,\"name\":\"dropped\",\"args\":{\"message\":"
+		 "\"dropped 7 events\",\"count\":7}}\n"
+		 "{\"ts\":400,\"dur\":100,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
+		 "\"depth\":1}}\n"
+		 "{\"ts\":100,\"dur\":500,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
+		 "\"depth\":0}}\n");
+	assert_string_equal(tfs_trace_meta(t, "dropped_events"), "9");
+	assert_string_equal(tfs_trace_meta(t, "dropped_unplaced"), "2");
+	free(got);
+	tfs_trace_close(t);
+}
+
+/* A REC_DROPPED too short to hold its words is damage: skipped and counted. */
+static void test_consumer_rejects_short_dropped(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk wc = chunk_at(f, 0, 0, 0);
+	struct tfs_recording_stats st;
+
+	put(&wc, REC_DROPPED, 0, 0, 1300, 2, (uint64_t)7, (uint64_t)1350);
+	publish(&wc, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	cap_consumer_stats(f->c, &st);
+	assert_int_equal(st.bad_records, 1);
+	assert_int_equal(st.n_events, 0);
 }
 
 static void test_consumer_reads_chunks_in_sequence_order(void **state)
@@ -1049,6 +1108,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_consumer_parses_timing_modes),
 	    cmocka_unit_test_setup_teardown(test_consumer_zones_pair_into_events, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_dropped_ends_zones_and_marks, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_rejects_short_dropped, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_reads_chunks_in_sequence_order, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_reads_partial_chunks_only_at_the_end,

@@ -11,8 +11,8 @@ For each timing and order given, synth_demo writes a trace of 3 ranks x 3 thread
 - timeline.svg of the root, each rank and a window parses as XML, has a lane per thread,
   bars with titles naming zones and their durations, an axis with labelled ticks, a legend,
   and stays under 2 MB;
-- heap.txt's counts, peak and leaks equal a replay of the rank's events.jsonl, and
-  leaks.folded sums to the leaked bytes;
+- heap.txt's counts, peak, leaks and lifetime histogram equal a replay of the rank's
+  events.jsonl, and leaks.folded sums to the leaked bytes;
 - profile.speedscope.json has an evented profile per thread whose frames open and close in
   order, one open per span event of the thread (marks excepted), with frames shared;
 - a window's trace.txt holds exactly the lines of its threads whose events start (start
@@ -235,7 +235,9 @@ def replay_heap(trace, rank):
     """The rules of heap.txt, from events.jsonl: the malloc family (allocation kinds but
     mappings), blocks known by their id, else their address; the rank's threads in the order
     their calls end (untimed: thread after thread); temporary: freed, or realloc'd in place,
-    with no other heap call between."""
+    with no other heap call between; lifetimes of freed blocks (a realloc in place ends its
+    block and makes another) from the end of the call that made one to the end of the call
+    that freed it, untimed in heap calls, per log2 bucket: blocks and bytes."""
     evs = []
     for t, i, e in trace.events(rank):
         if e["name"] in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
@@ -247,11 +249,19 @@ def replay_heap(trace, rank):
         for x in evs:
             by_t[x[1]].append(x)
         evs = list(heapq.merge(*[by_t[t] for t in sorted(by_t)], key=lambda x: (x[0], x[1])))
-    live, live_bytes = {}, 0
+    live, live_bytes, born = {}, 0, {}
     st = dict(n_alloc=0, alloc_bytes=0, n_free=0, unknown=0, temp=0, peak=0, peak_blocks=0)
+    life = collections.defaultdict(lambda: [0, 0])
     last = None
-    for _, t, i, e in evs:
+
+    def died(key, now):
+        k = max(0, now - born[key]).bit_length()
+        life[k][0] += 1
+        life[k][1] += live[key]
+
+    for step, (_, t, i, e) in enumerate(evs):
         a = e["args"]
+        now = end_of(e) if trace.timed() else step
         # §9: the result is "result" and a hex value a number
         addr = a.get("result", 0) if e["name"] != "free" else 0
         ident = a.get("id", 0)
@@ -266,6 +276,7 @@ def replay_heap(trace, rank):
                 if old in live:
                     if last == old:
                         st["temp"] += 1
+                    died(old, now)
                     live_bytes -= live.pop(old)
                 else:
                     st["unknown"] += 1
@@ -281,13 +292,17 @@ def replay_heap(trace, rank):
         st["n_alloc"] += 1
         st["alloc_bytes"] += size
         if key in live:
+            if e["name"] == "realloc" and ident:
+                died(key, now)
             live_bytes -= live.pop(key)
         live[key] = size
+        born[key] = now
         live_bytes += size
         last = key
         if live_bytes > st["peak"]:
             st["peak"], st["peak_blocks"] = live_bytes, len(live)
     st["leaked"], st["leaked_blocks"] = live_bytes, len(live)
+    st["lifetimes"] = dict(life)
     return st
 
 
@@ -301,6 +316,12 @@ def parse_heap(text):
         m = re.search(pat, text)
         if m:
             out.update({k: int(v) for k, v in zip(keys, m.groups())})
+    out["lifetimes"] = {}
+    for m in re.finditer(r"^lifetime +(\d+) +(\d+) +(\d+) +(\d+)$", text, re.M):
+        lo, hi, blocks, size = map(int, m.groups())
+        k = lo.bit_length()
+        out["lifetimes"][k if hi == (1 << k if k < 64 else (1 << 64) - 1) else -1] = \
+            [blocks, size]
     return out
 
 
