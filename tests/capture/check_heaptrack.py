@@ -92,9 +92,9 @@ def lifetimes(events, timed):
             continue
         if e["name"] == "realloc" and a.get("freed") in live:
             end(a["freed"], now)
-        ret = a.get("ret", 0)
-        made = int(ret, 16) if isinstance(ret, str) else ret == 0 and \
-            int(a.get("ptr", "0x0"), 16)
+        # §9: the result is "result", a number; posix_memalign's is 0 and its block "ptr"
+        ret = a.get("result", 0)
+        made = ret if e["name"] != "posix_memalign" else ret == 0 and a.get("ptr", 0)
         if not made or not a.get("id"):
             continue
         if a["id"] in live:  # a realloc in place: the block ends, another begins
