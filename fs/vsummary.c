@@ -138,6 +138,7 @@ static bool counts_suffice(const struct fs_vtree *vt, const struct fs_seg *s,
 
 struct tstat {
 	uint64_t count, total_ns, bytes;
+	bool timed; /* some event has a duration: the capture does not time the malloc family */
 };
 
 struct row {
@@ -171,6 +172,7 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 			break;
 		ts[ev.terminal].count++;
 		ts[ev.terminal].total_ns = fs_sat_add(ts[ev.terminal].total_ns, ev.dur_ns);
+		ts[ev.terminal].timed |= ev.dur_ns > 0;
 		ts[ev.terminal].bytes = fs_sat_add(ts[ev.terminal].bytes, fs_event_bytes(vt, &ev));
 	}
 	tfs_cursor_free(c);
@@ -182,6 +184,7 @@ static void add_stat(struct tstat *to, const struct tstat *from)
 	to->count += from->count;
 	to->total_ns = fs_sat_add(to->total_ns, from->total_ns);
 	to->bytes = fs_sat_add(to->bytes, from->bytes);
+	to->timed |= from->timed;
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -282,8 +285,8 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 		     sc->n_events, timing_name(vt->ti.timing));
 	print_sampling(vt, &b);
 	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
-			 "# durations in ns (mean rounded down), bytes: sum of the arguments "
-			 "that count bytes\n");
+			 "# durations in ns (mean rounded down; - when no event of the row has one),"
+			 " bytes: sum of the arguments that count bytes\n");
 	fs_sb_printf(&b, "#%-4s %14s %18s %14s %18s  %s\n", "what", "count", "total_ns",
 		     "mean_ns", "bytes", "name");
 	for (uint32_t i = 0; i < n_rows; i++) {
@@ -291,9 +294,13 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 
 		if (st->count == 0)
 			continue;
-		fs_sb_printf(&b, "%-5s %14" PRIu64 " %18" PRIu64 " %14" PRIu64 " %18" PRIu64 "  %s\n",
-			     rows[i].what, st->count, st->total_ns, st->total_ns / st->count,
-			     st->bytes, rows[i].name);
+		if (st->timed)
+			fs_sb_printf(&b, "%-5s %14" PRIu64 " %18" PRIu64 " %14" PRIu64, rows[i].what,
+				     st->count, st->total_ns, st->total_ns / st->count);
+		else
+			fs_sb_printf(&b, "%-5s %14" PRIu64 " %18s %14s", rows[i].what, st->count, "-",
+				     "-");
+		fs_sb_printf(&b, " %18" PRIu64 "  %s\n", st->bytes, rows[i].name);
 	}
 	return fs_sb_detach(&b, out, len);
 }

@@ -76,7 +76,7 @@ class Trace:
         """Event kind -> count, from summary.txt."""
         counts = {}
         for line in self.cat("summary.txt").splitlines():
-            m = re.match(r"kind\s+(\d+)\s+\d+\s+\d+\s+\d+\s+(\S+)$", line)
+            m = re.match(r"kind\s+(\d+)\s+(?:\d+\s+\d+|-\s+-)\s+\d+\s+(\S+)$", line)
             if m:
                 counts[m.group(2)] = int(m.group(1))
         return counts

@@ -192,22 +192,26 @@ class Tree:
                 if is_zone(kind):
                     keys.append((b"zone", kind["bname"] + b" " + self.text_escape(args[0])))
                 for key in keys:
-                    r = rows.setdefault(key, [0, 0, 0])
+                    r = rows.setdefault(key, [0, 0, 0, False])
                     r[0] += 1
                     r[1] += dur
                     r[2] += b
+                    r[3] = r[3] or dur > 0
         n = sum(s.n for s in sc.segs)
         label = sc.label.encode() if isinstance(sc.label, str) else sc.label
         out = [b"# summary of %s: %d events, timing %s\n" % (label, n,
                                                             TIMING_NAMES[self.m.timing].encode()),
                b"# per event kind and per zone name, largest total duration first;\n"
-               b"# durations in ns (mean rounded down), bytes: sum of the arguments "
-               b"that count bytes\n",
+               b"# durations in ns (mean rounded down; - when no event of the row has one),"
+               b" bytes: sum of the arguments that count bytes\n",
                b"#%-4s %14s %18s %14s %18s  %s\n" % (b"what", b"count", b"total_ns",
                                                     b"mean_ns", b"bytes", b"name")]
-        for (what, name), (c, tot, b) in sorted(rows.items(),
-                                                key=lambda kv: (-kv[1][1], kv[0][0], kv[0][1])):
-            out.append(b"%-5s %14d %18d %14d %18d  %s\n" % (what, c, tot, tot // c, b, name))
+        for (what, name), (c, tot, b, timed) in sorted(
+                rows.items(), key=lambda kv: (-kv[1][1], kv[0][0], kv[0][1])):
+            if timed:
+                out.append(b"%-5s %14d %18d %14d %18d  %s\n" % (what, c, tot, tot // c, b, name))
+            else:
+                out.append(b"%-5s %14d %18s %14s %18d  %s\n" % (what, c, b"-", b"-", b, name))
         return b"".join(out)
 
     # ---- stacks.folded ----
