@@ -358,6 +358,10 @@ int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *le
  * outermost first, as allocs.folded prints it. @return 0 or a reader error
  */
 int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b);
+/** What fs_term_stack() gives for a terminal whose kind has no stack argument. */
+#define FS_NO_STACK UINT64_MAX
+/** The stack id terminal @term names (its SYM argument of class "stack"), or FS_NO_STACK. */
+uint64_t fs_term_stack(const struct fs_vtree *vt, uint32_t term);
 /** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
 int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		  size_t *len);

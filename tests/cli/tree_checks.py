@@ -220,30 +220,41 @@ class Tree:
         return self.text_escape(name)[1:-1].replace(b";", b"\\x3b")
 
     def stacks(self, sc):
-        """README.txt: an allocation of the range lies in every zone of its thread, listed
-        anywhere in the stream, with zone start <= its start < zone end and its end <= zone
-        end; frames outermost first (start, then longest, then stream order)."""
+        """README.txt: for a rank with backtraces, every event of the range counts 1 at its
+        backtrace (folded as allocs.folded folds it), else an allocation counts its bytes;
+        either lies in every zone of its thread, listed anywhere in the stream, with zone
+        start <= its start < zone end and its end <= zone end (a zone in itself); frames
+        outermost first (start, then longest, then stream order) after the backtrace's."""
         total = collections.Counter()
         for s in sc.segs:
             root = b"rank %d;thread %d" % (s.rank, s.thread)
-            zones, allocs = [], []
+            counting = s.rank in self.m.backtraces
+            zones, items = [], []
             for i in range(len(self.m.streams[(s.rank, s.thread)])):
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
                 if is_zone(kind):
                     zones.append((ts, ts + dur, i, args[0]))
-                elif is_alloc(kind) and s.first <= i < s.first + s.n:
-                    allocs.append((ts, ts + dur, event_bytes(kind, (kind_name, ts, dur, args))))
+                if not s.first <= i < s.first + s.n:
+                    continue
+                if counting:
+                    at = [j for j, a in enumerate(kind["args"])
+                          if a["enc"] == ENC_SYM and a["sym_class"] == "stack"]
+                    pre = root + (b";" + self.m.fold(s.rank, args[at[0]]) if at else b"")
+                    items.append((ts, ts + dur, 1, pre))
+                elif is_alloc(kind):
+                    items.append((ts, ts + dur,
+                                  event_bytes(kind, (kind_name, ts, dur, args)), root))
             zones.sort()
-            allocs.sort()
+            items.sort()
             live, z = [], 0
-            for ts, end, b in allocs:
+            for ts, end, b, pre in items:
                 while z < len(zones) and zones[z][0] <= ts:
                     live.append(zones[z])
                     z += 1
                 live = [x for x in live if x[1] > ts]
                 act = sorted((x for x in live if end <= x[1]), key=lambda x: (x[0], -x[1], x[2]))
-                total[root + b"".join(b";" + self.frame(x[3]) for x in act)] += b
+                total[pre + b"".join(b";" + self.frame(x[3]) for x in act)] += b
         return b"".join(b"%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
 
     # ---- trace.json ----
