@@ -115,6 +115,42 @@ static bool push(json_t *arr, json_t *val)
 	return json_array_append_new(arr, val) == 0;
 }
 
+/*
+ * The metadata keys whose values are numbers (FORMAT.md §3.1 and the capture's), with or
+ * without a .rank<R> suffix: info.json gives them as JSON integers when they are canonical
+ * decimal numbers, so that a key has one type across traces; every other value is a string.
+ */
+static const char *const meta_integers[] = {"pid",	   "ppid",	     "backtrace_depth",
+					    "backtraces", "dropped_events", "mpi_size"};
+
+static bool meta_is_integer(const char *key)
+{
+	size_t len = strcspn(key, ".");
+
+	if (key[len] && strncmp(key + len, ".rank", 5))
+		return false;
+	for (size_t i = 0; i < sizeof(meta_integers) / sizeof(meta_integers[0]); i++) {
+		if (strlen(meta_integers[i]) == len && !strncmp(key, meta_integers[i], len))
+			return true;
+	}
+	return false;
+}
+
+/* @v as a JSON integer when @key holds numbers and @v is one (no sign, no leading 0). */
+static json_t *meta_value(const char *key, const char *v)
+{
+	unsigned long long n;
+	char *end;
+
+	if (!meta_is_integer(key) || !*v || (*v == '0' && v[1]) || *v < '0' || *v > '9')
+		return fs_json_bytes_new(v);
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*end || errno || n > (unsigned long long)INT64_MAX)
+		return fs_json_bytes_new(v);
+	return json_integer((json_int_t)n);
+}
+
 static bool put_meta(json_t *o, const struct tfs_trace *t)
 {
 	static const char *const keys[] = {"program", "cmdline", "host", "start_time"};
@@ -129,7 +165,7 @@ static bool put_meta(json_t *o, const struct tfs_trace *t)
 	for (uint32_t i = 0; tfs_trace_meta_at(t, i, &k, &v) == 0; i++) {
 		json_t *key = fs_json_bytes_new(k);
 
-		if (!key || !put(meta, json_string_value(key), fs_json_bytes_new(v))) {
+		if (!key || !put(meta, json_string_value(key), meta_value(k, v))) {
 			json_decref(key);
 			goto err_free_meta;
 		}
@@ -167,7 +203,7 @@ static json_t *stream_json(const struct tfs_stream_info *si, uint32_t index, uin
 {
 	json_t *o = json_object();
 
-	if (!put(o, "rank", json_integer(si->rank)) ||
+	if (!put(o, "index", json_integer(index)) || !put(o, "rank", json_integer(si->rank)) ||
 	    !put(o, "thread", json_integer(si->thread)) ||
 	    !put(o, "events", json_integer((json_int_t)si->n_events)) ||
 	    !put(o, "blocks", json_integer(si->n_blocks)) ||
@@ -176,8 +212,7 @@ static json_t *stream_json(const struct tfs_stream_info *si, uint32_t index, uin
 	    !put(o, "same_as", json_integer(si->same_as)) ||
 	    !put(o, "grammar_bytes", json_integer((json_int_t)si->grammar_bytes)) ||
 	    !put(o, "values_bytes", json_integer((json_int_t)si->values_bytes)) ||
-	    (runs && (!put(o, "index", json_integer(index)) ||
-		      !put(o, "count", json_integer(count))))) {
+	    (runs && !put(o, "count", json_integer(count)))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -195,8 +230,9 @@ static bool continues(const struct tfs_stream_info *a, uint32_t ia,
 }
 
 /*
- * "streams": one entry a stream; past FS_INFO_STREAMS_EACH streams, one entry a run of
- * streams of consecutive ranks, each a copy of one stream, with "index" (its first stream)
+ * "streams": one entry a stream, by rank then thread, "index" its place in the file (what
+ * same_as refers to); past FS_INFO_STREAMS_EACH streams, one entry a run of streams of
+ * consecutive ranks and indices, each a copy of one stream, with "index" (its first stream)
  * and "count" (streams in it: ranks rank .. rank + count - 1).
  */
 static bool put_stream_list(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
@@ -204,22 +240,25 @@ static bool put_stream_list(json_t *o, const struct tfs_trace *t, const struct t
 	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
 	json_t *streams = json_array();
 	struct tfs_stream_info first = {0}, last = {0}, si;
-	uint32_t i0 = 0;
+	uint32_t i0 = 0, n = 0, prev = 0, idx;
 
 	for (uint32_t s = 0; streams && s < ti->n_streams; s++) {
-		if (tfs_trace_stream(t, s, &si) < 0 || si.rank >= ti->n_ranks)
+		if (tfs_trace_stream_sorted(t, s, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0 ||
+		    si.rank >= ti->n_ranks)
 			goto err_free_streams;
-		if (s > 0 && runs && continues(&last, s - 1, &si, s)) {
+		if (s > 0 && runs && continues(&last, prev, &si, idx)) {
 			last = si;
+			prev = idx;
+			n++;
 			continue;
 		}
-		if (s > 0 && !push(streams, stream_json(&first, i0, s - i0, runs)))
+		if (s > 0 && !push(streams, stream_json(&first, i0, n, runs)))
 			goto err_free_streams;
 		first = last = si;
-		i0 = s;
+		i0 = prev = idx;
+		n = 1;
 	}
-	if (streams && ti->n_streams &&
-	    !push(streams, stream_json(&first, i0, ti->n_streams - i0, runs)))
+	if (streams && ti->n_streams && !push(streams, stream_json(&first, i0, n, runs)))
 		goto err_free_streams;
 	return put(o, "streams", streams);
 
@@ -503,7 +542,10 @@ static const char readme_layout[] =
     "  README.txt        this file\n"
     "  info.json         facts about the trace as one JSON object: metadata, timing, ranks,\n"
     "                    streams, phases, sections, sizes, and for a recording its\n"
-    "                    processes (program, pid, parent rank, end)\n"
+    "                    processes (program, pid, parent rank, end); numbers are JSON\n"
+    "                    numbers (metadata pid, ppid, backtrace_depth, backtraces,\n"
+    "                    dropped_events, mpi_size too), streams and threads sorted by rank\n"
+    "                    and thread\n"
     "  trace.json        the whole run as Chrome trace-event JSON (Perfetto, chrome://tracing,\n"
     "                    speedscope); a recording's processes are named \"<program> (pid\n"
     "                    <n>)\", threads the program named \"<name> (thread <t>)\"\n"
@@ -512,6 +554,7 @@ static const char readme_layout[] =
     "                    JSON array of at most that size with its own metadata (phases and\n"
     "                    flows are in part-000.json), so that every JavaScript engine loads\n"
     "                    a part (V8's strings stop at 512 MiB)\n"
+    "  events.jsonl      the whole run: every rank's events.jsonl, in rank order\n"
     "  summary.txt       profile of the whole trace\n"
     "  signatures.txt    the call-signature table\n"
     "  grammar.txt       the grammars the event streams are compressed into\n"

@@ -241,7 +241,7 @@ def record_mode(tap, args, work, trace, what, status, how):
         tap.ok(False, "record %s: trace written" % what)
         return
     t = Trace(args.tracefs, out)
-    tap.ok(same_end(t.meta("end"), how) and t.meta("dropped_events") == "0" and
+    tap.ok(same_end(t.meta("end"), how) and t.meta("dropped_events") == 0 and
            t.meta("capture") == "record",
            "record %s: metadata end, dropped_events, capture" % what, t.info.get("meta"))
     check_known(tap, t, mode, 3, "record %s" % what)

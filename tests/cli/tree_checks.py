@@ -112,7 +112,7 @@ class Tree:
     def files(self):
         """Every file the tree must hold (without trace.json.d)."""
         out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
-               b"grammar.txt", b"trace.json", b"timeline.svg",
+               b"grammar.txt", b"events.jsonl", b"trace.json", b"timeline.svg",
                b"replay/README.txt", b"replay/proxy.c"}
         heap = any(is_heap(k) for k in self.m.kinds.values())
         out.update(b"window/%s/%s" % (w, f) for w in self.window_names(None)
@@ -593,6 +593,14 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
             tap.ok(got == exp, "%sstacks.folded: %d stacks" % (pre.decode(), exp.count(b"\n")),
                    None if got is None or got == exp else first_diff(got, exp))
     ranks = sorted({r for r, _ in model.streams})
+    # README.txt: the root's events.jsonl is every rank's, in rank order
+    exp = b"".join(tree.merged(tree.scopes[b"ranks/%d" % r][0], "events.jsonl") for r in ranks)
+    got = contents.get(b"events.jsonl")
+    tap.ok(got == exp and got == b"".join(contents.get(b"ranks/%d/events.jsonl" % r, b"-")
+                                          for r in ranks),
+           "events.jsonl: the %d ranks' events.jsonl end to end (%d bytes)" % (len(ranks),
+                                                                                len(exp)),
+           None if got is None or got == exp else first_diff(got, exp))
     tap.ok(any(r in model.backtraces for r in ranks) and
            (len(ranks) < 2 or any(r not in model.backtraces for r in ranks)),
            "the trace has ranks with and without backtraces", repr(sorted(model.backtraces)))
@@ -650,7 +658,7 @@ def check_signatures(tap, model, data):
 def check_grammar(tap, info, data):
     heads = re.findall(rb"(?m)^== stream (\d+) \(rank (\d+), thread (\d+)\): (\d+) events"
                        rb"(?:; also ([^=]*))? ==$", data)
-    distinct = [i for i, s in enumerate(info["streams"]) if s["same_as"] == i]
+    distinct = sorted(s["index"] for s in info["streams"] if s["same_as"] == s["index"])
     covered = set()
     for h in heads:
         covered.add((int(h[1]), int(h[2])))
