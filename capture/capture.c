@@ -167,7 +167,7 @@ static void say_stalled(void)
 {
 	char msg[200];
 	int len = snprintf(msg, sizeof(msg),
-			   "tfs capture: process %u: the consumer freed no chunk of the full "
+			   "tracefs: process %u: the consumer freed no chunk of the full "
 			   "spool in %" PRIu64 " ms: dropping events while it frees none\n",
 			   (unsigned int)getpid(), g_wait_limit_ns / 1000000u);
 
@@ -1100,7 +1100,7 @@ static void unrecorded(const char *why, int err)
 	struct spool_hdr *root;
 	int fd, len;
 
-	len = snprintf(msg, sizeof(msg), "tfs capture: process %u is not recorded: %s%s%s%s\n",
+	len = snprintf(msg, sizeof(msg), "tracefs: process %u is not recorded: %s%s%s%s\n",
 		       (unsigned int)getpid(), why, name ? " (" : "", name ? name : "",
 		       name ? ")" : "");
 	if (len > 0)
@@ -1176,7 +1176,7 @@ static uint32_t parse_trace(const char *s)
 		if (cap_parse_trace(word, &one) == 0)
 			mask |= one;
 		else
-			fprintf(stderr, "tfs capture: unknown TFS_TRACE word '%s': ignored\n", word);
+			fprintf(stderr, "tracefs: unknown TFS_TRACE word '%s': ignored\n", word);
 		s += n + (s[n] == ',');
 	}
 	return mask;
@@ -1192,7 +1192,7 @@ static uint32_t parse_bt_depth(const char *s)
 		return DEFAULT_BT_DEPTH;
 	n = strtol(s, &end, 10);
 	if (*end || n < 0 || n > (long)SPOOL_MAX_BT_FRAMES) {
-		fprintf(stderr, "tfs capture: bad TFS_BACKTRACE_DEPTH=%s (0 to %u): using %u\n", s,
+		fprintf(stderr, "tracefs: bad TFS_BACKTRACE_DEPTH=%s (0 to %u): using %u\n", s,
 			SPOOL_MAX_BT_FRAMES, DEFAULT_BT_DEPTH);
 		return DEFAULT_BT_DEPTH;
 	}
@@ -1210,7 +1210,7 @@ static struct spool_policy parse_policy(void)
 	const char *v = getenv("TFS_WHEN_FULL");
 
 	if (cap_parse_when_full(v, &p.when_full) < 0)
-		fprintf(stderr, "tfs capture: bad TFS_WHEN_FULL=%s (wait or drop): waiting\n", v);
+		fprintf(stderr, "tracefs: bad TFS_WHEN_FULL=%s (wait or drop): waiting\n", v);
 	for (uint32_t i = 0; i < 2; i++) {
 		v = getenv(vars[i]);
 		if (!v || !*v)
@@ -1219,7 +1219,7 @@ static struct spool_policy parse_policy(void)
 			p.sample = i == 0 ? SPOOL_SAMPLE_CALLS : SPOOL_SAMPLE_BYTES;
 			break;
 		}
-		fprintf(stderr, "tfs capture: bad %s=%s (a count from 1, k, m or g after it): "
+		fprintf(stderr, "tracefs: bad %s=%s (a count from 1, k, m or g after it): "
 				"ignored\n", vars[i], v);
 	}
 	return p;
@@ -1233,7 +1233,7 @@ static int start_inproc(void)
 	int rc;
 
 	if (cap_parse_timing(getenv("TFS_TIMING"), &tm) < 0) {
-		fprintf(stderr, "tfs capture: bad TFS_TIMING=%s: using lossless\n",
+		fprintf(stderr, "tracefs: bad TFS_TIMING=%s: using lossless\n",
 			getenv("TFS_TIMING"));
 		tm.timing = TFS_TIMING_LOSSLESS;
 		tm.rel_err = 0;
@@ -1366,7 +1366,7 @@ static void policy_init(void)
 	if (ms && *ms && cap_parse_count(ms, &v) == 0 && v < UINT64_MAX / 1000000u)
 		g_wait_limit_ns = v * 1000000u;
 	else if (ms && *ms)
-		fprintf(stderr, "tfs capture: bad TFS_WAIT_LIMIT_MS=%s: using %u\n", ms,
+		fprintf(stderr, "tracefs: bad TFS_WAIT_LIMIT_MS=%s: using %u\n", ms,
 			SPOOL_WAIT_LIMIT_MS);
 	for (uint32_t call = 0; call < N_CALLS && g_policy.sample == SPOOL_SAMPLE_BYTES; call++) {
 		const struct tfs_kind_desc *k = &cap_call_kinds[call];
@@ -1417,7 +1417,7 @@ __attribute__((constructor)) static void capture_init(void)
 									     : SPOOL_MAX_BT_FRAMES;
 		rc = cap_unwind_init();
 		if (rc == -ENOENT)
-			fprintf(stderr, "tfs capture: cannot load libunwind.so.8: allocation "
+			fprintf(stderr, "tracefs: cannot load libunwind.so.8: allocation "
 					"backtraces stay empty\n");
 		/* on failure the allocations still carry a (now empty) backtrace: the consumer
 		   declared their kinds with one */

@@ -189,10 +189,10 @@ void cap_inproc_finish(uint64_t dropped_early)
 			 (long)getpid());
 	rc = save(path);
 	if (rc < 0)
-		fprintf(stderr, "tfs capture: cannot save %s: %s\n", path, strerror(-rc));
+		fprintf(stderr, "tracefs: cannot save %s: %s\n", path, strerror(-rc));
 	cap_consumer_stats(g.consumer, &st);
 	if (st.dropped_events + dropped_early)
-		fprintf(stderr, "tfs capture: %" PRIu64 " events dropped (spool full): %s\n",
+		fprintf(stderr, "tracefs: %" PRIu64 " events dropped (spool full): %s\n",
 			st.dropped_events + dropped_early, path);
 	cap_consumer_free(g.consumer);
 	g.consumer = NULL;

@@ -165,8 +165,9 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 	}
 	p = cap_real.calloc(nmemb, size);
 	id = new_id(p, nmemb * size);
+	/* bytes: what the block holds, the one byte count profiles sum (0 when it failed) */
 	if (tracing_alloc())
-		put_alloc(CALL_CALLOC, 4, nmemb, size, (uintptr_t)p, id, 0);
+		put_alloc(CALL_CALLOC, 5, nmemb, size, p ? nmemb * size : 0, (uintptr_t)p, id);
 	return p;
 }
 

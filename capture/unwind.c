@@ -881,7 +881,7 @@ __attribute__((destructor)) static void unwind_stats(void)
 
 	if (!g_stats)
 		return;
-	len = snprintf(msg, sizeof(msg), "tfs capture: backtraces: %llu walked, %llu by libunwind\n",
+	len = snprintf(msg, sizeof(msg), "tracefs: backtraces: %llu walked, %llu by libunwind\n",
 		       atomic_load(&g_n_walks), atomic_load(&g_n_libunwind));
 	if (len > 0)
 		(void)!write(STDERR_FILENO, msg, (size_t)len);

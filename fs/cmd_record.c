@@ -454,15 +454,26 @@ static void join_args(char **argv, char *buf, size_t cap)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? " " : "", argv[i]);
 }
 
+/*
+ * The summary line. The trace's sizes are the whole file's; the recording's counts (@st:
+ * threads, recovered events, drops, waits) are this recorder's processes'. Under an MPI
+ * launcher (@mpi_size ranks) the file is the job's merged trace and @st rank 0's only, and
+ * the line says which is which.
+ */
 static void summary(const char *out, const char *how, const struct tfs_recording_stats *st,
-		    uint32_t n_procs)
+		    uint32_t n_procs, long mpi_size)
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "";
+	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[48] = "";
+	char scope[32] = "";
 
 	if (n_procs > 1)
 		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
+	if (mpi_size > 0) {
+		snprintf(job, sizeof(job), "the job's %ld ranks: ", mpi_size);
+		snprintf(scope, sizeof(scope), "rank 0: ");
+	}
 	if (tfs_trace_open(out, &t, NULL) == 0) {
 		tfs_trace_get_info(t, &ti);
 		tfs_trace_close(t);
@@ -486,13 +497,14 @@ static void summary(const char *out, const char *how, const struct tfs_recording
 		snprintf(waited, sizeof(waited), "; threads waited %.3f s in all for the recorder",
 			 (double)st->wait_ns / 1e9);
 	fprintf(stderr,
-		"tracefs: %s: %" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
-		"ratio %.1f against the text (%" PRIu64 " bytes), %" PRIu32
+		"tracefs: %s: %s%" PRIu64 " events, %" PRIu64 " bytes, %.3f bytes/event, "
+		"ratio %.1f against the text (%" PRIu64 " bytes)%s%s%" PRIu32
 		" threads%s; program %s; %s; %" PRIu64 " dropped%s%s\n",
-		out, ti.n_events, ti.file_bytes,
+		out, job, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		st->n_threads, procs, how, rec, st->dropped_events, stalls, waited);
+		mpi_size > 0 ? "; " : ", ", scope, st->n_threads, procs, how, rec,
+		st->dropped_events, stalls, waited);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
 }
@@ -513,7 +525,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 		/* the MPI wrappers took the trace at MPI_Finalize, merged and saved it */
 		if (o->mpi_rank == 0 && ok && access(o->mpi_out, R_OK) == 0) {
 			tfs_recording_stats(r, &st);
-			summary(o->mpi_out, how, &st, 1);
+			summary(o->mpi_out, how, &st, 1, o->mpi_size);
 		}
 		return 0;
 	}
@@ -534,7 +546,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 	}
 	n = tfs_recording_stats(r, &st);
 	if (o->mpi_rank == 0 || say_all) /* one line per job, not per rank */
-		summary(out, how, &st, n);
+		summary(out, how, &st, n, o->mpi_size);
 	return 0;
 }
 

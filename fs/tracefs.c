@@ -37,7 +37,8 @@
  * command table of issue #18 but not yet the view declarations that would generate it.
  */
 static const char tree_text[] =
-    "  README.txt, info.json, trace.json, summary.txt, signatures.txt, grammar.txt,\n"
+    "  README.txt, info.json, events.jsonl, trace.json, summary.txt, signatures.txt,\n"
+    "  grammar.txt,\n"
     "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
     "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
     "  ranks/<r>/files.txt (traces that record files),\n"

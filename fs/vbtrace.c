@@ -13,8 +13,6 @@
 
 #include "vnode_i.h"
 
-#define NO_STACK UINT64_MAX
-
 /* A function or file name: control bytes, DEL and '\' as \xHH; in folded stacks ';' too. */
 static void put_name(struct fs_sbuf *b, const char *s, bool folded)
 {
@@ -53,6 +51,23 @@ static int symbol(struct fs_vtree *vt, uint32_t rank, uint64_t addr,
 	return rc;
 }
 
+/*
+ * Whether a backtrace of @n frames of @rank may have lost its outermost frames: it has as
+ * many as the recording kept (metadata backtrace_depth, FORMAT.md §3.1), the capture
+ * keeping the innermost ones of a deeper stack.
+ */
+static bool stack_cut(const struct fs_vtree *vt, uint32_t rank, uint32_t n)
+{
+	const char *v = tfs_trace_meta_rank(vt->trace, "backtrace_depth", rank);
+	char *end;
+	unsigned long long depth;
+
+	if (!v || n == 0)
+		return false;
+	depth = strtoull(v, &end, 10);
+	return *end == '\0' && end != v && depth > 0 && n >= depth;
+}
+
 int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len)
 {
 	uint64_t n_bt = tfs_trace_n_backtraces(vt->trace, rank);
@@ -65,6 +80,8 @@ int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *le
 
 		rc = tfs_trace_backtrace(vt->trace, rank, id, &frames, &n, NULL);
 		fs_sb_printf(&b, "stack#%" PRIu64 "\n", id);
+		if (rc == 0 && stack_cut(vt, rank, n))
+			fs_sb_put(&b, "  [truncated]\n", 14);
 		for (uint32_t f = 0; f < n && rc == 0; f++) {
 			const struct tfs_src_frame *src;
 			uint32_t ns;
@@ -140,8 +157,7 @@ static int add_bytes(struct stack_bytes *sb, uint64_t id, uint64_t bytes)
 	return 0;
 }
 
-/* The stack id terminal @term names through its first SYM argument of class "stack". */
-static uint64_t term_stack(const struct fs_vtree *vt, uint32_t term)
+uint64_t fs_term_stack(const struct fs_vtree *vt, uint32_t term)
 {
 	const struct fs_kind *k = &vt->kinds[vt->terms[term].kind];
 	union tfs_arg args[TFS_MAX_ARGS];
@@ -152,10 +168,10 @@ static uint64_t term_stack(const struct fs_vtree *vt, uint32_t term)
 		if (a->enc != TFS_ENC_SYM || !a->sym_class || strcmp(a->sym_class, "stack"))
 			continue;
 		if (tfs_trace_term_args(vt->trace, term, args) < 0)
-			return NO_STACK;
+			return FS_NO_STACK;
 		return args[i].u;
 	}
-	return NO_STACK;
+	return FS_NO_STACK;
 }
 
 /* Bytes an event allocated: the signature's byte counts plus its VAL ones (negative: 0). */
@@ -187,7 +203,7 @@ static bool must_decode(const struct fs_vtree *vt, const struct fs_seg *s, const
 	    si.n_events != s->n_events)
 		return true;
 	for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
-		if (counts[t] && stack_of[t] != NO_STACK && vt->terms[t].bytes_val)
+		if (counts[t] && stack_of[t] != FS_NO_STACK && vt->terms[t].bytes_val)
 			return true;
 	}
 	return false;
@@ -207,7 +223,7 @@ static int seg_bytes(struct fs_vtree *vt, const struct fs_seg *s, const uint64_t
 		for (uint32_t t = 0; t < vt->ti.n_terminals && rc == 0; t++) {
 			uint64_t b = vt->terms[t].sig_bytes;
 
-			if (counts[t] && stack_of[t] != NO_STACK)
+			if (counts[t] && stack_of[t] != FS_NO_STACK)
 				rc = add_bytes(sb, stack_of[t], sat_mul(counts[t], b));
 		}
 		return rc;
@@ -215,7 +231,7 @@ static int seg_bytes(struct fs_vtree *vt, const struct fs_seg *s, const uint64_t
 	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
 	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
 		rc = tfs_cursor_event(c, i, &ev, NULL);
-		if (rc == 0 && stack_of[ev.terminal] != NO_STACK)
+		if (rc == 0 && stack_of[ev.terminal] != FS_NO_STACK)
 			rc = add_bytes(sb, stack_of[ev.terminal], event_bytes(vt, &ev));
 	}
 	tfs_cursor_free(c);
@@ -226,6 +242,7 @@ int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbu
 {
 	const uint64_t *frames;
 	uint32_t n;
+	bool cut;
 	int rc;
 
 	if (id == TFS_SYM_NONE) { /* an allocation whose backtrace sampling left out */
@@ -239,15 +256,18 @@ int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbu
 	rc = tfs_trace_backtrace(vt->trace, rank, id, &frames, &n, NULL);
 	if (rc == 0 && n == 0)
 		fs_sb_put(b, "[no frames]", 11);
+	cut = rc == 0 && stack_cut(vt, rank, n);
+	if (cut)
+		fs_sb_put(b, "[truncated]", 11);
 	for (uint32_t f = 0; f < n && rc == 0; f++) {
 		const struct tfs_src_frame *src;
 		uint32_t ns;
 
 		rc = symbol(vt, rank, frames[f], &src, &ns);
 		if (rc == 0 && ns == 0)
-			fs_sb_printf(b, "%s%#" PRIx64, f ? ";" : "", frames[f]);
+			fs_sb_printf(b, "%s%#" PRIx64, f || cut ? ";" : "", frames[f]);
 		for (uint32_t k = 0; k < ns && rc == 0; k++) {
-			if (f || k)
+			if (f || k || cut)
 				fs_sb_put(b, ";", 1);
 			put_name(b, src[k].function, true);
 		}
@@ -330,7 +350,7 @@ int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
 		goto out_free;
 	}
 	for (uint32_t t = 0; t < vt->ti.n_terminals; t++)
-		stack_of[t] = term_stack(vt, t);
+		stack_of[t] = fs_term_stack(vt, t);
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
 		rc = seg_bytes(vt, &sc->segs[i], stack_of, counts, &sb);
 	if (rc == 0)

@@ -1,7 +1,8 @@
 /*
  * The layout of the virtual tree (README.txt tells users the same):
  *
- *   README.txt info.json summary.txt signatures.txt grammar.txt trace.json [trace.json.d/]
+ *   README.txt info.json summary.txt signatures.txt grammar.txt events.jsonl trace.json
+ *   [trace.json.d/]
  *   ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/{backtraces.txt,allocs.folded}   only for a rank with backtraces
  *   ranks/<r>/files.txt                        only when the trace records files
@@ -1096,6 +1097,56 @@ static int all_chrome_lines(struct fs_vtree *vt, uint64_t *lines)
 	return rc;
 }
 
+/*
+ * The root's events.jsonl, at its first use: every rank's events.jsonl, in rank order (the
+ * root's segments are in (rank, thread) order, as a rank's own scope has them).
+ */
+static int fill_root_jsonl(struct fs_concat *c, void *arg)
+{
+	struct fs_vtree *vt = arg;
+	const struct fs_scope *root = vt->root;
+	int rc = fs_root_ready(vt);
+
+	for (uint32_t i = 0, j; i < root->n_segs && rc == 0; i = j) {
+		struct fs_scope *sc;
+
+		for (j = i + 1; j < root->n_segs && root->segs[j].rank == root->segs[i].rank; j++)
+			;
+		if (j - i == 1 || vt->ti.timing == TFS_TIMING_NONE) {
+			for (uint32_t k = i; k < j && rc == 0; k++)
+				rc = fs_concat_add_view(c, vt->trace, root->segs[k].stream,
+							TFS_VIEW_JSONL, 0, root->segs[k].n_events);
+			continue;
+		}
+		sc = calloc(1, sizeof(*sc));
+		if (!sc)
+			return -ENOMEM;
+		fs_once_init(&sc->merge_once);
+		sc->whole_ranks = true;
+		if (asprintf(&sc->label, "rank %" PRIu32, root->segs[i].rank) < 0)
+			sc->label = NULL;
+		for (uint32_t k = i; k < j && rc == 0 && sc->label; k++)
+			rc = scope_add_seg(sc, &root->segs[k]);
+		if (rc == 0 && !sc->label)
+			rc = -ENOMEM;
+		if (rc < 0)
+			fs_scope_free(sc);
+		else
+			rc = fs_concat_add_merge(c, sc, TFS_VIEW_JSONL);
+	}
+	return rc;
+}
+
+static int add_root_jsonl(struct fs_vtree *vt)
+{
+	struct fs_concat *c = NULL;
+	int rc = add_concat(vt, 0, view_file[TFS_VIEW_JSONL], KEY_JSONL, &c);
+
+	if (rc == 0)
+		fs_concat_set_fill(c, fill_root_jsonl, vt);
+	return rc;
+}
+
 /* The root's trace.json and trace.json.d/: both filled at their first use. */
 static int add_root_chrome(struct fs_vtree *vt)
 {
@@ -1183,6 +1234,8 @@ static int lay_root(struct fs_vtree *vt)
 		rc = add_lazy(vt, 0, "signatures.txt", KEY_SIGNATURES, LAZY_SIGNATURES, NULL);
 	if (rc == 0)
 		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
+	if (rc == 0)
+		rc = add_root_jsonl(vt);
 	if (rc == 0)
 		rc = add_root_chrome(vt);
 	if (rc == 0)

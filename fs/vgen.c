@@ -115,6 +115,42 @@ static bool push(json_t *arr, json_t *val)
 	return json_array_append_new(arr, val) == 0;
 }
 
+/*
+ * The metadata keys whose values are numbers (FORMAT.md §3.1 and the capture's), with or
+ * without a .rank<R> suffix: info.json gives them as JSON integers when they are canonical
+ * decimal numbers, so that a key has one type across traces; every other value is a string.
+ */
+static const char *const meta_integers[] = {"pid",	   "ppid",	     "backtrace_depth",
+					    "backtraces", "dropped_events", "mpi_size"};
+
+static bool meta_is_integer(const char *key)
+{
+	size_t len = strcspn(key, ".");
+
+	if (key[len] && strncmp(key + len, ".rank", 5))
+		return false;
+	for (size_t i = 0; i < sizeof(meta_integers) / sizeof(meta_integers[0]); i++) {
+		if (strlen(meta_integers[i]) == len && !strncmp(key, meta_integers[i], len))
+			return true;
+	}
+	return false;
+}
+
+/* @v as a JSON integer when @key holds numbers and @v is one (no sign, no leading 0). */
+static json_t *meta_value(const char *key, const char *v)
+{
+	unsigned long long n;
+	char *end;
+
+	if (!meta_is_integer(key) || !*v || (*v == '0' && v[1]) || *v < '0' || *v > '9')
+		return fs_json_bytes_new(v);
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (*end || errno || n > (unsigned long long)INT64_MAX)
+		return fs_json_bytes_new(v);
+	return json_integer((json_int_t)n);
+}
+
 static bool put_meta(json_t *o, const struct tfs_trace *t)
 {
 	static const char *const keys[] = {"program", "cmdline", "host", "start_time"};
@@ -129,7 +165,7 @@ static bool put_meta(json_t *o, const struct tfs_trace *t)
 	for (uint32_t i = 0; tfs_trace_meta_at(t, i, &k, &v) == 0; i++) {
 		json_t *key = fs_json_bytes_new(k);
 
-		if (!key || !put(meta, json_string_value(key), fs_json_bytes_new(v))) {
+		if (!key || !put(meta, json_string_value(key), meta_value(k, v))) {
 			json_decref(key);
 			goto err_free_meta;
 		}
@@ -167,7 +203,7 @@ static json_t *stream_json(const struct tfs_stream_info *si, uint32_t index, uin
 {
 	json_t *o = json_object();
 
-	if (!put(o, "rank", json_integer(si->rank)) ||
+	if (!put(o, "index", json_integer(index)) || !put(o, "rank", json_integer(si->rank)) ||
 	    !put(o, "thread", json_integer(si->thread)) ||
 	    !put(o, "events", json_integer((json_int_t)si->n_events)) ||
 	    !put(o, "blocks", json_integer(si->n_blocks)) ||
@@ -176,8 +212,7 @@ static json_t *stream_json(const struct tfs_stream_info *si, uint32_t index, uin
 	    !put(o, "same_as", json_integer(si->same_as)) ||
 	    !put(o, "grammar_bytes", json_integer((json_int_t)si->grammar_bytes)) ||
 	    !put(o, "values_bytes", json_integer((json_int_t)si->values_bytes)) ||
-	    (runs && (!put(o, "index", json_integer(index)) ||
-		      !put(o, "count", json_integer(count))))) {
+	    (runs && !put(o, "count", json_integer(count)))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -195,8 +230,9 @@ static bool continues(const struct tfs_stream_info *a, uint32_t ia,
 }
 
 /*
- * "streams": one entry a stream; past FS_INFO_STREAMS_EACH streams, one entry a run of
- * streams of consecutive ranks, each a copy of one stream, with "index" (its first stream)
+ * "streams": one entry a stream, by rank then thread, "index" its place in the file (what
+ * same_as refers to); past FS_INFO_STREAMS_EACH streams, one entry a run of streams of
+ * consecutive ranks and indices, each a copy of one stream, with "index" (its first stream)
  * and "count" (streams in it: ranks rank .. rank + count - 1).
  */
 static bool put_stream_list(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
@@ -204,22 +240,25 @@ static bool put_stream_list(json_t *o, const struct tfs_trace *t, const struct t
 	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
 	json_t *streams = json_array();
 	struct tfs_stream_info first = {0}, last = {0}, si;
-	uint32_t i0 = 0;
+	uint32_t i0 = 0, n = 0, prev = 0, idx;
 
 	for (uint32_t s = 0; streams && s < ti->n_streams; s++) {
-		if (tfs_trace_stream(t, s, &si) < 0 || si.rank >= ti->n_ranks)
+		if (tfs_trace_stream_sorted(t, s, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0 ||
+		    si.rank >= ti->n_ranks)
 			goto err_free_streams;
-		if (s > 0 && runs && continues(&last, s - 1, &si, s)) {
+		if (s > 0 && runs && continues(&last, prev, &si, idx)) {
 			last = si;
+			prev = idx;
+			n++;
 			continue;
 		}
-		if (s > 0 && !push(streams, stream_json(&first, i0, s - i0, runs)))
+		if (s > 0 && !push(streams, stream_json(&first, i0, n, runs)))
 			goto err_free_streams;
 		first = last = si;
-		i0 = s;
+		i0 = prev = idx;
+		n = 1;
 	}
-	if (streams && ti->n_streams &&
-	    !push(streams, stream_json(&first, i0, ti->n_streams - i0, runs)))
+	if (streams && ti->n_streams && !push(streams, stream_json(&first, i0, n, runs)))
 		goto err_free_streams;
 	return put(o, "streams", streams);
 
@@ -503,7 +542,10 @@ static const char readme_layout[] =
     "  README.txt        this file\n"
     "  info.json         facts about the trace as one JSON object: metadata, timing, ranks,\n"
     "                    streams, phases, sections, sizes, and for a recording its\n"
-    "                    processes (program, pid, parent rank, end)\n"
+    "                    processes (program, pid, parent rank, end); numbers are JSON\n"
+    "                    numbers (metadata pid, ppid, backtrace_depth, backtraces,\n"
+    "                    dropped_events, mpi_size too), streams and threads sorted by rank\n"
+    "                    and thread\n"
     "  trace.json        the whole run as Chrome trace-event JSON (Perfetto, chrome://tracing,\n"
     "                    speedscope); a recording's processes are named \"<program> (pid\n"
     "                    <n>)\", threads the program named \"<name> (thread <t>)\"\n"
@@ -512,6 +554,7 @@ static const char readme_layout[] =
     "                    JSON array of at most that size with its own metadata (phases and\n"
     "                    flows are in part-000.json), so that every JavaScript engine loads\n"
     "                    a part (V8's strings stop at 512 MiB)\n"
+    "  events.jsonl      the whole run: every rank's events.jsonl, in rank order\n"
     "  summary.txt       profile of the whole trace\n"
     "  signatures.txt    the call-signature table\n"
     "  grammar.txt       the grammars the event streams are compressed into\n"
@@ -584,7 +627,9 @@ static const char readme_layout[] =
     "                full) a mark \"dropped <n> events\" (category \"capture\") says so, and\n"
     "                one for the whole process at the end counts those no thread could place.\n"
     "  summary.txt   one line per event kind (\"kind\") and per zone name (\"zone\"):\n"
-    "                count, total and mean duration in ns, bytes moved (the sum of the\n"
+    "                count, total and mean duration in ns (- when no event of the line has\n"
+    "                a duration: instants, calls the capture does not time such as the\n"
+    "                malloc family, any trace without timing), bytes moved (the sum of the\n"
     "                arguments that count bytes; negative results count 0), sorted by total\n"
     "                duration, largest first. Lines starting with # are comments.\n"
     "  signatures.txt  <id> <occurrences> <signature>: every distinct call (kind and the\n"
@@ -592,15 +637,19 @@ static const char readme_layout[] =
     "                relative to the caller (r+1). Ids are the t<id> of grammar.txt.\n"
     "  grammar.txt   per distinct stream a line \"== stream ... ==\", then its rules, block by\n"
     "                block: R<i> -> <symbols>, S the start rule, x^n x repeated n times.\n"
-    "  stacks.folded <frame>;<frame>;... <bytes>, sorted: bytes allocated (allocation\n"
-    "                calls: category \"alloc\", with a byte-count argument) per stack, for\n"
-    "                flamegraph.pl, speedscope or inferno. Until traces carry backtraces, a\n"
-    "                stack is \"rank <r>;thread <t>\" followed by the zones of that thread\n"
-    "                the allocation lies in (zone start <= ts < zone end and ts + dur <=\n"
-    "                zone end, wherever the zone is listed), outermost first (earlier\n"
-    "                start, then longer, then stream order). Zone names are written as in\n"
-    "                trace.txt without quotes, ';' as \\x3b. In a phase directory, the\n"
-    "                allocations of the phase are counted, in any zone of their thread.\n"
+    "  stacks.folded <frame>;<frame>;... <n>, sorted, for flamegraph.pl, speedscope or\n"
+    "                inferno. For a rank with backtraces, n counts events: every event of\n"
+    "                the rank once, at \"rank <r>;thread <t>\", then the frames of its\n"
+    "                backtrace as allocs.folded prints them (none for an event without a\n"
+    "                stack argument), then the zones it lies in. For a rank without, n is\n"
+    "                bytes allocated (allocation calls: category \"alloc\", with a\n"
+    "                byte-count argument) at \"rank <r>;thread <t>\" and the zones. An\n"
+    "                event lies in the zones of its thread (a zone in itself) with zone\n"
+    "                start <= ts < zone end and ts + dur <= zone end, wherever the zone is\n"
+    "                listed, outermost first (earlier start, then longer, then stream\n"
+    "                order). Zone names are written as in trace.txt without quotes, ';' as\n"
+    "                \\x3b. In a phase directory, the events of the phase are counted, in\n"
+    "                any zone of their thread.\n"
     "  backtraces.txt  every backtrace stack#<n> of the rank, in id order: a line\n"
     "                \"stack#<n>\", then one line per frame, outermost first (the thread's\n"
     "                entry first, the call that allocated last), indented two spaces:\n"
@@ -611,7 +660,10 @@ static const char readme_layout[] =
     "                demangled (they may hold spaces and parentheses: the location is the\n"
     "                last parenthesised group), code that no symbol names prints as\n"
     "                <file name>+0x<return address in that file>. Control bytes, DEL and\n"
-    "                '\\' in names are written \\xHH.\n"
+    "                '\\' in names are written \\xHH. A backtrace as deep as the recording\n"
+    "                kept (metadata backtrace_depth) may have lost its outer frames: its\n"
+    "                first line is \"  [truncated]\", and in every folded stack and\n"
+    "                heap.txt it starts with a [truncated] frame.\n"
     "  files.txt     one line per file id of the rank, by id, after two # comment lines:\n"
     "                <id> <kind> <calls> <read> <written> <first> <last> <flags> <name>.\n"
     "                kind comes from the name: pipe, socket, tcp, udp, unix (pipe:[N],\n"

@@ -292,6 +292,12 @@ int fs_concat_add_bytes(struct fs_concat *c, const char *bytes, size_t len);
 /** Append a stream view's event range. @return 0, -ENOMEM or tfs_trace_view_size()'s error */
 int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t stream,
 		       int view, uint64_t first, uint64_t n);
+/**
+ * Append @view (TFS_VIEW_TEXT or TFS_VIEW_JSONL) of @sc's threads merged in time order
+ * (vmerge.c); the concat takes @sc (new, private to it) whatever happens.
+ * @return 0, -ENOMEM or a reader error
+ */
+int fs_concat_add_merge(struct fs_concat *c, struct fs_scope *sc, int view);
 /** Append a part that @gen makes at the first fs_concat_ready(). @return 0 or -ENOMEM */
 int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc);
 /** Adds the parts of a composite at its first fs_concat_ready(). @return 0 or -errno */
@@ -358,6 +364,10 @@ int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *le
  * outermost first, as allocs.folded prints it. @return 0 or a reader error
  */
 int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbuf *b);
+/** What fs_term_stack() gives for a terminal whose kind has no stack argument. */
+#define FS_NO_STACK UINT64_MAX
+/** The stack id terminal @term names (its SYM argument of class "stack"), or FS_NO_STACK. */
+uint64_t fs_term_stack(const struct fs_vtree *vt, uint32_t term);
 /** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
 int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		  size_t *len);

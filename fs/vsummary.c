@@ -1,13 +1,14 @@
 /*
  * Profiles of a scope, computed once at the first stat of their file: summary.txt (count,
  * total and mean duration and bytes moved per event kind and per zone name) and
- * stacks.folded (bytes allocated per stack of zones, in the folded format flame graph
- * tools read). Both fold per-terminal facts taken from the call signatures (zone names,
- * byte counts fixed by the signature) with what only decoding gives (times, VAL byte
+ * stacks.folded (in the folded format flame graph tools read: for a rank with backtraces,
+ * events per backtrace and stack of zones; for one without, bytes allocated per stack of
+ * zones). Both fold per-terminal facts taken from the call signatures (zone names, stack
+ * ids, byte counts fixed by the signature) with what only decoding gives (times, VAL byte
  * counts). When no per-occurrence value is needed - no timing and no VAL byte count - the
  * counts come from the grammar alone (tfs_trace_term_counts) and nothing is decoded.
- * Until traces carry backtraces, a stack is the nesting of zones on one thread, found from
- * their times whatever order the stream lists them in.
+ * The zones an event lies in are found from their times on its thread, whatever order the
+ * stream lists them in; backtraces are folded by vbtrace.c.
  */
 #include <assert.h>
 #include <errno.h>
@@ -138,6 +139,7 @@ static bool counts_suffice(const struct fs_vtree *vt, const struct fs_seg *s,
 
 struct tstat {
 	uint64_t count, total_ns, bytes;
+	bool timed; /* some event has a duration: the capture does not time the malloc family */
 };
 
 struct row {
@@ -171,6 +173,7 @@ static int count_seg(struct fs_vtree *vt, const struct fs_seg *s, struct tstat *
 			break;
 		ts[ev.terminal].count++;
 		ts[ev.terminal].total_ns = fs_sat_add(ts[ev.terminal].total_ns, ev.dur_ns);
+		ts[ev.terminal].timed |= ev.dur_ns > 0;
 		ts[ev.terminal].bytes = fs_sat_add(ts[ev.terminal].bytes, fs_event_bytes(vt, &ev));
 	}
 	tfs_cursor_free(c);
@@ -182,6 +185,7 @@ static void add_stat(struct tstat *to, const struct tstat *from)
 	to->count += from->count;
 	to->total_ns = fs_sat_add(to->total_ns, from->total_ns);
 	to->bytes = fs_sat_add(to->bytes, from->bytes);
+	to->timed |= from->timed;
 }
 
 static int cmp_row(const void *a, const void *b)
@@ -282,8 +286,8 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 		     sc->n_events, timing_name(vt->ti.timing));
 	print_sampling(vt, &b);
 	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
-			 "# durations in ns (mean rounded down), bytes: sum of the arguments "
-			 "that count bytes\n");
+			 "# durations in ns (mean rounded down; - when no event of the row has one),"
+			 " bytes: sum of the arguments that count bytes\n");
 	fs_sb_printf(&b, "#%-4s %14s %18s %14s %18s  %s\n", "what", "count", "total_ns",
 		     "mean_ns", "bytes", "name");
 	for (uint32_t i = 0; i < n_rows; i++) {
@@ -291,9 +295,13 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 
 		if (st->count == 0)
 			continue;
-		fs_sb_printf(&b, "%-5s %14" PRIu64 " %18" PRIu64 " %14" PRIu64 " %18" PRIu64 "  %s\n",
-			     rows[i].what, st->count, st->total_ns, st->total_ns / st->count,
-			     st->bytes, rows[i].name);
+		if (st->timed)
+			fs_sb_printf(&b, "%-5s %14" PRIu64 " %18" PRIu64 " %14" PRIu64, rows[i].what,
+				     st->count, st->total_ns, st->total_ns / st->count);
+		else
+			fs_sb_printf(&b, "%-5s %14" PRIu64 " %18s %14s", rows[i].what, st->count, "-",
+				     "-");
+		fs_sb_printf(&b, " %18" PRIu64 "  %s\n", st->bytes, rows[i].name);
 	}
 	return fs_sb_detach(&b, out, len);
 }
@@ -418,9 +426,12 @@ static void map_fini(struct stackmap *m)
  * stream in neither order is then sorted by start time in memory.
  */
 
-/* A zone, or an allocation (term UINT32_MAX), as the sweep sees it. */
+/*
+ * A zone, or an allocation (term UINT32_MAX), as the sweep sees it; when counting events
+ * (a rank with backtraces), any event is an allocation of 1 byte at its backtrace @stack.
+ */
 struct sitem {
-	uint64_t start_ns, end_ns, index, bytes;
+	uint64_t start_ns, end_ns, index, bytes, stack;
 	uint32_t term;
 };
 
@@ -449,6 +460,18 @@ static void put_frame(struct fs_sbuf *b, const char *quoted)
 		else
 			fs_sb_put(b, &quoted[i], 1);
 	}
+}
+
+/*
+ * Counting, the stack id of an event between the root and its zones, as "\x1f<id>\x1f"
+ * (nothing between the marks: no stack argument); fold_keys() puts the frames there.
+ */
+static void put_stack_mark(struct fs_sbuf *b, uint64_t stack)
+{
+	if (stack == FS_NO_STACK)
+		fs_sb_put(b, "\x1f\x1f", 2);
+	else
+		fs_sb_printf(b, "\x1f%" PRIu64 "\x1f", stack);
 }
 
 struct ivec {
@@ -480,6 +503,8 @@ struct stack_walk {
 	struct ivec all;    /* a stream in neither order: its zones and allocations */
 	struct fs_sbuf key;
 	size_t root_len;
+	const uint64_t *stack_of; /* counting: each terminal's stack id (fs_term_stack) */
+	bool counting;		  /* every event counts 1 at its backtrace: the rank has some */
 	bool reverse; /* sweeping from the stream's end (end order) */
 	bool in_group;
 	uint64_t group_ns; /* the group's sort time: start (forward) or end (reverse) */
@@ -511,6 +536,8 @@ static int flush_group(struct stack_walk *w)
 		if (w->active.n > 1)
 			qsort(w->active.v, w->active.n, sizeof(*w->active.v), cmp_zone);
 		w->key.len = w->root_len;
+		if (w->counting)
+			put_stack_mark(&w->key, a->stack);
 		for (size_t i = 0; i < w->active.n; i++)
 			put_frame(&w->key, w->vt->terms[w->active.v[i].term].zone);
 		if (w->key.failed)
@@ -560,7 +587,8 @@ static int sweep_item(struct stack_walk *w, const struct sitem *it, bool counted
 	if (!counted)
 		return 0;
 	last = w->group.n > 0 ? &w->group.v[w->group.n - 1] : NULL;
-	if (last && last->start_ns == it->start_ns && last->end_ns == it->end_ns) {
+	if (last && last->start_ns == it->start_ns && last->end_ns == it->end_ns &&
+	    last->stack == it->stack) {
 		last->bytes = fs_sat_add(last->bytes, it->bytes); /* same stack: one entry */
 		return 0;
 	}
@@ -575,19 +603,37 @@ static void sweep_start(struct stack_walk *w, bool reverse)
 	w->group.n = 0;
 }
 
-/* The event as a sweep item. @return true for a zone or an allocation */
-static bool event_item(struct fs_vtree *vt, const struct tfs_event *ev, struct sitem *it)
+/*
+ * The event as sweep items: @it for a zone or an allocation, and when counting, @cnt for
+ * every event (a zone too: it counts once, inside itself). @return how many: 0, 1 or 2
+ */
+static int event_item(const struct stack_walk *w, const struct tfs_event *ev, struct sitem *it,
+		      struct sitem *cnt)
 {
-	const struct fs_kind *k = &vt->kinds[ev->kind];
+	const struct fs_kind *k = &w->vt->kinds[ev->kind];
+	struct sitem one = {.start_ns = ev->ts_ns,
+			    .end_ns = fs_sat_add(ev->ts_ns, ev->dur_ns),
+			    .index = ev->index,
+			    .term = ALLOC_TERM};
 
+	if (w->counting) {
+		*cnt = one;
+		cnt->bytes = 1;
+		cnt->stack = w->stack_of[ev->terminal];
+		if (!k->is_zone)
+			return 1;
+		*it = one;
+		it->term = ev->terminal;
+		return 2;
+	}
 	if (!k->is_alloc && !k->is_zone)
-		return false;
-	*it = (struct sitem){.start_ns = ev->ts_ns,
-			     .end_ns = fs_sat_add(ev->ts_ns, ev->dur_ns),
-			     .index = ev->index,
-			     .bytes = k->is_zone ? 0 : fs_event_bytes(vt, ev),
-			     .term = k->is_zone ? ev->terminal : ALLOC_TERM};
-	return true;
+		return 0;
+	*it = one;
+	if (k->is_zone)
+		it->term = ev->terminal;
+	else
+		it->bytes = fs_event_bytes(w->vt, ev);
+	return 1;
 }
 
 /*
@@ -600,17 +646,22 @@ static int sweep_stream(struct stack_walk *w, struct tfs_cursor *c, const struct
 {
 	uint64_t end = s->first + s->n_events;
 	struct tfs_event ev;
-	struct sitem it;
+	struct sitem it, cnt;
 	int rc = 0;
 
 	sweep_start(w, reverse);
 	for (uint64_t k = 0; k < n && rc == 0; k++) {
 		uint64_t i = reverse ? n - 1 - k : k;
+		bool counted = i >= s->first && i < end;
+		int got;
 
 		rc = tfs_cursor_event(c, i, &ev, NULL);
-		if (rc < 0 || !event_item(w->vt, &ev, &it))
-			continue;
-		rc = sweep_item(w, &it, i >= s->first && i < end);
+		got = rc < 0 ? 0 : event_item(w, &ev, &it, &cnt);
+		/* a zone comes before what it holds that shares its sort time */
+		if (got == 2 || (got == 1 && !w->counting))
+			rc = sweep_item(w, &it, counted);
+		if (rc == 0 && got >= 1 && w->counting)
+			rc = sweep_item(w, &cnt, counted);
 	}
 	return rc == 0 ? flush_group(w) : rc;
 }
@@ -629,16 +680,22 @@ static int sweep_sorted(struct stack_walk *w, struct tfs_cursor *c, const struct
 			uint64_t n)
 {
 	struct tfs_event ev;
-	struct sitem it;
+	struct sitem it, cnt;
 	int rc = 0;
 
 	w->all.n = 0;
 	for (uint64_t i = 0; i < n && rc == 0; i++) {
+		bool counted = i >= s->first && i < s->first + s->n_events;
+		int got;
+
 		rc = tfs_cursor_event(c, i, &ev, NULL);
-		if (rc < 0 || !event_item(w->vt, &ev, &it))
-			continue;
-		if (it.term != ALLOC_TERM || (i >= s->first && i < s->first + s->n_events))
-			rc = ivec_push(&w->all, &it);
+		got = rc < 0 ? 0 : event_item(w, &ev, &it, &cnt);
+		if (got == 2 || (got == 1 && !w->counting)) {
+			if (it.term != ALLOC_TERM || counted)
+				rc = ivec_push(&w->all, &it);
+		}
+		if (rc == 0 && got >= 1 && w->counting && counted)
+			rc = ivec_push(&w->all, &cnt);
 	}
 	if (rc < 0)
 		return rc;
@@ -662,11 +719,47 @@ static int root_bytes(struct stack_walk *w, const struct fs_seg *s, struct stack
 	rc = tfs_cursor_new(w->vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
 	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
 		rc = tfs_cursor_event(c, i, &ev, NULL);
-		if (rc == 0 && event_item(w->vt, &ev, &it) && it.term == ALLOC_TERM)
+		if (rc == 0 && event_item(w, &ev, &it, NULL) && it.term == ALLOC_TERM)
 			bytes = fs_sat_add(bytes, it.bytes);
 	}
 	tfs_cursor_free(c);
 	return rc < 0 ? rc : map_add(total, w->key.data, w->key.len, bytes);
+}
+
+/* Untimed, counting: each event of the segment at the root, on its backtrace. */
+static int root_counts(struct stack_walk *w, const struct fs_seg *s, const uint64_t *counts,
+		       struct stackmap *total)
+{
+	const struct fs_vtree *vt = w->vt;
+	struct tfs_stream_info si;
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+	int rc = tfs_trace_stream(vt->trace, s->stream, &si);
+
+	if (rc < 0)
+		return rc;
+	if (s->first == 0 && si.n_events == s->n_events) { /* the grammar's counts suffice */
+		for (uint32_t t = 0; t < vt->ti.n_terminals && rc == 0; t++) {
+			if (!counts[t])
+				continue;
+			w->key.len = w->root_len;
+			put_stack_mark(&w->key, w->stack_of[t]);
+			rc = w->key.failed ? -ENOMEM
+					   : map_add(total, w->key.data, w->key.len, counts[t]);
+		}
+		return rc;
+	}
+	rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, s->first, s->n_events, &c);
+	for (uint64_t i = s->first; i < s->first + s->n_events && rc == 0; i++) {
+		rc = tfs_cursor_event(c, i, &ev, NULL);
+		if (rc < 0)
+			break;
+		w->key.len = w->root_len;
+		put_stack_mark(&w->key, w->stack_of[ev.terminal]);
+		rc = w->key.failed ? -ENOMEM : map_add(total, w->key.data, w->key.len, 1);
+	}
+	tfs_cursor_free(c);
+	return rc;
 }
 
 /* Allocations of one segment, in the zones of its thread's whole stream. */
@@ -679,6 +772,7 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 	uint64_t bytes = 0;
 	int rc;
 
+	w->counting = tfs_trace_n_backtraces(vt->trace, s->rank) > 0;
 	w->key.len = 0;
 	fs_sb_printf(&w->key, "rank %" PRIu32 ";thread %" PRIu32, s->rank, s->thread);
 	if (w->key.failed)
@@ -687,7 +781,9 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 	rc = tfs_trace_term_counts(vt->trace, s->stream, counts);
 	if (rc < 0)
 		return rc;
-	if (counts_suffice(vt, s, counts, true)) {
+	if (w->counting && vt->ti.timing == TFS_TIMING_NONE)
+		return root_counts(w, s, counts, total);
+	if (!w->counting && counts_suffice(vt, s, counts, true)) {
 		/* untimed: zones have no extent, every allocation is at the root */
 		for (uint32_t t = 0; t < vt->ti.n_terminals; t++) {
 			if (vt->kinds[vt->terms[t].kind].is_alloc)
@@ -720,6 +816,45 @@ static int stack_seg(struct stack_walk *w, const struct fs_seg *s, uint64_t *cou
 		if (w->m->keys[i])
 			rc = map_add(total, w->m->keys[i], strlen(w->m->keys[i]), w->m->bytes[i]);
 	}
+	return rc;
+}
+
+/*
+ * The stacks of @m with their stack marks (put_stack_mark) replaced by the backtraces'
+ * frames, into @out: "rank <r>;thread <t>;<frames>;<zones>", equal results summed.
+ */
+static int fold_keys(struct fs_vtree *vt, const struct stackmap *m, struct stackmap *out)
+{
+	struct fs_sbuf key = {0};
+	int rc = 0;
+
+	for (size_t i = 0; i < m->cap && rc == 0; i++) {
+		const char *k = m->keys[i], *mark, *id_end;
+		uint32_t rank = 0;
+
+		if (!k)
+			continue;
+		mark = strchr(k, '\x1f');
+		if (!mark) {
+			rc = map_add(out, k, strlen(k), m->bytes[i]);
+			continue;
+		}
+		id_end = strchr(mark + 1, '\x1f');
+		assert(id_end);
+		sscanf(k, "rank %" SCNu32, &rank);
+		key.len = 0;
+		fs_sb_put(&key, k, (size_t)(mark - k));
+		if (id_end > mark + 1) {
+			fs_sb_put(&key, ";", 1);
+			rc = fs_fold_stack(vt, rank, strtoull(mark + 1, NULL, 10), &key);
+		}
+		fs_sb_put(&key, id_end + 1, strlen(id_end + 1));
+		if (rc == 0 && key.failed)
+			rc = -ENOMEM;
+		if (rc == 0)
+			rc = map_add(out, key.data, key.len, m->bytes[i]);
+	}
+	free(key.data);
 	return rc;
 }
 
@@ -756,22 +891,33 @@ static int print_stacks(const struct stackmap *m, char **out, size_t *len)
 
 int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
 {
-	struct stackmap m = {0}, seg_m = {0};
+	struct stackmap m = {0}, seg_m = {0}, folded = {0};
 	struct stack_walk w = {.vt = vt, .m = &seg_m};
-	uint64_t *counts;
+	uint64_t *counts, *stack_of;
 	int rc;
 
 	rc = fs_terms_ready(vt);
 	if (rc < 0)
 		return rc;
 	counts = calloc((size_t)vt->ti.n_terminals + 1, sizeof(*counts));
-	if (!counts)
-		return -ENOMEM;
+	stack_of = calloc((size_t)vt->ti.n_terminals + 1, sizeof(*stack_of));
+	if (!counts || !stack_of) {
+		rc = -ENOMEM;
+		goto out_free;
+	}
+	for (uint32_t t = 0; t < vt->ti.n_terminals; t++)
+		stack_of[t] = fs_term_stack(vt, t);
+	w.stack_of = stack_of;
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
 		rc = stack_seg(&w, &sc->segs[i], counts, &m);
 	if (rc == 0)
-		rc = print_stacks(&m, out, len);
+		rc = fold_keys(vt, &m, &folded);
+	if (rc == 0)
+		rc = print_stacks(&folded, out, len);
+out_free:
+	free(stack_of);
 	free(counts);
+	map_fini(&folded);
 	free(w.open.v);
 	free(w.group.v);
 	free(w.active.v);

@@ -110,7 +110,7 @@ static void keep_own(const char *out, int rank, const void *buf, size_t len, int
 	char path[4200];
 
 	snprintf(path, sizeof(path), "%s.%d", out, rank);
-	fprintf(stderr, "tfs mpi: rank %d: cannot merge the ranks' traces: %s: kept %s\n", rank,
+	fprintf(stderr, "tracefs: rank %d: cannot merge the ranks' traces: %s: kept %s\n", rank,
 		strerror(-why), path);
 	if (buf)
 		tfs_file_write(path, buf, len);
@@ -145,10 +145,10 @@ void mpirt_save_at_abort(void)
 	if (rc == 0)
 		rc = tfs_file_write(path, mine, len);
 	if (rc < 0)
-		fprintf(stderr, "tfs mpi: rank %d called MPI_Abort: cannot save its trace as %s: "
+		fprintf(stderr, "tracefs: rank %d called MPI_Abort: cannot save its trace as %s: "
 			"%s\n", rank, path, strerror(-rc));
 	else
-		fprintf(stderr, "tfs mpi: rank %d called MPI_Abort: kept its trace as %s\n", rank,
+		fprintf(stderr, "tracefs: rank %d called MPI_Abort: kept its trace as %s\n", rank,
 			path);
 	free(mine);
 }
@@ -195,10 +195,10 @@ void mpirt_merge_at_finalize(void)
 	if (rank == 0 && !failed) {
 		rc = tfs_file_write(out, mine, mine_len);
 		if (rc < 0)
-			fprintf(stderr, "tfs mpi: cannot write %s: %s\n", out, strerror(-rc));
+			fprintf(stderr, "tracefs: cannot write %s: %s\n", out, strerror(-rc));
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		if (rc == 0 && getenv("TFS_MPI_VERBOSE"))
-			fprintf(stderr, "tfs mpi: %d ranks merged into %s: %zu bytes in %.3f ms\n",
+			fprintf(stderr, "tracefs: %d ranks merged into %s: %zu bytes in %.3f ms\n",
 				size, out, mine_len,
 				(double)(t1.tv_sec - t0.tv_sec) * 1e3 +
 				    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);

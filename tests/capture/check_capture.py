@@ -243,7 +243,7 @@ def record_mode(tap, args, work, trace, what, status, how):
         tap.ok(False, "record %s: trace written" % what)
         return
     t = Trace(args.tracefs, out)
-    tap.ok(same_end(t.meta("end"), how) and t.meta("dropped_events") == "0" and
+    tap.ok(same_end(t.meta("end"), how) and t.meta("dropped_events") == 0 and
            t.meta("capture") == "record",
            "record %s: metadata end, dropped_events, capture" % what, t.info.get("meta"))
     check_known(tap, t, mode, 3, "record %s" % what)
@@ -776,24 +776,37 @@ def ends(e):
     return e["ts"] + e["dur"]
 
 
-def expected_stacks(streams):
-    """stacks.folded as README.txt defines it, by brute force: each allocation (category
-    alloc with a byte count: here malloc, realloc, posix_memalign... size) in every zone of
-    its thread with zone start <= ts < zone end and ts + dur <= zone end."""
-    sizes = {"malloc": "size", "realloc": "size", "posix_memalign": "size",
-             "aligned_alloc": "size", "memalign": "size"}
+def backtrace_frames(text):
+    """Stack id -> its frames' function names, outermost first, from backtraces.txt."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"stack#(\d+)$", line)
+        if m:
+            cur = out.setdefault(int(m.group(1)), [])
+            continue
+        name = re.sub(r" \[inlined\]$", "", line.strip())
+        cur.append(re.sub(r" \([^()]*\)$", "", name).replace(";", "\\x3b"))
+    return out
+
+
+def expected_stacks(streams, frames):
+    """stacks.folded as README.txt defines it for a rank with backtraces, by brute force:
+    each event counts 1 at "rank 0;thread <t>", the frames of its stack (as backtraces.txt
+    lists them), then every zone of its thread with zone start <= ts < zone end and ts + dur
+    <= zone end (a zone lies in itself)."""
     total = {}
     for t, evs in sorted(streams.items()):
         zones = [(e["ts"], -ends(e), i, e["args"]["name"]) for i, e in enumerate(evs)
                  if is_zone_event(e)]
         for e in evs:
-            if e["name"] not in sizes:
-                continue
+            stack = e["args"].get("stack")
+            key = "rank 0;thread %d" % t
+            if stack is not None:
+                key += ";" + (";".join(frames[stack]) if stack in frames else "[not sampled]")
             inside = sorted(z for z in zones
                             if z[0] <= e["ts"] < -z[1] and ends(e) <= -z[1])
-            key = "rank 0;thread %d" % t + "".join(";" + z[3].replace(";", "\\x3b")
-                                                   for z in inside)
-            total[key] = total.get(key, 0) + e["args"][sizes[e["name"]]]
+            key += "".join(";" + z[3].replace(";", "\\x3b") for z in inside)
+            total[key] = total.get(key, 0) + 1
     return "".join("%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
 
 
@@ -851,10 +864,12 @@ def test_demo_order(tap, args, work):
     tap.ok(nested and all(pos[(th, i)] < pos[(th, ci)] for th, i, ci in nested),
            "%d mallocs inside fopen/fdopen precede it in ranks/0/events.jsonl" % len(nested),
            nested[:5])
-    exp = expected_stacks(streams)
+    exp = expected_stacks(streams, backtrace_frames(t.cat("ranks/0/backtraces.txt").decode()))
     got = t.cat("ranks/0/stacks.folded").decode()
-    tap.ok(got == exp and exp.count(";") > exp.count("\n"),
-           "ranks/0/stacks.folded: %d stacks, allocations inside nested zones" %
+    tap.ok(got == exp and re.search(r";main;[^ ]*;alloc \d+$", exp, re.M) and
+           sum(int(x.rsplit(" ", 1)[1]) for x in exp.splitlines()) ==
+           sum(len(evs) for evs in streams.values()),
+           "ranks/0/stacks.folded: %d stacks, every event at its backtrace and in its zones" %
            exp.count("\n"), "got:\n%sexpected:\n%s" % (got, exp))
 
 

@@ -241,7 +241,7 @@ def pid_reuse(tap, a, work):
         t = Trace(a.tracefs, out)
         n = t.info["n_ranks"]
         forks = [e for e in t.events(0) if e[1] == "fork"]
-        pid_a = str(forks[2][2]["result"]) if len(forks) > 2 else None
+        pid_a = int(forks[2][2]["result"]) if len(forks) > 2 else None
         same = [r for r in range(n) if t.rank_meta("pid", r) == pid_a]
         ev = {r: t.events(r) for r in same}
         has_a = [r for r in same if len(opens(ev[r], d + "/childA")) == 1 and
@@ -329,7 +329,7 @@ def main():
     tap.ok(len(opens(r2, d + "/child2")) == 1 and len(writes(r2)) == 3,
            "rank 2: the second child's open and three writes", r2)
     pids = [t.rank_meta("pid", r) for r in range(3)]
-    tap.ok([str(f[2]["result"]) for f in forks] == pids[1:] and
+    tap.ok([int(f[2]["result"]) for f in forks] == pids[1:] and
            t.rank_meta("ppid", 1) == pids[0] and t.rank_meta("ppid", 2) == pids[0],
            "fork results are the children's pids, their ppid the parent's", (forks, t.meta))
     tap.ok(t.rank_meta("end", 0) == "exited with status 0" and

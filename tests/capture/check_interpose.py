@@ -139,7 +139,7 @@ def expect_allocs():
     ev = ["malloc(size=64, id=%d) = {P%d}" % (i + 1, i) for i in range(100)]
     ev += ["free(ptr={P%d}, id=%d)" % (i, i + 1) for i in range(100)]
     # realloc may grow the block in place (same id, nothing freed) or move it: checked after
-    ev += ["calloc(nmemb=10, size=100, id=101) = {C}",
+    ev += ["calloc(nmemb=10, size=100, bytes=1000, id=101) = {C}",
            "realloc(ptr={C}, size=2000, id={RID}, freed={RFREED}) = {R}",
            "free(ptr={R}, id={RID})",
            "posix_memalign(alignment=64, size=1000, ptr={M64}, id={I1}) = 0",

@@ -117,7 +117,7 @@ class Tree:
     def files(self):
         """Every file the tree must hold (without trace.json.d)."""
         out = {b"README.txt", b"info.json", b"summary.txt", b"signatures.txt",
-               b"grammar.txt", b"trace.json", b"timeline.svg",
+               b"grammar.txt", b"events.jsonl", b"trace.json", b"timeline.svg",
                b"replay/README.txt", b"replay/proxy.c"}
         heap = any(is_heap(k) for k in self.m.kinds.values())
         out.update(b"window/%s/%s" % (w, f) for w in self.window_names(None)
@@ -197,22 +197,26 @@ class Tree:
                 if is_zone(kind):
                     keys.append((b"zone", kind["bname"] + b" " + self.text_escape(args[0])))
                 for key in keys:
-                    r = rows.setdefault(key, [0, 0, 0])
+                    r = rows.setdefault(key, [0, 0, 0, False])
                     r[0] += 1
                     r[1] += dur
                     r[2] += b
+                    r[3] = r[3] or dur > 0
         n = sum(s.n for s in sc.segs)
         label = sc.label.encode() if isinstance(sc.label, str) else sc.label
         out = [b"# summary of %s: %d events, timing %s\n" % (label, n,
                                                             TIMING_NAMES[self.m.timing].encode()),
                b"# per event kind and per zone name, largest total duration first;\n"
-               b"# durations in ns (mean rounded down), bytes: sum of the arguments "
-               b"that count bytes\n",
+               b"# durations in ns (mean rounded down; - when no event of the row has one),"
+               b" bytes: sum of the arguments that count bytes\n",
                b"#%-4s %14s %18s %14s %18s  %s\n" % (b"what", b"count", b"total_ns",
                                                     b"mean_ns", b"bytes", b"name")]
-        for (what, name), (c, tot, b) in sorted(rows.items(),
-                                                key=lambda kv: (-kv[1][1], kv[0][0], kv[0][1])):
-            out.append(b"%-5s %14d %18d %14d %18d  %s\n" % (what, c, tot, tot // c, b, name))
+        for (what, name), (c, tot, b, timed) in sorted(
+                rows.items(), key=lambda kv: (-kv[1][1], kv[0][0], kv[0][1])):
+            if timed:
+                out.append(b"%-5s %14d %18d %14d %18d  %s\n" % (what, c, tot, tot // c, b, name))
+            else:
+                out.append(b"%-5s %14d %18s %14s %18d  %s\n" % (what, c, b"-", b"-", b, name))
         return b"".join(out)
 
     # ---- stacks.folded ----
@@ -221,30 +225,41 @@ class Tree:
         return self.text_escape(name)[1:-1].replace(b";", b"\\x3b")
 
     def stacks(self, sc):
-        """README.txt: an allocation of the range lies in every zone of its thread, listed
-        anywhere in the stream, with zone start <= its start < zone end and its end <= zone
-        end; frames outermost first (start, then longest, then stream order)."""
+        """README.txt: for a rank with backtraces, every event of the range counts 1 at its
+        backtrace (folded as allocs.folded folds it), else an allocation counts its bytes;
+        either lies in every zone of its thread, listed anywhere in the stream, with zone
+        start <= its start < zone end and its end <= zone end (a zone in itself); frames
+        outermost first (start, then longest, then stream order) after the backtrace's."""
         total = collections.Counter()
         for s in sc.segs:
             root = b"rank %d;thread %d" % (s.rank, s.thread)
-            zones, allocs = [], []
+            counting = s.rank in self.m.backtraces
+            zones, items = [], []
             for i in range(len(self.m.streams[(s.rank, s.thread)])):
                 kind_name, ts, dur, args = self.event(s.rank, s.thread, i)
                 kind = self.m.kinds[kind_name]
                 if is_zone(kind):
                     zones.append((ts, ts + dur, i, args[0]))
-                elif is_alloc(kind) and s.first <= i < s.first + s.n:
-                    allocs.append((ts, ts + dur, event_bytes(kind, (kind_name, ts, dur, args))))
+                if not s.first <= i < s.first + s.n:
+                    continue
+                if counting:
+                    at = [j for j, a in enumerate(kind["args"])
+                          if a["enc"] == ENC_SYM and a["sym_class"] == "stack"]
+                    pre = root + (b";" + self.m.fold(s.rank, args[at[0]]) if at else b"")
+                    items.append((ts, ts + dur, 1, pre))
+                elif is_alloc(kind):
+                    items.append((ts, ts + dur,
+                                  event_bytes(kind, (kind_name, ts, dur, args)), root))
             zones.sort()
-            allocs.sort()
+            items.sort()
             live, z = [], 0
-            for ts, end, b in allocs:
+            for ts, end, b, pre in items:
                 while z < len(zones) and zones[z][0] <= ts:
                     live.append(zones[z])
                     z += 1
                 live = [x for x in live if x[1] > ts]
                 act = sorted((x for x in live if end <= x[1]), key=lambda x: (x[0], -x[1], x[2]))
-                total[root + b"".join(b";" + self.frame(x[3]) for x in act)] += b
+                total[pre + b"".join(b";" + self.frame(x[3]) for x in act)] += b
         return b"".join(b"%s %d\n" % (k, v) for k, v in sorted(total.items()) if v > 0)
 
     # ---- trace.json ----
@@ -589,6 +604,14 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
             tap.ok(got == exp, "%sstacks.folded: %d stacks" % (pre.decode(), exp.count(b"\n")),
                    None if got is None or got == exp else first_diff(got, exp))
     ranks = sorted({r for r, _ in model.streams})
+    # README.txt: the root's events.jsonl is every rank's, in rank order
+    exp = b"".join(tree.merged(tree.scopes[b"ranks/%d" % r][0], "events.jsonl") for r in ranks)
+    got = contents.get(b"events.jsonl")
+    tap.ok(got == exp and got == b"".join(contents.get(b"ranks/%d/events.jsonl" % r, b"-")
+                                          for r in ranks),
+           "events.jsonl: the %d ranks' events.jsonl end to end (%d bytes)" % (len(ranks),
+                                                                                len(exp)),
+           None if got is None or got == exp else first_diff(got, exp))
     tap.ok(any(r in model.backtraces for r in ranks) and
            (len(ranks) < 2 or any(r not in model.backtraces for r in ranks)),
            "the trace has ranks with and without backtraces", repr(sorted(model.backtraces)))
@@ -646,7 +669,7 @@ def check_signatures(tap, model, data):
 def check_grammar(tap, info, data):
     heads = re.findall(rb"(?m)^== stream (\d+) \(rank (\d+), thread (\d+)\): (\d+) events"
                        rb"(?:; also ([^=]*))? ==$", data)
-    distinct = [i for i, s in enumerate(info["streams"]) if s["same_as"] == i]
+    distinct = sorted(s["index"] for s in info["streams"] if s["same_as"] == s["index"])
     covered = set()
     for h in heads:
         covered.add((int(h[1]), int(h[2])))

@@ -335,6 +335,14 @@ class MountedTrace:
                                        else first_diff(data, want)))
         tap.ok(ranks and not bad, "the %d files.txt equal what the mounted events.jsonl say"
                % len(ranks), "\n".join(bad[:3]))
+        # README.txt: the root's events.jsonl is every rank's, in rank order
+        root = read_file(self.p(b"events.jsonl"))
+        parts = b"".join(read_file(self.p(b"ranks/%d/events.jsonl" % r)) for r in ranks)
+        tap.ok(root == parts and root == self.full.get(b"events.jsonl") and
+               os.stat(self.p(b"events.jsonl")).st_size == len(root) and root,
+               "the mounted events.jsonl is the %d ranks' end to end, as `tracefs cat` gives "
+               "it, its stat size exact (%d bytes)" % (len(ranks), len(root)),
+               None if root == parts else first_diff(root, parts))
 
     def check_json(self, jq):
         tap = self.tap

@@ -614,6 +614,21 @@ PROGRAMS = [
 ]
 
 
+def check_summary_line(t, run, name, n, trace, stderr):
+    """The record summary line names the job's totals and rank 0's counts apart: the job's
+    events are the merged trace's, rank 0's recovered events its streams'."""
+    res = subprocess.run([run.o.tracefs, 'cat', trace, 'info.json'], capture_output=True,
+                         text=True, timeout=120)
+    info = json.loads(res.stdout or '{}')
+    rank0 = sum(s['events'] for s in info.get('streams', []) if s['rank'] == 0)
+    m = re.search(r"(?m)^tracefs: \S+: the job's (\d+) ranks: (\d+) events, \d+ bytes, .*; "
+                  r"rank 0: \d+ threads; program [^;]+; recovered (?:all )?(\d+) events", stderr)
+    t.ok(m is not None and int(m.group(1)) == n and int(m.group(2)) == info.get('events') and
+         int(m.group(3)) == rank0 and info.get('meta', {}).get('mpi_size') == n,
+         f"{name}: the summary line gives the job's {n} ranks and {info.get('events')} events, "
+         f"rank 0's {rank0}; info.json's mpi_size is the integer {n}", stderr)
+
+
 def check_program(t, run, name, n, args, expect):
     n = run.o.ranks or n
     prog = os.path.join(run.o.bindir, f'mpi_{name}')
@@ -627,6 +642,7 @@ def check_program(t, run, name, n, args, expect):
          f'{name}: program output unchanged', f'{plain.stdout!r} != {traced.stdout!r}')
     t.ok(run.ls(trace, 'ranks') == [str(r) for r in range(n)], f'{name}: ranks/0..{n - 1}',
          run.ls(trace, 'ranks'))
+    check_summary_line(t, run, name, n, trace, traced.stderr)
     job = {}
     for r in range(n):
         evs = run.events(trace, r)
@@ -1049,14 +1065,14 @@ def check_abort(t, run):
          'abort: the job exits with the code of MPI_Abort (3), its output unchanged',
          f'{res.returncode} {res.stdout!r}')
     kept = trace + '.1'
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith('tfs mpi:')]
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith('tracefs: rank ')]
     if not res.stderr.strip():
         # the launcher kills the job and may drop what the rank wrote last: on a loaded
         # machine MPICH's hydra lost even its own 'Abort(3) on node 1' line
         t.skip('abort: the aborting rank says where its trace is, in one line',
                'the launcher forwarded none of the job\'s stderr')
     else:
-        t.ok(lines == [f'tfs mpi: rank 1 called MPI_Abort: kept its trace as {kept}'],
+        t.ok(lines == [f'tracefs: rank 1 called MPI_Abort: kept its trace as {kept}'],
              'abort: the aborting rank says where its trace is, in one line', res.stderr)
     if not t.ok(os.path.exists(kept), 'abort: the aborting rank leaves <output>.1',
                 sorted(os.listdir(run.tmp))):
