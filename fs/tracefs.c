@@ -161,10 +161,17 @@ static void print_phases(const json_t *info)
 	       "directory");
 	json_array_foreach(phases, i, p)
 	{
+		json_int_t count = jint(p, "count");
+		char ranks[64] = "";
+
+		if (count > 1)
+			snprintf(ranks, sizeof(ranks),
+				 " (ranks %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT ")",
+				 jint(p, "rank"), jint(p, "rank") + count - 1);
 		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
-		       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT " %s\n",
+		       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT " %s%s\n",
 		       jint(p, "rank"), jint(p, "thread"), jint(p, "first_event"),
-		       jint(p, "events"), jstr(p, "dir"));
+		       jint(p, "events"), jstr(p, "dir"), ranks);
 	}
 }
 

@@ -339,39 +339,79 @@ err_free_ranks:
 	return false;
 }
 
+/* A phase as info.json lists it: its name, directory, rank, thread and events. */
+struct phase_row {
+	const char *name, *dir;
+	uint32_t rank, thread;
+	uint64_t first, events;
+};
+
+/* Whether @b is the phase that @a, the last of a run of @count, would be on the next rank. */
+static bool phase_continues(const struct phase_row *a, uint32_t count, const struct phase_row *b)
+{
+	return b->rank == a->rank + count && b->thread == a->thread && b->first == a->first &&
+	       b->events == a->events && !strcmp(b->name, a->name) && !strcmp(b->dir, a->dir);
+}
+
+static json_t *phase_json(const struct phase_row *r, uint32_t count, bool runs)
+{
+	json_t *e = json_object();
+
+	if (!put(e, "name", fs_json_bytes_new(r->name)) ||
+	    !put(e, "dir", fs_json_bytes_new(r->dir)) || !put(e, "rank", json_integer(r->rank)) ||
+	    !put(e, "thread", json_integer(r->thread)) ||
+	    !put(e, "first_event", json_integer((json_int_t)r->first)) ||
+	    !put(e, "events", json_integer((json_int_t)r->events)) ||
+	    (runs && !put(e, "count", json_integer(count)))) {
+		json_decref(e);
+		return NULL;
+	}
+	return e;
+}
+
+/*
+ * "phases": one entry a phase, in the trace's order; past FS_INFO_STREAMS_EACH phases,
+ * consecutive phases alike (name, directory, thread, first event and events) on
+ * consecutive ranks are one entry with "count" (ranks rank .. rank + count - 1), as
+ * streams are, so that a job of 10^6 ranks that all mark one phase lists it once.
+ */
 static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
 {
+	bool runs = ti->n_phases > FS_INFO_STREAMS_EACH;
 	json_t *phases = json_array();
+	struct phase_row first = {0};
+	uint32_t count = 0;
 	char **dirs;
 
-	if (fs_phase_dirs_new(t, &dirs) < 0)
+	if (!phases || fs_phase_dirs_new(t, &dirs) < 0)
 		goto err_free_phases;
-	for (uint32_t i = 0; phases && i < ti->n_phases; i++) {
+	for (uint32_t i = 0; i < ti->n_phases; i++) {
 		struct tfs_phase_info pi;
 		struct tfs_stream_info si;
-		const char *dir = dirs[i];
-		json_t *e;
+		struct phase_row r;
 
 		if (tfs_trace_phase(t, i, &pi) < 0 || tfs_trace_stream(t, pi.stream, &si) < 0)
-			goto err_free_phases;
-		e = json_object();
-		if (!put(e, "name", fs_json_bytes_new(pi.name ? pi.name : "")) ||
-		    !put(e, "dir", fs_json_bytes_new(dir)) ||
-		    !put(e, "rank", json_integer(si.rank)) ||
-		    !put(e, "thread", json_integer(si.thread)) ||
-		    !put(e, "first_event", json_integer((json_int_t)pi.first_event)) ||
-		    !put(e, "events", json_integer((json_int_t)pi.n_events))) {
-			json_decref(e);
-			goto err_free_phases;
+			goto err_free_dirs;
+		r = (struct phase_row){.name = pi.name ? pi.name : "", .dir = dirs[i],
+				       .rank = si.rank, .thread = si.thread,
+				       .first = pi.first_event, .events = pi.n_events};
+		if (count && runs && phase_continues(&first, count, &r)) {
+			count++;
+			continue;
 		}
-		if (!push(phases, e))
-			goto err_free_phases;
+		if (count && !push(phases, phase_json(&first, count, runs)))
+			goto err_free_dirs;
+		first = r;
+		count = 1;
 	}
+	if (count && !push(phases, phase_json(&first, count, runs)))
+		goto err_free_dirs;
 	fs_phase_dirs_free(dirs, ti->n_phases);
 	return put(o, "phases", phases);
 
-err_free_phases:
+err_free_dirs:
 	fs_phase_dirs_free(dirs, ti->n_phases);
+err_free_phases:
 	json_decref(phases);
 	return false;
 }

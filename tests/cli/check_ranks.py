@@ -9,9 +9,11 @@ time limit that only a per-rank cost breaks (main took 13 s to 94 s). With --mou
 trace is mounted in the foreground (the test owns the daemon's pid): `ls ranks/<last>`, a
 4 KiB read of its trace.txt and the daemon's peak RSS (VmHWM). The outputs are checked too:
 the last rank's files equal rank 2's, and info's runs of streams add up to every stream.
+With --phases every rank marks its loop as a phase: info's runs of phases add up to every
+rank's, and the last rank's phase directory lists what rank 2's does.
 Output is TAP; exit 77 only for --mount without /dev/fuse.
 
-  check_ranks.py --tracefs T --gen G [--ranks N] [--mount]
+  check_ranks.py --tracefs T --gen G [--ranks N] [--mount] [--phases]
 """
 
 import argparse
@@ -50,7 +52,7 @@ def bounded(tap, what, cmd):
     return out if rc == 0 else None
 
 
-def check_info(tap, info, ranks):
+def check_info(tap, info, ranks, phases):
     streams, rank_runs = info.get("streams", []), info.get("ranks", [])
     covered = sum(s.get("count", 1) for s in streams)
     rank_cover = sum(r.get("count", 1) for r in rank_runs)
@@ -60,6 +62,18 @@ def check_info(tap, info, ranks):
            (len(streams), covered, len(rank_runs), rank_cover),
            json.dumps({k: info.get(k) for k in ("n_ranks", "n_streams", "ranks")})[:2000] +
            "\n" + json.dumps(streams[:4]))
+    if not phases:
+        return
+    ph = info.get("phases", [])
+    per_rank = {}
+    for p in ph:
+        for r in range(p["rank"], p["rank"] + p.get("count", 1)):
+            per_rank[r] = per_rank.get(r, 0) + 1
+    tap.ok(info.get("n_phases") == ranks and len(per_rank) == ranks and
+           set(per_rank.values()) == {1} and len(ph) <= 4 and
+           all(p["name"] == "solve" and p["dir"] == "solve" for p in ph),
+           "info --json: %d phase entries stand for one phase \"solve\" on each of %d ranks" %
+           (len(ph), len(per_rank)), json.dumps(ph[:4]))
 
 
 def check_cli(tap, args, trace):
@@ -70,7 +84,7 @@ def check_cli(tap, args, trace):
     out = bounded(tap, "info --json of %d ranks" % args.ranks,
                   [args.tracefs, "info", "--json", trace])
     if out is not None:
-        check_info(tap, json.loads(out), args.ranks)
+        check_info(tap, json.loads(out), args.ranks, args.phases)
     listing = bounded(tap, "ls %s" % last, [args.tracefs, "ls", trace, last])
     want = subprocess.run([args.tracefs, "ls", trace, "ranks/2"], stdout=subprocess.PIPE,
                           timeout=TIMEOUT).stdout
@@ -84,6 +98,14 @@ def check_cli(tap, args, trace):
     tap.ok(text is not None and text == want and len(text) > 4096,
            "%s/trace.txt equals ranks/2's (%d bytes)" % (last, len(want)), (text or b"")[:500])
     bounded(tap, "ls ranks (every rank's directory)", [args.tracefs, "ls", trace, "ranks"])
+    if args.phases:
+        listing = bounded(tap, "ls %s/phases/solve" % last,
+                          [args.tracefs, "ls", trace, last + "/phases/solve"])
+        want = subprocess.run([args.tracefs, "ls", trace, "ranks/2/phases/solve"],
+                              stdout=subprocess.PIPE, timeout=TIMEOUT).stdout
+        names = [line.split()[-1] for line in (listing or b"").splitlines()]
+        tap.ok(names and names == [line.split()[-1] for line in want.splitlines()],
+               "ls %s/phases/solve lists what ranks/2's does" % last, listing)
 
 
 def vm_hwm_kb(pid):
@@ -151,6 +173,7 @@ def main():
     ap.add_argument("--gen", required=True)
     ap.add_argument("--ranks", type=int, default=1000000)
     ap.add_argument("--mount", action="store_true")
+    ap.add_argument("--phases", action="store_true")
     args = ap.parse_args()
     if args.mount and not os.path.exists("/dev/fuse"):
         print("1..0 # SKIP /dev/fuse is absent")
@@ -158,10 +181,13 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-ranks-") as workdir:
         trace = os.path.join(workdir, "ranks.trace")
-        p = subprocess.run([args.gen, trace, str(args.ranks), "120", "lossless"],
+        p = subprocess.run([args.gen, trace, str(args.ranks), "120", "lossless"] +
+                           (["phases"] if args.phases else []),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
         size = os.path.getsize(trace) if p.returncode == 0 else 0
-        if tap.ok(p.returncode == 0 and 0 < size < 4096,
+        # a phase is a record of its rank's stream: about a byte a rank once compressed
+        limit = 4096 + (2 * args.ranks if args.phases else 0)
+        if tap.ok(p.returncode == 0 and 0 < size < limit,
                   "gen_ranks: %d ranks in %d bytes" % (args.ranks, size), p.stderr):
             if args.mount:
                 check_mount(tap, args, trace, workdir)
