@@ -146,6 +146,7 @@ struct vnode {
 			     * among the ranks that have streams) */
 	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
 	uint32_t stream;    /* NODE_VIEW */
+	uint32_t call;	    /* NODE_VIEW: 1 + the only event kind it shows (calls/), 0: all */
 	uint64_t first;	    /* NODE_VIEW: first event (stream index) */
 	uint64_t n_events;  /* NODE_VIEW */
 	uint64_t size;	    /* files: exact bytes (CONCAT, LAZY: once done) */
@@ -236,6 +237,17 @@ int fs_phase_rec_cmp(const void *a, const void *b);
  */
 int fs_phase_dirs_name(struct fs_phase_rec *recs, uint32_t n, char **dirs);
 
+/* ---- vcalls.c ---- */
+
+/**
+ * calls/<name>/{trace.txt,events.jsonl} under @dir: for each kind that occurs in @sc's
+ * events, the lines of @sc's trace.txt and events.jsonl that are of that kind; calls/ is
+ * listed by @key and only when some kind has a name fit for a directory. Only for
+ * scopes of one thread, or of several without timing (their views are the threads' one
+ * after the other); a time-merged scope gets none. @return 0, -ENOMEM or a reader error
+ */
+int fs_calls_add(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, uint64_t key);
+
 /* ---- vbuild.c ---- */
 
 /** Window node @idx (from FS_WINDOW_IDX on) if published, or NULL. Thread-safe. */
@@ -272,6 +284,12 @@ void fs_scope_free(struct fs_scope *sc);
 int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct fs_scope *sc);
 /** A directory node under @parent listed by @key. @return its index or -ENOMEM */
 int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key);
+/**
+ * A file node of node kind @kind (NODE_VIEW or NODE_CONCAT, the caller fills it in) under
+ * @dir, listed by @key; a NODE_CONCAT gets an empty composite. @return its index or -ENOMEM
+ */
+int64_t fs_tree_add_file(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+			 int kind);
 /** A file made once by @fn over @sc and @rank (LAZY_FN). @return 0 or -ENOMEM */
 int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
 		   const struct fs_scope *sc, uint32_t rank,
@@ -292,6 +310,12 @@ int fs_concat_add_bytes(struct fs_concat *c, const char *bytes, size_t len);
 /** Append a stream view's event range. @return 0, -ENOMEM or tfs_trace_view_size()'s error */
 int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t stream,
 		       int view, uint64_t first, uint64_t n);
+/**
+ * Append the lines of the events of kind @kind in a stream view's event range (nothing when
+ * there are none). @return 0, -ENOMEM or tfs_trace_kind_view_size()'s error
+ */
+int fs_concat_add_kind_view(struct fs_concat *c, struct tfs_trace *t, uint32_t stream,
+			    uint32_t kind, int view, uint64_t first, uint64_t n);
 /** Append a part that @gen makes at the first fs_concat_ready(). @return 0 or -ENOMEM */
 int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc);
 /** Adds the parts of a composite at its first fs_concat_ready(). @return 0 or -errno */

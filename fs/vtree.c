@@ -374,6 +374,9 @@ static int open_reader(struct fs_vtree *vt, const struct vnode *n, struct fs_vfi
 		f->gen = n->lazy->data;
 		return 0;
 	case NODE_VIEW:
+		if (n->call)
+			return tfs_cursor_new_kind(vt->trace, n->stream, n->call - 1, n->view,
+						   n->first, n->n_events, &f->cur);
 		return tfs_cursor_new(vt->trace, n->stream, n->view, n->first, n->n_events,
 				      &f->cur);
 	case NODE_CONCAT:
