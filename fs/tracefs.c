@@ -43,6 +43,7 @@ static const char tree_text[] =
     "  ranks/<r>/files.txt (traces that record files),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
+    "  .../calls/<name>/{trace.txt,events.jsonl}: one call's lines of the directory's views\n"
     "  timeline.svg, ranks/<r>/timeline.svg, window/<from>-<to>/, ranks/<r>/window/...,\n"
     "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n";
 

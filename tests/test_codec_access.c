@@ -1,7 +1,9 @@
 /*
  * Random access: reads at random byte offsets and event indices of every view must equal
  * the same slice of a full sequential read, for a large trace with many grammar blocks and
- * value blocks, from several threads at once.
+ * value blocks, from several threads at once. The views of one kind (tfs_cursor_new_kind())
+ * must equal the full read's lines of that kind's events, whole, at random offsets and over
+ * random event ranges, with the kinds taken from what the test wrote.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +28,8 @@ struct fixture {
 	struct tfs_trace *t;
 	char *full[TFS_VIEW_COUNT];
 	uint64_t size[TFS_VIEW_COUNT];
+	uint64_t *line_off[TFS_VIEW_COUNT]; /* [N_EVENTS + 1] where each event's line starts */
+	uint8_t *kind;			    /* [N_EVENTS] as written */
 	uint64_t seed;
 };
 
@@ -47,6 +51,11 @@ static int setup(void **state)
 		s.ev[i].args[0].u = fx.seed % 1000 + i; /* perturb a signature now and then */
 	if (tg_write(w, &s) || tfs_writer_save(w, fx.path))
 		return -1;
+	fx.kind = malloc(N_EVENTS);
+	if (!fx.kind)
+		return -1;
+	for (uint64_t i = 0; i < N_EVENTS; i++)
+		fx.kind[i] = (uint8_t)s.ev[i].kind;
 	tfs_writer_free(w);
 	tg_free(&s);
 	if (tfs_trace_open(fx.path, &fx.t, NULL))
@@ -66,12 +75,23 @@ static int setup(void **state)
 			off += (uint64_t)got;
 		}
 		tfs_cursor_free(c);
+		/* the lines, found by their newlines: no line holds a raw one */
+		fx.line_off[v] = malloc((N_EVENTS + 1) * sizeof(uint64_t));
+		if (!fx.line_off[v])
+			return -1;
+		fx.line_off[v][0] = 0;
+		for (uint64_t i = 0, k = 1; i < fx.size[v]; i++)
+			if (fx.full[v][i] == '\n' && k <= N_EVENTS)
+				fx.line_off[v][k++] = i + 1;
 	}
 	return 0;
 }
 
 static int teardown(void **state)
 {
+	free(fx.kind);
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		free(fx.line_off[v]);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++)
 		free(fx.full[v]);
 	tfs_trace_close(fx.t);
@@ -174,6 +194,95 @@ static void test_access_sub_ranges_are_slices(void **state)
 	}
 }
 
+/* The lines of @view of the events of @kind in [@first, @first + @n), from the full read. */
+static char *kind_lines(int view, uint32_t kind, uint64_t first, uint64_t n, uint64_t *len,
+			uint64_t *events)
+{
+	const uint64_t *lo = fx.line_off[view];
+	char *out = malloc(fx.size[view] + 1);
+
+	assert_non_null(out);
+	*len = *events = 0;
+	for (uint64_t i = first; i < first + n; i++) {
+		if (fx.kind[i] != kind)
+			continue;
+		memcpy(out + *len, fx.full[view] + lo[i], lo[i + 1] - lo[i]);
+		*len += lo[i + 1] - lo[i];
+		++*events;
+	}
+	return out;
+}
+
+/* A kind view over [@first, @first + @n): size, count, whole read and random slices. */
+static void check_kind_view(int view, uint32_t kind, uint64_t first, uint64_t n,
+			    uint64_t *seed, int n_slices)
+{
+	uint64_t len, events, got_events, got_bytes;
+	char *want = kind_lines(view, kind, first, n, &len, &events);
+	char *buf = malloc(len + 9000);
+	struct tfs_cursor *c;
+	uint64_t off = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(tfs_trace_kind_view_size(fx.t, 0, kind, view, first, n, &got_events,
+						  &got_bytes), 0);
+	assert_true(got_events == events && got_bytes == len);
+	assert_int_equal(tfs_cursor_new_kind(fx.t, 0, kind, view, first, n, &c), 0);
+	assert_true(tfs_cursor_size(c) == len);
+	while (off < len) { /* sequential, in odd-sized pieces */
+		ssize_t got = tfs_cursor_pread(c, buf + off, 1 + (size_t)tu_below(seed, 70000),
+					       off, NULL);
+
+		assert_true(got > 0);
+		off += (uint64_t)got;
+	}
+	assert_int_equal(tfs_cursor_pread(c, buf, 10, len, NULL), 0);
+	if (memcmp(buf, want, len) != 0)
+		fail_msg("kind %u view %d [%llu, +%llu): whole read differs", kind, view,
+			 (unsigned long long)first, (unsigned long long)n);
+	for (int i = 0; i < n_slices && len; i++) {
+		uint64_t at = i == 0 ? len - 1 : tu_below(seed, len);
+		size_t ask = 1 + (size_t)tu_below(seed, 9000);
+		size_t exp = len - at < ask ? (size_t)(len - at) : ask;
+		ssize_t got = tfs_cursor_pread(c, buf, ask, at, NULL);
+
+		if (got != (ssize_t)exp || memcmp(buf, want + at, exp) != 0)
+			fail_msg("kind %u view %d: pread(%zu, %llu) wrong", kind, view, ask,
+				 (unsigned long long)at);
+	}
+	assert_int_equal(tfs_cursor_event(c, first, &(struct tfs_event){0}, NULL), -EINVAL);
+	tfs_cursor_free(c);
+	free(buf);
+	free(want);
+}
+
+static void test_access_kind_views_are_filtered_lines(void **state)
+{
+	uint64_t seed = fx.seed ^ 0x99;
+
+	for (uint32_t k = 0; k < TG_NKINDS; k++)
+		for (int v = 0; v < TFS_VIEW_COUNT; v++)
+			check_kind_view(v, k, 0, N_EVENTS, &seed, 2000);
+}
+
+static void test_access_kind_sub_ranges(void **state)
+{
+	uint64_t seed = fx.seed ^ 0xbb;
+
+	for (int i = 0; i < 60; i++) {
+		uint64_t first = tu_below(&seed, N_EVENTS);
+		uint64_t n = tu_below(&seed, (i % 3 ? 5000 : N_EVENTS - first) + 1);
+
+		if (n > N_EVENTS - first)
+			n = N_EVENTS - first;
+		check_kind_view(i % TFS_VIEW_COUNT, (uint32_t)(i % TG_NKINDS), first, n, &seed, 50);
+	}
+	assert_int_equal(tfs_cursor_new_kind(fx.t, 0, 99, 0, 0, 1, &(struct tfs_cursor *){0}),
+			 -ENOENT);
+	assert_int_equal(tfs_trace_kind_view_size(fx.t, 0, 0, 0, N_EVENTS, 1, NULL,
+						  &(uint64_t){0}), -EINVAL);
+}
+
 static void *reader_thread(void *arg)
 {
 	uint64_t seed = (uint64_t)(uintptr_t)arg;
@@ -201,6 +310,8 @@ int main(void)
 		cmocka_unit_test(test_access_event_offsets_are_line_starts),
 		cmocka_unit_test(test_access_sub_ranges_are_slices),
 		cmocka_unit_test(test_access_concurrent_cursors_agree),
+		cmocka_unit_test(test_access_kind_views_are_filtered_lines),
+		cmocka_unit_test(test_access_kind_sub_ranges),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
