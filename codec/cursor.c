@@ -89,7 +89,10 @@ static inline uint64_t unit_bytes(const struct walker *w, const struct block_lay
 /* The byte prefix sums of the bodies of @w's block, over every event or the kind's. */
 static inline const uint64_t *pfx_bytes(const struct walker *w, const struct block_layout *l)
 {
-	return w->k ? w->k->pfx_bytes[w->view] + w->k->elem_base[w->block] : l->pfx_bytes[w->view];
+	const uint64_t *p = w->k ? w->k->pfx_bytes[w->view] : l->pfx_bytes[w->view];
+
+	/* NULL when no rule is long enough to have them */
+	return w->k && p ? p + w->k->elem_base[w->block] : p;
 }
 
 static inline const uint64_t *blk_bytes(const struct walker *w)

@@ -6,8 +6,8 @@
  * and a read at any offset seeks in O(height). A directory lists only the kinds that occur
  * in its scope. A time-merged trace.txt (several threads with timing) gets no calls/: its
  * order comes from a merge over every event, which a view of one kind cannot follow. Kinds
- * whose name cannot be a directory ("..", a '/') are left out, and so are the later kinds of
- * a name that several kinds share. Listed by name.
+ * whose name cannot be a directory ("..", a '/') are left out, and of several kinds of one
+ * name only the first that occurs is shown. Listed by name.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -104,30 +104,59 @@ static int add_call_dir(struct fs_vtree *vt, uint32_t dir, const struct fs_scope
 	return rc;
 }
 
+/*
+ * Mark in @present the kinds that occur anywhere in the streams of @sc, from the grammars'
+ * counts: only those get laid out (each layout costs about what the stream's own does).
+ */
+static int kinds_present(struct fs_vtree *vt, const struct fs_scope *sc, bool *present)
+{
+	uint64_t *counts = calloc((size_t)vt->ti.n_terminals + 1, sizeof(*counts));
+	int rc = counts ? 0 : -ENOMEM;
+
+	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++) {
+		rc = tfs_trace_term_counts(vt->trace, sc->segs[i].stream, counts);
+		for (uint32_t t = 0; t < vt->ti.n_terminals && rc == 0; t++) {
+			uint32_t kind;
+
+			if (counts[t] && tfs_trace_term_kind(vt->trace, t, &kind) == 0 &&
+			    kind < vt->ti.n_kinds)
+				present[kind] = true;
+		}
+	}
+	free(counts);
+	return rc;
+}
+
 int fs_calls_add(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, uint64_t key)
 {
 	uint32_t n = vt->ti.n_kinds, *order;
+	const char *listed = NULL; /* the last name given a directory */
 	int64_t calls = -1;
-	int rc = 0;
+	bool *present;
+	int rc;
 
 	if (sc->n_segs == 0 || n == 0 || (sc->n_segs > 1 && vt->ti.timing != TFS_TIMING_NONE))
 		return 0;
 	order = malloc((size_t)n * sizeof(*order));
-	if (!order)
-		return -ENOMEM;
-	for (uint32_t k = 0; k < n; k++)
+	present = calloc(n, sizeof(*present));
+	rc = order && present ? kinds_present(vt, sc, present) : -ENOMEM;
+	for (uint32_t k = 0; k < n && rc == 0; k++)
 		order[k] = k;
-	qsort_r(order, n, sizeof(*order), cmp_kind_name, vt);
+	if (rc == 0)
+		qsort_r(order, n, sizeof(*order), cmp_kind_name, vt);
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		const char *name = vt->kinds[order[i]].name;
 		uint64_t events;
 
-		if (!dir_name_ok(name) || (i && !strcmp(name, vt->kinds[order[i - 1]].name)))
+		if (!present[order[i]] || !dir_name_ok(name) || (listed && !strcmp(name, listed)))
 			continue;
 		rc = kind_events(vt, sc, order[i], &events);
-		if (rc == 0 && events)
+		if (rc == 0 && events) {
 			rc = add_call_dir(vt, dir, sc, key, order[i], i, &calls);
+			listed = name;
+		}
 	}
+	free(present);
 	free(order);
 	return rc;
 }
