@@ -22,6 +22,7 @@
 #include "tfs/writer.h"
 #include "cli_i.h"
 #include "compare_i.h"
+#include "grep_i.h"
 #include "merge_i.h"
 #include "mount_i.h"
 #include "record_i.h"
@@ -553,6 +554,15 @@ static const struct cmd_opt merge_opts[] = {
 	{0},
 };
 
+static const struct cmd_opt grep_opts[] = {
+	{"-c", "print the number of selected lines only"},
+	{"-n", "put each selected line's number and ':' before it"},
+	{"-m N", "stop after N selected lines"},
+	{"-F", "PATTERN is fixed text (default: a basic regular expression)"},
+	{"-E", "PATTERN is an extended regular expression"},
+	{0},
+};
+
 static const struct command commands[] = {
 	{
 		.name = "info",
@@ -656,6 +666,22 @@ static const struct command commands[] = {
 		.opts = compare_opts,
 		.examples = "tracefs compare a.trace b.trace\ntracefs compare --values --paths a.trace "
 			"b.trace",
+	},
+	{
+		.name = "grep",
+		.run = fs_cmd_grep,
+		.synopsis = "grep [-c] [-n] [-m N] [-F|-E] PATTERN TRACE PATH",
+		.brief = "what GNU grep prints for a file of the virtual tree, from the call "
+			"signatures where it can",
+		.help = "Prints what `tracefs cat TRACE PATH | LC_ALL=C grep OPTIONS PATTERN` prints. "
+			"With -c over a trace.txt and a pattern of fixed text, each call signature is "
+			"tested once: signatures whose constant text holds the pattern are counted from "
+			"the grammar, those that cannot hold it are skipped, and only the calls whose "
+			"lines may match are rendered. Anything else reads the file and tests every "
+			"line. Exits 0 when a line is selected, 1 when none is, 2 on an error.",
+		.opts = grep_opts,
+		.examples = "tracefs grep -c MPI_Allreduce run.trace ranks/7/trace.txt\n"
+			"tracefs grep -n -m 5 -F '</etc/passwd>' run.trace ranks/0/trace.txt",
 	},
 	{
 		.name = "help",

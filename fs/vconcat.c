@@ -137,6 +137,36 @@ int fs_concat_add_kind_view(struct fs_concat *c, struct tfs_trace *t, uint32_t s
 	return 0;
 }
 
+int fs_concat_views(struct fs_concat *c, int *view, uint32_t *call, struct fs_view_seg **segs,
+		    uint32_t *n)
+{
+	uint64_t size;
+	int rc = fs_concat_ready(c, &size);
+
+	*segs = NULL;
+	*n = 0;
+	*view = TFS_VIEW_TEXT;
+	*call = 0;
+	if (rc < 0)
+		return rc;
+	for (uint32_t i = 0; i < c->n_parts; i++) {
+		const struct part *p = &c->parts[i];
+
+		if (p->bytes || p->gen || (i && (p->view != *view || p->call != *call)))
+			return -ENOTSUP;
+		*view = p->view;
+		*call = p->call;
+	}
+	*segs = calloc((size_t)c->n_parts + 1, sizeof(**segs));
+	if (!*segs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_parts; i++)
+		(*segs)[i] = (struct fs_view_seg){c->parts[i].stream, c->parts[i].first,
+						  c->parts[i].n};
+	*n = c->n_parts;
+	return 0;
+}
+
 int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc)
 {
 	struct part *p = add_part(c);

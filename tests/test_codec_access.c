@@ -3,7 +3,9 @@
  * the same slice of a full sequential read, for a large trace with many grammar blocks and
  * value blocks, from several threads at once. The views of one kind (tfs_cursor_new_kind())
  * must equal the full read's lines of that kind's events, whole, at random offsets and over
- * random event ranges, with the kinds taken from what the test wrote.
+ * random event ranges, with the kinds taken from what the test wrote. The grammar's counts
+ * of terminals over ranges equal a count of the events' terminals, and every line fits its
+ * terminal's shape (the classes `tracefs grep` relies on).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +286,122 @@ static void test_access_kind_sub_ranges(void **state)
 						  &(uint64_t){0}), -EINVAL);
 }
 
+/* The terminal of every event, from the cursor (for the grammar's counts and shapes). */
+static uint32_t *event_terms(void)
+{
+	uint32_t *term = malloc(N_EVENTS * sizeof(*term));
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+
+	assert_non_null(term);
+	assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, 0, N_EVENTS, &c), 0);
+	for (uint64_t i = 0; i < N_EVENTS; i++) {
+		assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
+		term[i] = ev.terminal;
+	}
+	tfs_cursor_free(c);
+	return term;
+}
+
+static void test_access_term_counts_of_ranges(void **state)
+{
+	struct tfs_trace_info ti;
+	uint32_t *term = event_terms();
+	uint64_t seed = fx.seed ^ 0xcc, *got, *want;
+
+	tfs_trace_get_info(fx.t, &ti);
+	got = calloc(ti.n_terminals, sizeof(*got));
+	want = calloc(ti.n_terminals, sizeof(*want));
+	assert_non_null(got);
+	assert_non_null(want);
+	for (int i = 0; i < 300; i++) {
+		uint64_t first = i == 0 ? 0 : tu_below(&seed, N_EVENTS);
+		uint64_t n = i == 0 ? N_EVENTS : tu_below(&seed, (i % 2 ? 3000 : N_EVENTS - first) + 1);
+
+		if (n > N_EVENTS - first)
+			n = N_EVENTS - first;
+		memset(want, 0, ti.n_terminals * sizeof(*want));
+		for (uint64_t e = first; e < first + n; e++)
+			want[term[e]]++;
+		assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, first, n, got), 0);
+		if (memcmp(got, want, ti.n_terminals * sizeof(*got)) != 0)
+			fail_msg("terminal counts of [%llu, +%llu) differ", (unsigned long long)first,
+				 (unsigned long long)n);
+	}
+	assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, N_EVENTS, 1, got), -EINVAL);
+	free(got);
+	free(want);
+	free(term);
+}
+
+/* Whether @line (@len bytes, no newline) is @shape with each hole filled from its class. */
+static bool fits(const char *shape, size_t slen, const char *line, size_t len)
+{
+	unsigned char *live = calloc(slen + 1, 1);
+	bool ok;
+
+	assert_non_null(live);
+	live[0] = 1;
+	for (size_t j = 0; j < slen; j++) /* holes may be empty */
+		if (live[j] && shape[j] <= TFS_SHAPE_PAD)
+			live[j + 1] = 1;
+	for (size_t k = 0; k < len; k++) {
+		char c = line[k];
+
+		for (size_t j = slen + 1; j-- > 0;) {
+			bool from = live[j];
+			char h = j < slen ? shape[j] : 0;
+
+			live[j] = 0;
+			if (!from || j == slen)
+				continue;
+			if (h == TFS_SHAPE_NUM)
+				live[j] = (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ' ';
+			else if (h == TFS_SHAPE_HEX)
+				live[j] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == 'x';
+			else if (h == TFS_SHAPE_PAD)
+				live[j] = c == ' ';
+			else if (h == TFS_SHAPE_ANY)
+				live[j] = c != '\n';
+			else if (h == c)
+				live[j + 1] = 1;
+		}
+		for (size_t j = 0; j < slen; j++)
+			if (live[j] && shape[j] <= TFS_SHAPE_PAD)
+				live[j + 1] = 1;
+	}
+	ok = live[slen];
+	free(live);
+	return ok;
+}
+
+static void test_access_lines_fit_their_shapes(void **state)
+{
+	uint32_t *term = event_terms();
+	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
+	char shape[4096];
+
+	for (uint64_t i = 0; i < N_EVENTS; i += 1 + i % 7) {
+		ssize_t n = tfs_trace_term_shape(fx.t, term[i], shape, sizeof(shape));
+
+		assert_true(n > 0 && (size_t)n < sizeof(shape) && shape[n - 1] == TFS_SHAPE_PAD);
+		if (!fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i], lo[i + 1] - lo[i] - 1))
+			fail_msg("line of event %llu does not fit the shape of terminal %u",
+				 (unsigned long long)i, term[i]);
+		/* nor does it fit the shape of a call of another kind: shapes tell calls apart */
+		for (uint64_t j = i + 1; j < N_EVENTS && j < i + 50; j++) {
+			if (fx.kind[j] == fx.kind[i])
+				continue;
+			n = tfs_trace_term_shape(fx.t, term[j], shape, sizeof(shape));
+			assert_false(fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i],
+					  lo[i + 1] - lo[i] - 1));
+			break;
+		}
+	}
+	assert_int_equal(tfs_trace_term_shape(fx.t, UINT32_MAX, shape, sizeof(shape)), -ENOENT);
+	free(term);
+}
+
 static void *reader_thread(void *arg)
 {
 	uint64_t seed = (uint64_t)(uintptr_t)arg;
@@ -312,6 +431,8 @@ int main(void)
 		cmocka_unit_test(test_access_concurrent_cursors_agree),
 		cmocka_unit_test(test_access_kind_views_are_filtered_lines),
 		cmocka_unit_test(test_access_kind_sub_ranges),
+		cmocka_unit_test(test_access_term_counts_of_ranges),
+		cmocka_unit_test(test_access_lines_fit_their_shapes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -230,6 +230,32 @@ int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off)
  */
 int tfs_trace_term_counts(const struct tfs_trace *t, uint32_t stream, uint64_t *counts);
 
+/**
+ * Occurrences of every terminal among events [@first, @first + @n) of @stream, from the
+ * grammar alone (O(grammar), no decoding). @counts holds info.n_terminals entries.
+ * @return 0, -ENOENT (stream), -EINVAL (range) or -ENOMEM
+ */
+int tfs_trace_term_counts_range(const struct tfs_trace *t, uint32_t stream, uint64_t first,
+				uint64_t n, uint64_t *counts);
+
+/** Class bytes of tfs_trace_term_shape(): what a hole of a line may print. */
+enum {
+	TFS_SHAPE_NUM = 1, /**< digits, '.', '-' and spaces (times, threads, numbers, ranks) */
+	TFS_SHAPE_HEX = 2, /**< "0x" and lowercase hexadecimal digits */
+	TFS_SHAPE_ANY = 3, /**< any text but a newline (names, strings) */
+	TFS_SHAPE_PAD = 4, /**< spaces: the padding at the end of every line */
+};
+
+/**
+ * The shape of terminal @term's trace.txt lines: their constant text, with each part that
+ * varies per occurrence (a hole, possibly empty) as one TFS_SHAPE_* byte, ending in
+ * TFS_SHAPE_PAD in place of the padding and without the newline. Every line of the
+ * terminal is the shape with each hole replaced by zero or more characters of its class.
+ * The constant text holds no byte below 0x20 (FORMAT.md §9 escapes them). Always
+ * NUL-terminates. @return the full length (like snprintf) or -ENOENT
+ */
+ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap);
+
 /** Kind of terminal @term, or -ENOENT. */
 int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind);
 
