@@ -505,6 +505,7 @@ struct command {
 	const struct cmd_opt *opts;
 	const char *examples; /* lines, each a shell command */
 	bool runs_command;    /* operands after the options are a program and its arguments */
+	const char *exit_status; /* its own meaning of the exit status, or NULL: the usual */
 };
 
 static int cmd_help(int argc, char **argv);
@@ -678,10 +679,11 @@ static const struct command commands[] = {
 			"tested once: signatures whose constant text holds the pattern are counted from "
 			"the grammar, those that cannot hold it are skipped, and only the calls whose "
 			"lines may match are rendered. Anything else reads the file and tests every "
-			"line. Exits 0 when a line is selected, 1 when none is, 2 on an error.",
+			"line.",
 		.opts = grep_opts,
 		.examples = "tracefs grep -c MPI_Allreduce run.trace ranks/7/trace.txt\n"
 			"tracefs grep -n -m 5 -F '</etc/passwd>' run.trace ranks/0/trace.txt",
+		.exit_status = "as grep's: 0 a line selected, 1 none, 2 usage or runtime error",
 	},
 	{
 		.name = "help",
@@ -749,8 +751,11 @@ static int command_help(const struct command *c)
 		printf("  %.*s\n", (int)n, ex);
 		ex += n + (ex[n] == '\n');
 	}
-	printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
-	       c->runs_command ? "; otherwise COMMAND's" : "");
+	if (c->exit_status)
+		printf("\nexit status: %s\n", c->exit_status);
+	else
+		printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
+		       c->runs_command ? "; otherwise COMMAND's" : "");
 	return finish_stdout();
 }
 

@@ -107,6 +107,14 @@ def main():
         tap.ok(rc == 2 and err.count(b"\n") == 1, "a missing trace: exit 2, one line", err)
         rc, _, err = run([args.tracefs, "grep", "-c", "x"])
         tap.ok(rc == 2 and err.count(b"\n") == 1, "missing operands: exit 2, one line", err)
+        if args.timing:  # the traces made above are still there
+            trace = os.path.join(work, "grep-%s.trace" % args.timing[0].split(":")[0])
+            for argv, what in ((["-E", "a(", trace, "ranks/0/trace.txt"], "a bad pattern"),
+                               (["x", trace, "no/such"], "a missing path"),
+                               (["x", trace, "ranks"], "a directory")):
+                rc, _, err = run([args.tracefs, "grep"] + argv)
+                tap.ok(rc == 2 and err.count(b"\n") == 1 and err.startswith(b"tracefs: "),
+                       "grep of %s: exit 2, one line" % what, err)
     return tap.done()
 
 
