@@ -3,8 +3,8 @@
 
 For each timing given, synth_demo writes a trace of 2 ranks x 2 threads with phases; then,
 for views of every kind (a thread's trace.txt, a rank's merged or concatenated one, a
-phase's, calls/<name>/ views, events.jsonl, a generated summary.txt), each pattern and
-option set, `tracefs grep OPTS PATTERN TRACE PATH` must print exactly what
+phase's, a time window's, calls/<name>/ views, events.jsonl, a generated summary.txt), each
+pattern and option set, `tracefs grep OPTS PATTERN TRACE PATH` must print exactly what
 `tracefs cat TRACE PATH | LC_ALL=C grep OPTS PATTERN` prints and exit as it does. The
 patterns cover call names, constant arguments, fixed text that spans the varying fields
 (times, numbers, addresses, padding), text no line holds, and regular expressions.
@@ -58,6 +58,10 @@ def views(tracefs, trace):
             if rc == 0 and out:
                 paths += ["ranks/0/phases/%s/threads/%s/calls/%s/trace.txt" % (
                     phase, t, out.split()[-1].decode())]
+    for d in ("window", "ranks/1/window"):  # time windows: ranges cut by time
+        rc, out, _ = run([tracefs, "ls", trace, d])
+        if rc == 0 and out:
+            paths += ["%s/%s/trace.txt" % (d, out.split()[-1].decode())]
     rc, out, _ = run([tracefs, "ls", trace, "ranks/0/calls"])
     if rc == 0 and out:  # untimed: a rank's views are its threads' one after the other
         paths += ["ranks/0/calls/%s/trace.txt" % out.split()[-1].decode()]
