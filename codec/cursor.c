@@ -5,6 +5,10 @@
  * the next event in amortised O(1). A cursor adds the value block of the current event and
  * renders lines on demand. Nothing here is shared between cursors, so cursors on one trace
  * run in parallel without locks. verify lives here too: it is a full read of every view.
+ *
+ * A walker may be restricted to one event kind (kindex.c): then byte offsets count only the
+ * lines of that kind, a seek descends by the kind's byte sums and steps skip every element
+ * without events of the kind, adding its events to the stream index as they pass it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +33,8 @@ struct walker {
 	uint64_t byte;	  /* where its line starts in the stream's whole view */
 	uint32_t term;
 	bool valid;
+	const struct kindex *k; /* only the events of this kind, or NULL: every event */
+	uint64_t kev;		/* with @k: the kind's events before the current one */
 };
 
 struct tfs_cursor {
@@ -75,7 +81,35 @@ static inline uint64_t unit_events(const struct tfs_grammar *gr, const struct gr
 static inline uint64_t unit_bytes(const struct walker *w, const struct block_layout *l,
 				  const struct gram_elem *e)
 {
+	if (w->k)
+		return kindex_unit_bytes(w->t, w->k, w->view, w->block, e);
 	return e->is_rule ? l->rule_bytes[w->view][e->id] : w->t->term_len[w->view][e->id];
+}
+
+/* The byte prefix sums of the bodies of @w's block, over every event or the kind's. */
+static inline const uint64_t *pfx_bytes(const struct walker *w, const struct block_layout *l)
+{
+	const uint64_t *p = w->k ? w->k->pfx_bytes[w->view] : l->pfx_bytes[w->view];
+
+	/* NULL when no rule is long enough to have them */
+	return w->k && p ? p + w->k->elem_base[w->block] : p;
+}
+
+static inline const uint64_t *blk_bytes(const struct walker *w)
+{
+	return w->k ? w->k->blk_bytes[w->view] : w->g->blk_bytes[w->view];
+}
+
+/* The kind's events before element @i of rule @ru's body (long bodies only). */
+static inline uint64_t pfx_kevents(const struct walker *w, const struct gram_rule *ru,
+				   uint32_t i)
+{
+	return w->k ? w->k->pfx_events[w->k->elem_base[w->block] + ru->first_elem + i] : 0;
+}
+
+static inline uint64_t unit_kevents(const struct walker *w, const struct gram_elem *e)
+{
+	return w->k ? kindex_unit_events(w->t, w->k, w->block, e) : 0;
 }
 
 /* Last index i in [0, n) with a[i] <= x (a ascending, a[0] <= x). */
@@ -103,21 +137,25 @@ static void descend(struct walker *w, uint64_t pos, bool by_bytes, uint64_t *int
 {
 	const struct tfs_grammar *gr = &w->g->blocks[w->block];
 	const struct block_layout *l = &w->g->layout[w->block];
+	const uint64_t *pb = pfx_bytes(w, l);
 	uint32_t rule = gr->n_rules - 1;
 
 	w->depth = 0;
 	for (;;) {
 		const struct gram_rule *ru = &gr->rules[rule];
-		uint64_t ev_before = 0, by_before = 0, ue, ub, rep;
+		uint64_t ev_before = 0, by_before = 0, kev_before = 0, ue, ub, rep;
 		const struct gram_elem *e;
 		uint32_t i = 0;
 
 		if (ru->n_elems >= LAYOUT_PREFIX_MIN) {
-			const uint64_t *p = by_bytes ? l->pfx_bytes[w->view] : l->pfx_events;
+			const uint64_t *p = by_bytes ? pb : l->pfx_events;
 
+			/* with a kind, elements without its events add no bytes: the last
+			 * of equal sums is the one that holds @pos */
 			i = (uint32_t)last_le(p + ru->first_elem, ru->n_elems, pos);
 			ev_before = l->pfx_events[ru->first_elem + i];
-			by_before = l->pfx_bytes[w->view][ru->first_elem + i];
+			by_before = pb[ru->first_elem + i];
+			kev_before = pfx_kevents(w, ru, i);
 		} else {
 			for (;; i++) {
 				e = &gr->elems[ru->first_elem + i];
@@ -127,6 +165,7 @@ static void descend(struct walker *w, uint64_t pos, bool by_bytes, uint64_t *int
 					break;
 				ev_before += ue;
 				by_before += ub;
+				kev_before += e->count * unit_kevents(w, e);
 			}
 		}
 		e = &gr->elems[ru->first_elem + i];
@@ -137,6 +176,7 @@ static void descend(struct walker *w, uint64_t pos, bool by_bytes, uint64_t *int
 		pos -= rep * (by_bytes ? ub : ue);
 		w->event += ev_before + rep * ue;
 		w->byte += by_before + rep * ub;
+		w->kev += kev_before + rep * unit_kevents(w, e);
 		w->st[w->depth++] = (struct frame){rule, i, rep};
 		if (!e->is_rule) {
 			w->term = e->id;
@@ -156,7 +196,8 @@ static void walker_seek_event(struct walker *w, uint64_t idx)
 
 	w->block = (uint32_t)last_le(g->blk_events, g->n_blocks, idx);
 	w->event = g->blk_events[w->block];
-	w->byte = g->blk_bytes[w->view][w->block];
+	w->byte = blk_bytes(w)[w->block];
+	w->kev = w->k ? w->k->blk_events[w->block] : 0;
 	descend(w, idx - w->event, false, &intra);
 }
 
@@ -166,9 +207,10 @@ static uint64_t walker_seek_byte(struct walker *w, uint64_t off)
 	const struct gsec *g = w->g;
 	uint64_t intra;
 
-	w->block = (uint32_t)last_le(g->blk_bytes[w->view], g->n_blocks, off);
+	w->block = (uint32_t)last_le(blk_bytes(w), g->n_blocks, off);
 	w->event = g->blk_events[w->block];
-	w->byte = g->blk_bytes[w->view][w->block];
+	w->byte = blk_bytes(w)[w->block];
+	w->kev = w->k ? w->k->blk_events[w->block] : 0;
 	descend(w, off - w->byte, true, &intra);
 	return intra;
 }
@@ -190,11 +232,91 @@ static void descend_left(struct walker *w)
 	}
 }
 
-/* Step to the next event; false at the end of the stream. */
+/*
+ * With a kind: move frame @f to its first element from f->elem on that has events of the
+ * kind, adding the events of those it passes. @return false when no element is left.
+ */
+static bool kskip(struct walker *w, struct frame *f)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+	const struct gram_rule *ru = &gr->rules[f->rule];
+
+	for (; f->elem < ru->n_elems; f->elem++) {
+		const struct gram_elem *e = &gr->elems[ru->first_elem + f->elem];
+
+		if (kindex_unit_events(w->t, w->k, w->block, e))
+			return true;
+		w->event += e->count * unit_events(gr, e);
+	}
+	return false;
+}
+
+/* With a kind: descend_left() onto the first event of the kind below frame depth-1. */
+static void kdescend_left(struct walker *w)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+
+	for (;;) {
+		const struct frame *f = &w->st[w->depth - 1];
+		const struct gram_elem *e = &gr->elems[gr->rules[f->rule].first_elem + f->elem];
+
+		if (!e->is_rule) {
+			w->term = e->id;
+			return;
+		}
+		w->st[w->depth++] = (struct frame){e->id, 0, 0};
+		/* the rule has events of the kind (its parent's element was chosen for them) */
+		kskip(w, &w->st[w->depth - 1]);
+	}
+}
+
+/* walker_next() over the events of the walker's kind only. */
+static bool kwalker_next(struct walker *w)
+{
+	const struct gsec *g = w->g;
+
+	w->byte += w->t->term_len[w->view][w->term];
+	w->event++;
+	w->kev++;
+	while (w->depth) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+		struct frame *f = &w->st[w->depth - 1];
+
+		if (++f->rep < gr->elems[gr->rules[f->rule].first_elem + f->elem].count) {
+			kdescend_left(w);
+			return true;
+		}
+		f->rep = 0;
+		f->elem++;
+		if (kskip(w, f)) {
+			kdescend_left(w);
+			return true;
+		}
+		w->depth--;
+	}
+	while (++w->block < g->n_blocks) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+
+		if (w->k->blk_events[w->block + 1] > w->k->blk_events[w->block]) {
+			w->event = g->blk_events[w->block];
+			w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+			w->depth = 1;
+			kskip(w, &w->st[0]);
+			kdescend_left(w);
+			return true;
+		}
+	}
+	w->valid = false;
+	return false;
+}
+
+/* Step to the next event (of the walker's kind); false at the end of the stream. */
 static bool walker_next(struct walker *w)
 {
 	const struct gsec *g = w->g;
 
+	if (w->k)
+		return kwalker_next(w);
 	w->byte += w->t->term_len[w->view][w->term];
 	w->event++;
 	while (w->depth) {
@@ -237,10 +359,42 @@ static uint64_t event_byte(struct walker *w, uint64_t idx)
 {
 	const struct gsec *g = w->g;
 
-	if (idx == g->blk_events[g->n_blocks])
-		return g->blk_bytes[w->view][g->n_blocks];
+	if (idx == g->blk_events[g->n_blocks]) {
+		w->kev = w->k ? w->k->blk_events[g->n_blocks] : 0;
+		return blk_bytes(w)[g->n_blocks];
+	}
 	walker_seek_event(w, idx);
 	return w->byte;
+}
+
+int tfs_trace_kind_view_size(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
+			     uint64_t first, uint64_t n, uint64_t *events, uint64_t *bytes)
+{
+	const struct kindex *k;
+	const struct gsec *g;
+	struct walker w;
+	uint64_t end, from, kev0;
+	int rc;
+
+	if (stream >= t->n_streams || kind >= t->schema.n_kinds)
+		return -ENOENT;
+	if (!view_ok(view) || !add_u64(first, n, &end) || end > t->streams[stream].n_events)
+		return -EINVAL;
+	g = &t->gsecs[t->streams[stream].gsec];
+	rc = kindex_get(t, t->streams[stream].gsec, kind, &k);
+	if (rc < 0)
+		return rc;
+	rc = walker_init(&w, t, g, view);
+	if (rc < 0)
+		return rc;
+	w.k = k;
+	from = event_byte(&w, first);
+	kev0 = w.kev;
+	*bytes = event_byte(&w, end) - from;
+	if (events)
+		*events = w.kev - kev0;
+	walker_fini(&w);
+	return 0;
 }
 
 /* Without a cursor: a tree of many ranks asks the size of every stream's views. */
@@ -273,19 +427,26 @@ int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, ui
 	return 0;
 }
 
-int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
-		   struct tfs_cursor **out)
+/* A cursor over every event of the range (@kind UINT32_MAX) or those of @kind. */
+static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
+		      uint64_t first, uint64_t n, struct tfs_cursor **out)
 {
+	const struct kindex *k = NULL;
 	struct tfs_cursor *c;
 	const struct gsec *g;
 	uint64_t end;
 	int rc;
 
 	*out = NULL;
-	if (stream >= t->n_streams)
+	if (stream >= t->n_streams || (kind != UINT32_MAX && kind >= t->schema.n_kinds))
 		return -ENOENT;
 	if (!view_ok(view) || !add_u64(first, n, &end) || end > t->streams[stream].n_events)
 		return -EINVAL;
+	if (kind != UINT32_MAX) {
+		rc = kindex_get(t, t->streams[stream].gsec, kind, &k);
+		if (rc < 0)
+			return rc;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
@@ -313,11 +474,24 @@ int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t firs
 		tfs_cursor_free(c);
 		return rc;
 	}
+	c->w.k = k;
 	c->off0 = event_byte(&c->w, first);
 	c->size = event_byte(&c->w, end) - c->off0;
 	c->w.valid = false;
 	*out = c;
 	return 0;
+}
+
+int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
+		   struct tfs_cursor **out)
+{
+	return cursor_new(t, stream, UINT32_MAX, view, first, n, out);
+}
+
+int tfs_cursor_new_kind(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
+			uint64_t first, uint64_t n, struct tfs_cursor **out)
+{
+	return cursor_new(t, stream, kind, view, first, n, out);
 }
 
 void tfs_cursor_free(struct tfs_cursor *c)
@@ -506,7 +680,7 @@ int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
 	uint32_t slot;
 	int rc;
 
-	if (index >= c->s->n_events)
+	if (index >= c->s->n_events || c->w.k)
 		return -EINVAL;
 	if (c->w.valid && index == c->w.event + 1)
 		walker_next(&c->w); /* iterating: O(1) instead of a seek */

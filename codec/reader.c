@@ -926,6 +926,7 @@ void tfs_trace_close(struct tfs_trace *t)
 		struct gsec *g = &t->gsecs[i];
 
 		layout_free(g);
+		kindex_free_all(t, g);
 		for (uint32_t b = 0; g->blocks && b < g->n_blocks; b++)
 			grammar_fini(&g->blocks[b]);
 		free(g->blocks);

@@ -8,6 +8,7 @@
 #define TFS_TRACE_I_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <stdbool.h>
 
@@ -43,6 +44,28 @@ struct gsec {
 	uint64_t *blk_bytes[TFS_VIEW_COUNT]; /* [n_blocks + 1] prefix */
 	uint32_t height;      /* max over blocks */
 	uint32_t n_rules;     /* over blocks */
+	/* [n_kinds] each kind's layout (kindex.c), built at its first use under lazy_lock; the
+	 * array too: NULL until then */
+	_Atomic(_Atomic(struct kindex *) *) kidx;
+};
+
+/*
+ * One kind's layout in a grammar section (kindex.c): layout.c's sums restricted to the
+ * events of that kind. Arrays over all blocks' rules and elements: block b's rule r is
+ * entry rule_base[b] + r, its element i entry elem_base[b] + i.
+ */
+struct kindex {
+	uint32_t kind;
+	uint32_t *rule_base;		      /* [n_blocks] */
+	uint64_t *elem_base;		      /* [n_blocks] */
+	uint64_t *rule_events;		      /* [n_rules] events of the kind in each rule */
+	uint64_t *rule_bytes[TFS_VIEW_COUNT]; /* [n_rules] their lines' bytes */
+	/* [n_elems] for rules with n_elems >= LAYOUT_PREFIX_MIN (NULL when the section has
+	 * none): the kind's events / bytes before element i within its rule body */
+	uint64_t *pfx_events;
+	uint64_t *pfx_bytes[TFS_VIEW_COUNT];
+	uint64_t *blk_events;		      /* [n_blocks + 1] prefix */
+	uint64_t *blk_bytes[TFS_VIEW_COUNT];  /* [n_blocks + 1] prefix */
 };
 
 /* A rendering template segment (render.c): constant text or a per-occurrence hole. */
@@ -223,6 +246,22 @@ uint64_t rnames_width(const struct tfs_trace *t, const struct schema_arg *a, uin
 /* layout.c */
 int layout_build(struct tfs_trace *t, struct gsec *g, struct tfs_diag *diag);
 void layout_free(struct gsec *g);
+
+/* kindex.c */
+/*
+ * The layout of @kind in grammar section @gsec, built at the first call (thread-safe; the
+ * result lives until the trace is closed). @return 0, -ENOENT (kind) or -ENOMEM
+ */
+int kindex_get(struct tfs_trace *t, uint32_t gsec, uint32_t kind, const struct kindex **out);
+/* Bytes of @view's lines of the kind in one repetition of element @e of block @b. */
+uint64_t kindex_unit_bytes(const struct tfs_trace *t, const struct kindex *k, int view,
+			   uint32_t b, const struct gram_elem *e);
+/* Events of the kind in one repetition of element @e of block @b. */
+uint64_t kindex_unit_events(const struct tfs_trace *t, const struct kindex *k, uint32_t b,
+			    const struct gram_elem *e);
+void kindex_free(struct kindex *k);
+/* Free every kind layout of @g (at close). */
+void kindex_free_all(const struct tfs_trace *t, struct gsec *g);
 
 /* render.c */
 struct render_in {

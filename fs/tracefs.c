@@ -22,6 +22,7 @@
 #include "tfs/writer.h"
 #include "cli_i.h"
 #include "compare_i.h"
+#include "grep_i.h"
 #include "merge_i.h"
 #include "mount_i.h"
 #include "record_i.h"
@@ -44,6 +45,7 @@ static const char tree_text[] =
     "  ranks/<r>/files.txt (traces that record files),\n"
     "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
     "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
+    "  .../calls/<name>/{trace.txt,events.jsonl}: one call's lines of the directory's views\n"
     "  timeline.svg, ranks/<r>/timeline.svg, window/<from>-<to>/, ranks/<r>/window/...,\n"
     "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n";
 
@@ -511,6 +513,7 @@ struct command {
 	const struct cmd_opt *opts;
 	const char *examples; /* lines, each a shell command */
 	bool runs_command;    /* operands after the options are a program and its arguments */
+	const char *exit_status; /* its own meaning of the exit status, or NULL: the usual */
 };
 
 static int cmd_help(int argc, char **argv);
@@ -557,6 +560,15 @@ static const struct cmd_opt compare_opts[] = {
 
 static const struct cmd_opt merge_opts[] = {
 	{"-o OUT, --output=OUT", "the merged trace (required)"},
+	{0},
+};
+
+static const struct cmd_opt grep_opts[] = {
+	{"-c", "print the number of selected lines only"},
+	{"-n", "put each selected line's number and ':' before it"},
+	{"-m N", "stop after N selected lines"},
+	{"-F", "PATTERN is fixed text (default: a basic regular expression)"},
+	{"-E", "PATTERN is an extended regular expression"},
 	{0},
 };
 
@@ -665,6 +677,23 @@ static const struct command commands[] = {
 			"b.trace",
 	},
 	{
+		.name = "grep",
+		.run = fs_cmd_grep,
+		.synopsis = "grep [-c] [-n] [-m N] [-F|-E] PATTERN TRACE PATH",
+		.brief = "what GNU grep prints for a file of the virtual tree, from the call "
+			"signatures where it can",
+		.help = "Prints what `tracefs cat TRACE PATH | LC_ALL=C grep OPTIONS PATTERN` prints. "
+			"With -c over a trace.txt and a pattern of fixed text, each call signature is "
+			"tested once: signatures whose constant text holds the pattern are counted from "
+			"the grammar, those that cannot hold it are skipped, and only the calls whose "
+			"lines may match are rendered. Anything else reads the file and tests every "
+			"line.",
+		.opts = grep_opts,
+		.examples = "tracefs grep -c MPI_Allreduce run.trace ranks/7/trace.txt\n"
+			"tracefs grep -n -m 5 -F '</etc/passwd>' run.trace ranks/0/trace.txt",
+		.exit_status = "as grep's: 0 a line selected, 1 none, 2 usage or runtime error",
+	},
+	{
 		.name = "help",
 		.run = cmd_help,
 		.synopsis = "help [COMMAND]",
@@ -730,8 +759,11 @@ static int command_help(const struct command *c)
 		printf("  %.*s\n", (int)n, ex);
 		ex += n + (ex[n] == '\n');
 	}
-	printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
-	       c->runs_command ? "; otherwise COMMAND's" : "");
+	if (c->exit_status)
+		printf("\nexit status: %s\n", c->exit_status);
+	else
+		printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
+		       c->runs_command ? "; otherwise COMMAND's" : "");
 	return finish_stdout();
 }
 

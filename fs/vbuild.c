@@ -9,6 +9,8 @@
  *   ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
  *   ranks/<r>/phases/<dir>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
  *   ranks/<r>/phases/<dir>/threads/<t>/{trace.txt,events.jsonl,trace.json}
+ *   .../calls/<name>/{trace.txt,events.jsonl}  in each directory above whose trace.txt is
+ *                                              not merged by time (vcalls.c)
  *   replay/{README.txt,proxy.c}                 a program making the trace's calls again
  *
  * Every trace.json may have a trace.json.d/ of standalone parts when it is too large.
@@ -41,6 +43,7 @@ enum {
 	KEY_GRAMMAR = KEY_THREADS,
 	KEY_RANKS = KEY_PHASES,
 	KEY_REPLAY,
+	KEY_CALLS,
 };
 
 static const char *const view_file[TFS_VIEW_COUNT] = {
@@ -165,6 +168,17 @@ static int add_lazy(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key)
 {
 	return add_node(vt, parent, name, NODE_DIR, key);
+}
+
+int64_t fs_tree_add_file(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+			 int kind)
+{
+	int64_t idx = add_node(vt, dir, name, kind, key);
+
+	if (idx < 0 || kind != NODE_CONCAT)
+		return idx;
+	fs_node_at(vt, (uint32_t)idx)->concat = fs_concat_new(vt);
+	return fs_node_at(vt, (uint32_t)idx)->concat ? idx : -ENOMEM;
 }
 
 int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
@@ -473,6 +487,8 @@ static int add_scope_files(struct fs_vtree *vt, uint32_t dir, struct fs_scope *s
 		rc = add_lazy(vt, dir, "summary.txt", KEY_SUMMARY, LAZY_SUMMARY, sc);
 	if (rc == 0 && profiles)
 		rc = add_lazy(vt, dir, "stacks.folded", KEY_STACKS, LAZY_STACKS, sc);
+	if (rc == 0)
+		rc = fs_calls_add(vt, dir, sc, KEY_CALLS);
 	return rc;
 }
 

@@ -374,6 +374,9 @@ static int open_reader(struct fs_vtree *vt, const struct vnode *n, struct fs_vfi
 		f->gen = n->lazy->data;
 		return 0;
 	case NODE_VIEW:
+		if (n->call)
+			return tfs_cursor_new_kind(vt->trace, n->stream, n->call - 1, n->view,
+						   n->first, n->n_events, &f->cur);
 		return tfs_cursor_new(vt->trace, n->stream, n->view, n->first, n->n_events,
 				      &f->cur);
 	case NODE_CONCAT:
@@ -382,6 +385,47 @@ static int open_reader(struct fs_vtree *vt, const struct vnode *n, struct fs_vfi
 		return fs_merge_reader_new(vt, n->scope, n->view, &f->mr);
 	}
 	return -EISDIR;
+}
+
+int fs_vtree_file_views(struct fs_vtree *vt, uint64_t ino, int *view, uint32_t *call,
+			struct fs_view_seg **segs, uint32_t *n)
+{
+	struct vnode *node;
+	int rc = node_get(vt, ino, &node);
+
+	*segs = NULL;
+	*n = 0;
+	if (rc < 0)
+		return rc;
+	switch (node->kind) {
+	case NODE_DIR:
+		return -EISDIR;
+	case NODE_CONCAT:
+		return fs_concat_views(node->concat, view, call, segs, n);
+	case NODE_VIEW:
+		*segs = malloc(sizeof(**segs));
+		if (!*segs)
+			return -ENOMEM;
+		**segs = (struct fs_view_seg){node->stream, node->first, node->n_events};
+		*n = 1;
+		*view = node->view;
+		*call = node->call;
+		return 0;
+	case NODE_MERGE:
+		*segs = calloc((size_t)node->scope->n_segs + 1, sizeof(**segs));
+		if (!*segs)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < node->scope->n_segs; i++) {
+			const struct fs_seg *s = &node->scope->segs[i];
+
+			(*segs)[i] = (struct fs_view_seg){s->stream, s->first, s->n_events};
+		}
+		*n = node->scope->n_segs;
+		*view = node->view;
+		*call = 0;
+		return 0;
+	}
+	return -ENOTSUP;
 }
 
 int fs_vfile_open(struct fs_vtree *vt, uint64_t ino, struct fs_vfile **out)

@@ -101,6 +101,23 @@ int fs_vtree_lookup(const struct fs_vtree *vt, uint64_t dir, const char *name, u
  */
 int fs_vtree_resolve(const struct fs_vtree *vt, const char *path, uint64_t *ino);
 
+/** One event range of one stream that a file shows (fs_vtree_file_views()). */
+struct fs_view_seg {
+	uint32_t stream;
+	uint64_t first, n;
+};
+
+/**
+ * The stream views file @ino is made of, when it is made of nothing else: its view (enum
+ * tfs_view), the one event kind it shows (1 + kind, 0: every kind) and its event ranges in
+ * *@segs (new, the caller frees it), in file order; several ranges of a timed trace are
+ * interleaved by time (its lines are theirs, in another order).
+ * @return 0, -ENOTSUP (a file made otherwise: generated text, a JSON tail), -ENOENT,
+ *         -EISDIR or -ENOMEM
+ */
+int fs_vtree_file_views(struct fs_vtree *vt, uint64_t ino, int *view, uint32_t *call,
+			struct fs_view_seg **segs, uint32_t *n);
+
 /**
  * Open file @ino for reading. The handle is used by one thread at a time; any number of
  * handles may be open on the same tree from different threads.

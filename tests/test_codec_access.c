@@ -1,7 +1,11 @@
 /*
  * Random access: reads at random byte offsets and event indices of every view must equal
  * the same slice of a full sequential read, for a large trace with many grammar blocks and
- * value blocks, from several threads at once.
+ * value blocks, from several threads at once. The views of one kind (tfs_cursor_new_kind())
+ * must equal the full read's lines of that kind's events, whole, at random offsets and over
+ * random event ranges, with the kinds taken from what the test wrote. The grammar's counts
+ * of terminals over ranges equal a count of the events' terminals, and every line fits its
+ * terminal's shape (the classes `tracefs grep` relies on).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,8 @@ struct fixture {
 	struct tfs_trace *t;
 	char *full[TFS_VIEW_COUNT];
 	uint64_t size[TFS_VIEW_COUNT];
+	uint64_t *line_off[TFS_VIEW_COUNT]; /* [N_EVENTS + 1] where each event's line starts */
+	uint8_t *kind;			    /* [N_EVENTS] as written */
 	uint64_t seed;
 };
 
@@ -47,6 +54,11 @@ static int setup(void **state)
 		s.ev[i].args[0].u = fx.seed % 1000 + i; /* perturb a signature now and then */
 	if (tg_write(w, &s) || tfs_writer_save(w, fx.path))
 		return -1;
+	fx.kind = malloc(N_EVENTS);
+	if (!fx.kind)
+		return -1;
+	for (uint64_t i = 0; i < N_EVENTS; i++)
+		fx.kind[i] = (uint8_t)s.ev[i].kind;
 	tfs_writer_free(w);
 	tg_free(&s);
 	if (tfs_trace_open(fx.path, &fx.t, NULL))
@@ -66,12 +78,23 @@ static int setup(void **state)
 			off += (uint64_t)got;
 		}
 		tfs_cursor_free(c);
+		/* the lines, found by their newlines: no line holds a raw one */
+		fx.line_off[v] = malloc((N_EVENTS + 1) * sizeof(uint64_t));
+		if (!fx.line_off[v])
+			return -1;
+		fx.line_off[v][0] = 0;
+		for (uint64_t i = 0, k = 1; i < fx.size[v]; i++)
+			if (fx.full[v][i] == '\n' && k <= N_EVENTS)
+				fx.line_off[v][k++] = i + 1;
 	}
 	return 0;
 }
 
 static int teardown(void **state)
 {
+	free(fx.kind);
+	for (int v = 0; v < TFS_VIEW_COUNT; v++)
+		free(fx.line_off[v]);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++)
 		free(fx.full[v]);
 	tfs_trace_close(fx.t);
@@ -174,6 +197,211 @@ static void test_access_sub_ranges_are_slices(void **state)
 	}
 }
 
+/* The lines of @view of the events of @kind in [@first, @first + @n), from the full read. */
+static char *kind_lines(int view, uint32_t kind, uint64_t first, uint64_t n, uint64_t *len,
+			uint64_t *events)
+{
+	const uint64_t *lo = fx.line_off[view];
+	char *out = malloc(fx.size[view] + 1);
+
+	assert_non_null(out);
+	*len = *events = 0;
+	for (uint64_t i = first; i < first + n; i++) {
+		if (fx.kind[i] != kind)
+			continue;
+		memcpy(out + *len, fx.full[view] + lo[i], lo[i + 1] - lo[i]);
+		*len += lo[i + 1] - lo[i];
+		++*events;
+	}
+	return out;
+}
+
+/* A kind view over [@first, @first + @n): size, count, whole read and random slices. */
+static void check_kind_view(int view, uint32_t kind, uint64_t first, uint64_t n,
+			    uint64_t *seed, int n_slices)
+{
+	uint64_t len, events, got_events, got_bytes;
+	char *want = kind_lines(view, kind, first, n, &len, &events);
+	char *buf = malloc(len + 9000);
+	struct tfs_cursor *c;
+	uint64_t off = 0;
+
+	assert_non_null(buf);
+	assert_int_equal(tfs_trace_kind_view_size(fx.t, 0, kind, view, first, n, &got_events,
+						  &got_bytes), 0);
+	assert_true(got_events == events && got_bytes == len);
+	assert_int_equal(tfs_cursor_new_kind(fx.t, 0, kind, view, first, n, &c), 0);
+	assert_true(tfs_cursor_size(c) == len);
+	while (off < len) { /* sequential, in odd-sized pieces */
+		ssize_t got = tfs_cursor_pread(c, buf + off, 1 + (size_t)tu_below(seed, 70000),
+					       off, NULL);
+
+		assert_true(got > 0);
+		off += (uint64_t)got;
+	}
+	assert_int_equal(tfs_cursor_pread(c, buf, 10, len, NULL), 0);
+	if (memcmp(buf, want, len) != 0)
+		fail_msg("kind %u view %d [%llu, +%llu): whole read differs", kind, view,
+			 (unsigned long long)first, (unsigned long long)n);
+	for (int i = 0; i < n_slices && len; i++) {
+		uint64_t at = i == 0 ? len - 1 : tu_below(seed, len);
+		size_t ask = 1 + (size_t)tu_below(seed, 9000);
+		size_t exp = len - at < ask ? (size_t)(len - at) : ask;
+		ssize_t got = tfs_cursor_pread(c, buf, ask, at, NULL);
+
+		if (got != (ssize_t)exp || memcmp(buf, want + at, exp) != 0)
+			fail_msg("kind %u view %d: pread(%zu, %llu) wrong", kind, view, ask,
+				 (unsigned long long)at);
+	}
+	assert_int_equal(tfs_cursor_event(c, first, &(struct tfs_event){0}, NULL), -EINVAL);
+	tfs_cursor_free(c);
+	free(buf);
+	free(want);
+}
+
+static void test_access_kind_views_are_filtered_lines(void **state)
+{
+	uint64_t seed = fx.seed ^ 0x99;
+
+	for (uint32_t k = 0; k < TG_NKINDS; k++)
+		for (int v = 0; v < TFS_VIEW_COUNT; v++)
+			check_kind_view(v, k, 0, N_EVENTS, &seed, 2000);
+}
+
+static void test_access_kind_sub_ranges(void **state)
+{
+	uint64_t seed = fx.seed ^ 0xbb;
+
+	for (int i = 0; i < 60; i++) {
+		uint64_t first = tu_below(&seed, N_EVENTS);
+		uint64_t n = tu_below(&seed, (i % 3 ? 5000 : N_EVENTS - first) + 1);
+
+		if (n > N_EVENTS - first)
+			n = N_EVENTS - first;
+		check_kind_view(i % TFS_VIEW_COUNT, (uint32_t)(i % TG_NKINDS), first, n, &seed, 50);
+	}
+	assert_int_equal(tfs_cursor_new_kind(fx.t, 0, 99, 0, 0, 1, &(struct tfs_cursor *){0}),
+			 -ENOENT);
+	assert_int_equal(tfs_trace_kind_view_size(fx.t, 0, 0, 0, N_EVENTS, 1, NULL,
+						  &(uint64_t){0}), -EINVAL);
+}
+
+/* The terminal of every event, from the cursor (for the grammar's counts and shapes). */
+static uint32_t *event_terms(void)
+{
+	uint32_t *term = malloc(N_EVENTS * sizeof(*term));
+	struct tfs_cursor *c;
+	struct tfs_event ev;
+
+	assert_non_null(term);
+	assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, 0, N_EVENTS, &c), 0);
+	for (uint64_t i = 0; i < N_EVENTS; i++) {
+		assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
+		term[i] = ev.terminal;
+	}
+	tfs_cursor_free(c);
+	return term;
+}
+
+static void test_access_term_counts_of_ranges(void **state)
+{
+	struct tfs_trace_info ti;
+	uint32_t *term = event_terms();
+	uint64_t seed = fx.seed ^ 0xcc, *got, *want;
+
+	tfs_trace_get_info(fx.t, &ti);
+	got = calloc(ti.n_terminals, sizeof(*got));
+	want = calloc(ti.n_terminals, sizeof(*want));
+	assert_non_null(got);
+	assert_non_null(want);
+	for (int i = 0; i < 300; i++) {
+		uint64_t first = i == 0 ? 0 : tu_below(&seed, N_EVENTS);
+		uint64_t n = i == 0 ? N_EVENTS : tu_below(&seed, (i % 2 ? 3000 : N_EVENTS - first) + 1);
+
+		if (n > N_EVENTS - first)
+			n = N_EVENTS - first;
+		memset(want, 0, ti.n_terminals * sizeof(*want));
+		for (uint64_t e = first; e < first + n; e++)
+			want[term[e]]++;
+		assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, first, n, got), 0);
+		if (memcmp(got, want, ti.n_terminals * sizeof(*got)) != 0)
+			fail_msg("terminal counts of [%llu, +%llu) differ", (unsigned long long)first,
+				 (unsigned long long)n);
+	}
+	assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, N_EVENTS, 1, got), -EINVAL);
+	free(got);
+	free(want);
+	free(term);
+}
+
+/* Whether @line (@len bytes, no newline) is @shape with each hole filled from its class. */
+static bool fits(const char *shape, size_t slen, const char *line, size_t len)
+{
+	unsigned char *live = calloc(slen + 1, 1);
+	bool ok;
+
+	assert_non_null(live);
+	live[0] = 1;
+	for (size_t j = 0; j < slen; j++) /* holes may be empty */
+		if (live[j] && shape[j] <= TFS_SHAPE_PAD)
+			live[j + 1] = 1;
+	for (size_t k = 0; k < len; k++) {
+		char c = line[k];
+
+		for (size_t j = slen + 1; j-- > 0;) {
+			bool from = live[j];
+			char h = j < slen ? shape[j] : 0;
+
+			live[j] = 0;
+			if (!from || j == slen)
+				continue;
+			if (h == TFS_SHAPE_NUM)
+				live[j] = (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ' ';
+			else if (h == TFS_SHAPE_HEX)
+				live[j] = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == 'x';
+			else if (h == TFS_SHAPE_PAD)
+				live[j] = c == ' ';
+			else if (h == TFS_SHAPE_ANY)
+				live[j] = c != '\n';
+			else if (h == c)
+				live[j + 1] = 1;
+		}
+		for (size_t j = 0; j < slen; j++)
+			if (live[j] && shape[j] <= TFS_SHAPE_PAD)
+				live[j + 1] = 1;
+	}
+	ok = live[slen];
+	free(live);
+	return ok;
+}
+
+static void test_access_lines_fit_their_shapes(void **state)
+{
+	uint32_t *term = event_terms();
+	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
+	char shape[4096];
+
+	for (uint64_t i = 0; i < N_EVENTS; i += 1 + i % 7) {
+		ssize_t n = tfs_trace_term_shape(fx.t, term[i], shape, sizeof(shape));
+
+		assert_true(n > 0 && (size_t)n < sizeof(shape) && shape[n - 1] == TFS_SHAPE_PAD);
+		if (!fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i], lo[i + 1] - lo[i] - 1))
+			fail_msg("line of event %llu does not fit the shape of terminal %u",
+				 (unsigned long long)i, term[i]);
+		/* nor does it fit the shape of a call of another kind: shapes tell calls apart */
+		for (uint64_t j = i + 1; j < N_EVENTS && j < i + 50; j++) {
+			if (fx.kind[j] == fx.kind[i])
+				continue;
+			n = tfs_trace_term_shape(fx.t, term[j], shape, sizeof(shape));
+			assert_false(fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i],
+					  lo[i + 1] - lo[i] - 1));
+			break;
+		}
+	}
+	assert_int_equal(tfs_trace_term_shape(fx.t, UINT32_MAX, shape, sizeof(shape)), -ENOENT);
+	free(term);
+}
+
 static void *reader_thread(void *arg)
 {
 	uint64_t seed = (uint64_t)(uintptr_t)arg;
@@ -201,6 +429,10 @@ int main(void)
 		cmocka_unit_test(test_access_event_offsets_are_line_starts),
 		cmocka_unit_test(test_access_sub_ranges_are_slices),
 		cmocka_unit_test(test_access_concurrent_cursors_agree),
+		cmocka_unit_test(test_access_kind_views_are_filtered_lines),
+		cmocka_unit_test(test_access_kind_sub_ranges),
+		cmocka_unit_test(test_access_term_counts_of_ranges),
+		cmocka_unit_test(test_access_lines_fit_their_shapes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -170,6 +170,26 @@ int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, ui
  */
 int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
 		   struct tfs_cursor **out);
+/**
+ * A cursor over the lines of the events of kind @kind only among events [@first, @first +
+ * @n) of @stream: the view's lines for those events, byte for byte, one after the other
+ * (`calls/pwrite/trace.txt`). Offsets and the size count those lines only; reads seek in
+ * O(height) like any cursor's. The first use of a kind over a stream's grammar lays that
+ * kind out in O(grammar size) (kept until the trace is closed, shared by every thread);
+ * later ones cost as tfs_cursor_new(). tfs_cursor_event() refuses such a cursor (-EINVAL);
+ * tfs_cursor_event_offset() gives where the kind's lines after event @index begin.
+ * @return 0, -ENOENT (stream or kind), -EINVAL (range or view) or -ENOMEM
+ */
+int tfs_cursor_new_kind(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
+			uint64_t first, uint64_t n, struct tfs_cursor **out);
+/**
+ * How many events of kind @kind lie in events [@first, @first + @n) of @stream, in *@events
+ * (NULL: not wanted), and the exact bytes of their lines in @view, in *@bytes: the size of
+ * tfs_cursor_new_kind()'s view, without decoding. O(height) once the kind is laid out (see
+ * there). Thread-safe. @return 0, -ENOENT (stream or kind), -EINVAL (range or view), -ENOMEM
+ */
+int tfs_trace_kind_view_size(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
+			     uint64_t first, uint64_t n, uint64_t *events, uint64_t *bytes);
 /** Accepts NULL. */
 void tfs_cursor_free(struct tfs_cursor *c);
 /** Bytes in the cursor's view. */
@@ -209,6 +229,32 @@ int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off)
  * @return 0 or -ENOENT
  */
 int tfs_trace_term_counts(const struct tfs_trace *t, uint32_t stream, uint64_t *counts);
+
+/**
+ * Occurrences of every terminal among events [@first, @first + @n) of @stream, from the
+ * grammar alone (O(grammar), no decoding). @counts holds info.n_terminals entries.
+ * @return 0, -ENOENT (stream), -EINVAL (range) or -ENOMEM
+ */
+int tfs_trace_term_counts_range(const struct tfs_trace *t, uint32_t stream, uint64_t first,
+				uint64_t n, uint64_t *counts);
+
+/** Class bytes of tfs_trace_term_shape(): what a hole of a line may print. */
+enum {
+	TFS_SHAPE_NUM = 1, /**< digits, '.', '-' and spaces (times, threads, numbers, ranks) */
+	TFS_SHAPE_HEX = 2, /**< "0x" and lowercase hexadecimal digits */
+	TFS_SHAPE_ANY = 3, /**< any text but a newline (names, strings) */
+	TFS_SHAPE_PAD = 4, /**< spaces: the padding at the end of every line */
+};
+
+/**
+ * The shape of terminal @term's trace.txt lines: their constant text, with each part that
+ * varies per occurrence (a hole, possibly empty) as one TFS_SHAPE_* byte, ending in
+ * TFS_SHAPE_PAD in place of the padding and without the newline. Every line of the
+ * terminal is the shape with each hole replaced by zero or more characters of its class.
+ * The constant text holds no byte below 0x20 (FORMAT.md §9 escapes them). Always
+ * NUL-terminates. @return the full length (like snprintf) or -ENOENT
+ */
+ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap);
 
 /** Kind of terminal @term, or -ENOENT. */
 int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind);

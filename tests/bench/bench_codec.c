@@ -6,6 +6,7 @@
  * so tests/bench/run can compress them with zstd -19 --long=27 and xz -9.
  * Usage: bench_codec OUTDIR [events]
  *        bench_codec --make-huge PATH   (only write the 10^10-event trace, for run_mount)
+ *        bench_codec --make-calls PATH  (the same loops of several calls, for run_calls)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -219,6 +220,58 @@ static uint64_t make_huge(const char *path)
 	return 10000ull * (1000ull * (1000ull * 3 + 1) + 1) + 5;
 }
 
+/*
+ * The loops of make_huge() with the calls of a solver: 3 x 10^10 events, of which 10^10
+ * pwrite, 10^7 MPI_Allreduce and 10^4 MPI_Barrier, the rest two step signatures.
+ */
+static uint64_t make_calls(const char *path)
+{
+	static const struct tfs_arg_desc a[] = {{.name = "tag", .type = TFS_TYPE_U64}};
+	static const char *const names[] = {"step", "pwrite", "MPI_Allreduce", "MPI_Barrier"};
+	/* terminal i: kind of_term[i] (two step signatures, then one of each call) */
+	static const uint32_t of_term[] = {0, 0, 1, 2, 3};
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint32_t kind[4];
+	struct tfs_buf b;
+	int rc;
+
+	if ((rc = tfs_writer_new(&o, &w)))
+		die("calls writer", rc);
+	for (int i = 0; i < 4; i++)
+		if ((rc = tfs_writer_add_kind(w, &(struct tfs_kind_desc){names[i], "loop", 1, a},
+					      &kind[i])))
+			die("calls kind", rc);
+	if ((rc = tfs_writer_stream_new(w, 0, 0, &s)))
+		die("calls stream", rc);
+	for (uint64_t i = 0; i < 5; i++)
+		if ((rc = tfs_wstream_append(s, kind[of_term[i]], 0, 0,
+					     (union tfs_arg[]){{.u = i * 1111}})))
+			die("calls append", rc);
+	buf_init(&b);
+	buf_put_varint(&b, 4);			/* rules */
+	buf_put_varint(&b, 3);			/* R0 -> t0 t1 t2 */
+	put_elem(&b, 0, 0, 1);
+	put_elem(&b, 1, 0, 1);
+	put_elem(&b, 2, 0, 1);
+	buf_put_varint(&b, 2);			/* R1 -> R0^1000 t3 */
+	put_elem(&b, 0, 1, 1000);
+	put_elem(&b, 3, 0, 1);
+	buf_put_varint(&b, 2);			/* R2 -> R1^1000 t4 */
+	put_elem(&b, 1, 1, 1000);
+	put_elem(&b, 4, 0, 1);
+	buf_put_varint(&b, 1);			/* S -> R2^10000 */
+	put_elem(&b, 2, 1, 10000);
+	if ((rc = wstream_import_block(s, b.data, b.len)))
+		die("calls import", rc);
+	buf_fini(&b);
+	if ((rc = tfs_writer_save(w, path)))
+		die("calls save", rc);
+	tfs_writer_free(w);
+	return 10000ull * (1000ull * (1000ull * 3 + 1) + 1) + 5;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -279,15 +332,16 @@ int main(int argc, char **argv)
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 0) : 10000000;
 
 	if (argc < 2) {
-		fprintf(stderr, "usage: bench_codec OUTDIR [events] | --make-huge PATH\n");
+		fprintf(stderr, "usage: bench_codec OUTDIR [events] | --make-huge PATH | "
+				"--make-calls PATH\n");
 		return 2;
 	}
-	if (strcmp(argv[1], "--make-huge") == 0) {
+	if (strcmp(argv[1], "--make-huge") == 0 || strcmp(argv[1], "--make-calls") == 0) {
 		if (argc != 3) {
-			fprintf(stderr, "usage: bench_codec --make-huge PATH\n");
+			fprintf(stderr, "usage: bench_codec %s PATH\n", argv[1]);
 			return 2;
 		}
-		printf("%" PRIu64 "\n", make_huge(argv[2]));
+		printf("%" PRIu64 "\n", argv[1][7] == 'h' ? make_huge(argv[2]) : make_calls(argv[2]));
 		return 0;
 	}
 	encode(argv[1], "regular-untimed", n, 1, TFS_TIMING_NONE);

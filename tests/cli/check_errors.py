@@ -116,7 +116,10 @@ def cases(f, with_record):
           (["umount", f["nodir"]], 1, "umount of a missing directory"),
           (["umount", f["mnt"]], 1, "umount of a directory that is no mount point"),
           (["umount"], 2, "umount without a mountpoint"),
-          (["umount", f["mnt"], f["mnt"]], 2, "umount with two mountpoints")]
+          (["umount", f["mnt"], f["mnt"]], 2, "umount with two mountpoints"),
+          (["grep", "x", f["ok"]], 2, "grep without PATH"),
+          (["grep", "-x", "x", f["ok"], "README.txt"], 2, "grep with an unknown option"),
+          (["grep", "-m", "many", "x", f["ok"], "README.txt"], 2, "grep with a bad -m")]
     if with_record:
         c += [(["record", "-o", "/proc/x.trace", "--", "true"], 1, "record into /proc"),
               (["record", "-o", os.path.join(f["nodir"], "r.trace"), "--", "true"], 1,
@@ -135,7 +138,7 @@ def cases(f, with_record):
 
 # the commands README.md documents, each with a usage error and the command its hint names
 COMMANDS = ("info", "ls", "cat", "verify", "mount", "umount", "record", "merge", "compare",
-            "help")
+            "grep", "help")
 
 
 def check_help(tap, tracefs):

@@ -26,6 +26,9 @@ SYM_NONE = 0xffffffff
 TIMING_NONE, TIMING_LOSSLESS, TIMING_LOSSY = 0, 1, 2
 TIMING_NAMES = ["none", "lossless", "lossy"]
 WINDOW_FILES = (b"trace.json", b"trace.txt", b"timeline.svg")
+CALL_FILES = (b"trace.txt", b"events.jsonl")
+# the call's name in a trace.txt line: after the times (when timed) and the thread
+TEXT_CALL = re.compile(rb"^[ 0-9.]*T[0-9]+ +([^ (]+)\(")
 
 
 def json_str(b):
@@ -135,11 +138,26 @@ class Tree:
             if profiles:
                 names += [b"summary.txt", b"stacks.folded"]
             out.update(d + b"/" + n for n in names)
+        for d, call in self.calls():
+            out.update(b"%s/calls/%s/%s" % (d, call, f) for f in CALL_FILES)
         for r in self.m.backtraces:
             if b"ranks/%d" % r in self.scopes:
                 out.update((b"ranks/%d/backtraces.txt" % r, b"ranks/%d/allocs.folded" % r))
         if any(file_args(k) for k in self.m.kinds.values()):
             out.update(b"ranks/%d/files.txt" % r for r in {r for r, _ in self.m.streams})
+        return out
+
+    def calls(self):
+        """(directory, kind name) of every calls/<name>/ the tree must hold: each kind with
+        events in a scope whose trace.txt is one thread's or, without timing, its threads'
+        one after the other (a time-merged trace.txt has no calls/)."""
+        out = []
+        for d, (sc, _) in self.scopes.items():
+            if not d or (len(sc.segs) > 1 and self.m.timing != TIMING_NONE):
+                continue
+            names = {e[0] for s in sc.segs
+                     for e in self.m.streams[(s.rank, s.thread)][s.first:s.first + s.n]}
+            out += [(d, n.encode()) for n in sorted(names)]
         return out
 
     def window_names(self, rank):
@@ -571,7 +589,8 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
                                             sorted(set(listed) - want)[:8]))
     contents = {}
     for path in sorted(want & set(listed)):
-        if path.endswith((b"/trace.txt", b"/events.jsonl")) and b"/threads/" in path:
+        if (path.endswith((b"/trace.txt", b"/events.jsonl")) and b"/threads/" in path and
+                b"/calls/" not in path):
             continue  # check_views compares these with the model
         rc, data, err = cli.cat(path)
         if not tap.ok(rc == 0 and not err and listed[path] == len(data),
@@ -603,6 +622,7 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
             got = contents.get(pre + b"stacks.folded")
             tap.ok(got == exp, "%sstacks.folded: %d stacks" % (pre.decode(), exp.count(b"\n")),
                    None if got is None or got == exp else first_diff(got, exp))
+    check_calls(tap, cli, tree, contents)
     ranks = sorted({r for r, _ in model.streams})
     # README.txt: the root's events.jsonl is every rank's, in rank order
     exp = b"".join(tree.merged(tree.scopes[b"ranks/%d" % r][0], "events.jsonl") for r in ranks)
@@ -638,7 +658,45 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
                                 b"backtraces.txt", b"allocs.folded"))
                  or (p.endswith((b"trace.txt", b"events.jsonl")) and b"/threads/" not in p)]
     check_slices(tap, cli, slices_exe, seed, composite)
+    check_slices(tap, cli, slices_exe, seed + 1,
+                 [p.decode() for p in sorted(contents) if b"/calls/" in p])
     return tree
+
+
+def call_of(view, line):
+    """The call a line of trace.txt or events.jsonl is of, read from the line itself."""
+    if view == b"trace.txt":
+        m = TEXT_CALL.match(line)
+        return m.group(1) if m else None
+    return json.loads(line)["name"].encode()
+
+
+def check_calls(tap, cli, tree, contents):
+    """Each calls/<name>/ view is its directory's view filtered by the call at each line's
+    start, byte for byte (that calls/ lists exactly the calls that occur is part of the
+    tree's expected files)."""
+    by_dir = collections.defaultdict(set)
+    for d, call in tree.calls():
+        by_dir[d].add(call)
+    n_files = n_same = 0
+    bad = []
+    for d, calls in sorted(by_dir.items()):
+        for view in CALL_FILES:
+            full = contents.get(d + b"/" + view)
+            if full is None:
+                rc, full, err = cli.cat(d + b"/" + view)
+            lines = full.splitlines(keepends=True)
+            for call in sorted(calls):
+                p = b"%s/calls/%s/%s" % (d, call, view)
+                exp = b"".join(l for l in lines if call_of(view, l) == call)
+                n_files += 1
+                if contents.get(p) == exp and exp:
+                    n_same += 1
+                elif len(bad) < 5:
+                    bad.append("%s: %s" % (p.decode(), first_diff(contents.get(p, b""), exp)))
+    tap.ok(n_files > 0 and n_same == n_files and not bad,
+           "%d calls/ views in %d directories are their directory's lines of that call" %
+           (n_files, len(by_dir)), "\n".join(bad))
 
 
 def first_diff(a, b):

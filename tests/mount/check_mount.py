@@ -380,11 +380,14 @@ class MountedTrace:
         tap.ok(ok, "info.json parses and is `tracefs info --json`", err)
 
     def slice_targets(self):
-        """The largest trace.txt, events.jsonl and phase view, and the generated files."""
+        """The largest trace.txt, events.jsonl, phase view and views of one call
+        (calls/<name>/), and the generated files."""
         big = sorted(self.full, key=lambda k: (-len(self.full[k]), k))
         pick = [[k for k in big if k.endswith(b"trace.txt")][0],
                 [k for k in big if k.endswith(b".jsonl")][0],
                 [k for k in big if b"/phases/" in k][0], b"info.json", b"README.txt"]
+        pick += [k for k in big if b"/calls/" in k and k.endswith(b"trace.txt")][:1]
+        pick += [k for k in big if b"/calls/" in k and k.endswith(b".jsonl")][:1]
         return list(dict.fromkeys(pick))
 
     def check_slices(self):

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""`tracefs grep` against GNU grep over the same files of the tree.
+
+For each timing given, synth_demo writes a trace of 2 ranks x 2 threads with phases; then,
+for views of every kind (a thread's trace.txt, a rank's merged or concatenated one, a
+phase's, a time window's, calls/<name>/ views, events.jsonl, a generated summary.txt), each
+pattern and option set, `tracefs grep OPTS PATTERN TRACE PATH` must print exactly what
+`tracefs cat TRACE PATH | LC_ALL=C grep OPTS PATTERN` prints and exit as it does. The
+patterns cover call names, constant arguments, fixed text that spans the varying fields
+(times, numbers, addresses, padding), text no line holds, and regular expressions.
+Output is TAP. Stdlib only.
+
+  check_grep.py --tracefs T --demo D [--timing none|lossless|lossy:0.1]...
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
+from tap import Tap  # noqa: E402
+
+# fixed text: names, constant parts, text that crosses or sits inside varying fields
+FIXED = ["pwrite", "malloc", "zone(", "send(", "recv(dest", "(", ")", " = ", "=", "T0", "T1 ",
+         "0", "1", "12", "00", "9", ".", ". ", "0x", "0x7f", "7f0000", "file#", "<", ">",
+         '"', "\\t", "init", "size=", "count=4096", " 4096", "pwrite(fd=", "stack#", "-1",
+         "zone(name=", "  ", "   ", ", ", ") = ", "xyzzy", "", "fd=9000<tcp", "path=",
+         "T", " T0 ", "0 T", "1.0", "mark", "aligned_alloc(alignment=64"]
+REGEX = [("^T0", []), ("^ *0\\.", []), ("[0-9]\\{4\\}", []), ("p.write", []),
+         ("= [0-9]*$", []), (" $", []), ("send\\|recv", []), ("send|recv", ["-E"]),
+         ("^[^ ]+ +[0-9]+ T", ["-E"]), ("(0x[0-9a-f]+).*\\1", ["-E"]), ("a{2,}", ["-E"]),
+         ("pwrite\nrecv", []), ("pwrite\nrecv", ["-F"]), (".", []), ("x*", [])]
+
+
+def run(cmd, stdin=None):
+    p = subprocess.run(cmd, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=600)
+    return p.returncode, p.stdout, p.stderr
+
+
+def views(tracefs, trace):
+    """Paths of files of each sort that the trace's tree holds."""
+    rc, out, _ = run([tracefs, "ls", trace, "ranks/0/phases"])
+    phase = out.split()[-1].decode() if rc == 0 and out else None
+    paths = ["ranks/0/threads/0/trace.txt", "ranks/0/trace.txt", "ranks/1/trace.txt",
+             "ranks/0/threads/1/calls/pwrite/trace.txt", "ranks/1/threads/0/calls/zone/trace.txt",
+             "ranks/0/threads/0/events.jsonl", "ranks/0/summary.txt"]
+    if phase:
+        paths += ["ranks/0/phases/%s/trace.txt" % phase]
+        rc, out, _ = run([tracefs, "ls", trace, "ranks/0/phases/%s/threads" % phase])
+        if rc == 0 and out:
+            t = out.split()[-1].decode()
+            paths += ["ranks/0/phases/%s/threads/%s/trace.txt" % (phase, t)]
+            rc, out, _ = run([tracefs, "ls", trace,
+                              "ranks/0/phases/%s/threads/%s/calls" % (phase, t)])
+            if rc == 0 and out:
+                paths += ["ranks/0/phases/%s/threads/%s/calls/%s/trace.txt" % (
+                    phase, t, out.split()[-1].decode())]
+    for d in ("window", "ranks/1/window"):  # time windows: ranges cut by time
+        rc, out, _ = run([tracefs, "ls", trace, d])
+        if rc == 0 and out:
+            paths += ["%s/%s/trace.txt" % (d, out.split()[-1].decode())]
+    rc, out, _ = run([tracefs, "ls", trace, "ranks/0/calls"])
+    if rc == 0 and out:  # untimed: a rank's views are its threads' one after the other
+        paths += ["ranks/0/calls/%s/trace.txt" % out.split()[-1].decode()]
+    return paths
+
+
+def check(tap, tracefs, trace, label):
+    bad, n = [], 0
+    for path in views(tracefs, trace):
+        rc, text, err = run([tracefs, "cat", trace, path])
+        if not tap.ok(rc == 0, "%s: cat %s" % (label, path), err):
+            continue
+        cases = [(["-c"], p) for p in FIXED] + [(["-c", "-F"], p) for p in FIXED]
+        cases += [(["-c"] + o, p) for p, o in REGEX] + [(o, p) for p, o in REGEX[:6]]
+        cases += [(o, p) for o in (["-n"], ["-m", "3"], ["-n", "-m", "2", "-F"],
+                                   ["-c", "-m", "5"], ["-c", "-m", "0"], ["-m", "0"])
+                  for p in ("pwrite", "0x7f", " = ", "xyzzy", "T1 ")]
+        for opts, pat in cases:
+            n += 1
+            want = run(["grep"] + opts + ["--", pat], stdin=text)
+            got = run([tracefs, "grep"] + opts + ["--", pat, trace, path])
+            if got[:2] != want[:2] and len(bad) < 10:
+                bad.append("%s grep %s %r: rc %d, %d bytes (want rc %d, %d bytes) %r %r" % (
+                    path, " ".join(opts), pat, got[0], len(got[1]), want[0], len(want[1]),
+                    got[1][:200], got[2][:200]))
+    tap.ok(n > 0 and not bad, "%s: %d searches print and exit as GNU grep does" % (label, n),
+           "\n".join(bad))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tracefs", required=True)
+    ap.add_argument("--demo", required=True)
+    ap.add_argument("--timing", action="append", default=[])
+    args = ap.parse_args()
+    os.environ["LC_ALL"] = "C"
+    tap = Tap()
+    with tempfile.TemporaryDirectory() as work:
+        for timing in args.timing or ["lossless"]:
+            trace = os.path.join(work, "grep-%s.trace" % timing.split(":")[0])
+            rc, _, err = run([args.demo, "-o", trace, "--events", "20000", "--ranks", "2",
+                              "--threads", "2", "--timing", timing])
+            if tap.ok(rc == 0, "synth_demo --timing %s" % timing, err):
+                check(tap, args.tracefs, trace, timing)
+        rc, _, err = run([args.tracefs, "grep", "-c", "x", os.path.join(work, "none.trace"),
+                          "ranks/0/trace.txt"])
+        tap.ok(rc == 2 and err.count(b"\n") == 1, "a missing trace: exit 2, one line", err)
+        rc, _, err = run([args.tracefs, "grep", "-c", "x"])
+        tap.ok(rc == 2 and err.count(b"\n") == 1, "missing operands: exit 2, one line", err)
+        if args.timing:  # the traces made above are still there
+            trace = os.path.join(work, "grep-%s.trace" % args.timing[0].split(":")[0])
+            for argv, what in ((["-E", "a(", trace, "ranks/0/trace.txt"], "a bad pattern"),
+                               (["x", trace, "no/such"], "a missing path"),
+                               (["x", trace, "ranks"], "a directory")):
+                rc, _, err = run([args.tracefs, "grep"] + argv)
+                tap.ok(rc == 2 and err.count(b"\n") == 1 and err.startswith(b"tracefs: "),
+                       "grep of %s: exit 2, one line" % what, err)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
