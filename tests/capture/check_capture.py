@@ -799,7 +799,8 @@ def expected_stacks(streams, frames):
         zones = [(e["ts"], -ends(e), i, e["args"]["name"]) for i, e in enumerate(evs)
                  if is_zone_event(e)]
         for e in evs:
-            stack = e["args"].get("stack")
+            stack = e["args"].get("stack")  # "stack#N" (FORMAT.md §9) or null
+            stack = int(stack[len("stack#"):]) if stack is not None else None
             key = "rank 0;thread %d" % t
             if stack is not None:
                 key += ";" + (";".join(frames[stack]) if stack in frames else "[not sampled]")

@@ -352,13 +352,13 @@ static void test_consumer_dropped_ends_zones_and_marks(void **state)
 	assert_int_equal(cap_consumer_finish(f->c), 0);
 	got = saved_view(f, 0, &t);
 	assert_string_equal(
-	    got, "{\"ts\":200,\"dur\":100,\"thread\":0,\"name\":\"zone_unfinished\",\"args\":"
+	    got, "{\"ts\":200,\"dur\":100,\"rank\":0,\"thread\":0,\"name\":\"zone_unfinished\",\"args\":"
 		 "{\"name\":\"inner\",\"depth\":1}}\n"
-		 "{\"ts\":300,\"dur\":50,\"thread\":0,\"name\":\"dropped\",\"args\":{\"message\":"
+		 "{\"ts\":300,\"dur\":50,\"rank\":0,\"thread\":0,\"name\":\"dropped\",\"args\":{\"message\":"
 		 "\"dropped 7 events\",\"count\":7}}\n"
-		 "{\"ts\":400,\"dur\":100,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
+		 "{\"ts\":400,\"dur\":100,\"rank\":0,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"inner\","
 		 "\"depth\":1}}\n"
-		 "{\"ts\":100,\"dur\":500,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
+		 "{\"ts\":100,\"dur\":500,\"rank\":0,\"thread\":0,\"name\":\"zone\",\"args\":{\"name\":\"outer\","
 		 "\"depth\":0}}\n");
 	assert_string_equal(tfs_trace_meta(t, "dropped_events"), "9");
 	assert_string_equal(tfs_trace_meta(t, "dropped_unplaced"), "2");
