@@ -215,23 +215,6 @@ static uint64_t walker_seek_byte(struct walker *w, uint64_t off)
 	return intra;
 }
 
-/* Push the leftmost path below frame depth-1's element (a rule). */
-static void descend_left(struct walker *w)
-{
-	const struct tfs_grammar *gr = &w->g->blocks[w->block];
-
-	for (;;) {
-		const struct frame *f = &w->st[w->depth - 1];
-		const struct gram_elem *e = &gr->elems[gr->rules[f->rule].first_elem + f->elem];
-
-		if (!e->is_rule) {
-			w->term = e->id;
-			return;
-		}
-		w->st[w->depth++] = (struct frame){e->id, 0, 0};
-	}
-}
-
 /*
  * With a kind: move frame @f to its first element from f->elem on that has events of the
  * kind, adding the events of those it passes. @return false when no element is left.
@@ -251,8 +234,12 @@ static bool kskip(struct walker *w, struct frame *f)
 	return false;
 }
 
-/* With a kind: descend_left() onto the first event of the kind below frame depth-1. */
-static void kdescend_left(struct walker *w)
+/*
+ * Push the leftmost path below frame depth-1's element (a rule); with a kind, onto the first
+ * event of the kind (each rule pushed has events of it: its parent's element was chosen
+ * for them).
+ */
+static void descend_left(struct walker *w)
 {
 	const struct tfs_grammar *gr = &w->g->blocks[w->block];
 
@@ -265,8 +252,8 @@ static void kdescend_left(struct walker *w)
 			return;
 		}
 		w->st[w->depth++] = (struct frame){e->id, 0, 0};
-		/* the rule has events of the kind (its parent's element was chosen for them) */
-		kskip(w, &w->st[w->depth - 1]);
+		if (w->k)
+			kskip(w, &w->st[w->depth - 1]);
 	}
 }
 
@@ -283,13 +270,13 @@ static bool kwalker_next(struct walker *w)
 		struct frame *f = &w->st[w->depth - 1];
 
 		if (++f->rep < gr->elems[gr->rules[f->rule].first_elem + f->elem].count) {
-			kdescend_left(w);
+			descend_left(w);
 			return true;
 		}
 		f->rep = 0;
 		f->elem++;
 		if (kskip(w, f)) {
-			kdescend_left(w);
+			descend_left(w);
 			return true;
 		}
 		w->depth--;
@@ -302,7 +289,7 @@ static bool kwalker_next(struct walker *w)
 			w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
 			w->depth = 1;
 			kskip(w, &w->st[0]);
-			kdescend_left(w);
+			descend_left(w);
 			return true;
 		}
 	}

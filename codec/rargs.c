@@ -669,41 +669,27 @@ static const char *json_name(const struct schema_kind *k, uint32_t i)
 	return "result";
 }
 
-void rs_json_args(struct sink *s, const struct tfs_trace *t, uint32_t term)
+/* Which members a JSON view's "args" holds (put_members()). */
+enum members {
+	MEMBERS_ALL,	 /* every argument (the JSON lines view) */
+	MEMBERS_SIG,	 /* the signature's arguments: no VAL, no buffer whose offset is one */
+	MEMBERS_NAMED,	 /* the same but the first, the string that names the event */
+	MEMBERS_COUNTER, /* a counter's value alone */
+};
+
+static bool member_kept(const struct schema_kind *k, uint32_t i, int style, enum members m)
 {
-	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
-	const uint64_t *w = t->term_arg + t->term_argoff[term];
-	size_t stem;
-	int style;
-
-	for (uint32_t i = 0; i < k->n_args; i++) {
-		const char *name = json_name(k, i);
-
-		if (i)
-			rs_put(s, ",", 1);
-		style = buf_pair(k, i, &stem);
-		if (style != BUF_NONE) {
-			rs_escaped(s, (const uint8_t *)name, stem, true);
-			rs_put(s, ":", 1);
-			put_buf(s, t, k, i, style, w, true);
-			i++;
-			continue;
-		}
-		rs_escaped(s, (const uint8_t *)name, strlen(name), true);
-		rs_put(s, ":", 1);
-		put_arg(s, t, k, i, w[i], true);
-	}
+	if (m == MEMBERS_ALL)
+		return true;
+	if (m == MEMBERS_COUNTER)
+		return i == 1;
+	if (m == MEMBERS_NAMED && i == 0)
+		return false;
+	return k->args[i].enc != TFS_ENC_VAL &&
+	       !(style != BUF_NONE && k->args[i + 1].enc == TFS_ENC_VAL);
 }
 
-/*
- * The Chrome view's "args" (FORMAT.md §9): what names the event, the same at every
- * occurrence of its terminal (the signature's arguments and the names attached to them),
- * printed as in the JSON lines view, but the string that names the event (@named: its first
- * argument); for a counter (@counter) its value alone. Viewers that key frames by name and
- * args (speedscope) then merge the occurrences of one call.
- */
-void rs_chrome_args(struct sink *s, const struct tfs_trace *t, uint32_t term, bool counter,
-		    bool named)
+static void put_members(struct sink *s, const struct tfs_trace *t, uint32_t term, enum members m)
 {
 	const struct schema_kind *k = &t->schema.kinds[t->term_kind[term]];
 	const uint64_t *w = t->term_arg + t->term_argoff[term];
@@ -713,12 +699,9 @@ void rs_chrome_args(struct sink *s, const struct tfs_trace *t, uint32_t term, bo
 
 	for (uint32_t i = 0; i < k->n_args; i++) {
 		const char *name = json_name(k, i);
-		bool varies;
 
 		style = buf_pair(k, i, &stem);
-		varies = k->args[i].enc == TFS_ENC_VAL ||
-			 (style != BUF_NONE && k->args[i + 1].enc == TFS_ENC_VAL);
-		if (counter ? i != 1 : varies || (i == 0 && named)) {
+		if (!member_kept(k, i, style, m)) {
 			i += style != BUF_NONE;
 			continue;
 		}
@@ -736,6 +719,24 @@ void rs_chrome_args(struct sink *s, const struct tfs_trace *t, uint32_t term, bo
 		rs_put(s, ":", 1);
 		put_arg(s, t, k, i, w[i], true);
 	}
+}
+
+void rs_json_args(struct sink *s, const struct tfs_trace *t, uint32_t term)
+{
+	put_members(s, t, term, MEMBERS_ALL);
+}
+
+/*
+ * The Chrome view's "args" (FORMAT.md §9): what names the event, the same at every
+ * occurrence of its terminal (the signature's arguments and the names attached to them),
+ * printed as in the JSON lines view, but the string that names the event (@named: its first
+ * argument); for a counter (@counter) its value alone. Viewers that key frames by name and
+ * args (speedscope) then merge the occurrences of one call.
+ */
+void rs_chrome_args(struct sink *s, const struct tfs_trace *t, uint32_t term, bool counter,
+		    bool named)
+{
+	put_members(s, t, term, counter ? MEMBERS_COUNTER : named ? MEMBERS_NAMED : MEMBERS_SIG);
 }
 
 /* ---- holes ---- */

@@ -102,22 +102,19 @@ int fs_concat_add_bytes(struct fs_concat *c, const char *bytes, size_t len)
 	return 0;
 }
 
-int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t stream,
-		       int view, uint64_t first, uint64_t n)
+/* A stream view's part of @size bytes, of the events of kind @call - 1 only, or all (0). */
+static int add_view_part(struct fs_concat *c, uint32_t stream, uint32_t call, int view,
+			 uint64_t first, uint64_t n, uint64_t size)
 {
-	uint64_t size;
 	struct part *p;
-	int rc;
 
-	rc = tfs_trace_view_size(t, stream, view, first, n, &size);
-	if (rc < 0)
-		return rc;
 	if (size == 0)
 		return 0;
 	p = add_part(c);
 	if (!p)
 		return -ENOMEM;
 	p->stream = stream;
+	p->call = call;
 	p->view = view;
 	p->first = first;
 	p->n = n;
@@ -125,28 +122,22 @@ int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t 
 	return 0;
 }
 
+int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t stream,
+		       int view, uint64_t first, uint64_t n)
+{
+	uint64_t size;
+	int rc = tfs_trace_view_size(t, stream, view, first, n, &size);
+
+	return rc < 0 ? rc : add_view_part(c, stream, 0, view, first, n, size);
+}
+
 int fs_concat_add_kind_view(struct fs_concat *c, struct tfs_trace *t, uint32_t stream,
 			    uint32_t kind, int view, uint64_t first, uint64_t n)
 {
 	uint64_t size;
-	struct part *p;
-	int rc;
+	int rc = tfs_trace_kind_view_size(t, stream, kind, view, first, n, NULL, &size);
 
-	rc = tfs_trace_kind_view_size(t, stream, kind, view, first, n, NULL, &size);
-	if (rc < 0)
-		return rc;
-	if (size == 0)
-		return 0;
-	p = add_part(c);
-	if (!p)
-		return -ENOMEM;
-	p->stream = stream;
-	p->call = kind + 1;
-	p->view = view;
-	p->first = first;
-	p->n = n;
-	p->size = size;
-	return 0;
+	return rc < 0 ? rc : add_view_part(c, stream, kind + 1, view, first, n, size);
 }
 
 int fs_concat_views(struct fs_concat *c, int *view, uint32_t *call, struct fs_view_seg **segs,
