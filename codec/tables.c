@@ -38,7 +38,7 @@ static int put_cst(const struct tables *t, struct tfs_buf *out)
 
 	for (uint32_t s = 0; s < t->sigs->n && rc == 0; s++) {
 		const struct schema_kind *k = &t->schema->kinds[t->sig_kind[s]];
-		const uint8_t *gw = t->widths + t->sig_woff[s];
+		size_t gw = t->sig_woff[s]; /* its widths in t->widths (NULL when none) */
 		struct tfs_rd r;
 		const uint8_t *p;
 		size_t n;
@@ -51,7 +51,7 @@ static int put_cst(const struct tables *t, struct tfs_buf *out)
 			rc = buf_put_varint(out, t->kind_map ? t->kind_map[v] : v);
 		for (uint32_t i = 0; i < k->n_args && rc == 0; i++) {
 			if (k->args[i].enc == TFS_ENC_VAL) {
-				rc = buf_put_u8(out, *gw ? *gw : 1);
+				rc = buf_put_u8(out, t->widths[gw] ? t->widths[gw] : 1);
 				gw++;
 				continue;
 			}
