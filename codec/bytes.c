@@ -22,7 +22,7 @@ void buf_fini(struct tfs_buf *b)
 	buf_init(b);
 }
 
-int buf_reserve(struct tfs_buf *b, size_t extra)
+int buf_grow(struct tfs_buf *b, size_t extra)
 {
 	size_t need, cap;
 	uint8_t *p;

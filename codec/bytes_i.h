@@ -22,8 +22,19 @@ struct tfs_buf {
 
 void buf_init(struct tfs_buf *b);
 void buf_fini(struct tfs_buf *b);
-/* Ensure room for @extra more bytes. @return 0 or -ENOMEM */
-int buf_reserve(struct tfs_buf *b, size_t extra);
+/* buf_reserve()'s slow path: grows @b. @return 0 or -ENOMEM */
+int buf_grow(struct tfs_buf *b, size_t extra);
+
+/*
+ * Ensure room for @extra more bytes. @return 0 or -ENOMEM. Inline: the encoders reserve
+ * per event, and nearly always the room is there.
+ */
+static inline int buf_reserve(struct tfs_buf *b, size_t extra)
+{
+	if (extra <= b->cap - b->len)
+		return 0;
+	return buf_grow(b, extra);
+}
 int buf_put(struct tfs_buf *b, const void *p, size_t n);
 int buf_put_u8(struct tfs_buf *b, uint8_t v);
 int buf_put_u16(struct tfs_buf *b, uint16_t v);

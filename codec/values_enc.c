@@ -32,6 +32,15 @@
 #define VAL_DUR_GIVE_UP 8
 #define VAL_DUR_RETRY 16
 
+
+/* The last choice of one column in one pass (nanoseconds or ticks), for VAL_STICKY. */
+struct choice {
+	uint8_t k;	 /* the candidate picked */
+	bool coded;	 /* range-coded */
+	uint16_t streak; /* choices in a row that picked the same */
+	uint32_t n;	 /* choices made */
+};
+
 /* Timing column candidates: the ts column's gaps from the end or the start, predicted or not. */
 enum { TS_END_PRED, TS_END_RAW, TS_START_PRED, TS_START_RAW, N_TS_CAND };
 
@@ -106,6 +115,7 @@ struct tfs_venc {
 	uint8_t lead[2];	  /* per column: the candidate (from the first) whose coded
 				     variant won last, coded first next time; 0xff: the last */
 	struct tfs_buf cbuf[N_TS_CAND]; /* smallest()'s coded candidates */
+	struct choice won[2][2];  /* [ticks][column]: the last choices, for VAL_STICKY */
 	struct tfs_buf frames;	  /* compressed blocks, back to back */
 	struct vidx *idx;
 	size_t n_idx, idx_cap;
@@ -378,11 +388,12 @@ static int code_cands(struct tfs_venc *e, const struct tfs_buf *cand, int c, siz
  * now and then. @return its index, or -ENOMEM
  */
 static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, int n,
-		    size_t limit, size_t *best_size, bool *coded)
+		    bool ticks, size_t limit, size_t *best_size, bool *coded)
 {
 	const int c = cand == e->ts_col ? COL_TS : COL_DUR;
+	struct choice *w = &e->won[ticks][c];
 	struct cands cs = {.first = first, .n = n};
-	bool code = e->coding != VAL_CODED_NEVER;
+	bool code = e->coding != VAL_CODED_NEVER, stick;
 	size_t best = SIZE_MAX;
 	int pick = first, rc;
 
@@ -391,12 +402,35 @@ static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, i
 	*coded = false;
 	if (first < 0 || n < 1 || first + n > N_TS_CAND)
 		return -EINVAL; /* never: what choose_pred() passes */
-	rc = trial_sizes(e, cand, &cs);
-	if (rc == 0 && code)
-		rc = code_cands(e, cand, c, limit, &cs);
-	if (rc < 0)
-		return rc;
-	for (int k = first; k < first + n; k++) {
+	/* (durations given up on coding keep their own schedule of retries) */
+	stick = w->streak >= VAL_STICKY && w->n % VAL_STICKY_RECHECK && w->k >= first &&
+		w->k < first + n && (code || !w->coded) &&
+		!(c == COL_DUR && e->dur_lost >= VAL_DUR_GIVE_UP);
+	w->n++;
+	if (stick) {
+		/* the one kept, only as it was picked: coded, or by its trial size */
+		cs.first = w->k;
+		cs.n = 1;
+		cs.dup[w->k] = false;
+		cs.z[w->k] = SIZE_MAX;
+		cs.fits[w->k] = false;
+		rc = w->coded ? code_cands(e, cand, c, limit, &cs) : trial_sizes(e, cand, &cs);
+		if (rc < 0)
+			return rc;
+		if (!cs.fits[w->k] && cs.z[w->k] == SIZE_MAX) {
+			stick = false; /* it no longer fits: every candidate again */
+			cs.first = first;
+			cs.n = n;
+		}
+	}
+	if (!stick) {
+		rc = trial_sizes(e, cand, &cs);
+		if (rc == 0 && code)
+			rc = code_cands(e, cand, c, limit, &cs);
+		if (rc < 0)
+			return rc;
+	}
+	for (int k = cs.first; k < cs.first + cs.n; k++) {
 		if (cs.dup[k])
 			continue; /* its sizes are the earlier one's: never smaller */
 		if (cs.z[k] < best) {
@@ -418,6 +452,12 @@ static int smallest(struct tfs_venc *e, const struct tfs_buf *cand, int first, i
 	}
 	if (c == COL_DUR)
 		e->dur_lost = *coded ? 0 : e->dur_lost + 1;
+	if (!stick) {
+		w->streak = pick == w->k && *coded == w->coded && w->streak < UINT16_MAX
+				    ? w->streak + 1 : 0;
+		w->k = (uint8_t)pick;
+		w->coded = *coded;
+	}
 	*best_size = best;
 	return pick;
 }
@@ -446,17 +486,18 @@ static int choose_pred(struct tfs_venc *e, bool ticks, size_t limit, int *ts_k, 
 	if (e->pred & VAL_PRED_FIXED) {
 		t = base + (e->pred & VAL_PRED_TS ? 0 : 1);
 		d = e->pred & VAL_PRED_DUR ? 0 : 1;
-		t = smallest(e, e->ts_col, t, 1, limit, &ts_size, &ts_coded);
+		t = smallest(e, e->ts_col, t, 1, ticks, limit, &ts_size, &ts_coded);
 	} else {
 		t = e->auto_base && !ticks
-			    ? smallest(e, e->ts_col, 0, N_TS_CAND, limit, &ts_size, &ts_coded)
-			    : smallest(e, e->ts_col, base, 2, limit, &ts_size, &ts_coded);
+			    ? smallest(e, e->ts_col, 0, N_TS_CAND, ticks, limit, &ts_size,
+				       &ts_coded)
+			    : smallest(e, e->ts_col, base, 2, ticks, limit, &ts_size, &ts_coded);
 	}
 	/* what the durations may take for the sum to stay below @limit */
 	limit = limit > ts_size ? limit - ts_size : 0;
 	if (t >= 0)
-		d = smallest(e, e->dur_col, d, e->pred & VAL_PRED_FIXED ? 1 : 2, limit, &dur_size,
-			     &dur_coded);
+		d = smallest(e, e->dur_col, d, e->pred & VAL_PRED_FIXED ? 1 : 2, ticks, limit,
+			     &dur_size, &dur_coded);
 	if (t < 0 || d < 0)
 		return -ENOMEM;
 	*ts_k = t;

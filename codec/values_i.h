@@ -34,6 +34,16 @@ enum {
 #define VAL_MAX_CLASSES 255	 /* VAL classes (FORMAT.md §7.3.1), numbered 1 to this */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096
+/*
+ * The encoder's choice of a timing column's candidate (predicted or not, from the end or the
+ * start, range-coded or not): once it came out the same VAL_STICKY blocks in a row, the
+ * next blocks are coded with that candidate alone, every candidate tried again only at each
+ * VAL_STICKY_RECHECK-th block, or as soon as the one kept no longer fits its bound. On gcc,
+ * python, sqlite and malloc/free the choice stays put for hundreds of blocks, and trying
+ * every candidate was the recorder's largest cost. An encoder's policy: readers never see it.
+ */
+#define VAL_STICKY 3
+#define VAL_STICKY_RECHECK 16
 #define VAL_MAX_BLOCK_EVENTS (1u << 20)
 /* Finest LOSSY rel_err: keeps the bin table (FORMAT.md §7.5) near 20000 entries. */
 #define VAL_MIN_REL_ERR (1.0 / 1024)

@@ -141,7 +141,7 @@ void vp_pred_fini(struct vpred *p)
 	free(p->bins.lo);
 }
 
-int vp_pred_reserve_terms(struct vpred *p, size_t n)
+int vp_pred_grow_terms(struct vpred *p, size_t n)
 {
 	size_t old = p->t_cap;
 
@@ -167,7 +167,7 @@ void vp_pred_next_block(struct vpred *p)
 	p->gen = 1;
 }
 
-int vp_class_reserve(struct vpred *p, uint8_t top)
+int vp_class_grow(struct vpred *p, uint8_t top)
 {
 	size_t old = p->cls_cap;
 

@@ -146,10 +146,22 @@ uint64_t vp_bin_rep(const struct bins *b, uint32_t k);
 int64_t vp_sbin_of(const struct bins *b, uint64_t gap);
 uint64_t vp_sbin_rep(const struct bins *b, int64_t sb);
 void vp_pred_fini(struct vpred *p);
-int vp_pred_reserve_terms(struct vpred *p, size_t n);
+int vp_pred_grow_terms(struct vpred *p, size_t n);
+int vp_class_grow(struct vpred *p, uint8_t top);
+
+/* Room for the states of terminals below @n. @return 0 or -ENOMEM (inline: per event) */
+static inline int vp_pred_reserve_terms(struct vpred *p, size_t n)
+{
+	return n <= p->t_cap ? 0 : vp_pred_grow_terms(p, n);
+}
+
 void vp_pred_next_block(struct vpred *p);
-/* Room for the states of classes 1 to @top. @return 0 or -ENOMEM */
-int vp_class_reserve(struct vpred *p, uint8_t top);
+
+/* Room for the states of classes 1 to @top. @return 0 or -ENOMEM (inline: per event) */
+static inline int vp_class_reserve(struct vpred *p, uint8_t top)
+{
+	return (size_t)top < p->cls_cap ? 0 : vp_class_grow(p, top);
+}
 
 /* Class @c's state in the current block (reserved), empty at its first use in the block. */
 static inline struct vclass *vp_class(struct vpred *p, uint8_t c)

@@ -7,6 +7,7 @@
  * then the bits below its leading one, the first of them through a tree per length (all
  * of them up to length 10), the rest as even bits.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +28,19 @@ static inline uint32_t man_off(uint32_t n)
 	return n <= FULL_LEN ? (1u << (n - 1)) - 2 : 1022u + (n - 11) * 8;
 }
 
+/* Every context fresh, copied by fill(): most blocks start over a hundred sets. */
+static uint16_t fresh[VRC_MAN_PROBS];
+static pthread_once_t fresh_once = PTHREAD_ONCE_INIT;
+
+static void make_fresh(void)
+{
+	for (uint32_t i = 0; i < VRC_MAN_PROBS; i++)
+		fresh[i] = P_INIT;
+}
+
 int vrc_model_init(struct vrc_model *m)
 {
+	pthread_once(&fresh_once, make_fresh);
 	memset(m, 0, sizeof(*m));
 	m->man = malloc((size_t)VRC_SLOTS * VRC_MAN_PROBS * sizeof(*m->man));
 	/* mostly never touched: only the trees of lengths that occur are initialised */
@@ -60,8 +72,7 @@ struct word_ctx {
 
 static void fill(uint16_t *p, uint32_t n)
 {
-	for (uint32_t i = 0; i < n; i++)
-		p[i] = P_INIT;
+	memcpy(p, fresh, n * sizeof(*p));
 }
 
 /* The contexts of the next word of set @slot, each initialised at its first use. */

@@ -1315,6 +1315,54 @@ static void test_values_coded_columns_shrink_noisy_times(void **state)
  * now and then (FORMAT.md §7.4.2, the writers' note), and every block again soon after
  * they turn noisy, where coding them wins.
  */
+/*
+ * A choice kept for many blocks (VAL_STICKY) is tried against the others again within
+ * VAL_STICKY_RECHECK blocks of the data changing: regular gaps that a per-terminal predictor
+ * explains, then random ones that it only makes worse.
+ */
+static void test_values_kept_choice_follows_a_change(void **state)
+{
+	const size_t half = 2 * VAL_STICKY_RECHECK, n = 2 * half * 4096;
+	uint64_t seed = tu_seed(__func__), ts = 1000;
+	struct venc_opts o = {.timing = VAL_TIMING_LOSSLESS, .coded = VAL_CODED_NEVER,
+			      .ticks = VAL_TICKS_NEVER};
+	struct vwords w = {0};
+	struct tfs_buf sec;
+	struct tfs_vsec v;
+	struct evset s;
+
+	ev_init(&s, n, 4);
+	for (uint32_t t = 0; t < 4; t++)
+		s.n_vals_of[t] = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t t = (uint32_t)(i % 4);
+		const bool regular = i < half * 4096;
+		const uint64_t gap = regular ? 13000 * (t + 1) + tu_below(&seed, 4)
+					     : tu_below(&seed, 100);
+		const uint64_t dur = regular ? 777 * (t + 1) + tu_below(&seed, 4)
+					     : tu_below(&seed, 100);
+
+		ts += gap;
+		ev_push(&s, t, ts, dur);
+		ts += dur;
+	}
+	encode(&s, &o, &sec);
+	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
+	assert_int_equal(v.n_blocks, 2 * half);
+	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
+		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
+		if (blk < half)
+			assert_int_equal(w.pred & VAL_PRED_ALL, VAL_PRED_ALL);
+		else if (blk >= half + VAL_STICKY_RECHECK)
+			assert_int_equal(w.pred & VAL_PRED_ALL, 0);
+	}
+	vwords_fini(&w);
+	buf_fini(&sec);
+	ev_fini(&s);
+	(void)state;
+}
+
 static void test_values_coded_durations_resume_after_constant_ones(void **state)
 {
 	const uint64_t half = 40;
@@ -1857,6 +1905,7 @@ int main(void)
 		cmocka_unit_test(test_values_coded_blocks_patch),
 		cmocka_unit_test(test_values_coded_columns_shrink_noisy_times),
 		cmocka_unit_test(test_values_coded_durations_resume_after_constant_ones),
+		cmocka_unit_test(test_values_kept_choice_follows_a_change),
 		cmocka_unit_test(test_values_golden_v2_file_decodes_as_committed),
 		cmocka_unit_test(test_values_every_truncation_is_corrupt),
 		cmocka_unit_test(test_values_every_bit_flip_is_rejected),
