@@ -82,6 +82,12 @@ static const struct fs_entry entries[] = {
      "every file id of the rank with its name, kind, opening flags, calls, bytes and first "
      "use",
      .wanted = records_files, .gen = fs_files_new},
+    {"mpi_types.txt", FS_IN_RANK_B, "the rank constructed MPI datatypes",
+     "one line per call of the rank constructing an MPI derived datatype, thread by thread in "
+     "event order: \"type#<n> = MPI_Type_vector(count=4, blocklength=1, stride=4, "
+     "oldtype=MPI_INT)\", the call as trace.txt prints it with its newtype output first; an "
+     "id freed and made again has a line per making",
+     .wanted = fs_mpi_types_wanted, .gen = fs_mpi_types_new},
     {.name = "threads/", .in = FS_IN_RANK_B | FS_IN_PHASE_B,
      .what = "threads/<t>/: trace.txt, events.jsonl, trace.json of one thread of the directory"},
     {.name = "phases/", .in = FS_IN_RANK_B,

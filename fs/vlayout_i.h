@@ -80,4 +80,11 @@ int fs_build_calls(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key);
 int fs_build_windows(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key);
 void fs_build_split_note(const struct fs_vtree *vt, struct fs_sbuf *b);
 
+/* ---- vmpitypes.c ---- */
+
+/** Whether rank @rank's events hold a call constructing an MPI datatype. */
+bool fs_mpi_types_wanted(struct fs_vtree *vt, uint32_t rank);
+/** mpi_types.txt of @sc (fs_gen_fn). @return 0 or -errno; @out is new */
+FS_GEN_DECL(fs_mpi_types_new);
+
 #endif
