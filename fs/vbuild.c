@@ -88,22 +88,6 @@ static int64_t get_dir(struct fs_vtree *vt, uint32_t parent, const char *name, u
 	return idx >= 0 ? idx : add_node(vt, parent, name, NULL, sort_key);
 }
 
-static int add_view(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-		    const struct fs_seg *s, int view)
-{
-	int64_t idx = add_node(vt, dir, name, &fs_view_ops, key);
-	struct vnode *f;
-
-	if (idx < 0)
-		return (int)idx;
-	f = fs_node_at(vt, (uint32_t)idx);
-	f->view = (uint8_t)view;
-	f->stream = s->stream;
-	f->first = s->first;
-	f->n_events = s->n_events;
-	return tfs_trace_view_size(vt->trace, s->stream, view, s->first, s->n_events, &f->size);
-}
-
 /* README.txt: made at the build, from the trace's name. */
 int fs_build_readme(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
@@ -242,29 +226,43 @@ static int cmp_u32(const void *a, const void *b)
 /* ---- the files of a scope ---- */
 
 /* trace.txt or events.jsonl of a scope: its threads' lines in time order. */
-static int add_merged(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, int view,
-		      uint64_t key)
+int fs_node_set_lines(struct fs_vtree *vt, struct vnode *n, struct fs_scope *sc, int view)
 {
-	struct fs_concat *c = NULL;
-	int64_t idx;
-	int rc;
+	int rc = 0;
 
-	if (sc->n_segs == 1)
-		return add_view(vt, dir, view_file[view], key, &sc->segs[0], view);
-	if (vt->ti.timing == TFS_TIMING_NONE) {
+	n->view = (uint8_t)view;
+	if (sc->n_segs == 1) {
+		n->ops = &fs_view_ops;
+		n->stream = sc->segs[0].stream;
+		n->first = sc->segs[0].first;
+		n->n_events = sc->segs[0].n_events;
+		return tfs_trace_view_size(vt->trace, n->stream, view, n->first, n->n_events,
+					   &n->size);
+	}
+	if (vt->ti.timing == TFS_TIMING_NONE || sc->n_segs == 0) {
 		/* no times to merge by: the threads one after the other */
-		rc = add_concat(vt, dir, view_file[view], key, &c);
+		n->ops = &fs_concat_ops;
+		n->concat = fs_concat_new(vt);
+		if (!n->concat)
+			return -ENOMEM;
 		for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
-			rc = fs_concat_add_view(c, vt->trace, sc->segs[i].stream, view,
+			rc = fs_concat_add_view(n->concat, vt->trace, sc->segs[i].stream, view,
 						sc->segs[i].first, sc->segs[i].n_events);
 		return rc;
 	}
-	idx = add_node(vt, dir, view_file[view], &fs_merge_ops, key);
+	n->ops = &fs_merge_ops;
+	n->scope = sc;
+	return fs_merge_size(vt, sc, view, &n->size);
+}
+
+static int add_merged(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, int view,
+		      uint64_t key)
+{
+	int64_t idx = add_node(vt, dir, view_file[view], NULL, key);
+
 	if (idx < 0)
 		return (int)idx;
-	fs_node_at(vt, (uint32_t)idx)->view = (uint8_t)view;
-	fs_node_at(vt, (uint32_t)idx)->scope = sc;
-	return fs_merge_size(vt, sc, view, &fs_node_at(vt, (uint32_t)idx)->size);
+	return fs_node_set_lines(vt, fs_node_at(vt, (uint32_t)idx), sc, view);
 }
 
 /* "[\n", the Chrome lines of @sc's segments, then the generated tail. */
@@ -419,7 +417,7 @@ static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *
 		rc = chrome_lines(vt, sc, &lines);
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
-	d = add_node(vt, dir, "trace.json.d", NULL, fs_layout_key("trace.json.d/", ~0u));
+	d = add_node(vt, dir, "trace.json.d", NULL, fs_layout_key("trace.json.d/"));
 	return d < 0 ? (int)d : add_chrome_parts(vt, (uint32_t)d, sc, part_bytes(vt, lines));
 }
 
@@ -466,7 +464,7 @@ static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc
 	char name[16];
 	int64_t threads, tdir;
 
-	threads = get_dir(vt, dir, "threads", fs_layout_key("threads/", ~0u));
+	threads = get_dir(vt, dir, "threads", fs_layout_key("threads/"));
 	if (threads < 0)
 		return (int)threads;
 	snprintf(name, sizeof(name), "%" PRIu32, sc->segs[0].thread);
@@ -510,7 +508,7 @@ static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
 	l->dir = (uint32_t)dir;
 	fs_node_at(vt, l->dir)->flags = VN_RANK_DIR;
 	fs_node_at(vt, l->dir)->rank_ord = ord;
-	sub = add_node(vt, l->dir, "phases", NULL, fs_layout_key("phases/", ~0u));
+	sub = add_node(vt, l->dir, "phases", NULL, fs_layout_key("phases/"));
 	if (sub < 0)
 		return (int)sub;
 	l->scope = scope_new(vt, "rank %" PRIu32, l->rank);
@@ -1101,7 +1099,7 @@ static int add_root_chrome(struct fs_vtree *vt, uint64_t key)
 	}
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
-	d = add_node(vt, 0, "trace.json.d", NULL, fs_layout_key("trace.json.d/", ~0u));
+	d = add_node(vt, 0, "trace.json.d", NULL, fs_layout_key("trace.json.d/"));
 	if (d < 0)
 		return (int)d;
 	fs_node_at(vt, (uint32_t)d)->flags = VN_LAZY_DIR;

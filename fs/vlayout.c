@@ -135,10 +135,10 @@ static const struct fs_entry entries[] = {
 
 #define N_ENTRIES (sizeof(entries) / sizeof(entries[0]))
 
-uint64_t fs_layout_key(const char *name, unsigned in)
+uint64_t fs_layout_key(const char *name)
 {
 	for (size_t i = 0; i < N_ENTRIES; i++) {
-		if ((entries[i].in & in) && !strcmp(entries[i].name, name))
+		if (!strcmp(entries[i].name, name))
 			return i;
 	}
 	assert(!"a name the layout does not declare");

@@ -63,8 +63,8 @@ struct fs_entry {
 
 /** Lay out the entries of directory @d. @return 0, -ENOMEM or a reader error */
 int fs_layout_add(struct fs_vtree *vt, const struct fs_dir *d);
-/** The listing key of entry @name of a directory in @in (FS_IN_*_B). */
-uint64_t fs_layout_key(const char *name, unsigned in);
+/** The listing key of the directory @name ("threads/") the builder makes itself. */
+uint64_t fs_layout_key(const char *name);
 /** README.txt's layout section; @vt adds the trace's facts (NULL: none). */
 void fs_layout_readme(const struct fs_vtree *vt, struct fs_sbuf *b);
 

@@ -1,6 +1,7 @@
 /*
- * Inside the virtual tree: the node table, the scopes files are computed over, and the
- * interfaces between the tree's files (vtree.c queries and handles, vbuild.c the layout,
+ * Inside the virtual tree: the node table, the kinds of file (struct fs_file_ops), the
+ * scopes files are computed over, and the interfaces between the tree's files (vtree.c
+ * queries and handles, vlayout.c the declaration of the layout, vbuild.c laying it out,
  * vphase.c phase directory names, vconcat.c composite files, vmerge.c time-merged views,
  * vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c files.txt, vtables.c the
  * signature and grammar tables, vgen.c README, info.json and the JSON tails, vreplay*.c the
@@ -316,6 +317,12 @@ int fs_tree_add_gen(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_
 /** A lazy file's state for node @node: @gen over @sc and @rank. @return NULL on ENOMEM */
 struct fs_lazygen *fs_lazygen_new(struct fs_vtree *vt, uint32_t node, const struct fs_scope *sc,
 				  uint32_t rank, fs_gen_fn gen);
+/**
+ * Make node @n (named, in its directory) the lines (@view TFS_VIEW_TEXT or TFS_VIEW_JSONL) of
+ * @sc: one stream's view, its threads one after the other without timing, else merged by
+ * time. @return 0, -ENOMEM or a reader error
+ */
+int fs_node_set_lines(struct fs_vtree *vt, struct vnode *n, struct fs_scope *sc, int view);
 /** Free what node @n owns and clear it (a directory's children, its file kind's data). */
 void fs_node_fini(struct vnode *n);
 

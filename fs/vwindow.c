@@ -284,41 +284,12 @@ static int add_child(struct fs_vtree *vt, int64_t dir, int64_t child)
 
 static int add_trace_txt(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc)
 {
-	int64_t f;
-	struct vnode *n;
-	int rc = 0;
+	int64_t f = new_node(vt, (uint32_t)dir, "trace.txt", NULL);
+	int rc;
 
-	if (sc->n_segs == 1) {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", &fs_view_ops);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->view = TFS_VIEW_TEXT;
-		n->stream = sc->segs[0].stream;
-		n->first = sc->segs[0].first;
-		n->n_events = sc->segs[0].n_events;
-		rc = tfs_trace_view_size(vt->trace, n->stream, TFS_VIEW_TEXT, n->first,
-					 n->n_events, &n->size);
-	} else if (fs_untimed(vt) || sc->n_segs == 0) {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", &fs_concat_ops);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->concat = fs_concat_new(vt);
-		rc = n->concat ? 0 : -ENOMEM;
-		for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
-			rc = fs_concat_add_view(n->concat, vt->trace, sc->segs[i].stream,
-						TFS_VIEW_TEXT, sc->segs[i].first,
-						sc->segs[i].n_events);
-	} else {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", &fs_merge_ops);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->view = TFS_VIEW_TEXT;
-		n->scope = sc;
-		rc = fs_merge_size(vt, sc, TFS_VIEW_TEXT, &n->size);
-	}
+	if (f < 0)
+		return (int)f;
+	rc = fs_node_set_lines(vt, made(vt, f), sc, TFS_VIEW_TEXT);
 	return rc < 0 ? rc : add_child(vt, dir, f);
 }
 
