@@ -33,22 +33,6 @@
 #define EXIT_USAGE 2
 #define CAT_CHUNK (1u << 20)
 
-/*
- * The virtual tree as `tracefs --help` draws it. Written here by hand: this branch has the
- * command table of issue #18 but not yet the view declarations that would generate it.
- */
-static const char tree_text[] =
-    "  README.txt, info.json, events.jsonl, trace.json, summary.txt, signatures.txt,\n"
-    "  grammar.txt,\n"
-    "  ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded},\n"
-    "  ranks/<r>/{backtraces.txt,allocs.folded} (ranks with backtraces),\n"
-    "  ranks/<r>/files.txt (traces that record files),\n"
-    "  ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json},\n"
-    "  ranks/<r>/phases/<name>/ (the files of ranks/<r>/, and threads/<t>/)\n"
-    "  .../calls/<name>/{trace.txt,events.jsonl}: one call's lines of the directory's views\n"
-    "  timeline.svg, ranks/<r>/timeline.svg, window/<from>-<to>/, ranks/<r>/window/...,\n"
-    "  ranks/<r>/{profile.speedscope.json,heap.txt,leaks.folded}\n";
-
 static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static int usage_error(const char *cmd, const char *fmt, ...)
@@ -514,6 +498,7 @@ struct command {
 	const char *examples; /* lines, each a shell command */
 	bool runs_command;    /* operands after the options are a program and its arguments */
 	const char *exit_status; /* its own meaning of the exit status, or NULL: the usual */
+	bool shows_tree;	 /* its --help draws the virtual tree */
 };
 
 static int cmd_help(int argc, char **argv);
@@ -624,6 +609,7 @@ static const struct command commands[] = {
 		.opts = mount_opts,
 		.examples = "tracefs mount run.trace /tmp/run\nls /tmp/run/ranks/0\n"
 			"tracefs umount /tmp/run",
+		.shows_tree = true,
 	},
 	{
 		.name = "umount",
@@ -742,6 +728,18 @@ static void put_option(const char *flags, const char *help)
 	put_wrapped(help, col < 26 ? 26 : col + 1, 26);
 }
 
+/* The virtual tree, from the declaration it is built from (vlayout.c). */
+static void put_layout(void)
+{
+	char *text;
+	size_t len;
+
+	if (fs_vtree_layout_text(&text, &len) == 0) {
+		fwrite(text, 1, len, stdout);
+		free(text);
+	}
+}
+
 static int command_help(const struct command *c)
 {
 	const char *ex = c->examples;
@@ -758,6 +756,10 @@ static int command_help(const struct command *c)
 
 		printf("  %.*s\n", (int)n, ex);
 		ex += n + (ex[n] == '\n');
+	}
+	if (c->shows_tree) {
+		printf("\nthe virtual tree (README.txt in it says what each file holds):\n");
+		put_layout();
 	}
 	if (c->exit_status)
 		printf("\nexit status: %s\n", c->exit_status);
@@ -785,7 +787,7 @@ static int global_help(void)
 	}
 	printf("\n`tracefs <command> --help` describes a command, its options and examples.\n\n"
 	       "The virtual tree of a trace (README.txt in it says what each file holds):\n");
-	fputs(tree_text, stdout);
+	put_layout();
 	printf("\nexit status: 0 ok, 1 runtime error (bad or corrupt trace, missing path), 2 "
 	       "usage error\n");
 	return finish_stdout();

@@ -68,7 +68,8 @@ static bool stack_cut(const struct fs_vtree *vt, uint32_t rank, uint32_t n)
 	return *end == '\0' && end != v && depth > 0 && n >= depth;
 }
 
-int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len)
+int fs_backtraces_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		      size_t *len)
 {
 	uint64_t n_bt = tfs_trace_n_backtraces(vt->trace, rank);
 	struct fs_sbuf b = {0};

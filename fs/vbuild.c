@@ -1,18 +1,6 @@
 /*
- * The layout of the virtual tree (README.txt tells users the same):
- *
- *   README.txt info.json summary.txt signatures.txt grammar.txt events.jsonl trace.json
- *   [trace.json.d/]
- *   ranks/<r>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
- *   ranks/<r>/{backtraces.txt,allocs.folded}   only for a rank with backtraces
- *   ranks/<r>/files.txt                        only when the trace records files
- *   ranks/<r>/threads/<t>/{trace.txt,events.jsonl,trace.json}
- *   ranks/<r>/phases/<dir>/{trace.txt,events.jsonl,trace.json,summary.txt,stacks.folded}
- *   ranks/<r>/phases/<dir>/threads/<t>/{trace.txt,events.jsonl,trace.json}
- *   .../calls/<name>/{trace.txt,events.jsonl}  in each directory above whose trace.txt is
- *                                              not merged by time (vcalls.c)
- *   replay/{README.txt,proxy.c}                 a program making the trace's calls again
- *
+ * Lays out the virtual tree that vlayout.c declares (README.txt tells users the same):
+ * the root, ranks/<r>/ at its first use, threads/<t>/ and phases/<name>/ in it, replay/.
  * Every trace.json may have a trace.json.d/ of standalone parts when it is too large.
  * Built once from the trace's tables: nodes, the scopes files are computed over, and every
  * size that needs no decoding. Files whose size needs decoding (profiles, JSON tails) are
@@ -26,25 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vnode_i.h"
+#include "vlayout_i.h"
 #include "vpict_i.h"
-
-/* Listing order in a directory holding the views of a scope (README.txt, info.json: 0, 1). */
-enum {
-	KEY_TEXT,
-	KEY_JSONL,
-	KEY_JSON,
-	KEY_JSON_D,
-	KEY_SUMMARY,
-	KEY_STACKS,
-	KEY_THREADS,
-	KEY_PHASES,
-	KEY_SIGNATURES = KEY_STACKS, /* the root has no stacks.folded */
-	KEY_GRAMMAR = KEY_THREADS,
-	KEY_RANKS = KEY_PHASES,
-	KEY_REPLAY,
-	KEY_CALLS,
-};
 
 static const char *const view_file[TFS_VIEW_COUNT] = {
     [TFS_VIEW_TEXT] = "trace.txt",
@@ -56,8 +27,8 @@ static const char json_head[] = "[\n";
 /* ---- nodes ---- */
 
 /* Append a node under @parent. @return its index, or -ENOMEM */
-static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, int kind,
-			uint64_t sort_key)
+static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name,
+			const struct fs_file_ops *ops, uint64_t sort_key)
 {
 	struct vnode **chunk, *n, *p = NULL;
 	uint32_t idx = vt->n_alloc;
@@ -73,7 +44,7 @@ static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, 
 	/* the rank directories are not children of ranks/: it finds them by ordinal */
 	if (idx != parent && !(fs_node_at(vt, parent)->flags & VN_RANKS)) {
 		p = fs_node_at(vt, parent);
-		assert(p->kind == NODE_DIR);
+		assert(!p->ops);
 		if (p->n_children == p->children_cap) {
 			uint32_t cap = p->children_cap ? p->children_cap * 2 : 4;
 			uint32_t *c = realloc(p->children, (size_t)cap * sizeof(*c));
@@ -90,7 +61,7 @@ static int64_t add_node(struct fs_vtree *vt, uint32_t parent, const char *name, 
 	if (!n->name)
 		return -ENOMEM;
 	n->parent = parent;
-	n->kind = (uint8_t)kind;
+	n->ops = ops;
 	n->sort_key = sort_key;
 	vt->n_alloc++;
 	if (p)
@@ -114,90 +85,52 @@ static int64_t get_dir(struct fs_vtree *vt, uint32_t parent, const char *name, u
 {
 	int64_t idx = find_child(vt, parent, name);
 
-	return idx >= 0 ? idx : add_node(vt, parent, name, NODE_DIR, sort_key);
+	return idx >= 0 ? idx : add_node(vt, parent, name, NULL, sort_key);
 }
 
-static int add_view(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-		    const struct fs_seg *s, int view)
+/* README.txt: made at the build, from the trace's name. */
+int fs_build_readme(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
-	int64_t idx = add_node(vt, dir, name, NODE_VIEW, key);
-	struct vnode *f;
+	int64_t idx = add_node(vt, d->node, "README.txt", &fs_gen_ops, key);
 
 	if (idx < 0)
 		return (int)idx;
-	f = fs_node_at(vt, (uint32_t)idx);
-	f->view = (uint8_t)view;
-	f->stream = s->stream;
-	f->first = s->first;
-	f->n_events = s->n_events;
-	return tfs_trace_view_size(vt->trace, s->stream, view, s->first, s->n_events, &f->size);
-}
-
-static int add_gen_file(struct fs_vtree *vt, const char *name, const char *buf, size_t len,
-			uint64_t sort_key)
-{
-	int64_t idx = add_node(vt, 0, name, NODE_GEN, sort_key);
-
-	if (idx < 0)
-		return (int)idx;
-	fs_node_at(vt, (uint32_t)idx)->gen = buf;
-	fs_node_at(vt, (uint32_t)idx)->size = len;
+	fs_node_at(vt, (uint32_t)idx)->gen = vt->readme;
+	fs_node_at(vt, (uint32_t)idx)->size = vt->readme_len;
 	return 0;
 }
 
-static int add_lazy(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-		    int what, const struct fs_scope *sc)
+int fs_tree_add_gen(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		    const struct fs_scope *sc, uint32_t rank, fs_gen_fn gen)
 {
-	int64_t idx = add_node(vt, dir, name, NODE_LAZY, key);
-	struct fs_lazygen *g;
+	int64_t idx = add_node(vt, dir, name, &fs_lazy_ops, key);
 
 	if (idx < 0)
 		return (int)idx;
-	g = calloc(1, sizeof(*g));
-	if (!g)
-		return -ENOMEM;
-	fs_once_init(&g->once);
-	g->vt = vt;
-	g->what = what;
-	g->scope = sc;
-	g->node = (uint32_t)idx;
-	fs_node_at(vt, (uint32_t)idx)->lazy = g;
-	return 0;
+	fs_node_at(vt, (uint32_t)idx)->lazy = fs_lazygen_new(vt, (uint32_t)idx, sc, rank, gen);
+	return fs_node_at(vt, (uint32_t)idx)->lazy ? 0 : -ENOMEM;
 }
 
 int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key)
 {
-	return add_node(vt, parent, name, NODE_DIR, key);
+	return add_node(vt, parent, name, NULL, key);
 }
 
 int64_t fs_tree_add_file(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-			 int kind)
+			 const struct fs_file_ops *ops)
 {
-	int64_t idx = add_node(vt, dir, name, kind, key);
+	int64_t idx = add_node(vt, dir, name, ops, key);
 
-	if (idx < 0 || kind != NODE_CONCAT)
+	if (idx < 0 || ops != &fs_concat_ops)
 		return idx;
 	fs_node_at(vt, (uint32_t)idx)->concat = fs_concat_new(vt);
 	return fs_node_at(vt, (uint32_t)idx)->concat ? idx : -ENOMEM;
 }
 
-int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-		   const struct fs_scope *sc, uint32_t rank,
-		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *))
-{
-	int rc = add_lazy(vt, dir, name, key, LAZY_FN, sc);
-
-	if (rc == 0) {
-		fs_node_at(vt, vt->n_alloc - 1)->lazy->fn = fn;
-		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
-	}
-	return rc;
-}
-
 static int add_concat(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
 		      struct fs_concat **out)
 {
-	int64_t idx = add_node(vt, dir, name, NODE_CONCAT, key);
+	int64_t idx = add_node(vt, dir, name, &fs_concat_ops, key);
 
 	if (idx < 0)
 		return (int)idx;
@@ -293,28 +226,43 @@ static int cmp_u32(const void *a, const void *b)
 /* ---- the files of a scope ---- */
 
 /* trace.txt or events.jsonl of a scope: its threads' lines in time order. */
-static int add_merged(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, int view)
+int fs_node_set_lines(struct fs_vtree *vt, struct vnode *n, struct fs_scope *sc, int view)
 {
-	struct fs_concat *c = NULL;
-	int64_t idx;
-	int rc;
+	int rc = 0;
 
-	if (sc->n_segs == 1)
-		return add_view(vt, dir, view_file[view], (uint64_t)view, &sc->segs[0], view);
-	if (vt->ti.timing == TFS_TIMING_NONE) {
+	n->view = (uint8_t)view;
+	if (sc->n_segs == 1) {
+		n->ops = &fs_view_ops;
+		n->stream = sc->segs[0].stream;
+		n->first = sc->segs[0].first;
+		n->n_events = sc->segs[0].n_events;
+		return tfs_trace_view_size(vt->trace, n->stream, view, n->first, n->n_events,
+					   &n->size);
+	}
+	if (vt->ti.timing == TFS_TIMING_NONE || sc->n_segs == 0) {
 		/* no times to merge by: the threads one after the other */
-		rc = add_concat(vt, dir, view_file[view], (uint64_t)view, &c);
+		n->ops = &fs_concat_ops;
+		n->concat = fs_concat_new(vt);
+		if (!n->concat)
+			return -ENOMEM;
 		for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
-			rc = fs_concat_add_view(c, vt->trace, sc->segs[i].stream, view,
+			rc = fs_concat_add_view(n->concat, vt->trace, sc->segs[i].stream, view,
 						sc->segs[i].first, sc->segs[i].n_events);
 		return rc;
 	}
-	idx = add_node(vt, dir, view_file[view], NODE_MERGE, (uint64_t)view);
+	n->ops = &fs_merge_ops;
+	n->scope = sc;
+	return fs_merge_size(vt, sc, view, &n->size);
+}
+
+static int add_merged(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, int view,
+		      uint64_t key)
+{
+	int64_t idx = add_node(vt, dir, view_file[view], NULL, key);
+
 	if (idx < 0)
 		return (int)idx;
-	fs_node_at(vt, (uint32_t)idx)->view = (uint8_t)view;
-	fs_node_at(vt, (uint32_t)idx)->scope = sc;
-	return fs_merge_size(vt, sc, view, &fs_node_at(vt, (uint32_t)idx)->size);
+	return fs_node_set_lines(vt, fs_node_at(vt, (uint32_t)idx), sc, view);
 }
 
 /* "[\n", the Chrome lines of @sc's segments, then the generated tail. */
@@ -455,72 +403,59 @@ static uint64_t part_bytes(const struct fs_vtree *vt, uint64_t lines)
 }
 
 /* trace.json of a scope, and its trace.json.d/ when its events exceed the split size. */
-static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc)
+static int add_chrome(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, uint64_t key)
 {
 	struct fs_concat *c = NULL;
 	uint64_t lines = 0;
 	int64_t d;
 	int rc;
 
-	rc = add_concat(vt, dir, "trace.json", KEY_JSON, &c);
+	rc = add_concat(vt, dir, "trace.json", key, &c);
 	if (rc == 0)
 		rc = fill_chrome(vt, c, sc, fs_chrome_tail_new);
 	if (rc == 0)
 		rc = chrome_lines(vt, sc, &lines);
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
-	d = add_node(vt, dir, "trace.json.d", NODE_DIR, KEY_JSON_D);
+	d = add_node(vt, dir, "trace.json.d", NULL, fs_layout_key("trace.json.d/"));
 	return d < 0 ? (int)d : add_chrome_parts(vt, (uint32_t)d, sc, part_bytes(vt, lines));
 }
 
-/* The views of a scope in @dir; with @profiles also summary.txt and stacks.folded. */
-static int add_scope_files(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc,
-			   bool profiles)
+int fs_build_text(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
-	int rc = add_merged(vt, dir, sc, TFS_VIEW_TEXT);
-
-	if (rc == 0)
-		rc = add_merged(vt, dir, sc, TFS_VIEW_JSONL);
-	if (rc == 0)
-		rc = add_chrome(vt, dir, sc);
-	if (rc == 0 && profiles)
-		rc = add_lazy(vt, dir, "summary.txt", KEY_SUMMARY, LAZY_SUMMARY, sc);
-	if (rc == 0 && profiles)
-		rc = add_lazy(vt, dir, "stacks.folded", KEY_STACKS, LAZY_STACKS, sc);
-	if (rc == 0)
-		rc = fs_calls_add(vt, dir, sc, KEY_CALLS);
-	return rc;
+	return add_merged(vt, d->node, d->scope, TFS_VIEW_TEXT, key);
 }
 
-/* backtraces.txt and allocs.folded of a rank that has backtraces, after stacks.folded. */
-static int add_backtrace_files(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc,
-			       uint32_t rank)
-{
-	int rc;
+static int add_root_jsonl(struct fs_vtree *vt, uint64_t key);
+static int add_root_chrome(struct fs_vtree *vt, uint64_t key);
 
-	if (tfs_trace_n_backtraces(vt->trace, rank) == 0)
-		return 0;
-	rc = add_lazy(vt, dir, "backtraces.txt", KEY_STACKS, LAZY_BACKTRACES, sc);
-	if (rc == 0)
-		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
-	if (rc == 0)
-		rc = add_lazy(vt, dir, "allocs.folded", KEY_STACKS, LAZY_ALLOCS, sc);
-	if (rc == 0)
-		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
-	return rc;
+int fs_build_jsonl(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
+{
+	if (d->in == FS_IN_ROOT)
+		return add_root_jsonl(vt, key);
+	return add_merged(vt, d->node, d->scope, TFS_VIEW_JSONL, key);
 }
 
-/* files.txt of a rank, after its backtrace files, when the trace records files at all. */
-static int add_files_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank)
+int fs_build_chrome(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
-	int rc;
+	if (d->in == FS_IN_ROOT)
+		return add_root_chrome(vt, key);
+	return add_chrome(vt, d->node, d->scope, key);
+}
 
-	if (!fs_files_wanted(vt))
-		return 0;
-	rc = add_lazy(vt, dir, "files.txt", KEY_STACKS, LAZY_FILES, sc);
-	if (rc == 0)
-		fs_node_at(vt, vt->n_alloc - 1)->lazy->rank = rank;
-	return rc;
+void fs_build_split_note(const struct fs_vtree *vt, struct fs_sbuf *b)
+{
+	fs_sb_printf(b, " (here %" PRIu64 " bytes)", vt->split_bytes);
+}
+
+int fs_build_calls(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
+{
+	return fs_calls_add(vt, d->node, d->scope, key);
+}
+
+int fs_build_windows(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
+{
+	return fs_windows_add(vt, d->node, d->scope, d->rank, key);
 }
 
 /* threads/<t>/ under @dir with the views of one event range and the phases in @sc. */
@@ -529,14 +464,15 @@ static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc
 	char name[16];
 	int64_t threads, tdir;
 
-	threads = get_dir(vt, dir, "threads", KEY_THREADS);
+	threads = get_dir(vt, dir, "threads", fs_layout_key("threads/"));
 	if (threads < 0)
 		return (int)threads;
 	snprintf(name, sizeof(name), "%" PRIu32, sc->segs[0].thread);
-	tdir = add_node(vt, (uint32_t)threads, name, NODE_DIR, sc->segs[0].thread);
+	tdir = add_node(vt, (uint32_t)threads, name, NULL, sc->segs[0].thread);
 	if (tdir < 0)
 		return (int)tdir;
-	return add_scope_files(vt, (uint32_t)tdir, sc, false);
+	return fs_layout_add(vt, &(struct fs_dir){(uint32_t)tdir, FS_IN_THREAD, sc,
+						   sc->segs[0].rank});
 }
 
 /* ---- one rank, built at its first use ---- */
@@ -566,13 +502,13 @@ static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
 	int64_t dir, sub;
 
 	snprintf(name, sizeof(name), "%" PRIu32, l->rank);
-	dir = add_node(vt, vt->ranks_node, name, NODE_DIR, l->rank);
+	dir = add_node(vt, vt->ranks_node, name, NULL, l->rank);
 	if (dir < 0)
 		return (int)dir;
 	l->dir = (uint32_t)dir;
 	fs_node_at(vt, l->dir)->flags = VN_RANK_DIR;
 	fs_node_at(vt, l->dir)->rank_ord = ord;
-	sub = add_node(vt, l->dir, "phases", NODE_DIR, KEY_PHASES);
+	sub = add_node(vt, l->dir, "phases", NULL, fs_layout_key("phases/"));
 	if (sub < 0)
 		return (int)sub;
 	l->scope = scope_new(vt, "rank %" PRIu32, l->rank);
@@ -625,7 +561,7 @@ static int lay_phase(struct fs_vtree *vt, struct rank_lay *l, const struct fs_ph
 
 		assert(phases >= 0);
 		/* sorted: the first phase of a directory has the lowest index, its listing key */
-		node = add_node(vt, (uint32_t)phases, p->name, NODE_DIR, p->idx);
+		node = add_node(vt, (uint32_t)phases, p->name, NULL, p->idx);
 		if (node < 0)
 			return (int)node;
 		d = &l->pdirs[l->n_pdirs++];
@@ -727,17 +663,13 @@ static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
 }
 
 /* replay/: the proxy program (vreplay.c), generated at its first stat like summary.txt. */
-static int add_replay(struct fs_vtree *vt)
+int fs_build_replay(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
-	int64_t dir = add_node(vt, 0, "replay", NODE_DIR, KEY_REPLAY);
-	int rc;
+	int64_t dir = add_node(vt, d->node, "replay", NULL, key);
 
 	if (dir < 0)
 		return (int)dir;
-	rc = add_lazy(vt, (uint32_t)dir, "README.txt", 0, LAZY_REPLAY_README, NULL);
-	if (rc == 0)
-		rc = add_lazy(vt, (uint32_t)dir, "proxy.c", 1, LAZY_PROXY, NULL);
-	return rc;
+	return fs_layout_add(vt, &(struct fs_dir){(uint32_t)dir, FS_IN_REPLAY, NULL, UINT32_MAX});
 }
 
 /* The files of the rank's scopes, once they are complete. */
@@ -754,15 +686,10 @@ static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_fr
 	for (uint32_t j = 0; j < l->n_streams && rc == 0; j++)
 		rc = add_thread_dir(vt, l->dir, l->stream_scope[j]);
 	if (rc == 0)
-		rc = add_scope_files(vt, l->dir, l->scope, true);
-	if (rc == 0)
-		rc = add_backtrace_files(vt, l->dir, l->scope, l->rank);
-	if (rc == 0)
-		rc = add_files_file(vt, l->dir, l->scope, l->rank);
-	if (rc == 0)
-		rc = fs_pictures_add(vt, l->dir, l->scope, FS_PICT_RANK, l->rank);
+		rc = fs_layout_add(vt, &(struct fs_dir){l->dir, FS_IN_RANK, l->scope, l->rank});
 	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
-		rc = add_scope_files(vt, l->pdirs[i].node, l->pdirs[i].scope, true);
+		rc = fs_layout_add(vt, &(struct fs_dir){l->pdirs[i].node, FS_IN_PHASE,
+							l->pdirs[i].scope, l->rank});
 	return rc;
 }
 
@@ -776,14 +703,13 @@ static void rank_lay_fini(struct rank_lay *l)
 	free(l->stream_scope);
 }
 
-static void node_fini(struct vnode *n);
 static int finish(struct fs_vtree *vt, uint32_t from);
 
 /* Forget the nodes and scopes made since (@nodes, @scopes): a rank that failed to build. */
 static void unwind(struct fs_vtree *vt, uint32_t nodes, uint32_t scopes)
 {
 	while (vt->n_alloc > nodes)
-		node_fini(fs_node_at(vt, --vt->n_alloc));
+		fs_node_fini(fs_node_at(vt, --vt->n_alloc));
 	while (vt->n_scopes > scopes)
 		fs_scope_free(vt->scopes[--vt->n_scopes]);
 }
@@ -885,7 +811,7 @@ static int cmp_name(const void *a, const void *b, void *arg)
 /* Order the listing of directory @d and build its lookup index (by_name NULL: ENOMEM). */
 static void finish_dir(struct fs_vtree *vt, struct vnode *d)
 {
-	if (d->kind != NODE_DIR || d->n_children == 0 || (d->flags & VN_RANKS))
+	if (d->ops || d->n_children == 0 || (d->flags & VN_RANKS))
 		return;
 	if (d->n_children > 1)
 		qsort_r(d->children, d->n_children, sizeof(*d->children), cmp_listing, vt);
@@ -905,30 +831,26 @@ static int finish(struct fs_vtree *vt, uint32_t from)
 		struct vnode *d = fs_node_at(vt, i);
 
 		finish_dir(vt, d);
-		if (d->kind == NODE_DIR && d->n_children && !(d->flags & VN_RANKS) && !d->by_name)
+		if (!d->ops && d->n_children && !(d->flags & VN_RANKS) && !d->by_name)
 			return -ENOMEM;
 	}
 	return 0;
 }
 
-static void node_fini(struct vnode *n)
+void fs_node_fini(struct vnode *n)
 {
 	free(n->name);
 	free(n->children);
 	free(n->by_name);
-	fs_concat_free(n->concat);
-	if (n->lazy) {
-		fs_once_fini(&n->lazy->once);
-		free(n->lazy->data);
-		free(n->lazy);
-	}
+	if (n->ops && n->ops->fini)
+		n->ops->fini(n);
 	memset(n, 0, sizeof(*n));
 }
 
 void fs_vtree_nodes_free(struct fs_vtree *vt)
 {
 	for (uint32_t i = 0; vt->chunks && i < vt->n_alloc; i++)
-		node_fini(fs_node_at(vt, i));
+		fs_node_fini(fs_node_at(vt, i));
 	for (uint32_t c = 0; vt->chunks && c < FS_MAX_NODES / FS_NODE_CHUNK; c++)
 		free(vt->chunks[c]);
 	free(vt->chunks);
@@ -1153,10 +1075,10 @@ static int fill_root_jsonl(struct fs_concat *c, void *arg)
 	return rc;
 }
 
-static int add_root_jsonl(struct fs_vtree *vt)
+static int add_root_jsonl(struct fs_vtree *vt, uint64_t key)
 {
 	struct fs_concat *c = NULL;
-	int rc = add_concat(vt, 0, view_file[TFS_VIEW_JSONL], KEY_JSONL, &c);
+	int rc = add_concat(vt, 0, view_file[TFS_VIEW_JSONL], key, &c);
 
 	if (rc == 0)
 		fs_concat_set_fill(c, fill_root_jsonl, vt);
@@ -1164,12 +1086,12 @@ static int add_root_jsonl(struct fs_vtree *vt)
 }
 
 /* The root's trace.json and trace.json.d/: both filled at their first use. */
-static int add_root_chrome(struct fs_vtree *vt)
+static int add_root_chrome(struct fs_vtree *vt, uint64_t key)
 {
 	struct fs_concat *c = NULL;
 	uint64_t lines = 0;
 	int64_t d;
-	int rc = add_concat(vt, 0, "trace.json", KEY_JSON, &c);
+	int rc = add_concat(vt, 0, "trace.json", key, &c);
 
 	if (rc == 0) {
 		fs_concat_set_fill(c, fill_root_chrome, vt);
@@ -1177,7 +1099,7 @@ static int add_root_chrome(struct fs_vtree *vt)
 	}
 	if (rc < 0 || lines <= vt->split_bytes)
 		return rc;
-	d = add_node(vt, 0, "trace.json.d", NODE_DIR, KEY_JSON_D);
+	d = add_node(vt, 0, "trace.json.d", NULL, fs_layout_key("trace.json.d/"));
 	if (d < 0)
 		return (int)d;
 	fs_node_at(vt, (uint32_t)d)->flags = VN_LAZY_DIR;
@@ -1224,10 +1146,22 @@ out_unlock:
 	return rc;
 }
 
-/* The root: ranks/ (whose directories come at their first use) and its files. */
-static int lay_root(struct fs_vtree *vt)
+/* ranks/: its directories come at their first use (fs_rank_dir()). */
+int fs_build_ranks(struct fs_vtree *vt, const struct fs_dir *d, uint64_t key)
 {
-	int64_t ranks;
+	int64_t ranks = add_node(vt, d->node, "ranks", NULL, key);
+
+	if (ranks < 0)
+		return (int)ranks;
+	vt->ranks_node = (uint32_t)ranks;
+	fs_node_at(vt, vt->ranks_node)->flags = VN_RANKS;
+	fs_node_at(vt, vt->ranks_node)->n_children = vt->n_rank_dirs;
+	return 0;
+}
+
+/* The root's scope: its phases now, its segments at their first use. */
+static int lay_root_scope(struct fs_vtree *vt)
+{
 	int rc;
 
 	vt->root = scope_new(vt, "the whole trace");
@@ -1236,28 +1170,7 @@ static int lay_root(struct fs_vtree *vt)
 	rc = lay_root_phases(vt, vt->root);
 	if (rc == 0)
 		rc = list_ranks(vt);
-	if (rc < 0)
-		return rc;
 	vt->root->whole_ranks = true;
-	ranks = add_node(vt, 0, "ranks", NODE_DIR, KEY_RANKS);
-	if (ranks < 0)
-		return (int)ranks;
-	vt->ranks_node = (uint32_t)ranks;
-	fs_node_at(vt, vt->ranks_node)->flags = VN_RANKS;
-	fs_node_at(vt, vt->ranks_node)->n_children = vt->n_rank_dirs;
-	rc = add_lazy(vt, 0, "summary.txt", KEY_SUMMARY, LAZY_SUMMARY, vt->root);
-	if (rc == 0)
-		rc = add_lazy(vt, 0, "signatures.txt", KEY_SIGNATURES, LAZY_SIGNATURES, NULL);
-	if (rc == 0)
-		rc = add_lazy(vt, 0, "grammar.txt", KEY_GRAMMAR, LAZY_GRAMMAR, NULL);
-	if (rc == 0)
-		rc = add_root_jsonl(vt);
-	if (rc == 0)
-		rc = add_root_chrome(vt);
-	if (rc == 0)
-		rc = fs_pictures_add(vt, 0, vt->root, FS_PICT_ROOT, UINT32_MAX);
-	if (rc == 0)
-		rc = add_replay(vt);
 	return rc;
 }
 
@@ -1274,17 +1187,17 @@ int fs_vtree_build(struct fs_vtree *vt, const char *trace_name)
 	if (rc == 0)
 		rc = fs_procs_new(vt->trace, vt->ti.n_ranks, &vt->procs);
 	if (rc == 0)
+		rc = fs_pict_state_new(vt);
+	if (rc == 0)
 		rc = fs_readme_new(vt, trace_name, &vt->readme, &vt->readme_len);
 	if (rc < 0)
 		return rc;
-	root = add_node(vt, 0, "", NODE_DIR, 0);
+	root = add_node(vt, 0, "", NULL, 0);
 	if (root < 0)
 		return (int)root;
-	rc = add_gen_file(vt, "README.txt", vt->readme, vt->readme_len, 0);
+	rc = lay_root_scope(vt);
 	if (rc == 0)
-		rc = add_lazy(vt, 0, "info.json", 1, LAZY_INFO, NULL);
-	if (rc == 0)
-		rc = lay_root(vt);
+		rc = fs_layout_add(vt, &(struct fs_dir){0, FS_IN_ROOT, vt->root, UINT32_MAX});
 	if (rc == 0)
 		rc = finish(vt, 0);
 	if (rc == 0)

@@ -61,7 +61,7 @@ static int add_call_file(struct fs_vtree *vt, uint32_t dir, const struct fs_scop
 	if (sc->n_segs == 1) {
 		const struct fs_seg *s = &sc->segs[0];
 
-		idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, NODE_VIEW);
+		idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_view_ops);
 		if (idx < 0)
 			return (int)idx;
 		f = fs_node_at(vt, (uint32_t)idx);
@@ -73,7 +73,7 @@ static int add_call_file(struct fs_vtree *vt, uint32_t dir, const struct fs_scop
 		return tfs_trace_kind_view_size(vt->trace, s->stream, kind, call_view[v], s->first,
 						s->n_events, NULL, &f->size);
 	}
-	idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, NODE_CONCAT);
+	idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_concat_ops);
 	if (idx < 0)
 		return (int)idx;
 	f = fs_node_at(vt, (uint32_t)idx);

@@ -258,22 +258,29 @@ int fs_concat_ready(struct fs_concat *c, uint64_t *size)
 	return rc;
 }
 
-int fs_concat_reader_new(const struct fs_concat *c, struct tfs_trace *t,
-			 struct fs_concat_reader **out)
+/* ---- a composite as a kind of file (struct fs_file_ops) ---- */
+
+static int concat_size(struct fs_vtree *vt, struct vnode *n, uint64_t *size)
+{
+	return fs_concat_ready(n->concat, size);
+}
+
+static int concat_open(struct fs_vtree *vt, const struct vnode *n, void **state)
 {
 	struct fs_concat_reader *r = calloc(1, sizeof(*r));
 
-	*out = NULL;
+	*state = r;
 	if (!r)
 		return -ENOMEM;
-	r->c = c;
-	r->t = t;
-	*out = r;
+	r->c = n->concat;
+	r->t = vt->trace;
 	return 0;
 }
 
-void fs_concat_reader_free(struct fs_concat_reader *r)
+static void concat_close(void *state)
 {
+	struct fs_concat_reader *r = state;
+
 	if (!r)
 		return;
 	tfs_cursor_free(r->cur);
@@ -328,9 +335,10 @@ static ssize_t read_part(struct fs_concat_reader *r, uint32_t i, void *buf, size
 	return tfs_cursor_pread(r->cur, buf, len, off, diag);
 }
 
-ssize_t fs_concat_read(struct fs_concat_reader *r, void *buf, size_t len, uint64_t off,
-		       struct tfs_diag *diag)
+static ssize_t concat_read(const struct vnode *node, void *state, void *buf, size_t len,
+			   uint64_t off, struct tfs_diag *diag)
 {
+	struct fs_concat_reader *r = state;
 	const struct fs_concat *c = r->c;
 	size_t done = 0;
 
@@ -356,3 +364,23 @@ ssize_t fs_concat_read(struct fs_concat_reader *r, void *buf, size_t len, uint64
 	}
 	return (ssize_t)done;
 }
+
+static int concat_views(const struct vnode *n, int *view, uint32_t *call,
+			struct fs_view_seg **segs, uint32_t *n_segs)
+{
+	return fs_concat_views(n->concat, view, call, segs, n_segs);
+}
+
+static void concat_fini(struct vnode *n)
+{
+	fs_concat_free(n->concat);
+}
+
+const struct fs_file_ops fs_concat_ops = {
+	.size = concat_size,
+	.open = concat_open,
+	.read = concat_read,
+	.close = concat_close,
+	.views = concat_views,
+	.fini = concat_fini,
+};

@@ -17,7 +17,7 @@
 
 #include "tfs/reader.h"
 #include "tfs/writer.h"
-#include "vnode_i.h"
+#include "vlayout_i.h"
 #include "vpict_i.h"
 
 static const char *timing_name(int timing)
@@ -577,65 +577,8 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	return o;
 }
 
-static const char readme_layout[] =
-    "Layout\n"
-    "  README.txt        this file\n"
-    "  info.json         facts about the trace as one JSON object: metadata, timing, ranks,\n"
-    "                    streams, phases, sections, sizes, and for a recording its\n"
-    "                    processes (program, pid, parent rank, end); numbers are JSON\n"
-    "                    numbers (metadata pid, ppid, backtrace_depth, backtraces,\n"
-    "                    dropped_events, mpi_size too), streams and threads sorted by rank\n"
-    "                    and thread\n"
-    "  trace.json        the whole run as Chrome trace-event JSON (Perfetto, chrome://tracing,\n"
-    "                    speedscope); a recording's processes are named \"<program> (pid\n"
-    "                    <n>)\", threads the program named \"<name> (thread <t>)\"\n"
-    "  trace.json.d/     only when trace.json holds more than %s of events: the same\n"
-    "                    events cut into part-000.json, part-001.json..., each a standalone\n"
-    "                    JSON array of at most that size with its own metadata (phases and\n"
-    "                    flows are in part-000.json), so that every JavaScript engine loads\n"
-    "                    a part (V8's strings stop at 512 MiB)\n"
-    "  events.jsonl      the whole run: every rank's events.jsonl, in rank order\n"
-    "  summary.txt       profile of the whole trace\n"
-    "  signatures.txt    the call-signature table\n"
-    "  grammar.txt       the grammars the event streams are compressed into\n"
-    "  ranks/<r>/        trace.txt, events.jsonl, trace.json, summary.txt, stacks.folded of\n"
-    "                    rank <r>: all its threads\n"
-    "  ranks/<r>/backtraces.txt, ranks/<r>/allocs.folded\n"
-    "                    only for a rank whose trace holds backtraces (call stacks that\n"
-    "                    events name with a stack=stack#<n> argument): the stacks with their\n"
-    "                    source locations, and the bytes allocated per stack\n"
-    "  ranks/<r>/files.txt\n"
-    "                    only when the trace records files: every file id of rank <r>\n"
-    "                    with its name, kind, opening flags, calls, bytes and first use\n"
-    "  ranks/<r>/threads/<t>/\n"
-    "                    trace.txt, events.jsonl, trace.json of thread <t> of rank <r>\n"
-    "  ranks/<r>/phases/<name>/\n"
-    "                    the files of ranks/<r>/ restricted to phase <name>, with\n"
-    "                    threads/<t>/ inside for each thread the phase covers\n"
-    "  calls/<name>/     trace.txt and events.jsonl of one call (calls/pwrite/, calls/zone/)\n"
-    "                    in each directory above: the lines of that directory's files whose\n"
-    "                    event is that call, byte for byte; only the calls that occur are\n"
-    "                    listed. Not where trace.txt interleaves several threads by time\n"
-    "                    (use threads/<t>/calls/ there)\n"
-    "  replay/proxy.c    a C program making the trace's calls again (each rank, each thread,\n"
-    "                    same order and arguments), its functions the grammars' rules;\n"
-    "                    replay/README.txt says how to build and run it\n"
-    "  timeline.svg      a picture of the run (also ranks/<r>/timeline.svg): threads as\n"
-    "                    lanes of nested zones and calls coloured by kind, phases as bands,\n"
-    "                    a time axis, a legend, each bar's name and duration on hover\n"
-    "  window/<from>-<to>/\n"
-    "                    trace.json, trace.txt and timeline.svg of that span of the run\n"
-    "                    (also ranks/<r>/window/): nanoseconds since the trace's origin\n"
-    "                    (event indices without timing), or with a unit: window/1.5ms-2ms;\n"
-    "                    window/ lists the quarters and sixteenths of the run, any other\n"
-    "                    span is made when its name is looked up\n"
-    "  ranks/<r>/profile.speedscope.json\n"
-    "                    speedscope's own format: an evented profile per thread\n"
-    "  ranks/<r>/heap.txt, ranks/<r>/leaks.folded\n"
-    "                    only when the trace records the malloc family: calls, peak live\n"
-    "                    bytes and the stacks live at it, leaks and temporary allocations,\n"
-    "                    a log2 histogram of freed blocks' lifetimes; leaked bytes per call\n"
-    "                    stack (flame graphs)\n"
+/* README.txt after its layout (fs_layout_readme()): the formats, then the names. */
+static const char readme_formats[] =
     "\n"
     "Formats (FORMAT.md section 9 in the tracefs sources is the exact specification)\n"
     "  trace.txt     <s>.<ns> <dur_ns> T<thread> <name>(<arg>=<value>, ...) = <result>\n"
@@ -783,7 +726,6 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 		      size_t *out_len)
 {
 	const struct tfs_trace *t = vt->trace;
-	char split[32];
 	struct fs_sbuf b = {0};
 	struct tfs_trace_info ti;
 	const char *program = tfs_trace_meta(t, "program");
@@ -813,10 +755,10 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 		  "(ratio %.1f)\n",
 		  ti.file_bytes, ti.text_bytes,
 		  ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0);
-	snprintf(split, sizeof(split), "%" PRIu64 " bytes", vt->split_bytes);
 	fs_sb_printf(&b, "\n");
 	put_readme_procs(&b, vt->procs);
-	fs_sb_printf(&b, readme_layout, split, ti.timing == TFS_TIMING_NONE ? readme_untimed : "",
+	fs_layout_readme(vt, &b);
+	fs_sb_printf(&b, readme_formats, ti.timing == TFS_TIMING_NONE ? readme_untimed : "",
 		     (uint64_t)vt->max_thread + 1);
 	if (b.failed) {
 		free(b.data);
@@ -832,9 +774,10 @@ int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out,
 	return readme_new(vt, trace_name, out, len);
 }
 
-int fs_info_text_new(const struct tfs_trace *t, char **out, size_t *len)
+int fs_info_text_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		     size_t *len)
 {
-	json_t *j = fs_info_json_new(t);
+	json_t *j = fs_info_json_new(vt->trace);
 	char *text;
 
 	if (!j)

@@ -475,3 +475,50 @@ ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t
 	}
 	return (ssize_t)done;
 }
+
+/* ---- a merged view as a kind of file (struct fs_file_ops) ---- */
+
+static int merge_open(struct fs_vtree *vt, const struct vnode *n, void **state)
+{
+	struct fs_merge_reader *r = NULL;
+	int rc = fs_merge_reader_new(vt, n->scope, n->view, &r);
+
+	*state = r;
+	return rc;
+}
+
+static ssize_t merge_read(const struct vnode *n, void *state, void *buf, size_t len,
+			  uint64_t off, struct tfs_diag *diag)
+{
+	return fs_merge_read(state, buf, len, off, diag);
+}
+
+static void merge_close(void *state)
+{
+	fs_merge_reader_free(state);
+}
+
+static int merge_views(const struct vnode *n, int *view, uint32_t *call,
+		       struct fs_view_seg **segs, uint32_t *n_segs)
+{
+	const struct fs_scope *sc = n->scope;
+
+	*segs = calloc((size_t)sc->n_segs + 1, sizeof(**segs));
+	if (!*segs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < sc->n_segs; i++)
+		(*segs)[i] = (struct fs_view_seg){sc->segs[i].stream, sc->segs[i].first,
+						  sc->segs[i].n_events};
+	*n_segs = sc->n_segs;
+	*view = n->view;
+	*call = 0;
+	return 0;
+}
+
+const struct fs_file_ops fs_merge_ops = {
+	.size = fs_file_fixed_size,
+	.open = merge_open,
+	.read = merge_read,
+	.close = merge_close,
+	.views = merge_views,
+};

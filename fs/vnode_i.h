@@ -1,6 +1,7 @@
 /*
- * Inside the virtual tree: the node table, the scopes files are computed over, and the
- * interfaces between the tree's files (vtree.c queries and handles, vbuild.c the layout,
+ * Inside the virtual tree: the node table, the kinds of file (struct fs_file_ops), the
+ * scopes files are computed over, and the interfaces between the tree's files (vtree.c
+ * queries and handles, vlayout.c the declaration of the layout, vbuild.c laying it out,
  * vphase.c phase directory names, vconcat.c composite files, vmerge.c time-merged views,
  * vsummary.c profiles and stacks, vbtrace.c backtraces, vfiles.c files.txt, vtables.c the
  * signature and grammar tables, vgen.c README, info.json and the JSON tails, vreplay*.c the
@@ -15,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tfs/reader.h"
 #include "once_i.h"
@@ -90,43 +92,62 @@ struct fs_term {
 
 /* ---- nodes ---- */
 
-enum node_kind {
-	NODE_DIR,
-	NODE_GEN,    /* generated buffer held by the tree */
-	NODE_VIEW,   /* a view over an event range of one stream */
-	NODE_CONCAT, /* parts put end to end (vconcat.c) */
-	NODE_MERGE,  /* the events of several threads in time order (vmerge.c) */
-	NODE_LAZY,   /* generated at the first stat or open (vsummary.c, vgen.c) */
-};
-
-enum lazy_what {
-	LAZY_SUMMARY,
-	LAZY_STACKS,
-	LAZY_SIGNATURES,
-	LAZY_GRAMMAR,
-	LAZY_BACKTRACES,
-	LAZY_ALLOCS,
-	LAZY_PROXY,
-	LAZY_REPLAY_README,
-	LAZY_FILES,
-	LAZY_INFO,
-	LAZY_FN, /* a picture: fs_lazygen.fn (vpictures.c) */
-};
-
+struct vnode;
 struct fs_concat;
 
-/* NODE_LAZY: bytes made by @what over @scope once, then held. */
+/**
+ * Makes a file's bytes once: a new malloc'ed buffer in @out. @sc is the scope of the
+ * directory it is in (NULL for tree-wide files), @rank its rank (UINT32_MAX: none).
+ * @return 0 or -errno
+ */
+typedef int (*fs_gen_fn)(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
+			 char **out, size_t *len);
+/* Declares generator @name, of type fs_gen_fn. */
+#define FS_GEN_DECL(name)                                                                  \
+	int name(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out, \
+		 size_t *len)
+
+/**
+ * How a kind of file is sized and read, after squashfuse and the kernel's VFS: vtree.c
+ * dispatches through these only. Every callback may run in any thread; a node is immutable
+ * once published but for what @size computes once.
+ */
+struct fs_file_ops {
+	/** The exact size, computing once what it depends on. @return 0 or -errno */
+	int (*size)(struct fs_vtree *vt, struct vnode *n, uint64_t *size);
+	/** A reader for one opener in *@state; only for a file that is not empty. */
+	int (*open)(struct fs_vtree *vt, const struct vnode *n, void **state);
+	/** Copy @len bytes (all within the file) from @off. @return bytes or -errno */
+	ssize_t (*read)(const struct vnode *n, void *state, void *buf, size_t len, uint64_t off,
+			struct tfs_diag *diag);
+	/** Free a reader's @state (NULL accepted). NULL: the reader holds nothing. */
+	void (*close)(void *state);
+	/** The stream views it is made of, as fs_vtree_file_views() says. NULL: -ENOTSUP */
+	int (*views)(const struct vnode *n, int *view, uint32_t *call, struct fs_view_seg **segs,
+		     uint32_t *n_segs);
+	/** Free what the node owns (NULL: nothing). */
+	void (*fini)(struct vnode *n);
+};
+
+/** fs_file_ops.size of a file whose size was set when it was laid out. */
+int fs_file_fixed_size(struct fs_vtree *vt, struct vnode *n, uint64_t *size);
+
+extern const struct fs_file_ops fs_gen_ops;	/* bytes held by the tree (vtree.c) */
+extern const struct fs_file_ops fs_lazy_ops;	/* made by a fs_gen_fn once (vtree.c) */
+extern const struct fs_file_ops fs_view_ops;	/* one stream's event range (vtree.c) */
+extern const struct fs_file_ops fs_concat_ops;	/* parts end to end (vconcat.c) */
+extern const struct fs_file_ops fs_merge_ops;	/* threads in time order (vmerge.c) */
+
+/* fs_lazy_ops: bytes made by @gen over @scope and @rank once, then held. */
 struct fs_lazygen {
 	struct fs_once once;
 	struct fs_vtree *vt;
-	int what;			/* enum lazy_what */
-	const struct fs_scope *scope;	/* summary, stacks */
+	fs_gen_fn gen;
+	const struct fs_scope *scope;	/* the directory's, or NULL */
 	char *data;			/* owned, after once */
 	size_t len;
 	uint32_t node;			/* whose size the run sets */
-	uint32_t rank;			/* backtraces, allocs, files */
-	int (*fn)(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		  size_t *len);		/* LAZY_FN */
+	uint32_t rank;			/* UINT32_MAX: none */
 };
 
 /* vnode.flags */
@@ -139,24 +160,24 @@ enum {
 struct vnode {
 	char *name;	    /* owned */
 	uint32_t parent;    /* node index; the root is its own parent */
-	uint8_t kind;	    /* enum node_kind */
-	uint8_t view;	    /* NODE_VIEW, NODE_MERGE: enum tfs_view */
+	const struct fs_file_ops *ops; /* NULL: a directory */
+	uint8_t view;	    /* view, merge: enum tfs_view */
 	uint8_t flags;	    /* VN_* */
 	uint32_t rank_ord;  /* VN_RANK_DIR: which rank directory (the position of its rank
 			     * among the ranks that have streams) */
 	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
-	uint32_t stream;    /* NODE_VIEW */
-	uint32_t call;	    /* NODE_VIEW: 1 + the only event kind it shows (calls/), 0: all */
-	uint64_t first;	    /* NODE_VIEW: first event (stream index) */
-	uint64_t n_events;  /* NODE_VIEW */
-	uint64_t size;	    /* files: exact bytes (CONCAT, LAZY: once done) */
-	const char *gen;    /* NODE_GEN: borrowed from the tree */
-	struct fs_concat *concat;	/* NODE_CONCAT: owned */
-	struct fs_scope *scope;		/* NODE_MERGE: borrowed from the tree */
-	struct fs_lazygen *lazy;	/* NODE_LAZY: owned */
+	uint32_t stream;    /* view */
+	uint32_t call;	    /* view: 1 + the only event kind it shows (calls/), 0: all */
+	uint64_t first;	    /* view: first event (stream index) */
+	uint64_t n_events;  /* view */
+	uint64_t size;	    /* files: exact bytes (concat, lazy: once done) */
+	const char *gen;    /* gen: borrowed from the tree */
+	struct fs_concat *concat;	/* concat: owned */
+	struct fs_scope *scope;		/* merge: borrowed from the tree */
+	struct fs_lazygen *lazy;	/* lazy: owned */
 	uint64_t sort_key;  /* listing order among siblings (ties: creation order) */
-	uint32_t *children; /* NODE_DIR: listing order, after finish() */
-	uint32_t *by_name;  /* NODE_DIR: sorted by strcmp(name), for lookup */
+	uint32_t *children; /* directories: listing order, after finish() */
+	uint32_t *by_name;  /* directories: sorted by strcmp(name), for lookup */
 	uint32_t n_children;
 	uint32_t children_cap;
 	uint32_t wdir;	    /* a window/ directory: 1 + its index in vt->windows (vwindow.c) */
@@ -285,15 +306,25 @@ int fs_tree_fill_chrome(struct fs_vtree *vt, struct fs_concat *c, const struct f
 /** A directory node under @parent listed by @key. @return its index or -ENOMEM */
 int64_t fs_tree_add_dir(struct fs_vtree *vt, uint32_t parent, const char *name, uint64_t key);
 /**
- * A file node of node kind @kind (NODE_VIEW or NODE_CONCAT, the caller fills it in) under
- * @dir, listed by @key; a NODE_CONCAT gets an empty composite. @return its index or -ENOMEM
+ * A file node of kind @ops (&fs_view_ops or &fs_concat_ops, the caller fills it in) under
+ * @dir, listed by @key; a concat gets an empty composite. @return its index or -ENOMEM
  */
 int64_t fs_tree_add_file(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-			 int kind);
-/** A file made once by @fn over @sc and @rank (LAZY_FN). @return 0 or -ENOMEM */
-int fs_tree_add_fn(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
-		   const struct fs_scope *sc, uint32_t rank,
-		   int (*fn)(struct fs_vtree *, const struct fs_scope *, uint32_t, char **, size_t *));
+			 const struct fs_file_ops *ops);
+/** A file made once by @gen over @sc and @rank. @return 0 or -ENOMEM */
+int fs_tree_add_gen(struct fs_vtree *vt, uint32_t dir, const char *name, uint64_t key,
+		    const struct fs_scope *sc, uint32_t rank, fs_gen_fn gen);
+/** A lazy file's state for node @node: @gen over @sc and @rank. @return NULL on ENOMEM */
+struct fs_lazygen *fs_lazygen_new(struct fs_vtree *vt, uint32_t node, const struct fs_scope *sc,
+				  uint32_t rank, fs_gen_fn gen);
+/**
+ * Make node @n (named, in its directory) the lines (@view TFS_VIEW_TEXT or TFS_VIEW_JSONL) of
+ * @sc: one stream's view, its threads one after the other without timing, else merged by
+ * time. @return 0, -ENOMEM or a reader error
+ */
+int fs_node_set_lines(struct fs_vtree *vt, struct vnode *n, struct fs_scope *sc, int view);
+/** Free what node @n owns and clear it (a directory's children, its file kind's data). */
+void fs_node_fini(struct vnode *n);
 
 /* ---- vconcat.c: a file made of parts ---- */
 
@@ -342,14 +373,6 @@ int fs_concat_ready(struct fs_concat *c, uint64_t *size);
 int fs_concat_views(struct fs_concat *c, int *view, uint32_t *call, struct fs_view_seg **segs,
 		    uint32_t *n);
 
-struct fs_concat_reader;
-int fs_concat_reader_new(const struct fs_concat *c, struct tfs_trace *t,
-			 struct fs_concat_reader **out);
-void fs_concat_reader_free(struct fs_concat_reader *r);
-/** Read a concat made ready before. @return bytes, 0 at the end, or -errno */
-ssize_t fs_concat_read(struct fs_concat_reader *r, void *buf, size_t len, uint64_t off,
-		       struct tfs_diag *diag);
-
 /* ---- vmerge.c: threads interleaved in time order ---- */
 
 struct fs_merge_reader;
@@ -371,9 +394,9 @@ void fs_merge_index_free(struct fs_merge_index *mi);
 /** Make vt->terms (once). @return 0, -ENOMEM or a reader error */
 int fs_terms_ready(struct fs_vtree *vt);
 /** summary.txt of @sc. @return 0 or -errno; @out is new */
-int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+FS_GEN_DECL(fs_summary_new);
 /** stacks.folded of @sc. @return 0 or -errno; @out is new */
-int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len);
+FS_GEN_DECL(fs_stacks_new);
 /** @a + @b, or UINT64_MAX when that overflows. */
 uint64_t fs_sat_add(uint64_t a, uint64_t b);
 /** Bytes @ev moved: the sum of its byte-count arguments, negative ones 0 (needs terms). */
@@ -384,13 +407,12 @@ uint64_t fs_event_bytes(const struct fs_vtree *vt, const struct tfs_event *ev);
 /** Whether the trace records files: some kind has a symbolic argument of class "file". */
 bool fs_files_wanted(const struct fs_vtree *vt);
 /** files.txt of @rank over the events of @sc. @return 0 or -errno; @out is new */
-int fs_files_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		 size_t *len);
+FS_GEN_DECL(fs_files_new);
 
 /* ---- vbtrace.c ---- */
 
 /** backtraces.txt of @rank. @return 0 or -errno; @out is new */
-int fs_backtraces_new(struct fs_vtree *vt, uint32_t rank, char **out, size_t *len);
+FS_GEN_DECL(fs_backtraces_new);
 /**
  * The folded form of stack#@id of @rank, appended to @b: source frames joined by ';',
  * outermost first, as allocs.folded prints it. @return 0 or a reader error
@@ -401,8 +423,7 @@ int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbu
 /** The stack id terminal @term names (its SYM argument of class "stack"), or FS_NO_STACK. */
 uint64_t fs_term_stack(const struct fs_vtree *vt, uint32_t term);
 /** allocs.folded of @rank over the events of @sc. @return 0 or -errno; @out is new */
-int fs_allocs_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		  size_t *len);
+FS_GEN_DECL(fs_allocs_new);
 
 /* ---- vgen.c ---- */
 
@@ -412,7 +433,7 @@ int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out,
  * info.json: the text `tracefs info --json` prints, a new malloc'ed buffer the caller
  * frees. @return 0 or -ENOMEM
  */
-int fs_info_text_new(const struct tfs_trace *t, char **out, size_t *len);
+FS_GEN_DECL(fs_info_text_new);
 /** The end of a trace.json: metadata and phase events, then "]\n" (fs_part_gen_fn). */
 int fs_chrome_tail_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out,
 		       size_t *len);
@@ -467,15 +488,15 @@ void fs_thread_label(const struct fs_procs *p, uint32_t rank, uint32_t thread, c
 /* ---- vreplay.c ---- */
 
 /** replay/proxy.c: a C program making the trace's calls again. @return 0 or -errno; new */
-int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len);
+FS_GEN_DECL(fs_replay_proxy_new);
 /** replay/README.txt: how to build and run it, what it replays. @return 0 or -errno; new */
-int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len);
+FS_GEN_DECL(fs_replay_readme_new);
 
 /* ---- vtables.c ---- */
 
 /** signatures.txt: one line per terminal. */
-int fs_signatures_new(struct fs_vtree *vt, char **out, size_t *len);
+FS_GEN_DECL(fs_signatures_new);
 /** grammar.txt: the grammar of every distinct stream under a header line. */
-int fs_grammar_new(struct fs_vtree *vt, char **out, size_t *len);
+FS_GEN_DECL(fs_grammar_new);
 
 #endif

@@ -17,24 +17,8 @@
 
 /* ---- vpictures.c: the table of pictures ---- */
 
-/** Where a picture is offered (bits). */
-enum fs_pict_where {
-	FS_PICT_ROOT = 1u << 0,	  /* the tree's root: the whole run */
-	FS_PICT_RANK = 1u << 1,	  /* ranks/<r>/ */
-	FS_PICT_WINDOW = 1u << 2, /* window/<from>-<to>/ of the root or of a rank */
-};
-
-/** A picture's generator: a new malloc'ed buffer in @out. @return 0 or -errno */
-typedef int (*fs_pict_fn)(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
-			  char **out, size_t *len);
-
-/**
- * Add the pictures offered at @where to directory @dir over @sc (@rank: the rank of a rank
- * directory or a rank's window, else UINT32_MAX), and for a root or rank directory its
- * window/ directory. @return 0 or -ENOMEM
- */
-int fs_pictures_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, unsigned where,
-		    uint32_t rank);
+/** Make the pictures' per-tree state (once: later calls do nothing). @return 0 or -ENOMEM */
+int fs_pict_state_new(struct fs_vtree *vt);
 
 /** The pictures' per-tree state (made on first use); accepts NULL. */
 void fs_pict_state_free(struct fs_pict_state *ps);
@@ -125,9 +109,11 @@ void fs_put_duration(struct fs_sbuf *b, uint64_t ns, bool untimed);
 
 /**
  * Add window/ to directory @dir of @sc (the root's or rank @rank's). Its listed entries are
- * fixed zoom levels; any other `<from>-<to>` is made by a lookup. @return 0 or -ENOMEM
+ * fixed zoom levels; any other `<from>-<to>` is made by a lookup. Listed by @key.
+ * @return 0 or -ENOMEM
  */
-int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank);
+int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank,
+		   uint64_t key);
 uint64_t fs_window_n_nodes(const struct fs_vtree *vt);
 /** Entries listed in window/ directory @d. */
 uint32_t fs_window_n_listed(const struct fs_vtree *vt, const struct vnode *d);
@@ -152,14 +138,10 @@ int fs_chrome_extras(struct fs_vtree *vt, const struct fs_scope *sc, struct fs_s
 
 /* ---- generators ---- */
 
-int fs_timeline_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		    size_t *len);
-int fs_speedscope_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
-		      char **out, size_t *len);
-int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		size_t *len);
-int fs_leaks_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
-		 size_t *len);
+FS_GEN_DECL(fs_timeline_new);
+FS_GEN_DECL(fs_speedscope_new);
+FS_GEN_DECL(fs_heap_new);
+FS_GEN_DECL(fs_leaks_new);
 /** Whether the trace records heap allocations (heap.txt and leaks.folded in ranks). */
 bool fs_heap_wanted(struct fs_vtree *vt, uint32_t rank);
 /** Accepts NULL. */

@@ -666,7 +666,8 @@ static void emit_head(struct rp_gen *g, struct fs_sbuf *b, uint32_t n_grams)
 		     g->mpi ? 1 : 0, g->timed ? 1 : 0, rp_mpi_impl(g));
 }
 
-int fs_replay_proxy_new(struct fs_vtree *vt, char **out, size_t *len)
+int fs_replay_proxy_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
+			char **out, size_t *len)
 {
 	uint32_t n = vt->ti.n_streams, nt = vt->ti.n_terminals, n_grams = 0;
 	uint32_t *gram_of = calloc((size_t)n + 1, sizeof(*gram_of));
@@ -857,7 +858,8 @@ static void readme_left_out(struct fs_sbuf *b)
 
 static const char *const status_words[] = {"", "left out", "replayed", "approximated"};
 
-int fs_replay_readme_new(struct fs_vtree *vt, char **out, size_t *len)
+int fs_replay_readme_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank,
+			 char **out, size_t *len)
 {
 	uint32_t nt = vt->ti.n_terminals;
 	char build[512], check[512];

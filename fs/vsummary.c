@@ -306,7 +306,8 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 	return fs_sb_detach(&b, out, len);
 }
 
-int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
+int fs_summary_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		   size_t *len)
 {
 	uint32_t n_terms = vt->ti.n_terminals, n_rows = 0;
 	struct tstat *ts = NULL;
@@ -889,7 +890,8 @@ static int print_stacks(const struct stackmap *m, char **out, size_t *len)
 	return fs_sb_detach(&b, out, len);
 }
 
-int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, char **out, size_t *len)
+int fs_stacks_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		  size_t *len)
 {
 	struct stackmap m = {0}, seg_m = {0}, folded = {0};
 	struct stack_walk w = {.vt = vt, .m = &seg_m};

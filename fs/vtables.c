@@ -11,7 +11,8 @@
 #include "tfs/reader.h"
 #include "vnode_i.h"
 
-int fs_signatures_new(struct fs_vtree *vt, char **out, size_t *len)
+int fs_signatures_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		      size_t *len)
 {
 	uint32_t n = vt->ti.n_terminals;
 	uint64_t *total = calloc((size_t)n + 1, sizeof(*total));
@@ -76,7 +77,8 @@ static int grammar_header(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t s,
 	return 0;
 }
 
-int fs_grammar_new(struct fs_vtree *vt, char **out, size_t *len)
+int fs_grammar_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
+		   size_t *len)
 {
 	uint32_t n = vt->ti.n_streams;
 	uint32_t *next_same = malloc(((size_t)n + 1) * sizeof(*next_same));

@@ -179,4 +179,13 @@ struct json_t *fs_info_json_new(const struct tfs_trace *t);
  */
 struct json_t *fs_json_bytes_new(const char *s);
 
+/* ---- the layout (vlayout.c): also used by `tracefs --help` ---- */
+
+/**
+ * The tree's layout as `tracefs --help` draws it: a line per kind of directory naming what
+ * it holds, from the same declaration the tree is built from.
+ * @return 0 or -ENOMEM; @out is new (free() it)
+ */
+int fs_vtree_layout_text(char **out, size_t *len);
+
 #endif

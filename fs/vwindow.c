@@ -76,7 +76,8 @@ static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
 	return span ? span : 1;
 }
 
-int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank)
+int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank,
+		   uint64_t key)
 {
 	struct fs_windows *w = vt->windows;
 	int64_t node;
@@ -90,7 +91,7 @@ int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint3
 		pthread_mutex_init(&w->lock, NULL);
 		vt->windows = w;
 	}
-	node = fs_tree_add_dir(vt, dir, "window", 30);
+	node = fs_tree_add_dir(vt, dir, "window", key);
 	if (node < 0)
 		return (int)node;
 	pthread_mutex_lock(&w->lock); /* lookups read dirs under it */
@@ -137,7 +138,8 @@ uint64_t fs_window_n_nodes(const struct fs_vtree *vt)
 }
 
 /* A new node (under the lock), not yet published. @return its index, or -errno */
-static int64_t new_node(struct fs_vtree *vt, uint32_t parent, const char *name, int kind)
+static int64_t new_node(struct fs_vtree *vt, uint32_t parent, const char *name,
+			const struct fs_file_ops *ops)
 {
 	struct fs_windows *w = vt->windows;
 	uint32_t k = w->n_made;
@@ -156,7 +158,7 @@ static int64_t new_node(struct fs_vtree *vt, uint32_t parent, const char *name, 
 	if (!n->name)
 		return -ENOMEM;
 	n->parent = parent;
-	n->kind = (uint8_t)kind;
+	n->ops = ops;
 	w->n_made++;
 	return (int64_t)FS_WINDOW_IDX + k;
 }
@@ -282,47 +284,18 @@ static int add_child(struct fs_vtree *vt, int64_t dir, int64_t child)
 
 static int add_trace_txt(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc)
 {
-	int64_t f;
-	struct vnode *n;
-	int rc = 0;
+	int64_t f = new_node(vt, (uint32_t)dir, "trace.txt", NULL);
+	int rc;
 
-	if (sc->n_segs == 1) {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", NODE_VIEW);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->view = TFS_VIEW_TEXT;
-		n->stream = sc->segs[0].stream;
-		n->first = sc->segs[0].first;
-		n->n_events = sc->segs[0].n_events;
-		rc = tfs_trace_view_size(vt->trace, n->stream, TFS_VIEW_TEXT, n->first,
-					 n->n_events, &n->size);
-	} else if (fs_untimed(vt) || sc->n_segs == 0) {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", NODE_CONCAT);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->concat = fs_concat_new(vt);
-		rc = n->concat ? 0 : -ENOMEM;
-		for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
-			rc = fs_concat_add_view(n->concat, vt->trace, sc->segs[i].stream,
-						TFS_VIEW_TEXT, sc->segs[i].first,
-						sc->segs[i].n_events);
-	} else {
-		f = new_node(vt, (uint32_t)dir, "trace.txt", NODE_MERGE);
-		if (f < 0)
-			return (int)f;
-		n = made(vt, f);
-		n->view = TFS_VIEW_TEXT;
-		n->scope = sc;
-		rc = fs_merge_size(vt, sc, TFS_VIEW_TEXT, &n->size);
-	}
+	if (f < 0)
+		return (int)f;
+	rc = fs_node_set_lines(vt, made(vt, f), sc, TFS_VIEW_TEXT);
 	return rc < 0 ? rc : add_child(vt, dir, f);
 }
 
 static int add_trace_json(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc)
 {
-	int64_t f = new_node(vt, (uint32_t)dir, "trace.json", NODE_CONCAT);
+	int64_t f = new_node(vt, (uint32_t)dir, "trace.json", &fs_concat_ops);
 	struct vnode *n;
 	int rc;
 
@@ -338,22 +311,13 @@ static int add_trace_json(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc)
 
 static int add_timeline(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc, uint32_t rank)
 {
-	int64_t f = new_node(vt, (uint32_t)dir, "timeline.svg", NODE_LAZY);
-	struct fs_lazygen *g;
+	int64_t f = new_node(vt, (uint32_t)dir, "timeline.svg", &fs_lazy_ops);
 
 	if (f < 0)
 		return (int)f;
-	g = calloc(1, sizeof(*g));
-	if (!g)
+	made(vt, f)->lazy = fs_lazygen_new(vt, (uint32_t)f, sc, rank, fs_timeline_new);
+	if (!made(vt, f)->lazy)
 		return -ENOMEM;
-	fs_once_init(&g->once);
-	g->vt = vt;
-	g->what = LAZY_FN;
-	g->scope = sc;
-	g->node = (uint32_t)f;
-	g->rank = rank;
-	g->fn = fs_timeline_new;
-	made(vt, f)->lazy = g;
 	return add_child(vt, dir, f);
 }
 
@@ -361,18 +325,7 @@ static int add_timeline(struct fs_vtree *vt, int64_t dir, struct fs_scope *sc, u
 static void unmake(struct fs_windows *w, uint32_t start)
 {
 	for (uint32_t k = start; k < w->n_made; k++) {
-		struct vnode *n = &w->chunk[k / CHUNK][k % CHUNK];
-
-		free(n->name);
-		free(n->children);
-		free(n->by_name);
-		fs_concat_free(n->concat);
-		if (n->lazy) {
-			fs_once_fini(&n->lazy->once);
-			free(n->lazy->data);
-			free(n->lazy);
-		}
-		memset(n, 0, sizeof(*n));
+		fs_node_fini(&w->chunk[k / CHUNK][k % CHUNK]);
 	}
 	w->n_made = start;
 }
@@ -435,7 +388,7 @@ static int get_window(struct fs_vtree *vt, uint32_t wd, uint32_t fixed_idx, uint
 	if (rc < 0)
 		goto out_unlock;
 	snprintf(name, sizeof(name), "%" PRIu64 "-%" PRIu64, from, to);
-	dir = new_node(vt, d->node, name, NODE_DIR);
+	dir = new_node(vt, d->node, name, NULL);
 	rc = dir < 0 ? (int)dir : add_trace_json(vt, dir, sc);
 	if (rc == 0)
 		rc = add_trace_txt(vt, dir, sc);

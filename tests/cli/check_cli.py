@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 
+import layout_checks
 import tree_checks
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
@@ -710,7 +711,7 @@ def check_info(tap, cli, model, n_events):
     order = (b"" if model.timing == TIMING_NONE else
              b"\n  order     end (each thread lists an event when it ends): merged files by end "
              b"time\n" if by_end else b"\n  order     start: merged files by start time\n")
-    tap.ok(rc == 0 and b"ranks/<r>/threads/<t>/" in readme and b"stacks.folded" in readme and
+    tap.ok(rc == 0 and b"threads/<t>/" in readme and b"stacks.folded" in readme and
            (b"not interleaved" in readme) == (model.timing == TIMING_NONE) and
            (b"\n  order " in readme) == bool(order) and order in readme,
            "cat README.txt (order: %s)" % (order.strip().decode() or "none, untimed"), err)
@@ -844,6 +845,7 @@ def full(args, tap, workdir):
     if not jq:
         tap.diag("jq not found: JSON lines are checked with json.loads only")
     listed = check_views(tap, cli, model, info, jq)
+    layout_checks.check_layout(tap, args.tracefs, listed)
     times = stream_times(tap, cli, model)
     if times is not None:
         seed = args.seed * 1000003 + model.timing

@@ -675,10 +675,76 @@ def check_program(t, run, name, n, args, expect):
              'MPI_Info_free' not in names[1],
              'anysome: rank 1\'s phase holds its second send and ends at ' +
              ('MPI_Info_delete' if run.o.openmpi else 'the empty value'), names[1])
+    if name == 'dtype':
+        check_mpi_types(t, run, trace, n)
+    if name == 'ring':
+        t.ok(all('mpi_types.txt' not in run.ls(trace, f'ranks/{r}') for r in range(n)),
+             'ring: no ranks/<r>/mpi_types.txt where no rank constructs a datatype')
     if name == 'comms':
         t.ok(len(set(job.values())) == 4 and WORLD not in job.values(),
              'comms: split, dup, idup and intercommunicator ids agreed by all members, distinct',
              job)
+
+
+def exp_mpi_types():
+    """mpi_dtype.c's constructor calls in its order, `newtype` first: a vector, a contiguous
+    type, a struct, then a second vector that takes the first one's freed id."""
+    return [('A', 'MPI_Type_vector(count=4, blocklength=1, stride=4, oldtype=MPI_INT)'),
+            ('B', 'MPI_Type_contiguous(count=3, oldtype=MPI_DOUBLE)'),
+            ('C', 'MPI_Type_create_struct(count=2, array_of_blocklengths="1,2", '
+                  'array_of_displacements="0,8", array_of_types="type#%d,type#%d")' %
+             (predef_id('type', 'MPI_INT'), predef_id('type', 'MPI_DOUBLE'))),
+            ('A', 'MPI_Type_vector(count=2, blocklength=2, stride=3, oldtype=MPI_INT)')]
+
+
+def mounted_read(run, trace, rels):
+    """The bytes of @rels of @trace as a FUSE mount serves them, or None without /dev/fuse."""
+    if not os.path.exists('/dev/fuse'):
+        return None
+    mp = tempfile.mkdtemp(prefix='mnt-', dir=run.tmp)
+    res = subprocess.run([run.o.tracefs, 'mount', trace, mp], capture_output=True, timeout=120)
+    if res.returncode != 0:
+        return {rel: res.stderr for rel in rels}
+    try:
+        out = {}
+        for rel in rels:
+            with open(os.path.join(mp, rel), 'rb') as f:
+                out[rel] = f.read()
+        return out
+    finally:
+        subprocess.run([run.o.tracefs, 'umount', mp], capture_output=True, timeout=120)
+
+
+def check_mpi_types(t, run, trace, n):
+    """ranks/<r>/mpi_types.txt: one line per datatype constructor call of mpi_dtype.c, the
+    ids distinct but where the program frees one and makes another; the mount serves the
+    same bytes as `tracefs cat`."""
+    exp = exp_mpi_types()
+    rels = [f'ranks/{r}/mpi_types.txt' for r in range(n)]
+    cat = {}
+    for r, rel in enumerate(rels):
+        res = subprocess.run([run.o.tracefs, 'cat', trace, rel], capture_output=True,
+                             timeout=120)
+        cat[rel] = res.stdout
+        lines = res.stdout.decode(errors='replace').splitlines()
+        ids, calls = {}, []
+        for line in lines:
+            m = re.fullmatch(r'(type#\d+) = (.*)', line)
+            calls.append(m.group(2) if m else line)
+            if m:
+                ids.setdefault(exp[len(calls) - 1][0] if len(calls) <= len(exp) else '?',
+                               set()).add(m.group(1))
+        t.ok(res.returncode == 0 and calls == [c for _, c in exp] and
+             all(len(v) == 1 for v in ids.values()) and
+             len(set().union(*ids.values())) == 3,
+             f'dtype: rank {r}: mpi_types.txt lists the 4 constructor calls of mpi_dtype.c, '
+             'the second vector with the first one\'s id', res.stdout.decode(errors='replace'))
+    mounted = mounted_read(run, trace, rels)
+    if mounted is None:
+        t.skip('dtype: mpi_types.txt through a mount', 'no /dev/fuse')
+    else:
+        t.ok(mounted == cat, 'dtype: the mounted mpi_types.txt of every rank is `tracefs cat`\'s',
+             {k: (mounted.get(k), cat.get(k)) for k in rels if mounted.get(k) != cat.get(k)})
 
 
 def exp_tagring(rank, size, iters):
