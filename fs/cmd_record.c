@@ -14,8 +14,13 @@
  * launcher's MPI (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at MPI_Finalize
  * each rank's wrapper asks for its trace so far (tfs/recording.h), the ranks merge them and
  * rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own trace as
- * <out>.<rank>. This file does the command line and process control only; the recording
- * (its spools and their consumers) is capture/'s, through tfs/recording.h.
+ * <out>.<rank>, through a saver that outlives the launcher's kill of the job. Each rank's
+ * <out>.<rank> is reserved (tfs/writer.h tfs_file_reserve()) before its program starts, so
+ * before the job can end: once the launcher returns, every rank of a failed job has its file
+ * in place, and a reader (`tracefs merge run.trace.*`) waits for those still being saved. A
+ * rank whose trace MPI_Finalize took removes its reservation. This file does the command
+ * line and process control only; the recording (its spools and their consumers) is
+ * capture/'s, through tfs/recording.h.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -40,6 +45,7 @@
 #include "tfs/capture.h"
 #include "tfs/reader.h"
 #include "tfs/recording.h"
+#include "tfs/writer.h"
 #include "cli_i.h"
 #include "record_i.h"
 
@@ -555,11 +561,12 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
  * not reach: it consumes the spools, learns of the processes' ends from the recorder
  * (@in), saves the trace and tells the recorder whether it did (@out_fd: one int, 0 or 1).
  * A recorder killed before the program's processes have all ended leaves it to learn of
- * them from /proc; it then saves what they recorded up to their end, and says so.
+ * them from /proc; it then saves what they recorded up to their end, and says so. It holds
+ * @out's reservation (@saving) until then.
  * @return its exit status
  */
 static int saver_main(struct tfs_recording *r, const struct record_opts *o, const char *out,
-		      int in, int out_fd)
+		      int saving, int in, int out_fd)
 {
 	struct ends e = {.fd = in};
 	struct reap_msg m;
@@ -583,6 +590,7 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
 		;
 	if (n != (ssize_t)sizeof(m) || m.kind != REAP_STARTED) { /* the program never started */
 		tfs_recording_free(r, true);
+		tfs_file_release(saving, out);
 		return 1;
 	}
 	e.pid = m.pid;
@@ -601,6 +609,7 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
 				  consume_err, e.orphaned);
 	}
 	tfs_recording_free(r, true);
+	tfs_file_release(saving, out);
 	failed = failed < 0;
 	(void)!write(out_fd, &failed, sizeof(failed));
 	return failed;
@@ -610,11 +619,12 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
  * Under an MPI launcher, hand the recording over to a saver (saver_main): a grandchild in a
  * session of its own, reparented away from this process, so that when the launcher kills
  * the job (MPICH's and Open MPI's mpiexec kill every rank's process group once one rank
- * ends without MPI_Finalize) every rank's trace is still saved. *@to_saver, *@from_saver:
- * the pipes to it and from it. @return 0, or -errno (no saver: record here)
+ * ends without MPI_Finalize) every rank's trace is still saved. It inherits @saving, the
+ * reservation of @out. *@to_saver, *@from_saver: the pipes to it and from it.
+ * @return 0, or -errno (no saver: record here)
  */
 static int start_saver(struct tfs_recording *r, const struct record_opts *o, const char *out,
-		       int *to_saver, int *from_saver)
+		       int saving, int *to_saver, int *from_saver)
 {
 	int down[2], up[2], st, rc;
 	pid_t x;
@@ -637,7 +647,7 @@ static int start_saver(struct tfs_recording *r, const struct record_opts *o, con
 			_exit(1);
 		if (x > 0)
 			_exit(0);
-		_exit(saver_main(r, o, out, down[0], up[1]));
+		_exit(saver_main(r, o, out, saving, down[0], up[1]));
 	}
 	close(down[0]);
 	close(up[1]);
@@ -718,7 +728,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	};
 	struct tfs_recording *r;
 	struct ends e = {.fd = -1};
-	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1;
+	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1, saving = -1;
 	bool saved = true, saver;
 
 	join_args(o->argv, cmdline, sizeof(cmdline));
@@ -731,14 +741,28 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	sigaction(SIGQUIT, &sent, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
+	if (o->mpi_size > 0) {
+		/* before the program starts, so before the job can end (the file comment) */
+		saving = tfs_file_reserve(out);
+		if (saving < 0) {
+			fs_fail("cannot save %s: %s", out, fs_strerror(-saving));
+			tfs_recording_free(r, true);
+			return EXIT_RUNTIME;
+		}
+	}
 	/* before we become a subreaper: the saver must not be reparented to us */
-	saver = o->mpi_size > 0 && start_saver(r, o, out, &to_saver, &from_saver) == 0;
+	saver = o->mpi_size > 0 && start_saver(r, o, out, saving, &to_saver, &from_saver) == 0;
+	if (saver) {
+		close(saving); /* the saver's copy holds the reservation */
+		saving = -1;
+	}
 	/* processes the program leaves behind become ours: we know when all have ended */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	g_child = start_child(o, lib, tfs_recording_spool(r));
 	if (g_child < 0) {
 		fs_fail("cannot fork: %s", fs_strerror(errno));
 		tfs_recording_free(r, !saver); /* a saver told nothing removes it */
+		tfs_file_release(saving, out);
 		return EXIT_RUNTIME;
 	}
 	if (saver) {
@@ -752,6 +776,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			kill(g_child, SIGKILL);
 			waitpid(g_child, NULL, 0);
 			tfs_recording_free(r, true);
+			tfs_file_release(saving, out);
 			return EXIT_RUNTIME;
 		}
 		run_consumer(r, &e, &consume_err);
@@ -759,6 +784,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		saved = conclude(r, o, out, how, WIFEXITED(e.status) && !WEXITSTATUS(e.status),
 				 consume_err, false) == 0;
 		tfs_recording_free(r, true);
+		tfs_file_release(saving, out);
 	}
 	exit_status = mirror_status(e.status);
 	if (!saved && exit_status == 0) /* no trace: the run must not look like a success */
