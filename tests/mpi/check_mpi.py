@@ -36,17 +36,6 @@ import trace_event  # noqa: E402
 WORLD = 'MPI_COMM_WORLD'
 NO_STATUS = -32768
 MPI_UNDEFINED = -32766  # MPICH's and Open MPI's
-def predef_id(cls, name):
-    """The symbolic id of a predefined handle: its place in mpi_annot.txt's predef line."""
-    annot = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'capture',
-                         'mpi', 'mpi_annot.txt')
-    for line in open(annot):
-        f = line.split('#', 1)[0].split()
-        if f[:2] == ['predef', cls]:
-            return f[2:].index(name)
-    raise KeyError(cls)
-
-
 # MPI_IN_PLACE: no allocation, buffer number all ones (mpi_rt_i.h, mpirt_buf), which the
 # consumer names (FORMAT.md §9.3)
 IN_PLACE = 'MPI_IN_PLACE'
@@ -309,11 +298,16 @@ def exp_dtype(rank, size):
            ('MPI_Type_commit', {'datatype': V('con', 'type')}),
            ('MPI_Type_create_struct', {
                'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
-               # a handle array is a string of ids
-               'array_of_types': 'type#%d,type#%d' % (predef_id('type', 'MPI_INT'),
-                                                     predef_id('type', 'MPI_DOUBLE')),
-               'newtype': V('st', 'type')}),
-           ('MPI_Type_commit', {'datatype': V('st', 'type')})]
+               # a handle array: predefined handles by the names the source passes
+               'array_of_types': 'MPI_INT,MPI_DOUBLE', 'newtype': V('st', 'type')}),
+           ('MPI_Type_commit', {'datatype': V('st', 'type')}),
+           ('MPI_Type_create_struct', {
+               'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
+               # a derived type as the datatype arguments print it, a predefined by name
+               'array_of_types': Fn(lambda v, env: v == env['type']['con'] + ',MPI_INT',
+                                    'the contiguous type, then MPI_INT'),
+               'newtype': V('mixed', 'type')}),
+           ('MPI_Type_free', {'datatype': V('mixed', 'type')})]
     if rank == 0:
         seq.append(('MPI_Send', {'count': 1, 'datatype': V('vec', 'type'), 'dest': 1, 'tag': 5}))
     elif rank == 1:
@@ -958,7 +952,7 @@ def exp_fortran_mpifh(rank, size, openmpi=False):
             'count': 2, 'array_of_blocklengths': '1,1',
             'array_of_displacements': Fn(lambda v, env: v == '%d,%d' % (
                 env['addr'][a], env['addr'][b]), f'the addresses of {a} and {b}'),
-            'array_of_types': 'type#%d,type#%d' % ((predef_id('type', 'MPI_INTEGER'),) * 2),
+            'array_of_types': 'MPI_INTEGER,MPI_INTEGER',
             'newtype': new})
     seq = start(rank, size)
     for a, b, new in (('si', 'sd', ts), ('ri', 'rd', tr)):
