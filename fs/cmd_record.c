@@ -464,19 +464,22 @@ static void join_args(char **argv, char *buf, size_t cap)
  * The summary line. The trace's sizes are the whole file's; the recording's counts (@st:
  * threads, recovered events, drops, waits) are this recorder's processes'. Under an MPI
  * launcher (@mpi_size ranks) the file is the job's merged trace and @st rank 0's only, and
- * the line says which is which.
+ * the line says which is which; or, @rank >= 0, the file is that rank's own (it never
+ * reached MPI_Finalize), and so are the counts.
  */
 static void summary(const char *out, const char *how, const struct tfs_recording_stats *st,
-		    uint32_t n_procs, long mpi_size)
+		    uint32_t n_procs, long mpi_size, long rank)
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[48] = "";
+	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[64] = "";
 	char scope[32] = "";
 
 	if (n_procs > 1)
 		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
-	if (mpi_size > 0) {
+	if (mpi_size > 0 && rank >= 0) {
+		snprintf(job, sizeof(job), "rank %ld of the job's %ld: ", rank, mpi_size);
+	} else if (mpi_size > 0) {
 		snprintf(job, sizeof(job), "the job's %ld ranks: ", mpi_size);
 		snprintf(scope, sizeof(scope), "rank 0: ");
 	}
@@ -509,7 +512,7 @@ static void summary(const char *out, const char *how, const struct tfs_recording
 		out, job, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		mpi_size > 0 ? "; " : ", ", scope, st->n_threads, procs, how, rec,
+		scope[0] ? "; " : ", ", scope, st->n_threads, procs, how, rec,
 		st->dropped_events, stalls, waited);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
@@ -531,7 +534,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 		/* the MPI wrappers took the trace at MPI_Finalize, merged and saved it */
 		if (o->mpi_rank == 0 && ok && access(o->mpi_out, R_OK) == 0) {
 			tfs_recording_stats(r, &st);
-			summary(o->mpi_out, how, &st, 1, o->mpi_size);
+			summary(o->mpi_out, how, &st, 1, o->mpi_size, -1);
 		}
 		return 0;
 	}
@@ -552,7 +555,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 	}
 	n = tfs_recording_stats(r, &st);
 	if (o->mpi_rank == 0 || say_all) /* one line per job, not per rank */
-		summary(out, how, &st, n, o->mpi_size);
+		summary(out, how, &st, n, o->mpi_size, o->mpi_size > 0 ? o->mpi_rank : -1);
 	return 0;
 }
 
