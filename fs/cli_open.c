@@ -59,12 +59,16 @@ int fs_trace_open(const char *path, struct tfs_trace **t)
 		if (deadline < 0) {
 			deadline = mono_s() + (double)wait_s;
 			if (wait_s)
-				fs_fail("waiting for %s: its recorder is still saving it (up to %ld s, "
-					"TFS_SAVE_WAIT)", path, wait_s);
+				fs_fail(
+				    "waiting for %s: its recorder is still saving it (up to %ld s, "
+				    "TFS_SAVE_WAIT)",
+				    path, wait_s);
 		}
 		if (mono_s() >= deadline) {
-			fs_fail("cannot open %s: still being saved after %ld s (its recorder holds it "
-				"locked; TFS_SAVE_WAIT sets the wait)", path, wait_s);
+			fs_fail(
+			    "cannot open %s: still being saved after %ld s (its recorder holds it "
+			    "locked; TFS_SAVE_WAIT sets the wait)",
+			    path, wait_s);
 			return EXIT_RUNTIME;
 		}
 		nanosleep(&poll, NULL);

@@ -755,7 +755,8 @@ static uint32_t elements(struct call *c, const struct rp_mpi_param *p, int a, st
 
 	for (uint32_t k = 0; k < n; k++) {
 		const char *h = memchr(e[k], '#', l[k]);
-		int64_t id = l[k] > 4 && !memcmp(e[k], "MPI_", 4) ? predef_id(p->base, e[k], l[k]) : -1;
+		int64_t id =
+		    l[k] > 4 && !memcmp(e[k], "MPI_", 4) ? predef_id(p->base, e[k], l[k]) : -1;
 
 		out[k].rel = e[k][0] == 'r';
 		if (id >= 0)
