@@ -822,7 +822,8 @@ def write_predef(f, predef):
     f.write('\nconst char *mpirt_predef_name(enum mpirt_class cls, uint64_t id)\n{\n'
             '\tswitch (cls) {\n')
     for sym, names in predef.items():
-        f.write(f'\tcase {classes[sym]}:\n\t\treturn id < {len(names)} ? predef_{sym}[id] : NULL;\n')
+        f.write(f'\tcase {classes[sym]}:\n'
+                f'\t\treturn id < {len(names)} ? predef_{sym}[id] : NULL;\n')
     f.write('\tdefault:\n\t\treturn NULL;\n\t}\n}\n\n')
 
 
