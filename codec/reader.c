@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -817,6 +818,9 @@ static int map_file(struct tfs_trace *t, const char *path, struct tfs_diag *diag
 	if (!S_ISREG(st.st_mode))
 		return diag_set(diag, -TFS_EFORMAT, 0, "header", "not a regular file (a %s)",
 				file_kind(st.st_mode));
+	/* an empty file locked by its writer: reserved, still being saved (wfile.c) */
+	if (st.st_size == 0 && flock(t->fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK)
+		return -EBUSY;
 	if (st.st_size < CTR_HEADER_BYTES)
 		return diag_set(diag, -TFS_ECORRUPT, (uint64_t)st.st_size, "header",
 				"file of %lld bytes is too short for a trace header",

@@ -233,18 +233,9 @@ static void side_fini(struct side *s)
 
 static int side_open(struct side *s, const char *path, const struct opts *o)
 {
-	struct tfs_diag diag = {0};
-	char buf[256];
-	int rc = tfs_trace_open(path, &s->t, &diag);
-
 	s->path = path;
-	if (rc < 0) {
-		if ((rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT) && diag.section[0])
-			tfs_diag_str(&diag, buf, sizeof(buf));
-		else
-			snprintf(buf, sizeof(buf), "%s", fs_strerror(-rc));
-		return fs_fail("cannot open %s: %s", path, buf);
-	}
+	if (fs_trace_open(path, &s->t))
+		return 1;
 	tfs_trace_get_info(s->t, &s->ti);
 	s->term = calloc((size_t)s->ti.n_terminals + 1, sizeof(*s->term));
 	s->sig = calloc((size_t)s->ti.n_terminals + 1, sizeof(*s->sig));

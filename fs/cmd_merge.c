@@ -1,8 +1,10 @@
 /*
  * `tracefs merge -o OUT TRACE...`: one trace whose ranks are the inputs' ranks one after
  * the other (tfs_merge_traces()), written to OUT through a temporary file renamed into
- * place, so OUT is never seen half-written and may be one of the inputs. Errors name the
- * input file and the offset in it. This file does the command line and the file only.
+ * place, so OUT is never seen half-written and may be one of the inputs. An input still
+ * being saved (an MPI rank's after a failed job: `tracefs merge -o run.trace run.trace.*`
+ * straight after mpiexec returned) is waited for (fs_trace_open()). Errors name the input
+ * file and the offset in it. This file does the command line and the file only.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,12 +89,8 @@ int fs_cmd_merge(int argc, char **argv)
 	if (!in)
 		return fs_fail("cannot merge: %s", fs_strerror(ENOMEM));
 	for (; opened < n; opened++) {
-		rc = tfs_trace_open(argv[optind + opened], &in[opened], &d);
-		if (rc < 0) {
-			fs_fail("cannot open %s: %s", argv[optind + opened],
-				detail(rc, &d, buf, sizeof(buf)));
+		if (fs_trace_open(argv[optind + opened], &in[opened]))
 			goto out_close;
-		}
 	}
 	rc = tfs_merge_traces(in, n, &data, &len, &d);
 	if (rc < 0) {

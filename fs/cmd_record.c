@@ -14,8 +14,13 @@
  * launcher's MPI (libtfsmpi.so for MPICH, libtfsmpi-ompi.so for Open MPI): at MPI_Finalize
  * each rank's wrapper asks for its trace so far (tfs/recording.h), the ranks merge them and
  * rank 0 writes <out>; a rank that never reaches MPI_Finalize saves its own trace as
- * <out>.<rank>. This file does the command line and process control only; the recording
- * (its spools and their consumers) is capture/'s, through tfs/recording.h.
+ * <out>.<rank>, through a saver that outlives the launcher's kill of the job. Each rank's
+ * <out>.<rank> is reserved (tfs/writer.h tfs_file_reserve()) before its program starts, so
+ * before the job can end: once the launcher returns, every rank of a failed job has its file
+ * in place, and a reader (`tracefs merge run.trace.*`) waits for those still being saved. A
+ * rank whose trace MPI_Finalize took removes its reservation. This file does the command
+ * line and process control only; the recording (its spools and their consumers) is
+ * capture/'s, through tfs/recording.h.
  */
 #include <dirent.h>
 #include <elf.h>
@@ -40,6 +45,7 @@
 #include "tfs/capture.h"
 #include "tfs/reader.h"
 #include "tfs/recording.h"
+#include "tfs/writer.h"
 #include "cli_i.h"
 #include "record_i.h"
 
@@ -458,19 +464,22 @@ static void join_args(char **argv, char *buf, size_t cap)
  * The summary line. The trace's sizes are the whole file's; the recording's counts (@st:
  * threads, recovered events, drops, waits) are this recorder's processes'. Under an MPI
  * launcher (@mpi_size ranks) the file is the job's merged trace and @st rank 0's only, and
- * the line says which is which.
+ * the line says which is which; or, @rank >= 0, the file is that rank's own (it never
+ * reached MPI_Finalize), and so are the counts.
  */
 static void summary(const char *out, const char *how, const struct tfs_recording_stats *st,
-		    uint32_t n_procs, long mpi_size)
+		    uint32_t n_procs, long mpi_size, long rank)
 {
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
-	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[48] = "";
+	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[64] = "";
 	char scope[32] = "";
 
 	if (n_procs > 1)
 		snprintf(procs, sizeof(procs), " in %" PRIu32 " processes (ranks)", n_procs);
-	if (mpi_size > 0) {
+	if (mpi_size > 0 && rank >= 0) {
+		snprintf(job, sizeof(job), "rank %ld of the job's %ld: ", rank, mpi_size);
+	} else if (mpi_size > 0) {
 		snprintf(job, sizeof(job), "the job's %ld ranks: ", mpi_size);
 		snprintf(scope, sizeof(scope), "rank 0: ");
 	}
@@ -503,7 +512,7 @@ static void summary(const char *out, const char *how, const struct tfs_recording
 		out, job, ti.n_events, ti.file_bytes,
 		ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0,
 		ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0, ti.text_bytes,
-		mpi_size > 0 ? "; " : ", ", scope, st->n_threads, procs, how, rec,
+		scope[0] ? "; " : ", ", scope, st->n_threads, procs, how, rec,
 		st->dropped_events, stalls, waited);
 	if (st->bad_records)
 		fs_fail("warning: %" PRIu64 " malformed or unmatched records skipped", st->bad_records);
@@ -525,7 +534,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 		/* the MPI wrappers took the trace at MPI_Finalize, merged and saved it */
 		if (o->mpi_rank == 0 && ok && access(o->mpi_out, R_OK) == 0) {
 			tfs_recording_stats(r, &st);
-			summary(o->mpi_out, how, &st, 1, o->mpi_size);
+			summary(o->mpi_out, how, &st, 1, o->mpi_size, -1);
 		}
 		return 0;
 	}
@@ -546,7 +555,7 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
 	}
 	n = tfs_recording_stats(r, &st);
 	if (o->mpi_rank == 0 || say_all) /* one line per job, not per rank */
-		summary(out, how, &st, n, o->mpi_size);
+		summary(out, how, &st, n, o->mpi_size, o->mpi_size > 0 ? o->mpi_rank : -1);
 	return 0;
 }
 
@@ -555,11 +564,12 @@ static int conclude(struct tfs_recording *r, const struct record_opts *o, const 
  * not reach: it consumes the spools, learns of the processes' ends from the recorder
  * (@in), saves the trace and tells the recorder whether it did (@out_fd: one int, 0 or 1).
  * A recorder killed before the program's processes have all ended leaves it to learn of
- * them from /proc; it then saves what they recorded up to their end, and says so.
+ * them from /proc; it then saves what they recorded up to their end, and says so. It holds
+ * @out's reservation (@saving) until then.
  * @return its exit status
  */
 static int saver_main(struct tfs_recording *r, const struct record_opts *o, const char *out,
-		      int in, int out_fd)
+		      int saving, int in, int out_fd)
 {
 	struct ends e = {.fd = in};
 	struct reap_msg m;
@@ -583,6 +593,7 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
 		;
 	if (n != (ssize_t)sizeof(m) || m.kind != REAP_STARTED) { /* the program never started */
 		tfs_recording_free(r, true);
+		tfs_file_release(saving, out);
 		return 1;
 	}
 	e.pid = m.pid;
@@ -601,6 +612,7 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
 				  consume_err, e.orphaned);
 	}
 	tfs_recording_free(r, true);
+	tfs_file_release(saving, out);
 	failed = failed < 0;
 	(void)!write(out_fd, &failed, sizeof(failed));
 	return failed;
@@ -610,11 +622,12 @@ static int saver_main(struct tfs_recording *r, const struct record_opts *o, cons
  * Under an MPI launcher, hand the recording over to a saver (saver_main): a grandchild in a
  * session of its own, reparented away from this process, so that when the launcher kills
  * the job (MPICH's and Open MPI's mpiexec kill every rank's process group once one rank
- * ends without MPI_Finalize) every rank's trace is still saved. *@to_saver, *@from_saver:
- * the pipes to it and from it. @return 0, or -errno (no saver: record here)
+ * ends without MPI_Finalize) every rank's trace is still saved. It inherits @saving, the
+ * reservation of @out. *@to_saver, *@from_saver: the pipes to it and from it.
+ * @return 0, or -errno (no saver: record here)
  */
 static int start_saver(struct tfs_recording *r, const struct record_opts *o, const char *out,
-		       int *to_saver, int *from_saver)
+		       int saving, int *to_saver, int *from_saver)
 {
 	int down[2], up[2], st, rc;
 	pid_t x;
@@ -637,7 +650,7 @@ static int start_saver(struct tfs_recording *r, const struct record_opts *o, con
 			_exit(1);
 		if (x > 0)
 			_exit(0);
-		_exit(saver_main(r, o, out, down[0], up[1]));
+		_exit(saver_main(r, o, out, saving, down[0], up[1]));
 	}
 	close(down[0]);
 	close(up[1]);
@@ -718,7 +731,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	};
 	struct tfs_recording *r;
 	struct ends e = {.fd = -1};
-	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1;
+	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1, saving = -1;
 	bool saved = true, saver;
 
 	join_args(o->argv, cmdline, sizeof(cmdline));
@@ -731,14 +744,28 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	sigaction(SIGQUIT, &sent, NULL);
 	sigaction(SIGTERM, &fwd, NULL);
 	sigaction(SIGHUP, &fwd, NULL);
+	if (o->mpi_size > 0) {
+		/* before the program starts, so before the job can end (the file comment) */
+		saving = tfs_file_reserve(out);
+		if (saving < 0) {
+			fs_fail("cannot save %s: %s", out, fs_strerror(-saving));
+			tfs_recording_free(r, true);
+			return EXIT_RUNTIME;
+		}
+	}
 	/* before we become a subreaper: the saver must not be reparented to us */
-	saver = o->mpi_size > 0 && start_saver(r, o, out, &to_saver, &from_saver) == 0;
+	saver = o->mpi_size > 0 && start_saver(r, o, out, saving, &to_saver, &from_saver) == 0;
+	if (saver) {
+		close(saving); /* the saver's copy holds the reservation */
+		saving = -1;
+	}
 	/* processes the program leaves behind become ours: we know when all have ended */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	g_child = start_child(o, lib, tfs_recording_spool(r));
 	if (g_child < 0) {
 		fs_fail("cannot fork: %s", fs_strerror(errno));
 		tfs_recording_free(r, !saver); /* a saver told nothing removes it */
+		tfs_file_release(saving, out);
 		return EXIT_RUNTIME;
 	}
 	if (saver) {
@@ -752,6 +779,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 			kill(g_child, SIGKILL);
 			waitpid(g_child, NULL, 0);
 			tfs_recording_free(r, true);
+			tfs_file_release(saving, out);
 			return EXIT_RUNTIME;
 		}
 		run_consumer(r, &e, &consume_err);
@@ -759,6 +787,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		saved = conclude(r, o, out, how, WIFEXITED(e.status) && !WEXITSTATUS(e.status),
 				 consume_err, false) == 0;
 		tfs_recording_free(r, true);
+		tfs_file_release(saving, out);
 	}
 	exit_status = mirror_status(e.status);
 	if (!saved && exit_status == 0) /* no trace: the run must not look like a success */

@@ -71,19 +71,6 @@ static int finish_stdout(void)
 	return EXIT_RUNTIME;
 }
 
-static int open_trace(const char *path, struct tfs_trace **t)
-{
-	struct tfs_diag diag = {0};
-	char buf[256];
-	int rc = tfs_trace_open(path, t, &diag);
-
-	if (rc < 0) {
-		fs_fail("cannot open %s: %s", path, detail(rc, &diag, buf, sizeof(buf)));
-		return EXIT_RUNTIME;
-	}
-	return 0;
-}
-
 static const char *base_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -231,7 +218,7 @@ static int cmd_info(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage_error("info", "needs exactly one TRACE");
-	rc = open_trace(argv[optind], &t);
+	rc = fs_trace_open(argv[optind], &t);
 	if (rc)
 		return rc;
 	info = fs_info_json_new(t);
@@ -261,7 +248,7 @@ static int open_tree(const char *trace, const char *path, struct tfs_trace **t,
 	char buf[256];
 	int rc;
 
-	rc = open_trace(trace, t);
+	rc = fs_trace_open(trace, t);
 	if (rc)
 		return rc;
 	rc = fs_vtree_new(*t, base_name(trace), vt);
@@ -460,7 +447,7 @@ static int cmd_verify(int argc, char **argv)
 
 	if (argc != 2 || argv[1][0] == '-')
 		return usage_error("verify", "needs exactly one TRACE");
-	rc = open_trace(argv[1], &t);
+	rc = fs_trace_open(argv[1], &t);
 	if (rc)
 		return rc;
 	rc = tfs_trace_verify(t, &diag);

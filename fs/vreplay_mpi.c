@@ -718,7 +718,22 @@ static int64_t array_len(const struct call *c, const struct rp_mpi_param *p)
 	return -1;
 }
 
-/* One element of a recorded array: a number, "r+k" (a relative rank), or "cls#id". */
+/* The id of predefined handle @name (@len bytes: MPI_DOUBLE) of C type @base, or -1. */
+static int64_t predef_id(const char *base, const char *name, size_t len)
+{
+	int cls = class_of(base);
+
+	for (uint32_t p = 0; cls >= 0 && p < rp_mpi_n_predefs; p++)
+		if (!strcmp(rp_mpi_predefs[p].cls, classes[cls].cls) &&
+		    !strncmp(rp_mpi_predefs[p].name, name, len) && !rp_mpi_predefs[p].name[len])
+			return rp_mpi_predefs[p].id;
+	return -1;
+}
+
+/*
+ * One element of a recorded array: a number, "r+k" (a relative rank), "cls#id", or the name
+ * of a predefined handle (MPI_DOUBLE: the wrappers write those by name, older traces as ids).
+ */
 struct elem {
 	int64_t v;
 	uint8_t rel;
@@ -740,9 +755,14 @@ static uint32_t elements(struct call *c, const struct rp_mpi_param *p, int a, st
 
 	for (uint32_t k = 0; k < n; k++) {
 		const char *h = memchr(e[k], '#', l[k]);
+		int64_t id =
+		    l[k] > 4 && !memcmp(e[k], "MPI_", 4) ? predef_id(p->base, e[k], l[k]) : -1;
 
 		out[k].rel = e[k][0] == 'r';
-		out[k].v = h ? strtoll(h + 1, NULL, 10) : strtoll(e[k] + out[k].rel, NULL, 10);
+		if (id >= 0)
+			out[k].v = id;
+		else
+			out[k].v = h ? strtoll(h + 1, NULL, 10) : strtoll(e[k] + out[k].rel, NULL, 10);
 	}
 	if (!cut || !extend)
 		return n;

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -749,6 +751,69 @@ static const char *golden(const char *name, char *buf, size_t cap)
 	return buf;
 }
 
+/* No hidden temporary file of tmp_path is left in /tmp. */
+static void assert_no_temporary(void)
+{
+	char prefix[80];
+	struct dirent *e;
+	DIR *d = opendir("/tmp");
+
+	assert_non_null(d);
+	snprintf(prefix, sizeof(prefix), ".tfs-test-%d.trace.tmp.", (int)getpid());
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, prefix, strlen(prefix)))
+			fail_msg("temporary file /tmp/%s left behind", e->d_name);
+	closedir(d);
+}
+
+/*
+ * A reserved file (tfs_file_reserve) reads as still being saved (-EBUSY) until a trace is
+ * written over it; released, it stays if written, and is removed if not; a reservation whose
+ * holder died without releasing it (the lock gone) is an empty file, refused as corrupt.
+ */
+static void test_trace_reserved_file_busy_until_written(void **state)
+{
+	struct tfs_trace *t;
+	struct tfs_diag d;
+	struct stat st;
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("small.trace", p, sizeof(p)), &n);
+	int fd;
+
+	unlink(tmp_path);
+	fd = tfs_file_reserve(tmp_path);
+	assert_true(fd >= 0);
+	assert_int_equal(stat(tmp_path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -EBUSY);
+	assert_int_equal(tfs_file_write(tmp_path, g, n), 0);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), 0);
+	tfs_trace_close(t);
+	tfs_file_release(fd, tmp_path);
+	assert_int_equal(stat(tmp_path, &st), 0);
+	assert_int_equal(st.st_size, (off_t)n);
+
+	/* over a finished trace: replaced at once, then removed when nothing is saved */
+	fd = tfs_file_reserve(tmp_path);
+	assert_true(fd >= 0);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -EBUSY);
+	tfs_file_release(fd, tmp_path);
+	assert_int_equal(stat(tmp_path, &st), -1);
+	assert_int_equal(errno, ENOENT);
+
+	/* the holder gone without a word */
+	fd = tfs_file_reserve(tmp_path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), -TFS_ECORRUPT);
+	assert_string_equal(d.section, "header");
+	tfs_file_release(-1, tmp_path);
+	assert_int_equal(tfs_file_reserve("/nonexistent/dir/x.trace"), -ENOENT);
+	assert_no_temporary();
+	free(g);
+}
+
 /* The committed golden trace still opens and renders the committed bytes. */
 static void test_trace_golden_renders_committed_text(void **state)
 {
@@ -1090,6 +1155,7 @@ int main(void)
 		cmocka_unit_test(test_trace_values_save_level_small_only),
 		cmocka_unit_test(test_trace_newer_version_refused_clearly),
 		cmocka_unit_test(test_trace_golden_is_format_1_0),
+		cmocka_unit_test(test_trace_reserved_file_busy_until_written),
 		cmocka_unit_test(test_trace_allocation_failures_are_clean),
 	};
 

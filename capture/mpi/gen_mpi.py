@@ -449,8 +449,10 @@ class Gen:
                     f'\t\tmpirt_str_sym(&{s}, "req", rq_ids[i]);')
                 self.post.append(f'\tmpirt_req_settle_all({n}, rq_n, rq_ids, rq_deltas);')
                 return
+            # a predefined handle by its name (MPI_DOUBLE), as the views print a scalar one
             code = (f'\tif ({n})\n\t\tfor (int64_t i = 0, n_ = {ln}; i < n_; i++)\n'
-                    f'\t\t\tmpirt_str_sym(&{s}, "{sym}", mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
+                    f'\t\t\tmpirt_str_handle(&{s}, {cls}, "{sym}", '
+                    f'mpirt_id({cls}, &{n}[i], sizeof({n}[i])));')
             (self.pre if d != 'out' else self.post).append(code)
             return
         self.role(p, 'HPTR', d)
@@ -803,7 +805,8 @@ def gen_impl(o, rules, hooks, base):
 
 
 def write_predef(f, predef):
-    """mpirt_bind_predefined(): every predefined handle the MPI defines, bound to its id."""
+    """mpirt_bind_predefined(): every predefined handle the MPI defines, bound to its id; and
+    mpirt_predef_name(): the name of each id, which arrays of handles are written with."""
     classes = {sym: cls for cls, sym in HANDLES.values()}
     types = {sym: t for t, (cls, sym) in HANDLES.items()}
     f.write('void mpirt_bind_predefined(void)\n{\n')
@@ -813,6 +816,15 @@ def write_predef(f, predef):
                     f'\t\tmpirt_bind_id({classes[sym]}, {i}, &h, sizeof(h));\n\t}}\n#endif\n')
         f.write(f'\tmpirt_reserve_ids({classes[sym]}, {len(names)});\n')
     f.write('}\n\n')
+    for sym, names in predef.items():
+        f.write(f'static const char *const predef_{sym}[] = {{\n\t'
+                + ',\n\t'.join(f'"{n}"' for n in names) + '};\n')
+    f.write('\nconst char *mpirt_predef_name(enum mpirt_class cls, uint64_t id)\n{\n'
+            '\tswitch (cls) {\n')
+    for sym, names in predef.items():
+        f.write(f'\tcase {classes[sym]}:\n'
+                f'\t\treturn id < {len(names)} ? predef_{sym}[id] : NULL;\n')
+    f.write('\tdefault:\n\t\treturn NULL;\n\t}\n}\n\n')
 
 
 def write_replay(path, impls, predef):

@@ -1048,6 +1048,16 @@ void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id)
 	str_add(s, p);
 }
 
+void mpirt_str_handle(struct mpirt_str *s, enum mpirt_class cls, const char *sym, uint64_t id)
+{
+	const char *name = mpirt_predef_name(cls, id);
+
+	if (name)
+		str_add(s, name);
+	else
+		mpirt_str_sym(s, sym, id);
+}
+
 void mpirt_str_text(struct mpirt_str *s, const char *text)
 {
 	size_t n = strnlen(text, sizeof(s->s) - 1);

@@ -78,6 +78,9 @@ uint64_t mpirt_id(enum mpirt_class cls, const void *h, size_t size);
  */
 void mpirt_bind_id(enum mpirt_class cls, uint64_t id, const void *h, size_t size);
 void mpirt_reserve_ids(enum mpirt_class cls, uint64_t n);
+/* The name of predefined handle @id of @cls (MPI_DOUBLE for type#13), NULL for a program's
+ * own; generated from the same `predef` lines as mpirt_bind_predefined(). */
+const char *mpirt_predef_name(enum mpirt_class cls, uint64_t id);
 void mpirt_bind_predefined(void);
 /* Forget a released handle (its id is reused by the next new handle of its class). */
 void mpirt_release(enum mpirt_class cls, uint64_t id);
@@ -234,6 +237,9 @@ void mpirt_str_i64(struct mpirt_str *s, int64_t v);
 /* "r+1" (rank @r relative to the caller's, @self); "-2" for specials; literal when @self < 0 */
 void mpirt_str_rel(struct mpirt_str *s, int64_t r, int64_t self);
 void mpirt_str_sym(struct mpirt_str *s, const char *cls, uint64_t id);
+/* Handle @id of class @cls (symbolic id class @sym): a predefined one by its name, as the
+ * views print a handle argument (MPI_DOUBLE), any other as @sym#@id (type#16). */
+void mpirt_str_handle(struct mpirt_str *s, enum mpirt_class cls, const char *sym, uint64_t id);
 void mpirt_str_text(struct mpirt_str *s, const char *text);
 
 /*

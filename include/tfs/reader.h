@@ -37,7 +37,9 @@ enum tfs_view {
  * checksums and structure. Value blocks are checked when first read (and by verify).
  * @param diag  optional; on -TFS_ECORRUPT / -TFS_EFORMAT says which section and offset
  * @return 0, -errno from open/read/mmap, -TFS_ECORRUPT, -TFS_EFORMAT (newer or unknown
- *         major version, or not a tracefs file) or -ENOMEM
+ *         major version, or not a tracefs file), -EBUSY (an empty file its writer holds
+ *         reserved, tfs/writer.h tfs_file_reserve(): still being saved, try again later) or
+ *         -ENOMEM
  */
 int tfs_trace_open(const char *path, struct tfs_trace **out, struct tfs_diag *diag);
 /** Accepts NULL. All cursors must be freed first. */

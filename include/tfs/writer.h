@@ -164,6 +164,25 @@ int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len);
  */
 int tfs_file_write(const char *path, const void *data, size_t len);
 
+/**
+ * Reserve @path for a trace saved later, perhaps by another process (an MPI rank's, saved by
+ * a process that outlives the job): @path becomes an empty file, made under a hidden
+ * temporary name, locked (flock(2), exclusive) and renamed into place, so that it appears
+ * already locked. tfs_trace_open() of it returns -EBUSY while the lock is held: the trace is
+ * still being saved. Save with tfs_file_write() (or tfs_writer_save()), which replaces it,
+ * then tfs_file_release(). The lock belongs to the open file: processes forked meanwhile
+ * share it until each has closed the descriptor (close-on-exec). Thread-safe.
+ * @return a descriptor holding the lock (>= 0), or -errno (@path is then unchanged)
+ */
+int tfs_file_reserve(const char *path);
+
+/**
+ * End a reservation: when @path still names the empty file @fd reserved (nothing was saved
+ * over it), it is removed; then @fd is closed, and the lock released with its last copy.
+ * @fd: from tfs_file_reserve(), or -1 (nothing is done).
+ */
+void tfs_file_release(int fd, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

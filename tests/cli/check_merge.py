@@ -2,18 +2,22 @@
 """End-to-end test of `tracefs merge`: synth_demo writes traces, the merged trace's ranks
 must serve what the inputs' ranks serve, repeated merges must give the same bytes, merged
 merges the same ranks as one merge of everything, and bad input must fail with one line
-naming the file and the offset, exit status 1 or 2, and no output file. Output is TAP.
+naming the file and the offset, exit status 1 or 2, and no output file. An input still
+being saved (reserved: an empty file its writer holds locked, as an MPI rank's recorder
+leaves it until its trace is saved) is waited for, bounded by TFS_SAVE_WAIT. Output is TAP.
 
   check_merge.py --tracefs T --demo D
 """
 
 import argparse
+import fcntl
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from tap import Tap  # noqa: E402
@@ -77,6 +81,60 @@ def sources_of(c, inputs):
     for i in inputs:
         out += [(i, r) for r in range(c.info(i)["n_ranks"])]
     return out
+
+
+def reserve(path):
+    """Reserve @path as tfs_file_reserve() does: an empty file, locked before it is renamed
+    into place. @return the descriptor holding the lock"""
+    tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".tmp.test")
+    fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(tmp, path)
+    return fd
+
+
+def check_reserved(c, d, A, B):
+    """Inputs still being saved: merge, info and compare wait for them (one line says so),
+    up to TFS_SAVE_WAIT seconds, then fail naming the file; an abandoned reservation (empty,
+    not locked) is refused at once as too short."""
+    t = c.tap
+    R, X = os.path.join(d, "r.trace"), os.path.join(d, "rx.trace")
+    fd = reserve(R)
+    p = subprocess.Popen([c.tracefs, "merge", "-o", X, A, R], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    time.sleep(1)
+    waited = p.poll() is None
+    tmp = os.path.join(d, ".r.trace.tmp.saved")
+    open(tmp, "wb").write(open(B, "rb").read())
+    os.rename(tmp, R)
+    os.close(fd)
+    out, err = p.communicate(timeout=300)
+    t.ok(waited and p.returncode == 0 and b": 2 traces merged: 5 ranks," in out,
+         "merge waits for an input being saved, then merges it", (out + err).decode())
+    t.ok(err.decode() == "tracefs: waiting for %s: its recorder is still saving it (up to 600 s, "
+         "TFS_SAVE_WAIT)\n" % R, "merge says once what it waits for", err.decode())
+    os.unlink(X)
+
+    fd = reserve(R)
+    env = dict(os.environ, TFS_SAVE_WAIT="1")
+    for cmd in (["merge", "-o", X, A, R], ["info", R], ["compare", A, R]):
+        q = subprocess.run([c.tracefs] + cmd, capture_output=True, env=env, timeout=300)
+        lines = q.stderr.decode().splitlines()
+        t.ok(q.returncode == 1 and len(lines) == 2 and lines[0].startswith("tracefs: waiting for")
+             and lines[1].startswith("tracefs: cannot open %s: still being saved after 1 s" % R),
+             "%s gives up after TFS_SAVE_WAIT seconds, naming the file" % cmd[0],
+             q.stderr.decode())
+    env["TFS_SAVE_WAIT"] = "0"
+    q = subprocess.run([c.tracefs, "info", R], capture_output=True, env=env, timeout=300)
+    t.ok(q.returncode == 1 and q.stderr.count(b"\n") == 1 and b"still being saved" in q.stderr,
+         "TFS_SAVE_WAIT=0: no wait, one line", q.stderr.decode())
+    os.close(fd)
+    rc, _, err = c.merge(X, A, R)
+    m = DIAG_RE.match(err)
+    t.ok(rc == 1 and m is not None and m.group(2) == R.encode() and b"too short" in err,
+         "an abandoned reservation is refused at once", err.decode())
+    t.ok(not os.path.exists(X), "no output after the waits that failed")
+    os.unlink(R)
 
 
 def main():
@@ -174,6 +232,8 @@ def main():
     t.ok(not os.path.exists(X), "no output after the failed merges")
     rc, out, _ = run([c.tracefs, "--help"])
     t.ok(b"merge -o OUT TRACE..." in out, "--help describes merge")
+
+    check_reserved(c, d, A, B)
 
     for f in os.listdir(d):
         os.unlink(os.path.join(d, f))

@@ -36,17 +36,6 @@ import trace_event  # noqa: E402
 WORLD = 'MPI_COMM_WORLD'
 NO_STATUS = -32768
 MPI_UNDEFINED = -32766  # MPICH's and Open MPI's
-def predef_id(cls, name):
-    """The symbolic id of a predefined handle: its place in mpi_annot.txt's predef line."""
-    annot = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'capture',
-                         'mpi', 'mpi_annot.txt')
-    for line in open(annot):
-        f = line.split('#', 1)[0].split()
-        if f[:2] == ['predef', cls]:
-            return f[2:].index(name)
-    raise KeyError(cls)
-
-
 # MPI_IN_PLACE: no allocation, buffer number all ones (mpi_rt_i.h, mpirt_buf), which the
 # consumer names (FORMAT.md §9.3)
 IN_PLACE = 'MPI_IN_PLACE'
@@ -309,11 +298,16 @@ def exp_dtype(rank, size):
            ('MPI_Type_commit', {'datatype': V('con', 'type')}),
            ('MPI_Type_create_struct', {
                'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
-               # a handle array is a string of ids
-               'array_of_types': 'type#%d,type#%d' % (predef_id('type', 'MPI_INT'),
-                                                     predef_id('type', 'MPI_DOUBLE')),
-               'newtype': V('st', 'type')}),
-           ('MPI_Type_commit', {'datatype': V('st', 'type')})]
+               # a handle array: predefined handles by the names the source passes
+               'array_of_types': 'MPI_INT,MPI_DOUBLE', 'newtype': V('st', 'type')}),
+           ('MPI_Type_commit', {'datatype': V('st', 'type')}),
+           ('MPI_Type_create_struct', {
+               'count': 2, 'array_of_blocklengths': '1,2', 'array_of_displacements': '0,8',
+               # a derived type as the datatype arguments print it, a predefined by name
+               'array_of_types': Fn(lambda v, env: v == env['type']['con'] + ',MPI_INT',
+                                    'the contiguous type, then MPI_INT'),
+               'newtype': V('mixed', 'type')}),
+           ('MPI_Type_free', {'datatype': V('mixed', 'type')})]
     if rank == 0:
         seq.append(('MPI_Send', {'count': 1, 'datatype': V('vec', 'type'), 'dest': 1, 'tag': 5}))
     elif rank == 1:
@@ -1024,7 +1018,7 @@ def exp_fortran_mpifh(rank, size, openmpi=False):
             'count': 2, 'array_of_blocklengths': '1,1',
             'array_of_displacements': Fn(lambda v, env: v == '%d,%d' % (
                 env['addr'][a], env['addr'][b]), f'the addresses of {a} and {b}'),
-            'array_of_types': 'type#%d,type#%d' % ((predef_id('type', 'MPI_INTEGER'),) * 2),
+            'array_of_types': 'MPI_INTEGER,MPI_INTEGER',
             'newtype': new})
     seq = start(rank, size)
     for a, b, new in (('si', 'sd', ts), ('ri', 'rd', tr)):
@@ -1149,12 +1143,39 @@ def check_abort(t, run):
     t.ok(d is None, 'abort: its trace ends with the MPI_Abort call', d)
 
 
+def saved_now(d, base):
+    """What a shell's `base.*` in @d names at this moment: the ranks' files (temporary files
+    are hidden, .base.N.tmp.XXXXXX, and never match)."""
+    return sorted((f for f in os.listdir(d) if f.startswith(base + '.')),
+                  key=lambda f: int(f.rsplit('.', 1)[1]) if f.rsplit('.', 1)[1].isdigit() else -1)
+
+
+def merge_now(t, run, d, base, n, what):
+    """`tracefs merge` of `base.*` straight after the launcher returned: every rank's file is
+    there (reserved before its program started) and the merge waits for those still being
+    saved, so the result holds all @n ranks. @return the merged trace, or None"""
+    files = saved_now(d, base)
+    kept = [f'{base}.{r}' for r in range(n)]
+    if not t.ok(files == kept, f'{what}: every rank\'s file is there when the launcher returns',
+                f'{files}, expected {kept}'):
+        return None
+    merged = os.path.join(d, f'{base}.merged')
+    m = subprocess.run([run.o.tracefs, 'merge', '-o', merged] + files, capture_output=True,
+                       text=True, cwd=d)
+    if not t.ok(m.returncode == 0 and f' {n} ranks,' in m.stdout,
+                f'{what}: tracefs merge straight after holds all {n} ranks',
+                m.stdout + m.stderr):
+        return None
+    return merged
+
+
 def check_exit(t, run):
     """A rank that exits without MPI_Finalize (rank 1 calls exit(3) mid-run): the launcher
     kills the job, recorders included (MPICH's mpiexec kills every rank's process group, Open
     MPI's the other ranks), yet every rank's trace is saved as <output>.<rank> by its saver,
-    which outlives the kill, with every call the rank completed up to then at its end; a
-    `tracefs merge` of them holds every rank."""
+    which outlives the kill, with every call the rank completed up to then at its end. Each
+    file is reserved before the rank's program starts, so a `tracefs merge` run as soon as
+    the launcher returns finds every rank and waits for the savers still at work."""
     n = run.o.ranks or 3
     trace = os.path.join(run.tmp, 'exit.trace')
     try:
@@ -1163,20 +1184,13 @@ def check_exit(t, run):
     except subprocess.TimeoutExpired:
         t.ok(False, 'exit: traced job ends', 'timed out')
         return
+    merged = merge_now(t, run, run.tmp, 'exit.trace', n, 'exit')
     # MPICH's mpiexec adds its own report of the killed ranks on stdout, traced or not
     t.ok(res.returncode != 0 and res.stdout.startswith('rank 1 exits\n'),
          'exit: the job fails, its output unchanged', f'{res.returncode} {res.stdout!r}')
-    # the savers finish after the launcher returns: each saves at once (rename), so a file
-    # that exists is whole
-    kept = [f'{trace}.{r}' for r in range(n)]
-    for _ in range(1200):
-        if all(os.path.exists(k) for k in kept):
-            break
-        time.sleep(0.1)
-    missing = [k for k in kept if not os.path.exists(k)]
-    if not t.ok(not missing, f'exit: every rank\'s trace is saved ({n} ranks)',
-                f'missing {missing}; {sorted(os.listdir(run.tmp))}'):
+    if not merged:
         return
+    kept = [f'{trace}.{r}' for r in range(n)]
     for r in range(n):
         evs = run.events(kept[r], 0)
         exp = start(r, n) + [('MPI_Barrier', {'comm': WORLD}),
@@ -1187,15 +1201,50 @@ def check_exit(t, run):
         d = match_seq(exp, evs[:len(exp)], {'job': {}})
         t.ok(d is None and set(extra) <= ({'MPI_Recv'} if r != 1 else set()),
              f'exit: rank {r}\'s trace ends with its last calls', d or extra)
-    merged = os.path.join(run.tmp, 'exit.merged.trace')
-    m = subprocess.run([run.o.tracefs, 'merge', '-o', merged] + kept, capture_output=True,
-                       text=True)
-    if not t.ok(m.returncode == 0, 'exit: tracefs merge joins the ranks\' traces', m.stderr):
-        return
     last = [run.events(merged, r)[-1:] for r in range(n)]
     t.ok(all(ev and ev[0]['name'] in ('MPI_Bcast', 'MPI_Recv') for ev in last),
          'exit: the merged trace holds every rank up to its last call',
          [ev[0]['name'] if ev else None for ev in last])
+    check_exit_stagger(t, run, n)
+
+
+def check_exit_stagger(t, run, n, per_rank=20000):
+    """Ranks that all exit without MPI_Finalize, at different times, with traces of different
+    sizes (mpi_exit stagger: rank r makes per_rank * (r + 1) broadcasts of counts 1..64 on
+    MPI_COMM_SELF, waits r * 100 ms and calls exit(3)); the launcher kills those still running
+    when the first has gone. Merged as soon as the launcher returns: every rank holds its
+    calls in order, and a rank that said it exited holds every one of its broadcasts."""
+    d = os.path.join(run.tmp, 'stagger')
+    os.makedirs(d)
+    try:
+        res = subprocess.run([run.o.mpiexec, '-n', str(n), run.o.tracefs, 'record',
+                              '--trace=mpi', '-o', 'stagger.trace', '--',
+                              os.path.join(run.o.bindir, 'mpi_exit'), 'stagger', str(per_rank)],
+                             capture_output=True, text=True, timeout=300, cwd=d)
+    except subprocess.TimeoutExpired:
+        t.ok(False, 'exit stagger: traced job ends', 'timed out')
+        return
+    merged = merge_now(t, run, d, 'stagger.trace', n, 'exit stagger')
+    said = {int(m.group(1)): int(m.group(2)) for m in
+            re.finditer(r'^rank (\d+) exits after (\d+) broadcasts$', res.stdout, re.M)}
+    t.ok(res.returncode != 0 and said, 'exit stagger: the job fails after a rank exits',
+         f'{res.returncode} {res.stdout[-300:]!r}')
+    if not merged:
+        return
+    for r in range(n):
+        evs = run.events(merged, r)
+        exp = start(r, n) + [('MPI_Barrier', {'comm': WORLD}),
+                             ('MPI_Allreduce', {'count': 1, 'comm': WORLD}),
+                             ('MPI_Bcast', {'count': 1, 'comm': 'MPI_COMM_SELF'})]
+        k = len(evs) - len(exp)
+        exp += [('MPI_Bcast', {'count': i % 64 + 1, 'comm': 'MPI_COMM_SELF'})
+                for i in range(max(k, 0))]
+        diff = match_seq(exp, evs, {'job': {}})
+        want = said.get(r)
+        t.ok(diff is None and 0 <= k <= per_rank * (r + 1) and (want is None or k == want),
+             f'exit stagger: rank {r} holds its calls in order'
+             + (', all of them (it exited itself)' if want is not None else ''),
+             diff or f'{k} broadcasts, said {want}')
 
 
 def check_errors(t, run):

@@ -1,7 +1,8 @@
 /*
- * Derived datatypes: a vector, a contiguous type and a struct, committed, used in a Send,
- * a Recv and a Bcast, freed; then a second vector (which takes the first one's freed id).
- * Rank 1 prints what it received.
+ * Derived datatypes: a vector, a contiguous type and a struct of predefined types,
+ * committed, used in a Send, a Recv and a Bcast, freed; a struct of the derived contiguous
+ * type and a predefined one, made and freed; then a second vector (which takes the first
+ * one's freed id). Rank 1 prints what it received.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@ int main(int argc, char **argv)
 	int rank, a[16], b[4] = {0, 0, 0, 0}, bl[2] = {1, 2};
 	double d[3] = {0, 0, 0};
 	MPI_Aint disp[2] = {0, 8};
-	MPI_Datatype vec, con, st, vec2, types[2] = {MPI_INT, MPI_DOUBLE};
+	MPI_Datatype vec, con, st, mixed, vec2, types[2] = {MPI_INT, MPI_DOUBLE}, both[2];
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -23,6 +24,10 @@ int main(int argc, char **argv)
 	MPI_Type_commit(&con);
 	MPI_Type_create_struct(2, bl, disp, types, &st);
 	MPI_Type_commit(&st);
+	both[0] = con;
+	both[1] = MPI_INT;
+	MPI_Type_create_struct(2, bl, disp, both, &mixed);
+	MPI_Type_free(&mixed);
 	if (rank == 0) {
 		d[0] = 1.5, d[1] = 2.5, d[2] = 3.5;
 		MPI_Send(a, 1, vec, 1, 5, MPI_COMM_WORLD);
