@@ -7,7 +7,8 @@ phase's, a time window's, calls/<name>/ views, events.jsonl, a generated summary
 pattern and option set, `tracefs grep OPTS PATTERN TRACE PATH` must print exactly what
 `tracefs cat TRACE PATH | LC_ALL=C grep OPTS PATTERN` prints and exit as it does. The
 patterns cover call names, constant arguments, fixed text that spans the varying fields
-(times, numbers, addresses, padding), text no line holds, and regular expressions.
+(times, numbers, addresses, padding), text no line holds, paths attached to descriptors,
+and regular expressions whose literals rule signatures in or out, with -c, -n and -m.
 Output is TAP. Stdlib only.
 
   check_grep.py --tracefs T --demo D [--timing none|lossless|lossy:0.1]...
@@ -32,6 +33,17 @@ REGEX = [("^T0", []), ("^ *0\\.", []), ("[0-9]\\{4\\}", []), ("p.write", []),
          ("= [0-9]*$", []), (" $", []), ("send\\|recv", []), ("send|recv", ["-E"]),
          ("^[^ ]+ +[0-9]+ T", ["-E"]), ("(0x[0-9a-f]+).*\\1", ["-E"]), ("a{2,}", ["-E"]),
          ("pwrite\nrecv", []), ("pwrite\nrecv", ["-F"]), (".", []), ("x*", [])]
+# expressions whose literals rule signatures out or in, hitting and missing varying fields
+PRUNED = [("demo\\.cfg", []), ("/data/(in|out)\\.", ["-E"]), ("pwrite\\(fd=[0-9]+", ["-E"]),
+          ("mal+oc", ["-E"]), ("(send|recv)\\(", ["-E"]), ("p[a-z]*write", []),
+          ("^ *[0-9.]+ +[0-9]+ T0 +pwrite", ["-E"]), ("x?y?zzy", ["-E"]),
+          ("zone\\(name=\"[a-z/]+\"", ["-E"]), ("count=40+96", ["-E"]), ("= -[0-9]", []),
+          ("(ab)*xyzzy|mark", ["-E"]), ("se*nd\\|xyz", []), ("step;s\\{1,\\}ub", []),
+          ("0x7f+[0-9a-f]{3}", ["-E"]), ("size=[0-9]+\\)", ["-E"]), ("\\<free\\>", []),
+          ("tag=[0-9]*, bytes", []), ("depth=1\\b", ["-E"]), ("[.]bin>, count", [])]
+# paths attached to descriptors: the names each rank gives
+PATHS = ["/etc/demo.cfg", "demo.cfg", "/data/out.0", "out.1.", "in.0.bin>", ".dat>, count=",
+         "</data/", "/etc/passwd"]
 
 
 def run(cmd, stdin=None):
@@ -81,6 +93,10 @@ def check(tap, tracefs, trace, label, stride):
         cases += [(o, p) for o in (["-n"], ["-m", "3"], ["-n", "-m", "2", "-F"],
                                    ["-c", "-m", "5"], ["-c", "-m", "0"], ["-m", "0"])
                   for p in ("pwrite", "0x7f", " = ", "xyzzy", "T1 ")]
+        cases += [(o + x, p) for p, o in PRUNED for x in (["-c"], [], ["-n"])]
+        cases += [(o, p) for o in (["-c"], ["-n"]) for p in PATHS]
+        cases += [(["-n", "-m", "7"] + o, p) for p, o in PRUNED[:4] + [("free(", ["-F"])]]
+        cases += [(["-n"] + o, p) for p, o in REGEX[6:]]
         for i, (opts, pat) in enumerate(cases):
             if (i + k) % stride:
                 continue
