@@ -130,8 +130,8 @@ static bool of_call(const struct sig_search *s, uint32_t term)
 static bool pays(const struct sig_search *s)
 {
 	for (uint32_t term = 0; term < s->ti.n_terminals; term++)
-		if (of_call(s, term) && (s->cls[term] == SIG_NEVER ||
-					 (s->o->count && s->cls[term] == SIG_ALWAYS)))
+		if (of_call(s, term) &&
+		    (s->cls[term] == SIG_NEVER || (s->o->count && s->cls[term] == SIG_ALWAYS)))
 			return true;
 	return false;
 }
@@ -185,8 +185,8 @@ static int search_seg(struct sig_search *s, const struct fs_view_seg *seg)
 	for (uint32_t term = 0; term < s->ti.n_terminals && rc == 0; term++) {
 		bool counted = s->o->count && s->cls[term] == SIG_ALWAYS;
 
-		s->terms[term] = s->counts[term] && of_call(s, term) &&
-				 s->cls[term] != SIG_NEVER && !counted;
+		s->terms[term] =
+		    s->counts[term] && of_call(s, term) && s->cls[term] != SIG_NEVER && !counted;
 		any |= s->terms[term];
 		if (counted && of_call(s, term))
 			s->selected += s->counts[term];

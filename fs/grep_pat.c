@@ -164,8 +164,7 @@ static ssize_t group_end(const char *s, size_t n, size_t i, bool ere)
  * times (an interval is taken as such), *@repeat when one may repeat it. false: an
  * interval not closed.
  */
-static bool quantifiers(const char *s, size_t n, size_t *i, bool ere, bool *optional,
-			bool *repeat)
+static bool quantifiers(const char *s, size_t n, size_t *i, bool ere, bool *optional, bool *repeat)
 {
 	for (;;) {
 		bool esc = !ere && *i + 1 < n && s[*i] == '\\';

@@ -440,14 +440,17 @@ static void check_terms_view(const uint32_t *term, const uint8_t *set, uint64_t 
 	assert_true(tfs_cursor_size(c) == size);
 	for (uint64_t i = first; i < first + n && off < size; i++) {
 		ssize_t got;
+		size_t line_len;
 
 		if (!set[term[i]])
 			continue;
+		line_len = (size_t)(lo[i + 1] - lo[i]);
+
 		got = tfs_cursor_pread(c, buf, sizeof(buf), off, NULL);
 		assert_true(got > 0);
 		assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + lo[i],
-				    (size_t)got < lo[i + 1] - lo[i] ? (size_t)got : lo[i + 1] - lo[i]);
-		off += lo[i + 1] - lo[i];
+				    (size_t)got < line_len ? (size_t)got : line_len);
+		off += line_len;
 	}
 	tfs_cursor_free(c);
 }
