@@ -445,7 +445,6 @@ static void check_terms_view(const uint32_t *term, const uint8_t *set, uint64_t 
 		if (!set[term[i]])
 			continue;
 		line_len = (size_t)(lo[i + 1] - lo[i]);
-
 		got = tfs_cursor_pread(c, buf, sizeof(buf), off, NULL);
 		assert_true(got > 0);
 		assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + lo[i],
