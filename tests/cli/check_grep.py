@@ -9,7 +9,8 @@ pattern and option set, `tracefs grep OPTS PATTERN TRACE PATH` must print exactl
 patterns cover call names, constant arguments, fixed text that spans the varying fields
 (times, numbers, addresses, padding), text no line holds, paths attached to descriptors,
 and regular expressions whose literals rule signatures in or out, with -c, -n and -m.
-Output is TAP. Stdlib only.
+With --calls-maker, searches of bench_codec's 3x10^10-event trace must give the counts and
+line numbers its grammar implies, and -m 2 what GNU grep prints. Output is TAP. Stdlib only.
 
   check_grep.py --tracefs T --demo D [--timing none|lossless|lossy:0.1]...
 """
@@ -111,12 +112,43 @@ def check(tap, tracefs, trace, label, stride):
            "\n".join(bad))
 
 
+def check_huge(tap, tracefs, maker, work):
+    """The 3x10^10-event trace of `bench_codec --make-calls` (its grammar: 10^4 x (10^3 x
+    (step step pwrite) MPI_Allreduce) MPI_Barrier), after one declared event of each: a full
+    read of its 530 GB trace.txt would take hours, so these answer from the signatures."""
+    trace = os.path.join(work, "calls.trace")
+    rc, _, err = run([maker, "--make-calls", trace])
+    if not tap.ok(rc == 0, "bench_codec --make-calls", err):
+        return
+    path = "ranks/0/trace.txt"
+    n_lines = 10000 * (1000 * (1000 * 3 + 1) + 1) + 5
+    for opts, pat, want in ((["-c"], "MPI_Barrier", b"10001\n"),
+                            (["-c", "-E"], "MPI_(Barrier|Allreduce)", b"10010002\n"),
+                            (["-c"], "pwrite(tag=2222)", b"10000000001\n"),
+                            (["-c", "-E"], "Barrier\\(tag=[0-9]+\\)$", b"10001\n")):
+        rc, out, err = run([tracefs, "grep"] + opts + [pat, trace, path])
+        tap.ok(rc == 0 and out == want, "huge trace: grep %s %s counts %s" % (
+            " ".join(opts), pat, want.strip().decode()), out + err)
+    rc, out, err = run([tracefs, "grep", "-n", "MPI_Barrier", trace, path])
+    lines = out.splitlines()
+    tap.ok(rc == 0 and len(lines) == 10001 and
+           lines[-1].startswith(b"%d:" % n_lines) and lines[-1].endswith(b"MPI_Barrier(tag=4444)"),
+           "huge trace: grep -n prints every MPI_Barrier, the last on the last line",
+           out[-300:] + err)
+    want = subprocess.run("'%s' cat '%s' %s | grep -n -m 2 MPI_Barrier" % (tracefs, trace, path),
+                          shell=True, stdout=subprocess.PIPE, timeout=600).stdout
+    rc, out, err = run([tracefs, "grep", "-n", "-m", "2", "MPI_Barrier", trace, path])
+    tap.ok(rc == 0 and out == want and out.count(b"\n") == 2,
+           "huge trace: grep -n -m 2 equals GNU grep over the first lines", out + err)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
     ap.add_argument("--demo", required=True)
     ap.add_argument("--timing", action="append", default=[])
     ap.add_argument("--stride", type=int, default=1)
+    ap.add_argument("--calls-maker", help="bench_codec, for its 3x10^10-event trace")
     args = ap.parse_args()
     os.environ["LC_ALL"] = "C"
     tap = Tap()
@@ -127,6 +159,8 @@ def main():
                               "--threads", "2", "--timing", timing])
             if tap.ok(rc == 0, "synth_demo --timing %s" % timing, err):
                 check(tap, args.tracefs, trace, timing, max(1, args.stride))
+        if args.calls_maker:
+            check_huge(tap, args.tracefs, args.calls_maker, work)
         rc, _, err = run([args.tracefs, "grep", "-c", "x", os.path.join(work, "none.trace"),
                           "ranks/0/trace.txt"])
         tap.ok(rc == 2 and err.count(b"\n") == 1, "a missing trace: exit 2, one line", err)
