@@ -40,7 +40,7 @@ struct grep_one {
 	regex_t re;	  /* compiled unless the patterns are fixed */
 	bool asserts;	  /* holds an assertion: a match in part of a line says nothing */
 	bool opaque;	  /* not read: its literals are unknown */
-	bool never_empty; /* fixed text with a control byte: no shape tells where it occurs */
+	bool has_ctl; /* holds a control byte: no shape tells where it occurs */
 	uint32_t n_branches;
 	struct grep_lit *lits;
 	size_t n_lits;
@@ -342,7 +342,7 @@ int fs_grep_pat_init(struct fs_grep_pat *m, const char *pattern, const struct fs
 			return -ENOMEM;
 		one->len = len;
 		for (size_t j = 0; j < len; j++)
-			one->never_empty |= is_ctl((unsigned char)p[j]);
+			one->has_ctl |= is_ctl((unsigned char)p[j]);
 		m->fixed &= o->fixed || !has_special(one->text, o->extended);
 		p += len + (nl != NULL);
 	}
@@ -448,10 +448,10 @@ static int one_shape(const struct fs_grep_pat *m, const struct grep_one *p, cons
 		     size_t len, unsigned char *live)
 {
 	if (m->fixed) {
+		if (p->has_ctl) /* its control bytes would meet the class bytes */
+			return SIG_MAYBE;
 		if (p->len == 0 || memmem(shape, len, p->text, p->len))
 			return SIG_ALWAYS;
-		if (p->never_empty)
-			return SIG_MAYBE;
 		return may_occur(shape, len, p->text, p->len, live) ? SIG_MAYBE : SIG_NEVER;
 	}
 	if (!p->asserts && re_in_text(p, shape, len))

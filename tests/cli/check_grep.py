@@ -29,7 +29,8 @@ FIXED = ["pwrite", "malloc", "zone(", "send(", "recv(dest", "(", ")", " = ", "="
          "0", "1", "12", "00", "9", ".", ". ", "0x", "0x7f", "7f0000", "file#", "<", ">",
          '"', "\\t", "init", "size=", "count=4096", " 4096", "pwrite(fd=", "stack#", "-1",
          "zone(name=", "  ", "   ", ", ", ") = ", "xyzzy", "", "fd=9000<tcp", "path=",
-         "T", " T0 ", "0 T", "1.0", "mark", "aligned_alloc(alignment=64"]
+         "T", " T0 ", "0 T", "1.0", "mark", "aligned_alloc(alignment=64",
+         "\x01", "pwrite\n\x02"]  # control bytes: no line holds one, no shape places one
 REGEX = [("^T0", []), ("^ *0\\.", []), ("[0-9]\\{4\\}", []), ("p.write", []),
          ("= [0-9]*$", []), (" $", []), ("send\\|recv", []), ("send|recv", ["-E"]),
          ("^[^ ]+ +[0-9]+ T", ["-E"]), ("(0x[0-9a-f]+).*\\1", ["-E"]), ("a{2,}", ["-E"]),
