@@ -81,6 +81,8 @@ struct sig_search {
 	char *shape;
 	unsigned char *live;
 	size_t shape_cap;
+	char *line; /* a rendered line NUL-terminated, for regexec() */
+	size_t line_cap;
 	uint64_t line_base; /* lines of the file before the segment */
 	uint64_t selected;
 };
@@ -150,6 +152,28 @@ static int kind_lines(const struct sig_search *s, const struct fs_view_seg *seg,
 					idx - seg->first, lines, &bytes);
 }
 
+/*
+ * Whether line @l is selected. An expression sees it NUL-terminated: regexec() stops at
+ * REG_STARTEND's end, but sanitizers check the string up to its NUL.
+ */
+static bool line_selected(struct sig_search *s, const struct tfs_line *l)
+{
+	char *p = s->line;
+
+	if (s->m->regex && l->len > s->line_cap) {
+		p = realloc(s->line, l->len);
+		if (p) {
+			s->line = p;
+			s->line_cap = l->len;
+		}
+	}
+	if (!s->m->regex || !p) /* memmem() needs no NUL; without memory, test in place */
+		return fs_grep_pat_line(s->m, l->text, l->len - 1);
+	memcpy(p, l->text, l->len - 1);
+	p[l->len - 1] = '\0';
+	return fs_grep_pat_line(s->m, p, l->len - 1);
+}
+
 /* Render the lines of the terminals s->terms marks in @seg: test, count and print them. */
 static int walk_lines(struct sig_search *s, const struct fs_view_seg *seg)
 {
@@ -163,7 +187,7 @@ static int walk_lines(struct sig_search *s, const struct fs_view_seg *seg)
 		uint64_t before = 0;
 
 		rc = 0;
-		if (s->cls[l.term] != SIG_ALWAYS && !fs_grep_pat_line(s->m, l.text, l.len - 1))
+		if (s->cls[l.term] != SIG_ALWAYS && !line_selected(s, &l))
 			continue;
 		s->selected++;
 		if (!s->o->count && s->o->number)
@@ -207,6 +231,7 @@ static void sig_search_fini(struct sig_search *s)
 	free(s->counts);
 	free(s->shape);
 	free(s->live);
+	free(s->line);
 }
 
 /*
