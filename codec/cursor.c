@@ -53,6 +53,8 @@ struct tfs_cursor {
 	uint32_t *terms;      /* [block_events] */
 	struct tfs_buf line;  /* rendered line of event line_event */
 	uint64_t line_event;
+	uint64_t next_off;    /* where tfs_cursor_next_line() reads on, in the view */
+	struct kindex *own_k; /* the terminals set of tfs_cursor_new_terms(), or NULL */
 	union tfs_arg args[TFS_MAX_ARGS];
 };
 
@@ -414,11 +416,15 @@ int tfs_trace_view_size(const struct tfs_trace *t, uint32_t stream, int view, ui
 	return 0;
 }
 
-/* A cursor over every event of the range (@kind UINT32_MAX) or those of @kind. */
-static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
-		      uint64_t first, uint64_t n, struct tfs_cursor **out)
+/*
+ * A cursor over every event of the range (@kind UINT32_MAX, @terms NULL), those of @kind or
+ * those of the terminals @terms marks.
+ */
+static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, const uint8_t *terms,
+		      int view, uint64_t first, uint64_t n, struct tfs_cursor **out)
 {
 	const struct kindex *k = NULL;
+	struct kindex *own_k = NULL;
 	struct tfs_cursor *c;
 	const struct gsec *g;
 	uint64_t end;
@@ -433,10 +439,18 @@ static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, int v
 		rc = kindex_get(t, t->streams[stream].gsec, kind, &k);
 		if (rc < 0)
 			return rc;
+	} else if (terms) {
+		rc = kindex_new_terms(t, t->streams[stream].gsec, terms, &own_k);
+		if (rc < 0)
+			return rc;
+		k = own_k;
 	}
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c) {
+		kindex_free(own_k);
 		return -ENOMEM;
+	}
+	c->own_k = own_k;
 	c->t = t;
 	c->s = &t->streams[stream];
 	c->vs = stream_vsec(t, c->s);
@@ -472,13 +486,21 @@ static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, int v
 int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t first, uint64_t n,
 		   struct tfs_cursor **out)
 {
-	return cursor_new(t, stream, UINT32_MAX, view, first, n, out);
+	return cursor_new(t, stream, UINT32_MAX, NULL, view, first, n, out);
 }
 
 int tfs_cursor_new_kind(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
 			uint64_t first, uint64_t n, struct tfs_cursor **out)
 {
-	return cursor_new(t, stream, kind, view, first, n, out);
+	return cursor_new(t, stream, kind, NULL, view, first, n, out);
+}
+
+int tfs_cursor_new_terms(struct tfs_trace *t, uint32_t stream, const uint8_t *terms, int view,
+			 uint64_t first, uint64_t n, struct tfs_cursor **out)
+{
+	if (!terms)
+		return -EINVAL;
+	return cursor_new(t, stream, UINT32_MAX, terms, view, first, n, out);
 }
 
 void tfs_cursor_free(struct tfs_cursor *c)
@@ -490,6 +512,7 @@ void tfs_cursor_free(struct tfs_cursor *c)
 	vblock_fini(&c->vb);
 	buf_fini(&c->line);
 	free(c->terms);
+	kindex_free(c->own_k);
 	free(c);
 }
 
@@ -657,6 +680,29 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		intra = 0;
 	}
 	return (ssize_t)done;
+}
+
+int tfs_cursor_next_line(struct tfs_cursor *c, struct tfs_line *line, struct tfs_diag *diag)
+{
+	uint64_t abs;
+	int rc;
+
+	if (c->next_off >= c->size)
+		return 0;
+	abs = c->off0 + c->next_off;
+	if (c->w.valid && abs == c->w.byte + c->t->term_len[c->view][c->w.term])
+		walker_next(&c->w);
+	else if (!c->w.valid || abs != c->w.byte)
+		walker_seek_byte(&c->w, abs);
+	rc = render_current(c, NULL, diag);
+	if (rc < 0)
+		return rc;
+	line->index = c->w.event;
+	line->term = c->w.term;
+	line->text = (const char *)c->line.data;
+	line->len = c->line.len;
+	c->next_off += c->line.len;
+	return 1;
 }
 
 int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,

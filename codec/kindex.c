@@ -5,10 +5,12 @@
  * one kind, so a cursor over "only the pwrite calls" finds any byte in O(height x log body)
  * exactly as a cursor over every call does (cursor.c walks both). Built at the first use of
  * a (grammar section, kind) pair in O(grammar size), then shared by every thread until the
- * trace is closed; nothing here decodes an event.
+ * trace is closed; nothing here decodes an event. The same layout over any set of
+ * terminals (the signatures a search may select) is built for one cursor and not kept.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "trace_i.h"
 
@@ -17,7 +19,7 @@ uint64_t kindex_unit_events(const struct tfs_trace *t, const struct kindex *k, u
 {
 	if (e->is_rule)
 		return k->rule_events[k->rule_base[b] + e->id];
-	return t->term_kind[e->id] == k->kind;
+	return k->terms ? k->terms[e->id] != 0 : t->term_kind[e->id] == k->kind;
 }
 
 uint64_t kindex_unit_bytes(const struct tfs_trace *t, const struct kindex *k, int view,
@@ -25,6 +27,8 @@ uint64_t kindex_unit_bytes(const struct tfs_trace *t, const struct kindex *k, in
 {
 	if (e->is_rule)
 		return k->rule_bytes[view][k->rule_base[b] + e->id];
+	if (k->terms)
+		return k->terms[e->id] ? t->term_len[view][e->id] : 0;
 	return t->term_kind[e->id] == k->kind ? t->term_len[view][e->id] : 0;
 }
 
@@ -32,6 +36,7 @@ void kindex_free(struct kindex *k)
 {
 	if (!k)
 		return;
+	free(k->terms);
 	free(k->rule_base);
 	free(k->elem_base);
 	free(k->rule_events);
@@ -100,18 +105,14 @@ static void kindex_rule(const struct tfs_trace *t, struct kindex *k, const struc
 		k->rule_bytes[v][k->rule_base[b] + r] = by[v];
 }
 
-static int kindex_build(const struct tfs_trace *t, const struct gsec *g, uint32_t kind,
-			struct kindex **out)
+/* Lay out @k (its kind or terminals set) over @g. */
+static int kindex_build(const struct tfs_trace *t, const struct gsec *g, struct kindex *k)
 {
-	struct kindex *k = calloc(1, sizeof(*k));
 	uint64_t n_elems = 0;
 	uint32_t n_rules = 0;
 	bool pfx = false;
 	int rc;
 
-	if (!k)
-		return -ENOMEM;
-	k->kind = kind;
 	for (uint32_t b = 0; b < g->n_blocks; b++) {
 		const struct tfs_grammar *gr = &g->blocks[b];
 
@@ -120,10 +121,8 @@ static int kindex_build(const struct tfs_trace *t, const struct gsec *g, uint32_
 			pfx = gr->rules[r].n_elems >= LAYOUT_PREFIX_MIN;
 	}
 	rc = kindex_alloc(g, k, n_elems, pfx);
-	if (rc < 0) {
-		kindex_free(k);
+	if (rc < 0)
 		return rc;
-	}
 	n_elems = 0;
 	for (uint32_t b = 0; b < g->n_blocks; b++) {
 		const struct tfs_grammar *gr = &g->blocks[b];
@@ -140,8 +139,41 @@ static int kindex_build(const struct tfs_trace *t, const struct gsec *g, uint32_
 		n_rules += gr->n_rules;
 		n_elems += gr->n_elems;
 	}
+	return 0;
+}
+
+/* A new layout of @kind (@terms NULL) or of the terminals @terms marks. */
+static int kindex_new(const struct tfs_trace *t, const struct gsec *g, uint32_t kind,
+		      const uint8_t *terms, struct kindex **out)
+{
+	struct kindex *k = calloc(1, sizeof(*k));
+	int rc;
+
+	*out = NULL;
+	if (!k)
+		return -ENOMEM;
+	k->kind = kind;
+	if (terms) {
+		k->terms = malloc((size_t)t->n_terms + 1);
+		if (!k->terms) {
+			kindex_free(k);
+			return -ENOMEM;
+		}
+		memcpy(k->terms, terms, t->n_terms);
+	}
+	rc = kindex_build(t, g, k);
+	if (rc < 0) {
+		kindex_free(k);
+		return rc;
+	}
 	*out = k;
 	return 0;
+}
+
+int kindex_new_terms(const struct tfs_trace *t, uint32_t gsec, const uint8_t *terms,
+		     struct kindex **out)
+{
+	return kindex_new(t, &t->gsecs[gsec], UINT32_MAX, terms, out);
 }
 
 int kindex_get(struct tfs_trace *t, uint32_t gsec, uint32_t kind, const struct kindex **out)
@@ -170,7 +202,7 @@ int kindex_get(struct tfs_trace *t, uint32_t gsec, uint32_t kind, const struct k
 	}
 	k = atomic_load_explicit(&arr[kind], memory_order_relaxed);
 	if (!k) {
-		rc = kindex_build(t, g, kind, &k);
+		rc = kindex_new(t, g, kind, NULL, &k);
 		if (rc == 0)
 			atomic_store_explicit(&arr[kind], k, memory_order_release);
 	}

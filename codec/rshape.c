@@ -5,12 +5,15 @@
  * event range, from the grammar alone. `tracefs grep` tests a pattern against the shapes
  * once per signature and answers from the counts. This reads render.c's templates and
  * mirrors what render_line_fast() prints into each hole; a hole it does not know is any
- * text. It renders nothing and decodes no value.
+ * text. Given a rank, the holes that only the rank decides (names attached to ids, names of
+ * values, the rank itself and ranks relative to it) are printed as that rank's lines print
+ * them, through rargs.c's own printer. It decodes no value.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace_i.h"
+#include "render_i.h"
 
 /* The class byte of a hole: what render_line_fast() prints there in the text view. */
 static char hole_class(const struct tmpl_seg *g)
@@ -39,32 +42,91 @@ static char hole_class(const struct tmpl_seg *g)
 	}
 }
 
-ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap)
+/* Whether a hole of @g prints the same text on every line of one rank. */
+static bool rank_fixed(const struct tmpl_seg *g)
+{
+	return g->kind == SEG_NAME || g->kind == SEG_SYMNAME || g->kind == SEG_RANK ||
+	       g->kind == SEG_RANK_ARG;
+}
+
+/* Append @len bytes at @p to the shape in @buf (room @cap) at *@n. */
+static void put_text(char *buf, size_t cap, size_t *n, const void *p, size_t len)
+{
+	if (*n < cap)
+		memcpy(buf + *n, p, len < cap - *n ? len : cap - *n);
+	*n += len;
+}
+
+/* Print hole @g as @rank prints it, appended to @line. */
+static int put_rank_hole(const struct tfs_trace *t, const struct tmpl_seg *g, uint32_t rank,
+			 struct tfs_buf *line)
+{
+	static const uint64_t no_vals[1];
+	struct render_in in = {
+		.rank = rank, .vals = no_vals,
+		.names = t->names.n_runs ? names_table_of(&t->names, rank) : NULL,
+	};
+	struct sink s = {.out = line};
+
+	line->len = 0;
+	if (g->kind == SEG_RANK) {
+		char num[24];
+		int len = snprintf(num, sizeof(num), "%u", rank);
+
+		return buf_put(line, num, (size_t)len);
+	}
+	rs_arg_hole(&s, t, g, &in, t->tmpl_text[TFS_VIEW_TEXT]);
+	return s.err;
+}
+
+static ssize_t term_shape(const struct tfs_trace *t, uint32_t term, uint32_t rank, char *buf,
+			  size_t cap)
 {
 	const struct tmpl_seg *g;
 	const char *text = t->tmpl_text[TFS_VIEW_TEXT];
+	struct tfs_buf hole;
 	size_t n = 0;
+	int rc = 0;
 
 	if (term >= t->n_terms)
 		return -ENOENT;
-	for (g = t->segs[TFS_VIEW_TEXT] + t->tmpl_first[TFS_VIEW_TEXT][term]; g->kind != SEG_END;
-	     g++) {
+	buf_init(&hole);
+	for (g = t->segs[TFS_VIEW_TEXT] + t->tmpl_first[TFS_VIEW_TEXT][term];
+	     g->kind != SEG_END && rc == 0; g++) {
 		if (g->kind == SEG_TEXT) {
-			if (n < cap)
-				memcpy(buf + n, text + g->a, g->len < cap - n ? g->len : cap - n);
-			n += g->len;
+			put_text(buf, cap, &n, text + g->a, g->len);
+		} else if (rank != UINT32_MAX && rank_fixed(g)) {
+			rc = put_rank_hole(t, g, rank, &hole);
+			if (rc == 0)
+				put_text(buf, cap, &n, hole.data, hole.len);
 		} else {
 			if (n < cap)
 				buf[n] = hole_class(g);
 			n++;
 		}
 	}
+	buf_fini(&hole);
+	if (rc < 0)
+		return rc;
 	if (n < cap)
 		buf[n] = TFS_SHAPE_PAD;
 	n++;
 	if (cap)
 		buf[n < cap ? n : cap - 1] = '\0';
 	return (ssize_t)n;
+}
+
+ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap)
+{
+	return term_shape(t, term, UINT32_MAX, buf, cap);
+}
+
+ssize_t tfs_trace_term_shape_rank(const struct tfs_trace *t, uint32_t term, uint32_t rank,
+				  char *buf, size_t cap)
+{
+	if (rank == UINT32_MAX)
+		return -ENOENT;
+	return term_shape(t, term, rank, buf, cap);
 }
 
 /*

@@ -56,6 +56,8 @@ struct gsec {
  */
 struct kindex {
 	uint32_t kind;
+	uint8_t *terms;			      /* [n_terms] the terminals it counts (nonzero),
+					       * or NULL: those of @kind (kindex_new_terms()) */
 	uint32_t *rule_base;		      /* [n_blocks] */
 	uint64_t *elem_base;		      /* [n_blocks] */
 	uint64_t *rule_events;		      /* [n_rules] events of the kind in each rule */
@@ -260,6 +262,13 @@ uint64_t kindex_unit_bytes(const struct tfs_trace *t, const struct kindex *k, in
 uint64_t kindex_unit_events(const struct tfs_trace *t, const struct kindex *k, uint32_t b,
 			    const struct gram_elem *e);
 void kindex_free(struct kindex *k);
+/*
+ * The layout of the events of the terminals @terms marks ([n_terms], copied) in grammar
+ * section @gsec, in O(grammar size), owned by the caller (kindex_free()), not shared.
+ * @return 0 or -ENOMEM
+ */
+int kindex_new_terms(const struct tfs_trace *t, uint32_t gsec, const uint8_t *terms,
+		     struct kindex **out);
 /* Free every kind layout of @g (at close). */
 void kindex_free_all(const struct tfs_trace *t, struct gsec *g);
 

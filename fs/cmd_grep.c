@@ -3,27 +3,38 @@
  * same options over file PATH of the trace's tree (in the C locale), byte for byte.
  *
  * Which path a search takes:
- * - `-c` over trace.txt views (a thread's, a rank's, a phase's, calls/<name>/) with a pattern
- *   that is fixed text (-F, or a basic or extended pattern without special characters):
- *   the pattern is tested once per call signature against the signature's shape (its
- *   constant text, each varying field a class of characters, tfs_trace_term_shape()).
- *   A signature whose constant text holds the pattern matches on every line: its lines are
- *   counted from the grammar (tfs_trace_term_counts_range()), with no per-event work. One
- *   whose shape cannot hold the pattern anywhere is skipped. Only the calls that have a
- *   signature which may or may not match, depending on its varying fields, are rendered:
- *   their calls/ view (tfs_cursor_new_kind()), each line tested.
- * - anything else (line output, -n, regular expressions with special characters,
- *   events.jsonl, generated files): the file is read as `tracefs cat` reads it and every
- *   line is tested, with regexec() for patterns (glibc's POSIX regex: GNU grep's own
- *   syntax but for its few extensions beyond glibc's); -m N stops the read at the N-th
- *   selected line.
- * A PATTERN holding newlines is several patterns, as for grep: a line is selected when one
- * matches. Exit status as grep's: 0 a line selected, 1 none, 2 an error.
+ * - By signature: trace.txt views (a thread's, a rank's, a phase's, a window's,
+ *   calls/<name>/), for every pattern grep_pat.c can test against a signature's shape: fixed
+ *   text (-F, or a pattern without special characters) and basic or extended expressions.
+ *   The pattern is tested once per call signature against the signature's shape as the
+ *   segment's rank prints it (tfs_trace_term_shape_rank(): its constant text; the names
+ *   attached to ids, such as `fd=3</etc/passwd>`, and the names of values and ranks as that
+ *   rank's lines print them; each other varying field a class of characters). Each
+ *   signature is then one of:
+ *   - SIG_ALWAYS, every line selected: with -c its lines are counted from the grammar
+ *     (tfs_trace_term_counts_range()), with no per-event work; else they are rendered and
+ *     printed without a test;
+ *   - SIG_NEVER, no line can be: its events are skipped, neither decoded nor rendered;
+ *   - SIG_MAYBE, it depends on the varying fields: its lines are rendered and tested.
+ *   Only the events of the signatures rendered are walked (tfs_cursor_new_terms()), in file
+ *   order; -n numbers them by their event's place in the view (or the kind's place in a
+ *   calls/ view), -m N stops at the N-th selected line. So a pattern that only fixed text
+ *   can hold (a function name, a constant argument, a path) is answered with -c from the
+ *   counts alone, and one that touches varying fields decodes only the value blocks of the
+ *   events whose signature may match.
+ * - By reading: everything else is read as `tracefs cat` reads it and every line tested:
+ *   events.jsonl and the other views, generated files, a timed rank's or phase's trace.txt
+ *   of several threads when printing lines (they are interleaved by time; -c takes the
+ *   signature path there), a search whose every signature may match (nothing to skip, so
+ *   the plain read is the cheaper one), and fixed text holding control characters.
+ * Matching is memmem() for fixed text and regexec() for patterns (glibc's POSIX regex: GNU
+ * grep's own syntax but for its few extensions beyond glibc's). A PATTERN holding newlines
+ * is several patterns, as for grep: a line is selected when one matches. Exit status as
+ * grep's: 0 a line selected, 1 none, 2 an error.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,320 +50,239 @@
 #define EXIT_ERROR 2
 #define READ_CHUNK (1u << 20)
 
-struct grep_opts {
-	bool count, number, fixed, extended;
-	uint64_t max; /* -m N; UINT64_MAX: no limit */
-};
-
-/* The patterns, one per line of PATTERN. */
-struct matcher {
-	char **pat;
-	size_t *len;
-	size_t n;
-	bool fixed;	/* match by memmem(): -F, or patterns without special characters */
-	bool regex;	/* re[] compiled */
-	regex_t *re;
-};
-
-/* What a signature's lines do with the patterns. */
-enum { SIG_NEVER, SIG_MAYBE, SIG_ALWAYS };
-
-static void matcher_fini(struct matcher *m)
+static bool write_all(const char *p, size_t n)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		free(m->pat[i]);
-		if (m->regex)
-			regfree(&m->re[i]);
-	}
-	free(m->pat);
-	free(m->len);
-	free(m->re);
+	return fwrite(p, 1, n, stdout) == n;
 }
 
-/* Whether @p holds a character special to a basic (@ere false) or extended pattern. */
-static bool has_special(const char *p, bool ere)
+/* Print selected line @p (@len bytes, its newline included), numbered @line_no with -n. */
+static int emit(const struct fs_grep_opts *o, uint64_t line_no, const char *p, size_t len)
 {
-	return strpbrk(p, ere ? "\\.[]*^$+?(){}|" : "\\.[]*^$") != NULL;
-}
-
-static int matcher_init(struct matcher *m, const char *pattern, const struct grep_opts *o)
-{
-	const char *p = pattern;
-	int rc = 0;
-
-	memset(m, 0, sizeof(*m));
-	m->n = 1;
-	for (const char *q = pattern; *q; q++)
-		m->n += *q == '\n';
-	m->pat = calloc(m->n, sizeof(*m->pat));
-	m->len = calloc(m->n, sizeof(*m->len));
-	m->re = calloc(m->n, sizeof(*m->re));
-	if (!m->pat || !m->len || !m->re)
-		return -ENOMEM;
-	m->fixed = true;
-	for (size_t i = 0; i < m->n; i++) {
-		const char *nl = strchr(p, '\n');
-		size_t len = nl ? (size_t)(nl - p) : strlen(p);
-
-		m->pat[i] = strndup(p, len);
-		if (!m->pat[i])
-			return -ENOMEM;
-		m->len[i] = len;
-		m->fixed &= o->fixed || !has_special(m->pat[i], o->extended);
-		p += len + (nl != NULL);
-	}
-	if (m->fixed)
+	if (o->count)
 		return 0;
-	for (size_t i = 0; i < m->n && rc == 0; i++) {
-		rc = regcomp(&m->re[i], m->pat[i], REG_NOSUB | (o->extended ? REG_EXTENDED : 0));
-		if (rc != 0) {
-			char msg[256];
+	if (o->number && printf("%" PRIu64 ":", line_no) < 0)
+		return -EIO;
+	return write_all(p, len) ? 0 : -EIO;
+}
 
-			regerror(rc, &m->re[i], msg, sizeof(msg));
-			for (size_t j = 0; j < i; j++)
-				regfree(&m->re[j]);
-			fs_fail("cannot use pattern %s: %s", m->pat[i], msg);
-			return -EINVAL;
+/* ---- by signature ---- */
+
+/* A search of one file's stream views by signature. */
+struct sig_search {
+	struct tfs_trace *t;
+	const struct fs_grep_pat *m;
+	const struct fs_grep_opts *o;
+	struct tfs_trace_info ti;
+	uint32_t call;	  /* 1 + the one kind the file shows, 0: every kind */
+	uint32_t rank;	  /* whose shapes cls[] holds, UINT32_MAX: none yet */
+	uint8_t *cls;	  /* [n_terminals] SIG_* */
+	uint8_t *terms;	  /* [n_terminals] the terminals to render */
+	uint64_t *counts; /* [n_terminals] occurrences in the segment */
+	char *shape;
+	unsigned char *live;
+	size_t shape_cap;
+	char *line; /* a rendered line NUL-terminated, for regexec() */
+	size_t line_cap;
+	uint64_t line_base; /* lines of the file before the segment */
+	uint64_t selected;
+};
+
+static int shape_room(struct sig_search *s, size_t len)
+{
+	if (len < s->shape_cap)
+		return 0;
+	free(s->shape);
+	free(s->live);
+	s->shape_cap = len + 1;
+	s->shape = malloc(s->shape_cap);
+	s->live = malloc(s->shape_cap + 1);
+	return s->shape && s->live ? 0 : -ENOMEM;
+}
+
+/* Classify every terminal as @rank's lines print it. */
+static int classify(struct sig_search *s, uint32_t rank)
+{
+	for (uint32_t term = 0; term < s->ti.n_terminals; term++) {
+		ssize_t len = tfs_trace_term_shape_rank(s->t, term, rank, s->shape, s->shape_cap);
+		int rc;
+
+		if (len >= 0 && (size_t)len >= s->shape_cap) {
+			rc = shape_room(s, (size_t)len);
+			if (rc < 0)
+				return rc;
+			len = tfs_trace_term_shape_rank(s->t, term, rank, s->shape, s->shape_cap);
 		}
+		if (len < 0)
+			return (int)len;
+		s->cls[term] = (uint8_t)fs_grep_pat_shape(s->m, s->shape, (size_t)len, s->live);
 	}
-	m->regex = true;
+	s->rank = rank;
 	return 0;
 }
 
-/* Whether the line @s (@len bytes, no newline) is selected. */
-static bool line_matches(const struct matcher *m, const char *s, size_t len)
+/* Whether terminal @term belongs to the file's kind. */
+static bool of_call(const struct sig_search *s, uint32_t term)
 {
-	for (size_t i = 0; i < m->n; i++) {
-		if (m->fixed) {
-			if (m->len[i] == 0 || memmem(s, len, m->pat[i], m->len[i]))
-				return true;
-		} else {
-			regmatch_t r = {.rm_so = 0, .rm_eo = (regoff_t)len};
+	uint32_t kind;
 
-			if (regexec(&m->re[i], s, 1, &r, REG_STARTEND) == 0)
-				return true;
-		}
-	}
+	return !s->call || (tfs_trace_term_kind(s->t, term, &kind) == 0 && kind == s->call - 1);
+}
+
+/* Whether skipping by signature saves anything: some signature is skipped or counted. */
+static bool pays(const struct sig_search *s)
+{
+	for (uint32_t term = 0; term < s->ti.n_terminals; term++)
+		if (of_call(s, term) &&
+		    (s->cls[term] == SIG_NEVER || (s->o->count && s->cls[term] == SIG_ALWAYS)))
+			return true;
 	return false;
 }
 
-/* ---- signatures ---- */
-
-/* Whether character @c may stand in a hole of class @cls (TFS_SHAPE_*). */
-static bool in_class(char cls, char c)
+/* Lines of the file's kind among events [@seg->first, @idx) of @seg's stream. */
+static int kind_lines(const struct sig_search *s, const struct fs_view_seg *seg, uint64_t idx,
+		      uint64_t *lines)
 {
-	switch (cls) {
-	case TFS_SHAPE_NUM:
-		return (c >= '0' && c <= '9') || c == '.' || c == '-' || c == ' ';
-	case TFS_SHAPE_HEX:
-		return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == 'x';
-	case TFS_SHAPE_PAD:
-		return c == ' ';
-	default:
-		return c != '\n';
+	uint64_t bytes;
+
+	if (!s->call) {
+		*lines = idx - seg->first;
+		return 0;
 	}
-}
-
-static bool is_hole(char c)
-{
-	return c >= TFS_SHAPE_NUM && c <= TFS_SHAPE_PAD;
+	return tfs_trace_kind_view_size(s->t, seg->stream, s->call - 1, TFS_VIEW_TEXT, seg->first,
+					idx - seg->first, lines, &bytes);
 }
 
 /*
- * Whether @pat can occur in some line of @shape: the positions of the shape that reading
- * the pattern so far may end at (a hole stands for any run of its class, the empty one
- * too). @live is scratch of len + 1 bytes.
+ * Whether line @l is selected. An expression sees it NUL-terminated: regexec() stops at
+ * REG_STARTEND's end, but sanitizers check the string up to its NUL.
  */
-static bool may_occur(const char *shape, size_t len, const char *pat, size_t plen,
-		      unsigned char *live)
+static bool line_selected(struct sig_search *s, const struct tfs_line *l)
 {
-	bool any = true;
+	char *p = s->line;
 
-	memset(live, 1, len + 1); /* a match may start anywhere */
-	for (size_t k = 0; k < plen && any; k++) {
-		any = false;
-		for (size_t j = len + 1; j-- > 0;) { /* right to left: each moves at most one on */
-			bool from = live[j];
-
-			live[j] = 0;
-			if (!from || j == len)
-				continue;
-			if (is_hole(shape[j]) ? in_class(shape[j], pat[k]) : shape[j] == pat[k]) {
-				if (is_hole(shape[j]))
-					live[j] = 1;
-				else
-					live[j + 1] = 1;
-				any = true;
-			}
-		}
-		/* a hole may also end: whatever reaches one reaches what follows it */
-		for (size_t j = 0; j < len; j++)
-			if (live[j] && is_hole(shape[j]))
-				live[j + 1] = 1;
-	}
-	return any;
-}
-
-/* Classify every terminal (SIG_*) against the fixed patterns of @m. */
-static int classify(struct tfs_trace *t, const struct matcher *m, uint8_t *cls)
-{
-	struct tfs_trace_info ti;
-	unsigned char *live = NULL;
-	char *shape = NULL;
-	size_t cap = 0;
-	int rc = 0;
-
-	tfs_trace_get_info(t, &ti);
-	for (uint32_t term = 0; term < ti.n_terminals && rc == 0; term++) {
-		ssize_t len = tfs_trace_term_shape(t, term, shape, cap);
-
-		if (len >= 0 && (size_t)len >= cap) {
-			cap = (size_t)len + 1;
-			free(shape);
-			free(live);
-			shape = malloc(cap);
-			live = malloc(cap + 1);
-			if (!shape || !live) {
-				rc = -ENOMEM;
-				break;
-			}
-			len = tfs_trace_term_shape(t, term, shape, cap);
-		}
-		if (len < 0) {
-			rc = (int)len;
-			break;
-		}
-		cls[term] = SIG_NEVER;
-		for (size_t i = 0; i < m->n; i++) {
-			if (m->len[i] == 0 || memmem(shape, (size_t)len, m->pat[i], m->len[i])) {
-				cls[term] = SIG_ALWAYS;
-				break;
-			}
-			if (may_occur(shape, (size_t)len, m->pat[i], m->len[i], live))
-				cls[term] = SIG_MAYBE;
+	if (s->m->regex && l->len > s->line_cap) {
+		p = realloc(s->line, l->len);
+		if (p) {
+			s->line = p;
+			s->line_cap = l->len;
 		}
 	}
-	free(shape);
-	free(live);
-	return rc;
+	if (!s->m->regex || !p) /* memmem() needs no NUL; without memory, test in place */
+		return fs_grep_pat_line(s->m, l->text, l->len - 1);
+	memcpy(p, l->text, l->len - 1);
+	p[l->len - 1] = '\0';
+	return fs_grep_pat_line(s->m, p, l->len - 1);
 }
 
-/* Whether the patterns may be tested against shapes: fixed text without class bytes. */
-static bool shapes_usable(const struct matcher *m)
-{
-	if (!m->fixed)
-		return false;
-	for (size_t i = 0; i < m->n; i++)
-		for (size_t j = 0; j < m->len[i]; j++)
-			if (m->pat[i][j] < ' ' || m->pat[i][j] == 0x7f)
-				return false;
-	return true;
-}
-
-/* Selected lines of the view of @kind over @s (the kind's calls/ view), added to *@count. */
-static int count_kind_lines(struct tfs_trace *t, const struct fs_view_seg *s, uint32_t kind,
-			    const struct matcher *m, uint64_t *count, char *buf)
+/* Render the lines of the terminals s->terms marks in @seg: test, count and print them. */
+static int walk_lines(struct sig_search *s, const struct fs_view_seg *seg)
 {
 	struct tfs_cursor *c;
-	uint64_t off = 0, size;
-	size_t have = 0;
-	int rc = tfs_cursor_new_kind(t, s->stream, kind, TFS_VIEW_TEXT, s->first, s->n, &c);
+	struct tfs_line l;
+	int rc = tfs_cursor_new_terms(s->t, seg->stream, s->terms, TFS_VIEW_TEXT, seg->first,
+				      seg->n, &c);
 
-	if (rc < 0)
-		return rc;
-	size = tfs_cursor_size(c);
-	while (off < size) {
-		ssize_t got = tfs_cursor_pread(c, buf + have, READ_CHUNK - have, off, NULL);
-		char *p = buf, *end, *nl;
+	while (rc == 0 && s->selected < s->o->max &&
+	       (rc = tfs_cursor_next_line(c, &l, NULL)) == 1) {
+		uint64_t before = 0;
 
-		if (got <= 0) {
-			rc = got < 0 ? (int)got : -EIO;
-			break;
-		}
-		off += (uint64_t)got;
-		end = buf + have + got;
-		while ((nl = memchr(p, '\n', (size_t)(end - p)))) {
-			*count += line_matches(m, p, (size_t)(nl - p));
-			p = nl + 1;
-		}
-		have = (size_t)(end - p);
-		memmove(buf, p, have);
-		if (have == READ_CHUNK) { /* a line longer than the buffer: refuse */
-			rc = -E2BIG;
-			break;
-		}
+		rc = 0;
+		if (s->cls[l.term] != SIG_ALWAYS && !line_selected(s, &l))
+			continue;
+		s->selected++;
+		if (!s->o->count && s->o->number)
+			rc = kind_lines(s, seg, l.index, &before);
+		if (rc == 0)
+			rc = emit(s->o, s->line_base + before + 1, l.text, l.len);
 	}
 	tfs_cursor_free(c);
+	return rc < 0 ? rc : 0;
+}
+
+/* One segment: the counted signatures from the grammar, the rendered ones line by line. */
+static int search_seg(struct sig_search *s, const struct fs_view_seg *seg)
+{
+	bool any = false;
+	uint64_t lines;
+	int rc = tfs_trace_term_counts_range(s->t, seg->stream, seg->first, seg->n, s->counts);
+
+	for (uint32_t term = 0; term < s->ti.n_terminals && rc == 0; term++) {
+		bool counted = s->o->count && s->cls[term] == SIG_ALWAYS;
+
+		s->terms[term] =
+		    s->counts[term] && of_call(s, term) && s->cls[term] != SIG_NEVER && !counted;
+		any |= s->terms[term];
+		if (counted && of_call(s, term))
+			s->selected += s->counts[term];
+	}
+	if (rc == 0 && any)
+		rc = walk_lines(s, seg);
+	if (rc == 0 && s->o->number) {
+		rc = kind_lines(s, seg, seg->first + seg->n, &lines);
+		s->line_base += lines;
+	}
 	return rc;
 }
 
-/*
- * -c over stream views from the signatures: whole signatures from the grammar's counts,
- * the calls with a signature that may or may not match from their rendered lines.
- * @return 0, -ENOTSUP (not a trace.txt of streams) or -errno
- */
-static int count_by_signature(struct tfs_trace *t, struct fs_vtree *vt, uint64_t ino,
-			      const struct matcher *m, uint64_t *count)
+static void sig_search_fini(struct sig_search *s)
 {
-	struct tfs_trace_info ti;
+	free(s->cls);
+	free(s->terms);
+	free(s->counts);
+	free(s->shape);
+	free(s->live);
+	free(s->line);
+}
+
+/*
+ * Search the stream views of file @ino by signature, *@selected the lines selected.
+ * @return 0, -ENOTSUP (not a trace.txt of streams in file order, or nothing to skip: read
+ *         the file instead; nothing printed) or -errno
+ */
+static int search_signatures(struct tfs_trace *t, struct fs_vtree *vt, uint64_t ino,
+			     const struct fs_grep_pat *m, const struct fs_grep_opts *o,
+			     uint64_t *selected)
+{
+	struct sig_search s = {.t = t, .m = m, .o = o, .rank = UINT32_MAX};
 	struct fs_view_seg *segs = NULL;
-	uint64_t *counts = NULL;
-	uint8_t *cls = NULL;
-	bool *maybe_kind = NULL;
-	char *buf = NULL;
-	uint32_t n_segs, call, kind;
+	uint32_t n_segs;
 	int view, rc;
 
-	*count = 0;
-	if (!shapes_usable(m))
-		return -ENOTSUP;
-	rc = fs_vtree_file_views(vt, ino, &view, &call, &segs, &n_segs);
-	if (rc == 0 && view != TFS_VIEW_TEXT)
+	*selected = 0;
+	tfs_trace_get_info(t, &s.ti);
+	rc = fs_vtree_file_views(vt, ino, &view, &s.call, &segs, &n_segs);
+	if (rc == 0 && (view != TFS_VIEW_TEXT || n_segs == 0 ||
+			(!o->count && n_segs > 1 && s.ti.timing != TFS_TIMING_NONE)))
 		rc = -ENOTSUP;
 	if (rc < 0)
 		goto out;
-	tfs_trace_get_info(t, &ti);
-	counts = calloc((size_t)ti.n_terminals + 1, sizeof(*counts));
-	cls = calloc((size_t)ti.n_terminals + 1, 1);
-	maybe_kind = calloc((size_t)ti.n_kinds + 1, sizeof(*maybe_kind));
-	buf = malloc(READ_CHUNK);
-	rc = counts && cls && maybe_kind && buf ? classify(t, m, cls) : -ENOMEM;
-	for (uint32_t term = 0; term < ti.n_terminals && rc == 0; term++)
-		if (cls[term] == SIG_MAYBE && tfs_trace_term_kind(t, term, &kind) == 0)
-			maybe_kind[kind] = true;
-	for (uint32_t i = 0; i < n_segs && rc == 0; i++) {
-		rc = tfs_trace_term_counts_range(t, segs[i].stream, segs[i].first, segs[i].n,
-						 counts);
-		for (uint32_t term = 0; term < ti.n_terminals && rc == 0; term++) {
-			if (!counts[term] || cls[term] != SIG_ALWAYS ||
-			    tfs_trace_term_kind(t, term, &kind) < 0 || maybe_kind[kind] ||
-			    (call && kind != call - 1))
-				continue;
-			*count += counts[term];
-		}
-		for (uint32_t k = 0; k < ti.n_kinds && rc == 0; k++)
-			if (maybe_kind[k] && (!call || k == call - 1))
-				rc = count_kind_lines(t, &segs[i], k, m, count, buf);
+	s.cls = calloc((size_t)s.ti.n_terminals + 1, 1);
+	s.terms = calloc((size_t)s.ti.n_terminals + 1, 1);
+	s.counts = calloc((size_t)s.ti.n_terminals + 1, sizeof(*s.counts));
+	rc = s.cls && s.terms && s.counts ? shape_room(&s, 256) : -ENOMEM;
+	for (uint32_t i = 0; i < n_segs && rc == 0 && s.selected < o->max; i++) {
+		struct tfs_stream_info si;
+
+		rc = tfs_trace_stream(t, segs[i].stream, &si);
+		if (rc == 0 && si.rank != s.rank)
+			rc = classify(&s, si.rank);
+		if (rc == 0 && i == 0 && !pays(&s))
+			rc = -ENOTSUP;
+		if (rc == 0)
+			rc = search_seg(&s, &segs[i]);
 	}
+	*selected = s.selected;
 out:
-	free(buf);
-	free(maybe_kind);
-	free(cls);
-	free(counts);
+	sig_search_fini(&s);
 	free(segs);
 	return rc;
 }
 
 /* ---- reading the file ---- */
 
-static bool write_all(const char *p, size_t n)
-{
-	return fwrite(p, 1, n, stdout) == n;
-}
-
 /* Read file @ino as cat does and test every line; print or count the selected ones. */
-static int scan_file(struct fs_vtree *vt, uint64_t ino, const struct matcher *m,
-		     const struct grep_opts *o, uint64_t *selected)
+static int scan_file(struct fs_vtree *vt, uint64_t ino, const struct fs_grep_pat *m,
+		     const struct fs_grep_opts *o, uint64_t *selected)
 {
 	struct fs_vfile *f;
 	uint64_t off = 0, line_no = 0;
@@ -393,11 +323,9 @@ static int scan_file(struct fs_vtree *vt, uint64_t ino, const struct matcher *m,
 		end = buf + have + got;
 		while (*selected < o->max && (nl = memchr(p, '\n', (size_t)(end - p)))) {
 			line_no++;
-			if (line_matches(m, p, (size_t)(nl - p))) {
+			if (fs_grep_pat_line(m, p, (size_t)(nl - p))) {
 				++*selected;
-				if (!o->count && o->number && printf("%" PRIu64 ":", line_no) < 0)
-					rc = -EIO;
-				if (!o->count && !write_all(p, (size_t)(nl + 1 - p)))
+				if (emit(o, line_no, p, (size_t)(nl + 1 - p)) < 0)
 					rc = -EIO;
 			}
 			p = nl + 1;
@@ -414,11 +342,11 @@ static int scan_file(struct fs_vtree *vt, uint64_t ino, const struct matcher *m,
 
 /* ---- the command ---- */
 
-static int parse_opts(int argc, char **argv, struct grep_opts *o)
+static int parse_opts(int argc, char **argv, struct fs_grep_opts *o)
 {
 	int c;
 
-	*o = (struct grep_opts){.max = UINT64_MAX};
+	*o = (struct fs_grep_opts){.max = UINT64_MAX};
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt(argc, argv, "+cnm:FE")) != -1) {
@@ -456,8 +384,8 @@ static int parse_opts(int argc, char **argv, struct grep_opts *o)
 
 int fs_cmd_grep(int argc, char **argv)
 {
-	struct grep_opts o;
-	struct matcher m;
+	struct fs_grep_opts o;
+	struct fs_grep_pat m;
 	struct tfs_trace *t;
 	struct fs_vtree *vt;
 	uint64_t ino, selected = 0;
@@ -468,7 +396,7 @@ int fs_cmd_grep(int argc, char **argv)
 		return EXIT_ERROR;
 	trace = argv[optind + 1];
 	path = argv[optind + 2];
-	rc = matcher_init(&m, argv[optind], &o);
+	rc = fs_grep_pat_init(&m, argv[optind], &o);
 	if (rc < 0) {
 		if (rc == -ENOMEM)
 			fs_fail("cannot use pattern: %s", fs_strerror(ENOMEM));
@@ -490,8 +418,8 @@ int fs_cmd_grep(int argc, char **argv)
 		goto out_tree;
 	}
 	rc = -ENOTSUP;
-	if (o.count && o.max)
-		rc = count_by_signature(t, vt, ino, &m, &selected);
+	if (o.max)
+		rc = search_signatures(t, vt, ino, &m, &o, &selected);
 	if (rc == -ENOTSUP)
 		rc = scan_file(vt, ino, &m, &o, &selected);
 	if (rc < 0) {
@@ -506,6 +434,6 @@ out_tree:
 out_close:
 	tfs_trace_close(t);
 out_matcher:
-	matcher_fini(&m);
+	fs_grep_pat_fini(&m);
 	return status;
 }

@@ -656,11 +656,11 @@ static const struct command commands[] = {
 		.brief = "what GNU grep prints for a file of the virtual tree, from the call "
 			"signatures where it can",
 		.help = "Prints what `tracefs cat TRACE PATH | LC_ALL=C grep OPTIONS PATTERN` prints. "
-			"With -c over a trace.txt and a pattern of fixed text, each call signature is "
-			"tested once: signatures whose constant text holds the pattern are counted from "
-			"the grammar, those that cannot hold it are skipped, and only the calls whose "
-			"lines may match are rendered. Anything else reads the file and tests every "
-			"line.",
+			"Over a trace.txt, each call signature is tested once against the pattern (fixed "
+			"text or an expression): signatures that cannot match are skipped, those whose "
+			"constant text matches are counted from the grammar with -c, and only the "
+			"events of the signatures that may match are rendered, in file order. Anything "
+			"else reads the file and tests every line.",
 		.opts = grep_opts,
 		.examples = "tracefs grep -c MPI_Allreduce run.trace ranks/7/trace.txt\n"
 			"tracefs grep -n -m 5 -F '</etc/passwd>' run.trace ranks/0/trace.txt",

@@ -5,7 +5,8 @@
  * must equal the full read's lines of that kind's events, whole, at random offsets and over
  * random event ranges, with the kinds taken from what the test wrote. The grammar's counts
  * of terminals over ranges equal a count of the events' terminals, and every line fits its
- * terminal's shape (the classes `tracefs grep` relies on).
+ * terminal's shape (the classes `tracefs grep` relies on). The lines of a set of terminals
+ * (tfs_cursor_new_terms()) are the full read's lines of their events, with those events.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,7 @@ struct fixture {
 	uint64_t size[TFS_VIEW_COUNT];
 	uint64_t *line_off[TFS_VIEW_COUNT]; /* [N_EVENTS + 1] where each event's line starts */
 	uint8_t *kind;			    /* [N_EVENTS] as written */
+	uint32_t *term;			    /* [N_EVENTS] event_terms(), NULL until then */
 	uint64_t seed;
 };
 
@@ -93,6 +95,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	free(fx.kind);
+	free(fx.term);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++)
 		free(fx.line_off[v]);
 	for (int v = 0; v < TFS_VIEW_COUNT; v++)
@@ -286,13 +289,19 @@ static void test_access_kind_sub_ranges(void **state)
 						  &(uint64_t){0}), -EINVAL);
 }
 
-/* The terminal of every event, from the cursor (for the grammar's counts and shapes). */
-static uint32_t *event_terms(void)
+/*
+ * The terminal of every event, from the cursor (for the grammar's counts and shapes), read
+ * at the first call and kept in fx.term (borrowed).
+ */
+static const uint32_t *event_terms(void)
 {
-	uint32_t *term = malloc(N_EVENTS * sizeof(*term));
+	uint32_t *term;
 	struct tfs_cursor *c;
 	struct tfs_event ev;
 
+	if (fx.term)
+		return fx.term;
+	term = malloc(N_EVENTS * sizeof(*term));
 	assert_non_null(term);
 	assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, 0, N_EVENTS, &c), 0);
 	for (uint64_t i = 0; i < N_EVENTS; i++) {
@@ -300,13 +309,14 @@ static uint32_t *event_terms(void)
 		term[i] = ev.terminal;
 	}
 	tfs_cursor_free(c);
+	fx.term = term;
 	return term;
 }
 
 static void test_access_term_counts_of_ranges(void **state)
 {
 	struct tfs_trace_info ti;
-	uint32_t *term = event_terms();
+	const uint32_t *term = event_terms();
 	uint64_t seed = fx.seed ^ 0xcc, *got, *want;
 
 	tfs_trace_get_info(fx.t, &ti);
@@ -331,7 +341,6 @@ static void test_access_term_counts_of_ranges(void **state)
 	assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, N_EVENTS, 1, got), -EINVAL);
 	free(got);
 	free(want);
-	free(term);
 }
 
 /* Whether @line (@len bytes, no newline) is @shape with each hole filled from its class. */
@@ -377,7 +386,7 @@ static bool fits(const char *shape, size_t slen, const char *line, size_t len)
 
 static void test_access_lines_fit_their_shapes(void **state)
 {
-	uint32_t *term = event_terms();
+	const uint32_t *term = event_terms();
 	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
 	char shape[4096];
 
@@ -387,6 +396,12 @@ static void test_access_lines_fit_their_shapes(void **state)
 		assert_true(n > 0 && (size_t)n < sizeof(shape) && shape[n - 1] == TFS_SHAPE_PAD);
 		if (!fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i], lo[i + 1] - lo[i] - 1))
 			fail_msg("line of event %llu does not fit the shape of terminal %u",
+				 (unsigned long long)i, term[i]);
+		/* nor does it leave the shape its rank prints */
+		n = tfs_trace_term_shape_rank(fx.t, term[i], 0, shape, sizeof(shape));
+		assert_true(n > 0 && (size_t)n < sizeof(shape) && shape[n - 1] == TFS_SHAPE_PAD);
+		if (!fits(shape, (size_t)n, fx.full[TFS_VIEW_TEXT] + lo[i], lo[i + 1] - lo[i] - 1))
+			fail_msg("line of event %llu does not fit rank 0's shape of terminal %u",
 				 (unsigned long long)i, term[i]);
 		/* nor does it fit the shape of a call of another kind: shapes tell calls apart */
 		for (uint64_t j = i + 1; j < N_EVENTS && j < i + 50; j++) {
@@ -399,7 +414,77 @@ static void test_access_lines_fit_their_shapes(void **state)
 		}
 	}
 	assert_int_equal(tfs_trace_term_shape(fx.t, UINT32_MAX, shape, sizeof(shape)), -ENOENT);
-	free(term);
+	assert_int_equal(tfs_trace_term_shape_rank(fx.t, term[0], UINT32_MAX, shape, sizeof(shape)),
+			 -ENOENT);
+}
+
+/* A cursor over a set of terminals: its lines, in order with their events, then its bytes. */
+static void check_terms_view(const uint32_t *term, const uint8_t *set, uint64_t first,
+			     uint64_t n)
+{
+	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
+	struct tfs_cursor *c;
+	struct tfs_line l;
+	uint64_t size = 0, off = 0;
+	char buf[4096];
+
+	assert_int_equal(tfs_cursor_new_terms(fx.t, 0, set, TFS_VIEW_TEXT, first, n, &c), 0);
+	for (uint64_t i = first; i < first + n; i++) {
+		if (!set[term[i]])
+			continue;
+		assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 1);
+		if (l.index != i || l.term != term[i] || l.len != lo[i + 1] - lo[i] ||
+		    memcmp(l.text, fx.full[TFS_VIEW_TEXT] + lo[i], l.len) != 0)
+			fail_msg("terms view [%llu, +%llu): line of event %llu wrong (got %llu)",
+				 (unsigned long long)first, (unsigned long long)n,
+				 (unsigned long long)i, (unsigned long long)l.index);
+		/* a pread between lines moves neither */
+		if (i % 5 == 0)
+			assert_true(tfs_cursor_pread(c, buf, 7, size / 2, NULL) >= 0);
+		size += l.len;
+	}
+	assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 0);
+	assert_true(tfs_cursor_size(c) == size);
+	for (uint64_t i = first; i < first + n && off < size; i++) {
+		ssize_t got;
+		size_t line_len;
+
+		if (!set[term[i]])
+			continue;
+		line_len = (size_t)(lo[i + 1] - lo[i]);
+		assert_true(line_len <= sizeof(buf));
+		got = tfs_cursor_pread(c, buf, line_len, off, NULL);
+		assert_true(got == (ssize_t)line_len);
+		assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + lo[i], line_len);
+		off += line_len;
+	}
+	tfs_cursor_free(c);
+}
+
+static void test_access_terms_views_are_filtered_lines(void **state)
+{
+	const uint32_t *term = event_terms();
+	struct tfs_trace_info ti;
+	uint64_t seed = fx.seed ^ 0x7e;
+	uint8_t *set;
+
+	tfs_trace_get_info(fx.t, &ti);
+	set = calloc(ti.n_terminals, 1);
+	assert_non_null(set);
+	for (int i = 0; i < 8; i++) {
+		uint64_t first = i < 2 ? 0 : tu_below(&seed, N_EVENTS);
+		uint64_t n = i < 2 ? N_EVENTS : tu_below(&seed, 100000) + 1;
+
+		if (n > N_EVENTS - first)
+			n = N_EVENTS - first;
+		/* a rare terminal alone, then random sets */
+		for (uint32_t k = 0; k < ti.n_terminals; k++)
+			set[k] = i == 0 ? k == term[N_EVENTS / 2] : tu_below(&seed, 4) == 0;
+		check_terms_view(term, set, first, n);
+	}
+	assert_int_equal(tfs_cursor_new_terms(fx.t, 0, NULL, 0, 0, 1, &(struct tfs_cursor *){0}),
+			 -EINVAL);
+	free(set);
 }
 
 static void *reader_thread(void *arg)
@@ -433,6 +518,7 @@ int main(void)
 		cmocka_unit_test(test_access_kind_sub_ranges),
 		cmocka_unit_test(test_access_term_counts_of_ranges),
 		cmocka_unit_test(test_access_lines_fit_their_shapes),
+		cmocka_unit_test(test_access_terms_views_are_filtered_lines),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

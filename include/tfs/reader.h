@@ -185,6 +185,15 @@ int tfs_cursor_new(struct tfs_trace *t, uint32_t stream, int view, uint64_t firs
 int tfs_cursor_new_kind(struct tfs_trace *t, uint32_t stream, uint32_t kind, int view,
 			uint64_t first, uint64_t n, struct tfs_cursor **out);
 /**
+ * A cursor over the lines of the events whose terminal @terms marks (nonzero; @terms holds
+ * info.n_terminals entries, copied) among events [@first, @first + @n) of @stream, as
+ * tfs_cursor_new_kind() is over one kind's: the lines a search may select, in file order.
+ * Lays the set out in O(grammar size) at each call, kept by the cursor alone.
+ * @return 0, -ENOENT (stream), -EINVAL (range, view or @terms NULL) or -ENOMEM
+ */
+int tfs_cursor_new_terms(struct tfs_trace *t, uint32_t stream, const uint8_t *terms, int view,
+			 uint64_t first, uint64_t n, struct tfs_cursor **out);
+/**
  * How many events of kind @kind lie in events [@first, @first + @n) of @stream, in *@events
  * (NULL: not wanted), and the exact bytes of their lines in @view, in *@bytes: the size of
  * tfs_cursor_new_kind()'s view, without decoding. O(height) once the kind is laid out (see
@@ -204,6 +213,22 @@ uint64_t tfs_cursor_size(const struct tfs_cursor *c);
  */
 ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
 			 struct tfs_diag *diag);
+
+/** One rendered line (tfs_cursor_next_line()). */
+struct tfs_line {
+	uint64_t index;	  /**< its event's index in the stream */
+	uint32_t term;	  /**< its event's terminal (CST entry) */
+	const char *text; /**< the line, newline included; borrowed until the next call */
+	size_t len;
+};
+
+/**
+ * The next line of the cursor's view: the first on the first call, then each after the
+ * previous one (tfs_cursor_pread() calls between do not move it). Decodes the value blocks
+ * of the lines it returns only.
+ * @return 1 (a line in *@line), 0 at the end, -TFS_ECORRUPT (diag filled) or -ENOMEM
+ */
+int tfs_cursor_next_line(struct tfs_cursor *c, struct tfs_line *line, struct tfs_diag *diag);
 
 /** One decoded event. @args borrowed until the next call on the cursor. */
 struct tfs_event {
@@ -257,6 +282,15 @@ enum {
  * NUL-terminates. @return the full length (like snprintf) or -ENOENT
  */
 ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf, size_t cap);
+/**
+ * tfs_trace_term_shape() for the lines of @term in the streams of rank @rank: the parts that
+ * only the rank decides are its text, not holes. The names attached to ids (`<\/etc/passwd>`
+ * or `<file#3>` where the rank names none), the names of values, the rank and ranks printed
+ * relative to it. A name holding bytes the view escapes is that escaped text.
+ * @return the full length (like snprintf), -ENOENT (terminal, or @rank UINT32_MAX) or -ENOMEM
+ */
+ssize_t tfs_trace_term_shape_rank(const struct tfs_trace *t, uint32_t term, uint32_t rank,
+				  char *buf, size_t cap);
 
 /** Kind of terminal @term, or -ENOENT. */
 int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind);

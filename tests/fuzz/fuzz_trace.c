@@ -3,7 +3,8 @@
  * a memfd (tfs_trace_open() takes a path), verified, and (whatever verify said) every
  * stream's views are read at a few offsets through cursors; phases, a few backtraces of each
  * rank and their frames' symbols, each rank's file names, and the first rules of each
- * stream's grammar as replay and compare walk them are read too. Each input runs
+ * stream's grammar as replay and compare walk them are read too, and what grep reads: shapes
+ * by rank and the first lines of a set of terminals. Each input runs
  * twice: as is, and with every CRC of the header and section table recomputed, since
  * otherwise almost every mutation stops at the first checksum. Work per input is bounded (a
  * few reads of a few KiB per stream) so the fuzzer explores structure, not long decodes.
@@ -151,6 +152,32 @@ static void walk_grammar(struct tfs_trace *t, uint32_t stream, uint32_t n_termin
 		abort();
 }
 
+/* What `tracefs grep` reads: each terminal's shape as @rank prints it, and the first lines
+ * of every other terminal (a cursor over a set of terminals), each a whole line. */
+static void read_terms(struct tfs_trace *t, uint32_t stream, uint32_t rank, uint64_t n_events,
+		       uint32_t n_terminals, char *buf)
+{
+	uint8_t *set = calloc((size_t)n_terminals + 1, 1);
+	struct tfs_cursor *c;
+	struct tfs_line l;
+
+	if (!set)
+		return;
+	for (uint32_t term = 0; term < n_terminals; term++) {
+		set[term] = term % 2 == 0;
+		if (term < MAX_RULES)
+			sink += (size_t)tfs_trace_term_shape_rank(t, term, rank, buf, READ_LEN);
+	}
+	if (tfs_cursor_new_terms(t, stream, set, TFS_VIEW_TEXT, 0, n_events, &c) == 0) {
+		for (int i = 0; i < 8 && tfs_cursor_next_line(c, &l, NULL) == 1; i++)
+			if (!l.len || l.text[l.len - 1] != '\n' || l.term >= n_terminals ||
+			    !set[l.term] || l.index >= n_events)
+				abort();
+		tfs_cursor_free(c);
+	}
+	free(set);
+}
+
 static void read_trace(struct tfs_trace *t, char *buf)
 {
 	struct tfs_trace_info ti;
@@ -167,6 +194,7 @@ static void read_trace(struct tfs_trace *t, char *buf)
 		for (int v = 0; v < TFS_VIEW_COUNT; v++)
 			read_view(t, s, v, 0, si.n_events, buf);
 		walk_grammar(t, s, ti.n_terminals);
+		read_terms(t, s, si.rank, si.n_events, ti.n_terminals, buf);
 	}
 	for (uint32_t p = 0; p < ti.n_phases && p < MAX_PHASES; p++) {
 		struct tfs_phase_info pi;
