@@ -402,9 +402,8 @@ int fs_cmd_grep(int argc, char **argv)
 			fs_fail("cannot use pattern: %s", fs_strerror(ENOMEM));
 		goto out_matcher;
 	}
-	rc = tfs_trace_open(trace, &t, NULL);
-	if (rc < 0) {
-		fs_fail("cannot open %s: %s", trace, fs_strerror(-rc));
+	if (fs_trace_open(trace, &t)) {
+		rc = -EIO;
 		goto out_matcher;
 	}
 	rc = fs_vtree_new(t, NULL, &vt);
