@@ -54,6 +54,8 @@ struct fs_ahead {
 	uint64_t last_end;	  /* where the latest read ended */
 	unsigned int seq;	  /* sequential reads in a row */
 	unsigned int busy;	  /* its chunks being rendered */
+	unsigned int spans;	  /* served spans not put back yet: the daemon puts one after
+				   * its reply, when the file may already be released */
 };
 
 struct fs_ahead_pool {
@@ -369,7 +371,7 @@ void fs_ahead_free(struct fs_ahead *a)
 	p = a->pool;
 	pthread_mutex_lock(&p->lock);
 	win_drop_front(a, a->n_win);
-	while (a->busy)
+	while (a->busy || a->spans)
 		pthread_cond_wait(&p->done, &p->lock);
 	pthread_mutex_unlock(&p->lock);
 	for (unsigned int i = 0; i < p->n_workers; i++)
@@ -453,7 +455,9 @@ bool fs_ahead_get(struct fs_ahead *a, uint64_t off, size_t len, struct fs_span *
 	pthread_mutex_lock(&p->lock);
 	if (a->n_win && off >= a->win[0]->off && end <= win_end(a)) {
 		served = serve(a, off, end, sp);
-		if (!served)
+		if (served)
+			a->spans++;
+		else
 			unpin(p, sp);
 	} else if (a->n_win && off + SEQ_SLACK >= a->win[0]->off &&
 		   off <= win_end(a) + SEQ_SLACK) {
@@ -490,5 +494,7 @@ void fs_ahead_put(struct fs_ahead *a, struct fs_span *sp)
 		return;
 	pthread_mutex_lock(&a->pool->lock);
 	unpin(a->pool, sp);
+	if (--a->spans == 0)
+		pthread_cond_broadcast(&a->pool->done);
 	pthread_mutex_unlock(&a->pool->lock);
 }

@@ -66,7 +66,10 @@ void fs_ahead_pool_free(struct fs_ahead_pool *p);
  */
 int fs_ahead_new(struct fs_ahead_pool *p, struct tfs_trace *t, struct fs_vtree *vt,
 		 uint64_t ino, struct fs_ahead **out);
-/** Drop its chunks and wait for the workers rendering them. Accepts NULL. */
+/**
+ * Drop its chunks, wait for the workers rendering them and for every span served to be put
+ * back (the daemon puts one after its reply, when the file may be released). Accepts NULL.
+ */
 void fs_ahead_free(struct fs_ahead *a);
 
 /** The reader will read sequentially from @off (cat): decode ahead from there at once. */
