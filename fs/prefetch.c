@@ -3,15 +3,17 @@
  * every file being read: a reader that has read a few times in a row gets a window of
  * chunks ahead of where it reads, each chunk of a file made of one stream view cut where a
  * value block starts (so no block is decoded by two workers) and rendered by a worker
- * through the worker's own handle of the file into a buffer of its own. Reads inside the window wait for their chunks and are
- * answered from them, pinned, without a copy; the window slides as the reader goes and is
- * dropped at a seek. Nothing is rendered beyond the window, so a reader that stops costs
- * nothing more, and the chunks' buffers never exceed the pool's budget. One mutex guards the
- * queue, the windows and the chunks' states; chunks are rendered outside it.
+ * through the worker's own handle of the file into a buffer of its own. Reads inside the
+ * window wait for their chunks and are answered from them, pinned, without a copy; the
+ * window slides as the reader goes and is dropped at a seek. Nothing is rendered beyond the
+ * window, so a reader that stops costs nothing more, and the chunks' buffers never exceed the
+ * pool's budget. One mutex guards the queue, the windows and the chunks' states; chunks are
+ * rendered outside it.
  *
- * It knows nothing of what files hold: it reads them through fs_vfile like any reader, and
- * a chunk that fails is simply not served, so the reader reads those bytes itself and
- * reports the error as it would without decoding ahead.
+ * It renders nothing itself: it reads files through fs_vfile like any reader (only where to
+ * cut comes from a file's stream view, through fs_vtree_file_views()), and a chunk that
+ * fails is simply not served, so the reader reads those bytes itself and reports the error
+ * as it would without decoding ahead.
  */
 #include <assert.h>
 #include <errno.h>
@@ -25,8 +27,10 @@
 
 /* Sequential reads in a row after which a reader gets a window. */
 #define SEQ_START 2
-/* How far from where the reader was a read still counts as sequential: the kernel sends
- * its read-ahead requests to several daemon threads, which answer them in any order. */
+/*
+ * How far from where the reader was a read still counts as sequential: the kernel sends
+ * its read-ahead requests to several daemon threads, which answer them in any order.
+ */
 #define SEQ_SLACK ((uint64_t)2 << 20)
 
 enum chunk_state { CH_QUEUED, CH_BUSY, CH_READY, CH_FAILED };
@@ -61,7 +65,7 @@ struct fs_ahead {
 struct fs_ahead_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	  /* a chunk was queued, or the pool stops */
-	pthread_cond_t done;	  /* a chunk was rendered (or failed) */
+	pthread_cond_t done;	  /* a chunk was rendered (or failed), or a reader's last span put */
 	struct chunk *head, *tail; /* queued chunks, oldest first */
 	size_t budget, used;	  /* bytes of all chunks' buffers */
 	size_t chunk;		  /* bytes a chunk aims at */
