@@ -6,9 +6,10 @@
  * workers read through fs_vfile like any reader) and it never decides what a file holds.
  *
  * Memory is bounded twice: one file's window holds at most FS_AHEAD_DEPTH chunks of about
- * FS_AHEAD_CHUNK bytes (8 MiB, plus one tree handle per worker), and all chunks of a pool
- * together at most its budget (FS_AHEAD_BUDGET, 64 MiB, for the daemon and cat); a reader
- * that finds the budget spent reads for itself, as without a pool.
+ * FS_AHEAD_CHUNK bytes (8 MiB, plus one tree handle per worker), and the buffers of all
+ * chunks of a pool, in use or kept for reuse, at most its budget (FS_AHEAD_BUDGET, 64 MiB,
+ * for the daemon and cat); a reader that finds the budget spent reads for itself, as
+ * without a pool.
  */
 #ifndef TFS_FS_PREFETCH_I_H
 #define TFS_FS_PREFETCH_I_H
