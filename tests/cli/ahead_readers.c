@@ -7,7 +7,7 @@
  * threads sharing one reader's decoding ahead as the daemon's threads share an open file
  * (each takes the next request); a last reader stops with chunks still in flight. Every
  * request must equal the plain read's bytes, served ahead or read by the reader itself, and
- * in a file of a few chunks some requests must have been served ahead.
+ * in a file of 1 MiB or more (hundreds of requests) some must have been served ahead.
  * Prints "ok PATH" or a failure.
  *
  *   ahead_readers TRACE SEED PATH...
@@ -230,7 +230,7 @@ static int check_path(struct tfs_trace *t, const char *path, uint64_t seed)
 	cx.full = full;
 	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]) && rc == 0; k++)
 		rc = run_shape(&cx, &shapes[k], seed + k, why, sizeof(why), &served, &asked);
-	if (rc == 0 && served == 0 && n.size >= 4 * shapes[0].chunk) {
+	if (rc == 0 && served == 0 && n.size >= FS_AHEAD_CHUNK) {
 		snprintf(why, sizeof(why), "no request of %" PRIu64 " was decoded ahead", asked);
 		rc = -EINVAL;
 	}

@@ -868,7 +868,8 @@ def check_ahead(tap, cli, exe, seed, listed):
     paths = [p for p in sorted(listed)
              if p.endswith((b"trace.txt", b"events.jsonl", b"trace.json"))
              and b"/phases/" not in p and b"/calls/" not in p and p.count(b"/") <= 4][:6]
-    paths += [p for p in sorted(listed) if b"/calls/" in p and p.endswith(b"trace.txt")][:1]
+    calls = [p for p in listed if b"/calls/" in p and p.endswith(b"trace.txt")]
+    paths += sorted(calls, key=lambda p: (-listed[p], p))[:1]
     rc, out, err = run([exe, cli.trace, str(seed)] + paths, timeout=900)
     tap.ok(rc == 0 and out.count(b"ok ") == len(paths),
            "decoded ahead (seed %d): %d files read by 8 readers at once with seeks, and by "
