@@ -3,7 +3,8 @@
  * API on a multithreaded session. Inodes are the tree's node numbers, so lookups never
  * allocate; attributes and entries carry long timeouts and opened files keep the kernel's
  * page cache, because a trace never changes. Every call that would modify anything answers
- * EROFS. Rendering is vtree.c's job; this file only translates between FUSE and the tree.
+ * EROFS. Rendering is vtree.c's job; this file only translates between FUSE and the tree,
+ * answering a sequential reader of a large file from what prefetch.c decoded ahead of it.
  */
 #define FUSE_USE_VERSION 312
 
