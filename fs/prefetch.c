@@ -149,9 +149,9 @@ static void unqueue(struct fs_ahead_pool *p, struct chunk *c)
 static void chunk_drop(struct fs_ahead_pool *p, struct chunk *c)
 {
 	if (c->state == CH_QUEUED) {
+		/* never rendered now: a reader waiting for it (pinned) reads for itself */
 		unqueue(p, c);
-		chunk_free(p, c);
-		return;
+		c->state = CH_FAILED;
 	}
 	c->dropped = true;
 	if (c->state != CH_BUSY && c->pins == 0)

@@ -130,22 +130,29 @@ out:
 	return NULL;
 }
 
-/* One of the threads of a shared reader: each takes the next 128 KiB request. */
+/*
+ * One of the threads of a shared reader: each takes the next 128 KiB request, and one time in
+ * eight reads somewhere at random too, as the kernel's threads share an open file.
+ */
 static void *shared(void *arg)
 {
 	struct job *j = arg;
 	struct ctx *cx = j->cx;
 	struct fs_vfile *f = NULL;
 	char *buf = malloc(MAX_REQ);
-	uint64_t off;
+	uint64_t off, s = j->seed | 1;
 
 	if (!buf || fs_vfile_open(cx->vt, cx->ino, &f) < 0) {
 		snprintf(j->err, sizeof(j->err), "open");
 		free(buf);
 		return NULL;
 	}
-	while ((off = atomic_fetch_add(&cx->next, 131072)) < cx->size && !j->err[0])
+	while ((off = atomic_fetch_add(&cx->next, 131072)) < cx->size && !j->err[0]) {
 		request(j, cx->shared, f, buf, off, 131072);
+		/* now and then a random read: it drops the window others may be waiting on */
+		if (rnd(&s) % 8 == 0)
+			request(j, cx->shared, f, buf, rnd(&s) % cx->size, 1 + rnd(&s) % MAX_REQ);
+	}
 	fs_vfile_close(f);
 	free(buf);
 	return NULL;
