@@ -747,6 +747,25 @@ int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off)
 	return 0;
 }
 
+int tfs_cursor_block_start(struct tfs_cursor *c, uint64_t off, uint64_t *start)
+{
+	const uint32_t be = c->vs->block_events;
+	uint64_t first;
+
+	if (off >= c->size)
+		return -EINVAL;
+	*start = off;
+	if (c->w.k || be == 0)
+		return 0; /* a kind's lines: value blocks do not map onto its bytes */
+	walker_seek_byte(&c->w, c->off0 + off);
+	first = c->w.event - c->w.event % be;
+	if (first < c->first)
+		first = c->first;
+	*start = event_byte(&c->w, first) - c->off0;
+	c->w.valid = false;
+	return 0;
+}
+
 /* Read a whole view once: renders, and so checks, every line and value block. */
 static int read_all(struct tfs_trace *t, uint32_t stream, int view, struct tfs_diag *diag)
 {

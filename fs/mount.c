@@ -3,7 +3,8 @@
  * API on a multithreaded session. Inodes are the tree's node numbers, so lookups never
  * allocate; attributes and entries carry long timeouts and opened files keep the kernel's
  * page cache, because a trace never changes. Every call that would modify anything answers
- * EROFS. Rendering is vtree.c's job; this file only translates between FUSE and the tree.
+ * EROFS. Rendering is vtree.c's job; this file only translates between FUSE and the tree,
+ * answering a sequential reader of a large file from what prefetch.c decoded ahead of it.
  */
 #define FUSE_USE_VERSION 312
 
@@ -31,6 +32,7 @@
 
 #include "cli_i.h"
 #include "mount_i.h"
+#include "prefetch_i.h"
 #include "tfs/reader.h"
 #include "vtree_i.h"
 
@@ -47,6 +49,7 @@ struct fs_mount {
 	bool foreground;
 	bool nonempty;	      /* -o nonempty: mount over a directory that holds files */
 	const char *trace_path;
+	struct fs_ahead_pool *ahead; /* decodes ahead of sequential readers; NULL: none */
 };
 
 /*
@@ -69,6 +72,7 @@ struct fs_open_file {
 	uint64_t ino;
 	unsigned int n_slots;
 	struct fs_slot slot[FS_POOL_MAX];
+	struct fs_ahead *ahead; /* its sequential reads decoded ahead, or NULL (thread-safe) */
 };
 
 static struct fs_mount *fs_of(fuse_req_t req)
@@ -250,6 +254,7 @@ static void fs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off
 
 static void open_file_free(struct fs_open_file *of)
 {
+	fs_ahead_free(of->ahead);
 	for (unsigned int i = 0; i < of->n_slots; i++)
 		fs_vfile_close(of->slot[i].f);
 	pthread_cond_destroy(&of->idle);
@@ -285,6 +290,9 @@ static void fs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	of->n_slots = 1;
 	of->ino = ino;
+	/* without it (small file, no workers, no memory) every read decodes in its thread */
+	if (m->ahead && fs_vfile_size(of->slot[0].f) >= 2 * FS_AHEAD_CHUNK)
+		fs_ahead_new(m->ahead, m->t, m->vt, ino, &of->ahead);
 	pthread_mutex_init(&of->lock, NULL);
 	pthread_cond_init(&of->idle, NULL);
 	fi->fh = (uintptr_t)of;
@@ -321,6 +329,22 @@ static struct fs_slot *slot_take(struct fs_mount *m, struct fs_open_file *of, ui
 	}
 }
 
+/* Answer a read from the chunks decoded ahead. @return false: not decoded ahead */
+static bool reply_ahead(struct fs_mount *m, fuse_req_t req, struct fs_ahead *a, size_t size,
+			off_t off)
+{
+	struct fs_span sp;
+
+	if (!fs_ahead_get(a, (uint64_t)off, size, &sp))
+		return false;
+	if (trace_changed(m))
+		fs_reply_err(req, -EIO);
+	else
+		fuse_reply_iov(req, sp.iov, sp.n);
+	fs_ahead_put(a, &sp);
+	return true;
+}
+
 static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -332,6 +356,8 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	if (size > FS_MAX_READ)
 		size = FS_MAX_READ;
+	if (of->ahead && reply_ahead(m, req, of->ahead, size, off))
+		return;
 	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
@@ -728,12 +754,18 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 	if (!cfg)
 		goto err_unmount;
 	fuse_loop_cfg_set_max_threads(cfg, 16);
+	/* after fuse_daemonize's fork: threads do not survive it */
+	if (fs_ahead_pool_new(fs_ahead_default_workers(), FS_AHEAD_BUDGET, FS_AHEAD_CHUNK,
+			      &m->ahead) < 0)
+		fs_log(m, "cannot start the decoding threads: every read decodes on its own");
 	/* > 0: the signal that ended it, a requested shutdown like an unmount */
 	loop_rc = fuse_session_loop_mt(se, cfg);
 	if (loop_rc < 0)
 		fs_log(m, "serving %s failed: %s", mp, fs_strerror(-loop_rc));
 	rc = loop_rc < 0 ? 1 : 0;
 	fuse_loop_cfg_destroy(cfg);
+	fs_ahead_pool_free(m->ahead);
+	m->ahead = NULL;
 err_unmount:
 	fuse_session_unmount(se);
 err_handlers:

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -25,6 +26,7 @@
 #include "grep_i.h"
 #include "merge_i.h"
 #include "mount_i.h"
+#include "prefetch_i.h"
 #include "record_i.h"
 #include "sbuf_i.h"
 #include "vtree_i.h"
@@ -341,30 +343,69 @@ static int cmd_ls(int argc, char **argv)
 	return rc ? rc : finish_stdout();
 }
 
-/* Write all of @len bytes; false with errno set on failure. */
-static bool write_all(int fd, const char *buf, size_t len)
+/* Write all of @n iovecs; false with errno set on failure. */
+static bool writev_all(int fd, struct iovec *iov, int n)
 {
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
+	while (n > 0) {
+		ssize_t got = writev(fd, iov, n);
 
-		if (n < 0 && errno == EINTR)
+		if (got < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (got < 0)
 			return false;
-		buf += n;
-		len -= (size_t)n;
+		while (n > 0 && (size_t)got >= iov->iov_len) {
+			got -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + got;
+			iov->iov_len -= (size_t)got;
+		}
 	}
 	return true;
 }
 
-/* Copy file @ino to stdout in CAT_CHUNK reads. @return exit status */
-static int cat_file(struct fs_vtree *vt, uint64_t ino, const char *path)
+/*
+ * Bytes of @f from @off into @iov: decoded ahead by the pool's workers (*@sp pinned, put it
+ * back), or read here into @buf. @return bytes, 0 at the end, or a negative error
+ */
+static ssize_t cat_next(struct fs_vfile *f, struct fs_ahead *a, char *buf, uint64_t off,
+			struct iovec *iov, int *n_iov, struct fs_span *sp)
 {
+	ssize_t n = 0;
+
+	sp->n = 0;
+	if (a && fs_ahead_get(a, off, CAT_CHUNK, sp)) {
+		for (int i = 0; i < sp->n; i++) {
+			iov[i] = sp->iov[i];
+			n += (ssize_t)sp->iov[i].iov_len;
+		}
+		*n_iov = sp->n;
+		return n;
+	}
+	n = fs_vfile_read(f, buf, CAT_CHUNK, off);
+	iov[0] = (struct iovec){buf, n > 0 ? (size_t)n : 0};
+	*n_iov = 1;
+	return n;
+}
+
+/*
+ * Copy file @ino of @vt (a tree of @t) to stdout in CAT_CHUNK reads, decoded ahead on
+ * @pool's workers when there is one, as the mount does for sequential readers.
+ * @return exit status
+ */
+static int cat_file(struct tfs_trace *t, struct fs_vtree *vt, uint64_t ino, const char *path,
+		    struct fs_ahead_pool *pool)
+{
+	struct iovec iov[FS_SPAN_MAX];
+	struct fs_ahead *a = NULL;
+	struct fs_span sp;
 	struct fs_vfile *f;
 	char msg[256];
 	uint64_t off = 0;
 	char *buf;
-	int rc, status = EXIT_RUNTIME;
+	int rc, n_iov, status = EXIT_RUNTIME;
 
 	rc = fs_vfile_open(vt, ino, &f);
 	if (rc < 0) {
@@ -376,32 +417,40 @@ static int cat_file(struct fs_vtree *vt, uint64_t ino, const char *path)
 		fs_fail("cannot cat %s: out of memory", path);
 		goto out_close;
 	}
+	/* without it every byte is decoded here, as before */
+	if (pool && fs_ahead_new(pool, t, vt, ino, &a) == 0)
+		fs_ahead_start(a, 0);
 	for (;;) {
-		ssize_t n = fs_vfile_read(f, buf, CAT_CHUNK, off);
+		ssize_t n = cat_next(f, a, buf, off, iov, &n_iov, &sp);
+		bool wrote;
 
 		if (n < 0) {
 			fs_fail("cannot read %s: %s", path,
 			     detail((int)n, fs_vfile_diag(f), msg, sizeof(msg)));
-			goto out_free_buf;
+			goto out_free_ahead;
 		}
 		if (n == 0)
 			break;
-		if (!write_all(STDOUT_FILENO, buf, (size_t)n)) {
+		wrote = writev_all(STDOUT_FILENO, iov, n_iov);
+		if (a)
+			fs_ahead_put(a, &sp);
+		if (!wrote) {
 			if (errno == EPIPE)
 				status = 0;
 			else
 				fs_fail("cannot write to stdout: %s", errstr(errno, msg, sizeof(msg)));
-			goto out_free_buf;
+			goto out_free_ahead;
 		}
 		off += (uint64_t)n;
 	}
 	if (off != fs_vfile_size(f)) {
 		fs_fail("cannot read %s: offset=%" PRIu64 ": file ends before its size %" PRIu64, path,
 		     off, fs_vfile_size(f));
-		goto out_free_buf;
+		goto out_free_ahead;
 	}
 	status = 0;
-out_free_buf:
+out_free_ahead:
+	fs_ahead_free(a);
 	free(buf);
 out_close:
 	fs_vfile_close(f);
@@ -428,7 +477,14 @@ static int cmd_cat(int argc, char **argv)
 		fs_fail("cannot cat %s: is a directory", argv[2]);
 		rc = EXIT_RUNTIME;
 	} else {
-		rc = cat_file(vt, ino, argv[2]);
+		struct fs_ahead_pool *pool = NULL;
+
+		/* no workers (or none startable): cat decodes everything itself */
+		if (n.size >= 2 * FS_AHEAD_CHUNK)
+			fs_ahead_pool_new(fs_ahead_default_workers(), FS_AHEAD_BUDGET,
+					  FS_AHEAD_CHUNK, &pool);
+		rc = cat_file(t, vt, ino, argv[2], pool);
+		fs_ahead_pool_free(pool);
 	}
 	fs_vtree_free(vt);
 	tfs_trace_close(t);

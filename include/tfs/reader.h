@@ -251,6 +251,16 @@ int tfs_cursor_event(struct tfs_cursor *c, uint64_t index, struct tfs_event *ev,
 int tfs_cursor_event_offset(struct tfs_cursor *c, uint64_t index, uint64_t *off);
 
 /**
+ * Where a reader near byte @off of the cursor's view starts cheapest: the offset of the
+ * first line of the value block that holds the line at @off (or of the range's first line,
+ * when that is later). Reading from there decodes no block twice, so parallel readers split
+ * a view at such offsets. A cursor of one kind (tfs_cursor_new_kind()) answers @off itself.
+ * O(height); the cursor's read position is forgotten (its next read seeks).
+ * @return 0 or -EINVAL (@off at or past the end)
+ */
+int tfs_cursor_block_start(struct tfs_cursor *c, uint64_t off, uint64_t *start);
+
+/**
  * Occurrences of every terminal in the whole of @stream, from the grammar alone
  * (O(grammar), no decoding). @counts holds info.n_terminals entries.
  * @return 0 or -ENOENT

@@ -853,10 +853,29 @@ def full(args, tap, workdir):
         tree = tree_checks.check_tree(tap, cli, model, info, times, listed, text_escape,
                                       args.slices, seed)
         tree_checks.check_split(tap, cli, tree, 300000)
+        check_ahead(tap, cli, args.ahead, seed, listed)
     check_errors(tap, cli, args.tracefs)
     check_corruption(tap, args.tracefs, trace, info, workdir)
     if model.timing != TIMING_NONE:
         check_fast_coder(tap, args, trace, listed, workdir)
+
+
+def check_ahead(tap, cli, exe, seed, listed):
+    """Requests decoded ahead on worker threads (fs/prefetch.c) equal a plain read: 8 readers
+    at once with seeks, 4 threads sharing one, a reader leaving mid-window, for a thread's
+    view, a merged rank view, composite files and a view of one call."""
+    if not exe:
+        tap.diag("ahead_readers not given: decoding ahead not checked")
+        return
+    paths = [p for p in sorted(listed)
+             if p.endswith((b"trace.txt", b"events.jsonl", b"trace.json"))
+             and b"/phases/" not in p and b"/calls/" not in p and p.count(b"/") <= 4][:6]
+    calls = [p for p in listed if b"/calls/" in p and p.endswith(b"trace.txt")]
+    paths += sorted(calls, key=lambda p: (-listed[p], p))[:1]
+    rc, out, err = run([exe, cli.trace, str(seed)] + paths, timeout=900)
+    tap.ok(rc == 0 and out.count(b"ok ") == len(paths),
+           "decoded ahead (seed %d): %d files read by 8 readers at once with seeks, and by "
+           "4 threads sharing one, equal their plain read" % (seed, len(paths)), out + err)
 
 
 def check_fast_coder(tap, args, trace, listed, workdir):
@@ -908,6 +927,7 @@ def main():
     ap.add_argument("--end-order", action="store_true",
                     help="synth_demo appends events as they end (as the capture does)")
     ap.add_argument("--slices", help="the vtree_slices helper (random-offset reads)")
+    ap.add_argument("--ahead", help="the ahead_readers helper (reads decoded ahead)")
     args = ap.parse_args()
     tap = Tap()
     workdir = tempfile.mkdtemp(prefix="tracefs-cli-")

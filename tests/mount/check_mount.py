@@ -497,6 +497,45 @@ class MountedTrace:
                     "8 parallel readers %s, random offsets, all correct" % what,
                     "\n".join(errors[:5]))
 
+    def sequential(self, rels, what):
+        """8 threads each reading its file on from the start with read(), so the daemon
+        decodes ahead of them (fs/prefetch.c); each seeks somewhere in the middle and reads
+        on to the end from there, then reads the whole file once more."""
+        errors = []
+        for rel in set(rels):
+            drop_cache(self.p(rel))
+        seeds = [self.rng.randrange(1 << 30) for _ in rels]
+
+        def reader(i, rel):
+            r = random.Random(seeds[i])
+            full = self.full[rel]
+            try:
+                with open(self.p(rel), "rb", buffering=0) as f:
+                    got, seek_at = bytearray(), r.randint(0, len(full))
+                    while len(got) < seek_at:
+                        b = f.read(r.choice([4096, 65536, 131072, 1 << 20]))
+                        if not b:
+                            break
+                        got += b
+                    to = r.randint(0, len(full))
+                    f.seek(to)
+                    rest = f.read()
+                    f.seek(0)
+                    again = f.read()
+                if bytes(got) != full[:len(got)] or rest != full[to:] or again != full:
+                    errors.append("%s: read %d then from %d: %d, %d bytes; whole: %d" % (
+                        rel.decode(), len(got), to, len(rest), len(full), len(again)))
+            except OSError as e:
+                errors.append("%s: %s" % (rel.decode(), e))
+        threads = [threading.Thread(target=reader, args=(i, rel)) for i, rel in enumerate(rels)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT)
+        self.tap.ok(not errors and not any(t.is_alive() for t in threads),
+                    "8 sequential readers %s (decoded ahead), with a seek in the middle, "
+                    "all correct" % what, "\n".join(errors[:5]))
+
     def parallel_processes(self, rel):
         """8 dd processes on one file at once, each a different slice."""
         full, size = self.full[rel], len(self.full[rel])
@@ -930,6 +969,8 @@ def big_suite(tap, args, workdir):
     mt.parallel(views, False, "on 8 large files", rounds=60)
     mt.parallel([views[0]] * 8, False, "on one large file, 8 handles", rounds=60)
     mt.parallel([views[0]] * 8, True, "on one large file, one shared handle", rounds=60)
+    mt.sequential(views, "of 8 large files")
+    mt.sequential([views[0]] * 8, "of one large file")
     umount_ok(tap, mp)
 
 
