@@ -633,17 +633,11 @@ static struct timespec trace_time(const struct tfs_trace *t, const char *path)
 
 static int open_mount(struct fs_mount *m, const char *path)
 {
-	struct tfs_diag diag = {0};
-	char d[256];
 	const char *base = strrchr(path, '/');
-	int rc = tfs_trace_open(path, &m->t, &diag);
+	int rc = fs_trace_open(path, &m->t);
 
-	if (rc < 0) {
-		if (rc == -TFS_ECORRUPT || rc == -TFS_EFORMAT)
-			return fs_fail("cannot open %s: %s", path,
-					  tfs_diag_str(&diag, d, sizeof(d)));
-		return fs_fail("cannot open %s: %s", path, fs_strerror(-rc));
-	}
+	if (rc)
+		return rc;
 	rc = fs_vtree_new(m->t, base ? base + 1 : path, &m->vt);
 	if (rc < 0) {
 		tfs_trace_close(m->t);
