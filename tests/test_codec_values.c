@@ -436,6 +436,22 @@ static void test_values_final_level_shrinks_and_keeps_contents(void **state)
 }
 
 /*
+ * One event of terminal @t after *@ts: a regular one (gap and duration a per-terminal
+ * constant, give or take 3 ns), which the per-terminal predictors explain, or noise (both
+ * under 100 ns), which they only make worse.
+ */
+static void push_regular_or_noise(struct evset *s, uint32_t t, bool regular, uint64_t *seed,
+				  uint64_t *ts)
+{
+	const uint64_t gap = regular ? 13000 * (t + 1) + tu_below(seed, 4) : tu_below(seed, 100);
+	const uint64_t dur = regular ? 777 * (t + 1) + tu_below(seed, 4) : tu_below(seed, 100);
+
+	*ts += gap;
+	ev_push(s, t, *ts, dur);
+	*ts += dur;
+}
+
+/*
  * The writer's choice follows the data: a block of periodic calls (each terminal keeps its
  * gap and duration) is predicted, a block of noise is not, and a strict period with random
  * durations measures its gaps from the previous start.
@@ -456,24 +472,14 @@ static void test_values_predictor_choice_follows_the_data(void **state)
 	for (uint32_t t = 0; t < 4; t++)
 		s.n_vals_of[t] = 0;
 	for (size_t i = 0; i < 3 * 4096; i++) {
-		uint32_t t = (uint32_t)(i % 4);
-		uint64_t gap, dur;
+		const uint32_t t = (uint32_t)(i % 4);
 
-		if (i < 4096) {
-			gap = 13000 * (t + 1) + tu_below(&seed, 4);
-			dur = 777 * (t + 1) + tu_below(&seed, 4);
-		} else if (i < 2 * 4096) {
-			gap = tu_below(&seed, 100);
-			dur = tu_below(&seed, 100);
+		if (i < 2 * 4096) {
+			push_regular_or_noise(&s, t, i < 4096, &seed, &ts);
 		} else { /* a strict period whatever the durations: gaps from the start */
-			dur = tu_below(&seed, 5000);
-			ev_push(&s, t, ts, dur);
+			ev_push(&s, t, ts, tu_below(&seed, 5000));
 			ts += 10000;
-			continue;
 		}
-		ts += gap;
-		ev_push(&s, t, ts, dur);
-		ts += dur;
 	}
 	encode(&s, &o, &sec);
 	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
@@ -1334,18 +1340,8 @@ static void test_values_kept_choice_follows_a_change(void **state)
 	ev_init(&s, n, 4);
 	for (uint32_t t = 0; t < 4; t++)
 		s.n_vals_of[t] = 0;
-	for (size_t i = 0; i < n; i++) {
-		const uint32_t t = (uint32_t)(i % 4);
-		const bool regular = i < half * 4096;
-		const uint64_t gap = regular ? 13000 * (t + 1) + tu_below(&seed, 4)
-					     : tu_below(&seed, 100);
-		const uint64_t dur = regular ? 777 * (t + 1) + tu_below(&seed, 4)
-					     : tu_below(&seed, 100);
-
-		ts += gap;
-		ev_push(&s, t, ts, dur);
-		ts += dur;
-	}
+	for (size_t i = 0; i < n; i++)
+		push_regular_or_noise(&s, (uint32_t)(i % 4), i < half * 4096, &seed, &ts);
 	encode(&s, &o, &sec);
 	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
