@@ -94,9 +94,9 @@ def reserve(path):
 
 
 def check_reserved(c, d, A, B):
-    """Inputs still being saved: merge, info and compare wait for them (one line says so),
-    up to TFS_SAVE_WAIT seconds, then fail naming the file; an abandoned reservation (empty,
-    not locked) is refused at once as too short."""
+    """Inputs still being saved: merge, info, compare, grep and mount wait for them (one line
+    says so), up to TFS_SAVE_WAIT seconds, then fail naming the file; an abandoned
+    reservation (empty, not locked) is refused at once as too short."""
     t = c.tap
     R, X = os.path.join(d, "r.trace"), os.path.join(d, "rx.trace")
     fd = reserve(R)
@@ -117,10 +117,16 @@ def check_reserved(c, d, A, B):
 
     fd = reserve(R)
     env = dict(os.environ, TFS_SAVE_WAIT="1")
-    for cmd in (["merge", "-o", X, A, R], ["info", R], ["compare", A, R]):
+    mnt = os.path.join(d, "mnt")
+    os.makedirs(mnt, exist_ok=True)
+    # (grep exits 2 on an error, as GNU grep does; the mount fails before it mounts anything)
+    for cmd, status in ((["merge", "-o", X, A, R], 1), (["info", R], 1), (["compare", A, R], 1),
+                        (["grep", "-c", "malloc", R, "ranks/0/trace.txt"], 2),
+                        (["mount", R, mnt], 1)):
         q = subprocess.run([c.tracefs] + cmd, capture_output=True, env=env, timeout=300)
         lines = q.stderr.decode().splitlines()
-        t.ok(q.returncode == 1 and len(lines) == 2 and lines[0].startswith("tracefs: waiting for")
+        t.ok(q.returncode == status and len(lines) == 2
+             and lines[0].startswith("tracefs: waiting for")
              and lines[1].startswith("tracefs: cannot open %s: still being saved after 1 s" % R),
              "%s gives up after TFS_SAVE_WAIT seconds, naming the file" % cmd[0],
              q.stderr.decode())
