@@ -3,11 +3,16 @@
  * malloc-family and mmap interposers, read by the I/O interposers and the MPI wrappers to
  * record a buffer pointer as (allocation id, offset). It does not record anything itself.
  *
- * Heap blocks under a region (1 MiB) live in one of N_SHARDS treaps, chosen by the region
+ * Heap blocks under a region (1 MiB) live in one of N_SHARDS shards, chosen by the region
  * of the block's start, each behind its own spinlock: a thread's blocks mostly come from its
- * own malloc arena, so threads rarely meet on a shard, and a malloc or free costs one short
- * critical section of O(log n) steps. A block smaller than a region starts in the region of
- * any address inside it or in the region before, so a lookup searches at most two shards.
+ * own malloc arena, so threads rarely meet on a shard. In a shard, a small block (at most
+ * SMALL_MAX bytes, 16-byte aligned, as glibc returns them: nine mallocs in ten of gcc's cc1)
+ * is one entry of a hash table by its start, so that its malloc and free cost one or two
+ * cache misses; the other blocks are a treap (O(log n) steps). A lookup inside a small block
+ * probes the starts 16 bytes apart below it, at most SMALL_MAX / 16 + 1 of them; where both
+ * structures answer (an entry left stale, below), the later id wins. A block smaller than a
+ * region starts in the region of any address inside it or in the region before, so a lookup
+ * searches at most two shards.
  * Larger heap blocks and every mapped region go to one sorted array (the big set): they are
  * few, and their updates come with a system call anyway. Tree nodes and the array live in
  * memory mapped by raw system calls, never the interposed allocator.
@@ -42,6 +47,9 @@
 #define SLAB_BYTES (64u * 1024u) /* tree nodes are mapped this many bytes at a time */
 #define BIG_INITIAL 256		 /* entries of the big set's first array */
 #define LOCK_SPINS 64		 /* tries before a waiting thread yields */
+#define SMALL_MAX 256		 /* bytes of the largest block of a shard's hash table */
+#define SMALL_ALIGN 16		 /* ... whose start is a multiple of this */
+#define SMALL_INITIAL 1024	 /* entries of a shard's first hash table (a power of two) */
 
 /* A heap block [lo, hi) in a shard's treap: a search tree on lo, a max-heap on prio. */
 struct anode {
@@ -51,10 +59,19 @@ struct anode {
 	uint32_t prio;	     /* a hash of lo */
 };
 
+/* A small heap block in a shard's hash table; lo 0: an empty slot. */
+struct snode {
+	uintptr_t lo;
+	uint64_t id;
+	uint32_t size; /* 1 for a zero-size block: it covers its first byte */
+};
+
 struct shard {
 	atomic_int lock;
 	struct anode *root;  /* under lock */
 	struct anode *spare; /* unused nodes, under lock */
+	struct snode *small; /* [small_cap] open addressing by lo, under lock; NULL: none yet */
+	uint32_t small_cap, n_small;
 } __attribute__((aligned(64)));
 
 /* A mapped region or a heap block of a region or more. */
@@ -281,6 +298,90 @@ static void node_free(struct shard *s, struct anode *n)
 	s->spare = n;
 }
 
+/* ---- small blocks: a hash table per shard ---- */
+
+static bool is_small(uintptr_t lo, size_t size)
+{
+	return size <= SMALL_MAX && lo % SMALL_ALIGN == 0;
+}
+
+static uint32_t small_home(const struct shard *s, uintptr_t lo)
+{
+	return (uint32_t)(((lo / SMALL_ALIGN) * 0x9e3779b97f4a7c15u) >> 32) & (s->small_cap - 1);
+}
+
+/* The slot of @lo in @s's table, or the empty slot where it would go. */
+static struct snode *small_slot(const struct shard *s, uintptr_t lo)
+{
+	uint32_t i = small_home(s, lo);
+
+	while (s->small[i].lo && s->small[i].lo != lo)
+		i = (i + 1) & (s->small_cap - 1);
+	return &s->small[i];
+}
+
+/* Room for one more entry (at most half full). Under the lock. @return false: no memory */
+static bool small_reserve(struct shard *s)
+{
+	const uint32_t old_cap = s->small_cap, cap = old_cap ? 2 * old_cap : SMALL_INITIAL;
+	struct snode *old = s->small, *a;
+
+	if (old && 2 * (s->n_small + 1) <= old_cap)
+		return true;
+	if (old_cap > UINT32_MAX / 4)
+		return false;
+	a = raw_map((size_t)cap * sizeof(*a));
+	if (!a)
+		return false;
+	s->small = a; /* raw_map's memory is zeroed: every slot empty */
+	s->small_cap = cap;
+	for (uint32_t i = 0; i < old_cap; i++)
+		if (old[i].lo)
+			*small_slot(s, old[i].lo) = old[i];
+	if (old)
+		raw_unmap(old, (size_t)old_cap * sizeof(*old));
+	return true;
+}
+
+/* Enter a small block, replacing a stale entry at its start. @return false: no memory */
+static bool small_put(struct shard *s, uintptr_t lo, size_t size, uint64_t id)
+{
+	struct snode *e;
+
+	if (!small_reserve(s))
+		return false;
+	e = small_slot(s, lo);
+	if (!e->lo)
+		s->n_small++;
+	*e = (struct snode){lo, id, size ? (uint32_t)size : 1};
+	return true;
+}
+
+/* Take out the entry at @lo into *@out. @return whether there was one */
+static bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
+{
+	uint32_t i, j;
+
+	if (!s->small)
+		return false;
+	i = (uint32_t)(small_slot(s, lo) - s->small);
+	if (!s->small[i].lo)
+		return false;
+	*out = s->small[i];
+	/* close the gap: move back each later entry of the run whose home is not in (i, j] */
+	for (j = (i + 1) & (s->small_cap - 1); s->small[j].lo; j = (j + 1) & (s->small_cap - 1)) {
+		const uint32_t h = small_home(s, s->small[j].lo);
+
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			s->small[i] = s->small[j];
+			i = j;
+		}
+	}
+	s->small[i].lo = 0;
+	s->n_small--;
+	return true;
+}
+
 /* ---- the big set ---- */
 
 /* Index of the last entry starting at or below @p, or -1. Under g_big_lock. */
@@ -398,14 +499,26 @@ uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 		struct shard *s = shard_of(lo >> REGION_SHIFT);
 		struct anode *n, *old;
 
+		struct snode stale;
+
 		lock(&s->lock);
-		n = node_new(s);
-		if (n) {
-			*n =
-			    (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL, prio_of(lo)};
-			old = tree_insert(&s->root, n);
-			if (old)
-				node_free(s, old);
+		/*
+		 * A small block the hash table has no room for goes to the treap. A block of
+		 * the treap replaces a stale small entry at its start, so that a free there
+		 * takes the live one (a small block leaves a stale treap node to lookups only,
+		 * where the later id wins).
+		 */
+		if (!is_small(lo, size) || !small_put(s, lo, size, id)) {
+			if (lo % SMALL_ALIGN == 0)
+				(void)small_take(s, lo, &stale);
+			n = node_new(s);
+			if (n) {
+				*n = (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL,
+						    prio_of(lo)};
+				old = tree_insert(&s->root, n);
+				if (old)
+					node_free(s, old);
+			}
 		}
 		unlock(&s->lock);
 	}
@@ -417,21 +530,30 @@ uint64_t cap_alloc_remove(const void *p, size_t *size)
 {
 	const uintptr_t lo = (uintptr_t)p;
 	struct shard *s = shard_of(lo >> REGION_SHIFT);
-	struct anode *n;
+	struct anode *n = NULL;
+	struct snode e;
 	uint64_t id = 0;
 	size_t sz = 0;
+	bool hit;
 
 	if (!p || !enter_table())
 		goto out;
 	lock(&s->lock);
-	n = tree_remove(&s->root, lo);
+	hit = lo % SMALL_ALIGN == 0 && small_take(s, lo, &e);
+	if (hit) {
+		id = e.id;
+		sz = e.size;
+	} else {
+		n = tree_remove(&s->root, lo);
+		hit = n != NULL;
+	}
 	if (n) {
 		id = n->id;
 		sz = n->hi - n->lo;
 		node_free(s, n);
 	}
 	unlock(&s->lock);
-	if (!n) {
+	if (!hit) {
 		ptrdiff_t i;
 
 		lock(&g_big_lock);
@@ -487,7 +609,12 @@ void cap_map_remove(const void *p, size_t len)
 	leave_table();
 }
 
-/* Search the shard of @region for @p. */
+/*
+ * Search the shard of @region for @p: its treap, and its small blocks starting at most
+ * SMALL_MAX bytes below @p (the nearest one starting at or below @p is the only live one
+ * that can hold it; those of the region before are here too when it has the same shard).
+ * Where both hold @p, the later id wins (the other entry is stale).
+ */
 static bool shard_find(uintptr_t region, uintptr_t p, uint64_t *id, uint64_t *off)
 {
 	struct shard *s = shard_of(region);
@@ -500,6 +627,23 @@ static bool shard_find(uintptr_t region, uintptr_t p, uint64_t *id, uint64_t *of
 	if (hit) {
 		*id = n->id;
 		*off = p - n->lo;
+	}
+	if (s->n_small) {
+		uintptr_t q = p - p % SMALL_ALIGN;
+
+		for (uint32_t k = 0; k <= SMALL_MAX / SMALL_ALIGN && q; k++) {
+			const struct snode *e = small_slot(s, q);
+
+			if (e->lo) {
+				if (p < e->lo + e->size && (!hit || e->id > *id)) {
+					hit = true;
+					*id = e->id;
+					*off = p - e->lo;
+				}
+				break;
+			}
+			q -= SMALL_ALIGN;
+		}
 	}
 	unlock(&s->lock);
 	return hit;

@@ -1307,6 +1307,11 @@ int cap_consumer_save(struct cap_consumer *c, const char *path)
 	return tfs_writer_save(c->w, path);
 }
 
+void cap_consumer_skip_recompress(struct cap_consumer *c)
+{
+	tfs_writer_skip_recompress(c->w);
+}
+
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len)
 {
 	*out = NULL;

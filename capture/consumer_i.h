@@ -54,6 +54,9 @@ int cap_consumer_save(struct cap_consumer *c, const char *path);
 /* Write the trace into a new malloc'ed buffer (after cap_consumer_finish). @return 0 or -errno */
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len);
 
+/* The save does not recompress its values (tfs_writer_skip_recompress()). */
+void cap_consumer_skip_recompress(struct cap_consumer *c);
+
 /* @c's statistics so far. */
 void cap_consumer_stats(const struct cap_consumer *c, struct tfs_recording_stats *st);
 

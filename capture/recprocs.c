@@ -100,6 +100,7 @@ struct rec_procs {
 	struct peeked *peeked;
 	uint32_t n_peeked;
 	struct timespec dir_mtime; /* the directory's, before the last listing */
+	uint64_t recompressed;	   /* events of the traces saved recompressed (save_mem()) */
 	uint64_t listed_ns;	   /* CLOCK_MONOTONIC of the last listing, 0: none yet */
 };
 
@@ -685,6 +686,24 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 }
 
 /*
+ * Save @c's trace in memory. The save recompresses a small trace (the writer's
+ * values_save_level), at about 1 us per event: so that a recording of many processes (make,
+ * a compiler driver) does not pay that for each, the recording's traces share one bound,
+ * TFS_VALUES_SAVE_MAX_EVENTS, the first to end taking it. @return 0 or -errno
+ */
+static int save_mem(struct rec_procs *ps, struct cap_consumer *c, void **out, size_t *len)
+{
+	struct tfs_recording_stats st;
+
+	cap_consumer_stats(c, &st);
+	if (ps->recompressed + st.n_events > TFS_VALUES_SAVE_MAX_EVENTS)
+		cap_consumer_skip_recompress(c);
+	else
+		ps->recompressed += st.n_events;
+	return cap_consumer_save_mem(c, out, len);
+}
+
+/*
  * Process @p has ended: take in the rest, set its metadata, save its trace in memory,
  * then free its consumer, unmap its spool and remove it. @return 0 or -errno
  */
@@ -697,7 +716,7 @@ static int retire(struct rec_procs *ps, struct rproc *p)
 	if (rc == 0)
 		rc = child_meta(ps, p);
 	if (rc == 0)
-		rc = cap_consumer_save_mem(p->c, &p->trace, &p->trace_len);
+		rc = save_mem(ps, p->c, &p->trace, &p->trace_len);
 	if (rc < 0)
 		return rc;
 	cap_consumer_stats(p->c, &p->st);
@@ -912,7 +931,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	if (rc == 0)
 		rc = cap_consumer_set_meta(ps->v[0].c, "ppid", ppid);
 	if (rc == 0)
-		rc = cap_consumer_save_mem(ps->v[0].c, &bufs[0], &len);
+		rc = save_mem(ps, ps->v[0].c, &bufs[0], &len);
 	/* the others' traces are theirs (saved when they retired) */
 	for (; opened < ps->n && rc == 0; opened++) {
 		if (opened > 0) {

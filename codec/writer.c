@@ -114,6 +114,11 @@ int tfs_writer_add_kind(struct tfs_writer *w, const struct tfs_kind_desc *kind,
 	return schema_add(&w->schema, kind, kind_out);
 }
 
+void tfs_writer_skip_recompress(struct tfs_writer *w)
+{
+	w->skip_recompress = true;
+}
+
 int tfs_writer_set_meta(struct tfs_writer *w, const char *key, const char *value)
 {
 	char *k, *v;

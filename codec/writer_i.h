@@ -82,6 +82,7 @@ struct tfs_writer {
 	uint32_t n_ranks, ranks_cap;
 	struct wnames names;
 	bool saved;
+	bool skip_recompress; /* tfs_writer_skip_recompress() */
 };
 
 /*

@@ -365,6 +365,8 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 	/* values_save_level is for small traces: the recompression costs ~1 us per event */
 	for (uint32_t i = 0; i < w->n_streams; i++)
 		total += w->streams[i]->n_events;
+	if (w->skip_recompress)
+		total = UINT64_MAX;
 	for (uint32_t i = 0; i < w->n_streams && total > TFS_VALUES_SAVE_MAX_EVENTS; i++)
 		if (wstream_has_values(w->streams[i]))
 			venc_no_recompress(w->streams[i]->venc);

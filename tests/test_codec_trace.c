@@ -952,8 +952,11 @@ static void test_trace_patched_values_damage_refused(void **state)
 	free(g);
 }
 
-/* Save @s with @level as values_save_level; the file's bytes. */
-static uint8_t *save_with_level(const struct tg_stream *s, int level, size_t *n)
+/*
+ * Save @s with @level as values_save_level (and tfs_writer_skip_recompress() when @skip);
+ * the file's bytes.
+ */
+static uint8_t *save_with_level(const struct tg_stream *s, int level, bool skip, size_t *n)
 {
 	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .values_save_level = level};
 	struct tfs_writer *w;
@@ -961,6 +964,8 @@ static uint8_t *save_with_level(const struct tg_stream *s, int level, size_t *n)
 	assert_int_equal(tfs_writer_new(&o, &w), 0);
 	assert_int_equal(tg_declare(w), 0);
 	assert_int_equal(tg_write(w, s), 0);
+	if (skip)
+		tfs_writer_skip_recompress(w);
 	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
 	tfs_writer_free(w);
 	return slurp(tmp_path, n);
@@ -968,7 +973,8 @@ static uint8_t *save_with_level(const struct tg_stream *s, int level, size_t *n)
 
 /*
  * values_save_level recompresses small traces' value blocks (never larger, same events) and
- * is ignored above TFS_VALUES_SAVE_MAX_EVENTS events: the file is then the one without it.
+ * is ignored above TFS_VALUES_SAVE_MAX_EVENTS events, or at any size after
+ * tfs_writer_skip_recompress(): the file is then the one without it.
  */
 static void test_trace_values_save_level_small_only(void **state)
 {
@@ -977,8 +983,8 @@ static void test_trace_values_save_level_small_only(void **state)
 	uint8_t *a, *b;
 
 	assert_int_equal(tg_fill(&s, 20000, 0, 5), 0);
-	a = save_with_level(&s, 0, &n0);
-	b = save_with_level(&s, 19, &n19);
+	a = save_with_level(&s, 0, false, &n0);
+	b = save_with_level(&s, 19, false, &n19);
 	assert_true(n19 < n0);
 	{
 		struct tfs_trace *ta, *tb;
@@ -996,12 +1002,16 @@ static void test_trace_values_save_level_small_only(void **state)
 		tfs_trace_close(ta);
 		tfs_trace_close(tb);
 	}
+	free(b);
+	b = save_with_level(&s, 19, true, &n19);
+	assert_int_equal(n0, n19);
+	assert_memory_equal(a, b, n0);
 	free(a);
 	free(b);
 	tg_free(&s);
 	assert_int_equal(tg_fill(&s, TFS_VALUES_SAVE_MAX_EVENTS + 1, 1, 5), 0);
-	a = save_with_level(&s, 0, &n0);
-	b = save_with_level(&s, 19, &n19);
+	a = save_with_level(&s, 0, false, &n0);
+	b = save_with_level(&s, 19, false, &n19);
 	assert_int_equal(n0, n19);
 	assert_memory_equal(a, b, n0);
 	free(a);

@@ -155,6 +155,13 @@ int tfs_writer_set_name(struct tfs_writer *w, uint32_t rank, const char *sym_cla
 int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len);
 
 /**
+ * The save does not recompress (values_save_level), whatever its size. For a caller that
+ * saves several traces, as a recording of many processes does: TFS_VALUES_SAVE_MAX_EVENTS
+ * bounds the recompression of all of them together, not of each.
+ */
+void tfs_writer_skip_recompress(struct tfs_writer *w);
+
+/**
  * Write @len bytes (a trace made in memory: tfs_writer_save_mem(), tfs_merge_traces()) to
  * @path as tfs_writer_save() writes a file: through a temporary file in the same directory,
  * synced and renamed over @path, so that a reader sees the old file or the whole new one,

@@ -84,6 +84,38 @@ static void test_allocs_heap_blocks_by_interior_pointer(void **state)
 	expect(0, 0, 0); /* NULL */
 }
 
+/* Small blocks (allocs.c's hash tables) across a region boundary and beside stale entries. */
+static void test_allocs_small_blocks_and_stale_entries(void **state)
+{
+	const uintptr_t a = 0x500000000u + MIB - 64, d = 0x600000000u;
+	uint64_t ia = cap_alloc_add(at(a), 200, 0), id1, id2, id3;
+
+	(void)state;
+	expect(a + 63, ia, 63);
+	expect(a + 64, ia, 64); /* the next region, 16 probes below */
+	expect(a + 199, ia, 199);
+	expect(a + 200, 0, 0);
+	assert_int_equal(cap_alloc_remove(at(a), NULL), ia);
+	expect(a + 100, 0, 0);
+	/* a small block freed unseen, then a larger block over it: the later id answers */
+	id1 = cap_alloc_add(at(d + 64), 64, 0);
+	id2 = cap_alloc_add(at(d), 1000, 0);
+	expect(d + 70, id2, 70);
+	expect(d + 999, id2, 999);
+	/* a larger block freed unseen, a small one inside it: the small one answers */
+	id3 = cap_alloc_add(at(d + 512), 32, 0);
+	expect(d + 520, id3, 8);
+	expect(d + 600, id2, 600);
+	assert_int_equal(cap_alloc_remove(at(d + 512), NULL), id3);
+	assert_int_equal(cap_alloc_remove(at(d), NULL), id2);
+	/* the stale small entry is all that is left there */
+	expect(d + 70, id1, 6);
+	/* a larger block at a stale small entry's start: freeing it takes the live one */
+	assert_int_equal(cap_alloc_add(at(d + 64), 4000, 0), id3 + 1);
+	assert_int_equal(cap_alloc_remove(at(d + 64), NULL), id3 + 1);
+	expect(d + 70, 0, 0);
+}
+
 static void test_allocs_munmap_splits_trims_and_removes(void **state)
 {
 	const uintptr_t m = 0x400000000u, n = m + 64 * PAGE;
@@ -207,7 +239,10 @@ static void test_allocs_match_a_model(void **state)
 
 		if (op < 35 && g_n < MODEL_MAX - 64) {
 			/* a heap block, now and then a region or more */
-			size_t size = rnd(&s) % 8 == 0 ? MIB + rnd(&s) % (3 * MIB) : rnd(&s) % 5000;
+			/* (half of the others small: allocs.c keeps those in hash tables) */
+			size_t size = rnd(&s) % 8 == 0   ? MIB + rnd(&s) % (3 * MIB)
+				      : rnd(&s) % 2 == 0 ? rnd(&s) % 300
+							 : rnd(&s) % 5000;
 			uintptr_t lo = space + (rnd(&s) % span & ~(uintptr_t)15);
 			uintptr_t hi = lo + (size ? size : 1);
 
@@ -363,6 +398,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_allocs_heap_blocks_by_interior_pointer),
+	    cmocka_unit_test(test_allocs_small_blocks_and_stale_entries),
 	    cmocka_unit_test(test_allocs_munmap_splits_trims_and_removes),
 	    cmocka_unit_test(test_allocs_match_a_model),
 	    cmocka_unit_test(test_allocs_16_threads_each_see_their_own),
