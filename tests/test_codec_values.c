@@ -435,6 +435,16 @@ static void test_values_final_level_shrinks_and_keeps_contents(void **state)
 	ev_fini(&s);
 }
 
+/* Encode lossless @s with @o into @sec, check it decodes, open it as @v of @n_blocks blocks. */
+static void encode_lossless_blocks(const struct evset *s, const struct venc_opts *o,
+				   struct tfs_buf *sec, struct tfs_vsec *v, uint64_t n_blocks)
+{
+	encode(s, o, sec);
+	check_section(sec, s, VAL_TIMING_LOSSLESS);
+	assert_int_equal(vsec_open(v, sec->data, sec->len, 0, NULL), 0);
+	assert_int_equal(v->n_blocks, n_blocks);
+}
+
 /*
  * One event of terminal @t after *@ts: a regular one (gap and duration a per-terminal
  * constant, give or take 3 ns), which the per-terminal predictors explain, or noise (both
@@ -1342,10 +1352,7 @@ static void test_values_kept_choice_follows_a_change(void **state)
 		s.n_vals_of[t] = 0;
 	for (size_t i = 0; i < n; i++)
 		push_regular_or_noise(&s, (uint32_t)(i % 4), i < half * 4096, &seed, &ts);
-	encode(&s, &o, &sec);
-	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
-	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
-	assert_int_equal(v.n_blocks, 2 * half);
+	encode_lossless_blocks(&s, &o, &sec, &v, 2 * half);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
 		if (blk < half)
@@ -1372,10 +1379,7 @@ static void test_values_coded_durations_resume_after_constant_ones(void **state)
 	gen_jittery(&s, 2 * half * VAL_DEFAULT_BLOCK_EVENTS, &seed, false);
 	for (size_t i = 0; i < half * VAL_DEFAULT_BLOCK_EVENTS; i++)
 		s.dur[i] = 500;
-	encode(&s, &o, &sec);
-	check_section(&sec, &s, VAL_TIMING_LOSSLESS);
-	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
-	assert_int_equal(v.n_blocks, 2 * half);
+	encode_lossless_blocks(&s, &o, &sec, &v, 2 * half);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		assert_int_equal(vsec_block_words(&v, blk, &w, NULL), 0);
 		/* the noisy half from its 17th block on: a retry has come and won */
