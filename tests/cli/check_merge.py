@@ -130,6 +130,7 @@ def check_reserved(c, d, A, B):
              and lines[1].startswith("tracefs: cannot open %s: still being saved after 1 s" % R),
              "%s gives up after TFS_SAVE_WAIT seconds, naming the file" % cmd[0],
              q.stderr.decode())
+    os.rmdir(mnt)
     env["TFS_SAVE_WAIT"] = "0"
     q = subprocess.run([c.tracefs, "info", R], capture_output=True, env=env, timeout=300)
     t.ok(q.returncode == 1 and q.stderr.count(b"\n") == 1 and b"still being saved" in q.stderr,
