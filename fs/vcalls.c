@@ -4,8 +4,9 @@
  * same order, so each is the full file filtered as `grep` would. The codec lays every kind
  * out over the grammar (tfs_cursor_new_kind()), so their sizes are exact without decoding
  * and a read at any offset seeks in O(height). A directory lists only the kinds that occur
- * in its scope. A time-merged trace.txt (several threads with timing) gets no calls/: its
- * order comes from a merge over every event, which a view of one kind cannot follow. Kinds
+ * in its scope. Under a time-merged trace.txt (several threads with timing) they are merged
+ * views of one kind (vmerge.c): the first read of any merged view of a scope builds the
+ * scope's merge index, one pass decoding every time, which its calls/ views share. Kinds
  * whose name cannot be a directory ("..", a '/') are left out, and of several kinds of one
  * name only the first that occurs is shown. Listed by name.
  */
@@ -50,9 +51,12 @@ static int kind_events(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t 
 	return 0;
 }
 
-/* One file of calls/<name>/: a stream's kind view, or the threads' one after the other. */
-static int add_call_file(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc,
-			 uint32_t kind, int v)
+/*
+ * One file of calls/<name>/: a stream's kind view, the threads' one after the other, or
+ * (with timing) merged as the scope's trace.txt is.
+ */
+static int add_call_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t kind,
+			 int v)
 {
 	int64_t idx;
 	struct vnode *f;
@@ -73,6 +77,16 @@ static int add_call_file(struct fs_vtree *vt, uint32_t dir, const struct fs_scop
 		return tfs_trace_kind_view_size(vt->trace, s->stream, kind, call_view[v], s->first,
 						s->n_events, NULL, &f->size);
 	}
+	if (vt->ti.timing != TFS_TIMING_NONE) {
+		idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_merge_ops);
+		if (idx < 0)
+			return (int)idx;
+		f = fs_node_at(vt, (uint32_t)idx);
+		f->view = (uint8_t)call_view[v];
+		f->call = kind + 1;
+		f->scope = sc;
+		return fs_merge_kind_size(vt, sc, kind, call_view[v], &f->size);
+	}
 	idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_concat_ops);
 	if (idx < 0)
 		return (int)idx;
@@ -85,7 +99,7 @@ static int add_call_file(struct fs_vtree *vt, uint32_t dir, const struct fs_scop
 }
 
 /* calls/<name>/ of one kind that occurs in @sc, making calls/ first if need be. */
-static int add_call_dir(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc,
+static int add_call_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc,
 			uint64_t key, uint32_t kind, uint32_t pos, int64_t *calls)
 {
 	int64_t kdir;
@@ -127,7 +141,7 @@ static int kinds_present(struct fs_vtree *vt, const struct fs_scope *sc, bool *p
 	return rc;
 }
 
-int fs_calls_add(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, uint64_t key)
+int fs_calls_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint64_t key)
 {
 	uint32_t n = vt->ti.n_kinds, *order;
 	const char *listed = NULL; /* the last name given a directory */
@@ -135,7 +149,7 @@ int fs_calls_add(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, u
 	bool *present;
 	int rc;
 
-	if (sc->n_segs == 0 || n == 0 || (sc->n_segs > 1 && vt->ti.timing != TFS_TIMING_NONE))
+	if (sc->n_segs == 0 || n == 0)
 		return 0;
 	order = malloc((size_t)n * sizeof(*order));
 	present = calloc(n, sizeof(*present));

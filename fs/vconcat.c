@@ -320,7 +320,7 @@ static ssize_t read_part(struct fs_concat_reader *r, uint32_t i, void *buf, size
 		r->cur = NULL;
 		r->mr = NULL;
 		if (p->merged)
-			rc = fs_merge_reader_new(r->c->vt, p->merged, p->view, &r->mr);
+			rc = fs_merge_reader_new(r->c->vt, p->merged, 0, p->view, &r->mr);
 		else if (p->call)
 			rc = tfs_cursor_new_kind(r->t, p->stream, p->call - 1, p->view, p->first,
 						 p->n, &r->cur);

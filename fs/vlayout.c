@@ -106,8 +106,7 @@ static const struct fs_entry entries[] = {
      "arguments), its functions the grammars' rules",
      .gen = fs_replay_proxy_new, .tree_wide = true},
     {"calls/", FS_IN_RANK_B | FS_IN_THREAD_B | FS_IN_PHASE_B,
-     "some call occurs, and trace.txt does not interleave several threads by time (use "
-     "threads/<t>/calls/ there)",
+     "some call occurs",
      "calls/<name>/ (calls/pwrite/, calls/zone/): trace.txt and events.jsonl holding the "
      "lines of the directory's files whose event is that call, byte for byte",
      .add = fs_build_calls},

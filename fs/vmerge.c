@@ -25,6 +25,14 @@
  * rendering only the lines it returns. A handle remembers its merge position, so
  * sequential reads cost O(1) per event.
  *
+ * A merged view of one kind (calls/<name>/ of such a scope, vcalls.c) is the merged view's
+ * lines of that kind: the same merge over every event, since an event's key depends on the
+ * times of the events before it in its thread whatever their kind, counting and rendering
+ * only that kind's lines. It shares the scope's index; a checkpoint's offset in the kind's
+ * view is the sum of the kind's bytes before each segment's next event there, which the
+ * codec's kind layout gives in O(height) per segment without decoding, so the index stays
+ * one per scope however many kinds are read.
+ *
  * Traces without timing are not merged (every time is 0): vbuild.c serves those as the
  * threads' views one after the other.
  */
@@ -39,6 +47,8 @@
 #define CP_EVENTS_PER_THREAD 128
 /* The most one scope's index may take: past it checkpoints are spaced further apart. */
 #define CP_MAX_BYTES ((uint64_t)32 << 20)
+/* mstate.kind of a merge that shows every event */
+#define ALL_KINDS UINT32_MAX
 
 struct fs_merge_index {
 	uint64_t interval; /* merged events between checkpoints */
@@ -65,6 +75,7 @@ struct mstate {
 	uint64_t off[2];	 /* merged offset of the top head's line, TEXT and JSONL */
 	bool by_end;		 /* the time is the end time, else the start time */
 	bool valid;
+	uint32_t kind;		 /* the only kind whose lines @off counts, or ALL_KINDS */
 };
 
 struct fs_merge_reader {
@@ -75,6 +86,15 @@ struct fs_merge_reader {
 	const struct fs_merge_index *mi; /* once built */
 };
 
+/* Whether the lines of terminal @term are in the merge's view. */
+static bool shown(const struct mstate *ms, uint32_t term)
+{
+	uint32_t kind;
+
+	return ms->kind == ALL_KINDS ||
+	       (tfs_trace_term_kind(ms->vt->trace, term, &kind) == 0 && kind == ms->kind);
+}
+
 bool fs_merge_by_end(const struct fs_vtree *vt)
 {
 	const char *order = tfs_trace_meta(vt->trace, "event_order");
@@ -82,20 +102,37 @@ bool fs_merge_by_end(const struct fs_vtree *vt)
 	return order && !strcmp(order, "end");
 }
 
-int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
-		  uint64_t *size)
+/* Bytes of @view (of one @kind, or ALL_KINDS) over the first @n[i] events of each segment. */
+static int prefix_size(const struct fs_vtree *vt, const struct fs_scope *sc, uint32_t kind,
+		       int view, const uint64_t *n, uint64_t *size)
 {
 	*size = 0;
 	for (uint32_t i = 0; i < sc->n_segs; i++) {
 		const struct fs_seg *s = &sc->segs[i];
-		uint64_t n;
-		int rc = tfs_trace_view_size(vt->trace, s->stream, view, s->first, s->n_events, &n);
+		uint64_t bytes, count = n ? n[i] : s->n_events;
+		int rc = kind == ALL_KINDS
+				 ? tfs_trace_view_size(vt->trace, s->stream, view, s->first, count,
+						       &bytes)
+				 : tfs_trace_kind_view_size(vt->trace, s->stream, kind, view,
+							    s->first, count, NULL, &bytes);
 
 		if (rc < 0)
 			return rc;
-		*size += n;
+		*size += bytes;
 	}
 	return 0;
+}
+
+int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
+		  uint64_t *size)
+{
+	return prefix_size(vt, sc, ALL_KINDS, view, NULL, size);
+}
+
+int fs_merge_kind_size(const struct fs_vtree *vt, const struct fs_scope *sc, uint32_t kind,
+		       int view, uint64_t *size)
+{
+	return prefix_size(vt, sc, kind, view, NULL, size);
 }
 
 void fs_merge_index_free(struct fs_merge_index *mi)
@@ -208,6 +245,7 @@ static int ms_init(struct mstate *ms, struct fs_vtree *vt, const struct fs_scope
 	memset(ms, 0, sizeof(*ms));
 	ms->vt = vt;
 	ms->sc = sc;
+	ms->kind = ALL_KINDS;
 	ms->cur = calloc(n, sizeof(*ms->cur));
 	ms->next = calloc(n, sizeof(*ms->next));
 	ms->toff = calloc(n, sizeof(*ms->toff));
@@ -245,8 +283,17 @@ static int ms_seek(struct mstate *ms, const struct fs_merge_index *mi, uint64_t 
 	ms->n_heap = 0;
 	ms->by_end = mi ? mi->by_end : fs_merge_by_end(ms->vt);
 	ms->count = mi ? k * mi->interval : 0;
-	ms->off[0] = mi ? mi->off[2 * k] : 0;
-	ms->off[1] = mi ? mi->off[2 * k + 1] : 0;
+	for (int v = 0; v < 2; v++) {
+		ms->off[v] = 0;
+		if (mi && ms->kind == ALL_KINDS)
+			ms->off[v] = mi->off[2 * k + (uint64_t)v];
+		else if (mi) {
+			rc = prefix_size(ms->vt, ms->sc, ms->kind, v, &mi->next[k * n_segs],
+					 &ms->off[v]);
+			if (rc < 0)
+				return rc;
+		}
+	}
 	for (uint32_t i = 0; i < n_segs; i++) {
 		ms->next[i] = mi ? mi->next[k * n_segs + i] : 0;
 		ms->run[i] = mi ? mi->run[k * n_segs + i] : 0;
@@ -275,7 +322,8 @@ static int ms_advance(struct mstate *ms, int view, struct tfs_diag *diag)
 		rc = line_len(ms, v, seg, ms->term[seg], &len[v]);
 		if (rc < 0)
 			goto err_invalid;
-		ms->off[v] += len[v];
+		if (shown(ms, ms->term[seg]))
+			ms->off[v] += len[v];
 	}
 	heap_pop(ms);
 	ms->run[seg] = ms->key[seg];
@@ -289,6 +337,16 @@ static int ms_advance(struct mstate *ms, int view, struct tfs_diag *diag)
 
 err_invalid:
 	ms->valid = false;
+	return rc;
+}
+
+/* Step past heads whose lines the view does not show. */
+static int skip_hidden(struct mstate *ms, int view, struct tfs_diag *diag)
+{
+	int rc = 0;
+
+	while (rc == 0 && ms->n_heap > 0 && !shown(ms, ms->term[ms->heap[0]]))
+		rc = ms_advance(ms, view, diag);
 	return rc;
 }
 
@@ -357,9 +415,10 @@ err_free_index:
 
 /* ---- readers ---- */
 
-int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, int view,
+int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, uint32_t call, int view,
 			struct fs_merge_reader **out)
 {
+	const uint32_t kind = call ? call - 1 : ALL_KINDS;
 	struct fs_merge_reader *r;
 	int rc;
 
@@ -370,13 +429,14 @@ int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, int view,
 		return -ENOMEM;
 	r->sc = sc;
 	r->view = view;
-	rc = fs_merge_size(vt, sc, view, &r->size);
+	rc = prefix_size(vt, sc, kind, view, NULL, &r->size);
 	if (rc == 0)
 		rc = ms_init(&r->ms, vt, sc, view);
 	if (rc < 0) {
 		free(r);
 		return rc;
 	}
+	r->ms.kind = kind;
 	*out = r;
 	return 0;
 }
@@ -389,35 +449,54 @@ void fs_merge_reader_free(struct fs_merge_reader *r)
 	free(r);
 }
 
-/* The last checkpoint at or before merged byte @off. */
-static uint64_t checkpoint_at(const struct fs_merge_index *mi, int view, uint64_t off)
+/* The last checkpoint of @r's index at or before byte @off of its view, in *@k. */
+static int checkpoint_at(const struct fs_merge_reader *r, uint64_t off, uint64_t *k)
 {
-	uint64_t lo = 0, hi = mi->n_cp;
+	const struct fs_merge_index *mi = r->mi;
+	const uint32_t n_segs = r->sc->n_segs;
+	uint64_t lo = 0, hi = mi->n_cp, at;
 
 	while (hi - lo > 1) {
 		uint64_t mid = lo + (hi - lo) / 2;
+		int rc = 0;
 
-		if (mi->off[2 * mid + view] <= off)
+		if (r->ms.kind == ALL_KINDS)
+			at = mi->off[2 * mid + (uint64_t)r->view];
+		else
+			rc = prefix_size(r->ms.vt, r->sc, r->ms.kind, r->view,
+					 &mi->next[mid * n_segs], &at);
+		if (rc < 0)
+			return rc;
+		if (at <= off)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	return lo;
+	*k = lo;
+	return 0;
 }
 
 /* Put the merge at the line holding @off: from where it is if that is on the way. */
 static int position(struct fs_merge_reader *r, uint64_t off, struct tfs_diag *diag)
 {
 	struct mstate *ms = &r->ms;
-	uint64_t k = checkpoint_at(r->mi, r->view, off), len;
-	int rc;
+	uint64_t k, len;
+	int rc = checkpoint_at(r, off, &k);
 
+	if (rc < 0)
+		return rc;
 	if (!ms->valid || off < ms->off[r->view] || k > ms->count / r->mi->interval) {
 		rc = ms_seek(ms, r->mi, k, diag);
 		if (rc < 0)
 			return rc;
 	}
 	while (ms->n_heap > 0) {
+		if (!shown(ms, ms->term[ms->heap[0]])) {
+			rc = ms_advance(ms, r->view, diag);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
 		rc = line_len(ms, r->view, ms->heap[0], ms->term[ms->heap[0]], &len);
 		if (rc < 0)
 			return rc;
@@ -450,7 +529,13 @@ ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t
 	}
 	rc = position(r, off, diag);
 	while (rc == 0 && done < len) {
-		uint32_t seg = ms->heap[0];
+		uint32_t seg;
+
+		if (ms->n_heap == 0) {
+			rc = -TFS_ECORRUPT; /* fewer lines than the grammar's counts promised */
+			break;
+		}
+		seg = ms->heap[0];
 		uint64_t line, intra = off + done - ms->off[r->view];
 		size_t n;
 		ssize_t got;
@@ -466,8 +551,11 @@ ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t
 			break;
 		}
 		done += n;
-		if (intra + n == line && ms->n_heap > 0 && off + done < r->size)
+		if (intra + n == line && ms->n_heap > 0 && off + done < r->size) {
 			rc = ms_advance(ms, r->view, diag);
+			if (rc == 0)
+				rc = skip_hidden(ms, r->view, diag);
+		}
 	}
 	if (rc < 0) {
 		ms->valid = false;
@@ -481,7 +569,7 @@ ssize_t fs_merge_read(struct fs_merge_reader *r, void *buf, size_t len, uint64_t
 static int merge_open(struct fs_vtree *vt, const struct vnode *n, void **state)
 {
 	struct fs_merge_reader *r = NULL;
-	int rc = fs_merge_reader_new(vt, n->scope, n->view, &r);
+	int rc = fs_merge_reader_new(vt, n->scope, n->call, n->view, &r);
 
 	*state = r;
 	return rc;
@@ -511,7 +599,7 @@ static int merge_views(const struct vnode *n, int *view, uint32_t *call,
 						  sc->segs[i].n_events};
 	*n_segs = sc->n_segs;
 	*view = n->view;
-	*call = 0;
+	*call = n->call;
 	return 0;
 }
 

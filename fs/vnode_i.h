@@ -167,7 +167,7 @@ struct vnode {
 			     * among the ranks that have streams) */
 	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
 	uint32_t stream;    /* view */
-	uint32_t call;	    /* view: 1 + the only event kind it shows (calls/), 0: all */
+	uint32_t call;	    /* view, merge: 1 + the only event kind it shows (calls/), 0: all */
 	uint64_t first;	    /* view: first event (stream index) */
 	uint64_t n_events;  /* view */
 	uint64_t size;	    /* files: exact bytes (concat, lazy: once done) */
@@ -263,11 +263,11 @@ int fs_phase_dirs_name(struct fs_phase_rec *recs, uint32_t n, char **dirs);
 /**
  * calls/<name>/{trace.txt,events.jsonl} under @dir: for each kind that occurs in @sc's
  * events, the lines of @sc's trace.txt and events.jsonl that are of that kind; calls/ is
- * listed by @key and only when some kind has a name fit for a directory. Only for
- * scopes of one thread, or of several without timing (their views are the threads' one
- * after the other); a time-merged scope gets none. @return 0, -ENOMEM or a reader error
+ * listed by @key and only when some kind has a name fit for a directory. In the order of
+ * @sc's trace.txt: one thread's, several without timing one after the other, several with
+ * timing merged in time order (vmerge.c). @return 0, -ENOMEM or a reader error
  */
-int fs_calls_add(struct fs_vtree *vt, uint32_t dir, const struct fs_scope *sc, uint64_t key);
+int fs_calls_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint64_t key);
 
 /* ---- vbuild.c ---- */
 
@@ -381,7 +381,11 @@ bool fs_merge_by_end(const struct fs_vtree *vt);
 /** Total bytes of @view over @sc: the sum of its segments' views. */
 int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
 		  uint64_t *size);
-int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, int view,
+/** Total bytes of the lines of event kind @kind in @view over @sc. */
+int fs_merge_kind_size(const struct fs_vtree *vt, const struct fs_scope *sc, uint32_t kind,
+		       int view, uint64_t *size);
+/** A reader of @view over @sc merged; @call: 1 + the only kind it shows, 0: all. */
+int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, uint32_t call, int view,
 			struct fs_merge_reader **out);
 void fs_merge_reader_free(struct fs_merge_reader *r);
 /** Builds the scope's merge index on the first call. @return bytes, 0 at the end, -errno */

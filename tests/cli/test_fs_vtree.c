@@ -385,6 +385,98 @@ static void test_vtree_merge_ties_and_checkpoints(void **state)
 	close_fixture(&f);
 }
 
+/* The lines of @all whose text holds @needle, in order. */
+static char *lines_with(const char *all, const char *needle, uint64_t *size)
+{
+	char *out = malloc(strlen(all) + 1), *o = out;
+
+	assert_non_null(out);
+	for (const char *p = all; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t l = (size_t)(nl + 1 - p);
+
+		assert_non_null(nl);
+		if (memmem(p, l, needle, strlen(needle))) {
+			memcpy(o, p, l);
+			o += l;
+		}
+		p += l;
+	}
+	*o = '\0';
+	*size = (uint64_t)(o - out);
+	return out;
+}
+
+/*
+ * calls/<name>/ beside a time-merged trace.txt: three threads of two kinds whose times go
+ * back now and then (so an event's merge key is its thread's running maximum, which depends
+ * on the other kind's events). Each calls/ file is its directory's merged file filtered by
+ * kind, in full and in random slices across the merge checkpoints, and its size is exact
+ * before any read.
+ */
+static void test_vtree_merge_calls(void **state)
+{
+	enum { N = 6000, THREADS = 3 };
+	static const struct tfs_kind_desc read_kind = {"read", "io", 2, io_args};
+	static const char *const files[2][3] = {
+	    {"ranks/0/trace.txt", "ranks/0/calls/read/trace.txt", " read("},
+	    {"ranks/0/events.jsonl", "ranks/0/calls/write/events.jsonl", "\"write\""}};
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint64_t seed = 7;
+	uint32_t kinds[2];
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kinds[0]), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &read_kind, &kinds[1]), 0);
+	for (uint32_t t = 0; t < THREADS; t++) {
+		assert_int_equal(tfs_writer_stream_new(w, 0, t, &s), 0);
+		for (uint64_t i = 0; i < N; i++) {
+			union tfs_arg a[2] = {{.u = 3 + t}, {.u = (i * 7919 + t) % 1000}};
+			uint64_t ts = 10 * i + 3 * t - (i % 97 == 0 && i ? 45 : 0);
+
+			assert_int_equal(tfs_wstream_append(s, kinds[(i * 7 + t) % 5 == 0], ts,
+							    1 + i % 13, a),
+					 0);
+		}
+	}
+	open_fixture(&f, w);
+	for (int v = 0; v < 2; v++) {
+		struct fs_node_info info;
+		struct fs_vfile *h;
+		uint64_t full_size, size, want_size;
+		char *full = read_path(f.vt, files[v][0], &full_size);
+		char *want = lines_with(full, files[v][2], &want_size);
+		uint64_t ino = resolve(f.vt, files[v][1]);
+		char *got;
+
+		assert_true(want_size > 0 && want_size < full_size);
+		assert_int_equal(fs_vtree_stat(f.vt, ino, &info), 0);
+		assert_int_equal(info.size, want_size);
+		got = read_path(f.vt, files[v][1], &size);
+		assert_int_equal(size, want_size);
+		assert_memory_equal(got, want, size);
+		print_message("# random slices of %s: seed %" PRIu64 "\n", files[v][1], seed);
+		assert_int_equal(fs_vfile_open(f.vt, ino, &h), 0);
+		for (int i = 0; i < 300; i++) {
+			char piece[2000];
+			uint64_t off = (seed = seed * 6364136223846793005u + 1442695040888963407u) %
+				       size;
+			size_t len = 1 + (seed >> 33) % sizeof(piece);
+			ssize_t n = fs_vfile_read(h, piece, len, off);
+
+			assert_int_equal(n, len < size - off ? len : size - off);
+			assert_memory_equal(piece, want + off, (size_t)n);
+		}
+		fs_vfile_close(h);
+		free(got);
+		free(want);
+		free(full);
+	}
+	close_fixture(&f);
+}
+
 /*
  * No timing and byte counts in the signatures: the profile comes from the grammar's counts;
  * the rank's trace.txt is its threads one after the other; zones have no extent.
@@ -596,6 +688,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_vtree_files_read_as_sized, setup, teardown),
 	    cmocka_unit_test(test_vtree_kind_without_val_fields),
 	    cmocka_unit_test(test_vtree_merge_ties_and_checkpoints),
+	    cmocka_unit_test(test_vtree_merge_calls),
 	    cmocka_unit_test(test_vtree_untimed_profiles),
 	    cmocka_unit_test(test_vtree_backtrace_files),
 	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),

@@ -149,11 +149,10 @@ class Tree:
 
     def calls(self):
         """(directory, kind name) of every calls/<name>/ the tree must hold: each kind with
-        events in a scope whose trace.txt is one thread's or, without timing, its threads'
-        one after the other (a time-merged trace.txt has no calls/)."""
+        events in a scope (under a time-merged trace.txt too)."""
         out = []
         for d, (sc, _) in self.scopes.items():
-            if not d or (len(sc.segs) > 1 and self.m.timing != TIMING_NONE):
+            if not d:
                 continue
             names = {e[0] for s in sc.segs
                      for e in self.m.streams[(s.rank, s.thread)][s.first:s.first + s.n]}
