@@ -930,6 +930,8 @@ int rec_procs_finish(struct rec_procs *ps)
 
 int rec_procs_save(struct rec_procs *ps, const char *out)
 {
+	/* the traces were saved as merge inputs (save_mem()): their grammars compressed fast */
+	const struct tfs_merge_opts merge_opts = {.rewrite_grammars = 1};
 	struct tfs_trace **t = calloc(ps->n, sizeof(*t));
 	void **bufs = calloc(ps->n, sizeof(*bufs));
 	struct tfs_diag d = {0};
@@ -953,7 +955,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 		rc = tfs_trace_open_mem(bufs[opened], len, &t[opened], &d);
 	}
 	if (rc == 0)
-		rc = tfs_merge_traces(t, ps->n, &merged, &len, &d);
+		rc = tfs_merge_traces_opts(t, ps->n, &merge_opts, &merged, &len, &d);
 	if (rc == 0)
 		rc = tfs_file_write(out, merged, len);
 	free(merged);

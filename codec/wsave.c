@@ -483,16 +483,15 @@ static int zstd_level(const struct tfs_writer *w)
 
 /*
  * The zstd level of a section of @type, or of the section table (@type 0). A merge copies
- * grammars (unless renumbered), values, backtraces and symbols as stored and rewrites the
- * rest: in a merge input (tfs_writer_merge_input()) the rest is compressed fast.
+ * values, backtraces and symbols as stored and rewrites the rest (grammars too, with
+ * tfs_merge_opts.rewrite_grammars): in a merge input (tfs_writer_merge_input()) the rest is
+ * compressed fast.
  */
 static int section_level(const struct tfs_writer *w, uint32_t type)
 {
 	int level = zstd_level(w);
 
 	switch (type) {
-	case SEC_GRAMMAR:
-		return level;
 	case SEC_SYMBOLS:
 		return level < SYMBOLS_LEVEL ? level : SYMBOLS_LEVEL;
 	default:

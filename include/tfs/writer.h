@@ -170,10 +170,11 @@ void tfs_writer_skip_recompress(struct tfs_writer *w);
 void tfs_writer_cap_recompress(struct tfs_writer *w, int level);
 
 /**
- * The saved trace is only an input to tfs_merge_traces(): the sections a merge rewrites
- * (tables, patches, the section table) are compressed at a fast level, those it copies as
- * stored (grammars, values, backtraces, symbols) as always. The trace reads the same; it is
- * larger by a few KiB until merged. As a recording of many processes saves each one.
+ * The saved trace is only an input to tfs_merge_traces_opts() with rewrite_grammars set:
+ * the sections such a merge rewrites (tables, grammars, patches, the section table) are
+ * compressed at a fast level, those it copies as stored (values, backtraces, symbols) as
+ * always. The trace reads the same, only larger until merged. As a recording of many
+ * processes saves each one.
  */
 void tfs_writer_merge_input(struct tfs_writer *w);
 
