@@ -7,10 +7,11 @@
  * its spool is still found; only regular files of the recorder's own user are taken in
  * (cap_spool_attach), and a file that is not is never removed. Each is consumed
  * like the first. Once a process other than the first has ended (no thread of it can write
- * any more), its consumer takes in the rest, its trace is saved in memory (compressed) and
- * its spool is unmapped and removed: shared memory is held by the processes alive, not by
- * every process ever started. At the end the first process's trace is saved in memory too
- * and they are merged (tfs_merge_traces): rank 0 is the first process, then the others in
+ * any more), its consumer takes in the rest, its trace is saved in memory (compressed, as a
+ * merge input: what the merge rewrites is compressed fast) and its spool is unmapped and
+ * removed: shared memory is held by the processes alive, not by every process ever
+ * started. At the end the first process's trace is saved in memory too and they are merged
+ * (tfs_merge_traces_opts, grammars rewritten): rank 0 is the first process, then the others in
  * the order they began (fork order), each with its pid, ppid and how it ended in the
  * metadata. When nobody reaps the processes any more (the recorder that waited for them
  * was killed, rec_procs_orphaned), a process has ended once /proc says so. It does not
