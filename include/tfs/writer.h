@@ -165,7 +165,7 @@ void tfs_writer_skip_recompress(struct tfs_writer *w);
  * The save recompresses (values_save_level) at @level at most, and not at all unless @level
  * is above the level value blocks are made at (3); @level <= 0: no cap. For a caller that
  * saves several traces: a recording of many processes recompresses its children at 9, which
- * keeps 40% of level 16's gain (make's cc1s) for a sixth of its time (tests/bench/run_real).
+ * keeps about 40% of level 16's gain (make's cc1s) for a sixth of its instructions.
  */
 void tfs_writer_cap_recompress(struct tfs_writer *w, int level);
 
