@@ -1312,6 +1312,16 @@ void cap_consumer_skip_recompress(struct cap_consumer *c)
 	tfs_writer_skip_recompress(c->w);
 }
 
+void cap_consumer_cap_recompress(struct cap_consumer *c, int level)
+{
+	tfs_writer_cap_recompress(c->w, level);
+}
+
+void cap_consumer_merge_input(struct cap_consumer *c)
+{
+	tfs_writer_merge_input(c->w);
+}
+
 int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len)
 {
 	*out = NULL;

@@ -57,6 +57,12 @@ int cap_consumer_save_mem(struct cap_consumer *c, void **out, size_t *len);
 /* The save does not recompress its values (tfs_writer_skip_recompress()). */
 void cap_consumer_skip_recompress(struct cap_consumer *c);
 
+/* The save recompresses at @level at most (tfs_writer_cap_recompress()). */
+void cap_consumer_cap_recompress(struct cap_consumer *c, int level);
+
+/* The save is only an input to a merge (tfs_writer_merge_input()). */
+void cap_consumer_merge_input(struct cap_consumer *c);
+
 /* @c's statistics so far. */
 void cap_consumer_stats(const struct cap_consumer *c, struct tfs_recording_stats *st);
 

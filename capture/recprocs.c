@@ -7,10 +7,11 @@
  * its spool is still found; only regular files of the recorder's own user are taken in
  * (cap_spool_attach), and a file that is not is never removed. Each is consumed
  * like the first. Once a process other than the first has ended (no thread of it can write
- * any more), its consumer takes in the rest, its trace is saved in memory (compressed) and
- * its spool is unmapped and removed: shared memory is held by the processes alive, not by
- * every process ever started. At the end the first process's trace is saved in memory too
- * and they are merged (tfs_merge_traces): rank 0 is the first process, then the others in
+ * any more), its consumer takes in the rest, its trace is saved in memory (compressed, as a
+ * merge input: what the merge rewrites is compressed fast) and its spool is unmapped and
+ * removed: shared memory is held by the processes alive, not by every process ever
+ * started. At the end the first process's trace is saved in memory too and they are merged
+ * (tfs_merge_traces_opts, grammars rewritten): rank 0 is the first process, then the others in
  * the order they began (fork order), each with its pid, ppid and how it ended in the
  * metadata. When nobody reaps the processes any more (the recorder that waited for them
  * was killed, rec_procs_orphaned), a process has ended once /proc says so. It does not
@@ -85,6 +86,13 @@ struct peeked {
  */
 #define DIR_SETTLE_NS 50000000
 #define DIR_RESCAN_NS 1000000000
+/*
+ * The most a child process's save recompresses at (tfs_writer_cap_recompress()): on make
+ * -j2's cc1s (7.6 MB of raw value blocks), level 9 leaves the blocks 80 KB (0.8% of the
+ * trace) larger than level 16 for a sixth of its instructions (callgrind), about 40% of
+ * level 16's gain over no recompression; tests/bench/run_real make shows the CPU.
+ */
+#define CHILD_SAVE_LEVEL 9
 
 struct rec_procs {
 	struct rproc *v;
@@ -686,15 +694,21 @@ static void remove_spool(const struct rec_procs *ps, const struct rproc *p)
 }
 
 /*
- * Save @c's trace in memory. The save recompresses a small trace (the writer's
- * values_save_level), at about 1 us per event: so that a recording of many processes (make,
- * a compiler driver) does not pay that for each, the recording's traces share one bound,
- * TFS_VALUES_SAVE_MAX_EVENTS, the first to end taking it. @return 0 or -errno
+ * Save @c's trace in memory, as an input to the merge of rec_procs_save(). The save
+ * recompresses a small trace (the writer's values_save_level), at about 1 us per event: so
+ * that a recording of many processes (make, a compiler driver) does not pay that for each,
+ * the recording's traces share one bound, TFS_VALUES_SAVE_MAX_EVENTS, the first to end
+ * taking it, and a @child (every process but the first) recompresses at CHILD_SAVE_LEVEL
+ * at most. @return 0 or -errno
  */
-static int save_mem(struct rec_procs *ps, struct cap_consumer *c, void **out, size_t *len)
+static int save_mem(struct rec_procs *ps, struct cap_consumer *c, bool child, void **out,
+		    size_t *len)
 {
 	struct tfs_recording_stats st;
 
+	cap_consumer_merge_input(c);
+	if (child)
+		cap_consumer_cap_recompress(c, CHILD_SAVE_LEVEL);
 	cap_consumer_stats(c, &st);
 	if (ps->recompressed + st.n_events > TFS_VALUES_SAVE_MAX_EVENTS)
 		cap_consumer_skip_recompress(c);
@@ -716,7 +730,7 @@ static int retire(struct rec_procs *ps, struct rproc *p)
 	if (rc == 0)
 		rc = child_meta(ps, p);
 	if (rc == 0)
-		rc = save_mem(ps, p->c, &p->trace, &p->trace_len);
+		rc = save_mem(ps, p->c, true, &p->trace, &p->trace_len);
 	if (rc < 0)
 		return rc;
 	cap_consumer_stats(p->c, &p->st);
@@ -918,6 +932,8 @@ int rec_procs_finish(struct rec_procs *ps)
 
 int rec_procs_save(struct rec_procs *ps, const char *out)
 {
+	/* the traces were saved as merge inputs (save_mem()): their grammars compressed fast */
+	const struct tfs_merge_opts merge_opts = {.rewrite_grammars = 1};
 	struct tfs_trace **t = calloc(ps->n, sizeof(*t));
 	void **bufs = calloc(ps->n, sizeof(*bufs));
 	struct tfs_diag d = {0};
@@ -931,7 +947,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	if (rc == 0)
 		rc = cap_consumer_set_meta(ps->v[0].c, "ppid", ppid);
 	if (rc == 0)
-		rc = save_mem(ps, ps->v[0].c, &bufs[0], &len);
+		rc = save_mem(ps, ps->v[0].c, false, &bufs[0], &len);
 	/* the others' traces are theirs (saved when they retired) */
 	for (; opened < ps->n && rc == 0; opened++) {
 		if (opened > 0) {
@@ -941,7 +957,7 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 		rc = tfs_trace_open_mem(bufs[opened], len, &t[opened], &d);
 	}
 	if (rc == 0)
-		rc = tfs_merge_traces(t, ps->n, &merged, &len, &d);
+		rc = tfs_merge_traces_opts(t, ps->n, &merge_opts, &merged, &len, &d);
 	if (rc == 0)
 		rc = tfs_file_write(out, merged, len);
 	free(merged);

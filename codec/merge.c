@@ -65,6 +65,7 @@ struct mg {
 	struct tfs_buf scratch;
 	struct tfs_buf out;
 	struct ctr_writer cw;
+	bool rewrite_grammars; /* tfs_merge_opts */
 };
 
 static void mg_init(struct mg *m)
@@ -387,7 +388,7 @@ static int place_grammar(struct mg *m, const struct tfs_trace *t, uint32_t gi,
 		return rc;
 	if (is_new) {
 		m->gram_sec[ord] = m->cw.n;
-		if (changed)
+		if (changed || m->rewrite_grammars)
 			rc = add_section(m, SEC_GRAMMAR, m->scratch.data, m->scratch.len);
 		else
 			rc = copy_section(m, t, g->sec, diag);
@@ -913,6 +914,7 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 		return -ENOMEM;
 	mg_init(&m);
 	m.meta.first_only = opts ? opts->first_only_keys : NULL;
+	m.rewrite_grammars = opts && opts->rewrite_grammars;
 	rc = ctr_writer_init_mem(&m.cw, &m.out, SMALL_LEVEL);
 	/* every signature first: a stream's twins may come from any input (find_twins) */
 	for (uint32_t i = 0; i < n && rc == 0; i++) {

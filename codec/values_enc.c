@@ -1251,6 +1251,12 @@ void venc_no_recompress(struct tfs_venc *e)
 	e->final_level = 0;
 }
 
+void venc_cap_recompress(struct tfs_venc *e, int level)
+{
+	if (e->final_level > level)
+		e->final_level = level > e->level ? level : 0;
+}
+
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out)
 {
 	uint64_t off;

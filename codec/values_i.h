@@ -113,6 +113,8 @@ uint64_t venc_n_events(const struct tfs_venc *e);
  */
 /* venc_finish() without the recompression at venc_opts.final_level. */
 void venc_no_recompress(struct tfs_venc *e);
+/* venc_finish() recompresses at @level at most (not at all unless above the block level). */
+void venc_cap_recompress(struct tfs_venc *e, int level);
 int venc_finish(struct tfs_venc *e, struct tfs_buf *out);
 
 /* A parsed values section: header and block index, borrowed from the caller's bytes. */

@@ -119,6 +119,16 @@ void tfs_writer_skip_recompress(struct tfs_writer *w)
 	w->skip_recompress = true;
 }
 
+void tfs_writer_cap_recompress(struct tfs_writer *w, int level)
+{
+	w->recompress_cap = level > 0 ? level : 0;
+}
+
+void tfs_writer_merge_input(struct tfs_writer *w)
+{
+	w->merge_input = true;
+}
+
 int tfs_writer_set_meta(struct tfs_writer *w, const char *key, const char *value)
 {
 	char *k, *v;

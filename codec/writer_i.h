@@ -83,6 +83,8 @@ struct tfs_writer {
 	struct wnames names;
 	bool saved;
 	bool skip_recompress; /* tfs_writer_skip_recompress() */
+	bool merge_input;     /* tfs_writer_merge_input() */
+	int recompress_cap;   /* tfs_writer_cap_recompress(); 0: none */
 };
 
 /*

@@ -367,9 +367,14 @@ static int merge_streams(struct merge *m, struct tfs_writer *w)
 		total += w->streams[i]->n_events;
 	if (w->skip_recompress)
 		total = UINT64_MAX;
-	for (uint32_t i = 0; i < w->n_streams && total > TFS_VALUES_SAVE_MAX_EVENTS; i++)
-		if (wstream_has_values(w->streams[i]))
+	for (uint32_t i = 0; i < w->n_streams; i++) {
+		if (!wstream_has_values(w->streams[i]))
+			continue;
+		if (total > TFS_VALUES_SAVE_MAX_EVENTS)
 			venc_no_recompress(w->streams[i]->venc);
+		else if (w->recompress_cap)
+			venc_cap_recompress(w->streams[i]->venc, w->recompress_cap);
+	}
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		struct tfs_wstream *s = w->streams[i];
 		uint32_t *map = malloc((s->sigs.n ? s->sigs.n : 1) * sizeof(*map));
@@ -463,6 +468,45 @@ static int build_vpatch(const struct merge *m, const struct tfs_writer *w, uint3
 	return rc;
 }
 
+static int zstd_level(const struct tfs_writer *w)
+{
+	return w->opts.zstd_level ? w->opts.zstd_level : 19;
+}
+
+/*
+ * Symbols sections compress at most at this level: level 19 is 0.5% smaller on cc1's
+ * symbols (0.02% of its trace) but takes 2.7 times as long (tests/bench/run_real, make).
+ */
+#define SYMBOLS_LEVEL 15
+/* The level of sections a merge rewrites, in the save of a merge input (level 1: seen once) */
+#define MERGE_INPUT_LEVEL 1
+
+/*
+ * The zstd level of a section of @type, or of the section table (@type 0). A merge copies
+ * values, backtraces and symbols as stored and rewrites the rest (grammars too, with
+ * tfs_merge_opts.rewrite_grammars): in a merge input (tfs_writer_merge_input()) the rest is
+ * compressed fast.
+ */
+static int section_level(const struct tfs_writer *w, uint32_t type)
+{
+	int level = zstd_level(w);
+
+	switch (type) {
+	case SEC_SYMBOLS:
+		return level < SYMBOLS_LEVEL ? level : SYMBOLS_LEVEL;
+	default:
+		return w->merge_input && level > MERGE_INPUT_LEVEL ? MERGE_INPUT_LEVEL : level;
+	}
+}
+
+/* ctr_add() of a section of @type at its section_level(). */
+static int add_sec(struct ctr_writer *cw, const struct tfs_writer *w, uint32_t type, int compress,
+		   const void *data, size_t n, size_t head_len)
+{
+	cw->zstd_level = section_level(w, type);
+	return ctr_add(cw, (uint16_t)type, compress, data, n, head_len);
+}
+
 /* FORMAT.md §8 rank table: the ranks with backtraces or symbols, in rank order. */
 static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 			       struct ctr_writer *cw)
@@ -476,13 +520,13 @@ static int write_rank_sections(const struct merge *m, struct tfs_writer *w,
 		if (m->bt_sec_of[i] != m->n_sect) {
 			rc = wrank_backtraces(w->ranks[i], &b);
 			if (rc == 0)
-				rc = ctr_add(cw, SEC_BACKTRACES, 0, b.data, b.len, b.len);
+				rc = add_sec(cw, w, SEC_BACKTRACES, 0, b.data, b.len, b.len);
 		}
 		b.len = 0;
 		if (rc == 0 && m->sym_sec_of[i] != m->n_sect) {
 			rc = wrank_symbols(w->ranks[i], &b);
 			if (rc == 0)
-				rc = ctr_add(cw, SEC_SYMBOLS, 1, b.data, b.len, b.len);
+				rc = add_sec(cw, w, SEC_SYMBOLS, 1, b.data, b.len, b.len);
 		}
 	}
 	buf_fini(&b);
@@ -550,10 +594,6 @@ static size_t values_head(const struct tfs_buf *v)
 	return (size_t)vs.data_start;
 }
 
-static int zstd_level(const struct tfs_writer *w)
-{
-	return w->opts.zstd_level ? w->opts.zstd_level : 19;
-}
 
 /* Whether stream @i is the first in the table to use its vpatch section. */
 static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uint32_t i)
@@ -565,14 +605,14 @@ static bool first_patcher(const struct merge *m, const struct tfs_writer *w, uin
 }
 
 /* Section @type of @t through @cw, when it has anything to say. */
-static int add_table(const struct tables *t, uint32_t type, struct ctr_writer *cw,
-		     struct tfs_buf *b)
+static int add_table(const struct tables *t, uint32_t type, const struct tfs_writer *w,
+		     struct ctr_writer *cw, struct tfs_buf *b)
 {
 	int rc;
 
 	b->len = 0;
 	rc = tables_encode(t, type, b);
-	return rc == 1 ? ctr_add(cw, (uint16_t)type, 1, b->data, b->len, b->len) : rc;
+	return rc == 1 ? add_sec(cw, w, type, 1, b->data, b->len, b->len) : rc;
 }
 
 /*
@@ -602,29 +642,31 @@ static int write_sections(const struct merge *m, struct tfs_writer *w,
 	t.streams = &sx;
 	t.names = &names;
 	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]) && rc == 0; i++)
-		rc = add_table(&t, first[i], cw, &b);
+		rc = add_table(&t, first[i], w, cw, &b);
 	for (uint32_t i = 0; i < w->n_streams && rc == 0; i++) {
 		if (m->gram_first[i] == i)
-			rc = ctr_add(cw, SEC_GRAMMAR, CTR_ZSTD_IF_SMALLER, m->gram[i].data, m->gram[i].len,
-				     m->gram[i].len);
+			rc = add_sec(cw, w, SEC_GRAMMAR, CTR_ZSTD_IF_SMALLER, m->gram[i].data,
+				     m->gram[i].len, m->gram[i].len);
 		if (rc == 0 && m->vals[i].len && m->vals_first[i] == i)
-			rc = ctr_add(cw, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
+			rc = add_sec(cw, w, SEC_VALUES, 0, m->vals[i].data, m->vals[i].len,
 				     values_head(&m->vals[i]));
 		if (rc == 0 && m->patch[i].n && first_patcher(m, w, i)) {
 			b.len = 0;
 			rc = build_vpatch(m, w, patch_base(m, i), &b);
 			if (rc == 0)
-				rc = ctr_add(cw, SEC_VPATCH, 1, b.data, b.len, b.len);
+				rc = add_sec(cw, w, SEC_VPATCH, 1, b.data, b.len, b.len);
 		}
 	}
 	if (rc == 0)
 		rc = write_rank_sections(m, w, cw);
 	if (rc == 0)
-		rc = add_table(&t, SEC_ARGFLAGS, cw, &b);
+		rc = add_table(&t, SEC_ARGFLAGS, w, cw, &b);
 	if (rc == 0)
-		rc = add_table(&t, SEC_NAMES, cw, &b);
-	if (rc == 0)
+		rc = add_table(&t, SEC_NAMES, w, cw, &b);
+	if (rc == 0) {
+		cw->zstd_level = section_level(w, 0); /* the table and packed small sections */
 		rc = ctr_finish(cw);
+	}
 	names_enc_fini(&names);
 	sx_free(&sx);
 	buf_fini(&b);

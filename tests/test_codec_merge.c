@@ -55,8 +55,8 @@ static void mt_close(struct mtrace *m)
  * @sends, no event has a RANK argument: copies of the trace then do the same thing at
  * every rank (with them, a copy's rank 0 still sends to absolute rank 1).
  */
-static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
-			 const char *pid, bool sends)
+static void gen_trace_in(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
+			 const char *pid, bool sends, bool merge_input)
 {
 	struct tfs_writer_opts o = {.timing = timing, .rel_err = 0.01};
 	struct tfs_writer *w;
@@ -81,9 +81,17 @@ static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_
 		tg_free(&s);
 	}
 	assert_int_equal(tfs_writer_add_phase(w, "init", 0, 1, 2, 5), 0);
+	if (merge_input)
+		tfs_writer_merge_input(w);
 	assert_int_equal(tfs_writer_save_mem(w, &buf, &len), 0);
 	tfs_writer_free(w);
 	mt_open(m, buf, len);
+}
+
+static void gen_trace_ex(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
+			 const char *pid, bool sends)
+{
+	gen_trace_in(m, timing, n_ranks, n, seed, pid, sends, false);
 }
 
 static void gen_trace(struct mtrace *m, int timing, uint32_t n_ranks, uint64_t n, uint64_t seed,
@@ -200,6 +208,58 @@ static int merge(struct tfs_trace *const *in, uint32_t n, struct mtrace *out)
 	if (rc == 0)
 		mt_open(out, buf, len);
 	return rc;
+}
+
+/* tfs_merge_traces_opts() of @n inputs with @opts into @out. */
+static void merge_opts(struct tfs_trace *const *in, uint32_t n, const struct tfs_merge_opts *opts,
+		       struct mtrace *out)
+{
+	struct tfs_diag d;
+	void *buf;
+	size_t len;
+
+	assert_int_equal(tfs_merge_traces_opts(in, n, opts, &buf, &len, &d), 0);
+	mt_open(out, buf, len);
+}
+
+/*
+ * A merge input (tfs_writer_merge_input(): tables and grammars compressed fast) renders as
+ * the plain save does; merged with rewrite_grammars, the inputs give byte for byte the trace
+ * that the plain saves give merged, with or without it.
+ */
+static void test_merge_input_merges_to_the_same_bytes(void **state)
+{
+	const struct tfs_merge_opts rw = {.rewrite_grammars = 1};
+	uint64_t seed = tu_seed("merge-input");
+	struct tfs_trace *pa[2], *pb[2];
+	struct mtrace a[2], b[2], ma, mr, mb;
+
+	for (int i = 0; i < 2; i++) {
+		gen_trace_in(&a[i], TFS_TIMING_LOSSLESS, 2, 3000, seed + i, "9", false, false);
+		gen_trace_in(&b[i], TFS_TIMING_LOSSLESS, 2, 3000, seed + i, "9", false, true);
+		print_message("# input %d: %zu bytes saved plain, %zu as a merge input\n", i,
+			      a[i].len, b[i].len);
+		assert_int_equal(tfs_trace_verify(b[i].t, NULL), 0);
+		for (uint32_t r = 0; r < 2; r++)
+			for (uint32_t th = 0; th < 2; th++)
+				assert_same_views(b[i].t, r, a[i].t, r, th);
+		pa[i] = a[i].t;
+		pb[i] = b[i].t;
+	}
+	merge_opts(pa, 2, NULL, &ma);
+	merge_opts(pa, 2, &rw, &mr);
+	merge_opts(pb, 2, &rw, &mb);
+	assert_int_equal(mr.len, ma.len);
+	assert_memory_equal(mr.buf, ma.buf, ma.len);
+	assert_int_equal(mb.len, ma.len);
+	assert_memory_equal(mb.buf, ma.buf, ma.len);
+	mt_close(&mb);
+	mt_close(&mr);
+	mt_close(&ma);
+	for (int i = 0; i < 2; i++) {
+		mt_close(&b[i]);
+		mt_close(&a[i]);
+	}
 }
 
 /* k copies: k times the ranks, each rendering byte for byte what the input renders. */
@@ -1266,6 +1326,7 @@ int main(void)
 	    cmocka_unit_test(test_merge_carries_backtraces_and_symbols),
 	    cmocka_unit_test(test_merge_refuses_bad_input),
 	    cmocka_unit_test(test_mem_round_trip),
+	    cmocka_unit_test(test_merge_input_merges_to_the_same_bytes),
 	    cmocka_unit_test(test_merge_allocation_failures_are_clean),
 	};
 

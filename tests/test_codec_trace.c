@@ -971,6 +971,78 @@ static uint8_t *save_with_level(const struct tg_stream *s, int level, bool skip,
 	return slurp(tmp_path, n);
 }
 
+/* Save @s with @level as values_save_level and tfs_writer_cap_recompress(@cap); its bytes. */
+static uint8_t *save_capped(const struct tg_stream *s, int level, int cap, size_t *n)
+{
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_LOSSLESS, .values_save_level = level};
+	struct tfs_writer *w;
+
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tg_declare(w), 0);
+	assert_int_equal(tg_write(w, s), 0);
+	tfs_writer_cap_recompress(w, cap);
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	return slurp(tmp_path, n);
+}
+
+/* Whether traces @a and @b (@na, @nb bytes) render stream 0's @n events alike as text. */
+static bool same_text(const uint8_t *a, size_t na, const uint8_t *b, size_t nb, uint64_t n)
+{
+	struct tfs_trace *ta, *tb;
+	uint64_t la, lb;
+	char *va, *vb;
+	bool same;
+
+	assert_int_equal(tfs_trace_open_mem(a, na, &ta, NULL), 0);
+	assert_int_equal(tfs_trace_open_mem(b, nb, &tb, NULL), 0);
+	va = read_view(ta, 0, TFS_VIEW_TEXT, 0, n, &la);
+	vb = read_view(tb, 0, TFS_VIEW_TEXT, 0, n, &lb);
+	same = la == lb && memcmp(va, vb, la) == 0;
+	free(va);
+	free(vb);
+	tfs_trace_close(ta);
+	tfs_trace_close(tb);
+	return same;
+}
+
+/*
+ * tfs_writer_cap_recompress() lowers the level values_save_level recompresses at: the file
+ * lies between the uncapped one and the one without recompression, with the same events. A
+ * cap at or above values_save_level, or none (0), changes nothing; one at the level the
+ * blocks were made at (3) means no recompression.
+ */
+static void test_trace_values_save_level_capped(void **state)
+{
+	struct tg_stream s = {.rank = 0, .thread = 0};
+	size_t n0, n19, n9, n;
+	uint8_t *a, *b, *c, *x;
+
+	assert_int_equal(tg_fill(&s, 20000, 0, 5), 0);
+	a = save_capped(&s, 0, 0, &n0);
+	b = save_capped(&s, 19, 0, &n19);
+	c = save_capped(&s, 19, 9, &n9);
+	print_message("# no recompression %zu bytes, at 9 %zu, at 19 %zu\n", n0, n9, n19);
+	assert_true(n19 <= n9 && n9 < n0);
+	assert_true(same_text(a, n0, c, n9, 20000));
+	for (int cap = 19; cap <= 22; cap += 3) {
+		x = save_capped(&s, 19, cap, &n);
+		assert_int_equal(n, n19);
+		assert_memory_equal(x, b, n);
+		free(x);
+	}
+	for (int cap = 1; cap <= 3; cap += 2) {
+		x = save_capped(&s, 19, cap, &n);
+		assert_int_equal(n, n0);
+		assert_memory_equal(x, a, n);
+		free(x);
+	}
+	free(a);
+	free(b);
+	free(c);
+	tg_free(&s);
+}
+
 /*
  * values_save_level recompresses small traces' value blocks (never larger, same events) and
  * is ignored above TFS_VALUES_SAVE_MAX_EVENTS events, or at any size after
@@ -1163,6 +1235,7 @@ int main(void)
 		cmocka_unit_test(test_trace_golden_every_truncation_refused),
 		cmocka_unit_test(test_trace_golden_every_bit_flip_refused),
 		cmocka_unit_test(test_trace_values_save_level_small_only),
+		cmocka_unit_test(test_trace_values_save_level_capped),
 		cmocka_unit_test(test_trace_newer_version_refused_clearly),
 		cmocka_unit_test(test_trace_golden_is_format_1_0),
 		cmocka_unit_test(test_trace_reserved_file_busy_until_written),

@@ -60,6 +60,12 @@ struct tfs_merge_opts {
 	 * that a job's trace does not grow with its number of ranks.
 	 */
 	const char *const *first_only_keys;
+	/**
+	 * Non-zero: every grammar is compressed anew, also where its terminals keep their
+	 * numbers (otherwise copied as stored). For inputs saved with tfs_writer_merge_input(),
+	 * whose grammars are stored fast.
+	 */
+	int rewrite_grammars;
 };
 
 /** tfs_merge_traces() with @opts (may be NULL). */

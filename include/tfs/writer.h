@@ -162,6 +162,23 @@ int tfs_writer_save_mem(struct tfs_writer *w, void **out, size_t *len);
 void tfs_writer_skip_recompress(struct tfs_writer *w);
 
 /**
+ * The save recompresses (values_save_level) at @level at most, and not at all unless @level
+ * is above the level value blocks are made at (3); @level <= 0: no cap. For a caller that
+ * saves several traces: a recording of many processes recompresses its children at 9, which
+ * keeps about 40% of level 16's gain (make's cc1s) for a sixth of its instructions.
+ */
+void tfs_writer_cap_recompress(struct tfs_writer *w, int level);
+
+/**
+ * The saved trace is only an input to tfs_merge_traces_opts() with rewrite_grammars set:
+ * the sections such a merge rewrites (tables, grammars, patches, the section table) are
+ * compressed at a fast level, those it copies as stored (values, backtraces, symbols) as
+ * always. The trace reads the same, only larger until merged. As a recording of many
+ * processes saves each one.
+ */
+void tfs_writer_merge_input(struct tfs_writer *w);
+
+/**
  * Write @len bytes (a trace made in memory: tfs_writer_save_mem(), tfs_merge_traces()) to
  * @path as tfs_writer_save() writes a file: through a temporary file in the same directory,
  * synced and renamed over @path, so that a reader sees the old file or the whole new one,
