@@ -33,6 +33,7 @@ struct walker {
 	uint64_t byte;	  /* where its line starts in the stream's whole view */
 	uint32_t term;
 	bool valid;
+	bool stale;	/* @event, @byte and @term are right, the stack is behind them */
 	const struct kindex *k; /* only the events of this kind, or NULL: every event */
 	uint64_t kev;		/* with @k: the kind's events before the current one */
 };
@@ -196,6 +197,7 @@ static void walker_seek_event(struct walker *w, uint64_t idx)
 	const struct gsec *g = w->g;
 	uint64_t intra;
 
+	w->stale = false;
 	w->block = (uint32_t)last_le(g->blk_events, g->n_blocks, idx);
 	w->event = g->blk_events[w->block];
 	w->byte = blk_bytes(w)[w->block];
@@ -209,6 +211,7 @@ static uint64_t walker_seek_byte(struct walker *w, uint64_t off)
 	const struct gsec *g = w->g;
 	uint64_t intra;
 
+	w->stale = false;
 	w->block = (uint32_t)last_le(blk_bytes(w), g->n_blocks, off);
 	w->event = g->blk_events[w->block];
 	w->byte = blk_bytes(w)[w->block];
@@ -306,6 +309,8 @@ static bool walker_next(struct walker *w)
 
 	if (w->k)
 		return kwalker_next(w);
+	if (w->stale)
+		walker_seek_event(w, w->event);
 	w->byte += w->t->term_len[w->view][w->term];
 	w->event++;
 	while (w->depth) {
@@ -626,6 +631,27 @@ static int render_current(struct tfs_cursor *c, uint8_t *dst, struct tfs_diag *d
 	return 0;
 }
 
+/*
+ * Step the cursor's walker to the next event (there is one). Inside the decoded value block
+ * the terminals are listed already (load_values() walked them): it takes the next from the
+ * list and leaves the walker's stack behind, for walker_next() to rebuild with a seek when
+ * it is needed again, once a block at most; a grammar walk costs as much as a line's render.
+ */
+static void cursor_step(struct tfs_cursor *c)
+{
+	struct walker *w = &c->w;
+	const uint64_t i = w->event + 1 - c->vb_first;
+
+	if (w->k || i >= c->vb_n) {
+		walker_next(w);
+		return;
+	}
+	w->byte += w->t->term_len[w->view][w->term];
+	w->event++;
+	w->term = c->terms[i];
+	w->stale = true;
+}
+
 ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
 			 struct tfs_diag *diag)
 {
@@ -645,7 +671,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		intra = abs - c->w.byte;
 	} else if (c->w.valid && abs == c->w.byte + c->t->term_len[c->view][c->w.term] &&
 		   c->w.event + 1 < end) {
-		walker_next(&c->w);
+		cursor_step(c);
 		intra = 0;
 	} else {
 		intra = walker_seek_byte(&c->w, abs);
@@ -662,7 +688,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 			done += (size_t)fixed;
 			if (done == len || c->w.event + 1 >= end)
 				break;
-			walker_next(&c->w);
+			cursor_step(c);
 			continue;
 		}
 		rc = render_current(c, NULL, diag);
@@ -676,7 +702,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		done += n;
 		if (done == len || c->w.event + 1 >= end)
 			break;
-		walker_next(&c->w);
+		cursor_step(c);
 		intra = 0;
 	}
 	return (ssize_t)done;
