@@ -262,6 +262,84 @@ static void descend_left(struct walker *w)
 	}
 }
 
+/* Append @m terms repeating the last @period of @t[0..@i) (@period <= @i). */
+static void copy_period(uint32_t *t, uint64_t i, uint64_t period, uint64_t m)
+{
+	/* what is copied repeats with the period, so twice it is a period too */
+	while (m) {
+		const uint64_t k = m < period ? m : period;
+
+		memcpy(t + i, t + i - period, (size_t)k * sizeof(*t));
+		i += k;
+		m -= k;
+		period *= 2;
+	}
+}
+
+/*
+ * List the terminals of @n (>= 1) events from the walker's current one (the walker has no
+ * kind), leaving it invalid. A repetition of an element whose previous repetition is all
+ * listed already is copied from it rather than walked: loops make runs of repetitions.
+ */
+static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
+{
+	const struct gsec *g = w->g;
+	uint32_t i = 0;
+
+	terms[i++] = w->term;
+	while (i < n) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+		bool stepped = false;
+
+		while (w->depth) {
+			struct frame *f = &w->st[w->depth - 1];
+			const struct gram_rule *ru = &gr->rules[f->rule];
+			const struct gram_elem *e = &gr->elems[ru->first_elem + f->elem];
+
+			if (++f->rep < e->count) {
+				const uint64_t ue = unit_events(gr, e);
+				uint64_t m;
+
+				if (ue > i) {
+					descend_left(w);
+					terms[i++] = w->term;
+					stepped = true;
+					break;
+				}
+				m = (e->count - f->rep) * ue;
+				if (m >= n - i) {
+					copy_period(terms, i, ue, n - i);
+					w->valid = false;
+					return;
+				}
+				copy_period(terms, i, ue, m);
+				i += (uint32_t)m;
+			}
+			f->rep = 0;
+			if (++f->elem < ru->n_elems) {
+				descend_left(w);
+				terms[i++] = w->term;
+				stepped = true;
+				break;
+			}
+			w->depth--;
+		}
+		while (!stepped && ++w->block < g->n_blocks) {
+			gr = &g->blocks[w->block];
+			if (gr->n_events) {
+				w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+				w->depth = 1;
+				descend_left(w);
+				terms[i++] = w->term;
+				stepped = true;
+			}
+		}
+		if (!stepped)
+			break; /* the stream ended: not for a value block's events */
+	}
+	w->valid = false;
+}
+
 /* walker_next() over the events of the walker's kind only. */
 static bool kwalker_next(struct walker *w)
 {
@@ -570,11 +648,7 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 	b = idx / vs->block_events;
 	n = vsec_block_len(vs, b);
 	walker_seek_event(&c->tw, b * vs->block_events);
-	for (uint32_t i = 0; i < n; i++) {
-		c->terms[i] = c->tw.term;
-		if (i + 1 < n)
-			walker_next(&c->tw);
-	}
+	walker_list(&c->tw, c->terms, n);
 	c->vb_n = 0;
 	rc = decode_values(c, b, diag);
 	if (rc < 0)
