@@ -428,28 +428,36 @@ static void test_access_next_lines_equal_full_read(void **state)
 {
 	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
 	const uint32_t *term = event_terms();
+	const uint64_t n = 60000; /* events of a window: past several value blocks */
 	uint64_t seed = fx.seed ^ 0x11;
-	struct tfs_cursor *c;
-	struct tfs_line l;
 	char buf[9000];
 
-	assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, 0, N_EVENTS, &c), 0);
-	for (uint64_t i = 0; i < N_EVENTS; i++) {
-		assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 1);
-		if (l.index != i || l.term != term[i] || l.len != lo[i + 1] - lo[i] ||
-		    memcmp(l.text, fx.full[TFS_VIEW_TEXT] + lo[i], l.len) != 0)
-			fail_msg("line of event %llu differs from the full read (seed %llu)",
-				 (unsigned long long)i, (unsigned long long)fx.seed);
-		if (i % 997 == 0) {
-			const uint64_t off = tu_below(&seed, fx.size[TFS_VIEW_TEXT]);
-			const ssize_t got = tfs_cursor_pread(c, buf, sizeof(buf), off, NULL);
+	/* windows at random events, the first at the start, the last at the end */
+	for (int k = 0; k < 4; k++) {
+		const uint64_t first = k == 0 ? 0 : k == 3 ? N_EVENTS - n :
+				       tu_below(&seed, N_EVENTS - n);
+		struct tfs_cursor *c;
+		struct tfs_line l;
 
-			assert_true(got > 0);
-			assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + off, (size_t)got);
+		assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, first, n, &c), 0);
+		for (uint64_t i = first; i < first + n; i++) {
+			assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 1);
+			if (l.index != i || l.term != term[i] || l.len != lo[i + 1] - lo[i] ||
+			    memcmp(l.text, fx.full[TFS_VIEW_TEXT] + lo[i], l.len) != 0)
+				fail_msg("line of event %llu differs from the full read (seed %llu)",
+					 (unsigned long long)i, (unsigned long long)fx.seed);
+			if (i % 997 == 0) {
+				const uint64_t off = tu_below(&seed, lo[first + n] - lo[first]);
+				const ssize_t got = tfs_cursor_pread(c, buf, sizeof(buf), off, NULL);
+
+				assert_true(got > 0);
+				assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + lo[first] + off,
+						    (size_t)got);
+			}
 		}
+		assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 0);
+		tfs_cursor_free(c);
 	}
-	assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 0);
-	tfs_cursor_free(c);
 }
 
 /* A cursor over a set of terminals: its lines, in order with their events, then its bytes. */
