@@ -33,6 +33,7 @@ struct walker {
 	uint64_t byte;	  /* where its line starts in the stream's whole view */
 	uint32_t term;
 	bool valid;
+	bool stale;	/* @event, @byte and @term are right, the stack is behind them */
 	const struct kindex *k; /* only the events of this kind, or NULL: every event */
 	uint64_t kev;		/* with @k: the kind's events before the current one */
 };
@@ -196,6 +197,7 @@ static void walker_seek_event(struct walker *w, uint64_t idx)
 	const struct gsec *g = w->g;
 	uint64_t intra;
 
+	w->stale = false;
 	w->block = (uint32_t)last_le(g->blk_events, g->n_blocks, idx);
 	w->event = g->blk_events[w->block];
 	w->byte = blk_bytes(w)[w->block];
@@ -209,6 +211,7 @@ static uint64_t walker_seek_byte(struct walker *w, uint64_t off)
 	const struct gsec *g = w->g;
 	uint64_t intra;
 
+	w->stale = false;
 	w->block = (uint32_t)last_le(blk_bytes(w), g->n_blocks, off);
 	w->event = g->blk_events[w->block];
 	w->byte = blk_bytes(w)[w->block];
@@ -259,6 +262,84 @@ static void descend_left(struct walker *w)
 	}
 }
 
+/* Append @m terms repeating the last @period of @t[0..@i) (@period <= @i). */
+static void copy_period(uint32_t *t, uint64_t i, uint64_t period, uint64_t m)
+{
+	/* what is copied repeats with the period, so twice it is a period too */
+	while (m) {
+		const uint64_t k = m < period ? m : period;
+
+		memcpy(t + i, t + i - period, (size_t)k * sizeof(*t));
+		i += k;
+		m -= k;
+		period *= 2;
+	}
+}
+
+/*
+ * List the terminals of @n (>= 1) events from the walker's current one (the walker has no
+ * kind), leaving it invalid. A repetition of an element whose previous repetition is all
+ * listed already is copied from it rather than walked: loops make runs of repetitions.
+ */
+static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
+{
+	const struct gsec *g = w->g;
+	uint32_t i = 0;
+
+	terms[i++] = w->term;
+	while (i < n) {
+		const struct tfs_grammar *gr = &g->blocks[w->block];
+		bool stepped = false;
+
+		while (w->depth) {
+			struct frame *f = &w->st[w->depth - 1];
+			const struct gram_rule *ru = &gr->rules[f->rule];
+			const struct gram_elem *e = &gr->elems[ru->first_elem + f->elem];
+
+			if (++f->rep < e->count) {
+				const uint64_t ue = unit_events(gr, e);
+				uint64_t m;
+
+				if (ue > i) {
+					descend_left(w);
+					terms[i++] = w->term;
+					stepped = true;
+					break;
+				}
+				m = (e->count - f->rep) * ue;
+				if (m >= n - i) {
+					copy_period(terms, i, ue, n - i);
+					w->valid = false;
+					return;
+				}
+				copy_period(terms, i, ue, m);
+				i += (uint32_t)m;
+			}
+			f->rep = 0;
+			if (++f->elem < ru->n_elems) {
+				descend_left(w);
+				terms[i++] = w->term;
+				stepped = true;
+				break;
+			}
+			w->depth--;
+		}
+		while (!stepped && ++w->block < g->n_blocks) {
+			gr = &g->blocks[w->block];
+			if (gr->n_events) {
+				w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+				w->depth = 1;
+				descend_left(w);
+				terms[i++] = w->term;
+				stepped = true;
+			}
+		}
+		if (!stepped)
+			break; /* the stream ended: not for a value block's events */
+	}
+	w->valid = false;
+}
+
 /* walker_next() over the events of the walker's kind only. */
 static bool kwalker_next(struct walker *w)
 {
@@ -306,6 +387,8 @@ static bool walker_next(struct walker *w)
 
 	if (w->k)
 		return kwalker_next(w);
+	if (w->stale)
+		walker_seek_event(w, w->event);
 	w->byte += w->t->term_len[w->view][w->term];
 	w->event++;
 	while (w->depth) {
@@ -565,11 +648,7 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 	b = idx / vs->block_events;
 	n = vsec_block_len(vs, b);
 	walker_seek_event(&c->tw, b * vs->block_events);
-	for (uint32_t i = 0; i < n; i++) {
-		c->terms[i] = c->tw.term;
-		if (i + 1 < n)
-			walker_next(&c->tw);
-	}
+	walker_list(&c->tw, c->terms, n);
 	c->vb_n = 0;
 	rc = decode_values(c, b, diag);
 	if (rc < 0)
@@ -626,6 +705,27 @@ static int render_current(struct tfs_cursor *c, uint8_t *dst, struct tfs_diag *d
 	return 0;
 }
 
+/*
+ * Step the cursor's walker to the next event (there is one). Inside the decoded value block
+ * the terminals are listed already (load_values() walked them): it takes the next from the
+ * list and leaves the walker's stack behind, for walker_next() to rebuild with a seek when
+ * it is needed again, once a block at most; a grammar walk costs as much as a line's render.
+ */
+static void cursor_step(struct tfs_cursor *c)
+{
+	struct walker *w = &c->w;
+	const uint64_t i = w->event + 1 - c->vb_first;
+
+	if (w->k || i >= c->vb_n) {
+		walker_next(w);
+		return;
+	}
+	w->byte += w->t->term_len[w->view][w->term];
+	w->event++;
+	w->term = c->terms[i];
+	w->stale = true;
+}
+
 ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
 			 struct tfs_diag *diag)
 {
@@ -645,7 +745,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		intra = abs - c->w.byte;
 	} else if (c->w.valid && abs == c->w.byte + c->t->term_len[c->view][c->w.term] &&
 		   c->w.event + 1 < end) {
-		walker_next(&c->w);
+		cursor_step(c);
 		intra = 0;
 	} else {
 		intra = walker_seek_byte(&c->w, abs);
@@ -662,7 +762,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 			done += (size_t)fixed;
 			if (done == len || c->w.event + 1 >= end)
 				break;
-			walker_next(&c->w);
+			cursor_step(c);
 			continue;
 		}
 		rc = render_current(c, NULL, diag);
@@ -676,7 +776,7 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 		done += n;
 		if (done == len || c->w.event + 1 >= end)
 			break;
-		walker_next(&c->w);
+		cursor_step(c);
 		intra = 0;
 	}
 	return (ssize_t)done;

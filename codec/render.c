@@ -370,8 +370,10 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
 	const char *text = t->tmpl_text[view];
 	const uint64_t fixed = t->term_len[view][in->term];
+	static const char spaces[FAST_SLACK + 1] = "                ";
 	const char *line_end = (const char *)dst + fixed;
 	char *p = (char *)dst;
+	uint64_t pad;
 
 	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
@@ -440,7 +442,12 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 	}
 	if ((uint64_t)(p - (char *)dst) + 1 > fixed)
 		goto too_wide;
-	memset(p, ' ', fixed - 1 - (uint64_t)(p - (char *)dst));
+	pad = fixed - 1 - (uint64_t)(p - (char *)dst);
+	/* most lines pad little: one 16-byte copy, the room having slack after the line */
+	if (pad <= FAST_SLACK)
+		memcpy(p, spaces, FAST_SLACK);
+	else
+		memset(p, ' ', pad);
 	dst[fixed - 1] = '\n';
 	return 0;
 

@@ -6,7 +6,8 @@
  * random event ranges, with the kinds taken from what the test wrote. The grammar's counts
  * of terminals over ranges equal a count of the events' terminals, and every line fits its
  * terminal's shape (the classes `tracefs grep` relies on). The lines of a set of terminals
- * (tfs_cursor_new_terms()) are the full read's lines of their events, with those events.
+ * (tfs_cursor_new_terms()) are the full read's lines of their events, with those events,
+ * and reading line by line gives the full read's lines, preads between them or not.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -418,6 +419,47 @@ static void test_access_lines_fit_their_shapes(void **state)
 			 -ENOENT);
 }
 
+/*
+ * Line by line (each step a walk of the grammar) equals the full sequential read (which
+ * steps through the terminals its value blocks listed), with preads between lines leaving
+ * the cursor's walker wherever they read: the next line goes on from there.
+ */
+static void test_access_next_lines_equal_full_read(void **state)
+{
+	const uint64_t *lo = fx.line_off[TFS_VIEW_TEXT];
+	const uint32_t *term = event_terms();
+	const uint64_t n = 60000; /* events of a window: past several value blocks */
+	uint64_t seed = fx.seed ^ 0x11;
+	char buf[9000];
+
+	/* windows at random events, the first at the start, the last at the end */
+	for (int k = 0; k < 4; k++) {
+		const uint64_t first = k == 0 ? 0 : k == 3 ? N_EVENTS - n :
+				       tu_below(&seed, N_EVENTS - n);
+		struct tfs_cursor *c;
+		struct tfs_line l;
+
+		assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, first, n, &c), 0);
+		for (uint64_t i = first; i < first + n; i++) {
+			assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 1);
+			if (l.index != i || l.term != term[i] || l.len != lo[i + 1] - lo[i] ||
+			    memcmp(l.text, fx.full[TFS_VIEW_TEXT] + lo[i], l.len) != 0)
+				fail_msg("line of event %llu differs from the full read (seed %llu)",
+					 (unsigned long long)i, (unsigned long long)fx.seed);
+			if (i % 997 == 0) {
+				const uint64_t off = tu_below(&seed, lo[first + n] - lo[first]);
+				const ssize_t got = tfs_cursor_pread(c, buf, sizeof(buf), off, NULL);
+
+				assert_true(got > 0);
+				assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + lo[first] + off,
+						    (size_t)got);
+			}
+		}
+		assert_int_equal(tfs_cursor_next_line(c, &l, NULL), 0);
+		tfs_cursor_free(c);
+	}
+}
+
 /* A cursor over a set of terminals: its lines, in order with their events, then its bytes. */
 static void check_terms_view(const uint32_t *term, const uint8_t *set, uint64_t first,
 			     uint64_t n)
@@ -519,6 +561,7 @@ int main(void)
 		cmocka_unit_test(test_access_term_counts_of_ranges),
 		cmocka_unit_test(test_access_lines_fit_their_shapes),
 		cmocka_unit_test(test_access_terms_views_are_filtered_lines),
+		cmocka_unit_test(test_access_next_lines_equal_full_read),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
