@@ -851,7 +851,7 @@ def full(args, tap, workdir):
         seed = args.seed * 1000003 + model.timing
         tap.diag("random slices: seed %d" % seed)
         tree = tree_checks.check_tree(tap, cli, model, info, times, listed, text_escape,
-                                      args.slices, seed)
+                                      args.slices, seed, args.slices_n)
         tree_checks.check_split(tap, cli, tree, 300000)
         check_ahead(tap, cli, args.ahead, seed, listed)
     check_errors(tap, cli, args.tracefs)
@@ -927,6 +927,8 @@ def main():
     ap.add_argument("--end-order", action="store_true",
                     help="synth_demo appends events as they end (as the capture does)")
     ap.add_argument("--slices", help="the vtree_slices helper (random-offset reads)")
+    ap.add_argument("--slices-n", type=int, default=60,
+                    help="random slices per reader of each file (vtree_slices)")
     ap.add_argument("--ahead", help="the ahead_readers helper (reads decoded ahead)")
     args = ap.parse_args()
     tap = Tap()
