@@ -521,6 +521,12 @@ def expected_files(model, info):
 
 
 class Cli:
+    # `tracefs cat` results of every Cli, kept: the checks read many files more than once
+    # (views, their times, calls/ sources, the fast coder's twin), and the bytes of a path
+    # of an unchanged trace file are the bytes of the last cat of it (the key holds the
+    # file's identity, so a rewritten trace is read again); outputs over 8 MB are not kept
+    cats = {}
+
     def __init__(self, tracefs, trace):
         self.tracefs, self.trace = tracefs, trace
 
@@ -554,7 +560,17 @@ class Cli:
         return files, disorder
 
     def cat(self, path):
-        return run([self.tracefs, "cat", self.trace, path])
+        try:
+            st = os.stat(self.trace)
+            key = (self.tracefs, self.trace, path, st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            key = None
+        got = Cli.cats.get(key)
+        if got is None:
+            got = run([self.tracefs, "cat", self.trace, path])
+            if key and len(got[1]) <= 8 << 20:
+                Cli.cats[key] = got
+        return got
 
     def cat_count(self, path):
         p = subprocess.Popen([self.tracefs, "cat", self.trace, path], stdout=subprocess.PIPE,
