@@ -580,7 +580,8 @@ def run(cmd, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, seed):
+def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, seed,
+               n_slices=60):
     tree = Tree(model, info, times, listed, text_escape)
     want = tree.files()
     tap.ok(set(listed) == want, "the tree holds exactly the %d expected files" % len(want),
@@ -656,9 +657,9 @@ def check_tree(tap, cli, model, info, times, listed, text_escape, slices_exe, se
                  if p.endswith((b"trace.json", b"summary.txt", b"stacks.folded",
                                 b"backtraces.txt", b"allocs.folded"))
                  or (p.endswith((b"trace.txt", b"events.jsonl")) and b"/threads/" not in p)]
-    check_slices(tap, cli, slices_exe, seed, composite)
+    check_slices(tap, cli, slices_exe, seed, composite, n_slices)
     check_slices(tap, cli, slices_exe, seed + 1,
-                 [p.decode() for p in sorted(contents) if b"/calls/" in p])
+                 [p.decode() for p in sorted(contents) if b"/calls/" in p], n_slices)
     return tree
 
 
@@ -739,13 +740,15 @@ def check_grammar(tap, info, data):
            "named" % (len(distinct), len(every)), data[:300])
 
 
-def check_slices(tap, cli, exe, seed, paths):
+def check_slices(tap, cli, exe, seed, paths, n_slices):
+    """vtree_slices over @paths, 16 at a time: @n_slices random slices from each of its
+    4 threads and its one handle per path."""
     if not exe:
         tap.diag("vtree_slices not given: random slices not checked")
         return
     for i in range(0, len(paths), 16):
         chunk = paths[i:i + 16]
-        rc, out, err = run([exe, cli.trace, str(seed), "60"] + chunk)
+        rc, out, err = run([exe, cli.trace, str(seed), str(n_slices)] + chunk)
         tap.ok(rc == 0 and out.count(b"\nok ") + out.startswith(b"ok ") == len(chunk),
                "random slices (seed %d) of %d merged and composite files equal their full "
                "read, from 4 threads at once" % (seed, len(chunk)), out + err)
