@@ -313,6 +313,26 @@ static void close_fixture(struct fixture *f)
 	unlink(f->path);
 }
 
+/* 300 reads of @path at random offsets and lengths (from *@seed) equal slices of @want. */
+static void check_random_slices(struct fs_vtree *vt, const char *path, const char *want,
+				uint64_t size, uint64_t *seed)
+{
+	struct fs_vfile *h;
+
+	print_message("# random slices of %s: seed %" PRIu64 "\n", path, *seed);
+	assert_int_equal(fs_vfile_open(vt, resolve(vt, path), &h), 0);
+	for (int i = 0; i < 300; i++) {
+		char piece[3000];
+		uint64_t off = (*seed = *seed * 6364136223846793005u + 1442695040888963407u) % size;
+		size_t len = 1 + (*seed >> 33) % sizeof(piece);
+		ssize_t got = fs_vfile_read(h, piece, len, off);
+
+		assert_int_equal(got, len < size - off ? len : size - off);
+		assert_memory_equal(piece, want + off, (size_t)got);
+	}
+	fs_vfile_close(h);
+}
+
 /*
  * Two threads whose events all start at the same times: the merged view alternates thread 0
  * and thread 1, and crosses merge checkpoints (4096 events apart) in both directions.
@@ -323,7 +343,6 @@ static void test_vtree_merge_ties_and_checkpoints(void **state)
 	struct fixture f;
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
-	struct fs_vfile *h;
 	char *merged, *t0, *t1, *p0, *p1, *want, *o;
 	uint64_t size, n0, n1, seed = 42;
 	uint32_t kind;
@@ -366,18 +385,7 @@ static void test_vtree_merge_ties_and_checkpoints(void **state)
 	}
 	assert_int_equal(o - want, size);
 	assert_memory_equal(merged, want, size);
-	print_message("# random slices of the merged view: seed %" PRIu64 "\n", seed);
-	assert_int_equal(fs_vfile_open(f.vt, resolve(f.vt, "ranks/0/trace.txt"), &h), 0);
-	for (int i = 0; i < 300; i++) {
-		char piece[3000];
-		uint64_t off = (seed = seed * 6364136223846793005u + 1442695040888963407u) % size;
-		size_t len = 1 + (seed >> 33) % sizeof(piece);
-		ssize_t got = fs_vfile_read(h, piece, len, off);
-
-		assert_int_equal(got, len < size - off ? len : size - off);
-		assert_memory_equal(piece, want + off, (size_t)got);
-	}
-	fs_vfile_close(h);
+	check_random_slices(f.vt, "ranks/0/trace.txt", want, size, &seed);
 	free(want);
 	free(merged);
 	free(t0);
@@ -444,7 +452,6 @@ static void test_vtree_merge_calls(void **state)
 	open_fixture(&f, w);
 	for (int v = 0; v < 2; v++) {
 		struct fs_node_info info;
-		struct fs_vfile *h;
 		uint64_t full_size, size, want_size;
 		char *full = read_path(f.vt, files[v][0], &full_size);
 		char *want = lines_with(full, files[v][2], &want_size);
@@ -457,19 +464,7 @@ static void test_vtree_merge_calls(void **state)
 		got = read_path(f.vt, files[v][1], &size);
 		assert_int_equal(size, want_size);
 		assert_memory_equal(got, want, size);
-		print_message("# random slices of %s: seed %" PRIu64 "\n", files[v][1], seed);
-		assert_int_equal(fs_vfile_open(f.vt, ino, &h), 0);
-		for (int i = 0; i < 300; i++) {
-			char piece[2000];
-			uint64_t off = (seed = seed * 6364136223846793005u + 1442695040888963407u) %
-				       size;
-			size_t len = 1 + (seed >> 33) % sizeof(piece);
-			ssize_t n = fs_vfile_read(h, piece, len, off);
-
-			assert_int_equal(n, len < size - off ? len : size - off);
-			assert_memory_equal(piece, want + off, (size_t)n);
-		}
-		fs_vfile_close(h);
+		check_random_slices(f.vt, files[v][1], want, size, &seed);
 		free(got);
 		free(want);
 		free(full);
