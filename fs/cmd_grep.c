@@ -24,9 +24,10 @@
  *   events whose signature may match.
  * - By reading: everything else is read as `tracefs cat` reads it and every line tested:
  *   events.jsonl and the other views, generated files, a timed rank's or phase's trace.txt
- *   of several threads when printing lines (they are interleaved by time; -c takes the
- *   signature path there), a search whose every signature may match (nothing to skip, so
- *   the plain read is the cheaper one), and fixed text holding control characters.
+ *   of several threads and its calls/<name>/ views when printing lines (they are interleaved
+ *   by time; -c takes the signature path there), a search whose every signature may match
+ *   (nothing to skip, so the plain read is the cheaper one), and fixed text holding control
+ *   characters.
  * Matching is memmem() for fixed text and regexec() for patterns (glibc's POSIX regex: GNU
  * grep's own syntax but for its few extensions beyond glibc's). A PATTERN holding newlines
  * is several patterns, as for grep: a line is selected when one matches. Exit status as
