@@ -51,6 +51,20 @@ static int kind_events(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t 
 	return 0;
 }
 
+/* A file node of calls/<name>/ for view @v of @kind, in @idx; its ops fill in the rest. */
+static int add_kind_node(struct fs_vtree *vt, uint32_t dir, uint32_t kind, int v,
+			 const struct fs_file_ops *ops, struct vnode **f)
+{
+	int64_t idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, ops);
+
+	if (idx < 0)
+		return (int)idx;
+	*f = fs_node_at(vt, (uint32_t)idx);
+	(*f)->view = (uint8_t)call_view[v];
+	(*f)->call = kind + 1;
+	return 0;
+}
+
 /*
  * One file of calls/<name>/: a stream's kind view, the threads' one after the other, or
  * (with timing) merged as the scope's trace.txt is.
@@ -58,19 +72,15 @@ static int kind_events(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t 
 static int add_call_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t kind,
 			 int v)
 {
-	int64_t idx;
 	struct vnode *f;
-	int rc = 0;
+	int rc;
 
 	if (sc->n_segs == 1) {
 		const struct fs_seg *s = &sc->segs[0];
 
-		idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_view_ops);
-		if (idx < 0)
-			return (int)idx;
-		f = fs_node_at(vt, (uint32_t)idx);
-		f->view = (uint8_t)call_view[v];
-		f->call = kind + 1;
+		rc = add_kind_node(vt, dir, kind, v, &fs_view_ops, &f);
+		if (rc < 0)
+			return rc;
 		f->stream = s->stream;
 		f->first = s->first;
 		f->n_events = s->n_events;
@@ -78,19 +88,13 @@ static int add_call_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc,
 						s->n_events, NULL, &f->size);
 	}
 	if (vt->ti.timing != TFS_TIMING_NONE) {
-		idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_merge_ops);
-		if (idx < 0)
-			return (int)idx;
-		f = fs_node_at(vt, (uint32_t)idx);
-		f->view = (uint8_t)call_view[v];
-		f->call = kind + 1;
+		rc = add_kind_node(vt, dir, kind, v, &fs_merge_ops, &f);
+		if (rc < 0)
+			return rc;
 		f->scope = sc;
 		return fs_merge_kind_size(vt, sc, kind, call_view[v], &f->size);
 	}
-	idx = fs_tree_add_file(vt, dir, call_file[v], (uint64_t)v, &fs_concat_ops);
-	if (idx < 0)
-		return (int)idx;
-	f = fs_node_at(vt, (uint32_t)idx);
+	rc = add_kind_node(vt, dir, kind, v, &fs_concat_ops, &f);
 	for (uint32_t i = 0; i < sc->n_segs && rc == 0; i++)
 		rc = fs_concat_add_kind_view(f->concat, vt->trace, sc->segs[i].stream, kind,
 					     call_view[v], sc->segs[i].first,
