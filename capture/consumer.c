@@ -660,7 +660,7 @@ static void mpi_handle_names(struct cap_consumer *c, uint32_t i, const struct tf
 static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_t *r,
 		       uint32_t words, bool with_bt, bool nested)
 {
-	uint32_t call = (uint32_t)(r[0] >> 32), w = 3;
+	uint32_t call = (uint32_t)(r[0] >> 32), w = 3, n_str = 0;
 	size_t len = (r[0] >> 16) & 0xffff, off = 0;
 	union tfs_arg a[TFS_MAX_ARGS];
 	const struct tfs_kind_desc *k;
@@ -677,19 +677,24 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 	/* a recorded call has a stack exactly when its kind was declared with one */
 	if (with_bt != (c->stacks && cap_call_has_stack(call)))
 		return -EBADMSG;
-	for (uint32_t i = 0; i < k->n_args; i++)
-		w += k->args[i].enc != TFS_ENC_STR;
+	/* the words first, in one pass (most calls have no string), then the strings after them */
+	for (uint32_t i = 0; i < k->n_args; i++) {
+		if (k->args[i].enc == TFS_ENC_STR) {
+			n_str++;
+			continue;
+		}
+		if (w >= words)
+			return -EBADMSG;
+		a[i].u = r[w++];
+	}
 	if (w + (len + 7) / 8 > words)
 		return -EBADMSG;
 	str = (const char *)(r + w);
-	w = 3;
-	for (uint32_t i = 0; i < k->n_args; i++) {
+	for (uint32_t i = 0; n_str && i < k->n_args; i++) {
 		const char *end;
 
-		if (k->args[i].enc != TFS_ENC_STR) {
-			a[i].u = r[w++];
+		if (k->args[i].enc != TFS_ENC_STR)
 			continue;
-		}
 		end = off < len ? memchr(str + off, '\0', len - off) : NULL;
 		if (!end)
 			return -EBADMSG;

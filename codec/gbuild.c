@@ -153,6 +153,13 @@ static inline void dg_del(struct tfs_gbuild *g, uint32_t n)
 
 /* ---- capacity ---- */
 
+static void count_mem(struct tfs_gbuild *g)
+{
+	g->mem_bytes = sizeof(*g) + (size_t)g->node_cap * (sizeof(*g->nodes) + sizeof(*g->work)) +
+		       (size_t)g->rule_cap * sizeof(*g->rules) +
+		       (size_t)(g->slot_mask + 1) * sizeof(*g->slots);
+}
+
 static int grow_nodes(struct tfs_gbuild *g, uint32_t need)
 {
 	uint64_t cap = g->node_cap, n_slots;
@@ -188,6 +195,7 @@ static int grow_nodes(struct tfs_gbuild *g, uint32_t need)
 		g->slots = slots;
 		g->slot_mask = n_slots - 1;
 		g->slot_shift = shift;
+		count_mem(g); /* should what follows fail */
 	}
 	work = realloc(g->work, cap * sizeof(*work));
 	if (!work)
@@ -198,6 +206,7 @@ static int grow_nodes(struct tfs_gbuild *g, uint32_t need)
 		return -ENOMEM;
 	g->nodes = nodes;
 	g->node_cap = (uint32_t)cap;
+	count_mem(g);
 	return 0;
 }
 
@@ -217,6 +226,7 @@ static int grow_rules(struct tfs_gbuild *g, uint32_t need)
 		return -ENOMEM;
 	g->rules = rules;
 	g->rule_cap = (uint32_t)cap;
+	count_mem(g);
 	return 0;
 }
 
@@ -462,6 +472,7 @@ struct tfs_gbuild *gbuild_new(void)
 	g->rule_cap = 16;
 	g->slot_mask = 2 * g->node_cap - 1;
 	g->slot_shift = 32 - 7; /* 128 slots */
+	count_mem(g);
 	g->nodes = malloc(g->node_cap * sizeof(*g->nodes));
 	if (!g->nodes)
 		goto err_free_builder;
@@ -530,9 +541,7 @@ int gbuild_append(struct tfs_gbuild *g, uint32_t terminal)
 
 size_t gbuild_mem_bytes(const struct tfs_gbuild *g)
 {
-	return sizeof(*g) + (size_t)g->node_cap * (sizeof(*g->nodes) + sizeof(*g->work)) +
-	       (size_t)g->rule_cap * sizeof(*g->rules) +
-	       (size_t)(g->slot_mask + 1) * sizeof(*g->slots);
+	return g->mem_bytes;
 }
 
 uint64_t gbuild_n_events(const struct tfs_gbuild *g)

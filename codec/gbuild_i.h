@@ -88,6 +88,8 @@ struct tfs_gbuild {
 
 	uint64_t n_events;
 	uint64_t n_unfactored; /* digrams left duplicated because memory ran out mid-append */
+	size_t mem_bytes;      /* gbuild_mem_bytes(), kept as the arrays grow: the writer asks
+				  after every event */
 };
 
 

@@ -48,7 +48,7 @@ static bool key_eq(const struct intern *t, uint32_t id, const void *key, size_t 
 	size_t klen;
 	const uint8_t *k = intern_key(t, id, &klen);
 
-	return klen == len && memcmp(k, key, len) == 0;
+	return klen == len && bytes_eq(k, key, len);
 }
 
 static int grow_slots(struct intern *t)

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bytes_i.h"
 
@@ -35,5 +36,23 @@ static inline const uint8_t *intern_key(const struct intern *t, uint32_t id, siz
 }
 
 uint64_t hash_bytes(const void *p, size_t n);
+
+/* Whether @a and @b hold the same @n bytes: keys are mostly call signatures of a few bytes,
+ * for which a call to memcmp() costs more than the comparison. */
+static inline bool bytes_eq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	for (; n >= 8; a += 8, b += 8, n -= 8) {
+		uint64_t x, y;
+
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+	}
+	while (n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
 
 #endif

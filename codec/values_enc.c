@@ -963,18 +963,19 @@ static void map_delete(struct vmap *m, uint32_t i)
 	m->s[i].used = 0;
 }
 
-/* Record value @v as the class's number @pos. The table is never full (see struct vmap). */
-static void map_put(struct vmap *m, uint64_t v, uint32_t pos)
+/* The slot of @v in @m, or the empty one where it would go. The table is never full (see
+ * struct vmap). */
+static uint32_t map_slot(const struct vmap *m, uint64_t v)
 {
 	uint32_t i = map_home(v);
 
 	while (m->s[i].used && m->s[i].value != v)
 		i = (i + 1) & (VAL_MAP_SIZE - 1);
-	m->s[i] = (struct vmap_slot){.value = v, .pos = pos, .used = 1};
+	return i;
 }
 
-/* Push @v into class state @k and its table @m, forgetting the value that leaves the ring. */
-static void class_push(struct vclass *k, struct vmap *m, uint64_t v)
+/* Forget the value of class state @k that its next value pushes out of the ring. */
+static void class_forget(const struct vclass *k, struct vmap *m)
 {
 	if (k->count >= VAL_HIST_RING) {
 		const uint64_t old = k->ring[k->count % VAL_HIST_RING];
@@ -983,15 +984,14 @@ static void class_push(struct vclass *k, struct vmap *m, uint64_t v)
 		if (i >= 0 && m->s[i].pos == k->count - VAL_HIST_RING)
 			map_delete(m, (uint32_t)i);
 	}
-	map_put(m, v, k->count);
-	vp_class_push(k, v);
 }
 
 /*
  * Code value @v of class @c whose stride prediction is @pred (FORMAT.md §7.3.1): a tag, and
  * a residual, 0 for a hit. The tag of a hit reaching furthest back is VAL_TAG_HIST +
  * VAL_HIST_MAX - 1; a stride hit wins over a history hit, the smaller residual between
- * misses (the stride's on a tie).
+ * misses (the stride's on a tie). The value leaving the ring is forgotten first, so that
+ * one probe finds @v and where it goes: it was too far back for a hit anyway.
  */
 static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t pred)
 {
@@ -999,16 +999,18 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 	struct vmap *m = &e->maps[c];
 	uint64_t res = 0;
 	uint8_t tag = VAL_TAG_STRIDE;
-	int i;
+	uint32_t i;
 
 	if (m->gen != e->p.gen) {
 		memset(m->s, 0, sizeof(m->s));
 		m->gen = e->p.gen;
 	}
+	class_forget(k, m);
+	i = map_slot(m, v);
 	if (v != pred) {
-		i = map_find(m, v);
 		/* the ring check keeps a table stale since a wrap of gen harmless */
-		if (i >= 0 && m->s[i].pos < k->count && k->count - 1 - m->s[i].pos < VAL_HIST_MAX &&
+		if (m->s[i].used && m->s[i].pos < k->count &&
+		    k->count - 1 - m->s[i].pos < VAL_HIST_MAX &&
 		    k->ring[m->s[i].pos % VAL_HIST_RING] == v) {
 			tag = (uint8_t)(VAL_TAG_HIST + (k->count - 1 - m->s[i].pos));
 		} else {
@@ -1020,7 +1022,8 @@ static void code_class_value(struct tfs_venc *e, uint8_t c, uint64_t v, uint64_t
 	}
 	e->tags.data[e->tags.len++] = tag;
 	put_varint(&e->cls_col, res);
-	class_push(k, m, v);
+	m->s[i] = (struct vmap_slot){.value = v, .pos = k->count, .used = 1};
+	vp_class_push(k, v);
 }
 
 static void code_vals(struct tfs_venc *e, struct tstate *st, const uint64_t *vals, uint32_t n_vals,

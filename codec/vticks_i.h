@@ -8,6 +8,7 @@
 #ifndef TFS_VTICKS_I_H
 #define TFS_VTICKS_I_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 __extension__ typedef __int128 i128;
@@ -15,6 +16,9 @@ __extension__ typedef __int128 i128;
 #define VTICK_Q_MIN (UINT64_C(1) << 33) /* ticks of at least 2 ns */
 #define VTICK_Q_LIMIT (UINT64_C(1) << 62)
 #define VTICK_ONE ((i128)1 << 32)
+/* Ticks below this have their steps counted in 64 bits (vtick_step()): a short step's count
+ * is guessed within two, so its shift stays under 3 q */
+#define VTICK_Q_FAST (UINT64_C(1) << 60)
 
 /* What is known of a time's phase: [lo, hi) in units of 2^-32 ns, 0 <= lo < hi <= 2^32. */
 struct vphase {
@@ -58,21 +62,35 @@ static inline struct vphase vtick_learn(uint64_t q, struct vphase ph, uint64_t k
  */
 static inline int64_t vtick_step(uint64_t q, struct vphase *ph, int64_t delta, uint64_t *k)
 {
-	const i128 t = (i128)delta * VTICK_ONE, half = (i128)(q / 2);
+	const bool short_step = delta < (INT64_C(1) << 52) && delta > -(INT64_C(1) << 52);
 	int64_t n, shift, mid, lo, hi;
-	i128 s;
 
-	if (delta >= (INT64_C(1) << 52) || delta <= -(INT64_C(1) << 52))
-		n = (int64_t)vtick_floor_div(t + half, (i128)q);
-	else
+	if (short_step && q < VTICK_Q_FAST) {
+		/* shift stays within a few q < 2^62: 64 bits modulo 2^64 hold it exactly */
+		const int64_t half = (int64_t)(q / 2), iq = (int64_t)q;
+
 		n = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
-	s = (i128)n * (i128)q - t;
-	for (; s > half; s -= q)
-		n--;
-	for (; s + q <= half; s += q)
-		n++;
+		shift = (int64_t)((uint64_t)n * q - ((uint64_t)delta << 32));
+		for (; shift > half; shift -= iq)
+			n--;
+		for (; shift + iq <= half; shift += iq)
+			n++;
+	} else {
+		const i128 t = (i128)delta * VTICK_ONE, half = (i128)(q / 2);
+		i128 s;
+
+		if (!short_step)
+			n = (int64_t)vtick_floor_div(t + half, (i128)q);
+		else
+			n = (int64_t)((double)delta * 4294967296.0 / (double)q + 0.5);
+		s = (i128)n * (i128)q - t;
+		for (; s > half; s -= q)
+			n--;
+		for (; s + q <= half; s += q)
+			n++;
+		shift = (int64_t)s;
+	}
 	*k = (uint64_t)n;
-	shift = (int64_t)s;
 	mid = (ph->lo + ph->hi) / 2 + shift;
 	lo = ph->lo + shift;
 	hi = ph->hi + shift;

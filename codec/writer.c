@@ -355,6 +355,7 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	uint64_t vals[TFS_MAX_ARGS];
 	uint8_t vtype[TFS_MAX_ARGS];
 	const struct schema_kind *k;
+	struct sig_memo *memo;
 	uint32_t t;
 	bool is_new;
 	uint8_t *tw;
@@ -375,10 +376,22 @@ int tfs_wstream_append(struct tfs_wstream *s, uint32_t kind, uint64_t ts_ns, uin
 	if (rc < 0)
 		return rc;
 	rc = buf_reserve(&s->widths, k->n_vals);
-	if (rc == 0)
-		rc = intern_get(&s->sigs, s->sig.data, s->sig.len, &t, &is_new);
 	if (rc < 0)
 		return rc;
+	memo = &s->memo[kind % SIG_MEMO];
+	if (memo->len == s->sig.len && bytes_eq(memo->sig, s->sig.data, s->sig.len)) {
+		t = memo->t;
+		is_new = false;
+	} else {
+		rc = intern_get(&s->sigs, s->sig.data, s->sig.len, &t, &is_new);
+		if (rc < 0)
+			return rc;
+		if (s->sig.len <= SIG_MEMO_BYTES) {
+			memcpy(memo->sig, s->sig.data, s->sig.len);
+			memo->len = (uint32_t)s->sig.len;
+			memo->t = t;
+		}
+	}
 	if (t >= GRAM_MAX_TERMINAL)
 		return -E2BIG;
 	if (is_new) {

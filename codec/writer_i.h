@@ -16,6 +16,9 @@
 
 #define MAX_STR_BYTES 65535
 
+#define SIG_MEMO 16	   /* kinds by stream whose last signature is remembered */
+#define SIG_MEMO_BYTES 32 /* the longest signature remembered */
+
 struct tfs_wstream {
 	struct tfs_writer *w;
 	uint32_t rank, thread;
@@ -32,6 +35,13 @@ struct tfs_wstream {
 	struct tfs_venc *venc;
 	uint64_t n_events, max_ts, max_dur;
 	struct tfs_buf sig;	/* scratch */
+	/* the last short signature of kinds k, k + SIG_MEMO...: a kind's events often repeat
+	 * theirs, which then needs no look-up in sigs */
+	struct sig_memo {
+		uint32_t t;	/* its terminal */
+		uint32_t len;	/* 0: none yet (a signature holds its kind) */
+		uint8_t sig[SIG_MEMO_BYTES];
+	} memo[SIG_MEMO];
 };
 
 struct phase {

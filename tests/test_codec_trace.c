@@ -652,6 +652,76 @@ static void test_trace_phase_views_are_slices(void **state)
 	tg_free(&s);
 }
 
+#define MEMO_KINDS 40
+#define MEMO_EVENTS 6000
+
+/*
+ * Kinds whose last signatures the writer remembers in one slot (k and k + 16, writer_i.h
+ * SIG_MEMO), signatures that repeat, alternate, or are too long to be remembered: every
+ * event reads back with its own kind and arguments.
+ */
+static void test_trace_signatures_of_kinds_sharing_a_memo(void **state)
+{
+	static const struct tfs_arg_desc args[] = {
+		{"site", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+		{"far", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+		{"x", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+		{"y", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+		{"size", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+	};
+	static char names[MEMO_KINDS][8];
+	static uint32_t kind[MEMO_EVENTS];
+	static union tfs_arg a[MEMO_EVENTS][5];
+	uint64_t seed = tu_seed(__func__);
+	struct tfs_writer *w;
+	struct tfs_wstream *ws;
+	struct tfs_cursor *c;
+	struct tfs_trace *t;
+	struct tfs_diag d;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	for (uint32_t k = 0; k < MEMO_KINDS; k++) {
+		struct tfs_kind_desc desc = {names[k], "test", 5, args};
+		uint32_t id;
+
+		snprintf(names[k], sizeof(names[k]), "k%u", k);
+		assert_int_equal(tfs_writer_add_kind(w, &desc, &id), 0);
+		assert_int_equal(id, k);
+	}
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &ws), 0);
+	for (uint32_t i = 0; i < MEMO_EVENTS; i++) {
+		/* kinds 3, 19 and 35 share a slot: alternations, runs of one, others between */
+		const uint32_t pick = (uint32_t)tu_below(&seed, 8);
+		const bool far = !tu_below(&seed, 4);
+
+		kind[i] = pick < 6 ? 3 + 16 * (pick % 3) : (uint32_t)tu_below(&seed, MEMO_KINDS);
+		if (i && i % 50 < 20)
+			kind[i] = kind[i - 1];
+		a[i][0].u = tu_below(&seed, 3);
+		/* signatures longer than the 32 bytes remembered, or not */
+		a[i][1].u = far ? UINT64_MAX - tu_below(&seed, 2) : 1;
+		a[i][2].u = far ? UINT64_MAX : 0;
+		a[i][3].u = far ? UINT64_MAX - 1 : 0;
+		a[i][4].u = tu_below(&seed, 1000);
+		assert_int_equal(tfs_wstream_append(ws, kind[i], 1000 * (uint64_t)i, 10, a[i]), 0);
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, &d), 0);
+	assert_int_equal(tfs_cursor_new(t, 0, TFS_VIEW_TEXT, 0, MEMO_EVENTS, &c), 0);
+	for (uint32_t i = 0; i < MEMO_EVENTS; i++) {
+		struct tfs_event ev;
+
+		assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
+		assert_int_equal(ev.kind, kind[i]);
+		assert_int_equal(ev.n_args, 5);
+		for (uint32_t j = 0; j < 5; j++)
+			assert_true(ev.args[j].u == a[i][j].u);
+	}
+	tfs_cursor_free(c);
+	tfs_trace_close(t);
+}
+
 static void test_trace_writer_rejects_bad_input(void **state)
 {
 	struct tfs_writer_opts bad = {.timing = TFS_TIMING_LOSSY, .rel_err = 1.5};
@@ -1228,6 +1298,7 @@ int main(void)
 		cmocka_unit_test(test_trace_grammar_shape_expands_to_the_events),
 		cmocka_unit_test(test_trace_grammar_shape_shared_by_equal_grammars),
 		cmocka_unit_test(test_trace_phase_views_are_slices),
+		cmocka_unit_test(test_trace_signatures_of_kinds_sharing_a_memo),
 		cmocka_unit_test(test_trace_writer_rejects_bad_input),
 		cmocka_unit_test(test_trace_rval_word_range),
 		cmocka_unit_test(test_trace_open_refuses_non_traces),
