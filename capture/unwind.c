@@ -6,10 +6,13 @@
  * dl_iterate_phdr allocate passes through unrecorded. This file does not write the
  * backtrace records (capture.c), read CFI (cfi.c) nor symbolise (symbolize.c).
  *
- * The walk (x86-64): from its own registers, frame by frame, each step by the frame's CFI
- * rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return address just below it,
- * rbp unchanged or saved at a constant offset). Rules are cached process-wide by return
- * address, filled from .eh_frame on a miss. Each step reads at most three stack words, and
+ * The walk (x86-64): from its own registers, or from the frame an allocating interposer
+ * was called from (struct cap_frame: the steps through the capture's own frames would
+ * reach those registers, and its frames are left out anyway), frame by frame, each step
+ * by the frame's CFI rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return
+ * address just below it, rbp unchanged or saved at a constant offset). Rules are cached
+ * process-wide by return address, filled from .eh_frame on a miss. Each step reads at
+ * most three stack words, and
  * only between the frame's rsp and the top of the mapping that holds the stack. A thread keeps
  * its last walk: every frame's registers (return address, rsp, rbp) and where its rbp was
  * read. When a step reaches a frame whose registers equal those of a frame of the last
@@ -695,7 +698,8 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 {
 	const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire);
 	const uintptr_t hi = w->stack.hi;
-	uint32_t a = 1, j, at, t, kept = 0, s, span, m, seg = UINT32_MAX;
+	/* frames outside the capture so far, the one being matched included */
+	uint32_t a = 1, j, at, t, kept = !f0->own, s, span, m, seg = UINT32_MAX;
 	bool ended = false;
 
 	w->inner[0] = *f0;
@@ -770,7 +774,8 @@ rebuild:
  * The calling thread's backtrace, as cap_unwind() gives it: by a walk when it can, else
  * by libunwind into @scratch.
  */
-const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same)
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same,
+			   const struct cap_frame *from)
 {
 	struct walker *w;
 	struct frame f0;
@@ -791,6 +796,19 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 	f0.bp_at = 0;
 	f0.outer = 0;
 	f0.own = 1;
+	/*
+	 * The interposer's caller instead, when its frame is one of this stack's, below no
+	 * frame of ours, and holds its return address: the steps through the capture's own
+	 * frames would reach it with these registers (the walk reads no word below it)
+	 */
+	if (from && from->sp > f0.sp && from->sp - f0.sp < (UINT64_C(1) << 20) &&
+	    !(from->sp & 7) && *(const uintptr_t *)(from->sp - 8) == from->ra &&
+	    from->ra >= MIN_CODE) {
+		f0.ra = from->ra;
+		f0.sp = from->sp;
+		f0.bp = from->bp;
+		f0.own = is_self(from->ra);
+	}
 	if (unlikely(f0.sp < w->stack.lo || f0.sp >= w->stack.hi)) {
 		struct range other = w->stack;
 
@@ -816,6 +834,7 @@ libunwind:
 #else
 	(void)w;
 	(void)f0;
+	(void)from;
 #endif
 	if (unlikely(g_stats))
 		atomic_fetch_add_explicit(&g_n_libunwind, 1, memory_order_relaxed);
@@ -869,7 +888,7 @@ int cap_unwind_init(void)
 		g_libunwind_only = true;
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)cap_unwind);
 	g_ready = true;
-	cap_unwind(scratch, 1, &n, &same); /* the rules of the capture's own frames */
+	cap_unwind(scratch, 1, &n, &same, NULL); /* the rules of the capture's own frames */
 	return 0;
 }
 
