@@ -589,27 +589,20 @@ static inline uint32_t match(const struct walker *w, const struct frame *f, uint
 	return UINT32_MAX;
 }
 
-/* Set the chain's counts of outer frames, from chain[@from] inwards to chain[lo]. */
-static void count_outer(struct walker *w, uint32_t from)
-{
-	uint32_t k = from + 1 < w->hi ? w->chain[from + 1].outer : 0;
-
-	for (struct frame *f = &w->chain[from + 1]; f-- > &w->chain[w->lo];)
-		f->outer = k += !f->own;
-}
-
 /*
- * The backtrace of the chain into w->out, outermost first, from chain[@from] inwards
- * (out[0, @done) is already its outer part). @return how many of its first frames are
- * those of the backtrace it replaces
+ * Set the chain's counts of outer frames and make its backtrace in w->out, outermost first,
+ * both from chain[@from] inwards to chain[lo] (out[0, @done) is already the backtrace's
+ * outer part, chain[from + 1] on counted). @return how many of its first frames are those
+ * of the backtrace it replaces
  */
 static uint32_t backtrace_of(struct walker *w, uint32_t from, uint32_t done)
 {
 	const struct frame *lo = &w->chain[w->lo];
 	const uint32_t n_last = w->n_out;
-	uint32_t n = done, same = done;
+	uint32_t n = done, same = done, k = from + 1 < w->hi ? w->chain[from + 1].outer : 0;
 
-	for (const struct frame *f = &w->chain[from + 1]; f-- > lo;) {
+	for (struct frame *f = &w->chain[from + 1]; f-- > lo;) {
+		f->outer = k += !f->own;
 		if (f->own)
 			continue;
 		if (same == n && n < n_last && w->out[n] == f->ra)
@@ -737,7 +730,6 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 		span = t - at;
 		t = place(w, a - 1, at, t, 0);
 		at = t - span;
-		count_outer(w, at - 1);
 		*same = backtrace_of(w, at - 1, s);
 		w->gen = gen;
 		return true;
@@ -758,13 +750,11 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 	w->ended = ended;
 	if (seg != UINT32_MAX) {
 		/* its outermost part is the last walk's: so is its backtrace's */
-		count_outer(w, w->lo + seg - 1);
 		*same = backtrace_of(w, w->lo + seg - 1, s);
 		w->gen = gen;
 		return true;
 	}
 rebuild:
-	count_outer(w, w->hi - 1);
 	*same = backtrace_of(w, w->hi - 1, 0);
 	w->gen = gen;
 	return true;
@@ -1204,15 +1194,27 @@ void cap_modules_scan(void)
 
 void cap_modules_check(const uint64_t *frames, uint32_t n)
 {
+	uint64_t lo, hi;
+
 	if (n && atomic_load_explicit(&g_gen, memory_order_acquire) !=
 		     atomic_load_explicit(&g_scan_gen, memory_order_relaxed)) {
 		cap_modules_scan(); /* something was unloaded since: look again */
 		return;
 	}
+	/* the thread's last lookup, while it stands: most frames lie in the same object */
+	lo = hi = 0;
+	if (n && tls_last_mod.epoch == atomic_load_explicit(&g_mods_epoch, memory_order_acquire)) {
+		lo = tls_last_mod.r.lo;
+		hi = tls_last_mod.r.hi;
+	}
 	for (uint32_t i = 0; i < n; i++) {
+		if (frames[i] >= lo && frames[i] < hi)
+			continue;
 		if (!lookup(frames[i])) {
 			cap_modules_scan();
 			return;
 		}
+		lo = tls_last_mod.r.lo;
+		hi = tls_last_mod.r.hi;
 	}
 }
