@@ -793,13 +793,9 @@ static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *arg
 	return ts->sample_units / every != before / every;
 }
 
-/*
- * cap_put_call() and cap_put_call_from() alike: one body, which its helpers are inlined into,
- * @call_n the call in its low half and n_args in its high half (six arguments: both jump here)
- */
-static __attribute__((noinline)) void put_call_from(uint64_t call_n, uint64_t ts_ns,
-						    const uint64_t *args, const char *strs,
-						    size_t strs_len, const struct cap_frame *from)
+/* The one body of cap_put_call() and cap_put_call_from(), which its helpers are inlined into */
+void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
+		     size_t strs_len, const struct cap_frame *from)
 {
 	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
 	const int saved_errno = errno;
@@ -833,13 +829,7 @@ static __attribute__((noinline)) void put_call_from(uint64_t call_n, uint64_t ts
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len)
 {
-	put_call_from(call | (uint64_t)n_args << 32, ts_ns, args, strs, strs_len, NULL);
-}
-
-void cap_put_call_from(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
-		       const struct cap_frame *from)
-{
-	put_call_from(call | (uint64_t)n_args << 32, ts_ns, args, NULL, 0, from);
+	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, strs, strs_len, NULL);
 }
 
 void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
