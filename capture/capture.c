@@ -793,9 +793,11 @@ static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *arg
 	return ts->sample_units / every != before / every;
 }
 
-void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
-		  const char *strs, size_t strs_len)
+/* The one body of cap_put_call() and cap_put_call_from(), which its helpers are inlined into */
+void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
+		     size_t strs_len, const struct cap_frame *from)
 {
+	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
 	const int saved_errno = errno;
 	struct tstate *ts;
 	bool stack, ok = true;
@@ -810,7 +812,7 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 	if (ts && stack && sampled(ts, call, args, n_args)) {
 		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
 		uint32_t n, same;
-		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same);
+		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same, from);
 
 		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
 				 true);
@@ -822,6 +824,12 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		drop(ts);
 	leave();
 	errno = saved_errno;
+}
+
+void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+		  const char *strs, size_t strs_len)
+{
+	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, strs, strs_len, NULL);
 }
 
 void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,

@@ -66,6 +66,47 @@ void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t 
 		  const char *strs, size_t strs_len);
 
 /*
+ * The frame an interposer was called from, as the interposer itself sees it: the return
+ * address into its caller, the caller's rsp once returned (the interposer's CFA) and the
+ * caller's rbp. A backtrace unwound from it skips the capture's own frames, which every
+ * interposed call would otherwise step through again (unwind.c).
+ */
+struct cap_frame {
+	uintptr_t ra, sp, bp;
+};
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/*
+ * The calling function's struct cap_frame, in that function itself (a macro: an inlined
+ * helper would see another frame). __builtin_frame_address(0) makes the function keep a
+ * frame pointer: its prologue pushes the caller's rbp at the frame address, the return
+ * address lies above it and the CFA 16 bytes above.
+ */
+#define CAP_CALLER_FRAME()                                                                         \
+	((struct cap_frame){(uintptr_t)__builtin_return_address(0),                                \
+			    (uintptr_t)__builtin_frame_address(0) + 16,                            \
+			    *(const uintptr_t *)__builtin_frame_address(0)})
+#define CAP_HAVE_CALLER_FRAME 1
+#else
+#define CAP_HAVE_CALLER_FRAME 0
+#endif
+
+/*
+ * cap_put_call() with the backtrace from @from (NULL: from the capture's own frame), the
+ * frame the interposer was called from; @call_n is the call in its low half and n_args in
+ * its high half (six arguments, all in registers).
+ */
+void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
+		     size_t strs_len, const struct cap_frame *from);
+
+/* cap_put_call() of an allocating call (no strings), its backtrace from @from. */
+static inline void cap_put_call_from(uint32_t call, uint64_t ts_ns, const uint64_t *args,
+				     uint32_t n_args, const struct cap_frame *from)
+{
+	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, NULL, 0, from);
+}
+
+/*
  * Record call @call (a kind with a backtrace) with backtrace @frames (@n of them, outermost
  * first) given by the caller instead of unwound here; its objects are announced first when
  * @announce. Without backtraces, as cap_put_call(). Never fails; preserves errno.
@@ -85,9 +126,12 @@ int cap_unwind_init(void);
  * out, at most @max (the innermost ones when deeper). @n gets its frames; @same how many of
  * its first frames are, in the same places, those of the backtrace this thread's previous
  * call returned (at least: a lower bound). @scratch (SPOOL_MAX_BT_FRAMES) may hold it.
+ * @from (optional): a frame of the calling thread's stack, outside the capture's, to walk
+ * from instead of the caller's own registers (the frames inside it are the capture's).
  * @return the frames, borrowed: the thread's own until its next call
  */
-const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same);
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same,
+			   const struct cap_frame *from);
 /*
  * The backtrace of the code a signal interrupted, from the context @uc its SA_SIGINFO
  * handler got, as cap_unwind() gives it: its innermost frame is the interrupted

@@ -113,14 +113,31 @@ static bool is_boot(const void *p)
 
 /* ---- the malloc family ---- */
 
-/* Record @call with its @n (up to 5) argument words @a, @b... */
-static void put_alloc(enum cap_call call, uint32_t n, uint64_t a, uint64_t b, uint64_t c,
-		      uint64_t d, uint64_t e)
+/*
+ * Record @call with its @n (up to 5) argument words @a, @b..., its backtrace from @from
+ * (NULL: from the capture's own frame).
+ */
+static void put_alloc(const struct cap_frame *from, enum cap_call call, uint32_t n, uint64_t a,
+		      uint64_t b, uint64_t c, uint64_t d, uint64_t e)
 {
 	uint64_t args[6] = {0, a, b, c, d, e};
 
-	cap_put_call(call, cap_now_ns(), args, n + 1, NULL, 0);
+	cap_put_call_from(call, cap_now_ns(), args, n + 1, from);
 }
+
+/*
+ * put_alloc() of an allocating call, its backtrace from the interposer's caller: a
+ * statement made in the interposer itself (CAP_CALLER_FRAME).
+ */
+#if CAP_HAVE_CALLER_FRAME
+#define PUT_ALLOC(...)                                                                             \
+	do {                                                                                       \
+		const struct cap_frame from_ = CAP_CALLER_FRAME();                                 \
+		put_alloc(&from_, __VA_ARGS__);                                                    \
+	} while (0)
+#else
+#define PUT_ALLOC(...) put_alloc(NULL, __VA_ARGS__)
+#endif
 
 /* The allocation id of the block the malloc family just returned (0 when ids are not kept). */
 static inline uint64_t new_id(const void *p, size_t size)
@@ -148,7 +165,7 @@ EXPORT void *malloc(size_t size)
 	p = cap_real.malloc(size);
 	id = new_id(p, size);
 	if (tracing_alloc())
-		put_alloc(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
+		PUT_ALLOC(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
 
@@ -167,7 +184,7 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 	id = new_id(p, nmemb * size);
 	/* bytes: what the block holds, the one byte count profiles sum (0 when it failed) */
 	if (tracing_alloc())
-		put_alloc(CALL_CALLOC, 5, nmemb, size, p ? nmemb * size : 0, (uintptr_t)p, id);
+		PUT_ALLOC(CALL_CALLOC, 5, nmemb, size, p ? nmemb * size : 0, (uintptr_t)p, id);
 	return p;
 }
 
@@ -207,7 +224,7 @@ EXPORT void *realloc(void *ptr, size_t size)
 		cap_alloc_add(ptr, old_size, old_id); /* failed: @ptr is still live */
 	}
 	if (tracing_alloc())
-		put_alloc(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
+		PUT_ALLOC(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
 	return p;
 }
 
@@ -225,7 +242,7 @@ EXPORT void free(void *ptr)
 	id = gone_id(ptr);
 	cap_real.free(ptr);
 	if (tracing_alloc())
-		put_alloc(CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
+		put_alloc(NULL, CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 
 EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
@@ -241,7 +258,7 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 	rc = cap_real.posix_memalign(memptr, alignment, size);
 	id = rc ? 0 : new_id(*memptr, size);
 	if (tracing_alloc())
-		put_alloc(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
+		PUT_ALLOC(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
 			  (uint64_t)rc, id);
 	return rc;
 }
@@ -256,7 +273,7 @@ EXPORT void *aligned_alloc(size_t alignment, size_t size)
 	p = cap_real.aligned_alloc(alignment, size);
 	id = new_id(p, size);
 	if (tracing_alloc())
-		put_alloc(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
+		PUT_ALLOC(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
 
@@ -270,7 +287,7 @@ EXPORT void *memalign(size_t alignment, size_t size)
 	p = cap_real.memalign(alignment, size);
 	id = new_id(p, size);
 	if (tracing_alloc())
-		put_alloc(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
+		PUT_ALLOC(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
 

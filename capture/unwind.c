@@ -6,10 +6,13 @@
  * dl_iterate_phdr allocate passes through unrecorded. This file does not write the
  * backtrace records (capture.c), read CFI (cfi.c) nor symbolise (symbolize.c).
  *
- * The walk (x86-64): from its own registers, frame by frame, each step by the frame's CFI
- * rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return address just below it,
- * rbp unchanged or saved at a constant offset). Rules are cached process-wide by return
- * address, filled from .eh_frame on a miss. Each step reads at most three stack words, and
+ * The walk (x86-64): from its own registers, or from the frame an allocating interposer
+ * was called from (struct cap_frame: the steps through the capture's own frames would
+ * reach those registers, and its frames are left out anyway), frame by frame, each step
+ * by the frame's CFI rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return
+ * address just below it, rbp unchanged or saved at a constant offset). Rules are cached
+ * process-wide by return address, filled from .eh_frame on a miss. Each step reads at
+ * most three stack words, and
  * only between the frame's rsp and the top of the mapping that holds the stack. A thread keeps
  * its last walk: every frame's registers (return address, rsp, rbp) and where its rbp was
  * read. When a step reaches a frame whose registers equal those of a frame of the last
@@ -586,27 +589,20 @@ static inline uint32_t match(const struct walker *w, const struct frame *f, uint
 	return UINT32_MAX;
 }
 
-/* Set the chain's counts of outer frames, from chain[@from] inwards to chain[lo]. */
-static void count_outer(struct walker *w, uint32_t from)
-{
-	uint32_t k = from + 1 < w->hi ? w->chain[from + 1].outer : 0;
-
-	for (struct frame *f = &w->chain[from + 1]; f-- > &w->chain[w->lo];)
-		f->outer = k += !f->own;
-}
-
 /*
- * The backtrace of the chain into w->out, outermost first, from chain[@from] inwards
- * (out[0, @done) is already its outer part). @return how many of its first frames are
- * those of the backtrace it replaces
+ * Set the chain's counts of outer frames and make its backtrace in w->out, outermost first,
+ * both from chain[@from] inwards to chain[lo] (out[0, @done) is already the backtrace's
+ * outer part, chain[from + 1] on counted). @return how many of its first frames are those
+ * of the backtrace it replaces
  */
 static uint32_t backtrace_of(struct walker *w, uint32_t from, uint32_t done)
 {
 	const struct frame *lo = &w->chain[w->lo];
 	const uint32_t n_last = w->n_out;
-	uint32_t n = done, same = done;
+	uint32_t n = done, same = done, k = from + 1 < w->hi ? w->chain[from + 1].outer : 0;
 
-	for (const struct frame *f = &w->chain[from + 1]; f-- > lo;) {
+	for (struct frame *f = &w->chain[from + 1]; f-- > lo;) {
+		f->outer = k += !f->own;
 		if (f->own)
 			continue;
 		if (same == n && n < n_last && w->out[n] == f->ra)
@@ -695,7 +691,8 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 {
 	const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire);
 	const uintptr_t hi = w->stack.hi;
-	uint32_t a = 1, j, at, t, kept = 0, s, span, m, seg = UINT32_MAX;
+	/* frames outside the capture so far, the one being matched included */
+	uint32_t a = 1, j, at, t, kept = !f0->own, s, span, m, seg = UINT32_MAX;
 	bool ended = false;
 
 	w->inner[0] = *f0;
@@ -733,7 +730,6 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 		span = t - at;
 		t = place(w, a - 1, at, t, 0);
 		at = t - span;
-		count_outer(w, at - 1);
 		*same = backtrace_of(w, at - 1, s);
 		w->gen = gen;
 		return true;
@@ -754,13 +750,11 @@ static bool walk(struct walker *w, const struct frame *f0, uint32_t max, uint32_
 	w->ended = ended;
 	if (seg != UINT32_MAX) {
 		/* its outermost part is the last walk's: so is its backtrace's */
-		count_outer(w, w->lo + seg - 1);
 		*same = backtrace_of(w, w->lo + seg - 1, s);
 		w->gen = gen;
 		return true;
 	}
 rebuild:
-	count_outer(w, w->hi - 1);
 	*same = backtrace_of(w, w->hi - 1, 0);
 	w->gen = gen;
 	return true;
@@ -770,7 +764,8 @@ rebuild:
  * The calling thread's backtrace, as cap_unwind() gives it: by a walk when it can, else
  * by libunwind into @scratch.
  */
-const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same)
+const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_t *same,
+			   const struct cap_frame *from)
 {
 	struct walker *w;
 	struct frame f0;
@@ -791,6 +786,19 @@ const uint64_t *cap_unwind(uint64_t *scratch, uint32_t max, uint32_t *n, uint32_
 	f0.bp_at = 0;
 	f0.outer = 0;
 	f0.own = 1;
+	/*
+	 * The interposer's caller instead, when its frame is one of this stack's, below no
+	 * frame of ours, and holds its return address: the steps through the capture's own
+	 * frames would reach it with these registers (the walk reads no word below it)
+	 */
+	if (from && from->sp > f0.sp && from->sp - f0.sp < (UINT64_C(1) << 20) &&
+	    !(from->sp & 7) && *(const uintptr_t *)(from->sp - 8) == from->ra &&
+	    from->ra >= MIN_CODE) {
+		f0.ra = from->ra;
+		f0.sp = from->sp;
+		f0.bp = from->bp;
+		f0.own = is_self(from->ra);
+	}
 	if (unlikely(f0.sp < w->stack.lo || f0.sp >= w->stack.hi)) {
 		struct range other = w->stack;
 
@@ -816,6 +824,7 @@ libunwind:
 #else
 	(void)w;
 	(void)f0;
+	(void)from;
 #endif
 	if (unlikely(g_stats))
 		atomic_fetch_add_explicit(&g_n_libunwind, 1, memory_order_relaxed);
@@ -869,7 +878,7 @@ int cap_unwind_init(void)
 		g_libunwind_only = true;
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)cap_unwind);
 	g_ready = true;
-	cap_unwind(scratch, 1, &n, &same); /* the rules of the capture's own frames */
+	cap_unwind(scratch, 1, &n, &same, NULL); /* the rules of the capture's own frames */
 	return 0;
 }
 
@@ -1185,15 +1194,27 @@ void cap_modules_scan(void)
 
 void cap_modules_check(const uint64_t *frames, uint32_t n)
 {
+	uint64_t lo, hi;
+
 	if (n && atomic_load_explicit(&g_gen, memory_order_acquire) !=
 		     atomic_load_explicit(&g_scan_gen, memory_order_relaxed)) {
 		cap_modules_scan(); /* something was unloaded since: look again */
 		return;
 	}
+	/* the thread's last lookup, while it stands: most frames lie in the same object */
+	lo = hi = 0;
+	if (n && tls_last_mod.epoch == atomic_load_explicit(&g_mods_epoch, memory_order_acquire)) {
+		lo = tls_last_mod.r.lo;
+		hi = tls_last_mod.r.hi;
+	}
 	for (uint32_t i = 0; i < n; i++) {
+		if (frames[i] >= lo && frames[i] < hi)
+			continue;
 		if (!lookup(frames[i])) {
 			cap_modules_scan();
 			return;
 		}
+		lo = tls_last_mod.r.lo;
+		hi = tls_last_mod.r.hi;
 	}
 }
