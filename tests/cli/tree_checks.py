@@ -81,6 +81,10 @@ class Tree:
         self.info = info
         self.times = times  # (rank, thread) -> [(ts, dur)] as the trace holds them
         self.text_escape = text_escape
+        # an event's line and trace.json arguments, rendered once: the scopes (the whole
+        # trace, ranks, phases, windows) show the same events again and again
+        self.lines = {}  # (view, rank, thread, index) -> the model's line
+        self.jargs = {}  # (rank, kind, ph, args) -> chrome_args()
         self.phases = info["phases"]
         self.phase_dir = {}
         for i, p in enumerate(self.phases):
@@ -197,9 +201,15 @@ class Tree:
                 lines.append((key, k, j, s.first + j))
         if self.m.timing != TIMING_NONE:
             lines.sort()
-        return b"".join(render(sc.segs[k].rank, sc.segs[k].thread,
-                               self.event(sc.segs[k].rank, sc.segs[k].thread, i))
-                        for _, k, _, i in lines)
+        out = []
+        for _, k, _, i in lines:
+            rank, thread = sc.segs[k].rank, sc.segs[k].thread
+            key = (view, rank, thread, i)
+            line = self.lines.get(key)
+            if line is None:
+                line = self.lines[key] = render(rank, thread, self.event(rank, thread, i))
+            out.append(line)
+        return b"".join(out)
 
     # ---- summary.txt ----
 
@@ -326,7 +336,11 @@ class Tree:
                     ts, dur = i * 1000, 1000
                 if ph != "X":
                     dur = None
-                jargs = self.chrome_args(s.rank, kind_name, args, ph)
+                key = (s.rank, kind_name, ph,
+                       tuple((v, getattr(v, "ranked", None)) for v in args))
+                jargs = self.jargs.get(key)
+                if jargs is None:
+                    jargs = self.jargs[key] = self.chrome_args(s.rank, kind_name, args, ph)
                 out.append((name, kind["category"], ph, ts, dur, s.rank, s.thread, jargs))
         return out
 
@@ -685,10 +699,14 @@ def check_calls(tap, cli, tree, contents):
             full = contents.get(d + b"/" + view)
             if full is None:
                 rc, full, err = cli.cat(d + b"/" + view)
-            lines = full.splitlines(keepends=True)
+            # each line read once, into its call's lines (every call's expected file the
+            # same bytes as filtering the whole view for that call)
+            of_call = collections.defaultdict(list)
+            for l in full.splitlines(keepends=True):
+                of_call[call_of(view, l)].append(l)
             for call in sorted(calls):
                 p = b"%s/calls/%s/%s" % (d, call, view)
-                exp = b"".join(l for l in lines if call_of(view, l) == call)
+                exp = b"".join(of_call.get(call, ()))
                 n_files += 1
                 if contents.get(p) == exp and exp:
                     n_same += 1

@@ -59,10 +59,13 @@ def is_mounted(mp):
     return os.fsencode(mp) in mountinfo()
 
 
-def daemon_pids(mp):
-    """Processes whose command line is `tracefs mount ... MP`."""
+def daemon_pids(mp, rel=None):
+    """Processes whose command line is `tracefs mount ... MP`, or `... REL` for a daemon
+    started on the relative mount point @rel. Exact names only: mount tests run side by
+    side, each in its own work directory, and must not see each other's daemons (a
+    relative name is made unique to its work directory, see check_daemon_life)."""
     pids = []
-    want = os.fsencode(mp)
+    want = {os.fsencode(mp)} | ({os.fsencode(rel)} if rel else set())
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
             continue
@@ -74,8 +77,7 @@ def daemon_pids(mp):
         argv = [a for a in argv if a]
         if len(argv) < 3 or not argv[0].endswith(b"tracefs") or argv[1] != b"mount":
             continue
-        last = argv[-1]
-        if last == want or (not last.startswith(b"/") and want.endswith(b"/" + last)):
+        if argv[-1] in want:
             pids.append(int(d))
     return pids
 
@@ -825,10 +827,12 @@ def check_foreground(tap, args, workdir, trace):
 
 def check_daemon_life(tap, args, workdir, trace):
     # a relative mountpoint, then the daemon is killed: it must unmount what it mounted
-    mp = os.path.join(workdir, "rel")
+    # (named for the work directory, so that no other run's daemon has the same argv)
+    rel = "rel-" + os.path.basename(workdir)
+    mp = os.path.join(workdir, rel)
     os.mkdir(mp)
-    if mount_ok(tap, trace, "rel", cwd=workdir):
-        pids = daemon_pids(mp) or daemon_pids("rel")
+    if mount_ok(tap, trace, rel, cwd=workdir):
+        pids = daemon_pids(mp, rel)
         tap.ok(len(pids) == 1, "one daemon process serves the mount (pid %r)" % pids)
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
