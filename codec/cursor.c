@@ -36,7 +36,23 @@ struct walker {
 	bool stale;	/* @event, @byte and @term are right, the stack is behind them */
 	const struct kindex *k; /* only the events of this kind, or NULL: every event */
 	uint64_t kev;		/* with @k: the kind's events before the current one */
+	struct list_memo *memo; /* walker_list()'s, or NULL: the walker only steps and seeks */
 };
+
+/*
+ * What walker_list() remembers of the list it builds: where each rule's whole expansion
+ * already lies in it, so that a rule met again is copied instead of walked. Grammars of
+ * loops meet the same few rules over and over, under different parents.
+ */
+struct list_memo {
+	uint32_t *pos;	 /* [max rules of a block]: where rule r's expansion starts */
+	uint32_t *gen;	 /* [max rules of a block]: pos[r] holds when gen[r] == cur */
+	uint32_t *start; /* [height + 1]: where frame d's rule starts, or LIST_NO_START */
+	uint32_t n_rules;
+	uint32_t cur; /* bumped for each list and each block: forgets every pos */
+};
+
+#define LIST_NO_START UINT32_MAX
 
 struct tfs_cursor {
 	struct tfs_trace *t;
@@ -74,6 +90,32 @@ static void walker_fini(struct walker *w)
 {
 	free(w->st);
 	w->st = NULL;
+	if (w->memo) {
+		free(w->memo->pos);
+		free(w->memo->gen);
+		free(w->memo->start);
+		free(w->memo);
+		w->memo = NULL;
+	}
+}
+
+/* Give @w the memo walker_list() needs. */
+static int walker_memo_init(struct walker *w)
+{
+	struct list_memo *m = calloc(1, sizeof(*m));
+	uint32_t n_rules = 1;
+
+	if (!m)
+		return -ENOMEM;
+	w->memo = m;
+	for (uint32_t b = 0; b < w->g->n_blocks; b++)
+		if (w->g->blocks[b].n_rules > n_rules)
+			n_rules = w->g->blocks[b].n_rules;
+	m->pos = malloc(n_rules * sizeof(*m->pos));
+	m->gen = calloc(n_rules, sizeof(*m->gen));
+	m->start = malloc(((size_t)w->g->height + 1) * sizeof(*m->start));
+	m->n_rules = n_rules;
+	return m->pos && m->gen && m->start ? 0 : -ENOMEM;
 }
 
 static inline uint64_t unit_events(const struct tfs_grammar *gr, const struct gram_elem *e)
@@ -276,16 +318,66 @@ static void copy_period(uint32_t *t, uint64_t i, uint64_t period, uint64_t m)
 	}
 }
 
+/* Forget every rule's place in the list: a new list, or a new block's rules. */
+static void memo_forget(struct list_memo *m)
+{
+	if (++m->cur == 0) {
+		memset(m->gen, 0, m->n_rules * sizeof(*m->gen));
+		m->cur = 1;
+	}
+}
+
+/*
+ * Go down from the top frame's element (its first repetition) to its first terminal and list
+ * it at terms[*i]; a rule whose expansion is listed already is copied whole instead, as much
+ * of it as @n allows, and its frame not pushed: the walker stays on that element.
+ */
+static void list_descend(struct walker *w, uint32_t *terms, uint32_t *i, uint32_t n)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+	struct list_memo *m = w->memo;
+
+	for (;;) {
+		const struct frame *f = &w->st[w->depth - 1];
+		const struct gram_elem *e = &gr->elems[gr->rules[f->rule].first_elem + f->elem];
+		uint64_t ue;
+
+		if (!e->is_rule) {
+			w->term = e->id;
+			terms[(*i)++] = e->id;
+			return;
+		}
+		if (m->gen[e->id] == m->cur) {
+			ue = gr->rules[e->id].n_events;
+			if (ue > n - *i)
+				ue = n - *i;
+			memcpy(terms + *i, terms + m->pos[e->id], (size_t)ue * sizeof(*terms));
+			*i += (uint32_t)ue;
+			return;
+		}
+		m->start[w->depth] = *i;
+		w->st[w->depth++] = (struct frame){e->id, 0, 0};
+	}
+}
+
 /*
  * List the terminals of @n (>= 1) events from the walker's current one (the walker has no
- * kind), leaving it invalid. A repetition of an element whose previous repetition is all
- * listed already is copied from it rather than walked: loops make runs of repetitions.
+ * kind, and a memo), leaving it invalid. A repetition of an element whose previous
+ * repetition is all listed already is copied from it rather than walked: loops make runs of
+ * repetitions; so is a rule listed whole before.
  */
 static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
 {
 	const struct gsec *g = w->g;
-	uint32_t i = 0;
+	struct list_memo *m = w->memo;
+	uint32_t i = 0, at = 0;
 
+	memo_forget(m);
+	/* the frames below the first event start with it when it is their rule's first */
+	for (uint32_t d = w->depth; d-- > 0;) {
+		at = at == 0 && w->st[d].elem == 0 && w->st[d].rep == 0 ? 0 : LIST_NO_START;
+		m->start[d] = at;
+	}
 	terms[i++] = w->term;
 	while (i < n) {
 		const struct tfs_grammar *gr = &g->blocks[w->block];
@@ -298,39 +390,42 @@ static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
 
 			if (++f->rep < e->count) {
 				const uint64_t ue = unit_events(gr, e);
-				uint64_t m;
+				uint64_t k;
 
 				if (ue > i) {
-					descend_left(w);
-					terms[i++] = w->term;
+					list_descend(w, terms, &i, n);
 					stepped = true;
 					break;
 				}
-				m = (e->count - f->rep) * ue;
-				if (m >= n - i) {
+				k = (e->count - f->rep) * ue;
+				if (k >= n - i) {
 					copy_period(terms, i, ue, n - i);
 					w->valid = false;
 					return;
 				}
-				copy_period(terms, i, ue, m);
-				i += (uint32_t)m;
+				copy_period(terms, i, ue, k);
+				i += (uint32_t)k;
 			}
 			f->rep = 0;
 			if (++f->elem < ru->n_elems) {
-				descend_left(w);
-				terms[i++] = w->term;
+				list_descend(w, terms, &i, n);
 				stepped = true;
 				break;
+			}
+			if (m->start[w->depth - 1] != LIST_NO_START) {
+				m->pos[f->rule] = m->start[w->depth - 1];
+				m->gen[f->rule] = m->cur;
 			}
 			w->depth--;
 		}
 		while (!stepped && ++w->block < g->n_blocks) {
 			gr = &g->blocks[w->block];
 			if (gr->n_events) {
+				memo_forget(m);
 				w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+				m->start[0] = i;
 				w->depth = 1;
-				descend_left(w);
-				terms[i++] = w->term;
+				list_descend(w, terms, &i, n);
 				stepped = true;
 			}
 		}
@@ -548,6 +643,8 @@ static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, const
 	rc = walker_init(&c->w, t, g, view);
 	if (rc == 0)
 		rc = walker_init(&c->tw, t, g, view);
+	if (rc == 0)
+		rc = walker_memo_init(&c->tw);
 	if (rc == 0) {
 		c->terms = calloc(c->vs->block_events ? c->vs->block_events : 1,
 				  sizeof(*c->terms));
