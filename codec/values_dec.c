@@ -605,14 +605,16 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 					"terminal %u has %u VAL fields", t, n_vals_of[t]);
 		val_off[i] = total;
 		total += n_vals_of[t];
-		if (d->s->version >= 4 && d->s->cls)
-			for (uint32_t j = 0; j < n_vals_of[t]; j++)
-				top = d->s->cls[d->s->cls_off[t] + j] > top
-					      ? d->s->cls[d->s->cls_off[t] + j]
-					      : top;
 		st = &p->t[t];
-		if (st->gen != p->gen)
+		/* a terminal's classes are the same at each event: looked at once a block */
+		if (st->gen != p->gen) {
+			if (d->s->version >= 4 && d->s->cls)
+				for (uint32_t j = 0; j < n_vals_of[t]; j++)
+					top = d->s->cls[d->s->cls_off[t] + j] > top
+						      ? d->s->cls[d->s->cls_off[t] + j]
+						      : top;
 			pred_enter(p, st, n_vals_of[t]);
+		}
 		d->out->slot[i] = st->cslot;
 	}
 	val_off[d->n] = total;
@@ -939,12 +941,16 @@ static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpa
 	rc = parse_columns(&d, raw_len, cols);
 	if (rc < 0)
 		return rc;
+	if (s->timing != VAL_TIMING_NONE)
+		out->n_zero_times = 0;
 	rc = decode_columns(&d, cols);
 	if (rc < 0)
 		return rc;
-	if (s->timing == VAL_TIMING_NONE) {
+	/* untimed blocks leave the times 0: cleared once, not per block */
+	if (s->timing == VAL_TIMING_NONE && d.n > out->n_zero_times) {
 		memset(out->ts_ns, 0, d.n * sizeof(*out->ts_ns));
 		memset(out->dur_ns, 0, d.n * sizeof(*out->dur_ns));
+		out->n_zero_times = d.n;
 	}
 	out->first_event = idx * s->block_events;
 	out->n_events = d.n;
