@@ -7,6 +7,7 @@
  * bytes, prints the holes and pads the line to its length. One description, so a line's
  * length and its rendering can never disagree. It does not walk grammars or decode values.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,6 +176,46 @@ static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
 	return fixed + n + FAST_SLACK;
 }
 
+/* View @v's templates as render_line_fast() runs them: each hole with the text before it. */
+static int compile_ops(struct tfs_trace *t, int v)
+{
+	const struct tmpl_seg *segs = t->segs[v];
+	struct fast_op *ops;
+	uint32_t k = 0;
+
+	/* a terminal has no more steps than segments: each takes its hole or SEG_END */
+	t->fops[v] = ops = malloc(((size_t)t->tmpl_first[v][t->n_terms] + 1) * sizeof(*ops));
+	t->fop_first[v] = calloc((size_t)t->n_terms + 1, sizeof(uint32_t));
+	if (!ops || !t->fop_first[v])
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_terms; i++) {
+		struct fast_op op = {.text = t->tmpl_text[v]};
+
+		t->fop_first[v][i] = k;
+		for (const struct tmpl_seg *g = segs + t->tmpl_first[v][i];; g++) {
+			if (g->kind == SEG_TEXT) {
+				/* rs_record() joins text that follows text */
+				assert(op.text_len == 0);
+				op.text = t->tmpl_text[v] + g->a;
+				op.text_len = g->len;
+				continue;
+			}
+			op.kind = g->kind;
+			op.type = g->type;
+			op.json = g->json;
+			op.val = g->val;
+			op.a = g->a;
+			op.seg = g;
+			ops[k++] = op;
+			if (g->kind == SEG_END)
+				break;
+			op = (struct fast_op){.text = t->tmpl_text[v]};
+		}
+	}
+	t->fop_first[v][t->n_terms] = k;
+	return 0;
+}
+
 int render_templates(struct tfs_trace *t)
 {
 	struct name_memo *memo = malloc(RS_MEMO_SLOTS * sizeof(*memo));
@@ -223,6 +264,11 @@ int render_templates(struct tfs_trace *t)
 		for (uint32_t i = 0; i < t->n_terms; i++)
 			t->term_room[v][i] = line_room(t->segs[v] + t->tmpl_first[v][i],
 						       t->term_len[v][i]);
+		s.err = compile_ops(t, v);
+		if (s.err) {
+			free(memo);
+			return s.err;
+		}
 	}
 	free(memo);
 	return 0;
@@ -265,6 +311,15 @@ static inline char *fast_dec_n(char *p, uint64_t v, unsigned int n)
 
 static inline char *fast_dec(char *p, uint64_t v)
 {
+	/* most printed numbers are small: no digit count for them */
+	if (v < 10) {
+		*p = (char)('0' + v);
+		return p + 1;
+	}
+	if (v < 100) {
+		memcpy(p, rs_digit_pairs + 2 * v, 2);
+		return p + 2;
+	}
 	return fast_dec_n(p, v, fast_digits(v));
 }
 
@@ -289,6 +344,44 @@ static inline char *fast_i64(char *p, int64_t v)
 	return fast_dec(p, (uint64_t)v);
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The eight hex digits of @h as a word whose first byte in memory is the leading digit. */
+static inline uint64_t hex8(uint32_t h)
+{
+	uint64_t x = h, letter;
+
+	/* nibble k to byte k, then the leading one first */
+	x = ((x & 0xffff0000u) << 16) | (x & 0xffffu);
+	x = ((x & 0x0000ff000000ff00u) << 8) | (x & 0x000000ff000000ffu);
+	x = ((x & 0x00f000f000f000f0u) << 4) | (x & 0x000f000f000f000fu);
+	x = __builtin_bswap64(x);
+	/* 1 in each byte holding 10 to 15 */
+	letter = ((x + 0x0606060606060606u) >> 4) & 0x0101010101010101u;
+	return x + 0x3030303030303030u + letter * ('a' - '0' - 10);
+}
+
+/* Hex digits as whole words: the room has slack for the zeros stored past the number. */
+static inline char *fast_hex(char *p, uint64_t v)
+{
+	const unsigned int n = (67u - (unsigned int)__builtin_clzll(v | 1)) / 4;
+	const uint64_t lo = hex8((uint32_t)v);
+
+	p[0] = '0';
+	p[1] = 'x';
+	p += 2;
+	if (n <= 8) {
+		const uint64_t w = lo >> (8 * (8 - n));
+
+		memcpy(p, &w, 8);
+	} else {
+		const uint64_t w = hex8((uint32_t)(v >> 32)) >> (8 * (16 - n));
+
+		memcpy(p, &w, 8);
+		memcpy(p + n - 8, &lo, 8);
+	}
+	return p + n;
+}
+#else
 static inline char *fast_hex(char *p, uint64_t v)
 {
 	static const char digit[] = "0123456789abcdef";
@@ -301,6 +394,7 @@ static inline char *fast_hex(char *p, uint64_t v)
 		p[i] = digit[v & 15];
 	return p + n;
 }
+#endif
 
 /* Nanoseconds of a second: exactly nine digits. */
 static inline char *fast_nanos(char *p, uint64_t v)
@@ -348,47 +442,54 @@ static char *fast_bounded(char *p, const char *end, const struct tfs_trace *t,
 
 	if (p > end)
 		return NULL;
-	if (g->kind == SEG_NAME && in->names && g->val != UINT32_MAX) {
-		const struct name_ent *e = names_get(&t->names, in->names, g->val, g->a);
-
-		if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1)) &&
-		    (size_t)(end - p) >= (size_t)e->len + 2) {
-			*p++ = g->json ? '"' : '<';
-			memcpy(p, e->name, e->len);
-			p += e->len;
-			*p++ = g->json ? '"' : '>';
-			return p;
-		}
-	}
 	rs_arg_hole(&s, t, g, in, text);
 	return s.err ? NULL : p + b.len;
+}
+
+/* A name hole printed as the name is, when it is one: NULL otherwise, nothing written. */
+static inline char *fast_name(char *p, const char *end, const struct tfs_trace *t,
+			      const struct fast_op *op, const struct render_in *in)
+{
+	const struct name_ent *e;
+
+	if (!in->names || op->val == UINT32_MAX || p > end)
+		return NULL;
+	e = names_get(&t->names, in->names, op->val, op->a);
+	if (!e || !(t->name_plain[e - t->names.ents] & (op->json ? 2 : 1)) ||
+	    (size_t)(end - p) < (size_t)e->len + 2)
+		return NULL;
+	*p++ = op->json ? '"' : '<';
+	memcpy(p, e->name, e->len);
+	p += e->len;
+	*p++ = op->json ? '"' : '>';
+	return p;
 }
 
 int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
 		     uint8_t *dst, struct tfs_diag *diag)
 {
-	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
+	const struct fast_op *op = t->fops[view] + t->fop_first[view][in->term];
 	const char *text = t->tmpl_text[view];
 	const uint64_t fixed = t->term_len[view][in->term];
 	static const char spaces[FAST_SLACK + 1] = "                ";
 	const char *line_end = (const char *)dst + fixed;
-	char *p = (char *)dst;
+	char *p = (char *)dst, *q;
 	uint64_t pad;
 
 	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 				"event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
-	for (; g->kind != SEG_END; g++) {
-		switch (g->kind) {
-		case SEG_TEXT:
-			/* short text in one 16-byte copy: the room and the text have slack */
-			if (g->len <= FAST_SLACK)
-				memcpy(p, text + g->a, FAST_SLACK);
-			else
-				memcpy(p, text + g->a, g->len);
-			p += g->len;
-			break;
+	for (;; op++) {
+		/* short text in one 16-byte copy: the room and the text have slack */
+		if (op->text_len <= FAST_SLACK)
+			memcpy(p, op->text, FAST_SLACK);
+		else
+			memcpy(p, op->text, op->text_len);
+		p += op->text_len;
+		switch (op->kind) {
+		case SEG_END:
+			goto done;
 		case SEG_TS_TEXT:
 			p = fast_dec_w(p, in->ts_ns / 1000000000u, t->w_sec);
 			*p++ = '.';
@@ -429,17 +530,25 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 			p = fast_us(p, in->index * 1000);
 			break;
 		case SEG_VAL:
-			p = fast_num(p, g->type, in->vals[g->val], g->json);
+			p = fast_num(p, op->type, in->vals[op->val], op->json);
 			break;
 		case SEG_RANK_ARG:
-			p = fast_i64(p, rank_abs(g->a, in->rank));
+			p = fast_i64(p, rank_abs(op->a, in->rank));
 			break;
+		case SEG_NAME:
+			q = fast_name(p, line_end, t, op, in);
+			if (q) {
+				p = q;
+				break;
+			}
+			/* fall through */
 		default: /* SEG_NAME, SEG_SYMNAME, SEG_BUF */
-			p = fast_bounded(p, line_end, t, g, in, text);
+			p = fast_bounded(p, line_end, t, op->seg, in, text);
 			if (!p)
 				goto too_wide;
 		}
 	}
+done:
 	if ((uint64_t)(p - (char *)dst) + 1 > fixed)
 		goto too_wide;
 	pad = fixed - 1 - (uint64_t)(p - (char *)dst);

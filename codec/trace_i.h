@@ -101,6 +101,19 @@ struct tmpl_seg {
 };
 
 /*
+ * A template as render_line_fast() runs it: the constant text before a hole, then the hole
+ * (SEG_END: none, the line's text is done). One step per hole instead of one per segment.
+ */
+struct fast_op {
+	const char *text; /* in tmpl_text, readable for FAST_SLACK bytes past @text_len */
+	uint64_t text_len;
+	uint64_t a;	  /* the hole's tmpl_seg fields, copied for the usual holes */
+	const struct tmpl_seg *seg;
+	uint32_t val;
+	uint8_t kind, type, json;
+};
+
+/*
  * A stream (FORMAT.md §8). Kept small, 40 bytes: a merged job of 10^6 ranks has 10^6 of
  * them, and whatever streams share (grammar, values, names) lives once elsewhere.
  */
@@ -170,6 +183,10 @@ struct tfs_trace {
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];
 	uint32_t *tmpl_first[TFS_VIEW_COUNT];
 	char *tmpl_text[TFS_VIEW_COUNT];
+	/* the same templates as render_line_fast() runs them: terminal i's from
+	 * fops[v][fop_first[v][i]] up to the one of kind SEG_END */
+	struct fast_op *fops[TFS_VIEW_COUNT];
+	uint32_t *fop_first[TFS_VIEW_COUNT];
 	/* trace header (FORMAT.md §8) and the column widths derived from it (§9) */
 	uint32_t n_ranks, max_thread;
 	int timing;
