@@ -292,12 +292,25 @@ static inline unsigned int fast_digits(uint64_t v)
 	return d + (x >= pow10[d]);
 }
 
+/* The four digits of @v < 10000 at @p. */
+static inline void fast_4(char *p, uint32_t v)
+{
+	memcpy(p, rs_digit_pairs + 2 * (v / 100), 2);
+	memcpy(p + 2, rs_digit_pairs + 2 * (v % 100), 2);
+}
+
 /* @v in decimal at @p, @n = fast_digits(v) digits; the end. */
 static inline char *fast_dec_n(char *p, uint64_t v, unsigned int n)
 {
 	char *q = p + n;
 
-	while (v >= 100) {
+	/* four digits a division: the rest in 32 bits */
+	while (v >= 10000) {
+		q -= 4;
+		fast_4(q, (uint32_t)(v % 10000));
+		v /= 10000;
+	}
+	if (v >= 100) {
 		q -= 2;
 		memcpy(q, rs_digit_pairs + 2 * (v % 100), 2);
 		v /= 100;
@@ -326,10 +339,15 @@ static inline char *fast_dec(char *p, uint64_t v)
 /* Right-aligned in @width characters (wider values print whole, as rs_dec does). */
 static inline char *fast_dec_w(char *p, uint64_t v, unsigned int width)
 {
+	static const char spaces[FAST_SLACK + 1] = "                ";
 	const unsigned int n = fast_digits(v);
 
+	/* narrow padding in one copy: a hole's room has HOLE_MAX bytes of slack */
 	if (n < width) {
-		memset(p, ' ', width - n);
+		if (width - n <= FAST_SLACK)
+			memcpy(p, spaces, FAST_SLACK);
+		else
+			memset(p, ' ', width - n);
 		p += width - n;
 	}
 	return fast_dec_n(p, v, n);
@@ -399,14 +417,11 @@ static inline char *fast_hex(char *p, uint64_t v)
 /* Nanoseconds of a second: exactly nine digits. */
 static inline char *fast_nanos(char *p, uint64_t v)
 {
-	memcpy(p + 7, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 5, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 3, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 1, rs_digit_pairs + 2 * (v % 100), 2);
-	p[0] = (char)('0' + v / 100 % 10);
+	const uint32_t low8 = (uint32_t)(v % 100000000u);
+
+	p[0] = (char)('0' + v / 100000000u % 10);
+	fast_4(p + 1, low8 / 10000);
+	fast_4(p + 5, low8 % 10000);
 	return p + 9;
 }
 
