@@ -73,6 +73,7 @@ struct tfs_cursor {
 	uint64_t next_off;    /* where tfs_cursor_next_line() reads on, in the view */
 	struct kindex *own_k; /* the terminals set of tfs_cursor_new_terms(), or NULL */
 	union tfs_arg args[TFS_MAX_ARGS];
+	struct name_cache ncache; /* of @names */
 };
 
 static int walker_init(struct walker *w, const struct tfs_trace *t, const struct gsec *g,
@@ -772,7 +773,7 @@ static int render_current(struct tfs_cursor *c, uint8_t *dst, struct tfs_diag *d
 	const uint32_t term = c->w.term;
 	struct render_in in = {
 		.index = c->w.event, .term = term, .rank = c->s->rank,
-		.thread = c->s->thread, .vals = no_vals, .names = c->names,
+		.thread = c->s->thread, .vals = no_vals, .names = c->names, .cache = &c->ncache,
 	};
 	uint32_t slot;
 	int rc;
@@ -836,7 +837,7 @@ static int render_run(struct tfs_cursor *c, uint8_t *dst, size_t *done, size_t l
 	const uint64_t *term_len = t->term_len[c->view], *room = t->term_room[c->view];
 	struct walker *w = &c->w;
 	struct render_in in = {
-		.rank = c->s->rank, .thread = c->s->thread, .names = c->names,
+		.rank = c->s->rank, .thread = c->s->thread, .names = c->names, .cache = &c->ncache,
 	};
 	uint64_t last = c->vb_first + c->vb_n;
 	size_t at = *done;

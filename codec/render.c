@@ -461,6 +461,30 @@ static char *fast_bounded(char *p, const char *end, const struct tfs_trace *t,
 	return s.err ? NULL : p + b.len;
 }
 
+/* names_get() of the reader's table, through its cache when it has one. */
+static inline const struct name_ent *cached_name(const struct tfs_trace *t,
+						 const struct render_in *in, uint32_t cls,
+						 uint64_t id)
+{
+	/* a multiplicative hash of the key, its top six bits a slot */
+	const unsigned int i =
+		(unsigned int)(((id ^ ((uint64_t)cls << 32)) * 0x9e3779b97f4a7c15u) >> 58);
+	struct name_cache *nc = in->cache;
+	const struct name_ent *e;
+
+	_Static_assert(NAME_CACHE_SLOTS == 64, "a slot is six bits of the hash");
+	if (!nc)
+		return names_get(&t->names, in->names, cls, id);
+
+	if (nc->slot[i].cls1 == cls + 1 && nc->slot[i].id == id)
+		return nc->slot[i].e;
+	e = names_get(&t->names, in->names, cls, id);
+	nc->slot[i].id = id;
+	nc->slot[i].cls1 = cls + 1;
+	nc->slot[i].e = e;
+	return e;
+}
+
 /* A name hole printed as the name is, when it is one: NULL otherwise, nothing written. */
 static inline char *fast_name(char *p, const char *end, const struct tfs_trace *t,
 			      const struct fast_op *op, const struct render_in *in)
@@ -469,7 +493,7 @@ static inline char *fast_name(char *p, const char *end, const struct tfs_trace *
 
 	if (!in->names || op->val == UINT32_MAX || p > end)
 		return NULL;
-	e = names_get(&t->names, in->names, op->val, op->a);
+	e = cached_name(t, in, op->val, op->a);
 	if (!e || !(t->name_plain[e - t->names.ents] & (op->json ? 2 : 1)) ||
 	    (size_t)(end - p) < (size_t)e->len + 2)
 		return NULL;

@@ -290,6 +290,20 @@ int kindex_new_terms(const struct tfs_trace *t, uint32_t gsec, const uint8_t *te
 void kindex_free_all(const struct tfs_trace *t, struct gsec *g);
 
 /* render.c */
+#define NAME_CACHE_SLOTS 64
+
+/*
+ * The names a reader looked up lately in its rank's table, found or not: the same few ids
+ * (a file's descriptor, a communicator) come back line after line. Zeroed: empty.
+ */
+struct name_cache {
+	struct {
+		uint64_t id;
+		uint32_t cls1; /* the class + 1; 0: an empty slot */
+		const struct name_ent *e;
+	} slot[NAME_CACHE_SLOTS];
+};
+
 struct render_in {
 	uint64_t index; /* the event's index in its stream (Chrome view without timing) */
 	uint32_t term;
@@ -297,6 +311,7 @@ struct render_in {
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
 	const struct name_table *names; /* the rank's names, or NULL */
+	struct name_cache *cache; /* of @names, or NULL: none */
 };
 
 /*
