@@ -833,40 +833,32 @@ static void cursor_step(struct tfs_cursor *c)
 static int render_run(struct tfs_cursor *c, uint8_t *dst, size_t *done, size_t len,
 		      uint64_t end, struct tfs_diag *diag)
 {
-	const struct tfs_trace *t = c->t;
-	const uint64_t *term_len = t->term_len[c->view], *room = t->term_room[c->view];
+	const uint64_t *term_len = c->t->term_len[c->view];
 	struct walker *w = &c->w;
 	struct render_in in = {
-		.rank = c->s->rank, .thread = c->s->thread, .names = c->names, .cache = &c->ncache,
+		.index = w->event + 1, .rank = c->s->rank, .thread = c->s->thread,
+		.names = c->names, .cache = &c->ncache,
 	};
 	uint64_t last = c->vb_first + c->vb_n;
-	size_t at = *done;
-	int rc = 0;
+	uint32_t n_lines, term;
+	size_t bytes;
+	int rc;
 
-	if (w->k || w->event + 1 < c->vb_first)
-		return 0;
 	if (last > end)
 		last = end;
-	while (w->event + 1 < last) {
-		const uint32_t i = (uint32_t)(w->event + 1 - c->vb_first), term = c->terms[i];
-
-		if (room[term] > len - at)
-			break;
-		in.index = w->event + 1;
-		in.term = term;
-		in.ts_ns = c->vb.ts_ns[i];
-		in.dur_ns = c->vb.dur_ns[i];
-		in.vals = c->vb.vals + c->vb.val_off[i];
-		rc = render_line_fast(t, c->view, &in, dst + at, diag);
-		if (rc < 0)
-			break;
-		w->byte += term_len[w->term];
-		w->event++;
+	if (w->k || w->event + 1 < c->vb_first || w->event + 1 >= last)
+		return 0;
+	rc = render_lines_fast(c->t, c->view, &in, &c->vb, c->terms,
+			       (uint32_t)(w->event + 1 - c->vb_first), (uint32_t)(last - c->vb_first),
+			       dst + *done, len - *done, &bytes, &n_lines, diag);
+	if (n_lines) {
+		term = c->terms[w->event + n_lines - c->vb_first];
+		w->byte += term_len[w->term] + bytes - term_len[term];
+		w->event += n_lines;
 		w->term = term;
 		w->stale = true;
-		at += (size_t)term_len[term];
+		*done += bytes;
 	}
-	*done = at;
 	return rc;
 }
 

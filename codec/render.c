@@ -504,8 +504,10 @@ static inline char *fast_name(char *p, const char *end, const struct tfs_trace *
 	return p;
 }
 
-int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
-		     uint8_t *dst, struct tfs_diag *diag)
+/* render_line_fast(), inlined into the loop of render_lines_fast() as well. */
+static inline __attribute__((always_inline)) int
+line_fast(const struct tfs_trace *t, int view, const struct render_in *in, uint8_t *dst,
+	  struct tfs_diag *diag)
 {
 	const struct fast_op *op = t->fops[view] + t->fop_first[view][in->term];
 	const char *text = t->tmpl_text[view];
@@ -602,6 +604,42 @@ done:
 too_wide:
 	return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 			"a value of terminal %u is wider than the cst says", in->term);
+}
+
+int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
+		     uint8_t *dst, struct tfs_diag *diag)
+{
+	return line_fast(t, view, in, dst, diag);
+}
+
+int render_lines_fast(const struct tfs_trace *t, int view, struct render_in *in,
+		      const struct vblock *vb, const uint32_t *terms, uint32_t first,
+		      uint32_t end, uint8_t *dst, size_t cap, size_t *len, uint32_t *n_lines,
+		      struct tfs_diag *diag)
+{
+	const uint64_t *term_len = t->term_len[view], *room = t->term_room[view];
+	size_t at = 0;
+	uint32_t i;
+	int rc = 0;
+
+	for (i = first; i < end; i++) {
+		const uint32_t term = terms[i];
+
+		if (room[term] > cap - at)
+			break;
+		in->term = term;
+		in->ts_ns = vb->ts_ns[i];
+		in->dur_ns = vb->dur_ns[i];
+		in->vals = vb->vals + vb->val_off[i];
+		rc = line_fast(t, view, in, dst + at, diag);
+		if (rc < 0)
+			break;
+		in->index++;
+		at += (size_t)term_len[term];
+	}
+	*len = at;
+	*n_lines = i - first;
+	return rc;
 }
 
 void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,

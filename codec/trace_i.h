@@ -327,6 +327,17 @@ int render_templates(struct tfs_trace *t);
  */
 int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
 		     uint8_t *dst, struct tfs_diag *diag);
+/*
+ * render_line_fast() of the events [@first, @end) of decoded value block @vb, whose
+ * terminals are @terms[i], one line after another at @dst while each fits with its room in
+ * @cap bytes. @in gives the rank, thread and names, and the first event's index; it is left
+ * on the event after the last line. Sets *@len to the bytes and *@n_lines to the lines
+ * rendered. @return 0, or render_line_fast()'s error for the line after them.
+ */
+int render_lines_fast(const struct tfs_trace *t, int view, struct render_in *in,
+		      const struct vblock *vb, const uint32_t *terms, uint32_t first,
+		      uint32_t end, uint8_t *dst, size_t cap, size_t *len, uint32_t *n_lines,
+		      struct tfs_diag *diag);
 /* Bytes a name prints as in @json or the text view (delimiters included, FORMAT.md §9). */
 uint64_t render_name_width(const char *p, size_t n, bool json);
 /* Which views print a name as is between its delimiters: bit 0 text, bit 1 JSON. */
