@@ -176,6 +176,23 @@ static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
 	return fixed + n + FAST_SLACK;
 }
 
+/* What a VAL hole prints, told apart once at open rather than at each line (after SEG_*). */
+enum {
+	OP_VAL_DEC = 64, /* unsigned decimal */
+	OP_VAL_I64,	 /* signed decimal */
+	OP_VAL_HEX,	 /* 0x and hex digits (the text view's hex) */
+};
+
+/* The step kind of VAL hole @g: how rargs.c prints it (FORMAT.md §9). */
+static uint8_t val_op(const struct tmpl_seg *g)
+{
+	if (g->type == TFS_TYPE_I64)
+		return OP_VAL_I64;
+	if (g->type == TFS_TYPE_HEX && !g->json)
+		return OP_VAL_HEX;
+	return OP_VAL_DEC;
+}
+
 /* View @v's templates as render_line_fast() runs them: each hole with the text before it. */
 static int compile_ops(struct tfs_trace *t, int v)
 {
@@ -200,7 +217,7 @@ static int compile_ops(struct tfs_trace *t, int v)
 				op.text_len = g->len;
 				continue;
 			}
-			op.kind = g->kind;
+			op.kind = g->kind == SEG_VAL ? val_op(g) : g->kind;
 			op.type = g->type;
 			op.json = g->json;
 			op.val = g->val;
@@ -434,16 +451,6 @@ static inline char *fast_us(char *p, uint64_t ns)
 	return p + 4;
 }
 
-/* A number as rargs.c prints it: hex as 0x... in the text view, decimal in JSON (§9). */
-static inline char *fast_num(char *p, uint8_t type, uint64_t v, bool json)
-{
-	if (type == TFS_TYPE_I64)
-		return fast_i64(p, (int64_t)v);
-	if (type == TFS_TYPE_HEX && !json)
-		return fast_hex(p, v);
-	return fast_dec(p, v);
-}
-
 /*
  * A hole whose width depends on names or buffers, at @p, no further than @end: through a
  * sink bounded there, so that one wider than the line allows is refused, never written
@@ -570,8 +577,14 @@ line_fast(const struct tfs_trace *t, int view, const struct render_in *in, uint8
 		case SEG_INDEX_US:
 			p = fast_us(p, in->index * 1000);
 			break;
-		case SEG_VAL:
-			p = fast_num(p, op->type, in->vals[op->val], op->json);
+		case OP_VAL_DEC:
+			p = fast_dec(p, in->vals[op->val]);
+			break;
+		case OP_VAL_I64:
+			p = fast_i64(p, (int64_t)in->vals[op->val]);
+			break;
+		case OP_VAL_HEX:
+			p = fast_hex(p, in->vals[op->val]);
 			break;
 		case SEG_RANK_ARG:
 			p = fast_i64(p, rank_abs(op->a, in->rank));

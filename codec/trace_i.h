@@ -110,7 +110,7 @@ struct fast_op {
 	uint64_t a;	  /* the hole's tmpl_seg fields, copied for the usual holes */
 	const struct tmpl_seg *seg;
 	uint32_t val;
-	uint8_t kind, type, json;
+	uint8_t kind, type, json; /* kind: SEG_*, or render.c's OP_VAL_* for a SEG_VAL */
 };
 
 /*
