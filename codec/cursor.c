@@ -36,7 +36,23 @@ struct walker {
 	bool stale;	/* @event, @byte and @term are right, the stack is behind them */
 	const struct kindex *k; /* only the events of this kind, or NULL: every event */
 	uint64_t kev;		/* with @k: the kind's events before the current one */
+	struct list_memo *memo; /* walker_list()'s, or NULL: the walker only steps and seeks */
 };
+
+/*
+ * What walker_list() remembers of the list it builds: where each rule's whole expansion
+ * already lies in it, so that a rule met again is copied instead of walked. Grammars of
+ * loops meet the same few rules over and over, under different parents.
+ */
+struct list_memo {
+	uint32_t *pos;	 /* [max rules of a block]: where rule r's expansion starts */
+	uint32_t *gen;	 /* [max rules of a block]: pos[r] holds when gen[r] == cur */
+	uint32_t *start; /* [height + 1]: where frame d's rule starts, or LIST_NO_START */
+	uint32_t n_rules;
+	uint32_t cur; /* bumped for each list and each block: forgets every pos */
+};
+
+#define LIST_NO_START UINT32_MAX
 
 struct tfs_cursor {
 	struct tfs_trace *t;
@@ -57,6 +73,7 @@ struct tfs_cursor {
 	uint64_t next_off;    /* where tfs_cursor_next_line() reads on, in the view */
 	struct kindex *own_k; /* the terminals set of tfs_cursor_new_terms(), or NULL */
 	union tfs_arg args[TFS_MAX_ARGS];
+	struct name_cache ncache; /* of @names */
 };
 
 static int walker_init(struct walker *w, const struct tfs_trace *t, const struct gsec *g,
@@ -74,6 +91,32 @@ static void walker_fini(struct walker *w)
 {
 	free(w->st);
 	w->st = NULL;
+	if (w->memo) {
+		free(w->memo->pos);
+		free(w->memo->gen);
+		free(w->memo->start);
+		free(w->memo);
+		w->memo = NULL;
+	}
+}
+
+/* Give @w the memo walker_list() needs. */
+static int walker_memo_init(struct walker *w)
+{
+	struct list_memo *m = calloc(1, sizeof(*m));
+	uint32_t n_rules = 1;
+
+	if (!m)
+		return -ENOMEM;
+	w->memo = m;
+	for (uint32_t b = 0; b < w->g->n_blocks; b++)
+		if (w->g->blocks[b].n_rules > n_rules)
+			n_rules = w->g->blocks[b].n_rules;
+	m->pos = malloc(n_rules * sizeof(*m->pos));
+	m->gen = calloc(n_rules, sizeof(*m->gen));
+	m->start = malloc(((size_t)w->g->height + 1) * sizeof(*m->start));
+	m->n_rules = n_rules;
+	return m->pos && m->gen && m->start ? 0 : -ENOMEM;
 }
 
 static inline uint64_t unit_events(const struct tfs_grammar *gr, const struct gram_elem *e)
@@ -276,16 +319,66 @@ static void copy_period(uint32_t *t, uint64_t i, uint64_t period, uint64_t m)
 	}
 }
 
+/* Forget every rule's place in the list: a new list, or a new block's rules. */
+static void memo_forget(struct list_memo *m)
+{
+	if (++m->cur == 0) {
+		memset(m->gen, 0, m->n_rules * sizeof(*m->gen));
+		m->cur = 1;
+	}
+}
+
+/*
+ * Go down from the top frame's element (its first repetition) to its first terminal and list
+ * it at terms[*i]; a rule whose expansion is listed already is copied whole instead, as much
+ * of it as @n allows, and its frame not pushed: the walker stays on that element.
+ */
+static void list_descend(struct walker *w, uint32_t *terms, uint32_t *i, uint32_t n)
+{
+	const struct tfs_grammar *gr = &w->g->blocks[w->block];
+	struct list_memo *m = w->memo;
+
+	for (;;) {
+		const struct frame *f = &w->st[w->depth - 1];
+		const struct gram_elem *e = &gr->elems[gr->rules[f->rule].first_elem + f->elem];
+		uint64_t ue;
+
+		if (!e->is_rule) {
+			w->term = e->id;
+			terms[(*i)++] = e->id;
+			return;
+		}
+		if (m->gen[e->id] == m->cur) {
+			ue = gr->rules[e->id].n_events;
+			if (ue > n - *i)
+				ue = n - *i;
+			memcpy(terms + *i, terms + m->pos[e->id], (size_t)ue * sizeof(*terms));
+			*i += (uint32_t)ue;
+			return;
+		}
+		m->start[w->depth] = *i;
+		w->st[w->depth++] = (struct frame){e->id, 0, 0};
+	}
+}
+
 /*
  * List the terminals of @n (>= 1) events from the walker's current one (the walker has no
- * kind), leaving it invalid. A repetition of an element whose previous repetition is all
- * listed already is copied from it rather than walked: loops make runs of repetitions.
+ * kind, and a memo), leaving it invalid. A repetition of an element whose previous
+ * repetition is all listed already is copied from it rather than walked: loops make runs of
+ * repetitions; so is a rule listed whole before.
  */
 static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
 {
 	const struct gsec *g = w->g;
-	uint32_t i = 0;
+	struct list_memo *m = w->memo;
+	uint32_t i = 0, at = 0;
 
+	memo_forget(m);
+	/* the frames below the first event start with it when it is their rule's first */
+	for (uint32_t d = w->depth; d-- > 0;) {
+		at = at == 0 && w->st[d].elem == 0 && w->st[d].rep == 0 ? 0 : LIST_NO_START;
+		m->start[d] = at;
+	}
 	terms[i++] = w->term;
 	while (i < n) {
 		const struct tfs_grammar *gr = &g->blocks[w->block];
@@ -298,39 +391,42 @@ static void walker_list(struct walker *w, uint32_t *terms, uint32_t n)
 
 			if (++f->rep < e->count) {
 				const uint64_t ue = unit_events(gr, e);
-				uint64_t m;
+				uint64_t k;
 
 				if (ue > i) {
-					descend_left(w);
-					terms[i++] = w->term;
+					list_descend(w, terms, &i, n);
 					stepped = true;
 					break;
 				}
-				m = (e->count - f->rep) * ue;
-				if (m >= n - i) {
+				k = (e->count - f->rep) * ue;
+				if (k >= n - i) {
 					copy_period(terms, i, ue, n - i);
 					w->valid = false;
 					return;
 				}
-				copy_period(terms, i, ue, m);
-				i += (uint32_t)m;
+				copy_period(terms, i, ue, k);
+				i += (uint32_t)k;
 			}
 			f->rep = 0;
 			if (++f->elem < ru->n_elems) {
-				descend_left(w);
-				terms[i++] = w->term;
+				list_descend(w, terms, &i, n);
 				stepped = true;
 				break;
+			}
+			if (m->start[w->depth - 1] != LIST_NO_START) {
+				m->pos[f->rule] = m->start[w->depth - 1];
+				m->gen[f->rule] = m->cur;
 			}
 			w->depth--;
 		}
 		while (!stepped && ++w->block < g->n_blocks) {
 			gr = &g->blocks[w->block];
 			if (gr->n_events) {
+				memo_forget(m);
 				w->st[0] = (struct frame){gr->n_rules - 1, 0, 0};
+				m->start[0] = i;
 				w->depth = 1;
-				descend_left(w);
-				terms[i++] = w->term;
+				list_descend(w, terms, &i, n);
 				stepped = true;
 			}
 		}
@@ -548,6 +644,8 @@ static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, const
 	rc = walker_init(&c->w, t, g, view);
 	if (rc == 0)
 		rc = walker_init(&c->tw, t, g, view);
+	if (rc == 0)
+		rc = walker_memo_init(&c->tw);
 	if (rc == 0) {
 		c->terms = calloc(c->vs->block_events ? c->vs->block_events : 1,
 				  sizeof(*c->terms));
@@ -675,7 +773,7 @@ static int render_current(struct tfs_cursor *c, uint8_t *dst, struct tfs_diag *d
 	const uint32_t term = c->w.term;
 	struct render_in in = {
 		.index = c->w.event, .term = term, .rank = c->s->rank,
-		.thread = c->s->thread, .vals = no_vals, .names = c->names,
+		.thread = c->s->thread, .vals = no_vals, .names = c->names, .cache = &c->ncache,
 	};
 	uint32_t slot;
 	int rc;
@@ -726,6 +824,44 @@ static void cursor_step(struct tfs_cursor *c)
 	w->stale = true;
 }
 
+/*
+ * Render the lines after the walker's event that the decoded value block holds, in place at
+ * @dst + *done while each fits with its room in @len and the range lasts; the walker moves
+ * onto the last one rendered. One event after another straight from the block: no walker
+ * step and no value lookup per line.
+ */
+static int render_run(struct tfs_cursor *c, uint8_t *dst, size_t *done, size_t len,
+		      uint64_t end, struct tfs_diag *diag)
+{
+	const uint64_t *term_len = c->t->term_len[c->view];
+	struct walker *w = &c->w;
+	struct render_in in = {
+		.index = w->event + 1, .rank = c->s->rank, .thread = c->s->thread,
+		.names = c->names, .cache = &c->ncache,
+	};
+	uint64_t last = c->vb_first + c->vb_n;
+	uint32_t n_lines, term;
+	size_t bytes;
+	int rc;
+
+	if (last > end)
+		last = end;
+	if (w->k || w->event + 1 < c->vb_first || w->event + 1 >= last)
+		return 0;
+	rc = render_lines_fast(c->t, c->view, &in, &c->vb, c->terms,
+			       (uint32_t)(w->event + 1 - c->vb_first), (uint32_t)(last - c->vb_first),
+			       dst + *done, len - *done, &bytes, &n_lines, diag);
+	if (n_lines) {
+		term = c->terms[w->event + n_lines - c->vb_first];
+		w->byte += term_len[w->term] + bytes - term_len[term];
+		w->event += n_lines;
+		w->term = term;
+		w->stale = true;
+		*done += bytes;
+	}
+	return rc;
+}
+
 ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t off,
 			 struct tfs_diag *diag)
 {
@@ -760,6 +896,9 @@ ssize_t tfs_cursor_pread(struct tfs_cursor *c, void *buf, size_t len, uint64_t o
 			if (rc < 0)
 				return rc;
 			done += (size_t)fixed;
+			rc = render_run(c, dst, &done, len, end, diag);
+			if (rc < 0)
+				return rc;
 			if (done == len || c->w.event + 1 >= end)
 				break;
 			cursor_step(c);

@@ -956,6 +956,8 @@ void tfs_trace_close(struct tfs_trace *t)
 		free(t->segs[v]);
 		free(t->tmpl_first[v]);
 		free(t->tmpl_text[v]);
+		free(t->fops[v]);
+		free(t->fop_first[v]);
 	}
 	free(t->term_kind);
 	free(t->term_argoff);

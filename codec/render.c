@@ -7,6 +7,7 @@
  * bytes, prints the holes and pads the line to its length. One description, so a line's
  * length and its rendering can never disagree. It does not walk grammars or decode values.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -175,6 +176,63 @@ static uint64_t line_room(const struct tmpl_seg *g, uint64_t fixed)
 	return fixed + n + FAST_SLACK;
 }
 
+/* What a VAL hole prints, told apart once at open rather than at each line (after SEG_*). */
+enum {
+	OP_VAL_DEC = 64, /* unsigned decimal */
+	OP_VAL_I64,	 /* signed decimal */
+	OP_VAL_HEX,	 /* 0x and hex digits (the text view's hex) */
+};
+
+/* The step kind of VAL hole @g: how rargs.c prints it (FORMAT.md §9). */
+static uint8_t val_op(const struct tmpl_seg *g)
+{
+	if (g->type == TFS_TYPE_I64)
+		return OP_VAL_I64;
+	if (g->type == TFS_TYPE_HEX && !g->json)
+		return OP_VAL_HEX;
+	return OP_VAL_DEC;
+}
+
+/* View @v's templates as render_line_fast() runs them: each hole with the text before it. */
+static int compile_ops(struct tfs_trace *t, int v)
+{
+	const struct tmpl_seg *segs = t->segs[v];
+	struct fast_op *ops;
+	uint32_t k = 0;
+
+	/* a terminal has no more steps than segments: each takes its hole or SEG_END */
+	t->fops[v] = ops = malloc(((size_t)t->tmpl_first[v][t->n_terms] + 1) * sizeof(*ops));
+	t->fop_first[v] = calloc((size_t)t->n_terms + 1, sizeof(uint32_t));
+	if (!ops || !t->fop_first[v])
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_terms; i++) {
+		struct fast_op op = {.text = t->tmpl_text[v]};
+
+		t->fop_first[v][i] = k;
+		for (const struct tmpl_seg *g = segs + t->tmpl_first[v][i];; g++) {
+			if (g->kind == SEG_TEXT) {
+				/* rs_record() joins text that follows text */
+				assert(op.text_len == 0);
+				op.text = t->tmpl_text[v] + g->a;
+				op.text_len = g->len;
+				continue;
+			}
+			op.kind = g->kind == SEG_VAL ? val_op(g) : g->kind;
+			op.type = g->type;
+			op.json = g->json;
+			op.val = g->val;
+			op.a = g->a;
+			op.seg = g;
+			ops[k++] = op;
+			if (g->kind == SEG_END)
+				break;
+			op = (struct fast_op){.text = t->tmpl_text[v]};
+		}
+	}
+	t->fop_first[v][t->n_terms] = k;
+	return 0;
+}
+
 int render_templates(struct tfs_trace *t)
 {
 	struct name_memo *memo = malloc(RS_MEMO_SLOTS * sizeof(*memo));
@@ -223,6 +281,11 @@ int render_templates(struct tfs_trace *t)
 		for (uint32_t i = 0; i < t->n_terms; i++)
 			t->term_room[v][i] = line_room(t->segs[v] + t->tmpl_first[v][i],
 						       t->term_len[v][i]);
+		s.err = compile_ops(t, v);
+		if (s.err) {
+			free(memo);
+			return s.err;
+		}
 	}
 	free(memo);
 	return 0;
@@ -246,12 +309,25 @@ static inline unsigned int fast_digits(uint64_t v)
 	return d + (x >= pow10[d]);
 }
 
+/* The four digits of @v < 10000 at @p. */
+static inline void fast_4(char *p, uint32_t v)
+{
+	memcpy(p, rs_digit_pairs + 2 * (v / 100), 2);
+	memcpy(p + 2, rs_digit_pairs + 2 * (v % 100), 2);
+}
+
 /* @v in decimal at @p, @n = fast_digits(v) digits; the end. */
 static inline char *fast_dec_n(char *p, uint64_t v, unsigned int n)
 {
 	char *q = p + n;
 
-	while (v >= 100) {
+	/* four digits a division: the rest in 32 bits */
+	while (v >= 10000) {
+		q -= 4;
+		fast_4(q, (uint32_t)(v % 10000));
+		v /= 10000;
+	}
+	if (v >= 100) {
 		q -= 2;
 		memcpy(q, rs_digit_pairs + 2 * (v % 100), 2);
 		v /= 100;
@@ -265,16 +341,30 @@ static inline char *fast_dec_n(char *p, uint64_t v, unsigned int n)
 
 static inline char *fast_dec(char *p, uint64_t v)
 {
+	/* most printed numbers are small: no digit count for them */
+	if (v < 10) {
+		*p = (char)('0' + v);
+		return p + 1;
+	}
+	if (v < 100) {
+		memcpy(p, rs_digit_pairs + 2 * v, 2);
+		return p + 2;
+	}
 	return fast_dec_n(p, v, fast_digits(v));
 }
 
 /* Right-aligned in @width characters (wider values print whole, as rs_dec does). */
 static inline char *fast_dec_w(char *p, uint64_t v, unsigned int width)
 {
+	static const char spaces[FAST_SLACK + 1] = "                ";
 	const unsigned int n = fast_digits(v);
 
+	/* narrow padding in one copy: a hole's room has HOLE_MAX bytes of slack */
 	if (n < width) {
-		memset(p, ' ', width - n);
+		if (width - n <= FAST_SLACK)
+			memcpy(p, spaces, FAST_SLACK);
+		else
+			memset(p, ' ', width - n);
 		p += width - n;
 	}
 	return fast_dec_n(p, v, n);
@@ -289,6 +379,44 @@ static inline char *fast_i64(char *p, int64_t v)
 	return fast_dec(p, (uint64_t)v);
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The eight hex digits of @h as a word whose first byte in memory is the leading digit. */
+static inline uint64_t hex8(uint32_t h)
+{
+	uint64_t x = h, letter;
+
+	/* nibble k to byte k, then the leading one first */
+	x = ((x & 0xffff0000u) << 16) | (x & 0xffffu);
+	x = ((x & 0x0000ff000000ff00u) << 8) | (x & 0x000000ff000000ffu);
+	x = ((x & 0x00f000f000f000f0u) << 4) | (x & 0x000f000f000f000fu);
+	x = __builtin_bswap64(x);
+	/* 1 in each byte holding 10 to 15 */
+	letter = ((x + 0x0606060606060606u) >> 4) & 0x0101010101010101u;
+	return x + 0x3030303030303030u + letter * ('a' - '0' - 10);
+}
+
+/* Hex digits as whole words: the room has slack for the zeros stored past the number. */
+static inline char *fast_hex(char *p, uint64_t v)
+{
+	const unsigned int n = (67u - (unsigned int)__builtin_clzll(v | 1)) / 4;
+	const uint64_t lo = hex8((uint32_t)v);
+
+	p[0] = '0';
+	p[1] = 'x';
+	p += 2;
+	if (n <= 8) {
+		const uint64_t w = lo >> (8 * (8 - n));
+
+		memcpy(p, &w, 8);
+	} else {
+		const uint64_t w = hex8((uint32_t)(v >> 32)) >> (8 * (16 - n));
+
+		memcpy(p, &w, 8);
+		memcpy(p + n - 8, &lo, 8);
+	}
+	return p + n;
+}
+#else
 static inline char *fast_hex(char *p, uint64_t v)
 {
 	static const char digit[] = "0123456789abcdef";
@@ -301,18 +429,16 @@ static inline char *fast_hex(char *p, uint64_t v)
 		p[i] = digit[v & 15];
 	return p + n;
 }
+#endif
 
 /* Nanoseconds of a second: exactly nine digits. */
 static inline char *fast_nanos(char *p, uint64_t v)
 {
-	memcpy(p + 7, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 5, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 3, rs_digit_pairs + 2 * (v % 100), 2);
-	v /= 100;
-	memcpy(p + 1, rs_digit_pairs + 2 * (v % 100), 2);
-	p[0] = (char)('0' + v / 100 % 10);
+	const uint32_t low8 = (uint32_t)(v % 100000000u);
+
+	p[0] = (char)('0' + v / 100000000u % 10);
+	fast_4(p + 1, low8 / 10000);
+	fast_4(p + 5, low8 % 10000);
 	return p + 9;
 }
 
@@ -323,16 +449,6 @@ static inline char *fast_us(char *p, uint64_t ns)
 	memcpy(p + 1, rs_digit_pairs + 2 * (ns % 1000 / 10), 2);
 	p[3] = (char)('0' + ns % 10);
 	return p + 4;
-}
-
-/* A number as rargs.c prints it: hex as 0x... in the text view, decimal in JSON (§9). */
-static inline char *fast_num(char *p, uint8_t type, uint64_t v, bool json)
-{
-	if (type == TFS_TYPE_I64)
-		return fast_i64(p, (int64_t)v);
-	if (type == TFS_TYPE_HEX && !json)
-		return fast_hex(p, v);
-	return fast_dec(p, v);
 }
 
 /*
@@ -348,47 +464,80 @@ static char *fast_bounded(char *p, const char *end, const struct tfs_trace *t,
 
 	if (p > end)
 		return NULL;
-	if (g->kind == SEG_NAME && in->names && g->val != UINT32_MAX) {
-		const struct name_ent *e = names_get(&t->names, in->names, g->val, g->a);
-
-		if (e && (t->name_plain[e - t->names.ents] & (g->json ? 2 : 1)) &&
-		    (size_t)(end - p) >= (size_t)e->len + 2) {
-			*p++ = g->json ? '"' : '<';
-			memcpy(p, e->name, e->len);
-			p += e->len;
-			*p++ = g->json ? '"' : '>';
-			return p;
-		}
-	}
 	rs_arg_hole(&s, t, g, in, text);
 	return s.err ? NULL : p + b.len;
 }
 
-int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
-		     uint8_t *dst, struct tfs_diag *diag)
+/* names_get() of the reader's table, through its cache when it has one. */
+static inline const struct name_ent *cached_name(const struct tfs_trace *t,
+						 const struct render_in *in, uint32_t cls,
+						 uint64_t id)
 {
-	const struct tmpl_seg *g = t->segs[view] + t->tmpl_first[view][in->term];
+	/* a multiplicative hash of the key, its top six bits a slot */
+	const unsigned int i =
+		(unsigned int)(((id ^ ((uint64_t)cls << 32)) * 0x9e3779b97f4a7c15u) >> 58);
+	struct name_cache *nc = in->cache;
+	const struct name_ent *e;
+
+	_Static_assert(NAME_CACHE_SLOTS == 64, "a slot is six bits of the hash");
+	if (!nc)
+		return names_get(&t->names, in->names, cls, id);
+
+	if (nc->slot[i].cls1 == cls + 1 && nc->slot[i].id == id)
+		return nc->slot[i].e;
+	e = names_get(&t->names, in->names, cls, id);
+	nc->slot[i].id = id;
+	nc->slot[i].cls1 = cls + 1;
+	nc->slot[i].e = e;
+	return e;
+}
+
+/* A name hole printed as the name is, when it is one: NULL otherwise, nothing written. */
+static inline char *fast_name(char *p, const char *end, const struct tfs_trace *t,
+			      const struct fast_op *op, const struct render_in *in)
+{
+	const struct name_ent *e;
+
+	if (!in->names || op->val == UINT32_MAX || p > end)
+		return NULL;
+	e = cached_name(t, in, op->val, op->a);
+	if (!e || !(t->name_plain[e - t->names.ents] & (op->json ? 2 : 1)) ||
+	    (size_t)(end - p) < (size_t)e->len + 2)
+		return NULL;
+	*p++ = op->json ? '"' : '<';
+	memcpy(p, e->name, e->len);
+	p += e->len;
+	*p++ = op->json ? '"' : '>';
+	return p;
+}
+
+/* render_line_fast(), inlined into the loop of render_lines_fast() as well. */
+static inline __attribute__((always_inline)) int
+line_fast(const struct tfs_trace *t, int view, const struct render_in *in, uint8_t *dst,
+	  struct tfs_diag *diag)
+{
+	const struct fast_op *op = t->fops[view] + t->fop_first[view][in->term];
 	const char *text = t->tmpl_text[view];
 	const uint64_t fixed = t->term_len[view][in->term];
 	static const char spaces[FAST_SLACK + 1] = "                ";
 	const char *line_end = (const char *)dst + fixed;
-	char *p = (char *)dst;
+	char *p = (char *)dst, *q;
 	uint64_t pad;
 
 	if (t->timing != TFS_TIMING_NONE && (in->ts_ns > t->max_ts || in->dur_ns > t->max_dur))
 		return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 				"event time %llu+%llu beyond the trace's maxima",
 				(unsigned long long)in->ts_ns, (unsigned long long)in->dur_ns);
-	for (; g->kind != SEG_END; g++) {
-		switch (g->kind) {
-		case SEG_TEXT:
-			/* short text in one 16-byte copy: the room and the text have slack */
-			if (g->len <= FAST_SLACK)
-				memcpy(p, text + g->a, FAST_SLACK);
-			else
-				memcpy(p, text + g->a, g->len);
-			p += g->len;
-			break;
+	for (;; op++) {
+		/* short text in one 16-byte copy: the room and the text have slack */
+		if (op->text_len <= FAST_SLACK)
+			memcpy(p, op->text, FAST_SLACK);
+		else
+			memcpy(p, op->text, op->text_len);
+		p += op->text_len;
+		switch (op->kind) {
+		case SEG_END:
+			goto done;
 		case SEG_TS_TEXT:
 			p = fast_dec_w(p, in->ts_ns / 1000000000u, t->w_sec);
 			*p++ = '.';
@@ -428,18 +577,32 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 		case SEG_INDEX_US:
 			p = fast_us(p, in->index * 1000);
 			break;
-		case SEG_VAL:
-			p = fast_num(p, g->type, in->vals[g->val], g->json);
+		case OP_VAL_DEC:
+			p = fast_dec(p, in->vals[op->val]);
+			break;
+		case OP_VAL_I64:
+			p = fast_i64(p, (int64_t)in->vals[op->val]);
+			break;
+		case OP_VAL_HEX:
+			p = fast_hex(p, in->vals[op->val]);
 			break;
 		case SEG_RANK_ARG:
-			p = fast_i64(p, rank_abs(g->a, in->rank));
+			p = fast_i64(p, rank_abs(op->a, in->rank));
 			break;
+		case SEG_NAME:
+			q = fast_name(p, line_end, t, op, in);
+			if (q) {
+				p = q;
+				break;
+			}
+			/* fall through */
 		default: /* SEG_NAME, SEG_SYMNAME, SEG_BUF */
-			p = fast_bounded(p, line_end, t, g, in, text);
+			p = fast_bounded(p, line_end, t, op->seg, in, text);
 			if (!p)
 				goto too_wide;
 		}
 	}
+done:
 	if ((uint64_t)(p - (char *)dst) + 1 > fixed)
 		goto too_wide;
 	pad = fixed - 1 - (uint64_t)(p - (char *)dst);
@@ -454,6 +617,42 @@ int render_line_fast(const struct tfs_trace *t, int view, const struct render_in
 too_wide:
 	return diag_set(diag, -TFS_ECORRUPT, 0, "values",
 			"a value of terminal %u is wider than the cst says", in->term);
+}
+
+int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
+		     uint8_t *dst, struct tfs_diag *diag)
+{
+	return line_fast(t, view, in, dst, diag);
+}
+
+int render_lines_fast(const struct tfs_trace *t, int view, struct render_in *in,
+		      const struct vblock *vb, const uint32_t *terms, uint32_t first,
+		      uint32_t end, uint8_t *dst, size_t cap, size_t *len, uint32_t *n_lines,
+		      struct tfs_diag *diag)
+{
+	const uint64_t *term_len = t->term_len[view], *room = t->term_room[view];
+	size_t at = 0;
+	uint32_t i;
+	int rc = 0;
+
+	for (i = first; i < end; i++) {
+		const uint32_t term = terms[i];
+
+		if (room[term] > cap - at)
+			break;
+		in->term = term;
+		in->ts_ns = vb->ts_ns[i];
+		in->dur_ns = vb->dur_ns[i];
+		in->vals = vb->vals + vb->val_off[i];
+		rc = line_fast(t, view, in, dst + at, diag);
+		if (rc < 0)
+			break;
+		in->index++;
+		at += (size_t)term_len[term];
+	}
+	*len = at;
+	*n_lines = i - first;
+	return rc;
 }
 
 void render_args(const struct tfs_trace *t, uint32_t term, uint32_t rank, const uint64_t *vals,

@@ -101,6 +101,19 @@ struct tmpl_seg {
 };
 
 /*
+ * A template as render_line_fast() runs it: the constant text before a hole, then the hole
+ * (SEG_END: none, the line's text is done). One step per hole instead of one per segment.
+ */
+struct fast_op {
+	const char *text; /* in tmpl_text, readable for FAST_SLACK bytes past @text_len */
+	uint64_t text_len;
+	uint64_t a;	  /* the hole's tmpl_seg fields, copied for the usual holes */
+	const struct tmpl_seg *seg;
+	uint32_t val;
+	uint8_t kind, type, json; /* kind: SEG_*, or render.c's OP_VAL_* for a SEG_VAL */
+};
+
+/*
  * A stream (FORMAT.md §8). Kept small, 40 bytes: a merged job of 10^6 ranks has 10^6 of
  * them, and whatever streams share (grammar, values, names) lives once elsewhere.
  */
@@ -170,6 +183,10 @@ struct tfs_trace {
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];
 	uint32_t *tmpl_first[TFS_VIEW_COUNT];
 	char *tmpl_text[TFS_VIEW_COUNT];
+	/* the same templates as render_line_fast() runs them: terminal i's from
+	 * fops[v][fop_first[v][i]] up to the one of kind SEG_END */
+	struct fast_op *fops[TFS_VIEW_COUNT];
+	uint32_t *fop_first[TFS_VIEW_COUNT];
 	/* trace header (FORMAT.md §8) and the column widths derived from it (§9) */
 	uint32_t n_ranks, max_thread;
 	int timing;
@@ -273,6 +290,20 @@ int kindex_new_terms(const struct tfs_trace *t, uint32_t gsec, const uint8_t *te
 void kindex_free_all(const struct tfs_trace *t, struct gsec *g);
 
 /* render.c */
+#define NAME_CACHE_SLOTS 64
+
+/*
+ * The names a reader looked up lately in its rank's table, found or not: the same few ids
+ * (a file's descriptor, a communicator) come back line after line. Zeroed: empty.
+ */
+struct name_cache {
+	struct {
+		uint64_t id;
+		uint32_t cls1; /* the class + 1; 0: an empty slot */
+		const struct name_ent *e;
+	} slot[NAME_CACHE_SLOTS];
+};
+
 struct render_in {
 	uint64_t index; /* the event's index in its stream (Chrome view without timing) */
 	uint32_t term;
@@ -280,6 +311,7 @@ struct render_in {
 	uint64_t ts_ns, dur_ns;
 	const uint64_t *vals; /* the terminal's VAL fields */
 	const struct name_table *names; /* the rank's names, or NULL */
+	struct name_cache *cache; /* of @names, or NULL: none */
 };
 
 /*
@@ -295,6 +327,17 @@ int render_templates(struct tfs_trace *t);
  */
 int render_line_fast(const struct tfs_trace *t, int view, const struct render_in *in,
 		     uint8_t *dst, struct tfs_diag *diag);
+/*
+ * render_line_fast() of the events [@first, @end) of decoded value block @vb, whose
+ * terminals are @terms[i], one line after another at @dst while each fits with its room in
+ * @cap bytes. @in gives the rank, thread and names, and the first event's index; it is left
+ * on the event after the last line. Sets *@len to the bytes and *@n_lines to the lines
+ * rendered. @return 0, or render_line_fast()'s error for the line after them.
+ */
+int render_lines_fast(const struct tfs_trace *t, int view, struct render_in *in,
+		      const struct vblock *vb, const uint32_t *terms, uint32_t first,
+		      uint32_t end, uint8_t *dst, size_t cap, size_t *len, uint32_t *n_lines,
+		      struct tfs_diag *diag);
 /* Bytes a name prints as in @json or the text view (delimiters included, FORMAT.md §9). */
 uint64_t render_name_width(const char *p, size_t n, bool json);
 /* Which views print a name as is between its delimiters: bit 0 text, bit 1 JSON. */

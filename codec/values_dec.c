@@ -486,8 +486,10 @@ static inline int class_value(const struct dblock *d, struct col *rc, struct col
 static int decode_vals(const struct dblock *d, struct col *vals_col, struct col *tags_col,
 		       struct col *cls_col)
 {
-	const uint32_t *val_off = d->out->val_off;
+	/* in locals: the byte stores below (seen) would make the compiler reload them */
+	const uint32_t *val_off = d->out->val_off, *terms = d->terms, *cls_off = d->s->cls_off;
 	const uint8_t *cls_all = d->s->version >= 4 ? d->s->cls : NULL;
+	const uint32_t n_events = d->n;
 	struct fstate *f0 = d->p->f;
 	struct tstate *t = d->p->t;
 	uint64_t *vals = d->out->vals;
@@ -495,8 +497,8 @@ static int decode_vals(const struct dblock *d, struct col *vals_col, struct col 
 	uint64_t res;
 	int rc;
 
-	for (uint32_t i = 0; i < d->n; i++) {
-		struct tstate *st = &t[d->terms[i]];
+	for (uint32_t i = 0; i < n_events; i++) {
+		struct tstate *st = &t[terms[i]];
 		uint32_t n = val_off[i + 1] - val_off[i];
 		const uint8_t *cls;
 		const bool seen = st->seen;
@@ -508,7 +510,7 @@ static int decode_vals(const struct dblock *d, struct col *vals_col, struct col 
 			continue;
 		f = f0 + st->val_slot;
 		v = vals + val_off[i];
-		cls = cls_all ? cls_all + d->s->cls_off[d->terms[i]] : NULL;
+		cls = cls_all ? cls_all + cls_off[terms[i]] : NULL;
 		for (uint32_t j = 0; j < n; j++) {
 			uint64_t last = f[j].last, x = 0;
 
@@ -589,33 +591,38 @@ static int scan_terms(const struct dblock *d, const uint8_t *n_vals_of, uint32_t
 		      uint32_t *n_vals)
 {
 	uint32_t *val_off = d->out->val_off, total = 0;
+	uint8_t *slot = d->out->slot;
+	const uint32_t *terms = d->terms;
+	const uint32_t n_events = d->n;
 	struct vpred *p = d->p;
 	uint8_t top = 0;
 
-	for (uint32_t i = 0; i < d->n; i++) {
-		uint32_t t = d->terms[i];
+	for (uint32_t i = 0; i < n_events; i++) {
+		uint32_t t = terms[i];
 		struct tstate *st;
 
 		if (t >= n_terminals)
 			return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
 					"block %llu: event %u has terminal %u of %u",
 					(unsigned long long)d->idx, i, t, n_terminals);
-		if (n_vals_of[t] > VAL_MAX_FIELDS)
-			return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
-					"terminal %u has %u VAL fields", t, n_vals_of[t]);
 		val_off[i] = total;
 		total += n_vals_of[t];
-		if (d->s->version >= 4 && d->s->cls)
-			for (uint32_t j = 0; j < n_vals_of[t]; j++)
-				top = d->s->cls[d->s->cls_off[t] + j] > top
-					      ? d->s->cls[d->s->cls_off[t] + j]
-					      : top;
 		st = &p->t[t];
-		if (st->gen != p->gen)
+		/* what is the same at each event of a terminal is looked at once a block */
+		if (st->gen != p->gen) {
+			if (n_vals_of[t] > VAL_MAX_FIELDS)
+				return diag_set(d->diag, -TFS_ECORRUPT, d->file_off, section_name,
+						"terminal %u has %u VAL fields", t, n_vals_of[t]);
+			if (d->s->version >= 4 && d->s->cls)
+				for (uint32_t j = 0; j < n_vals_of[t]; j++)
+					top = d->s->cls[d->s->cls_off[t] + j] > top
+						      ? d->s->cls[d->s->cls_off[t] + j]
+						      : top;
 			pred_enter(p, st, n_vals_of[t]);
-		d->out->slot[i] = st->cslot;
+		}
+		slot[i] = st->cslot;
 	}
-	val_off[d->n] = total;
+	val_off[n_events] = total;
 	*n_vals = total;
 	return top ? vp_class_reserve(p, top) : 0;
 }
@@ -939,12 +946,16 @@ static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpa
 	rc = parse_columns(&d, raw_len, cols);
 	if (rc < 0)
 		return rc;
+	if (s->timing != VAL_TIMING_NONE)
+		out->n_zero_times = 0;
 	rc = decode_columns(&d, cols);
 	if (rc < 0)
 		return rc;
-	if (s->timing == VAL_TIMING_NONE) {
+	/* untimed blocks leave the times 0: cleared once, not per block */
+	if (s->timing == VAL_TIMING_NONE && d.n > out->n_zero_times) {
 		memset(out->ts_ns, 0, d.n * sizeof(*out->ts_ns));
 		memset(out->dur_ns, 0, d.n * sizeof(*out->dur_ns));
+		out->n_zero_times = d.n;
 	}
 	out->first_event = idx * s->block_events;
 	out->n_events = d.n;

@@ -164,6 +164,7 @@ struct vblock {
 	void *coder;	 /* internal: struct vrc_model, once a coded column was met */
 	uint64_t *uncoded; /* internal: [2 cap_events] coded columns' words */
 	size_t uncoded_cap;
+	size_t n_zero_times; /* internal: leading ts_ns and dur_ns entries known to be 0 */
 };
 
 void vblock_init(struct vblock *b);

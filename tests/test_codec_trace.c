@@ -387,6 +387,81 @@ static void test_trace_val_widths_are_the_widest_printed(void **state)
 	tfs_trace_close(t);
 }
 
+#define PRINTF_VALS 400
+
+/*
+ * Numbers print as printf prints them (FORMAT.md §9), in the text view (hex as 0x...) and the
+ * JSON lines view (decimal): around every decimal and bit length, and random values of every
+ * bit length, signed and not.
+ */
+static void test_trace_numbers_print_as_printf(void **state)
+{
+	static const struct tfs_arg_desc args[3] = {
+	    {"u", TFS_TYPE_U64, TFS_ENC_VAL, 0, NULL},
+	    {"i", TFS_TYPE_I64, TFS_ENC_VAL, 0, NULL},
+	    {"h", TFS_TYPE_HEX, TFS_ENC_VAL, 0, NULL},
+	};
+	static const struct tfs_kind_desc kind = {"n", "c", 3, args};
+	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
+	uint64_t seed = tu_seed(__func__), vals[PRINTF_VALS], p = 1, size;
+	uint32_t n = 0, id, i = 0;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	struct tfs_trace *t;
+	char *text, *line, want[128];
+
+	vals[n++] = 0;
+	for (int k = 0; k < 20; k++, p *= 10) { /* 10^k - 1, 10^k, 10^k + 1 */
+		vals[n++] = p - 1;
+		vals[n++] = p;
+		vals[n++] = p + 1;
+	}
+	for (int k = 0; k < 64; k++) { /* 2^k - 1 and 2^k */
+		vals[n++] = (UINT64_C(1) << k) - 1;
+		vals[n++] = UINT64_C(1) << k;
+	}
+	vals[n++] = UINT64_MAX;
+	while (n < PRINTF_VALS)
+		vals[n++] = tu_rand(&seed) >> tu_below(&seed, 64);
+	assert_int_equal(tfs_writer_new(&o, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &kind, &id), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint32_t j = 0; j < n; j++) {
+		union tfs_arg a[3] = {{.u = vals[j]}, {.u = vals[(j + 1) % n]}, {.u = vals[j]}};
+
+		assert_int_equal(tfs_wstream_append(s, id, 0, 0, a), 0);
+	}
+	assert_int_equal(tfs_writer_save(w, tmp_path), 0);
+	tfs_writer_free(w);
+	assert_int_equal(tfs_trace_open(tmp_path, &t, NULL), 0);
+	text = read_view(t, 0, TFS_VIEW_TEXT, 0, n, &size);
+	for (line = text; *line; line = strchr(line, '\n') + 1, i++) {
+		const char *end = strchr(line, '\n');
+		int len = snprintf(want, sizeof(want),
+				   "T0 n(u=%" PRIu64 ", i=%" PRId64 ", h=0x%" PRIx64 ")", vals[i],
+				   (int64_t)vals[(i + 1) % n], vals[i]);
+
+		assert_true(end - line >= len);
+		assert_memory_equal(line, want, (size_t)len);
+		for (const char *q = line + len; q < end; q++) /* padding to the widest */
+			assert_int_equal(*q, ' ');
+	}
+	assert_int_equal(i, n);
+	free(text);
+	text = read_view(t, 0, TFS_VIEW_JSONL, 0, n, &size);
+	for (i = 0, line = text; *line; line = strchr(line, '\n') + 1, i++) {
+		const char *obj = strstr(line, "\"args\":{");
+
+		snprintf(want, sizeof(want), "\"args\":{\"u\":%" PRIu64 ",\"i\":%" PRId64
+			 ",\"h\":%" PRIu64 "}}", vals[i], (int64_t)vals[(i + 1) % n], vals[i]);
+		assert_non_null(obj);
+		assert_memory_equal(obj, want, strlen(want));
+	}
+	assert_int_equal(i, n);
+	free(text);
+	tfs_trace_close(t);
+}
+
 /*
  * FORMAT.md §9: counters are "C" events with their value, marks instant events named by
  * their message, other kinds "X" events whose args leave out what varies per occurrence.
@@ -1289,6 +1364,7 @@ int main(void)
 		cmocka_unit_test(test_trace_untimed_round_trip),
 		cmocka_unit_test(test_trace_views_match_hand_written_lines),
 		cmocka_unit_test(test_trace_val_widths_are_the_widest_printed),
+		cmocka_unit_test(test_trace_numbers_print_as_printf),
 		cmocka_unit_test(test_trace_chrome_kinds_by_shape),
 		cmocka_unit_test(test_trace_identical_streams_stored_once),
 		cmocka_unit_test(test_trace_equal_grammars_stored_once),
