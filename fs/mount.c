@@ -122,6 +122,27 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	signal(sig, SIG_DFL); /* not ours: the fault happens again, and kills as it would */
 }
 
+/*
+ * The decoding threads, started with the signals that end the session blocked: libfuse's
+ * handler only marks the session exited, which wakes the loop when the signal lands on one of
+ * its own threads (interrupting a wait), not on a decoding thread idle on its condition.
+ * Faults (SIGBUS of a shortened trace) stay unblocked: they are the faulting thread's own.
+ */
+static void start_ahead_pool(struct fs_mount *m)
+{
+	static const int ends[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+	sigset_t block, old;
+
+	sigemptyset(&block);
+	for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+		sigaddset(&block, ends[i]);
+	pthread_sigmask(SIG_BLOCK, &block, &old);
+	if (fs_ahead_pool_new(fs_ahead_default_workers(), FS_AHEAD_BUDGET, FS_AHEAD_CHUNK,
+			      &m->ahead) < 0)
+		fs_log(m, "cannot start the decoding threads: every read decodes on its own");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void guard_mapping(const struct tfs_trace *t)
 {
 	struct sigaction sa = {.sa_sigaction = on_sigbus, .sa_flags = SA_SIGINFO};
@@ -749,9 +770,7 @@ static int serve(struct fs_mount *m, const char *mp, const char *user_opts)
 		goto err_unmount;
 	fuse_loop_cfg_set_max_threads(cfg, 16);
 	/* after fuse_daemonize's fork: threads do not survive it */
-	if (fs_ahead_pool_new(fs_ahead_default_workers(), FS_AHEAD_BUDGET, FS_AHEAD_CHUNK,
-			      &m->ahead) < 0)
-		fs_log(m, "cannot start the decoding threads: every read decodes on its own");
+	start_ahead_pool(m);
 	/* > 0: the signal that ended it, a requested shutdown like an unmount */
 	loop_rc = fuse_session_loop_mt(se, cfg);
 	if (loop_rc < 0)

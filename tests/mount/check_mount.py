@@ -814,7 +814,7 @@ def check_foreground(tap, args, workdir, trace):
                 p.send_signal(getattr(signal, how))
                 rc, err = 0, b""
         try:
-            code = p.wait(timeout=20)
+            code = p.wait(timeout=60)
         except subprocess.TimeoutExpired:
             p.kill()
             code = p.wait()
