@@ -309,6 +309,9 @@ static inline unsigned int fast_digits(uint64_t v)
 	return d + (x >= pow10[d]);
 }
 
+/* Padding copied FAST_SLACK bytes at a time: rooms have that much slack. */
+static const char fast_spaces[FAST_SLACK + 1] = "                ";
+
 /* The four digits of @v < 10000 at @p. */
 static inline void fast_4(char *p, uint32_t v)
 {
@@ -356,13 +359,12 @@ static inline char *fast_dec(char *p, uint64_t v)
 /* Right-aligned in @width characters (wider values print whole, as rs_dec does). */
 static inline char *fast_dec_w(char *p, uint64_t v, unsigned int width)
 {
-	static const char spaces[FAST_SLACK + 1] = "                ";
 	const unsigned int n = fast_digits(v);
 
 	/* narrow padding in one copy: a hole's room has HOLE_MAX bytes of slack */
 	if (n < width) {
 		if (width - n <= FAST_SLACK)
-			memcpy(p, spaces, FAST_SLACK);
+			memcpy(p, fast_spaces, FAST_SLACK);
 		else
 			memset(p, ' ', width - n);
 		p += width - n;
@@ -519,7 +521,6 @@ line_fast(const struct tfs_trace *t, int view, const struct render_in *in, uint8
 	const struct fast_op *op = t->fops[view] + t->fop_first[view][in->term];
 	const char *text = t->tmpl_text[view];
 	const uint64_t fixed = t->term_len[view][in->term];
-	static const char spaces[FAST_SLACK + 1] = "                ";
 	const char *line_end = (const char *)dst + fixed;
 	char *p = (char *)dst, *q;
 	uint64_t pad;
@@ -608,7 +609,7 @@ done:
 	pad = fixed - 1 - (uint64_t)(p - (char *)dst);
 	/* most lines pad little: one 16-byte copy, the room having slack after the line */
 	if (pad <= FAST_SLACK)
-		memcpy(p, spaces, FAST_SLACK);
+		memcpy(p, fast_spaces, FAST_SLACK);
 	else
 		memset(p, ' ', pad);
 	dst[fixed - 1] = '\n';
