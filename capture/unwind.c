@@ -6,30 +6,28 @@
  * dl_iterate_phdr allocate passes through unrecorded. This file does not write the
  * backtrace records (capture.c), read CFI (cfi.c) nor symbolise (symbolize.c).
  *
- * The walk (x86-64): from its own registers, or from the frame an allocating interposer
- * was called from (struct cap_frame: the steps through the capture's own frames would
- * reach those registers, and its frames are left out anyway), frame by frame, each step
- * by the frame's CFI rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return
- * address just below it, rbp unchanged or saved at a constant offset). Rules are cached
- * process-wide by return address, filled from .eh_frame on a miss. Each step reads at
- * most three stack words, and
- * only between the frame's rsp and the top of the mapping that holds the stack. A thread keeps
- * its last walk: every frame's registers (return address, rsp, rbp) and where its rbp was
- * read. When a step reaches a frame whose registers equal those of a frame of the last
- * walk, the rest of the last walk is taken after checking, frame by frame outwards, that
- * the stack words its steps read still hold what they held: the walk is a function of the
- * registers it starts from, the rules and the words it reads, so an equal start, equal
- * rules (the cache is emptied when an object is unloaded) and equal words give the same
- * frames, whatever happened in between (a return and a call from elsewhere at the same
- * depth, a longjmp, a recursion). The first word that differs ends the check and the walk
- * goes on from the last frame checked (and takes the last walk again where a frame's
- * registers meet one of it further out). Anything else (a frame without a rule of those
- * forms: a signal frame, a CFA expression, code without CFI; a stack in no mapping /proc
- * names) unwinds the whole stack with libunwind's unw_backtrace instead, which
- * TFS_UNWIND=libunwind forces for every backtrace: the reference the walk must equal, frame
- * for frame. An object loaded where an unloaded one was keeps no rule of the old one: the
- * program's dlclose bumps the cache generation, and so does a rule read that finds the
- * loader's unload count moved (glibc's own dlclose of its gconv modules).
+ * The walk (x86-64): from its own registers, or from the frame an allocating interposer was
+ * called from (struct cap_frame: the steps through the capture's own frames would reach those
+ * registers, and its frames are left out anyway), frame by frame, each step by the frame's CFI
+ * rule (cfi_i.h: the CFA is rsp or rbp plus a constant, the return address just below it, rbp
+ * unchanged or saved at a constant offset). Rules are cached process-wide by return address,
+ * filled from .eh_frame on a miss. Each step reads at most three stack words, and only between
+ * the frame's rsp and the top of the mapping that holds the stack. A thread keeps its last
+ * walk: every frame's registers (return address, rsp, rbp) and where its rbp was read. When a
+ * step reaches a frame whose registers equal those of a frame of the last walk, the rest of the
+ * last walk is taken after checking, frame by frame outwards, that the stack words its steps
+ * read still hold what they held: the walk is a function of the registers it starts from, the
+ * rules and the words it reads, so an equal start, equal rules (the cache is emptied when an
+ * object is unloaded) and equal words give the same frames, whatever happened in between (a
+ * return and a call from elsewhere at the same depth, a longjmp, a recursion). The first word
+ * that differs ends the check and the walk goes on from the last frame checked (and takes the
+ * last walk again where a frame's registers meet one of it further out). Anything else (a frame
+ * without a rule of those forms: a signal frame, a CFA expression, code without CFI; a stack in
+ * no mapping /proc names) unwinds the whole stack with libunwind's unw_backtrace instead, which
+ * TFS_UNWIND=libunwind forces for every backtrace: the reference the walk must equal, frame for
+ * frame. An object loaded where an unloaded one was keeps no rule of the old one: the program's
+ * dlclose bumps the cache generation, and so does a rule read that finds the loader's unload
+ * count moved (glibc's own dlclose of its gconv modules).
  *
  * libunwind is opened with dlopen(RTLD_LOCAL) when backtraces are on, not linked:
  * libunwind.so.8 exports _Unwind_RaiseException and friends and a weak backtrace(), which a
