@@ -3,8 +3,9 @@
  * to one terminal (rule, element, repetition per level), finds the event under any event
  * index or byte offset in O(height x log body) from the layout's prefix sums, and steps to
  * the next event in amortised O(1). A cursor adds the value block of the current event and
- * renders lines on demand. Nothing here is shared between cursors, so cursors on one trace
- * run in parallel without locks. verify lives here too: it is a full read of every view.
+ * renders lines on demand. Cursors on one trace share only the trace's cache of decoded
+ * blocks (vcache_i.h, under its own lock), looked in before each block is decoded and given
+ * the blocks decoded at a jump; they run in parallel otherwise. verify lives here too: it is a full read of every view.
  *
  * A walker may be restricted to one event kind (kindex.c): then byte offsets count only the
  * lines of that kind, a seek descends by the kind's byte sums and steps skip every element
@@ -734,8 +735,10 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 		       struct tfs_diag *diag)
 {
 	const struct tfs_vsec *vs = c->vs;
+	const uint32_t stream = (uint32_t)(c->s - c->t->streams);
 	uint64_t b;
 	uint32_t n;
+	bool jump;
 	int rc;
 
 	/* most events fall in the block already decoded: no division for them */
@@ -745,12 +748,19 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 	}
 	b = idx / vs->block_events;
 	n = vsec_block_len(vs, b);
-	walker_seek_event(&c->tw, b * vs->block_events);
-	walker_list(&c->tw, c->terms, n);
+	jump = !c->vb_n || b != c->vb_first / vs->block_events + 1;
 	c->vb_n = 0;
-	rc = decode_values(c, b, diag);
-	if (rc < 0)
-		return rc;
+	if (!vcache_get(&c->t->vcache, stream, b, &c->vb, c->terms)) {
+		walker_seek_event(&c->tw, b * vs->block_events);
+		walker_list(&c->tw, c->terms, n);
+		rc = decode_values(c, b, diag);
+		if (rc < 0)
+			return rc;
+		/* a cursor reading on keeps nothing: no other is likely to jump into its blocks */
+		if (jump)
+			vcache_put(&c->t->vcache, stream, b, &c->vb, c->terms,
+				   vs->timing != VAL_TIMING_NONE);
+	}
 	c->vb_first = b * vs->block_events;
 	c->vb_n = n;
 	*slot = (uint32_t)(idx - c->vb_first);

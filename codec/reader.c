@@ -883,6 +883,10 @@ static struct tfs_trace *trace_new(struct tfs_diag *diag)
 		return NULL;
 	t->fd = -1;
 	schema_init(&t->schema);
+	if (vcache_init(&t->vcache, VCACHE_DEFAULT_BYTES) < 0) {
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 
@@ -973,6 +977,7 @@ void tfs_trace_close(struct tfs_trace *t)
 		free(t->meta[i]);
 	free(t->meta);
 	schema_fini(&t->schema);
+	vcache_fini(&t->vcache);
 	ctr_fini(&t->cf);
 	if (t->fd >= 0) {
 		if (t->map)
@@ -980,6 +985,25 @@ void tfs_trace_close(struct tfs_trace *t)
 		close(t->fd);
 	}
 	free(t);
+}
+
+void tfs_trace_set_block_cache(struct tfs_trace *t, size_t bytes)
+{
+	vcache_set_budget(&t->vcache, bytes);
+}
+
+void tfs_trace_block_cache_stats(struct tfs_trace *t, struct tfs_cache_stats *st)
+{
+	struct vcache *c = &t->vcache;
+
+	pthread_mutex_lock(&c->lock);
+	st->hits = c->hits;
+	st->misses = c->misses;
+	st->kept = c->puts;
+	st->blocks = c->n;
+	st->bytes = c->bytes;
+	st->budget = c->budget;
+	pthread_mutex_unlock(&c->lock);
 }
 
 void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info)

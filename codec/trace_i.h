@@ -19,6 +19,7 @@
 #include "symtab_i.h"
 #include "tfs/reader.h"
 #include "values_i.h"
+#include "vcache_i.h"
 #include "vpatch_i.h"
 
 /* Rule bodies at least this long get prefix sums for binary search. */
@@ -211,6 +212,7 @@ struct tfs_trace {
 	struct tfs_vsec no_values; /* zeroed: what a stream without values section reads */
 	struct trank *ranks;	/* sorted by rank, the ranks with backtraces or symbols */
 	uint32_t n_rank_ents;
+	struct vcache vcache;	/* decoded value blocks its cursors share (vcache_i.h) */
 	pthread_mutex_t lazy_lock; /* protects the decoded parts of ranks[] */
 	bool lazy_lock_ready;
 	struct names names;	   /* FORMAT.md §12, decoded at open; empty without */

@@ -534,23 +534,11 @@ static int decode_vals(const struct dblock *d, struct col *vals_col, struct col 
 	return 0;
 }
 
-static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
-			 uint32_t n_terminals)
+/* Room for @n events in the per-event arrays. */
+static int reserve_events(struct vblock *b, uint32_t n)
 {
-	struct vpred *p = b->pred;
 	void *q;
 
-	if (!p) {
-		p = calloc(1, sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		b->pred = p;
-	}
-	if (vp_pred_reserve_terms(p, n_terminals) < 0)
-		return -ENOMEM;
-	b->pred_cap = p->t_cap;
-	if (s->timing == VAL_TIMING_LOSSY && vp_bins_build(&p->bins, vp_rel_err_fix(s->rel_err)) < 0)
-		return -ENOMEM;
 	if (n <= b->cap_events)
 		return 0;
 	q = realloc(b->ts_ns, n * sizeof(*b->ts_ns));
@@ -570,6 +558,33 @@ static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
 		return -ENOMEM;
 	b->slot = q;
 	b->cap_events = n;
+	return 0;
+}
+
+static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
+			 uint32_t n_terminals)
+{
+	struct vpred *p = b->pred;
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		b->pred = p;
+	}
+	if (vp_pred_reserve_terms(p, n_terminals) < 0)
+		return -ENOMEM;
+	b->pred_cap = p->t_cap;
+	if (s->timing == VAL_TIMING_LOSSY && vp_bins_build(&p->bins, vp_rel_err_fix(s->rel_err)) < 0)
+		return -ENOMEM;
+	return reserve_events(b, n);
+}
+
+int vblock_reserve(struct vblock *b, uint32_t n, size_t n_vals)
+{
+	if (reserve_events(b, n) < 0 ||
+	    vp_grow(&b->vals, &b->cap_vals, n_vals, sizeof(*b->vals)) < 0)
+		return -ENOMEM;
 	return 0;
 }
 

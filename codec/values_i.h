@@ -169,6 +169,11 @@ struct vblock {
 
 void vblock_init(struct vblock *b);
 void vblock_fini(struct vblock *b);
+/*
+ * Room in @b for @n events and @n_vals VAL fields, for a block filled otherwise than by
+ * decoding (vcache.c copies one in). @return 0 or -ENOMEM
+ */
+int vblock_reserve(struct vblock *b, uint32_t n, size_t n_vals);
 /* Events in block @idx (block_events, or fewer for the last block). */
 uint32_t vsec_block_len(const struct tfs_vsec *s, uint64_t idx);
 /*

@@ -552,6 +552,64 @@ static void test_access_concurrent_cursors_agree(void **state)
 		assert_int_equal(pthread_join(th[i], NULL), 0);
 }
 
+/* One read of @len bytes at @off of the text view, through a fresh cursor. */
+static void read_fresh(uint64_t off, size_t len)
+{
+	struct tfs_cursor *c;
+	char buf[512];
+
+	assert_true(len <= sizeof(buf));
+	assert_int_equal(tfs_cursor_new(fx.t, 0, TFS_VIEW_TEXT, 0, N_EVENTS, &c), 0);
+	assert_int_equal(tfs_cursor_pread(c, buf, len, off, NULL), (ssize_t)len);
+	assert_memory_equal(buf, fx.full[TFS_VIEW_TEXT] + off, len);
+	tfs_cursor_free(c);
+}
+
+/*
+ * The trace's cache of decoded blocks: a second cursor jumping where a first one did copies
+ * the block (one hit, no decode); reads stay equal to the full read with the cache off, and
+ * with one so small that blocks are dropped all the time, from 8 threads at once; it never
+ * holds more than its budget.
+ */
+static void test_access_block_cache(void **state)
+{
+	const uint64_t mid = fx.line_off[TFS_VIEW_TEXT][N_EVENTS / 2 + 17];
+	struct tfs_cache_stats a, b;
+	pthread_t th[8];
+	size_t one;
+
+	tfs_trace_set_block_cache(fx.t, 0); /* emptied */
+	tfs_trace_set_block_cache(fx.t, (size_t)32 << 20);
+	read_fresh(mid, 100);
+	tfs_trace_block_cache_stats(fx.t, &a);
+	assert_true(a.blocks == 1 && a.bytes > 0 && a.bytes <= a.budget);
+	one = (size_t)a.bytes;
+	read_fresh(mid, 100);
+	tfs_trace_block_cache_stats(fx.t, &b);
+	assert_true(b.hits == a.hits + 1 && b.misses == a.misses && b.kept == a.kept);
+
+	/* off: empty, and reads decode every block */
+	tfs_trace_set_block_cache(fx.t, 0);
+	tfs_trace_block_cache_stats(fx.t, &a);
+	assert_true(a.blocks == 0 && a.bytes == 0 && a.budget == 0);
+	random_reads(fx.seed ^ 0xcace, 300, TFS_VIEW_TEXT);
+	tfs_trace_block_cache_stats(fx.t, &b);
+	assert_true(b.hits == a.hits && b.kept == a.kept && b.misses > a.misses);
+	assert_true(b.blocks == 0 && b.bytes == 0);
+
+	/* a budget of about three blocks: dropped and taken again while 8 threads read */
+	tfs_trace_set_block_cache(fx.t, 3 * one);
+	for (uintptr_t i = 0; i < 8; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, reader_thread,
+						(void *)(uintptr_t)(fx.seed + 100 + i)), 0);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+	tfs_trace_block_cache_stats(fx.t, &a);
+	assert_true(a.kept > b.kept + a.blocks); /* some were dropped */
+	assert_true(a.bytes <= a.budget);
+	tfs_trace_set_block_cache(fx.t, (size_t)32 << 20);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -560,6 +618,7 @@ int main(void)
 		cmocka_unit_test(test_access_event_offsets_are_line_starts),
 		cmocka_unit_test(test_access_sub_ranges_are_slices),
 		cmocka_unit_test(test_access_concurrent_cursors_agree),
+		cmocka_unit_test(test_access_block_cache),
 		cmocka_unit_test(test_access_kind_views_are_filtered_lines),
 		cmocka_unit_test(test_access_kind_sub_ranges),
 		cmocka_unit_test(test_access_term_counts_of_ranges),

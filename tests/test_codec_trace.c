@@ -64,6 +64,31 @@ static void write_trace(const struct tfs_writer_opts *opts, struct tg_stream *ou
 	tfs_writer_free(w);
 }
 
+static void check_event(struct tfs_cursor *c, const struct tg_stream *s, uint64_t i, int timing,
+			double rel_err)
+{
+	const struct tg_event *e = &s->ev[i];
+	struct tfs_event ev;
+
+	assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
+	assert_int_equal(ev.kind, e->kind);
+	assert_int_equal(ev.n_args, e->n_args);
+	if (timing == TFS_TIMING_LOSSLESS) {
+		assert_true(ev.ts_ns == e->ts && ev.dur_ns == e->dur);
+	} else if (timing == TFS_TIMING_LOSSY) {
+		assert_true(fabs((double)ev.dur_ns - (double)e->dur) <=
+			    rel_err * (double)e->dur + 1);
+	} else {
+		assert_true(ev.ts_ns == 0 && ev.dur_ns == 0);
+	}
+	for (uint32_t a = 0; a < e->n_args; a++) {
+		if (e->kind == TG_ZONE)
+			assert_string_equal(ev.args[a].s, e->args[a].s);
+		else
+			assert_true(ev.args[a].u == e->args[a].u);
+	}
+}
+
 static void check_events(struct tfs_trace *t, const struct tg_stream *s, int timing,
 			 double rel_err)
 {
@@ -72,30 +97,36 @@ static void check_events(struct tfs_trace *t, const struct tg_stream *s, int tim
 
 	assert_int_equal(tfs_trace_find_stream(t, s->rank, s->thread, &idx), 0);
 	assert_int_equal(tfs_cursor_new(t, idx, TFS_VIEW_TEXT, 0, s->n, &c), 0);
-	for (uint64_t i = 0; i < s->n; i++) {
-		const struct tg_event *e = &s->ev[i];
-		struct tfs_event ev;
-
-		assert_int_equal(tfs_cursor_event(c, i, &ev, NULL), 0);
-		assert_int_equal(ev.kind, e->kind);
-		assert_int_equal(ev.n_args, e->n_args);
-		if (timing == TFS_TIMING_LOSSLESS) {
-			assert_true(ev.ts_ns == e->ts && ev.dur_ns == e->dur);
-		} else if (timing == TFS_TIMING_LOSSY) {
-			assert_true(fabs((double)ev.dur_ns - (double)e->dur) <=
-				    rel_err * (double)e->dur + 1);
-		} else {
-			assert_true(ev.ts_ns == 0 && ev.dur_ns == 0);
-		}
-		for (uint32_t a = 0; a < e->n_args; a++) {
-			if (e->kind == TG_ZONE)
-				assert_string_equal(ev.args[a].s, e->args[a].s);
-			else
-				assert_true(ev.args[a].u == e->args[a].u);
-		}
-	}
+	for (uint64_t i = 0; i < s->n; i++)
+		check_event(c, s, i, timing, rel_err);
 	assert_int_equal(tfs_cursor_event(c, s->n, &(struct tfs_event){0}, NULL), -EINVAL);
 	tfs_cursor_free(c);
+}
+
+/*
+ * check_events() last event first, then first event first again: going back, every block is
+ * reached by a jump, which the trace's block cache keeps, so the second pass copies blocks
+ * from it rather than decoding them, under the stream's own key (streams may share a values
+ * section and differ in patches). Both passes must read the events as written.
+ */
+static void check_events_cached(struct tfs_trace *t, const struct tg_stream *s, int timing,
+				double rel_err)
+{
+	struct tfs_cache_stats before, after;
+	struct tfs_cursor *c;
+	uint32_t idx;
+
+	tfs_trace_block_cache_stats(t, &before);
+	assert_int_equal(tfs_trace_find_stream(t, s->rank, s->thread, &idx), 0);
+	assert_int_equal(tfs_cursor_new(t, idx, TFS_VIEW_TEXT, 0, s->n, &c), 0);
+	for (uint64_t i = s->n; i-- > 0;)
+		check_event(c, s, i, timing, rel_err);
+	tfs_cursor_free(c);
+	check_events(t, s, timing, rel_err);
+	tfs_trace_block_cache_stats(t, &after);
+	if (after.hits + after.misses > before.hits + before.misses) /* it read values */
+		assert_true(after.hits > before.hits);
+	assert_true(after.bytes <= after.budget);
 }
 
 static void round_trip(int timing, double rel_err, int regular)
@@ -117,6 +148,8 @@ static void round_trip(int timing, double rel_err, int regular)
 	assert_string_equal(tfs_trace_meta(t, "program"), "unit-test");
 	for (int i = 0; i < 4; i++)
 		check_events(t, &s[i], timing, rel_err);
+	for (int i = 0; i < 4; i++)
+		check_events_cached(t, &s[i], timing, rel_err);
 	assert_int_equal(tfs_trace_verify(t, &d), 0);
 	tfs_trace_close(t);
 	for (int i = 0; i < 4; i++)
@@ -1068,8 +1101,10 @@ static void test_trace_shifted_streams_share_patched_values(void **state)
 	printf("# 1 thread: %llu B, 8 threads: %llu B\n", (unsigned long long)one_size,
 	       (unsigned long long)all_size);
 	assert_true(all_size < one_size + 8 * 48);
-	for (uint32_t i = 0; i < 8; i++) {
+	for (uint32_t i = 0; i < 8; i++)
 		check_events(t, &s[i], TFS_TIMING_NONE, 0);
+	for (uint32_t i = 0; i < 8; i++) {
+		check_events_cached(t, &s[i], TFS_TIMING_NONE, 0);
 		tg_free(&s[i]);
 	}
 	assert_int_equal(tfs_trace_verify(t, NULL), 0);

@@ -59,6 +59,27 @@ int tfs_trace_file_changed(const struct tfs_trace *t);
 void tfs_trace_file_map(const struct tfs_trace *t, const void **base, size_t *len);
 
 /**
+ * The cache of decoded value blocks that @t's cursors share. Decoding a timed block costs
+ * about 150 ns per event; a cursor that jumps (a random read, a new handle, a merged view
+ * placing each thread) into a block another cursor decoded copies it instead. A cursor keeps
+ * the block it decoded at a jump; one reading on sequentially keeps nothing. The least
+ * recently used blocks go first. It holds 32 MiB at most unless set here; @bytes 0 turns it
+ * off and empties it. Safe to call while cursors read.
+ */
+void tfs_trace_set_block_cache(struct tfs_trace *t, size_t bytes);
+
+/** What the block cache did since open, and holds now. */
+struct tfs_cache_stats {
+	uint64_t hits;	 /**< block loads answered by a copy */
+	uint64_t misses; /**< block loads that decoded */
+	uint64_t kept;	 /**< blocks it took */
+	uint64_t blocks, bytes; /**< blocks and bytes it holds now */
+	uint64_t budget; /**< bytes it may hold */
+};
+
+void tfs_trace_block_cache_stats(struct tfs_trace *t, struct tfs_cache_stats *st);
+
+/**
  * Check everything: every section checksum, every value block, every rendered line
  * (decodes the whole trace once). @return 0, -TFS_ECORRUPT (diag filled) or -ENOMEM
  */
