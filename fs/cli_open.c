@@ -3,7 +3,8 @@
  * being saved (an MPI rank's, whose recorder reserved the file before the job started and
  * saves it after the launcher returned, tfs/writer.h tfs_file_reserve()) is waited for,
  * bounded by TFS_SAVE_WAIT seconds, saying so once; any failure is reported in the one
- * message form with the diagnostic's section and offset. It does not read the trace.
+ * message form with the diagnostic's section and offset. TRACEFS_BLOCK_CACHE_MB sizes the
+ * trace's cache of decoded blocks. It does not read the trace.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -36,6 +37,23 @@ static double mono_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * TRACEFS_BLOCK_CACHE_MB, when set to 0 to 65536: the budget of the trace's cache of decoded
+ * blocks (tfs_trace_set_block_cache()), 0 turning it off; other values leave the default.
+ */
+static void set_block_cache(struct tfs_trace *t)
+{
+	const char *s = getenv("TRACEFS_BLOCK_CACHE_MB");
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return;
+	v = strtol(s, &end, 10);
+	if (!*end && v >= 0 && v <= 65536)
+		tfs_trace_set_block_cache(t, (size_t)v << 20);
 }
 
 /* The detail of a failed open: the diagnostic where the codec gave one, else the errno text. */
@@ -77,5 +95,6 @@ int fs_trace_open(const char *path, struct tfs_trace **t)
 		fs_fail("cannot open %s: %s", path, detail(rc, &diag, buf, sizeof(buf)));
 		return EXIT_RUNTIME;
 	}
+	set_block_cache(*t);
 	return 0;
 }
