@@ -72,7 +72,7 @@ static int add_kind_node(struct fs_vtree *vt, uint32_t dir, uint32_t kind, int v
 static int add_call_file(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t kind,
 			 int v)
 {
-	struct vnode *f;
+	struct vnode *f = NULL;
 	int rc;
 
 	if (sc->n_segs == 1) {

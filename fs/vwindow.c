@@ -226,7 +226,7 @@ static int window_scope(struct fs_vtree *vt, const struct fs_scope *base, uint64
 	for (uint32_t i = 0; i < base->n_segs && rc == 0; i++) {
 		const struct fs_seg *s = &base->segs[i];
 		struct tfs_cursor *c = NULL;
-		uint64_t a, b;
+		uint64_t a = 0, b = 0;
 
 		if (fs_untimed(vt)) {
 			a = from < s->first ? s->first : from;
