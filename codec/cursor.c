@@ -5,7 +5,8 @@
  * the next event in amortised O(1). A cursor adds the value block of the current event and
  * renders lines on demand. Cursors on one trace share only the trace's cache of decoded
  * blocks (vcache_i.h, under its own lock), looked in before each block is decoded and given
- * the blocks decoded at a jump; they run in parallel otherwise. verify lives here too: it is a full read of every view.
+ * the blocks decoded at a jump; they run in parallel otherwise. verify lives here too: it is
+ * a full read of every view.
  *
  * A walker may be restricted to one event kind (kindex.c): then byte offsets count only the
  * lines of that kind, a seek descends by the kind's byte sums and steps skip every element
