@@ -851,7 +851,9 @@ void fs_vtree_nodes_free(struct fs_vtree *vt)
 {
 	for (uint32_t i = 0; vt->chunks && i < vt->n_alloc; i++)
 		fs_node_fini(fs_node_at(vt, i));
-	for (uint32_t c = 0; vt->chunks && c < FS_MAX_NODES / FS_NODE_CHUNK; c++)
+	/* add_node() makes chunks in order, the last at most for the node it failed to add */
+	for (uint32_t c = 0; vt->chunks && c <= (vt->n_alloc >> FS_NODE_CHUNK_SHIFT) &&
+			     c < FS_MAX_NODES / FS_NODE_CHUNK; c++)
 		free(vt->chunks[c]);
 	free(vt->chunks);
 	vt->chunks = NULL;
