@@ -402,7 +402,8 @@ static void fs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_lock(&of->lock);
 	s->end_off = got > 0 ? (uint64_t)off + (uint64_t)got : UINT64_MAX;
 	s->busy = false;
-	pthread_cond_signal(&of->idle);
+	/* not a signal: glibc can lose one (sourceware bug 25847, in Debian 12) */
+	pthread_cond_broadcast(&of->idle);
 	pthread_mutex_unlock(&of->lock);
 	if (got < 0)
 		fs_reply_err(req, (int)got);

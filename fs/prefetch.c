@@ -149,9 +149,14 @@ static void unqueue(struct fs_ahead_pool *p, struct chunk *c)
 static void chunk_drop(struct fs_ahead_pool *p, struct chunk *c)
 {
 	if (c->state == CH_QUEUED) {
-		/* never rendered now: a reader waiting for it (pinned) reads for itself */
+		/*
+		 * never rendered now: a reader waiting for it (pinned) reads for itself, once
+		 * woken here, since no worker will take it and say so
+		 */
 		unqueue(p, c);
 		c->state = CH_FAILED;
+		if (c->pins)
+			pthread_cond_broadcast(&p->done);
 	}
 	c->dropped = true;
 	if (c->state != CH_BUSY && c->pins == 0)
@@ -214,7 +219,8 @@ static void top_up(struct fs_ahead *a)
 		p->tail = c;
 		a->win[a->n_win++] = c;
 		a->next_off = end;
-		pthread_cond_signal(&p->work);
+		/* not a signal: glibc can lose one (sourceware bug 25847, in Debian 12) */
+		pthread_cond_broadcast(&p->work);
 	}
 }
 

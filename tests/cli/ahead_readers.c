@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "prefetch_i.h"
 #include "tfs/reader.h"
@@ -201,12 +203,99 @@ static int run_shape(struct ctx *cx, const struct shape *sh, uint64_t seed, char
 	return why[0] ? -EINVAL : rc;
 }
 
+struct waiter {
+	struct ctx *cx;
+	struct fs_ahead *a;
+	uint64_t off;
+	bool served, ok;
+};
+
+/* One request of the file's bytes at w->off: served ahead, or read as a reader would. */
+static void *wait_one(void *arg)
+{
+	struct waiter *w = arg;
+	struct fs_span sp;
+	struct fs_vfile *f;
+	char buf[100];
+
+	w->served = fs_ahead_get(w->a, w->off, sizeof(buf), &sp);
+	if (w->served) {
+		w->ok = sp.n == 1 && sp.iov[0].iov_len == sizeof(buf) &&
+			!memcmp(sp.iov[0].iov_base, w->cx->full + w->off, sizeof(buf));
+		fs_ahead_put(w->a, &sp);
+	} else if (fs_vfile_open(w->cx->vt, w->cx->ino, &f) == 0) {
+		w->ok = fs_vfile_read(f, buf, sizeof(buf), w->off) == (ssize_t)sizeof(buf) &&
+			!memcmp(buf, w->cx->full + w->off, sizeof(buf));
+		fs_vfile_close(f);
+	}
+	return NULL;
+}
+
+/*
+ * A request waiting for a queued chunk when another thread's read far away drops the window,
+ * and with it that chunk, which then is never rendered: the waiter must wake and read for
+ * itself (a daemon once hung there, its readers stuck for good). One worker and small chunks,
+ * so that the chunk waited for is often still queued when the window goes; @dropped counts
+ * the rounds where it was. The file must reach past the window by more than a seek's slack.
+ */
+static int check_dropped_wait(struct ctx *cx, char *why, size_t cap, unsigned int *dropped)
+{
+	const size_t chunk = 16384;
+	struct tfs_cache_stats cs;
+
+	/* no decoded block at hand: the worker's first chunk decodes one, the others wait */
+	tfs_trace_block_cache_stats(cx->t, &cs);
+	tfs_trace_set_block_cache(cx->t, 0);
+	for (int round = 0; round < 8; round++) {
+		struct waiter w = {.cx = cx, .off = 7 * chunk + 17};
+		struct timespec until;
+		struct fs_span sp;
+		pthread_t th;
+		int rc;
+
+		rc = fs_ahead_pool_new(1, (size_t)1 << 20, chunk, &cx->pool);
+		if (rc == 0)
+			rc = fs_ahead_new(cx->pool, cx->t, cx->vt, cx->ino, &w.a);
+		if (rc < 0) {
+			snprintf(why, cap, "pool: %d", rc);
+			fs_ahead_pool_free(cx->pool);
+			tfs_trace_set_block_cache(cx->t, cs.budget);
+			return rc;
+		}
+		fs_ahead_start(w.a, 0);
+		pthread_create(&th, NULL, wait_one, &w);
+		nanosleep(&(struct timespec){0, 100000}, NULL);
+		if (fs_ahead_get(w.a, cx->size - 100, 100, &sp)) /* far away: drops the window */
+			fs_ahead_put(w.a, &sp);
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 300;
+		if (pthread_timedjoin_np(th, NULL, &until) != 0) {
+			printf("FAIL a reader waiting for a chunk that a seek dropped never woke "
+			       "(round %d)\n", round);
+			fflush(stdout);
+			_exit(1); /* it holds the pool: nothing can be freed */
+		}
+		fs_ahead_free(w.a);
+		fs_ahead_pool_free(cx->pool);
+		if (!w.ok) {
+			snprintf(why, cap, "the waiting reader's bytes differ (round %d, %s)", round,
+				 w.served ? "served ahead" : "read itself");
+			tfs_trace_set_block_cache(cx->t, cs.budget);
+			return -EINVAL;
+		}
+		*dropped += !w.served;
+	}
+	tfs_trace_set_block_cache(cx->t, cs.budget);
+	return 0;
+}
+
 static int check_path(struct tfs_trace *t, const char *path, uint64_t seed)
 {
 	struct ctx cx = {0};
 	struct fs_node_info n;
 	struct fs_vfile *f = NULL;
 	uint64_t off = 0, served = 0, asked = 0;
+	unsigned int dropped = 0;
 	char *full = NULL, why[320] = "";
 	int rc;
 
@@ -237,6 +326,8 @@ static int check_path(struct tfs_trace *t, const char *path, uint64_t seed)
 	cx.full = full;
 	for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]) && rc == 0; k++)
 		rc = run_shape(&cx, &shapes[k], seed + k, why, sizeof(why), &served, &asked);
+	if (rc == 0 && n.size >= ((uint64_t)3 << 20))
+		rc = check_dropped_wait(&cx, why, sizeof(why), &dropped);
 	if (rc == 0 && served == 0 && n.size >= FS_AHEAD_CHUNK) {
 		snprintf(why, sizeof(why), "no request of %" PRIu64 " was decoded ahead", asked);
 		rc = -EINVAL;
@@ -245,7 +336,9 @@ static int check_path(struct tfs_trace *t, const char *path, uint64_t seed)
 		printf("FAIL %s: %s\n", path, why[0] ? why : "error");
 	else
 		printf("ok %s (%" PRIu64 " bytes, %" PRIu64 " of %" PRIu64 " requests decoded "
-		       "ahead)\n", path, n.size, served, asked);
+		       "ahead; %s%u of 8 waits on a chunk a seek dropped)\n", path, n.size, served,
+		       asked, n.size >= ((uint64_t)3 << 20) ? "" : "under 3 MiB: no wait check, ",
+		       dropped);
 out:
 	free(full);
 	fs_vtree_free(cx.vt);
