@@ -994,16 +994,7 @@ void tfs_trace_set_block_cache(struct tfs_trace *t, size_t bytes)
 
 void tfs_trace_block_cache_stats(struct tfs_trace *t, struct tfs_cache_stats *st)
 {
-	struct vcache *c = &t->vcache;
-
-	pthread_mutex_lock(&c->lock);
-	st->hits = c->hits;
-	st->misses = c->misses;
-	st->kept = c->puts;
-	st->blocks = c->n;
-	st->bytes = c->bytes;
-	st->budget = c->budget;
-	pthread_mutex_unlock(&c->lock);
+	vcache_stats(&t->vcache, st);
 }
 
 void tfs_trace_get_info(const struct tfs_trace *t, struct tfs_trace_info *info)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tfs/reader.h"
 #include "vcache_i.h"
 
 struct vcache_entry {
@@ -81,6 +82,21 @@ void vcache_set_budget(struct vcache *c, size_t budget)
 	pthread_mutex_lock(&c->lock);
 	c->budget = budget;
 	make_room(c, 0);
+	pthread_mutex_unlock(&c->lock);
+}
+
+void vcache_stats(struct vcache *c, struct tfs_cache_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	if (!c->ready)
+		return;
+	pthread_mutex_lock(&c->lock);
+	st->hits = c->hits;
+	st->misses = c->misses;
+	st->kept = c->puts;
+	st->blocks = c->n;
+	st->bytes = c->bytes;
+	st->budget = c->budget;
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -36,6 +36,9 @@ int vcache_init(struct vcache *c, size_t budget);
 void vcache_fini(struct vcache *c);
 /* Keep at most @budget bytes from now on (0: nothing), dropping blocks to fit. */
 void vcache_set_budget(struct vcache *c, size_t budget);
+struct tfs_cache_stats;
+/* What it did and holds (tfs/reader.h tfs_trace_block_cache_stats()). */
+void vcache_stats(struct vcache *c, struct tfs_cache_stats *st);
 /*
  * Copy block @block of stream @stream into @out (its times, VAL fields and field offsets)
  * and its events' terminals into @terms, if the cache holds it.
