@@ -92,6 +92,7 @@ static _Atomic bool g_said_stall; /* said so on stderr (once per process) */
 static uint8_t g_size_word[N_CALLS], g_nmemb_word[N_CALLS];
 static bool g_no_clock;
 static bool g_inproc;
+static const struct cap_inproc_ops *g_inproc_ops; /* set when in-process mode starts */
 static pthread_key_t g_key;
 static _Atomic uint32_t g_phase_gen;
 static _Atomic uint32_t g_phase_id;
@@ -651,7 +652,7 @@ int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms)
 	if (!tfs_capture_mask_ || !g_spool.hdr)
 		return -ENOTSUP;
 	if (g_inproc)
-		return cap_inproc_save_mem(out, len);
+		return g_inproc_ops->save_mem(out, len);
 	if (!g_follow || cap_spool_save_path(g_root, path, sizeof(path)) < 0)
 		return -ENOTSUP;
 	atomic_store(&g_spool.hdr->save_req, 1);
@@ -891,7 +892,7 @@ void tfs_capture_flush(void)
 			ts->fill = ts->cap = 0;
 		}
 		if (g_inproc)
-			cap_inproc_flush();
+			g_inproc_ops->flush();
 	}
 	cap_tls_depth--;
 	errno = saved_errno;
@@ -1170,7 +1171,7 @@ static void fork_child(void)
  * TFS_TRACE (cap_parse_trace's words). Unset or empty: zones and mem (the interposers stay
  * off in-process unless asked for); an unknown word is reported and skipped.
  */
-static uint32_t parse_trace(const char *s)
+static uint32_t parse_trace(const struct cap_inproc_ops *ops, const char *s)
 {
 	uint32_t mask = TFS_TRACE_ON, one;
 	char word[32];
@@ -1181,7 +1182,7 @@ static uint32_t parse_trace(const char *s)
 		size_t n = strcspn(s, ",");
 
 		snprintf(word, sizeof(word), "%.*s", (int)(n < 31 ? n : 31), s);
-		if (cap_parse_trace(word, &one) == 0)
+		if (ops->parse_trace(word, &one) == 0)
 			mask |= one;
 		else
 			fprintf(stderr, "tracefs: unknown TFS_TRACE word '%s': ignored\n", word);
@@ -1235,12 +1236,15 @@ static struct spool_policy parse_policy(void)
 
 static int start_inproc(void)
 {
+	const struct cap_inproc_ops *ops = cap_inproc_load();
 	struct cap_timing tm;
 	const char *mb = getenv("TFS_SPOOL_MB");
 	size_t bytes = (size_t)SPOOL_DEFAULT_MB << 20;
 	int rc;
 
-	if (cap_parse_timing(getenv("TFS_TIMING"), &tm) < 0) {
+	if (!ops)
+		return -ENOENT;
+	if (ops->parse_timing(getenv("TFS_TIMING"), &tm) < 0) {
 		fprintf(stderr, "tracefs: bad TFS_TIMING=%s: using lossless\n",
 			getenv("TFS_TIMING"));
 		tm.timing = TFS_TIMING_LOSSLESS;
@@ -1250,7 +1254,7 @@ static int start_inproc(void)
 	if (mb && atol(mb) > 0)
 		bytes = (size_t)atol(mb) << 20;
 	rc = cap_spool_create(&g_spool, NULL, bytes, SPOOL_START_CHUNKS, (uint32_t)tm.timing,
-			      parse_trace(getenv("TFS_TRACE")));
+			      parse_trace(ops, getenv("TFS_TRACE")));
 	if (rc < 0)
 		return rc;
 	g_spool.hdr->policy = parse_policy();
@@ -1258,10 +1262,13 @@ static int start_inproc(void)
 	if (g_spool.hdr->trace_mask & TFS_TRACE_ALLOC)
 		g_spool.hdr->bt_depth = parse_bt_depth(getenv("TFS_BACKTRACE_DEPTH"));
 	atomic_store(&g_spool.hdr->producer_pid, (uint32_t)getpid());
-	rc = cap_inproc_start(&g_spool, &tm);
-	if (rc < 0)
+	rc = ops->start(&g_spool, &tm, cap_thread_exclude);
+	if (rc < 0) {
 		cap_spool_unmap(&g_spool);
-	return rc;
+		return rc;
+	}
+	g_inproc_ops = ops;
+	return 0;
 }
 
 /* Map @path if it is a spool this process (pid @pid, begun at @start) produces into. */
@@ -1454,7 +1461,7 @@ __attribute__((destructor)) static void capture_fini(void)
 	if (g_inproc) {
 		tfs_capture_mask_ = 0;
 		g_inproc = false;
-		cap_inproc_finish(atomic_load(&g_lost_early));
+		g_inproc_ops->finish(atomic_load(&g_lost_early));
 		return;
 	}
 	/* the exiting thread's chunk is complete: hand it over (others' are read as they are) */

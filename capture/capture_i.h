@@ -217,16 +217,42 @@ void cap_sig_init(void);
 void cap_sig_thread_start(void);
 void cap_sig_thread_end(void);
 
-/* In-process mode: start the consumer thread over @s. @return 0 or -errno */
-int cap_inproc_start(struct spool *s, const struct cap_timing *tm);
-/* Wait (up to a second) until the consumer has taken in every chunk handed over so far. */
-void cap_inproc_flush(void);
-/* At exit: stop the consumer thread, take in everything left, save the trace. */
-void cap_inproc_finish(uint64_t dropped_early);
 /*
- * Now (MPI_Finalize): stop the consumer thread, take in everything, hand the trace over in a
- * new malloc'ed buffer; nothing is saved at exit. @return 0, -ENOTSUP (no consumer) or -errno
+ * In-process mode, one table (inproc.c): the consumer a program linked with libtfscapture
+ * runs on a thread of its own. In the shared library it lives in libtfsinproc.so, loaded by
+ * cap_inproc_load() only when a process starts in-process: a process `tracefs record`
+ * traces never consumes, so it never loads the consumer, the codec, libdw or zstd.
  */
-int cap_inproc_save_mem(void **out, size_t *len);
+struct cap_inproc_ops {
+	/* TFS_TIMING and TFS_TRACE words (consumer.c): 0 or -EINVAL */
+	int (*parse_timing)(const char *s, struct cap_timing *out);
+	int (*parse_trace)(const char *s, uint32_t *mask);
+	/*
+	 * Start the consumer thread over @s; it calls @exclude first (cap_thread_exclude: the
+	 * consumer records nothing). @return 0 or -errno
+	 */
+	int (*start)(struct spool *s, const struct cap_timing *tm, void (*exclude)(void));
+	/* Wait (up to a second) until the consumer has taken in every chunk handed over. */
+	void (*flush)(void);
+	/* At exit: stop the consumer thread, take in everything left, save the trace. */
+	void (*finish)(uint64_t dropped_early);
+	/*
+	 * Now (MPI_Finalize): stop the consumer thread, take in everything, hand the trace over
+	 * in a new malloc'ed buffer; nothing is saved at exit. @return 0, -ENOTSUP (no
+	 * consumer) or -errno
+	 */
+	int (*save_mem)(void **out, size_t *len);
+};
+
+/* The table itself (inproc.c): in the static library and in libtfsinproc.so only. */
+extern const struct cap_inproc_ops cap_inproc_ops;
+
+/*
+ * The in-process consumer (inproc_load.c): linked in (the static library), or
+ * libtfsinproc.so loaded from the directory of libtfscapture.so, else by the loader's
+ * search. @return the table, borrowed for the life of the process; NULL (said on stderr)
+ * when it cannot be loaded
+ */
+const struct cap_inproc_ops *cap_inproc_load(void);
 
 #endif

@@ -4,7 +4,9 @@
  * $TFS_OUTPUT or <program>.<pid>.trace in the working directory. The consumer thread
  * records nothing and receives no signals. A program that dies without running its exit
  * path (abort, a fatal signal, _exit) leaves no trace in this mode: `tracefs record`
- * recovers those. This file does not parse records (consumer.c does).
+ * recovers those. Its entry points are one table (cap_inproc_ops, capture_i.h): the shared
+ * library's producer reaches them through libtfsinproc.so, loaded only in this mode
+ * (inproc_load.c). This file does not parse records (consumer.c does).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +33,7 @@ static struct {
 	uint64_t rounds;	/* under lock: polls completed */
 	struct cap_consumer *consumer;
 	struct spool *spool;
+	void (*exclude)(void); /* the producer's: the consumer thread records nothing */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 static void deadline_in(struct timespec *t, long ns)
@@ -48,7 +51,7 @@ static void *consumer_main(void *arg)
 	struct timespec t;
 
 	(void)arg;
-	cap_thread_exclude();
+	g.exclude();
 	pthread_mutex_lock(&g.lock);
 	while (!g.stop) {
 		int n;
@@ -68,7 +71,7 @@ static void *consumer_main(void *arg)
 	return NULL;
 }
 
-int cap_inproc_start(struct spool *s, const struct cap_timing *tm)
+static int start(struct spool *s, const struct cap_timing *tm, void (*exclude)(void))
 {
 	sigset_t all, old;
 	int rc;
@@ -77,6 +80,7 @@ int cap_inproc_start(struct spool *s, const struct cap_timing *tm)
 	if (rc < 0)
 		return rc;
 	g.spool = s;
+	g.exclude = exclude;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = -pthread_create(&g.thread, NULL, consumer_main, NULL);
@@ -88,7 +92,7 @@ int cap_inproc_start(struct spool *s, const struct cap_timing *tm)
 	return rc;
 }
 
-void cap_inproc_flush(void)
+static void flush(void)
 {
 	struct timespec t;
 	uint64_t target;
@@ -155,7 +159,7 @@ static void stop_thread(void)
 	pthread_join(g.thread, NULL);
 }
 
-int cap_inproc_save_mem(void **out, size_t *len)
+static int save_mem(void **out, size_t *len)
 {
 	int rc;
 
@@ -171,7 +175,7 @@ int cap_inproc_save_mem(void **out, size_t *len)
 	return rc;
 }
 
-void cap_inproc_finish(uint64_t dropped_early)
+static void finish_at_exit(uint64_t dropped_early)
 {
 	const int saved_errno = errno;
 	const char *out = getenv("TFS_OUTPUT");
@@ -198,3 +202,13 @@ void cap_inproc_finish(uint64_t dropped_early)
 	g.consumer = NULL;
 	errno = saved_errno;
 }
+
+/* What libtfsinproc.so exports (inproc.map), and what the static library links. */
+const struct cap_inproc_ops cap_inproc_ops = {
+	.parse_timing = cap_parse_timing,
+	.parse_trace = cap_parse_trace,
+	.start = start,
+	.flush = flush,
+	.finish = finish_at_exit,
+	.save_mem = save_mem,
+};

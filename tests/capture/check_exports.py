@@ -10,12 +10,15 @@ wrapper and its line of the version script. This checks the result from both end
    is a function of calls.txt: an interposer written by hand and not declared there would be
    neither exported nor recorded.
 
-3. libtfsmpi.so and libtfsmpi-ompi.so (when built) export exactly the MPI functions they
+3. libtfsinproc.so, the in-process consumer, exports its one table (cap_inproc_ops), and
+   libtfscapture.so, which `tracefs record` preloads into every process it traces, needs no
+   library of the consumer's (zstd, libdw, libelf, libm): a traced process loads none of them;
+4. libtfsmpi.so and libtfsmpi-ompi.so (when built) export exactly the MPI functions they
    wrap (the generator's list) and their PMPI twins: no codec or runtime symbol that could
    clash with a traced program's own.
 
   check_exports.py --lib libtfscapture.so --list interposed.txt --calls calls.txt --src DIR
-                   [--mpi-lib LIB --mpi-list FUNCTIONS.txt]...
+                   --inproc-lib libtfsinproc.so [--mpi-lib LIB --mpi-list FUNCTIONS.txt]...
 """
 
 import argparse
@@ -55,9 +58,16 @@ def exported(lib):
     return names
 
 
+def needed(lib):
+    """The DT_NEEDED entries of @lib (readelf -d)."""
+    out = subprocess.run(["readelf", "-d", lib], stdout=subprocess.PIPE,
+                         check=True).stdout.decode()
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--lib", "--list", "--calls", "--src"):
+    for opt in ("--lib", "--list", "--calls", "--src", "--inproc-lib"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--mpi-lib", action="append", default=[])
     ap.add_argument("--mpi-list", action="append", default=[])
@@ -85,6 +95,12 @@ def main():
     undeclared = sorted(hand - set(syms))
     tap.ok(hand and not undeclared, "every hand-written interposer (%d EXPORT definitions) is "
            "declared in calls.txt" % len(hand), undeclared)
+    exp = exported(a.inproc_lib)
+    tap.ok(exp == {"cap_inproc_ops"}, "libtfsinproc.so exports its table alone", sorted(exp))
+    deps = needed(a.lib)
+    consumer = [d for d in deps if re.match(r"lib(zstd|dw|elf|m|z|tfsinproc)\.so", d)]
+    tap.ok(deps and not consumer, "libtfscapture.so needs none of the consumer's libraries",
+           deps)
     for lib, flist in zip(a.mpi_lib, a.mpi_list):
         with open(flist) as f:
             wrapped = {line.strip() for line in f if line.strip()}
