@@ -8,6 +8,9 @@
  * CPU seconds per 1,000 slices, the cache's hits, and the ratio.
  *
  *   bench_slices TRACE PATH N SLICE THREADS ROUNDS SPOTS
+ *
+ * CACHE_MB in the environment sets the cache's budget when on (default 32): a small one
+ * shows what keeping blocks costs when they are seldom met again.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -147,6 +150,7 @@ int main(int argc, char **argv)
 	unsigned n, n_spots;
 	size_t slice;
 	int threads, rounds;
+	size_t budget = (size_t)32 << 20;
 
 	if (argc != 8) {
 		fprintf(stderr, "usage: bench_slices TRACE PATH N SLICE THREADS ROUNDS SPOTS\n");
@@ -171,13 +175,15 @@ int main(int argc, char **argv)
 	size = ni.size;
 	for (unsigned i = 0; i < n_spots; i++)
 		spots[i] = rnd(&s) % (size + 1);
+	if (getenv("CACHE_MB"))
+		budget = (size_t)strtoul(getenv("CACHE_MB"), NULL, 10) << 20;
 	for (int r = 0; r < rounds; r++) {
 		for (int on = 0; on < 2; on++) {
 			struct tfs_cache_stats a, b;
 			double c;
 
 			tfs_trace_set_block_cache(t, 0); /* emptied: every round starts cold */
-			tfs_trace_set_block_cache(t, on ? (size_t)32 << 20 : 0);
+			tfs_trace_set_block_cache(t, on ? budget : 0);
 			tfs_trace_block_cache_stats(t, &a);
 			c = round_cpu(t, argv[2], full, size, spots, n_spots, n, slice, threads,
 				      (uint64_t)r);
@@ -198,8 +204,8 @@ int main(int argc, char **argv)
 		       " copied, %" PRIu64 " decoded)\n", on ? "on" : "off",
 		       best[on] * 1e3 * 1000 / ((double)n * threads), st[on].hits, st[on].misses);
 	printf("  ratio on/off = %.3f  (%s, %" PRIu64 " bytes, %d threads x %u slices of <= %zu "
-	       "bytes, %s, best of %d)\n", best[1] / best[0], argv[2], size, threads, n, slice,
-	       n_spots ? argv[7] : "anywhere", rounds);
+	       "bytes, %s, cache %zu MiB, best of %d)\n", best[1] / best[0], argv[2], size,
+	       threads, n, slice, n_spots ? argv[7] : "anywhere", budget >> 20, rounds);
 	free(full);
 	tfs_trace_close(t);
 	return 0;
