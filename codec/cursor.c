@@ -749,7 +749,9 @@ static int load_values(struct tfs_cursor *c, uint64_t idx, uint32_t *slot,
 	}
 	b = idx / vs->block_events;
 	n = vsec_block_len(vs, b);
-	jump = !c->vb_n || b != c->vb_first / vs->block_events + 1;
+	/* not a read that starts where a block does: decoding ahead cuts its chunks there */
+	jump = (!c->vb_n || b != c->vb_first / vs->block_events + 1) &&
+	       idx != b * vs->block_events;
 	c->vb_n = 0;
 	if (!vcache_get(&c->t->vcache, stream, b, &c->vb, c->terms)) {
 		walker_seek_event(&c->tw, b * vs->block_events);

@@ -25,6 +25,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "tracegen.h"
+#include "values_i.h"
 
 #define N_EVENTS 1000000
 
@@ -587,6 +588,10 @@ static void test_access_block_cache(void **state)
 	read_fresh(mid, 100);
 	tfs_trace_block_cache_stats(fx.t, &b);
 	assert_true(b.hits == a.hits + 1 && b.misses == a.misses && b.kept == a.kept);
+	/* a read from where a block starts (as decoding ahead reads) keeps nothing */
+	read_fresh(fx.line_off[TFS_VIEW_TEXT][3 * VAL_DEFAULT_BLOCK_EVENTS], 100);
+	tfs_trace_block_cache_stats(fx.t, &a);
+	assert_true(a.misses == b.misses + 1 && a.kept == b.kept && a.blocks == 1);
 
 	/* off: empty, and reads decode every block */
 	tfs_trace_set_block_cache(fx.t, 0);

@@ -62,9 +62,10 @@ void tfs_trace_file_map(const struct tfs_trace *t, const void **base, size_t *le
  * The cache of decoded value blocks that @t's cursors share. Decoding a timed block costs
  * about 150 ns per event; a cursor that jumps (a random read, a new handle, a merged view
  * placing each thread) into a block another cursor decoded copies it instead. A cursor keeps
- * the block it decoded at a jump; one reading on sequentially keeps nothing. The least
- * recently used blocks go first. It holds 32 MiB at most unless set here; @bytes 0 turns it
- * off and empties it. Safe to call while cursors read.
+ * the block it decoded at a jump into its middle; one reading on sequentially, or starting
+ * where a block starts (as decoding ahead does), keeps nothing. The least recently used
+ * blocks go first. It holds 32 MiB at most unless set here; @bytes 0 turns it off and
+ * empties it. Safe to call while cursors read.
  */
 void tfs_trace_set_block_cache(struct tfs_trace *t, size_t bytes);
 
