@@ -851,9 +851,12 @@ void fs_vtree_nodes_free(struct fs_vtree *vt)
 {
 	for (uint32_t i = 0; vt->chunks && i < vt->n_alloc; i++)
 		fs_node_fini(fs_node_at(vt, i));
-	/* add_node() makes chunks in order, the last at most for the node it failed to add */
-	for (uint32_t c = 0; vt->chunks && c <= (vt->n_alloc >> FS_NODE_CHUNK_SHIFT) &&
-			     c < FS_MAX_NODES / FS_NODE_CHUNK; c++)
+	/*
+	 * add_node() makes chunks in order and keeps them when unwind() forgets the nodes of a
+	 * rank that failed to build: they run from the first up to the first never made
+	 */
+	for (uint32_t c = 0; vt->chunks && c < FS_MAX_NODES / FS_NODE_CHUNK && vt->chunks[c];
+	     c++)
 		free(vt->chunks[c]);
 	free(vt->chunks);
 	vt->chunks = NULL;

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -675,6 +676,65 @@ static void test_vtree_backtrace_files_allocation_failures(void **state)
 	close_fixture(&f);
 }
 
+/*
+ * A rank directory whose build fails after its nodes have filled more than one chunk of the
+ * node table is undone and built again at the next lookup; the chunks the failed build made
+ * are freed with the tree (LeakSanitizer, in the ASan build, checks that none is left).
+ */
+static void test_vtree_failed_rank_build_frees_its_chunks(void **state)
+{
+	struct fixture f;
+	struct fs_vtree *vt;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint64_t nodes;
+	uint32_t kind;
+	uint64_t ino = 0;
+	long total;
+	int rc;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
+	for (uint32_t t = 0; t < 400; t++) {
+		union tfs_arg a[2] = {{.u = 3}, {.u = t}};
+
+		assert_int_equal(tfs_writer_stream_new(w, 0, t, &s), 0);
+		assert_int_equal(tfs_wstream_append(s, kind, 10 * t, 1, a), 0);
+	}
+	open_fixture(&f, w);
+	/* a whole build of ranks/0, in a tree of its own: its allocations and nodes */
+	assert_int_equal(fs_vtree_new(f.trace, "t", &vt), 0);
+	nodes = fs_vtree_n_nodes(vt);
+	fa_arm(1L << 40);
+	rc = fs_vtree_resolve(vt, "ranks/0/threads/399", &ino);
+	total = fa_count();
+	fa_disarm();
+	assert_int_equal(rc, 0);
+	print_message("# ranks/0 of 400 threads: %" PRIu64 " nodes\n", fs_vtree_n_nodes(vt) - nodes);
+	assert_true(fs_vtree_n_nodes(vt) - nodes > 2048); /* chunks of the table: 1,024 nodes */
+	fs_vtree_free(vt);
+	/*
+	 * the same build failing near its end, its nodes past the first chunks: freed at once
+	 * (nothing built later reaches those chunks again), then built again in another tree
+	 */
+	for (int again = 0; again < 2; again++) {
+		if (again)
+			vt = f.vt;
+		else
+			assert_int_equal(fs_vtree_new(f.trace, "t", &vt), 0);
+		nodes = fs_vtree_n_nodes(vt);
+		fa_arm(total - 20);
+		rc = fs_vtree_resolve(vt, "ranks/0/threads/399", &ino);
+		fa_disarm();
+		assert_int_equal(rc, -ENOMEM);
+		assert_int_equal(fs_vtree_n_nodes(vt), nodes);
+		if (!again)
+			fs_vtree_free(vt);
+	}
+	assert_int_equal(fs_vtree_resolve(f.vt, "ranks/0/threads/399", &ino), 0);
+	close_fixture(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -687,6 +747,7 @@ int main(void)
 	    cmocka_unit_test(test_vtree_untimed_profiles),
 	    cmocka_unit_test(test_vtree_backtrace_files),
 	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),
+	    cmocka_unit_test(test_vtree_failed_rank_build_frees_its_chunks),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
