@@ -580,6 +580,16 @@ static int reserve_block(struct vblock *b, const struct tfs_vsec *s, uint32_t n,
 	return reserve_events(b, n);
 }
 
+void vblock_zero_times(struct vblock *b, uint32_t n)
+{
+	/* cleared once, not per block: nothing else writes them in an untimed block */
+	if (n > b->n_zero_times) {
+		memset(b->ts_ns, 0, n * sizeof(*b->ts_ns));
+		memset(b->dur_ns, 0, n * sizeof(*b->dur_ns));
+		b->n_zero_times = n;
+	}
+}
+
 int vblock_reserve(struct vblock *b, uint32_t n, size_t n_vals)
 {
 	if (reserve_events(b, n) < 0 ||
@@ -966,12 +976,8 @@ static int decode_block(const struct tfs_vsec *s, uint64_t idx, const struct vpa
 	rc = decode_columns(&d, cols);
 	if (rc < 0)
 		return rc;
-	/* untimed blocks leave the times 0: cleared once, not per block */
-	if (s->timing == VAL_TIMING_NONE && d.n > out->n_zero_times) {
-		memset(out->ts_ns, 0, d.n * sizeof(*out->ts_ns));
-		memset(out->dur_ns, 0, d.n * sizeof(*out->dur_ns));
-		out->n_zero_times = d.n;
-	}
+	if (s->timing == VAL_TIMING_NONE)
+		vblock_zero_times(out, d.n);
 	out->first_event = idx * s->block_events;
 	out->n_events = d.n;
 	return 0;

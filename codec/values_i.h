@@ -174,6 +174,8 @@ void vblock_fini(struct vblock *b);
  * decoding (vcache.c copies one in). @return 0 or -ENOMEM
  */
 int vblock_reserve(struct vblock *b, uint32_t n, size_t n_vals);
+/* The first @n times of @b (reserved) set to 0, as an untimed block's are. */
+void vblock_zero_times(struct vblock *b, uint32_t n);
 /* Events in block @idx (block_events, or fewer for the last block). */
 uint32_t vsec_block_len(const struct tfs_vsec *s, uint64_t idx);
 /*

@@ -145,10 +145,8 @@ bool vcache_get(struct vcache *c, uint32_t stream, uint64_t block, struct vblock
 		memcpy(out->ts_ns, e->data, e->n * sizeof(*out->ts_ns));
 		memcpy(out->dur_ns, e->data + e->n, e->n * sizeof(*out->dur_ns));
 		out->n_zero_times = 0;
-	} else if (e->n > out->n_zero_times) {
-		memset(out->ts_ns, 0, e->n * sizeof(*out->ts_ns));
-		memset(out->dur_ns, 0, e->n * sizeof(*out->dur_ns));
-		out->n_zero_times = e->n;
+	} else {
+		vblock_zero_times(out, e->n);
 	}
 	if (e->n_vals)
 		memcpy(out->vals, entry_vals(e), e->n_vals * sizeof(*out->vals));
