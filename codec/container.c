@@ -159,6 +159,11 @@ int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void 
 	return 0;
 }
 
+int ctr_level(size_t n, int level)
+{
+	return n > CTR_LARGE_BYTES && level > CTR_LARGE_LEVEL ? CTR_LARGE_LEVEL : level;
+}
+
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
 	    size_t head_len)
 {
@@ -175,7 +180,7 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 		return rc;
 	buf_init(&z);
 	if (compress) {
-		rc = zs_compress(&z, data, n, cw->zstd_level);
+		rc = zs_compress(&z, data, n, ctr_level(n, cw->zstd_level));
 		if (rc < 0)
 			goto out;
 		/* CTR_ZSTD_IF_SMALLER: a frame costs about 13 bytes, tiny payloads stay raw */
@@ -246,7 +251,7 @@ int ctr_finish(struct ctr_writer *cw)
 	struct tfs_buf t, z;
 	const struct tfs_buf *stored = &t;
 	uint8_t hdr[CTR_HEADER_BYTES];
-	int rc, level = cw->zstd_level;
+	int rc;
 
 	buf_init(&t);
 	buf_init(&z);
@@ -255,9 +260,7 @@ int ctr_finish(struct ctr_writer *cw)
 		rc = -EFBIG;
 	if (rc < 0)
 		goto out;
-	if (t.len > (2u << 20) && level > 6)
-		level = 6; /* a table of very many sections: do not spend seconds on it */
-	rc = zs_compress(&z, t.data, t.len, level);
+	rc = zs_compress(&z, t.data, t.len, ctr_level(t.len, cw->zstd_level));
 	if (rc < 0)
 		goto out;
 	if (z.len < t.len)

@@ -75,6 +75,18 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level);
 /* Same, into the empty buffer @mem (the caller owns it). @return 0 or -ENOMEM */
 int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_level);
 void ctr_writer_fini(struct ctr_writer *cw);
+/*
+ * The one rule for how hard a writer compresses: a payload (section or table) of more than
+ * CTR_LARGE_BYTES is compressed at CTR_LARGE_LEVEL at most, whatever level was asked. Level 19
+ * runs at about 3 MB/s and level 9 at about 20 MB/s here: on cc1's 242 KiB grammar, 9 was
+ * 7% larger (0.2% of the trace) and saved 60 ms, about 2% of recording it (tests/bench/
+ * run_recorder). Small payloads, where the last percent is cheap, keep the level asked.
+ */
+#define CTR_LARGE_BYTES (64u << 10)
+#define CTR_LARGE_LEVEL 9
+/* The level at which ctr_add() or ctr_finish() compresses @n bytes when @level is asked. */
+int ctr_level(size_t n, int level);
+
 /* ctr_add() @compress: one zstd frame unless that is not smaller than the payload. */
 #define CTR_ZSTD_IF_SMALLER 2
 
