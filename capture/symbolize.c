@@ -26,6 +26,13 @@
  * TFS_SYMBOL_CACHE=0 looks every address up again in each process and names symbols with
  * libdwfl's own search (dwfl_module_addrname), only where DWARF gives no name at all: the
  * cost before the cache, for benchmarks.
+ *
+ * With a directory set (cap_symbols_keep_in(): `tracefs record` sets one), a file's results
+ * also outlive the recording (symdisk.c): read back when the file is first met, written
+ * when a pass found new ones. They are keyed by the file's identity and its separate debug
+ * file's (the one under /usr/lib/debug/.build-id/ named by its build id; a debug file found
+ * only by .gnu_debuglink and installed later is not noticed), and SYM_RULES, which changes
+ * whenever a lookup would give other frames.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -45,6 +52,7 @@
 #include "symbols_i.h"
 
 #define MAX_SRC 64	/* source frames of one address (tfs_writer_add_symbol's limit) */
+#define SYM_RULES 1	/* the lookup rules' revision, in the identity of files kept on disk */
 #define PATH_BYTES 1024 /* an absolute source path; longer ones stay as DWARF has them */
 
 /* Room for the absolute source paths of one address's frames. */
@@ -90,6 +98,8 @@ struct obj {
 	struct cap_symtab *symtab; /* built when DWARF first leaves a name to it */
 	bool symtab_done;
 	struct cap_symcache *cache; /* results by address in the file, names demangled */
+	char *disk_id;		    /* its identity on disk (symdisk.c), NULL: not kept there */
+	size_t disk_n;		    /* entries of the cache the disk holds */
 };
 
 #define MAX_OBJS 64 /* object files kept open, unless one process maps more */
@@ -100,6 +110,7 @@ static size_t g_n_objs, g_objs_cap;
 static uint64_t g_use, g_pass;
 
 static char *debuginfo_path;
+static char *g_disk_dir; /* cap_symbols_keep_in() */
 
 static const Dwfl_Callbacks offline_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
@@ -446,6 +457,7 @@ static void obj_free(struct obj *o)
 	ctx_free(o->ctx);
 	cap_symtab_free(o->symtab);
 	cap_symcache_free(o->cache);
+	free(o->disk_id);
 	free(o->path);
 	free(o);
 }
@@ -524,6 +536,70 @@ static int objs_make_room(void)
 	return 0;
 }
 
+/* "dev ino size mtime" of @st into @buf, "-" when @ok is false. */
+static void stamp(char *buf, size_t size, bool ok, const struct stat *st)
+{
+	if (!ok)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%ju %ju %jd %jd.%09ld", (uintmax_t)st->st_dev,
+			 (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
+			 st->st_mtim.tv_nsec);
+}
+
+/*
+ * @o's identity on disk: what a lookup's answer depends on (symdisk.c). NULL when out of
+ * memory or the path is too long.
+ */
+static char *disk_id(const struct obj *o, const struct stat *st)
+{
+	char own[128], dbg[128], dbg_path[PATH_BYTES] = "", *id;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct stat dst;
+	int n = o->mod ? dwfl_module_build_id(o->mod, &bits, &vaddr) : -1;
+	size_t len;
+
+	if (n >= 2 && n <= 64) {
+		int at = snprintf(dbg_path, sizeof(dbg_path), "/usr/lib/debug/.build-id/%02x/",
+				  bits[0]);
+
+		for (int i = 1; i < n; i++)
+			at += snprintf(dbg_path + at, sizeof(dbg_path) - (size_t)at, "%02x", bits[i]);
+		snprintf(dbg_path + at, sizeof(dbg_path) - (size_t)at, ".debug");
+	}
+	stamp(own, sizeof(own), true, st);
+	stamp(dbg, sizeof(dbg), dbg_path[0] && stat(dbg_path, &dst) == 0, &dst);
+	len = strlen(o->path) + strlen(own) + strlen(dbg) + 64;
+	id = malloc(len);
+	if (id)
+		snprintf(id, len, "rules %d\n%s\n%s\ndebug %s\n", SYM_RULES, o->path, own, dbg);
+	return id;
+}
+
+/* Read @o's results kept on disk into its cache. */
+static void disk_load(struct obj *o, const struct stat *st)
+{
+	long n;
+
+	o->disk_id = disk_id(o, st);
+	if (!o->disk_id)
+		return;
+	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache);
+	o->disk_n = cap_symcache_n(o->cache);
+	if (getenv("TFS_SYMBOL_STATS"))
+		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s\n", o->path,
+			n < 0 ? 0 : n, n == -ENOENT ? " (none)" : n < 0 ? " (not read)" : "");
+}
+
+void cap_symbols_keep_in(const char *dir)
+{
+	pthread_mutex_lock(&g_objs_lock);
+	free(g_disk_dir);
+	g_disk_dir = dir && dir[0] ? strdup(dir) : NULL; /* no memory: not kept */
+	pthread_mutex_unlock(&g_objs_lock);
+}
+
 /* The cached object of file @path, opened now if need be; NULL when it cannot be. */
 static struct obj *obj_get(struct pass *p, const char *path)
 {
@@ -545,6 +621,8 @@ static struct obj *obj_get(struct pass *p, const char *path)
 		p->n_opened++;
 		if (getenv("TFS_SYMBOL_STATS"))
 			fprintf(stderr, "tracefs: symbols: open %s\n", path);
+		if (g_disk_dir && p->cached)
+			disk_load(o, &st);
 	}
 	o->last_use = ++g_use;
 	o->pass = g_pass;
@@ -661,6 +739,19 @@ static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, ui
 	return tfs_writer_add_symbol(w, rank, key, mem, n);
 }
 
+/* Write the caches of this pass's files that gained results to disk (failures: not kept). */
+static void disk_save_new(struct pass *p)
+{
+	for (uint32_t i = 0; i < cap_stacks_n_modules(p->s); i++) {
+		struct obj *o = p->objs[i];
+
+		if (!o || !o->disk_id || cap_symcache_n(o->cache) == o->disk_n)
+			continue;
+		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache) == 0)
+			o->disk_n = cap_symcache_n(o->cache);
+	}
+}
+
 /* CPU time of the calling thread: what symbolisation costs, whatever else runs. */
 static uint64_t cpu_ns(void)
 {
@@ -690,6 +781,8 @@ int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint3
 	g_pass++;
 	for (uint64_t i = 0; i < cap_stacks_n_addrs(s) && rc == 0; i++)
 		rc = symbolize_one(&p, w, rank, cap_stacks_addr(s, i), n_named);
+	if (rc == 0 && g_disk_dir)
+		disk_save_new(&p);
 	pthread_mutex_unlock(&g_objs_lock);
 	if (getenv("TFS_SYMBOL_STATS"))
 		fprintf(stderr,
