@@ -69,6 +69,8 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level)
 	buf_init(&cw->pack);
 	cw->fd = fd;
 	cw->zstd_level = zstd_level;
+	cw->large_bytes = CTR_LARGE_BYTES;
+	cw->large_level = CTR_LARGE_LEVEL;
 	cw->off = CTR_HEADER_BYTES;
 	return write_all(cw, zero, sizeof(zero), 0);
 }
@@ -82,6 +84,8 @@ int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_lev
 	cw->fd = -1;
 	cw->mem = mem;
 	cw->zstd_level = zstd_level;
+	cw->large_bytes = CTR_LARGE_BYTES;
+	cw->large_level = CTR_LARGE_LEVEL;
 	cw->off = CTR_HEADER_BYTES;
 	return write_all(cw, zero, sizeof(zero), 0);
 }
@@ -159,9 +163,10 @@ int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void 
 	return 0;
 }
 
-int ctr_level(size_t n, int level)
+int ctr_level(const struct ctr_writer *cw, size_t n)
 {
-	return n > CTR_LARGE_BYTES && level > CTR_LARGE_LEVEL ? CTR_LARGE_LEVEL : level;
+	return n > cw->large_bytes && cw->zstd_level > cw->large_level ? cw->large_level
+								      : cw->zstd_level;
 }
 
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
@@ -180,7 +185,7 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 		return rc;
 	buf_init(&z);
 	if (compress) {
-		rc = zs_compress(&z, data, n, ctr_level(n, cw->zstd_level));
+		rc = zs_compress(&z, data, n, ctr_level(cw, n));
 		if (rc < 0)
 			goto out;
 		/* CTR_ZSTD_IF_SMALLER: a frame costs about 13 bytes, tiny payloads stay raw */
@@ -260,7 +265,7 @@ int ctr_finish(struct ctr_writer *cw)
 		rc = -EFBIG;
 	if (rc < 0)
 		goto out;
-	rc = zs_compress(&z, t.data, t.len, ctr_level(t.len, cw->zstd_level));
+	rc = zs_compress(&z, t.data, t.len, ctr_level(cw, t.len));
 	if (rc < 0)
 		goto out;
 	if (z.len < t.len)

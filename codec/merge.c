@@ -24,9 +24,11 @@
 #include "tfs/merge.h"
 #include "trace_i.h"
 
-/* The level of the sections this module compresses; the container compresses large ones
- * faster (ctr_level(): merges run at MPI_Finalize in log2(P) rounds). */
+/* Sections this module compresses: small ones hard, large ones fast (ctr_level(); merges run
+ * at MPI_Finalize in log2(P) rounds, so throughput matters more than the last percent). */
 #define MERGE_LEVEL 19
+#define MERGE_LARGE_BYTES (256u << 10)
+#define MERGE_LARGE_LEVEL 6
 
 /* A copied values section, found again by (crc, size) then compared byte for byte. */
 struct vslot {
@@ -913,6 +915,8 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 	m.meta.first_only = opts ? opts->first_only_keys : NULL;
 	m.rewrite_grammars = opts && opts->rewrite_grammars;
 	rc = ctr_writer_init_mem(&m.cw, &m.out, MERGE_LEVEL);
+	m.cw.large_bytes = MERGE_LARGE_BYTES;
+	m.cw.large_level = MERGE_LARGE_LEVEL;
 	/* every signature first: a stream's twins may come from any input (find_twins) */
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		rc = map_input(&m, in[i], base, &ims[i], diag);
