@@ -84,13 +84,17 @@ void cap_symcache_entry(const struct cap_symcache *c, size_t i, uint64_t *pc,
 long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct cap_symcache *c);
 /* The bytes of a cache file of identity @id holding @c's entries, in a new *@out. */
 int cap_symdisk_build(const struct cap_symcache *c, const char *id, uint8_t **out, size_t *len);
-/* cap_symdisk_parse() of @dir's file for @id. @return as it, or -errno (-ENOENT: none) */
+/*
+ * cap_symdisk_parse() of @dir's file for @id, if it is a regular file of the user's that
+ * nobody else may write (else -EINVAL). @return as it, or -errno (-ENOENT: none)
+ */
 long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c);
 /*
  * Write @c's entries as @dir's file for @id (creating @dir, mode 0700), in place of any
- * earlier one, then trim @dir to SYMDISK_MAX_FILES. @return 0 or -errno
+ * earlier one; with @trim_dir, then trim @dir to SYMDISK_MAX_FILES. @return 0 or -errno
  */
-int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c);
+int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c,
+		     bool trim_dir);
 
 /* ---- demangle.c ---- */
 

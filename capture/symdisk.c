@@ -6,18 +6,19 @@
  * costs some 45 ms of CPU to open (its sections are compressed), more than `ls` takes.
  *
  * The caller gives the identity, a string that changes whenever a lookup could give another
- * answer (symbolize.c: the path, device, inode, size and mtime of the file and of its debug
- * file, and the tracefs version); it is stored in the file and must match byte for byte.
+ * answer (symbolize.c says what it holds); it is stored in the file and must match byte for
+ * byte.
  * Layout, little-endian:
  *   "TFSYMC01", u32 id_len, id, u32 n,
  *   n times: u64 pc, u8 n_frames (<= 64),
  *            n_frames times: u32 line, u16 fn_len (0xffff: no function), fn, u16 file_len, file
  *   u64 FNV-1a of every byte before it.
- * Strings hold no NUL byte. A file that is too large, short, damaged or of another identity
- * is ignored whole: nothing of it reaches the cache. Files are written to a temporary name
- * and renamed, so a reader never sees half of one; loading a file touches its mtime, and a
- * save into a directory holding more than SYMDISK_MAX_FILES files removes the least
- * recently loaded or saved. This file knows nothing of DWARF (symbolize.c) nor of how the
+ * Strings hold no NUL byte. A file that is too large, short, damaged, of another identity,
+ * not a regular file, not the user's own or writable by others is ignored whole: nothing of
+ * it reaches the cache. Files are written to a temporary file of a name of its own and
+ * renamed, so a reader never sees half of one; loading a file touches its mtime, and a
+ * trimming save into a directory holding more than SYMDISK_MAX_FILES files removes the
+ * least recently loaded or saved (and temporary files an hour old). This file knows nothing of DWARF (symbolize.c) nor of how the
  * cache stores entries (symcache.c).
  */
 #include <dirent.h>
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "symbols_i.h"
@@ -278,36 +280,66 @@ static bool file_name(const char *dir, const char *id, char *buf, size_t size)
 	return n > 0 && (size_t)n < size;
 }
 
+/* Read all @n bytes of @fd into @buf. @return 0 or -errno (-EIO: it was shorter) */
+static int read_all(int fd, uint8_t *buf, size_t n)
+{
+	while (n > 0) {
+		const ssize_t r = read(fd, buf, n);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		buf += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
 long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c)
 {
 	char path[4096];
 	struct stat st;
 	uint8_t *buf;
-	long rc = -EINVAL;
+	long rc;
 	int fd;
 
 	if (!file_name(dir, id, path, sizeof(path)))
 		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO planted there must not hold the recorder */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > SYMDISK_MAX_BYTES) {
-		close(fd);
-		return -EINVAL;
-	}
+	rc = -EINVAL;
+	/* a regular file of ours that nobody else may write: names go into traces */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 022) || st.st_size > SYMDISK_MAX_BYTES)
+		goto out_close;
+	rc = -ENOMEM;
 	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
-	if (buf && read(fd, buf, (size_t)st.st_size) == st.st_size)
+	if (!buf)
+		goto out_close;
+	rc = read_all(fd, buf, (size_t)st.st_size);
+	if (rc == 0)
 		rc = cap_symdisk_parse(buf, (size_t)st.st_size, id, c);
-	else if (!buf)
-		rc = -ENOMEM;
 	if (rc >= 0)
 		(void)futimens(fd, NULL); /* recently used: the last to be removed */
 	free(buf);
+out_close:
 	close(fd);
 	return rc;
 }
 
-/* More than SYMDISK_MAX_FILES cache files in @dir: remove the least recently used ones. */
+/* Whether @name is a temporary file of cap_symdisk_save(): "<16 hex>.sym.XXXXXX". */
+static bool is_tmp(const char *name)
+{
+	return strlen(name) == 27 && !strncmp(name + 16, ".sym.", 5);
+}
+
+/*
+ * More than SYMDISK_MAX_FILES cache files in @dir: remove the least recently used ones;
+ * and temporary files an interrupted save left, an hour old or more.
+ */
 static void trim(const char *dir)
 {
 	struct ent {
@@ -315,6 +347,7 @@ static void trim(const char *dir)
 		struct timespec t;
 	} *v = NULL;
 	size_t n = 0, cap = 0;
+	const time_t now = time(NULL);
 	struct dirent *d;
 	DIR *dh = opendir(dir);
 
@@ -324,8 +357,11 @@ static void trim(const char *dir)
 		const size_t len = strlen(d->d_name);
 		struct stat st;
 
-		if (len != 20 || strcmp(d->d_name + 16, ".sym") != 0 ||
-		    fstatat(dirfd(dh), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (fstatat(dirfd(dh), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (is_tmp(d->d_name) && st.st_mtim.tv_sec + 3600 < now)
+			(void)unlinkat(dirfd(dh), d->d_name, 0);
+		if (len != 20 || strcmp(d->d_name + 16, ".sym") != 0)
 			continue;
 		if (n == cap) {
 			struct ent *w = realloc(v, (cap = cap ? 2 * cap : 64) * sizeof(*v));
@@ -374,12 +410,42 @@ static int make_dirs(const char *path)
 	}
 }
 
-int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c)
+/* Write @len bytes of @buf to a new temporary file beside @path, then rename it @path. */
+static int replace(const char *path, const uint8_t *buf, size_t len)
 {
-	char path[4096], tmp[4200];
+	char tmp[4200];
+	int rc = 0, fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
+	fd = mkostemp(tmp, O_CLOEXEC); /* a name of its own: O_EXCL, mode 0600 */
+	if (fd < 0)
+		return -errno;
+	while (len > 0 && rc == 0) {
+		const ssize_t w = write(fd, buf, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			rc = w < 0 ? -errno : -EIO;
+		else
+			buf += w, len -= (size_t)w;
+	}
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0)
+		(void)unlink(tmp);
+	return rc;
+}
+
+int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c,
+		     bool trim_dir)
+{
+	char path[4096];
 	uint8_t *buf;
 	size_t len;
-	int rc, fd;
+	int rc;
 
 	if (!file_name(dir, id, path, sizeof(path)))
 		return -ENAMETOOLONG;
@@ -389,27 +455,9 @@ int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache 
 	rc = cap_symdisk_build(c, id, &buf, &len);
 	if (rc < 0)
 		return rc;
-	if (len > SYMDISK_MAX_BYTES) {
-		free(buf);
-		return -EFBIG;
-	}
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0) {
-		rc = -errno;
-	} else {
-		const ssize_t wr = write(fd, buf, len);
-
-		rc = wr == (ssize_t)len ? 0 : wr < 0 ? -errno : -EIO;
-		if (close(fd) < 0 && rc == 0)
-			rc = -errno;
-		if (rc == 0 && rename(tmp, path) < 0)
-			rc = -errno;
-		if (rc < 0)
-			(void)unlink(tmp);
-	}
+	rc = len > SYMDISK_MAX_BYTES ? -EFBIG : replace(path, buf, len);
 	free(buf);
-	if (rc == 0)
+	if (rc == 0 && trim_dir)
 		trim(dir);
 	return rc;
 }

@@ -46,6 +46,7 @@ static struct cap_symcache *random_cache(size_t n, uint64_t seed)
 	struct tfs_src_frame f[64];
 
 	g_rng = seed;
+	printf("# random cache of %zu entries, seed %" PRIu64 "\n", n, seed);
 	assert_int_equal(cap_symcache_new(&c), 0);
 	for (size_t i = 0; i < n; i++) {
 		const struct tfs_src_frame *stored;
@@ -274,7 +275,7 @@ static void test_symdisk_files(void **state)
 	assert_non_null(mkdtemp(top));
 	snprintf(dir, sizeof(dir), "%s/a/b", top);
 	assert_int_equal(cap_symdisk_load(dir, ID, a), -ENOENT);
-	assert_int_equal(cap_symdisk_save(dir, ID, a), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
 	assert_int_equal(stat(dir, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	assert_int_equal(count_sym(dir), 1);
@@ -294,7 +295,7 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 0777, 0600);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_save(dir, "other", b), 0);
+		assert_int_equal(cap_symdisk_save(dir, "other", b, false), 0);
 		assert_int_equal(count_sym(dir), 2);
 		/* find the other's name, put ID's bytes there */
 		d = opendir(dir);
@@ -320,10 +321,13 @@ static void test_symdisk_files(void **state)
 	}
 	snprintf(path, sizeof(path), "%s/notes.txt", dir);
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	assert_int_equal(cap_symdisk_save(dir, ID, a), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
+	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES + 12); /* no trimming asked */
+	assert_int_equal(cap_symdisk_save(dir, ID, a, true), 0);
 	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES);
 	assert_int_equal(access(path, F_OK), 0);
 	/* 266 old files, the renamed one and ID's: the 12 oldest went */
+	assert_int_equal(access(path, F_OK), 0); /* notes.txt */
 	for (int i = 0; i <= 12; i++) {
 		snprintf(path, sizeof(path), "%s/%016x.sym", dir, 0xf000 + i);
 		assert_int_equal(access(path, F_OK), i < 12 ? -1 : 0);
@@ -331,6 +335,31 @@ static void test_symdisk_files(void **state)
 	assert_int_equal(cap_symcache_new(&b), 0);
 	assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
 	cap_symcache_free(b);
+	/* what may not be read: a FIFO (must not block), a directory, a file others may write */
+	{
+		char mine[512];
+
+		/* ID's file: named by its identity's FNV-1a (symdisk.c) */
+		snprintf(mine, sizeof(mine), "%s/%016" PRIx64 ".sym", dir,
+			 fnv1a((const uint8_t *)ID, strlen(ID)));
+		assert_int_equal(access(mine, F_OK), 0);
+		assert_int_equal(chmod(mine, 0622), 0);
+		assert_int_equal(cap_symcache_new(&b), 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
+		assert_int_equal(unlink(mine), 0);
+		assert_int_equal(mkfifo(mine, 0600), 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
+		assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0); /* replaces it */
+		assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
+		cap_symcache_free(b);
+		assert_int_equal(unlink(mine), 0);
+		assert_int_equal(mkdir(mine, 0700), 0);
+		assert_int_equal(cap_symcache_new(&b), 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
+		assert_true(cap_symdisk_save(dir, ID, a, false) < 0);
+		assert_int_equal(cap_symcache_n(b), 0);
+		cap_symcache_free(b);
+	}
 	cap_symcache_free(a);
 	{
 		char cmd[600];

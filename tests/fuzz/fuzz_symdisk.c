@@ -4,7 +4,7 @@
  * the identity it names is the one asked for, so that mutations reach the entries. It
  * checks that any bytes are read without a read outside them, a crash, a leak or a hang,
  * that checking alone and reading into a cache agree, and that what was read is written
- * back to a file that reads again the same.
+ * back to a file that reads again the same and is written again byte for byte the same.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -48,9 +48,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort(); /* checking and reading disagree */
 		if (n >= 0 && cap_symdisk_build(c, id, &out, &out_len) == 0) {
 			if (cap_symcache_new(&again) == 0) {
+				uint8_t *out2;
+				size_t len2;
+
 				if (cap_symdisk_parse(out, out_len, id, again) != n ||
 				    cap_symcache_n(again) != cap_symcache_n(c))
 					abort(); /* written back, it reads otherwise */
+				if (cap_symdisk_build(again, id, &out2, &len2) == 0) {
+					if (len2 != out_len || memcmp(out, out2, len2))
+						abort(); /* a string, line or frame changed */
+					free(out2);
+				}
 				cap_symcache_free(again);
 			}
 			free(out);
