@@ -29,10 +29,12 @@
  *
  * With a directory set (cap_symbols_keep_in(): `tracefs record` sets one), a file's results
  * also outlive the recording (symdisk.c): read back when the file is first met, written
- * when a pass found new ones. They are keyed by the file's identity and its separate debug
- * file's (the one under /usr/lib/debug/.build-id/ named by its build id; a debug file found
- * only by .gnu_debuglink and installed later is not noticed), and SYM_RULES, which changes
- * whenever a lookup would give other frames.
+ * when a pass found new ones. They are keyed by the rules (SYM_RULES, to be changed
+ * whenever a lookup would give other frames, the tracefs version, whether C++ names
+ * demangle), the file's identity, ctime and build id, and those of the debug file under
+ * /usr/lib/debug/.build-id/ its build id names. Results are kept only when DWARF came from
+ * the file or from that debug file, or from none while no debuginfod server is set: a
+ * debug file found by .gnu_debuglink or debuginfod is read again each time.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -99,6 +101,7 @@ struct obj {
 	bool symtab_done;
 	struct cap_symcache *cache; /* results by address in the file, names demangled */
 	char *disk_id;		    /* its identity on disk (symdisk.c), NULL: not kept there */
+	char *dbg_path;		    /* the debug file its identity names ("": none) */
 	size_t disk_n;		    /* entries of the cache the disk holds */
 };
 
@@ -111,6 +114,7 @@ static uint64_t g_use, g_pass;
 
 static char *debuginfo_path;
 static char *g_disk_dir; /* cap_symbols_keep_in() */
+static bool g_trimmed;	 /* g_disk_dir was trimmed once by this process */
 
 static const Dwfl_Callbacks offline_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
@@ -458,6 +462,7 @@ static void obj_free(struct obj *o)
 	cap_symtab_free(o->symtab);
 	cap_symcache_free(o->cache);
 	free(o->disk_id);
+	free(o->dbg_path);
 	free(o->path);
 	free(o);
 }
@@ -536,44 +541,66 @@ static int objs_make_room(void)
 	return 0;
 }
 
-/* "dev ino size mtime" of @st into @buf, "-" when @ok is false. */
+/* "dev ino size mtime ctime" of @st into @buf, "-" when @ok is false. */
 static void stamp(char *buf, size_t size, bool ok, const struct stat *st)
 {
 	if (!ok)
 		snprintf(buf, size, "-");
-	else
-		snprintf(buf, size, "%ju %ju %jd %jd.%09ld", (uintmax_t)st->st_dev,
+	else /* ctime too: a file rewritten in place with its size and mtime kept */
+		snprintf(buf, size, "%ju %ju %jd %jd.%09ld %jd.%09ld", (uintmax_t)st->st_dev,
 			 (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
-			 st->st_mtim.tv_nsec);
+			 st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* Whether C++ names demangle here (demangle.c may find no libstdc++): in the identity. */
+static bool can_demangle(void)
+{
+	static int known; /* 0 unknown, 1 no, 2 yes; under g_objs_lock */
+
+	if (!known) {
+		char *d = cap_demangle_new("_Z1fv");
+
+		known = d ? 2 : 1;
+		free(d);
+	}
+	return known == 2;
 }
 
 /*
- * @o's identity on disk: what a lookup's answer depends on (symdisk.c). NULL when out of
- * memory or the path is too long.
+ * @o's identity on disk (symdisk.c): what a lookup's answer depends on, the rules
+ * (SYM_RULES, the tracefs version, whether names demangle), the file (path, identity,
+ * ctime) and its build id, and the debug file under /usr/lib/debug/.build-id it names
+ * (whether there is one, and its identity), whose path goes to o->dbg_path. NULL when the
+ * file could not be read, out of memory or the path is too long.
  */
-static char *disk_id(const struct obj *o, const struct stat *st)
+static char *disk_id(struct obj *o, const struct stat *st)
 {
-	char own[128], dbg[128], dbg_path[PATH_BYTES] = "", *id;
+	char own[160], dbg[160], bid[132] = "-", path[PATH_BYTES] = "", *id;
 	const unsigned char *bits;
 	GElf_Addr vaddr;
 	struct stat dst;
 	int n = o->mod ? dwfl_module_build_id(o->mod, &bits, &vaddr) : -1;
 	size_t len;
 
+	if (!o->mod)
+		return NULL; /* a failure of the moment would be kept */
 	if (n >= 2 && n <= 64) {
-		int at = snprintf(dbg_path, sizeof(dbg_path), "/usr/lib/debug/.build-id/%02x/",
-				  bits[0]);
+		int at = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bits[0]);
 
 		for (int i = 1; i < n; i++)
-			at += snprintf(dbg_path + at, sizeof(dbg_path) - (size_t)at, "%02x", bits[i]);
-		snprintf(dbg_path + at, sizeof(dbg_path) - (size_t)at, ".debug");
+			at += snprintf(path + at, sizeof(path) - (size_t)at, "%02x", bits[i]);
+		snprintf(path + at, sizeof(path) - (size_t)at, ".debug");
+		for (int i = 0; i < n; i++)
+			snprintf(bid + 2 * i, sizeof(bid) - 2 * (size_t)i, "%02x", bits[i]);
 	}
 	stamp(own, sizeof(own), true, st);
-	stamp(dbg, sizeof(dbg), dbg_path[0] && stat(dbg_path, &dst) == 0, &dst);
-	len = strlen(o->path) + strlen(own) + strlen(dbg) + 64;
-	id = malloc(len);
+	stamp(dbg, sizeof(dbg), path[0] && stat(path, &dst) == 0, &dst);
+	o->dbg_path = strdup(path);
+	len = strlen(o->path) + strlen(own) + strlen(dbg) + strlen(bid) + 128;
+	id = o->dbg_path ? malloc(len) : NULL;
 	if (id)
-		snprintf(id, len, "rules %d\n%s\n%s\ndebug %s\n", SYM_RULES, o->path, own, dbg);
+		snprintf(id, len, "rules %d tracefs %s demangle %d\n%s\n%s\nbuild-id %s\ndebug %s\n",
+			 SYM_RULES, tfs_version(), can_demangle(), o->path, own, bid, dbg);
 	return id;
 }
 
@@ -590,6 +617,25 @@ static void disk_load(struct obj *o, const struct stat *st)
 	if (getenv("TFS_SYMBOL_STATS"))
 		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s\n", o->path,
 			n < 0 ? 0 : n, n == -ENOENT ? " (none)" : n < 0 ? " (not read)" : "");
+	if (n < 0 && n != -ENOENT && n != -EINVAL) {
+		/* not read for want of memory or an I/O error: its file stays as it is */
+		free(o->disk_id);
+		o->disk_id = NULL;
+	}
+}
+
+/*
+ * Whether @o's results may be kept: its DWARF came from the file itself or from the debug
+ * file its identity names, or it has none and no debuginfod server could bring one later.
+ */
+static bool keepable(const struct obj *o)
+{
+	const char *debug = NULL, *urls = getenv("DEBUGINFOD_URLS");
+
+	dwfl_module_info(o->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debug);
+	if (debug)
+		return !strcmp(debug, o->dbg_path) || !strcmp(debug, o->path);
+	return !urls || !urls[0];
 }
 
 void cap_symbols_keep_in(const char *dir)
@@ -747,8 +793,14 @@ static void disk_save_new(struct pass *p)
 
 		if (!o || !o->disk_id || cap_symcache_n(o->cache) == o->disk_n)
 			continue;
-		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache) == 0)
+		if (!keepable(o)) {
+			free(o->disk_id); /* names from elsewhere: looked up each time */
+			o->disk_id = NULL;
+			continue;
+		}
+		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed) == 0)
 			o->disk_n = cap_symcache_n(o->cache);
+		g_trimmed = true; /* a directory read per recording at most */
 	}
 }
 

@@ -26,8 +26,9 @@ through the reader API (bt_dump --symbols: every address of every rank with its 
    allocs.folded are byte for byte the first recording's; with every file damaged, the
    files are ignored, the views are the same again and the files are written anew; with
    TRACEFS_SYMBOL_DIR empty nothing is written, and without it the files go to
-   $XDG_CACHE_HOME/tracefs/symbols. (The other tests run with TRACEFS_SYMBOL_DIR empty,
-   set for the whole suite in meson.build.)
+   $XDG_CACHE_HOME/tracefs/symbols; a program rewritten in place with its inode, size and
+   mtime kept (and no build id) is looked up again. (The other tests run with
+   TRACEFS_SYMBOL_DIR empty, set for the whole suite in meson.build.)
 
   check_symbols.py --tracefs T --capbt B --dump D [--cxx X --cxx-source cap_cxx.cpp]
 """
@@ -455,6 +456,50 @@ def test_disk(tap, args, work):
     tap.ok(off == [] and len(on) == len(files0),
            "disk: TRACEFS_SYMBOL_DIR empty writes nothing; unset, the files go to "
            "$XDG_CACHE_HOME/tracefs/symbols", "empty: %r, unset: %r" % (off, on))
+    test_disk_rewritten(tap, args, work)
+
+
+def test_disk_rewritten(tap, args, work):
+    """Two builds differing only in a function's name, the second copied over the first in
+    place with the first's mtime: the kept names must not outlive the first."""
+    gcc = tool("gcc")
+    what = "disk: a program rewritten in place, inode, size and mtime kept, is looked up again"
+    if not gcc:
+        tap.skip(what, "gcc missing")
+        return
+    exes = {}
+    for fn in ("alpha_fn", "omega_fn"):
+        src = os.path.join(work, fn + ".c")
+        with open(src, "w") as f:
+            f.write("#include <stdlib.h>\n__attribute__((noinline)) void *%s(void)\n"
+                    "{ return malloc(4242); }\nint main(void) { void *volatile p = %s(); "
+                    "free(p); return 0; }\n" % (fn, fn))
+        exes[fn] = os.path.join(work, fn)
+        rc, _, err = run([gcc, "-g", "-O0", "-Wl,--build-id=none", "-o", exes[fn], src])
+        if rc != 0:
+            tap.ok(False, what, "gcc: " + err)
+            return
+    a, o = (open(exes[k], "rb").read() for k in ("alpha_fn", "omega_fn"))
+    if len(a) != len(o):
+        tap.skip(what, "the two builds differ in size (%d, %d)" % (len(a), len(o)))
+        return
+    prog, d = os.path.join(work, "inplace"), os.path.join(work, "syms", "inplace")
+    with open(prog, "wb") as f:
+        f.write(a)
+    os.chmod(prog, 0o755)
+    env = {"TRACEFS_SYMBOL_DIR": d}
+    folded = []
+    for body in (a, o):
+        st = os.stat(prog)
+        with open(prog, "r+b") as f:  # the same inode
+            f.write(body)
+        os.utime(prog, ns=(st.st_atime_ns, st.st_mtime_ns))
+        trace, _ = record(args, work, "inplace", [prog], env=env)
+        folded.append(view(args, trace, "ranks/0/allocs.folded"))
+    same = os.stat(prog)
+    tap.ok("alpha_fn" in folded[0] and "omega_fn" in folded[1] and
+           "alpha_fn" not in folded[1] and len(sym_files(d)) >= 2 and same.st_size == len(a),
+           what, "first %r\nsecond %r" % (folded[0][-300:], folded[1][-300:]))
 
 
 def main():
