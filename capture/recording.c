@@ -21,6 +21,7 @@
 #include "tfs/recording.h"
 #include "recdir_i.h"
 #include "recprocs_i.h"
+#include "stacks_i.h"
 
 /* new processes' spools are looked for at least this often, however long a poll takes:
  * their producers wait for us once their spool has grown full (spool_i.h) */
@@ -93,6 +94,7 @@ int tfs_recording_new(const struct tfs_recording_opts *o, struct tfs_recording *
 	if (!r)
 		return -ENOMEM;
 	r->o = *o;
+	cap_symbols_keep_in(o->symbol_dir);
 	r->tm = (struct cap_timing){.timing = o->timing.timing,
 				    .rel_err = o->timing.rel_err,
 				    .coder = o->timing.coder};

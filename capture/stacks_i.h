@@ -90,6 +90,12 @@ uint32_t cap_stacks_n_modules(const struct cap_stacks *s);
 const struct cap_module *cap_stacks_module(const struct cap_stacks *s, uint32_t i);
 
 /*
+ * Keep symbolised addresses in directory @dir between recordings (symdisk.c), created when
+ * first written; NULL or "" keeps none (the default). Thread-safe.
+ */
+void cap_symbols_keep_in(const char *dir);
+
+/*
  * Symbolise every distinct code address once into @w (tfs_writer_add_symbol, @rank, the
  * frame's tagged value as the address): function, file and line, inlined functions as
  * frames of their own, from the load the frame was recorded in; a return address is

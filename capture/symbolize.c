@@ -26,6 +26,15 @@
  * TFS_SYMBOL_CACHE=0 looks every address up again in each process and names symbols with
  * libdwfl's own search (dwfl_module_addrname), only where DWARF gives no name at all: the
  * cost before the cache, for benchmarks.
+ *
+ * With a directory set (cap_symbols_keep_in(): `tracefs record` sets one), a file's results
+ * also outlive the recording (symdisk.c): read back when the file is first met, written
+ * when a pass found new ones. They are keyed by the rules (SYM_RULES, to be changed
+ * whenever a lookup would give other frames, the tracefs version, whether C++ names
+ * demangle), the file's identity, ctime and build id, and those of the debug file under
+ * /usr/lib/debug/.build-id/ its build id names. Results are kept only when DWARF came from
+ * the file or from that debug file, or from none while no debuginfod server is set: a
+ * debug file found by .gnu_debuglink or debuginfod is read again each time.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -45,6 +54,7 @@
 #include "symbols_i.h"
 
 #define MAX_SRC 64	/* source frames of one address (tfs_writer_add_symbol's limit) */
+#define SYM_RULES 1	/* the lookup rules' revision, in the identity of files kept on disk */
 #define PATH_BYTES 1024 /* an absolute source path; longer ones stay as DWARF has them */
 
 /* Room for the absolute source paths of one address's frames. */
@@ -90,6 +100,9 @@ struct obj {
 	struct cap_symtab *symtab; /* built when DWARF first leaves a name to it */
 	bool symtab_done;
 	struct cap_symcache *cache; /* results by address in the file, names demangled */
+	char *disk_id;		    /* its identity on disk (symdisk.c), NULL: not kept there */
+	char *dbg_path;		    /* the debug file its identity names ("": none) */
+	size_t disk_n;		    /* entries of the cache the disk holds */
 };
 
 #define MAX_OBJS 64 /* object files kept open, unless one process maps more */
@@ -100,6 +113,8 @@ static size_t g_n_objs, g_objs_cap;
 static uint64_t g_use, g_pass;
 
 static char *debuginfo_path;
+static char *g_disk_dir; /* cap_symbols_keep_in() */
+static bool g_trimmed;	 /* g_disk_dir was trimmed once by this process */
 
 static const Dwfl_Callbacks offline_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
@@ -446,6 +461,8 @@ static void obj_free(struct obj *o)
 	ctx_free(o->ctx);
 	cap_symtab_free(o->symtab);
 	cap_symcache_free(o->cache);
+	free(o->disk_id);
+	free(o->dbg_path);
 	free(o->path);
 	free(o);
 }
@@ -524,6 +541,111 @@ static int objs_make_room(void)
 	return 0;
 }
 
+/* "dev ino size mtime ctime" of @st into @buf, "-" when @ok is false. */
+static void stamp(char *buf, size_t size, bool ok, const struct stat *st)
+{
+	if (!ok)
+		snprintf(buf, size, "-");
+	else /* ctime too: a file rewritten in place with its size and mtime kept */
+		snprintf(buf, size, "%ju %ju %jd %jd.%09ld %jd.%09ld", (uintmax_t)st->st_dev,
+			 (uintmax_t)st->st_ino, (intmax_t)st->st_size, (intmax_t)st->st_mtim.tv_sec,
+			 st->st_mtim.tv_nsec, (intmax_t)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+}
+
+/* Whether C++ names demangle here (demangle.c may find no libstdc++): in the identity. */
+static bool can_demangle(void)
+{
+	static int known; /* 0 unknown, 1 no, 2 yes; under g_objs_lock */
+
+	if (!known) {
+		char *d = cap_demangle_new("_Z1fv");
+
+		known = d ? 2 : 1;
+		free(d);
+	}
+	return known == 2;
+}
+
+/*
+ * @o's identity on disk (symdisk.c): what a lookup's answer depends on, the rules
+ * (SYM_RULES, the tracefs version, whether names demangle), the file (path, identity,
+ * ctime) and its build id, and the debug file under /usr/lib/debug/.build-id it names
+ * (whether there is one, and its identity), whose path goes to o->dbg_path. NULL when the
+ * file could not be read, out of memory or the path is too long.
+ */
+static char *disk_id(struct obj *o, const struct stat *st)
+{
+	char own[160], dbg[160], bid[132] = "-", path[PATH_BYTES] = "", *id;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct stat dst;
+	int n = o->mod ? dwfl_module_build_id(o->mod, &bits, &vaddr) : -1;
+	size_t len;
+
+	if (!o->mod)
+		return NULL; /* a failure of the moment would be kept */
+	if (n >= 2 && n <= 64) {
+		int at = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bits[0]);
+
+		for (int i = 1; i < n; i++)
+			at += snprintf(path + at, sizeof(path) - (size_t)at, "%02x", bits[i]);
+		snprintf(path + at, sizeof(path) - (size_t)at, ".debug");
+		for (int i = 0; i < n; i++)
+			snprintf(bid + 2 * i, sizeof(bid) - 2 * (size_t)i, "%02x", bits[i]);
+	}
+	stamp(own, sizeof(own), true, st);
+	stamp(dbg, sizeof(dbg), path[0] && stat(path, &dst) == 0, &dst);
+	o->dbg_path = strdup(path);
+	len = strlen(o->path) + strlen(own) + strlen(dbg) + strlen(bid) + 128;
+	id = o->dbg_path ? malloc(len) : NULL;
+	if (id)
+		snprintf(id, len, "rules %d tracefs %s demangle %d\n%s\n%s\nbuild-id %s\ndebug %s\n",
+			 SYM_RULES, tfs_version(), can_demangle(), o->path, own, bid, dbg);
+	return id;
+}
+
+/* Read @o's results kept on disk into its cache. */
+static void disk_load(struct obj *o, const struct stat *st)
+{
+	long n;
+
+	o->disk_id = disk_id(o, st);
+	if (!o->disk_id)
+		return;
+	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache);
+	o->disk_n = cap_symcache_n(o->cache);
+	if (getenv("TFS_SYMBOL_STATS"))
+		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s\n", o->path,
+			n < 0 ? 0 : n, n == -ENOENT ? " (none)" : n < 0 ? " (not read)" : "");
+	if (n < 0 && n != -ENOENT && n != -EINVAL) {
+		/* not read for want of memory or an I/O error: its file stays as it is */
+		free(o->disk_id);
+		o->disk_id = NULL;
+	}
+}
+
+/*
+ * Whether @o's results may be kept: its DWARF came from the file itself or from the debug
+ * file its identity names, or it has none and no debuginfod server could bring one later.
+ */
+static bool keepable(const struct obj *o)
+{
+	const char *debug = NULL, *urls = getenv("DEBUGINFOD_URLS");
+
+	dwfl_module_info(o->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debug);
+	if (debug)
+		return !strcmp(debug, o->dbg_path) || !strcmp(debug, o->path);
+	return !urls || !urls[0];
+}
+
+void cap_symbols_keep_in(const char *dir)
+{
+	pthread_mutex_lock(&g_objs_lock);
+	free(g_disk_dir);
+	g_disk_dir = dir && dir[0] ? strdup(dir) : NULL; /* no memory: not kept */
+	pthread_mutex_unlock(&g_objs_lock);
+}
+
 /* The cached object of file @path, opened now if need be; NULL when it cannot be. */
 static struct obj *obj_get(struct pass *p, const char *path)
 {
@@ -545,6 +667,8 @@ static struct obj *obj_get(struct pass *p, const char *path)
 		p->n_opened++;
 		if (getenv("TFS_SYMBOL_STATS"))
 			fprintf(stderr, "tracefs: symbols: open %s\n", path);
+		if (g_disk_dir && p->cached)
+			disk_load(o, &st);
 	}
 	o->last_use = ++g_use;
 	o->pass = g_pass;
@@ -661,6 +785,25 @@ static int symbolize_one(struct pass *p, struct tfs_writer *w, uint32_t rank, ui
 	return tfs_writer_add_symbol(w, rank, key, mem, n);
 }
 
+/* Write the caches of this pass's files that gained results to disk (failures: not kept). */
+static void disk_save_new(struct pass *p)
+{
+	for (uint32_t i = 0; i < cap_stacks_n_modules(p->s); i++) {
+		struct obj *o = p->objs[i];
+
+		if (!o || !o->disk_id || cap_symcache_n(o->cache) == o->disk_n)
+			continue;
+		if (!keepable(o)) {
+			free(o->disk_id); /* names from elsewhere: looked up each time */
+			o->disk_id = NULL;
+			continue;
+		}
+		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed) == 0)
+			o->disk_n = cap_symcache_n(o->cache);
+		g_trimmed = true; /* a directory read per recording at most */
+	}
+}
+
 /* CPU time of the calling thread: what symbolisation costs, whatever else runs. */
 static uint64_t cpu_ns(void)
 {
@@ -690,6 +833,8 @@ int cap_stacks_symbolize(const struct cap_stacks *s, struct tfs_writer *w, uint3
 	g_pass++;
 	for (uint64_t i = 0; i < cap_stacks_n_addrs(s) && rc == 0; i++)
 		rc = symbolize_one(&p, w, rank, cap_stacks_addr(s, i), n_named);
+	if (rc == 0 && g_disk_dir)
+		disk_save_new(&p);
 	pthread_mutex_unlock(&g_objs_lock);
 	if (getenv("TFS_SYMBOL_STATS"))
 		fprintf(stderr,

@@ -65,6 +65,36 @@ int cap_symcache_put(struct cap_symcache *c, uint64_t pc, const struct tfs_src_f
  * of memory; borrowed until the cache is freed
  */
 const char *cap_symcache_demangle(struct cap_symcache *c, const char *name);
+/* Addresses stored, and the @i-th of them (0 <= @i < n, in the order they were put). */
+size_t cap_symcache_n(const struct cap_symcache *c);
+void cap_symcache_entry(const struct cap_symcache *c, size_t i, uint64_t *pc,
+			const struct tfs_src_frame **frames, uint32_t *n);
+
+/* ---- symdisk.c ---- */
+
+#define SYMDISK_MAX_BYTES (64 << 20) /* a larger file is neither read nor written */
+#define SYMDISK_MAX_FILES 256	     /* files a directory keeps, the least recently used go */
+
+/*
+ * Put the entries of a cache file's bytes @buf[0..@len) into @c (those it holds already
+ * are skipped), if the file is whole and of identity @id; with @c NULL only check it.
+ * @return entries added (@c NULL: the file's entries), -EINVAL (damaged, or another
+ * identity: nothing added) or -ENOMEM
+ */
+long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct cap_symcache *c);
+/* The bytes of a cache file of identity @id holding @c's entries, in a new *@out. */
+int cap_symdisk_build(const struct cap_symcache *c, const char *id, uint8_t **out, size_t *len);
+/*
+ * cap_symdisk_parse() of @dir's file for @id, if it is a regular file of the user's that
+ * nobody else may write (else -EINVAL). @return as it, or -errno (-ENOENT: none)
+ */
+long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c);
+/*
+ * Write @c's entries as @dir's file for @id (creating @dir, mode 0700), in place of any
+ * earlier one; with @trim_dir, then trim @dir to SYMDISK_MAX_FILES. @return 0 or -errno
+ */
+int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c,
+		     bool trim_dir);
 
 /* ---- demangle.c ---- */
 

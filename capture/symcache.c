@@ -231,7 +231,7 @@ static int reserve(struct cap_symcache *c, uint32_t n)
 		c->v = v;
 		c->cap = cap;
 	}
-	if (c->n_frames + n > c->frames_cap) {
+	if (c->n_frames + n > c->frames_cap || !c->frames) { /* a first entry of no frames too */
 		size_t cap = c->frames_cap ? 2 * c->frames_cap : 1024;
 		struct tfs_src_frame *f;
 
@@ -292,4 +292,17 @@ const char *cap_symcache_demangle(struct cap_symcache *c, const char *name)
 	c->demangled.vals[i] = val;
 	c->demangled.n++;
 	return val;
+}
+
+size_t cap_symcache_n(const struct cap_symcache *c)
+{
+	return c->n;
+}
+
+void cap_symcache_entry(const struct cap_symcache *c, size_t i, uint64_t *pc,
+			const struct tfs_src_frame **frames, uint32_t *n)
+{
+	*pc = c->v[i].pc;
+	*frames = c->frames + c->v[i].first;
+	*n = c->v[i].n;
 }

@@ -69,6 +69,8 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level)
 	buf_init(&cw->pack);
 	cw->fd = fd;
 	cw->zstd_level = zstd_level;
+	cw->large_bytes = CTR_LARGE_BYTES;
+	cw->large_level = CTR_LARGE_LEVEL;
 	cw->off = CTR_HEADER_BYTES;
 	return write_all(cw, zero, sizeof(zero), 0);
 }
@@ -82,6 +84,8 @@ int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_lev
 	cw->fd = -1;
 	cw->mem = mem;
 	cw->zstd_level = zstd_level;
+	cw->large_bytes = CTR_LARGE_BYTES;
+	cw->large_level = CTR_LARGE_LEVEL;
 	cw->off = CTR_HEADER_BYTES;
 	return write_all(cw, zero, sizeof(zero), 0);
 }
@@ -159,6 +163,12 @@ int ctr_add_stored(struct ctr_writer *cw, const struct sec_entry *e, const void 
 	return 0;
 }
 
+int ctr_level(const struct ctr_writer *cw, size_t n)
+{
+	return n > cw->large_bytes && cw->zstd_level > cw->large_level ? cw->large_level
+								      : cw->zstd_level;
+}
+
 int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data, size_t n,
 	    size_t head_len)
 {
@@ -175,7 +185,7 @@ int ctr_add(struct ctr_writer *cw, uint16_t type, int compress, const void *data
 		return rc;
 	buf_init(&z);
 	if (compress) {
-		rc = zs_compress(&z, data, n, cw->zstd_level);
+		rc = zs_compress(&z, data, n, ctr_level(cw, n));
 		if (rc < 0)
 			goto out;
 		/* CTR_ZSTD_IF_SMALLER: a frame costs about 13 bytes, tiny payloads stay raw */
@@ -246,7 +256,7 @@ int ctr_finish(struct ctr_writer *cw)
 	struct tfs_buf t, z;
 	const struct tfs_buf *stored = &t;
 	uint8_t hdr[CTR_HEADER_BYTES];
-	int rc, level = cw->zstd_level;
+	int rc;
 
 	buf_init(&t);
 	buf_init(&z);
@@ -255,9 +265,7 @@ int ctr_finish(struct ctr_writer *cw)
 		rc = -EFBIG;
 	if (rc < 0)
 		goto out;
-	if (t.len > (2u << 20) && level > 6)
-		level = 6; /* a table of very many sections: do not spend seconds on it */
-	rc = zs_compress(&z, t.data, t.len, level);
+	rc = zs_compress(&z, t.data, t.len, ctr_level(cw, t.len));
 	if (rc < 0)
 		goto out;
 	if (z.len < t.len)

@@ -65,6 +65,8 @@ struct ctr_writer {
 	struct tfs_buf *mem;
 	uint64_t off;
 	int zstd_level;
+	size_t large_bytes; /* payloads above: at large_level at most (ctr_level()) */
+	int large_level;
 	struct sec_entry *ents;
 	uint32_t n, cap;
 	struct tfs_buf pack; /* payloads of the packed sections, in entry order */
@@ -75,6 +77,20 @@ int ctr_writer_init(struct ctr_writer *cw, int fd, int zstd_level);
 /* Same, into the empty buffer @mem (the caller owns it). @return 0 or -ENOMEM */
 int ctr_writer_init_mem(struct ctr_writer *cw, struct tfs_buf *mem, int zstd_level);
 void ctr_writer_fini(struct ctr_writer *cw);
+/*
+ * The one rule for how hard a writer compresses: a payload (section or table) of more than
+ * cw->large_bytes is compressed at cw->large_level at most, whatever level was asked. A
+ * writer starts with CTR_LARGE_BYTES and CTR_LARGE_LEVEL: level 19 runs at about 3 MB/s and
+ * level 9 at about 20 MB/s here, and on cc1's 242 KiB grammar 9 was 7% larger (0.2% of the
+ * trace) and saved 60 ms, about 2% of recording it (tests/bench/run_recorder). A merge,
+ * which runs at MPI_Finalize in log2(P) rounds, sets its own (merge.c). Small payloads,
+ * where the last percent is cheap, keep the level asked.
+ */
+#define CTR_LARGE_BYTES (64u << 10)
+#define CTR_LARGE_LEVEL 9
+/* The level at which @cw compresses @n bytes (ctr_add(), ctr_finish()). */
+int ctr_level(const struct ctr_writer *cw, size_t n);
+
 /* ctr_add() @compress: one zstd frame unless that is not smaller than the payload. */
 #define CTR_ZSTD_IF_SMALLER 2
 

@@ -24,11 +24,11 @@
 #include "tfs/merge.h"
 #include "trace_i.h"
 
-/* Sections this module compresses: small ones hard, large ones fast (merges run at
- * MPI_Finalize in log2(P) rounds, so throughput matters more than the last percent). */
-#define SMALL_SECTION (256u << 10)
-#define SMALL_LEVEL 19
-#define LARGE_LEVEL 6
+/* Sections this module compresses: small ones hard, large ones fast (ctr_level(); merges run
+ * at MPI_Finalize in log2(P) rounds, so throughput matters more than the last percent). */
+#define MERGE_LEVEL 19
+#define MERGE_LARGE_BYTES (256u << 10)
+#define MERGE_LARGE_LEVEL 6
 
 /* A copied values section, found again by (crc, size) then compared byte for byte. */
 struct vslot {
@@ -323,7 +323,6 @@ static int map_terms(struct mg *m, const struct tfs_trace *t, uint32_t base, str
 
 static int add_section(struct mg *m, uint16_t type, const void *data, size_t n)
 {
-	m->cw.zstd_level = n <= SMALL_SECTION ? SMALL_LEVEL : LARGE_LEVEL;
 	return ctr_add(&m->cw, type, type == SEC_GRAMMAR ? CTR_ZSTD_IF_SMALLER : 1, data, n, n);
 }
 
@@ -915,7 +914,9 @@ int tfs_merge_traces_opts(struct tfs_trace *const *in, uint32_t n,
 	mg_init(&m);
 	m.meta.first_only = opts ? opts->first_only_keys : NULL;
 	m.rewrite_grammars = opts && opts->rewrite_grammars;
-	rc = ctr_writer_init_mem(&m.cw, &m.out, SMALL_LEVEL);
+	rc = ctr_writer_init_mem(&m.cw, &m.out, MERGE_LEVEL);
+	m.cw.large_bytes = MERGE_LARGE_BYTES;
+	m.cw.large_level = MERGE_LARGE_LEVEL;
 	/* every signature first: a stream's twins may come from any input (find_twins) */
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		rc = map_input(&m, in[i], base, &ims[i], diag);

@@ -707,11 +707,33 @@ static int reap_for_saver(int to_saver, int from_saver, bool *saved)
 	return status;
 }
 
+/*
+ * Where recordings keep the names they find (tfs_recording_opts.symbol_dir):
+ * $TRACEFS_SYMBOL_DIR ("" for nowhere), else $XDG_CACHE_HOME/tracefs/symbols, else
+ * $HOME/.cache/tracefs/symbols; NULL without any of them.
+ */
+static const char *symbol_dir(char *buf, size_t size)
+{
+	const char *env = getenv("TRACEFS_SYMBOL_DIR"), *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (env)
+		return env;
+	if (xdg && xdg[0] == '/')
+		n = snprintf(buf, size, "%s/tracefs/symbols", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(buf, size, "%s/.cache/tracefs/symbols", home);
+	else
+		return NULL;
+	return n > 0 && (size_t)n < size ? buf : NULL;
+}
+
 static int record(const struct record_opts *o, const char *lib, const char *out)
 {
 	struct sigaction fwd = {.sa_handler = forward_signal},
 			 sent = {.sa_sigaction = forward_sent_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
-	char cmdline[4096], size[32], how[96];
+	char cmdline[4096], size[32], how[96], sym_dir[PATH_MAX];
 	const char *slash = strrchr(o->argv[0], '/');
 	/* mpi_impl: the launcher's MPI, whose special ranks a replay proxy maps */
 	const char *meta[] = {"mpi_size", size, o->mpi_impl ? "mpi_impl" : NULL, o->mpi_impl, NULL};
@@ -726,6 +748,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	    /* the rank is the trace's own: ranks/<r> */
 	    .meta = o->mpi_size > 0 ? meta : NULL,
 	    .mpi = o->mpi_size > 0,
+	    .symbol_dir = symbol_dir(sym_dir, sizeof(sym_dir)),
 	    .say = fs_fail,
 	    .strerr = fs_strerror,
 	};

@@ -74,6 +74,10 @@ struct tfs_recording_opts {
 	 * {"mpi_size", "4", NULL} */
 	const char *const *meta;
 	bool mpi; /**< serve MPI_Finalize's request for the trace (libtfsmpi.so asks for it) */
+	/** where the names found for each object file are kept between recordings, so that a
+	 * later one reads them instead of the file's debugging information (created when first
+	 * written, mode 0700); NULL or "": nowhere */
+	const char *symbol_dir;
 	/** the recorder's voice: one line on stderr ("tracefs: " and the message) */
 	int (*say)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 	/** an errno's text, as the command line says it */

@@ -181,8 +181,8 @@ static int print_symbols(struct tfs_trace *t)
 
 	tfs_trace_get_info(t, &ti);
 	for (uint32_t r = 0; r < ti.n_ranks && rc == 0; r++) {
-		uint64_t *addrs;
-		size_t n;
+		uint64_t *addrs = NULL;
+		size_t n = 0;
 
 		rc = rank_addrs(t, r, &addrs, &n);
 		for (size_t i = 0; i < n && rc == 0; i++) {
@@ -199,8 +199,7 @@ static int print_symbols(struct tfs_trace *t)
 				       src[j].line);
 			printf("\n");
 		}
-		if (rc == 0)
-			free(addrs);
+		free(addrs);
 	}
 	return rc;
 }

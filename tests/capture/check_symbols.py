@@ -20,6 +20,15 @@ through the reader API (bt_dump --symbols: every address of every rank with its 
    named, and the recorder opens each object file once (TFS_SYMBOL_STATS: cc1 once for
    three cc1 processes), the later cc1 processes finding most of their addresses in the
    cache of the first. No timing is checked: tests/bench/run_symbols measures.
+5. Names kept on disk between recordings (TRACEFS_SYMBOL_DIR): cap_bt recorded into an
+   empty directory writes a file per object file (mode 0600, in a directory of mode 0700);
+   recorded again, every address comes from those files and backtraces.txt and
+   allocs.folded are byte for byte the first recording's; with every file damaged, the
+   files are ignored, the views are the same again and the files are written anew; with
+   TRACEFS_SYMBOL_DIR empty nothing is written, and without it the files go to
+   $XDG_CACHE_HOME/tracefs/symbols; a program rewritten in place with its inode, size and
+   mtime kept (and no build id) is looked up again. (The other tests run with
+   TRACEFS_SYMBOL_DIR empty, set for the whole suite in meson.build.)
 
   check_symbols.py --tracefs T --capbt B --dump D [--cxx X --cxx-source cap_cxx.cpp]
 """
@@ -53,17 +62,21 @@ CXX_NAMES = {
 
 def run(cmd, timeout=600, env=None, cwd=None):
     e = {k: v for k, v in os.environ.items() if k not in ENV_DROP}
-    e.update(env or {})
+    for k, v in (env or {}).items():  # None: unset
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, cwd=cwd,
                        timeout=timeout, stdin=subprocess.DEVNULL)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
-def record(args, work, name, cmd, cwd=None):
+def record(args, work, name, cmd, cwd=None, env=None):
     """Record @cmd with TFS_SYMBOL_STATS=1: (trace path, the recorder's stderr)."""
     trace = os.path.join(work, name + ".trace")
     rc, _, err = run([args.tracefs, "record", "-o", trace, "--trace=alloc", "--"] + cmd,
-                     env={"TFS_SYMBOL_STATS": "1"}, cwd=cwd)
+                     env=dict({"TFS_SYMBOL_STATS": "1"}, **(env or {})), cwd=cwd)
     if rc != 0:
         raise RuntimeError("record %s: status %d: %s" % (name, rc, err))
     return trace, err
@@ -383,6 +396,112 @@ def test_make(tap, args, work):
            repr(cc1_runs))
 
 
+# ---- 5. names kept on disk ----
+
+def sym_files(d):
+    return sorted(f for f in os.listdir(d) if f.endswith(".sym")) if os.path.isdir(d) else []
+
+
+def test_disk(tap, args, work):
+    d = os.path.join(work, "syms", "kept")
+    runs = []
+    for name in ("cold", "warm", "damaged", "mended"):
+        if name == "damaged":
+            for f in sym_files(d):
+                with open(os.path.join(d, f), "r+b") as fh:
+                    b = bytearray(fh.read())
+                    b[len(b) // 2] ^= 0x20
+                    fh.seek(0)
+                    fh.write(b)
+        trace, err = record(args, work, "disk_" + name, [args.capbt, "known"],
+                            env={"TRACEFS_SYMBOL_DIR": d})
+        kept = re.findall(r"^tracefs: symbols: (/.*): (\d+) kept on disk(.*)$", err, re.M)
+        _, per = stats_lines(err)
+        runs.append((name, kept, per, view(args, trace, "ranks/0/backtraces.txt"),
+                     view(args, trace, "ranks/0/allocs.folded"), sym_files(d)))
+    (_, k0, p0, bt0, f0, files0), (_, k1, p1, bt1, f1, files1) = runs[0], runs[1]
+    st_d = os.stat(d)
+    modes = [os.stat(os.path.join(d, f)).st_mode & 0o777 for f in files0]
+    tap.ok(len(files0) >= 2 and len(files0) == len(k0) and
+           all(n == "0" and note == " (none)" for _, n, note in k0) and
+           st_d.st_mode & 0o777 == 0o700 and modes == [0o600] * len(files0),
+           "disk, cold: a file per object file, mode 0600 in a directory of mode 0700",
+           "files %r, stats %r, modes %o %r" % (files0, k0, st_d.st_mode & 0o777, modes))
+    tap.ok(bt0.count("stack#") >= 4 and len(p0) == 1 and p0[0][3] == 0,
+           "disk, cold: nothing came from a cache", repr(p0))
+    tap.ok(len(k1) == len(k0) and all(int(n) > 0 for _, n, _ in k1) and len(p1) == 1 and
+           p1[0][3] == p1[0][1] and p1[0][2] == p0[0][2] and files1 == files0,
+           "disk, warm: every address read back from the files",
+           "stats %r, per process %r" % (k1, p1))
+    tap.ok(bt1 == bt0 and f1 == f0, "disk, warm: backtraces.txt and allocs.folded are the "
+           "cold recording's, byte for byte")
+    _, k2, p2, bt2, f2, files2 = runs[2]
+    tap.ok(all(note == " (not read)" for _, _, note in k2) and len(k2) == len(k0) and
+           p2[0][3] == 0 and bt2 == bt0 and f2 == f0,
+           "disk, damaged files: ignored, every address looked up again, the same views",
+           "stats %r, per process %r" % (k2, p2))
+    _, k3, p3, bt3, f3, _ = runs[3]
+    tap.ok(all(int(n) > 0 and note == "" for _, n, note in k3) and p3[0][3] == p3[0][1] and
+           bt3 == bt0, "disk, after the damage: the files were written anew and read back",
+           "stats %r, per process %r" % (k3, p3))
+    # TRACEFS_SYMBOL_DIR empty: nowhere; unset: $XDG_CACHE_HOME/tracefs/symbols
+    xdg = os.path.join(work, "syms", "xdg")
+    os.makedirs(xdg)
+    record(args, work, "disk_off", [args.capbt, "known"],
+           env={"TRACEFS_SYMBOL_DIR": "", "XDG_CACHE_HOME": xdg})
+    off = os.listdir(xdg)
+    record(args, work, "disk_xdg", [args.capbt, "known"],
+           env={"TRACEFS_SYMBOL_DIR": None, "XDG_CACHE_HOME": xdg})
+    on = sym_files(os.path.join(xdg, "tracefs", "symbols"))
+    tap.ok(off == [] and len(on) == len(files0),
+           "disk: TRACEFS_SYMBOL_DIR empty writes nothing; unset, the files go to "
+           "$XDG_CACHE_HOME/tracefs/symbols", "empty: %r, unset: %r" % (off, on))
+    test_disk_rewritten(tap, args, work)
+
+
+def test_disk_rewritten(tap, args, work):
+    """Two builds differing only in a function's name, the second copied over the first in
+    place with the first's mtime: the kept names must not outlive the first."""
+    gcc = tool("gcc")
+    what = "disk: a program rewritten in place, inode, size and mtime kept, is looked up again"
+    if not gcc:
+        tap.skip(what, "gcc missing")
+        return
+    exes = {}
+    for fn in ("alpha_fn", "omega_fn"):
+        src = os.path.join(work, fn + ".c")
+        with open(src, "w") as f:
+            f.write("#include <stdlib.h>\n__attribute__((noinline)) void *%s(void)\n"
+                    "{ return malloc(4242); }\nint main(void) { void *volatile p = %s(); "
+                    "free(p); return 0; }\n" % (fn, fn))
+        exes[fn] = os.path.join(work, fn)
+        rc, _, err = run([gcc, "-g", "-O0", "-Wl,--build-id=none", "-o", exes[fn], src])
+        if rc != 0:
+            tap.ok(False, what, "gcc: " + err)
+            return
+    a, o = (open(exes[k], "rb").read() for k in ("alpha_fn", "omega_fn"))
+    if len(a) != len(o):
+        tap.skip(what, "the two builds differ in size (%d, %d)" % (len(a), len(o)))
+        return
+    prog, d = os.path.join(work, "inplace"), os.path.join(work, "syms", "inplace")
+    with open(prog, "wb") as f:
+        f.write(a)
+    os.chmod(prog, 0o755)
+    env = {"TRACEFS_SYMBOL_DIR": d}
+    folded = []
+    for body in (a, o):
+        st = os.stat(prog)
+        with open(prog, "r+b") as f:  # the same inode
+            f.write(body)
+        os.utime(prog, ns=(st.st_atime_ns, st.st_mtime_ns))
+        trace, _ = record(args, work, "inplace", [prog], env=env)
+        folded.append(view(args, trace, "ranks/0/allocs.folded"))
+    same = os.stat(prog)
+    tap.ok("alpha_fn" in folded[0] and "omega_fn" in folded[1] and
+           "alpha_fn" not in folded[1] and len(sym_files(d)) >= 2 and same.st_size == len(a),
+           what, "first %r\nsecond %r" % (folded[0][-300:], folded[1][-300:]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     for opt in ("--tracefs", "--capbt", "--dump"):
@@ -395,7 +514,7 @@ def main():
             setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-sym.") as work:
-        for test in (test_cxx, test_stripped, test_gcc, test_make):
+        for test in (test_cxx, test_stripped, test_gcc, test_make, test_disk):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
