@@ -33,6 +33,7 @@
 #include "tfs/tfs.h"
 #include "calls_i.h"
 #include "capture_i.h"
+#include "files_i.h"
 #include "spool_i.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -374,6 +375,14 @@ static void thread_gone(void *arg)
 uint32_t cap_thread_reserve(void)
 {
 	return atomic_fetch_add_explicit(&g_spool.hdr->next_thread, 1, memory_order_relaxed);
+}
+
+uint32_t cap_file_reserve(void)
+{
+	static _Atomic uint32_t unspooled; /* no spool: the ids go nowhere */
+
+	return atomic_fetch_add_explicit(g_spool.hdr ? &g_spool.hdr->next_file : &unspooled, 1,
+					 memory_order_relaxed);
 }
 
 void cap_thread_preassign(uint32_t id)
@@ -1148,6 +1157,9 @@ static void fork_child(void)
 	g_spool.hdr = NULL;
 	if (cap_bt_depth)
 		cap_modules_forget();
+#ifdef TFS_CAP_SHARED
+	cap_files_forget(); /* the parent's file ids are named in the parent's rank only */
+#endif
 	if (g_follow && parent.hdr) {
 		rc = become_child(parent.hdr, g_forker);
 		if (rc < 0)

@@ -31,7 +31,7 @@ static struct {
 	uint64_t key; /* 0: empty */
 	uint32_t id;
 } g_paths[N_PATHS];
-static uint32_t g_n_paths, g_n_files; /* under g_paths_lock */
+static uint32_t g_n_paths; /* under g_paths_lock */
 
 static _Thread_local char tls_addr[160] __attribute__((tls_model("initial-exec")));
 
@@ -61,7 +61,7 @@ static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
 			goto out;
 		}
 	}
-	id = g_n_files++;
+	id = cap_file_reserve();
 	is_new = true;
 	if (g_n_paths < N_PATHS * 3 / 4) { /* past that, names get ids without reuse */
 		g_paths[i].key = key;
@@ -171,6 +171,19 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 	if (fd >= 0)
 		fd_set_file(fd, id);
 	return id;
+}
+
+void cap_files_forget(void)
+{
+	/* stores only where something is, so that the child copies no page it need not */
+	for (size_t i = 0; i < FD_MAX; i++)
+		if (atomic_load_explicit(&g_fd_file[i], memory_order_relaxed))
+			atomic_store_explicit(&g_fd_file[i], 0, memory_order_relaxed);
+	for (size_t i = 0; i < N_PATHS; i++)
+		if (g_paths[i].key)
+			g_paths[i].key = 0;
+	g_n_paths = 0;
+	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
 }
 
 void cap_fd_closed(int fd)

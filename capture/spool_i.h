@@ -281,7 +281,8 @@ struct spool_hdr {
 	_Atomic uint32_t n_reaps;
 	struct spool_reap reaps[SPOOL_N_REAPS];
 	_Atomic uint32_t fatal_signal; /* the fatal signal the capture's handler saw, 0: none */
-	uint32_t pad2;
+	_Atomic uint32_t next_file;    /* symbolic file ids, handed out across the images the
+					  process runs: an exec'd image goes on numbering them */
 	/* the programs the process ran, "sh -> cc1" (the names it was exec'd as, a forked one's
 	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
 	 * written by its producer, read once it has ended */

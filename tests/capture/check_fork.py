@@ -96,14 +96,15 @@ def writes(events):
     return [e for e in events if e[1] == "write"]
 
 
-def record(tap, a, work, name, *args, timing=None, no_aslr=False, spool=None):
+def record(tap, a, work, name, *args, timing=None, no_aslr=False, spool=None, cwd=None):
     """Record with the spools in work/spools (not /dev/shm, which other runs share)."""
     out = os.path.join(work, name + ".trace")
     cmd = [a.tracefs, "record", "-o", out] + (["--timing=" + timing] if timing else []) + \
         ["--"] + list(args)
     if no_aslr:  # buffers outside the heap are recorded by address
         cmd = ["setarch", platform.machine(), "-R"] + cmd
-    rc, sout, serr = run(cmd, env={"TFS_SPOOL": spool or os.path.join(work, "spools", name)})
+    rc, sout, serr = run(cmd, env={"TFS_SPOOL": spool or os.path.join(work, "spools", name)},
+                         cwd=cwd)
     return rc, out, sout, serr
 
 
@@ -294,14 +295,44 @@ def open_race(tap, a, work):
            what + ": the trace verifies, no spool was unreadable", serr)
 
 
+def file_names(tap, a, work):
+    """A descriptor's calls name the file behind it across an exec and in a forked child:
+    an exec'd image numbers its files after its predecessor's, a child names what it
+    inherited in its own rank (both once printed another file's name, or none)."""
+    d = tempfile.mkdtemp(dir=work)
+    for n in ("A", "B"):
+        with open(os.path.join(d, n), "w") as f:
+            f.write(n * 3 + "\n")
+    rc, out, sout, _ = record(tap, a, work, "names_exec", "sh", "-c",
+                              "read x < A; exec cat B", cwd=d)
+    t = Trace(a.tracefs, out)
+    ev = t.events(0)
+    reads = [e[2].get("path") for e in ev if e[0] == 0 and e[1] == "read"]
+    cats = [e[2].get("path") for e in ev if e[0] == 1 and e[1] in ("read", "copy_file_range")]
+    tap.ok(rc == 0 and sout == b"BBB\n" and reads and set(reads) == {"A"} and
+           "B" in (cats + [e[2].get("in_path") for e in ev if e[0] == 1]),
+           "sh's reads of A name A, not a file the exec'd cat named alike", (reads, cats))
+    py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
+          "if pid == 0: os.read(fd, 1); os._exit(0)\n"
+          "os.waitpid(pid, 0); os.read(fd, 1)")
+    rc, out, _, serr = record(tap, a, work, "names_fork", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    child = [e[2].get("path") for e in t.events(1) if e[1] == "read"] \
+        if t.info["n_ranks"] == 2 else []
+    # the child learns it from /proc/self/fd: the whole path
+    tap.ok(rc == 0 and child == [os.path.realpath(os.path.join(d, "A"))],
+           "a forked child's read of an inherited descriptor names its file", (child, serr))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
     ap.add_argument("--fork", required=True)
     ap.add_argument("--hold-open", help="tests/capture/hold_open.c, preloaded into the "
                     "recorder by open_race")
-    ap.add_argument("--only", help="run only this case (open_race)")
+    ap.add_argument("--only", help="run only this case (open_race, file_names)")
     a = ap.parse_args()
+    a.tracefs = os.path.abspath(a.tracefs)  # file_names records in another directory
     tap = Tap()
     work = tempfile.mkdtemp(prefix="tfs-fork-")
     os.mkdir(os.path.join(work, "spools"))
@@ -309,6 +340,10 @@ def main():
         open_race(tap, a, work)
         left = os.listdir(os.path.join(work, "spools"))
         tap.ok(left == [], "no spool left behind", left)
+        shutil.rmtree(work)
+        return tap.done()
+    if a.only == "file_names":
+        file_names(tap, a, work)
         shutil.rmtree(work)
         return tap.done()
 
@@ -421,6 +456,7 @@ def main():
            "(but the children's pids)",
            [len(x) for x in texts])
 
+    file_names(tap, a, work)
     pid_reuse(tap, a, work)
     if a.hold_open:
         open_race(tap, a, work)
