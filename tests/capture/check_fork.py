@@ -62,8 +62,9 @@ class Trace:
         rc, out, err = run([self.tracefs, "cat", self.path, vpath])
         return out if rc == 0 else b""
 
-    def events(self, rank):
-        """(thread, name, args) of every event of @rank but allocations, in stream order."""
+    def events(self, rank, allocs=False):
+        """(thread, name, args) of every event of @rank but allocations (unless @allocs), in
+        stream order."""
         out = []
         for s in sorted(self.info["streams"], key=lambda s: s["thread"]):
             if s["rank"] != rank:
@@ -73,8 +74,8 @@ class Trace:
                 e = json.loads(line)
                 if e["name"] == "fd_file" and e["args"]["path"].startswith("/tmp/bash_jobs"):
                     continue
-                if e["name"] not in ("malloc", "calloc", "realloc", "free", "aligned_alloc",
-                                     "posix_memalign", "memalign"):
+                if allocs or e["name"] not in ("malloc", "calloc", "realloc", "free",
+                                               "aligned_alloc", "posix_memalign", "memalign"):
                     out.append((s["thread"], e["name"], e["args"]))
         return out
 
@@ -312,6 +313,12 @@ def file_names(tap, a, work):
     tap.ok(rc == 0 and sout == b"BBB\n" and reads and set(reads) == {"A"} and
            "B" in (cats + [e[2].get("in_path") for e in ev if e[0] == 1]),
            "sh's reads of A name A, not a file the exec'd cat named alike", (reads, cats))
+    # allocation ids too: the exec'd cat's blocks are not sh's (heap.txt took a block of
+    # cat's for sh's block of the same id and lost sh's from its leaks)
+    ids = [[e[2]["id"] for e in t.events(0, allocs=True) if e[0] == th and e[1] == "malloc"]
+           for th in (0, 1)]
+    tap.ok(ids[0] and ids[1] and min(ids[1]) > max(ids[0]),
+           "the exec'd image's allocation ids follow its predecessor's", ids)
     py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
           "if pid == 0: os.read(fd, 1); os._exit(0)\n"
           "os.waitpid(pid, 0); os.read(fd, 1)")
