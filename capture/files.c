@@ -23,6 +23,9 @@
 #define FD_MAX 65536  /* descriptors with a remembered file id */
 #define N_PATHS 16384 /* distinct names given ids through the name table */
 
+/* working directories left (chdir, fchdir): a relative name in each is a file of its own */
+static _Atomic uint32_t g_cwd_epoch;
+
 /* file id + 1 of each descriptor, 0: none yet */
 static _Atomic uint32_t g_fd_file[FD_MAX];
 
@@ -45,7 +48,8 @@ static uint64_t path_key(uint64_t dir, const char *path)
 }
 
 /*
- * The file id of a name (keyed by @dir, 0 for the working directory or an absolute path).
+ * The file id of a name (keyed by @dir: 0 for an absolute path or one relative to the first
+ * working directory, a directory's file id + 1, or a later working directory's epoch << 32).
  * @fresh (optional) tells whether the id is new.
  */
 static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
@@ -167,6 +171,8 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 
 	if (dirfd != AT_FDCWD && path && path[0] != '/')
 		dir = (uint64_t)cap_fd_file(dirfd) + 1;
+	else if (path && path[0] != '/')
+		dir = (uint64_t)atomic_load_explicit(&g_cwd_epoch, memory_order_relaxed) << 32;
 	id = path_file(dir, path ? path : "", NULL);
 	if (fd >= 0)
 		fd_set_file(fd, id);
@@ -184,6 +190,11 @@ void cap_files_forget(void)
 			g_paths[i].key = 0;
 	g_n_paths = 0;
 	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
+}
+
+void cap_cwd_changed(void)
+{
+	atomic_fetch_add_explicit(&g_cwd_epoch, 1, memory_order_relaxed);
 }
 
 void cap_fd_closed(int fd)

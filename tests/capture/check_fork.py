@@ -319,6 +319,18 @@ def file_names(tap, a, work):
            for th in (0, 1)]
     tap.ok(ids[0] and ids[1] and min(ids[1]) > max(ids[0]),
            "the exec'd image's allocation ids follow its predecessor's", ids)
+    # one relative name in two working directories is two files (one id counted both)
+    for sub in ("c1", "c2"):
+        os.mkdir(os.path.join(d, sub))
+        with open(os.path.join(d, sub, "x"), "w") as f:
+            f.write(sub * 2)
+    py = ("import os\nfor s in ('c1', '../c2'):\n"
+          "    os.chdir(s); fd = os.open('x', os.O_RDONLY); os.read(fd, 9); os.close(fd)")
+    rc, out, _, serr = record(tap, a, work, "names_cwd", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    xs = [e[2]["file"] for e in t.events(0) if e[1] == "open" and e[2]["path"] == "x"]
+    tap.ok(rc == 0 and len(xs) == 2 and xs[0] != xs[1],
+           "one relative name opened in two working directories gets two file ids", (xs, serr))
     py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
           "if pid == 0: os.read(fd, 1); os._exit(0)\n"
           "os.waitpid(pid, 0); os.read(fd, 1)")
