@@ -26,8 +26,9 @@
 /* working directories left (chdir, fchdir): a relative name in each is a file of its own */
 static _Atomic uint32_t g_cwd_epoch;
 
-/* file id + 1 of each descriptor, 0: none yet */
+/* file id + 1 of each descriptor, 0: none yet; g_fd_end: above every descriptor set */
 static _Atomic uint32_t g_fd_file[FD_MAX];
+static _Atomic int g_fd_end;
 
 static atomic_flag g_paths_lock = ATOMIC_FLAG_INIT;
 static struct {
@@ -35,6 +36,7 @@ static struct {
 	uint32_t id;
 } g_paths[N_PATHS];
 static uint32_t g_n_paths; /* under g_paths_lock */
+static uint64_t g_paths_gen; /* names of an earlier rank (a forked child's parent) never match */
 
 static _Thread_local char tls_addr[160] __attribute__((tls_model("initial-exec")));
 
@@ -54,7 +56,7 @@ static uint64_t path_key(uint64_t dir, const char *path)
  */
 static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
 {
-	uint64_t key = path_key(dir, path);
+	uint64_t key = path_key(dir ^ g_paths_gen * 0x9e3779b97f4a7c15u, path);
 	uint32_t i = (uint32_t)(key % N_PATHS), id;
 	bool is_new = false;
 
@@ -81,8 +83,16 @@ out:
 
 static void fd_set_file(int fd, uint32_t id)
 {
-	if (fd >= 0 && fd < FD_MAX)
-		atomic_store_explicit(&g_fd_file[fd], id + 1, memory_order_relaxed);
+	int end;
+
+	if (fd < 0 || fd >= FD_MAX)
+		return;
+	atomic_store_explicit(&g_fd_file[fd], id + 1, memory_order_relaxed);
+	end = atomic_load_explicit(&g_fd_end, memory_order_relaxed);
+	while (end <= fd && !atomic_compare_exchange_weak_explicit(&g_fd_end, &end, fd + 1,
+								    memory_order_relaxed,
+								    memory_order_relaxed))
+		;
 }
 
 static void fd_forget(int fd)
@@ -181,14 +191,14 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 
 void cap_files_forget(void)
 {
-	/* stores only where something is, so that the child copies no page it need not */
-	for (size_t i = 0; i < FD_MAX; i++)
-		if (atomic_load_explicit(&g_fd_file[i], memory_order_relaxed))
-			atomic_store_explicit(&g_fd_file[i], 0, memory_order_relaxed);
-	for (size_t i = 0; i < N_PATHS; i++)
-		if (g_paths[i].key)
-			g_paths[i].key = 0;
-	g_n_paths = 0;
+	const int end = atomic_load_explicit(&g_fd_end, memory_order_relaxed);
+
+	/* up to the highest descriptor set, and the name table left as it is (a new key for
+	   every name): a fork copies no page of either that it need not */
+	for (int i = 0; i < end; i++)
+		atomic_store_explicit(&g_fd_file[i], 0, memory_order_relaxed);
+	atomic_store_explicit(&g_fd_end, 0, memory_order_relaxed);
+	g_paths_gen++;
 	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
 }
 
