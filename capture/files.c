@@ -174,16 +174,39 @@ uint32_t cap_fd_file(int fd)
 	return id;
 }
 
+/*
+ * Name new id @id of @path opened relative to directory descriptor @dirfd by an fd_file
+ * event, `<directory>/<path>`: the path alone names another file in every directory (the
+ * consumer leaves the open's own relative path for this name).
+ */
+static void name_in_dir(int dirfd, const char *path, int fd, uint32_t id)
+{
+	char link[48], name[CALL_MAX_STR + 1];
+	const int saved_errno = errno;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, name, CALL_MAX_STR);
+	if (n > 0 && name[0] == '/') {
+		snprintf(name + n, sizeof(name) - (size_t)n, "/%s", path);
+		put_fd_file(fd, name, id);
+	}
+	errno = saved_errno;
+}
+
 uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 {
 	uint64_t dir = 0;
 	uint32_t id;
+	bool fresh;
 
 	if (dirfd != AT_FDCWD && path && path[0] != '/')
 		dir = (uint64_t)cap_fd_file(dirfd) + 1;
 	else if (path && path[0] != '/')
 		dir = (uint64_t)atomic_load_explicit(&g_cwd_epoch, memory_order_relaxed) << 32;
-	id = path_file(dir, path ? path : "", NULL);
+	id = path_file(dir, path ? path : "", &fresh);
+	if (dirfd != AT_FDCWD && dir && fresh)
+		name_in_dir(dirfd, path, fd, id);
 	if (fd >= 0)
 		fd_set_file(fd, id);
 	return id;

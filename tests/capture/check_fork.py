@@ -331,6 +331,22 @@ def file_names(tap, a, work):
     xs = [e[2]["file"] for e in t.events(0) if e[1] == "open" and e[2]["path"] == "x"]
     tap.ok(rc == 0 and len(xs) == 2 and xs[0] != xs[1],
            "one relative name opened in two working directories gets two file ids", (xs, serr))
+    # a file opened relative to a directory descriptor is named by its whole path: tar's
+    # walk of d1/x and d2/x printed both as "x"
+    for sub in ("d1", "d2"):
+        os.mkdir(os.path.join(d, sub))
+        with open(os.path.join(d, sub, "x"), "w") as f:
+            f.write(sub)
+    py = ("import os\nfor s in ('d1', 'd2'):\n"
+          "    dfd = os.open(s, os.O_RDONLY); fd = os.open('x', os.O_RDONLY, dir_fd=dfd)\n"
+          "    os.read(fd, 9); os.close(fd); os.close(dfd)")
+    rc, out, _, serr = record(tap, a, work, "names_dirfd", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    reads = [e[2].get("path") for e in t.events(0) if e[1] == "read"][-2:]
+    real = os.path.realpath(d)
+    tap.ok(rc == 0 and reads == [real + "/d1/x", real + "/d2/x"],
+           "files opened relative to a directory descriptor are named by their whole path",
+           (reads, serr))
     py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
           "if pid == 0: os.read(fd, 1); os._exit(0)\n"
           "os.waitpid(pid, 0); os.read(fd, 1)")
