@@ -479,6 +479,21 @@ static void big_cut(uintptr_t a, uintptr_t b)
 
 /* ---- the interface ---- */
 
+uint64_t cap_alloc_next_id(void)
+{
+	return atomic_load_explicit(&g_next_id, memory_order_relaxed);
+}
+
+void cap_alloc_ids_from(uint64_t next)
+{
+	uint64_t cur = atomic_load_explicit(&g_next_id, memory_order_relaxed);
+
+	while (cur < next && !atomic_compare_exchange_weak_explicit(
+				     &g_next_id, &cur, next, memory_order_relaxed,
+				     memory_order_relaxed))
+		;
+}
+
 uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 {
 	const uintptr_t lo = (uintptr_t)p;

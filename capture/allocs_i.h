@@ -80,4 +80,11 @@ void cap_map_remove(const void *p, size_t len);
  */
 int cap_alloc_lookup(const void *p, uint64_t *id, uint64_t *off);
 
+/*
+ * The next allocation id, and making ids go on from @next (an exec'd image, whose spool and
+ * rank are its predecessor's: the ids its blocks had still name them in the trace).
+ */
+uint64_t cap_alloc_next_id(void);
+void cap_alloc_ids_from(uint64_t next);
+
 #endif

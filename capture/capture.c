@@ -33,6 +33,8 @@
 #include "tfs/tfs.h"
 #include "calls_i.h"
 #include "capture_i.h"
+#include "allocs_i.h"
+#include "files_i.h"
 #include "spool_i.h"
 
 #define TLS_IE __attribute__((tls_model("initial-exec")))
@@ -374,6 +376,14 @@ static void thread_gone(void *arg)
 uint32_t cap_thread_reserve(void)
 {
 	return atomic_fetch_add_explicit(&g_spool.hdr->next_thread, 1, memory_order_relaxed);
+}
+
+uint32_t cap_file_reserve(void)
+{
+	static _Atomic uint32_t unspooled; /* no spool: the ids go nowhere */
+
+	return atomic_fetch_add_explicit(g_spool.hdr ? &g_spool.hdr->next_file : &unspooled, 1,
+					 memory_order_relaxed);
 }
 
 void cap_thread_preassign(uint32_t id)
@@ -1000,6 +1010,11 @@ void cap_before_exec(void)
 {
 	if (!tfs_capture_mask_)
 		return;
+#ifdef TFS_CAP_SHARED
+	if (g_spool.hdr) /* its allocation ids go on there */
+		atomic_store_explicit(&g_spool.hdr->next_alloc, cap_alloc_next_id(),
+				      memory_order_relaxed);
+#endif
 	/* the new image goes on in this spool; what this thread wrote so far is complete */
 	if (cap_tls_depth++ == 0 && tls_state && tls_state->chunk) {
 		cap_spool_hand_over(tls_state->chunk);
@@ -1148,6 +1163,9 @@ static void fork_child(void)
 	g_spool.hdr = NULL;
 	if (cap_bt_depth)
 		cap_modules_forget();
+#ifdef TFS_CAP_SHARED
+	cap_files_forget(); /* the parent's file ids are named in the parent's rank only */
+#endif
 	if (g_follow && parent.hdr) {
 		rc = become_child(parent.hdr, g_forker);
 		if (rc < 0)
@@ -1271,13 +1289,22 @@ static int start_inproc(void)
 	return 0;
 }
 
+/* An exec'd image going on in its predecessor's spool: allocation ids go on from its. */
+static void go_on_image(void)
+{
+	cap_spool_prefault(&g_spool);
+#ifdef TFS_CAP_SHARED
+	cap_alloc_ids_from(atomic_load_explicit(&g_spool.hdr->next_alloc, memory_order_relaxed));
+#endif
+}
+
 /* Map @path if it is a spool this process (pid @pid, begun at @start) produces into. */
 static bool attach_own(const char *path, uint32_t pid, uint64_t start)
 {
 	if (cap_spool_attach(&g_spool, path) < 0)
 		return false;
 	if (produced_by(g_spool.hdr, pid, start)) {
-		cap_spool_prefault(&g_spool);
+		go_on_image();
 		return true;
 	}
 	cap_spool_unmap(&g_spool);
@@ -1304,7 +1331,7 @@ static int attach(const char *path)
 		return 0;
 	}
 	if (produced_by(g_spool.hdr, pid, start)) {
-		cap_spool_prefault(&g_spool);
+		go_on_image();
 		return 0;
 	}
 	/* the image a forked child exec'd with the environment it inherited: its own spool */

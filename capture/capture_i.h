@@ -170,6 +170,8 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const
 
 /* Reserve the next symbolic thread id (pthread_create numbers threads in creation order). */
 uint32_t cap_thread_reserve(void);
+/* Reserve the next symbolic file id of the process, unique across its images (files.c). */
+uint32_t cap_file_reserve(void);
 /* The calling thread records as thread @id (reserved by its creator). */
 void cap_thread_preassign(uint32_t id);
 /* The calling thread's id (given now if it has none yet); UINT32_MAX when it cannot record. */

@@ -12,6 +12,7 @@
  * nor runs programs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,18 +552,23 @@ static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
 		      const union tfs_arg *a)
 {
 	int32_t path = -1, file = -1;
+	bool in_dir = false;
 	int rc;
 
 	for (uint32_t i = 0; i < k->n_args; i++) {
 		const struct tfs_arg_desc *d = &k->args[i];
 
+		if (!strcmp(d->name, "dirfd"))
+			in_dir = a[i].i != AT_FDCWD;
 		if (d->enc == TFS_ENC_STR && !strcmp(d->name, "path"))
 			path = (int32_t)i;
 		else if (d->enc == TFS_ENC_SYM && file < 0 && !(d->flags & TFS_ARG_ATTACH) &&
 			 d->sym_class && !strcmp(d->sym_class, "file"))
 			file = (int32_t)i;
 	}
-	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0])
+	/* relative to a directory descriptor: an fd_file gave the whole path (files.c) */
+	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0] ||
+	    (in_dir && a[path].s[0] != '/'))
 		return;
 	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
 	if (rc == -ENOMEM && !c->err)

@@ -23,15 +23,20 @@
 #define FD_MAX 65536  /* descriptors with a remembered file id */
 #define N_PATHS 16384 /* distinct names given ids through the name table */
 
-/* file id + 1 of each descriptor, 0: none yet */
+/* working directories left (chdir, fchdir): a relative name in each is a file of its own */
+static _Atomic uint32_t g_cwd_epoch;
+
+/* file id + 1 of each descriptor, 0: none yet; g_fd_end: above every descriptor set */
 static _Atomic uint32_t g_fd_file[FD_MAX];
+static _Atomic int g_fd_end;
 
 static atomic_flag g_paths_lock = ATOMIC_FLAG_INIT;
 static struct {
 	uint64_t key; /* 0: empty */
 	uint32_t id;
 } g_paths[N_PATHS];
-static uint32_t g_n_paths, g_n_files; /* under g_paths_lock */
+static uint32_t g_n_paths; /* under g_paths_lock */
+static uint64_t g_paths_gen; /* names of an earlier rank (a forked child's parent) never match */
 
 static _Thread_local char tls_addr[160] __attribute__((tls_model("initial-exec")));
 
@@ -45,12 +50,13 @@ static uint64_t path_key(uint64_t dir, const char *path)
 }
 
 /*
- * The file id of a name (keyed by @dir, 0 for the working directory or an absolute path).
+ * The file id of a name (keyed by @dir: 0 for an absolute path or one relative to the first
+ * working directory, a directory's file id + 1, or a later working directory's epoch << 32).
  * @fresh (optional) tells whether the id is new.
  */
 static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
 {
-	uint64_t key = path_key(dir, path);
+	uint64_t key = path_key(dir ^ g_paths_gen * 0x9e3779b97f4a7c15u, path);
 	uint32_t i = (uint32_t)(key % N_PATHS), id;
 	bool is_new = false;
 
@@ -61,7 +67,7 @@ static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
 			goto out;
 		}
 	}
-	id = g_n_files++;
+	id = cap_file_reserve();
 	is_new = true;
 	if (g_n_paths < N_PATHS * 3 / 4) { /* past that, names get ids without reuse */
 		g_paths[i].key = key;
@@ -77,8 +83,16 @@ out:
 
 static void fd_set_file(int fd, uint32_t id)
 {
-	if (fd >= 0 && fd < FD_MAX)
-		atomic_store_explicit(&g_fd_file[fd], id + 1, memory_order_relaxed);
+	int end;
+
+	if (fd < 0 || fd >= FD_MAX)
+		return;
+	atomic_store_explicit(&g_fd_file[fd], id + 1, memory_order_relaxed);
+	end = atomic_load_explicit(&g_fd_end, memory_order_relaxed);
+	while (end <= fd && !atomic_compare_exchange_weak_explicit(&g_fd_end, &end, fd + 1,
+								    memory_order_relaxed,
+								    memory_order_relaxed))
+		;
 }
 
 static void fd_forget(int fd)
@@ -160,17 +174,60 @@ uint32_t cap_fd_file(int fd)
 	return id;
 }
 
+/*
+ * Name new id @id of @path opened relative to directory descriptor @dirfd by an fd_file
+ * event, `<directory>/<path>`: the path alone names another file in every directory (the
+ * consumer leaves the open's own relative path for this name).
+ */
+static void name_in_dir(int dirfd, const char *path, int fd, uint32_t id)
+{
+	char link[48], name[CALL_MAX_STR + 1];
+	const int saved_errno = errno;
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, name, CALL_MAX_STR);
+	if (n > 0 && name[0] == '/') {
+		snprintf(name + n, sizeof(name) - (size_t)n, "/%s", path);
+		put_fd_file(fd, name, id);
+	}
+	errno = saved_errno;
+}
+
 uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 {
 	uint64_t dir = 0;
 	uint32_t id;
+	bool fresh;
 
 	if (dirfd != AT_FDCWD && path && path[0] != '/')
 		dir = (uint64_t)cap_fd_file(dirfd) + 1;
-	id = path_file(dir, path ? path : "", NULL);
+	else if (path && path[0] != '/')
+		dir = (uint64_t)atomic_load_explicit(&g_cwd_epoch, memory_order_relaxed) << 32;
+	id = path_file(dir, path ? path : "", &fresh);
+	if (dirfd != AT_FDCWD && dir && fresh)
+		name_in_dir(dirfd, path, fd, id);
 	if (fd >= 0)
 		fd_set_file(fd, id);
 	return id;
+}
+
+void cap_files_forget(void)
+{
+	const int end = atomic_load_explicit(&g_fd_end, memory_order_relaxed);
+
+	/* up to the highest descriptor set, and the name table left as it is (a new key for
+	   every name): a fork copies no page of either that it need not */
+	for (int i = 0; i < end; i++)
+		atomic_store_explicit(&g_fd_file[i], 0, memory_order_relaxed);
+	atomic_store_explicit(&g_fd_end, 0, memory_order_relaxed);
+	g_paths_gen++;
+	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
+}
+
+void cap_cwd_changed(void)
+{
+	atomic_fetch_add_explicit(&g_cwd_epoch, 1, memory_order_relaxed);
 }
 
 void cap_fd_closed(int fd)

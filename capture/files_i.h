@@ -2,13 +2,15 @@
  * Symbolic files (files.c): the ids that name what is behind a descriptor in the events of
  * the I/O interposers, and the small helpers the generated wrappers (calls.txt) compute their
  * arguments with. A file id stands for one path (an openat relative to a directory
- * descriptor is keyed by that directory's id and the path), pipe, socket or device of the
- * process image; the table of descriptors follows what the process does to them (open,
+ * descriptor is keyed by that directory's id and the path, a relative path by the working
+ * directories the process left before), pipe, socket or device of the process image; the table of descriptors follows what the process does to them (open,
  * close, dup and its kin, pipe, socket, accept, connect), so that every call names the file
  * really behind its descriptor. A descriptor met first without such a call (inherited,
  * opened by a library the capture cannot see) gets its id at first use from what
- * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids belong to one process
- * image: an exec'd image under `tracefs record` numbers its files from 0 again.
+ * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids are names in one rank:
+ * an exec'd image goes on numbering them where the image before it stopped (the spool keeps
+ * the count), and a forked child, a rank of its own, forgets its parent's ids and learns its
+ * inherited descriptors again.
  *
  * Every function may be called from any thread and preserves errno; none allocates.
  */
@@ -42,6 +44,10 @@ static inline bool has_mode(int flags)
 uint32_t cap_fd_file(int fd);
 /* @fd (may be -1: the call failed) was opened on @path, relative to @dirfd. @return its id */
 uint32_t cap_fd_opened(int dirfd, const char *path, int fd);
+/* The working directory changed: relative names open other files from now on. */
+void cap_cwd_changed(void);
+/* In a forked child: forget every descriptor and name (async-signal-safe). */
+void cap_files_forget(void);
 /* @fd is closed: its next use gets an id afresh. */
 void cap_fd_closed(int fd);
 void cap_fd_closed_range(unsigned int first, unsigned int last);

@@ -90,7 +90,7 @@
 #include "tfs/recording.h"
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 7u
+#define SPOOL_VERSION 8u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -281,7 +281,10 @@ struct spool_hdr {
 	_Atomic uint32_t n_reaps;
 	struct spool_reap reaps[SPOOL_N_REAPS];
 	_Atomic uint32_t fatal_signal; /* the fatal signal the capture's handler saw, 0: none */
-	uint32_t pad2;
+	_Atomic uint32_t next_file;    /* symbolic file ids, handed out across the images the
+					  process runs: an exec'd image goes on numbering them */
+	_Atomic uint64_t next_alloc;   /* the next allocation id, left by an image at its exec
+					  for the next image to go on from */
 	/* the programs the process ran, "sh -> cc1" (the names it was exec'd as, a forked one's
 	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
 	 * written by its producer, read once it has ended */

@@ -166,6 +166,29 @@ static void print_sections(const json_t *info)
 	}
 }
 
+/*
+ * One metadata line, `key value`: numbers as info --json has them (vgen.c turns pid,
+ * backtrace_depth... into integers), control characters of a string escaped so that a
+ * value of several lines (thread_names) stays on its key's line.
+ */
+static void print_meta(const char *key, const json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	printf("%-17s ", key);
+	if (json_is_integer(v))
+		printf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	for (; s && *s; s++) {
+		if (*s == '\n')
+			fputs("\\n", stdout);
+		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			printf("\\x%02x", (unsigned char)*s);
+		else
+			putchar(*s);
+	}
+	putchar('\n');
+}
+
 static void print_info(const char *path, const json_t *info)
 {
 	const json_t *timing = json_object_get(info, "timing"),
@@ -176,7 +199,7 @@ static void print_info(const char *path, const json_t *info)
 	printf("trace:            %s\n", path);
 	printf("format:           %s\n", jstr(info, "format"));
 	json_object_foreach((json_t *)meta, key, v)
-	    printf("%-17s %s\n", key, json_string_value(v) ? json_string_value(v) : "");
+	    print_meta(key, v);
 	printf("timing:           %s", jstr(timing, "mode"));
 	if (json_object_get(timing, "rel_err"))
 		printf(" (relative error <= %g)",

@@ -906,6 +906,18 @@ def test_cli(tap, args, work):
     rc, _, err = run([args.tracefs, "record", "--", args.known, "ok", "1"], cwd=cwd)
     tap.ok(rc == 0 and os.listdir(cwd) == ["cap_known.trace"],
            "record without -o writes <command>.trace in the cwd", os.listdir(cwd))
+    # info's text lists every metadata key with the value info --json has, numbers included
+    # (pid, backtrace_depth... were printed empty), a newline as \n (thread_names)
+    trace = os.path.join(cwd, "cap_known.trace")
+    meta = Trace(args.tracefs, trace).info["meta"] if os.path.exists(trace) else {}
+    rc, out, err = run([args.tracefs, "info", trace])
+    lines = out.decode(errors="replace").splitlines()
+    missing = [k for k, v in meta.items()
+               if not any(re.fullmatch(r"%s +%s" % (re.escape(k),
+                                                    re.escape(str(v).replace("\n", "\\n"))),
+                                       line) for line in lines)]
+    tap.ok(rc == 0 and isinstance(meta.get("pid"), int) and not missing,
+           "info prints every metadata value info --json has, numbers too", missing)
 
 
 def main():
