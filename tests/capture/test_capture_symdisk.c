@@ -5,7 +5,8 @@
  * truncation, every bit flip, another identity and damaged structure under a good checksum
  * refused whole (nothing reaches the cache); entries already held kept as they were; files
  * saved and loaded (modes 0600 and 0700), a file of another identity refused, and a full
- * directory trimmed to its least recently used files.
+ * directory trimmed to its least recently used files; every allocation of a read failing
+ * in turn leaves only whole, right entries in the cache.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "symbols_i.h"
+#include "testutil.h"
 
 #define ID "rules 1\n/usr/lib/x.so\n1 2 3 4.000000005\ndebug -\n"
 
@@ -252,6 +254,53 @@ static void test_symdisk_known_kept(void **state)
 	cap_symcache_free(c);
 }
 
+/* Each allocation of a read failing in turn: -ENOMEM, and every entry kept is whole. */
+static void test_symdisk_out_of_memory(void **state)
+{
+	struct cap_symcache *a = random_cache(200, 4242), *b;
+	uint8_t *buf;
+	size_t len;
+	long rc = -ENOMEM, k;
+
+	(void)state;
+	assert_int_equal(cap_symdisk_build(a, ID, &buf, &len), 0);
+	for (k = 0; rc == -ENOMEM; k++) {
+		size_t kept;
+
+		if (cap_symcache_new(&b) < 0)
+			fail();
+		fa_arm(k);
+		rc = cap_symdisk_parse(buf, len, ID, b);
+		fa_disarm();
+		assert_true(rc == -ENOMEM || rc == 200);
+		kept = cap_symcache_n(b);
+		for (size_t i = 0; i < kept; i++) { /* in order: the first @kept of @a's */
+			const struct tfs_src_frame *fa, *fb;
+			uint64_t pa, pb;
+			uint32_t na, nb;
+
+			cap_symcache_entry(a, i, &pa, &fa, &na);
+			cap_symcache_entry(b, i, &pb, &fb, &nb);
+			assert_int_equal(pa, pb);
+			assert_int_equal(na, nb);
+			for (uint32_t f = 0; f < na; f++) {
+				assert_true(fa[f].function ? fb[f].function &&
+							 !strcmp(fa[f].function, fb[f].function)
+							   : !fb[f].function);
+				assert_string_equal(fa[f].file, fb[f].file);
+				assert_int_equal(fa[f].line, fb[f].line);
+			}
+		}
+		if (rc == 200)
+			assert_int_equal(kept, 200);
+		cap_symcache_free(b);
+	}
+	printf("# a read of 200 entries survived %ld failed allocations\n", k - 1);
+	assert_true(k > 10);
+	free(buf);
+	cap_symcache_free(a);
+}
+
 static size_t count_sym(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -376,6 +425,7 @@ int main(void)
 	    cmocka_unit_test(test_symdisk_layout),
 	    cmocka_unit_test(test_symdisk_refusals),
 	    cmocka_unit_test(test_symdisk_known_kept),
+	    cmocka_unit_test(test_symdisk_out_of_memory),
 	    cmocka_unit_test(test_symdisk_files),
 	};
 
