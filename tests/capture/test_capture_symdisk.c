@@ -30,14 +30,11 @@
 
 #define ID "rules 1\n/usr/lib/x.so\n1 2 3 4.000000005\ndebug -\n"
 
-static uint64_t g_rng;
+static uint64_t g_rng; /* tu_rand()'s state */
 
 static uint64_t rnd(void)
 {
-	g_rng ^= g_rng << 13;
-	g_rng ^= g_rng >> 7;
-	g_rng ^= g_rng << 17;
-	return g_rng;
+	return tu_rand(&g_rng);
 }
 
 /* A cache of @n entries: random frame counts (0 to 64), names, files and lines. */
