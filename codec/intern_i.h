@@ -32,7 +32,8 @@ int intern_find(const struct intern *t, const void *key, size_t len, uint32_t *i
 static inline const uint8_t *intern_key(const struct intern *t, uint32_t id, size_t *len)
 {
 	*len = (size_t)(t->offs[id + 1] - t->offs[id]);
-	return t->pool.data + t->offs[id];
+	/* only empty keys so far: no pool, and NULL + 0 is undefined */
+	return t->pool.data ? t->pool.data + t->offs[id] : (const uint8_t *)"";
 }
 
 uint64_t hash_bytes(const void *p, size_t n);
