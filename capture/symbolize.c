@@ -8,8 +8,10 @@
  * gives "<object file name>+0x<return address in the file>" (the address addr2line and gdb
  * take for that file, plus one), so two different unnamed frames never print alike. C++ and
  * Rust names are demangled (demangle.c): DWARF's linkage name, else the symbol, as c++filt
- * prints it, with its scope and parameter types; a C function keeps its plain name. This
- * file does not intern backtraces (stacks.c).
+ * prints it, with its scope and parameter types; a C function keeps its plain name. A C++
+ * function DWARF gives no linkage name (one with internal linkage inlined everywhere) is
+ * named with the namespaces and classes around its declaration, without parameter types
+ * ("qa::risky"). This file does not intern backtraces (stacks.c).
  *
  * The work is per object file, not per process: a file is opened once per tracing process
  * (a Dwfl holding that file alone at bias 0, the index of its functions, its symbol table),
@@ -54,12 +56,20 @@
 #include "symbols_i.h"
 
 #define MAX_SRC 64	/* source frames of one address (tfs_writer_add_symbol's limit) */
-#define SYM_RULES 1	/* the lookup rules' revision, in the identity of files kept on disk */
+#define SYM_RULES 2	/* the lookup rules' revision, in the identity of files kept on disk */
 #define PATH_BYTES 1024 /* an absolute source path; longer ones stay as DWARF has them */
+#define NAME_BYTES 512	/* a function's name with its scopes; longer ones stay unscoped */
 
-/* Room for the absolute source paths of one address's frames. */
+/* Room for the absolute source paths and the scoped names of one address's frames. */
 struct paths {
 	char buf[MAX_SRC][PATH_BYTES];
+	char name[MAX_SRC][NAME_BYTES];
+};
+
+/* A function declared in a namespace or class without a linkage name, and that scope. */
+struct scoped {
+	Dwarf_Off off; /* the DIE holding its DW_AT_name */
+	size_t prefix; /* in cu_index.pool: "ns::Class" */
 };
 
 /* A function's code range in a compilation unit (DWARF addresses, before the bias). */
@@ -71,12 +81,19 @@ struct fn_range {
 /*
  * The functions of one compilation unit by address, built on its first lookup: finding an
  * address's function is then a binary search, where dwarf_getscopes walks the unit's whole
- * tree on every call (a third of a millisecond per address in libpython).
+ * tree on every call (a third of a millisecond per address in libpython). The same walk
+ * notes the scope of each function declared in a namespace or class that has no linkage
+ * name (a static or wholly inlined C++ function): libdw has no link from a DIE to its
+ * parent, and its name alone ("risky") would not say which function it is ("qa::risky").
  */
 struct cu_index {
 	const void *cu; /* the unit's Dwarf_Die .cu, its identity while the Dwfl lives */
 	struct fn_range *fns;
 	size_t n_fns, fns_cap;
+	struct scoped *scoped; /* by DIE offset, the walk's order */
+	size_t n_scoped, scoped_cap;
+	char *pool; /* the scopes' names, each NUL-terminated */
+	size_t pool_len, pool_cap;
 };
 
 struct sym_ctx {
@@ -245,13 +262,83 @@ static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
 	return 0;
 }
 
+static int grow(void **v, size_t *cap, size_t need, size_t size)
+{
+	size_t c = *cap ? *cap : 64;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	while (c < need)
+		c *= 2;
+	n = realloc(*v, c * size);
+	if (!n)
+		return -ENOMEM;
+	*v = n;
+	*cap = c;
+	return 0;
+}
+
+/* The scope a walk is in: its name, and where the pool holds it (SIZE_MAX: not yet). */
+struct scope {
+	const char *name; /* NULL: unknown (inside a function or an unnamed type) */
+	size_t pooled;
+};
+
+/* Note that function @die, declared in @sc, has no linkage name. */
+static int note_scope(struct cu_index *ix, Dwarf_Die *die, struct scope *sc)
+{
+	Dwarf_Attribute a;
+	size_t len;
+
+	if (!sc->name || !*sc->name || dwarf_attr(die, DW_AT_linkage_name, &a) ||
+	    !dwarf_attr(die, DW_AT_name, &a))
+		return 0;
+	if (sc->pooled == SIZE_MAX) {
+		len = strlen(sc->name) + 1;
+		if (grow((void **)&ix->pool, &ix->pool_cap, ix->pool_len + len, 1) < 0)
+			return -ENOMEM;
+		memcpy(ix->pool + ix->pool_len, sc->name, len);
+		sc->pooled = ix->pool_len;
+		ix->pool_len += len;
+	}
+	if (grow((void **)&ix->scoped, &ix->scoped_cap, ix->n_scoped + 1, sizeof(*ix->scoped)) < 0)
+		return -ENOMEM;
+	ix->scoped[ix->n_scoped++] = (struct scoped){dwarf_dieoffset(die), sc->pooled};
+	return 0;
+}
+
+/*
+ * The scope of @child of a walk in @outer, into @buf: its name appended to the outer one's,
+ * as c++filt prints them ("(anonymous namespace)" for a namespace without a name).
+ */
+static struct scope inner_scope(Dwarf_Die *child, const struct scope *outer, char *buf)
+{
+	struct scope sc = {NULL, SIZE_MAX};
+	const char *name = dwarf_diename(child);
+	int len;
+
+	if (!name && dwarf_tag(child) == DW_TAG_namespace)
+		name = "(anonymous namespace)";
+	if (!outer->name || !name)
+		return sc;
+	len = *outer->name ? snprintf(buf, NAME_BYTES, "%s::%s", outer->name, name)
+			   : snprintf(buf, NAME_BYTES, "%s", name);
+	if (len > 0 && len < NAME_BYTES)
+		sc.name = buf;
+	return sc;
+}
+
 /*
  * Index the functions among @parent's children, looking into namespaces and types, and
  * into functions and their blocks for local types (a lambda's operator() is a member of a
- * class inside the function that defines it; dwarf_getscopes does not find it).
+ * class inside the function that defines it; dwarf_getscopes does not find it). @sc: the
+ * scope of @parent's children.
  */
-static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
+static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth, struct scope *sc)
 {
+	struct scope none = {NULL, SIZE_MAX}, inner;
+	char buf[NAME_BYTES];
 	Dwarf_Die child;
 	int rc = 0;
 
@@ -261,16 +348,22 @@ static int index_children(struct cu_index *ix, Dwarf_Die *parent, int depth)
 		switch (dwarf_tag(&child)) {
 		case DW_TAG_subprogram:
 			rc = add_ranges(ix, &child);
+			if (rc == 0)
+				rc = note_scope(ix, &child, sc);
+			/* a local type's scope would need the function's parameter types */
 			if (rc == 0 && dwarf_haschildren(&child) > 0)
-				rc = index_children(ix, &child, depth + 1);
+				rc = index_children(ix, &child, depth + 1, &none);
 			break;
 		case DW_TAG_lexical_block:
+			rc = index_children(ix, &child, depth + 1, &none);
+			break;
 		case DW_TAG_namespace:
 		case DW_TAG_class_type:
 		case DW_TAG_structure_type:
 		case DW_TAG_union_type:
 		case DW_TAG_module:
-			rc = index_children(ix, &child, depth + 1);
+			inner = inner_scope(&child, sc, buf);
+			rc = index_children(ix, &child, depth + 1, &inner);
 			break;
 		default:
 			break;
@@ -304,9 +397,11 @@ static struct cu_index *cu_index_of(struct sym_ctx *ctx, Dwarf_Die *cu)
 		ctx->cus_cap = cap;
 	}
 	ix = &ctx->cus[ctx->n_cus];
-	*ix = (struct cu_index){cu->cu, NULL, 0, 0};
-	if (index_children(ix, cu, 0) < 0) {
+	*ix = (struct cu_index){.cu = cu->cu};
+	if (index_children(ix, cu, 0, &(struct scope){"", SIZE_MAX}) < 0) {
 		free(ix->fns);
+		free(ix->scoped);
+		free(ix->pool);
 		return NULL;
 	}
 	qsort(ix->fns, ix->n_fns, sizeof(*ix->fns), by_lo);
@@ -335,6 +430,50 @@ static bool function_at(struct sym_ctx *ctx, Dwarf_Die *cu, Dwarf_Addr pc, Dwarf
 		return false;
 	*out = ix->fns[lo - 1].die;
 	return true;
+}
+
+/*
+ * The name of function or inlined instance @die (die_name()), with its namespaces and
+ * classes when it has no linkage name in a language that has scopes (@scopes): "qa::risky",
+ * in @buf, from the index of the unit declaring it. The plain name when they are unknown.
+ */
+static const char *frame_name(struct sym_ctx *ctx, Dwarf_Die *die, bool scopes, char *buf,
+			      bool *plain)
+{
+	const char *name = die_name(die, plain);
+	Dwarf_Die cur = *die, cu;
+	Dwarf_Attribute a;
+	struct cu_index *ix;
+	Dwarf_Off off;
+	size_t lo = 0, hi;
+	int len;
+
+	if (!*plain || !name || !scopes)
+		return name;
+	/* the DIE holding the name: an instance's origin, a definition's declaration */
+	for (int hop = 0; !dwarf_hasattr(&cur, DW_AT_name); hop++) {
+		if (hop == 8 ||
+		    !(dwarf_attr(&cur, DW_AT_abstract_origin, &a) ||
+		      dwarf_attr(&cur, DW_AT_specification, &a)) ||
+		    !dwarf_formref_die(&a, &cur))
+			return name;
+	}
+	if (!dwarf_diecu(&cur, &cu, NULL, NULL) || !(ix = cu_index_of(ctx, &cu)))
+		return name;
+	off = dwarf_dieoffset(&cur);
+	hi = ix->n_scoped;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ix->scoped[mid].off < off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == ix->n_scoped || ix->scoped[lo].off != off)
+		return name;
+	len = snprintf(buf, NAME_BYTES, "%s::%s", ix->pool + ix->scoped[lo].prefix, name);
+	return len > 0 && len < NAME_BYTES ? buf : name;
 }
 
 /*
@@ -388,7 +527,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	Dwfl_Line *line;
 	uint32_t n = 0;
 	int n_scopes, lineno = 0, i;
-	bool plain = false;
+	bool plain = false, scoped;
 
 	*unscoped = false;
 	cu = dwfl_module_addrdie(m, pc, &bias);
@@ -403,18 +542,20 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	}
 	if (dwarf_getsrcfiles(cu, &files, &n_files) != 0)
 		files = NULL;
+	scoped = mangling_language(cu);
 	if (function_at(ctx, cu, pc - bias, &fn)) {
 		uint32_t n_chain = inline_chain(&fn, pc - bias, chain, MAX_SRC);
 
 		for (uint32_t k = n_chain; k-- > 0;) {
 			out[n] = at;
-			out[n].function = die_name(&chain[k], &plain);
+			out[n].function =
+			    frame_name(ctx, &chain[k], scoped, ctx->paths.name[n], &plain);
 			out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 			n++;
 			if (k > 0)
 				call_site(&chain[k], files, n_files, &at);
 		}
-		*unscoped = plain && mangling_language(cu);
+		*unscoped = plain && scoped;
 		return n;
 	}
 	/* no function by the index (no address ranges on it): ask libdw the slow way */
@@ -429,7 +570,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 	free(scopes);
 	for (;;) {
 		out[n] = at;
-		out[n].function = die_name(&fn, &plain);
+		out[n].function = frame_name(ctx, &fn, scoped, ctx->paths.name[n], &plain);
 		out[n].file = absolute(cu, at.file, ctx->paths.buf[n]);
 		n++;
 		if (dwarf_tag(&fn) == DW_TAG_subprogram || n == MAX_SRC)
@@ -438,7 +579,7 @@ static uint32_t from_dwarf(Dwfl_Module *m, Dwarf_Addr pc, struct tfs_src_frame *
 		if (!outer_function(&fn, &fn))
 			break;
 	}
-	*unscoped = plain && mangling_language(cu);
+	*unscoped = plain && scoped;
 	return n;
 }
 
@@ -446,8 +587,11 @@ static void ctx_free(struct sym_ctx *ctx)
 {
 	if (!ctx)
 		return;
-	for (size_t i = 0; i < ctx->n_cus; i++)
+	for (size_t i = 0; i < ctx->n_cus; i++) {
 		free(ctx->cus[i].fns);
+		free(ctx->cus[i].scoped);
+		free(ctx->cus[i].pool);
+	}
 	free(ctx->cus);
 	free(ctx);
 }

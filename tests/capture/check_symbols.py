@@ -8,6 +8,10 @@ through the reader API (bt_dump --symbols: every address of every rank with its 
    are demangled, exactly as the C++ ABI spells them (the names below are written from the
    source, and checked against c++filt and nm -C when binutils are installed), at the
    lines marked "bt:NAME" in the source, in backtraces.txt and allocs.folded alike.
+   The same at -O2 (cap_cxx_inline.cpp): functions in a namespace, a class, a nested and an
+   anonymous namespace, forced inline into main, so that their origins have no linkage name,
+   are named with their scopes ("qa::risky", "(anonymous namespace)::hidden") and marked
+   [inlined] at the marked lines.
 2. A stripped program (cap_bt with its symbol table removed by strip): its frames have no
    names and print as "<file name>+0x<return address in the file>": four call sites give
    four different names, each inside the function that nm finds in the unstripped binary,
@@ -31,6 +35,7 @@ through the reader API (bt_dump --symbols: every address of every rank with its 
    TRACEFS_SYMBOL_DIR empty, set for the whole suite in meson.build.)
 
   check_symbols.py --tracefs T --capbt B --dump D [--cxx X --cxx-source cap_cxx.cpp]
+                   [--cxx-inline Y --cxx-inline-source cap_cxx_inline.cpp]
 """
 
 import argparse
@@ -113,6 +118,14 @@ def stacks(text):
     return out
 
 
+def parse(line):
+    """A backtraces.txt frame line: (name, "<base name>:<line>)" or None)."""
+    m = re.match(r"^(.*) \((.*)\)( \[inlined\])?$", line)
+    if not m:
+        return (line, None)
+    return (m.group(1), os.path.basename(m.group(2)) + ")")
+
+
 def markers(source):
     found = {}
     with open(source) as f:
@@ -181,13 +194,6 @@ def test_cxx(tap, args, work):
     bt = stacks(view(args, trace, "ranks/0/backtraces.txt"))
     folded = view(args, trace, "ranks/0/allocs.folded").splitlines()
 
-    def parse(line):
-        """A backtraces.txt frame line: (name, "<base name>:<line>)" or None)."""
-        m = re.match(r"^(.*) \((.*)\)( \[inlined\])?$", line)
-        if not m:
-            return (line, None)
-        return (m.group(1), os.path.basename(m.group(2)) + ")")
-
     for size, want in chains.items():
         rows = [r for r in folded if r.endswith(" %d" % size)]
         names = rows[0].rsplit(" ", 1)[0].split(";") if len(rows) == 1 else []
@@ -211,6 +217,47 @@ def test_cxx(tap, args, work):
             g[0] == w[0] and (w[1] is None or g[1] == w[1]) for g, w in zip(got_b, want))
         tap.ok(ok, "backtraces.txt, %d bytes: the same frames, at the lines marked in %s"
                % (size, src), "want %r\ngot %r" % (want, got_b))
+
+
+def test_cxx_inline(tap, args, work):
+    if not args.cxx_inline:
+        tap.skip("inlined C++ frames named with their scopes",
+                 "the build found no C++ compiler (cap_cxx_inline not built)")
+        return
+    mk = markers(args.cxx_inline_source)
+    src = os.path.basename(args.cxx_inline_source)
+    trace, _ = record(args, work, "cxx_inline", [args.cxx_inline])
+    chains = {  # from main on: (name without its parameters, marker), inlined after main
+        3002: [("main", "main_fill"), ("qa::Box::fill", "fill"), ("qa::risky", "risky")],
+        4001: [("main", "main_dig"), ("qa::deep::dig", "dig")],
+        5001: [("main", "main_hidden"), ("(anonymous namespace)::hidden", "hidden")],
+    }
+    bt = view(args, trace, "ranks/0/backtraces.txt")
+    folded = view(args, trace, "ranks/0/allocs.folded").splitlines()
+
+    def bare(name):  # a linkage name demangles with the parameters
+        return name.split("(")[0] if not name.startswith("(") else \
+            "(anonymous namespace)" + bare(name[len("(anonymous namespace)"):])
+
+    for size, want in chains.items():
+        rows = [r for r in folded if r.endswith(" %d" % size)]
+        names = rows[0].rsplit(" ", 1)[0].split(";") if len(rows) == 1 else []
+        got = [bare(n) for n in names[names.index("main"):]] if "main" in names else []
+        tap.ok(got == [w[0] for w in want], "allocs.folded, %d bytes, inlined: %s"
+               % (size, " > ".join(w[0] for w in want)), "rows %r" % rows)
+        lines = ["%s (%s:%d)%s" % (name, "*", mk[m], " [inlined]" if i else "")
+                 for i, (name, m) in enumerate(want)]
+        found = False
+        for stack in stacks(bt):
+            names = [parse(f)[0] for f in stack]
+            frames = stack[names.index("main"):] if "main" in names else []
+            if frames and len(frames) == len(want) and all(
+                    bare(parse(f)[0]) == w[0] and parse(f)[1] == "%s:%d)" % (src, mk[w[1]])
+                    and f.endswith(" [inlined]") == (i > 0)
+                    for i, (f, w) in enumerate(zip(frames, want))):
+                found = True
+        tap.ok(found, "backtraces.txt, %d bytes: the inlined frames at the marked lines"
+               % size, "want %r\ngot %s" % (lines, bt))
 
 
 # ---- 2. a stripped program ----
@@ -508,13 +555,15 @@ def main():
         ap.add_argument(opt, required=True)
     ap.add_argument("--cxx")
     ap.add_argument("--cxx-source")
+    ap.add_argument("--cxx-inline")
+    ap.add_argument("--cxx-inline-source")
     args = ap.parse_args()
-    for k in ("tracefs", "capbt", "dump", "cxx", "cxx_source"):
+    for k in ("tracefs", "capbt", "dump", "cxx", "cxx_source", "cxx_inline", "cxx_inline_source"):
         if getattr(args, k):
             setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-sym.") as work:
-        for test in (test_cxx, test_stripped, test_gcc, test_make, test_disk):
+        for test in (test_cxx, test_cxx_inline, test_stripped, test_gcc, test_make, test_disk):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
