@@ -120,6 +120,7 @@ struct obj {
 	char *disk_id;		    /* its identity on disk (symdisk.c), NULL: not kept there */
 	char *dbg_path;		    /* the debug file its identity names ("": none) */
 	size_t disk_n;		    /* entries of the cache the disk holds */
+	ino_t disk_ino;		    /* the inode of its file last read or written (0: none) */
 };
 
 #define MAX_OBJS 64 /* object files kept open, unless one process maps more */
@@ -748,6 +749,23 @@ static char *disk_id(struct obj *o, const struct stat *st)
 	return id;
 }
 
+/* Why cap_symdisk_load() returned @n < 0, for TFS_SYMBOL_STATS. */
+static const char *disk_why(long n)
+{
+	switch (n) {
+	case -ENOENT:
+		return "none";
+	case -TFS_ECORRUPT:
+		return "not read: damaged";
+	case -ESTALE:
+		return "not read: of another identity";
+	case -EPERM:
+		return "not read: not a regular file of the user's that others cannot write";
+	default:
+		return n < 0 ? strerror((int)-n) : "";
+	}
+}
+
 /* Read @o's results kept on disk into its cache. */
 static void disk_load(struct obj *o, const struct stat *st)
 {
@@ -756,12 +774,12 @@ static void disk_load(struct obj *o, const struct stat *st)
 	o->disk_id = disk_id(o, st);
 	if (!o->disk_id)
 		return;
-	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache);
+	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache, &o->disk_ino);
 	o->disk_n = cap_symcache_n(o->cache);
 	if (getenv("TFS_SYMBOL_STATS"))
-		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s\n", o->path,
-			n < 0 ? 0 : n, n == -ENOENT ? " (none)" : n < 0 ? " (not read)" : "");
-	if (n < 0 && n != -ENOENT && n != -EINVAL) {
+		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s%s%s\n", o->path,
+			n < 0 ? 0 : n, n >= 0 ? "" : " (", disk_why(n), n >= 0 ? "" : ")");
+	if (n < 0 && n != -ENOENT && n != -TFS_ECORRUPT && n != -ESTALE && n != -EPERM) {
 		/* not read for want of memory or an I/O error: its file stays as it is */
 		free(o->disk_id);
 		o->disk_id = NULL;
@@ -942,7 +960,7 @@ static void disk_save_new(struct pass *p)
 			o->disk_id = NULL;
 			continue;
 		}
-		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed) == 0)
+		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed, &o->disk_ino) == 0)
 			o->disk_n = cap_symcache_n(o->cache);
 		g_trimmed = true; /* a directory read per recording at most */
 	}

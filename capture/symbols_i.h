@@ -9,6 +9,7 @@
 
 #include <elfutils/libdwfl.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "tfs/writer.h"
 
@@ -78,23 +79,27 @@ void cap_symcache_entry(const struct cap_symcache *c, size_t i, uint64_t *pc,
 /*
  * Put the entries of a cache file's bytes @buf[0..@len) into @c (those it holds already
  * are skipped), if the file is whole and of identity @id; with @c NULL only check it.
- * @return entries added (@c NULL: the file's entries), -EINVAL (damaged, or another
- * identity: nothing added) or -ENOMEM
+ * @return entries added (@c NULL: the file's entries), -TFS_ECORRUPT (damaged: nothing
+ * added), -ESTALE (whole, of another identity: nothing added) or -ENOMEM
  */
 long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct cap_symcache *c);
 /* The bytes of a cache file of identity @id holding @c's entries, in a new *@out. */
 int cap_symdisk_build(const struct cap_symcache *c, const char *id, uint8_t **out, size_t *len);
 /*
  * cap_symdisk_parse() of @dir's file for @id, if it is a regular file of the user's that
- * nobody else may write (else -EINVAL). @return as it, or -errno (-ENOENT: none)
+ * nobody else may write (else -EPERM); *@ino (unless NULL): the file's inode, when read.
+ * @return as it, or -errno (-ENOENT: none)
  */
-long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c);
+long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, ino_t *ino);
 /*
  * Write @c's entries as @dir's file for @id (creating @dir, mode 0700), in place of any
- * earlier one; with @trim_dir, then trim @dir to SYMDISK_MAX_FILES. @return 0 or -errno
+ * earlier one; with @trim_dir, then trim @dir to SYMDISK_MAX_FILES. *@ino: the inode of
+ * the file last read or written for @id (0: none); when the file there is another one (a
+ * concurrent recording saved it), its entries are first read into @c, so that neither
+ * recording loses the other's. *@ino becomes the written file's. @return 0 or -errno
  */
-int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c,
-		     bool trim_dir);
+int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir,
+		     ino_t *ino);
 
 /* ---- demangle.c ---- */
 

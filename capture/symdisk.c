@@ -16,7 +16,10 @@
  * Strings hold no NUL byte. A file that is too large, short, damaged, of another identity,
  * not a regular file, not the user's own or writable by others is ignored whole: nothing of
  * it reaches the cache. Files are written to a temporary file of a name of its own and
- * renamed, so a reader never sees half of one; loading a file touches its mtime, and a
+ * renamed, so a reader never sees half of one. A save first reads back the file when
+ * another recording replaced it since this one read or wrote it (its inode changed), so
+ * recordings running at once keep each other's entries, but for one that renames its file
+ * between the other's read and rename. Loading a file touches its mtime, and a
  * trimming save into a directory holding more than SYMDISK_MAX_FILES files removes the
  * least recently loaded or saved (and temporary files an hour old). This file knows nothing of DWARF (symbolize.c) nor of how the
  * cache stores entries (symcache.c).
@@ -101,8 +104,8 @@ static bool take_str(struct rd *r, char **at, bool fn, const char **s)
 
 /*
  * Read the entries after the header at @r into @c when @c is not NULL, else only check
- * them; @scratch holds one entry's strings. @return entries added (checking: all), or -EINVAL
- * (damaged) or -ENOMEM
+ * them; @scratch holds one entry's strings. @return entries added (checking: all), or
+ * -TFS_ECORRUPT (damaged) or -ENOMEM
  */
 static long read_entries(struct rd r, uint32_t n, char *scratch, struct cap_symcache *c)
 {
@@ -116,11 +119,11 @@ static long read_entries(struct rd r, uint32_t n, char *scratch, struct cap_symc
 		char *at = scratch;
 
 		if (!take_u(&r, &pc, 8) || !take_u(&r, &nf, 1) || nf > MAX_FRAMES)
-			return -EINVAL;
+			return -TFS_ECORRUPT;
 		for (uint32_t k = 0; k < nf; k++) {
 			if (!take_u(&r, &line, 4) || !take_str(&r, &at, true, &f[k].function) ||
 			    !take_str(&r, &at, false, &f[k].file))
-				return -EINVAL;
+				return -TFS_ECORRUPT;
 			f[k].line = (uint32_t)line;
 		}
 		if (!c) {
@@ -133,7 +136,7 @@ static long read_entries(struct rd r, uint32_t n, char *scratch, struct cap_symc
 			return -ENOMEM;
 		added++;
 	}
-	return r.p == r.end ? added : -EINVAL;
+	return r.p == r.end ? added : -TFS_ECORRUPT;
 }
 
 long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct cap_symcache *c)
@@ -145,18 +148,19 @@ long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct ca
 	long rc;
 
 	if (len < MAGIC_BYTES + 8 + 8)
-		return -EINVAL;
+		return -TFS_ECORRUPT;
 	memcpy(&sum, buf + len - 8, 8); /* little-endian hosts only, as the capture */
 	if (fnv(buf, len - 8) != sum)
-		return -EINVAL;
+		return -TFS_ECORRUPT;
 	r.end -= 8;
 	if (!take(&r, NULL, MAGIC_BYTES) || memcmp(buf, MAGIC, MAGIC_BYTES) != 0 ||
-	    !take_u(&r, &got_len, 4) || got_len != id_len || (size_t)(r.end - r.p) < id_len ||
-	    memcmp(r.p, id, id_len) != 0)
-		return -EINVAL;
+	    !take_u(&r, &got_len, 4) || (size_t)(r.end - r.p) < got_len)
+		return -TFS_ECORRUPT;
+	if (got_len != id_len || memcmp(r.p, id, id_len) != 0)
+		return -ESTALE; /* whole, but of another identity */
 	r.p += id_len;
 	if (!take_u(&r, &n, 4))
-		return -EINVAL;
+		return -TFS_ECORRUPT;
 	/* an entry's strings, each with a NUL for its 2-byte length: less than the file */
 	scratch = malloc(len);
 	if (!scratch)
@@ -296,7 +300,7 @@ static int read_all(int fd, uint8_t *buf, size_t n)
 	return 0;
 }
 
-long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c)
+long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, ino_t *ino)
 {
 	char path[4096];
 	struct stat st;
@@ -310,7 +314,7 @@ long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c)
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
-	rc = -EINVAL;
+	rc = -EPERM;
 	/* a regular file of ours that nobody else may write: names go into traces */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    (st.st_mode & 022) || st.st_size > SYMDISK_MAX_BYTES)
@@ -322,8 +326,11 @@ long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c)
 	rc = read_all(fd, buf, (size_t)st.st_size);
 	if (rc == 0)
 		rc = cap_symdisk_parse(buf, (size_t)st.st_size, id, c);
-	if (rc >= 0)
+	if (rc >= 0) {
 		(void)futimens(fd, NULL); /* recently used: the last to be removed */
+		if (ino)
+			*ino = st.st_ino;
+	}
 	free(buf);
 out_close:
 	close(fd);
@@ -410,9 +417,13 @@ static int make_dirs(const char *path)
 	}
 }
 
-/* Write @len bytes of @buf to a new temporary file beside @path, then rename it @path. */
-static int replace(const char *path, const uint8_t *buf, size_t len)
+/*
+ * Write @len bytes of @buf to a new temporary file beside @path, then rename it @path;
+ * *@ino: its inode.
+ */
+static int replace(const char *path, const uint8_t *buf, size_t len, ino_t *ino)
 {
+	struct stat st;
 	char tmp[4200];
 	int rc = 0, fd;
 
@@ -430,8 +441,12 @@ static int replace(const char *path, const uint8_t *buf, size_t len)
 		else
 			buf += w, len -= (size_t)w;
 	}
+	if (rc == 0 && fstat(fd, &st) < 0)
+		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
+	if (rc == 0)
+		*ino = st.st_ino;
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = -errno;
 	if (rc < 0)
@@ -439,9 +454,10 @@ static int replace(const char *path, const uint8_t *buf, size_t len)
 	return rc;
 }
 
-int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache *c,
-		     bool trim_dir)
+int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir,
+		     ino_t *ino)
 {
+	struct stat st;
 	char path[4096];
 	uint8_t *buf;
 	size_t len;
@@ -452,10 +468,16 @@ int cap_symdisk_save(const char *dir, const char *id, const struct cap_symcache 
 	rc = make_dirs(dir);
 	if (rc < 0)
 		return rc;
+	/*
+	 * Another recorder saved since this one read the file: keep what it found too (a file
+	 * damaged, of another identity or unreadable gives nothing, and is replaced).
+	 */
+	if (lstat(path, &st) == 0 && st.st_ino != *ino)
+		(void)cap_symdisk_load(dir, id, c, NULL);
 	rc = cap_symdisk_build(c, id, &buf, &len);
 	if (rc < 0)
 		return rc;
-	rc = len > SYMDISK_MAX_BYTES ? -EFBIG : replace(path, buf, len);
+	rc = len > SYMDISK_MAX_BYTES ? -EFBIG : replace(path, buf, len, ino);
 	free(buf);
 	if (rc == 0 && trim_dir)
 		trim(dir);

@@ -483,7 +483,7 @@ def test_disk(tap, args, work):
     tap.ok(bt1 == bt0 and f1 == f0, "disk, warm: backtraces.txt and allocs.folded are the "
            "cold recording's, byte for byte")
     _, k2, p2, bt2, f2, files2 = runs[2]
-    tap.ok(all(note == " (not read)" for _, _, note in k2) and len(k2) == len(k0) and
+    tap.ok(all(note == " (not read: damaged)" for _, _, note in k2) and len(k2) == len(k0) and
            p2[0][3] == 0 and bt2 == bt0 and f2 == f0,
            "disk, damaged files: ignored, every address looked up again, the same views",
            "stats %r, per process %r" % (k2, p2))

@@ -175,16 +175,22 @@ static void test_symdisk_layout(void **state)
 	cap_symcache_free(d);
 }
 
-/* @b refused whole under identity @id: -EINVAL, the cache left empty. */
-static void assert_refused(const uint8_t *b, size_t len, const char *id)
+/* @b refused whole under identity @id with @err, the cache left empty. */
+static void assert_refused_as(const uint8_t *b, size_t len, const char *id, int err)
 {
 	struct cap_symcache *c;
 
 	assert_int_equal(cap_symcache_new(&c), 0);
-	assert_int_equal(cap_symdisk_parse(b, len, id, c), -EINVAL);
-	assert_int_equal(cap_symdisk_parse(b, len, id, NULL), -EINVAL);
+	assert_int_equal(cap_symdisk_parse(b, len, id, c), err);
+	assert_int_equal(cap_symdisk_parse(b, len, id, NULL), err);
 	assert_int_equal(cap_symcache_n(c), 0);
 	cap_symcache_free(c);
+}
+
+/* @b refused whole as damaged. */
+static void assert_refused(const uint8_t *b, size_t len, const char *id)
+{
+	assert_refused_as(b, len, id, -TFS_ECORRUPT);
 }
 
 static void test_symdisk_refusals(void **state)
@@ -197,8 +203,10 @@ static void test_symdisk_refusals(void **state)
 	assert_int_equal(cap_symdisk_build(a, ID, &buf, &len), 0);
 	m = malloc(len + 16);
 	assert_non_null(m);
-	assert_refused(buf, len, "rules 1\n/usr/lib/x.so\n1 2 3 4.000000006\ndebug -\n");
-	assert_refused(buf, len, "");
+	/* whole, but of another identity */
+	assert_refused_as(buf, len, "rules 1\n/usr/lib/x.so\n1 2 3 4.000000006\ndebug -\n",
+			  -ESTALE);
+	assert_refused_as(buf, len, "", -ESTALE);
 	for (size_t n = 0; n < len; n++)
 		assert_refused(buf, n, ID);
 	for (size_t bit = 0; bit < 8 * len; bit++) {
@@ -302,22 +310,109 @@ static size_t count_sym(const char *dir)
 	return n;
 }
 
+/* Whether every entry of @a whose address @skip (unless NULL) lacks is in @b, the same. */
+static bool holds(const struct cap_symcache *b, const struct cap_symcache *a,
+		  const struct cap_symcache *skip)
+{
+	for (size_t i = 0; i < cap_symcache_n(a); i++) {
+		const struct tfs_src_frame *fa, *fb;
+		uint32_t na, nb;
+		uint64_t pc;
+
+		cap_symcache_entry(a, i, &pc, &fa, &na);
+		if (skip && cap_symcache_get(skip, pc, &fb, &nb))
+			continue;
+		if (!cap_symcache_get(b, pc, &fb, &nb) || nb != na)
+			return false;
+		for (uint32_t k = 0; k < na; k++)
+			if (fa[k].line != fb[k].line || strcmp(fa[k].file, fb[k].file) ||
+			    (fa[k].function ? !fb[k].function || strcmp(fa[k].function, fb[k].function)
+					    : fb[k].function != NULL))
+				return false;
+	}
+	return true;
+}
+
+/*
+ * Two recordings that found the file missing save one after the other: the second keeps
+ * the first's entries (it reads the file the first wrote); saving again over its own file
+ * reads nothing (a file rewritten in place, inode kept, is not read back).
+ */
+static void test_symdisk_concurrent(void **state)
+{
+	char dir[] = "/tmp/tfs-symdisk.XXXXXX";
+	struct cap_symcache *x = random_cache(300, 1), *y = random_cache(300, 2), *z, *all;
+	struct cap_symcache *y0 = random_cache(300, 2); /* y as it was found */
+	size_t only_y = 0;
+	ino_t ino_x = 0, ino_y = 0;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	for (size_t i = 0; i < cap_symcache_n(y); i++) {
+		const struct tfs_src_frame *f;
+		uint64_t pc;
+		uint32_t n;
+
+		cap_symcache_entry(y, i, &pc, &f, &n);
+		only_y += !cap_symcache_get(x, pc, &f, &n);
+	}
+	assert_true(only_y > 200);
+	assert_int_equal(cap_symdisk_load(dir, ID, x, &ino_x), -ENOENT);
+	assert_int_equal(cap_symdisk_load(dir, ID, y, &ino_y), -ENOENT);
+	assert_int_equal(cap_symdisk_save(dir, ID, x, false, &ino_x), 0);
+	assert_true(ino_x != 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, y, false, &ino_y), 0);
+	assert_true(ino_y != 0 && ino_y != ino_x);
+	assert_int_equal(cap_symcache_n(y), 300 + only_y); /* y took x's in */
+	assert_int_equal(cap_symcache_new(&all), 0);
+	assert_int_equal(cap_symdisk_load(dir, ID, all, NULL), (long)(300 + only_y));
+	/* an address both found is y's (the same whenever the identities are the same) */
+	assert_true(holds(all, y0, NULL) && holds(all, x, y0) && holds(y, all, NULL));
+	/* the file rewritten in place with z's entries, the inode kept: y does not read it */
+	z = random_cache(50, 3);
+	assert_int_equal(cap_symdisk_build(z, ID, &buf, &len), 0);
+	{
+		char path[512];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%016" PRIx64 ".sym", dir,
+			 fnv1a((const uint8_t *)ID, strlen(ID)));
+		fd = open(path, O_WRONLY | O_TRUNC);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, buf, len), (ssize_t)len);
+		close(fd);
+		assert_int_equal(cap_symdisk_save(dir, ID, y, false, &ino_y), 0);
+		assert_int_equal(cap_symcache_n(y), 300 + only_y);
+		unlink(path);
+	}
+	assert_int_equal(rmdir(dir), 0);
+	free(buf);
+	cap_symcache_free(x);
+	cap_symcache_free(y);
+	cap_symcache_free(z);
+	cap_symcache_free(y0);
+	cap_symcache_free(all);
+}
+
 static void test_symdisk_files(void **state)
 {
 	char top[] = "/tmp/tfs-symdisk.XXXXXX", dir[256], path[512], other[512];
 	struct cap_symcache *a = random_cache(500, 9), *b;
 	struct stat st;
+	ino_t ino = 0, ino_other = 0;
 
 	(void)state;
 	assert_non_null(mkdtemp(top));
 	snprintf(dir, sizeof(dir), "%s/a/b", top);
-	assert_int_equal(cap_symdisk_load(dir, ID, a), -ENOENT);
-	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
+	assert_int_equal(cap_symdisk_load(dir, ID, a, NULL), -ENOENT);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0);
 	assert_int_equal(stat(dir, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	assert_int_equal(count_sym(dir), 1);
 	assert_int_equal(cap_symcache_new(&b), 0);
-	assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
+	assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
 	assert_same(a, b);
 	cap_symcache_free(b);
 	/* the file of ID under the name of another identity: refused */
@@ -332,7 +427,7 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 0777, 0600);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_save(dir, "other", b, false), 0);
+		assert_int_equal(cap_symdisk_save(dir, "other", b, false, &ino_other), 0);
 		assert_int_equal(count_sym(dir), 2);
 		/* find the other's name, put ID's bytes there */
 		d = opendir(dir);
@@ -341,7 +436,7 @@ static void test_symdisk_files(void **state)
 				snprintf(other, sizeof(other), "%s/%s", dir, e->d_name);
 		closedir(d);
 		assert_int_equal(rename(path, other), 0);
-		assert_int_equal(cap_symdisk_load(dir, "other", b), -EINVAL);
+		assert_int_equal(cap_symdisk_load(dir, "other", b, NULL), -ESTALE);
 		assert_int_equal(cap_symcache_n(b), 0);
 		cap_symcache_free(b);
 	}
@@ -358,9 +453,9 @@ static void test_symdisk_files(void **state)
 	}
 	snprintf(path, sizeof(path), "%s/notes.txt", dir);
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0);
 	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES + 12); /* no trimming asked */
-	assert_int_equal(cap_symdisk_save(dir, ID, a, true), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, true, &ino), 0);
 	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES);
 	assert_int_equal(access(path, F_OK), 0);
 	/* 266 old files, the renamed one and ID's: the 12 oldest went */
@@ -370,7 +465,7 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(access(path, F_OK), i < 12 ? -1 : 0);
 	}
 	assert_int_equal(cap_symcache_new(&b), 0);
-	assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
+	assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
 	cap_symcache_free(b);
 	/* what may not be read: a FIFO (must not block), a directory, a file others may write */
 	{
@@ -382,18 +477,18 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(access(mine, F_OK), 0);
 		assert_int_equal(chmod(mine, 0622), 0);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
+		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
 		assert_int_equal(unlink(mine), 0);
 		assert_int_equal(mkfifo(mine, 0600), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
-		assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0); /* replaces it */
-		assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
+		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
+		assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0); /* replaces it */
+		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
 		cap_symcache_free(b);
 		assert_int_equal(unlink(mine), 0);
 		assert_int_equal(mkdir(mine, 0700), 0);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b), -EINVAL);
-		assert_true(cap_symdisk_save(dir, ID, a, false) < 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
+		assert_true(cap_symdisk_save(dir, ID, a, false, &ino) < 0);
 		assert_int_equal(cap_symcache_n(b), 0);
 		cap_symcache_free(b);
 	}
@@ -415,6 +510,7 @@ int main(void)
 	    cmocka_unit_test(test_symdisk_known_kept),
 	    cmocka_unit_test(test_symdisk_out_of_memory),
 	    cmocka_unit_test(test_symdisk_files),
+	    cmocka_unit_test(test_symdisk_concurrent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
