@@ -7,8 +7,9 @@
  * O(log count)), two streams are equal when their hashes are, and the first difference is
  * found by a binary search on prefix hashes, each O(height x body) to compute. A 10^10-event
  * stream costs what its grammar costs. What is compared: every argument the signature fixes,
- * file names, backtrace ids and buffers (allocation, offset) excepted (`--paths`,
- * `--stacks`, `--buffers`: those too); with `--values`
+ * file names, backtrace ids, buffers (allocation, offset) and format strings excepted
+ * (`--paths`, `--stacks`, `--buffers`, `--formats`: those too; a replay proxy writes the
+ * bytes a printf wrote through a format of its own); with `--values`
  * also the values that vary per call, event by event (that decodes both traces), apart from
  * addresses (hexadecimal values) and buffer positions (`buf*`); times never. It does not
  * say how the traces differ beyond the first differing call of each thread.
@@ -115,7 +116,7 @@ struct side {
 };
 
 struct opts {
-	bool values, paths, stacks, buffers;
+	bool values, paths, stacks, buffers, formats;
 };
 
 /* A buffer argument: (allocation, offset) as the MPI wrappers record buffers. */
@@ -196,6 +197,8 @@ static char *sig_text(const struct side *s, uint32_t term, const struct opts *o)
 			text = "stack#?";
 		if (!o->buffers && is_buffer_arg(&d, i))
 			text = "<buffer>";
+		if (!o->formats && a->enc == TFS_ENC_STR && !strcmp(a->name, "format"))
+			text = "<format>";
 		put(&buf, &len, &cap, i ? ", " : "", i ? 2 : 0);
 		put(&buf, &len, &cap, a->name, strlen(a->name));
 		put(&buf, &len, &cap, "=", 1);
@@ -569,6 +572,7 @@ int fs_cmd_compare(int argc, char **argv)
 					      {"paths", no_argument, NULL, 'p'},
 					      {"stacks", no_argument, NULL, 's'},
 					      {"buffers", no_argument, NULL, 'b'},
+					      {"formats", no_argument, NULL, 'f'},
 					      {0}};
 	struct side a = {0}, b = {0};
 	struct opts o = {0};
@@ -586,6 +590,8 @@ int fs_cmd_compare(int argc, char **argv)
 			o.stacks = true;
 		else if (c == 'b')
 			o.buffers = true;
+		else if (c == 'f')
+			o.formats = true;
 		else {
 			return fs_usage("compare", "unknown option %s", argv[optind - 1]);
 		}

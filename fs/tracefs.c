@@ -606,6 +606,7 @@ static const struct cmd_opt compare_opts[] = {
 	{"--paths", "also the file names"},
 	{"--stacks", "also the backtrace ids"},
 	{"--buffers", "also the buffers"},
+	{"--formats", "also the format strings (of printf, scanf)"},
 	{0},
 };
 
@@ -717,11 +718,12 @@ static const struct command commands[] = {
 	{
 		.name = "compare",
 		.run = fs_cmd_compare,
-		.synopsis = "compare [--values] [--paths] [--stacks] [--buffers] A B",
+		.synopsis = "compare [--values] [--paths] [--stacks] [--buffers] [--formats] A B",
 		.brief = "whether two traces make the same calls, rank by rank",
 		.help = "Says, rank by rank, whether traces A and B make the same calls: the same call "
-			"signatures in the same order (file names, backtrace ids and buffers only with "
-			"--paths, --stacks, --buffers; the values that vary per call only with --values). "
+			"signatures in the same order (file names, backtrace ids, buffers and format "
+			"strings only with --paths, --stacks, --buffers, --formats; the values that vary "
+			"per call only with --values). "
 			"Names the first differing event of each thread and both calls; exits 0 only "
 			"when they match, 1 when they differ.",
 		.opts = compare_opts,

@@ -72,6 +72,12 @@ class Exp:
 SB = "buf={B}"  # the program's static buffer
 
 
+def fmtarg(text):
+    """The format string argument of the printf and scanf families, as the text view quotes
+    it (@text already escaped)."""
+    return ', format="%s"' % text
+
+
 def fd(n, name):
     """A descriptor and the name of the file behind it, as the text view attaches it."""
     return "fd=%d<%s>" % (n, name)
@@ -227,8 +233,8 @@ def expect(d):
     e.call("closedir", fd(3, N[14]), 0)
     # ---- stdio output: s = file#17, stdout = file#18, every stream = file#19
     e.add('fopen(path="%s/s", opentype="w", file=file#17, errno=0) = 3' % d)
-    for ret in (6, 2, 5, 1):
-        e.call("fprintf", fd(3, N[17]), ret)
+    for fmt, ret in (("%d\\n", 6), ("%s", 2), ("%05d", 5), ("%c", 1)):
+        e.call("fprintf", fd(3, N[17]) + fmtarg(fmt), ret)
     e.call("fputs", fd(3, N[17]) + ", bytes=3", "{NN1}")  # a non-negative number
     e.call("fputs", fd(3, N[17]) + ", bytes=2", "{NN2}")
     for name, ch in (("fputc", "x"), ("fputc", "y"), ("putc", "p"), ("putc", "q"),
@@ -242,23 +248,23 @@ def expect(d):
         e.call("fseek", fd(3, N[17]) + ", offset=0, whence=%d" % whence, 0)
     e.call("fclose", fd(3, N[17]), 0)
     e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#18)')
-    for ret in (4, 1, 2, 1):
-        e.call("printf", fd(1, N[18]), ret)
+    for fmt, ret in (("%s\\n", 4), ("%d", 1), ("%x", 2), ("!", 1)):
+        e.call("printf", fd(1, N[18]) + fmtarg(fmt), ret)
     e.call("puts", fd(1, N[18]) + ", bytes=4", "{NN3}")
     e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("A"))
     e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("B"))
     e.add('fd_file(fd=-1, path="(all streams)", file=file#19)')
     e.call("fflush", fd(-1, N[19]), 0)
-    for ret in (2, 2, 1, 2):
-        e.call("dprintf", fd(1, N[18]), ret)
+    for fmt, ret in (("%d", 2), ("ab", 2), ("c", 1), ("de", 2)):
+        e.call("dprintf", fd(1, N[18]) + fmtarg(fmt), ret)
     # ---- stdio input: i = file#20, stdin = file#21
     e.add('open(path="%s/i", flags=0x%x, mode=0x180, file=file#20, errno=0) = 3'
           % (d, O[1] | O_CREAT | O_TRUNC))
     e.call("write", fd(3, N[20]) + ", count=28, " + e.lit(), 28)
     e.call("close", fd(3, N[20]), 0)
     e.add('fopen(path="%s/i", opentype="r", file=file#20, errno=0) = 3' % d)
-    e.call("fscanf", fd(3, N[20]), 1)
-    e.call("fscanf", fd(3, N[20]), 1)
+    e.call("fscanf", fd(3, N[20]) + fmtarg("%d"), 1)
+    e.call("fscanf", fd(3, N[20]) + fmtarg("%d"), 1)
     e.call("fgetc", fd(3, N[20]) + ", bytes=1", ord("\n"))
     for size, ret in ((100, 9), (3, 2), (100, 4), (100, 2)):
         e.call("fgets", fd(3, N[20]) + ", size=%d, %s" % (size, SB), ret)
@@ -271,19 +277,19 @@ def expect(d):
     e.add('fopen(path="%s/i", opentype="r", file=file#20, errno=0) = 3' % d)
     e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord(" "), 3)
     e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord("\n"), 3)
-    e.call("fscanf", fd(3, N[20]), 1)
-    e.call("fscanf", fd(3, N[20]), 1)
+    e.call("fscanf", fd(3, N[20]) + fmtarg("%s"), 1)
+    e.call("fscanf", fd(3, N[20]) + fmtarg("%s"), 1)
     for size, nmemb, ret in ((1, 4, 4), (2, 3, 3), (1, 2, 2), (1, 100, 2)):
         e.call("fread", fd(3, N[20]) + ", size=%d, nmemb=%d, %s, bytes=%d"
                % (size, nmemb, SB, size * ret), ret)
     e.call("fclose", fd(3, N[20]), 0)
     e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#21)')
-    e.call("scanf", fd(0, N[21]), 1)
-    e.call("scanf", fd(0, N[21]), 1)
+    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
+    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
     e.call("getchar", fd(0, N[21]) + ", bytes=1", ord(" "))
     e.call("getchar", fd(0, N[21]) + ", bytes=1", ord("9"))
-    e.call("scanf", fd(0, N[21]), 1)
-    e.call("scanf", fd(0, N[21]), -1)
+    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
+    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), -1)
     # ---- streams made otherwise, copies: t = file#22, u = file#23, a pipe = file#24
     e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#20, errno=0) = 3' % d)
     e.call("fdopen", fd(3, N[20]) + ', opentype="r"', 3)

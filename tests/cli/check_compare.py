@@ -91,6 +91,20 @@ def main():
         t.ok(rc == 1 and 'rank 1 thread 0: differ at event 777777' in out,
              'one call apart in another rule structure: found at its index', out)
 
+        # what is left out unless asked: file names and format strings
+        prints = {v: mk(v + '.trace', 30, v) for v in ('print', 'printpath', 'printformat')}
+        for word, opt, shown in (('path', '--paths', 'path="/tmp/b.txt"'),
+                                 ('format', '--formats', 'format="%x\\n"')):
+            other = prints['print' + word]
+            rc, out, _ = cmp(prints['print'], other)
+            t.ok(rc == 0 and out.count('same calls (31 events, 1 thread)') == 2,
+                 f'another {word} only: the same calls', out)
+            rc, out, _ = cmp(opt, prints['print'], other)
+            b = next((ln for ln in out.splitlines() if ln.startswith('  B: ')), '')
+            t.ok(rc == 1 and 'rank 1 thread 0: differ at event 0' in out and
+                 'rank 0: same calls' in out and shown in b,
+                 f'with {opt}, the first call differs and shows its {word}', out)
+
         rc, _, err = cmp(plain)
         t.ok(rc == 2 and err.startswith('tracefs: compare: needs two TRACEs') and
              err.rstrip().endswith("(try 'tracefs compare --help')"),

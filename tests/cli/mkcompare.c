@@ -6,8 +6,10 @@
  * rank 0 (event K's byte count), `longer` the length (one call more at the end of rank 1).
  * `irregular` draws each op from a fixed pseudo-random sequence instead, and `blocks`
  * writes with a small grammar budget, which cuts an irregular stream into many grammar
- * blocks: the same calls in another rule structure. VARIANT is a comma-separated list of
- * these words (or `plain`). It prints nothing.
+ * blocks: the same calls in another rule structure. `print` puts first in each rank a
+ * `print` call with a file name and a format string (as the capture's printf has), and
+ * `printpath` and `printformat` give rank 1's another one. VARIANT is a comma-separated list
+ * of these words (or `plain`). It prints nothing.
  *
  *   mkcompare OUT N VARIANT [K]
  */
@@ -24,8 +26,16 @@ static const struct tfs_arg_desc call_args[] = {
     {"bytes", TFS_TYPE_U64, TFS_ENC_VAL, TFS_ARG_BYTES, NULL},
 };
 
+static const struct tfs_arg_desc print_args[] = {
+    {"fd", TFS_TYPE_I64, TFS_ENC_SIG, 0, NULL},
+    {"path", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+    {"format", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
+};
+
 int main(int argc, char **argv)
 {
+	struct tfs_kind_desc pd = {"print", "test", 3, print_args};
+	uint32_t print_kind;
 	struct tfs_writer_opts o = {.timing = TFS_TIMING_NONE};
 	struct tfs_kind_desc kd = {"call", "test", 3, call_args};
 	struct tfs_writer *w;
@@ -47,11 +57,21 @@ int main(int argc, char **argv)
 	rc = tfs_writer_new(&o, &w);
 	if (rc == 0)
 		rc = tfs_writer_add_kind(w, &kd, &kind);
+	if (rc == 0)
+		rc = tfs_writer_add_kind(w, &pd, &print_kind);
 	for (uint32_t r = 0; rc == 0 && r < 2; r++) {
 		struct tfs_wstream *s;
 		uint64_t len = n + (r == 1 && strstr(variant, "longer")), x = 42;
 
 		rc = tfs_writer_stream_new(w, r, 0, &s);
+		if (rc == 0 && strstr(variant, "print")) {
+			union tfs_arg p[3];
+
+			p[0].i = 1;
+			p[1].s = r == 1 && strstr(variant, "printpath") ? "/tmp/b.txt" : "/tmp/a.txt";
+			p[2].s = r == 1 && strstr(variant, "printformat") ? "%x\n" : "%d\n";
+			rc = tfs_wstream_append(s, print_kind, 0, 0, p);
+		}
 		for (uint64_t i = 0; rc == 0 && i < len; i++) {
 			union tfs_arg a[3];
 
