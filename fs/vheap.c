@@ -8,9 +8,11 @@
  * out too. A block is known by its allocation id when the trace has ids (the capture's `id`
  * and realloc's `freed`), else by its address. The rank's threads are replayed together in
  * order of their calls' ends (each call takes effect when it returns; without timing,
- * thread after thread). Two passes: one finds the peak and the leaks, the second stops at
- * the peak to see what was live there. Computed once per rank and kept; memory is the blocks
- * live at once.
+ * thread after thread). An exec ends the blocks live in the image it replaces: they are
+ * leaks of that image, and no longer live (the new image's peak does not count them). Two
+ * passes: one finds the peak and the leaks, the second stops at the peak to see what was
+ * live there. Computed once per rank and kept; memory is the blocks live at once and those
+ * the execs ended.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,7 +27,7 @@
 #define MAX_ROWS 200	/* call stacks listed per table of heap.txt */
 #define N_LIFE 65	/* lifetime buckets: [0, 1), then [2^(b-1), 2^b) for b = 1..64 */
 
-enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC };
+enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC, H_EXEC };
 
 /* Where a heap kind keeps what the replay needs (argument indices, -1: none). */
 struct hkind {
@@ -56,6 +58,7 @@ struct fs_heap {
 	uint32_t peak_thread;
 	uint64_t peak_index;
 	uint64_t leaked, leaked_blocks;
+	uint64_t exec_bytes, exec_blocks; /* of the leaks, those an exec ended */
 	struct bystack *at_peak, *leaks;
 	size_t n_at_peak, n_leaks;
 	struct fs_heap_sample *series;
@@ -81,6 +84,10 @@ static void hkind_fill(const struct fs_kind *k, struct hkind *h)
 
 	memset(h, 0xff, sizeof(*h));
 	h->role = H_NONE;
+	if (!strcmp(k->name, "exec")) { /* the capture's: a successful exec (exec_failed not) */
+		h->role = H_EXEC;
+		return;
+	}
 	if (strcmp(k->category, "alloc"))
 		return;
 	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
@@ -122,7 +129,7 @@ bool fs_heap_wanted(struct fs_vtree *vt, uint32_t rank)
 	(void)rank;
 	for (uint32_t k = 0; k < vt->ti.n_kinds; k++) {
 		hkind_fill(&vt->kinds[k], &h);
-		if (h.role != H_NONE)
+		if (h.role != H_NONE && h.role != H_EXEC)
 			return true;
 	}
 	return false;
@@ -231,6 +238,8 @@ struct replay {
 	uint32_t n_th;
 	bool untimed;
 	struct blockmap live;
+	struct block *gone; /* the blocks execs ended (first pass) */
+	size_t n_gone, gone_cap;
 	uint64_t live_bytes, step, last_alloc_key;
 	bool last_was_alloc;
 	struct fs_heap *h;
@@ -364,6 +373,34 @@ static void release(struct replay *r, uint64_t key, uint64_t now)
 	map_del(&r->live, b);
 }
 
+/* An exec: the image's live blocks are its leaks, kept apart (first pass), and end here. */
+static int end_image(struct replay *r, const struct tfs_event *ev)
+{
+	if (r->stop_step == UINT64_MAX && r->live.n) {
+		if (r->n_gone + r->live.n > r->gone_cap) {
+			size_t cap = 2 * (r->n_gone + r->live.n);
+			struct block *v = realloc(r->gone, cap * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			r->gone = v;
+			r->gone_cap = cap;
+		}
+		for (size_t i = 0; i < r->live.cap; i++) {
+			if (r->live.v[i].used)
+				r->gone[r->n_gone++] = r->live.v[i];
+		}
+		r->h->exec_bytes = fs_sat_add(r->h->exec_bytes, r->live_bytes);
+		r->h->exec_blocks += r->live.n;
+	}
+	if (r->live.v)
+		memset(r->live.v, 0, r->live.cap * sizeof(*r->live.v));
+	r->live.n = 0;
+	r->live_bytes = 0;
+	r->last_was_alloc = false;
+	return note_live(r, ev->ts_ns + ev->dur_ns);
+}
+
 static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 {
 	const struct hkind *k = &r->kinds[ev->kind];
@@ -375,6 +412,8 @@ static int take(struct replay *r, const struct tfs_event *ev, uint32_t thread)
 	bool ok = true;
 	int rc;
 
+	if (k->role == H_EXEC)
+		return end_image(r, ev);
 	if (k->role == H_FREE || k->role == H_REALLOC) {
 		uint64_t old = k->role == H_FREE ? id : arg_u(ev, k->freed);
 
@@ -456,10 +495,11 @@ static int cmp_stack_id(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* The live blocks summed per call stack, largest first. */
-static int group_live(const struct blockmap *m, struct bystack **out, size_t *n_out)
+/* The live blocks, and the @n_more of @more, summed per call stack, largest first. */
+static int group_live(const struct blockmap *m, const struct block *more, size_t n_more,
+		      struct bystack **out, size_t *n_out)
 {
-	struct bystack *v = calloc(m->n + 1, sizeof(*v));
+	struct bystack *v = calloc(m->n + n_more + 1, sizeof(*v));
 	size_t n = 0, k = 0;
 
 	if (!v)
@@ -468,6 +508,8 @@ static int group_live(const struct blockmap *m, struct bystack **out, size_t *n_
 		if (m->v[i].used)
 			v[n++] = (struct bystack){m->v[i].stack, m->v[i].bytes, 1};
 	}
+	for (size_t i = 0; i < n_more; i++)
+		v[n++] = (struct bystack){more[i].stack, more[i].bytes, 1};
 	qsort(v, n, sizeof(*v), cmp_stack_id);
 	for (size_t i = 0; i < n; i++) {
 		if (k && v[k - 1].stack == v[i].stack) {
@@ -538,16 +580,16 @@ static int heap_compute(struct fs_vtree *vt, const struct fs_seg *segs, uint32_t
 	if (rc == 0)
 		rc = flush_bucket(&r);
 	if (rc == 0) {
-		r.h->leaked = r.live_bytes;
-		r.h->leaked_blocks = r.live.n;
-		rc = group_live(&r.live, &r.h->leaks, &r.h->n_leaks);
+		r.h->leaked = fs_sat_add(r.live_bytes, r.h->exec_bytes);
+		r.h->leaked_blocks = r.live.n + r.h->exec_blocks;
+		rc = group_live(&r.live, r.gone, r.n_gone, &r.h->leaks, &r.h->n_leaks);
 	}
 	if (rc == 0 && r.h->peak > 0) {
 		/* again, up to the allocation that made the peak */
 		r.stop_step = r.h->peak_step + 1;
 		rc = replay_run(&r);
 		if (rc == 0)
-			rc = group_live(&r.live, &r.h->at_peak, &r.h->n_at_peak);
+			rc = group_live(&r.live, NULL, 0, &r.h->at_peak, &r.h->n_at_peak);
 	}
 out:
 	for (uint32_t i = 0; r.th && i < r.n_th; i++)
@@ -555,6 +597,7 @@ out:
 	free(r.th);
 	free(r.kinds);
 	free(r.live.v);
+	free(r.gone);
 	if (rc < 0) {
 		fs_heap_free(r.h);
 		return rc;
@@ -675,6 +718,9 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 		fs_sb_put(&b, "\n", 1);
 	fs_sb_printf(&b, "leaked %" PRIu64 " bytes in %" PRIu64 " blocks (not freed by the end)\n",
 		     h->leaked, h->leaked_blocks);
+	if (h->exec_blocks)
+		fs_sb_printf(&b, "  of which %" PRIu64 " bytes in %" PRIu64 " blocks live at an exec "
+			     "(its image replaced)\n", h->exec_bytes, h->exec_blocks);
 	put_table(vt, rank, &b, "live at the peak", h->at_peak, h->n_at_peak);
 	put_table(vt, rank, &b, "leaked", h->leaks, h->n_leaks);
 	put_lifetimes(&b, h, fs_untimed(vt));
