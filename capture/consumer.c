@@ -741,10 +741,11 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 		a[k->n_args].u = r[words];
 		a[k->n_args + 1].s = in ? in->name : "?";
 		emit_kind(c, ct, twin, r[1], r[2], a);
-		return 0;
+	} else {
+		emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS],
+			  r[1], r[2], a);
 	}
-	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
-		  r[2], a);
+	/* a nested open or fd_file names its file as a plain one does */
 	if (len)
 		name_file(c, k, a);
 	return call == CALL_SETNAME ? note_setname(c, k, a) : 0;
