@@ -24,6 +24,7 @@
 #include "tfs/writer.h"
 #include "calls_i.h"
 #include "consumer_i.h"
+#include "files_i.h"
 #include "stacks_i.h"
 
 #define RANK 0 /* the one process of a spool */
@@ -566,9 +567,10 @@ static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
 			 d->sym_class && !strcmp(d->sym_class, "file"))
 			file = (int32_t)i;
 	}
-	/* relative to a directory descriptor: an fd_file gave the whole path (files.c) */
+	/* relative to a directory descriptor, or a descriptor's alias: an fd_file gave the
+	   whole path, or the pipe or file behind it (files.c) */
 	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0] ||
-	    (in_dir && a[path].s[0] != '/'))
+	    (in_dir && a[path].s[0] != '/') || cap_path_names_fd(a[path].s))
 		return;
 	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
 	if (rc == -ENOMEM && !c->err)

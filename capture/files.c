@@ -200,6 +200,10 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 	uint32_t id;
 	bool fresh;
 
+	if (fd >= 0 && path && cap_path_names_fd(path)) {
+		fd_forget(fd);
+		return cap_fd_file(fd);
+	}
 	if (dirfd != AT_FDCWD && path && path[0] != '/')
 		dir = (uint64_t)cap_fd_file(dirfd) + 1;
 	else if (path && path[0] != '/')

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -37,6 +38,23 @@
 static inline bool has_mode(int flags)
 {
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+/*
+ * Whether opening @path opens again what a descriptor refers to (/dev/fd/N, /proc/self/fd/N,
+ * /dev/stdin...): such a name says nothing of the pipe or file it reaches, and one name
+ * reaches another object every time. The descriptor an open of it returns is named by an
+ * fd_file (what /proc/self/fd shows), which the open's path must not rename (consumer.c).
+ */
+static inline bool cap_path_names_fd(const char *path)
+{
+	static const char *const pfx[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"};
+
+	for (size_t i = 0; i < sizeof(pfx) / sizeof(pfx[0]); i++)
+		if (!strncmp(path, pfx[i], strlen(pfx[i])))
+			return true;
+	return !strcmp(path, "/dev/stdin") || !strcmp(path, "/dev/stdout") ||
+	       !strcmp(path, "/dev/stderr");
 }
 
 /* The file id of descriptor @fd, declared by an fd_file event at first use; CALL_NO_FILE for

@@ -347,6 +347,19 @@ def file_names(tap, a, work):
     tap.ok(rc == 0 and reads == [real + "/d1/x", real + "/d2/x"],
            "files opened relative to a directory descriptor are named by their whole path",
            (reads, serr))
+    # /dev/fd/63 (bash's process substitution) reopens a pipe: the read names that pipe,
+    # and the same alias for two pipes is two files (both were one file "/dev/fd/63")
+    py = ("import os\nfor data in (b'one', b'two'):\n"
+          "    r, w = os.pipe(); os.dup2(r, 63); os.close(r); os.write(w, data); os.close(w)\n"
+          "    fd = os.open('/dev/fd/63', os.O_RDONLY); os.read(fd, 9); os.close(fd)\n"
+          "    os.close(63)")
+    rc, out, _, serr = record(tap, a, work, "names_devfd", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    reads = [e[2].get("path") for e in t.events(0) if e[1] == "read"][-2:]
+    tap.ok(rc == 0 and len(reads) == 2 and all(p.startswith("pipe:[") for p in reads) and
+           reads[0] != reads[1],
+           "a read of /dev/fd/63 names the pipe behind it, another pipe each time",
+           (reads, serr))
     py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
           "if pid == 0: os.read(fd, 1); os._exit(0)\n"
           "os.waitpid(pid, 0); os.read(fd, 1)")
