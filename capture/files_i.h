@@ -9,7 +9,7 @@
  * opened by a library the capture cannot see) gets its id at first use from what
  * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids are names in one rank:
  * an exec'd image goes on numbering them where the image before it stopped (the spool keeps
- * the count), and a forked child, a rank of its own, forgets its parent's ids and learns its
+ * the count) and names the descriptors it inherits as the image before it did, and a forked child, a rank of its own, forgets its parent's ids and learns its
  * inherited descriptors again.
  *
  * Every function may be called from any thread and preserves errno; none allocates.
@@ -66,6 +66,11 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd);
 void cap_cwd_changed(void);
 /* In a forked child: forget every descriptor and name (async-signal-safe). */
 void cap_files_forget(void);
+/* Before an exec: the file id + 1 of each descriptor below @n that stays open across it,
+ * 0 for the others, into @fd_file (the spool's, which the exec'd image reads). */
+void cap_files_export(uint32_t *fd_file, unsigned int n);
+/* In an exec'd image: its descriptors have the ids cap_files_export() left in @fd_file. */
+void cap_files_import(const uint32_t *fd_file, unsigned int n);
 /* @fd is closed: its next use gets an id afresh. */
 void cap_fd_closed(int fd);
 void cap_fd_closed_range(unsigned int first, unsigned int last);

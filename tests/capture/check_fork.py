@@ -313,6 +313,22 @@ def file_names(tap, a, work):
     tap.ok(rc == 0 and sout == b"BBB\n" and reads and set(reads) == {"A"} and
            "B" in (cats + [e[2].get("in_path") for e in ev if e[0] == 1]),
            "sh's reads of A name A, not a file the exec'd cat named alike", (reads, cats))
+    # a descriptor the exec'd image inherits is the file it was before the exec: cat's reads
+    # of the stdin sh opened were a second file /.../A, and each pipe of a shell pipeline
+    # was listed twice in its rank's files.txt
+    rc, out, sout, _ = record(tap, a, work, "names_exec_fd", "sh", "-c",
+                              "exec 0<A; exec cat", cwd=d)
+    t = Trace(a.tracefs, out)
+    ev = t.events(0)
+    sh_open = [e[2]["file"] for e in ev if e[0] == 0 and e[1] == "open" and
+               e[2]["path"] == "A"]
+    cats = [e[2].get("path") for e in ev if e[0] == 1 and e[1] in ("read", "copy_file_range")]
+    names = [line.split()[-1] for line in t.cat("ranks/0/files.txt").decode().splitlines()
+             if not line.startswith("#")]
+    tap.ok(rc == 0 and sout == b"AAA\n" and len(sh_open) == 1 and cats and
+           set(cats) == {"A"} and names.count("A") == 1 and
+           not any(n.endswith("/A") for n in names),
+           "the exec'd cat reads the stdin sh opened as the same file A", (cats, names))
     # allocation ids too: the exec'd cat's blocks are not sh's (heap.txt took a block of
     # cat's for sh's block of the same id and lost sh's from its leaks)
     ids = [[e[2]["id"] for e in t.events(0, allocs=True) if e[0] == th and e[1] == "malloc"]
