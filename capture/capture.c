@@ -1011,9 +1011,11 @@ void cap_before_exec(void)
 	if (!tfs_capture_mask_)
 		return;
 #ifdef TFS_CAP_SHARED
-	if (g_spool.hdr) /* its allocation ids go on there */
+	if (g_spool.hdr) { /* its allocation ids go on there, its descriptors keep their files */
 		atomic_store_explicit(&g_spool.hdr->next_alloc, cap_alloc_next_id(),
 				      memory_order_relaxed);
+		cap_files_export(g_spool.hdr->exec_fd_file, SPOOL_EXEC_FDS);
+	}
 #endif
 	/* the new image goes on in this spool; what this thread wrote so far is complete */
 	if (cap_tls_depth++ == 0 && tls_state && tls_state->chunk) {
@@ -1289,12 +1291,14 @@ static int start_inproc(void)
 	return 0;
 }
 
-/* An exec'd image going on in its predecessor's spool: allocation ids go on from its. */
+/* An exec'd image going on in its predecessor's spool: allocation ids go on from its, and
+ * the descriptors it inherits name the files they did. */
 static void go_on_image(void)
 {
 	cap_spool_prefault(&g_spool);
 #ifdef TFS_CAP_SHARED
 	cap_alloc_ids_from(atomic_load_explicit(&g_spool.hdr->next_alloc, memory_order_relaxed));
+	cap_files_import(g_spool.hdr->exec_fd_file, SPOOL_EXEC_FDS);
 #endif
 }
 

@@ -24,6 +24,7 @@
 #include "tfs/writer.h"
 #include "calls_i.h"
 #include "consumer_i.h"
+#include "files_i.h"
 #include "stacks_i.h"
 
 #define RANK 0 /* the one process of a spool */
@@ -566,9 +567,10 @@ static void name_file(struct cap_consumer *c, const struct tfs_kind_desc *k,
 			 d->sym_class && !strcmp(d->sym_class, "file"))
 			file = (int32_t)i;
 	}
-	/* relative to a directory descriptor: an fd_file gave the whole path (files.c) */
+	/* relative to a directory descriptor, or a descriptor's alias: an fd_file gave the
+	   whole path, or the pipe or file behind it (files.c) */
 	if (path < 0 || file < 0 || a[file].u == TFS_SYM_NONE || !a[path].s[0] ||
-	    (in_dir && a[path].s[0] != '/'))
+	    (in_dir && a[path].s[0] != '/') || cap_path_names_fd(a[path].s))
 		return;
 	rc = tfs_writer_set_name(c->w, RANK, "file", a[file].u, a[path].s);
 	if (rc == -ENOMEM && !c->err)
@@ -741,10 +743,11 @@ static int call_record(struct cap_consumer *c, struct cthread *ct, const uint64_
 		a[k->n_args].u = r[words];
 		a[k->n_args + 1].s = in ? in->name : "?";
 		emit_kind(c, ct, twin, r[1], r[2], a);
-		return 0;
+	} else {
+		emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS],
+			  r[1], r[2], a);
 	}
-	emit_kind(c, ct, call < N_CALLS ? c->call_kind[call] : c->mpi_kind[call - N_CALLS], r[1],
-		  r[2], a);
+	/* a nested open or fd_file names its file as a plain one does */
 	if (len)
 		name_file(c, k, a);
 	return call == CALL_SETNAME ? note_setname(c, k, a) : 0;

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,9 +53,10 @@ static uint64_t path_key(uint64_t dir, const char *path)
 /*
  * The file id of a name (keyed by @dir: 0 for an absolute path or one relative to the first
  * working directory, a directory's file id + 1, or a later working directory's epoch << 32).
- * @fresh (optional) tells whether the id is new.
+ * A name not met before gets @want, or a new id when @want is UINT32_MAX. @fresh (optional)
+ * tells whether the name was not met before.
  */
-static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
+static uint32_t path_file(uint64_t dir, const char *path, uint32_t want, bool *fresh)
 {
 	uint64_t key = path_key(dir ^ g_paths_gen * 0x9e3779b97f4a7c15u, path);
 	uint32_t i = (uint32_t)(key % N_PATHS), id;
@@ -67,7 +69,7 @@ static uint32_t path_file(uint64_t dir, const char *path, bool *fresh)
 			goto out;
 		}
 	}
-	id = cap_file_reserve();
+	id = want != UINT32_MAX ? want : cap_file_reserve();
 	is_new = true;
 	if (g_n_paths < N_PATHS * 3 / 4) { /* past that, names get ids without reuse */
 		g_paths[i].key = key;
@@ -142,33 +144,43 @@ static bool socket_name(int fd, char *buf, size_t cap)
 	return true;
 }
 
+/* What /proc/self/fd shows for open @fd (a socket: its address), into @target
+ * (CALL_MAX_STR + 1 bytes). @return false when @fd is not open */
+static bool fd_target(int fd, char *target)
+{
+	char link[48];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, CALL_MAX_STR);
+	if (n <= 0)
+		return false;
+	target[n] = '\0';
+	if (!strncmp(target, "socket:[", 8))
+		socket_name(fd, target, CALL_MAX_STR + 1);
+	return true;
+}
+
 uint32_t cap_fd_file(int fd)
 {
-	char link[48], target[CALL_MAX_STR + 1];
+	char target[CALL_MAX_STR + 1];
 	const int saved_errno = errno;
-	ssize_t n = -1;
 	uint32_t id;
-	bool fresh;
+	bool fresh, n;
 
 	if (fd < 0)
 		return CALL_NO_FILE;
 	id = fd_known(fd);
 	if (id != UINT32_MAX)
 		return id;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, target, CALL_MAX_STR);
-	if (n > 0) {
-		target[n] = '\0';
-		if (!strncmp(target, "socket:[", 8))
-			socket_name(fd, target, sizeof(target));
-	} else {
+	n = fd_target(fd, target);
+	if (!n)
 		snprintf(target, sizeof(target), "(fd %d not open)", fd);
-	}
-	id = path_file(0, target, &fresh);
-	if (n > 0)
+	id = path_file(0, target, UINT32_MAX, &fresh);
+	if (n)
 		fd_set_file(fd, id);
 	/* a descriptor not open gets a name, once, but no place in the table */
-	if (n > 0 || fresh)
+	if (n || fresh)
 		put_fd_file(fd, target, id);
 	errno = saved_errno;
 	return id;
@@ -200,11 +212,15 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd)
 	uint32_t id;
 	bool fresh;
 
+	if (fd >= 0 && path && cap_path_names_fd(path)) {
+		fd_forget(fd);
+		return cap_fd_file(fd);
+	}
 	if (dirfd != AT_FDCWD && path && path[0] != '/')
 		dir = (uint64_t)cap_fd_file(dirfd) + 1;
 	else if (path && path[0] != '/')
 		dir = (uint64_t)atomic_load_explicit(&g_cwd_epoch, memory_order_relaxed) << 32;
-	id = path_file(dir, path ? path : "", &fresh);
+	id = path_file(dir, path ? path : "", UINT32_MAX, &fresh);
 	if (dirfd != AT_FDCWD && dir && fresh)
 		name_in_dir(dirfd, path, fd, id);
 	if (fd >= 0)
@@ -223,6 +239,40 @@ void cap_files_forget(void)
 	atomic_store_explicit(&g_fd_end, 0, memory_order_relaxed);
 	g_paths_gen++;
 	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
+}
+
+void cap_files_export(uint32_t *fd_file, unsigned int n)
+{
+	const int end = atomic_load_explicit(&g_fd_end, memory_order_relaxed);
+	const int saved_errno = errno;
+
+	for (unsigned int fd = 0; fd < n; fd++) {
+		uint32_t v = (int)fd < end ? atomic_load_explicit(&g_fd_file[fd],
+								   memory_order_relaxed)
+					   : 0;
+		long flags = v ? syscall(SYS_fcntl, (int)fd, F_GETFD) : -1;
+
+		/* a descriptor the exec closes may be another file's in the next image */
+		fd_file[fd] = flags >= 0 && !(flags & FD_CLOEXEC) ? v : 0;
+	}
+	errno = saved_errno;
+}
+
+void cap_files_import(const uint32_t *fd_file, unsigned int n)
+{
+	char target[CALL_MAX_STR + 1];
+	const int saved_errno = errno;
+
+	for (unsigned int fd = 0; fd < n && fd < FD_MAX; fd++) {
+		if (!fd_file[fd])
+			continue;
+		fd_set_file((int)fd, fd_file[fd] - 1);
+		/* and what /proc shows for it is that file too: another descriptor on it (a
+		   stderr on the stdout's /dev/null), met first here, is not another file */
+		if (fd_target((int)fd, target))
+			path_file(0, target, fd_file[fd] - 1, NULL);
+	}
+	errno = saved_errno;
 }
 
 void cap_cwd_changed(void)
@@ -262,7 +312,7 @@ void cap_fd_pair_new(const int fds[2])
 void cap_fd_named(int fd, const char *name)
 {
 	bool fresh;
-	uint32_t id = path_file(0, name, &fresh);
+	uint32_t id = path_file(0, name, UINT32_MAX, &fresh);
 
 	if (fd < 0)
 		return;
@@ -298,7 +348,7 @@ uint32_t cap_stream_file(FILE *fp)
 
 	if (fp)
 		return cap_fd_file(fileno(fp));
-	id = path_file(0, all, &fresh);
+	id = path_file(0, all, UINT32_MAX, &fresh);
 	if (fresh)
 		put_fd_file(-1, all, id);
 	return id;

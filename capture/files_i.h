@@ -9,7 +9,7 @@
  * opened by a library the capture cannot see) gets its id at first use from what
  * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids are names in one rank:
  * an exec'd image goes on numbering them where the image before it stopped (the spool keeps
- * the count), and a forked child, a rank of its own, forgets its parent's ids and learns its
+ * the count) and names the descriptors it inherits as the image before it did, and a forked child, a rank of its own, forgets its parent's ids and learns its
  * inherited descriptors again.
  *
  * Every function may be called from any thread and preserves errno; none allocates.
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -39,6 +40,23 @@ static inline bool has_mode(int flags)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
+/*
+ * Whether opening @path opens again what a descriptor refers to (/dev/fd/N, /proc/self/fd/N,
+ * /dev/stdin...): such a name says nothing of the pipe or file it reaches, and one name
+ * reaches another object every time. The descriptor an open of it returns is named by an
+ * fd_file (what /proc/self/fd shows), which the open's path must not rename (consumer.c).
+ */
+static inline bool cap_path_names_fd(const char *path)
+{
+	static const char *const pfx[] = {"/dev/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"};
+
+	for (size_t i = 0; i < sizeof(pfx) / sizeof(pfx[0]); i++)
+		if (!strncmp(path, pfx[i], strlen(pfx[i])))
+			return true;
+	return !strcmp(path, "/dev/stdin") || !strcmp(path, "/dev/stdout") ||
+	       !strcmp(path, "/dev/stderr");
+}
+
 /* The file id of descriptor @fd, declared by an fd_file event at first use; CALL_NO_FILE for
  * a negative @fd. */
 uint32_t cap_fd_file(int fd);
@@ -48,6 +66,11 @@ uint32_t cap_fd_opened(int dirfd, const char *path, int fd);
 void cap_cwd_changed(void);
 /* In a forked child: forget every descriptor and name (async-signal-safe). */
 void cap_files_forget(void);
+/* Before an exec: the file id + 1 of each descriptor below @n that stays open across it,
+ * 0 for the others, into @fd_file (the spool's, which the exec'd image reads). */
+void cap_files_export(uint32_t *fd_file, unsigned int n);
+/* In an exec'd image: its descriptors have the ids cap_files_export() left in @fd_file. */
+void cap_files_import(const uint32_t *fd_file, unsigned int n);
 /* @fd is closed: its next use gets an id afresh. */
 void cap_fd_closed(int fd);
 void cap_fd_closed_range(unsigned int first, unsigned int last);

@@ -90,7 +90,7 @@
 #include "tfs/recording.h"
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 8u
+#define SPOOL_VERSION 9u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -228,6 +228,9 @@ struct spool_reap {
 	uint64_t t_ns;	 /* CLOCK_MONOTONIC after the wait returned: after the child began */
 };
 
+/* Descriptors whose file ids an image hands to the one it execs (spool_hdr.exec_fd_file). */
+#define SPOOL_EXEC_FDS 256u
+
 /* Bytes of the names of a process's images, "sh -> cc1" (spool_hdr.images). */
 #define SPOOL_IMAGES_BYTES 256u
 
@@ -285,6 +288,9 @@ struct spool_hdr {
 					  process runs: an exec'd image goes on numbering them */
 	_Atomic uint64_t next_alloc;   /* the next allocation id, left by an image at its exec
 					  for the next image to go on from */
+	/* file id + 1 of each descriptor below SPOOL_EXEC_FDS that an image leaves open across
+	 * its exec (0: none known), for the next image to name them as it did (files.c) */
+	uint32_t exec_fd_file[SPOOL_EXEC_FDS];
 	/* the programs the process ran, "sh -> cc1" (the names it was exec'd as, a forked one's
 	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
 	 * written by its producer, read once it has ended */

@@ -336,6 +336,22 @@ def file_names(tap, a, work):
     tap.ok(rc == 0 and sout == b"BBB\n" and reads and set(reads) == {"A"} and
            "B" in (cats + [e[2].get("in_path") for e in ev if e[0] == 1]),
            "sh's reads of A name A, not a file the exec'd cat named alike", (reads, cats))
+    # a descriptor the exec'd image inherits is the file it was before the exec: cat's reads
+    # of the stdin sh opened were a second file /.../A, and each pipe of a shell pipeline
+    # was listed twice in its rank's files.txt
+    rc, out, sout, _ = record(tap, a, work, "names_exec_fd", "sh", "-c",
+                              "exec 0<A; exec cat", cwd=d)
+    t = Trace(a.tracefs, out)
+    ev = t.events(0)
+    sh_open = [e[2]["file"] for e in ev if e[0] == 0 and e[1] == "open" and
+               e[2]["path"] == "A"]
+    cats = [e[2].get("path") for e in ev if e[0] == 1 and e[1] in ("read", "copy_file_range")]
+    names = [line.split()[-1] for line in t.cat("ranks/0/files.txt").decode().splitlines()
+             if not line.startswith("#")]
+    tap.ok(rc == 0 and sout == b"AAA\n" and len(sh_open) == 1 and cats and
+           set(cats) == {"A"} and names.count("A") == 1 and
+           not any(n.endswith("/A") for n in names),
+           "the exec'd cat reads the stdin sh opened as the same file A", (cats, names))
     # allocation ids too: the exec'd cat's blocks are not sh's (heap.txt took a block of
     # cat's for sh's block of the same id and lost sh's from its leaks)
     ids = [[e[2]["id"] for e in t.events(0, allocs=True) if e[0] == th and e[1] == "malloc"]
@@ -383,6 +399,19 @@ def file_names(tap, a, work):
     real = os.path.realpath(d)
     tap.ok(rc == 0 and reads == [real + "/d1/x", real + "/d2/x"],
            "files opened relative to a directory descriptor are named by their whole path",
+           (reads, serr))
+    # /dev/fd/63 (bash's process substitution) reopens a pipe: the read names that pipe,
+    # and the same alias for two pipes is two files (both were one file "/dev/fd/63")
+    py = ("import os\nfor data in (b'one', b'two'):\n"
+          "    r, w = os.pipe(); os.dup2(r, 63); os.close(r); os.write(w, data); os.close(w)\n"
+          "    fd = os.open('/dev/fd/63', os.O_RDONLY); os.read(fd, 9); os.close(fd)\n"
+          "    os.close(63)")
+    rc, out, _, serr = record(tap, a, work, "names_devfd", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    reads = [e[2].get("path") for e in t.events(0) if e[1] == "read"][-2:]
+    tap.ok(rc == 0 and len(reads) == 2 and all(p.startswith("pipe:[") for p in reads) and
+           reads[0] != reads[1],
+           "a read of /dev/fd/63 names the pipe behind it, another pipe each time",
            (reads, serr))
     py = ("import os, sys; fd = os.open('A', os.O_RDONLY); pid = os.fork()\n"
           "if pid == 0: os.read(fd, 1); os._exit(0)\n"

@@ -640,6 +640,50 @@ static void test_consumer_calls_become_events(void **state)
 	tfs_trace_close(t);
 }
 
+/* Make the record put at word @at a REC_CALL_NESTED at @depth inside call @outer. */
+static void nest(struct wchunk *wc, uint32_t at, uint64_t depth, uint32_t outer)
+{
+	uint64_t w0 = wc->w[at];
+	uint32_t words = wc->n - at;
+
+	wc->w[at] = cap_rec_word0(REC_CALL_NESTED, words + 2, (uint32_t)(w0 >> 16 & 0xffff),
+				  (uint32_t)(w0 >> 32));
+	wc->w[wc->n] = depth;
+	wc->w[wc->n + 1] = outer;
+	wc->n += 2;
+}
+
+/*
+ * A descriptor met first inside another call (an MPI library's own thread reading its
+ * eventfd, under --trace=...,nested): the nested fd_file names the file as a plain one
+ * does, so the reads on it print the path, not file#0.
+ */
+static void test_consumer_nested_fd_file_names_its_file(void **state)
+{
+	struct fixture *f = *state;
+	struct wchunk a = chunk_at(f, 0, 0, 0);
+	struct tfs_trace *t;
+	uint32_t at;
+	char *got;
+
+	at = a.n;
+	put_call(&a, CALL_FD_FILE, 1010, "anon_inode:[eventfd]", 21, 3, (uint64_t)0,
+		 (uint64_t)13, (uint64_t)0);
+	nest(&a, at, 1, CALL_POLL);
+	at = a.n;
+	put_call(&a, CALL_READ, 1020, "", 0, 8, (uint64_t)5, (uint64_t)13, (uint64_t)0,
+		 (uint64_t)8, (uint64_t)0, (uint64_t)0, (uint64_t)8, (uint64_t)0);
+	nest(&a, at, 1, CALL_POLL);
+	publish(&a, SPOOL_FULL);
+	assert_int_equal(cap_consumer_poll(f->c), 1);
+	assert_int_equal(cap_consumer_finish(f->c), 0);
+	got = saved_view(f, 0, &t);
+	assert_non_null(strstr(got, "\"name\":\"read\",\"args\":{\"fd\":13,"
+				    "\"path\":\"anon_inode:[eventfd]\","));
+	free(got);
+	tfs_trace_close(t);
+}
+
 /*
  * A record past 255 words (spool_i.h: bits 8-10 of its length in the kind byte): an exec
  * whose argv is 8 KiB becomes one event with its strings whole, and the record after it
@@ -1125,6 +1169,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_consumer_calls_become_events, setup_calls,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_reads_records_past_255_words,
+					    setup_calls, teardown),
+	    cmocka_unit_test_setup_teardown(test_consumer_nested_fd_file_names_its_file,
 					    setup_calls, teardown),
 	    cmocka_unit_test_setup_teardown(test_consumer_rejects_calls_not_declared, setup,
 					    teardown),
