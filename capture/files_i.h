@@ -9,8 +9,9 @@
  * opened by a library the capture cannot see) gets its id at first use from what
  * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids are names in one rank:
  * an exec'd image goes on numbering them where the image before it stopped (the spool keeps
- * the count) and names the descriptors it inherits as the image before it did, and a forked child, a rank of its own, forgets its parent's ids and learns its
- * inherited descriptors again.
+ * the count) and names the descriptors it inherits as the image before it did, and a forked
+ * child, a rank of its own, forgets its parent's ids and learns its inherited descriptors
+ * again.
  *
  * Every function may be called from any thread and preserves errno; none allocates.
  */
