@@ -9,7 +9,11 @@
  * and realloc's `freed`), else by its address. The rank's threads are replayed together in
  * order of their calls' ends (each call takes effect when it returns; without timing,
  * thread after thread). An exec ends the blocks live in the image it replaces: they are
- * leaks of that image, and no longer live (the new image's peak does not count them). Two
+ * leaks of that image, and no longer live (the new image's peak does not count them). An
+ * exec is known from the capture's `exec` events (recorded when threads are traced) that no
+ * `exec_failed` of their thread follows. Its effect is placed where the exec call began:
+ * a call of another thread of the old image that ends after that counts in the new image,
+ * and so, untimed, does every call of the old image's threads replayed after the exec's. Two
  * passes: one finds the peak and the leaks, the second stops at the peak to see what was
  * live there. Computed once per rank and kept; memory is the blocks live at once and those
  * the execs ended.
@@ -27,7 +31,7 @@
 #define MAX_ROWS 200	/* call stacks listed per table of heap.txt */
 #define N_LIFE 65	/* lifetime buckets: [0, 1), then [2^(b-1), 2^b) for b = 1..64 */
 
-enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC, H_EXEC };
+enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC, H_EXEC, H_EXEC_FAILED };
 
 /* Where a heap kind keeps what the replay needs (argument indices, -1: none). */
 struct hkind {
@@ -84,8 +88,12 @@ static void hkind_fill(const struct fs_kind *k, struct hkind *h)
 
 	memset(h, 0xff, sizeof(*h));
 	h->role = H_NONE;
-	if (!strcmp(k->name, "exec")) { /* the capture's: a successful exec (exec_failed not) */
-		h->role = H_EXEC;
+	if (!strcmp(k->category, "threads") && !strcmp(k->name, "exec")) {
+		h->role = H_EXEC; /* the capture's, written before the call: maybe a failed one */
+		return;
+	}
+	if (!strcmp(k->category, "threads") && !strcmp(k->name, "exec_failed")) {
+		h->role = H_EXEC_FAILED;
 		return;
 	}
 	if (strcmp(k->category, "alloc"))
@@ -129,7 +137,7 @@ bool fs_heap_wanted(struct fs_vtree *vt, uint32_t rank)
 	(void)rank;
 	for (uint32_t k = 0; k < vt->ti.n_kinds; k++) {
 		hkind_fill(&vt->kinds[k], &h);
-		if (h.role != H_NONE && h.role != H_EXEC)
+		if (h.role != H_NONE && h.role != H_EXEC && h.role != H_EXEC_FAILED)
 			return true;
 	}
 	return false;
@@ -250,19 +258,48 @@ struct replay {
 	size_t series_cap;
 };
 
+/*
+ * Whether the exec whose event thread @t holds failed: an exec_failed of the thread follows
+ * it before any other exec. (A successful one is the last call of its thread but for the
+ * capture's own few, so the look ahead is short.) *@rc: 0 or a reader error
+ */
+static bool exec_failed(struct replay *r, struct thread_pos *t, int *rc)
+{
+	const uint64_t end = t->seg->first + t->seg->n_events;
+	struct tfs_event ev;
+
+	for (uint64_t i = t->next; i < end; i++) {
+		*rc = tfs_cursor_event(t->c, i, &ev, NULL);
+		if (*rc < 0)
+			return false;
+		if (r->kinds[ev.kind].role == H_EXEC_FAILED)
+			return true;
+		if (r->kinds[ev.kind].role == H_EXEC)
+			return false;
+	}
+	return false;
+}
+
 /* Move thread @t to its next heap event. @return 0 or a reader error */
 static int advance(struct replay *r, struct thread_pos *t)
 {
 	const struct fs_seg *s = t->seg;
-	int rc;
+	int rc = 0;
 
 	t->has = false;
 	while (t->next < s->first + s->n_events) {
 		rc = tfs_cursor_event(t->c, t->next++, &t->ev, NULL);
 		if (rc < 0)
 			return rc;
-		if (r->kinds[t->ev.kind].role == H_NONE)
+		if (r->kinds[t->ev.kind].role == H_NONE ||
+		    r->kinds[t->ev.kind].role == H_EXEC_FAILED)
 			continue;
+		/* its arguments may be gone after the look ahead; an exec needs none */
+		if (r->kinds[t->ev.kind].role == H_EXEC && (exec_failed(r, t, &rc) || rc < 0)) {
+			if (rc < 0)
+				return rc;
+			continue;
+		}
 		t->has = true;
 		t->end = t->ev.ts_ns + t->ev.dur_ns;
 		return 0;

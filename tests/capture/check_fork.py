@@ -91,10 +91,20 @@ class Trace:
 
 def heap_by_image(events):
     """From (thread, name, args) in the order the calls took effect: the peak live bytes,
-    an exec ending every block live (the image replaced), and (bytes, blocks) left live at
-    the end and at the execs, blocks known by allocation id."""
+    an exec ending every block live (the image replaced) unless an exec_failed of its
+    thread follows it, and (bytes, blocks) left live at the end and at the execs, blocks
+    known by allocation id."""
+    def failed(i):
+        th = events[i][0]
+        for t, name, _ in events[i + 1:]:
+            if t == th and name in ("exec", "exec_failed"):
+                return name == "exec_failed"
+        return False
+
     live, peak, at_exec = {}, 0, [0, 0]
-    for _, name, a in events:
+    for i, (_, name, a) in enumerate(events):
+        if name == "exec" and failed(i):
+            continue
         if name == "exec":
             at_exec[0] += sum(live.values())
             at_exec[1] += len(live)
@@ -372,6 +382,22 @@ def file_names(tap, a, work):
            (int(at_exec.group(1)), int(at_exec.group(2))) == want["exec"],
            "heap.txt across an exec: the peak of one image at a time, the blocks live at the "
            "exec among the leaks", (want, heap[:600]))
+    # an exec that fails ends nothing: the blocks made before it are freed after it
+    py = ("import os\nb = bytearray(5000)\ntry: os.execv('/nonexistent/x', ['x'])\n"
+          "except OSError: pass\nc = bytearray(7000)\ndel b, c")
+    rc, out, _, serr = record(tap, a, work, "heap_execfail", sys.executable, "-c", py, cwd=d)
+    t = Trace(a.tracefs, out)
+    ev = t.events(0, allocs=True)
+    want = heap_by_image(ev)
+    heap = t.cat("ranks/0/heap.txt").decode()
+    got = {k: re.search(r"^%s (\d+) bytes in (\d+) blocks" % k, heap, re.M)
+           for k in ("peak", "leaked")}
+    tap.ok(rc == 0 and [e[1] for e in ev].count("exec_failed") == 1 and all(got.values()) and
+           (int(got["peak"].group(1)), int(got["leaked"].group(1))) ==
+           (want["peak"], want["leaked"][0]) and want["exec"] == (0, 0) and
+           "live at an exec" not in heap and "not seen allocated)" in heap and
+           re.search(r"^frees \d+ calls \(0 of blocks not seen", heap, re.M),
+           "heap.txt: an exec that failed ends no block", (want, serr, heap[:600]))
     # one relative name in two working directories is two files (one id counted both)
     for sub in ("c1", "c2"):
         os.mkdir(os.path.join(d, sub))
