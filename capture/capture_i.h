@@ -148,6 +148,11 @@ void cap_unwind_pipe(int fds[2], int flags);
  * the scan lock another thread may have held at the fork.
  */
 void cap_modules_forget(void);
+/*
+ * Whether @p lies in a read-only segment of a loaded object (a string literal, a constant),
+ * not in memory the program writes; an object unloaded since (dlclose) is looked up again.
+ */
+bool cap_in_rodata(const void *p);
 /* Announce every loaded object not announced yet (REC_MODULE through cap_put_module). */
 void cap_modules_scan(void);
 /*

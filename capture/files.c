@@ -18,6 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "capture_i.h"
 #include "files_i.h"
 #include "interpose_i.h"
 
@@ -441,6 +442,11 @@ int64_t cap_off_at(const int64_t *off)
 int64_t cap_timeval_us(const struct timeval *tv)
 {
 	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+}
+
+const char *cap_format(const char *fmt)
+{
+	return fmt && cap_in_rodata(fmt) ? fmt : CAP_FORMAT_BUILT;
 }
 
 size_t cap_put_str(char *buf, size_t len, const char *s)

@@ -117,6 +117,11 @@ static inline const void *cap_iov_base(const struct iovec *iov, int n)
 	return n > 0 && iov ? iov[0].iov_base : NULL;
 }
 
+/* The text recorded for a printf or scanf format: @fmt itself when it is a literal
+ * (cap_in_rodata), else CAP_FORMAT_BUILT: a format built at run time would make every call a
+ * signature of its own, and may hold the program's data. */
+#define CAP_FORMAT_BUILT "(built at run time)"
+const char *cap_format(const char *fmt);
 /*
  * Append string @s and its NUL to @buf at @len: at most CALL_MAX_STR bytes of it, and when
  * longer, the first ones followed by a visible mark `...[+N bytes]`. @buf has

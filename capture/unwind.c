@@ -1216,3 +1216,57 @@ void cap_modules_check(const uint64_t *frames, uint32_t n)
 		hi = tls_last_mod.r.hi;
 	}
 }
+
+/* ---- read-only data ---- */
+
+/* The thread's last answers of cap_in_rodata(), while g_gen stands. */
+static _Thread_local struct {
+	struct range yes; /* a read-only segment */
+	uint64_t no;	  /* an address in none */
+	uint32_t gen;
+} tls_ro TLS_IE;
+
+struct ro_find {
+	uint64_t a;
+	struct range r;
+};
+
+static int find_ro(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct ro_find *f = arg;
+
+	(void)size;
+	for (uint32_t i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && !(ph->p_flags & PF_W) && f->a >= lo &&
+		    f->a - lo < ph->p_memsz) {
+			f->r = (struct range){lo, lo + ph->p_memsz};
+			return 1;
+		}
+	}
+	return 0;
+}
+
+bool cap_in_rodata(const void *p)
+{
+	const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+	struct ro_find f = {(uintptr_t)p, {0, 0}};
+
+	if (tls_ro.gen != gen) {
+		tls_ro.yes = (struct range){0, 0};
+		tls_ro.no = 0;
+		tls_ro.gen = gen;
+	}
+	if (f.a >= tls_ro.yes.lo && f.a < tls_ro.yes.hi)
+		return true;
+	if (!p || f.a == tls_ro.no)
+		return false;
+	if (!dl_iterate_phdr(find_ro, &f)) {
+		tls_ro.no = f.a; /* a buffer the program formats into, used again */
+		return false;
+	}
+	tls_ro.yes = f.r;
+	return true;
+}

@@ -428,7 +428,8 @@ static int vscan_in(int (*f)(const char *, va_list), const char *fmt, ...)
  *   printf "%s\n" "out" = 4; vprintf "%d" 7 = 1; __printf_chk "%x" 255 = 2;
  *   __vprintf_chk "!" = 1; puts "abc" (bytes 4); putchar 'A' = 65; putchar_unlocked 'B'
  *   = 66; fflush NULL = 0 (every stream: fd -1); dprintf 1 "%d" 99 = 2; vdprintf 1 "ab" =
- *   2; __dprintf_chk 1 "c" = 1; __vdprintf_chk 1 "de" = 2.
+ *   2; __dprintf_chk 1 "c" = 1; __vdprintf_chk 1 "de" = 2; dprintf 1 with "%d", a format
+ *   built at run time, 5 = 1.
  */
 static void stdio_out(void)
 {
@@ -465,6 +466,15 @@ static void stdio_out(void)
 	vdprint(vdprintf, 1, "ab");
 	CALL(__dprintf_chk, 1, 1, "c");
 	vdprint_chk(__vdprintf_chk, 1, "de");
+	{
+		char fmt[8];
+
+		snprintf(fmt, sizeof(fmt), "%c%c", '%', 'd');
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+		CALL(dprintf, 1, fmt, 5);
+#pragma GCC diagnostic pop
+	}
 }
 
 /*
