@@ -120,7 +120,6 @@ struct obj {
 	char *disk_id;		    /* its identity on disk (symdisk.c), NULL: not kept there */
 	char *dbg_path;		    /* the debug file its identity names ("": none) */
 	size_t disk_n;		    /* entries of the cache the disk holds */
-	ino_t disk_ino;		    /* the inode of its file last read or written (0: none) */
 };
 
 #define MAX_OBJS 64 /* object files kept open, unless one process maps more */
@@ -774,7 +773,7 @@ static void disk_load(struct obj *o, const struct stat *st)
 	o->disk_id = disk_id(o, st);
 	if (!o->disk_id)
 		return;
-	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache, &o->disk_ino);
+	n = cap_symdisk_load(g_disk_dir, o->disk_id, o->cache);
 	o->disk_n = cap_symcache_n(o->cache);
 	if (getenv("TFS_SYMBOL_STATS"))
 		fprintf(stderr, "tracefs: symbols: %s: %ld kept on disk%s%s%s\n", o->path,
@@ -960,7 +959,7 @@ static void disk_save_new(struct pass *p)
 			o->disk_id = NULL;
 			continue;
 		}
-		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed, &o->disk_ino) == 0)
+		if (cap_symdisk_save(g_disk_dir, o->disk_id, o->cache, !g_trimmed) == 0)
 			o->disk_n = cap_symcache_n(o->cache);
 		g_trimmed = true; /* a directory read per recording at most */
 	}

@@ -9,7 +9,6 @@
 
 #include <elfutils/libdwfl.h>
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "tfs/writer.h"
 
@@ -75,6 +74,7 @@ void cap_symcache_entry(const struct cap_symcache *c, size_t i, uint64_t *pc,
 
 #define SYMDISK_MAX_BYTES (64 << 20) /* a larger file is neither read nor written */
 #define SYMDISK_MAX_FILES 256	     /* files a directory keeps, the least recently used go */
+#define SYMDISK_LOCK_TRIES 100	     /* 2 ms apart: a save waits 0.2 s at most for another */
 
 /*
  * Put the entries of a cache file's bytes @buf[0..@len) into @c (those it holds already
@@ -87,19 +87,18 @@ long cap_symdisk_parse(const uint8_t *buf, size_t len, const char *id, struct ca
 int cap_symdisk_build(const struct cap_symcache *c, const char *id, uint8_t **out, size_t *len);
 /*
  * cap_symdisk_parse() of @dir's file for @id, if it is a regular file of the user's that
- * nobody else may write (else -EPERM); *@ino (unless NULL): the file's inode, when read.
- * @return as it, or -errno (-ENOENT: none)
+ * nobody else may write (else -EPERM, a symbolic link too), at most SYMDISK_MAX_BYTES
+ * (else -TFS_ECORRUPT). @return as it, or -errno (-ENOENT: none)
  */
-long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, ino_t *ino);
+long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c);
 /*
  * Write @c's entries as @dir's file for @id (creating @dir, mode 0700), in place of any
- * earlier one; with @trim_dir, then trim @dir to SYMDISK_MAX_FILES. *@ino: the inode of
- * the file last read or written for @id (0: none); when the file there is another one (a
- * concurrent recording saved it), its entries are first read into @c, so that neither
- * recording loses the other's. *@ino becomes the written file's. @return 0 or -errno
+ * earlier one, holding @dir's flock meanwhile: the file's entries as they are now are
+ * first read into @c, so that recordings saving at the same time keep each other's. With
+ * @trim_dir, then trim @dir to SYMDISK_MAX_FILES. @return 0 or -errno (-EBUSY: the lock
+ * stayed held for SYMDISK_LOCK_TRIES tries)
  */
-int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir,
-		     ino_t *ino);
+int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir);
 
 /* ---- demangle.c ---- */
 

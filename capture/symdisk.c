@@ -16,10 +16,9 @@
  * Strings hold no NUL byte. A file that is too large, short, damaged, of another identity,
  * not a regular file, not the user's own or writable by others is ignored whole: nothing of
  * it reaches the cache. Files are written to a temporary file of a name of its own and
- * renamed, so a reader never sees half of one. A save first reads back the file when
- * another recording replaced it since this one read or wrote it (its inode changed), so
- * recordings running at once keep each other's entries, but for one that renames its file
- * between the other's read and rename. Loading a file touches its mtime, and a
+ * renamed, so a reader never sees half of one. A save holds the directory's flock while it
+ * reads the file back, adds what it found and renames the result in place, so recordings
+ * running at once keep each other's entries. Loading a file touches its mtime, and a
  * trimming save into a directory holding more than SYMDISK_MAX_FILES files removes the
  * least recently loaded or saved (and temporary files an hour old). This file knows nothing of DWARF (symbolize.c) nor of how the
  * cache stores entries (symcache.c).
@@ -32,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -300,7 +300,7 @@ static int read_all(int fd, uint8_t *buf, size_t n)
 	return 0;
 }
 
-long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, ino_t *ino)
+long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c)
 {
 	char path[4096];
 	struct stat st;
@@ -313,11 +313,17 @@ long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, i
 	/* O_NONBLOCK: a FIFO planted there must not hold the recorder */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return -errno;
+		return errno == ELOOP ? -EPERM : -errno; /* ELOOP: a symbolic link planted there */
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out_close;
+	}
 	rc = -EPERM;
 	/* a regular file of ours that nobody else may write: names go into traces */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 022) || st.st_size > SYMDISK_MAX_BYTES)
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+		goto out_close;
+	rc = -TFS_ECORRUPT; /* larger than any this file writes */
+	if (st.st_size > SYMDISK_MAX_BYTES)
 		goto out_close;
 	rc = -ENOMEM;
 	buf = malloc(st.st_size ? (size_t)st.st_size : 1);
@@ -326,11 +332,8 @@ long cap_symdisk_load(const char *dir, const char *id, struct cap_symcache *c, i
 	rc = read_all(fd, buf, (size_t)st.st_size);
 	if (rc == 0)
 		rc = cap_symdisk_parse(buf, (size_t)st.st_size, id, c);
-	if (rc >= 0) {
+	if (rc >= 0)
 		(void)futimens(fd, NULL); /* recently used: the last to be removed */
-		if (ino)
-			*ino = st.st_ino;
-	}
 	free(buf);
 out_close:
 	close(fd);
@@ -417,13 +420,9 @@ static int make_dirs(const char *path)
 	}
 }
 
-/*
- * Write @len bytes of @buf to a new temporary file beside @path, then rename it @path;
- * *@ino: its inode.
- */
-static int replace(const char *path, const uint8_t *buf, size_t len, ino_t *ino)
+/* Write @len bytes of @buf to a new temporary file beside @path, then rename it @path. */
+static int replace(const char *path, const uint8_t *buf, size_t len)
 {
-	struct stat st;
 	char tmp[4200];
 	int rc = 0, fd;
 
@@ -441,12 +440,8 @@ static int replace(const char *path, const uint8_t *buf, size_t len, ino_t *ino)
 		else
 			buf += w, len -= (size_t)w;
 	}
-	if (rc == 0 && fstat(fd, &st) < 0)
-		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
-	if (rc == 0)
-		*ino = st.st_ino;
 	if (rc == 0 && rename(tmp, path) < 0)
 		rc = -errno;
 	if (rc < 0)
@@ -454,14 +449,35 @@ static int replace(const char *path, const uint8_t *buf, size_t len, ino_t *ino)
 	return rc;
 }
 
-int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir,
-		     ino_t *ino)
+/*
+ * An exclusive lock on directory @dir (flock), waited for a bounded time: a recording that
+ * holds it for ever (stopped in a debugger) costs another its saves, not its run.
+ * @return the locked descriptor, or -errno (-EBUSY: still held)
+ */
+static int lock_dir(const char *dir)
 {
-	struct stat st;
+	const struct timespec pause = {0, 2000000};
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	for (int i = 0; i < SYMDISK_LOCK_TRIES; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	close(fd);
+	return -EBUSY;
+}
+
+int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bool trim_dir)
+{
 	char path[4096];
 	uint8_t *buf;
 	size_t len;
-	int rc;
+	int rc, lock;
 
 	if (!file_name(dir, id, path, sizeof(path)))
 		return -ENAMETOOLONG;
@@ -469,15 +485,18 @@ int cap_symdisk_save(const char *dir, const char *id, struct cap_symcache *c, bo
 	if (rc < 0)
 		return rc;
 	/*
-	 * Another recorder saved since this one read the file: keep what it found too (a file
-	 * damaged, of another identity or unreadable gives nothing, and is replaced).
+	 * Under the directory's lock, read the file as it is now into @c and write the union:
+	 * what a recording running at the same time saved since this one read it is kept (a
+	 * file damaged, of another identity or unreadable gives nothing, and is replaced).
 	 */
-	if (lstat(path, &st) == 0 && st.st_ino != *ino)
-		(void)cap_symdisk_load(dir, id, c, NULL);
+	lock = lock_dir(dir);
+	if (lock < 0)
+		return lock;
+	(void)cap_symdisk_load(dir, id, c);
 	rc = cap_symdisk_build(c, id, &buf, &len);
-	if (rc < 0)
-		return rc;
-	rc = len > SYMDISK_MAX_BYTES ? -EFBIG : replace(path, buf, len, ino);
+	if (rc == 0)
+		rc = len > SYMDISK_MAX_BYTES ? -EFBIG : replace(path, buf, len);
+	close(lock); /* unlocks */
 	free(buf);
 	if (rc == 0 && trim_dir)
 		trim(dir);

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -335,8 +336,9 @@ static bool holds(const struct cap_symcache *b, const struct cap_symcache *a,
 
 /*
  * Two recordings that found the file missing save one after the other: the second keeps
- * the first's entries (it reads the file the first wrote); saving again over its own file
- * reads nothing (a file rewritten in place, inode kept, is not read back).
+ * the first's entries (it reads the file the first wrote), also when the file was
+ * rewritten in place since (the same inode); while another holds the directory's lock, a
+ * save gives up (-EBUSY) after a bounded wait, and nothing is written.
  */
 static void test_symdisk_concurrent(void **state)
 {
@@ -344,7 +346,6 @@ static void test_symdisk_concurrent(void **state)
 	struct cap_symcache *x = random_cache(300, 1), *y = random_cache(300, 2), *z, *all;
 	struct cap_symcache *y0 = random_cache(300, 2); /* y as it was found */
 	size_t only_y = 0;
-	ino_t ino_x = 0, ino_y = 0;
 	uint8_t *buf;
 	size_t len;
 
@@ -359,18 +360,16 @@ static void test_symdisk_concurrent(void **state)
 		only_y += !cap_symcache_get(x, pc, &f, &n);
 	}
 	assert_true(only_y > 200);
-	assert_int_equal(cap_symdisk_load(dir, ID, x, &ino_x), -ENOENT);
-	assert_int_equal(cap_symdisk_load(dir, ID, y, &ino_y), -ENOENT);
-	assert_int_equal(cap_symdisk_save(dir, ID, x, false, &ino_x), 0);
-	assert_true(ino_x != 0);
-	assert_int_equal(cap_symdisk_save(dir, ID, y, false, &ino_y), 0);
-	assert_true(ino_y != 0 && ino_y != ino_x);
+	assert_int_equal(cap_symdisk_load(dir, ID, x), -ENOENT);
+	assert_int_equal(cap_symdisk_load(dir, ID, y), -ENOENT);
+	assert_int_equal(cap_symdisk_save(dir, ID, x, false), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, y, false), 0);
 	assert_int_equal(cap_symcache_n(y), 300 + only_y); /* y took x's in */
 	assert_int_equal(cap_symcache_new(&all), 0);
-	assert_int_equal(cap_symdisk_load(dir, ID, all, NULL), (long)(300 + only_y));
+	assert_int_equal(cap_symdisk_load(dir, ID, all), (long)(300 + only_y));
 	/* an address both found is y's (the same whenever the identities are the same) */
 	assert_true(holds(all, y0, NULL) && holds(all, x, y0) && holds(y, all, NULL));
-	/* the file rewritten in place with z's entries, the inode kept: y does not read it */
+	/* the file rewritten in place with z's entries, the inode kept: y reads them in too */
 	z = random_cache(50, 3);
 	assert_int_equal(cap_symdisk_build(z, ID, &buf, &len), 0);
 	{
@@ -383,8 +382,41 @@ static void test_symdisk_concurrent(void **state)
 		assert_true(fd >= 0);
 		assert_int_equal(write(fd, buf, len), (ssize_t)len);
 		close(fd);
-		assert_int_equal(cap_symdisk_save(dir, ID, y, false, &ino_y), 0);
-		assert_int_equal(cap_symcache_n(y), 300 + only_y);
+		size_t only_z = 0;
+
+		for (size_t i = 0; i < cap_symcache_n(z); i++) {
+			const struct tfs_src_frame *f;
+			uint64_t pc;
+			uint32_t n;
+
+			cap_symcache_entry(z, i, &pc, &f, &n);
+			only_z += !cap_symcache_get(y, pc, &f, &n);
+		}
+		assert_true(only_z > 0);
+		assert_int_equal(cap_symdisk_save(dir, ID, y, false), 0);
+		assert_int_equal(cap_symcache_n(y), 300 + only_y + only_z);
+		for (size_t i = 0; i < cap_symcache_n(z); i++) {
+			const struct tfs_src_frame *f;
+			uint64_t pc;
+			uint32_t n;
+
+			cap_symcache_entry(z, i, &pc, &f, &n);
+			assert_true(cap_symcache_get(y, pc, &f, &n));
+		}
+		/* the directory locked by another: no save, the file as it was */
+		{
+			int held = open(dir, O_RDONLY | O_DIRECTORY);
+			struct stat before, after;
+
+			assert_true(held >= 0);
+			assert_int_equal(flock(held, LOCK_EX), 0);
+			assert_int_equal(stat(path, &before), 0);
+			assert_int_equal(cap_symdisk_save(dir, ID, x, false), -EBUSY);
+			assert_int_equal(stat(path, &after), 0);
+			assert_int_equal(before.st_ino, after.st_ino);
+			close(held);
+			assert_int_equal(cap_symdisk_save(dir, ID, x, false), 0);
+		}
 		unlink(path);
 	}
 	assert_int_equal(rmdir(dir), 0);
@@ -401,18 +433,17 @@ static void test_symdisk_files(void **state)
 	char top[] = "/tmp/tfs-symdisk.XXXXXX", dir[256], path[512], other[512];
 	struct cap_symcache *a = random_cache(500, 9), *b;
 	struct stat st;
-	ino_t ino = 0, ino_other = 0;
 
 	(void)state;
 	assert_non_null(mkdtemp(top));
 	snprintf(dir, sizeof(dir), "%s/a/b", top);
-	assert_int_equal(cap_symdisk_load(dir, ID, a, NULL), -ENOENT);
-	assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0);
+	assert_int_equal(cap_symdisk_load(dir, ID, a), -ENOENT);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
 	assert_int_equal(stat(dir, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	assert_int_equal(count_sym(dir), 1);
 	assert_int_equal(cap_symcache_new(&b), 0);
-	assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
+	assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
 	assert_same(a, b);
 	cap_symcache_free(b);
 	/* the file of ID under the name of another identity: refused */
@@ -427,7 +458,7 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(stat(path, &st), 0);
 		assert_int_equal(st.st_mode & 0777, 0600);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_save(dir, "other", b, false, &ino_other), 0);
+		assert_int_equal(cap_symdisk_save(dir, "other", b, false), 0);
 		assert_int_equal(count_sym(dir), 2);
 		/* find the other's name, put ID's bytes there */
 		d = opendir(dir);
@@ -436,7 +467,7 @@ static void test_symdisk_files(void **state)
 				snprintf(other, sizeof(other), "%s/%s", dir, e->d_name);
 		closedir(d);
 		assert_int_equal(rename(path, other), 0);
-		assert_int_equal(cap_symdisk_load(dir, "other", b, NULL), -ESTALE);
+		assert_int_equal(cap_symdisk_load(dir, "other", b), -ESTALE);
 		assert_int_equal(cap_symcache_n(b), 0);
 		cap_symcache_free(b);
 	}
@@ -453,9 +484,9 @@ static void test_symdisk_files(void **state)
 	}
 	snprintf(path, sizeof(path), "%s/notes.txt", dir);
 	close(open(path, O_WRONLY | O_CREAT, 0600));
-	assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
 	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES + 12); /* no trimming asked */
-	assert_int_equal(cap_symdisk_save(dir, ID, a, true, &ino), 0);
+	assert_int_equal(cap_symdisk_save(dir, ID, a, true), 0);
 	assert_int_equal(count_sym(dir), SYMDISK_MAX_FILES);
 	assert_int_equal(access(path, F_OK), 0);
 	/* 266 old files, the renamed one and ID's: the 12 oldest went */
@@ -465,7 +496,7 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(access(path, F_OK), i < 12 ? -1 : 0);
 	}
 	assert_int_equal(cap_symcache_new(&b), 0);
-	assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
+	assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
 	cap_symcache_free(b);
 	/* what may not be read: a FIFO (must not block), a directory, a file others may write */
 	{
@@ -477,18 +508,33 @@ static void test_symdisk_files(void **state)
 		assert_int_equal(access(mine, F_OK), 0);
 		assert_int_equal(chmod(mine, 0622), 0);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EPERM);
+		assert_int_equal(chmod(mine, 0600), 0);
+		/* larger than any file written: damaged, not read (sparse, nothing allocated) */
+		assert_int_equal(truncate(mine, SYMDISK_MAX_BYTES + 1), 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -TFS_ECORRUPT);
+		assert_int_equal(unlink(mine), 0);
+		/* a symbolic link, even to a good file: refused, and replaced by a save */
+		assert_int_equal(cap_symdisk_save(dir, "other", a, false), 0);
+		assert_int_equal(symlink(other, mine), 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EPERM);
+		assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0);
+		assert_int_equal(lstat(mine, &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
+		cap_symcache_free(b);
+		assert_int_equal(cap_symcache_new(&b), 0);
 		assert_int_equal(unlink(mine), 0);
 		assert_int_equal(mkfifo(mine, 0600), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
-		assert_int_equal(cap_symdisk_save(dir, ID, a, false, &ino), 0); /* replaces it */
-		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), 500);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EPERM);
+		assert_int_equal(cap_symdisk_save(dir, ID, a, false), 0); /* replaces it */
+		assert_int_equal(cap_symdisk_load(dir, ID, b), 500);
 		cap_symcache_free(b);
 		assert_int_equal(unlink(mine), 0);
 		assert_int_equal(mkdir(mine, 0700), 0);
 		assert_int_equal(cap_symcache_new(&b), 0);
-		assert_int_equal(cap_symdisk_load(dir, ID, b, NULL), -EPERM);
-		assert_true(cap_symdisk_save(dir, ID, a, false, &ino) < 0);
+		assert_int_equal(cap_symdisk_load(dir, ID, b), -EPERM);
+		assert_true(cap_symdisk_save(dir, ID, a, false) < 0);
 		assert_int_equal(cap_symcache_n(b), 0);
 		cap_symcache_free(b);
 	}
