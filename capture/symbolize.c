@@ -9,9 +9,9 @@
  * take for that file, plus one), so two different unnamed frames never print alike. C++ and
  * Rust names are demangled (demangle.c): DWARF's linkage name, else the symbol, as c++filt
  * prints it, with its scope and parameter types; a C function keeps its plain name. A C++
- * function DWARF gives no linkage name (one with internal linkage inlined everywhere) is
- * named with the namespaces and classes around its declaration, without parameter types
- * ("qa::risky"). This file does not intern backtraces (stacks.c).
+ * function DWARF gives no linkage name and internal linkage (a static one, inlined or not)
+ * is named with the namespaces and classes around its declaration, without parameter types
+ * ("qa::risky"); an extern "C" one keeps its plain name, its symbol's. This file does not intern backtraces (stacks.c).
  *
  * The work is per object file, not per process: a file is opened once per tracing process
  * (a Dwfl holding that file alone at bias 0, the index of its functions, its symbol table),
@@ -285,14 +285,17 @@ struct scope {
 	size_t pooled;
 };
 
-/* Note that function @die, declared in @sc, has no linkage name. */
+/*
+ * Note that function @die, declared in @sc, has no linkage name and internal linkage (an
+ * external one without a linkage name is extern "C": its name is its symbol's, unscoped).
+ */
 static int note_scope(struct cu_index *ix, Dwarf_Die *die, struct scope *sc)
 {
 	Dwarf_Attribute a;
 	size_t len;
 
 	if (!sc->name || !*sc->name || dwarf_attr(die, DW_AT_linkage_name, &a) ||
-	    !dwarf_attr(die, DW_AT_name, &a))
+	    !dwarf_attr(die, DW_AT_name, &a) || dwarf_hasattr(die, DW_AT_external))
 		return 0;
 	if (sc->pooled == SIZE_MAX) {
 		len = strlen(sc->name) + 1;
