@@ -242,26 +242,6 @@ static const char *absolute(Dwarf_Die *cu, const char *file, char *buf)
 	return buf;
 }
 
-static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
-{
-	Dwarf_Addr base, lo, hi;
-	ptrdiff_t off = 0;
-
-	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
-		if (ix->n_fns == ix->fns_cap) {
-			size_t cap = ix->fns_cap ? 2 * ix->fns_cap : 64;
-			struct fn_range *v = realloc(ix->fns, cap * sizeof(*v));
-
-			if (!v)
-				return -ENOMEM;
-			ix->fns = v;
-			ix->fns_cap = cap;
-		}
-		ix->fns[ix->n_fns++] = (struct fn_range){lo, hi, *die};
-	}
-	return 0;
-}
-
 static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
 	size_t c = *cap ? *cap : 64;
@@ -276,6 +256,19 @@ static int grow(void **v, size_t *cap, size_t need, size_t size)
 		return -ENOMEM;
 	*v = n;
 	*cap = c;
+	return 0;
+}
+
+static int add_ranges(struct cu_index *ix, Dwarf_Die *die)
+{
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+
+	while ((off = dwarf_ranges(die, off, &base, &lo, &hi)) > 0) {
+		if (grow((void **)&ix->fns, &ix->fns_cap, ix->n_fns + 1, sizeof(*ix->fns)) < 0)
+			return -ENOMEM;
+		ix->fns[ix->n_fns++] = (struct fn_range){lo, hi, *die};
+	}
 	return 0;
 }
 
@@ -390,15 +383,8 @@ static struct cu_index *cu_index_of(struct sym_ctx *ctx, Dwarf_Die *cu)
 	for (size_t i = 0; i < ctx->n_cus; i++)
 		if (ctx->cus[i].cu == cu->cu)
 			return &ctx->cus[i];
-	if (ctx->n_cus == ctx->cus_cap) {
-		size_t cap = ctx->cus_cap ? 2 * ctx->cus_cap : 64;
-		struct cu_index *v = realloc(ctx->cus, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		ctx->cus = v;
-		ctx->cus_cap = cap;
-	}
+	if (grow((void **)&ctx->cus, &ctx->cus_cap, ctx->n_cus + 1, sizeof(*ctx->cus)) < 0)
+		return NULL;
 	ix = &ctx->cus[ctx->n_cus];
 	*ix = (struct cu_index){.cu = cu->cu};
 	if (index_children(ix, cu, 0, &(struct scope){"", SIZE_MAX}) < 0) {
