@@ -19,7 +19,14 @@
 #include "values_i.h"
 #include "writer_i.h"
 
-#define DEFAULT_GRAMMAR_BUDGET ((size_t)16 << 20)
+/*
+ * A stream's grammar builder (nodes, rules, digram index) is cut into a new block past this:
+ * 2 MiB keeps its random accesses within a core's L2 cache. Recording cc1 (3.7 million
+ * events, an irregular stream) took 6.6% less CPU in all than at 16 MiB, where the builder's
+ * misses beside the traced program cost most, for a 0.6% larger trace; streams whose
+ * grammar stays smaller (loops, MPI codes, the allocation and I/O benchmarks) are unchanged.
+ */
+#define DEFAULT_GRAMMAR_BUDGET ((size_t)2 << 20)
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
 {

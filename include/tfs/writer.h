@@ -20,7 +20,7 @@ extern "C" {
 struct tfs_writer_opts {
 	int timing;		   /**< enum tfs_timing */
 	double rel_err;		   /**< TFS_TIMING_LOSSY: bound in (0, 1), e.g. 0.1 */
-	size_t grammar_budget;	   /**< bytes per stream's grammar before a new block; 0: 16 MiB */
+	size_t grammar_budget;	   /**< bytes per stream's grammar before a new block; 0: 2 MiB */
 	uint32_t block_events;	   /**< events per value block; 0: 4096 */
 	int zstd_level;		   /**< 0: default */
 	int late_kinds;		   /**< non-zero: tfs_writer_add_kind() also once streams exist,
