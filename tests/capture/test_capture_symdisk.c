@@ -334,6 +334,22 @@ static bool holds(const struct cap_symcache *b, const struct cap_symcache *a,
 	return true;
 }
 
+/* The entries of @a whose address @b lacks. */
+static size_t not_in(const struct cap_symcache *a, const struct cap_symcache *b)
+{
+	size_t n_not = 0;
+
+	for (size_t i = 0; i < cap_symcache_n(a); i++) {
+		const struct tfs_src_frame *f;
+		uint64_t pc;
+		uint32_t n;
+
+		cap_symcache_entry(a, i, &pc, &f, &n);
+		n_not += !cap_symcache_get(b, pc, &f, &n);
+	}
+	return n_not;
+}
+
 /*
  * Two recordings that found the file missing save one after the other: the second keeps
  * the first's entries (it reads the file the first wrote), also when the file was
@@ -345,20 +361,13 @@ static void test_symdisk_concurrent(void **state)
 	char dir[] = "/tmp/tfs-symdisk.XXXXXX";
 	struct cap_symcache *x = random_cache(300, 1), *y = random_cache(300, 2), *z, *all;
 	struct cap_symcache *y0 = random_cache(300, 2); /* y as it was found */
-	size_t only_y = 0;
+	const size_t only_y = not_in(y, x);
+	size_t only_z;
 	uint8_t *buf;
 	size_t len;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	for (size_t i = 0; i < cap_symcache_n(y); i++) {
-		const struct tfs_src_frame *f;
-		uint64_t pc;
-		uint32_t n;
-
-		cap_symcache_entry(y, i, &pc, &f, &n);
-		only_y += !cap_symcache_get(x, pc, &f, &n);
-	}
 	assert_true(only_y > 200);
 	assert_int_equal(cap_symdisk_load(dir, ID, x), -ENOENT);
 	assert_int_equal(cap_symdisk_load(dir, ID, y), -ENOENT);
@@ -382,27 +391,11 @@ static void test_symdisk_concurrent(void **state)
 		assert_true(fd >= 0);
 		assert_int_equal(write(fd, buf, len), (ssize_t)len);
 		close(fd);
-		size_t only_z = 0;
-
-		for (size_t i = 0; i < cap_symcache_n(z); i++) {
-			const struct tfs_src_frame *f;
-			uint64_t pc;
-			uint32_t n;
-
-			cap_symcache_entry(z, i, &pc, &f, &n);
-			only_z += !cap_symcache_get(y, pc, &f, &n);
-		}
+		only_z = not_in(z, y);
 		assert_true(only_z > 0);
 		assert_int_equal(cap_symdisk_save(dir, ID, y, false), 0);
 		assert_int_equal(cap_symcache_n(y), 300 + only_y + only_z);
-		for (size_t i = 0; i < cap_symcache_n(z); i++) {
-			const struct tfs_src_frame *f;
-			uint64_t pc;
-			uint32_t n;
-
-			cap_symcache_entry(z, i, &pc, &f, &n);
-			assert_true(cap_symcache_get(y, pc, &f, &n));
-		}
+		assert_int_equal(not_in(z, y), 0);
 		/* the directory locked by another: no save, the file as it was */
 		{
 			int held = open(dir, O_RDONLY | O_DIRECTORY);
