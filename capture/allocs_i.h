@@ -1,7 +1,9 @@
 /*
  * The live allocations of the traced process (allocs.c): every block the malloc family
  * returned and every region mmap mapped, not yet freed or unmapped, each with an allocation
- * id (1, 2, 3... in allocation order, process-wide; mmap regions share the numbering). The
+ * id, unique in the process (mmap regions share the numbering): a thread takes ids ID_BATCH
+ * at a time from a process-wide counter, so one thread's ids are 1, 2, 3... in its
+ * allocation order, and threads' do not interleave call by call. The
  * interposers keep it up to date; I/O interposers and the MPI wrappers turn a buffer pointer
  * into (allocation id, offset) through cap_alloc_lookup(). Internal to libtfscapture.
  *
@@ -11,6 +13,8 @@
  */
 #ifndef TFS_ALLOCS_I_H
 #define TFS_ALLOCS_I_H
+
+#define ID_BATCH 64 /* allocation ids a thread takes at a time */
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -567,10 +567,13 @@ def parse_buf(v):
 
 
 def churn_check(streams):
-    """Problems found in `cap_io churn` streams ([] when consistent)."""
-    bad, owner, freed, n_heap_reads = [], {}, set(), 0
+    """Problems found in `cap_io churn` streams ([] when consistent), the blocks, the reads
+    into them, and how many of a thread's new ids follow its previous one (allocs_i.h: a
+    thread takes its ids in batches), against how many new ids there were."""
+    bad, owner, freed, n_heap_reads, n_next, n_new = [], {}, set(), 0, 0, 0
     for t, ev in enumerate(streams):
         live = {}  # id -> (ptr, size) of this thread's live blocks
+        last = 0  # the thread's last new id
         for e in ev:
             k, f = kind(e), fields(e)
             m = ALLOC_RX.match(e)
@@ -578,6 +581,13 @@ def churn_check(streams):
                 i, ptr = int(f["id"]), m.group(3)
                 if k == "realloc" and i in live and live[i][0] == ptr == f["ptr"]:
                     del owner[i]  # grown in place: the same block, the same id
+                elif last:
+                    n_new += 1
+                    n_next += i == last + 1
+                    if i <= last:
+                        bad.append("T%d: id %d after %d: a thread's ids go up" % (t, i, last))
+                if i not in live:
+                    last = max(last, i)
                 if i in owner:
                     bad.append("T%d: id %d allocated twice: %s" % (t, i, e))
                 if k == "realloc" and int(f["freed"]):
@@ -603,7 +613,7 @@ def churn_check(streams):
                                % (t, e, live.get(i)))
             elif k == "pread" and f["offset"] != "0":
                 bad.append("T%d: a read into a live block recorded as no allocation: %s" % (t, e))
-    return bad, len(owner), n_heap_reads
+    return bad, len(owner), n_heap_reads, n_next, n_new
 
 
 def test_churn(tap, args, work, n=16, rounds=1500):
@@ -618,10 +628,13 @@ def test_churn(tap, args, work, n=16, rounds=1500):
         return
     tap.ok(run([args.tracefs, "verify", out])[0] == 0, "churn: trace verifies")
     streams = [cat_events(args.tracefs, out, t) for t in range(1, n + 1)]
-    bad, n_ids, n_reads = churn_check(streams)
+    bad, n_ids, n_reads, n_next, n_new = churn_check(streams)
     tap.ok(not bad and n_reads == n * rounds,
            "churn: %d ids each allocated once, frees and %d buffers name the right live block"
            % (n_ids, n_reads), "\n".join(bad[:20]))
+    # from a batch of its own, a thread's next id is its last plus one but at a batch's end
+    tap.ok(n_new > 1000 and n_next * 100 >= n_new * 97,
+           "churn: %d of %d new ids of a thread follow its last one" % (n_next, n_new))
 
 
 def test_forks(tap, args, work, n=200):
