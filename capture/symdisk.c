@@ -451,8 +451,10 @@ static int replace(const char *path, const uint8_t *buf, size_t len)
 
 /*
  * An exclusive lock on directory @dir (flock), waited for a bounded time: a recording that
- * holds it for ever (stopped in a debugger) costs another its saves, not its run.
- * @return the locked descriptor, or -errno (-EBUSY: still held)
+ * holds it for ever (stopped in a debugger) costs another its saves, not its run. Where
+ * the file system has no flock (ENOLCK, EOPNOTSUPP...) the save goes on unlocked: the
+ * rename still replaces the file whole.
+ * @return the descriptor, locked where locks exist, or -errno (-EBUSY: still held)
  */
 static int lock_dir(const char *dir)
 {
@@ -465,7 +467,7 @@ static int lock_dir(const char *dir)
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if (errno != EWOULDBLOCK && errno != EINTR)
-			break;
+			return fd; /* no locks here */
 		nanosleep(&pause, NULL);
 	}
 	close(fd);
