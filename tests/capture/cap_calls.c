@@ -271,6 +271,11 @@ static void pipes_and_sockets(void)
  *   stream); readdir until NULL: 4 entries (., .., f1, f2) then the end; closedir = 0;
  *   open d O_RDONLY = 3; fdopendir 3 = 3; readdir64 until NULL: 4 then the end;
  *   closedir = 0.
+ * Links and modes, in DIR/d: link f1 f3 = 0; linkat AT_FDCWD f1 AT_FDCWD f4 0 = 0;
+ *   symlink "f1" s1 = 0; symlinkat "f2" AT_FDCWD s2 = 0; renameat AT_FDCWD f3 AT_FDCWD f5
+ *   = 0; renameat2 AT_FDCWD f4 AT_FDCWD f5 RENAME_NOREPLACE = -1 EEXIST; chmod f1 0640 = 0;
+ *   fchmodat AT_FDCWD f2 0600 0 = 0; open f1 O_RDONLY = 3 (file#F1 again); fchmod 3 0600 = 0;
+ *   close 3; unlinkat AT_FDCWD s1 0 = 0; unlinkat AT_FDCWD DIR/e AT_REMOVEDIR = -1 ENOENT.
  */
 static void paths(void)
 {
@@ -325,6 +330,19 @@ static void paths(void)
 	while (CALL(readdir64, d))
 		;
 	CALL(closedir, d);
+	CALL(link, in_dir("d/f1"), in_dir2("d/f3"));
+	CALL(linkat, AT_FDCWD, in_dir("d/f1"), AT_FDCWD, in_dir2("d/f4"), 0);
+	CALL(symlink, "f1", in_dir("d/s1"));
+	CALL(symlinkat, "f2", AT_FDCWD, in_dir("d/s2"));
+	CALL(renameat, AT_FDCWD, in_dir("d/f3"), AT_FDCWD, in_dir2("d/f5"));
+	CALL(renameat2, AT_FDCWD, in_dir("d/f4"), AT_FDCWD, in_dir2("d/f5"), RENAME_NOREPLACE);
+	CALL(chmod, in_dir("d/f1"), 0640);
+	CALL(fchmodat, AT_FDCWD, in_dir("d/f2"), 0600, 0);
+	fd = CALL(open, in_dir("d/f1"), O_RDONLY);
+	CALL(fchmod, fd, 0600);
+	CALL(close, fd);
+	CALL(unlinkat, AT_FDCWD, in_dir("d/s1"), 0);
+	CALL(unlinkat, AT_FDCWD, in_dir("e"), AT_REMOVEDIR);
 }
 
 static int vprint(int (*f)(const char *, va_list), const char *fmt, ...)

@@ -231,6 +231,24 @@ def expect(d):
     for ret in (1, 1, 1, 1, 0):
         e.call("readdir", fd(3, N[14]), ret)
     e.call("closedir", fd(3, N[14]), 0)
+    # ---- links and modes in d (AT_FDCWD -100, RENAME_NOREPLACE 1, AT_REMOVEDIR 0x200)
+    def two(old, new, flags=0):
+        return ('olddirfd=-100, oldpath="%s/d/%s", newdirfd=-100, newpath="%s/d/%s", '
+                'flags=0x%x' % (d, old, d, new, flags))
+    e.call("link", two("f1", "f3"), 0)
+    e.call("link", two("f1", "f4"), 0)
+    for target, name in (("f1", "s1"), ("f2", "s2")):
+        e.call("symlink", 'target="%s", newdirfd=-100, linkpath="%s/d/%s"' % (target, d, name),
+               0)
+    e.call("renameat", two("f3", "f5"), 0)
+    e.call("renameat", two("f4", "f5", 1), -1, errno.EEXIST)
+    e.call("chmod", 'dirfd=-100, path="%s/d/f1", mode=0x1a0, flags=0x0' % d, 0)
+    e.call("chmod", 'dirfd=-100, path="%s/d/f2", mode=0x180, flags=0x0' % d, 0)
+    e.add('open(path="%s/d/f1", flags=0x0, mode=0x0, file=file#15, errno=0) = 3' % d)
+    e.call("fchmod", fd(3, N[15]) + ", mode=0x180", 0)
+    e.call("close", fd(3, N[15]), 0)
+    e.call("unlinkat", 'dirfd=-100, path="%s/d/s1", flags=0x0' % d, 0)
+    e.call("unlinkat", 'dirfd=-100, path="%s/e", flags=0x200' % d, -1, errno.ENOENT)
     # ---- stdio output: s = file#17, stdout = file#18, every stream = file#19
     e.add('fopen(path="%s/s", opentype="w", file=file#17, errno=0) = 3' % d)
     for fmt, ret in (("%d\\n", 6), ("%s", 2), ("%05d", 5), ("%c", 1)):
