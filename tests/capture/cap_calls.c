@@ -114,7 +114,9 @@ static const char *in_dir2(const char *name)
  *   11, 20; open b O_RDWR|O_CREAT|O_TRUNC 0644 = 4; dup2 4 3 = 3 (3 is b now);
  *   pwrite 3 5 bytes at 0 = 5; pread 3 5 at 0 = 5 (both on b); close 3, 4;
  *   open a O_RDONLY = 3; read 3 10 = 10 (a again); close_range 3 3 0 = 0;
- *   read 3 1 = -1 EBADF (no file behind 3: an id of its own, "<fd 3>")
+ *   read 3 1 = -1 EBADF (no file behind 3: an id of its own, "<fd 3>");
+ *   open a O_RDONLY = 3; close_range 3 3 CLOSE_RANGE_CLOEXEC = 0 (3 stays open, on a);
+ *   read 3 1 = 1 (a); close 3 = 0
  */
 static void descriptors(void)
 {
@@ -143,6 +145,10 @@ static void descriptors(void)
 	CALL(read, fd, buf, 10);
 	CALL(close_range, 3, 3, 0);
 	CALL(read, fd, buf, 1);
+	fd = CALL(open, in_dir("a"), O_RDONLY);
+	CALL(close_range, 3, 3, CLOSE_RANGE_CLOEXEC);
+	CALL(read, fd, buf, 1);
+	CALL(close, fd);
 }
 
 /*

@@ -118,6 +118,11 @@ def expect(d):
     e.call("close_range", "first=3, last=3, flags=0x0", 0)
     e.add('fd_file(fd=3, path="(fd 3 not open)", file=file#2)')
     e.call("read", fd(3, N[2]) + ", count=1, " + SB, -1, errno.EBADF)
+    # CLOSE_RANGE_CLOEXEC (4) closes nothing now: 3 is still a, with no fd_file again
+    e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)
+    e.call("close_range", "first=3, last=3, flags=0x4", 0)
+    e.call("read", fd(3, N[0]) + ", count=1, " + SB, 1)
+    e.call("close", fd(3, N[0]), 0)
     # ---- the other names: c = file#3
     c = '"%s/c"' % d
     e.add("open(path=%s, flags=0x%x, mode=0x180, file=file#3, errno=0) = 3" % (c, O[2] | O_CREAT))
@@ -399,7 +404,7 @@ def main():
             if line.startswith("#") or len(tok) < 9:
                 continue
             rows[tok[-1]] = (int(tok[3]), int(tok[4]))
-        want = {"a": (10 + 50 + 10, 100), "b": (5, 5),
+        want = {"a": (10 + 50 + 10 + 1, 100), "b": (5, 5),
                 "c": (8 + 4 + 4 + 4 + 22, 16 + 2 + 7), "s": (0, 40),
                 # fgetc, fgets, getc, getline, getdelim, fread; then sendfile, splice,
                 # copy_file_range take from it
