@@ -1219,11 +1219,13 @@ void cap_modules_check(const uint64_t *frames, uint32_t n)
 
 /* ---- read-only data ---- */
 
+#define RO_SEGMENTS 4 /* read-only segments a thread remembers (formats of several objects) */
+
 /* The thread's last answers of cap_in_rodata(), while g_gen stands. */
 static _Thread_local struct {
-	struct range yes; /* a read-only segment */
-	uint64_t no;	  /* an address in none */
-	uint32_t gen;
+	struct range yes[RO_SEGMENTS]; /* read-only segments, the oldest replaced first */
+	uint64_t no;		       /* an address in none */
+	uint32_t gen, next;
 } tls_ro TLS_IE;
 
 struct ro_find {
@@ -1255,18 +1257,18 @@ bool cap_in_rodata(const void *p)
 	struct ro_find f = {(uintptr_t)p, {0, 0}};
 
 	if (tls_ro.gen != gen) {
-		tls_ro.yes = (struct range){0, 0};
-		tls_ro.no = 0;
+		memset(&tls_ro, 0, sizeof(tls_ro));
 		tls_ro.gen = gen;
 	}
-	if (f.a >= tls_ro.yes.lo && f.a < tls_ro.yes.hi)
-		return true;
+	for (uint32_t i = 0; i < RO_SEGMENTS; i++)
+		if (f.a >= tls_ro.yes[i].lo && f.a < tls_ro.yes[i].hi)
+			return true;
 	if (!p || f.a == tls_ro.no)
 		return false;
 	if (!dl_iterate_phdr(find_ro, &f)) {
 		tls_ro.no = f.a; /* a buffer the program formats into, used again */
 		return false;
 	}
-	tls_ro.yes = f.r;
+	tls_ro.yes[tls_ro.next++ % RO_SEGMENTS] = f.r;
 	return true;
 }
