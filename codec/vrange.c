@@ -15,7 +15,8 @@
 
 #define PROB_BITS 12
 #define PROB_ONE (1u << PROB_BITS)
-#define P_INIT ((PROB_ONE / 2) << 4) /* a context: probability << 4 | updates (<= 3) */
+#define P_INIT ((PROB_ONE / 2) << 2) /* a context: probability << 2 | updates (<= 3) */
+#define N_STATES (PROB_ONE << 2)
 #define TOP (1u << 24)
 #define LEN_PROBS VRC_LEN_PROBS
 #define FULL_LEN 10u	/* lengths up to this have every mantissa bit modelled */
@@ -30,12 +31,27 @@ static inline uint32_t man_off(uint32_t n)
 
 /* Every context fresh, copied by fill(): most blocks start over a hundred sets. */
 static uint16_t fresh[VRC_MAN_PROBS];
+/*
+ * adapted[2 c + b]: context @c once it has coded bit @b, moved by half the way at its first
+ * update, then a quarter, an eighth, and a sixteenth from the fourth on. Few values of a
+ * call site fall in one block, so the first ones must count: this learns faster than any
+ * fixed rate that tracks as well. A table, because coding and decoding a bit then take
+ * one load instead of the arithmetic: they are bound by the number of instructions.
+ */
+static uint16_t adapted[2 * N_STATES];
 static pthread_once_t fresh_once = PTHREAD_ONCE_INIT;
 
 static void make_fresh(void)
 {
 	for (uint32_t i = 0; i < VRC_MAN_PROBS; i++)
 		fresh[i] = P_INIT;
+	for (uint32_t c = 0; c < N_STATES; c++) {
+		const uint32_t n = c & 3, s = n + 1, p = c >> 2, next = n < 3 ? n + 1 : 3;
+
+		/* towards PROB_ONE after a 0, towards 0 after a 1 */
+		adapted[2 * c] = (uint16_t)((p + ((PROB_ONE - p) >> s)) << 2 | next);
+		adapted[2 * c + 1] = (uint16_t)((p - (p >> s)) << 2 | next);
+	}
 }
 
 int vrc_model_init(struct vrc_model *m)
@@ -129,51 +145,17 @@ static void shift_low(struct rc_enc *e)
 	e->low = (e->low & 0x00ffffffu) << 8;
 }
 
-/*
- * Adapt the context @c to @bit: by half the way at its first update, then a quarter, an
- * eighth, and a sixteenth from the fourth on. Few values of a call site fall in one block,
- * so the first ones must count: this learns faster than any fixed rate that tracks as well.
- */
-static inline uint16_t adapt(uint32_t c, uint32_t bit)
-{
-	const uint32_t n = c & 15, s = n + 1;
-	uint32_t p = c >> 4;
-
-	/* towards 0 after a 1, towards PROB_ONE after a 0 */
-	p = p + (((PROB_ONE - p) >> s) & (bit - 1u)) - ((p >> s) & (0u - bit));
-	return (uint16_t)(p << 4 | (n < 3 ? n + 1 : 3));
-}
-
-/*
- * adapt() folded into the branch on the bit, which the coding takes anyway; a context
- * updated three times or more (most) adapts by constant shifts
- */
 static inline void enc_bit(struct rc_enc *e, uint16_t *p, uint32_t bit)
 {
-	const uint32_t c = *p, n = c & 15;
-	uint32_t prob = c >> 4;
-	const uint32_t bound = (e->range >> PROB_BITS) * prob;
+	const uint32_t c = *p, bound = (e->range >> PROB_BITS) * (c >> 2);
 
-	if (n == 3) {
-		if (!bit) {
-			e->range = bound;
-			prob += (PROB_ONE - prob) >> 4;
-		} else {
-			e->low += bound;
-			e->range -= bound;
-			prob -= prob >> 4;
-		}
-		*p = (uint16_t)(prob << 4 | 3);
-	} else if (!bit) {
+	if (!bit) {
 		e->range = bound;
-		prob += (PROB_ONE - prob) >> (n + 1);
-		*p = (uint16_t)(prob << 4 | (n + 1));
 	} else {
 		e->low += bound;
 		e->range -= bound;
-		prob -= prob >> (n + 1);
-		*p = (uint16_t)(prob << 4 | (n + 1));
 	}
+	*p = adapted[2 * c + bit];
 	while (e->range < TOP) {
 		e->range <<= 8;
 		shift_low(e);
@@ -313,27 +295,21 @@ static inline uint32_t next_byte(struct rc_dec *d)
 	return b;
 }
 
-/* The number of updates after one more: 1, 2, 3, then 3 from there on. */
-static const uint8_t next_n[4] = {1, 2, 3, 3};
-
 /* A decision with the context at @ctx, whose value @c the caller has loaded already. */
 static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *ctx, uint32_t c)
 {
-	const uint32_t n = c & 15, s = n + 1; /* n <= 3: the rate min(n + 1, 4) */
-	const uint32_t p = c >> 4;
-	const uint32_t bound = (d->range >> PROB_BITS) * p;
+	const uint32_t bound = (d->range >> PROB_BITS) * (c >> 2);
 	uint32_t bit;
 
 	if (d->code < bound) {
 		d->range = bound;
-		*ctx = (uint16_t)((p + ((PROB_ONE - p) >> s)) << 4 | next_n[n]);
 		bit = 0;
 	} else {
 		d->code -= bound;
 		d->range -= bound;
-		*ctx = (uint16_t)((p - (p >> s)) << 4 | next_n[n]);
 		bit = 1;
 	}
+	*ctx = adapted[2 * c + bit];
 	/* range >= 2^12 after a decision: at most two bytes */
 	if (d->range < TOP) {
 		d->range <<= 8;
@@ -346,6 +322,13 @@ static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *ctx, uint32_t c)
 	return bit;
 }
 
+/* Where child 2 node + @bit lies in the two children's contexts loaded as one u32. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define CHILD_SHIFT(bit) (16 * (1 - (bit)))
+#else
+#define CHILD_SHIFT(bit) (16 * (bit))
+#endif
+
 /*
  * @depth >= 1 decisions down the tree @t from node 1: @return the node reached. Both
  * children's contexts are loaded while the bit is being decided, which takes the load off
@@ -356,11 +339,12 @@ static inline uint32_t dec_tree(struct rc_dec *d, uint16_t *t, uint32_t depth)
 	uint32_t node = 1, c = t[1];
 
 	for (uint32_t k = 1; k < depth; k++) {
-		const uint32_t c0 = t[2 * node], c1 = t[2 * node + 1];
-		const uint32_t bit = dec_bit(d, &t[node], c);
+		uint32_t pair, bit; /* the two children, adjacent: one load */
 
+		memcpy(&pair, &t[2 * node], sizeof(pair));
+		bit = dec_bit(d, &t[node], c);
 		node = 2 * node + bit;
-		c = bit ? c1 : c0;
+		c = (pair >> CHILD_SHIFT(bit)) & 0xffff;
 	}
 	return 2 * node + dec_bit(d, &t[node], c);
 }
