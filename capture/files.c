@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -442,6 +443,11 @@ int64_t cap_off_at(const int64_t *off)
 int64_t cap_timeval_us(const struct timeval *tv)
 {
 	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
+}
+
+uint64_t cap_epoll_events(const struct epoll_event *ev)
+{
+	return ev ? ev->events : 0;
 }
 
 const char *cap_format(const char *fmt)

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -111,6 +112,8 @@ int64_t cap_fcntl_arg(int cmd, const void *arg);
 int64_t cap_off_at(const int64_t *off);
 /* @tv in microseconds, -1 for NULL (select's timeout: none). */
 int64_t cap_timeval_us(const struct timeval *tv);
+/* The events epoll_ctl asks for (EPOLLIN...), 0 for NULL (EPOLL_CTL_DEL needs none). */
+uint64_t cap_epoll_events(const struct epoll_event *ev);
 /* The first buffer of an iovec array (NULL when there is none). */
 static inline const void *cap_iov_base(const struct iovec *iov, int n)
 {

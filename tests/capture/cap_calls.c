@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -593,6 +596,39 @@ static void copies(void)
 		CALL(close, fd);
 }
 
+/*
+ * Waiting on descriptors: epoll_create1 EPOLL_CLOEXEC = 3 (anon_inode:[eventpoll], file#E);
+ *   epoll_create 4 = 4 (the same name, file#E); eventfd 5 EFD_NONBLOCK = 5
+ *   (anon_inode:[eventfd], file#V); epoll_ctl 3 ADD 5 EPOLLIN = 0; epoll_wait 3 8 0 = 1 (the
+ *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_ctl 3 DEL 5 = 0;
+ *   epoll_ctl 4 DEL 5 = -1 ENOENT (never added there).
+ * ioctl: pipe = 0 (6, 7: file#W); write 7 3 = 3; ioctl 6 FIONREAD = 0 (3 bytes to read);
+ *   ioctl 6 TCGETS = -1 ENOTTY (a pipe is no terminal); close 3..7.
+ */
+static void waiting(void)
+{
+	struct epoll_event ev = {.events = EPOLLIN}, got[8];
+	int p[2], avail = 0;
+
+	CALL(epoll_create1, EPOLL_CLOEXEC);
+	CALL(epoll_create, 4);
+	CALL(eventfd, 5, EFD_NONBLOCK);
+	ev.data.fd = 5;
+	CALL(epoll_ctl, 3, EPOLL_CTL_ADD, 5, &ev);
+	CALL(epoll_wait, 3, got, 8, 0);
+	CALL(epoll_pwait, 3, got, 8, 0, NULL);
+	CALL(epoll_ctl, 3, EPOLL_CTL_DEL, 5, NULL);
+	CALL(epoll_ctl, 4, EPOLL_CTL_DEL, 5, NULL);
+	CALL(pipe, p);
+	CALL(write, p[1], "abc", 3);
+	CALL(ioctl, p[0], FIONREAD, &avail);
+	CALL(ioctl, p[0], TCGETS, buf); /* room for a struct termios */
+	if (avail != 3)
+		fprintf(stderr, "FIONREAD said %d\n", avail);
+	for (int fd = 3; fd <= 7; fd++)
+		CALL(close, fd);
+}
+
 int main(int argc, char **argv)
 {
 	char line[64];
@@ -611,6 +647,7 @@ int main(int argc, char **argv)
 	stdio_out();
 	stdio_in();
 	copies();
+	waiting();
 	n = snprintf(line, sizeof(line), "errno %lu\n", g_errno_hash);
 	syscall(SYS_write, 2, line, (size_t)n);
 	return 0;

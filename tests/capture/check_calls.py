@@ -91,7 +91,8 @@ def expect(d):
          9: "tcp:127.0.0.1:{PORT}", 10: "socket:[{T2}]", 11: "tcp:127.0.0.1:{Q}",
          12: "socket:[{T3}]", 13: "tcp:127.0.0.1:{R}", 14: d + "/d", 15: d + "/d/f1",
          16: d + "/d/f2", 17: d + "/s", 18: "pipe:[{OUT}]", 19: "(all streams)",
-         20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]"}
+         20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]",
+         25: "anon_inode:[eventpoll]", 26: "anon_inode:[eventfd]", 27: "pipe:[{P4}]"}
     # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
     e.add('open(path="%s/a", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
@@ -332,6 +333,29 @@ def expect(d):
     e.call("splice", "in_fd=5<%s>, out_fd=4<%s>, len=4, flags=0x0" % (N[24], N[23]), 4)
     e.call("copy_file_range", "in_fd=3<%s>, out_fd=4<%s>, len=3" % (N[20], N[23]), 3)
     for n, f in ((3, 20), (4, 23), (5, 24), (6, 24)):
+        e.call("close", fd(n, N[f]), 0)
+    # ---- waiting: epoll = file#25 (both epoll descriptors), the eventfd = file#26, a pipe =
+    # file#27 (EPOLL_CLOEXEC 0x80000, EFD_NONBLOCK 0x800, EPOLL_CTL_ADD 1, EPOLL_CTL_DEL 2,
+    # EPOLLIN 1, FIONREAD 0x541b, TCGETS 0x5401, ENOENT 2, ENOTTY 25)
+    e.add('fd_file(fd=3, path="anon_inode:[eventpoll]", file=file#25)')
+    e.call("epoll_create", "flags=0x80000", "3<%s>" % N[25])
+    e.add('fd_file(fd=4, path="anon_inode:[eventpoll]", file=file#25)')
+    e.call("epoll_create", "flags=0x0", "4<%s>" % N[25])
+    e.add('fd_file(fd=5, path="anon_inode:[eventfd]", file=file#26)')
+    e.call("eventfd", "initval=5, flags=0x800", "5<%s>" % N[26])
+    ep, efd = "ep_fd=3<%s>, " % N[25], fd(5, N[26])
+    e.call("epoll_ctl", ep + "op=1, " + efd + ", events=0x1", 0)
+    for _ in range(2):
+        e.call("epoll_wait", ep + "maxevents=8, timeout=0", 1)
+    e.call("epoll_ctl", ep + "op=2, " + efd + ", events=0x0", 0)
+    e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[25] + efd + ", events=0x0", -1, err=2)
+    for n in (6, 7):
+        e.add('fd_file(fd=%d, path="pipe:[{P4}]", file=file#27)' % n)
+    e.call("pipe", "flags=0x0, rd_fd=6<%s>, wr_fd=7<%s>" % (N[27], N[27]), 0)
+    e.call("write", fd(7, N[27]) + ", count=3, " + e.lit(), 3)
+    e.call("ioctl", fd(6, N[27]) + ", request=0x541b", 0)
+    e.call("ioctl", fd(6, N[27]) + ", request=0x5401", -1, err=25)
+    for n, f in ((3, 25), (4, 25), (5, 26), (6, 27), (7, 27)):
         e.call("close", fd(n, N[f]), 0)
     return e.ev
 
