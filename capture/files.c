@@ -445,9 +445,9 @@ int64_t cap_timeval_us(const struct timeval *tv)
 	return tv ? (int64_t)tv->tv_sec * 1000000 + tv->tv_usec : -1;
 }
 
-uint64_t cap_epoll_events(const struct epoll_event *ev)
+uint64_t cap_epoll_events(int op, const struct epoll_event *ev, int ret)
 {
-	return ev ? ev->events : 0;
+	return ret == 0 && (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD) && ev ? ev->events : 0;
 }
 
 const char *cap_format(const char *fmt)

@@ -112,8 +112,12 @@ int64_t cap_fcntl_arg(int cmd, const void *arg);
 int64_t cap_off_at(const int64_t *off);
 /* @tv in microseconds, -1 for NULL (select's timeout: none). */
 int64_t cap_timeval_us(const struct timeval *tv);
-/* The events epoll_ctl asks for (EPOLLIN...), 0 for NULL (EPOLL_CTL_DEL needs none). */
-uint64_t cap_epoll_events(const struct epoll_event *ev);
+/*
+ * The events epoll_ctl(@op, @ev) = @ret asked for (EPOLLIN...): read only after an ADD or
+ * MOD that succeeded, when the kernel has just read *@ev itself; else 0 (a DEL may pass any
+ * pointer, a failed call a bad one).
+ */
+uint64_t cap_epoll_events(int op, const struct epoll_event *ev, int ret);
 /* The first buffer of an iovec array (NULL when there is none). */
 static inline const void *cap_iov_base(const struct iovec *iov, int n)
 {

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,14 +601,16 @@ static void copies(void)
  * Waiting on descriptors: epoll_create1 EPOLL_CLOEXEC = 3 (anon_inode:[eventpoll], file#E);
  *   epoll_create 4 = 4 (the same name, file#E); eventfd 5 EFD_NONBLOCK = 5
  *   (anon_inode:[eventfd], file#V); epoll_ctl 3 ADD 5 EPOLLIN = 0; epoll_wait 3 8 0 = 1 (the
- *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_ctl 3 DEL 5 = 0;
- *   epoll_ctl 4 DEL 5 = -1 ENOENT (never added there).
+ *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_ctl 3 DEL 5 with a pointer
+ *   that is no address = 0 (a DEL reads none: neither may the capture); epoll_ctl 4 DEL 5 =
+ *   -1 ENOENT (never added there); epoll_ctl 4 ADD 5 with that pointer = -1 EFAULT.
  * ioctl: pipe = 0 (6, 7: file#W); write 7 3 = 3; ioctl 6 FIONREAD = 0 (3 bytes to read);
  *   ioctl 6 TCGETS = -1 ENOTTY (a pipe is no terminal); close 3..7.
  */
 static void waiting(void)
 {
 	struct epoll_event ev = {.events = EPOLLIN}, got[8];
+	struct epoll_event *bogus = (struct epoll_event *)(uintptr_t)8;
 	int p[2], avail = 0;
 
 	CALL(epoll_create1, EPOLL_CLOEXEC);
@@ -617,8 +620,9 @@ static void waiting(void)
 	CALL(epoll_ctl, 3, EPOLL_CTL_ADD, 5, &ev);
 	CALL(epoll_wait, 3, got, 8, 0);
 	CALL(epoll_pwait, 3, got, 8, 0, NULL);
-	CALL(epoll_ctl, 3, EPOLL_CTL_DEL, 5, NULL);
+	CALL(epoll_ctl, 3, EPOLL_CTL_DEL, 5, bogus);
 	CALL(epoll_ctl, 4, EPOLL_CTL_DEL, 5, NULL);
+	CALL(epoll_ctl, 4, EPOLL_CTL_ADD, 5, bogus);
 	CALL(pipe, p);
 	CALL(write, p[1], "abc", 3);
 	CALL(ioctl, p[0], FIONREAD, &avail);

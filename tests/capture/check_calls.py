@@ -336,11 +336,12 @@ def expect(d):
         e.call("close", fd(n, N[f]), 0)
     # ---- waiting: epoll = file#25 (both epoll descriptors), the eventfd = file#26, a pipe =
     # file#27 (EPOLL_CLOEXEC 0x80000, EFD_NONBLOCK 0x800, EPOLL_CTL_ADD 1, EPOLL_CTL_DEL 2,
-    # EPOLLIN 1, FIONREAD 0x541b, TCGETS 0x5401, ENOENT 2, ENOTTY 25)
+    # EPOLLIN 1, FIONREAD 0x541b, TCGETS 0x5401, ENOENT 2, EFAULT 14, ENOTTY 25); the DEL with a
+    # pointer that is no address and the failed ADD name no events: the capture reads none
     e.add('fd_file(fd=3, path="anon_inode:[eventpoll]", file=file#25)')
-    e.call("epoll_create", "flags=0x80000", "3<%s>" % N[25])
+    e.call("epoll_create1", "flags=0x80000", "3<%s>" % N[25])
     e.add('fd_file(fd=4, path="anon_inode:[eventpoll]", file=file#25)')
-    e.call("epoll_create", "flags=0x0", "4<%s>" % N[25])
+    e.call("epoll_create", "size=4", "4<%s>" % N[25])
     e.add('fd_file(fd=5, path="anon_inode:[eventfd]", file=file#26)')
     e.call("eventfd", "initval=5, flags=0x800", "5<%s>" % N[26])
     ep, efd = "ep_fd=3<%s>, " % N[25], fd(5, N[26])
@@ -349,6 +350,7 @@ def expect(d):
         e.call("epoll_wait", ep + "maxevents=8, timeout=0", 1)
     e.call("epoll_ctl", ep + "op=2, " + efd + ", events=0x0", 0)
     e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[25] + efd + ", events=0x0", -1, err=2)
+    e.call("epoll_ctl", "ep_fd=4<%s>, op=1, " % N[25] + efd + ", events=0x0", -1, err=14)
     for n in (6, 7):
         e.add('fd_file(fd=%d, path="pipe:[{P4}]", file=file#27)' % n)
     e.call("pipe", "flags=0x0, rd_fd=6<%s>, wr_fd=7<%s>" % (N[27], N[27]), 0)
