@@ -322,12 +322,17 @@ static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *ctx, uint32_t c)
 	return bit;
 }
 
-/* Where child 2 node + @bit lies in the two children's contexts loaded as one u32. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define CHILD_SHIFT(bit) (16 * (1 - (bit)))
+/* Child 2 node + @bit's context, of the two children's contexts @pair loaded as one u32. */
+static inline uint32_t child_ctx(uint32_t pair, uint32_t bit)
+{
+#if !defined(__BYTE_ORDER__)
+#error "the byte order is needed to split two contexts loaded as one word"
+#elif __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return (pair >> (16 * (1 - bit))) & 0xffff;
 #else
-#define CHILD_SHIFT(bit) (16 * (bit))
+	return (pair >> (16 * bit)) & 0xffff;
 #endif
+}
 
 /*
  * @depth >= 1 decisions down the tree @t from node 1: @return the node reached. Both
@@ -344,7 +349,7 @@ static inline uint32_t dec_tree(struct rc_dec *d, uint16_t *t, uint32_t depth)
 		memcpy(&pair, &t[2 * node], sizeof(pair));
 		bit = dec_bit(d, &t[node], c);
 		node = 2 * node + bit;
-		c = (pair >> CHILD_SHIFT(bit)) & 0xffff;
+		c = child_ctx(pair, bit);
 	}
 	return 2 * node + dec_bit(d, &t[node], c);
 }
