@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -657,9 +658,38 @@ static int rt_fd_open(int fd)
 	return syscall(SYS_fcntl, fd, F_GETFD) != -1;
 }
 
+/*
+ * A descriptor the program met before anything opened it (an fd_file event): the file id
+ * + 1 of the scratch file that stands for it, made at its first use (rt_fd()), not when
+ * met, because the call that makes that very descriptor often comes next (a pipe, a
+ * socket): made at once, the scratch file took its number.
+ */
+static uint64_t rt_fdpend[RT_FDS];
+
+static void rt_fd_make(int fd, uint64_t file)
+{
+	char path[4200];
+	int f;
+
+	snprintf(path, sizeof(path), "%s/file%" PRIu64, rt_dir, file);
+	f = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (f >= 0 && f != fd) {
+		syscall(SYS_dup3, f, fd, 0);
+		syscall(SYS_close, f);
+	}
+}
+
 static int rt_fd(int64_t rec)
 {
-	return rec >= 0 && rec < RT_FDS && rt_fdmap[rec] ? rt_fdmap[rec] - 1 : (int)rec;
+	if (rec < 0 || rec >= RT_FDS)
+		return (int)rec;
+	if (rt_fdpend[rec]) {
+		/* not when a call made it meanwhile without the proxy knowing (dup2 onto it) */
+		if (!rt_fd_open((int)rec))
+			rt_fd_make((int)rec, rt_fdpend[rec] - 1);
+		rt_fdpend[rec] = 0;
+	}
+	return rt_fdmap[rec] ? rt_fdmap[rec] - 1 : (int)rec;
 }
 
 /* Make @want the lowest free descriptor for the next call that opens one. */
@@ -671,6 +701,7 @@ static void rt_fd_prep(int64_t want)
 	rt_want = (int)want;
 	if (want < 0 || want >= RT_FDS || rt_fd_open((int)want))
 		return;
+	rt_fdpend[want] = 0; /* this call makes it */
 	dn = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC);
 	for (int fd = 0; dn >= 0 && fd < want && rt_nheld < 63; fd++) {
 		if (fd == dn || rt_fd_open(fd))
@@ -695,24 +726,16 @@ static long rt_fd_done(long got)
 	return got;
 }
 
-/* Make the program's descriptor @fd (met before anything opened it) a scratch file. */
-static void rt_fd_exists(int fd, const char *name, int64_t size)
+/* The program's descriptor @fd was met before anything opened it: a scratch file, the
+ * file id @file's, stands for it from its first use on. */
+static void rt_fd_exists(int fd, uint64_t file)
 {
-	char path[4200];
-	int f;
-
 	if (fd < 0 || rt_fd_open(fd))
 		return;
-	snprintf(path, sizeof(path), "%s/%s", rt_dir, name);
-	f = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (f < 0)
-		return;
-	if (size > 0)
-		syscall(SYS_ftruncate, f, size);
-	if (f != fd) {
-		syscall(SYS_dup3, f, fd, 0);
-		syscall(SYS_close, f);
-	}
+	if (fd < RT_FDS)
+		rt_fdpend[fd] = file + 1;
+	else
+		rt_fd_make(fd, file);
 }
 
 /* The program read its standard input: a scratch file of @size bytes stands for it. */
@@ -792,14 +815,17 @@ static void rt_fd_closed(int64_t fd)
 	if (fd >= 0 && fd < RT_FDS) {
 		rt_fdfile[fd] = 0;
 		rt_fdmap[fd] = 0;
+		rt_fdpend[fd] = 0;
 	}
 }
 
 /* The program's descriptor @rec is this run's @got too (a pipe's other end). */
 static void rt_fd_also(int64_t rec, int got)
 {
-	if (rec >= 0 && rec < RT_FDS && got >= 0)
+	if (rec >= 0 && rec < RT_FDS && got >= 0) {
 		rt_fdmap[rec] = got == rec ? 0 : got + 1;
+		rt_fdpend[rec] = 0;
+	}
 }
 
 /* Before close_range(@first, @last): the descriptors this run got elsewhere for the

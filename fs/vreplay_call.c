@@ -181,7 +181,7 @@ static void fd_file_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_
 	if (p && !strncmp(p, "(fd ", 4) && strstr(p, " not open)"))
 		return;
 	t->what = RP_W_SETUP;
-	fs_sb_printf(&t->code, "rt_fd_exists((int)INT64_C(%" PRId64 "), \"file%" PRIu64 "\", 0);",
+	fs_sb_printf(&t->code, "rt_fd_exists((int)INT64_C(%" PRId64 "), UINT64_C(%" PRIu64 "));",
 		     args[fd].i, args[file].u);
 	if (args[fd].i >= 3)
 		fs_sb_printf(&t->code, " rt_fd_file(UINT64_C(%" PRIu64 "), INT64_C(%" PRId64 "));",

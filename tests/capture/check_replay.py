@@ -86,6 +86,21 @@ def check_same(t, o, label, orig, again):
     return pa, pb
 
 
+def made_fds(o, trace):
+    """The descriptors thread 0 of @trace got from the replayed calls that make one, in
+    order: (call, number), a pipe's two ends each."""
+    res = run([o.tracefs, 'cat', trace, 'ranks/0/threads/0/events.jsonl'])
+    out = []
+    for ln in res.stdout.splitlines():
+        e = json.loads(ln)
+        a = e['args']
+        if e['name'] in ('open', 'openat', 'creat', 'dup', 'dup2', 'dup3'):
+            out.append((e['name'], a['result']))
+        elif e['name'] in ('pipe', 'pipe2'):
+            out += [(e['name'], a['rd_fd']), (e['name'], a['wr_fd'])]
+    return out
+
+
 def noreplay(calls):
     """calls.txt read on its own: each kind marked `noreplay` and its functions (the name of
     the kind for an event no function records), and the kinds of category alloc."""
@@ -126,6 +141,10 @@ def check_calls(t, o, tmp):
     t.ok(a == b and len(a) > 100,
          f'cap_calls: the proxy makes every I/O call of the trace but the noreplay ones, in '
          f'order ({len(a)} calls)', f'first difference at {k}: {a[k:k + 5]} != {b[k:k + 5]}')
+    made = [made_fds(o, x) for x in (orig, again)]
+    t.ok(made[0] == made[1] and len(made[0]) > 20,
+         f'cap_calls: the proxy gets the descriptor numbers the program got, pipe ends '
+         f'included ({len(made[0])} descriptors)', f'{made[0]}\n{made[1]}')
     kinds = set(names(o, orig, 0, 0))
     readme = run([o.tracefs, 'cat', orig, 'replay/README.txt']).stdout
     missing = [f for syms, why in left.values() for f in syms
