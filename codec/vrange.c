@@ -35,8 +35,9 @@ static uint16_t fresh[VRC_MAN_PROBS];
  * adapted[2 c + b]: context @c once it has coded bit @b, moved by half the way at its first
  * update, then a quarter, an eighth, and a sixteenth from the fourth on. Few values of a
  * call site fall in one block, so the first ones must count: this learns faster than any
- * fixed rate that tracks as well. A table, because coding and decoding a bit then take
- * one load instead of the arithmetic: they are bound by the number of instructions.
+ * fixed rate that tracks as well. A table, so that coding or decoding a bit takes one
+ * load instead of the arithmetic (16% fewer instructions to decode; the time gained is
+ * smaller, a word's decisions being one dependent chain).
  */
 static uint16_t adapted[2 * N_STATES];
 static pthread_once_t fresh_once = PTHREAD_ONCE_INIT;
