@@ -179,6 +179,7 @@ class Kind:
         self.fail = None
         self.replay = None
         self.noreplay = None
+        self.parent = None  # (kind, C condition): `from`
         self.lineno = lineno
 
     @property
@@ -219,6 +220,11 @@ def parse(path):
                 k.replay = rest
             elif word == 'noreplay':
                 k.noreplay = rest
+            elif word == 'from':
+                m = re.fullmatch(r'(\w+)\s+if\s+(.+)', rest)
+                if not m:
+                    raise Fail('line %d: from KIND if COND' % lineno)
+                k.parent = (m.group(1), m.group(2))
             else:
                 raise Fail('line %d: unknown line "%s"' % (lineno, word))
     check(kinds)
@@ -264,6 +270,21 @@ def check(kinds):
             if first[0] != json_type(a):
                 raise Fail('argument %s is a %s in %s but a %s in %s: one name, one type'
                            % (a.name, first[0], first[1], json_type(a), k.name))
+    by_name = {k.name: k for k in kinds}
+    for k in kinds:
+        if not k.parent:
+            continue
+        p = by_name.get(k.parent[0])
+        if not p or p.parent or not p.syms:
+            raise Fail('kind %s: from %s, which is no kind with functions of its own'
+                       % (k.name, k.parent[0]))
+        if k.syms or k.post or k.always or k.flags - {'stack'} or 'custom' in p.flags:
+            raise Fail('kind %s: a kind `from` another has no sym, post, always or flags '
+                       'of its own, and its kind is not custom' % k.name)
+        if k.category != p.category or ('stack' in k.flags) != ('stack' in p.flags):
+            raise Fail('kind %s: not the category and stack of %s' % (k.name, p.name))
+        if not k.replay and not k.noreplay:
+            raise Fail('kind %s: no replay line, and no noreplay line saying why' % k.name)
     for k in kinds:
         if k.name in names:
             raise Fail('kind %s declared twice' % k.name)
@@ -380,65 +401,25 @@ def word(a):
     return '(uint64_t)(%s)' % a.expr
 
 
-def gen_wrapper(k, s):
-    real_name, call = s.real_call()
-    fv = fail_value(s.ret)
-    o = ['#undef %s' % s.name]
-    if s.name in SCANF_REDIRECTED:
-        o.append('%s %s(%s);' % (s.ret, s.name, s.params_text or 'void'))
-    o += ['EXPORT %s %s(%s)' % (s.ret, s.name, s.params_text or 'void'), '{']
-    last = s.names()[-1] if s.names() else None
-    va_list_needed = s.variadic and s.via and 'ap' in call
-    if s.va:
-        typ, name, cond = s.va
-        o.append('\t%s %s = 0;' % (typ, name))
-    for typ, name, expr in s.lets:
-        o.append('\tconst %s %s = %s;' % (typ, name, expr))
-    if va_list_needed:
-        o.append('\tva_list ap;')
-    o += ['\t%s ret;' % s.ret]
-    for a in k.args:
+def gen_body(k, v, s, call, ind):
+    """The recorded path of wrapper @s of kind @k, recording as kind @v (@k itself, or a kind
+    `from` it): the lookups before the call, the call, @k's post and always statements, and
+    the event: a block's lines, without its braces. @ind: their indentation."""
+    o = []
+    for a in v.args:
         if a.typ == 'str':
             o.append('\tconst char *s_%s;' % a.name)
         else:
             o.append('\tuint64_t v_%s = 0;' % a.name)
-    n_str = sum(1 for a in k.args if a.typ == 'str')
+    n_str = sum(1 for a in v.args if a.typ == 'str')
     if n_str:
         o.append('\tchar strs[%d * CAP_STR_BYTES];' % n_str)
         o.append('\tsize_t strs_len = 0;')
-    o += ['\tuint64_t t0, w[%d];' % (1 + sum(1 for a in k.args if a.typ != 'str')),
-          '\tint err;', '\tbool rec;', '']
-    if s.va:
-        typ, name, cond = s.va
-        if cond:
-            o.append('\tif (%s) {' % cond)
-            ind = '\t\t'
-        else:
-            o.append('\t{')
-            ind = '\t\t'
-        o += [ind + 'va_list va_;', ind + 'va_start(va_, %s);' % last,
-              ind + '%s = va_arg(va_, %s);' % (name, typ), ind + 'va_end(va_);', '\t}']
-    if va_list_needed:
-        o.append('\tva_start(ap, %s);' % last)
-    ret_fail = '\t\tret = %s;' % fv if fv else ''
-    end_va = '\tva_end(ap);' if va_list_needed else None
-    o.append('\tif (!HAVE(%s)) {' % real_name)
-    if fv:
-        o.append('\t\tret = %s;' % fv)
-    o.append('\t\tgoto out;')
-    o.append('\t}')
-    o.append('\tif (!capturing(%s)) {' % CATEGORIES[k.category])
-    o.append('\t\tret = %s;' % call)
-    for st in k.always:
-        o.append('\t\t%s' % st)
-    o.append('\t\tgoto out;')
-    o.append('\t}')
-    nested = 'true' if 'nested' in k.flags else 'cap_call_nested_ok()'
-    o.append('\trec = cap_call_depth == 0 || %s;' % nested)
+    o += ['\tuint64_t w[%d];' % (1 + sum(1 for a in v.args if a.typ != 'str')), '']
     # before the call: descriptor numbers always (the descriptor table's effects use them),
     # the files and buffers behind them only when recorded (a first use declares a file)
     lookups = []
-    for a in k.args:
+    for a in v.args:
         if a.when != 'before':
             continue
         if a.name.endswith('buf_id'):
@@ -456,7 +437,7 @@ def gen_wrapper(k, s):
     if 'errno0' in k.flags:
         o.append('\tconst int errno_was = errno;')
         o.append('\terrno = 0;')
-    o += ['\tif (cap_call_depth == 0)', '\t\tcap_call_outer = %s;' % k.enum,
+    o += ['\tif (cap_call_depth == 0)', '\t\tcap_call_outer = %s;' % v.enum,
           '\tt0 = cap_now_ns();', '\tcap_call_depth++;', '\tret = %s;' % call,
           '\tcap_call_depth--;', '\terr = errno;']
     for st in k.always:
@@ -464,10 +445,10 @@ def gen_wrapper(k, s):
     for st in k.post:
         o.append('\t%s' % st)
     o.append('\tif (rec) {')
-    fail = default_fail(k, s)
-    if any('FAILED' in (a.expr or '') for a in k.args):
+    fail = v.fail or default_fail(k, s)
+    if any('FAILED' in (a.expr or '') for a in v.args):
         o.append('\t\tconst bool failed_ = %s;' % fail)
-    for a in k.args:
+    for a in v.args:
         if a.when == 'buf_after':
             if a.name == 'buf_id':
                 o.append('\t\tif (ret >= 0)')
@@ -484,17 +465,70 @@ def gen_wrapper(k, s):
             o.append('\t\tv_%s = %s;' % (a.name, word(a2)))
     o.append('\t\tw[0] = since(t0);')
     i = 1
-    for a in k.args:
+    for a in v.args:
         if a.typ != 'str':
             o.append('\t\tw[%d] = v_%s;' % (i, a.name))
             i += 1
     o.append('\t\tcap_put_call(%s, t0, w, %d, %s, %s);' % (
-        k.enum, i, 'strs' if n_str else 'NULL', 'strs_len' if n_str else '0'))
+        v.enum, i, 'strs' if n_str else 'NULL', 'strs_len' if n_str else '0'))
     o.append('\t}')
     if 'errno0' in k.flags:
         o.append('\terrno = err ? err : errno_was;')
     else:
         o.append('\terrno = err;')
+    return [ind + x if x else x for x in o]
+
+
+def gen_wrapper(k, s, subs):
+    """The wrapper of function @s of kind @k; @subs: the kinds `from` @k, each recording
+    the call instead when its condition holds."""
+    real_name, call = s.real_call()
+    fv = fail_value(s.ret)
+    o = ['#undef %s' % s.name]
+    if s.name in SCANF_REDIRECTED:
+        o.append('%s %s(%s);' % (s.ret, s.name, s.params_text or 'void'))
+    o += ['EXPORT %s %s(%s)' % (s.ret, s.name, s.params_text or 'void'), '{']
+    last = s.names()[-1] if s.names() else None
+    va_list_needed = s.variadic and s.via and 'ap' in call
+    if s.va:
+        typ, name, cond = s.va
+        o.append('\t%s %s = 0;' % (typ, name))
+    for typ, name, expr in s.lets:
+        o.append('\tconst %s %s = %s;' % (typ, name, expr))
+    if va_list_needed:
+        o.append('\tva_list ap;')
+    o += ['\t%s ret;' % s.ret, '\tuint64_t t0;', '\tint err;', '\tbool rec;', '']
+    if s.va:
+        typ, name, cond = s.va
+        if cond:
+            o.append('\tif (%s) {' % cond)
+            ind = '\t\t'
+        else:
+            o.append('\t{')
+            ind = '\t\t'
+        o += [ind + 'va_list va_;', ind + 'va_start(va_, %s);' % last,
+              ind + '%s = va_arg(va_, %s);' % (name, typ), ind + 'va_end(va_);', '\t}']
+    if va_list_needed:
+        o.append('\tva_start(ap, %s);' % last)
+    end_va = '\tva_end(ap);' if va_list_needed else None
+    o.append('\tif (!HAVE(%s)) {' % real_name)
+    if fv:
+        o.append('\t\tret = %s;' % fv)
+    o.append('\t\tgoto out;')
+    o.append('\t}')
+    o.append('\tif (!capturing(%s)) {' % CATEGORIES[k.category])
+    o.append('\t\tret = %s;' % call)
+    for st in k.always:
+        o.append('\t\t%s' % st)
+    o.append('\t\tgoto out;')
+    o.append('\t}')
+    nested = 'true' if 'nested' in k.flags else 'cap_call_nested_ok()'
+    o.append('\trec = cap_call_depth == 0 || %s;' % nested)
+    for v in subs:
+        o.append('\tif (%s) {' % v.parent[1])
+        o += gen_body(k, v, s, call, '\t')
+        o += ['\t\tgoto out;', '\t}']
+    o += ['\t{'] + gen_body(k, k, s, call, '\t') + ['\t}']
     o.append('out:')
     if end_va:
         o.append(end_va)
@@ -520,7 +554,7 @@ def gen_wrap(kinds):
         o.append('#undef %s' % n)
     o += ['',
          '#include <dlfcn.h>', '#include <errno.h>', '#include <fcntl.h>',
-         '#include <stdarg.h>', '#include <stdint.h>', '#include <stdio.h>',
+         '#include <stdarg.h>', '#include <stdint.h>', '#include <stdio.h>', '#include <stdlib.h>',
          '#include <string.h>', '#include <sys/sendfile.h>', '#include <unistd.h>', '',
          '#include "allocs_i.h"', '#include "calls_i.h"', '#include "files_i.h"',
          '#include "interpose_i.h"', '',
@@ -533,8 +567,9 @@ def gen_wrap(kinds):
     for k in kinds:
         if 'custom' in k.flags:
             continue
+        subs = [v for v in kinds if v.parent and v.parent[0] == k.name]
         for s in k.syms:
-            o += gen_wrapper(k, s)
+            o += gen_wrapper(k, s, subs)
     return '\n'.join(o)
 
 
@@ -553,8 +588,9 @@ def gen_replay(kinds):
     out = ['/* Generated by capture/gen_calls.py from calls.txt: do not edit. */',
            '#include <stddef.h>', '', '#include "vreplay_i.h"', '',
            'const struct rp_libc rp_libc_calls[] = {']
+    by_name = {k.name: k for k in kinds}
     for k in kinds:
-        funcs = ', '.join(s.name for s in k.syms)
+        funcs = ', '.join(s.name for s in (by_name[k.parent[0]] if k.parent else k).syms)
         out.append('\t{%s, %s, %s, %s},' % (
             c_string(k.name), c_string(funcs),
             c_string(k.replay) if k.replay else 'NULL',

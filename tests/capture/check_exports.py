@@ -16,6 +16,9 @@ wrapper and its line of the version script. This checks the result from both end
 4. libtfsmpi.so and libtfsmpi-ompi.so (when built) export exactly the MPI functions they
    wrap (the generator's list) and their PMPI twins: no codec or runtime symbol that could
    clash with a traced program's own.
+5. gen_calls.py's `from KIND if COND` (a kind recording another's functions when COND
+   holds): a table using it generates a wrapper that tests COND and records either kind;
+   the tables that misuse it are refused, each with its reason.
 
   check_exports.py --lib libtfscapture.so --list interposed.txt --calls calls.txt --src DIR
                    --inproc-lib libtfsinproc.so [--mpi-lib LIB --mpi-list FUNCTIONS.txt]...
@@ -27,6 +30,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from tap import Tap  # noqa: E402
@@ -65,6 +69,46 @@ def needed(lib):
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out)
 
 
+FROM_BASE = "kind f io\n\tsym int f(int a)\n\targs a:i64 RET\n\treplay f($a);\n"
+FROM_CASES = [  # (what, the sub kind's lines, a part of the refusal or None: accepted)
+    ("a kind from another", "kind g io\n\tfrom f if a>1\n\targs a:i64 b:i64=a+1 RET\n"
+     "\treplay f($b);\n", None),
+    ("from no kind", "kind g io\n\tfrom h if a>1\n\targs a:i64 RET\n\treplay f($a);\n",
+     "no kind with functions"),
+    ("with a sym of its own", "kind g io\n\tfrom f if a>1\n\tsym int h(int a)\n"
+     "\targs a:i64 RET\n\treplay f($a);\n", "no sym, post"),
+    ("with a post of its own", "kind g io\n\tfrom f if a>1\n\targs a:i64 RET\n"
+     "\tpost (void)a;\n\treplay f($a);\n", "no sym, post"),
+    ("of another category", "kind g alloc\n\tfrom f if a>1\n\targs a:i64 RET\n"
+     "\treplay f($a);\n", "not the category"),
+    ("with neither replay nor noreplay", "kind g io\n\tfrom f if a>1\n\targs a:i64 RET\n",
+     "no replay line"),
+    ("without a condition", "kind g io\n\tfrom f\n\targs a:i64 RET\n\treplay f($a);\n",
+     "from KIND if COND"),
+]
+
+
+def check_from(tap, gen):
+    """gen_calls.py on small tables using `from` (item 5 above)."""
+    with tempfile.TemporaryDirectory(prefix="tfs-gencalls.") as d:
+        for what, sub, refusal in FROM_CASES:
+            table, wrap = os.path.join(d, "calls.txt"), os.path.join(d, "wrap.c")
+            with open(table, "w") as f:
+                f.write(FROM_BASE + sub)
+            p = subprocess.run([sys.executable, gen, table, "--wrap", wrap],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if refusal is None:
+                body = open(wrap).read() if p.returncode == 0 else ""
+                tap.ok(p.returncode == 0 and "if (a>1) {" in body and
+                       "cap_put_call(CALL_G, t0, w, 5," in body and
+                       "cap_put_call(CALL_F, t0, w, 4," in body,
+                       "gen_calls: %s records it when its condition holds, else the kind"
+                       % what, p.stderr)
+            else:
+                tap.ok(p.returncode != 0 and refusal in p.stderr,
+                       "gen_calls refuses a kind `from` another %s" % what, p.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     for opt in ("--lib", "--list", "--calls", "--src", "--inproc-lib"):
@@ -101,6 +145,7 @@ def main():
     consumer = [d for d in deps if re.match(r"lib(zstd|dw|elf|m|z|tfsinproc)\.so", d)]
     tap.ok(deps and not consumer, "libtfscapture.so needs none of the consumer's libraries",
            deps)
+    check_from(tap, os.path.join(a.src, "gen_calls.py"))
     for lib, flist in zip(a.mpi_lib, a.mpi_list):
         with open(flist) as f:
             wrapped = {line.strip() for line in f if line.strip()}
