@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -146,6 +147,31 @@ static bool socket_name(int fd, char *buf, size_t cap)
 	return true;
 }
 
+/*
+ * The capture's own calls of functions it interposes (readlink, getsockopt): made with
+ * cap_tls_depth raised, so that their wrappers pass them through unrecorded. Without it,
+ * naming a socket's descriptor would record a getsockopt whose descriptor it names again.
+ */
+static ssize_t own_readlink(const char *path, char *buf, size_t n)
+{
+	ssize_t r;
+
+	cap_tls_depth++;
+	r = readlink(path, buf, n);
+	cap_tls_depth--;
+	return r;
+}
+
+static int own_getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	int r;
+
+	cap_tls_depth++;
+	r = getsockopt(fd, level, name, val, len);
+	cap_tls_depth--;
+	return r;
+}
+
 /* What /proc/self/fd shows for open @fd (a socket: its address), into @target
  * (CALL_MAX_STR + 1 bytes). @return false when @fd is not open */
 static bool fd_target(int fd, char *target)
@@ -154,7 +180,7 @@ static bool fd_target(int fd, char *target)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, target, CALL_MAX_STR);
+	n = own_readlink(link, target, CALL_MAX_STR);
 	if (n <= 0)
 		return false;
 	target[n] = '\0';
@@ -200,7 +226,7 @@ static void name_in_dir(int dirfd, const char *path, int fd, uint32_t id)
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-	n = readlink(link, name, CALL_MAX_STR);
+	n = own_readlink(link, name, CALL_MAX_STR);
 	if (n > 0 && name[0] == '/') {
 		snprintf(name + n, sizeof(name) - (size_t)n, "/%s", path);
 		put_fd_file(fd, name, id);
@@ -364,7 +390,7 @@ static const char *sock_proto(int fd, int family)
 
 	if (family == AF_UNIX)
 		return "unix";
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+	if (own_getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
 		return "inet";
 	switch (type) {
 	case SOCK_STREAM:
@@ -433,6 +459,87 @@ int64_t cap_fcntl_arg(int cmd, const void *arg)
 	default:
 		return 0;
 	}
+}
+
+bool cap_fcntl_locks(int cmd)
+{
+	switch (cmd) {
+	case F_GETLK:
+	case F_SETLK:
+	case F_SETLKW:
+	case F_OFD_GETLK:
+	case F_OFD_SETLK:
+	case F_OFD_SETLKW:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int64_t cap_flock_field(int cmd, const void *arg, int ret, int err, int field)
+{
+	const struct flock *lk = arg;
+	const bool get = cmd == F_GETLK || cmd == F_OFD_GETLK;
+
+	if (!lk || (ret < 0 && err != EAGAIN && err != EACCES && err != EDEADLK && err != EINTR &&
+		    err != ENOLCK))
+		return -1;
+	switch (field) {
+	case CAP_FLOCK_TYPE:
+		return lk->l_type;
+	case CAP_FLOCK_WHENCE:
+		return lk->l_whence;
+	case CAP_FLOCK_START:
+		return (int64_t)lk->l_start;
+	case CAP_FLOCK_LEN:
+		return (int64_t)lk->l_len;
+	default:
+		return get && ret == 0 && lk->l_type != F_UNLCK ? lk->l_pid : 0;
+	}
+}
+
+int64_t cap_timespec_ns(const struct timespec *ts, int ret, int err)
+{
+	if (ret < 0 && err == EFAULT)
+		return -2;
+	if (!ts)
+		return -1;
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+int64_t cap_utime_ns(const struct timespec *times, int i, int ret, int err)
+{
+	if (ret < 0 && err == EFAULT)
+		return -3;
+	if (!times || times[i].tv_nsec == UTIME_NOW)
+		return -1;
+	if (times[i].tv_nsec == UTIME_OMIT)
+		return -2;
+	return (int64_t)times[i].tv_sec * 1000000000 + times[i].tv_nsec;
+}
+
+const char *cap_link_text(const char *buf, ssize_t ret)
+{
+	/* a link's target is under PATH_MAX bytes: whole, so cap_put_str's mark counts right */
+	static _Thread_local char text[PATH_MAX + 1];
+	size_t n = ret > 0 ? (size_t)ret : 0;
+
+	if (n > PATH_MAX)
+		n = PATH_MAX;
+	if (n)
+		memcpy(text, buf, n);
+	text[n] = '\0';
+	return text;
+}
+
+int64_t cap_sockopt_int(const void *optval, socklen_t optlen, int ret)
+{
+	int v;
+
+	if (ret != 0 || !optval || optlen != sizeof(int))
+		return -1;
+	memcpy(&v, optval, sizeof(v));
+	return v;
 }
 
 int64_t cap_off_at(const int64_t *off)

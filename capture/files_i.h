@@ -28,6 +28,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -108,6 +109,43 @@ const char *cap_sockaddr(int fd, const struct sockaddr *addr, socklen_t len);
 
 /* fcntl's third argument when @cmd takes an int, else 0 (a pointer varies per call). */
 int64_t cap_fcntl_arg(int cmd, const void *arg);
+/* Whether fcntl command @cmd takes a struct flock (a record lock): kind fcntl_lock. */
+bool cap_fcntl_locks(int cmd);
+enum cap_flock_field {
+	CAP_FLOCK_TYPE,
+	CAP_FLOCK_WHENCE,
+	CAP_FLOCK_START,
+	CAP_FLOCK_LEN,
+	CAP_FLOCK_PID
+};
+/*
+ * Field @field of the struct flock @arg of fcntl(@cmd) = @ret with errno @err, read after the
+ * call and only when the kernel read it too: the call succeeded, or failed over the lock
+ * itself (EAGAIN, EACCES, EDEADLK, EINTR, ENOLCK); else -1 (any other failure may come from
+ * a bad pointer). A GETLK's fields are its answer: the lock in the way, or the range asked
+ * with type F_UNLCK. The pid is that lock's owner (-1 for an OFD lock) after a GETLK that
+ * found one, else 0.
+ */
+int64_t cap_flock_field(int cmd, const void *arg, int ret, int err, int field);
+/*
+ * @ts in nanoseconds, -1 for NULL (no timeout), -2 when @ret < 0 with @err EFAULT (a
+ * pointer may be bad: not read). Before the call, pass 0, 0.
+ */
+int64_t cap_timespec_ns(const struct timespec *ts, int ret, int err);
+/*
+ * Time @i (0 access, 1 modification) of utimensat's or futimens' @times, in nanoseconds
+ * since the epoch: -1 for "now" (UTIME_NOW, or @times NULL), -2 for "left as it is"
+ * (UTIME_OMIT), -3 when the call failed with EFAULT (@times may be no address: not read).
+ */
+int64_t cap_utime_ns(const struct timespec *times, int i, int ret, int err);
+/*
+ * The @ret bytes readlink put at @buf, which it does not end with a NUL, as a string (up
+ * to PATH_MAX of them: a link's target is shorter), in a buffer of the calling thread
+ * valid until its next call; "" when it failed.
+ */
+const char *cap_link_text(const char *buf, ssize_t ret);
+/* The int at @optval when the socket option call = @ret succeeded with @optlen an int's size: else -1. */
+int64_t cap_sockopt_int(const void *optval, socklen_t optlen, int ret);
 /* *@off, or -1 for NULL (sendfile's offset). */
 int64_t cap_off_at(const int64_t *off);
 /* @tv in microseconds, -1 for NULL (select's timeout: none). */

@@ -28,6 +28,9 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/resource.h>

@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -195,6 +197,8 @@ struct rt_tls {
 	char line[4096]; /* rt_line() */
 	struct stat st;
 	struct statx stx;
+	struct statfs sfs;
+	char link[4096];    /* rt_readlink() */
 	unsigned int ms_at; /* rt_ms() */
 	char ms[1 << 16];
 };
@@ -872,6 +876,77 @@ static struct statx *rt_ms_statx(void)
 	return &rt_T()->stx;
 }
 
+/*
+ * A temporary file or directory of the program, made by mkostemp or mkdtemp as the program
+ * made it, in the directory @path names, then renamed to @path itself (by a raw call: the
+ * proxy's own work), so that what the program did with that name later finds it.
+ */
+static const char *rt_tmpl(const char *to, char *tmpl, size_t cap)
+{
+	const char *slash = strrchr(to, '/');
+
+	snprintf(tmpl, cap, "%.*s/.tfs-XXXXXX", slash ? (int)(slash - to) : 1, slash ? to : ".");
+	return tmpl;
+}
+
+static int rt_mkstemp(const char *path, int64_t flags)
+{
+	const char *to = rt_path(path);
+	char tmpl[4200];
+	int fd = mkostemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl)), (int)flags);
+
+	if (fd >= 0)
+		syscall(SYS_renameat, AT_FDCWD, tmpl, AT_FDCWD, to);
+	return fd;
+}
+
+static void rt_mkdtemp(const char *path)
+{
+	const char *to = rt_path(path);
+	char tmpl[4200];
+
+	if (mkdtemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl))))
+		syscall(SYS_renameat, AT_FDCWD, tmpl, AT_FDCWD, to);
+}
+
+static struct statfs *rt_ms_statfs(void)
+{
+	return &rt_T()->sfs;
+}
+
+static void rt_readlink(int64_t dirfd, const char *path, int64_t bufsiz)
+{
+	struct rt_tls *t = rt_T();
+	const size_t n =
+	    bufsiz < 0 || (uint64_t)bufsiz > sizeof(t->link) ? sizeof(t->link) : (size_t)bufsiz;
+
+	readlinkat(rt_dirfd(dirfd), rt_path(path), t->link, n);
+}
+
+/* A time of utimensat as the trace has it (files_i.h: -1 now, -2 or -3 left as it is). */
+static struct timespec rt_utime(int64_t ns)
+{
+	struct timespec ts = {0, ns == -1 ? UTIME_NOW : UTIME_OMIT};
+
+	if (ns >= 0) {
+		ts.tv_sec = (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+	}
+	return ts;
+}
+
+/* utimensat(@dirfd, @path) or, with @path NULL, futimens(@fd). */
+static void rt_utimens(int64_t dirfd, const char *path, int64_t fd, int64_t atime, int64_t mtime,
+		       int64_t flags)
+{
+	const struct timespec times[2] = {rt_utime(atime), rt_utime(mtime)};
+
+	if (path)
+		utimensat(rt_dirfd(dirfd), rt_path(path), times, (int)flags);
+	else
+		futimens(rt_fd(fd), times);
+}
+
 static void rt_fcntl(int64_t fd, int64_t cmd, int64_t arg, int64_t ret)
 {
 	struct flock lk = {0};
@@ -882,18 +957,57 @@ static void rt_fcntl(int64_t fd, int64_t cmd, int64_t arg, int64_t ret)
 		rt_fd_prep(ret);
 		rt_fd_done(fcntl(rt_fd(fd), (int)cmd, (int)arg));
 		break;
-	case F_GETLK:
+	case F_GETLK: /* traces before kind fcntl_lock: the lock itself was not recorded */
 	case F_SETLK:
 	case F_SETLKW:
 	case F_OFD_GETLK:
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
+		lk.l_type = F_UNLCK;
+		if (cmd == F_SETLKW)
+			cmd = F_SETLK;
+		else if (cmd == F_OFD_SETLKW)
+			cmd = F_OFD_SETLK;
 		fcntl(rt_fd(fd), (int)cmd, &lk);
 		break;
 	default:
 		fcntl(rt_fd(fd), (int)cmd, (long)arg);
 		break;
 	}
+}
+
+/*
+ * A record lock as the trace has it (type -1: the call failed before the kernel read it,
+ * made again with no struct). A proxy never waits for a lock: it makes the program's calls,
+ * not its contention, and a lock its other processes held in another order could leave it
+ * waiting for ever. So SETLKW becomes SETLK, and a GETLK asks about a write lock.
+ */
+static void rt_fcntl_lock(int64_t fd, int64_t cmd, int64_t type, int64_t whence, int64_t start,
+			  int64_t len)
+{
+	struct flock lk = {0};
+	int c = (int)cmd;
+
+	if (c == F_SETLKW)
+		c = F_SETLK;
+	else if (c == F_OFD_SETLKW)
+		c = F_OFD_SETLK;
+	lk.l_type = (short)(c == F_GETLK || c == F_OFD_GETLK ? F_WRLCK : type);
+	lk.l_whence = (short)whence;
+	lk.l_start = (off_t)start;
+	lk.l_len = (off_t)len;
+	fcntl(rt_fd(fd), c, type < 0 ? NULL : &lk);
+}
+
+/* flock(2) and lockf(3), never waiting (rt_fcntl_lock). */
+static void rt_flock(int64_t fd, int64_t op)
+{
+	flock(rt_fd(fd), (int)op | LOCK_NB);
+}
+
+static void rt_lockf(int64_t fd, int64_t cmd, int64_t len)
+{
+	lockf(rt_fd(fd), cmd == F_LOCK ? F_TLOCK : (int)cmd, (off_t)len);
 }
 
 /* readv/writev of @n bytes in @cnt pieces of one buffer. */
@@ -910,6 +1024,22 @@ static void rt_rwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n)
 		writev(rt_fd(fd), iov, (int)k);
 	else
 		readv(rt_fd(fd), iov, (int)k);
+}
+
+/* preadv/pwritev at @off (-1: from the descriptor's offset, as preadv2 takes it). */
+static void rt_prwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n, int64_t off)
+{
+	struct iovec iov[64];
+	int64_t k = cnt < 1 ? 1 : cnt > 64 ? 64 : cnt, each = n > 0 ? n / k : 0;
+
+	for (int64_t i = 0; i < k; i++) {
+		iov[i].iov_base = (char *)buf + i * each;
+		iov[i].iov_len = (size_t)(i + 1 < k ? each : (n > 0 ? n : 0) - i * each);
+	}
+	if (out)
+		pwritev2(rt_fd(fd), iov, (int)k, (off_t)off, 0);
+	else
+		preadv2(rt_fd(fd), iov, (int)k, (off_t)off, 0);
 }
 
 static FILE *rt_files[RT_FDS];

@@ -26,11 +26,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -57,6 +60,10 @@ ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *len);
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen);
+ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_t buflen);
+int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
+		const sigset_t *sigmask, size_t fdslen);
 int __printf_chk(int flag, const char *fmt, ...);
 int __vprintf_chk(int flag, const char *fmt, va_list ap);
 int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...);
@@ -601,7 +608,10 @@ static void copies(void)
  * Waiting on descriptors: epoll_create1 EPOLL_CLOEXEC = 3 (anon_inode:[eventpoll], file#E);
  *   epoll_create 4 = 4 (the same name, file#E); eventfd 5 EFD_NONBLOCK = 5
  *   (anon_inode:[eventfd], file#V); epoll_ctl 3 ADD 5 EPOLLIN = 0; epoll_wait 3 8 0 = 1 (the
- *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_ctl 3 DEL 5 with a pointer
+ *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_pwait2 3 8 {0 s, 0 ns}
+ *   NULL = 1; epoll_pwait2 3 8 with a timeout pointer that is no address = -1 EFAULT (not
+ *   read: neither may the capture); ppoll [5 POLLIN] 1 {0, 1000 ns} NULL = 1; __ppoll_chk
+ *   the same = 1; pselect 6 {5} {0, 1000 ns} NULL = 1; epoll_ctl 3 DEL 5 with a pointer
  *   that is no address = 0 (a DEL reads none: neither may the capture); epoll_ctl 4 DEL 5 =
  *   -1 ENOENT (never added there); epoll_ctl 4 ADD 5 with that pointer = -1 EFAULT.
  * ioctl: pipe = 0 (6, 7: file#W); write 7 3 = 3; ioctl 6 FIONREAD = 0 (3 bytes to read);
@@ -611,7 +621,10 @@ static void waiting(void)
 {
 	struct epoll_event ev = {.events = EPOLLIN}, got[8];
 	struct epoll_event *bogus = (struct epoll_event *)(uintptr_t)8;
+	const struct timespec zero = {0, 0}, us = {0, 1000};
+	struct pollfd pfd = {.fd = 5, .events = POLLIN};
 	int p[2], avail = 0;
+	fd_set rfds;
 
 	CALL(epoll_create1, EPOLL_CLOEXEC);
 	CALL(epoll_create, 4);
@@ -620,6 +633,13 @@ static void waiting(void)
 	CALL(epoll_ctl, 3, EPOLL_CTL_ADD, 5, &ev);
 	CALL(epoll_wait, 3, got, 8, 0);
 	CALL(epoll_pwait, 3, got, 8, 0, NULL);
+	CALL(epoll_pwait2, 3, got, 8, &zero, NULL);
+	CALL(epoll_pwait2, 3, got, 8, (const struct timespec *)(uintptr_t)8, NULL);
+	CALL(ppoll, &pfd, 1, &us, NULL);
+	CALL(__ppoll_chk, &pfd, 1, &us, NULL, sizeof(pfd));
+	FD_ZERO(&rfds);
+	FD_SET(5, &rfds);
+	CALL(pselect, 6, &rfds, NULL, NULL, &us, NULL);
 	CALL(epoll_ctl, 3, EPOLL_CTL_DEL, 5, bogus);
 	CALL(epoll_ctl, 4, EPOLL_CTL_DEL, 5, NULL);
 	CALL(epoll_ctl, 4, EPOLL_CTL_ADD, 5, bogus);
@@ -631,6 +651,182 @@ static void waiting(void)
 		fprintf(stderr, "FIONREAD said %d\n", avail);
 	for (int fd = 3; fd <= 7; fd++)
 		CALL(close, fd);
+}
+
+/*
+ * Locks, on DIR/k opened O_RDWR|O_CREAT 0600 = 3 (file#K):
+ *   fcntl 3 F_SETLK {F_WRLCK, SEEK_SET, 0, 100} = 0;
+ *   fcntl 3 F_GETLK {F_RDLCK, SEEK_SET, 10, 5} = 0: the process's own lock is in no one's
+ *   way, so the answer is the range asked with F_UNLCK;
+ *   fcntl 3 F_OFD_GETLK {F_WRLCK, SEEK_CUR, 50, 10} = 0: an open file description's lock
+ *   meets the process's, even its own: the answer is that lock, {F_WRLCK, SEEK_SET, 0, 100,
+ *   this process};
+ *   fcntl 3 F_OFD_SETLK {F_WRLCK, SEEK_SET, 50, 10} = -1 EAGAIN (the same meeting);
+ *   fcntl 3 F_SETLKW {F_UNLCK, SEEK_SET, 0, 0} = 0;
+ *   fcntl64 3 F_SETLK with a pointer that is no address = -1 EFAULT (not read);
+ *   flock 3 LOCK_EX = 0; flock 3 LOCK_UN = 0; lockf 3 F_LOCK 10 = 0; lockf64 3 F_ULOCK 10 = 0;
+ *   close 3. Its pid goes to stderr as `pid N` (the answer of the OFD_GETLK).
+ */
+static void locks(void)
+{
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
+	char line[32];
+	int n;
+
+	CALL(open, in_dir("k"), O_RDWR | O_CREAT, 0600);
+	CALL(fcntl, 3, F_SETLK, &lk);
+	lk = (struct flock){.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 5};
+	CALL(fcntl, 3, F_GETLK, &lk);
+	lk = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_CUR, .l_start = 50, .l_len = 10};
+	CALL(fcntl, 3, F_OFD_GETLK, &lk);
+	lk = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 50, .l_len = 10};
+	CALL(fcntl, 3, F_OFD_SETLK, &lk);
+	lk = (struct flock){.l_type = F_UNLCK, .l_whence = SEEK_SET};
+	CALL(fcntl, 3, F_SETLKW, &lk);
+	CALL(fcntl64, 3, F_SETLK, (struct flock *)(uintptr_t)8);
+	CALL(flock, 3, LOCK_EX);
+	CALL(flock, 3, LOCK_UN);
+	CALL(lockf, 3, F_LOCK, 10);
+	CALL(lockf64, 3, F_ULOCK, 10);
+	CALL(close, 3);
+	n = snprintf(line, sizeof(line), "pid %d\n", (int)getpid());
+	syscall(SYS_write, 2, line, (size_t)n);
+}
+
+/* A line on stderr by a raw system call (no interposer sees it), for check_calls.py. */
+static void tell(const char *what, const char *text)
+{
+	char line[4200];
+	int n = snprintf(line, sizeof(line), "%s %s\n", what, text);
+
+	syscall(SYS_write, 2, line, (size_t)n);
+}
+
+/* A temporary file's template in DIR, in path2. */
+static char *tmp_name(const char *tmpl)
+{
+	snprintf(path2, sizeof(path2), "%s/%s", dir, tmpl);
+	return path2;
+}
+
+/* The name the call chose told, and its file (3) closed. */
+static void tmp_done(void)
+{
+	tell("tmp", path2);
+	CALL(close, 3);
+}
+
+/*
+ * More on files, in DIR: open m O_RDWR|O_CREAT|O_TRUNC 0600 = 3 (file#M);
+ *   pwritev 3 [buf 4, buf 4] 0 = 8; pwritev64 3 [buf 2] 8 = 2; pwritev2 3 [buf 2] 10 0 = 2;
+ *   pwritev64v2 3 [buf 2] 12 0 = 2; preadv 3 [4, 4] 0 = 8; preadv64 3 [2] 8 = 2;
+ *   preadv2 3 [2] 10 0 = 2; preadv64v2 3 [2] -1 0 = 2 (from the offset: 0);
+ *   fallocate 3 0 -1 10 = -1 EINVAL; fallocate64 3 0 0 0 = -1 EINVAL (both refused before
+ *   any file system's support is asked); posix_fallocate 3 0 100 = 0; posix_fallocate64 3 0
+ *   200 = 0; posix_fadvise 3 0 0 POSIX_FADV_SEQUENTIAL = 0; posix_fadvise64 3 0 0
+ *   POSIX_FADV_NORMAL = 0; posix_fadvise 3 0 0 99 = EINVAL (returned: errno left alone);
+ *   fstatfs, fstatfs64, fstatvfs, fstatvfs64 3 = 0; statfs, statfs64, statvfs, statvfs64 m
+ *   = 0; futimens 3 {1 s 2 ns, 3 s 4 ns} = 0; futimens 3 NULL = 0 (now); utimensat
+ *   AT_FDCWD m {5 s, UTIME_OMIT} 0 = 0; utimensat AT_FDCWD m with a pointer that is no
+ *   address 0 = -1 EFAULT (not read); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1
+ *   = 0; fchownat AT_FDCWD m -1 -1 0 = 0 (-1: no change); close 3.
+ * Links: symlink "m" ml = 0; readlink ml 100 = 1 ("m"); __readlink_chk ml 100 = 1;
+ *   readlinkat AT_FDCWD ml 100 = 1; __readlinkat_chk AT_FDCWD ml 100 = 1; readlink m 100 =
+ *   -1 EINVAL (no link).
+ * Temporary files: mkstemp tXXXXXX = 3, mkstemp64, mkostemp O_APPEND, mkostemp64 O_APPEND,
+ *   mkstemps tXXXXXX.s 2, mkstemps64, mkostemps O_APPEND, mkostemps64 O_APPEND: each = 3, a
+ *   file of its own, closed; mkdtemp dXXXXXX = a directory. Each name goes to stderr as
+ *   `tmp NAME`, in this order.
+ * Commands: popen "exit 3" "r" = a stream on 3 (a pipe, file#P); pclose = 768 (status 3);
+ *   popen "true" "x" = NULL EINVAL.
+ * Socket options: socket AF_INET SOCK_STREAM 0 = 3 (file#T); setsockopt 3 SOL_SOCKET
+ *   SO_REUSEADDR 1 (4 bytes) = 0; getsockopt 3 SOL_SOCKET SO_REUSEADDR = 0 (1);
+ *   getsockopt 3 SOL_SOCKET SO_TYPE = 0 (SOCK_STREAM); setsockopt 3 SOL_SOCKET SO_REUSEADDR
+ *   with a pointer that is no address = -1 EFAULT (not read: -1); close 3.
+ */
+static void more_files(void)
+{
+	struct iovec two[2] = {{buf, 4}, {buf, 4}}, one = {buf, 2};
+	const struct timespec times[2] = {{1, 2}, {3, 4}}, later[2] = {{5, 0}, {0, UTIME_OMIT}};
+	/* no address, out of the compiler's sight (it would warn of reading it) */
+	const struct timespec *volatile bad_times = (const struct timespec *)(uintptr_t)8;
+	struct statfs sfs;
+	struct statfs64 sfs64;
+	struct statvfs svfs;
+	struct statvfs64 svfs64;
+	char link[100], *name;
+	int v = 1;
+	socklen_t len = sizeof(v);
+	FILE *fp;
+
+	CALL(open, in_dir("m"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	CALL(pwritev, 3, two, 2, 0);
+	CALL(pwritev64, 3, &one, 1, 8);
+	CALL(pwritev2, 3, &one, 1, 10, 0);
+	CALL(pwritev64v2, 3, &one, 1, 12, 0);
+	CALL(preadv, 3, two, 2, 0);
+	CALL(preadv64, 3, &one, 1, 8);
+	CALL(preadv2, 3, &one, 1, 10, 0);
+	CALL(preadv64v2, 3, &one, 1, -1, 0);
+	CALL(fallocate, 3, 0, -1, 10);
+	CALL(fallocate64, 3, 0, 0, 0);
+	CALL(posix_fallocate, 3, 0, 100);
+	CALL(posix_fallocate64, 3, 0, 200);
+	CALL(posix_fadvise, 3, 0, 0, POSIX_FADV_SEQUENTIAL);
+	CALL(posix_fadvise64, 3, 0, 0, POSIX_FADV_NORMAL);
+	CALL(posix_fadvise, 3, 0, 0, 99);
+	CALL(fstatfs, 3, &sfs);
+	CALL(fstatfs64, 3, &sfs64);
+	CALL(fstatvfs, 3, &svfs);
+	CALL(fstatvfs64, 3, &svfs64);
+	CALL(statfs, in_dir("m"), &sfs);
+	CALL(statfs64, in_dir("m"), &sfs64);
+	CALL(statvfs, in_dir("m"), &svfs);
+	CALL(statvfs64, in_dir("m"), &svfs64);
+	CALL(futimens, 3, times);
+	CALL(futimens, 3, NULL);
+	CALL(utimensat, AT_FDCWD, in_dir("m"), later, 0);
+	CALL(utimensat, AT_FDCWD, in_dir("m"), bad_times, 0);
+	CALL(fchown, 3, (uid_t)-1, (gid_t)-1);
+	CALL(chown, in_dir("m"), (uid_t)-1, (gid_t)-1);
+	CALL(lchown, in_dir("m"), (uid_t)-1, (gid_t)-1);
+	CALL(fchownat, AT_FDCWD, in_dir("m"), (uid_t)-1, (gid_t)-1, 0);
+	CALL(close, 3);
+	CALL(symlink, "m", in_dir("ml"));
+	CALL(readlink, in_dir("ml"), link, sizeof(link));
+	CALL(__readlink_chk, in_dir("ml"), link, sizeof(link), sizeof(link));
+	CALL(readlinkat, AT_FDCWD, in_dir("ml"), link, sizeof(link));
+	CALL(__readlinkat_chk, AT_FDCWD, in_dir("ml"), link, sizeof(link), sizeof(link));
+	CALL(readlink, in_dir("m"), link, sizeof(link));
+	CALL(mkstemp, tmp_name("tXXXXXX"));
+	tmp_done();
+	CALL(mkstemp64, tmp_name("tXXXXXX"));
+	tmp_done();
+	CALL(mkostemp, tmp_name("tXXXXXX"), O_APPEND);
+	tmp_done();
+	CALL(mkostemp64, tmp_name("tXXXXXX"), O_APPEND);
+	tmp_done();
+	CALL(mkstemps, tmp_name("tXXXXXX.s"), 2);
+	tmp_done();
+	CALL(mkstemps64, tmp_name("tXXXXXX.s"), 2);
+	tmp_done();
+	CALL(mkostemps, tmp_name("tXXXXXX.s"), 2, O_APPEND);
+	tmp_done();
+	CALL(mkostemps64, tmp_name("tXXXXXX.s"), 2, O_APPEND);
+	tmp_done();
+	snprintf(path2, sizeof(path2), "%s/dXXXXXX", dir);
+	name = CALL(mkdtemp, path2);
+	tell("tmp", name ? name : "(failed)");
+	fp = CALL(popen, "exit 3", "r");
+	CALL(pclose, fp);
+	CALL(popen, "true", "x");
+	CALL(socket, AF_INET, SOCK_STREAM, 0);
+	CALL(setsockopt, 3, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v));
+	v = 0;
+	CALL(getsockopt, 3, SOL_SOCKET, SO_REUSEADDR, &v, &len);
+	CALL(getsockopt, 3, SOL_SOCKET, SO_TYPE, &v, &len);
+	CALL(setsockopt, 3, SOL_SOCKET, SO_REUSEADDR, (const void *)(uintptr_t)8, sizeof(v));
+	CALL(close, 3);
 }
 
 int main(int argc, char **argv)
@@ -652,6 +848,8 @@ int main(int argc, char **argv)
 	stdio_in();
 	copies();
 	waiting();
+	locks();
+	more_files();
 	n = snprintf(line, sizeof(line), "errno %lu\n", g_errno_hash);
 	syscall(SYS_write, 2, line, (size_t)n);
 	return 0;

@@ -83,7 +83,8 @@ def fd(n, name):
     return "fd=%d<%s>" % (n, name)
 
 
-def expect(d):
+def expect(d, tmps):
+    """@tmps: the names cap_calls' mkstemp calls and mkdtemp chose, as it told them."""
     e = Exp()
     # the name of each file id, in order of first use (pipes and sockets: bound placeholders)
     N = {0: d + "/a", 1: d + "/b", 2: "(fd 3 not open)", 3: d + "/c", 4: "pipe:[{P1}]",
@@ -92,7 +93,10 @@ def expect(d):
          12: "socket:[{T3}]", 13: "tcp:127.0.0.1:{R}", 14: d + "/d", 15: d + "/d/f1",
          16: d + "/d/f2", 17: d + "/s", 18: "pipe:[{OUT}]", 19: "(all streams)",
          20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]",
-         25: "anon_inode:[eventpoll]", 26: "anon_inode:[eventfd]", 27: "pipe:[{P4}]"}
+         25: "anon_inode:[eventpoll]", 26: "anon_inode:[eventfd]", 27: "pipe:[{P4}]",
+         28: d + "/k", 29: d + "/m", 38: "pipe:[{P5}]", 39: "socket:[{T4}]"}
+    for i, name in enumerate(tmps[:8]):
+        N[30 + i] = name
     # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
     e.add('open(path="%s/a", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
@@ -348,6 +352,12 @@ def expect(d):
     e.call("epoll_ctl", ep + "op=1, " + efd + ", events=0x1", 0)
     for _ in range(2):
         e.call("epoll_wait", ep + "maxevents=8, timeout=0", 1)
+    # epoll_pwait2's timeout, read after the call: not when it failed with EFAULT (-2)
+    e.call("epoll_pwait2", ep + "maxevents=8, timeout_ns=0", 1)
+    e.call("epoll_pwait2", ep + "maxevents=8, timeout_ns=-2", -1, err=14)
+    for _ in range(2):
+        e.call("ppoll", "nfds=1, timeout_ns=1000", 1)
+    e.call("pselect", "nfds=6, timeout_ns=1000", 1)
     e.call("epoll_ctl", ep + "op=2, " + efd + ", events=0x0", 0)
     e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[25] + efd + ", events=0x0", -1, err=2)
     e.call("epoll_ctl", "ep_fd=4<%s>, op=1, " % N[25] + efd + ", events=0x0", -1, err=14)
@@ -359,6 +369,77 @@ def expect(d):
     e.call("ioctl", fd(6, N[27]) + ", request=0x5401", -1, err=25)
     for n, f in ((3, 25), (4, 25), (5, 26), (6, 27), (7, 27)):
         e.call("close", fd(n, N[f]), 0)
+    # ---- locks: k = file#28 (F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK
+    # 37; F_RDLCK 0, F_WRLCK 1, F_UNLCK 2; LOCK_EX 2, LOCK_UN 8; F_ULOCK 0, F_LOCK 1; EAGAIN
+    # 11). A GETLK's fields are its answer; a call that failed with EFAULT reads none (-1)
+    e.add('open(path="%s/k", flags=0x%x, mode=0x180, file=file#28, errno=0) = 3'
+          % (d, O[2] | O_CREAT))
+    k = fd(3, N[28])
+
+    def lock(cmd, typ, whence, start, length, pid):
+        return k + ", cmd=%d, type=%d, whence=%d, start=%d, len=%d, pid=%s" % (
+            cmd, typ, whence, start, length, pid)
+    e.call("fcntl_lock", lock(6, 1, 0, 0, 100, 0), 0)
+    e.call("fcntl_lock", lock(5, 2, 0, 10, 5, 0), 0)
+    e.call("fcntl_lock", lock(36, 1, 0, 0, 100, "{PID}"), 0)
+    e.call("fcntl_lock", lock(37, 1, 0, 50, 10, 0), -1, err=11)
+    e.call("fcntl_lock", lock(7, 2, 0, 0, 0, 0), 0)
+    e.call("fcntl_lock", lock(6, -1, -1, -1, -1, -1), -1, err=14)
+    e.call("flock", k + ", op=2", 0)
+    e.call("flock", k + ", op=8", 0)
+    e.call("lockf", k + ", cmd=1, len=10", 0)
+    e.call("lockf", k + ", cmd=0, len=10", 0)
+    e.call("close", k, 0)
+    # ---- more on files: m = file#29 (POSIX_FADV_NORMAL 0, POSIX_FADV_SEQUENTIAL 2, EINVAL
+    # 22, EFAULT 14, AT_SYMLINK_NOFOLLOW 0x100, O_APPEND 0x400)
+    e.add('open(path="%s/m", flags=0x%x, mode=0x180, file=file#29, errno=0) = 3'
+          % (d, O[2] | O_CREAT | O_TRUNC))
+    m = fd(3, N[29])
+    for name, last in (("pwritev", 12), ("preadv", -1)):  # -1: from the descriptor's offset
+        for cnt, off, ret in ((2, 0, 8), (1, 8, 2), (1, 10, 2), (1, last, 2)):
+            e.call(name, m + ", iovcnt=%d, offset=%d, flags=0x0, %s" % (cnt, off, SB), ret)
+    e.call("fallocate", m + ", mode=0x0, offset=-1, len=10", -1, err=22)
+    e.call("fallocate", m + ", mode=0x0, offset=0, len=0", -1, err=22)
+    for n in (100, 200):
+        e.add("posix_fallocate(%s, offset=0, len=%d) = 0" % (m, n))
+    for advice, ret in ((2, 0), (0, 0), (99, 22)):
+        e.add("posix_fadvise(%s, offset=0, len=0, advice=%d) = %d" % (m, advice, ret))
+    for _ in range(4):
+        e.call("fstatfs", m, 0)
+    for _ in range(4):
+        e.call("statfs", 'path="%s/m"' % d, 0)
+    e.call("futimens", m + ", atime_ns=1000000002, mtime_ns=3000000004", 0)
+    e.call("futimens", m + ", atime_ns=-1, mtime_ns=-1", 0)  # NULL: now
+    e.call("utimensat", 'dirfd=-100, path="%s/m", atime_ns=5000000000, mtime_ns=-2, flags=0x0'
+           % d, 0)  # -2: UTIME_OMIT
+    e.call("utimensat", 'dirfd=-100, path="%s/m", atime_ns=-3, mtime_ns=-3, flags=0x0' % d,
+           -1, err=14)  # -3: not read
+    e.call("fchown", m + ", owner=-1, group=-1", 0)
+    for flags in (0, 0x100, 0):
+        e.call("chown", 'dirfd=-100, path="%s/m", owner=-1, group=-1, flags=0x%x' % (d, flags), 0)
+    e.call("close", m, 0)
+    e.call("symlink", 'target="m", newdirfd=-100, linkpath="%s/ml"' % d, 0)
+    for _ in range(4):
+        e.call("readlink", 'dirfd=-100, path="%s/ml", bufsiz=100, target="m"' % d, 1)
+    e.call("readlink", 'dirfd=-100, path="%s/m", bufsiz=100, target=""' % d, -1, err=22)
+    for i in range(8):
+        e.add('mkstemp(path="%s", flags=0x%x, file=file#%d, errno=0) = 3'
+              % (N[30 + i], 0x400 if i in (2, 3, 6, 7) else 0, 30 + i))
+        e.call("close", fd(3, N[30 + i]), 0)
+    e.call("mkdtemp", 'path="%s"' % (tmps[8] if len(tmps) > 8 else "?"), 0)
+    e.add('fd_file(fd=3, path="pipe:[{P5}]", file=file#38)')
+    e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[38])
+    e.call("pclose", fd(3, N[38]), 768)
+    e.call("popen", 'command="true", opentype="x"', -1, err=22)
+    e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#39)')
+    e.call("socket", "domain=%d, type=0x%x, protocol=0" % (AF_INET, SOCK_STREAM),
+           "3<%s>" % N[39])
+    t = fd(3, N[39])
+    e.call("setsockopt", t + ", level=1, optname=2, optlen=4, value=1", 0)  # SO_REUSEADDR
+    e.call("getsockopt", t + ", level=1, optname=2, value=1", 0)
+    e.call("getsockopt", t + ", level=1, optname=3, value=1", 0)  # SO_TYPE: SOCK_STREAM
+    e.call("setsockopt", t + ", level=1, optname=2, optlen=4, value=-1", -1, err=14)
+    e.call("close", t, 0)
     return e.ev
 
 
@@ -398,6 +479,7 @@ def main():
         rc, traced, err = run([a.tracefs, "record", "--timing=none", "-o", trace, "--",
                                a.calls_prog, traced_dir], stdin=STDIN)
         tap.ok(rc == 0 and traced == plain, "traced: exit 0, output byte-identical", err)
+        err_rec = err
         hashes = [re.search(rb"^errno \d+$", x, re.M) for x in (plain_err, err)]
         tap.ok(all(hashes) and hashes[0].group(0) == hashes[1].group(0),
                "traced: every call leaves errno as it does untraced", (plain_err, err))
@@ -412,13 +494,18 @@ def main():
             m = LINE.match(line)
             if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
                 ev.append(m.group(1))
-        exp = expect(traced_dir)
+        exp = expect(traced_dir, [m.group(1).decode() for m in
+                                  re.finditer(rb"^tmp (.*)$", err_rec, re.M)])
         diff, b = compare(exp, ev)
         tap.ok(diff is None, "%d I/O events exactly as cap_calls.c describes them" % len(exp),
                diff)
         if diff is None:
             nn = [int(b.vals["NN%d" % i]) for i in (1, 2, 3)]
             tap.ok(all(v >= 0 for v in nn), "fputs and puts returned non-negative values", nn)
+            pid = re.search(rb"^pid (\d+)$", err_rec, re.M)
+            tap.ok(pid and b.vals["PID"] == pid.group(1).decode(),
+                   "F_OFD_GETLK names the process whose lock is in the way",
+                   (b.vals["PID"], err_rec))
             ports = {b.vals["PORT"], b.vals["Q"], b.vals["R"]}
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
