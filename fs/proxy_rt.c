@@ -198,7 +198,7 @@ struct rt_tls {
 	struct stat st;
 	struct statx stx;
 	struct statfs sfs;
-	char link[4096];    /* rt_readlink() */
+	char link[4096];    /* rt_readlink(), rt_getcwd() */
 	unsigned int ms_at; /* rt_ms() */
 	char ms[1 << 16];
 };
@@ -923,6 +923,14 @@ static void rt_readlink(int64_t dirfd, const char *path, int64_t bufsiz)
 	readlinkat(rt_dirfd(dirfd), rt_path(path), t->link, n);
 }
 
+static void rt_getcwd(int64_t size)
+{
+	struct rt_tls *t = rt_T();
+
+	getcwd(t->link,
+	       size <= 0 || (uint64_t)size > sizeof(t->link) ? sizeof(t->link) : (size_t)size);
+}
+
 /* A time of utimensat as the trace has it (files_i.h: -1 now, -2 or -3 left as it is). */
 static struct timespec rt_utime(int64_t ns)
 {
@@ -1607,8 +1615,9 @@ int main(int argc, char **argv)
 		rt_say("cannot enter the scratch directory %s: %s", rt_dir, strerror(errno));
 		return 1;
 	}
-	/* absolute, so that paths stay in it after the program's chdir */
-	if (!getcwd(rt_dir, sizeof(rt_dir)))
+	/* absolute, so that paths stay in it after the program's chdir (raw: getcwd is
+	 * interposed, and this call is the proxy's, not the program's) */
+	if (syscall(SYS_getcwd, rt_dir, sizeof(rt_dir)) <= 0)
 		snprintf(rt_dir, sizeof(rt_dir), ".");
 #if PROXY_MPI
 	rt_fake_args(1, rt_prog);

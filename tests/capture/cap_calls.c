@@ -61,6 +61,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
 		       struct sockaddr *addr, socklen_t *len);
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
 ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen);
+char *__getcwd_chk(char *buf, size_t size, size_t buflen);
 ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_t buflen);
 int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *timeout,
 		const sigset_t *sigmask, size_t fdslen);
@@ -738,7 +739,10 @@ static void tmp_done(void)
  *   file of its own, closed; mkdtemp dXXXXXX = a directory. Each name goes to stderr as
  *   `tmp NAME`, in this order.
  * Commands: popen "exit 3" "r" = a stream on 3 (a pipe, file#P); pclose = 768 (status 3);
- *   popen "true" "x" = NULL EINVAL.
+ *   popen "true" "x" = NULL EINVAL; system "exit 5" = 1280 (status 5).
+ * The process: getcwd path2 4096 = DIR (chdir'd to by paths()); __getcwd_chk the same;
+ *   getcwd NULL 0 = DIR (in memory getcwd allocates); umask 077 = the mask before, U;
+ *   umask U = 077.
  * Socket options: socket AF_INET SOCK_STREAM 0 = 3 (file#T); setsockopt 3 SOL_SOCKET
  *   SO_REUSEADDR 1 (4 bytes) = 0; getsockopt 3 SOL_SOCKET SO_REUSEADDR = 0 (1);
  *   getsockopt 3 SOL_SOCKET SO_TYPE = 0 (SOCK_STREAM); setsockopt 3 SOL_SOCKET SO_REUSEADDR
@@ -755,6 +759,7 @@ static void more_files(void)
 	struct statvfs svfs;
 	struct statvfs64 svfs64;
 	char link[100], *name;
+	mode_t mask;
 	int v = 1;
 	socklen_t len = sizeof(v);
 	FILE *fp;
@@ -820,6 +825,12 @@ static void more_files(void)
 	fp = CALL(popen, "exit 3", "r");
 	CALL(pclose, fp);
 	CALL(popen, "true", "x");
+	CALL(system, "exit 5");
+	CALL(getcwd, path2, sizeof(path2));
+	CALL(__getcwd_chk, path2, sizeof(path2), sizeof(path2));
+	free(CALL(getcwd, NULL, 0));
+	mask = CALL(umask, 077);
+	CALL(umask, mask);
 	CALL(socket, AF_INET, SOCK_STREAM, 0);
 	CALL(setsockopt, 3, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v));
 	v = 0;

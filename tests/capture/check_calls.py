@@ -431,6 +431,12 @@ def expect(d, tmps):
     e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[38])
     e.call("pclose", fd(3, N[38]), 768)
     e.call("popen", 'command="true", opentype="x"', -1, err=22)
+    e.call("system", 'command="exit 5"', 1280)
+    e.call("getcwd", 'size=4096, path="%s"' % d, 0)
+    e.call("getcwd", 'size=4096, path="%s"' % d, 0)
+    e.call("getcwd", 'size=0, path="%s"' % d, 0)
+    e.add("umask(mask=0x3f, old={U})")  # the mask the test began with, then set again
+    e.add("umask(mask={U}, old=0x3f)")
     e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#39)')
     e.call("socket", "domain=%d, type=0x%x, protocol=0" % (AF_INET, SOCK_STREAM),
            "3<%s>" % N[39])
