@@ -498,24 +498,26 @@ int64_t cap_flock_field(int cmd, const void *arg, int ret, int err, int field)
 	}
 }
 
-int64_t cap_timespec_ns(const struct timespec *ts, int ret, int err)
+int64_t cap_timespec_ns(const struct timespec *ts, bool read)
 {
-	if (ret < 0 && err == EFAULT)
+	if (!read)
 		return -2;
 	if (!ts)
 		return -1;
+	if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec > 999999999)
+		return INT64_MIN; /* refused by the kernel: no timeout's value */
+	if (ts->tv_sec > (INT64_MAX - 999999999) / 1000000000)
+		return INT64_MAX;
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-int64_t cap_utime_ns(const struct timespec *times, int i, int ret, int err)
+int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret)
 {
-	if (ret < 0 && err == EFAULT)
-		return -3;
-	if (!times || times[i].tv_nsec == UTIME_NOW)
-		return -1;
-	if (times[i].tv_nsec == UTIME_OMIT)
-		return -2;
-	return (int64_t)times[i].tv_sec * 1000000000 + times[i].tv_nsec;
+	if (ret != 0)
+		return nsec ? -1 : 0;
+	if (!times)
+		return nsec ? UTIME_NOW : 0;
+	return nsec ? (int64_t)times[i].tv_nsec : (int64_t)times[i].tv_sec;
 }
 
 const char *cap_link_text(const char *buf, ssize_t ret)

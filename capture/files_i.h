@@ -19,6 +19,7 @@
 #define TFS_FILES_I_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -128,16 +129,24 @@ enum cap_flock_field {
  */
 int64_t cap_flock_field(int cmd, const void *arg, int ret, int err, int field);
 /*
- * @ts in nanoseconds, -1 for NULL (no timeout), -2 when @ret < 0 with @err EFAULT (a
- * pointer may be bad: not read). Before the call, pass 0, 0.
+ * A timeout @ts in nanoseconds when @read (the call read it: glibc did before the call, or
+ * the kernel before any error the call returned), else -2; -1 for NULL (none: wait until
+ * ready), INT64_MAX for one too long for that (the kernel takes up to 2^63 - 1 seconds),
+ * INT64_MIN for one the kernel refuses (negative).
  */
-int64_t cap_timespec_ns(const struct timespec *ts, int ret, int err);
+int64_t cap_timespec_ns(const struct timespec *ts, bool read);
+/* Whether epoll_pwait2 = @ret with errno @err read its timeout (not when refused before). */
+static inline bool cap_pwait2_read(int ret, int err)
+{
+	return ret >= 0 || err == EINTR || err == EBADF || err == EINVAL;
+}
 /*
- * Time @i (0 access, 1 modification) of utimensat's or futimens' @times, in nanoseconds
- * since the epoch: -1 for "now" (UTIME_NOW, or @times NULL), -2 for "left as it is"
- * (UTIME_OMIT), -3 when the call failed with EFAULT (@times may be no address: not read).
+ * Time @i (0 access, 1 modification) of utimensat's or futimens' @times: its seconds, or
+ * with @nsec its nanoseconds, where UTIME_NOW and UTIME_OMIT stand as in the call (@times
+ * NULL: both UTIME_NOW, which is what NULL means). Read only after a call that succeeded
+ * (glibc refuses some before the kernel reads them): after a failure, 0 s and -1 ns.
  */
-int64_t cap_utime_ns(const struct timespec *times, int i, int ret, int err);
+int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret);
 /*
  * The @ret bytes readlink put at @buf, which it does not end with a NUL, as a string (up
  * to PATH_MAX of them: a link's target is shorter), in a buffer of the calling thread

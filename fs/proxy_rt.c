@@ -889,24 +889,33 @@ static const char *rt_tmpl(const char *to, char *tmpl, size_t cap)
 	return tmpl;
 }
 
-static int rt_mkstemp(const char *path, int64_t flags)
+static int rt_mkstemp(const char *path, int64_t flags, int64_t ret)
 {
 	const char *to = rt_path(path);
 	char tmpl[4200];
-	int fd = mkostemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl)), (int)flags);
+	int fd;
 
+	if (ret < 0) { /* the program's failed: so does this one (no XXXXXX), making nothing */
+		tmpl[0] = '\0';
+		return mkostemp(tmpl, (int)flags);
+	}
+	fd = mkostemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl)), (int)flags);
 	if (fd >= 0)
 		syscall(SYS_renameat, AT_FDCWD, tmpl, AT_FDCWD, to);
 	return fd;
 }
 
-static void rt_mkdtemp(const char *path)
+static void rt_mkdtemp(const char *path, int64_t ret)
 {
 	const char *to = rt_path(path);
 	char tmpl[4200];
 
-	if (mkdtemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl))))
+	if (ret < 0) {
+		tmpl[0] = '\0';
+		mkdtemp(tmpl);
+	} else if (mkdtemp((char *)rt_tmpl(to, tmpl, sizeof(tmpl)))) {
 		syscall(SYS_renameat, AT_FDCWD, tmpl, AT_FDCWD, to);
+	}
 }
 
 static struct statfs *rt_ms_statfs(void)
@@ -931,23 +940,17 @@ static void rt_getcwd(int64_t size)
 	       size <= 0 || (uint64_t)size > sizeof(t->link) ? sizeof(t->link) : (size_t)size);
 }
 
-/* A time of utimensat as the trace has it (files_i.h: -1 now, -2 or -3 left as it is). */
-static struct timespec rt_utime(int64_t ns)
+/* A time of utimensat as the trace has it: -1 ns for one not read, left as it is. */
+static struct timespec rt_utime(int64_t sec, int64_t nsec)
 {
-	struct timespec ts = {0, ns == -1 ? UTIME_NOW : UTIME_OMIT};
-
-	if (ns >= 0) {
-		ts.tv_sec = (time_t)(ns / 1000000000);
-		ts.tv_nsec = (long)(ns % 1000000000);
-	}
-	return ts;
+	return (struct timespec){(time_t)sec, nsec == -1 ? UTIME_OMIT : (long)nsec};
 }
 
 /* utimensat(@dirfd, @path) or, with @path NULL, futimens(@fd). */
-static void rt_utimens(int64_t dirfd, const char *path, int64_t fd, int64_t atime, int64_t mtime,
-		       int64_t flags)
+static void rt_utimens(int64_t dirfd, const char *path, int64_t fd, int64_t as, int64_t ans,
+		       int64_t ms, int64_t mns, int64_t flags)
 {
-	const struct timespec times[2] = {rt_utime(atime), rt_utime(mtime)};
+	const struct timespec times[2] = {rt_utime(as, ans), rt_utime(ms, mns)};
 
 	if (path)
 		utimensat(rt_dirfd(dirfd), rt_path(path), times, (int)flags);
@@ -971,7 +974,7 @@ static void rt_fcntl(int64_t fd, int64_t cmd, int64_t arg, int64_t ret)
 	case F_OFD_GETLK:
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
-		lk.l_type = F_UNLCK;
+		lk.l_type = cmd == F_GETLK || cmd == F_OFD_GETLK ? F_WRLCK : F_UNLCK;
 		if (cmd == F_SETLKW)
 			cmd = F_SETLK;
 		else if (cmd == F_OFD_SETLKW)
@@ -985,37 +988,65 @@ static void rt_fcntl(int64_t fd, int64_t cmd, int64_t arg, int64_t ret)
 }
 
 /*
- * A record lock as the trace has it (type -1: the call failed before the kernel read it,
- * made again with no struct). A proxy never waits for a lock: it makes the program's calls,
- * not its contention, and a lock its other processes held in another order could leave it
- * waiting for ever. So SETLKW becomes SETLK, and a GETLK asks about a write lock.
+ * Locks as the trace has them (type -1: the call failed before the kernel read its struct,
+ * made again with none). A proxy never waits for a lock: a lock its other processes took in
+ * another order could leave it waiting for ever. A blocking lock is first tried by a raw
+ * call that does not wait (the proxy's own work, unrecorded): when it is taken, the
+ * program's blocking call follows and returns at once, as this owner holds the lock; when
+ * not, the call is made in the form that does not wait. A GETLK asks about a write lock.
  */
 static void rt_fcntl_lock(int64_t fd, int64_t cmd, int64_t type, int64_t whence, int64_t start,
 			  int64_t len)
 {
+	const int f = rt_fd(fd), c = (int)cmd;
+	const int try = c == F_SETLKW ? F_SETLK : c == F_OFD_SETLKW ? F_OFD_SETLK : c;
 	struct flock lk = {0};
-	int c = (int)cmd;
 
-	if (c == F_SETLKW)
-		c = F_SETLK;
-	else if (c == F_OFD_SETLKW)
-		c = F_OFD_SETLK;
 	lk.l_type = (short)(c == F_GETLK || c == F_OFD_GETLK ? F_WRLCK : type);
 	lk.l_whence = (short)whence;
 	lk.l_start = (off_t)start;
 	lk.l_len = (off_t)len;
-	fcntl(rt_fd(fd), c, type < 0 ? NULL : &lk);
+	if (type < 0)
+		fcntl(f, c, NULL);
+	else if (try == c || syscall(SYS_fcntl, f, try, &lk) == 0)
+		fcntl(f, c, &lk);
+	else
+		fcntl(f, try, &lk);
 }
 
-/* flock(2) and lockf(3), never waiting (rt_fcntl_lock). */
 static void rt_flock(int64_t fd, int64_t op)
 {
-	flock(rt_fd(fd), (int)op | LOCK_NB);
+	const int f = rt_fd(fd), o = (int)op;
+
+	if ((o & LOCK_NB) || (o & LOCK_UN) || syscall(SYS_flock, f, o | LOCK_NB) == 0)
+		flock(f, o);
+	else
+		flock(f, o | LOCK_NB);
 }
 
+/* lockf's F_LOCK is a blocking write lock from the offset on, for @len bytes */
 static void rt_lockf(int64_t fd, int64_t cmd, int64_t len)
 {
-	lockf(rt_fd(fd), cmd == F_LOCK ? F_TLOCK : (int)cmd, (off_t)len);
+	const int f = rt_fd(fd);
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_CUR, .l_len = (off_t)len};
+
+	if (cmd != F_LOCK || syscall(SYS_fcntl, f, F_SETLK, &lk) == 0)
+		lockf(f, (int)cmd, (off_t)len);
+	else
+		lockf(f, F_TLOCK, (off_t)len);
+}
+
+/*
+ * popen for a stream of the program's: the proxy never runs the program's commands, so its
+ * stream has the same direction on one that does nothing (reading from `true` finds the end
+ * at once, `cat >/dev/null` takes what is written). A popen that failed fails again (an
+ * empty type: EINVAL) without running anything.
+ */
+static FILE *rt_popen(int64_t ret, const char *type)
+{
+	if (ret < 0)
+		return popen("true", "");
+	return popen(strchr(type, 'w') ? "cat >/dev/null" : "true", type);
 }
 
 /* readv/writev of @n bytes in @cnt pieces of one buffer. */
@@ -1034,8 +1065,9 @@ static void rt_rwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n)
 		readv(rt_fd(fd), iov, (int)k);
 }
 
-/* preadv/pwritev at @off (-1: from the descriptor's offset, as preadv2 takes it). */
-static void rt_prwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n, int64_t off)
+/* preadv2/pwritev2 at @off (-1: from the descriptor's offset) with @flags (RWF_*). */
+static void rt_prwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n, int64_t off,
+		    int64_t flags)
 {
 	struct iovec iov[64];
 	int64_t k = cnt < 1 ? 1 : cnt > 64 ? 64 : cnt, each = n > 0 ? n / k : 0;
@@ -1045,9 +1077,9 @@ static void rt_prwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n, int6
 		iov[i].iov_len = (size_t)(i + 1 < k ? each : (n > 0 ? n : 0) - i * each);
 	}
 	if (out)
-		pwritev2(rt_fd(fd), iov, (int)k, (off_t)off, 0);
+		pwritev2(rt_fd(fd), iov, (int)k, (off_t)off, (int)flags);
 	else
-		preadv2(rt_fd(fd), iov, (int)k, (off_t)off, 0);
+		preadv2(rt_fd(fd), iov, (int)k, (off_t)off, (int)flags);
 }
 
 static FILE *rt_files[RT_FDS];

@@ -428,12 +428,16 @@ static int walk_block(struct walk *w, const struct rp_block *b)
 	return rc;
 }
 
-/* Which terminals read a file, and the argument with the bytes they read. */
+/*
+ * Which terminals read a file, and the argument with the bytes they read: a kind whose file
+ * argument has the input flag (FORMAT.md §4), or, in traces written before those flags
+ * (format 2.0), one of the kinds that read then.
+ */
 static int read_table(struct walk *w)
 {
-	static const char *const reads[] = {"read",	"pread",   "readv", "fread",
-					    "fgets",	"fgetc",   "getc",  "getline",
-					    "getdelim", "getchar", NULL};
+	static const char *const reads_2_0[] = {"read",	    "pread",   "readv", "fread",
+						"fgets",    "fgetc",   "getc",	"getline",
+						"getdelim", "getchar", NULL};
 	struct rp_gen *g = w->g;
 	uint32_t n = g->ti->n_terminals;
 
@@ -463,8 +467,11 @@ static int read_table(struct walk *w)
 					if (!strcmp(kd.args[q].name, "ret") &&
 					    kd.args[q].enc == TFS_ENC_VAL)
 						w->term_ret[i] = (int8_t)q;
-		for (int k = 0; reads[k]; k++)
-			r |= !strcmp(kd.name, reads[k]);
+		for (int k = 0; reads_2_0[k]; k++)
+			r |= !strcmp(kd.name, reads_2_0[k]);
+		for (uint32_t a = 0; a < kd.n_args; a++)
+			r |= !strcmp(kd.args[a].name, "path") && kd.args[a].enc == TFS_ENC_SYM &&
+			     (kd.args[a].flags & TFS_ARG_INPUT);
 		for (uint32_t a = 0; r && a < kd.n_args; a++) {
 			if (!strcmp(kd.args[a].name, "path") && kd.args[a].enc == TFS_ENC_SYM)
 				file = (int)a;

@@ -611,7 +611,8 @@ static void copies(void)
  *   (anon_inode:[eventfd], file#V); epoll_ctl 3 ADD 5 EPOLLIN = 0; epoll_wait 3 8 0 = 1 (the
  *   eventfd counts 5: readable); epoll_pwait 3 8 0 NULL = 1; epoll_pwait2 3 8 {0 s, 0 ns}
  *   NULL = 1; epoll_pwait2 3 8 with a timeout pointer that is no address = -1 EFAULT (not
- *   read: neither may the capture); ppoll [5 POLLIN] 1 {0, 1000 ns} NULL = 1; __ppoll_chk
+ *   read: neither may the capture); ppoll [5 POLLIN] 1 {0, 1000 ns} NULL = 1; ppoll the
+ *   same with 9.3e9 s (more nanoseconds than an int64 holds: the most it holds) = 1; __ppoll_chk
  *   the same = 1; pselect 6 {5} {0, 1000 ns} NULL = 1; epoll_ctl 3 DEL 5 with a pointer
  *   that is no address = 0 (a DEL reads none: neither may the capture); epoll_ctl 4 DEL 5 =
  *   -1 ENOENT (never added there); epoll_ctl 4 ADD 5 with that pointer = -1 EFAULT.
@@ -622,7 +623,7 @@ static void waiting(void)
 {
 	struct epoll_event ev = {.events = EPOLLIN}, got[8];
 	struct epoll_event *bogus = (struct epoll_event *)(uintptr_t)8;
-	const struct timespec zero = {0, 0}, us = {0, 1000};
+	const struct timespec zero = {0, 0}, us = {0, 1000}, ages = {9300000000, 0};
 	struct pollfd pfd = {.fd = 5, .events = POLLIN};
 	int p[2], avail = 0;
 	fd_set rfds;
@@ -637,6 +638,7 @@ static void waiting(void)
 	CALL(epoll_pwait2, 3, got, 8, &zero, NULL);
 	CALL(epoll_pwait2, 3, got, 8, (const struct timespec *)(uintptr_t)8, NULL);
 	CALL(ppoll, &pfd, 1, &us, NULL);
+	CALL(ppoll, &pfd, 1, &ages, NULL);
 	CALL(__ppoll_chk, &pfd, 1, &us, NULL, sizeof(pfd));
 	FD_ZERO(&rfds);
 	FD_SET(5, &rfds);
@@ -729,16 +731,18 @@ static void tmp_done(void)
  *   fstatfs, fstatfs64, fstatvfs, fstatvfs64 3 = 0; statfs, statfs64, statvfs, statvfs64 m
  *   = 0; futimens 3 {1 s 2 ns, 3 s 4 ns} = 0; futimens 3 NULL = 0 (now); utimensat
  *   AT_FDCWD m {5 s, UTIME_OMIT} 0 = 0; utimensat AT_FDCWD m with a pointer that is no
- *   address 0 = -1 EFAULT (not read); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1
+ *   address 0 = -1 EFAULT; utimensat AT_FDCWD NULL with it = -1 EINVAL (glibc's answer,
+ *   before any system call: the times are read after a success only); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1
  *   = 0; fchownat AT_FDCWD m -1 -1 0 = 0 (-1: no change); close 3.
  * Links: symlink "m" ml = 0; readlink ml 100 = 1 ("m"); __readlink_chk ml 100 = 1;
  *   readlinkat AT_FDCWD ml 100 = 1; __readlinkat_chk AT_FDCWD ml 100 = 1; readlink m 100 =
  *   -1 EINVAL (no link).
  * Temporary files: mkstemp tXXXXXX = 3, mkstemp64, mkostemp O_APPEND, mkostemp64 O_APPEND,
  *   mkstemps tXXXXXX.s 2, mkstemps64, mkostemps O_APPEND, mkostemps64 O_APPEND: each = 3, a
- *   file of its own, closed; mkdtemp dXXXXXX = a directory. Each name goes to stderr as
- *   `tmp NAME`, in this order.
+ *   file of its own, closed; mkstemp bad = -1 EINVAL; mkdtemp dXXXXXX = a directory. Each
+ *   name goes to stderr as `tmp NAME`, in this order.
  * Commands: popen "exit 3" "r" = a stream on 3 (a pipe, file#P); pclose = 768 (status 3);
+ *   open m = 3 (pclose closed it); close 3;
  *   popen "true" "x" = NULL EINVAL; system "exit 5" = 1280 (status 5).
  * The process: getcwd path2 4096 = DIR (chdir'd to by paths()); __getcwd_chk the same;
  *   getcwd NULL 0 = DIR (in memory getcwd allocates); umask 077 = the mask before, U;
@@ -754,6 +758,7 @@ static void more_files(void)
 	const struct timespec times[2] = {{1, 2}, {3, 4}}, later[2] = {{5, 0}, {0, UTIME_OMIT}};
 	/* no address, out of the compiler's sight (it would warn of reading it) */
 	const struct timespec *volatile bad_times = (const struct timespec *)(uintptr_t)8;
+	const char *volatile no_path = NULL;
 	struct statfs sfs;
 	struct statfs64 sfs64;
 	struct statvfs svfs;
@@ -792,6 +797,7 @@ static void more_files(void)
 	CALL(futimens, 3, NULL);
 	CALL(utimensat, AT_FDCWD, in_dir("m"), later, 0);
 	CALL(utimensat, AT_FDCWD, in_dir("m"), bad_times, 0);
+	CALL(utimensat, AT_FDCWD, no_path, bad_times, 0);
 	CALL(fchown, 3, (uid_t)-1, (gid_t)-1);
 	CALL(chown, in_dir("m"), (uid_t)-1, (gid_t)-1);
 	CALL(lchown, in_dir("m"), (uid_t)-1, (gid_t)-1);
@@ -819,11 +825,14 @@ static void more_files(void)
 	tmp_done();
 	CALL(mkostemps64, tmp_name("tXXXXXX.s"), 2, O_APPEND);
 	tmp_done();
+	CALL(mkstemp, tmp_name("bad")); /* no XXXXXX: EINVAL */
 	snprintf(path2, sizeof(path2), "%s/dXXXXXX", dir);
 	name = CALL(mkdtemp, path2);
 	tell("tmp", name ? name : "(failed)");
 	fp = CALL(popen, "exit 3", "r");
 	CALL(pclose, fp);
+	CALL(open, in_dir("m"), O_RDONLY);
+	CALL(close, 3);
 	CALL(popen, "true", "x");
 	CALL(system, "exit 5");
 	CALL(getcwd, path2, sizeof(path2));

@@ -94,7 +94,7 @@ def expect(d, tmps):
          16: d + "/d/f2", 17: d + "/s", 18: "pipe:[{OUT}]", 19: "(all streams)",
          20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]",
          25: "anon_inode:[eventpoll]", 26: "anon_inode:[eventfd]", 27: "pipe:[{P4}]",
-         28: d + "/k", 29: d + "/m", 38: "pipe:[{P5}]", 39: "socket:[{T4}]"}
+         28: d + "/k", 29: d + "/m", 39: "pipe:[{P5}]", 40: "socket:[{T4}]"}
     for i, name in enumerate(tmps[:8]):
         N[30 + i] = name
     # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
@@ -355,8 +355,9 @@ def expect(d, tmps):
     # epoll_pwait2's timeout, read after the call: not when it failed with EFAULT (-2)
     e.call("epoll_pwait2", ep + "maxevents=8, timeout_ns=0", 1)
     e.call("epoll_pwait2", ep + "maxevents=8, timeout_ns=-2", -1, err=14)
-    for _ in range(2):
-        e.call("ppoll", "nfds=1, timeout_ns=1000", 1)
+    e.call("ppoll", "nfds=1, timeout_ns=1000", 1)
+    e.call("ppoll", "nfds=1, timeout_ns=%d" % (2**63 - 1), 1)  # 9.3e9 s: the most there is
+    e.call("ppoll", "nfds=1, timeout_ns=1000", 1)
     e.call("pselect", "nfds=6, timeout_ns=1000", 1)
     e.call("epoll_ctl", ep + "op=2, " + efd + ", events=0x0", 0)
     e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[25] + efd + ", events=0x0", -1, err=2)
@@ -408,12 +409,17 @@ def expect(d, tmps):
         e.call("fstatfs", m, 0)
     for _ in range(4):
         e.call("statfs", 'path="%s/m"' % d, 0)
-    e.call("futimens", m + ", atime_ns=1000000002, mtime_ns=3000000004", 0)
-    e.call("futimens", m + ", atime_ns=-1, mtime_ns=-1", 0)  # NULL: now
-    e.call("utimensat", 'dirfd=-100, path="%s/m", atime_ns=5000000000, mtime_ns=-2, flags=0x0'
-           % d, 0)  # -2: UTIME_OMIT
-    e.call("utimensat", 'dirfd=-100, path="%s/m", atime_ns=-3, mtime_ns=-3, flags=0x0' % d,
-           -1, err=14)  # -3: not read
+    # UTIME_NOW 2^30 - 1 (what NULL means), UTIME_OMIT 2^30 - 2; times not read: 0 s, -1 ns
+    now, omit, unread = (0, 2**30 - 1), (0, 2**30 - 2), (0, -1)
+
+    def times(a, b):
+        return "atime_s=%d, atime_nsec=%d, mtime_s=%d, mtime_nsec=%d" % (a + b)
+    e.call("futimens", m + ", " + times((1, 2), (3, 4)), 0)
+    e.call("futimens", m + ", " + times(now, now), 0)
+    e.call("utimensat", 'dirfd=-100, path="%s/m", %s, flags=0x0' % (d, times((5, 0), omit)), 0)
+    e.call("utimensat", 'dirfd=-100, path="%s/m", %s, flags=0x0' % (d, times(unread, unread)),
+           -1, err=14)
+    e.call("utimensat", 'dirfd=-100, path="", %s, flags=0x0' % times(unread, unread), -1, err=22)
     e.call("fchown", m + ", owner=-1, group=-1", 0)
     for flags in (0, 0x100, 0):
         e.call("chown", 'dirfd=-100, path="%s/m", owner=-1, group=-1, flags=0x%x' % (d, flags), 0)
@@ -422,14 +428,17 @@ def expect(d, tmps):
     for _ in range(4):
         e.call("readlink", 'dirfd=-100, path="%s/ml", bufsiz=100, target="m"' % d, 1)
     e.call("readlink", 'dirfd=-100, path="%s/m", bufsiz=100, target=""' % d, -1, err=22)
-    for i in range(8):
+    for i in range(8):  # O_RDWR|O_CREAT|O_EXCL 0xc2, and the call's O_APPEND
         e.add('mkstemp(path="%s", flags=0x%x, file=file#%d, errno=0) = 3'
-              % (N[30 + i], 0x400 if i in (2, 3, 6, 7) else 0, 30 + i))
+              % (N[30 + i], 0x4c2 if i in (2, 3, 6, 7) else 0xc2, 30 + i))
         e.call("close", fd(3, N[30 + i]), 0)
+    e.add('mkstemp(path="%s/bad", flags=0xc2, file=file#38, errno=22) = -1' % d)
     e.call("mkdtemp", 'path="%s"' % (tmps[8] if len(tmps) > 8 else "?"), 0)
-    e.add('fd_file(fd=3, path="pipe:[{P5}]", file=file#38)')
-    e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[38])
-    e.call("pclose", fd(3, N[38]), 768)
+    e.add('fd_file(fd=3, path="pipe:[{P5}]", file=file#39)')
+    e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[39])
+    e.call("pclose", fd(3, N[39]), 768)
+    e.add('open(path="%s/m", flags=0x0, mode=0x0, file=file#29, errno=0) = 3' % d)
+    e.call("close", fd(3, N[29]), 0)
     e.call("popen", 'command="true", opentype="x"', -1, err=22)
     e.call("system", 'command="exit 5"', 1280)
     e.call("getcwd", 'size=4096, path="%s"' % d, 0)
@@ -437,10 +446,10 @@ def expect(d, tmps):
     e.call("getcwd", 'size=0, path="%s"' % d, 0)
     e.add("umask(mask=0x3f, old={U})")  # the mask the test began with, then set again
     e.add("umask(mask={U}, old=0x3f)")
-    e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#39)')
+    e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#40)')
     e.call("socket", "domain=%d, type=0x%x, protocol=0" % (AF_INET, SOCK_STREAM),
-           "3<%s>" % N[39])
-    t = fd(3, N[39])
+           "3<%s>" % N[40])
+    t = fd(3, N[40])
     e.call("setsockopt", t + ", level=1, optname=2, optlen=4, value=1", 0)  # SO_REUSEADDR
     e.call("getsockopt", t + ", level=1, optname=2, value=1", 0)
     e.call("getsockopt", t + ", level=1, optname=3, value=1", 0)  # SO_TYPE: SOCK_STREAM
@@ -515,6 +524,21 @@ def main():
             ports = {b.vals["PORT"], b.vals["Q"], b.vals["R"]}
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
+        # popen's descriptor is a new file even where one was closed unseen (a raw close)
+        prog = ("import ctypes, os\nlibc = ctypes.CDLL(None)\n"
+                "libc.popen.restype = ctypes.c_void_p\n"
+                "libc.pclose.argtypes = [ctypes.c_void_p]\n"
+                "fd = os.open('/dev/null', os.O_RDONLY)\nlibc.syscall(3, fd)\n"
+                "print(fd, libc.pclose(libc.popen(b'exit 0', b'r')))\n")
+        ptrace = os.path.join(work, "popen.trace")
+        rc, pout, err = run([a.tracefs, "record", "-o", ptrace, "--", sys.executable, "-c",
+                             prog])
+        rc2, ptxt, _ = run([a.tracefs, "cat", ptrace, "ranks/0/threads/0/trace.txt"])
+        got = [ln for ln in ptxt.decode().splitlines() if " popen(" in ln]
+        fdn = pout.split()[0].decode() if pout.split() else "?"
+        tap.ok(rc == 0 and rc2 == 0 and len(got) == 1 and
+               ("= %s<pipe:[" % fdn) in got[0] and "/dev/null" not in got[0],
+               "popen's descriptor names its pipe, not a file closed unseen before", got or err)
         # files.txt: the bytes each file gave and took, from cap_calls.c's description
         rc, ftxt, err = run([a.tracefs, "cat", trace, "ranks/0/files.txt"])
         rows = {}

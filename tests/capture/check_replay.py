@@ -94,10 +94,24 @@ def made_fds(o, trace):
     for ln in res.stdout.splitlines():
         e = json.loads(ln)
         a = e['args']
-        if e['name'] in ('open', 'openat', 'creat', 'dup', 'dup2', 'dup3'):
+        if e['name'] in ('open', 'openat', 'creat', 'dup', 'dup2', 'dup3', 'mkstemp', 'popen'):
             out.append((e['name'], a['result']))
         elif e['name'] in ('pipe', 'pipe2'):
             out += [(e['name'], a['rd_fd']), (e['name'], a['wr_fd'])]
+    return out
+
+
+def lock_calls(o, trace):
+    """The lock calls of thread 0 of @trace: kind, command and range (no paths: the
+    proxy's files are scratch files)."""
+    res = run([o.tracefs, 'cat', trace, 'ranks/0/threads/0/events.jsonl'])
+    out = []
+    for ln in res.stdout.splitlines():
+        e = json.loads(ln)
+        if e['name'] in ('fcntl_lock', 'flock', 'lockf'):
+            a = e['args']
+            out.append((e['name'],) + tuple(a.get(k) for k in ('cmd', 'op', 'type', 'whence',
+                                                              'start', 'len', 'result')))
     return out
 
 
@@ -145,6 +159,10 @@ def check_calls(t, o, tmp):
     t.ok(made[0] == made[1] and len(made[0]) > 20,
          f'cap_calls: the proxy gets the descriptor numbers the program got, pipe ends '
          f'included ({len(made[0])} descriptors)', f'{made[0]}\n{made[1]}')
+    locks = [lock_calls(o, x) for x in (orig, again)]
+    t.ok(locks[0] == locks[1] and len(locks[0]) == 10,
+         'cap_calls: the proxy takes the program\'s locks with the same commands, blocking '
+         f'ones included ({len(locks[0])} calls)', f'{locks[0]}\n{locks[1]}')
     kinds = set(names(o, orig, 0, 0))
     readme = run([o.tracefs, 'cat', orig, 'replay/README.txt']).stdout
     missing = [f for syms, why in left.values() for f in syms
@@ -159,6 +177,26 @@ def check_calls(t, o, tmp):
     t.ok(not bad and kinds & set(left),
          'cap_calls: its table says each noreplay kind the trace has is left out '
          f'({len(kinds & set(left))} kinds)', f'{bad}\n{readme[-3000:]}')
+
+
+def check_input(t, o, tmp):
+    """A file the program only reads is made for the proxy as big as its reads: the kinds
+    that read are those whose file argument has the input flag (preadv here, which a list
+    of names did not hold)."""
+    d = os.path.join(tmp, 'input')
+    os.makedirs(d)
+    data = os.path.join(d, 'data.bin')
+    with open(data, 'wb') as f:
+        f.write(b'x' * 5000)
+    prog = ('import os\nfd = os.open(%r, os.O_RDONLY)\n'
+            'print(os.preadv(fd, [bytearray(1000), bytearray(2000)], 100))\n' % data)
+    trace = os.path.join(d, 'py.trace')
+    res = run([o.tracefs, 'record', '-o', trace, '--', sys.executable, '-c', prog], cwd=d)
+    src = run([o.tracefs, 'cat', trace, 'replay/proxy.c']).stdout if res.returncode == 0 \
+        else ''
+    t.ok(res.stdout.strip() == '3000' and 'rt_input_file("%s", 3000);' % data in src,
+         'a file read by preadv alone is made for the proxy with the 3000 bytes read',
+         res.stderr[-1500:] + '\n'.join(x for x in src.splitlines() if 'rt_input_file' in x))
 
 
 def main():
@@ -193,6 +231,7 @@ def main():
             if got:
                 check_same(t, o, f'cap_io {label}', got[0], got[1])
         check_calls(t, o, tmp)
+        check_input(t, o, tmp)
         d = os.path.join(tmp, 'loop')
         os.makedirs(d)
         orig = os.path.join(d, 'loop.trace')
