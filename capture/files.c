@@ -564,6 +564,25 @@ const char *cap_format(const char *fmt)
 	return fmt && cap_in_rodata(fmt) ? fmt : CAP_FORMAT_BUILT;
 }
 
+const char *cap_str_at(const char *p)
+{
+	static _Thread_local char text[CALL_MAX_STR + 2];
+	const uintptr_t at = (uintptr_t)p, page = 4096;
+	const size_t want = CALL_MAX_STR + 1, first = (size_t)(page - at % page);
+	struct iovec local = {text, want};
+	/* the part in its first page, then the rest: a transfer stops at the first part unread */
+	struct iovec remote[2] = {{(void *)p, first < want ? first : want},
+				  {(void *)(at + first), first < want ? want - first : 0}};
+	ssize_t n = p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, remote,
+				first < want ? 2UL : 1UL, 0UL)
+		      : -1;
+
+	if (n <= 0)
+		return "(bad address)";
+	text[n] = '\0';
+	return text;
+}
+
 size_t cap_put_str(char *buf, size_t len, const char *s)
 {
 	size_t n = s ? strnlen(s, CALL_MAX_STR + 1) : 0;

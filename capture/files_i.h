@@ -177,6 +177,13 @@ static inline const void *cap_iov_base(const struct iovec *iov, int n)
 #define CAP_FORMAT_BUILT "(built at run time)"
 const char *cap_format(const char *fmt);
 /*
+ * String @p read without trusting it to be at an address (process_vm_readv on the process
+ * itself, page by page): for a call that failed with EFAULT, whose string may be at none.
+ * "(bad address)" when nothing of it can be read; cut where its memory ends. In a buffer of
+ * the calling thread, valid until its next call.
+ */
+const char *cap_str_at(const char *p);
+/*
  * Append string @s and its NUL to @buf at @len: at most CALL_MAX_STR bytes of it, and when
  * longer, the first ones followed by a visible mark `...[+N bytes]`. @buf has
  * CAP_STR_BYTES free at @len. @return the new length

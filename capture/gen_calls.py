@@ -446,7 +446,7 @@ def gen_body(k, v, s, call, ind):
         o.append('\t%s' % st)
     o.append('\tif (rec) {')
     fail = v.fail or default_fail(k, s)
-    if any('FAILED' in (a.expr or '') for a in v.args):
+    if any('FAILED' in (a.expr or '') or a.typ == 'str' for a in v.args):
         o.append('\t\tconst bool failed_ = %s;' % fail)
     for a in v.args:
         if a.when == 'buf_after':
@@ -458,7 +458,9 @@ def gen_body(k, v, s, call, ind):
             continue
         expr = (a.expr or a.name).replace('FAILED', 'failed_')
         if a.typ == 'str':
-            o.append('\t\ts_%s = %s;' % (a.name, expr))
+            # a call that failed with EFAULT may have been given a string at no address
+            o.append('\t\ts_%s = failed_ && err == EFAULT ? cap_str_at(%s) : (%s);'
+                     % (a.name, expr, expr))
             o.append('\t\tstrs_len = cap_put_str(strs, strs_len, s_%s);' % a.name)
         else:
             a2 = Arg(a.name, a.typ, expr=expr)

@@ -28,6 +28,7 @@
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -705,6 +706,27 @@ static void tell(const char *what, const char *text)
 	syscall(SYS_write, 2, line, (size_t)n);
 }
 
+/*
+ * Strings at no address: stat and open of a path at address 8 = -1 EFAULT (recorded as
+ * "(bad address)"); open of "aaaaaaaaaa" that runs into an unmapped page (no NUL) = -1 EFAULT
+ * (recorded as far as memory goes).
+ */
+static void bad_strings(void)
+{
+	const char *volatile nowhere = (const char *)(uintptr_t)8;
+	char *two = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct stat st;
+
+	CALL(stat, nowhere, &st);
+	CALL(open, nowhere, O_RDONLY);
+	if (two == MAP_FAILED)
+		return;
+	munmap(two + 4096, 4096);
+	memset(two + 4086, 'a', 10);
+	CALL(open, two + 4086, O_RDONLY);
+	munmap(two, 4096);
+}
+
 /* A temporary file's template in DIR, in path2. */
 static char *tmp_name(const char *tmpl)
 {
@@ -847,6 +869,7 @@ static void more_files(void)
 	CALL(getsockopt, 3, SOL_SOCKET, SO_TYPE, &v, &len);
 	CALL(setsockopt, 3, SOL_SOCKET, SO_REUSEADDR, (const void *)(uintptr_t)8, sizeof(v));
 	CALL(close, 3);
+	bad_strings();
 }
 
 int main(int argc, char **argv)

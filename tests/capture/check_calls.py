@@ -455,6 +455,10 @@ def expect(d, tmps):
     e.call("getsockopt", t + ", level=1, optname=3, value=1", 0)  # SO_TYPE: SOCK_STREAM
     e.call("setsockopt", t + ", level=1, optname=2, optlen=4, value=-1", -1, err=14)
     e.call("close", t, 0)
+    # strings at no address, after calls that failed with EFAULT: read safely
+    e.call("stat", 'path="(bad address)"', -1, err=14)
+    e.add('open(path="(bad address)", flags=0x0, mode=0x0, file=file#41, errno=14) = -1')
+    e.add('open(path="aaaaaaaaaa", flags=0x0, mode=0x0, file=file#42, errno=14) = -1')
     return e.ev
 
 
