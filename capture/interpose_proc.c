@@ -74,19 +74,24 @@ static size_t put_argv(char *buf, size_t len, char *const argv[])
 /*
  * The strings of an exec or a spawn: in a mapping of their own, not on the stack of a
  * thread that may have little of it (the call itself costs far more). NULL when none.
+ * Mapped by the real functions: through the interposers the mapping was the program's
+ * event, an mmap and a munmap before every exec and after every spawn.
  */
 static char *strs_new(void)
 {
-	void *p = mmap(NULL, EXEC_STRS_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		       -1, 0);
+	void *p;
 
+	if (!HAVE(mmap))
+		return NULL;
+	p = cap_real.mmap(NULL, EXEC_STRS_BYTES, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
 static void strs_free(char *p)
 {
-	if (p)
-		munmap(p, EXEC_STRS_BYTES);
+	if (p && HAVE(munmap))
+		cap_real.munmap(p, EXEC_STRS_BYTES);
 }
 
 static void put_exec(const char *path, char *const argv[])

@@ -523,6 +523,11 @@ def main():
            "vfork + execlp: an exec event with path and argv in the child's rank", (r1, serr))
     tap.ok(len(cat_open) == 1 and cat_open[0][0] > 0 and r1.index(ex[0]) < r1.index(cat_open[0]),
            "the exec'd image's events follow in the same rank, on a new thread id", r1)
+    # the child maps nothing before its exec: the capture's own mapping of the exec's
+    # strings is no event of the program's
+    maps = [e for e in r1 if e[0] == 0 and e[1] in ("mmap", "munmap")]
+    tap.ok(ex and maps == [],
+           "the exec'ing child shows no mmap or munmap of the capture's own", maps)
     # a forked child announces its objects to its own spool: its backtraces are symbolised
     bts = t.cat("ranks/1/backtraces.txt").decode()
     tap.ok(b"malformed" not in serr and re.search(r"\bmain \(.*cap_fork\.c:\d+\)", bts),
@@ -566,6 +571,17 @@ def main():
     tap.ok(rc == 0 and t.info["n_ranks"] >= 4 and reads,
            "system(): the spawned shell and its cat are ranks after the forks",
            (t.info["n_ranks"], serr))
+
+    # posix_spawn called by the program: the capture's mapping of the spawn's strings, made
+    # and unmade around the event, is no event of the program's
+    py = "import os\nos.waitpid(os.posix_spawn('/bin/true', ['true'], {}), 0)\n"
+    rc, out, _, serr = record(tap, a, work, "spawn_maps", sys.executable, "-c", py)
+    ev = [e for e in Trace(a.tracefs, out).events(0) if e[0] == 0] if rc == 0 else []
+    at = [i for i, e in enumerate(ev) if e[1] == "posix_spawn"]
+    near = [ev[j][1] for i in at for j in (i - 1, i + 1) if 0 <= j < len(ev)]
+    tap.ok(len(at) == 1 and "mmap" not in near and "munmap" not in near,
+           "posix_spawn: no mmap or munmap of the capture's own beside the event",
+           (rc, serr, near))
 
     # the same program twice, untimed, without address randomisation: the same bytes
     d = os.path.join(work, "same")
