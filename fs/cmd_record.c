@@ -154,23 +154,42 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	return 0;
 }
 
-/* The file execvp() would run for @cmd, in @buf. false: not found. */
-static bool find_command(const char *cmd, char *buf, size_t cap)
+/* Whether execve() may run @file: 0, -ENOENT (no such file) or -EACCES (not executable). */
+static int runnable(const char *file)
+{
+	struct stat st;
+
+	if (stat(file, &st) < 0)
+		return -ENOENT;
+	return S_ISREG(st.st_mode) && access(file, X_OK) == 0 ? 0 : -EACCES;
+}
+
+/*
+ * The file execvp() would run for @cmd, in @buf. @return 0, -ENOENT (not found) or -EACCES
+ * (found, but none of the files is an executable one: what execvp() would fail with)
+ */
+static int find_command(const char *cmd, char *buf, size_t cap)
 {
 	const char *path = getenv("PATH"), *p;
+	int rc = -ENOENT;
 
 	if (strchr(cmd, '/')) {
 		snprintf(buf, cap, "%s", cmd);
-		return access(buf, X_OK) == 0;
+		return runnable(buf);
 	}
 	for (p = path ? path : "/usr/bin:/bin"; p; p = strchr(p, ':') ? strchr(p, ':') + 1 : NULL) {
 		size_t n = strcspn(p, ":");
 
 		snprintf(buf, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", cmd);
-		if (access(buf, X_OK) == 0)
-			return true;
+		switch (runnable(buf)) {
+		case 0:
+			return 0;
+		case -EACCES:
+			rc = -EACCES;
+			break;
+		}
 	}
-	return false;
+	return rc;
 }
 
 /* An ELF executable without PT_INTERP is statically linked: LD_PRELOAD cannot reach it. */
@@ -312,6 +331,7 @@ static void forward_sent_signal(int sig, siginfo_t *si, void *uctx)
 static pid_t start_child(const struct record_opts *o, const char *lib, const char *spool)
 {
 	pid_t pid = fork();
+	int err;
 
 	if (pid != 0)
 		return pid;
@@ -323,8 +343,9 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
 	execvp(o->argv[0], o->argv);
-	fs_fail("cannot run %s: %s", o->argv[0], fs_strerror(errno));
-	_exit(127);
+	err = errno;
+	fs_fail("cannot run %s: %s", o->argv[0], fs_strerror(err));
+	_exit(err == ENOENT ? 127 : 126); /* what shells, env and timeout exit with */
 }
 
 /*
@@ -854,9 +875,14 @@ int fs_cmd_record(int argc, char **argv)
 	rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc;
-	if (!find_command(o.argv[0], file, sizeof(file))) {
+	rc = find_command(o.argv[0], file, sizeof(file));
+	if (rc == -ENOENT) {
 		fs_fail("cannot run %s: command not found", o.argv[0]);
 		return 127;
+	}
+	if (rc < 0) { /* as shells, env and timeout: 126 for a command found but not run */
+		fs_fail("cannot run %s: %s", o.argv[0], fs_strerror(-rc));
+		return 126;
 	}
 	if (is_static_elf(file))
 		fs_fail("warning: %s is statically linked: LD_PRELOAD cannot reach it, only events of "

@@ -833,7 +833,8 @@ static int command_help(const struct command *c)
 		printf("\nexit status: %s\n", c->exit_status);
 	else
 		printf("\nexit status: 0 ok, 1 runtime error, 2 usage error%s\n",
-		       c->runs_command ? "; otherwise COMMAND's" : "");
+		       c->runs_command ? "; 126 COMMAND cannot run, 127 not found; otherwise COMMAND's"
+				       : "");
 	return finish_stdout();
 }
 

@@ -127,6 +127,12 @@ def cases(f, with_record):
               (["record", "-o", f["mnt"], "--", "true"], 1, "record onto a directory"),
               (["record", "-o", os.path.join(os.path.dirname(f["ok"]), "r.trace"), "--",
                 f["missing"]], 127, "record of a missing program"),
+              # found but not runnable: 126, as shells, env and timeout (it was 127, "not
+              # found", for a file without x, and two lines for a directory)
+              (["record", "-o", os.path.join(os.path.dirname(f["ok"]), "r.trace"), "--",
+                f["text"]], 126, "record of a file that is not executable"),
+              (["record", "-o", os.path.join(os.path.dirname(f["ok"]), "r.trace"), "--",
+                f["mnt"]], 126, "record of a directory"),
               (["record", "-o", f["ok"]], 2, "record without a command"),
               (["record", "--bogus", "--", "true"], 2, "record with an unknown option"),
               (["record", "--timing=none,fast", "--", "true"], 2,
