@@ -127,8 +127,8 @@ static const struct fs_entry entries[] = {
     {"window/", FS_IN_ROOT_B | FS_IN_RANK_B, NULL,
      "window/<from>-<to>/: the files of that span of the directory's events: nanoseconds "
      "since the trace's origin (event indices without timing), or with a unit: "
-     "window/1.5ms-2ms; window/ lists the quarters and sixteenths of the run, any other span "
-     "is made when its name is looked up",
+     "window/1.5ms-2ms; window/ lists the quarters and sixteenths of the time up to the "
+     "directory's last event, any other span is made when its name is looked up",
      .add = fs_build_windows},
 };
 

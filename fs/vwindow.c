@@ -2,7 +2,8 @@
  * Time windows: window/<from>-<to>/ under the root and under each rank, holding trace.json,
  * trace.txt and timeline.svg of just that span of time. <from> and <to> are nanoseconds
  * since the trace's clock origin (without timing: event indices), to > from. window/ lists
- * two fixed zoom levels over the trace's whole span (its quarters and sixteenths); a lookup
+ * two fixed zoom levels over the time up to its directory's last event (its quarters and
+ * sixteenths: whole_span()); a lookup
  * of any other name makes that window, and also accepts a unit (ns, us, ms, s) and a
  * fraction: `window/1.5ms-2ms` is `window/1500000-2000000`.
  *
@@ -60,21 +61,6 @@ static struct fs_windows *windows_of(const struct fs_vtree *vt)
 }
 
 /* ---- the window/ directories (at build) ---- */
-
-static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
-{
-	uint64_t span = 1;
-
-	if (fs_untimed(vt)) {
-		for (uint32_t i = 0; i < sc->n_segs; i++) {
-			if (sc->segs[i].first + sc->segs[i].n_events > span)
-				span = sc->segs[i].first + sc->segs[i].n_events;
-		}
-		return span;
-	}
-	span = fs_sat_add(vt->ti.max_ts_ns, vt->ti.max_dur_ns);
-	return span ? span : 1;
-}
 
 int fs_windows_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint32_t rank,
 		   uint64_t key)
@@ -181,6 +167,41 @@ static int key_at(struct tfs_cursor *c, uint64_t i, bool by_end, uint64_t *key)
 	if (rc == 0)
 		*key = by_end ? ev.ts_ns + ev.dur_ns : ev.ts_ns;
 	return rc;
+}
+
+/*
+ * What the fixed windows cut, [0, span): past the last key of @sc's events (a thread's last
+ * event has its largest key), not max_ts_ns + max_dur_ns, the largest start plus the longest
+ * call, which a parent's wait for its children as long as the run made half again as long
+ * as the run, its last windows empty. Without timing: the most events of a thread.
+ */
+static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
+{
+	bool by_end = fs_merge_by_end(vt);
+	uint64_t span = 1, key = 0;
+	int rc = 0;
+
+	for (uint32_t i = 0; i < sc->n_segs; i++) {
+		const struct fs_seg *s = &sc->segs[i];
+		struct tfs_cursor *c = NULL;
+
+		if (!s->n_events)
+			continue;
+		if (fs_untimed(vt)) {
+			key = s->first + s->n_events - 1;
+		} else {
+			rc = tfs_cursor_new(vt->trace, s->stream, TFS_VIEW_TEXT, s->first,
+					    s->n_events, &c);
+			if (rc == 0)
+				rc = key_at(c, s->first + s->n_events - 1, by_end, &key);
+			tfs_cursor_free(c);
+		}
+		if (rc < 0) /* undecodable: the bound every event is under */
+			return fs_sat_add(fs_sat_add(vt->ti.max_ts_ns, vt->ti.max_dur_ns), 1);
+		if (key >= span)
+			span = fs_sat_add(key, 1);
+	}
+	return span;
 }
 
 /* The first event of @s whose key is @t or later (keys are sorted but for lossy jitter). */
