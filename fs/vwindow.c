@@ -27,6 +27,7 @@
 #define MAX_CHUNKS 64	   /* 65536 window nodes */
 #define MAX_WINDOWS 16384 /* four nodes each */
 #define N_FIXED 20	   /* listed: 4 quarters, then 16 sixteenths */
+#define SPAN_SEGS_MAX 4096 /* threads whose last events whole_span() reads */
 
 /* One window/ directory: what its windows cut, and the windows made so far. */
 struct wdir {
@@ -173,14 +174,19 @@ static int key_at(struct tfs_cursor *c, uint64_t i, bool by_end, uint64_t *key)
  * What the fixed windows cut, [0, span): past the last key of @sc's events (a thread's last
  * event has its largest key), not max_ts_ns + max_dur_ns, the largest start plus the longest
  * call, which a parent's wait for its children as long as the run made half again as long
- * as the run, its last windows empty. Without timing: the most events of a thread.
+ * as the run, its last windows empty. That bound stays for a scope of more than
+ * SPAN_SEGS_MAX threads, where a block decoded per thread took minutes (10^6 ranks: 4 min).
+ * Without timing: the most events of a thread.
  */
 static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
 {
+	const uint64_t bound = fs_sat_add(fs_sat_add(vt->ti.max_ts_ns, vt->ti.max_dur_ns), 1);
 	bool by_end = fs_merge_by_end(vt);
 	uint64_t span = 1, key = 0;
 	int rc = 0;
 
+	if (!fs_untimed(vt) && sc->n_segs > SPAN_SEGS_MAX)
+		return bound;
 	for (uint32_t i = 0; i < sc->n_segs; i++) {
 		const struct fs_seg *s = &sc->segs[i];
 		struct tfs_cursor *c = NULL;
@@ -197,7 +203,7 @@ static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
 			tfs_cursor_free(c);
 		}
 		if (rc < 0) /* undecodable: the bound every event is under */
-			return fs_sat_add(fs_sat_add(vt->ti.max_ts_ns, vt->ti.max_dur_ns), 1);
+			return bound;
 		if (key >= span)
 			span = fs_sat_add(key, 1);
 	}
