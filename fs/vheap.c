@@ -31,12 +31,13 @@
 #define MAX_ROWS 200	/* call stacks listed per table of heap.txt */
 #define N_LIFE 65	/* lifetime buckets: [0, 1), then [2^(b-1), 2^b) for b = 1..64 */
 
-enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC, H_EXEC, H_EXEC_FAILED };
+enum role { H_NONE, H_ALLOC, H_FREE, H_REALLOC, H_EXEC, H_EXEC_FAILED, H_DROPPED };
 
 /* Where a heap kind keeps what the replay needs (argument indices, -1: none). */
 struct hkind {
 	uint8_t role;
 	int8_t id, freed, addr, ptr, size, nmemb, stack, ret;
+	int8_t count; /* H_DROPPED: how many events the mark stands for */
 };
 
 /* One block alive: its key (id or address), bytes, call stack and when it was made. */
@@ -63,6 +64,7 @@ struct fs_heap {
 	uint64_t peak_index;
 	uint64_t leaked, leaked_blocks;
 	uint64_t exec_bytes, exec_blocks; /* of the leaks, those an exec ended */
+	uint64_t n_dropped;		  /* events the capture dropped (a full spool) */
 	struct bystack *at_peak, *leaks;
 	size_t n_at_peak, n_leaks;
 	struct fs_heap_sample *series;
@@ -94,6 +96,11 @@ static void hkind_fill(const struct fs_kind *k, struct hkind *h)
 	}
 	if (!strcmp(k->category, "threads") && !strcmp(k->name, "exec_failed")) {
 		h->role = H_EXEC_FAILED;
+		return;
+	}
+	if (!strcmp(k->category, "capture") && !strcmp(k->name, "dropped")) {
+		h->role = H_DROPPED; /* the capture's mark where its spool was full */
+		h->count = arg_named(k, "count");
 		return;
 	}
 	if (strcmp(k->category, "alloc"))
@@ -137,7 +144,8 @@ bool fs_heap_wanted(struct fs_vtree *vt, uint32_t rank)
 	(void)rank;
 	for (uint32_t k = 0; k < vt->ti.n_kinds; k++) {
 		hkind_fill(&vt->kinds[k], &h);
-		if (h.role != H_NONE && h.role != H_EXEC && h.role != H_EXEC_FAILED)
+		if (h.role != H_NONE && h.role != H_EXEC && h.role != H_EXEC_FAILED &&
+		    h.role != H_DROPPED)
 			return true;
 	}
 	return false;
@@ -258,6 +266,11 @@ struct replay {
 	size_t series_cap;
 };
 
+static uint64_t arg_u(const struct tfs_event *ev, int8_t i)
+{
+	return i >= 0 && (uint32_t)i < ev->n_args ? ev->args[i].u : 0;
+}
+
 /*
  * Whether the exec whose event thread @t holds failed: an exec_failed of the thread follows
  * it before any other exec. (A successful one is the last call of its thread but for the
@@ -291,8 +304,12 @@ static int advance(struct replay *r, struct thread_pos *t)
 		rc = tfs_cursor_event(t->c, t->next++, &t->ev, NULL);
 		if (rc < 0)
 			return rc;
+		if (r->kinds[t->ev.kind].role == H_DROPPED && r->stop_step == UINT64_MAX)
+			r->h->n_dropped = fs_sat_add(r->h->n_dropped,
+						     arg_u(&t->ev, r->kinds[t->ev.kind].count));
 		if (r->kinds[t->ev.kind].role == H_NONE ||
-		    r->kinds[t->ev.kind].role == H_EXEC_FAILED)
+		    r->kinds[t->ev.kind].role == H_EXEC_FAILED ||
+		    r->kinds[t->ev.kind].role == H_DROPPED)
 			continue;
 		/* its arguments may be gone after the look ahead; an exec needs none */
 		if (r->kinds[t->ev.kind].role == H_EXEC && (exec_failed(r, t, &rc) || rc < 0)) {
@@ -323,11 +340,6 @@ static struct thread_pos *next_thread(struct replay *r)
 			best = t;
 	}
 	return best;
-}
-
-static uint64_t arg_u(const struct tfs_event *ev, int8_t i)
-{
-	return i >= 0 && (uint32_t)i < ev->n_args ? ev->args[i].u : 0;
 }
 
 static int add_sample(struct replay *r, uint64_t ts, uint64_t bytes)
@@ -729,7 +741,9 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 		size_t *len)
 {
 	struct fs_sbuf b = {0};
+	struct fs_proc q = {0};
 	struct fs_heap *h;
+	uint64_t dropped;
 	char proc[300];
 	int rc = heap_get(vt, rank, sc->segs, sc->n_segs, &h);
 
@@ -758,6 +772,18 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 	if (h->exec_blocks)
 		fs_sb_printf(&b, "  of which %" PRIu64 " bytes in %" PRIu64 " blocks live at an exec "
 			     "(its image replaced)\n", h->exec_bytes, h->exec_blocks);
+	/* the marks of the rank's threads, and the drops of threads that ended unmarked */
+	dropped = h->n_dropped;
+	if (vt->procs) {
+		fs_proc_at(vt->procs, rank, &q);
+		if (q.dropped_unplaced > 0)
+			dropped = fs_sat_add(dropped, (uint64_t)q.dropped_unplaced);
+	}
+	if (dropped)
+		fs_sb_printf(&b, "dropped %" PRIu64 " events (the spool was full): the calls among "
+			     "them are missing here, a block whose free was dropped counts as leaked "
+			     "and a free whose block's allocation was dropped as not seen allocated\n",
+			     dropped);
 	put_table(vt, rank, &b, "live at the peak", h->at_peak, h->n_at_peak);
 	put_table(vt, rank, &b, "leaked", h->leaks, h->n_leaks);
 	put_lifetimes(&b, h, fs_untimed(vt));

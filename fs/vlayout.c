@@ -119,7 +119,8 @@ static const struct fs_entry entries[] = {
      "speedscope's own format: an evented profile per thread", .gen = fs_speedscope_new},
     {"heap.txt", FS_IN_RANK_B, "the trace records the malloc family",
      "calls, peak live bytes and the stacks live at it, leaks and temporary allocations, a "
-     "log2 histogram of freed blocks' lifetimes",
+     "log2 histogram of freed blocks' lifetimes; how many events the capture dropped, when it "
+     "did (their calls are missing from the figures)",
      .wanted = fs_heap_wanted, .gen = fs_heap_new},
     {"leaks.folded", FS_IN_RANK_B, "the trace records the malloc family",
      "leaked bytes per call stack (flame graphs)", .wanted = fs_heap_wanted,

@@ -1,7 +1,8 @@
 /*
  * A small program of known heap use for check_heaptrack.py: blocks kept and leaked from two
  * call stacks, temporary blocks freed at once, a large block that makes the peak, calloc and
- * realloc. It prints nothing and takes no input; it does not check anything itself.
+ * realloc. It prints nothing; it does not check anything itself. `cap_heap N` only churns
+ * N temporary blocks (enough to fill a small spool).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,15 @@ static void __attribute__((noinline)) churn(int n)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	void *kept[16], *grown;
 	char *volatile big;
+
+	if (argc > 1) {
+		churn(atoi(argv[1]));
+		return 0;
+	}
 
 	for (int i = 0; i < 16; i++)
 		kept[i] = i % 2 ? keep(1000 + i) : keep_zeroed(250 + i);
