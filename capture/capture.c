@@ -104,6 +104,7 @@ static _Atomic uint64_t g_lost_early; /* dropped before a spool existed to count
 static bool g_follow;
 static char g_path[PATH_MAX];
 static char g_root[PATH_MAX];
+static char g_env_spool[PATH_MAX]; /* TFS_SPOOL as the process found it */
 
 static _Thread_local struct tstate *tls_state TLS_IE;
 _Thread_local unsigned int cap_tls_depth TLS_IE;
@@ -936,6 +937,11 @@ const char *cap_spool_root(void)
 	return g_follow ? g_root : NULL;
 }
 
+const char *cap_spool_env(void)
+{
+	return g_follow ? g_env_spool : NULL;
+}
+
 void cap_wait_begin(void)
 {
 	if (g_follow && g_spool.hdr)
@@ -1441,6 +1447,7 @@ __attribute__((constructor)) static void capture_init(void)
 	if (pthread_key_create(&g_key, thread_gone) != 0)
 		return;
 	if (path && *path) {
+		snprintf(g_env_spool, sizeof(g_env_spool), "%s", path);
 		rc = attach(path);
 		if (rc == 0) {
 			/* a new image: no thread of the one before it waits any more */

@@ -202,6 +202,9 @@ void cap_thread_exclude(void);
  */
 const char *cap_spool_path(void);
 const char *cap_spool_root(void);
+/* TFS_SPOOL as this process found it (NULL when not following): an exec passing another
+ * value is a recorder of its own (`tracefs record` run by the program), not followed. */
+const char *cap_spool_env(void);
 /* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
 void cap_before_exec(void);
 /*

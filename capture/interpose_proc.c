@@ -137,20 +137,25 @@ static const char *self_path(void)
 /*
  * @envp with TFS_SPOOL and TFS_SPOOL_ROOT naming this process's spool and LD_PRELOAD naming
  * this library, in a new array (free with free_env()); NULL when the capture follows no
- * processes or memory runs out (the caller then passes @envp as it is).
+ * processes, memory runs out, or @envp sets a TFS_SPOOL other than the one this process
+ * found: a `tracefs record` the program runs starts its own recording, which the image it
+ * execs records into (the caller then passes @envp as it is).
  */
 static char **capture_env(char *const envp[])
 {
 	const char *path = cap_spool_path(), *root = cap_spool_root(), *lib = self_path();
-	const char *preload = NULL;
+	const char *preload = NULL, *found = cap_spool_env();
 	size_t n = 0, k = 0, len;
 	char **env, *s[3];
 
-	if (!path || !root || !lib)
+	if (!path || !root || !lib || !found)
 		return NULL;
-	for (; envp && envp[n]; n++)
+	for (; envp && envp[n]; n++) {
 		if (starts(envp[n], "LD_PRELOAD="))
 			preload = envp[n] + 11;
+		if (starts(envp[n], "TFS_SPOOL=") && strcmp(envp[n] + 10, found))
+			return NULL;
+	}
 	cap_tls_depth++; /* the tracer's own allocations */
 	env = malloc((n + 4) * sizeof(*env));
 	len = strlen(path) + strlen(root) + strlen(lib) + (preload ? strlen(preload) : 0) + 64;

@@ -342,6 +342,9 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	signal(SIGPIPE, SIG_DFL);
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
+	/* run by a traced program: our recording's processes derive their spools from ours,
+	   not from the first process of the recording that traces us */
+	unsetenv("TFS_SPOOL_ROOT");
 	execvp(o->argv[0], o->argv);
 	err = errno;
 	fs_fail("cannot run %s: %s", o->argv[0], fs_strerror(err));

@@ -219,6 +219,26 @@ def address_limit(tap, a, work):
            % (n, n + 2), (p.returncode, ranks, p.stderr[-2000:]))
 
 
+def nested(tap, a, work):
+    """A `tracefs record` the recorded program runs makes its own recording of its command
+    (it recorded nothing, said so and exited 0 without a trace: the capture gave the exec'd
+    command the outer recording's spool in place of the one the inner recorder set)."""
+    d = tempfile.mkdtemp(dir=work)
+    with open(os.path.join(d, "f"), "w") as fh:
+        fh.write("x")
+    inner = os.path.join(d, "inner.trace")
+    rc, out, sout, serr = record(tap, a, work, "nested", a.tracefs, "record", "-o", inner,
+                                 "--", "cat", os.path.join(d, "f"))
+    inner_opens = opens(Trace(a.tracefs, inner).events(0), d + "/f") \
+        if os.path.exists(inner) else []
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    outer_opens = [r for r in range(t.info["n_ranks"]) if opens(t.events(r), d + "/f")] \
+        if t else None
+    tap.ok(rc == 0 and sout == b"x" and len(inner_opens) == 1 and outer_opens == [],
+           "tracefs record run by a recorded program: its command's events are in its own "
+           "trace, not the outer one", (rc, serr, inner_opens, outer_opens))
+
+
 def unrecorded(tap, a, work):
     """Spool paths too long for a child's `<spool>.<pid>`: the children run unrecorded."""
     d = os.path.join(work, "long")
@@ -606,6 +626,7 @@ def main():
     many_children(tap, a, work)
     address_limit(tap, a, work)
     unrecorded(tap, a, work)
+    nested(tap, a, work)
 
     left = os.listdir(os.path.join(work, "spools"))
     tap.ok(left == [], "no spool left behind", left)
