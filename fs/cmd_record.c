@@ -497,6 +497,7 @@ static void summary(const char *out, const char *how, const struct tfs_recording
 	struct tfs_trace_info ti = {0};
 	struct tfs_trace *t;
 	char rec[256], procs[48] = "", stalls[64] = "", waited[80] = "", job[64] = "";
+	char part[96] = "", left[64] = "";
 	char scope[32] = "";
 
 	if (n_procs > 1)
@@ -511,17 +512,19 @@ static void summary(const char *out, const char *how, const struct tfs_recording
 		tfs_trace_get_info(t, &ti);
 		tfs_trace_close(t);
 	}
-	if (st->n_partial_chunks || st->open_zones || st->open_phases)
-		snprintf(rec, sizeof(rec),
-			 "recovered %" PRIu64 " events, %" PRIu64 " of them from %" PRIu64
-			 " chunk%s never handed over, %" PRIu32 " zone%s and %" PRIu32
-			 " phase%s left open",
-			 st->n_events, st->n_partial_events, st->n_partial_chunks,
-			 st->n_partial_chunks == 1 ? "" : "s", st->open_zones,
-			 st->open_zones == 1 ? "" : "s", st->open_phases,
+	/* chunks a process had not handed over when it ended (most shells and killed children
+	   exit without flushing): recovered all the same, which the words must not hide */
+	if (st->n_partial_chunks)
+		snprintf(part, sizeof(part),
+			 " (%" PRIu64 " of them from %" PRIu64 " chunk%s not handed over at exit)",
+			 st->n_partial_events, st->n_partial_chunks,
+			 st->n_partial_chunks == 1 ? "" : "s");
+	if (st->open_zones || st->open_phases)
+		snprintf(left, sizeof(left), ", %" PRIu32 " zone%s and %" PRIu32 " phase%s left open",
+			 st->open_zones, st->open_zones == 1 ? "" : "s", st->open_phases,
 			 st->open_phases == 1 ? "" : "s");
-	else
-		snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events", st->n_events);
+	snprintf(rec, sizeof(rec), "recovered all %" PRIu64 " events%s%s", st->n_events, part,
+		 left);
 	/* the back-pressure (tfs/capture.h): how long the program waited, whether waits gave up */
 	if (st->n_stalls)
 		snprintf(stalls, sizeof(stalls), ", %" PRIu32 " wait%s for a free chunk gave up",

@@ -230,8 +230,9 @@ def record_mode(tap, args, work, trace, what, status, how):
            "record %s: summary says the program %s" % (what, how),
            serr.decode(errors="replace"))
     if m and mode not in ("ok", "exit7"):
-        rec = re.fullmatch(rb"recovered (\d+) events, (\d+) of them from (\d+) (chunks?) never "
-                           rb"handed over, 1 zone and 0 phases left open", m.group("rec"))
+        rec = re.fullmatch(rb"recovered all (\d+) events \((\d+) of them from (\d+) (chunks?) "
+                           rb"not handed over at exit\), 1 zone and 0 phases left open",
+                           m.group("rec"))
         tap.ok(rec is not None and 0 < int(rec.group(2)) <= int(rec.group(1)) and
                (rec.group(4) == b"chunk") == (int(rec.group(3)) == 1),
                "record %s: summary reports the open zone recovered, in words that agree with "
