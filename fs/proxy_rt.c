@@ -1049,20 +1049,28 @@ static FILE *rt_popen(int64_t ret, const char *type)
 	return popen(strchr(type, 'w') ? "cat >/dev/null" : "true", type);
 }
 
-/* readv/writev of @n bytes in @cnt pieces of one buffer. */
-static void rt_rwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n)
+/* @n bytes of @buf cut into @cnt pieces (1 to 64) in @iov: @return how many */
+static int rt_iov(struct iovec iov[64], int64_t cnt, void *buf, int64_t n)
 {
-	struct iovec iov[64];
 	int64_t k = cnt < 1 ? 1 : cnt > 64 ? 64 : cnt, each = n > 0 ? n / k : 0;
 
 	for (int64_t i = 0; i < k; i++) {
 		iov[i].iov_base = (char *)buf + i * each;
 		iov[i].iov_len = (size_t)(i + 1 < k ? each : (n > 0 ? n : 0) - i * each);
 	}
+	return (int)k;
+}
+
+/* readv/writev of @n bytes in @cnt pieces of one buffer. */
+static void rt_rwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n)
+{
+	struct iovec iov[64];
+	const int k = rt_iov(iov, cnt, buf, n);
+
 	if (out)
-		writev(rt_fd(fd), iov, (int)k);
+		writev(rt_fd(fd), iov, k);
 	else
-		readv(rt_fd(fd), iov, (int)k);
+		readv(rt_fd(fd), iov, k);
 }
 
 /* preadv2/pwritev2 at @off (-1: from the descriptor's offset) with @flags (RWF_*). */
@@ -1070,16 +1078,12 @@ static void rt_prwv(int out, int64_t fd, int64_t cnt, void *buf, int64_t n, int6
 		    int64_t flags)
 {
 	struct iovec iov[64];
-	int64_t k = cnt < 1 ? 1 : cnt > 64 ? 64 : cnt, each = n > 0 ? n / k : 0;
+	const int k = rt_iov(iov, cnt, buf, n);
 
-	for (int64_t i = 0; i < k; i++) {
-		iov[i].iov_base = (char *)buf + i * each;
-		iov[i].iov_len = (size_t)(i + 1 < k ? each : (n > 0 ? n : 0) - i * each);
-	}
 	if (out)
-		pwritev2(rt_fd(fd), iov, (int)k, (off_t)off, (int)flags);
+		pwritev2(rt_fd(fd), iov, k, (off_t)off, (int)flags);
 	else
-		preadv2(rt_fd(fd), iov, (int)k, (off_t)off, (int)flags);
+		preadv2(rt_fd(fd), iov, k, (off_t)off, (int)flags);
 }
 
 static FILE *rt_files[RT_FDS];
