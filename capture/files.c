@@ -517,7 +517,11 @@ int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret)
 		return nsec ? -1 : 0;
 	if (!times)
 		return nsec ? UTIME_NOW : 0;
-	return nsec ? (int64_t)times[i].tv_nsec : (int64_t)times[i].tv_sec;
+	if (nsec)
+		return times[i].tv_nsec;
+	/* the kernel ignores the seconds of UTIME_NOW and UTIME_OMIT: often left unset */
+	return times[i].tv_nsec == UTIME_NOW || times[i].tv_nsec == UTIME_OMIT ? 0
+									       : times[i].tv_sec;
 }
 
 const char *cap_link_text(const char *buf, ssize_t ret)
@@ -573,8 +577,8 @@ const char *cap_str_at(const char *p)
 	/* the part in its first page, then the rest: a transfer stops at the first part unread */
 	struct iovec remote[2] = {{(void *)p, first < want ? first : want},
 				  {(void *)(at + first), first < want ? want - first : 0}};
-	ssize_t n = p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, remote,
-				first < want ? 2UL : 1UL, 0UL)
+	ssize_t n = p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL,
+				remote, first < want ? 2UL : 1UL, 0UL)
 		      : -1;
 
 	if (n <= 0)

@@ -143,7 +143,8 @@ static inline bool cap_pwait2_read(int ret, int err)
 /*
  * Time @i (0 access, 1 modification) of utimensat's or futimens' @times: its seconds, or
  * with @nsec its nanoseconds, where UTIME_NOW and UTIME_OMIT stand as in the call (@times
- * NULL: both UTIME_NOW, which is what NULL means). Read only after a call that succeeded
+ * NULL: both UTIME_NOW, which is what NULL means), their seconds 0 (the kernel ignores
+ * them, and programs leave them unset). Read only after a call that succeeded
  * (glibc refuses some before the kernel reads them): after a failure, 0 s and -1 ns.
  */
 int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret);
@@ -153,7 +154,8 @@ int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret);
  * valid until its next call; "" when it failed.
  */
 const char *cap_link_text(const char *buf, ssize_t ret);
-/* The int at @optval when the socket option call = @ret succeeded with @optlen an int's size: else -1. */
+/* The int at @optval when the socket option call = @ret succeeded with @optlen an int's
+ * size, else -1. */
 int64_t cap_sockopt_int(const void *optval, socklen_t optlen, int ret);
 /* *@off, or -1 for NULL (sendfile's offset). */
 int64_t cap_off_at(const int64_t *off);

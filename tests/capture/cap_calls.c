@@ -752,10 +752,11 @@ static void tmp_done(void)
  *   POSIX_FADV_NORMAL = 0; posix_fadvise 3 0 0 99 = EINVAL (returned: errno left alone);
  *   fstatfs, fstatfs64, fstatvfs, fstatvfs64 3 = 0; statfs, statfs64, statvfs, statvfs64 m
  *   = 0; futimens 3 {1 s 2 ns, 3 s 4 ns} = 0; futimens 3 NULL = 0 (now); utimensat
- *   AT_FDCWD m {5 s, UTIME_OMIT} 0 = 0; utimensat AT_FDCWD m with a pointer that is no
- *   address 0 = -1 EFAULT; utimensat AT_FDCWD NULL with it = -1 EINVAL (glibc's answer,
- *   before any system call: the times are read after a success only); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1
- *   = 0; fchownat AT_FDCWD m -1 -1 0 = 0 (-1: no change); close 3.
+ *   AT_FDCWD m {5 s, {77 s (ignored: recorded as 0), UTIME_OMIT}} 0 = 0; utimensat AT_FDCWD
+ *   m with a pointer that is no address 0 = -1 EFAULT; utimensat AT_FDCWD NULL with it = -1
+ *   EINVAL (glibc's answer, before any system call: the times are read after a success
+ *   only); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1 = 0; fchownat AT_FDCWD m
+ *   -1 -1 0 = 0 (-1: no change); close 3.
  * Links: symlink "m" ml = 0; readlink ml 100 = 1 ("m"); __readlink_chk ml 100 = 1;
  *   readlinkat AT_FDCWD ml 100 = 1; __readlinkat_chk AT_FDCWD ml 100 = 1; readlink m 100 =
  *   -1 EINVAL (no link).
@@ -777,7 +778,7 @@ static void tmp_done(void)
 static void more_files(void)
 {
 	struct iovec two[2] = {{buf, 4}, {buf, 4}}, one = {buf, 2};
-	const struct timespec times[2] = {{1, 2}, {3, 4}}, later[2] = {{5, 0}, {0, UTIME_OMIT}};
+	const struct timespec times[2] = {{1, 2}, {3, 4}}, later[2] = {{5, 0}, {77, UTIME_OMIT}};
 	/* no address, out of the compiler's sight (it would warn of reading it) */
 	const struct timespec *volatile bad_times = (const struct timespec *)(uintptr_t)8;
 	const char *volatile no_path = NULL;
