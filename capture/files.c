@@ -511,17 +511,81 @@ int64_t cap_timespec_ns(const struct timespec *ts, bool read)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
+/*
+ * Copy @n bytes at @p, which may be at no address, to @dst (process_vm_readv on the process
+ * itself, page by page: a transfer stops at the first part it cannot read). @return the
+ * bytes copied, from the start, or -1
+ */
+static ssize_t read_at(void *dst, const void *p, size_t n)
+{
+	const uintptr_t page = 4096;
+	struct iovec local = {dst, n}, remote[4];
+	uintptr_t at = (uintptr_t)p;
+	unsigned long k = 0;
+
+	while (n && k < 4) {
+		size_t part = (size_t)(page - at % page);
+
+		if (part > n)
+			part = n;
+		remote[k++] = (struct iovec){(void *)at, part};
+		at += part;
+		n -= part;
+	}
+	local.iov_len -= n; /* past 4 parts: not read */
+	return p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, remote, k,
+			   0UL)
+		 : -1;
+}
+
+bool cap_str_readable(const char *s)
+{
+	char chunk[512];
+
+	/* past 1 MiB the kernel refuses any exec string (MAX_ARG_STRLEN is 128 KiB) */
+	for (size_t at = 0; at < ((size_t)1 << 20); at += sizeof(chunk)) {
+		const ssize_t n = read_at(chunk, s + at, sizeof(chunk));
+
+		if (n <= 0)
+			return false;
+		if (memchr(chunk, '\0', (size_t)n))
+			return true;
+		if ((size_t)n < sizeof(chunk))
+			return false;
+	}
+	return false;
+}
+
+bool cap_strv_readable(char *const v[])
+{
+	for (size_t i = 0; v && i < ((size_t)1 << 20); i++) {
+		char *p;
+
+		if (read_at(&p, v + i, sizeof(p)) != (ssize_t)sizeof(p))
+			return false;
+		if (!p)
+			return true;
+		if (!cap_str_readable(p))
+			return false;
+	}
+	return !v;
+}
+
 int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret)
 {
-	if (ret != 0)
-		return nsec ? -1 : 0;
+	struct timespec t[2];
+
 	if (!times)
 		return nsec ? UTIME_NOW : 0;
+	/* a failed call's times may be at no address (glibc refuses a NULL path first) */
+	if (ret == 0)
+		memcpy(t, times, sizeof(t));
+	else if (read_at(t, times, sizeof(t)) != (ssize_t)sizeof(t))
+		return nsec ? -1 : 0;
 	if (nsec)
-		return times[i].tv_nsec;
+		return t[i].tv_nsec;
 	/* the kernel ignores the seconds of UTIME_NOW and UTIME_OMIT: often left unset */
-	return times[i].tv_nsec == UTIME_NOW || times[i].tv_nsec == UTIME_OMIT ? 0
-									       : times[i].tv_sec;
+	return t[i].tv_nsec == UTIME_NOW || t[i].tv_nsec == UTIME_OMIT ? 0 : t[i].tv_sec;
 }
 
 const char *cap_link_text(const char *buf, ssize_t ret)
@@ -570,20 +634,20 @@ const char *cap_format(const char *fmt)
 
 const char *cap_str_at(const char *p)
 {
-	static _Thread_local char text[CALL_MAX_STR + 2];
-	const uintptr_t at = (uintptr_t)p, page = 4096;
-	const size_t want = CALL_MAX_STR + 1, first = (size_t)(page - at % page);
-	struct iovec local = {text, want};
-	/* the part in its first page, then the rest: a transfer stops at the first part unread */
-	struct iovec remote[2] = {{(void *)p, first < want ? first : want},
-				  {(void *)(at + first), first < want ? want - first : 0}};
-	ssize_t n = p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL,
-				remote, first < want ? 2UL : 1UL, 0UL)
-		      : -1;
+	static const char cut[] = "...[memory ends]";
+	/* a path is under PATH_MAX bytes: whole, so cap_put_str's mark counts right */
+	static _Thread_local char text[PATH_MAX + sizeof(cut)];
+	ssize_t n = read_at(text, p, PATH_MAX);
 
 	if (n <= 0)
 		return "(bad address)";
-	text[n] = '\0';
+	if (!memchr(text, '\0', (size_t)n)) {
+		/* no NUL where memory ends: say so, rather than pass for the whole string */
+		if (n < PATH_MAX)
+			memcpy(text + n, cut, sizeof(cut));
+		else
+			text[n] = '\0';
+	}
 	return text;
 }
 

@@ -144,8 +144,9 @@ static inline bool cap_pwait2_read(int ret, int err)
  * Time @i (0 access, 1 modification) of utimensat's or futimens' @times: its seconds, or
  * with @nsec its nanoseconds, where UTIME_NOW and UTIME_OMIT stand as in the call (@times
  * NULL: both UTIME_NOW, which is what NULL means), their seconds 0 (the kernel ignores
- * them, and programs leave them unset). Read only after a call that succeeded
- * (glibc refuses some before the kernel reads them): after a failure, 0 s and -1 ns.
+ * them, and programs leave them unset). After a failed call they are read as memory that
+ * may be at no address (glibc refuses a NULL path before the kernel reads them): 0 s and
+ * -1 ns when they cannot be read.
  */
 int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret);
 /*
@@ -180,11 +181,20 @@ static inline const void *cap_iov_base(const struct iovec *iov, int n)
 const char *cap_format(const char *fmt);
 /*
  * String @p read without trusting it to be at an address (process_vm_readv on the process
- * itself, page by page): for a call that failed with EFAULT, whose string may be at none.
- * "(bad address)" when nothing of it can be read; cut where its memory ends. In a buffer of
- * the calling thread, valid until its next call.
+ * itself, page by page, up to PATH_MAX bytes): for a call that failed with EFAULT, whose
+ * string may be at none. "(bad address)" when nothing of it can be read; where its memory
+ * ends before a NUL, what was read and "...[memory ends]". In a buffer of the calling
+ * thread, valid until its next call.
  */
 const char *cap_str_at(const char *p);
+/*
+ * Whether string @s, or every string of the NULL-ended array @v (NULL: none), can be read
+ * to its NUL: an exec's or a spawn's, which the capture reads before the call (read as
+ * memory that may be at no address, a syscall per 512 bytes, to show the program's EFAULT
+ * instead of crashing it).
+ */
+bool cap_str_readable(const char *s);
+bool cap_strv_readable(char *const v[]);
 /*
  * Append string @s and its NUL to @buf at @len: at most CALL_MAX_STR bytes of it, and when
  * longer, the first ones followed by a visible mark `...[+N bytes]`. @buf has

@@ -94,6 +94,22 @@ static void strs_free(char *p)
 		cap_real.munmap(p, EXEC_STRS_BYTES);
 }
 
+/*
+ * The path and the argv text of an exec or a spawn at @buf: "(bad address)" for what
+ * cannot be read (the call then fails with EFAULT; reading it would crash the program).
+ * @return their length
+ */
+static size_t put_cmd(char *buf, const char *path, char *const argv[])
+{
+	static const char bad[] = "(bad address)";
+	const size_t len = cap_put_str(buf, 0, cap_str_readable(path) ? path : bad);
+
+	if (cap_strv_readable(argv))
+		return put_argv(buf, len, argv);
+	memcpy(buf + len, bad, sizeof(bad));
+	return len + sizeof(bad);
+}
+
 static void put_exec(const char *path, char *const argv[])
 {
 	const int saved_errno = errno;
@@ -104,8 +120,7 @@ static void put_exec(const char *path, char *const argv[])
 		return;
 	buf = strs_new();
 	if (buf)
-		cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf,
-			     put_argv(buf, cap_put_str(buf, 0, path), argv));
+		cap_put_call(CALL_EXEC, cap_now_ns(), args, 1, buf, put_cmd(buf, path, argv));
 	strs_free(buf);
 	errno = saved_errno;
 }
@@ -116,7 +131,8 @@ static void put_exec_failed(const char *path, int err)
 	uint64_t args[2] = {0, (uint64_t)err};
 
 	if (tracing(TFS_TRACE_THREADS))
-		cap_put_call(CALL_EXEC_FAILED, cap_now_ns(), args, 2, buf, cap_put_str(buf, 0, path));
+		cap_put_call(CALL_EXEC_FAILED, cap_now_ns(), args, 2, buf,
+			     cap_put_str(buf, 0, err == EFAULT ? cap_str_at(path) : path));
 }
 
 static bool starts(const char *s, const char *prefix)
@@ -148,7 +164,8 @@ static char **capture_env(char *const envp[])
 	size_t n = 0, k = 0, len;
 	char **env, *s[3];
 
-	if (!path || !root || !lib || !found)
+	/* an environment that cannot be read is passed on as it is: the call fails with EFAULT */
+	if (!path || !root || !lib || !found || !cap_strv_readable(envp))
 		return NULL;
 	for (; envp && envp[n]; n++) {
 		if (starts(envp[n], "LD_PRELOAD="))
@@ -392,8 +409,7 @@ static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_fi
 		args[2] = (uint64_t)(int64_t)rc;
 		buf = strs_new();
 		if (buf)
-			cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf,
-				     put_argv(buf, cap_put_str(buf, 0, file), argv));
+			cap_put_call(CALL_POSIX_SPAWN, t0, args, 3, buf, put_cmd(buf, file, argv));
 		strs_free(buf);
 		errno = saved_errno;
 	}

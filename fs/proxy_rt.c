@@ -644,8 +644,13 @@ static void *rt_scratch_get(uint64_t n)
 static void *rt_buf(uint64_t id, uint64_t off, int64_t n)
 {
 	char *p = id ? rt_ptr(id) : NULL;
+	const uint64_t len = n > 0 ? (uint64_t)n : 0;
 
-	return p ? p + off : rt_scratch_get(n > 0 ? (uint64_t)n : 0);
+	/* the block holds the call's bytes: a readv into several buffers names only the first
+	   (bound blocks all come from the malloc family: their size is malloc_usable_size's) */
+	if (p && off <= malloc_usable_size(p) && len <= malloc_usable_size(p) - off)
+		return p + off;
+	return rt_scratch_get(len);
 }
 
 /* ---- descriptors and paths ---- */
@@ -932,18 +937,23 @@ static void rt_readlink(int64_t dirfd, const char *path, int64_t bufsiz)
 	readlinkat(rt_dirfd(dirfd), rt_path(path), t->link, n);
 }
 
-static void rt_getcwd(int64_t size)
+/* getcwd: the proxy's directory is longer than the program's, so a call that succeeded
+   gets room for it; one that failed, the program's size */
+static void rt_getcwd(int64_t size, int64_t ret)
 {
 	struct rt_tls *t = rt_T();
+	size_t n = sizeof(t->link);
 
-	getcwd(t->link,
-	       size <= 0 || (uint64_t)size > sizeof(t->link) ? sizeof(t->link) : (size_t)size);
+	if (ret != 0 && size > 0 && (uint64_t)size < n)
+		n = (size_t)size;
+	getcwd(t->link, n);
 }
 
-/* A time of utimensat as the trace has it: -1 ns for one not read, left as it is. */
+/* A time of utimensat as the trace has it: -1 ns for one not read, which the kernel
+   refuses (EINVAL), so that a call that failed fails again rather than setting nothing */
 static struct timespec rt_utime(int64_t sec, int64_t nsec)
 {
-	return (struct timespec){(time_t)sec, nsec == -1 ? UTIME_OMIT : (long)nsec};
+	return (struct timespec){(time_t)sec, (long)nsec};
 }
 
 /* utimensat(@dirfd, @path) or, with @path NULL, futimens(@fd). */

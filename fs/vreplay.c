@@ -463,7 +463,7 @@ static int64_t read_bytes(const struct rp_gen *g, uint32_t rank, uint64_t file)
 {
 	for (uint32_t i = 0; i < g->n_fb; i++)
 		if (g->fb[i].rank == rank && g->fb[i].file == file)
-			return g->fb[i].bytes;
+			return g->fb[i].bytes > g->fb[i].end ? g->fb[i].bytes : g->fb[i].end;
 	return 0;
 }
 

@@ -102,7 +102,8 @@ struct rp_zlists {
 struct rp_fbytes {
 	uint32_t rank;
 	uint64_t file;
-	int64_t bytes;
+	int64_t bytes; /* read from the descriptor's offset, in all */
+	int64_t end;   /* the furthest byte a read at an offset (pread, preadv) reached */
 };
 
 /* The generator's state over one trace. */

@@ -233,19 +233,25 @@ struct walk {
 	uint32_t n_pending;
 	int64_t *term_file; /* [n_terminals]: the file a read-like call reads, or -1 */
 	int8_t *term_bytes; /* [n_terminals]: its byte count argument, or -1 */
+	int8_t *term_off;   /* [n_terminals]: its offset argument (pread, preadv), or -1 */
 	int8_t *term_ret;   /* [n_terminals]: the result of a call naming a path, or -1 */
 	uint8_t *opened;    /* [n_terminals]: such a call succeeded here */
 };
 
-static int file_bytes(struct walk *w, uint64_t file, int64_t n)
+/* @n bytes read from @file, at offset @off (-1: from the descriptor's offset) */
+static int file_bytes(struct walk *w, uint64_t file, int64_t n, int64_t off)
 {
 	struct rp_gen *g = w->g;
+	const int64_t end = off >= 0 && n <= INT64_MAX - off ? off + n : 0;
 
 	if (n <= 0)
 		return 0;
 	for (uint32_t i = 0; i < g->n_fb; i++) {
 		if (g->fb[i].rank == w->rank && g->fb[i].file == file) {
-			g->fb[i].bytes += n;
+			if (off >= 0 && end > g->fb[i].end)
+				g->fb[i].end = end;
+			else if (off < 0)
+				g->fb[i].bytes += n;
 			return 0;
 		}
 	}
@@ -258,7 +264,7 @@ static int file_bytes(struct walk *w, uint64_t file, int64_t n)
 		g->fb = f;
 		g->fb_cap = cap;
 	}
-	g->fb[g->n_fb++] = (struct rp_fbytes){w->rank, file, n};
+	g->fb[g->n_fb++] = (struct rp_fbytes){w->rank, file, off < 0 ? n : 0, end};
 	return 0;
 }
 
@@ -369,7 +375,8 @@ static int on_event(struct walk *w, uint32_t term, uint32_t slot)
 	if (w->term_ret[term] >= 0 && ev.args[w->term_ret[term]].i >= 0)
 		w->opened[term] = 1;
 	if (rc == 0 && w->term_file[term] >= 0 && w->term_bytes[term] >= 0)
-		rc = file_bytes(w, (uint64_t)w->term_file[term], ev.args[w->term_bytes[term]].i);
+		rc = file_bytes(w, (uint64_t)w->term_file[term], ev.args[w->term_bytes[term]].i,
+				w->term_off[term] >= 0 ? ev.args[w->term_off[term]].i : -1);
 	if (rc == 0 && (t->what == RP_W_ZONE || t->what == RP_W_OPEN_ZONE)) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		struct tfs_kind_desc kd;
@@ -443,17 +450,19 @@ static int read_table(struct walk *w)
 
 	w->term_file = malloc(((size_t)n + 1) * sizeof(*w->term_file));
 	w->term_bytes = malloc((size_t)n + 1);
+	w->term_off = malloc((size_t)n + 1);
 	w->term_ret = malloc((size_t)n + 1);
 	w->opened = calloc((size_t)n + 1, 1);
-	if (!w->term_file || !w->term_bytes || !w->term_ret || !w->opened)
+	if (!w->term_file || !w->term_bytes || !w->term_off || !w->term_ret || !w->opened)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		struct tfs_kind_desc kd;
-		int rc, file = -1, bytes = -1, r = 0;
+		int rc, file = -1, bytes = -1, off = -1, r = 0;
 
 		w->term_file[i] = -1;
 		w->term_bytes[i] = -1;
+		w->term_off[i] = -1;
 		w->term_ret[i] = -1;
 		rc = tfs_trace_kind(g->t, g->terms[i].kind, &kd);
 		if (rc == 0)
@@ -477,10 +486,13 @@ static int read_table(struct walk *w)
 				file = (int)a;
 			if ((kd.args[a].flags & TFS_ARG_BYTES) && kd.args[a].enc == TFS_ENC_VAL)
 				bytes = (int)a;
+			if (!strcmp(kd.args[a].name, "offset") && kd.args[a].enc == TFS_ENC_VAL)
+				off = (int)a;
 		}
 		if (file >= 0 && bytes >= 0) {
 			w->term_file[i] = (int64_t)args[file].u;
 			w->term_bytes[i] = (int8_t)bytes;
+			w->term_off[i] = (int8_t)off;
 		}
 	}
 	return 0;
@@ -549,6 +561,7 @@ out:
 	free(w.zs);
 	free(w.term_file);
 	free(w.term_bytes);
+	free(w.term_off);
 	free(w.term_ret);
 	free(w.opened);
 	return rc;

@@ -175,7 +175,8 @@ static int key_at(struct tfs_cursor *c, uint64_t i, bool by_end, uint64_t *key)
  * event has its largest key), not max_ts_ns + max_dur_ns, the largest start plus the longest
  * call, which a parent's wait for its children as long as the run made half again as long
  * as the run, its last windows empty. That bound stays for a scope of more than
- * SPAN_SEGS_MAX threads, where a block decoded per thread took minutes (10^6 ranks: 4 min).
+ * SPAN_SEGS_MAX threads, where a block decoded per thread took minutes (10^6 ranks: 4 min),
+ * and for lossy times, whose order within their error is not kept.
  * Without timing: the most events of a thread.
  */
 static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
@@ -185,7 +186,9 @@ static uint64_t whole_span(const struct fs_vtree *vt, const struct fs_scope *sc)
 	uint64_t span = 1, key = 0;
 	int rc = 0;
 
-	if (!fs_untimed(vt) && sc->n_segs > SPAN_SEGS_MAX)
+	/* lossy times are not in order within their error: a later event may decode before an
+	   earlier one, so a thread's last event does not bound its others (the review) */
+	if (vt->ti.timing == TFS_TIMING_LOSSY || (!fs_untimed(vt) && sc->n_segs > SPAN_SEGS_MAX))
 		return bound;
 	for (uint32_t i = 0; i < sc->n_segs; i++) {
 		const struct fs_seg *s = &sc->segs[i];

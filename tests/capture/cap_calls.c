@@ -709,7 +709,7 @@ static void tell(const char *what, const char *text)
 /*
  * Strings at no address: stat and open of a path at address 8 = -1 EFAULT (recorded as
  * "(bad address)"); open of "aaaaaaaaaa" that runs into an unmapped page (no NUL) = -1 EFAULT
- * (recorded as far as memory goes).
+ * (recorded as far as memory goes, with a mark).
  */
 static void bad_strings(void)
 {
@@ -754,9 +754,10 @@ static void tmp_done(void)
  *   = 0; futimens 3 {1 s 2 ns, 3 s 4 ns} = 0; futimens 3 NULL = 0 (now); utimensat
  *   AT_FDCWD m {5 s, {77 s (ignored: recorded as 0), UTIME_OMIT}} 0 = 0; utimensat AT_FDCWD
  *   m with a pointer that is no address 0 = -1 EFAULT; utimensat AT_FDCWD NULL with it = -1
- *   EINVAL (glibc's answer, before any system call: the times are read after a success
- *   only); fchown 3 -1 -1 = 0; chown m -1 -1 = 0; lchown m -1 -1 = 0; fchownat AT_FDCWD m
- *   -1 -1 0 = 0 (-1: no change); close 3.
+ *   EINVAL (glibc's answer, before any system call: the times, at no address, are not
+ *   read); utimensat AT_FDCWD missing {100 s, 200 s} 0 = -1 ENOENT (its times read all the
+ *   same, as memory that may be at no address); fchown 3 -1 -1 = 0; chown m -1 -1 = 0;
+ *   lchown m -1 -1 = 0; fchownat AT_FDCWD m -1 -1 0 = 0 (-1: no change); close 3.
  * Links: symlink "m" ml = 0; readlink ml 100 = 1 ("m"); __readlink_chk ml 100 = 1;
  *   readlinkat AT_FDCWD ml 100 = 1; __readlinkat_chk AT_FDCWD ml 100 = 1; readlink m 100 =
  *   -1 EINVAL (no link).
@@ -782,6 +783,7 @@ static void more_files(void)
 	/* no address, out of the compiler's sight (it would warn of reading it) */
 	const struct timespec *volatile bad_times = (const struct timespec *)(uintptr_t)8;
 	const char *volatile no_path = NULL;
+	const struct timespec old_times[2] = {{100, 0}, {200, 0}};
 	struct statfs sfs;
 	struct statfs64 sfs64;
 	struct statvfs svfs;
@@ -821,6 +823,7 @@ static void more_files(void)
 	CALL(utimensat, AT_FDCWD, in_dir("m"), later, 0);
 	CALL(utimensat, AT_FDCWD, in_dir("m"), bad_times, 0);
 	CALL(utimensat, AT_FDCWD, no_path, bad_times, 0);
+	CALL(utimensat, AT_FDCWD, in_dir("missing"), old_times, 0);
 	CALL(fchown, 3, (uid_t)-1, (gid_t)-1);
 	CALL(chown, in_dir("m"), (uid_t)-1, (gid_t)-1);
 	CALL(lchown, in_dir("m"), (uid_t)-1, (gid_t)-1);

@@ -17,13 +17,15 @@
  * retried until B has A's pid), and writes DIR/childB once: the clash is met in the fork
  * handler. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
  * With "openrace" it does only what open_race() says.
+ * With "badexec" it does only what bad_exec() says.
  * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system] [pidreuse [late]]
- *        [forkreuse] | DIR openrace
+ *        [forkreuse] | DIR openrace | DIR badexec
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +248,37 @@ static int open_race(const char *dir)
 	return i == 6000 ? 10 : b > 0 ? 0 : 77;
 }
 
+/*
+ * exec and spawn given pointers that are no address, each refused with EFAULT (ENOENT for
+ * a path that does not exist), printed as `NAME rc errno`: execve of a path at address 8;
+ * execve of /nonexistent with an argv whose second string is at address 8, with an argv at
+ * address 8, with an environment at address 8; posix_spawn of a path at address 8 (its
+ * error number returned, or the child's exit when this glibc lets it start). The program
+ * goes on to exit 0: traced, it must do the same.
+ */
+static int bad_exec(void)
+{
+	char *volatile nowhere = (char *)(uintptr_t)8;
+	char *bad_argv[] = {"x", nowhere, NULL}, *ok_argv[] = {"x", NULL};
+	char *const *volatile no_v = (char *const *)(uintptr_t)8;
+	int rc, status;
+	pid_t pid;
+
+	rc = execve(nowhere, ok_argv, environ);
+	printf("execve-path %d %d\n", rc, errno);
+	rc = execve("/nonexistent", bad_argv, environ);
+	printf("execve-arg %d %d\n", rc, errno);
+	rc = execve("/nonexistent", no_v, environ);
+	printf("execve-argv %d %d\n", rc, errno);
+	rc = execve("/bin/true", ok_argv, no_v);
+	printf("execve-envp %d %d\n", rc, errno);
+	rc = posix_spawn(&pid, nowhere, NULL, NULL, ok_argv, environ);
+	if (rc == 0)
+		waitpid(pid, &status, 0);
+	printf("posix_spawn %s\n", rc ? "refused" : "started");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : ".";
@@ -255,6 +288,8 @@ int main(int argc, char **argv)
 
 	if (has(argc, argv, "openrace"))
 		return open_race(dir);
+	if (has(argc, argv, "badexec"))
+		return bad_exec();
 	write_n(dir, "parent", 1);
 	pid = has(argc, argv, "vfork") ? vfork() : fork();
 	if (pid == 0) {

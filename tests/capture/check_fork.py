@@ -239,6 +239,20 @@ def nested(tap, a, work):
            "trace, not the outer one", (rc, serr, inner_opens, outer_opens))
 
 
+def bad_exec(tap, a, work):
+    """exec and spawn given pointers that are no address fail with EFAULT, traced as
+    untraced (the capture read their strings first and crashed the program): cap_fork
+    badexec prints each result; the trace names what it could not read "(bad address)"."""
+    rc0, plain, _ = run([a.fork, work, "badexec"])
+    rc, out, sout, serr = record(tap, a, work, "badexec", a.fork, work, "badexec")
+    text = Trace(a.tracefs, out).cat("ranks/0/trace.txt").decode(errors="replace") \
+        if rc == 0 else ""
+    tap.ok(rc0 == 0 and rc == 0 and sout == plain and b"execve-path -1 14" in plain and
+           'path="(bad address)"' in text,
+           "exec and spawn of strings at no address: EFAULT traced as untraced, recorded as "
+           "\"(bad address)\"", (rc0, plain, rc, sout, serr[-800:], text[-1500:]))
+
+
 def unrecorded(tap, a, work):
     """Spool paths too long for a child's `<spool>.<pid>`: the children run unrecorded."""
     d = os.path.join(work, "long")
@@ -627,6 +641,7 @@ def main():
     address_limit(tap, a, work)
     unrecorded(tap, a, work)
     nested(tap, a, work)
+    bad_exec(tap, a, work)
 
     left = os.listdir(os.path.join(work, "spools"))
     tap.ok(left == [], "no spool left behind", left)

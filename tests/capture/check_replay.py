@@ -115,6 +115,17 @@ def lock_calls(o, trace):
     return out
 
 
+def results(o, trace, kinds):
+    """Whether each call of @kinds by thread 0 of @trace succeeded, in order."""
+    res = run([o.tracefs, 'cat', trace, 'ranks/0/threads/0/events.jsonl'])
+    out = []
+    for ln in res.stdout.splitlines():
+        e = json.loads(ln)
+        if e['name'] in kinds:
+            out.append((e['name'], e['args'].get('result', 0) >= 0))
+    return out
+
+
 def noreplay(calls):
     """calls.txt read on its own: each kind marked `noreplay` and its functions (the name of
     the kind for an event no function records), and the kinds of category alloc."""
@@ -163,6 +174,10 @@ def check_calls(t, o, tmp):
     t.ok(locks[0] == locks[1] and len(locks[0]) == 10,
          'cap_calls: the proxy takes the program\'s locks with the same commands, blocking '
          f'ones included ({len(locks[0])} calls)', f'{locks[0]}\n{locks[1]}')
+    ends = [results(o, x, ('utimensat', 'futimens', 'mkstemp', 'getcwd')) for x in (orig, again)]
+    t.ok(ends[0] == ends[1] and len(ends[0]) > 10,
+         'cap_calls: the proxy\'s utimensat, futimens, mkstemp and getcwd succeed and fail as '
+         f'the program\'s did ({len(ends[0])} calls)', f'{ends[0]}\n{ends[1]}')
     kinds = set(names(o, orig, 0, 0))
     readme = run([o.tracefs, 'cat', orig, 'replay/README.txt']).stdout
     missing = [f for syms, why in left.values() for f in syms
@@ -194,9 +209,22 @@ def check_input(t, o, tmp):
     res = run([o.tracefs, 'record', '-o', trace, '--', sys.executable, '-c', prog], cwd=d)
     src = run([o.tracefs, 'cat', trace, 'replay/proxy.c']).stdout if res.returncode == 0 \
         else ''
-    t.ok(res.stdout.strip() == '3000' and 'rt_input_file("%s", 3000);' % data in src,
-         'a file read by preadv alone is made for the proxy with the 3000 bytes read',
+    t.ok(res.stdout.strip() == '3000' and 'rt_input_file("%s", 3100);' % data in src,
+         'a file read by preadv alone is made for the proxy as far as its reads went (3000 '
+         'bytes at offset 100)',
          res.stderr[-1500:] + '\n'.join(x for x in src.splitlines() if 'rt_input_file' in x))
+    with open(os.path.join(d, 'proxy.c'), 'w') as f:
+        f.write(src)
+    cc = run(o.cc.split() + ['-O1', 'proxy.c', '-o', 'proxy'], cwd=d)
+    ptrace = os.path.join(d, 'proxy.trace')
+    res = run([o.tracefs, 'record', '-o', ptrace, '--', './proxy', '--no-compute'], cwd=d) \
+        if not cc.returncode else cc
+    got = run([o.tracefs, 'cat', ptrace, 'ranks/0/threads/0/trace.txt']).stdout \
+        if res.returncode == 0 else ''
+    reads = [ln for ln in got.splitlines() if ' preadv(' in ln]
+    t.ok(res.returncode == 0 and len(reads) == 1 and reads[0].rstrip().endswith('= 3000'),
+         'its proxy runs, and its preadv into two buffers reads the 3000 bytes again',
+         res.stderr[-1500:] + '\n'.join(reads))
 
 
 def main():
