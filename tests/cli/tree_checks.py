@@ -167,11 +167,15 @@ class Tree:
         """window/ of the root (rank None) or a rank lists the quarters and sixteenths of
         the time up to the directory's last event: [0, its largest key + 1), the key an
         event is cut by (its start, or its end in end order), or without timing [0, most
-        events of a thread). (It was [0, max_ts_ns + max_dur_ns) for every directory: the
-        largest start plus the longest call, up to twice the run, its last windows empty.)"""
+        events of a thread); with lossy times [0, max_ts_ns + max_dur_ns + 1). (That was
+        every directory's: the largest start plus the longest call, up to twice the run, its
+        last windows empty.)"""
         if self.m.timing == TIMING_NONE:
             span = max(len(v) for (r, _), v in self.m.streams.items()
                        if rank is None or r == rank)
+        elif self.m.timing == TIMING_LOSSY:
+            # lossy times keep no order within their error: the bound every event is under
+            span = self.info["timing"]["max_ts_ns"] + self.info["timing"]["max_dur_ns"] + 1
         else:
             by_end = self.info.get("meta", {}).get("event_order") == "end"
             span = 1 + max((ts + dur if by_end else ts)
