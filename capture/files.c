@@ -514,14 +514,19 @@ int64_t cap_timespec_ns(const struct timespec *ts, bool read)
 /*
  * Copy @n bytes at @p, which may be at no address, to @dst (process_vm_readv on the process
  * itself, page by page: a transfer stops at the first part it cannot read). @return the
- * bytes copied, from the start, or -1
+ * bytes copied, from the start, -1 when @p is at no address, or READ_REFUSED when the
+ * system call itself is (a seccomp filter, a kernel without it): nothing can be told then.
+ * errno is left as it was.
  */
+#define READ_REFUSED (-2)
 static ssize_t read_at(void *dst, const void *p, size_t n)
 {
 	const uintptr_t page = 4096;
 	struct iovec local = {dst, n}, remote[4];
 	uintptr_t at = (uintptr_t)p;
 	unsigned long k = 0;
+	const int saved_errno = errno;
+	ssize_t r = -1;
 
 	while (n && k < 4) {
 		size_t part = (size_t)(page - at % page);
@@ -533,9 +538,14 @@ static ssize_t read_at(void *dst, const void *p, size_t n)
 		n -= part;
 	}
 	local.iov_len -= n; /* past 4 parts: not read */
-	return p ? syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, remote, k,
-			   0UL)
-		 : -1;
+	if (p) {
+		r = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &local, 1UL, remote, k,
+			    0UL);
+		if (r < 0 && errno != EFAULT)
+			r = READ_REFUSED;
+	}
+	errno = saved_errno;
+	return r;
 }
 
 bool cap_str_readable(const char *s)
@@ -546,6 +556,8 @@ bool cap_str_readable(const char *s)
 	for (size_t at = 0; at < ((size_t)1 << 20); at += sizeof(chunk)) {
 		const ssize_t n = read_at(chunk, s + at, sizeof(chunk));
 
+		if (n == READ_REFUSED) /* cannot be told: taken as readable, as before the check */
+			return true;
 		if (n <= 0)
 			return false;
 		if (memchr(chunk, '\0', (size_t)n))
@@ -559,9 +571,12 @@ bool cap_str_readable(const char *s)
 bool cap_strv_readable(char *const v[])
 {
 	for (size_t i = 0; v && i < ((size_t)1 << 20); i++) {
-		char *p;
+		char *p = NULL;
+		const ssize_t n = read_at(&p, v + i, sizeof(p));
 
-		if (read_at(&p, v + i, sizeof(p)) != (ssize_t)sizeof(p))
+		if (n == READ_REFUSED)
+			return true;
+		if (n != (ssize_t)sizeof(p))
 			return false;
 		if (!p)
 			return true;

@@ -17,19 +17,25 @@
  * retried until B has A's pid), and writes DIR/childB once: the clash is met in the fork
  * handler. A and B begin 30 ms apart: the start times /proc gives have a 10 ms resolution.
  * With "openrace" it does only what open_race() says.
- * With "badexec" it does only what bad_exec() says.
+ * With "badexec" it does only what bad_exec() says. With "noreadv" it first refuses itself
+ * process_vm_readv (a seccomp filter: EPERM, as some container profiles do), then does as
+ * with "exec".
  * Usage: cap_fork DIR [crash] [exec] [rawexec] [vfork] [system] [pidreuse [late]]
- *        [forkreuse] | DIR openrace | DIR badexec
+ *        [forkreuse] [noreadv] | DIR openrace | DIR badexec
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -248,6 +254,23 @@ static int open_race(const char *dir)
 	return i == 6000 ? 10 : b > 0 ? 0 : 77;
 }
 
+/* process_vm_readv refused with EPERM from now on, in this process and its children. */
+static int refuse_readv(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return -1;
+	return 0;
+}
+
 /*
  * exec and spawn given pointers that are no address, each refused with EFAULT (ENOENT for
  * a path that does not exist), printed as `NAME rc errno`: execve of a path at address 8;
@@ -290,10 +313,12 @@ int main(int argc, char **argv)
 		return open_race(dir);
 	if (has(argc, argv, "badexec"))
 		return bad_exec();
+	if (has(argc, argv, "noreadv") && refuse_readv() != 0)
+		return 77;
 	write_n(dir, "parent", 1);
 	pid = has(argc, argv, "vfork") ? vfork() : fork();
 	if (pid == 0) {
-		if (has(argc, argv, "exec")) {
+		if (has(argc, argv, "exec") || has(argc, argv, "noreadv")) {
 			snprintf(path, sizeof(path), "%s/parent", dir);
 			execlp("cat", "cat", path, (char *)NULL);
 			_exit(127);

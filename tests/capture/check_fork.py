@@ -253,6 +253,22 @@ def bad_exec(tap, a, work):
            "\"(bad address)\"", (rc0, plain, rc, sout, serr[-800:], text[-1500:]))
 
 
+def no_readv(tap, a, work):
+    """With process_vm_readv refused (a seccomp filter, cap_fork noreadv), an exec's strings
+    cannot be checked: they are taken as readable, as before the check, so the exec'd child
+    is followed and named (the check had made every exec "(bad address)" and unfollowed)."""
+    d = tempfile.mkdtemp(dir=work)
+    rc, out, sout, serr = record(tap, a, work, "noreadv", a.fork, d, "noreadv")
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    ranks = range(t.info["n_ranks"]) if t else []
+    text = "".join(t.cat("ranks/%d/trace.txt" % r).decode(errors="replace") for r in ranks)
+    cats = [r for r in ranks if opens(t.events(r), d + "/parent")]
+    tap.ok(rc == 0 and 'exec(path="cat"' in text and "(bad address)" not in text and
+           len(cats) >= 2,
+           "process_vm_readv refused: an exec is still recorded by its name and its child "
+           "followed", (rc, serr[-800:], cats, text[-1200:]))
+
+
 def unrecorded(tap, a, work):
     """Spool paths too long for a child's `<spool>.<pid>`: the children run unrecorded."""
     d = os.path.join(work, "long")
@@ -642,6 +658,7 @@ def main():
     unrecorded(tap, a, work)
     nested(tap, a, work)
     bad_exec(tap, a, work)
+    no_readv(tap, a, work)
 
     left = os.listdir(os.path.join(work, "spools"))
     tap.ok(left == [], "no spool left behind", left)
