@@ -603,10 +603,17 @@ int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret)
 	return t[i].tv_nsec == UTIME_NOW || t[i].tv_nsec == UTIME_OMIT ? 0 : t[i].tv_sec;
 }
 
+/*
+ * The calling thread's text read from the program for one argument (cap_link_text,
+ * cap_str_at): each is put in its record before the next is read. Up to PATH_MAX bytes and
+ * a mark; a path is under that, so cap_put_str's own mark counts right.
+ */
+static const char memory_ends[] = "...[memory ends]";
+static _Thread_local char tls_text[PATH_MAX + sizeof(memory_ends)];
+
 const char *cap_link_text(const char *buf, ssize_t ret)
 {
-	/* a link's target is under PATH_MAX bytes: whole, so cap_put_str's mark counts right */
-	static _Thread_local char text[PATH_MAX + 1];
+	char *text = tls_text;
 	size_t n = ret > 0 ? (size_t)ret : 0;
 
 	if (n > PATH_MAX)
@@ -649,9 +656,7 @@ const char *cap_format(const char *fmt)
 
 const char *cap_str_at(const char *p)
 {
-	static const char cut[] = "...[memory ends]";
-	/* a path is under PATH_MAX bytes: whole, so cap_put_str's mark counts right */
-	static _Thread_local char text[PATH_MAX + sizeof(cut)];
+	char *text = tls_text;
 	ssize_t n = read_at(text, p, PATH_MAX);
 
 	if (n <= 0)
@@ -659,7 +664,7 @@ const char *cap_str_at(const char *p)
 	if (!memchr(text, '\0', (size_t)n)) {
 		/* no NUL where memory ends: say so, rather than pass for the whole string */
 		if (n < PATH_MAX)
-			memcpy(text + n, cut, sizeof(cut));
+			memcpy(text + n, memory_ends, sizeof(memory_ends));
 		else
 			text[n] = '\0';
 	}
