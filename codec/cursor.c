@@ -616,6 +616,9 @@ static int cursor_new(struct tfs_trace *t, uint32_t stream, uint32_t kind, const
 		return -ENOENT;
 	if (!view_ok(view) || !add_u64(first, n, &end) || end > t->streams[stream].n_events)
 		return -EINVAL;
+	rc = render_view_ready(t, view);
+	if (rc < 0)
+		return rc;
 	if (kind != UINT32_MAX) {
 		rc = kindex_get(t, t->streams[stream].gsec, kind, &k);
 		if (rc < 0)

@@ -230,65 +230,133 @@ static int compile_ops(struct tfs_trace *t, int v)
 		}
 	}
 	t->fop_first[v][t->n_terms] = k;
+	/* sized for a step per segment, most of them text the steps carry: give back the rest */
+	ops = k ? realloc(t->fops[v], (size_t)k * sizeof(*ops)) : NULL;
+	if (ops)
+		t->fops[v] = ops;
 	return 0;
+}
+
+/*
+ * Record view @v's line of every terminal. The lengths and rooms are set when they are not
+ * yet (at open); with @keep the templates are kept and compiled, else each terminal's is
+ * dropped once measured, so that a view nobody reads costs no memory per terminal.
+ */
+static int record_view(struct tfs_trace *t, int v, struct name_memo *memo, bool keep)
+{
+	const bool measure = !t->term_len[v];
+	struct tfs_buf segs, text;
+	struct sink s = {.segs = &segs, .text = &text, .memo = memo};
+
+	buf_init(&segs);
+	buf_init(&text);
+	if (measure) {
+		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
+		t->term_room[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
+		if (!t->term_len[v] || !t->term_room[v])
+			s.err = -ENOMEM;
+	}
+	if (keep) {
+		t->tmpl_first[v] = calloc(t->n_terms + 1, sizeof(uint32_t));
+		if (!t->tmpl_first[v])
+			s.err = -ENOMEM;
+	}
+	for (uint32_t i = 0; i < t->n_terms && !s.err; i++) {
+		const size_t first = segs.len / sizeof(struct tmpl_seg);
+
+		s.n = 0;
+		if (v == TFS_VIEW_TEXT)
+			text_line(&s, t, i);
+		else if (v == TFS_VIEW_JSONL)
+			json_line(&s, t, i);
+		else
+			chrome_line(&s, t, i);
+		/* a template never merges text across terminals */
+		if (!s.err)
+			s.err = buf_put(&segs, &(struct tmpl_seg){.kind = SEG_END},
+					sizeof(struct tmpl_seg));
+		if (s.err)
+			break;
+		if (measure) {
+			t->term_len[v][i] = s.n + 1;
+			t->term_room[v][i] = line_room((struct tmpl_seg *)segs.data + first, s.n + 1);
+		}
+		/* recorded twice (open, then first use), a line must come out the same */
+		assert(t->term_len[v][i] == s.n + 1);
+		if (keep) {
+			t->tmpl_first[v][i + 1] = (uint32_t)(segs.len / sizeof(struct tmpl_seg));
+		} else {
+			segs.len = 0;
+			text.len = 0;
+		}
+	}
+	if (!keep || s.err) {
+		buf_fini(&segs);
+		buf_fini(&text);
+		return s.err;
+	}
+	/* the fast path copies short text in whole words: readable slack after it */
+	s.err = buf_reserve(&text, FAST_SLACK);
+	if (!s.err)
+		memset(text.data + text.len, 0, FAST_SLACK);
+	t->segs[v] = (struct tmpl_seg *)segs.data;
+	t->tmpl_text[v] = (char *)text.data;
+	return s.err ? s.err : compile_ops(t, v);
+}
+
+static struct name_memo *memo_new(void)
+{
+	struct name_memo *memo = malloc(RS_MEMO_SLOTS * sizeof(*memo));
+
+	for (uint32_t i = 0; memo && i < RS_MEMO_SLOTS; i++)
+		memo[i].width = UINT64_MAX;
+	return memo;
 }
 
 int render_templates(struct tfs_trace *t)
 {
-	struct name_memo *memo = malloc(RS_MEMO_SLOTS * sizeof(*memo));
+	struct name_memo *memo = memo_new();
+	int rc = memo ? 0 : -ENOMEM;
 
-	if (!memo)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < RS_MEMO_SLOTS; i++)
-		memo[i].width = UINT64_MAX;
-	for (int v = 0; v < TFS_VIEW_COUNT; v++) {
-		struct tfs_buf segs, text;
-		struct sink s = {.segs = &segs, .text = &text, .memo = memo};
+	/* the text view's templates are kept: signatures and searches read them too */
+	for (int v = 0; v < TFS_VIEW_COUNT && rc == 0; v++)
+		rc = record_view(t, v, memo, v == TFS_VIEW_TEXT);
+	if (rc == 0)
+		atomic_store_explicit(&t->view_ready[TFS_VIEW_TEXT], true, memory_order_release);
+	free(memo);
+	return rc;
+}
 
-		buf_init(&segs);
-		buf_init(&text);
-		t->term_len[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
-		t->term_room[v] = calloc(t->n_terms + 1, sizeof(uint64_t));
-		t->tmpl_first[v] = calloc(t->n_terms + 1, sizeof(uint32_t));
-		if (!t->term_len[v] || !t->term_room[v] || !t->tmpl_first[v])
-			s.err = -ENOMEM;
-		for (uint32_t i = 0; i < t->n_terms && !s.err; i++) {
-			s.n = 0;
-			if (v == TFS_VIEW_TEXT)
-				text_line(&s, t, i);
-			else if (v == TFS_VIEW_JSONL)
-				json_line(&s, t, i);
-			else
-				chrome_line(&s, t, i);
-			t->term_len[v][i] = s.n + 1;
-			/* a template never merges text across terminals */
-			if (!s.err)
-				s.err = buf_put(&segs, &(struct tmpl_seg){.kind = SEG_END},
-						sizeof(struct tmpl_seg));
-			t->tmpl_first[v][i + 1] = (uint32_t)(segs.len / sizeof(struct tmpl_seg));
-		}
-		/* the fast path copies short text in whole words: readable slack after it */
-		if (!s.err)
-			s.err = buf_reserve(&text, FAST_SLACK);
-		if (!s.err)
-			memset(text.data + text.len, 0, FAST_SLACK);
-		t->segs[v] = (struct tmpl_seg *)segs.data;
-		t->tmpl_text[v] = (char *)text.data;
-		if (s.err) {
-			free(memo);
-			return s.err;
-		}
-		for (uint32_t i = 0; i < t->n_terms; i++)
-			t->term_room[v][i] = line_room(t->segs[v] + t->tmpl_first[v][i],
-						       t->term_len[v][i]);
-		s.err = compile_ops(t, v);
-		if (s.err) {
-			free(memo);
-			return s.err;
+int render_view_ready(struct tfs_trace *t, int v)
+{
+	struct name_memo *memo;
+	int rc = 0;
+
+	if (atomic_load_explicit(&t->view_ready[v], memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&t->lazy_lock);
+	if (!atomic_load_explicit(&t->view_ready[v], memory_order_relaxed)) {
+		memo = memo_new();
+		rc = memo ? record_view(t, v, memo, true) : -ENOMEM;
+		free(memo);
+		if (rc == 0) {
+			atomic_store_explicit(&t->view_ready[v], true, memory_order_release);
+		} else {
+			/* a later call may try again */
+			free(t->segs[v]);
+			free(t->tmpl_first[v]);
+			free(t->tmpl_text[v]);
+			free(t->fops[v]);
+			free(t->fop_first[v]);
+			t->segs[v] = NULL;
+			t->tmpl_first[v] = NULL;
+			t->tmpl_text[v] = NULL;
+			t->fops[v] = NULL;
+			t->fop_first[v] = NULL;
 		}
 	}
-	free(memo);
-	return 0;
+	pthread_mutex_unlock(&t->lazy_lock);
+	return rc;
 }
 
 /* ---- the fast path: a line straight into a reader's buffer ---- */
@@ -691,6 +759,17 @@ int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind
 	if (term >= t->n_terms)
 		return -ENOENT;
 	*kind = t->term_kind[term];
+	return 0;
+}
+
+int tfs_trace_term_line_bytes(const struct tfs_trace *t, uint32_t term, int view,
+			      uint64_t *bytes)
+{
+	if (term >= t->n_terms)
+		return -ENOENT;
+	if (view < 0 || view >= TFS_VIEW_COUNT)
+		return -EINVAL;
+	*bytes = t->term_len[view][term];
 	return 0;
 }
 

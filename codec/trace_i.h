@@ -180,7 +180,9 @@ struct tfs_trace {
 	uint8_t *vcls;
 	uint64_t *term_len[TFS_VIEW_COUNT]; /* rendered line length per terminal */
 	uint64_t *term_room[TFS_VIEW_COUNT]; /* bytes render_line_fast() may touch per terminal */
-	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END */
+	/* line templates: terminal i's segments are segs[v][tmpl_first[v][i]..] up to SEG_END;
+	 * the text view's made at open, the others' at their first use (render_view_ready) */
+	_Atomic bool view_ready[TFS_VIEW_COUNT];
 	struct tmpl_seg *segs[TFS_VIEW_COUNT];
 	uint32_t *tmpl_first[TFS_VIEW_COUNT];
 	char *tmpl_text[TFS_VIEW_COUNT];
@@ -317,10 +319,15 @@ struct render_in {
 };
 
 /*
- * Build every terminal's line template and fixed length for every view (at open).
- * @return 0 or -ENOMEM
+ * Every terminal's fixed line length and room in every view, and the text view's line
+ * templates (at open). @return 0 or -ENOMEM
  */
 int render_templates(struct tfs_trace *t);
+/*
+ * Make view @view's line templates if they are not yet, once for all threads (under
+ * lazy_lock): render_line_fast() of @view needs them. @return 0 or -ENOMEM
+ */
+int render_view_ready(struct tfs_trace *t, int view);
 /*
  * Render one event as one line of @view, padded to the terminal's fixed length, straight
  * into @dst, which has room for t->term_room[view][term] bytes (more than the line: the

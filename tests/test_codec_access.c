@@ -221,6 +221,29 @@ static char *kind_lines(int view, uint32_t kind, uint64_t first, uint64_t n, uin
 	return out;
 }
 
+/* Bytes of @kind's lines over [@first, @first + @n): terminal counts times line lengths. */
+static uint64_t counted_bytes(int view, uint32_t kind, uint64_t first, uint64_t n)
+{
+	struct tfs_trace_info ti;
+	uint64_t *counts, bytes = 0, len;
+	uint32_t k;
+
+	tfs_trace_get_info(fx.t, &ti);
+	counts = calloc(ti.n_terminals + 1, sizeof(*counts));
+	assert_non_null(counts);
+	assert_int_equal(tfs_trace_term_counts_range(fx.t, 0, first, n, counts), 0);
+	for (uint32_t t = 0; t < ti.n_terminals; t++) {
+		assert_int_equal(tfs_trace_term_kind(fx.t, t, &k), 0);
+		assert_int_equal(tfs_trace_term_line_bytes(fx.t, t, view, &len), 0);
+		if (k == kind)
+			bytes += counts[t] * len;
+	}
+	assert_int_equal(tfs_trace_term_line_bytes(fx.t, ti.n_terminals, view, &len), -ENOENT);
+	assert_int_equal(tfs_trace_term_line_bytes(fx.t, 0, TFS_VIEW_COUNT, &len), -EINVAL);
+	free(counts);
+	return bytes;
+}
+
 /* A kind view over [@first, @first + @n): size, count, whole read and random slices. */
 static void check_kind_view(int view, uint32_t kind, uint64_t first, uint64_t n,
 			    uint64_t *seed, int n_slices)
@@ -235,6 +258,7 @@ static void check_kind_view(int view, uint32_t kind, uint64_t first, uint64_t n,
 	assert_int_equal(tfs_trace_kind_view_size(fx.t, 0, kind, view, first, n, &got_events,
 						  &got_bytes), 0);
 	assert_true(got_events == events && got_bytes == len);
+	assert_true(counted_bytes(view, kind, first, n) == len);
 	assert_int_equal(tfs_cursor_new_kind(fx.t, 0, kind, view, first, n, &c), 0);
 	assert_true(tfs_cursor_size(c) == len);
 	while (off < len) { /* sequential, in odd-sized pieces */

@@ -324,6 +324,15 @@ ssize_t tfs_trace_term_shape(const struct tfs_trace *t, uint32_t term, char *buf
 ssize_t tfs_trace_term_shape_rank(const struct tfs_trace *t, uint32_t term, uint32_t rank,
 				  char *buf, size_t cap);
 
+/**
+ * Bytes of each line of terminal @term in @view, newline included: the lines of a terminal
+ * are all as long (FORMAT.md §9), so counts of terminals (tfs_trace_term_counts_range())
+ * give the bytes of any set of lines without decoding.
+ * @return 0, -ENOENT (terminal) or -EINVAL (view)
+ */
+int tfs_trace_term_line_bytes(const struct tfs_trace *t, uint32_t term, int view,
+			      uint64_t *bytes);
+
 /** Kind of terminal @term, or -ENOENT. */
 int tfs_trace_term_kind(const struct tfs_trace *t, uint32_t term, uint32_t *kind);
 
