@@ -1122,15 +1122,20 @@ int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
 
 	if (atomic_load_explicit(&d->built, memory_order_acquire))
 		return 0;
-	rc = fs_root_ready(vt);
-	if (rc < 0)
-		return rc;
+	if (!(d->flags & VN_LAZY_CALLS)) {
+		rc = fs_root_ready(vt);
+		if (rc < 0)
+			return rc;
+	}
 	pthread_mutex_lock(&vt->grow_lock);
 	if (atomic_load_explicit(&d->built, memory_order_relaxed))
 		goto out_unlock;
 	nodes = vt->n_alloc;
 	scopes = vt->n_scopes;
-	rc = add_chrome_parts(vt, idx, vt->root, vt->root_part_bytes);
+	if (d->flags & VN_LAZY_CALLS)
+		rc = fs_calls_fill(vt, idx, d->scope);
+	else
+		rc = add_chrome_parts(vt, idx, vt->root, vt->root_part_bytes);
 	if (rc == 0)
 		rc = finish(vt, nodes);
 	if (rc == 0)

@@ -131,13 +131,10 @@ int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t 
 	return rc < 0 ? rc : add_view_part(c, stream, 0, view, first, n, size);
 }
 
-int fs_concat_add_kind_view(struct fs_concat *c, struct tfs_trace *t, uint32_t stream,
-			    uint32_t kind, int view, uint64_t first, uint64_t n)
+int fs_concat_add_kind_view(struct fs_concat *c, uint32_t stream, uint32_t kind, int view,
+			    uint64_t first, uint64_t n, uint64_t size)
 {
-	uint64_t size;
-	int rc = tfs_trace_kind_view_size(t, stream, kind, view, first, n, NULL, &size);
-
-	return rc < 0 ? rc : add_view_part(c, stream, kind + 1, view, first, n, size);
+	return add_view_part(c, stream, kind + 1, view, first, n, size);
 }
 
 int fs_concat_views(struct fs_concat *c, int *view, uint32_t *call, struct fs_view_seg **segs,

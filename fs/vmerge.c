@@ -129,12 +129,6 @@ int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view
 	return prefix_size(vt, sc, ALL_KINDS, view, NULL, size);
 }
 
-int fs_merge_kind_size(const struct fs_vtree *vt, const struct fs_scope *sc, uint32_t kind,
-		       int view, uint64_t *size)
-{
-	return prefix_size(vt, sc, kind, view, NULL, size);
-}
-
 void fs_merge_index_free(struct fs_merge_index *mi)
 {
 	if (!mi)

@@ -154,7 +154,8 @@ struct fs_lazygen {
 enum {
 	VN_RANKS = 1,	 /* ranks/: its children are the rank directories, built at first use */
 	VN_RANK_DIR = 2, /* ranks/<r>/: its inode is FS_RANK_INO + its ordinal (@rank_ord) */
-	VN_LAZY_DIR = 4, /* the root's trace.json.d/: its parts are made at its first use */
+	VN_LAZY_DIR = 4, /* its children are made at its first use: the root's trace.json.d/, */
+	VN_LAZY_CALLS = 8, /* or with this, a calls/ (its scope is @scope) */
 };
 
 struct vnode {
@@ -173,7 +174,7 @@ struct vnode {
 	uint64_t size;	    /* files: exact bytes (concat, lazy: once done) */
 	const char *gen;    /* gen: borrowed from the tree */
 	struct fs_concat *concat;	/* concat: owned */
-	struct fs_scope *scope;		/* merge: borrowed from the tree */
+	struct fs_scope *scope;		/* merge, calls/: borrowed from the tree */
 	struct fs_lazygen *lazy;	/* lazy: owned */
 	uint64_t sort_key;  /* listing order among siblings (ties: creation order) */
 	uint32_t *children; /* directories: listing order, after finish() */
@@ -261,13 +262,19 @@ int fs_phase_dirs_name(struct fs_phase_rec *recs, uint32_t n, char **dirs);
 /* ---- vcalls.c ---- */
 
 /**
- * calls/<name>/{trace.txt,events.jsonl} under @dir: for each kind that occurs in @sc's
- * events, the lines of @sc's trace.txt and events.jsonl that are of that kind; calls/ is
- * listed by @key and only when some kind has a name fit for a directory. In the order of
- * @sc's trace.txt: one thread's, several without timing one after the other, several with
- * timing merged in time order (vmerge.c). @return 0, -ENOMEM or a reader error
+ * calls/ under @dir, listed by @key, when some kind that occurs in @sc's events has a name
+ * fit for a directory; its insides come at its first use (fs_calls_fill()).
+ * @return 0, -ENOMEM or a reader error
  */
 int fs_calls_add(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc, uint64_t key);
+/**
+ * The insides of calls/ (node @calls) of @sc: calls/<name>/{trace.txt,events.jsonl}, for
+ * each kind that occurs in @sc's events the lines of @sc's trace.txt and events.jsonl that
+ * are of that kind. In the order of @sc's trace.txt: one thread's, several without timing
+ * one after the other, several with timing merged in time order (vmerge.c). Sizes from the
+ * grammars' counts. Under grow_lock. @return 0, -ENOMEM or a reader error
+ */
+int fs_calls_fill(struct fs_vtree *vt, uint32_t calls, struct fs_scope *sc);
 
 /* ---- vbuild.c ---- */
 
@@ -348,11 +355,11 @@ int fs_concat_add_view(struct fs_concat *c, const struct tfs_trace *t, uint32_t 
  */
 int fs_concat_add_merge(struct fs_concat *c, struct fs_scope *sc, int view);
 /**
- * Append the lines of the events of kind @kind in a stream view's event range (nothing when
- * there are none). @return 0, -ENOMEM or tfs_trace_kind_view_size()'s error
+ * Append the lines of the events of kind @kind in a stream view's event range, @size bytes
+ * as the caller counted them (nothing when there are none). @return 0 or -ENOMEM
  */
-int fs_concat_add_kind_view(struct fs_concat *c, struct tfs_trace *t, uint32_t stream,
-			    uint32_t kind, int view, uint64_t first, uint64_t n);
+int fs_concat_add_kind_view(struct fs_concat *c, uint32_t stream, uint32_t kind, int view,
+			    uint64_t first, uint64_t n, uint64_t size);
 /** Append a part that @gen makes at the first fs_concat_ready(). @return 0 or -ENOMEM */
 int fs_concat_add_gen(struct fs_concat *c, fs_part_gen_fn gen, const struct fs_scope *sc);
 /** Adds the parts of a composite at its first fs_concat_ready(). @return 0 or -errno */
@@ -381,9 +388,6 @@ bool fs_merge_by_end(const struct fs_vtree *vt);
 /** Total bytes of @view over @sc: the sum of its segments' views. */
 int fs_merge_size(const struct fs_vtree *vt, const struct fs_scope *sc, int view,
 		  uint64_t *size);
-/** Total bytes of the lines of event kind @kind in @view over @sc. */
-int fs_merge_kind_size(const struct fs_vtree *vt, const struct fs_scope *sc, uint32_t kind,
-		       int view, uint64_t *size);
 /** A reader of @view over @sc merged; @call: 1 + the only kind it shows, 0: all. */
 int fs_merge_reader_new(struct fs_vtree *vt, struct fs_scope *sc, uint32_t call, int view,
 			struct fs_merge_reader **out);

@@ -423,6 +423,36 @@ static char *lines_with(const char *all, const char *needle, uint64_t *size)
  * kind, in full and in random slices across the merge checkpoints, and its size is exact
  * before any read.
  */
+/*
+ * A tree of @f's trace in which reading ranks/0/trace.txt makes nothing of calls/; the first
+ * lookup inside calls/ makes it whole (read/ and write/, two files each), and one that runs
+ * out of memory at any allocation leaves the tree as it was and can be tried again.
+ */
+static void calls_made_at_first_use(struct fixture *f)
+{
+	struct fs_vtree *vt;
+	uint64_t ino, nodes;
+	long n;
+
+	assert_int_equal(fs_vtree_new(f->trace, "t", &vt), 0);
+	resolve(vt, "ranks/0/trace.txt");
+	nodes = fs_vtree_n_nodes(vt);
+	for (n = 0;; n++) {
+		int rc;
+
+		fa_arm(n);
+		rc = fs_vtree_resolve(vt, "ranks/0/calls/read/trace.txt", &ino);
+		fa_disarm();
+		if (rc == 0)
+			break;
+		assert_int_equal(rc, -ENOMEM);
+		assert_int_equal(fs_vtree_n_nodes(vt), nodes);
+	}
+	assert_true(n > 0);
+	assert_int_equal(fs_vtree_n_nodes(vt), nodes + 6);
+	fs_vtree_free(vt);
+}
+
 static void test_vtree_merge_calls(void **state)
 {
 	enum { N = 6000, THREADS = 3 };
@@ -470,6 +500,7 @@ static void test_vtree_merge_calls(void **state)
 		free(want);
 		free(full);
 	}
+	calls_made_at_first_use(&f);
 	close_fixture(&f);
 }
 
@@ -687,6 +718,9 @@ static void test_vtree_failed_rank_build_frees_its_chunks(void **state)
 	struct fs_vtree *vt;
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
+	/* enough threads for more than two chunks of nodes (calls/ made later adds none) */
+	enum { N_THREADS = 520 };
+	char last[64];
 	uint64_t nodes;
 	uint32_t kind;
 	uint64_t ino = 0;
@@ -695,22 +729,24 @@ static void test_vtree_failed_rank_build_frees_its_chunks(void **state)
 
 	assert_int_equal(tfs_writer_new(NULL, &w), 0);
 	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
-	for (uint32_t t = 0; t < 400; t++) {
+	for (uint32_t t = 0; t < N_THREADS; t++) {
 		union tfs_arg a[2] = {{.u = 3}, {.u = t}};
 
 		assert_int_equal(tfs_writer_stream_new(w, 0, t, &s), 0);
 		assert_int_equal(tfs_wstream_append(s, kind, 10 * t, 1, a), 0);
 	}
 	open_fixture(&f, w);
+	snprintf(last, sizeof(last), "ranks/0/threads/%u", N_THREADS - 1);
 	/* a whole build of ranks/0, in a tree of its own: its allocations and nodes */
 	assert_int_equal(fs_vtree_new(f.trace, "t", &vt), 0);
 	nodes = fs_vtree_n_nodes(vt);
 	fa_arm(1L << 40);
-	rc = fs_vtree_resolve(vt, "ranks/0/threads/399", &ino);
+	rc = fs_vtree_resolve(vt, last, &ino);
 	total = fa_count();
 	fa_disarm();
 	assert_int_equal(rc, 0);
-	print_message("# ranks/0 of 400 threads: %" PRIu64 " nodes\n", fs_vtree_n_nodes(vt) - nodes);
+	print_message("# ranks/0 of %u threads: %" PRIu64 " nodes\n", (unsigned)N_THREADS,
+		      fs_vtree_n_nodes(vt) - nodes);
 	assert_true(fs_vtree_n_nodes(vt) - nodes > 2048); /* chunks of the table: 1,024 nodes */
 	fs_vtree_free(vt);
 	/*
@@ -724,14 +760,14 @@ static void test_vtree_failed_rank_build_frees_its_chunks(void **state)
 			assert_int_equal(fs_vtree_new(f.trace, "t", &vt), 0);
 		nodes = fs_vtree_n_nodes(vt);
 		fa_arm(total - 20);
-		rc = fs_vtree_resolve(vt, "ranks/0/threads/399", &ino);
+		rc = fs_vtree_resolve(vt, last, &ino);
 		fa_disarm();
 		assert_int_equal(rc, -ENOMEM);
 		assert_int_equal(fs_vtree_n_nodes(vt), nodes);
 		if (!again)
 			fs_vtree_free(vt);
 	}
-	assert_int_equal(fs_vtree_resolve(f.vt, "ranks/0/threads/399", &ino), 0);
+	assert_int_equal(fs_vtree_resolve(f.vt, last, &ino), 0);
 	close_fixture(&f);
 }
 
