@@ -586,6 +586,27 @@ bool cap_strv_readable(char *const v[])
 	return !v;
 }
 
+int64_t cap_timespec_ns_at(const struct timespec *ts)
+{
+	struct timespec t;
+
+	if (!ts)
+		return -1;
+	if (read_at(&t, ts, sizeof(t)) != (ssize_t)sizeof(t))
+		return -2;
+	return cap_timespec_ns(&t, true);
+}
+
+uint64_t cap_mmsg_bytes(const struct mmsghdr *msgvec, int ret)
+{
+	uint64_t n = 0;
+
+	/* the kernel wrote each sent or received message's msg_len: the memory is there */
+	for (int i = 0; i < ret; i++)
+		n += msgvec[i].msg_len;
+	return n;
+}
+
 int64_t cap_utime_part(const struct timespec *times, int i, bool nsec, int ret)
 {
 	struct timespec t[2];

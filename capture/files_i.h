@@ -135,6 +135,13 @@ int64_t cap_flock_field(int cmd, const void *arg, int ret, int err, int field);
  * INT64_MIN for one the kernel refuses (negative).
  */
 int64_t cap_timespec_ns(const struct timespec *ts, bool read);
+/*
+ * cap_timespec_ns() of a timeout or a sleep's time that only the kernel reads, before the
+ * call: read as memory that may be at no address, -2 where it cannot be read.
+ */
+int64_t cap_timespec_ns_at(const struct timespec *ts);
+/* Bytes of the first @ret messages of sendmmsg's or recvmmsg's @msgvec (0 when @ret < 1). */
+uint64_t cap_mmsg_bytes(const struct mmsghdr *msgvec, int ret);
 /* Whether epoll_pwait2 = @ret with errno @err read its timeout (not when refused before). */
 static inline bool cap_pwait2_read(int ret, int err)
 {

@@ -32,6 +32,7 @@
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/resource.h>
 #include <sys/socket.h>

@@ -37,6 +37,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 /* declared by no header of glibc 2.36 (old binaries call them) */
@@ -876,6 +877,60 @@ static void more_files(void)
 	bad_strings();
 }
 
+/*
+ * Sleeps, syncs and datagrams, on DIR/y opened O_RDWR|O_CREAT 0600 = 3 (file#43) and a
+ * datagram socket pair 3, 4 made after it is closed (file#44, file#45):
+ *   nanosleep {0, 1000} = 0; nanosleep at no address = -1 EFAULT; nanosleep {0, -1} = -1
+ *   EINVAL; clock_nanosleep MONOTONIC 0 {0, 1000} = 0; clock_nanosleep MONOTONIC
+ *   TIMER_ABSTIME {0, 0} = 0 (long past); clock_nanosleep clock 99 = EINVAL (returned);
+ *   sleep 0 = 0; usleep 1 = 0;
+ *   write 3 "abcd" = 4; syncfs 3 = 0; sync_file_range 3 0 4 SYNC_FILE_RANGE_WRITE = 0;
+ *   msync of a shared mapping of 3 (4096 bytes) MS_SYNC = 0, then of NULL = -1 ENOMEM;
+ *   close 3; socketpair AF_UNIX SOCK_DGRAM; sendmmsg 3 of "abc" and "defg" = 2 (7 bytes);
+ *   recvmmsg 4 vlen 2 MSG_DONTWAIT, no timeout = 2 (7 bytes); recvmmsg 4 vlen 2
+ *   MSG_DONTWAIT {0, 1000} = -1 EAGAIN (0 bytes); close 3, 4.
+ */
+static void sleeps_syncs_datagrams(void)
+{
+	const struct timespec us = {0, 1000}, past = {0, 0}, bad = {0, -1};
+	const struct timespec *volatile nowhere = (const struct timespec *)(uintptr_t)8;
+	struct timespec wait = {0, 1000};
+	char a[8], b[8];
+	struct iovec out[2] = {{"abc", 3}, {"defg", 4}}, in[2] = {{a, sizeof(a)}, {b, sizeof(b)}};
+	struct mmsghdr sent[2] = {{.msg_hdr = {.msg_iov = &out[0], .msg_iovlen = 1}},
+				  {.msg_hdr = {.msg_iov = &out[1], .msg_iovlen = 1}}};
+	struct mmsghdr got[2] = {{.msg_hdr = {.msg_iov = &in[0], .msg_iovlen = 1}},
+				 {.msg_hdr = {.msg_iov = &in[1], .msg_iovlen = 1}}};
+	int sv[2];
+	void *map;
+
+	CALL(nanosleep, &us, NULL);
+	CALL(nanosleep, nowhere, NULL);
+	CALL(nanosleep, &bad, NULL);
+	CALL(clock_nanosleep, CLOCK_MONOTONIC, 0, &us, NULL);
+	CALL(clock_nanosleep, CLOCK_MONOTONIC, TIMER_ABSTIME, &past, NULL);
+	CALL(clock_nanosleep, 99, 0, &us, NULL);
+	CALL(sleep, 0);
+	CALL(usleep, 1);
+	CALL(open, in_dir("y"), O_RDWR | O_CREAT, 0600);
+	CALL(write, 3, "abcd", 4);
+	CALL(syncfs, 3);
+	CALL(sync_file_range, 3, 0, 4, SYNC_FILE_RANGE_WRITE);
+	map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, 3, 0);
+	CALL(msync, map, 4096, MS_SYNC);
+	munmap(map, 4096);
+	CALL(msync, NULL, 4096, MS_SYNC);
+	CALL(close, 3);
+	CALL(socketpair, AF_UNIX, SOCK_DGRAM, 0, sv);
+	CALL(sendmmsg, 3, sent, 2, 0);
+	CALL(recvmmsg, 4, got, 2, MSG_DONTWAIT, NULL);
+	CALL(recvmmsg, 4, got, 2, MSG_DONTWAIT, &wait);
+	CALL(close, 3);
+	CALL(close, 4);
+	if (memcmp(a, "abc", 3) || memcmp(b, "defg", 4))
+		fprintf(stderr, "recvmmsg got other bytes\n");
+}
+
 int main(int argc, char **argv)
 {
 	char line[64];
@@ -897,6 +952,7 @@ int main(int argc, char **argv)
 	waiting();
 	locks();
 	more_files();
+	sleeps_syncs_datagrams();
 	n = snprintf(line, sizeof(line), "errno %lu\n", g_errno_hash);
 	syscall(SYS_write, 2, line, (size_t)n);
 	return 0;

@@ -462,6 +462,37 @@ def expect(d, tmps):
     e.add('open(path="(bad address)", flags=0x0, mode=0x0, file=file#41, errno=14) = -1')
     e.add('open(path="aaaaaaaaaa...[memory ends]", flags=0x0, mode=0x0, file=file#42, '
           'errno=14) = -1')
+    # ---- sleeps, syncs and datagrams: y = file#43, the datagram pair file#44, file#45
+    # (CLOCK_MONOTONIC 1, TIMER_ABSTIME 1, SYNC_FILE_RANGE_WRITE 2, MS_SYNC 4, SOCK_DGRAM 2,
+    # MSG_DONTWAIT 0x40; EFAULT 14, EINVAL 22, ENOMEM 12, EAGAIN 11); a time at no address
+    # is -2, one the kernel refuses the least i64
+    e.call("nanosleep", "req_ns=1000", 0)
+    e.call("nanosleep", "req_ns=-2", -1, err=14)
+    e.call("nanosleep", "req_ns=%d" % -2**63, -1, err=22)
+    e.add("clock_nanosleep(clock=1, flags=0x0, req_ns=1000) = 0")
+    e.add("clock_nanosleep(clock=1, flags=0x1, req_ns=0) = 0")
+    e.add("clock_nanosleep(clock=99, flags=0x0, req_ns=1000) = 22")
+    e.add("sleep(seconds=0) = 0")
+    e.call("usleep", "usec=1", 0)
+    e.add('open(path="%s/y", flags=0x%x, mode=0x180, file=file#43, errno=0) = 3'
+          % (d, O[2] | O_CREAT))
+    y = fd(3, "%s/y" % d)
+    e.call("write", y + ", count=4, " + e.lit(), 4)
+    e.call("syncfs", y, 0)
+    e.call("sync_file_range", y + ", offset=0, nbytes=4, flags=0x2", 0)
+    e.call("msync", "addr={MAP}, length=4096, flags=0x4", 0)
+    e.call("msync", "addr=0x0, length=4096, flags=0x4", -1, err=12)
+    e.call("close", y, 0)
+    e.add('fd_file(fd=3, path="socket:[{D1}]", file=file#44)')
+    e.add('fd_file(fd=4, path="socket:[{D2}]", file=file#45)')
+    d1, d2 = fd(3, "socket:[{D1}]"), fd(4, "socket:[{D2}]")
+    e.call("socketpair", "domain=%d, type=0x2, protocol=0, rd_fd=3<socket:[{D1}]>, "
+           "wr_fd=4<socket:[{D2}]>" % AF_UNIX, 0)
+    e.call("sendmmsg", d1 + ", vlen=2, flags=0x0, bytes=7", 2)
+    e.call("recvmmsg", d2 + ", vlen=2, flags=0x40, timeout_ns=-1, bytes=7", 2)
+    e.call("recvmmsg", d2 + ", vlen=2, flags=0x40, timeout_ns=1000, bytes=0", -1, err=11)
+    e.call("close", d1, 0)
+    e.call("close", d2, 0)
     return e.ev
 
 
