@@ -42,7 +42,10 @@ static struct {
 static uint32_t g_n_paths; /* under g_paths_lock */
 static uint64_t g_paths_gen; /* names of an earlier rank (a forked child's parent) never match */
 
-static _Thread_local char tls_addr[160] __attribute__((tls_model("initial-exec")));
+/* The longest name of one socket address, NUL included (a unix path is at most 108 bytes). */
+#define CAP_ADDR_BYTES 160
+
+static _Thread_local char tls_addr[CAP_ADDR_BYTES] __attribute__((tls_model("initial-exec")));
 
 static uint64_t path_key(uint64_t dir, const char *path)
 {
@@ -124,23 +127,71 @@ static void put_fd_file(int fd, const char *name, uint32_t id)
 	cap_put_call(CALL_FD_FILE, cap_now_ns(), args, 3, buf, cap_put_str(buf, 0, name));
 }
 
-/* A name for socket @fd better than "socket:[N]": its peer's address, else its own bound. */
+/* The name of socket @fd's own address, or NULL when it has none (unbound, unnamed). */
+static const char *own_address(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	const char *s;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0 || len <= sizeof(sa_family_t))
+		return NULL;
+	s = cap_sockaddr(fd, (struct sockaddr *)&ss, len);
+	/* an unbound socket says 0.0.0.0:0 or an unnamed unix socket: no name */
+	if (strstr(s, ":0.0.0.0:0") || strstr(s, ":[::]:0") || !strcmp(s, "unix:"))
+		return NULL;
+	return s;
+}
+
+/*
+ * Connected socket @fd's name, both ends: `tcp:127.0.0.1:40112->127.0.0.1:5432` (its own
+ * address, then @peer's without the protocol; an unnamed unix end is empty:
+ * `unix:->/run/x.sock`), so that a connection is told apart from the listener whose address
+ * it reached, and from the other connections. @return false when neither end has a name.
+ */
+static bool connection_name(int fd, const struct sockaddr *peer, socklen_t plen, char *buf,
+			    size_t cap)
+{
+	char mine[CAP_ADDR_BYTES];
+	const char *s = own_address(fd), *p;
+	bool named = s != NULL;
+
+	if (!s) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+
+		s = getsockname(fd, (struct sockaddr *)&ss, &len) == 0
+			    ? cap_sockaddr(fd, (struct sockaddr *)&ss, len)
+			    : "?:";
+		/* unnamed: its protocol and nothing else */
+		p = strchr(s, ':');
+		snprintf(mine, sizeof(mine), "%.*s", p ? (int)(p - s + 1) : 0, s);
+	} else {
+		snprintf(mine, sizeof(mine), "%s", s);
+	}
+	p = plen > sizeof(sa_family_t) ? cap_sockaddr(fd, peer, plen) : "";
+	named |= *p != '\0';
+	p = strchr(p, ':') ? strchr(p, ':') + 1 : p;
+	/* both unnamed (a socket pair's ends): @buf keeps what it held */
+	if (named)
+		snprintf(buf, cap, "%s->%s", mine, p);
+	return named;
+}
+
+/*
+ * A name for socket @fd better than "socket:[N]": both ends of a connection, else its own
+ * address (a listener, a bound datagram socket).
+ */
 static bool socket_name(int fd, char *buf, size_t cap)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);
-	const char *s = NULL;
+	const char *s;
 
-	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0 && len > sizeof(sa_family_t))
-		s = cap_sockaddr(fd, (struct sockaddr *)&ss, len);
-	len = sizeof(ss);
-	if (!s && getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
-	    len > sizeof(sa_family_t)) {
-		s = cap_sockaddr(fd, (struct sockaddr *)&ss, len);
-		/* an unbound socket says 0.0.0.0:0 or an unnamed unix socket: no name */
-		if (strstr(s, ":0.0.0.0:0") || strstr(s, ":[::]:0") || !strcmp(s, "unix:"))
-			s = NULL;
-	}
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) == 0 &&
+	    connection_name(fd, (struct sockaddr *)&ss, len, buf, cap))
+		return true;
+	s = own_address(fd);
 	if (!s)
 		return false;
 	snprintf(buf, cap, "%s", s);
@@ -347,6 +398,14 @@ void cap_fd_named(int fd, const char *name)
 	fd_set_file(fd, id);
 	if (fresh)
 		put_fd_file(fd, name, id);
+}
+
+void cap_fd_connected(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	char name[2 * CAP_ADDR_BYTES];
+
+	if (connection_name(fd, addr, len, name, sizeof(name)))
+		cap_fd_named(fd, name);
 }
 
 void cap_fd_bound(int fd)

@@ -107,6 +107,12 @@ uint32_t cap_stream_file(FILE *fp);
  * valid until its next call.
  */
 const char *cap_sockaddr(int fd, const struct sockaddr *addr, socklen_t len);
+/*
+ * Socket @fd connected to @addr (or connecting: EINPROGRESS) names a file of its own, both
+ * ends (`tcp:127.0.0.1:40112->127.0.0.1:5432`), not the address it reached, which may be a
+ * listener's name in the same process.
+ */
+void cap_fd_connected(int fd, const struct sockaddr *addr, socklen_t len);
 
 /* fcntl's third argument when @cmd takes an int, else 0 (a pointer varies per call). */
 int64_t cap_fcntl_arg(int cmd, const void *arg);

@@ -80,7 +80,9 @@
  * Descriptors: every call on one records its number and the symbolic file behind it
  * (`fd=3, path=file#2`), one id per path, pipe, socket or device of the process image, its
  * name stored once (the opening call's path, or an `fd_file` event with what /proc/self/fd
- * shows for a descriptor met first; sockets by address: tcp:127.0.0.1:5432, unix:/path).
+ * shows for a descriptor met first; sockets by address: a listener or a bound socket by its
+ * own, tcp:127.0.0.1:5432 or unix:/path, a connection by both ends, its own first:
+ * tcp:127.0.0.1:40112->127.0.0.1:5432, unix:->/path for a client without a name).
  * The table of descriptors follows dup, dup2, dup3, fcntl(F_DUPFD), close, pipe, socket,
  * accept, connect and bind, so every call names the file really behind its descriptor.
  * Threads created with pthread_create are numbered in creation order. Every heap block and

@@ -220,8 +220,9 @@ static void descriptor_names(void)
  *   close 3, 4.
  * TCP on 127.0.0.1: socket AF_INET SOCK_STREAM 0 = 3 (socket:[..]); bind 3 127.0.0.1:0 = 0
  *   (3 is now tcp:127.0.0.1:P); listen 3 4 = 0; socket = 4; connect 4 tcp:127.0.0.1:P = 0
- *   (4 is tcp:127.0.0.1:P too); accept 3 = 5 (tcp:127.0.0.1:Q, the client's port);
- *   socket = 6; connect 6 = 0; accept4 3 SOCK_CLOEXEC = 7 (tcp:127.0.0.1:R);
+ *   (4 is now tcp:127.0.0.1:Q->127.0.0.1:P, Q its port: not the listener);
+ *   accept 3 = 5 (tcp:127.0.0.1:P->127.0.0.1:Q); socket = 6; connect 6 = 0
+ *   (tcp:127.0.0.1:R->127.0.0.1:P); accept4 3 SOCK_CLOEXEC = 7 (tcp:127.0.0.1:P->127.0.0.1:R);
  *   write 4 3 = 3; read 5 3 = 3; poll [5 POLLIN] 1 0 = 0 (nothing left to read);
  *   __poll_chk the same = 0; select 8 {5} timeout 1000 us = 0; close 3..7
  */

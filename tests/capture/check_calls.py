@@ -78,9 +78,14 @@ def fmtarg(text):
     return ', format="%s"' % text
 
 
+def att(name):
+    """A file's name as the text view attaches it: its `>` escaped (FORMAT.md §9)."""
+    return name.replace(">", "\\x3e")
+
+
 def fd(n, name):
     """A descriptor and the name of the file behind it, as the text view attaches it."""
-    return "fd=%d<%s>" % (n, name)
+    return "fd=%d<%s>" % (n, att(name))
 
 
 def expect(d, tmps):
@@ -89,14 +94,16 @@ def expect(d, tmps):
     # the name of each file id, in order of first use (pipes and sockets: bound placeholders)
     N = {0: d + "/a", 1: d + "/b", 2: "(fd 3 not open)", 3: d + "/c", 4: "pipe:[{P1}]",
          5: "pipe:[{P2}]", 6: "socket:[{S1}]", 7: "socket:[{S2}]", 8: "socket:[{T1}]",
-         9: "tcp:127.0.0.1:{PORT}", 10: "socket:[{T2}]", 11: "tcp:127.0.0.1:{Q}",
-         12: "socket:[{T3}]", 13: "tcp:127.0.0.1:{R}", 14: d + "/d", 15: d + "/d/f1",
-         16: d + "/d/f2", 17: d + "/s", 18: "pipe:[{OUT}]", 19: "(all streams)",
-         20: d + "/i", 21: "pipe:[{IN}]", 22: d + "/t", 23: d + "/u", 24: "pipe:[{P3}]",
-         25: "anon_inode:[eventpoll]", 26: "anon_inode:[eventfd]", 27: "pipe:[{P4}]",
-         28: d + "/k", 29: d + "/m", 39: "pipe:[{P5}]", 40: "socket:[{T4}]"}
+         9: "tcp:127.0.0.1:{PORT}", 10: "socket:[{T2}]",
+         11: "tcp:127.0.0.1:{Q}->127.0.0.1:{PORT}", 12: "tcp:127.0.0.1:{PORT}->127.0.0.1:{Q}", 13: "socket:[{T3}]",
+         14: "tcp:127.0.0.1:{R}->127.0.0.1:{PORT}", 15: "tcp:127.0.0.1:{PORT}->127.0.0.1:{R}",
+         16: d + "/d", 17: d + "/d/f1",
+         18: d + "/d/f2", 19: d + "/s", 20: "pipe:[{OUT}]", 21: "(all streams)",
+         22: d + "/i", 23: "pipe:[{IN}]", 24: d + "/t", 25: d + "/u", 26: "pipe:[{P3}]",
+         27: "anon_inode:[eventpoll]", 28: "anon_inode:[eventfd]", 29: "pipe:[{P4}]",
+         30: d + "/k", 31: d + "/m", 41: "pipe:[{P5}]", 42: "socket:[{T4}]"}
     for i, name in enumerate(tmps[:8]):
-        N[30 + i] = name
+        N[32 + i] = name
     # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
     e.add('open(path="%s/a", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
@@ -189,22 +196,25 @@ def expect(d, tmps):
     e.call("listen", fd(3, N[9]) + ", backlog=4", 0)
     e.add('fd_file(fd=4, path="socket:[{T2}]", file=file#10)')
     e.call("socket", tcp, "4<%s>" % N[10])
+    # a connection is named by both ends, apart from the listener whose address it reached
+    e.add('fd_file(fd=4, path="%s", file=file#11)' % N[11])
     e.call("connect", fd(4, N[10]) + ', sockaddr="tcp:127.0.0.1:{PORT}"', 0)
-    e.add('fd_file(fd=5, path="tcp:127.0.0.1:{Q}", file=file#11)')
-    e.call("accept", fd(3, N[9]) + ", flags=0x0", "5<%s>" % N[11])
-    e.add('fd_file(fd=6, path="socket:[{T3}]", file=file#12)')
-    e.call("socket", tcp, "6<%s>" % N[12])
-    e.call("connect", fd(6, N[12]) + ', sockaddr="tcp:127.0.0.1:{PORT}"', 0)
-    e.add('fd_file(fd=7, path="tcp:127.0.0.1:{R}", file=file#13)')
-    e.call("accept4", fd(3, N[9]) + ", flags=0x%x" % O_CLOEXEC, "7<%s>" % N[13])
-    e.call("write", fd(4, N[9]) + ", count=3, " + e.lit(), 3)
-    e.call("read", fd(5, N[11]) + ", count=3, " + SB, 3)
+    e.add('fd_file(fd=5, path="%s", file=file#12)' % N[12])
+    e.call("accept", fd(3, N[9]) + ", flags=0x0", "5<%s>" % att(N[12]))
+    e.add('fd_file(fd=6, path="socket:[{T3}]", file=file#13)')
+    e.call("socket", tcp, "6<%s>" % N[13])
+    e.add('fd_file(fd=6, path="%s", file=file#14)' % N[14])
+    e.call("connect", fd(6, N[13]) + ', sockaddr="tcp:127.0.0.1:{PORT}"', 0)
+    e.add('fd_file(fd=7, path="%s", file=file#15)' % N[15])
+    e.call("accept4", fd(3, N[9]) + ", flags=0x%x" % O_CLOEXEC, "7<%s>" % att(N[15]))
+    e.call("write", fd(4, N[11]) + ", count=3, " + e.lit(), 3)
+    e.call("read", fd(5, N[12]) + ", count=3, " + SB, 3)
     e.call("poll", "nfds=1, timeout=0", 0)
     e.call("poll", "nfds=1, timeout=0", 0)
     e.call("select", "nfds=8, timeout_us=1000", 0)
-    for n, f in ((3, 9), (4, 9), (5, 11), (6, 9), (7, 13)):
+    for n, f in ((3, 9), (4, 11), (5, 12), (6, 14), (7, 15)):
         e.call("close", fd(n, N[f]), 0)
-    # ---- paths: d = file#14
+    # ---- paths: d = file#16
     dd = '"%s/d"' % d
     e.call("mkdir", "path=%s, mode=0x1ed" % dd, 0)
     e.call("mkdirat", 'dirfd=-100, path="%s/e", mode=0x1c0' % d, 0)
@@ -212,35 +222,35 @@ def expect(d, tmps):
     for name in ("stat", "lstat"):
         for _ in range(4):
             e.call(name, "path=" + dd, 0)
-    e.add("open(path=%s, flags=0x%x, mode=0x0, file=file#14, errno=0) = 3" % (dd, O_DIRECTORY))
+    e.add("open(path=%s, flags=0x%x, mode=0x0, file=file#16, errno=0) = 3" % (dd, O_DIRECTORY))
     for _ in range(4):
-        e.call("fstat", fd(3, N[14]), 0)
+        e.call("fstat", fd(3, N[16]), 0)
     for _ in range(4):
         e.call("fstatat", 'dirfd=3, path=".", flags=0x0', 0)
     e.call("statx", "dirfd=-100, path=%s, flags=0x0, mask=0x200" % dd, 0)
     e.call("access", "path=%s, mode=0x0" % dd, 0)
     e.call("access", 'path="%s/missing", mode=0x0' % d, -1, errno.ENOENT)
     e.call("faccessat", "dirfd=-100, path=%s, mode=0x4, flags=0x0" % dd, 0)
-    e.call("fchdir", fd(3, N[14]), 0)
+    e.call("fchdir", fd(3, N[16]), 0)
     e.call("chdir", 'path="%s"' % d, 0)
-    e.call("close", fd(3, N[14]), 0)
+    e.call("close", fd(3, N[16]), 0)
     e.call("truncate", 'path="%s/a", length=4' % d, 0)
     e.call("truncate", 'path="%s/a", length=6' % d, 0)
     e.call("rename", 'oldpath="%s/a", newpath="%s/a2"' % (d, d), 0)
     e.call("unlink", 'path="%s/a2"' % d, 0)
     e.call("unlink", 'path="%s/a2"' % d, -1, errno.ENOENT)
-    for name, f in (("f1", 15), ("f2", 16)):
+    for name, f in (("f1", 17), ("f2", 18)):
         e.add('creat(path="%s/d/%s", mode=0x180, file=file#%d, errno=0) = 3' % (d, name, f))
         e.call("close", fd(3, N[f]), 0)
-    e.add("opendir(path=%s, file=file#14, errno=0) = 3" % dd)
+    e.add("opendir(path=%s, file=file#16, errno=0) = 3" % dd)
     for ret in (1, 1, 1, 1, 0):  # ., .., f1, f2, the end
-        e.call("readdir", fd(3, N[14]), ret)
-    e.call("closedir", fd(3, N[14]), 0)
-    e.add("open(path=%s, flags=0x0, mode=0x0, file=file#14, errno=0) = 3" % dd)
-    e.call("fdopendir", fd(3, N[14]), 3)
+        e.call("readdir", fd(3, N[16]), ret)
+    e.call("closedir", fd(3, N[16]), 0)
+    e.add("open(path=%s, flags=0x0, mode=0x0, file=file#16, errno=0) = 3" % dd)
+    e.call("fdopendir", fd(3, N[16]), 3)
     for ret in (1, 1, 1, 1, 0):
-        e.call("readdir", fd(3, N[14]), ret)
-    e.call("closedir", fd(3, N[14]), 0)
+        e.call("readdir", fd(3, N[16]), ret)
+    e.call("closedir", fd(3, N[16]), 0)
     # ---- links and modes in d (AT_FDCWD -100, RENAME_NOREPLACE 1, AT_REMOVEDIR 0x200)
     def two(old, new, flags=0):
         return ('olddirfd=-100, oldpath="%s/d/%s", newdirfd=-100, newpath="%s/d/%s", '
@@ -254,101 +264,101 @@ def expect(d, tmps):
     e.call("renameat", two("f4", "f5", 1), -1, errno.EEXIST)
     e.call("chmod", 'dirfd=-100, path="%s/d/f1", mode=0x1a0, flags=0x0' % d, 0)
     e.call("chmod", 'dirfd=-100, path="%s/d/f2", mode=0x180, flags=0x0' % d, 0)
-    e.add('open(path="%s/d/f1", flags=0x0, mode=0x0, file=file#15, errno=0) = 3' % d)
-    e.call("fchmod", fd(3, N[15]) + ", mode=0x180", 0)
-    e.call("close", fd(3, N[15]), 0)
+    e.add('open(path="%s/d/f1", flags=0x0, mode=0x0, file=file#17, errno=0) = 3' % d)
+    e.call("fchmod", fd(3, N[17]) + ", mode=0x180", 0)
+    e.call("close", fd(3, N[17]), 0)
     e.call("unlinkat", 'dirfd=-100, path="%s/d/s1", flags=0x0' % d, 0)
     e.call("unlinkat", 'dirfd=-100, path="%s/e", flags=0x200' % d, -1, errno.ENOENT)
-    # ---- stdio output: s = file#17, stdout = file#18, every stream = file#19
-    e.add('fopen(path="%s/s", opentype="w", file=file#17, errno=0) = 3' % d)
+    # ---- stdio output: s = file#19, stdout = file#20, every stream = file#21
+    e.add('fopen(path="%s/s", opentype="w", file=file#19, errno=0) = 3' % d)
     for fmt, ret in (("%d\\n", 6), ("%s", 2), ("%05d", 5), ("%c", 1)):
-        e.call("fprintf", fd(3, N[17]) + fmtarg(fmt), ret)
-    e.call("fputs", fd(3, N[17]) + ", bytes=3", "{NN1}")  # a non-negative number
-    e.call("fputs", fd(3, N[17]) + ", bytes=2", "{NN2}")
+        e.call("fprintf", fd(3, N[19]) + fmtarg(fmt), ret)
+    e.call("fputs", fd(3, N[19]) + ", bytes=3", "{NN1}")  # a non-negative number
+    e.call("fputs", fd(3, N[19]) + ", bytes=2", "{NN2}")
     for name, ch in (("fputc", "x"), ("fputc", "y"), ("putc", "p"), ("putc", "q"),
                      ("putc", "r")):
-        e.call(name, fd(3, N[17]) + ", bytes=1", ord(ch))
-    e.call("fwrite", fd(3, N[17]) + ", size=1, nmemb=10, %s, bytes=10" % SB, 10)
-    e.call("fwrite", fd(3, N[17]) + ", size=2, nmemb=3, %s, bytes=6" % SB, 3)
-    e.call("fflush", fd(3, N[17]), 0)
-    e.call("fflush", fd(3, N[17]), 0)
+        e.call(name, fd(3, N[19]) + ", bytes=1", ord(ch))
+    e.call("fwrite", fd(3, N[19]) + ", size=1, nmemb=10, %s, bytes=10" % SB, 10)
+    e.call("fwrite", fd(3, N[19]) + ", size=2, nmemb=3, %s, bytes=6" % SB, 3)
+    e.call("fflush", fd(3, N[19]), 0)
+    e.call("fflush", fd(3, N[19]), 0)
     for whence in (SEEK_END, SEEK_SET, SEEK_END):
-        e.call("fseek", fd(3, N[17]) + ", offset=0, whence=%d" % whence, 0)
-    e.call("fclose", fd(3, N[17]), 0)
-    e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#18)')
+        e.call("fseek", fd(3, N[19]) + ", offset=0, whence=%d" % whence, 0)
+    e.call("fclose", fd(3, N[19]), 0)
+    e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#20)')
     for fmt, ret in (("%s\\n", 4), ("%d", 1), ("%x", 2), ("!", 1)):
-        e.call("printf", fd(1, N[18]) + fmtarg(fmt), ret)
-    e.call("puts", fd(1, N[18]) + ", bytes=4", "{NN3}")
-    e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("A"))
-    e.call("putchar", fd(1, N[18]) + ", bytes=1", ord("B"))
-    e.add('fd_file(fd=-1, path="(all streams)", file=file#19)')
-    e.call("fflush", fd(-1, N[19]), 0)
+        e.call("printf", fd(1, N[20]) + fmtarg(fmt), ret)
+    e.call("puts", fd(1, N[20]) + ", bytes=4", "{NN3}")
+    e.call("putchar", fd(1, N[20]) + ", bytes=1", ord("A"))
+    e.call("putchar", fd(1, N[20]) + ", bytes=1", ord("B"))
+    e.add('fd_file(fd=-1, path="(all streams)", file=file#21)')
+    e.call("fflush", fd(-1, N[21]), 0)
     for fmt, ret in (("%d", 2), ("ab", 2), ("c", 1), ("de", 2),
                      ("(built at run time)", 1)):  # a format not in read-only data
-        e.call("dprintf", fd(1, N[18]) + fmtarg(fmt), ret)
-    # ---- stdio input: i = file#20, stdin = file#21
-    e.add('open(path="%s/i", flags=0x%x, mode=0x180, file=file#20, errno=0) = 3'
+        e.call("dprintf", fd(1, N[20]) + fmtarg(fmt), ret)
+    # ---- stdio input: i = file#22, stdin = file#23
+    e.add('open(path="%s/i", flags=0x%x, mode=0x180, file=file#22, errno=0) = 3'
           % (d, O[1] | O_CREAT | O_TRUNC))
-    e.call("write", fd(3, N[20]) + ", count=28, " + e.lit(), 28)
-    e.call("close", fd(3, N[20]), 0)
-    e.add('fopen(path="%s/i", opentype="r", file=file#20, errno=0) = 3' % d)
-    e.call("fscanf", fd(3, N[20]) + fmtarg("%d"), 1)
-    e.call("fscanf", fd(3, N[20]) + fmtarg("%d"), 1)
-    e.call("fgetc", fd(3, N[20]) + ", bytes=1", ord("\n"))
+    e.call("write", fd(3, N[22]) + ", count=28, " + e.lit(), 28)
+    e.call("close", fd(3, N[22]), 0)
+    e.add('fopen(path="%s/i", opentype="r", file=file#22, errno=0) = 3' % d)
+    e.call("fscanf", fd(3, N[22]) + fmtarg("%d"), 1)
+    e.call("fscanf", fd(3, N[22]) + fmtarg("%d"), 1)
+    e.call("fgetc", fd(3, N[22]) + ", bytes=1", ord("\n"))
     for size, ret in ((100, 9), (3, 2), (100, 4), (100, 2)):
-        e.call("fgets", fd(3, N[20]) + ", size=%d, %s" % (size, SB), ret)
+        e.call("fgets", fd(3, N[22]) + ", size=%d, %s" % (size, SB), ret)
     for name in ("fgetc", "getc", "getc", "getc"):
-        e.call(name, fd(3, N[20]) + ", bytes=1", ord("r"))
-    e.call("ungetc", fd(3, N[20]) + ", c=%d" % ord("r"), ord("r"))
-    e.call("getline", fd(3, N[20]), 2)
-    e.call("getline", fd(3, N[20]), -1)  # the end of the file: no error
-    e.call("fclose", fd(3, N[20]), 0)
-    e.add('fopen(path="%s/i", opentype="r", file=file#20, errno=0) = 3' % d)
-    e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord(" "), 3)
-    e.call("getdelim", fd(3, N[20]) + ", delim=%d" % ord("\n"), 3)
-    e.call("fscanf", fd(3, N[20]) + fmtarg("%s"), 1)
-    e.call("fscanf", fd(3, N[20]) + fmtarg("%s"), 1)
-    for size, nmemb, ret in ((1, 4, 4), (2, 3, 3), (1, 2, 2), (1, 100, 2)):
-        e.call("fread", fd(3, N[20]) + ", size=%d, nmemb=%d, %s, bytes=%d"
-               % (size, nmemb, SB, size * ret), ret)
-    e.call("fclose", fd(3, N[20]), 0)
-    e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#21)')
-    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
-    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
-    e.call("getchar", fd(0, N[21]) + ", bytes=1", ord(" "))
-    e.call("getchar", fd(0, N[21]) + ", bytes=1", ord("9"))
-    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), 1)
-    e.call("scanf", fd(0, N[21]) + fmtarg("%d"), -1)
-    # ---- streams made otherwise, copies: t = file#22, u = file#23, a pipe = file#24
-    e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#20, errno=0) = 3' % d)
-    e.call("fdopen", fd(3, N[20]) + ', opentype="r"', 3)
-    e.call("freopen", 'path="%s/t", opentype="w", old_fd=3<%s>, file=file#22' % (d, N[20]), 3)
-    e.call("freopen", 'path="%s/t", opentype="a", old_fd=3<%s>, file=file#22' % (d, N[22]), 3)
+        e.call(name, fd(3, N[22]) + ", bytes=1", ord("r"))
+    e.call("ungetc", fd(3, N[22]) + ", c=%d" % ord("r"), ord("r"))
+    e.call("getline", fd(3, N[22]), 2)
+    e.call("getline", fd(3, N[22]), -1)  # the end of the file: no error
     e.call("fclose", fd(3, N[22]), 0)
-    e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#20, errno=0) = 3' % d)
-    e.add('open(path="%s/u", flags=0x%x, mode=0x180, file=file#23, errno=0) = 4'
+    e.add('fopen(path="%s/i", opentype="r", file=file#22, errno=0) = 3' % d)
+    e.call("getdelim", fd(3, N[22]) + ", delim=%d" % ord(" "), 3)
+    e.call("getdelim", fd(3, N[22]) + ", delim=%d" % ord("\n"), 3)
+    e.call("fscanf", fd(3, N[22]) + fmtarg("%s"), 1)
+    e.call("fscanf", fd(3, N[22]) + fmtarg("%s"), 1)
+    for size, nmemb, ret in ((1, 4, 4), (2, 3, 3), (1, 2, 2), (1, 100, 2)):
+        e.call("fread", fd(3, N[22]) + ", size=%d, nmemb=%d, %s, bytes=%d"
+               % (size, nmemb, SB, size * ret), ret)
+    e.call("fclose", fd(3, N[22]), 0)
+    e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#23)')
+    e.call("scanf", fd(0, N[23]) + fmtarg("%d"), 1)
+    e.call("scanf", fd(0, N[23]) + fmtarg("%d"), 1)
+    e.call("getchar", fd(0, N[23]) + ", bytes=1", ord(" "))
+    e.call("getchar", fd(0, N[23]) + ", bytes=1", ord("9"))
+    e.call("scanf", fd(0, N[23]) + fmtarg("%d"), 1)
+    e.call("scanf", fd(0, N[23]) + fmtarg("%d"), -1)
+    # ---- streams made otherwise, copies: t = file#24, u = file#25, a pipe = file#26
+    e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#22, errno=0) = 3' % d)
+    e.call("fdopen", fd(3, N[22]) + ', opentype="r"', 3)
+    e.call("freopen", 'path="%s/t", opentype="w", old_fd=3<%s>, file=file#24' % (d, N[22]), 3)
+    e.call("freopen", 'path="%s/t", opentype="a", old_fd=3<%s>, file=file#24' % (d, N[24]), 3)
+    e.call("fclose", fd(3, N[24]), 0)
+    e.add('open(path="%s/i", flags=0x0, mode=0x0, file=file#22, errno=0) = 3' % d)
+    e.add('open(path="%s/u", flags=0x%x, mode=0x180, file=file#25, errno=0) = 4'
           % (d, O[1] | O_CREAT | O_TRUNC))
     for _ in range(2):
-        e.call("sendfile", "out_fd=4<%s>, in_fd=3<%s>, offset=-1, count=5" % (N[23], N[20]), 5)
+        e.call("sendfile", "out_fd=4<%s>, in_fd=3<%s>, offset=-1, count=5" % (N[25], N[22]), 5)
     for n in (5, 6):
-        e.add('fd_file(fd=%d, path="pipe:[{P3}]", file=file#24)' % n)
-    e.call("pipe", "flags=0x0, rd_fd=5<%s>, wr_fd=6<%s>" % (N[24], N[24]), 0)
-    e.call("splice", "in_fd=3<%s>, out_fd=6<%s>, len=4, flags=0x0" % (N[20], N[24]), 4)
-    e.call("splice", "in_fd=5<%s>, out_fd=4<%s>, len=4, flags=0x0" % (N[24], N[23]), 4)
-    e.call("copy_file_range", "in_fd=3<%s>, out_fd=4<%s>, len=3" % (N[20], N[23]), 3)
-    for n, f in ((3, 20), (4, 23), (5, 24), (6, 24)):
+        e.add('fd_file(fd=%d, path="pipe:[{P3}]", file=file#26)' % n)
+    e.call("pipe", "flags=0x0, rd_fd=5<%s>, wr_fd=6<%s>" % (N[26], N[26]), 0)
+    e.call("splice", "in_fd=3<%s>, out_fd=6<%s>, len=4, flags=0x0" % (N[22], N[26]), 4)
+    e.call("splice", "in_fd=5<%s>, out_fd=4<%s>, len=4, flags=0x0" % (N[26], N[25]), 4)
+    e.call("copy_file_range", "in_fd=3<%s>, out_fd=4<%s>, len=3" % (N[22], N[25]), 3)
+    for n, f in ((3, 22), (4, 25), (5, 26), (6, 26)):
         e.call("close", fd(n, N[f]), 0)
-    # ---- waiting: epoll = file#25 (both epoll descriptors), the eventfd = file#26, a pipe =
-    # file#27 (EPOLL_CLOEXEC 0x80000, EFD_NONBLOCK 0x800, EPOLL_CTL_ADD 1, EPOLL_CTL_DEL 2,
+    # ---- waiting: epoll = file#27 (both epoll descriptors), the eventfd = file#28, a pipe =
+    # file#29 (EPOLL_CLOEXEC 0x80000, EFD_NONBLOCK 0x800, EPOLL_CTL_ADD 1, EPOLL_CTL_DEL 2,
     # EPOLLIN 1, FIONREAD 0x541b, TCGETS 0x5401, ENOENT 2, EFAULT 14, ENOTTY 25); the DEL with a
     # pointer that is no address and the failed ADD name no events: the capture reads none
-    e.add('fd_file(fd=3, path="anon_inode:[eventpoll]", file=file#25)')
-    e.call("epoll_create1", "flags=0x80000", "3<%s>" % N[25])
-    e.add('fd_file(fd=4, path="anon_inode:[eventpoll]", file=file#25)')
-    e.call("epoll_create", "size=4", "4<%s>" % N[25])
-    e.add('fd_file(fd=5, path="anon_inode:[eventfd]", file=file#26)')
-    e.call("eventfd", "initval=5, flags=0x800", "5<%s>" % N[26])
-    ep, efd = "ep_fd=3<%s>, " % N[25], fd(5, N[26])
+    e.add('fd_file(fd=3, path="anon_inode:[eventpoll]", file=file#27)')
+    e.call("epoll_create1", "flags=0x80000", "3<%s>" % N[27])
+    e.add('fd_file(fd=4, path="anon_inode:[eventpoll]", file=file#27)')
+    e.call("epoll_create", "size=4", "4<%s>" % N[27])
+    e.add('fd_file(fd=5, path="anon_inode:[eventfd]", file=file#28)')
+    e.call("eventfd", "initval=5, flags=0x800", "5<%s>" % N[28])
+    ep, efd = "ep_fd=3<%s>, " % N[27], fd(5, N[28])
     e.call("epoll_ctl", ep + "op=1, " + efd + ", events=0x1", 0)
     for _ in range(2):
         e.call("epoll_wait", ep + "maxevents=8, timeout=0", 1)
@@ -360,22 +370,22 @@ def expect(d, tmps):
     e.call("ppoll", "nfds=1, timeout_ns=1000", 1)
     e.call("pselect", "nfds=6, timeout_ns=1000", 1)
     e.call("epoll_ctl", ep + "op=2, " + efd + ", events=0x0", 0)
-    e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[25] + efd + ", events=0x0", -1, err=2)
-    e.call("epoll_ctl", "ep_fd=4<%s>, op=1, " % N[25] + efd + ", events=0x0", -1, err=14)
+    e.call("epoll_ctl", "ep_fd=4<%s>, op=2, " % N[27] + efd + ", events=0x0", -1, err=2)
+    e.call("epoll_ctl", "ep_fd=4<%s>, op=1, " % N[27] + efd + ", events=0x0", -1, err=14)
     for n in (6, 7):
-        e.add('fd_file(fd=%d, path="pipe:[{P4}]", file=file#27)' % n)
-    e.call("pipe", "flags=0x0, rd_fd=6<%s>, wr_fd=7<%s>" % (N[27], N[27]), 0)
-    e.call("write", fd(7, N[27]) + ", count=3, " + e.lit(), 3)
-    e.call("ioctl", fd(6, N[27]) + ", request=0x541b", 0)
-    e.call("ioctl", fd(6, N[27]) + ", request=0x5401", -1, err=25)
-    for n, f in ((3, 25), (4, 25), (5, 26), (6, 27), (7, 27)):
+        e.add('fd_file(fd=%d, path="pipe:[{P4}]", file=file#29)' % n)
+    e.call("pipe", "flags=0x0, rd_fd=6<%s>, wr_fd=7<%s>" % (N[29], N[29]), 0)
+    e.call("write", fd(7, N[29]) + ", count=3, " + e.lit(), 3)
+    e.call("ioctl", fd(6, N[29]) + ", request=0x541b", 0)
+    e.call("ioctl", fd(6, N[29]) + ", request=0x5401", -1, err=25)
+    for n, f in ((3, 27), (4, 27), (5, 28), (6, 29), (7, 29)):
         e.call("close", fd(n, N[f]), 0)
-    # ---- locks: k = file#28 (F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK
+    # ---- locks: k = file#30 (F_GETLK 5, F_SETLK 6, F_SETLKW 7, F_OFD_GETLK 36, F_OFD_SETLK
     # 37; F_RDLCK 0, F_WRLCK 1, F_UNLCK 2; LOCK_EX 2, LOCK_UN 8; F_ULOCK 0, F_LOCK 1; EAGAIN
     # 11). A GETLK's fields are its answer; a call that failed with EFAULT reads none (-1)
-    e.add('open(path="%s/k", flags=0x%x, mode=0x180, file=file#28, errno=0) = 3'
+    e.add('open(path="%s/k", flags=0x%x, mode=0x180, file=file#30, errno=0) = 3'
           % (d, O[2] | O_CREAT))
-    k = fd(3, N[28])
+    k = fd(3, N[30])
 
     def lock(cmd, typ, whence, start, length, pid):
         return k + ", cmd=%d, type=%d, whence=%d, start=%d, len=%d, pid=%s" % (
@@ -391,11 +401,11 @@ def expect(d, tmps):
     e.call("lockf", k + ", cmd=1, len=10", 0)
     e.call("lockf", k + ", cmd=0, len=10", 0)
     e.call("close", k, 0)
-    # ---- more on files: m = file#29 (POSIX_FADV_NORMAL 0, POSIX_FADV_SEQUENTIAL 2, EINVAL
+    # ---- more on files: m = file#31 (POSIX_FADV_NORMAL 0, POSIX_FADV_SEQUENTIAL 2, EINVAL
     # 22, EFAULT 14, AT_SYMLINK_NOFOLLOW 0x100, O_APPEND 0x400)
-    e.add('open(path="%s/m", flags=0x%x, mode=0x180, file=file#29, errno=0) = 3'
+    e.add('open(path="%s/m", flags=0x%x, mode=0x180, file=file#31, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
-    m = fd(3, N[29])
+    m = fd(3, N[31])
     for name, last in (("pwritev", 12), ("preadv", -1)):  # -1: from the descriptor's offset
         for cnt, off, ret in ((2, 0, 8), (1, 8, 2), (1, 10, 2), (1, last, 2)):
             e.call(name, m + ", iovcnt=%d, offset=%d, flags=0x0, %s" % (cnt, off, SB), ret)
@@ -432,15 +442,15 @@ def expect(d, tmps):
     e.call("readlink", 'dirfd=-100, path="%s/m", bufsiz=100, target=""' % d, -1, err=22)
     for i in range(8):  # O_RDWR|O_CREAT|O_EXCL 0xc2, and the call's O_APPEND
         e.add('mkstemp(path="%s", flags=0x%x, file=file#%d, errno=0) = 3'
-              % (N[30 + i], 0x4c2 if i in (2, 3, 6, 7) else 0xc2, 30 + i))
-        e.call("close", fd(3, N[30 + i]), 0)
-    e.add('mkstemp(path="%s/bad", flags=0xc2, file=file#38, errno=22) = -1' % d)
+              % (N[32 + i], 0x4c2 if i in (2, 3, 6, 7) else 0xc2, 32 + i))
+        e.call("close", fd(3, N[32 + i]), 0)
+    e.add('mkstemp(path="%s/bad", flags=0xc2, file=file#40, errno=22) = -1' % d)
     e.call("mkdtemp", 'path="%s"' % (tmps[8] if len(tmps) > 8 else "?"), 0)
-    e.add('fd_file(fd=3, path="pipe:[{P5}]", file=file#39)')
-    e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[39])
-    e.call("pclose", fd(3, N[39]), 768)
-    e.add('open(path="%s/m", flags=0x0, mode=0x0, file=file#29, errno=0) = 3' % d)
-    e.call("close", fd(3, N[29]), 0)
+    e.add('fd_file(fd=3, path="pipe:[{P5}]", file=file#41)')
+    e.call("popen", 'command="exit 3", opentype="r"', "3<%s>" % N[41])
+    e.call("pclose", fd(3, N[41]), 768)
+    e.add('open(path="%s/m", flags=0x0, mode=0x0, file=file#31, errno=0) = 3' % d)
+    e.call("close", fd(3, N[31]), 0)
     e.call("popen", 'command="true", opentype="x"', -1, err=22)
     e.call("system", 'command="exit 5"', 1280)
     e.call("getcwd", 'size=4096, path="%s"' % d, 0)
@@ -448,10 +458,10 @@ def expect(d, tmps):
     e.call("getcwd", 'size=0, path="%s"' % d, 0)
     e.add("umask(mask=0x3f, old={U})")  # the mask the test began with, then set again
     e.add("umask(mask={U}, old=0x3f)")
-    e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#40)')
+    e.add('fd_file(fd=3, path="socket:[{T4}]", file=file#42)')
     e.call("socket", "domain=%d, type=0x%x, protocol=0" % (AF_INET, SOCK_STREAM),
-           "3<%s>" % N[40])
-    t = fd(3, N[40])
+           "3<%s>" % N[42])
+    t = fd(3, N[42])
     e.call("setsockopt", t + ", level=1, optname=2, optlen=4, value=1", 0)  # SO_REUSEADDR
     e.call("getsockopt", t + ", level=1, optname=2, value=1", 0)
     e.call("getsockopt", t + ", level=1, optname=3, value=1", 0)  # SO_TYPE: SOCK_STREAM
@@ -459,10 +469,10 @@ def expect(d, tmps):
     e.call("close", t, 0)
     # strings at no address, after calls that failed with EFAULT: read safely
     e.call("stat", 'path="(bad address)"', -1, err=14)
-    e.add('open(path="(bad address)", flags=0x0, mode=0x0, file=file#41, errno=14) = -1')
-    e.add('open(path="aaaaaaaaaa...[memory ends]", flags=0x0, mode=0x0, file=file#42, '
+    e.add('open(path="(bad address)", flags=0x0, mode=0x0, file=file#43, errno=14) = -1')
+    e.add('open(path="aaaaaaaaaa...[memory ends]", flags=0x0, mode=0x0, file=file#44, '
           'errno=14) = -1')
-    # ---- sleeps, syncs and datagrams: y = file#43, the datagram pair file#44, file#45
+    # ---- sleeps, syncs and datagrams: y = file#45, the datagram pair file#46, file#47
     # (CLOCK_MONOTONIC 1, TIMER_ABSTIME 1, SYNC_FILE_RANGE_WRITE 2, MS_SYNC 4, SOCK_DGRAM 2,
     # MSG_DONTWAIT 0x40; EFAULT 14, EINVAL 22, ENOMEM 12, EAGAIN 11); a time at no address
     # is -2, one the kernel refuses the least i64
@@ -474,7 +484,7 @@ def expect(d, tmps):
     e.add("clock_nanosleep(clock=99, flags=0x0, req_ns=1000) = 22")
     e.add("sleep(seconds=0) = 0")
     e.call("usleep", "usec=1", 0)
-    e.add('open(path="%s/y", flags=0x%x, mode=0x180, file=file#43, errno=0) = 3'
+    e.add('open(path="%s/y", flags=0x%x, mode=0x180, file=file#45, errno=0) = 3'
           % (d, O[2] | O_CREAT))
     y = fd(3, "%s/y" % d)
     e.call("write", y + ", count=4, " + e.lit(), 4)
@@ -483,8 +493,8 @@ def expect(d, tmps):
     e.call("msync", "addr={MAP}, length=4096, flags=0x4", 0)
     e.call("msync", "addr=0x0, length=4096, flags=0x4", -1, err=12)
     e.call("close", y, 0)
-    e.add('fd_file(fd=3, path="socket:[{D1}]", file=file#44)')
-    e.add('fd_file(fd=4, path="socket:[{D2}]", file=file#45)')
+    e.add('fd_file(fd=3, path="socket:[{D1}]", file=file#46)')
+    e.add('fd_file(fd=4, path="socket:[{D2}]", file=file#47)')
     d1, d2 = fd(3, "socket:[{D1}]"), fd(4, "socket:[{D2}]")
     e.call("socketpair", "domain=%d, type=0x2, protocol=0, rd_fd=3<socket:[{D1}]>, "
            "wr_fd=4<socket:[{D2}]>" % AF_UNIX, 0)
