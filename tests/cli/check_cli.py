@@ -731,6 +731,17 @@ def check_info(tap, cli, model, n_events):
            (b"not interleaved" in readme) == (model.timing == TIMING_NONE) and
            (b"\n  order " in readme) == bool(order) and order in readme,
            "cat README.txt (order: %s)" % (order.strip().decode() or "none, untimed"), err)
+    # README.txt's picture of an events.jsonl line names the keys a line has, in order
+    m = re.search(rb"\n  events.jsonl  (\{.*?\"args\":)", readme, re.S)
+    said = re.findall(rb'"(\w+)":', m.group(1)) if m else []
+    if model.timing == TIMING_NONE:
+        said = [k for k in said if k not in (b"ts", b"dur")]
+    rc, lines, err = cli.cat(b"events.jsonl")
+    first = lines.split(b"\n", 1)[0]
+    keys = [k.encode() for k in json.loads(first)] if rc == 0 and first else None
+    tap.ok(keys is not None and said == keys,
+           "README.txt's events.jsonl line has the keys of one (%s)" %
+           b",".join(said).decode(), "%s against %s" % (said, keys))
     rc, text, err = cli.cat(b"info.json")
     try:
         same = rc == 0 and text.endswith(b"}\n") and json.loads(text) == info
