@@ -482,10 +482,11 @@ struct phase_dir {
 	struct fs_scope *scope;
 };
 
-/* What building one rank keeps track of. */
+/* What building one rank (or its phases/ at its first use) keeps track of. */
 struct rank_lay {
 	uint32_t rank;
 	uint32_t dir;			/* ranks/<r>/ */
+	uint32_t phases;		/* its phases/ */
 	struct fs_scope *scope;		/* the rank's */
 	uint32_t first, n_streams;	/* its streams: positions of tfs_trace_stream_sorted() */
 	struct fs_scope **stream_scope; /* [n_streams] */
@@ -511,6 +512,8 @@ static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
 	sub = add_node(vt, l->dir, "phases", NULL, fs_layout_key("phases/"));
 	if (sub < 0)
 		return (int)sub;
+	/* its directories come at its first use (fill_phases()): one per phase name */
+	fs_node_at(vt, (uint32_t)sub)->flags = VN_LAZY_DIR | VN_LAZY_PHASES;
 	l->scope = scope_new(vt, "rank %" PRIu32, l->rank);
 	if (!l->scope)
 		return -ENOMEM;
@@ -556,12 +559,10 @@ static int lay_phase(struct fs_vtree *vt, struct rank_lay *l, const struct fs_ph
 	int rc;
 
 	if (new_dir) {
-		int64_t phases = find_child(vt, l->dir, "phases");
 		int64_t node;
 
-		assert(phases >= 0);
 		/* sorted: the first phase of a directory has the lowest index, its listing key */
-		node = add_node(vt, (uint32_t)phases, p->name, NULL, p->idx);
+		node = add_node(vt, l->phases, p->name, NULL, p->idx);
 		if (node < 0)
 			return (int)node;
 		d = &l->pdirs[l->n_pdirs++];
@@ -618,47 +619,88 @@ static int rank_phases(struct fs_vtree *vt, uint32_t rank, uint32_t *first, uint
 	return 0;
 }
 
-/* The rank's phases into its scopes, and their directories. */
-static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
+/* The rank's phases, in @l->recs, each with its own slot. */
+static int rank_recs(struct fs_vtree *vt, struct rank_lay *l)
 {
-	uint32_t first, j;
+	uint32_t first;
 	int rc = rank_phases(vt, l->rank, &first, &l->n_phases);
 
 	if (rc < 0 || l->n_phases == 0)
 		return rc;
 	l->recs = calloc(l->n_phases, sizeof(*l->recs));
-	l->dirs = calloc(l->n_phases, sizeof(*l->dirs));
-	l->pdirs = calloc(l->n_phases, sizeof(*l->pdirs));
-	if (!l->recs || !l->dirs || !l->pdirs)
+	if (!l->recs)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < l->n_phases && rc == 0; i++) {
-		struct fs_phase_rec *p = &l->recs[i];
+		rc = fs_phase_rec_of(vt->trace, vt->root->phases[first + i], &l->recs[i]);
+		l->recs[i].slot = i;
+	}
+	return rc;
+}
 
-		rc = fs_phase_rec_of(vt->trace, vt->root->phases[first + i], p);
-		p->slot = i;
-		for (j = 0; rc == 0 && j < l->n_streams; j++)
+/* The rank's phases into its scopes and its threads' (their directories come later). */
+static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
+{
+	uint32_t j;
+	int rc = rank_recs(vt, l);
+
+	for (uint32_t i = 0; i < l->n_phases && rc == 0; i++) {
+		const struct fs_phase_rec *p = &l->recs[i];
+
+		for (j = 0; j < l->n_streams; j++)
 			if (l->stream_scope[j]->segs[0].stream == p->stream)
 				break;
-		if (rc == 0 && j == l->n_streams)
+		if (j == l->n_streams)
 			rc = -EINVAL;
 		if (rc == 0)
 			rc = scope_add_phase(l->scope, p->idx);
 		if (rc == 0)
 			rc = scope_add_phase(l->stream_scope[j], p->idx);
 	}
-	if (rc == 0)
-		rc = fs_phase_dirs_name(l->recs, l->n_phases, l->dirs);
-	if (rc < 0)
-		return rc;
-	/* a directory per distinct name, listed by its first phase */
-	for (uint32_t i = 0; i < l->n_phases; i++)
-		l->recs[i].name = l->dirs[l->recs[i].slot];
-	qsort(l->recs, l->n_phases, sizeof(*l->recs), fs_phase_rec_cmp);
-	for (uint32_t i = 0; i < l->n_phases && rc == 0; i++) {
-		const struct fs_phase_rec *p = &l->recs[i];
+	return rc;
+}
 
-		rc = lay_phase(vt, l, p, i == 0 || strcmp(p->name, p[-1].name) != 0);
+static void rank_lay_fini(struct rank_lay *l);
+
+/*
+ * phases/ of a rank (node @phases) at its first use: a directory per distinct phase name,
+ * with its files and a threads/<t>/ per phase, so that a reader of the rank's other files
+ * pays nothing per phase (a program with a phase a time step has tens of thousands).
+ * Under grow_lock.
+ */
+static int fill_phases(struct fs_vtree *vt, uint32_t phases)
+{
+	const struct vnode *rdir = fs_node_at(vt, fs_node_at(vt, phases)->parent);
+	struct rank_lay l = {.rank = fs_rank_of_ord(vt, rdir->rank_ord),
+			     .dir = fs_node_at(vt, phases)->parent, .phases = phases};
+	const uint32_t scopes = vt->n_scopes;
+	int rc = rank_recs(vt, &l);
+
+	if (rc == 0 && l.n_phases) {
+		l.dirs = calloc(l.n_phases, sizeof(*l.dirs));
+		l.pdirs = calloc(l.n_phases, sizeof(*l.pdirs));
+		rc = l.dirs && l.pdirs ? fs_phase_dirs_name(l.recs, l.n_phases, l.dirs) : -ENOMEM;
 	}
+	if (rc == 0 && l.n_phases) {
+		/* a directory per distinct name, listed by its first phase */
+		for (uint32_t i = 0; i < l.n_phases; i++)
+			l.recs[i].name = l.dirs[l.recs[i].slot];
+		qsort(l.recs, l.n_phases, sizeof(*l.recs), fs_phase_rec_cmp);
+	}
+	for (uint32_t i = 0; i < l.n_phases && rc == 0; i++) {
+		const struct fs_phase_rec *p = &l.recs[i];
+
+		rc = lay_phase(vt, &l, p, i == 0 || strcmp(p->name, p[-1].name) != 0);
+	}
+	for (uint32_t i = scopes; i < vt->n_scopes && rc == 0; i++) {
+		struct fs_scope *sc = vt->scopes[i];
+
+		if (sc->n_phases > 1)
+			qsort(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_u32);
+	}
+	for (uint32_t i = 0; i < l.n_pdirs && rc == 0; i++)
+		rc = fs_layout_add(vt, &(struct fs_dir){l.pdirs[i].node, FS_IN_PHASE,
+							l.pdirs[i].scope, l.rank});
+	rank_lay_fini(&l);
 	return rc;
 }
 
@@ -687,9 +729,6 @@ static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_fr
 		rc = add_thread_dir(vt, l->dir, l->stream_scope[j]);
 	if (rc == 0)
 		rc = fs_layout_add(vt, &(struct fs_dir){l->dir, FS_IN_RANK, l->scope, l->rank});
-	for (uint32_t i = 0; i < l->n_pdirs && rc == 0; i++)
-		rc = fs_layout_add(vt, &(struct fs_dir){l->pdirs[i].node, FS_IN_PHASE,
-							l->pdirs[i].scope, l->rank});
 	return rc;
 }
 
@@ -1122,7 +1161,7 @@ int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
 
 	if (atomic_load_explicit(&d->built, memory_order_acquire))
 		return 0;
-	if (!(d->flags & VN_LAZY_CALLS)) {
+	if (!(d->flags & (VN_LAZY_CALLS | VN_LAZY_PHASES))) {
 		rc = fs_root_ready(vt);
 		if (rc < 0)
 			return rc;
@@ -1134,6 +1173,8 @@ int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
 	scopes = vt->n_scopes;
 	if (d->flags & VN_LAZY_CALLS)
 		rc = fs_calls_fill(vt, idx, d->scope);
+	else if (d->flags & VN_LAZY_PHASES)
+		rc = fill_phases(vt, idx);
 	else
 		rc = add_chrome_parts(vt, idx, vt->root, vt->root_part_bytes);
 	if (rc == 0)

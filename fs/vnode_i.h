@@ -155,7 +155,8 @@ enum {
 	VN_RANKS = 1,	 /* ranks/: its children are the rank directories, built at first use */
 	VN_RANK_DIR = 2, /* ranks/<r>/: its inode is FS_RANK_INO + its ordinal (@rank_ord) */
 	VN_LAZY_DIR = 4, /* its children are made at its first use: the root's trace.json.d/, */
-	VN_LAZY_CALLS = 8, /* or with this, a calls/ (its scope is @scope) */
+	VN_LAZY_CALLS = 8, /* or with this, a calls/ (its scope is @scope), */
+	VN_LAZY_PHASES = 16, /* or with this, a rank's phases/ */
 };
 
 struct vnode {

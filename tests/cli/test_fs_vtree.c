@@ -708,6 +708,55 @@ static void test_vtree_backtrace_files_allocation_failures(void **state)
 }
 
 /*
+ * phases/ is made at its first use: reading a rank's trace.txt makes nothing of its 50 phase
+ * directories, and a first lookup inside it that runs out of memory at any allocation leaves
+ * the tree as it was and can be tried again.
+ */
+static void test_vtree_phases_made_at_first_use(void **state)
+{
+	enum { N = 50 };
+	struct fixture f;
+	struct tfs_writer *w;
+	struct tfs_wstream *s;
+	uint64_t ino, nodes, size;
+	uint32_t kind;
+	char *text;
+	long n;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
+	assert_int_equal(tfs_writer_stream_new(w, 0, 0, &s), 0);
+	for (uint64_t i = 0; i < N; i++) {
+		union tfs_arg a[2] = {{.u = 3}, {.u = i}};
+
+		assert_int_equal(tfs_wstream_append(s, kind, 10 * i, 1, a), 0);
+		assert_int_equal(tfs_writer_add_phase(w, "p", 0, 0, i, 1), 0);
+	}
+	open_fixture(&f, w);
+	resolve(f.vt, "ranks/0/trace.txt");
+	nodes = fs_vtree_n_nodes(f.vt);
+	for (n = 0;; n++) {
+		int rc;
+
+		fa_arm(n);
+		rc = fs_vtree_resolve(f.vt, "ranks/0/phases/p~49/trace.txt", &ino);
+		fa_disarm();
+		if (rc == 0)
+			break;
+		assert_int_equal(rc, -ENOMEM);
+		assert_int_equal(fs_vtree_n_nodes(f.vt), nodes);
+	}
+	assert_true(n > 0);
+	/* a directory per phase, each with its files and threads/0/ */
+	assert_true(fs_vtree_n_nodes(f.vt) > nodes + 5 * N);
+	text = read_path(f.vt, "ranks/0/phases/p~49/trace.txt", &size);
+	assert_non_null(strstr(text, "count=49"));
+	assert_null(strstr(text, "count=48"));
+	free(text);
+	close_fixture(&f);
+}
+
+/*
  * A rank directory whose build fails after its nodes have filled more than one chunk of the
  * node table is undone and built again at the next lookup; the chunks the failed build made
  * are freed with the tree (LeakSanitizer, in the ASan build, checks that none is left).
@@ -784,6 +833,7 @@ int main(void)
 	    cmocka_unit_test(test_vtree_backtrace_files),
 	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),
 	    cmocka_unit_test(test_vtree_failed_rank_build_frees_its_chunks),
+	    cmocka_unit_test(test_vtree_phases_made_at_first_use),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
