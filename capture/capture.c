@@ -698,6 +698,40 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const
 }
 
 /*
+ * Copy a call's @n words to its record @to: a switch for the six words or fewer of the malloc
+ * family, whose words the compiler then keeps in registers, a loop beyond.
+ */
+static inline __attribute__((always_inline)) void put_words(uint64_t *to, const uint64_t *words,
+							    uint32_t n)
+{
+	switch (n) {
+	case 6:
+		to[5] = words[5];
+		/* fallthrough */
+	case 5:
+		to[4] = words[4];
+		/* fallthrough */
+	case 4:
+		to[3] = words[3];
+		/* fallthrough */
+	case 3:
+		to[2] = words[2];
+		/* fallthrough */
+	case 2:
+		to[1] = words[1];
+		/* fallthrough */
+	case 1:
+		to[0] = words[0];
+		/* fallthrough */
+	case 0:
+		return;
+	default:
+		for (uint32_t i = 0; i < n; i++)
+			to[i] = words[i];
+	}
+}
+
+/*
  * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
  * frames it shares with the thread's previous one in this chunk and the new ones
  * (spool_i.h). @same: how many leading frames the caller knows repeat the thread's
@@ -727,8 +761,7 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 	words = base + 1 + n - keep;
 	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
 	r[1] = ts_ns;
-	for (uint32_t i = 0; i < n_args; i++)
-		r[2 + i] = args[i];
+	put_words(r + 2, args, n_args);
 	if (strs_len) {
 		r[base - 1] = 0;
 		memcpy(r + 2 + n_args, strs, strs_len);
@@ -748,8 +781,9 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
  * A REC_CALL; with @bt_word not 0, a REC_CALL_BT whose backtrace is that one word (an
  * allocation not sampled, spool_i.h).
  */
-static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
-		     uint32_t n_args, const char *strs, size_t strs_len, uint64_t bt_word)
+static inline __attribute__((always_inline)) bool
+put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+	 const char *strs, size_t strs_len, uint64_t bt_word)
 {
 	/* a call inside others, recorded as such only when nested calls are asked for */
 	const bool nested = !bt_word && cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
@@ -762,8 +796,7 @@ static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uin
 	r[0] = cap_rec_word0(bt_word ? REC_CALL_BT : nested ? REC_CALL_NESTED : REC_CALL, words,
 			     (uint32_t)strs_len, call);
 	r[1] = ts_ns;
-	for (uint32_t i = 0; i < n_args; i++)
-		r[2 + i] = args[i];
+	put_words(r + 2, args, n_args);
 	if (strs_len) {
 		r[base - 1] = 0;
 		memcpy(r + 2 + n_args, strs, strs_len);
@@ -805,11 +838,14 @@ static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *arg
 	return ts->sample_units / every != before / every;
 }
 
-/* The one body of cap_put_call() and cap_put_call_from(), which its helpers are inlined into */
-void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
-		     size_t strs_len, const struct cap_frame *from)
+/*
+ * The one body of cap_put_call() and cap_put_alloc_at(), inlined into each with its helpers:
+ * the allocation entry takes no strings, so their branches fold away.
+ */
+static inline __attribute__((always_inline)) void
+put_call_at(uint32_t call, uint32_t n_args, uint64_t ts_ns, const uint64_t *args,
+	    const char *strs, size_t strs_len, const struct cap_frame *from)
 {
-	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
 	const int saved_errno = errno;
 	struct tstate *ts;
 	bool stack, ok = true;
@@ -838,10 +874,18 @@ void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, cons
 	errno = saved_errno;
 }
 
+void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+		      uint64_t e, const struct cap_frame *from)
+{
+	const uint64_t args[6] = {0, a, b, c, d, e};
+
+	put_call_at((uint32_t)call_n, (uint32_t)(call_n >> 32), now_ns(), args, NULL, 0, from);
+}
+
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len)
 {
-	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, strs, strs_len, NULL);
+	put_call_at(call, n_args, ts_ns, args, strs, strs_len, NULL);
 }
 
 void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,

@@ -120,9 +120,7 @@ static bool is_boot(const void *p)
 static void put_alloc(const struct cap_frame *from, enum cap_call call, uint32_t n, uint64_t a,
 		      uint64_t b, uint64_t c, uint64_t d, uint64_t e)
 {
-	uint64_t args[6] = {0, a, b, c, d, e};
-
-	cap_put_call_from(call, cap_now_ns(), args, n + 1, from);
+	cap_put_alloc_at(call | (uint64_t)(n + 1) << 32, a, b, c, d, e, from);
 }
 
 /*
