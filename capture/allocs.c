@@ -322,14 +322,12 @@ static struct snode *small_slot(const struct shard *s, uintptr_t lo)
 	return &s->small[i];
 }
 
-/* Room for one more entry (at most half full). Under the lock. @return false: no memory */
-static bool small_reserve(struct shard *s)
+/* small_reserve() when the table is full or not made yet: a table twice as large. */
+static __attribute__((noinline)) bool small_grow(struct shard *s)
 {
 	const uint32_t old_cap = s->small_cap, cap = old_cap ? 2 * old_cap : SMALL_INITIAL;
 	struct snode *old = s->small, *a;
 
-	if (old && 2 * (s->n_small + 1) <= old_cap)
-		return true;
 	if (old_cap > UINT32_MAX / 4)
 		return false;
 	a = raw_map((size_t)cap * sizeof(*a));
@@ -343,6 +341,14 @@ static bool small_reserve(struct shard *s)
 	if (old)
 		raw_unmap(old, (size_t)old_cap * sizeof(*old));
 	return true;
+}
+
+/* Room for one more entry (at most half full). Under the lock. @return false: no memory */
+static inline bool small_reserve(struct shard *s)
+{
+	if (__builtin_expect(s->small && 2 * (s->n_small + 1) <= s->small_cap, 1))
+		return true;
+	return small_grow(s);
 }
 
 /* Enter a small block, replacing a stale entry at its start. @return false: no memory */
@@ -360,7 +366,7 @@ static bool small_put(struct shard *s, uintptr_t lo, size_t size, uint64_t id)
 }
 
 /* Take out the entry at @lo into *@out. @return whether there was one */
-static bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
+static inline bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
 {
 	uint32_t i, j;
 
