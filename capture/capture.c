@@ -80,6 +80,7 @@ struct tstate {
 	} strs[N_STR_CACHE];
 	uint64_t sample_units; /* allocating calls (or their bytes) so far */
 	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
+	int *errno_at; /* the thread's errno: read without a call to __errno_location */
 };
 
 static struct spool g_spool;
@@ -392,25 +393,33 @@ void cap_thread_preassign(uint32_t id)
 	tls_thread_id = id + 1;
 }
 
+/* The calling thread's state, made now: NULL when it cannot record. Preserves errno. */
 static struct tstate *thread_start(void)
 {
+	const int saved_errno = errno;
 	struct tstate *ts;
 
 	if (tls_dead || !tfs_capture_mask_)
 		return NULL;
 	ts = mmap(NULL, sizeof(*ts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ts == MAP_FAILED)
-		return NULL;
+		goto err_restore_errno;
 	ts->thread = tls_thread_id ? tls_thread_id - 1 : cap_thread_reserve();
-	if (pthread_setspecific(g_key, ts) != 0) {
-		munmap(ts, sizeof(*ts));
-		return NULL;
-	}
+	ts->errno_at = &errno;
+	if (pthread_setspecific(g_key, ts) != 0)
+		goto err_unmap;
 	tls_state = ts;
 #ifdef TFS_CAP_SHARED
 	cap_sig_thread_start();
 #endif
+	errno = saved_errno;
 	return ts;
+
+err_unmap:
+	munmap(ts, sizeof(*ts));
+err_restore_errno:
+	errno = saved_errno;
+	return NULL;
 }
 
 uint32_t cap_thread_self(void)
@@ -427,7 +436,7 @@ uint32_t cap_thread_self(void)
 
 /*
  * Enter the capture on this thread: NULL when it must not record (re-entered, a thread of
- * the capture itself, past its exit, or no state). Pair with leave().
+ * the capture itself, past its exit, or no state). Pair with leave(). Preserves errno.
  */
 static inline struct tstate *enter(void)
 {
@@ -839,6 +848,21 @@ static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *arg
 }
 
 /*
+ * The backtrace of a call that carries one, and its record: out of line, so that the frame of
+ * the common path holds no scratch backtrace and saves fewer registers.
+ */
+static __attribute__((noinline)) bool
+put_call_unwound(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
+		 uint32_t n_args, const char *strs, size_t strs_len, const struct cap_frame *from)
+{
+	uint64_t scratch[SPOOL_MAX_BT_FRAMES];
+	uint32_t n, same;
+	const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same, from);
+
+	return put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same, true);
+}
+
+/*
  * The one body of cap_put_call() and cap_put_alloc_at(), inlined into each with its helpers:
  * the allocation entry takes no strings, so their branches fold away.
  */
@@ -846,32 +870,25 @@ static inline __attribute__((always_inline)) void
 put_call_at(uint32_t call, uint32_t n_args, uint64_t ts_ns, const uint64_t *args,
 	    const char *strs, size_t strs_len, const struct cap_frame *from)
 {
-	const int saved_errno = errno;
 	struct tstate *ts;
-	bool stack, ok = true;
+	bool stack;
+	int saved_errno;
 
 	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
-	if (tls_dead) {
-		errno = saved_errno;
+	if (tls_dead)
 		return;
-	}
 	ts = enter();
-	stack = cap_bt_depth && cap_call_has_stack(call);
-	if (ts && stack && sampled(ts, call, args, n_args)) {
-		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
-		uint32_t n, same;
-		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same, from);
-
-		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
-				 true);
-	} else if (ts) {
-		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
-			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
+	if (ts) {
+		saved_errno = *ts->errno_at;
+		stack = cap_bt_depth && cap_call_has_stack(call);
+		if (!(stack && sampled(ts, call, args, n_args)
+			      ? put_call_unwound(ts, call, ts_ns, args, n_args, strs, strs_len, from)
+			      : put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
+					 stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0)))
+			drop(ts);
+		*ts->errno_at = saved_errno;
 	}
-	if (!ok)
-		drop(ts);
 	leave();
-	errno = saved_errno;
 }
 
 void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
