@@ -95,7 +95,7 @@ struct cap_frame {
  * cap_put_call() of a call of the malloc family that began now (the clock is read here), its
  * backtrace from @from (NULL: from the capture's own frame), the frame the interposer was
  * called from. @call_n is the call in its low half and n_args in its high half: the words
- * are {0 (its duration), @a, @b, @c, @d, @e}, the first n_args of them (at most 6). Its
+ * are {0 (its duration), @a, @b, @c, @d, @e}, the first n_args of them (3 to 6). Its
  * words come in registers, and no string: the path every allocation and free takes.
  */
 void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
