@@ -893,54 +893,56 @@ put_call_at(uint32_t call, uint32_t n_args, uint64_t ts_ns, const uint64_t *args
 }
 
 /*
- * The common case of cap_put_alloc_at() for a call without a backtrace, recorded as
- * put_call_at() would record it in fewer steps: a plain REC_CALL (not nested, no phase change
- * to say first) that the thread's chunk has room for, with nothing between that sets errno.
- * @return false, having recorded nothing, in any other case
+ * The common case of cap_put_alloc_at(), a call without a backtrace, recorded as put_call_at()
+ * would record it in fewer steps: a plain REC_CALL (not nested, no phase change to say first)
+ * that the thread's chunk has room for. @return where it goes, the capture entered (pair with
+ * put_alloc_plain()); NULL, the capture left as it was, in any other case
  */
-static inline bool put_alloc_plain(struct tstate *ts, uint32_t call, uint32_t n_args, uint64_t a,
-				   uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+static inline uint64_t *plain_alloc_record(struct tstate *ts, uint32_t words)
 {
-	const uint32_t words = 2 + n_args;
-	uint64_t *r;
-	bool plain;
-
 	/* entered first: a signal handler's record cannot then come between the check and ours */
-	if (cap_tls_depth++ != 0) {
-		cap_tls_depth--;
-		return false;
-	}
-	plain = !(cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED)) &&
-		ts->gen == atomic_load_explicit(&g_phase_gen, memory_order_relaxed) &&
-		ts->fill + words * 8 <= ts->cap;
-	if (likely(plain)) {
-		r = (uint64_t *)(ts->data + ts->fill);
-		r[0] = cap_rec_word0(REC_CALL, words, 0, call);
-		r[2] = 0; /* the duration: none */
-		r[3] = a;
-		r[4] = b;
-		if (n_args > 3)
-			r[5] = c;
-		if (n_args > 4)
-			r[6] = d;
-		if (n_args > 5)
-			r[7] = e;
-		/* last: the words are then written before a call to clock_gettime, not saved */
-		r[1] = now_ns();
-		rec_publish(ts, words);
-	}
+	if (cap_tls_depth++ == 0 && !(cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED)) &&
+	    ts->gen == atomic_load_explicit(&g_phase_gen, memory_order_relaxed) &&
+	    ts->fill + words * 8 <= ts->cap)
+		return (uint64_t *)(ts->data + ts->fill);
 	cap_tls_depth--;
-	return plain;
+	return NULL;
 }
 
-/* cap_put_alloc_at() in every other case: out of line, so that the common case saves nothing. */
-static __attribute__((noinline)) void put_alloc_any(uint32_t call, uint32_t n_args, uint64_t a,
-						   uint64_t b, uint64_t c, uint64_t d, uint64_t e,
+/* Write and publish at @r the REC_CALL of plain_alloc_record(), and leave the capture. */
+static inline void put_alloc_plain(struct tstate *ts, uint64_t *r, uint32_t call, uint32_t n_args,
+				   uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+{
+	const uint32_t words = 2 + n_args;
+
+	r[0] = cap_rec_word0(REC_CALL, words, 0, call);
+	r[2] = 0; /* the duration: none */
+	r[3] = a;
+	r[4] = b;
+	if (n_args > 3)
+		r[5] = c;
+	if (n_args > 4)
+		r[6] = d;
+	if (n_args > 5)
+		r[7] = e;
+	/* last: the words are written before the call to clock_gettime, not kept across it; and
+	 * nothing here sets errno */
+	r[1] = now_ns();
+	rec_publish(ts, words);
+	cap_tls_depth--;
+}
+
+/*
+ * cap_put_alloc_at() in every other case, with the same arguments (a tail call): out of line,
+ * so that the common case saves nothing.
+ */
+static __attribute__((noinline)) void put_alloc_any(uint64_t call_n, uint64_t a, uint64_t b,
+						   uint64_t c, uint64_t d, uint64_t e,
 						   const struct cap_frame *from)
 {
 	const uint64_t args[6] = {0, a, b, c, d, e};
 
-	put_call_at(call, n_args, now_ns(), args, NULL, 0, from);
+	put_call_at((uint32_t)call_n, (uint32_t)(call_n >> 32), now_ns(), args, NULL, 0, from);
 }
 
 void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
@@ -948,11 +950,15 @@ void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint6
 {
 	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
 	struct tstate *ts = tls_state;
+	uint64_t *r;
 
 	assert(n_args >= 3 && n_args <= 6);
 	if (!ts || (cap_bt_depth && cap_call_has_stack(call)) ||
-	    !put_alloc_plain(ts, call, n_args, a, b, c, d, e))
-		put_alloc_any(call, n_args, a, b, c, d, e, from);
+	    !(r = plain_alloc_record(ts, 2 + n_args))) {
+		put_alloc_any(call_n, a, b, c, d, e, from);
+		return;
+	}
+	put_alloc_plain(ts, r, call, n_args, a, b, c, d, e);
 }
 
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
