@@ -312,24 +312,27 @@ static uint32_t small_home(const struct shard *s, uintptr_t lo)
 	return (uint32_t)(((lo / SMALL_ALIGN) * 0x9e3779b97f4a7c15u) >> 32) & (s->small_cap - 1);
 }
 
-/* The slot of @lo in @s's table, or the empty slot where it would go. */
-static struct snode *small_slot(const struct shard *s, uintptr_t lo)
+/* The index of @lo's slot in @s's table, or of the empty slot where it would go. */
+static uint32_t small_index(const struct shard *s, uintptr_t lo)
 {
 	uint32_t i = small_home(s, lo);
 
 	while (s->small[i].lo && s->small[i].lo != lo)
 		i = (i + 1) & (s->small_cap - 1);
-	return &s->small[i];
+	return i;
 }
 
-/* Room for one more entry (at most half full). Under the lock. @return false: no memory */
-static bool small_reserve(struct shard *s)
+static struct snode *small_slot(const struct shard *s, uintptr_t lo)
+{
+	return &s->small[small_index(s, lo)];
+}
+
+/* small_reserve() when the table is full or not made yet: a table twice as large. */
+static __attribute__((noinline)) bool small_grow(struct shard *s)
 {
 	const uint32_t old_cap = s->small_cap, cap = old_cap ? 2 * old_cap : SMALL_INITIAL;
 	struct snode *old = s->small, *a;
 
-	if (old && 2 * (s->n_small + 1) <= old_cap)
-		return true;
 	if (old_cap > UINT32_MAX / 4)
 		return false;
 	a = raw_map((size_t)cap * sizeof(*a));
@@ -343,6 +346,14 @@ static bool small_reserve(struct shard *s)
 	if (old)
 		raw_unmap(old, (size_t)old_cap * sizeof(*old));
 	return true;
+}
+
+/* Room for one more entry (at most half full). Under the lock. @return false: no memory */
+static inline bool small_reserve(struct shard *s)
+{
+	if (__builtin_expect(s->small && 2 * (s->n_small + 1) <= s->small_cap, 1))
+		return true;
+	return small_grow(s);
 }
 
 /* Enter a small block, replacing a stale entry at its start. @return false: no memory */
@@ -359,18 +370,14 @@ static bool small_put(struct shard *s, uintptr_t lo, size_t size, uint64_t id)
 	return true;
 }
 
-/* Take out the entry at @lo into *@out. @return whether there was one */
-static bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
+/*
+ * Empty slot @i of @s's table, whose run goes on after it: move back each later entry of the
+ * run whose home is not in (i, j], so that every entry stays reachable from its home.
+ */
+static __attribute__((noinline)) void small_close_gap(struct shard *s, uint32_t i)
 {
-	uint32_t i, j;
+	uint32_t j;
 
-	if (!s->small)
-		return false;
-	i = (uint32_t)(small_slot(s, lo) - s->small);
-	if (!s->small[i].lo)
-		return false;
-	*out = s->small[i];
-	/* close the gap: move back each later entry of the run whose home is not in (i, j] */
 	for (j = (i + 1) & (s->small_cap - 1); s->small[j].lo; j = (j + 1) & (s->small_cap - 1)) {
 		const uint32_t h = small_home(s, s->small[j].lo);
 
@@ -380,7 +387,25 @@ static bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
 		}
 	}
 	s->small[i].lo = 0;
+}
+
+/* Take out the entry at @lo into *@out. @return whether there was one */
+static inline bool small_take(struct shard *s, uintptr_t lo, struct snode *out)
+{
+	uint32_t i;
+
+	if (!s->small)
+		return false;
+	i = small_index(s, lo);
+	if (!s->small[i].lo)
+		return false;
+	*out = s->small[i];
 	s->n_small--;
+	/* mostly the end of its run, the table being at most half full */
+	if (!s->small[(i + 1) & (s->small_cap - 1)].lo)
+		s->small[i].lo = 0;
+	else
+		small_close_gap(s, i);
 	return true;
 }
 
@@ -512,9 +537,47 @@ static uint64_t batch_id(void)
 	return tls_id_next++;
 }
 
+/*
+ * cap_alloc_add() of a block the shards' hash tables do not take: a block of a region or more
+ * to the big set, another to its shard's treap. Out of line, as the common path needs none
+ * of it.
+ */
+static __attribute__((noinline)) void add_other(uintptr_t lo, size_t size, uint64_t id)
+{
+	struct shard *s = shard_of(lo >> REGION_SHIFT);
+	struct snode stale;
+	struct anode *n, *old;
+
+	if (size >= REGION_BYTES) {
+		struct big e = {lo, lo + size, lo, id, false};
+
+		lock(&g_big_lock);
+		big_put(&e);
+		unlock(&g_big_lock);
+		return;
+	}
+	lock(&s->lock);
+	/*
+	 * A block of the treap replaces a stale small entry at its start, so that a free there
+	 * takes the live one (a small block leaves a stale treap node to lookups only, where
+	 * the later id wins).
+	 */
+	if (lo % SMALL_ALIGN == 0)
+		(void)small_take(s, lo, &stale);
+	n = node_new(s);
+	if (n) {
+		*n = (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL, prio_of(lo)};
+		old = tree_insert(&s->root, n);
+		if (old)
+			node_free(s, old);
+	}
+	unlock(&s->lock);
+}
+
 uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 {
 	const uintptr_t lo = (uintptr_t)p;
+	bool put = false;
 
 	if (!p)
 		return 0;
@@ -522,40 +585,47 @@ uint64_t cap_alloc_add(const void *p, size_t size, uint64_t id)
 		return id ? id : atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed);
 	if (!id)
 		id = batch_id();
-	if (size >= REGION_BYTES) {
-		struct big e = {lo, lo + size, lo, id, false};
-
-		lock(&g_big_lock);
-		big_put(&e);
-		unlock(&g_big_lock);
-	} else {
+	/* a small block the hash table has no room for goes to the treap */
+	if (is_small(lo, size)) {
 		struct shard *s = shard_of(lo >> REGION_SHIFT);
-		struct anode *n, *old;
-
-		struct snode stale;
 
 		lock(&s->lock);
-		/*
-		 * A small block the hash table has no room for goes to the treap. A block of
-		 * the treap replaces a stale small entry at its start, so that a free there
-		 * takes the live one (a small block leaves a stale treap node to lookups only,
-		 * where the later id wins).
-		 */
-		if (!is_small(lo, size) || !small_put(s, lo, size, id)) {
-			if (lo % SMALL_ALIGN == 0)
-				(void)small_take(s, lo, &stale);
-			n = node_new(s);
-			if (n) {
-				*n = (struct anode){lo, lo + (size ? size : 1), id, NULL, NULL,
-						    prio_of(lo)};
-				old = tree_insert(&s->root, n);
-				if (old)
-					node_free(s, old);
-			}
-		}
+		put = small_put(s, lo, size, id);
 		unlock(&s->lock);
 	}
+	if (!put)
+		add_other(lo, size, id);
 	leave_table();
+	return id;
+}
+
+/*
+ * cap_alloc_remove() of the block at @lo when @s's hash table holds none there: out of its
+ * treap, else out of the big set. Called under @s's lock, which it releases; out of line, as
+ * the common path needs none of it. @return its id (0: none), its size in *@sz
+ */
+static __attribute__((noinline)) uint64_t remove_other(struct shard *s, uintptr_t lo, size_t *sz)
+{
+	struct anode *n = tree_remove(&s->root, lo);
+	uint64_t id = 0;
+	ptrdiff_t i;
+
+	if (n) {
+		id = n->id;
+		*sz = n->hi - n->lo;
+		node_free(s, n);
+	}
+	unlock(&s->lock);
+	if (n)
+		return id;
+	lock(&g_big_lock);
+	i = big_floor(lo);
+	if (i >= 0 && g_big[i].lo == lo && !g_big[i].map) {
+		id = g_big[i].id;
+		*sz = g_big[i].hi - g_big[i].lo;
+		big_delete_at((size_t)i);
+	}
+	unlock(&g_big_lock);
 	return id;
 }
 
@@ -563,40 +633,19 @@ uint64_t cap_alloc_remove(const void *p, size_t *size)
 {
 	const uintptr_t lo = (uintptr_t)p;
 	struct shard *s = shard_of(lo >> REGION_SHIFT);
-	struct anode *n = NULL;
 	struct snode e;
 	uint64_t id = 0;
 	size_t sz = 0;
-	bool hit;
 
 	if (!p || !enter_table())
 		goto out;
 	lock(&s->lock);
-	hit = lo % SMALL_ALIGN == 0 && small_take(s, lo, &e);
-	if (hit) {
+	if (lo % SMALL_ALIGN == 0 && small_take(s, lo, &e)) {
 		id = e.id;
 		sz = e.size;
+		unlock(&s->lock);
 	} else {
-		n = tree_remove(&s->root, lo);
-		hit = n != NULL;
-	}
-	if (n) {
-		id = n->id;
-		sz = n->hi - n->lo;
-		node_free(s, n);
-	}
-	unlock(&s->lock);
-	if (!hit) {
-		ptrdiff_t i;
-
-		lock(&g_big_lock);
-		i = big_floor(lo);
-		if (i >= 0 && g_big[i].lo == lo && !g_big[i].map) {
-			id = g_big[i].id;
-			sz = g_big[i].hi - g_big[i].lo;
-			big_delete_at((size_t)i);
-		}
-		unlock(&g_big_lock);
+		id = remove_other(s, lo, &sz);
 	}
 	leave_table();
 out:

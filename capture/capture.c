@@ -9,6 +9,7 @@
  * records into trace events (consumer.c); the interposers (interpose.c) record through
  * cap_put_call().
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -80,6 +81,7 @@ struct tstate {
 	} strs[N_STR_CACHE];
 	uint64_t sample_units; /* allocating calls (or their bytes) so far */
 	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
+	int *errno_at; /* the thread's errno: read without a call to __errno_location */
 };
 
 static struct spool g_spool;
@@ -392,25 +394,33 @@ void cap_thread_preassign(uint32_t id)
 	tls_thread_id = id + 1;
 }
 
+/* The calling thread's state, made now: NULL when it cannot record. Preserves errno. */
 static struct tstate *thread_start(void)
 {
+	const int saved_errno = errno;
 	struct tstate *ts;
 
 	if (tls_dead || !tfs_capture_mask_)
 		return NULL;
 	ts = mmap(NULL, sizeof(*ts), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ts == MAP_FAILED)
-		return NULL;
+		goto err_restore_errno;
 	ts->thread = tls_thread_id ? tls_thread_id - 1 : cap_thread_reserve();
-	if (pthread_setspecific(g_key, ts) != 0) {
-		munmap(ts, sizeof(*ts));
-		return NULL;
-	}
+	ts->errno_at = &errno;
+	if (pthread_setspecific(g_key, ts) != 0)
+		goto err_unmap;
 	tls_state = ts;
 #ifdef TFS_CAP_SHARED
 	cap_sig_thread_start();
 #endif
+	errno = saved_errno;
 	return ts;
+
+err_unmap:
+	munmap(ts, sizeof(*ts));
+err_restore_errno:
+	errno = saved_errno;
+	return NULL;
 }
 
 uint32_t cap_thread_self(void)
@@ -427,7 +437,7 @@ uint32_t cap_thread_self(void)
 
 /*
  * Enter the capture on this thread: NULL when it must not record (re-entered, a thread of
- * the capture itself, past its exit, or no state). Pair with leave().
+ * the capture itself, past its exit, or no state). Pair with leave(). Preserves errno.
  */
 static inline struct tstate *enter(void)
 {
@@ -698,6 +708,40 @@ void cap_put_module(uint64_t bias, uint64_t lo, uint64_t hi, uint32_t tag, const
 }
 
 /*
+ * Copy a call's @n words to its record @to: a switch for the six words or fewer of the malloc
+ * family, whose words the compiler then keeps in registers, a loop beyond.
+ */
+static inline __attribute__((always_inline)) void put_words(uint64_t *to, const uint64_t *words,
+							    uint32_t n)
+{
+	switch (n) {
+	case 6:
+		to[5] = words[5];
+		/* fallthrough */
+	case 5:
+		to[4] = words[4];
+		/* fallthrough */
+	case 4:
+		to[3] = words[3];
+		/* fallthrough */
+	case 3:
+		to[2] = words[2];
+		/* fallthrough */
+	case 2:
+		to[1] = words[1];
+		/* fallthrough */
+	case 1:
+		to[0] = words[0];
+		/* fallthrough */
+	case 0:
+		return;
+	default:
+		for (uint32_t i = 0; i < n; i++)
+			to[i] = words[i];
+	}
+}
+
+/*
  * REC_CALL_BT: the call's words, then backtrace @frames (@n of them, outermost first) as the
  * frames it shares with the thread's previous one in this chunk and the new ones
  * (spool_i.h). @same: how many leading frames the caller knows repeat the thread's
@@ -727,8 +771,7 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
 	words = base + 1 + n - keep;
 	r[0] = cap_rec_word0(REC_CALL_BT, words, (uint32_t)strs_len, call);
 	r[1] = ts_ns;
-	for (uint32_t i = 0; i < n_args; i++)
-		r[2 + i] = args[i];
+	put_words(r + 2, args, n_args);
 	if (strs_len) {
 		r[base - 1] = 0;
 		memcpy(r + 2 + n_args, strs, strs_len);
@@ -748,8 +791,9 @@ static bool put_call_bt(struct tstate *ts, uint32_t call, uint64_t ts_ns, const 
  * A REC_CALL; with @bt_word not 0, a REC_CALL_BT whose backtrace is that one word (an
  * allocation not sampled, spool_i.h).
  */
-static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
-		     uint32_t n_args, const char *strs, size_t strs_len, uint64_t bt_word)
+static inline __attribute__((always_inline)) bool
+put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
+	 const char *strs, size_t strs_len, uint64_t bt_word)
 {
 	/* a call inside others, recorded as such only when nested calls are asked for */
 	const bool nested = !bt_word && cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED);
@@ -762,8 +806,7 @@ static bool put_call(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uin
 	r[0] = cap_rec_word0(bt_word ? REC_CALL_BT : nested ? REC_CALL_NESTED : REC_CALL, words,
 			     (uint32_t)strs_len, call);
 	r[1] = ts_ns;
-	for (uint32_t i = 0; i < n_args; i++)
-		r[2 + i] = args[i];
+	put_words(r + 2, args, n_args);
 	if (strs_len) {
 		r[base - 1] = 0;
 		memcpy(r + 2 + n_args, strs, strs_len);
@@ -805,43 +848,123 @@ static inline bool sampled(struct tstate *ts, uint32_t call, const uint64_t *arg
 	return ts->sample_units / every != before / every;
 }
 
-/* The one body of cap_put_call() and cap_put_call_from(), which its helpers are inlined into */
-void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
-		     size_t strs_len, const struct cap_frame *from)
+/*
+ * The backtrace of a call that carries one, and its record: out of line, so that the frame of
+ * the common path holds no scratch backtrace and saves fewer registers.
+ */
+static __attribute__((noinline)) bool
+put_call_unwound(struct tstate *ts, uint32_t call, uint64_t ts_ns, const uint64_t *args,
+		 uint32_t n_args, const char *strs, size_t strs_len, const struct cap_frame *from)
 {
-	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
-	const int saved_errno = errno;
+	uint64_t scratch[SPOOL_MAX_BT_FRAMES];
+	uint32_t n, same;
+	const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same, from);
+
+	return put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same, true);
+}
+
+/*
+ * The one body of cap_put_call() and cap_put_alloc_at(), inlined into each with its helpers:
+ * the allocation entry takes no strings, so their branches fold away.
+ */
+static inline __attribute__((always_inline)) void
+put_call_at(uint32_t call, uint32_t n_args, uint64_t ts_ns, const uint64_t *args,
+	    const char *strs, size_t strs_len, const struct cap_frame *from)
+{
 	struct tstate *ts;
-	bool stack, ok = true;
+	bool stack;
+	int saved_errno;
 
 	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
-	if (tls_dead) {
-		errno = saved_errno;
+	if (tls_dead)
+		return;
+	ts = enter();
+	if (ts) {
+		saved_errno = *ts->errno_at;
+		stack = cap_bt_depth && cap_call_has_stack(call);
+		if (!(stack && sampled(ts, call, args, n_args)
+			      ? put_call_unwound(ts, call, ts_ns, args, n_args, strs, strs_len, from)
+			      : put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
+					 stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0)))
+			drop(ts);
+		*ts->errno_at = saved_errno;
+	}
+	leave();
+}
+
+/*
+ * The common case of cap_put_alloc_at(), a call without a backtrace, recorded as put_call_at()
+ * would record it in fewer steps: a plain REC_CALL (not nested, no phase change to say first)
+ * that the thread's chunk has room for. @return where it goes, the capture entered (pair with
+ * put_alloc_plain()); NULL, the capture left as it was, in any other case
+ */
+static inline uint64_t *plain_alloc_record(struct tstate *ts, uint32_t words)
+{
+	/* entered first: a signal handler's record cannot then come between the check and ours */
+	if (cap_tls_depth++ == 0 && !(cap_call_depth && (tfs_capture_mask_ & TFS_TRACE_NESTED)) &&
+	    ts->gen == atomic_load_explicit(&g_phase_gen, memory_order_relaxed) &&
+	    ts->fill + words * 8 <= ts->cap)
+		return (uint64_t *)(ts->data + ts->fill);
+	cap_tls_depth--;
+	return NULL;
+}
+
+/* Write and publish at @r the REC_CALL of plain_alloc_record(), and leave the capture. */
+static inline void put_alloc_plain(struct tstate *ts, uint64_t *r, uint32_t call, uint32_t n_args,
+				   uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+{
+	const uint32_t words = 2 + n_args;
+
+	r[0] = cap_rec_word0(REC_CALL, words, 0, call);
+	r[2] = 0; /* the duration: none */
+	r[3] = a;
+	r[4] = b;
+	if (n_args > 3)
+		r[5] = c;
+	if (n_args > 4)
+		r[6] = d;
+	if (n_args > 5)
+		r[7] = e;
+	/* last: the words are written before the call to clock_gettime, not kept across it; and
+	 * nothing here sets errno */
+	r[1] = now_ns();
+	rec_publish(ts, words);
+	cap_tls_depth--;
+}
+
+/*
+ * cap_put_alloc_at() in every other case, with the same arguments (a tail call): out of line,
+ * so that the common case saves nothing.
+ */
+static __attribute__((noinline)) void put_alloc_any(uint64_t call_n, uint64_t a, uint64_t b,
+						   uint64_t c, uint64_t d, uint64_t e,
+						   const struct cap_frame *from)
+{
+	const uint64_t args[6] = {0, a, b, c, d, e};
+
+	put_call_at((uint32_t)call_n, (uint32_t)(call_n >> 32), now_ns(), args, NULL, 0, from);
+}
+
+void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+		      uint64_t e, const struct cap_frame *from)
+{
+	const uint32_t call = (uint32_t)call_n, n_args = (uint32_t)(call_n >> 32);
+	struct tstate *ts = tls_state;
+	uint64_t *r;
+
+	assert(n_args >= 3 && n_args <= 6);
+	if (!ts || (cap_bt_depth && cap_call_has_stack(call)) ||
+	    !(r = plain_alloc_record(ts, 2 + n_args))) {
+		put_alloc_any(call_n, a, b, c, d, e, from);
 		return;
 	}
-	ts = enter();
-	stack = cap_bt_depth && cap_call_has_stack(call);
-	if (ts && stack && sampled(ts, call, args, n_args)) {
-		uint64_t scratch[SPOOL_MAX_BT_FRAMES];
-		uint32_t n, same;
-		const uint64_t *frames = cap_unwind(scratch, cap_bt_depth, &n, &same, from);
-
-		ok = put_call_bt(ts, call, ts_ns, args, n_args, strs, strs_len, frames, n, same,
-				 true);
-	} else if (ts) {
-		ok = put_call(ts, call, ts_ns, args, n_args, strs, strs_len,
-			      stack ? (uint64_t)SPOOL_BT_UNSAMPLED << 32 : 0);
-	}
-	if (!ok)
-		drop(ts);
-	leave();
-	errno = saved_errno;
+	put_alloc_plain(ts, r, call, n_args, a, b, c, d, e);
 }
 
 void cap_put_call(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,
 		  const char *strs, size_t strs_len)
 {
-	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, strs, strs_len, NULL);
+	put_call_at(call, n_args, ts_ns, args, strs, strs_len, NULL);
 }
 
 void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, uint32_t n_args,

@@ -92,20 +92,14 @@ struct cap_frame {
 #endif
 
 /*
- * cap_put_call() with the backtrace from @from (NULL: from the capture's own frame), the
- * frame the interposer was called from; @call_n is the call in its low half and n_args in
- * its high half (six arguments, all in registers).
+ * cap_put_call() of a call of the malloc family that began now (the clock is read here), its
+ * backtrace from @from (NULL: from the capture's own frame), the frame the interposer was
+ * called from. @call_n is the call in its low half and n_args in its high half: the words
+ * are {0 (its duration), @a, @b, @c, @d, @e}, the first n_args of them (3 to 6). Its
+ * words come in registers, and no string: the path every allocation and free takes.
  */
-void cap_put_call_at(uint64_t call_n, uint64_t ts_ns, const uint64_t *args, const char *strs,
-		     size_t strs_len, const struct cap_frame *from);
-
-/* cap_put_call() of an allocating call (no strings), its backtrace from @from. */
-static inline void cap_put_call_from(uint32_t call, uint64_t ts_ns, const uint64_t *args,
-				     uint32_t n_args, const struct cap_frame *from)
-{
-	cap_put_call_at(call | (uint64_t)n_args << 32, ts_ns, args, NULL, 0, from);
-}
-
+void cap_put_alloc_at(uint64_t call_n, uint64_t a, uint64_t b, uint64_t c, uint64_t d,
+		      uint64_t e, const struct cap_frame *from);
 /*
  * Record call @call (a kind with a backtrace) with backtrace @frames (@n of them, outermost
  * first) given by the caller instead of unwound here; its objects are announced first when

@@ -120,9 +120,7 @@ static bool is_boot(const void *p)
 static void put_alloc(const struct cap_frame *from, enum cap_call call, uint32_t n, uint64_t a,
 		      uint64_t b, uint64_t c, uint64_t d, uint64_t e)
 {
-	uint64_t args[6] = {0, a, b, c, d, e};
-
-	cap_put_call_from(call, cap_now_ns(), args, n + 1, from);
+	cap_put_alloc_at(call | (uint64_t)(n + 1) << 32, a, b, c, d, e, from);
 }
 
 /*
@@ -139,20 +137,29 @@ static void put_alloc(const struct cap_frame *from, enum cap_call call, uint32_t
 #define PUT_ALLOC(...) put_alloc(NULL, __VA_ARGS__)
 #endif
 
-/* The allocation id of the block the malloc family just returned (0 when ids are not kept). */
-static inline uint64_t new_id(const void *p, size_t size)
+/*
+ * What the malloc family does with a call now, decided once per call (the predicates share
+ * their loads, which a call between them would make the compiler repeat): keep the table
+ * (allocs_i.h), record the call (interpose_i.h).
+ */
+struct alloc_mode {
+	bool keep, trace;
+};
+
+static inline struct alloc_mode alloc_mode(void)
 {
-	return cap_allocs_keep() ? cap_alloc_add(p, size, 0) : 0;
+	return (struct alloc_mode){cap_allocs_keep(), tracing_alloc()};
 }
 
-/* The allocation id of the block about to be freed, taken out of the table first. */
-static inline uint64_t gone_id(const void *p)
+/* The allocation id of the block the malloc family just returned (0 when ids are not kept). */
+static inline uint64_t new_id(struct alloc_mode m, const void *p, size_t size)
 {
-	return cap_allocs_keep() ? cap_alloc_remove(p, NULL) : 0;
+	return m.keep ? cap_alloc_add(p, size, 0) : 0;
 }
 
 EXPORT void *malloc(size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id;
 	void *p;
 
@@ -163,14 +170,16 @@ EXPORT void *malloc(size_t size)
 			return NULL;
 	}
 	p = cap_real.malloc(size);
-	id = new_id(p, size);
-	if (tracing_alloc())
+	m = alloc_mode();
+	id = new_id(m, p, size);
+	if (m.trace)
 		PUT_ALLOC(CALL_MALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id;
 	void *p;
 
@@ -181,18 +190,19 @@ EXPORT void *calloc(size_t nmemb, size_t size)
 			return NULL;
 	}
 	p = cap_real.calloc(nmemb, size);
-	id = new_id(p, nmemb * size);
+	m = alloc_mode();
+	id = new_id(m, p, nmemb * size);
 	/* bytes: what the block holds, the one byte count profiles sum (0 when it failed) */
-	if (tracing_alloc())
+	if (m.trace)
 		PUT_ALLOC(CALL_CALLOC, 5, nmemb, size, p ? nmemb * size : 0, (uintptr_t)p, id);
 	return p;
 }
 
 EXPORT void *realloc(void *ptr, size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id = 0, old_id = 0, freed = 0;
 	size_t old_size = 0;
-	bool keep;
 	void *p;
 
 	if (unlikely(is_boot(ptr))) {
@@ -211,25 +221,26 @@ EXPORT void *realloc(void *ptr, size_t size)
 			return NULL;
 	}
 	/* out of the table first: once realloc moved the block, its memory is anyone's */
-	keep = cap_allocs_keep();
-	if (keep && ptr)
+	m = alloc_mode();
+	if (m.keep && ptr)
 		old_id = cap_alloc_remove(ptr, &old_size);
 	p = cap_real.realloc(ptr, size);
-	if (keep && p) {
+	if (m.keep && p) {
 		id = cap_alloc_add(p, size, p == ptr ? old_id : 0); /* in place: the same block */
 		freed = p == ptr ? 0 : old_id;
-	} else if (keep && ptr && size == 0) {
+	} else if (m.keep && ptr && size == 0) {
 		freed = old_id; /* glibc's realloc(p, 0) frees p */
-	} else if (keep && old_id) {
+	} else if (m.keep && old_id) {
 		cap_alloc_add(ptr, old_size, old_id); /* failed: @ptr is still live */
 	}
-	if (tracing_alloc())
+	if (m.trace)
 		PUT_ALLOC(CALL_REALLOC, 5, (uintptr_t)ptr, size, (uintptr_t)p, id, freed);
 	return p;
 }
 
 EXPORT void free(void *ptr)
 {
+	struct alloc_mode m;
 	uint64_t id;
 
 	if (unlikely(is_boot(ptr)))
@@ -239,14 +250,17 @@ EXPORT void free(void *ptr)
 		if (!cap_real.free)
 			return;
 	}
-	id = gone_id(ptr);
+	m = alloc_mode();
+	/* out of the table first: once freed, the block is anyone's */
+	id = m.keep ? cap_alloc_remove(ptr, NULL) : 0;
 	cap_real.free(ptr);
-	if (tracing_alloc())
+	if (m.trace)
 		put_alloc(NULL, CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 
 EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id;
 	int rc;
 
@@ -256,8 +270,9 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 			return ENOMEM;
 	}
 	rc = cap_real.posix_memalign(memptr, alignment, size);
-	id = rc ? 0 : new_id(*memptr, size);
-	if (tracing_alloc())
+	m = alloc_mode();
+	id = rc ? 0 : new_id(m, *memptr, size);
+	if (m.trace)
 		PUT_ALLOC(CALL_POSIX_MEMALIGN, 5, alignment, size, rc ? 0 : (uintptr_t)*memptr,
 			  (uint64_t)rc, id);
 	return rc;
@@ -265,28 +280,32 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id;
 	void *p;
 
 	if (!HAVE(aligned_alloc))
 		return NULL;
 	p = cap_real.aligned_alloc(alignment, size);
-	id = new_id(p, size);
-	if (tracing_alloc())
+	m = alloc_mode();
+	id = new_id(m, p, size);
+	if (m.trace)
 		PUT_ALLOC(CALL_ALIGNED_ALLOC, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }
 
 EXPORT void *memalign(size_t alignment, size_t size)
 {
+	struct alloc_mode m;
 	uint64_t id;
 	void *p;
 
 	if (!HAVE(memalign))
 		return NULL;
 	p = cap_real.memalign(alignment, size);
-	id = new_id(p, size);
-	if (tracing_alloc())
+	m = alloc_mode();
+	id = new_id(m, p, size);
+	if (m.trace)
 		PUT_ALLOC(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
 	return p;
 }

@@ -619,6 +619,23 @@ def main():
                not any("depth=" in line for line in plain_frees),
                "nested: the frees fclose makes are marked depth=1, in=\"fclose\" (%d), and "
                "by default nothing is marked" % len(marked), err)
+        # without backtraces every allocation record takes the capture's short path, which
+        # must leave a nested one to the general body: fopen's mallocs are marked as well
+        bt0_dir = os.path.join(work, "nested_bt0")
+        os.mkdir(bt0_dir)
+        bt0_trace = os.path.join(work, "nested_bt0.trace")
+        rc, _, err = run([a.tracefs, "record", "--timing=none", "--trace=all,nested",
+                          "--backtrace-depth=0", "-o", bt0_trace, "--", a.calls_prog, bt0_dir],
+                         stdin=STDIN)
+        rc2, bout, _ = run([a.tracefs, "cat", bt0_trace, "ranks/0/threads/0/trace.txt"])
+        lines = bout.decode().splitlines()
+        in_fopen = [line for line in lines if re.search(r" malloc\(.*, depth=1, in=\"fopen\"\)",
+                                                        line)]
+        in_fclose = [line for line in lines if re.search(r" free\(.*, depth=1, in=\"fclose\"\)",
+                                                         line)]
+        tap.ok(rc == 0 and rc2 == 0 and in_fopen and len(in_fclose) == len(marked),
+               "nested, --backtrace-depth=0: fopen's mallocs (%d) and fclose's frees (%d) "
+               "are marked as with backtraces" % (len(in_fopen), len(in_fclose)), err)
     return tap.done()
 
 
