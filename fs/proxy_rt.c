@@ -589,42 +589,94 @@ static void *rt_take(uint64_t id)
 	return p;
 }
 
-/* Mappings: the program's address of each one, to find it again at munmap. */
+/*
+ * Mappings: the program's address of each one, to find it again at munmap. Threads map and
+ * unmap at once (their replays keep no order between them), so the table is under a lock,
+ * and one address may stand for two mappings at a time: one thread's, unmapped in the
+ * program before another's took the address, is still here. An unmapping takes its own
+ * thread's mapping first, takes it out of the table before the memory goes, and never
+ * unmaps past the end of that mapping: the proxy's own memory may lie beyond it.
+ */
 #define RT_MAPS 1024
+static pthread_mutex_t rt_map_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	uint64_t rec, len;
 	void *p;
+	const void *owner; /* the thread that made it (its rt_T()) */
 } rt_maps[RT_MAPS];
 
 static void *rt_map_bind(uint64_t rec, uint64_t len, void *p)
 {
+	const void *me = rt_T();
+
 	if (p == MAP_FAILED)
 		return p;
+	rt_lock(&rt_map_lock);
 	for (int i = 0; i < RT_MAPS; i++) {
 		if (!rt_maps[i].p) {
 			rt_maps[i].rec = rec;
 			rt_maps[i].len = len;
 			rt_maps[i].p = p;
+			rt_maps[i].owner = me;
 			break;
 		}
 	}
+	rt_unlock(&rt_map_lock);
 	return p;
+}
+
+/* The entry of the mapping holding the program's address @rec, the thread's own first, or -1. Locked. */
+static int rt_map_find(uint64_t rec)
+{
+	const void *me = rt_T();
+	int any = -1;
+
+	for (int i = 0; i < RT_MAPS; i++) {
+		if (!rt_maps[i].p || rec < rt_maps[i].rec || rec - rt_maps[i].rec >= rt_maps[i].len)
+			continue;
+		if (rt_maps[i].owner == me)
+			return i;
+		if (any < 0)
+			any = i;
+	}
+	return any;
 }
 
 /* The address here of the program's address @rec inside a mapping (NULL: none). */
 static void *rt_map_addr(uint64_t rec)
 {
-	for (int i = 0; i < RT_MAPS; i++)
-		if (rt_maps[i].p && rec >= rt_maps[i].rec && rec < rt_maps[i].rec + rt_maps[i].len)
-			return (char *)rt_maps[i].p + (rec - rt_maps[i].rec);
-	return NULL;
+	void *p = NULL;
+	int i;
+
+	rt_lock(&rt_map_lock);
+	i = rt_map_find(rec);
+	if (i >= 0)
+		p = (char *)rt_maps[i].p + (rec - rt_maps[i].rec);
+	rt_unlock(&rt_map_lock);
+	return p;
 }
 
-static void rt_map_gone(uint64_t rec, uint64_t len)
+/*
+ * The program's munmap(@rec, @len): of this run's mapping at the same place, at most to its
+ * end (none: a call on no address, which fails or unmaps nothing, as the program's did).
+ */
+static int rt_munmap(uint64_t rec, uint64_t len)
 {
-	for (int i = 0; i < RT_MAPS; i++)
-		if (rt_maps[i].p && rt_maps[i].rec == rec && rt_maps[i].len <= len)
+	void *p = NULL;
+	uint64_t n = len;
+	int i;
+
+	rt_lock(&rt_map_lock);
+	i = rt_map_find(rec);
+	if (i >= 0) {
+		p = (char *)rt_maps[i].p + (rec - rt_maps[i].rec);
+		if (n > rt_maps[i].len - (rec - rt_maps[i].rec))
+			n = rt_maps[i].len - (rec - rt_maps[i].rec);
+		if (rt_maps[i].rec == rec && rt_maps[i].len <= len)
 			rt_maps[i].p = NULL;
+	}
+	rt_unlock(&rt_map_lock);
+	return munmap(p, (size_t)n);
 }
 
 /* A buffer of the program: in its allocation when this run has it, else scratch memory. */

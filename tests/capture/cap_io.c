@@ -16,6 +16,10 @@
  *   cap_io forks DIR N    4 threads churning as above while the main thread forks N times;
  *                         each child allocates, writes from the block, frees and exits 0
  *                         (a lock of the allocation table held at fork would hang it)
+ *   cap_io remap          one address, two mappings: a thread maps a page at A and unmaps
+ *                         it by a raw system call (no munmap event), then the main thread
+ *                         maps a page at A again (A as a hint) and unmaps
+ *                         it; exits 5 if A could not be had again
  *
  * bufs, on file DIR/b (file#0), nothing else allocating meanwhile, allocation ids from 1:
  *   p = malloc(8192) (id 1); pin = malloc(100) (id 2); write p (offset 0, 4096 bytes),
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -366,6 +371,32 @@ static int forks(const char *dir, int n)
 	return bad ? 6 : 0;
 }
 
+static void *map_and_forget(void *arg)
+{
+	void **at = arg;
+
+	*at = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	syscall(SYS_munmap, *at, 4096);
+	return NULL;
+}
+
+static int remap(void)
+{
+	pthread_t th;
+	void *a = MAP_FAILED, *b;
+
+	pthread_create(&th, NULL, map_and_forget, &a);
+	pthread_join(th, NULL);
+	if (a == MAP_FAILED)
+		return 5;
+	/* a hint the kernel takes, the page being free: not MAP_FIXED, so a proxy maps anywhere */
+	b = mmap(a, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (b != a)
+		return 5;
+	munmap(b, 4096);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "calls")) {
@@ -382,6 +413,8 @@ int main(int argc, char **argv)
 		return seqread(argv[2], atoi(argv[3]));
 	if (argc == 4 && !strcmp(argv[1], "forks"))
 		return forks(argv[2], atoi(argv[3]));
+	if (argc == 2 && !strcmp(argv[1], "remap"))
+		return remap();
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "errno")) {

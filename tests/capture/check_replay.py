@@ -62,6 +62,21 @@ def replay(t, o, tmp, label, argv, proxy_args=(), stdin=None):
     return orig, again, res.stdout
 
 
+def check_remap(t, o, tmp):
+    """One address, two mappings (cap_io remap): a thread's page the program unmapped
+    unseen, then the main thread's at the same address. The proxy's main thread unmaps its
+    own mapping, not the thread's, whose entry for that address is older."""
+    got = replay(t, o, tmp, 'cap_io_remap', [o.capio, 'remap'])
+    if not got:
+        return
+    txt = run([o.tracefs, 'cat', got[1], 'ranks/0/threads/0/trace.txt']).stdout
+    maps = re.findall(r' mmap\(.*\) = (0x[0-9a-f]+)', txt)
+    unmaps = re.findall(r' munmap\(addr=(0x[0-9a-f]+),', txt)
+    t.ok(len(maps) == 1 and unmaps == maps,
+         "cap_io remap: the proxy's main thread unmaps the page it mapped, not its thread's",
+         txt[-1500:])
+
+
 def check_same(t, o, label, orig, again):
     res = run([o.tracefs, 'compare', orig, again])
     t.ok(res.returncode == 0 and 'the traces make the same calls' in res.stdout,
@@ -258,6 +273,7 @@ def main():
             got = replay(t, o, tmp, f'cap_io_{label}', [o.capio] + args)
             if got:
                 check_same(t, o, f'cap_io {label}', got[0], got[1])
+        check_remap(t, o, tmp)
         check_calls(t, o, tmp)
         check_input(t, o, tmp)
         d = os.path.join(tmp, 'loop')
