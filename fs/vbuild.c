@@ -619,6 +619,17 @@ static int rank_phases(struct fs_vtree *vt, uint32_t rank, uint32_t *first, uint
 	return 0;
 }
 
+/* The phases of the scopes made since @from in index order, once they are all in. */
+static void sort_phases(struct fs_vtree *vt, uint32_t from)
+{
+	for (uint32_t i = from; i < vt->n_scopes; i++) {
+		struct fs_scope *sc = vt->scopes[i];
+
+		if (sc->n_phases > 1)
+			qsort(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_u32);
+	}
+}
+
 /* The rank's phases, in @l->recs, each with its own slot. */
 static int rank_recs(struct fs_vtree *vt, struct rank_lay *l)
 {
@@ -691,12 +702,8 @@ static int fill_phases(struct fs_vtree *vt, uint32_t phases)
 
 		rc = lay_phase(vt, &l, p, i == 0 || strcmp(p->name, p[-1].name) != 0);
 	}
-	for (uint32_t i = scopes; i < vt->n_scopes && rc == 0; i++) {
-		struct fs_scope *sc = vt->scopes[i];
-
-		if (sc->n_phases > 1)
-			qsort(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_u32);
-	}
+	if (rc == 0)
+		sort_phases(vt, scopes);
 	for (uint32_t i = 0; i < l.n_pdirs && rc == 0; i++)
 		rc = fs_layout_add(vt, &(struct fs_dir){l.pdirs[i].node, FS_IN_PHASE,
 							l.pdirs[i].scope, l.rank});
@@ -719,12 +726,7 @@ static int lay_files(struct fs_vtree *vt, struct rank_lay *l, uint32_t scopes_fr
 {
 	int rc = 0;
 
-	for (uint32_t i = scopes_from; i < vt->n_scopes; i++) {
-		struct fs_scope *sc = vt->scopes[i];
-
-		if (sc->n_phases > 1)
-			qsort(sc->phases, sc->n_phases, sizeof(*sc->phases), cmp_u32);
-	}
+	sort_phases(vt, scopes_from);
 	for (uint32_t j = 0; j < l->n_streams && rc == 0; j++)
 		rc = add_thread_dir(vt, l->dir, l->stream_scope[j]);
 	if (rc == 0)
