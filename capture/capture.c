@@ -116,14 +116,32 @@ static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthrea
 static _Thread_local bool tls_dead TLS_IE;
 
 /*
- * TFS_CLOCK=tsc: times come from the time-stamp counter, mapped onto CLOCK_MONOTONIC by a
- * pair of readings taken at start-up and a rate measured against CLOCK_MONOTONIC over 2 ms
- * (so they drift from it by the calibration error, a few parts in 10^5). Costs a third to
- * a half of clock_gettime, whose vDSO fences its TSC read and checks a sequence lock.
+ * The clock. Times are CLOCK_MONOTONIC nanoseconds. On x86-64 with an invariant TSC they are
+ * read from the time-stamp counter by default (TFS_CLOCK=monotonic: from clock_gettime),
+ * about a third of clock_gettime's cost: its vDSO fences its TSC read and checks a sequence
+ * lock, 15 ns of a traced malloc/free's 50 on this project's machines.
+ *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
+ *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
+ *    since: the fast path is a subtraction, a compare, a multiply and a shift.
+ *  - The rate is measured once per recording, over 2 ms, by its first process; the others
+ *    take it from their spool's header (tsc_hz). Each anchor then refines it over all the
+ *    time since the process's own first pair, so its error falls as the program runs.
+ *  - A thread's times never go back. An anchor that would put a thread earlier than its last
+ *    map keeps that map's value and slows the next map by the difference, which is gone at
+ *    the anchor after. So a time is CLOCK_MONOTONIC's reading to within tens of ns (a pair's
+ *    reading error and the rate's over one span).
  */
 static bool g_tsc;
-static uint64_t g_tsc0, g_mono0;
-static uint64_t g_tsc_mult; /* nanoseconds per tick, 32.32 fixed point */
+static uint64_t g_tsc0, g_mono0; /* the process's first pair */
+static uint64_t g_tsc_mult;	 /* nanoseconds per tick, 32.32 fixed point: the measured rate */
+static uint64_t g_tsc_span;	 /* ticks an anchor serves: d * mult never overflows below it */
+
+struct clk_anchor {
+	uint64_t tsc, ns, mult; /* ns at tick tsc, then mult (32.32 ns per tick) per tick */
+	bool busy;		/* an anchor is being taken: a signal handler's time is read whole */
+};
+/* a new thread's first time takes an anchor: no tick is within 2^40 of tsc, nor below it */
+static _Thread_local struct clk_anchor tls_clk TLS_IE = {.tsc = UINT64_MAX - (1ull << 40)};
 
 static inline uint64_t mono_ns(void)
 {
@@ -133,15 +151,99 @@ static inline uint64_t mono_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+#if defined(__x86_64__)
+/*
+ * A (TSC, CLOCK_MONOTONIC) pair: the clock read between two fenced ticks, placed midway; the
+ * tightest of 4 tries, since a fault (the process's first clock_gettime touches the vDSO's
+ * data) or an interrupt between the ticks would put it microseconds off.
+ */
+static void clk_pair(uint64_t *tsc, uint64_t *ns)
+{
+	uint64_t a, b, m, best = UINT64_MAX;
+
+	for (int i = 0; i < 4; i++) {
+		_mm_lfence();
+		a = __rdtsc();
+		_mm_lfence();
+		m = mono_ns();
+		_mm_lfence();
+		b = __rdtsc();
+		if (b >= a && b - a < best) {
+			best = b - a;
+			*tsc = a + (b - a) / 2;
+			*ns = m;
+		}
+	}
+	if (best == UINT64_MAX) { /* the TSC went back: no bracket; the last reading */
+		*tsc = b;
+		*ns = m;
+	}
+}
+
+/* Tick x as nanoseconds by anchor a, for any distance (the fast path's has a bound). */
+static uint64_t clk_map(const struct clk_anchor *a, uint64_t x)
+{
+	if (x <= a->tsc)
+		return a->ns;
+	return a->ns + (uint64_t)(((unsigned __int128)(x - a->tsc) * a->mult) >> 32);
+}
+
+/* A thread's new anchor at tick x, the time x maps to returned (the cold path of now_ns). */
+__attribute__((noinline, cold)) static uint64_t clk_reanchor(uint64_t x)
+{
+	struct clk_anchor *a = &tls_clk;
+	uint64_t tsc, ns, mult = g_tsc_mult, at, was;
+
+	if (a->busy) /* a signal handler's time, while its thread anchors */
+		return mono_ns();
+	a->busy = true;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	clk_pair(&tsc, &ns);
+	/* the rate over the process's life so far, once that is long enough to beat the first
+	   measurement (a few ns of error over 4 spans and more) */
+	if (tsc > g_tsc0 && tsc - g_tsc0 >= 4 * g_tsc_span && ns > g_mono0) {
+		uint64_t r = (uint64_t)((((unsigned __int128)(ns - g_mono0)) << 32) /
+					(tsc - g_tsc0));
+
+		if (r > g_tsc_mult / 2 && r < g_tsc_mult + g_tsc_mult / 2)
+			mult = r;
+	}
+	/* the pair's time, moved back to x (read just before it) */
+	at = x < tsc ? (uint64_t)(((unsigned __int128)(tsc - x) * mult) >> 32) : 0;
+	ns = ns > at ? ns - at : 0;
+	if (a->mult) { /* 0: the thread's first anchor */
+		/* the latest time the old anchor gave: none past its span */
+		was = clk_map(a, x - a->tsc < g_tsc_span ? x : a->tsc + g_tsc_span);
+		if (was > ns) {
+			/* never back: keep the old map's time and lose the lead over one span */
+			uint64_t slow = (uint64_t)((((unsigned __int128)(was - ns)) << 32) /
+						   g_tsc_span);
+
+			mult = slow < mult / 2 ? mult - slow : mult / 2;
+			ns = was;
+		}
+	}
+	a->tsc = x;
+	a->ns = ns;
+	a->mult = mult;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	a->busy = false;
+	return ns;
+}
+#endif
+
 static inline uint64_t now_ns(void)
 {
 	if (g_no_clock)
 		return 0;
 #if defined(__x86_64__)
 	if (g_tsc) {
-		uint64_t d = __rdtsc() - g_tsc0;
+		const uint64_t x = __rdtsc();
+		const uint64_t d = x - tls_clk.tsc;
 
-		return g_mono0 + (uint64_t)(((unsigned __int128)d * g_tsc_mult) >> 32);
+		if (__builtin_expect(d < g_tsc_span, 1))
+			return tls_clk.ns + ((d * tls_clk.mult) >> 32);
+		return clk_reanchor(x);
 	}
 #endif
 	return mono_ns();
@@ -1503,26 +1605,47 @@ static bool tsc_invariant(void)
 	return strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
 }
 
-/* TFS_CLOCK=tsc (x86-64 with an invariant TSC): calibrate; otherwise stay on the vDSO. */
+/*
+ * The TSC clock, unless TFS_CLOCK=monotonic or the TSC is not invariant: the process's first
+ * pair, and the recording's rate, from the spool's header or measured here over 2 ms and
+ * left there for the processes that follow (SPOOL_TSC_NONE there: the first found no
+ * invariant TSC, and no later process looks again).
+ */
 static void clock_init(void)
 {
 #if defined(__x86_64__)
 	const char *env = getenv("TFS_CLOCK");
-	uint64_t t1, m1;
+	uint64_t hz, t1, m1;
 
-	if (g_no_clock || !env || strcmp(env, "tsc") || !tsc_invariant())
+	if (g_no_clock || (env && !strcmp(env, "monotonic")))
 		return;
-	g_mono0 = mono_ns();
-	g_tsc0 = __rdtsc();
-	do {
-		m1 = mono_ns();
-		t1 = __rdtsc();
-	} while (m1 - g_mono0 < 2000000u);
-	if (t1 <= g_tsc0)
+	hz = atomic_load(&g_spool.hdr->tsc_hz);
+	if (hz == SPOOL_TSC_NONE)
 		return;
-	g_tsc_mult = (uint64_t)((((unsigned __int128)(m1 - g_mono0)) << 32) / (t1 - g_tsc0));
-	atomic_store(&g_spool.hdr->tsc_hz, (uint64_t)((t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0)));
-	g_tsc = g_tsc_mult != 0;
+	if (!hz && !tsc_invariant()) {
+		atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
+		return;
+	}
+	clk_pair(&g_tsc0, &g_mono0);
+	if (!hz) {
+		do
+			clk_pair(&t1, &m1);
+		while (m1 - g_mono0 < 2000000u);
+		if (t1 <= g_tsc0)
+			return;
+		hz = (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0));
+		if (hz <= SPOOL_TSC_NONE)
+			return;
+		atomic_store(&g_spool.hdr->tsc_hz, hz);
+	}
+	g_tsc_mult = (uint64_t)((((unsigned __int128)1000000000u) << 32) / hz);
+	if (!g_tsc_mult || g_tsc_mult >= UINT64_MAX / 4)
+		return;
+	/* 2^24 ticks, less where a mult of up to 1.5 times the rate would overflow */
+	g_tsc_span = (uint64_t)1 << 24;
+	while (g_tsc_span > 1 && g_tsc_span > UINT64_MAX / (g_tsc_mult + g_tsc_mult / 2))
+		g_tsc_span >>= 1;
+	g_tsc = true;
 #endif
 }
 

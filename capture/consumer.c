@@ -1224,13 +1224,13 @@ static int finish_stacks(struct cap_consumer *c)
 	return rc;
 }
 
-/* Which clock stamped the events: `clock` = monotonic, or tsc with its calibrated rate. */
+/* Which clock stamped the events: `clock` = monotonic, or tsc with its measured rate. */
 static int set_clock_meta(struct cap_consumer *c)
 {
 	uint64_t hz = atomic_load(&c->spool->hdr->tsc_hz);
 	char buf[64] = "monotonic";
 
-	if (hz)
+	if (hz > SPOOL_TSC_NONE)
 		snprintf(buf, sizeof(buf), "tsc %" PRIu64 " Hz", hz);
 	return cap_consumer_set_meta(c, "clock", buf);
 }

@@ -196,6 +196,9 @@ enum spool_rec {
  * TFS_SYM_NONE and the thread's previous backtrace stays the one to keep frames of.
  */
 #define SPOOL_MAX_BT_FRAMES TFS_RECORDING_BT_DEPTH_MAX
+
+/* spool_hdr.tsc_hz: the first process found no invariant TSC (or was told to use none) */
+#define SPOOL_TSC_NONE 1u
 #define SPOOL_BT_UNSAMPLED 1u
 
 /*
@@ -248,9 +251,10 @@ struct spool_hdr {
 	_Atomic uint32_t claim_hint;   /* where the next chunk search starts */
 	_Atomic uint32_t exited;       /* 1: the producer's exit path (destructor) ran */
 	_Atomic uint64_t dropped_events;
-	_Atomic uint64_t tsc_hz; /* the producer's clock (TFS_CLOCK=tsc): its calibrated TSC
-				    rate; 0: CLOCK_MONOTONIC. Either way times are on the
-				    CLOCK_MONOTONIC scale of origin_ns */
+	_Atomic uint64_t tsc_hz; /* the producers' clock: the TSC's rate as the recording's
+				    first process measured it; 0 (not measured) or SPOOL_TSC_NONE
+				    (no invariant TSC): CLOCK_MONOTONIC. Either way times are on
+				    the CLOCK_MONOTONIC scale of origin_ns */
 	/* process following (`tracefs record`): a forked or spawned process records into a
 	 * spool of its own, `<first spool's path>.<pid>` (moved aside to `<...>.<pid>.<k>` by a
 	 * later process given the same pid), created with these set */

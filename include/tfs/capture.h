@@ -53,12 +53,15 @@
  *                          recorded is 0 (the interposers' cost without it, for comparison)
  *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
  *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
- *   TFS_CLOCK=tsc          either mode: stamp events with the x86-64 time-stamp counter,
- *                          calibrated against CLOCK_MONOTONIC over 2 ms at start-up (about
- *                          half the cost of clock_gettime; drifts from it by the calibration
- *                          error, a few parts in 10^5); ignored without an invariant TSC
- *                          (constant_tsc and nonstop_tsc). The trace's `clock` metadata says
- *                          which clock was used.
+ *   TFS_CLOCK=monotonic    either mode: stamp events with clock_gettime(CLOCK_MONOTONIC).
+ *                          By default, on x86-64 with an invariant TSC (constant_tsc and
+ *                          nonstop_tsc), they are stamped from the time-stamp counter, about
+ *                          a third of the cost, mapped onto CLOCK_MONOTONIC per thread from a
+ *                          (TSC, clock) pair taken every 2^24 ticks, at the recording's rate
+ *                          (measured over 2 ms by its first process, refined as the process
+ *                          runs): the same clock to within tens of ns, never going back in a
+ *                          thread. `TFS_CLOCK=tsc` is that default. The trace's `clock`
+ *                          metadata says which clock was used ("tsc <rate> Hz", "monotonic").
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family

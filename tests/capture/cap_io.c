@@ -20,6 +20,10 @@
  *                         it by a raw system call (no munmap event), then the main thread
  *                         maps a page at A again (A as a hint) and unmaps
  *                         it; exits 5 if A could not be had again
+ *   cap_io clock DIR      the clock as the program reads it, in the trace: 4 threads, then a
+ *                         forked child's 4, each lseek(fd, T, SEEK_SET) on DIR/c 300 times
+ *                         0.1 ms apart, then 60 times 3 ms apart, T its CLOCK_MONOTONIC
+ *                         nanoseconds just before the call (an offset the file need not take)
  *
  * bufs, on file DIR/b (file#0), nothing else allocating meanwhile, allocation ids from 1:
  *   p = malloc(8192) (id 1); pin = malloc(100) (id 2); write p (offset 0, 4096 bytes),
@@ -42,6 +46,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char buf[8192];
@@ -397,6 +402,62 @@ static int remap(void)
 	return 0;
 }
 
+static const char *g_clock_file;
+
+static long long mono_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void *clock_samples(void *arg)
+{
+	int fd = open(g_clock_file, O_RDONLY);
+
+	for (int i = 0; i < 360; i++) {
+		const long long gap = i < 300 ? 100000 : 3000000;
+		const long long until = mono_now() + gap;
+
+		lseek(fd, (off_t)mono_now(), SEEK_SET);
+		if (i < 300) {
+			while (mono_now() < until)
+				;
+		} else {
+			nanosleep(&(struct timespec){0, gap}, NULL);
+		}
+	}
+	close(fd);
+	return arg;
+}
+
+static int clock_threads(void)
+{
+	pthread_t th[3];
+
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, clock_samples, NULL);
+	clock_samples(NULL);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
+static int clocks(const char *dir)
+{
+	int st;
+	pid_t pid;
+
+	g_clock_file = strdup(in_dir(dir, "c"));
+	close(open(g_clock_file, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	clock_threads();
+	pid = fork();
+	if (pid == 0)
+		_exit(clock_threads());
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 6;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "calls")) {
@@ -415,6 +476,8 @@ int main(int argc, char **argv)
 		return forks(argv[2], atoi(argv[3]));
 	if (argc == 2 && !strcmp(argv[1], "remap"))
 		return remap();
+	if (argc == 3 && !strcmp(argv[1], "clock"))
+		return clocks(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "errno")) {

@@ -34,7 +34,7 @@ import trace_event  # noqa: E402
 
 def run(cmd, env=None, timeout=300, cwd=None):
     e = dict(os.environ)
-    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE"):
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE", "TFS_CLOCK"):
         e.pop(k, None)
     e.update(env or {})
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
@@ -268,28 +268,66 @@ def tsc_invariant():
 
 
 def test_tsc_clock(tap, args, work):
-    """TFS_CLOCK=tsc: same events, nesting and scale as the default clock."""
-    want = "tsc " if tsc_invariant() else "monotonic"
-    for mode in ("record", "in-process"):
-        out = os.path.join(work, "tsc-%s.trace" % mode)
-        env = {"TFS_CLOCK": "tsc"}
-        start = time.monotonic()
-        if mode == "record":
-            rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out, "--",
-                               args.known, "ok", "2"], env=env)
-        else:
-            env["TFS_OUTPUT"] = out
-            rc, _, serr = run([args.known, "ok", "2"], env=env)
-        wall_ns = (time.monotonic() - start) * 1e9
-        if not tap.ok(rc == 0, "TFS_CLOCK=tsc %s: runs" % mode, serr):
-            continue
-        t = Trace(args.tracefs, out)
-        clock = t.meta("clock") or ""
-        tap.ok(clock.startswith(want), "TFS_CLOCK=tsc %s: clock metadata %r" % (mode, clock))
-        check_known(tap, t, "ok", 2, "tsc clock %s" % mode)
-        ends = [e["ts"] + e["dur"] for th in t.threads() for e in t.events(th)]
-        tap.ok(0 < max(ends) < wall_ns, "TFS_CLOCK=tsc %s: the last event ends within the "
-               "run's wall time (%d < %d ns)" % (mode, max(ends), wall_ns))
+    """The clock: the TSC by default where it is invariant, clock_gettime with
+    TFS_CLOCK=monotonic. Either way: same events, nesting and scale."""
+    default = "tsc " if tsc_invariant() else "monotonic"
+    for clock, want in ((None, default), ("tsc", default), ("monotonic", "monotonic")):
+        env0 = {"TFS_CLOCK": clock} if clock else {}
+        name = "TFS_CLOCK=%s" % clock if clock else "default clock"
+        for mode in ("record", "in-process"):
+            out = os.path.join(work, "clock-%s-%s.trace" % (clock, mode))
+            env = dict(env0)
+            start = time.monotonic()
+            if mode == "record":
+                rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out,
+                                   "--", args.known, "ok", "2"], env=env)
+            else:
+                env["TFS_OUTPUT"] = out
+                rc, _, serr = run([args.known, "ok", "2"], env=env)
+            wall_ns = (time.monotonic() - start) * 1e9
+            if not tap.ok(rc == 0, "%s %s: runs" % (name, mode), serr):
+                continue
+            t = Trace(args.tracefs, out)
+            got = t.meta("clock") or ""
+            tap.ok(got.startswith(want), "%s %s: clock metadata %r" % (name, mode, got))
+            check_known(tap, t, "ok", 2, "%s %s" % (name, mode))
+            ends = [e["ts"] + e["dur"] for th in t.threads() for e in t.events(th)]
+            tap.ok(0 < max(ends) < wall_ns, "%s %s: the last event ends within the run's "
+                   "wall time (%d < %d ns)" % (name, mode, max(ends), wall_ns))
+        check_clock_agrees(tap, args, work, env0, name)
+
+
+def check_clock_agrees(tap, args, work, env, name):
+    """A time in the trace is CLOCK_MONOTONIC as the program reads it: cap_io clock's
+    lseek offsets are its readings just before each call, on 4 threads of 2 processes (the
+    child takes the recording's TSC rate from its parent), 300 of them in the first 30 ms
+    of each thread, where an anchor's rate is still the one measured at start-up."""
+    out = os.path.join(work, "clock-agrees.trace")
+    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--", args.capio,
+                       "clock", work], env=env)
+    if not tap.ok(rc == 0, "%s: cap_io clock records" % name, serr):
+        return
+    rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
+    streams = {}
+    for line in sout.decode().splitlines():
+        e = json.loads(line)
+        streams.setdefault((e["rank"], e["thread"]), []).append(e)
+    back = [k for k, evs in streams.items()
+            if any(b["ts"] < a["ts"] for a, b in zip(evs, evs[1:]))]
+    tap.ok(rc == 0 and len(streams) >= 8 and not back,
+           "%s: no thread's times go back (%d streams)" % (name, len(streams)), back)
+    # the time from the reading to the call's start: the same small latency everywhere
+    lag = {k: [e["ts"] - e["args"]["offset"] for e in evs if e["name"] == "lseek"]
+           for k, evs in streams.items()}
+    lag = {k: v for k, v in lag.items() if v}
+    every = sorted(x for v in lag.values() for x in v)
+    mid = every[len(every) // 2] if every else 0
+    far = {k: sum(1 for x in v if abs(x - mid) > 5000) for k, v in lag.items()}
+    tap.ok(len(lag) == 8 and all(len(v) == 360 for v in lag.values())
+           and all(n <= 36 for n in far.values()),
+           "%s: 90%% of each thread's 360 times, less the program's clock read just before, "
+           "are within 5 us of their median over all threads" % name,
+           {"%d/%d" % k: n for k, n in far.items()})
 
 
 def test_inprocess(tap, args, work):
@@ -923,12 +961,13 @@ def test_cli(tap, args, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    for opt in ("--tracefs", "--known", "--known-static", "--matmul", "--demo", "--calls"):
+    for opt in ("--tracefs", "--known", "--known-static", "--matmul", "--demo", "--calls",
+                "--capio"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--only", help="run only this test function (test_...)")
     args = ap.parse_args()
     CALL_KINDS.update(read_call_kinds(args.calls))
-    for k in ("tracefs", "known", "known_static", "matmul", "demo"):
+    for k in ("tracefs", "known", "known_static", "matmul", "demo", "capio"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:
