@@ -116,10 +116,14 @@ static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthrea
 static _Thread_local bool tls_dead TLS_IE;
 
 /*
- * The clock. Times are CLOCK_MONOTONIC nanoseconds. On x86-64 with an invariant TSC they are
- * read from the time-stamp counter by default (TFS_CLOCK=monotonic: from clock_gettime),
- * about a third of clock_gettime's cost: its vDSO fences its TSC read and checks a sequence
- * lock, 15 ns of a traced malloc/free's 50 on this project's machines.
+ * The clock. Times are CLOCK_MONOTONIC nanoseconds, from clock_gettime by default. With
+ * TFS_CLOCK=tsc (`tracefs record --clock=tsc`), on x86-64 with an invariant TSC, they are
+ * read from the time-stamp counter instead, unfenced: 9 ns a read against clock_gettime's
+ * 21 on this project's machines, whose vDSO fences its read (lfence) and checks a sequence
+ * lock; a traced malloc/free costs about 12 ns less. Not the default, because the unfenced
+ * read runs ahead of the work before it by a varying few cycles, and a fenced one saves only
+ * 3 ns: lossless traces grew 4-12% on python3, sqlite3 and a pread loop (tests/bench/
+ * run_real, the same rounds), for the noise in their times.
  *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
  *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
  *    since: the fast path is a subtraction, a compare, a multiply and a shift.
@@ -138,10 +142,10 @@ static uint64_t g_tsc_span;	 /* ticks an anchor serves: d * mult never overflows
 
 struct clk_anchor {
 	uint64_t tsc, ns, mult; /* ns at tick tsc, then mult (32.32 ns per tick) per tick */
+	uint64_t span;		/* ticks it serves: g_tsc_span; 0: none (none yet, or being made) */
 	bool busy;		/* an anchor is being taken: a signal handler's time is read whole */
 };
-/* a new thread's first time takes an anchor: no tick is within 2^40 of tsc, nor below it */
-static _Thread_local struct clk_anchor tls_clk TLS_IE = {.tsc = UINT64_MAX - (1ull << 40)};
+static _Thread_local struct clk_anchor tls_clk TLS_IE;
 
 static inline uint64_t mono_ns(void)
 {
@@ -188,20 +192,23 @@ static uint64_t clk_map(const struct clk_anchor *a, uint64_t x)
 	return a->ns + (uint64_t)(((unsigned __int128)(x - a->tsc) * a->mult) >> 32);
 }
 
-/* A thread's new anchor at tick x, the time x maps to returned (the cold path of now_ns). */
+/* A thread's new anchor at tick x, the time x maps to returned (now_ns()'s cold path). */
 __attribute__((noinline, cold)) static uint64_t clk_reanchor(uint64_t x)
 {
 	struct clk_anchor *a = &tls_clk;
+	const uint64_t span = a->span;
+	const uint64_t next = g_tsc_span;
 	uint64_t tsc, ns, mult = g_tsc_mult, at, was;
 
 	if (a->busy) /* a signal handler's time, while its thread anchors */
 		return mono_ns();
 	a->busy = true;
+	a->span = 0; /* and the fast path off until the anchor is whole */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	clk_pair(&tsc, &ns);
 	/* the rate over the process's life so far, once that is long enough to beat the first
-	   measurement (a few ns of error over 4 spans and more) */
-	if (tsc > g_tsc0 && tsc - g_tsc0 >= 4 * g_tsc_span && ns > g_mono0) {
+	   measurement (2^26 ticks, 26 ms at 2.6 GHz: a few ns of error in 10^8) */
+	if (tsc > g_tsc0 && tsc - g_tsc0 >= (uint64_t)1 << 26 && ns > g_mono0) {
 		uint64_t r = (uint64_t)((((unsigned __int128)(ns - g_mono0)) << 32) /
 					(tsc - g_tsc0));
 
@@ -211,13 +218,12 @@ __attribute__((noinline, cold)) static uint64_t clk_reanchor(uint64_t x)
 	/* the pair's time, moved back to x (read just before it) */
 	at = x < tsc ? (uint64_t)(((unsigned __int128)(tsc - x) * mult) >> 32) : 0;
 	ns = ns > at ? ns - at : 0;
-	if (a->mult) { /* 0: the thread's first anchor */
+	if (span) {
 		/* the latest time the old anchor gave: none past its span */
-		was = clk_map(a, x - a->tsc < g_tsc_span ? x : a->tsc + g_tsc_span);
+		was = clk_map(a, x - a->tsc < span ? x : a->tsc + span);
 		if (was > ns) {
-			/* never back: keep the old map's time and lose the lead over one span */
-			uint64_t slow = (uint64_t)((((unsigned __int128)(was - ns)) << 32) /
-						   g_tsc_span);
+			/* never back: keep the old map's time and lose the lead over the next span */
+			uint64_t slow = (uint64_t)((((unsigned __int128)(was - ns)) << 32) / next);
 
 			mult = slow < mult / 2 ? mult - slow : mult / 2;
 			ns = was;
@@ -227,6 +233,7 @@ __attribute__((noinline, cold)) static uint64_t clk_reanchor(uint64_t x)
 	a->ns = ns;
 	a->mult = mult;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	a->span = next;
 	a->busy = false;
 	return ns;
 }
@@ -241,7 +248,7 @@ static inline uint64_t now_ns(void)
 		const uint64_t x = __rdtsc();
 		const uint64_t d = x - tls_clk.tsc;
 
-		if (__builtin_expect(d < g_tsc_span, 1))
+		if (__builtin_expect(d < tls_clk.span, 1))
 			return tls_clk.ns + ((d * tls_clk.mult) >> 32);
 		return clk_reanchor(x);
 	}
@@ -1606,10 +1613,10 @@ static bool tsc_invariant(void)
 }
 
 /*
- * The TSC clock, unless TFS_CLOCK=monotonic or the TSC is not invariant: the process's first
- * pair, and the recording's rate, from the spool's header or measured here over 2 ms and
- * left there for the processes that follow (SPOOL_TSC_NONE there: the first found no
- * invariant TSC, and no later process looks again).
+ * TFS_CLOCK=tsc, where the TSC is invariant: the process's first pair, and the recording's
+ * rate, from the spool's header or measured here over 2 ms and left there for the processes
+ * that follow (SPOOL_TSC_NONE there: the first found no invariant TSC, and no later process
+ * looks again).
  */
 static void clock_init(void)
 {
@@ -1617,7 +1624,7 @@ static void clock_init(void)
 	const char *env = getenv("TFS_CLOCK");
 	uint64_t hz, t1, m1;
 
-	if (g_no_clock || (env && !strcmp(env, "monotonic")))
+	if (g_no_clock || !env || strcmp(env, "tsc"))
 		return;
 	hz = atomic_load(&g_spool.hdr->tsc_hz);
 	if (hz == SPOOL_TSC_NONE)

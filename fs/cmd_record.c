@@ -68,6 +68,7 @@ struct record_opts {
 	long mpi_rank, mpi_size; /* from the MPI launcher's environment; size 0: not MPI */
 	const char *mpi_impl;	 /* the launcher's MPI: "mpich", "openmpi" (metadata mpi_impl) */
 	const char *mpi_out;	 /* the merged trace rank 0 writes at MPI_Finalize */
+	const char *clock;	 /* --clock: TFS_CLOCK for the program, NULL: as it is */
 };
 
 static pid_t g_child;
@@ -89,6 +90,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	    {"when-full", required_argument, NULL, 'w'},
 	    {"sample", required_argument, NULL, 'n'},
 	    {"sample-bytes", required_argument, NULL, 'B'},
+	    {"clock", required_argument, NULL, 'c'},
 	    {0},
 	};
 	char *end;
@@ -143,6 +145,11 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 					     "optionally followed by k, m or g");
 			o->policy.sample = c == 'n' ? TFS_RECORDING_SAMPLE_CALLS
 							 : TFS_RECORDING_SAMPLE_BYTES;
+			break;
+		case 'c':
+			if (strcmp(optarg, "monotonic") && strcmp(optarg, "tsc"))
+				return usage("--clock takes monotonic or tsc");
+			o->clock = optarg;
 			break;
 		default:
 			return usage("unknown option");
@@ -342,6 +349,8 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
 	signal(SIGPIPE, SIG_DFL);
 	set_preload(lib);
 	setenv("TFS_SPOOL", spool, 1);
+	if (o->clock)
+		setenv("TFS_CLOCK", o->clock, 1);
 	/* run by a traced program: our recording's processes derive their spools from ours,
 	   not from the first process of the recording that traces us */
 	unsetenv("TFS_SPOOL_ROOT");

@@ -598,6 +598,8 @@ static const struct cmd_opt record_opts[] = {
 	{"--backtrace-depth=N", "frames of an allocation's backtrace (default 64, 0: none)"},
 	{"--sample=N", "unwind only one allocation in N per thread (the others: stack -1)"},
 	{"--sample-bytes=N", "unwind one allocation per N bytes a thread allocates"},
+	{"--clock=CLOCK", "monotonic (the default: clock_gettime) or tsc (the time-stamp counter, "
+			  "where invariant: about 12 ns less per event, lossless traces 4-12% larger)"},
 	{0},
 };
 

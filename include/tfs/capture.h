@@ -53,14 +53,17 @@
  *                          recorded is 0 (the interposers' cost without it, for comparison)
  *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
  *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
- *   TFS_CLOCK=monotonic    either mode: stamp events with clock_gettime(CLOCK_MONOTONIC).
- *                          By default, on x86-64 with an invariant TSC (constant_tsc and
- *                          nonstop_tsc), they are stamped from the time-stamp counter, about
- *                          a third of the cost, mapped onto CLOCK_MONOTONIC per thread from a
- *                          (TSC, clock) pair taken every 2^24 ticks, at the recording's rate
- *                          (measured over 2 ms by its first process, refined as the process
- *                          runs): the same clock to within tens of ns, never going back in a
- *                          thread. `TFS_CLOCK=tsc` is that default. The trace's `clock`
+ *   TFS_CLOCK=tsc          either mode (`tracefs record --clock=tsc`): on x86-64 with an
+ *                          invariant TSC (constant_tsc and nonstop_tsc), stamp events from
+ *                          the time-stamp counter, read unfenced (9 ns against
+ *                          clock_gettime's 21 on this project's machines: a traced
+ *                          malloc/free costs about 12 ns less), mapped onto CLOCK_MONOTONIC
+ *                          per thread from a (TSC, clock) pair taken every 2^24 ticks at the
+ *                          recording's rate (measured over 2 ms by its first process, refined
+ *                          as the process runs): the same clock to within tens of ns, never
+ *                          going back in a thread. A read that runs a few cycles ahead makes
+ *                          times noisier: lossless traces 4-12% larger. TFS_CLOCK=monotonic,
+ *                          or unset: clock_gettime(CLOCK_MONOTONIC). The trace's `clock`
  *                          metadata says which clock was used ("tsc <rate> Hz", "monotonic").
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs

@@ -268,19 +268,22 @@ def tsc_invariant():
 
 
 def test_tsc_clock(tap, args, work):
-    """The clock: the TSC by default where it is invariant, clock_gettime with
-    TFS_CLOCK=monotonic. Either way: same events, nesting and scale."""
-    default = "tsc " if tsc_invariant() else "monotonic"
-    for clock, want in ((None, default), ("tsc", default), ("monotonic", "monotonic")):
-        env0 = {"TFS_CLOCK": clock} if clock else {}
-        name = "TFS_CLOCK=%s" % clock if clock else "default clock"
+    """The clock: clock_gettime by default and with TFS_CLOCK=monotonic, the TSC with
+    TFS_CLOCK=tsc or `record --clock=tsc` where it is invariant. Either way: same events,
+    nesting and scale, and times that are the program's own CLOCK_MONOTONIC."""
+    tsc = "tsc " if tsc_invariant() else "monotonic"
+    for env0, opts, want in (({}, [], "monotonic"), ({"TFS_CLOCK": "monotonic"}, [], "monotonic"),
+                             ({"TFS_CLOCK": "tsc"}, [], tsc), ({}, ["--clock=tsc"], tsc)):
+        name = " ".join(["%s=%s" % kv for kv in env0.items()] + opts) or "default clock"
         for mode in ("record", "in-process"):
-            out = os.path.join(work, "clock-%s-%s.trace" % (clock, mode))
+            if opts and mode != "record":
+                continue
+            out = os.path.join(work, "clock-%d-%s.trace" % (len(name), mode))
             env = dict(env0)
             start = time.monotonic()
             if mode == "record":
-                rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out,
-                                   "--", args.known, "ok", "2"], env=env)
+                rc, _, serr = run([args.tracefs, "record", "--trace=zones,mem", "-o", out] +
+                                  opts + ["--", args.known, "ok", "2"], env=env)
             else:
                 env["TFS_OUTPUT"] = out
                 rc, _, serr = run([args.known, "ok", "2"], env=env)
@@ -294,17 +297,20 @@ def test_tsc_clock(tap, args, work):
             ends = [e["ts"] + e["dur"] for th in t.threads() for e in t.events(th)]
             tap.ok(0 < max(ends) < wall_ns, "%s %s: the last event ends within the run's "
                    "wall time (%d < %d ns)" % (name, mode, max(ends), wall_ns))
-        check_clock_agrees(tap, args, work, env0, name)
+        check_clock_agrees(tap, args, work, env0, opts, name)
+    rc, _, serr = run([args.tracefs, "record", "--clock=rdtsc", "--", "true"])
+    tap.ok(rc == 2 and b"--clock takes monotonic or tsc" in serr and len(serr.splitlines()) <= 2,
+           "record --clock=rdtsc: a usage error naming the choices", serr)
 
 
-def check_clock_agrees(tap, args, work, env, name):
+def check_clock_agrees(tap, args, work, env, opts, name):
     """A time in the trace is CLOCK_MONOTONIC as the program reads it: cap_io clock's
     lseek offsets are its readings just before each call, on 4 threads of 2 processes (the
     child takes the recording's TSC rate from its parent), 300 of them in the first 30 ms
     of each thread, where an anchor's rate is still the one measured at start-up."""
     out = os.path.join(work, "clock-agrees.trace")
-    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--", args.capio,
-                       "clock", work], env=env)
+    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out] + opts +
+                      ["--", args.capio, "clock", work], env=env)
     if not tap.ok(rc == 0, "%s: cap_io clock records" % name, serr):
         return
     rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
