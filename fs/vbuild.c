@@ -477,12 +477,7 @@ static int add_thread_dir(struct fs_vtree *vt, uint32_t dir, struct fs_scope *sc
 
 /* ---- one rank, built at its first use ---- */
 
-struct phase_dir {
-	uint32_t node;
-	struct fs_scope *scope;
-};
-
-/* What building one rank (or its phases/ at its first use) keeps track of. */
+/* What building one rank (or the list of its phases) keeps track of. */
 struct rank_lay {
 	uint32_t rank;
 	uint32_t dir;			/* ranks/<r>/ */
@@ -493,8 +488,6 @@ struct rank_lay {
 	struct fs_phase_rec *recs;	/* [n_phases] its phases */
 	char **dirs;			/* [n_phases] their directory names, by slot */
 	uint32_t n_phases;
-	struct phase_dir *pdirs;	/* [n_phases] at most */
-	uint32_t n_pdirs;
 };
 
 static int add_rank_dir(struct fs_vtree *vt, uint32_t ord, struct rank_lay *l)
@@ -549,41 +542,25 @@ static int lay_streams(struct fs_vtree *vt, struct rank_lay *l)
 	return 0;
 }
 
-/* A phase directory's own scope and, per phase, a one-thread scope under it. */
-static int lay_phase(struct fs_vtree *vt, struct rank_lay *l, const struct fs_phase_rec *p,
-		     bool new_dir)
+/* Phase @p into the scope @dsc of its directory, node @dir, and a one-thread scope under it. */
+static int lay_phase(struct fs_vtree *vt, uint32_t dir, struct fs_scope *dsc,
+		     const struct fs_phase_rec *p)
 {
 	struct fs_seg seg = {p->stream, p->rank, p->thread, p->first, p->n_events};
-	struct fs_scope *one;
-	struct phase_dir *d;
+	struct fs_scope *one = scope_new(vt, "%s thread %" PRIu32, dsc->label, p->thread);
 	int rc;
 
-	if (new_dir) {
-		int64_t node;
-
-		/* sorted: the first phase of a directory has the lowest index, its listing key */
-		node = add_node(vt, l->phases, p->name, NULL, p->idx);
-		if (node < 0)
-			return (int)node;
-		d = &l->pdirs[l->n_pdirs++];
-		d->node = (uint32_t)node;
-		d->scope = scope_new(vt, "rank %" PRIu32 " phase directory %s", p->rank, p->name);
-		if (!d->scope)
-			return -ENOMEM;
-	}
-	d = &l->pdirs[l->n_pdirs - 1];
-	one = scope_new(vt, "%s thread %" PRIu32, d->scope->label, p->thread);
 	if (!one)
 		return -ENOMEM;
 	rc = scope_add_seg(one, &seg);
 	if (rc == 0)
 		rc = scope_add_phase(one, p->idx);
 	if (rc == 0)
-		rc = scope_add_seg(d->scope, &seg);
+		rc = scope_add_seg(dsc, &seg);
 	if (rc == 0)
-		rc = scope_add_phase(d->scope, p->idx);
+		rc = scope_add_phase(dsc, p->idx);
 	if (rc == 0)
-		rc = add_thread_dir(vt, d->node, one);
+		rc = add_thread_dir(vt, dir, one);
 	return rc;
 }
 
@@ -670,44 +647,118 @@ static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
 	return rc;
 }
 
+/*
+ * The phases of one rank as its phases/ lists them: sorted by directory name, then index,
+ * each record's name its directory's. Kept for the rank last looked into, so that filling its
+ * phase directories one by one does not name them all again for each.
+ */
+struct fs_phase_list {
+	uint32_t rank;
+	struct rank_lay l; /* recs, dirs and n_phases */
+};
+
 static void rank_lay_fini(struct rank_lay *l);
+
+/* The phase list of @rank, made again if the one kept is another rank's. Under grow_lock. */
+static int phase_list(struct fs_vtree *vt, uint32_t rank, struct fs_phase_list **out)
+{
+	struct fs_phase_list *pl = vt->phase_list;
+	int rc;
+
+	if (pl && pl->rank == rank) {
+		*out = pl;
+		return 0;
+	}
+	fs_phase_list_free(pl);
+	vt->phase_list = NULL;
+	pl = calloc(1, sizeof(*pl));
+	if (!pl)
+		return -ENOMEM;
+	pl->rank = pl->l.rank = rank;
+	rc = rank_recs(vt, &pl->l);
+	if (rc == 0 && pl->l.n_phases) {
+		pl->l.dirs = calloc(pl->l.n_phases, sizeof(*pl->l.dirs));
+		rc = pl->l.dirs ? fs_phase_dirs_name(pl->l.recs, pl->l.n_phases, pl->l.dirs)
+				: -ENOMEM;
+	}
+	if (rc == 0 && pl->l.n_phases) {
+		for (uint32_t i = 0; i < pl->l.n_phases; i++)
+			pl->l.recs[i].name = pl->l.dirs[pl->l.recs[i].slot];
+		qsort(pl->l.recs, pl->l.n_phases, sizeof(*pl->l.recs), fs_phase_rec_cmp);
+	}
+	if (rc < 0) {
+		fs_phase_list_free(pl);
+		return rc;
+	}
+	vt->phase_list = *out = pl;
+	return 0;
+}
+
+void fs_phase_list_free(struct fs_phase_list *pl)
+{
+	if (!pl)
+		return;
+	rank_lay_fini(&pl->l);
+	free(pl);
+}
+
+/* The rank of ranks/<r>/, node @dir. */
+static uint32_t rank_of_dir(const struct fs_vtree *vt, uint32_t dir)
+{
+	return fs_rank_of_ord(vt, fs_node_at(vt, dir)->rank_ord);
+}
 
 /*
  * phases/ of a rank (node @phases) at its first use: a directory per distinct phase name,
- * with its files and a threads/<t>/ per phase, so that a reader of the rank's other files
- * pays nothing per phase (a program with a phase a time step has tens of thousands).
- * Under grow_lock.
+ * empty until its own first use (fill_phase()), so that a reader of the rank's other files
+ * pays nothing per phase (a program with a phase a time step has tens of thousands), and one
+ * listing phases/ a node for each. Under grow_lock.
  */
 static int fill_phases(struct fs_vtree *vt, uint32_t phases)
 {
-	const struct vnode *rdir = fs_node_at(vt, fs_node_at(vt, phases)->parent);
-	struct rank_lay l = {.rank = fs_rank_of_ord(vt, rdir->rank_ord),
-			     .dir = fs_node_at(vt, phases)->parent, .phases = phases};
+	struct fs_phase_list *pl;
+	int rc = phase_list(vt, rank_of_dir(vt, fs_node_at(vt, phases)->parent), &pl);
+
+	for (uint32_t i = 0, k; rc == 0 && i < pl->l.n_phases; i += k) {
+		const struct fs_phase_rec *p = &pl->l.recs[i];
+		int64_t node;
+
+		for (k = 1; i + k < pl->l.n_phases && !strcmp(p[k].name, p->name); k++)
+			;
+		/* sorted: the first phase of a directory has the lowest index, its listing key */
+		node = add_node(vt, phases, p->name, NULL, p->idx);
+		if (node < 0)
+			return (int)node;
+		fs_node_at(vt, (uint32_t)node)->flags = VN_LAZY_DIR | VN_LAZY_PHASE;
+		fs_node_at(vt, (uint32_t)node)->first = i;
+		fs_node_at(vt, (uint32_t)node)->n_events = k;
+	}
+	return rc;
+}
+
+/* One phases/<p>/ (node @dir) at its first use: its files and a threads/<t>/ per phase. */
+static int fill_phase(struct fs_vtree *vt, uint32_t dir)
+{
+	const struct vnode *d = fs_node_at(vt, dir);
+	const uint32_t rank = rank_of_dir(vt, fs_node_at(vt, d->parent)->parent);
 	const uint32_t scopes = vt->n_scopes;
-	int rc = rank_recs(vt, &l);
+	struct fs_phase_list *pl;
+	struct fs_scope *sc = NULL;
+	int rc = phase_list(vt, rank, &pl);
 
-	if (rc == 0 && l.n_phases) {
-		l.dirs = calloc(l.n_phases, sizeof(*l.dirs));
-		l.pdirs = calloc(l.n_phases, sizeof(*l.pdirs));
-		rc = l.dirs && l.pdirs ? fs_phase_dirs_name(l.recs, l.n_phases, l.dirs) : -ENOMEM;
+	if (rc == 0 && (d->first > pl->l.n_phases || d->n_events > pl->l.n_phases - d->first))
+		rc = -EIO; /* not the list the directory was made from */
+	if (rc == 0) {
+		sc = scope_new(vt, "rank %" PRIu32 " phase directory %s", rank, d->name);
+		if (!sc)
+			rc = -ENOMEM;
 	}
-	if (rc == 0 && l.n_phases) {
-		/* a directory per distinct name, listed by its first phase */
-		for (uint32_t i = 0; i < l.n_phases; i++)
-			l.recs[i].name = l.dirs[l.recs[i].slot];
-		qsort(l.recs, l.n_phases, sizeof(*l.recs), fs_phase_rec_cmp);
-	}
-	for (uint32_t i = 0; i < l.n_phases && rc == 0; i++) {
-		const struct fs_phase_rec *p = &l.recs[i];
-
-		rc = lay_phase(vt, &l, p, i == 0 || strcmp(p->name, p[-1].name) != 0);
-	}
+	for (uint64_t i = d->first; rc == 0 && i < d->first + d->n_events; i++)
+		rc = lay_phase(vt, dir, sc, &pl->l.recs[i]);
 	if (rc == 0)
 		sort_phases(vt, scopes);
-	for (uint32_t i = 0; i < l.n_pdirs && rc == 0; i++)
-		rc = fs_layout_add(vt, &(struct fs_dir){l.pdirs[i].node, FS_IN_PHASE,
-							l.pdirs[i].scope, l.rank});
-	rank_lay_fini(&l);
+	if (rc == 0)
+		rc = fs_layout_add(vt, &(struct fs_dir){dir, FS_IN_PHASE, sc, rank});
 	return rc;
 }
 
@@ -740,7 +791,6 @@ static void rank_lay_fini(struct rank_lay *l)
 		free(l->dirs[i]);
 	free(l->dirs);
 	free(l->recs);
-	free(l->pdirs);
 	free(l->stream_scope);
 }
 
@@ -1163,7 +1213,7 @@ int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
 
 	if (atomic_load_explicit(&d->built, memory_order_acquire))
 		return 0;
-	if (!(d->flags & (VN_LAZY_CALLS | VN_LAZY_PHASES))) {
+	if (!(d->flags & (VN_LAZY_CALLS | VN_LAZY_PHASES | VN_LAZY_PHASE))) {
 		rc = fs_root_ready(vt);
 		if (rc < 0)
 			return rc;
@@ -1177,6 +1227,8 @@ int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx)
 		rc = fs_calls_fill(vt, idx, d->scope);
 	else if (d->flags & VN_LAZY_PHASES)
 		rc = fill_phases(vt, idx);
+	else if (d->flags & VN_LAZY_PHASE)
+		rc = fill_phase(vt, idx);
 	else
 		rc = add_chrome_parts(vt, idx, vt->root, vt->root_part_bytes);
 	if (rc == 0)

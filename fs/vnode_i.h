@@ -157,6 +157,7 @@ enum {
 	VN_LAZY_DIR = 4, /* its children are made at its first use: the root's trace.json.d/, */
 	VN_LAZY_CALLS = 8, /* or with this, a calls/ (its scope is @scope), */
 	VN_LAZY_PHASES = 16, /* or with this, a rank's phases/ */
+	VN_LAZY_PHASE = 32,  /* or with this, one phases/<p>/ (@first, @n_events: its phases) */
 };
 
 struct vnode {
@@ -170,8 +171,9 @@ struct vnode {
 	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
 	uint32_t stream;    /* view */
 	uint32_t call;	    /* view, merge: 1 + the only event kind it shows (calls/), 0: all */
-	uint64_t first;	    /* view: first event (stream index) */
-	uint64_t n_events;  /* view */
+	uint64_t first;	    /* view: first event (stream index); VN_LAZY_PHASE: its first phase's
+			     * position in its rank's phase list (struct fs_phase_list) */
+	uint64_t n_events;  /* view; VN_LAZY_PHASE: its phases */
 	uint64_t size;	    /* files: exact bytes (concat, lazy: once done) */
 	const char *gen;    /* gen: borrowed from the tree */
 	struct fs_concat *concat;	/* concat: owned */
@@ -235,6 +237,7 @@ struct fs_vtree {
 	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
 	struct fs_pict_state *pict; /* the pictures' shared state (vpict_i.h) */
 	struct fs_windows *windows; /* time windows made by lookups (vwindow.c) */
+	struct fs_phase_list *phase_list; /* the last rank's phases, under grow_lock (vbuild.c) */
 };
 
 /* ---- vphase.c ---- */
@@ -303,6 +306,8 @@ int fs_rank_dir(struct fs_vtree *vt, uint32_t ord, uint32_t *node);
 int fs_root_ready(struct fs_vtree *vt);
 /** Make the children of a VN_LAZY_DIR node @idx (once, thread-safe). @return 0 or -errno */
 int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx);
+/** Free the phase list a tree keeps for its phases/ directories (NULL: nothing). */
+void fs_phase_list_free(struct fs_phase_list *pl);
 /** The ordinal of @rank's directory. @return 0 or -ENOENT (the rank has no streams) */
 int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord);
 /** The rank of rank directory @ord. */

@@ -70,6 +70,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 	free(vt->rank_node);
 	fs_procs_free(vt->procs);
 	fs_windows_free(vt);
+	fs_phase_list_free(vt->phase_list);
 	fs_pict_state_free(vt->pict);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);
@@ -84,9 +85,11 @@ void fs_vtree_free(struct fs_vtree *vt)
 
 /*
  * The node of inode @ino, building a rank directory at its first use (the tree is logically
- * const: that only adds what was always there). @return 0, -ENOENT or the build's error
+ * const: that only adds what was always there), but not a lazy directory's children.
+ * @return 0, -ENOENT or the build's error
  */
-static int node_get(const struct fs_vtree *vt, uint64_t ino, struct vnode **out)
+static int node_find(const struct fs_vtree *vt, uint64_t ino, struct vnode **out,
+		     uint32_t *out_idx)
 {
 	uint32_t idx;
 	int rc;
@@ -111,9 +114,19 @@ static int node_get(const struct fs_vtree *vt, uint64_t ino, struct vnode **out)
 			return -ENOENT; /* known by its rank inode only */
 	}
 	*out = fs_node_at(vt, idx);
-	if ((*out)->flags & VN_LAZY_DIR)
-		return fs_lazy_dir_build((struct fs_vtree *)vt, idx);
+	*out_idx = idx;
 	return 0;
+}
+
+/* node_find(), and a lazy directory's children made. */
+static int node_get(const struct fs_vtree *vt, uint64_t ino, struct vnode **out)
+{
+	uint32_t idx;
+	int rc = node_find(vt, ino, out, &idx);
+
+	if (rc == 0 && ((*out)->flags & VN_LAZY_DIR))
+		rc = fs_lazy_dir_build((struct fs_vtree *)vt, idx);
+	return rc;
 }
 
 /* The inode of node @idx. */
@@ -300,7 +313,7 @@ int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bo
 			return 0;
 		}
 	}
-	rc = node_get(vt, ino, &n);
+	rc = node_find(vt, ino, &n, &idx);
 	if (rc < 0)
 		return rc;
 	*name = n->name;
@@ -330,8 +343,17 @@ int fs_vtree_attr(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *
 {
 	static _Thread_local char rank_name[16];
 	uint64_t ranks;
+	struct vnode *n;
+	uint32_t idx;
 	int rc;
 
+	/* a lazy directory not filled yet (phases/<p>/, calls/...): stat-ing fills none */
+	if (ino < FS_RANK_INO && node_find(vt, ino, &n, &idx) == 0 && (n->flags & VN_LAZY_DIR) &&
+	    !atomic_load_explicit(&n->built, memory_order_acquire)) {
+		*info = (struct fs_node_info){.ino = ino, .parent = ino_of(vt, n->parent),
+					      .name = n->name, .is_dir = true};
+		return 0;
+	}
 	/* a rank directory not built yet: stat-ing every entry of ranks/ builds none */
 	if (ino < FS_RANK_INO || ino - FS_RANK_INO >= vt->n_rank_dirs ||
 	    atomic_load_explicit(&vt->rank_node[ino - FS_RANK_INO], memory_order_acquire))

@@ -76,8 +76,10 @@ int fs_vtree_peek(const struct fs_vtree *vt, uint64_t ino, const char **name, bo
 int fs_vtree_stat(const struct fs_vtree *vt, uint64_t ino, struct fs_node_info *info);
 
 /**
- * What fs_vtree_stat() says, but for a rank directory not built yet: its name, type and
- * parent, n_children 0, without building it (getattr and a listing's entries need no more).
+ * What fs_vtree_stat() says, but for a rank directory not built yet, or a directory whose
+ * insides come at its first use (calls/, phases/, phases/<p>/, trace.json.d/) not filled yet:
+ * its name, type and parent, n_children 0, without building or filling it (getattr and a
+ * listing's entries need no more).
  * Thread-safe; the name of such a directory lives until the thread's next call.
  * @return as fs_vtree_stat()
  */

@@ -416,6 +416,26 @@ static char *lines_with(const char *all, const char *needle, uint64_t *size)
 	return out;
 }
 
+/* Resolve @path, failing each allocation in turn until it works: each failure leaves the tree. */
+static void resolve_failing(struct fs_vtree *vt, const char *path, uint64_t *ino)
+{
+	const uint64_t nodes = fs_vtree_n_nodes(vt);
+	long n;
+
+	for (n = 0;; n++) {
+		int rc;
+
+		fa_arm(n);
+		rc = fs_vtree_resolve(vt, path, ino);
+		fa_disarm();
+		if (rc == 0)
+			break;
+		assert_int_equal(rc, -ENOMEM);
+		assert_int_equal(fs_vtree_n_nodes(vt), nodes);
+	}
+	assert_true(n > 0);
+}
+
 /*
  * calls/<name>/ beside a time-merged trace.txt: three threads of two kinds whose times go
  * back now and then (so an event's merge key is its thread's running maximum, which depends
@@ -432,23 +452,11 @@ static void calls_made_at_first_use(struct fixture *f)
 {
 	struct fs_vtree *vt;
 	uint64_t ino, nodes;
-	long n;
 
 	assert_int_equal(fs_vtree_new(f->trace, "t", &vt), 0);
 	resolve(vt, "ranks/0/trace.txt");
 	nodes = fs_vtree_n_nodes(vt);
-	for (n = 0;; n++) {
-		int rc;
-
-		fa_arm(n);
-		rc = fs_vtree_resolve(vt, "ranks/0/calls/read/trace.txt", &ino);
-		fa_disarm();
-		if (rc == 0)
-			break;
-		assert_int_equal(rc, -ENOMEM);
-		assert_int_equal(fs_vtree_n_nodes(vt), nodes);
-	}
-	assert_true(n > 0);
+	resolve_failing(vt, "ranks/0/calls/read/trace.txt", &ino);
 	assert_int_equal(fs_vtree_n_nodes(vt), nodes + 6);
 	fs_vtree_free(vt);
 }
@@ -716,12 +724,12 @@ static void test_vtree_phases_made_at_first_use(void **state)
 {
 	enum { N = 50 };
 	struct fixture f;
+	struct fs_node_info info;
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
 	uint64_t ino, nodes, size;
 	uint32_t kind;
 	char *text;
-	long n;
 
 	assert_int_equal(tfs_writer_new(NULL, &w), 0);
 	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
@@ -735,23 +743,26 @@ static void test_vtree_phases_made_at_first_use(void **state)
 	open_fixture(&f, w);
 	resolve(f.vt, "ranks/0/trace.txt");
 	nodes = fs_vtree_n_nodes(f.vt);
-	for (n = 0;; n++) {
-		int rc;
-
-		fa_arm(n);
-		rc = fs_vtree_resolve(f.vt, "ranks/0/phases/p~49/trace.txt", &ino);
-		fa_disarm();
-		if (rc == 0)
-			break;
-		assert_int_equal(rc, -ENOMEM);
-		assert_int_equal(fs_vtree_n_nodes(f.vt), nodes);
-	}
-	assert_true(n > 0);
-	/* a directory per phase, each with its files and threads/0/ */
-	assert_true(fs_vtree_n_nodes(f.vt) > nodes + 5 * N);
+	/* the first lookup in phases/: a directory per phase, each empty */
+	resolve_failing(f.vt, "ranks/0/phases/p~49", &ino);
+	assert_int_equal(fs_vtree_n_nodes(f.vt), nodes + N);
+	nodes += N;
+	/* a stat of one fills none */
+	assert_int_equal(fs_vtree_attr(f.vt, ino, &info), 0);
+	assert_true(info.is_dir);
+	assert_string_equal(info.name, "p~49");
+	assert_int_equal(fs_vtree_n_nodes(f.vt), nodes);
+	/* the first lookup in one fills it alone: its files and threads/0/ */
+	resolve_failing(f.vt, "ranks/0/phases/p~49/trace.txt", &ino);
+	assert_true(fs_vtree_n_nodes(f.vt) > nodes + 5);
+	assert_true(fs_vtree_n_nodes(f.vt) < nodes + 50);
 	text = read_path(f.vt, "ranks/0/phases/p~49/trace.txt", &size);
 	assert_non_null(strstr(text, "count=49"));
 	assert_null(strstr(text, "count=48"));
+	free(text);
+	text = read_path(f.vt, "ranks/0/phases/p~3/threads/0/trace.txt", &size);
+	assert_non_null(strstr(text, "count=3"));
+	assert_null(strstr(text, "count=49"));
 	free(text);
 	close_fixture(&f);
 }
