@@ -24,6 +24,9 @@
  *                         forked child's 4, each lseek(fd, T, SEEK_SET) on DIR/c 300 times
  *                         0.1 ms apart, then 60 times 3 ms apart, T its CLOCK_MONOTONIC
  *                         nanoseconds just before the call (an offset the file need not take)
+ *   cap_io sigclock DIR   the same clock readings, lseek(fd, T, SEEK_SET) on DIR/c in a loop
+ *                         for 1.5 s, while a second thread floods the main one with SIGUSR1,
+ *                         whose handler makes a traced call of its own (lseek to offset 1)
  *
  * bufs, on file DIR/b (file#0), nothing else allocating meanwhile, allocation ids from 1:
  *   p = malloc(8192) (id 1); pin = malloc(100) (id 2); write p (offset 0, 4096 bytes),
@@ -39,6 +42,9 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +464,46 @@ static int clocks(const char *dir)
 	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 6;
 }
 
+static int g_sig_fd;
+static atomic_bool g_sig_stop;
+
+static void sig_lseek(int sig)
+{
+	(void)sig;
+	lseek(g_sig_fd, 1, SEEK_SET);
+}
+
+static void *sig_flood(void *arg)
+{
+	const pthread_t to = *(const pthread_t *)arg;
+
+	while (!atomic_load(&g_sig_stop))
+		pthread_kill(to, SIGUSR1);
+	return NULL;
+}
+
+static int sig_clock(const char *dir)
+{
+	struct sigaction sa = {.sa_handler = sig_lseek, .sa_flags = SA_RESTART};
+	pthread_t self = pthread_self(), th;
+	long long until;
+	int fd;
+
+	fd = open(in_dir(dir, "c"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+	g_sig_fd = open(path, O_RDONLY);
+	if (fd < 0 || g_sig_fd < 0 || sigaction(SIGUSR1, &sa, NULL) < 0 ||
+	    pthread_create(&th, NULL, sig_flood, &self))
+		return 7;
+	until = mono_now() + 1500000000LL;
+	while (mono_now() < until) {
+		for (int i = 0; i < 1000; i++)
+			lseek(fd, (off_t)mono_now(), SEEK_SET);
+	}
+	atomic_store(&g_sig_stop, true);
+	pthread_join(th, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "calls")) {
@@ -478,6 +524,8 @@ int main(int argc, char **argv)
 		return remap();
 	if (argc == 3 && !strcmp(argv[1], "clock"))
 		return clocks(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "sigclock"))
+		return sig_clock(argv[2]);
 	if (argc == 5 && !strcmp(argv[1], "churn"))
 		return churn(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 2 && !strcmp(argv[1], "errno")) {

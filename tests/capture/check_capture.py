@@ -298,6 +298,8 @@ def test_tsc_clock(tap, args, work):
             tap.ok(0 < max(ends) < wall_ns, "%s %s: the last event ends within the run's "
                    "wall time (%d < %d ns)" % (name, mode, max(ends), wall_ns))
         check_clock_agrees(tap, args, work, env0, opts, name)
+        if env0.get("TFS_CLOCK") == "tsc":
+            check_clock_signals(tap, args, work, env0, name)
     rc, _, serr = run([args.tracefs, "record", "--clock=rdtsc", "--", "true"])
     tap.ok(rc == 2 and b"--clock takes monotonic or tsc" in serr and len(serr.splitlines()) <= 2,
            "record --clock=rdtsc: a usage error naming the choices", serr)
@@ -334,6 +336,32 @@ def check_clock_agrees(tap, args, work, env, opts, name):
            "%s: 90%% of each thread's 360 times, less the program's clock read just before, "
            "are within 5 us of their median over all threads" % name,
            {"%d/%d" % k: n for k, n in far.items()})
+
+
+def check_clock_signals(tap, args, work, env, name):
+    """A signal handler's traced call, however often it comes, leaves its thread's times
+    CLOCK_MONOTONIC: cap_io sigclock's main thread lseeks to its clock reading while SIGUSR1
+    floods it, each handler making a call (and so taking the time, and a new anchor when one
+    is due) wherever it lands, also inside the interrupted call's own time taking. A call's
+    time comes before the reading the next call is given."""
+    out = os.path.join(work, "clock-signals.trace")
+    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--", args.capio,
+                       "sigclock", work], env=env)
+    if not tap.ok(rc == 0, "%s: cap_io sigclock records" % name, serr):
+        return
+    rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
+    main = []
+    for line in sout.decode().splitlines():
+        e = json.loads(line)
+        if e["name"] == "lseek" and e["args"]["offset"] > 1:
+            main.append((e["ts"], e["args"]["offset"]))
+    lag = sorted(ts - off for ts, off in main)
+    mid = lag[len(lag) // 2] if lag else 0
+    ahead = [a[0] - mid - b[1] for a, b in zip(main, main[1:]) if a[0] - mid - b[1] > 20000]
+    tap.ok(rc == 0 and len(main) > 1000 and not ahead,
+           "%s: under a flood of signals no call's time is more than 20 us past the next "
+           "call's reading (%d calls)" % (name, len(main)),
+           "%d ahead, at most %d ns" % (len(ahead), max(ahead, default=0)))
 
 
 def test_inprocess(tap, args, work):
