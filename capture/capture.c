@@ -196,13 +196,24 @@ static uint64_t clk_map(const struct clk_anchor *a, uint64_t x)
 __attribute__((noinline, cold)) static uint64_t clk_reanchor(uint64_t x)
 {
 	struct clk_anchor *a = &tls_clk;
-	const uint64_t span = a->span;
 	const uint64_t next = g_tsc_span;
-	uint64_t tsc, ns, mult = g_tsc_mult, at, was;
+	uint64_t span, tsc, ns, mult = g_tsc_mult, at, was;
 
 	if (a->busy) /* a signal handler's time, while its thread anchors */
 		return mono_ns();
 	a->busy = true;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* read only now: a signal handler may have anchored since x was read */
+	span = a->span;
+	if (span && x - a->tsc > UINT64_MAX / 2) {
+		/* x is older than the anchor (a handler's, or a TSC a few ticks behind on
+		   another CPU): the anchor's own time, not a new one whose never-back rule
+		   would take x for a tick a whole span later */
+		ns = a->ns;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		a->busy = false;
+		return ns;
+	}
 	a->span = 0; /* and the fast path off until the anchor is whole */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	clk_pair(&tsc, &ns);
@@ -246,10 +257,16 @@ static inline uint64_t now_ns(void)
 #if defined(__x86_64__)
 	if (g_tsc) {
 		const uint64_t x = __rdtsc();
-		const uint64_t d = x - tls_clk.tsc;
+		const uint64_t tsc = tls_clk.tsc, ns = tls_clk.ns, mult = tls_clk.mult;
+		const uint64_t d = x - tsc;
 
-		if (__builtin_expect(d < tls_clk.span, 1))
-			return tls_clk.ns + ((d * tls_clk.mult) >> 32);
+		/* the anchor read whole: a signal handler that anchored between these reads
+		   changed its tick (a new anchor's is a span later), and x is then older */
+		if (__builtin_expect(d < tls_clk.span, 1)) {
+			__atomic_signal_fence(__ATOMIC_SEQ_CST);
+			if (__builtin_expect(tls_clk.tsc == tsc, 1))
+				return ns + ((d * mult) >> 32);
+		}
 		return clk_reanchor(x);
 	}
 #endif
