@@ -647,92 +647,64 @@ static int lay_phases(struct fs_vtree *vt, struct rank_lay *l)
 	return rc;
 }
 
-/*
- * The phases of one rank as its phases/ lists them: sorted by directory name, then index,
- * each record's name its directory's. Kept for the rank last looked into, so that filling its
- * phase directories one by one does not name them all again for each.
- */
-struct fs_phase_list {
-	uint32_t rank;
-	struct rank_lay l; /* recs, dirs and n_phases */
-};
-
 static void rank_lay_fini(struct rank_lay *l);
-
-/* The phase list of @rank, made again if the one kept is another rank's. Under grow_lock. */
-static int phase_list(struct fs_vtree *vt, uint32_t rank, struct fs_phase_list **out)
-{
-	struct fs_phase_list *pl = vt->phase_list;
-	int rc;
-
-	if (pl && pl->rank == rank) {
-		*out = pl;
-		return 0;
-	}
-	fs_phase_list_free(pl);
-	vt->phase_list = NULL;
-	pl = calloc(1, sizeof(*pl));
-	if (!pl)
-		return -ENOMEM;
-	pl->rank = pl->l.rank = rank;
-	rc = rank_recs(vt, &pl->l);
-	if (rc == 0 && pl->l.n_phases) {
-		pl->l.dirs = calloc(pl->l.n_phases, sizeof(*pl->l.dirs));
-		rc = pl->l.dirs ? fs_phase_dirs_name(pl->l.recs, pl->l.n_phases, pl->l.dirs)
-				: -ENOMEM;
-	}
-	if (rc == 0 && pl->l.n_phases) {
-		for (uint32_t i = 0; i < pl->l.n_phases; i++)
-			pl->l.recs[i].name = pl->l.dirs[pl->l.recs[i].slot];
-		qsort(pl->l.recs, pl->l.n_phases, sizeof(*pl->l.recs), fs_phase_rec_cmp);
-	}
-	if (rc < 0) {
-		fs_phase_list_free(pl);
-		return rc;
-	}
-	vt->phase_list = *out = pl;
-	return 0;
-}
-
-void fs_phase_list_free(struct fs_phase_list *pl)
-{
-	if (!pl)
-		return;
-	rank_lay_fini(&pl->l);
-	free(pl);
-}
-
-/* The rank of ranks/<r>/, node @dir. */
-static uint32_t rank_of_dir(const struct fs_vtree *vt, uint32_t dir)
-{
-	return fs_rank_of_ord(vt, fs_node_at(vt, dir)->rank_ord);
-}
 
 /*
  * phases/ of a rank (node @phases) at its first use: a directory per distinct phase name,
  * empty until its own first use (fill_phase()), so that a reader of the rank's other files
  * pays nothing per phase (a program with a phase a time step has tens of thousands), and one
- * listing phases/ a node for each. Under grow_lock.
+ * listing phases/ a node for each. The rank's phase indices in directory order are kept
+ * (vt->phase_order, 4 bytes a phase), each directory's a range of them. Under grow_lock.
  */
 static int fill_phases(struct fs_vtree *vt, uint32_t phases)
 {
-	struct fs_phase_list *pl;
-	int rc = phase_list(vt, rank_of_dir(vt, fs_node_at(vt, phases)->parent), &pl);
+	const uint32_t ord = fs_node_at(vt, fs_node_at(vt, phases)->parent)->rank_ord;
+	struct rank_lay l = {.rank = fs_rank_of_ord(vt, ord)};
+	uint32_t *order = NULL;
+	int rc = 0;
 
-	for (uint32_t i = 0, k; rc == 0 && i < pl->l.n_phases; i += k) {
-		const struct fs_phase_rec *p = &pl->l.recs[i];
+	if (!vt->phase_order) {
+		vt->phase_order = calloc(vt->n_rank_dirs, sizeof(*vt->phase_order));
+		if (!vt->phase_order)
+			return -ENOMEM;
+	}
+	rc = rank_recs(vt, &l);
+	if (rc == 0 && l.n_phases) {
+		l.dirs = calloc(l.n_phases, sizeof(*l.dirs));
+		order = malloc(l.n_phases * sizeof(*order));
+		rc = l.dirs && order ? fs_phase_dirs_name(l.recs, l.n_phases, l.dirs) : -ENOMEM;
+	}
+	if (rc == 0 && l.n_phases) {
+		/* a directory per distinct name, listed by its first phase */
+		for (uint32_t i = 0; i < l.n_phases; i++)
+			l.recs[i].name = l.dirs[l.recs[i].slot];
+		qsort(l.recs, l.n_phases, sizeof(*l.recs), fs_phase_rec_cmp);
+	}
+	for (uint32_t i = 0, k; rc == 0 && i < l.n_phases; i += k) {
+		const struct fs_phase_rec *p = &l.recs[i];
 		int64_t node;
 
-		for (k = 1; i + k < pl->l.n_phases && !strcmp(p[k].name, p->name); k++)
+		for (k = 1; i + k < l.n_phases && !strcmp(p[k].name, p->name); k++)
 			;
+		for (uint32_t j = i; j < i + k; j++)
+			order[j] = l.recs[j].idx;
 		/* sorted: the first phase of a directory has the lowest index, its listing key */
 		node = add_node(vt, phases, p->name, NULL, p->idx);
-		if (node < 0)
-			return (int)node;
+		if (node < 0) {
+			rc = (int)node;
+			break;
+		}
 		fs_node_at(vt, (uint32_t)node)->flags = VN_LAZY_DIR | VN_LAZY_PHASE;
 		fs_node_at(vt, (uint32_t)node)->first = i;
 		fs_node_at(vt, (uint32_t)node)->n_events = k;
 	}
+	if (rc == 0) {
+		free(vt->phase_order[ord]);
+		vt->phase_order[ord] = order;
+		order = NULL;
+	}
+	free(order);
+	rank_lay_fini(&l);
 	return rc;
 }
 
@@ -740,26 +712,37 @@ static int fill_phases(struct fs_vtree *vt, uint32_t phases)
 static int fill_phase(struct fs_vtree *vt, uint32_t dir)
 {
 	const struct vnode *d = fs_node_at(vt, dir);
-	const uint32_t rank = rank_of_dir(vt, fs_node_at(vt, d->parent)->parent);
-	const uint32_t scopes = vt->n_scopes;
-	struct fs_phase_list *pl;
-	struct fs_scope *sc = NULL;
-	int rc = phase_list(vt, rank, &pl);
+	const uint32_t ord = fs_node_at(vt, fs_node_at(vt, d->parent)->parent)->rank_ord;
+	const uint32_t rank = fs_rank_of_ord(vt, ord), scopes = vt->n_scopes;
+	const uint32_t *order = vt->phase_order ? vt->phase_order[ord] : NULL;
+	struct fs_scope *sc;
+	int rc = 0;
 
-	if (rc == 0 && (d->first > pl->l.n_phases || d->n_events > pl->l.n_phases - d->first))
-		rc = -EIO; /* not the list the directory was made from */
-	if (rc == 0) {
-		sc = scope_new(vt, "rank %" PRIu32 " phase directory %s", rank, d->name);
-		if (!sc)
-			rc = -ENOMEM;
+	if (!order)
+		return -EIO; /* made by no fill_phases(): cannot be */
+	sc = scope_new(vt, "rank %" PRIu32 " phase directory %s", rank, d->name);
+	if (!sc)
+		return -ENOMEM;
+	for (uint64_t i = d->first; rc == 0 && i < d->first + d->n_events; i++) {
+		struct fs_phase_rec p;
+
+		rc = fs_phase_rec_of(vt->trace, order[i], &p);
+		if (rc == 0)
+			rc = lay_phase(vt, dir, sc, &p);
 	}
-	for (uint64_t i = d->first; rc == 0 && i < d->first + d->n_events; i++)
-		rc = lay_phase(vt, dir, sc, &pl->l.recs[i]);
 	if (rc == 0)
 		sort_phases(vt, scopes);
 	if (rc == 0)
 		rc = fs_layout_add(vt, &(struct fs_dir){dir, FS_IN_PHASE, sc, rank});
 	return rc;
+}
+
+void fs_phase_order_free(struct fs_vtree *vt)
+{
+	for (uint32_t i = 0; vt->phase_order && i < vt->n_rank_dirs; i++)
+		free(vt->phase_order[i]);
+	free(vt->phase_order);
+	vt->phase_order = NULL;
 }
 
 /* replay/: the proxy program (vreplay.c), generated at its first stat like summary.txt. */

@@ -171,8 +171,8 @@ struct vnode {
 	_Atomic bool built; /* VN_LAZY_DIR: its children are made (release) */
 	uint32_t stream;    /* view */
 	uint32_t call;	    /* view, merge: 1 + the only event kind it shows (calls/), 0: all */
-	uint64_t first;	    /* view: first event (stream index); VN_LAZY_PHASE: its first phase's
-			     * position in its rank's phase list (struct fs_phase_list) */
+	uint64_t first;	    /* view: first event (stream index); VN_LAZY_PHASE: where its phases
+			     * start in its rank's phase_order */
 	uint64_t n_events;  /* view; VN_LAZY_PHASE: its phases */
 	uint64_t size;	    /* files: exact bytes (concat, lazy: once done) */
 	const char *gen;    /* gen: borrowed from the tree */
@@ -237,7 +237,9 @@ struct fs_vtree {
 	struct fs_procs *procs;	  /* the ranks as processes (vprocs.c) */
 	struct fs_pict_state *pict; /* the pictures' shared state (vpict_i.h) */
 	struct fs_windows *windows; /* time windows made by lookups (vwindow.c) */
-	struct fs_phase_list *phase_list; /* the last rank's phases, under grow_lock (vbuild.c) */
+	/* [n_rank_dirs] the phase indices of each rank whose phases/ was filled, in directory
+	 * order (each phases/<p>/ a range of them: vbuild.c), under grow_lock */
+	uint32_t **phase_order;
 };
 
 /* ---- vphase.c ---- */
@@ -306,8 +308,8 @@ int fs_rank_dir(struct fs_vtree *vt, uint32_t ord, uint32_t *node);
 int fs_root_ready(struct fs_vtree *vt);
 /** Make the children of a VN_LAZY_DIR node @idx (once, thread-safe). @return 0 or -errno */
 int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx);
-/** Free the phase list a tree keeps for its phases/ directories (NULL: nothing). */
-void fs_phase_list_free(struct fs_phase_list *pl);
+/** Free the phase indices a tree keeps for its phases/ directories (vt->phase_order). */
+void fs_phase_order_free(struct fs_vtree *vt);
 /** The ordinal of @rank's directory. @return 0 or -ENOENT (the rank has no streams) */
 int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord);
 /** The rank of rank directory @ord. */

@@ -70,7 +70,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 	free(vt->rank_node);
 	fs_procs_free(vt->procs);
 	fs_windows_free(vt);
-	fs_phase_list_free(vt->phase_list);
+	fs_phase_order_free(vt);
 	fs_pict_state_free(vt->pict);
 	free(vt->term_len[0]);
 	free(vt->term_len[1]);

@@ -308,8 +308,9 @@ def test_tsc_clock(tap, args, work):
 def check_clock_agrees(tap, args, work, env, opts, name):
     """A time in the trace is CLOCK_MONOTONIC as the program reads it: cap_io clock's
     lseek offsets are its readings just before each call, on 4 threads of 2 processes (the
-    child takes the recording's TSC rate from its parent), 300 of them in the first 30 ms
-    of each thread, where an anchor's rate is still the one measured at start-up."""
+    forked child keeps its parent's clock: a new thread's anchor in a new process), 300 of
+    them in the first 30 ms of each thread, where an anchor's rate is still the one measured
+    at start-up."""
     out = os.path.join(work, "clock-agrees.trace")
     rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out] + opts +
                       ["--", args.capio, "clock", work], env=env)
