@@ -768,6 +768,72 @@ static void test_vtree_phases_made_at_first_use(void **state)
 }
 
 /*
+ * Phase directories of two ranks read in turn: each shows its own rank's phase, and each
+ * rank's phases/ lists its own directories (the phase indices kept per rank, not for the
+ * rank last looked into).
+ */
+static void test_vtree_phases_of_two_ranks_in_turn(void **state)
+{
+	enum { N = 4 };
+	struct fixture f;
+	struct fs_node_info info;
+	struct tfs_writer *w;
+	struct tfs_wstream *s[2];
+	char names[2][N][64], path[192], want[32];
+	uint64_t dir, ino, size;
+	uint32_t kind;
+
+	assert_int_equal(tfs_writer_new(NULL, &w), 0);
+	assert_int_equal(tfs_writer_add_kind(w, &io_kind, &kind), 0);
+	for (uint32_t r = 0; r < 2; r++)
+		assert_int_equal(tfs_writer_stream_new(w, r, 0, &s[r]), 0);
+	for (uint64_t i = 0; i < N; i++) {
+		for (uint32_t r = 0; r < 2; r++) {
+			union tfs_arg a[2] = {{.u = 3}, {.u = 10 * (r + 1) + i}};
+
+			assert_int_equal(tfs_wstream_append(s[r], kind, 10 * i, 1, a), 0);
+			assert_int_equal(tfs_writer_add_phase(w, "step", r, 0, i, 1), 0);
+		}
+	}
+	open_fixture(&f, w);
+	for (uint32_t r = 0; r < 2; r++) {
+		snprintf(path, sizeof(path), "ranks/%u/phases", r);
+		dir = resolve(f.vt, path);
+		assert_int_equal(fs_vtree_stat(f.vt, dir, &info), 0);
+		assert_int_equal(info.n_children, N);
+		for (uint32_t i = 0; i < N; i++) {
+			const char *name;
+			bool is_dir;
+
+			assert_int_equal(fs_vtree_child(f.vt, dir, i, &ino), 0);
+			assert_int_equal(fs_vtree_peek(f.vt, ino, &name, &is_dir), 0);
+			assert_true(is_dir);
+			snprintf(names[r][i], sizeof(names[r][i]), "%s", name);
+		}
+	}
+	/* listed in phase order: the i-th directory of rank r holds event i of rank r, whose
+	   count is 10 (rank 0) or 20 (rank 1) plus i */
+	for (uint32_t i = 0; i < N; i++) {
+		for (uint32_t r = 0; r < 2; r++) {
+			char *text;
+
+			snprintf(path, sizeof(path), "ranks/%u/phases/%.63s/trace.txt", r, names[r][i]);
+			text = read_path(f.vt, path, &size);
+			snprintf(want, sizeof(want), "count=%u", 10 * (r + 1) + i);
+			assert_non_null(strstr(text, want));
+			snprintf(want, sizeof(want), "count=%u", 10 * (2 - r) + i);
+			assert_null(strstr(text, want));
+			for (uint32_t j = 0; j < N; j++) {
+				snprintf(want, sizeof(want), "count=%u", 10 * (r + 1) + j);
+				assert_true(j == i || !strstr(text, want));
+			}
+			free(text);
+		}
+	}
+	close_fixture(&f);
+}
+
+/*
  * A rank directory whose build fails after its nodes have filled more than one chunk of the
  * node table is undone and built again at the next lookup; the chunks the failed build made
  * are freed with the tree (LeakSanitizer, in the ASan build, checks that none is left).
@@ -845,6 +911,7 @@ int main(void)
 	    cmocka_unit_test(test_vtree_backtrace_files_allocation_failures),
 	    cmocka_unit_test(test_vtree_failed_rank_build_frees_its_chunks),
 	    cmocka_unit_test(test_vtree_phases_made_at_first_use),
+	    cmocka_unit_test(test_vtree_phases_of_two_ranks_in_turn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
