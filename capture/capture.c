@@ -120,7 +120,7 @@ static _Thread_local bool tls_dead TLS_IE;
  * TFS_CLOCK=tsc (`tracefs record --clock=tsc`), on x86-64 with an invariant TSC, they are
  * read from the time-stamp counter instead, unfenced: 9 ns a read against clock_gettime's
  * 21 on this project's machines, whose vDSO fences its read (lfence) and checks a sequence
- * lock; a traced malloc/free costs about 12 ns less. Not the default, because the unfenced
+ * lock; a traced malloc/free costs 6 to 13 ns less. Not the default, because the unfenced
  * read runs ahead of the work before it by a varying few cycles, and a fenced one saves only
  * 3 ns: lossless traces grew 4-12% on python3, sqlite3 and a pread loop (tests/bench/
  * run_real, the same rounds), for the noise in their times.

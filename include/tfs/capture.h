@@ -57,7 +57,7 @@
  *                          invariant TSC (constant_tsc and nonstop_tsc), stamp events from
  *                          the time-stamp counter, read unfenced (9 ns against
  *                          clock_gettime's 21 on this project's machines: a traced
- *                          malloc/free costs about 12 ns less), mapped onto CLOCK_MONOTONIC
+ *                          malloc/free costs 6 to 13 ns less), mapped onto CLOCK_MONOTONIC
  *                          per thread from a (TSC, clock) pair taken every 2^24 ticks at the
  *                          recording's rate (measured over 2 ms by its first process, refined
  *                          as the process runs): the same clock to within tens of ns, never
