@@ -716,9 +716,11 @@ static void test_vtree_backtrace_files_allocation_failures(void **state)
 }
 
 /*
- * phases/ is made at its first use: reading a rank's trace.txt makes nothing of its 50 phase
- * directories, and a first lookup inside it that runs out of memory at any allocation leaves
- * the tree as it was and can be tried again.
+ * phases/ is made at its first use, and each phases/<p>/ at its own: reading a rank's
+ * trace.txt makes nothing of its 50 phase directories, the first lookup in phases/ makes
+ * them empty, a stat of one fills nothing, and the first lookup inside one fills it alone;
+ * a lookup that runs out of memory at any allocation leaves the tree as it was and can be
+ * tried again.
  */
 static void test_vtree_phases_made_at_first_use(void **state)
 {
