@@ -865,8 +865,11 @@ out_ticks:
 	return tick_pred | VAL_TICKS;
 }
 
-/* Compress the pending block into one frame. On failure nothing changes. */
-static int flush_block(struct tfs_venc *e)
+/*
+ * Compress the pending block into one frame. Its timing choices change the encoder's
+ * choice_state even when it then fails (flush_block() puts that back).
+ */
+static int assemble_block(struct tfs_venc *e)
 {
 	const int n_cols = e->version >= 4 ? N_COLS : COL_TAGS;
 	size_t need = VAL_RAW_HDR_MAX, frames_len = e->frames.len;
@@ -929,6 +932,42 @@ static int flush_block(struct tfs_venc *e)
 	e->blk_n = 0;
 	vp_pred_next_block(&e->p);
 	return 0;
+}
+
+/*
+ * What the choices of one block change and the next blocks' choices read (the state besides
+ * the pending block's own): a block that fails for memory after its choices were made (a
+ * coded column, its frame) is made again with them as they were, so that the same events
+ * give the same bytes whatever failed on the way.
+ */
+struct choice_state {
+	uint64_t tick_q;
+	uint32_t tick_wait, dur_lost;
+	uint8_t lead[2];
+	struct choice won[2][2];
+};
+
+/*
+ * Code, assemble and compress the pending block. @return 0, or -ENOMEM with the choices'
+ * state as it was
+ */
+static int flush_block(struct tfs_venc *e)
+{
+	struct choice_state was = {.tick_q = e->tick_q, .tick_wait = e->tick_wait,
+				   .dur_lost = e->dur_lost};
+	int rc;
+
+	memcpy(was.lead, e->lead, sizeof(was.lead));
+	memcpy(was.won, e->won, sizeof(was.won));
+	rc = assemble_block(e);
+	if (rc < 0) {
+		e->tick_q = was.tick_q;
+		e->tick_wait = was.tick_wait;
+		e->dur_lost = was.dur_lost;
+		memcpy(e->lead, was.lead, sizeof(e->lead));
+		memcpy(e->won, was.won, sizeof(e->won));
+	}
+	return rc;
 }
 
 static inline uint32_t map_home(uint64_t v)
