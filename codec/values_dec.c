@@ -64,7 +64,7 @@ static int check_header(struct tfs_vsec *s, const uint8_t *h, uint64_t base_off,
 	uint64_t rel_bits = le_get64(h + 12), want_blocks;
 
 	if (magic != VAL_MAGIC_V1 && magic != VAL_MAGIC_V2 && magic != VAL_MAGIC_V3 &&
-	    magic != VAL_MAGIC_V4) {
+	    magic != VAL_MAGIC_V4 && magic != VAL_MAGIC_V5) {
 		if ((magic & 0xffffff) == VAL_MAGIC_FAMILY)
 			return diag_set(diag, -TFS_EFORMAT, base_off, section_name,
 					"unsupported values section version 0x%02x", h[3]);
@@ -682,7 +682,7 @@ static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
 		b->coder = malloc(sizeof(struct vrc_model));
 		if (!b->coder)
 			return -ENOMEM;
-		if (vrc_model_init(b->coder) < 0) {
+		if (vrc_model_init(b->coder, VRC_WORDS_1) < 0) {
 			free(b->coder);
 			b->coder = NULL;
 			return -ENOMEM;
@@ -690,6 +690,8 @@ static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
 	}
 	if (vp_grow(&b->uncoded, &b->uncoded_cap, 2 * (size_t)d->n, sizeof(*b->uncoded)) < 0)
 		return -ENOMEM;
+	/* one coder serves a reader's blocks of any section */
+	((struct vrc_model *)b->coder)->words = d->s->version >= 5 ? VRC_WORDS_2 : VRC_WORDS_1;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		const char *bad;
 

@@ -165,7 +165,8 @@ int venc_new(const struct venc_opts *opts, struct tfs_venc **out)
 	e->ticks = e->version >= 3 && e->timing == VAL_TIMING_LOSSLESS &&
 		   opts->ticks != VAL_TICKS_NEVER;
 	e->coding = e->version >= 3 && e->timing != VAL_TIMING_NONE ? opts->coded : VAL_CODED_NEVER;
-	if (e->coding != VAL_CODED_NEVER && vrc_model_init(&e->rc) < 0) {
+	if (e->coding != VAL_CODED_NEVER &&
+	    vrc_model_init(&e->rc, e->version >= 5 ? VRC_WORDS_2 : VRC_WORDS_1) < 0) {
 		free(e);
 		return -ENOMEM;
 	}
@@ -1226,7 +1227,8 @@ int venc_add_cls(struct tfs_venc *e, uint32_t terminal, uint64_t ts_ns, uint64_t
 
 static void put_header(uint8_t *h, const struct tfs_venc *e)
 {
-	static const uint32_t magic[] = {0, VAL_MAGIC_V1, VAL_MAGIC_V2, VAL_MAGIC_V3, VAL_MAGIC_V4};
+	static const uint32_t magic[] = {0,	       VAL_MAGIC_V1, VAL_MAGIC_V2,
+					 VAL_MAGIC_V3, VAL_MAGIC_V4, VAL_MAGIC_V5};
 	uint64_t rel_bits;
 
 	memcpy(&rel_bits, &e->rel_err, sizeof(rel_bits));

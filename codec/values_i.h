@@ -30,7 +30,7 @@ enum {
 	VAL_TIMING_LOSSY = 2,	 /* gap and duration binned with relative error <= rel_err */
 };
 
-#define VAL_VERSION 4		 /* the section version writers write ("TFV4") */
+#define VAL_VERSION 5		 /* the section version writers write ("TFV5") */
 #define VAL_MAX_CLASSES 255	 /* VAL classes (FORMAT.md §7.3.1), numbered 1 to this */
 #define VAL_MAX_FIELDS 64		 /* VAL fields of one terminal */
 #define VAL_DEFAULT_BLOCK_EVENTS 4096

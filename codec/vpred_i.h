@@ -16,6 +16,7 @@
 #define VAL_MAGIC_V2 0x32564654u     /* "TFV2" */
 #define VAL_MAGIC_V3 0x33564654u     /* "TFV3" */
 #define VAL_MAGIC_V4 0x34564654u     /* "TFV4" */
+#define VAL_MAGIC_V5 0x35564654u     /* "TFV5" */
 #define VAL_MAGIC_FAMILY 0x00564654u /* "TFV" followed by any version byte */
 #define VAL_HDR_LEN 36u
 #define VAL_IDX_ENTRY_LEN 16u

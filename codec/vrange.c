@@ -5,7 +5,10 @@
  * run of 0xff bytes); a word is coded as its bit length through a 7-level binary tree (one
  * per length of the set's previous word: a call site's values come in runs of a size),
  * then the bits below its leading one, the first of them through a tree per length (all
- * of them up to length 10), the rest as even bits.
+ * of them up to length 10), the rest as even bits. Word model 2 (TFV5) first decides whether
+ * the length is the set's previous one, walks the tree only when it is not, models three
+ * bits below the leading one and puts the rest, unmodelled, in a plain bit string after the
+ * coded bytes, which the reader takes with a shift and a mask.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,14 +22,25 @@
 #define N_STATES (PROB_ONE << 2)
 #define TOP (1u << 24)
 #define LEN_PROBS VRC_LEN_PROBS
-#define FULL_LEN 10u	/* lengths up to this have every mantissa bit modelled */
-#define HEAD_BITS 3u	/* longer ones: this many, the rest even */
+#define HEAD_BITS 3u	/* mantissa bits modelled below the leading one of a long word */
 #define WORST_WORD 20u	/* bytes a word can take: 10 modelled bits at < 8.1 bits, 60 even */
 
-/* Offset of length @n's mantissa tree (n >= 2) in a set's mantissa contexts. */
-static inline uint32_t man_off(uint32_t n)
+/* Lengths up to this have every mantissa bit modelled: 10 in word model 1, 8 in 2. */
+static inline uint32_t full_len(unsigned int words)
 {
-	return n <= FULL_LEN ? (1u << (n - 1)) - 2 : 1022u + (n - 11) * 8;
+	return words == VRC_WORDS_1 ? 10u : 8u;
+}
+
+/* Mantissa bits modelled for a word of length @n >= 2 in the model whose full_len() is @f. */
+static inline uint32_t head_of(uint32_t n, uint32_t f)
+{
+	return n <= f ? n - 1 : HEAD_BITS;
+}
+
+/* Offset of length @n's mantissa tree (n >= 2) in a set's mantissa contexts. */
+static inline uint32_t man_off(uint32_t n, uint32_t f)
+{
+	return n <= f ? (1u << (n - 1)) - 2 : (1u << f) - 2 + (n - f - 1) * (1u << HEAD_BITS);
 }
 
 /* Every context fresh, copied by fill(): most blocks start over a hundred sets. */
@@ -44,7 +58,7 @@ static pthread_once_t fresh_once = PTHREAD_ONCE_INIT;
 
 static void make_fresh(void)
 {
-	for (uint32_t i = 0; i < VRC_MAN_PROBS; i++)
+	for (size_t i = 0; i < sizeof(fresh) / sizeof(fresh[0]); i++)
 		fresh[i] = P_INIT;
 	for (uint32_t c = 0; c < N_STATES; c++) {
 		const uint32_t n = c & 3, s = n + 1, p = c >> 2, next = n < 3 ? n + 1 : 3;
@@ -55,16 +69,21 @@ static void make_fresh(void)
 	}
 }
 
-int vrc_model_init(struct vrc_model *m)
+int vrc_model_init(struct vrc_model *m, unsigned int words)
 {
 	pthread_once(&fresh_once, make_fresh);
 	memset(m, 0, sizeof(*m));
+	m->words = words;
+	buf_init(&m->raw);
 	m->man = malloc((size_t)VRC_SLOTS * VRC_MAN_PROBS * sizeof(*m->man));
+	m->same = malloc((size_t)VRC_SLOTS * VRC_LEN_GROUPS * sizeof(*m->same));
+	m->man_init = malloc((size_t)VRC_SLOTS * sizeof(*m->man_init));
 	/* mostly never touched: only the trees of lengths that occur are initialised */
 	m->len = malloc((size_t)VRC_SLOTS * VRC_LEN_GROUPS * VRC_LEN_PROBS * sizeof(*m->len));
 	m->len_init = malloc((size_t)VRC_SLOTS * 2 * sizeof(*m->len_init));
 	m->group = malloc(VRC_SLOTS);
-	if (!m->man || !m->len || !m->len_init || !m->group) {
+	if (!m->man || !m->len || !m->len_init || !m->group || !m->same ||
+	    !m->man_init) {
 		vrc_model_fini(m);
 		return -ENOMEM;
 	}
@@ -77,14 +96,19 @@ void vrc_model_fini(struct vrc_model *m)
 	free(m->len);
 	free(m->len_init);
 	free(m->group);
+	free(m->same);
+	free(m->man_init);
+	buf_fini(&m->raw);
 	memset(m, 0, sizeof(*m));
 }
 
 /* The contexts one word is coded with. */
 struct word_ctx {
-	uint16_t *len; /* its length tree */
-	uint16_t *man; /* its set's mantissa trees */
-	uint8_t *group; /* where the set keeps the length tree of its next word */
+	uint16_t *len;	    /* its length tree */
+	uint16_t *man;	    /* its set's mantissa trees */
+	uint64_t *man_init; /* bit n - 1: the set's tree of length n is initialised */
+	uint8_t *group;	    /* where the set keeps the length tree of its next word */
+	uint16_t *same;	    /* word model 2: its set's "same length" contexts */
 };
 
 static void fill(uint16_t *p, uint32_t n)
@@ -92,7 +116,10 @@ static void fill(uint16_t *p, uint32_t n)
 	memcpy(p, fresh, n * sizeof(*p));
 }
 
-/* The contexts of the next word of set @slot, each initialised at its first use. */
+/*
+ * The contexts of the next word of set @slot, each initialised at its first use: a block
+ * often starts over a hundred sets, and a set uses few of its trees.
+ */
 static inline struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
 {
 	struct word_ctx c;
@@ -103,8 +130,10 @@ static inline struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
 	while (m->n_init <= slot) {
 		const uint32_t s = m->n_init++;
 
-		fill(m->man + (size_t)s * VRC_MAN_PROBS, VRC_MAN_PROBS);
+		if (m->words == VRC_WORDS_2)
+			fill(m->same + (size_t)s * VRC_LEN_GROUPS, VRC_LEN_GROUPS);
 		m->len_init[2 * s] = m->len_init[2 * s + 1] = 0;
+		m->man_init[s] = 0;
 		m->group[s] = 0;
 	}
 	g = m->group[slot];
@@ -115,8 +144,23 @@ static inline struct word_ctx ctx_of(struct vrc_model *m, uint8_t slot)
 		*init |= UINT64_C(1) << (g % 64);
 	}
 	c.man = m->man + (size_t)slot * VRC_MAN_PROBS;
+	c.man_init = &m->man_init[slot];
 	c.group = &m->group[slot];
+	c.same = m->same + (size_t)slot * VRC_LEN_GROUPS;
 	return c;
+}
+
+/* The mantissa tree of length @n (2 <= n <= 64) of the word's set, initialised. */
+static inline uint16_t *man_tree(struct word_ctx c, uint32_t n, uint32_t f)
+{
+	uint16_t *t = c.man + man_off(n, f);
+
+	if (!(*c.man_init >> (n - 1) & 1)) {
+		/* nodes 1 to 2^h - 1 */
+		fill(t + 1, (1u << head_of(n, f)) - 1);
+		*c.man_init |= UINT64_C(1) << (n - 1);
+	}
+	return t;
 }
 
 /* ---- encoder ---- */
@@ -174,29 +218,64 @@ static inline void enc_even(struct rc_enc *e, uint32_t bit)
 	}
 }
 
-static void enc_word(struct rc_enc *e, struct word_ctx c, uint64_t u)
+/* Plain bits (word model 2), least significant first, into room reserved. */
+struct raw_enc {
+	uint8_t *out;
+	size_t len;
+	uint64_t acc;	/* bits not yet written: n_acc < 8 of them between calls */
+	uint32_t n_acc;
+};
+
+static inline void raw_put(struct raw_enc *r, uint64_t v, uint32_t k)
 {
-	const uint32_t n = u ? 64u - (uint32_t)__builtin_clzll(u) : 0;
+	while (k) {
+		const uint32_t take = k < 32 ? k : 32;
+
+		r->acc |= (v & ((UINT64_C(1) << take) - 1)) << r->n_acc;
+		r->n_acc += take;
+		v = take < 64 ? v >> take : 0;
+		k -= take;
+		while (r->n_acc >= 8) {
+			r->out[r->len++] = (uint8_t)r->acc;
+			r->acc >>= 8;
+			r->n_acc -= 8;
+		}
+	}
+}
+
+/* Word @u with the contexts @c; @raw: word model 2's plain bits, NULL in word model 1. */
+static void enc_word(struct rc_enc *e, struct word_ctx c, uint64_t u, struct raw_enc *raw)
+{
+	const uint32_t n = u ? 64u - (uint32_t)__builtin_clzll(u) : 0, g = *c.group;
+	const uint32_t f = full_len(raw ? VRC_WORDS_2 : VRC_WORDS_1);
 	uint32_t node = 1, head;
 	uint16_t *man;
 
-	for (uint32_t bits = n << 25, k = 0; k < 7; k++, bits <<= 1) {
-		const uint32_t b = bits >> 31;
+	if (raw && g)
+		enc_bit(e, &c.same[g], n != g - 1);
+	if (!raw || !g || n != g - 1) {
+		for (uint32_t bits = n << 25, k = 0; k < 7; k++, bits <<= 1) {
+			const uint32_t b = bits >> 31;
 
-		enc_bit(e, &c.len[node], b);
-		node = 2 * node + b;
+			enc_bit(e, &c.len[node], b);
+			node = 2 * node + b;
+		}
 	}
 	*c.group = (uint8_t)(1 + n);
 	if (n < 2)
 		return;
-	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
-	man = c.man + man_off(n);
+	head = head_of(n, f);
+	man = man_tree(c, n, f);
 	node = 1;
 	for (uint32_t k = 0; k < head; k++) {
 		const uint32_t b = (uint32_t)(u >> (n - 2 - k)) & 1;
 
 		enc_bit(e, &man[node], b);
 		node = 2 * node + b;
+	}
+	if (raw) {
+		raw_put(raw, u, n - 1 - head);
+		return;
 	}
 	for (int k = (int)(n - 2 - head); k >= 0; k--)
 		enc_even(e, (uint32_t)(u >> k) & 1);
@@ -223,33 +302,62 @@ int vrc_encode_marked(struct vrc_model *m, const uint8_t *slot, uint32_t n, cons
 		      struct tfs_buf *out)
 {
 	struct rc_enc e = {.low = 0, .range = UINT32_MAX, .cache = 0, .pending = 1};
+	const bool two = m->words == VRC_WORDS_2;
+	/* word model 2: the varint of the coded part's length goes first */
+	const size_t pre = two ? VRC_LEN_VARINT : 0;
+	struct raw_enc raw = {.len = 0};
 	uint32_t k = 0;
+	size_t len;
 	int rc;
 
 	for (uint32_t j = 0; mark_out && j < VRC_MARKS; j++)
 		mark_out[j] = UINT32_MAX;
 	if (max_len < VRC_MIN_LEN)
 		return 0;
-	rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN);
+	rc = buf_reserve(out, (size_t)n * WORST_WORD + VRC_MIN_LEN + pre);
 	if (rc < 0)
 		return rc;
-	e.out = out->data + out->len;
+	if (two) {
+		m->raw.len = 0;
+		rc = buf_reserve(&m->raw, (size_t)n * 8 + 8);
+		if (rc < 0)
+			return rc;
+		raw.out = m->raw.data;
+	}
+	e.out = out->data + out->len + pre;
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++) {
-		enc_word(&e, ctx_of(m, slot[i]), own_varint(&col));
+		enc_word(&e, ctx_of(m, slot[i]), own_varint(&col), two ? &raw : NULL);
 		/* bytes written never shrink: past @max_len, the rest cannot bring it back */
-		if (e.len > max_len)
+		len = e.len + raw.len;
+		if (len > max_len)
 			return 0;
 		if ((i + 1) % VRC_MARK_WORDS || k == VRC_MARKS)
 			continue;
 		if (mark_out)
-			mark_out[k] = (uint32_t)e.len;
-		if (mark_in && e.len > mark_in[k] + mark_in[k] / 16 + 8)
+			mark_out[k] = (uint32_t)len;
+		if (mark_in && len > mark_in[k] + mark_in[k] / 16 + 8)
 			return 0;
 		k++;
 	}
 	for (int j = 0; j < 5; j++)
 		shift_low(&e);
+	if (two) {
+		uint8_t v[VRC_LEN_VARINT];
+		size_t nv = 0;
+
+		if (raw.n_acc)
+			raw.out[raw.len++] = (uint8_t)raw.acc;
+		for (uint64_t x = e.len; nv == 0 || x; x >>= 7)
+			v[nv++] = (uint8_t)((x & 0x7f) | (x >> 7 ? 0x80 : 0));
+		if (nv + e.len + raw.len > max_len)
+			return 0;
+		memmove(out->data + out->len + nv, e.out, e.len);
+		memcpy(out->data + out->len, v, nv);
+		memcpy(out->data + out->len + nv + e.len, raw.out, raw.len);
+		out->len += nv + e.len + raw.len;
+		return 1;
+	}
 	if (e.len > max_len)
 		return 0;
 	out->len += e.len;
@@ -370,27 +478,121 @@ static inline uint32_t dec_even(struct rc_dec *d)
 	return bit;
 }
 
-/* @return the word, or UINT64_MAX with *@bad set for a length over 64 */
-static uint64_t dec_word(struct rc_dec *d, struct word_ctx c, bool *bad)
-{
-	uint32_t n, head;
-	uint64_t u;
-	uint16_t *man;
+/* Word model 2's plain bits: @len bytes at @in, the next at bit @pos. */
+struct raw_dec {
+	const uint8_t *in;
+	size_t len;
+	uint64_t pos;
+};
 
-	n = dec_tree(d, c.len, 7) - LEN_PROBS;
-	if (n > 64) {
-		*bad = true;
-		return UINT64_MAX;
+/* @k <= 57 bits, least significant first; 0 past the end (the caller checks pos). */
+static inline uint64_t raw_get(struct raw_dec *r, uint32_t k)
+{
+	const size_t at = (size_t)(r->pos >> 3);
+	uint64_t x = 0;
+
+	if (at + 8 <= r->len) {
+		memcpy(&x, r->in + at, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+		x = __builtin_bswap64(x);
+#endif
+	} else {
+		for (size_t j = 0; at + j < r->len && j < 8; j++)
+			x |= (uint64_t)r->in[at + j] << (8 * j);
+	}
+	x = (x >> (r->pos & 7)) & ((UINT64_C(1) << k) - 1);
+	r->pos += k;
+	return x;
+}
+
+/*
+ * The next word, with the contexts @c; @r: word model 2's plain bits, NULL in word model 1.
+ * @return the word, or UINT64_MAX with *@bad set for a length over 64
+ */
+static inline uint64_t dec_word(struct rc_dec *d, struct raw_dec *r, struct word_ctx c,
+				bool *bad)
+{
+	const uint32_t g = *c.group, f = full_len(r ? VRC_WORDS_2 : VRC_WORDS_1);
+	uint32_t n, head, k;
+	uint64_t u;
+
+	if (r && g && !dec_bit(d, &c.same[g], c.same[g])) {
+		n = g - 1;
+	} else {
+		n = dec_tree(d, c.len, 7) - LEN_PROBS;
+		if (n > 64) {
+			*bad = true;
+			return UINT64_MAX;
+		}
 	}
 	*c.group = (uint8_t)(1 + n);
 	if (n < 2)
 		return n;
-	head = n <= FULL_LEN ? n - 1 : HEAD_BITS;
-	man = c.man + man_off(n);
-	u = dec_tree(d, man, head); /* the leading one and the head bits */
-	for (uint32_t k = head + 1; k < n; k++)
-		u = (u << 1) | dec_even(d);
-	return u;
+	head = head_of(n, f);
+	u = dec_tree(d, man_tree(c, n, f), head); /* the leading one and the head bits */
+	k = n - 1 - head;
+	if (!r) {
+		for (uint32_t j = 0; j < k; j++)
+			u = (u << 1) | dec_even(d);
+		return u;
+	}
+	if (k > 32) {
+		const uint64_t lo = raw_get(r, 32);
+
+		return (u << k) | raw_get(r, k - 32) << 32 | lo;
+	}
+	return (u << k) | raw_get(r, k);
+}
+
+/* Word model 2's column: the coded part's length, the coded part, the plain bits. */
+static const char *decode2(struct vrc_model *m, const uint8_t *slot, uint32_t n,
+			   const uint8_t *in, size_t len, uint64_t *out)
+{
+	struct rc_dec d = {.range = UINT32_MAX};
+	struct raw_dec r = {.pos = 0};
+	uint64_t rc_len = 0;
+	size_t at = 0;
+	bool bad = false;
+
+	for (unsigned int shift = 0;; shift += 7) {
+		if (at == len || shift > 63)
+			return "coded column's length runs past its end";
+		rc_len |= (uint64_t)(in[at] & 0x7f) << shift;
+		if (!(in[at++] & 0x80))
+			break;
+	}
+	if (rc_len > len - at)
+		return "coded part longer than its column";
+	if (rc_len < VRC_MIN_LEN)
+		return "coded column too short";
+	d.in = in + at;
+	d.len = (size_t)rc_len;
+	d.pos = 5;
+	r.in = in + at + rc_len;
+	r.len = len - at - (size_t)rc_len;
+	if (d.in[0] != 0)
+		return "coded column's first byte not 0";
+	d.code = (uint32_t)d.in[1] << 24 | (uint32_t)d.in[2] << 16 | (uint32_t)d.in[3] << 8 |
+		 d.in[4];
+	vrc_model_reset(m);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t u = dec_word(&d, &r, ctx_of(m, slot[i]), &bad);
+
+		if (bad)
+			return "coded word longer than 64 bits";
+		if (d.pos > d.len)
+			return "coded column runs past its end";
+		if (r.pos > 8 * (uint64_t)r.len)
+			return "coded column's plain bits run past its end";
+		out[i] = u;
+	}
+	if (d.pos != d.len)
+		return "bytes after the coded column's words";
+	if ((r.pos + 7) / 8 != r.len)
+		return "bytes after the coded column's plain bits";
+	if (r.pos % 8 && r.in[r.len - 1] >> (r.pos % 8))
+		return "coded column's padding bits not 0";
+	return NULL;
 }
 
 const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8_t *in,
@@ -399,6 +601,8 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 	struct rc_dec d = {.in = in, .pos = 5, .len = len, .range = UINT32_MAX};
 	bool bad = false;
 
+	if (m->words == VRC_WORDS_2)
+		return decode2(m, slot, n, in, len, out);
 	if (len < VRC_MIN_LEN)
 		return "coded column too short";
 	if (in[0] != 0)
@@ -406,7 +610,7 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 	d.code = (uint32_t)in[1] << 24 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 8 | in[4];
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t u = dec_word(&d, ctx_of(m, slot[i]), &bad);
+		const uint64_t u = dec_word(&d, NULL, ctx_of(m, slot[i]), &bad);
 
 		if (bad)
 			return "coded word longer than 64 bits";

@@ -2,9 +2,13 @@
  * Range-coded timing columns (FORMAT.md §7.4.2): a column's words (the varints it would
  * otherwise hold) coded bit by bit with adaptive probabilities, in one context set per
  * terminal of the block (by order of first occurrence, the 256th and later terminals
- * sharing the last set), a word's length in the context of its set's previous one. Zstd finds repeated strings; timing words of a noisy program
- * rarely repeat exactly, but each call site's durations and gaps keep a distribution of
- * their own, which this learns. Used by values_enc.c and values_dec.c only.
+ * sharing the last set), a word's length in the context of its set's previous one. Zstd
+ * finds repeated strings; timing words of a noisy program rarely repeat exactly, but each
+ * call site's durations and gaps keep a distribution of their own, which this learns.
+ * Two word models: TFV3 and TFV4 code every bit through the coder (§7.4.2), TFV5 first
+ * asks whether a word has its set's previous length and keeps the bits below the modelled
+ * head out of the coder, as plain bits (§7.4.3): fewer decisions, the reader's bottleneck.
+ * Used by values_enc.c and values_dec.c only.
  */
 #ifndef TFS_VRANGE_I_H
 #define TFS_VRANGE_I_H
@@ -20,18 +24,26 @@
 #define VRC_LEN_PROBS 128u  /* contexts of one length tree */
 #define VRC_LEN_GROUPS 66u  /* length trees of one set: first word, then 1 + previous length */
 #define VRC_MIN_LEN 5u	    /* bytes of a column coding nothing: the coder's flush */
+#define VRC_LEN_VARINT 10u  /* word model 2: bytes of the coded part's length at most */
+
+/* The word models (FORMAT.md §7.4.2, §7.4.3). */
+enum { VRC_WORDS_1 = 1, VRC_WORDS_2 = 2 };
 
 /* The context sets of one column, reused across blocks and columns. */
 struct vrc_model {
-	uint16_t *man;	   /* [VRC_SLOTS][VRC_MAN_PROBS], set s initialised once s is used */
+	uint16_t *man;	   /* [VRC_SLOTS][VRC_MAN_PROBS], each tree once used */
+	uint64_t *man_init; /* [VRC_SLOTS]: bit n - 1: the set's tree of length n is initialised */
 	uint16_t *len;	   /* [VRC_SLOTS][VRC_LEN_GROUPS][VRC_LEN_PROBS], each tree once used */
 	uint64_t *len_init; /* [VRC_SLOTS][2]: which length trees are initialised */
 	uint8_t *group;	   /* [VRC_SLOTS]: the length tree of the set's next word */
+	uint16_t *same;	   /* word model 2: [VRC_SLOTS][VRC_LEN_GROUPS], "same length" */
 	uint32_t n_init;   /* sets initialised since the last vrc_model_reset() */
+	unsigned int words; /* VRC_WORDS_1 or VRC_WORDS_2 */
+	struct tfs_buf raw; /* word model 2, writing: the column's plain bits */
 };
 
-/* @return 0 or -ENOMEM */
-int vrc_model_init(struct vrc_model *m);
+/* A model coding words as @words says (VRC_WORDS_*). @return 0 or -ENOMEM */
+int vrc_model_init(struct vrc_model *m, unsigned int words);
 void vrc_model_fini(struct vrc_model *m);
 /* Every set back to its initial state, lazily: call before each column. */
 static inline void vrc_model_reset(struct vrc_model *m)

@@ -1,7 +1,8 @@
 /*
- * FORMAT.md §7.4.2 (range-coded timing columns) written out again from the text, for tests
- * only: an independent expectation for codec/vrange.c. Slow and plain on purpose: context
- * sets found by searching the terminals seen so far, mantissa offsets summed, not computed.
+ * FORMAT.md §7.4.2 (range-coded timing columns) and §7.4.3 (word model 2) written out again
+ * from the text, for tests only: an independent expectation for codec/vrange.c. Slow and
+ * plain on purpose: context sets found by searching the terminals seen so far, mantissa
+ * offsets summed, not computed, plain bits kept one per byte until the column is written.
  */
 #ifndef TFS_TEST_REF_VRANGE_H
 #define TFS_TEST_REF_VRANGE_H
@@ -14,13 +15,22 @@
 #define REF_MAN_PROBS 1454
 #define REF_GROUPS 66
 
-/* Offset of length n's mantissa tree among a set's mantissa contexts: the trees before it. */
-static inline uint32_t ref_man_off(uint32_t n)
+/* Lengths up to this have every mantissa bit modelled: 10 (§7.4.2) or 8 (§7.4.3). */
+static inline uint32_t ref_full(int model)
+{
+	return model == 1 ? 10 : 8;
+}
+
+/*
+ * Offset of length n's mantissa tree among a set's mantissa contexts in word model @model:
+ * the trees before it.
+ */
+static inline uint32_t ref_man_off(uint32_t n, int model)
 {
 	uint32_t off = 0;
 
 	for (uint32_t m = 2; m < n; m++)
-		off += m <= 10 ? 1u << (m - 1) : 8u;
+		off += m <= ref_full(model) ? 1u << (m - 1) : 8u;
 	return off;
 }
 
@@ -50,6 +60,7 @@ struct ref_ctx {
 struct ref_sets {
 	struct ref_ctx *man[REF_SETS];
 	struct ref_ctx *len[REF_SETS][REF_GROUPS];
+	struct ref_ctx *same[REF_SETS]; /* word model 2 */
 	uint32_t group[REF_SETS];
 };
 
@@ -71,6 +82,7 @@ static inline void ref_free_sets(struct ref_sets *r)
 {
 	for (int s = 0; s < REF_SETS; s++) {
 		free(r->man[s]);
+		free(r->same[s]);
 		for (int g = 0; g < REF_GROUPS; g++)
 			free(r->len[s][g]);
 	}
@@ -92,6 +104,13 @@ static inline struct ref_ctx *ref_man(struct ref_sets *r, uint32_t s)
 	if (!r->man[s])
 		r->man[s] = ref_fresh(REF_MAN_PROBS);
 	return r->man[s];
+}
+
+static inline struct ref_ctx *ref_same(struct ref_sets *r, uint32_t s)
+{
+	if (!r->same[s])
+		r->same[s] = ref_fresh(REF_GROUPS);
+	return r->same[s];
 }
 
 /* After coding bit @b: moved by 1/2, 1/4, 1/8 at the first three updates, then by 1/16. */
@@ -202,7 +221,7 @@ static inline size_t ref_vrange_encode(const uint64_t *words, const uint32_t *te
 			uint32_t b = (uint32_t)(u >> bit) & 1;
 
 			if ((uint32_t)((int)len - 2 - bit) < h) {
-				ref_put(&e, &P[ref_man_off(len) + node], b);
+				ref_put(&e, &P[ref_man_off(len, 1) + node], b);
 				node = 2 * node + b;
 			} else {
 				ref_put_even(&e, b);
@@ -304,7 +323,7 @@ static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_
 			h = bits <= 10 ? bits - 1 : 3;
 			node = 1;
 			for (uint32_t k = 0; k < h; k++)
-				node = 2 * node + ref_get(&d, &P[ref_man_off(bits) + node]);
+				node = 2 * node + ref_get(&d, &P[ref_man_off(bits, 1) + node]);
 			u = node;
 			for (uint32_t k = 0; k < bits - 1 - h; k++)
 				u = 2 * u + ref_get_even(&d);
@@ -318,6 +337,179 @@ static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_
 	ref_free_sets(sets);
 	free(seen);
 	return rc;
+}
+
+/* ---- word model 2 (§7.4.3) ---- */
+
+/* Append varint @x at @out. @return its bytes */
+static inline size_t ref_varint(uint8_t *out, uint64_t x)
+{
+	size_t k = 0;
+
+	while (x >= 0x80) {
+		out[k++] = (uint8_t)(x | 0x80);
+		x >>= 7;
+	}
+	out[k++] = (uint8_t)x;
+	return k;
+}
+
+/*
+ * Code @n words in word model 2 into @out (room: 32 n + 24): the coded part's length, the
+ * coded part, the plain bits. @return bytes
+ */
+static inline size_t ref_vrange_encode2(const uint64_t *words, const uint32_t *term, uint32_t n,
+					uint8_t *out)
+{
+	uint8_t *coded = malloc(24 * (size_t)n + 8), *plain = malloc(64 * (size_t)n + 8);
+	struct ref_enc e = {coded, 0, 0, 0xffffffffu, 0, 1};
+	struct ref_sets *sets = ref_fresh_sets();
+	uint32_t *seen = malloc((n ? n : 1) * sizeof(*seen)), n_seen = 0;
+	size_t n_plain = 0, total;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
+		uint32_t g = sets->group[set];
+		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
+		uint64_t u = words[i];
+		uint32_t len = ref_bitlen(u), node = 1, h;
+		int same = 0;
+
+		if (g > 0) {
+			same = len == g - 1;
+			ref_put(&e, &ref_same(sets, set)[g], same ? 0 : 1);
+		}
+		for (int bit = 6; bit >= 0 && !same; bit--) {
+			uint32_t b = (len >> bit) & 1;
+
+			ref_put(&e, &L[node], b);
+			node = 2 * node + b;
+		}
+		sets->group[set] = 1 + len;
+		if (len < 2)
+			continue;
+		h = len <= ref_full(2) ? len - 1 : 3;
+		node = 1;
+		for (uint32_t k = 0; k < h; k++) {
+			uint32_t b = (uint32_t)(u >> (len - 2 - k)) & 1;
+
+			ref_put(&e, &P[ref_man_off(len, 2) + node], b);
+			node = 2 * node + b;
+		}
+		/* the rest, least significant first */
+		for (uint32_t k = 0; k < len - 1 - h; k++)
+			plain[n_plain++] = (uint8_t)((u >> k) & 1);
+	}
+	for (int k = 0; k < 5; k++)
+		ref_shift_low(&e);
+	total = ref_varint(out, e.len);
+	memcpy(out + total, coded, e.len);
+	total += e.len;
+	for (size_t k = 0; k < n_plain; k += 8) {
+		uint8_t byte = 0;
+
+		for (size_t j = 0; j < 8 && k + j < n_plain; j++)
+			byte |= (uint8_t)(plain[k + j] << j);
+		out[total++] = byte;
+	}
+	ref_free_sets(sets);
+	free(seen);
+	free(coded);
+	free(plain);
+	return total;
+}
+
+/* Decode @n words of a word model 2 column. @return 0, or -1 where §7.4.3 says to refuse it */
+static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32_t *term,
+				     uint32_t n, uint64_t *words)
+{
+	uint64_t r = 0;
+	size_t at = 0, plain_at, bit = 0;
+	struct ref_dec d;
+	uint32_t *seen, n_seen = 0;
+	struct ref_sets *sets;
+	int rc = 0;
+
+	for (int shift = 0;; shift += 7) {
+		if (at == len || shift > 63)
+			return -1;
+		r |= (uint64_t)(in[at] & 0x7f) << shift;
+		if (!(in[at++] & 0x80))
+			break;
+	}
+	if (r < 5 || r > len - at || in[at] != 0)
+		return -1;
+	d = (struct ref_dec){in + at, (size_t)r, 5, 0xffffffffu, 0, 0};
+	for (int k = 1; k <= 4; k++)
+		d.code = (d.code << 8) | in[at + k];
+	plain_at = at + (size_t)r;
+	sets = ref_fresh_sets();
+	seen = malloc((n ? n : 1) * sizeof(*seen));
+	for (uint32_t i = 0; i < n && rc == 0; i++) {
+		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
+		uint32_t g = sets->group[set], node = 1, bits, h;
+		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
+		uint64_t u;
+
+		if (g > 0 && ref_get(&d, &ref_same(sets, set)[g]) == 0) {
+			bits = g - 1;
+		} else {
+			for (int k = 0; k < 7; k++)
+				node = 2 * node + ref_get(&d, &L[node]);
+			bits = node - 128;
+		}
+		if (bits > 64) {
+			rc = -1;
+			break;
+		}
+		sets->group[set] = 1 + bits;
+		if (bits < 2) {
+			words[i] = bits;
+		} else {
+			h = bits <= ref_full(2) ? bits - 1 : 3;
+			node = 1;
+			for (uint32_t k = 0; k < h; k++)
+				node = 2 * node + ref_get(&d, &P[ref_man_off(bits, 2) + node]);
+			u = (uint64_t)node << (bits - 1 - h);
+			/* the remaining bits, least significant first, from the plain bits */
+			for (uint32_t k = 0; k < bits - 1 - h && rc == 0; k++, bit++) {
+				if (plain_at + bit / 8 >= len)
+					rc = -1;
+				else
+					u = u ^ (uint64_t)((in[plain_at + bit / 8] >> (bit % 8)) & 1)
+							<< k;
+			}
+			words[i] = u;
+		}
+		if (d.past_end)
+			rc = -1;
+	}
+	if (rc == 0 && d.pos != d.len)
+		rc = -1;
+	/* every byte after the coded part holds plain bits, and no bit past the last is set */
+	if (rc == 0 && (bit + 7) / 8 != len - plain_at)
+		rc = -1;
+	if (rc == 0 && bit % 8 && in[len - 1] >> (bit % 8))
+		rc = -1;
+	ref_free_sets(sets);
+	free(seen);
+	return rc;
+}
+
+/* Either model's writer (@model 1 or 2). */
+static inline size_t ref_vrange_encode_model(int model, const uint64_t *words,
+					     const uint32_t *term, uint32_t n, uint8_t *out)
+{
+	return model == 1 ? ref_vrange_encode(words, term, n, out)
+			  : ref_vrange_encode2(words, term, n, out);
+}
+
+/* Either model's reader. */
+static inline int ref_vrange_decode_model(int model, const uint8_t *in, size_t len,
+					  const uint32_t *term, uint32_t n, uint64_t *words)
+{
+	return model == 1 ? ref_vrange_decode(in, len, term, n, words)
+			  : ref_vrange_decode2(in, len, term, n, words);
 }
 
 #endif

@@ -697,6 +697,28 @@ static void test_stacks_golden_2_0_tfv3_still_renders(void **state)
 	tfs_trace_close(t);
 }
 
+/*
+ * The same trace as format 2.2 wrote it, with TFV4 values sections (range-coded columns in
+ * word model 1), reads the same.
+ */
+static void test_stacks_golden_2_2_tfv4_still_renders(void **state)
+{
+	struct tfs_trace_info info;
+	struct tfs_trace *t;
+	char p[512];
+	size_t n;
+	uint8_t *g = slurp(golden("stacks-2.2.trace", p, sizeof(p)), &n);
+
+	assert_true(memmem(g, n, "TFV4", 4) != NULL && memmem(g, n, "TFV5", 4) == NULL);
+	free(g);
+	golden_renders("stacks-2.2.trace");
+	assert_int_equal(tfs_trace_open(p, &t, NULL), 0);
+	tfs_trace_get_info(t, &info);
+	assert_int_equal(info.version_minor, 2);
+	tfs_trace_close(t);
+	(void)state;
+}
+
 /* Open, verify and ask for every backtrace and symbol: must fail cleanly with a diagnostic. */
 static void expect_refused(const uint8_t *bytes, size_t n, const char *what, size_t at)
 {
@@ -761,6 +783,7 @@ static void test_stacks_golden_every_truncation_refused(void **state)
 	every_truncation_refused("stacks-1.1.trace");
 	every_truncation_refused("stacks-2.0.trace");
 	every_truncation_refused("stacks-2.0-tfv3.trace");
+	every_truncation_refused("stacks-2.2.trace");
 }
 
 static void test_stacks_golden_every_bit_flip_refused(void **state)
@@ -890,6 +913,7 @@ int main(void)
 	    cmocka_unit_test(test_stacks_golden_1_1_still_renders),
 	    cmocka_unit_test(test_stacks_golden_2_0_tfv2_still_renders),
 	    cmocka_unit_test(test_stacks_golden_2_0_tfv3_still_renders),
+	    cmocka_unit_test(test_stacks_golden_2_2_tfv4_still_renders),
 	    cmocka_unit_test(test_stacks_golden_every_truncation_refused),
 	    cmocka_unit_test(test_stacks_golden_every_bit_flip_refused),
 	    cmocka_unit_test(test_stacks_newer_minor_still_reads),

@@ -798,7 +798,8 @@ static uint64_t take_varint(const uint8_t *p, size_t *pos, size_t end)
 
 /*
  * Words of a column of @n varints at @p[*pos..), which must use exactly @len bytes, or
- * when @coded its range coding (§7.4.2, tests/ref_vrange.h) for events of terminals @term.
+ * when @coded its range coding (§7.4.2, tests/ref_vrange.h) for events of terminals @term,
+ * in word model 2 (§7.4.3): the writer writes TFV5.
  */
 static void take_column(const uint8_t *p, size_t *pos, size_t len, uint64_t *w, size_t n,
 			bool coded, const uint32_t *term)
@@ -806,7 +807,7 @@ static void take_column(const uint8_t *p, size_t *pos, size_t len, uint64_t *w, 
 	size_t end = *pos + len;
 
 	if (coded) {
-		assert_int_equal(ref_vrange_decode(p + *pos, len, term, (uint32_t)n, w), 0);
+		assert_int_equal(ref_vrange_decode2(p + *pos, len, term, (uint32_t)n, w), 0);
 		for (size_t i = 0; i < n; i++)
 			w[i] = (uint64_t)zigzag_dec(w[i]);
 		*pos = end;
@@ -849,7 +850,7 @@ static bool ref_raw_block(const uint8_t *raw, size_t raw_len, uint32_t n, const 
 			assert_true(c_of[step] != 0);
 		}
 	}
-	for (int c = 0; c < 5; c++) /* ts, dur, vals, tags and class (TFV4) */
+	for (int c = 0; c < 5; c++) /* ts, dur, vals, tags and class (TFV4 on) */
 		lens[c] = take_varint(raw, &pos, raw_len);
 	assert_true(lens[0] + lens[1] + lens[2] + lens[3] + lens[4] == raw_len - pos);
 	/* the events below have no VAL fields */
@@ -912,7 +913,7 @@ static unsigned int check_encoded(const struct venc_opts *o, size_t n, const uin
 	buf_init(&sec);
 	assert_int_equal(venc_finish(e, &sec), 0);
 	venc_free(e);
-	assert_memory_equal(sec.data, "TFV4", 4);
+	assert_memory_equal(sec.data, "TFV5", 4);
 	assert_int_equal(vsec_open(&v, sec.data, sec.len, 0, NULL), 0);
 	for (uint64_t blk = 0; blk < v.n_blocks; blk++) {
 		const uint8_t *ent = sec.data + 36 + 16 * blk;
@@ -989,11 +990,15 @@ static void test_ticks_encoder_output_follows_the_spec(void **state)
 }
 
 /*
- * The committed sections of tests/data/golden/values_v3.txt, as written there, and of
- * values_v3c.txt (the same with range-coded timing columns, FORMAT.md §7.4.2).
+ * The committed sections of tests/data/golden/values_v3.txt, as written there, of
+ * values_v3c.txt (the same with range-coded timing columns, FORMAT.md §7.4.2) and of
+ * values_v5c.txt (the same events in TFV5 sections, their coded columns in word model 2,
+ * §7.4.3).
  */
 #define GOLD_SECS 3
-static const char *const gold_files[] = {"values_v3", "values_v3c"};
+static const char *const gold_files[] = {"values_v3", "values_v3c", "values_v5c"};
+/* The section version of each golden file. */
+static const int gold_version[] = {3, 3, 5};
 #define N_GOLD_FILES (sizeof(gold_files) / sizeof(gold_files[0]))
 #define GOLD_MAX_EV 64
 #define GOLD_MAX_BLOCKS 8
@@ -1135,7 +1140,7 @@ static int gold_decode(const struct gold_v3 *g, int k, const uint8_t *data, size
  * the committed numbers, with the committed predictor bytes and ticks headers and one word
  * per event and timing column and per VAL field.
  */
-static void test_ticks_golden_v3_file_decodes_as_committed_in(const char *name)
+static void test_ticks_golden_v3_file_decodes_as_committed_in(const char *name, int version)
 {
 	struct gold_v3 *g = gold_v3_load(name);
 	struct vwords w = {0};
@@ -1149,7 +1154,7 @@ static void test_ticks_golden_v3_file_decodes_as_committed_in(const char *name)
 		struct tfs_vsec v;
 
 		assert_int_equal(vsec_open(&v, g->bin + s->off, s->len, s->off, &d), 0);
-		assert_int_equal(v.version, 3);
+		assert_int_equal(v.version, version);
 		assert_int_equal(v.timing, s->timing);
 		assert_true(v.n_events == s->n);
 		assert_true(v.n_blocks == s->n_preds);
@@ -1214,7 +1219,7 @@ static void test_ticks_golden_v3_file_decodes_as_committed_in(const char *name)
 static void test_ticks_golden_v3_file_decodes_as_committed(void **state)
 {
 	for (size_t f = 0; f < N_GOLD_FILES; f++)
-		test_ticks_golden_v3_file_decodes_as_committed_in(gold_files[f]);
+		test_ticks_golden_v3_file_decodes_as_committed_in(gold_files[f], gold_version[f]);
 }
 
 /*
@@ -1371,8 +1376,8 @@ static void test_ticks_golden_rebuilt_section_decodes_alike_in(const char *name)
 		uint64_t rel_bits = le_get64(sec + 12);
 
 		memcpy(&rel_err, &rel_bits, sizeof(rel_err));
-		make_section(&rebuilt, '3', g->sec[k].timing, rel_err, le_get32(sec + 8), refs,
-			     n_raws);
+		make_section(&rebuilt, (char)sec[3], g->sec[k].timing, rel_err, le_get32(sec + 8),
+			     refs, n_raws);
 		assert_memory_equal(rebuilt.data, sec, 36);
 		assert_int_equal(gold_decode(g, k, rebuilt.data, rebuilt.len, &b, &d), 0);
 		buf_fini(&rebuilt);

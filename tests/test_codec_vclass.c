@@ -253,8 +253,10 @@ static void test_vclass_encoder_writes_the_golden_blocks(void **state)
 	buf_init(&raw_b);
 	for (int k = 0; k < N_GOLD_SECS; k++) {
 		const bool timed = g->sec[k].timing != VAL_TIMING_NONE;
+		/* the golden sections are TFV4 */
 		const struct venc_opts o = {.block_events = g->sec[k].block_events,
 					    .timing = g->sec[k].timing,
+					    .version = 4,
 					    .pred = timed ? VAL_PRED_FIXED | VAL_PRED_ALL : 0,
 					    .gap_base = timed ? VAL_BASE_END : 0,
 					    .ticks = VAL_TICKS_NEVER,
@@ -359,8 +361,11 @@ static void test_vclass_golden_bit_flips_are_refused(void **state)
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 			rc = gold_decode(g, k, copy, g->sec[k].len, &b);
 			if (rc == 0) {
-				assert_true(bit / 8 >= 36 + 16 * ((g->sec[k].n - 1) /
-								  g->sec[k].block_events + 1));
+				/* or "TFV4" read as "TFV5": they differ in coded columns only */
+				assert_true(bit == 24 ||
+					    bit / 8 >= 36 + 16 * ((g->sec[k].n - 1) /
+									g->sec[k].block_events +
+								    1));
 				assert_true(gold_same(g, k, copy, &b));
 				same++;
 			} else {
@@ -369,8 +374,8 @@ static void test_vclass_golden_bit_flips_are_refused(void **state)
 			}
 			copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		}
-		fprintf(stderr, "# section %d: %zu of %zu flips refused, %zu inside zstd frames "
-			"decode to the same values\n", k, g->sec[k].len * 8 - same,
+		fprintf(stderr, "# section %d: %zu of %zu flips refused, %zu (inside zstd frames, "
+			"or TFV4 read as TFV5) decode to the same values\n", k, g->sec[k].len * 8 - same,
 			g->sec[k].len * 8, same);
 		free(copy);
 	}

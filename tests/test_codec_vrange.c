@@ -1,9 +1,10 @@
 /*
- * Range-coded timing columns (FORMAT.md §7.4.2): codec/vrange.c against tests/ref_vrange.h,
- * a second writing of the spec: byte-identical columns and words for words of every
- * length and context sets beyond the 256th terminal, golden columns, every truncation
- * refused, every bit flip and random columns read alike by both. Whole sections with coded
- * columns are tested in test_codec_values.c and test_codec_ticks.c (golden values_v3c).
+ * Range-coded timing columns (FORMAT.md §7.4.2, and §7.4.3's word model 2): codec/vrange.c
+ * against tests/ref_vrange.h, a second writing of the spec: byte-identical columns and words
+ * for words of every length and context sets beyond the 256th terminal, golden columns,
+ * every truncation refused, every bit flip and random columns read alike by both. Every test
+ * runs in both word models. Whole sections with coded columns are tested in
+ * test_codec_values.c and test_codec_ticks.c (golden values_v3c and values_v5c).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,47 @@
 #include "ref_vrange.h"
 
 #define VARINT_MAX 10
+
+/* The word model the tests run in: each group sets it (VRC_WORDS_*). */
+static unsigned int g_words = VRC_WORDS_1;
+
+static int in_model_1(void **state)
+{
+	(void)state;
+	g_words = VRC_WORDS_1;
+	return 0;
+}
+
+static int in_model_2(void **state)
+{
+	(void)state;
+	g_words = VRC_WORDS_2;
+	return 0;
+}
+
+/* The reference's writer and reader in the tests' model. */
+static size_t ref_encode(const uint64_t *words, const uint32_t *term, uint32_t n, uint8_t *out)
+{
+	return ref_vrange_encode_model((int)g_words, words, term, n, out);
+}
+
+static int ref_decode(const uint8_t *in, size_t len, const uint32_t *term, uint32_t n,
+		      uint64_t *words)
+{
+	return ref_vrange_decode_model((int)g_words, in, len, term, n, words);
+}
+
+/* Bytes before the coded part: word model 2's length of it. */
+static size_t coded_at(const uint8_t *col)
+{
+	size_t k = 0;
+
+	if (g_words == VRC_WORDS_1)
+		return 0;
+	while (col[k] & 0x80)
+		k++;
+	return k + 1;
+}
 
 /* One column's input: words and the terminals of their events. */
 struct col_case {
@@ -122,20 +164,20 @@ static const char *codec_decode(struct vrc_model *m, const struct col_case *c,
 /* Codec and reference write the same bytes for @c and read back its words. */
 static void check_case(struct vrc_model *m, const struct col_case *c, size_t *bytes_out)
 {
-	uint8_t *ref = malloc(24 * (size_t)c->n + 8);
+	uint8_t *ref = malloc(32 * (size_t)c->n + 24);
 	uint64_t *w = malloc((c->n ? c->n : 1) * sizeof(*w));
 	size_t len, ref_len;
 	uint8_t *col;
 
 	assert_true(ref && w);
 	col = codec_encode(m, c, &len);
-	ref_len = ref_vrange_encode(c->words, c->term, c->n, ref);
+	ref_len = ref_encode(c->words, c->term, c->n, ref);
 	assert_int_equal(len, ref_len);
 	assert_memory_equal(col, ref, len);
 	assert_null(codec_decode(m, c, col, len, w));
 	assert_memory_equal(w, c->words, c->n * sizeof(*w));
 	memset(w, 0, c->n * sizeof(*w));
-	assert_int_equal(ref_vrange_decode(col, len, c->term, c->n, w), 0);
+	assert_int_equal(ref_decode(col, len, c->term, c->n, w), 0);
 	assert_memory_equal(w, c->words, c->n * sizeof(*w));
 	if (bytes_out)
 		*bytes_out = len;
@@ -151,7 +193,7 @@ static void test_vrange_matches_reference(void **state)
 	uint64_t seed = tu_seed(__func__);
 	struct vrc_model m;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	for (size_t a = 0; a < sizeof(sizes) / sizeof(sizes[0]); a++)
 		for (size_t b = 0; b < sizeof(terms) / sizeof(terms[0]); b++)
 			for (int kind = 0; kind <= 5; kind++) {
@@ -182,7 +224,7 @@ static void test_vrange_sets_beyond_255_are_shared(void **state)
 	struct col_case c;
 	uint8_t max_slot = 0;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	case_init(&c, 3000);
 	for (uint32_t i = 0; i < c.n; i++) {
 		c.term[i] = i % 300;
@@ -214,19 +256,28 @@ static void test_vrange_golden_columns(void **state)
 	static const uint32_t terms2[] = {0, 1, 0, 1, 1};
 	static const uint8_t golden2[] = {0x00, 0x02, 0x08, 0x25, 0xdc, 0x81, 0xff, 0xff, 0xff,
 					  0xff, 0xff, 0xff, 0xff, 0xfc, 0x10, 0x00, 0x00, 0x00};
+	/* §7.4.3: the coded part's length, then the coded part, then 67 plain bits */
+	static const uint8_t golden1_m2[] = {0x05, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t golden2_m2[] = {0x0a, 0x00, 0x02, 0x09, 0x0e, 0xf0, 0x3c,
+					     0x10, 0x00, 0x00, 0x00, 0xdc, 0xff, 0xff,
+					     0xff, 0xff, 0xff, 0xff, 0xff, 0x07};
+	const bool two = g_words == VRC_WORDS_2;
+	const uint8_t *gold1 = two ? golden1_m2 : golden1, *gold2 = two ? golden2_m2 : golden2;
+	const size_t len1 = two ? sizeof(golden1_m2) : sizeof(golden1);
+	const size_t len2 = two ? sizeof(golden2_m2) : sizeof(golden2);
 	struct vrc_model m;
 	struct col_case c;
 	uint64_t w[5];
 	uint8_t *col;
 	size_t len;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	case_init(&c, 1);
 	case_finish(&c);
 	col = codec_encode(&m, &c, &len);
-	assert_int_equal(len, sizeof(golden1));
-	assert_memory_equal(col, golden1, len);
-	assert_null(codec_decode(&m, &c, golden1, sizeof(golden1), w));
+	assert_int_equal(len, len1);
+	assert_memory_equal(col, gold1, len);
+	assert_null(codec_decode(&m, &c, gold1, len1, w));
 	assert_true(w[0] == 0);
 	check_case(&m, &c, NULL);
 	free(col);
@@ -237,9 +288,9 @@ static void test_vrange_golden_columns(void **state)
 	memcpy(c.term, terms2, sizeof(terms2));
 	case_finish(&c);
 	col = codec_encode(&m, &c, &len);
-	assert_int_equal(len, sizeof(golden2));
-	assert_memory_equal(col, golden2, len);
-	assert_null(codec_decode(&m, &c, golden2, sizeof(golden2), w));
+	assert_int_equal(len, len2);
+	assert_memory_equal(col, gold2, len);
+	assert_null(codec_decode(&m, &c, gold2, len2, w));
 	assert_memory_equal(w, words2, sizeof(words2));
 	check_case(&m, &c, NULL);
 	free(col);
@@ -257,7 +308,7 @@ static void test_vrange_truncations_are_refused(void **state)
 	uint8_t *col;
 	size_t len;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	gen_case(&c, 300, 5, 4, &seed);
 	w = malloc(c.n * sizeof(*w));
 	assert_non_null(w);
@@ -268,7 +319,7 @@ static void test_vrange_truncations_are_refused(void **state)
 		assert_non_null(copy);
 		memcpy(copy, col, cut);
 		assert_non_null(codec_decode(&m, &c, copy, cut, w));
-		assert_int_equal(ref_vrange_decode(copy, cut, c.term, c.n, w), -1);
+		assert_int_equal(ref_decode(copy, cut, c.term, c.n, w), -1);
 		free(copy);
 	}
 	/* and a byte more is refused too */
@@ -279,7 +330,8 @@ static void test_vrange_truncations_are_refused(void **state)
 		memcpy(longer, col, len);
 		longer[len] = 0;
 		assert_string_equal(codec_decode(&m, &c, longer, len + 1, w),
-				    "bytes after the coded column's words");
+				    g_words == VRC_WORDS_1 ? "bytes after the coded column's words"
+							   : "bytes after the coded column's plain bits");
 		free(longer);
 	}
 	free(col);
@@ -293,7 +345,7 @@ static int agree(struct vrc_model *m, const struct col_case *c, const uint8_t *c
 		 uint64_t *w1, uint64_t *w2, const char **why)
 {
 	const char *bad = codec_decode(m, c, col, len, w1);
-	int ref = ref_vrange_decode(col, len, c->term, c->n, w2);
+	int ref = ref_decode(col, len, c->term, c->n, w2);
 
 	*why = bad;
 	assert_int_equal(bad == NULL, ref == 0);
@@ -309,21 +361,22 @@ static void test_vrange_bit_flips_read_alike(void **state)
 	struct vrc_model m;
 	struct col_case c;
 	uint64_t *w1, *w2;
-	size_t len, accepted = 0, first_byte = 0;
+	size_t len, accepted = 0, first_byte = 0, at;
 	uint8_t *col;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	gen_case(&c, 200, 4, 3, &seed);
 	w1 = malloc(c.n * sizeof(*w1));
 	w2 = malloc(c.n * sizeof(*w2));
 	assert_true(w1 && w2);
 	col = codec_encode(&m, &c, &len);
+	at = coded_at(col);
 	for (size_t bit = 0; bit < len * 8; bit++) {
 		const char *why;
 
 		col[bit / 8] ^= (uint8_t)(1u << (bit % 8));
 		accepted += agree(&m, &c, col, len, w1, w2, &why);
-		if (bit < 8) {
+		if (bit / 8 == at) {
 			assert_string_equal(why, "coded column's first byte not 0");
 			first_byte++;
 		}
@@ -351,19 +404,26 @@ static void test_vrange_random_columns_read_alike(void **state)
 	uint64_t w1[8], w2[8];
 	size_t too_long = 0, accepted = 0;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	case_init(&c, 8);
 	for (uint32_t i = 0; i < c.n; i++)
 		c.term[i] = i % 3;
 	case_finish(&c);
 	for (int k = 0; k < 2000; k++) {
-		uint8_t col[40];
-		size_t len = 5 + tu_below(&seed, sizeof(col) - 4);
+		uint8_t col[48];
+		size_t len = 5 + tu_below(&seed, 36), at = 0;
 		const char *why;
 
-		for (size_t i = 0; i < len; i++)
+		/* word model 2: a length that fits, then a few plain bytes */
+		if (g_words == VRC_WORDS_2)
+			col[at++] = (uint8_t)len;
+		for (size_t i = at; i < at + len; i++)
 			col[i] = (uint8_t)tu_rand(&seed);
-		col[0] = 0;
+		col[at] = 0;
+		len += at;
+		if (g_words == VRC_WORDS_2)
+			for (size_t plain = tu_below(&seed, 8); plain; plain--)
+				col[len++] = (uint8_t)tu_rand(&seed);
 		accepted += agree(&m, &c, col, len, w1, w2, &why);
 		too_long += why && strcmp(why, "coded word longer than 64 bits") == 0;
 	}
@@ -385,7 +445,7 @@ static void test_vrange_encode_max_stops_at_its_bound(void **state)
 	uint64_t seed = tu_seed(__func__);
 	struct vrc_model m;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	for (int kind = 0; kind <= 5; kind++) {
 		struct col_case c;
 		struct tfs_buf out;
@@ -428,7 +488,7 @@ static void test_vrange_marked_columns_race(void **state)
 	uint8_t *col;
 	size_t len;
 
-	assert_int_equal(vrc_model_init(&m), 0);
+	assert_int_equal(vrc_model_init(&m, g_words), 0);
 	gen_case(&small, 4096, 3, 1, &seed); /* small residuals: about a byte a word */
 	gen_case(&big, 4096, 3, 3, &seed);   /* nanoseconds: several bytes a word */
 	for (uint32_t i = 0; i < big.n; i++)
@@ -460,17 +520,24 @@ static void test_vrange_marked_columns_race(void **state)
 	vrc_model_fini(&m);
 }
 
+/* A test run in word model 1, then in word model 2. */
+#define BOTH_MODELS(f)                                                                   \
+	{#f " (word model 1)", f, in_model_1, NULL, NULL},                                \
+	{                                                                                  \
+		#f " (word model 2)", f, in_model_2, NULL, NULL                            \
+	}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_vrange_matches_reference),
-		cmocka_unit_test(test_vrange_sets_beyond_255_are_shared),
-		cmocka_unit_test(test_vrange_golden_columns),
-		cmocka_unit_test(test_vrange_truncations_are_refused),
-		cmocka_unit_test(test_vrange_bit_flips_read_alike),
-		cmocka_unit_test(test_vrange_random_columns_read_alike),
-		cmocka_unit_test(test_vrange_encode_max_stops_at_its_bound),
-		cmocka_unit_test(test_vrange_marked_columns_race),
+		BOTH_MODELS(test_vrange_matches_reference),
+		BOTH_MODELS(test_vrange_sets_beyond_255_are_shared),
+		BOTH_MODELS(test_vrange_golden_columns),
+		BOTH_MODELS(test_vrange_truncations_are_refused),
+		BOTH_MODELS(test_vrange_bit_flips_read_alike),
+		BOTH_MODELS(test_vrange_random_columns_read_alike),
+		BOTH_MODELS(test_vrange_encode_max_stops_at_its_bound),
+		BOTH_MODELS(test_vrange_marked_columns_race),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

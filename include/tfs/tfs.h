@@ -22,7 +22,7 @@ extern "C" {
 
 /** Container format version this build writes (FORMAT.md §1). */
 #define TFS_FORMAT_MAJOR 2
-#define TFS_FORMAT_MINOR 2
+#define TFS_FORMAT_MINOR 3
 
 /**
  * Where and why a parser refused its input. Filled only when a function returns

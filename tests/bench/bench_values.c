@@ -50,6 +50,9 @@ static const struct variant variants[] = {
 	{"TFV3 not range-coded", 3, 0, 0, 0, 0, VAL_CODED_NEVER},
 	{"TFV3 not coded, save 19", 3, 0, 19, 0, 0, VAL_CODED_NEVER},
 	{"TFV3 always range-coded", 3, 0, 0, 0, 0, VAL_CODED_ALWAYS},
+	{"TFV4 (word model 1)", 4, 0, 0, 0, 0, 0},
+	{"TFV5 (word model 2)", 5, 0, 0, 0, 0, 0},
+	{"TFV5 always range-coded", 5, 0, 0, 0, 0, VAL_CODED_ALWAYS},
 };
 #define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 

@@ -168,7 +168,7 @@ def main():
     t.ok(re.match(rb"^\S+m\.trace: 3 traces merged: 7 ranks, 14 streams, \d+ events, \d+ bytes\n$",
                   out) is not None, "merge prints one summary line", out.decode())
     mi = c.info(M)
-    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.2", "merged trace has 7 ranks, format 2.2",
+    t.ok(mi["n_ranks"] == 7 and mi["format"] == "2.3", "merged trace has 7 ranks, format 2.3",
          "%s %s" % (mi["n_ranks"], mi["format"]))
     ai, bi = c.info(A), c.info(B)
     t.ok(mi["events"] == 2 * ai["events"] + bi["events"], "events add up")

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the values section decoder (FORMAT.md §7, TFV1 to TFV4): opens the
+ * libFuzzer target for the values section decoder (FORMAT.md §7, TFV1 to TFV5): opens the
  * input as a section payload, splits its first blocks into raw words (the vpatch path) and
  * decodes them with synthetic terminals (event i of the stream has terminal i % 4, terminal
  * t has t VAL fields, field j of value class j % 3, 0 for none, §7.3.1). Seeds in
@@ -7,7 +7,7 @@
  * those terminals (TFV4's by tests/data/golden/values_v4.py --fuzz-seeds). A block's zstd
  * checksum refuses nearly every mutation of its contents, so an input not starting with
  * "TFV" is one raw block instead (FORMAT.md §7.2): byte 0 picks the version (1 + b % 4)
- * and timing mode (b / 4 % 3), bytes
+ * and timing mode (b / 4 % 3) below 12, TFV5 and timing mode (b - 12) % 3 from 12 on, bytes
  * 1-2 the block's events (1 + a little-endian u16), the rest is the block, compressed here
  * into a one-block section (seeds: corpus/fuzz_values/raw_*). It does not check decoded values: only that
  * hostile bytes are refused without crashing, leaking or overreading.
@@ -29,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int raw_block_section(const uint8_t *data, size_t size, struct tfs_buf *sec)
 {
 	const double rel_err = 0.1;
-	const int version = 1 + data[0] % 4, timing = data[0] / 4 % 3;
+	const int version = data[0] < 12 ? 1 + data[0] % 4 : 5;
+	const int timing = data[0] < 12 ? data[0] / 4 % 3 : (data[0] - 12) % 3;
 	const uint32_t n = 1u + data[1] + 256u * data[2];
 	struct tfs_buf frame;
 	uint64_t rel_bits = 0;
