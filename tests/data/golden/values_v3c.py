@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
-"""Write the golden TFV3 values sections with range-coded timing columns (codec/FORMAT.md
-§7.4.2) from the spec alone.
+"""Write the golden TFV3 and TFV5 values sections with range-coded timing columns
+(codec/FORMAT.md §7.4.2, and §7.4.3's word model 2 in TFV5) from the spec alone.
 
-values_v3c.bin holds two section payloads back to back: the lossless blocks of values_v3.py
-(ticks, plain nanoseconds) with a block of 64-bit extremes before the last, and the same
-events lossy, with
-their ts column, dur column or both range-coded (bits 4 and 5 of the predictor byte) as
-listed below. values_v3c.txt has values_v3.txt's layout. Each coded column is written by
-this file's writer of §7.4.2 and read back by its reader, and each block decoded again by
-values_v3.py's reading of §7.2-§7.4.1 from the words that reader gives. Run from this
-directory; needs the zstd CLI. `values_v3c.py --fuzz-seeds ../../fuzz/corpus/fuzz_values`
-writes the same blocks, lossless and lossy, as raw-block seeds for that fuzzer.
+values_v3c.bin holds two TFV3 section payloads back to back: the lossless blocks of
+values_v3.py (ticks, plain nanoseconds) with a block of 64-bit extremes before the last, and
+the same events lossy, with their ts column, dur column or both range-coded (bits 4 and 5 of
+the predictor byte) as listed below. values_v5c.bin holds the same blocks as TFV5 sections
+(empty tags and class columns), their coded columns in word model 2. The .txt files have
+values_v3.txt's layout. Each coded column is written by this file's writer of §7.4.2 or
+§7.4.3 and read back by its reader, and each block decoded again by values_v3.py's reading
+of §7.2-§7.4.1 from the words that reader gives. Run from this directory; needs the zstd
+CLI. `values_v3c.py --fuzz-seeds ../../fuzz/corpus/fuzz_values` writes the same blocks,
+lossless and lossy, in both models, as raw-block seeds for that fuzzer.
 """
 import os
 import struct
