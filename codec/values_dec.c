@@ -692,6 +692,7 @@ static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])
 		return -ENOMEM;
 	/* one coder serves a reader's blocks of any section */
 	((struct vrc_model *)b->coder)->words = d->s->version >= 5 ? VRC_WORDS_2 : VRC_WORDS_1;
+	((struct vrc_model *)b->coder)->noisy = d->s->timing == VAL_TIMING_LOSSLESS;
 	for (int c = COL_TS; c <= COL_DUR; c++) {
 		const char *bad;
 

@@ -383,10 +383,11 @@ int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8
 
 /*
  * A decision's chain (bound, compare, next context) limits the reader, not its instruction
- * count: both children's contexts are loaded while the bit is being decided. Branching on
- * the bit measured better than selecting without a branch overall: 6% slower on lossless
- * times, whose noisy bits mispredict, but 14% faster on lossy ones, whose skewed bits
- * predict well (CPU time of `tracefs cat` without decoding ahead, synth_demo traces).
+ * count: both children's contexts are loaded while the bit is being decided. Mantissa bits
+ * of lossless times are near even, and a branch on them mispredicts: they are decided
+ * without one (decoding a synthetic trace's lossless timing in word model 2 took 45 ns per
+ * event instead of 54, python3's 51 instead of 60); lossy bins are skewed, and a branch
+ * on them predicts well (40 ns against 44 without). Length decisions predict well in both.
  */
 struct rc_dec {
 	const uint8_t *in;
@@ -405,13 +406,22 @@ static inline uint32_t next_byte(struct rc_dec *d)
 	return b;
 }
 
-/* A decision with the context at @ctx, whose value @c the caller has loaded already. */
-static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *ctx, uint32_t c)
+/*
+ * A decision with the context at @ctx, whose value @c the caller has loaded already;
+ * @noisy: without a branch on the bit (a constant where this is inlined).
+ */
+static inline uint32_t dec_bit(struct rc_dec *d, uint16_t *ctx, uint32_t c, bool noisy)
 {
 	const uint32_t bound = (d->range >> PROB_BITS) * (c >> 2);
 	uint32_t bit;
 
-	if (d->code < bound) {
+	if (noisy) {
+		const uint32_t mask = 0u - (uint32_t)(d->code >= bound);
+
+		bit = mask & 1;
+		d->code -= bound & mask;
+		d->range = (bound & ~mask) | ((d->range - bound) & mask);
+	} else if (d->code < bound) {
 		d->range = bound;
 		bit = 0;
 	} else {
@@ -449,7 +459,7 @@ static inline uint32_t child_ctx(uint32_t pair, uint32_t bit)
  * children's contexts are loaded while the bit is being decided, which takes the load off
  * the chain from one decision to the next.
  */
-static inline uint32_t dec_tree(struct rc_dec *d, uint16_t *t, uint32_t depth)
+static inline uint32_t dec_tree(struct rc_dec *d, uint16_t *t, uint32_t depth, bool noisy)
 {
 	uint32_t node = 1, c = t[1];
 
@@ -457,11 +467,11 @@ static inline uint32_t dec_tree(struct rc_dec *d, uint16_t *t, uint32_t depth)
 		uint32_t pair, bit; /* the two children, adjacent: one load */
 
 		memcpy(&pair, &t[2 * node], sizeof(pair));
-		bit = dec_bit(d, &t[node], c);
+		bit = dec_bit(d, &t[node], c, noisy);
 		node = 2 * node + bit;
 		c = child_ctx(pair, bit);
 	}
-	return 2 * node + dec_bit(d, &t[node], c);
+	return 2 * node + dec_bit(d, &t[node], c, noisy);
 }
 
 /* range >= 2^23 after halving: at most one byte */
@@ -507,20 +517,21 @@ static inline uint64_t raw_get(struct raw_dec *r, uint32_t k)
 }
 
 /*
- * The next word, with the contexts @c; @r: word model 2's plain bits, NULL in word model 1.
+ * The next word, with the contexts @c; @r: word model 2's plain bits, NULL in word model 1;
+ * @noisy: mantissa bits decided without a branch (lossless times).
  * @return the word, or UINT64_MAX with *@bad set for a length over 64
  */
-static inline uint64_t dec_word(struct rc_dec *d, struct raw_dec *r, struct word_ctx c,
-				bool *bad)
+static inline __attribute__((always_inline)) uint64_t
+dec_word(struct rc_dec *d, struct raw_dec *r, struct word_ctx c, bool noisy, bool *bad)
 {
 	const uint32_t g = *c.group, f = full_len(r ? VRC_WORDS_2 : VRC_WORDS_1);
 	uint32_t n, head, k;
 	uint64_t u;
 
-	if (r && g && !dec_bit(d, &c.same[g], c.same[g])) {
+	if (r && g && !dec_bit(d, &c.same[g], c.same[g], false)) {
 		n = g - 1;
 	} else {
-		n = dec_tree(d, c.len, 7) - LEN_PROBS;
+		n = dec_tree(d, c.len, 7, false) - LEN_PROBS;
 		if (n > 64) {
 			*bad = true;
 			return UINT64_MAX;
@@ -530,7 +541,7 @@ static inline uint64_t dec_word(struct rc_dec *d, struct raw_dec *r, struct word
 	if (n < 2)
 		return n;
 	head = head_of(n, f);
-	u = dec_tree(d, man_tree(c, n, f), head); /* the leading one and the head bits */
+	u = dec_tree(d, man_tree(c, n, f), head, noisy); /* the leading one and the head bits */
 	k = n - 1 - head;
 	if (!r) {
 		for (uint32_t j = 0; j < k; j++)
@@ -577,7 +588,8 @@ static const char *decode2(struct vrc_model *m, const uint8_t *slot, uint32_t n,
 		 d.in[4];
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t u = dec_word(&d, &r, ctx_of(m, slot[i]), &bad);
+		const uint64_t u = m->noisy ? dec_word(&d, &r, ctx_of(m, slot[i]), true, &bad)
+					    : dec_word(&d, &r, ctx_of(m, slot[i]), false, &bad);
 
 		if (bad)
 			return "coded word longer than 64 bits";
@@ -611,7 +623,8 @@ const char *vrc_decode(struct vrc_model *m, const uint8_t *slot, uint32_t n, con
 	d.code = (uint32_t)in[1] << 24 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 8 | in[4];
 	vrc_model_reset(m);
 	for (uint32_t i = 0; i < n; i++) {
-		const uint64_t u = dec_word(&d, NULL, ctx_of(m, slot[i]), &bad);
+		const uint64_t u = m->noisy ? dec_word(&d, NULL, ctx_of(m, slot[i]), true, &bad)
+					    : dec_word(&d, NULL, ctx_of(m, slot[i]), false, &bad);
 
 		if (bad)
 			return "coded word longer than 64 bits";

@@ -39,6 +39,7 @@ struct vrc_model {
 	uint16_t *same;	   /* word model 2: [VRC_SLOTS][VRC_LEN_GROUPS], "same length" */
 	uint32_t n_init;   /* sets initialised since the last vrc_model_reset() */
 	unsigned int words; /* VRC_WORDS_1 or VRC_WORDS_2 */
+	bool noisy;	   /* reading lossless times: mantissa bits decided without a branch */
 	struct tfs_buf raw; /* word model 2, writing: the column's plain bits */
 };
 
