@@ -668,7 +668,7 @@ static unsigned int coded_bit(int c)
 }
 
 /*
- * Decode the block's range-coded timing columns (FORMAT.md §7.4.2) into d->out->uncoded
+ * Decode the block's range-coded timing columns (FORMAT.md §7.4.2, §7.4.3) into d->out->uncoded
  * and point @cols at their words, which the timing decoders read through col_word().
  */
 static int uncode_columns(const struct dblock *d, struct col cols[N_COLS])

@@ -219,7 +219,7 @@ static inline void enc_even(struct rc_enc *e, uint32_t bit)
 	}
 }
 
-/* Plain bits (word model 2), least significant first, into room reserved. */
+/* Plain bits (word model 2), least significant first, into room reserved. @k <= 64 */
 struct raw_enc {
 	uint8_t *out;
 	size_t len;
@@ -234,7 +234,7 @@ static inline void raw_put(struct raw_enc *r, uint64_t v, uint32_t k)
 
 		r->acc |= (v & ((UINT64_C(1) << take) - 1)) << r->n_acc;
 		r->n_acc += take;
-		v = take < 64 ? v >> take : 0;
+		v >>= take;
 		k -= take;
 		while (r->n_acc >= 8) {
 			r->out[r->len++] = (uint8_t)r->acc;
@@ -385,9 +385,9 @@ int vrc_encode(struct vrc_model *m, const uint8_t *slot, uint32_t n, const uint8
  * A decision's chain (bound, compare, next context) limits the reader, not its instruction
  * count: both children's contexts are loaded while the bit is being decided. Mantissa bits
  * of lossless times are near even, and a branch on them mispredicts: they are decided
- * without one (decoding a synthetic trace's lossless timing in word model 2 took 45 ns per
- * event instead of 54, python3's 51 instead of 60); lossy bins are skewed, and a branch
- * on them predicts well (40 ns against 44 without). Length decisions predict well in both.
+ * without one (decoding a synthetic trace's lossless timing in word model 2 took 43-45 ns
+ * per event instead of 54, python3's 49-51 instead of 60); lossy bins are skewed, and a
+ * branch on them predicts well (40 ns against 44 without). Length decisions predict well.
  */
 struct rc_dec {
 	const uint8_t *in;
