@@ -192,49 +192,6 @@ static inline void ref_put_even(struct ref_enc *e, uint32_t b)
 	ref_norm_enc(e);
 }
 
-/* Code @n words of events with terminals @term into @out (room: 24 n + 8). @return bytes */
-static inline size_t ref_vrange_encode(const uint64_t *words, const uint32_t *term, uint32_t n,
-				       uint8_t *out)
-{
-	struct ref_enc e = {out, 0, 0, 0xffffffffu, 0, 1};
-	struct ref_sets *sets = ref_fresh_sets();
-	uint32_t *seen = malloc((n ? n : 1) * sizeof(*seen)), n_seen = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
-		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
-		uint64_t u = words[i];
-		uint32_t len = ref_bitlen(u), node = 1, h;
-
-		for (int bit = 6; bit >= 0; bit--) {
-			uint32_t b = (len >> bit) & 1;
-
-			ref_put(&e, &L[node], b);
-			node = 2 * node + b;
-		}
-		sets->group[set] = 1 + len;
-		if (len < 2)
-			continue;
-		h = len <= 10 ? len - 1 : 3;
-		node = 1;
-		for (int bit = (int)len - 2; bit >= 0; bit--) {
-			uint32_t b = (uint32_t)(u >> bit) & 1;
-
-			if ((uint32_t)((int)len - 2 - bit) < h) {
-				ref_put(&e, &P[ref_man_off(len, 1) + node], b);
-				node = 2 * node + b;
-			} else {
-				ref_put_even(&e, b);
-			}
-		}
-	}
-	for (int k = 0; k < 5; k++)
-		ref_shift_low(&e);
-	ref_free_sets(sets);
-	free(seen);
-	return e.len;
-}
-
 /* ---- reader ---- */
 
 struct ref_dec {
@@ -287,59 +244,7 @@ static inline uint32_t ref_get_even(struct ref_dec *d)
 	return b;
 }
 
-/* Decode @n words of a coded column. @return 0, or -1 where §7.4.2 says to refuse it */
-static inline int ref_vrange_decode(const uint8_t *in, size_t len, const uint32_t *term,
-				    uint32_t n, uint64_t *words)
-{
-	struct ref_dec d = {in, len, 0, 0xffffffffu, 0, 0};
-	uint32_t *seen, n_seen = 0;
-	struct ref_sets *sets;
-	int rc = 0;
-
-	if (len < 5 || in[0] != 0)
-		return -1;
-	for (int k = 1; k <= 4; k++)
-		d.code = (d.code << 8) | in[k];
-	d.pos = 5;
-	sets = ref_fresh_sets();
-	seen = malloc((n ? n : 1) * sizeof(*seen));
-	for (uint32_t i = 0; i < n && rc == 0; i++) {
-		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
-		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
-		uint32_t node = 1, bits, h;
-		uint64_t u;
-
-		for (int k = 0; k < 7; k++)
-			node = 2 * node + ref_get(&d, &L[node]);
-		bits = node - 128;
-		if (bits > 64) {
-			rc = -1;
-			break;
-		}
-		sets->group[set] = 1 + bits;
-		if (bits < 2) {
-			words[i] = bits;
-		} else {
-			h = bits <= 10 ? bits - 1 : 3;
-			node = 1;
-			for (uint32_t k = 0; k < h; k++)
-				node = 2 * node + ref_get(&d, &P[ref_man_off(bits, 1) + node]);
-			u = node;
-			for (uint32_t k = 0; k < bits - 1 - h; k++)
-				u = 2 * u + ref_get_even(&d);
-			words[i] = u;
-		}
-		if (d.past_end)
-			rc = -1;
-	}
-	if (rc == 0 && d.pos != len)
-		rc = -1;
-	ref_free_sets(sets);
-	free(seen);
-	return rc;
-}
-
-/* ---- word model 2 (§7.4.3) ---- */
+/* ---- both word models: §7.4.2 (model 1), §7.4.3 (model 2) ---- */
 
 /* Append varint @x at @out. @return its bytes */
 static inline size_t ref_varint(uint8_t *out, uint64_t x)
@@ -355,17 +260,18 @@ static inline size_t ref_varint(uint8_t *out, uint64_t x)
 }
 
 /*
- * Code @n words in word model 2 into @out (room: 32 n + 24): the coded part's length, the
- * coded part, the plain bits. @return bytes
+ * Code @n words of events with terminals @term in word model @model into @out (room: 32 n +
+ * 24): model 1, the coded bytes; model 2, the coded part's length, the coded part and the
+ * plain bits. @return bytes
  */
-static inline size_t ref_vrange_encode2(const uint64_t *words, const uint32_t *term, uint32_t n,
-					uint8_t *out)
+static inline size_t ref_vrange_encode_model(int model, const uint64_t *words,
+					     const uint32_t *term, uint32_t n, uint8_t *out)
 {
 	uint8_t *coded = malloc(24 * (size_t)n + 8), *plain = malloc(64 * (size_t)n + 8);
 	struct ref_enc e = {coded, 0, 0, 0xffffffffu, 0, 1};
 	struct ref_sets *sets = ref_fresh_sets();
 	uint32_t *seen = malloc((n ? n : 1) * sizeof(*seen)), n_seen = 0;
-	size_t n_plain = 0, total;
+	size_t n_plain = 0, total = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t set = ref_set_of(seen, &n_seen, term[i]);
@@ -375,7 +281,7 @@ static inline size_t ref_vrange_encode2(const uint64_t *words, const uint32_t *t
 		uint32_t len = ref_bitlen(u), node = 1, h;
 		int same = 0;
 
-		if (g > 0) {
+		if (model == 2 && g > 0) {
 			same = len == g - 1;
 			ref_put(&e, &ref_same(sets, set)[g], same ? 0 : 1);
 		}
@@ -388,21 +294,26 @@ static inline size_t ref_vrange_encode2(const uint64_t *words, const uint32_t *t
 		sets->group[set] = 1 + len;
 		if (len < 2)
 			continue;
-		h = len <= ref_full(2) ? len - 1 : 3;
+		h = len <= ref_full(model) ? len - 1 : 3;
 		node = 1;
 		for (uint32_t k = 0; k < h; k++) {
 			uint32_t b = (uint32_t)(u >> (len - 2 - k)) & 1;
 
-			ref_put(&e, &P[ref_man_off(len, 2) + node], b);
+			ref_put(&e, &P[ref_man_off(len, model) + node], b);
 			node = 2 * node + b;
 		}
-		/* the rest, least significant first */
-		for (uint32_t k = 0; k < len - 1 - h; k++)
-			plain[n_plain++] = (uint8_t)((u >> k) & 1);
+		/* the rest: even bits from the most significant, or plain bits from the least */
+		for (uint32_t k = 0; k < len - 1 - h; k++) {
+			if (model == 1)
+				ref_put_even(&e, (uint32_t)(u >> (len - 2 - h - k)) & 1);
+			else
+				plain[n_plain++] = (uint8_t)((u >> k) & 1);
+		}
 	}
 	for (int k = 0; k < 5; k++)
 		ref_shift_low(&e);
-	total = ref_varint(out, e.len);
+	if (model == 2)
+		total = ref_varint(out, e.len);
 	memcpy(out + total, coded, e.len);
 	total += e.len;
 	for (size_t k = 0; k < n_plain; k += 8) {
@@ -419,23 +330,30 @@ static inline size_t ref_vrange_encode2(const uint64_t *words, const uint32_t *t
 	return total;
 }
 
-/* Decode @n words of a word model 2 column. @return 0, or -1 where §7.4.3 says to refuse it */
-static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32_t *term,
-				     uint32_t n, uint64_t *words)
+/*
+ * Decode @n words of a column in word model @model. @return 0, or -1 where §7.4.2 or §7.4.3
+ * says to refuse it
+ */
+static inline int ref_vrange_decode_model(int model, const uint8_t *in, size_t len,
+					  const uint32_t *term, uint32_t n, uint64_t *words)
 {
-	uint64_t r = 0;
+	uint64_t r = len;
 	size_t at = 0, plain_at, bit = 0;
 	struct ref_dec d;
 	uint32_t *seen, n_seen = 0;
 	struct ref_sets *sets;
 	int rc = 0;
 
-	for (int shift = 0;; shift += 7) {
-		if (at == len || shift > 63)
-			return -1;
-		r |= (uint64_t)(in[at] & 0x7f) << shift;
-		if (!(in[at++] & 0x80))
-			break;
+	/* model 2: the coded part's length first */
+	if (model == 2) {
+		r = 0;
+		for (int shift = 0;; shift += 7) {
+			if (at == len || shift > 63)
+				return -1;
+			r |= (uint64_t)(in[at] & 0x7f) << shift;
+			if (!(in[at++] & 0x80))
+				break;
+		}
 	}
 	if (r < 5 || r > len - at || in[at] != 0)
 		return -1;
@@ -451,7 +369,7 @@ static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32
 		struct ref_ctx *L = ref_len_tree(sets, set), *P = ref_man(sets, set);
 		uint64_t u;
 
-		if (g > 0 && ref_get(&d, &ref_same(sets, set)[g]) == 0) {
+		if (model == 2 && g > 0 && ref_get(&d, &ref_same(sets, set)[g]) == 0) {
 			bits = g - 1;
 		} else {
 			for (int k = 0; k < 7; k++)
@@ -466,18 +384,21 @@ static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32
 		if (bits < 2) {
 			words[i] = bits;
 		} else {
-			h = bits <= ref_full(2) ? bits - 1 : 3;
+			h = bits <= ref_full(model) ? bits - 1 : 3;
 			node = 1;
 			for (uint32_t k = 0; k < h; k++)
-				node = 2 * node + ref_get(&d, &P[ref_man_off(bits, 2) + node]);
+				node = 2 * node + ref_get(&d, &P[ref_man_off(bits, model) + node]);
 			u = (uint64_t)node << (bits - 1 - h);
-			/* the remaining bits, least significant first, from the plain bits */
-			for (uint32_t k = 0; k < bits - 1 - h && rc == 0; k++, bit++) {
-				if (plain_at + bit / 8 >= len)
+			/* the rest: even bits, or plain bits least significant first */
+			for (uint32_t k = 0; k < bits - 1 - h && rc == 0; k++) {
+				if (model == 1) {
+					u |= (uint64_t)ref_get_even(&d) << (bits - 2 - h - k);
+				} else if (plain_at + bit / 8 >= len) {
 					rc = -1;
-				else
-					u = u ^ (uint64_t)((in[plain_at + bit / 8] >> (bit % 8)) & 1)
-							<< k;
+				} else {
+					u |= (uint64_t)((in[plain_at + bit / 8] >> (bit % 8)) & 1) << k;
+					bit++;
+				}
 			}
 			words[i] = u;
 		}
@@ -494,22 +415,6 @@ static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32
 	ref_free_sets(sets);
 	free(seen);
 	return rc;
-}
-
-/* Either model's writer (@model 1 or 2). */
-static inline size_t ref_vrange_encode_model(int model, const uint64_t *words,
-					     const uint32_t *term, uint32_t n, uint8_t *out)
-{
-	return model == 1 ? ref_vrange_encode(words, term, n, out)
-			  : ref_vrange_encode2(words, term, n, out);
-}
-
-/* Either model's reader. */
-static inline int ref_vrange_decode_model(int model, const uint8_t *in, size_t len,
-					  const uint32_t *term, uint32_t n, uint64_t *words)
-{
-	return model == 1 ? ref_vrange_decode(in, len, term, n, words)
-			  : ref_vrange_decode2(in, len, term, n, words);
 }
 
 #endif

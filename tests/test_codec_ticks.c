@@ -807,7 +807,7 @@ static void take_column(const uint8_t *p, size_t *pos, size_t len, uint64_t *w, 
 	size_t end = *pos + len;
 
 	if (coded) {
-		assert_int_equal(ref_vrange_decode2(p + *pos, len, term, (uint32_t)n, w), 0);
+		assert_int_equal(ref_vrange_decode_model(2, p + *pos, len, term, (uint32_t)n, w), 0);
 		for (size_t i = 0; i < n; i++)
 			w[i] = (uint64_t)zigzag_dec(w[i]);
 		*pos = end;
