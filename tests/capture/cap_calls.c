@@ -528,6 +528,9 @@ static void stdio_out(void)
  * __isoc99_fscanf "%s" = 1 ("line"); __isoc99_vfscanf "%s" = 1 ("two"); fread 1 x 4 = 4
  * ("\nthi"); fread_unlocked 2 x 3 = 3 (6 bytes); __fread_chk 1 x 2 = 2;
  * __fread_unlocked_chk 1 x 100 = 2 (the last 2 bytes, end of file: errno 0); fclose = 0.
+ * fopen "r" = 3: __uflow = 49 ('1', buffered 28: the whole file); fclose = 0. fopen "a" = 3:
+ * putc_unlocked 'y' = 121 (bytes 1); __overflow 'x' = 120 (pending 1, the 'y': a file's
+ * stream is fully buffered, so the call leaves "yx" in the buffer); fclose = 0.
  * stdin ("7 8 9 10\n", a pipe: fd 0): scanf "%d" = 1 (7); vscanf "%d" = 1 (8); getchar =
  * 32 (' '); getchar_unlocked = 57 ('9'); __isoc99_scanf "%d" = 1 (10);
  * __isoc99_vscanf "%d" = -1 (end of input, errno 0).
@@ -568,6 +571,14 @@ static void stdio_in(void)
 	CALL(fread_unlocked, buf, 2, 3, f);
 	CALL(__fread_chk, buf, sizeof(buf), 1, 2, f);
 	CALL(__fread_unlocked_chk, buf, sizeof(buf), 1, 100, f);
+	CALL(fclose, f);
+	/* the refill and the flush behind getc_unlocked and putc_unlocked inlined */
+	f = CALL(fopen, in_dir("i"), "r");
+	CALL(__uflow, f);
+	CALL(fclose, f);
+	f = CALL(fopen, in_dir("i"), "a");
+	CALL(putc_unlocked, 'y', f);
+	CALL(__overflow, f, 'x');
 	CALL(fclose, f);
 	free(line);
 	CALL(scanf, "%d", &a);
