@@ -566,9 +566,12 @@ static const char *decode2(struct vrc_model *m, const uint8_t *slot, uint32_t n,
 	size_t at = 0;
 	bool bad = false;
 
+	/* a varint as FORMAT.md defines it: at most 10 bytes, the 10th 0 or 1 */
 	for (unsigned int shift = 0;; shift += 7) {
 		if (at == len || shift > 63)
 			return "coded column's length runs past its end";
+		if (shift == 63 && in[at] > 1)
+			return "coded column's length over 64 bits";
 		rc_len |= (uint64_t)(in[at] & 0x7f) << shift;
 		if (!(in[at++] & 0x80))
 			break;

@@ -431,7 +431,7 @@ static inline int ref_vrange_decode2(const uint8_t *in, size_t len, const uint32
 	int rc = 0;
 
 	for (int shift = 0;; shift += 7) {
-		if (at == len || shift > 63)
+		if (at == len || shift > 63 || (shift == 63 && in[at] > 1))
 			return -1;
 		r |= (uint64_t)(in[at] & 0x7f) << shift;
 		if (!(in[at++] & 0x80))
