@@ -24,7 +24,12 @@
 #define TOP (1u << 24)
 #define LEN_PROBS VRC_LEN_PROBS
 #define HEAD_BITS 3u	/* mantissa bits modelled below the leading one of a long word */
-#define WORST_WORD 20u	/* bytes a word can take: 10 modelled bits at < 8.1 bits, 60 even */
+/*
+ * Bytes a word can take, a decision costing < 8.1 bits (P stays within 15..4081): word model
+ * 1, 10 decisions and 60 even bits (length 64); word model 2, 11 decisions and 60 plain bits
+ * (the plain bits go to the same output, after the coded part)
+ */
+#define WORST_WORD 20u
 
 /* Lengths up to this have every mantissa bit modelled: 10 in word model 1, 8 in 2. */
 static inline uint32_t full_len(unsigned int words)
@@ -566,9 +571,12 @@ static const char *decode2(struct vrc_model *m, const uint8_t *slot, uint32_t n,
 	size_t at = 0;
 	bool bad = false;
 
+	/* a varint as FORMAT.md defines it: at most 10 bytes, the 10th 0 or 1 */
 	for (unsigned int shift = 0;; shift += 7) {
 		if (at == len || shift > 63)
 			return "coded column's length runs past its end";
+		if (shift == 63 && in[at] > 1)
+			return "coded column's length over 64 bits";
 		rc_len |= (uint64_t)(in[at] & 0x7f) << shift;
 		if (!(in[at++] & 0x80))
 			break;

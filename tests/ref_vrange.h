@@ -344,11 +344,11 @@ static inline int ref_vrange_decode_model(int model, const uint8_t *in, size_t l
 	struct ref_sets *sets;
 	int rc = 0;
 
-	/* model 2: the coded part's length first */
+	/* model 2: the coded part's length first (a 10th byte 0 or 1, as every varint) */
 	if (model == 2) {
 		r = 0;
 		for (int shift = 0;; shift += 7) {
-			if (at == len || shift > 63)
+			if (at == len || shift > 63 || (shift == 63 && in[at] > 1))
 				return -1;
 			r |= (uint64_t)(in[at] & 0x7f) << shift;
 			if (!(in[at++] & 0x80))

@@ -17,6 +17,7 @@
 
 #include "values_i.h"
 #include "vpatch_i.h"
+#include "vrange_i.h"
 #include "zstd_i.h"
 #include "testfiles.h"
 #include "testutil.h"
@@ -1229,6 +1230,37 @@ static void test_values_ticks_blocks_patch(void **state)
 }
 
 /*
+ * Block words @w's ts column is all of a word model 2 column (FORMAT.md §7.4.3) of the @n
+ * events of terminals @term: its bytes decode to @n words, none left over.
+ */
+static void coded_words_are_the_column(const struct vwords *w, const uint32_t *term, uint32_t n)
+{
+	uint8_t *col = malloc(w->n[0] ? w->n[0] : 1), *slot = malloc(n);
+	uint64_t *words = malloc(n * sizeof(*words));
+	uint32_t seen[MAX_TERMS], n_seen = 0;
+	struct vrc_model m;
+
+	assert_true(col && slot && words);
+	for (size_t i = 0; i < w->n[0]; i++)
+		col[i] = (uint8_t)w->w[i];
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t k = 0;
+
+		while (k < n_seen && seen[k] != term[i])
+			k++;
+		if (k == n_seen)
+			seen[n_seen++] = term[i];
+		slot[i] = vrc_slot_of(k);
+	}
+	assert_int_equal(vrc_model_init(&m, VRC_WORDS_2), 0);
+	assert_null(vrc_decode(&m, slot, n, col, w->n[0], words));
+	vrc_model_fini(&m);
+	free(col);
+	free(slot);
+	free(words);
+}
+
+/*
  * FORMAT.md §8.1 with range-coded columns: their words are their bytes. A stream whose
  * times are another's shifted by a constant differs from the anchor on in its coded ts
  * column; patched byte by byte it still decodes to its own times. A patch word over 255
@@ -1259,6 +1291,7 @@ static void test_values_coded_blocks_patch(void **state)
 	print_message("# a coded ts column of 1024 events: %zu bytes\n", wa.n[0]);
 	for (size_t i = 0; i < wa.n[0]; i++)
 		assert_true(wa.w[i] <= 0xff);
+	coded_words_are_the_column(&wa, a.term, 1024);
 	assert_int_equal(vpatch_diff(&va, &vb, 100000, &l), 0);
 	assert_true(l.n >= va.n_blocks);
 	for (uint32_t k = 0; k < l.n; k++)

@@ -520,6 +520,57 @@ static void test_vrange_marked_columns_race(void **state)
 	vrc_model_fini(&m);
 }
 
+/*
+ * Word model 2's coded-part length (FORMAT.md §7.4.3) is a varint by the rules of the
+ * whole format: at most 10 bytes, the 10th 0 or 1. A 10th byte with a higher bit names a
+ * length past 2^64, whatever its low bits say; both readers refuse it, as they do a length
+ * under 5, one past the column and one running off its end, and read the same column with
+ * its length written in 10 bytes.
+ */
+static void test_vrange_model2_bad_lengths_are_refused(void **state)
+{
+	/* the single word 0 (§7.4.3's example), its length 5 in 10 bytes */
+	static const uint8_t long5[] = {0x85, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+					0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t bad[][15] = {
+		/* the 10th byte 2, 0x40 and 0x7e: bits 64 and up set */
+		{0x85, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02, 0, 0, 0, 0, 0},
+		{0x85, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 0, 0, 0, 0, 0},
+		{0x85, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7e, 0, 0, 0, 0, 0},
+		/* an 11th byte */
+		{0x85, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0, 0, 0, 0},
+	};
+	static const uint8_t short4[] = {0x04, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t past[] = {0x06, 0x00, 0x00, 0x00, 0x00, 0x00};
+	static const uint8_t unended[] = {0x85, 0x80};
+	struct vrc_model m;
+	struct col_case c;
+	uint64_t w = 1;
+
+	(void)state;
+	assert_int_equal(vrc_model_init(&m, VRC_WORDS_2), 0);
+	case_init(&c, 1);
+	case_finish(&c);
+	assert_null(codec_decode(&m, &c, long5, sizeof(long5), &w));
+	assert_true(w == 0);
+	assert_int_equal(ref_vrange_decode_model(2, long5, sizeof(long5), c.term, 1, &w), 0);
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		assert_non_null(codec_decode(&m, &c, bad[k], sizeof(bad[k]), &w));
+		assert_int_equal(
+			ref_vrange_decode_model(2, bad[k], sizeof(bad[k]), c.term, 1, &w), -1);
+	}
+	assert_string_equal(codec_decode(&m, &c, short4, sizeof(short4), &w),
+			    "coded column too short");
+	assert_int_equal(ref_vrange_decode_model(2, short4, sizeof(short4), c.term, 1, &w), -1);
+	assert_string_equal(codec_decode(&m, &c, past, sizeof(past), &w),
+			    "coded part longer than its column");
+	assert_int_equal(ref_vrange_decode_model(2, past, sizeof(past), c.term, 1, &w), -1);
+	assert_non_null(codec_decode(&m, &c, unended, sizeof(unended), &w));
+	assert_int_equal(ref_vrange_decode_model(2, unended, sizeof(unended), c.term, 1, &w), -1);
+	case_fini(&c);
+	vrc_model_fini(&m);
+}
+
 /* A test run in word model 1, then in word model 2. */
 #define BOTH_MODELS(f)                                                                   \
 	{#f " (word model 1)", f, in_model_1, NULL, NULL},                                \
@@ -538,6 +589,7 @@ int main(void)
 		BOTH_MODELS(test_vrange_random_columns_read_alike),
 		BOTH_MODELS(test_vrange_encode_max_stops_at_its_bound),
 		BOTH_MODELS(test_vrange_marked_columns_race),
+		cmocka_unit_test(test_vrange_model2_bad_lengths_are_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
