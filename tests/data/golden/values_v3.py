@@ -238,6 +238,7 @@ class Reader:
         while True:
             byte = self.data[self.pos]
             self.pos += 1
+            assert shift < 63 or byte <= 1, 'a varint\'s 10th byte is 0 or 1 (FORMAT.md)'
             x |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 assert x <= M64
