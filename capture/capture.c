@@ -116,14 +116,18 @@ static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthrea
 static _Thread_local bool tls_dead TLS_IE;
 
 /*
- * The clock. Times are CLOCK_MONOTONIC nanoseconds, from clock_gettime by default. With
- * TFS_CLOCK=tsc (`tracefs record --clock=tsc`), on x86-64 with an invariant TSC, they are
- * read from the time-stamp counter instead, unfenced: 9 ns a read against clock_gettime's
- * 21 on this project's machines, whose vDSO fences its read (lfence) and checks a sequence
- * lock; a traced malloc/free costs 6 to 13 ns less. Not the default, because the unfenced
- * read runs ahead of the work before it by a varying few cycles, and a fenced one saves only
- * 3 ns: lossless traces grew 4-12% on python3, sqlite3 and a pread loop (tests/bench/
- * run_real, the same rounds), for the noise in their times.
+ * The clock. Times are CLOCK_MONOTONIC nanoseconds. On x86-64 they are read from the
+ * time-stamp counter where it is invariant (constant_tsc and nonstop_tsc) and the kernel
+ * itself keeps time with it (its clocksource is "tsc"), else from clock_gettime; TFS_CLOCK
+ * (`tracefs record --clock`) says otherwise: monotonic, or tsc wherever it is invariant. The
+ * recording's first process decides and writes the decision in its spool's header (tsc_hz:
+ * the rate, or SPOOL_TSC_NONE); every later process, forked, exec'd or spawned, follows it
+ * whatever its own environment says, so one recording has one clock.
+ *  - The TSC is read fenced, as the kernel's vDSO reads it (lfence, then rdtsc: the stamp
+ *    comes after the work before it), without the vDSO's sequence lock and conversion: 15 ns
+ *    a read against clock_gettime's 21 on this project's machines, 3-4 ns less per traced
+ *    malloc/free. An unfenced read (9 ns) was measured too: it runs ahead of the work before
+ *    it by a varying few cycles, and the noise grew lossless traces 4-12%.
  *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
  *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
  *    since: the fast path is a subtraction, a compare, a multiply and a shift.
@@ -256,7 +260,10 @@ static inline uint64_t now_ns(void)
 		return 0;
 #if defined(__x86_64__)
 	if (g_tsc) {
-		const uint64_t x = __rdtsc();
+		uint64_t x;
+
+		_mm_lfence();
+		x = __rdtsc();
 		const uint64_t tsc = tls_clk.tsc, ns = tls_clk.ns, mult = tls_clk.mult;
 		const uint64_t d = x - tsc;
 
@@ -1612,54 +1619,87 @@ static int attach(const char *path)
 	return rc;
 }
 
-/* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */
-static bool tsc_invariant(void)
+#if defined(__x86_64__)
+/* The first bytes of file @path into @buf, at most @cap - 1 of them, NUL-terminated. */
+static bool read_head(const char *path, char *buf, size_t cap)
 {
-	static char buf[8192];
-	int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, cap - 1);
 	close(fd);
-	if (n <= 0)
+	if (n < 0)
 		return false;
 	buf[n] = '\0';
-	return strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
+	return true;
+}
+
+/* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */
+static bool tsc_invariant(void)
+{
+	static char buf[8192]; /* the first CPU's lines, its flags among them */
+
+	return read_head("/proc/cpuinfo", buf, sizeof(buf)) && strstr(buf, " constant_tsc") &&
+	       strstr(buf, " nonstop_tsc");
 }
 
 /*
- * TFS_CLOCK=tsc, where the TSC is invariant: the process's first pair, and the recording's
- * rate, from the spool's header or measured here over 2 ms and left there for the processes
- * that follow (SPOOL_TSC_NONE there: the first found no invariant TSC, and no later process
- * looks again).
+ * Whether the TSC is the clock to use when nothing says which: invariant, and the kernel's
+ * own clocksource, which the kernel leaves when its watchdog finds the TSC unstable.
+ */
+static bool tsc_by_default(void)
+{
+	char src[64];
+
+	return read_head("/sys/devices/system/clocksource/clocksource0/current_clocksource", src,
+			 sizeof(src)) &&
+	       !strcmp(src, "tsc\n") && tsc_invariant();
+}
+#endif
+
+/*
+ * The recording's clock, the TSC's rate from the spool's header: the first process decides
+ * (TFS_CLOCK, else tsc_by_default()), measures the rate over 2 ms and leaves it there, or
+ * SPOOL_TSC_NONE for clock_gettime; the processes that follow take that. Then the process's
+ * first pair.
  */
 static void clock_init(void)
 {
 #if defined(__x86_64__)
 	const char *env = getenv("TFS_CLOCK");
 	uint64_t hz, t1, m1;
+	bool tsc;
 
-	if (g_no_clock || !env || strcmp(env, "tsc"))
+	if (g_no_clock)
 		return;
 	hz = atomic_load(&g_spool.hdr->tsc_hz);
 	if (hz == SPOOL_TSC_NONE)
 		return;
-	if (!hz && !tsc_invariant()) {
-		atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
-		return;
+	if (!hz) {
+		if (env && !strcmp(env, "monotonic"))
+			tsc = false;
+		else if (env && !strcmp(env, "tsc"))
+			tsc = tsc_invariant();
+		else
+			tsc = tsc_by_default();
+		if (!tsc) {
+			atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
+			return;
+		}
 	}
 	clk_pair(&g_tsc0, &g_mono0);
 	if (!hz) {
 		do
 			clk_pair(&t1, &m1);
 		while (m1 - g_mono0 < 2000000u);
-		if (t1 <= g_tsc0)
+		hz = t1 > g_tsc0 ? (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0))
+				 : 0;
+		if (hz <= SPOOL_TSC_NONE) {
+			atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
 			return;
-		hz = (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0));
-		if (hz <= SPOOL_TSC_NONE)
-			return;
+		}
 		atomic_store(&g_spool.hdr->tsc_hz, hz);
 	}
 	g_tsc_mult = (uint64_t)((((unsigned __int128)1000000000u) << 32) / hz);
