@@ -124,14 +124,20 @@ static _Thread_local bool tls_dead TLS_IE;
  * recording's first process decides and writes the decision in its spool's header (tsc_hz:
  * the rate, or SPOOL_TSC_NONE); every later process, forked, exec'd or spawned, follows it
  * whatever its own environment says, so one recording has one clock.
- *  - The TSC is read fenced, as the kernel's vDSO reads it (lfence, then rdtsc: the stamp
- *    comes after the work before it), without the vDSO's sequence lock and conversion: 15 ns
- *    a read against clock_gettime's 21 on this project's machines, 3-4 ns less per traced
- *    malloc/free. An unfenced read (9 ns) was measured too: it runs ahead of the work before
+ *  - The TSC is read fenced (lfence, then rdtsc: the stamp comes after the work before it,
+ *    as with the kernel's ordered read, rdtscp in the vDSO where the CPU has it), without
+ *    the vDSO's sequence lock and conversion: 15 ns a read against clock_gettime's 21 on
+ *    this project's machines, 3-4 ns less per traced malloc/free. An unfenced read (9 ns) was measured too: it runs ahead of the work before
  *    it by a varying few cycles, and the noise grew lossless traces 4-12%.
  *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
  *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
  *    since: the fast path is a subtraction, a compare, a multiply and a shift.
+ *  - One recording, one clock, as long as its first process has decided (2 ms after its start)
+ *    before it starts others: processes started together by one that records nothing (a
+ *    static launcher) may each decide, and measure, for themselves. Their times are
+ *    CLOCK_MONOTONIC either way; only their labels may differ.
+ *  - The clock is chosen at start: a kernel that leaves the TSC as its clocksource later
+ *    (its watchdog) does not move a recording already under way.
  *  - The rate is measured once per recording, over 2 ms, by its first process; the others
  *    take it from their spool's header (tsc_hz). Each anchor then refines it over all the
  *    time since the process's own first pair, so its error falls as the program runs.
@@ -261,10 +267,7 @@ static inline uint64_t now_ns(void)
 		return 0;
 #if defined(__x86_64__)
 	if (g_tsc) {
-		uint64_t x;
-
-		_mm_lfence();
-		x = __rdtsc();
+		const uint64_t x = (_mm_lfence(), __rdtsc());
 		const uint64_t tsc = tls_clk.tsc, ns = tls_clk.ns, mult = tls_clk.mult;
 		const uint64_t d = x - tsc;
 
@@ -1059,7 +1062,7 @@ static inline void put_alloc_plain(struct tstate *ts, uint64_t *r, uint32_t call
 		r[6] = d;
 	if (n_args > 5)
 		r[7] = e;
-	/* last: the words are written before the call to clock_gettime, not kept across it; and
+	/* last: the words are written before the clock is read, not kept across the read; and
 	 * nothing here sets errno */
 	r[1] = now_ns();
 	rec_publish(ts, words);
@@ -1670,6 +1673,7 @@ static void clock_init(void)
 {
 #if defined(__x86_64__)
 	const char *env = getenv("TFS_CLOCK");
+	const int saved_errno = errno;
 	uint64_t hz, t1, m1;
 	bool tsc;
 
@@ -1679,12 +1683,16 @@ static void clock_init(void)
 	if (hz == SPOOL_TSC_NONE)
 		return;
 	if (!hz) {
+		if (env && *env && strcmp(env, "monotonic") && strcmp(env, "tsc"))
+			fprintf(stderr, "tracefs: bad TFS_CLOCK=%s (monotonic or tsc): using the "
+					"default\n", env);
 		if (env && !strcmp(env, "monotonic"))
 			tsc = false;
 		else if (env && !strcmp(env, "tsc"))
 			tsc = tsc_invariant();
 		else
 			tsc = tsc_by_default();
+		errno = saved_errno; /* the files read, before the program's main */
 		if (!tsc) {
 			atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
 			return;
@@ -1693,7 +1701,7 @@ static void clock_init(void)
 	clk_pair(&g_tsc0, &g_mono0);
 	if (!hz) {
 		/* asleep in between, not spinning: the pairs' own brackets make the accuracy
-		   (the raw call: the interposed nanosleep would record this one) */
+		   (the raw call: the interposer's may not have found the real one yet) */
 		do {
 			const uint64_t now = mono_ns(), gone = now > g_mono0 ? now - g_mono0 : 0;
 			struct timespec nap = {0, gone < 2000000u ? (long)(2000000u - gone) : 0};
@@ -1701,6 +1709,7 @@ static void clock_init(void)
 			syscall(SYS_nanosleep, &nap, NULL);
 			clk_pair(&t1, &m1);
 		} while (m1 - g_mono0 < 2000000u);
+		errno = saved_errno; /* EINTR */
 		hz = t1 > g_tsc0 ? (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0))
 				 : 0;
 		if (hz <= SPOOL_TSC_NONE) {

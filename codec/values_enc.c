@@ -1257,11 +1257,8 @@ static int recompress(struct tfs_venc *e)
 	buf_init(&raw);
 	stored = malloc((e->n_idx ? e->n_idx : 1) * sizeof(*stored));
 	cctx = e->n_idx ? zs_cctx_new() : NULL;
-	if (!stored || (e->n_idx && !cctx)) {
-		free(stored);
-		zs_cctx_free(cctx);
-		return -ENOMEM;
-	}
+	if (!stored || (e->n_idx && !cctx))
+		goto out_free;
 	rc = 0; /* a section without blocks has nothing to recompress */
 	for (size_t i = 0; i < e->n_idx; i++) {
 		const uint8_t *frame = e->frames.data + off;

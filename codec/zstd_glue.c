@@ -3,7 +3,8 @@
  * errors into tracefs errors. Each thread keeps one decompression context, because readers
  * decompress many small value blocks and creating a context costs about as much as the
  * block, and likewise one compression context for fast levels (values blocks at capture);
- * slower levels, used for whole sections at save, get a context per call.
+ * slower levels, used for whole sections at save, get a context per call, or one their
+ * caller holds over many frames (zs_cctx_new: a section's blocks recompressed at save).
  */
 #include <pthread.h>
 #include <stdbool.h>

@@ -66,7 +66,10 @@
  *                          process runs): the same clock to within tens of ns, never going
  *                          back in a thread. The recording's first process decides; every
  *                          later one follows it whatever its own TFS_CLOCK. The trace's
- *                          `clock` metadata says which ("tsc <rate> Hz", "monotonic").
+ *                          `clock` metadata says which ("tsc", with the rate in `tsc_hz`,
+ *                          or "monotonic"). Any other TFS_CLOCK is reported on stderr and
+ *                          the default taken. A program that forbids itself rdtsc
+ *                          (prctl PR_SET_TSC) must be recorded with TFS_CLOCK=monotonic.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
