@@ -23,6 +23,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,17 +117,27 @@ static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthrea
 static _Thread_local bool tls_dead TLS_IE;
 
 /*
- * The clock. Times are CLOCK_MONOTONIC nanoseconds, from clock_gettime by default. With
- * TFS_CLOCK=tsc (`tracefs record --clock=tsc`), on x86-64 with an invariant TSC, they are
- * read from the time-stamp counter instead, unfenced: 9 ns a read against clock_gettime's
- * 21 on this project's machines, whose vDSO fences its read (lfence) and checks a sequence
- * lock; a traced malloc/free costs 6 to 13 ns less. Not the default, because the unfenced
- * read runs ahead of the work before it by a varying few cycles, and a fenced one saves only
- * 3 ns: lossless traces grew 4-12% on python3, sqlite3 and a pread loop (tests/bench/
- * run_real, the same rounds), for the noise in their times.
+ * The clock. Times are CLOCK_MONOTONIC nanoseconds. On x86-64 they are read from the
+ * time-stamp counter where it is invariant (constant_tsc and nonstop_tsc) and the kernel
+ * itself keeps time with it (its clocksource is "tsc"), else from clock_gettime; TFS_CLOCK
+ * (`tracefs record --clock`) says otherwise: monotonic, or tsc wherever it is invariant. The
+ * recording's first process decides and writes the decision in its spool's header (tsc_hz:
+ * the rate, or SPOOL_TSC_NONE); every later process, forked, exec'd or spawned, follows it
+ * whatever its own environment says, so one recording has one clock.
+ *  - The TSC is read fenced (lfence, then rdtsc: the stamp comes after the work before it,
+ *    as with the kernel's ordered read, rdtscp in the vDSO where the CPU has it), without
+ *    the vDSO's sequence lock and conversion: 15 ns a read against clock_gettime's 21 on
+ *    this project's machines, 3-4 ns less per traced malloc/free. An unfenced read (9 ns) was measured too: it runs ahead of the work before
+ *    it by a varying few cycles, and the noise grew lossless traces 4-12%.
  *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
  *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
  *    since: the fast path is a subtraction, a compare, a multiply and a shift.
+ *  - One recording, one clock, as long as its first process has decided (2 ms after its start)
+ *    before it starts others: processes started together by one that records nothing (a
+ *    static launcher) may each decide, and measure, for themselves. Their times are
+ *    CLOCK_MONOTONIC either way; only their labels may differ.
+ *  - The clock is chosen at start: a kernel that leaves the TSC as its clocksource later
+ *    (its watchdog) does not move a recording already under way.
  *  - The rate is measured once per recording, over 2 ms, by its first process; the others
  *    take it from their spool's header (tsc_hz). Each anchor then refines it over all the
  *    time since the process's own first pair, so its error falls as the program runs.
@@ -256,7 +267,7 @@ static inline uint64_t now_ns(void)
 		return 0;
 #if defined(__x86_64__)
 	if (g_tsc) {
-		const uint64_t x = __rdtsc();
+		const uint64_t x = (_mm_lfence(), __rdtsc());
 		const uint64_t tsc = tls_clk.tsc, ns = tls_clk.ns, mult = tls_clk.mult;
 		const uint64_t d = x - tsc;
 
@@ -1051,7 +1062,7 @@ static inline void put_alloc_plain(struct tstate *ts, uint64_t *r, uint32_t call
 		r[6] = d;
 	if (n_args > 5)
 		r[7] = e;
-	/* last: the words are written before the call to clock_gettime, not kept across it; and
+	/* last: the words are written before the clock is read, not kept across the read; and
 	 * nothing here sets errno */
 	r[1] = now_ns();
 	rec_publish(ts, words);
@@ -1612,54 +1623,99 @@ static int attach(const char *path)
 	return rc;
 }
 
-/* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */
-static bool tsc_invariant(void)
+#if defined(__x86_64__)
+/* The first bytes of file @path into @buf, at most @cap - 1 of them, NUL-terminated. */
+static bool read_head(const char *path, char *buf, size_t cap)
 {
-	static char buf[8192];
-	int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
 	if (fd < 0)
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, cap - 1);
 	close(fd);
-	if (n <= 0)
+	if (n < 0)
 		return false;
 	buf[n] = '\0';
-	return strstr(buf, " constant_tsc") && strstr(buf, " nonstop_tsc");
+	return true;
+}
+
+/* Whether /proc/cpuinfo promises a TSC that ticks at one rate on every CPU, always. */
+static bool tsc_invariant(void)
+{
+	static char buf[8192]; /* the first CPU's lines, its flags among them */
+
+	return read_head("/proc/cpuinfo", buf, sizeof(buf)) && strstr(buf, " constant_tsc") &&
+	       strstr(buf, " nonstop_tsc");
 }
 
 /*
- * TFS_CLOCK=tsc, where the TSC is invariant: the process's first pair, and the recording's
- * rate, from the spool's header or measured here over 2 ms and left there for the processes
- * that follow (SPOOL_TSC_NONE there: the first found no invariant TSC, and no later process
- * looks again).
+ * Whether the TSC is the clock to use when nothing says which: invariant, and the kernel's
+ * own clocksource, which the kernel leaves when its watchdog finds the TSC unstable.
+ */
+static bool tsc_by_default(void)
+{
+	char src[64];
+
+	return read_head("/sys/devices/system/clocksource/clocksource0/current_clocksource", src,
+			 sizeof(src)) &&
+	       !strcmp(src, "tsc\n") && tsc_invariant();
+}
+#endif
+
+/*
+ * The recording's clock, the TSC's rate from the spool's header: the first process decides
+ * (TFS_CLOCK, else tsc_by_default()), measures the rate over 2 ms and leaves it there, or
+ * SPOOL_TSC_NONE for clock_gettime; the processes that follow take that. Then the process's
+ * first pair.
  */
 static void clock_init(void)
 {
 #if defined(__x86_64__)
 	const char *env = getenv("TFS_CLOCK");
+	const int saved_errno = errno;
 	uint64_t hz, t1, m1;
+	bool tsc;
 
-	if (g_no_clock || !env || strcmp(env, "tsc"))
+	if (g_no_clock)
 		return;
 	hz = atomic_load(&g_spool.hdr->tsc_hz);
 	if (hz == SPOOL_TSC_NONE)
 		return;
-	if (!hz && !tsc_invariant()) {
-		atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
-		return;
+	if (!hz) {
+		if (env && *env && strcmp(env, "monotonic") && strcmp(env, "tsc"))
+			fprintf(stderr, "tracefs: bad TFS_CLOCK=%s (monotonic or tsc): using the "
+					"default\n", env);
+		if (env && !strcmp(env, "monotonic"))
+			tsc = false;
+		else if (env && !strcmp(env, "tsc"))
+			tsc = tsc_invariant();
+		else
+			tsc = tsc_by_default();
+		errno = saved_errno; /* the files read, before the program's main */
+		if (!tsc) {
+			atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
+			return;
+		}
 	}
 	clk_pair(&g_tsc0, &g_mono0);
 	if (!hz) {
-		do
+		/* asleep in between, not spinning: the pairs' own brackets make the accuracy
+		   (the raw call: the interposer's may not have found the real one yet) */
+		do {
+			const uint64_t now = mono_ns(), gone = now > g_mono0 ? now - g_mono0 : 0;
+			struct timespec nap = {0, gone < 2000000u ? (long)(2000000u - gone) : 0};
+
+			syscall(SYS_nanosleep, &nap, NULL);
 			clk_pair(&t1, &m1);
-		while (m1 - g_mono0 < 2000000u);
-		if (t1 <= g_tsc0)
+		} while (m1 - g_mono0 < 2000000u);
+		errno = saved_errno; /* EINTR */
+		hz = t1 > g_tsc0 ? (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0))
+				 : 0;
+		if (hz <= SPOOL_TSC_NONE) {
+			atomic_store(&g_spool.hdr->tsc_hz, SPOOL_TSC_NONE);
 			return;
-		hz = (uint64_t)((double)(t1 - g_tsc0) * 1e9 / (double)(m1 - g_mono0));
-		if (hz <= SPOOL_TSC_NONE)
-			return;
+		}
 		atomic_store(&g_spool.hdr->tsc_hz, hz);
 	}
 	g_tsc_mult = (uint64_t)((((unsigned __int128)1000000000u) << 32) / hz);

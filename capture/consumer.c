@@ -1224,15 +1224,23 @@ static int finish_stacks(struct cap_consumer *c)
 	return rc;
 }
 
-/* Which clock stamped the events: `clock` = monotonic, or tsc with its measured rate. */
+/*
+ * Which clock stamped the events: `clock` = monotonic or tsc, and with tsc `tsc_hz`, the rate
+ * the recording measured. Apart, so that the ranks of a job, each its own recording with a
+ * rate measured a little differently, merge into one `clock` (the MPI merge keeps rank 0's
+ * tsc_hz only).
+ */
 static int set_clock_meta(struct cap_consumer *c)
 {
-	uint64_t hz = atomic_load(&c->spool->hdr->tsc_hz);
-	char buf[64] = "monotonic";
+	const uint64_t hz = atomic_load(&c->spool->hdr->tsc_hz);
+	char buf[32];
+	int rc = cap_consumer_set_meta(c, "clock", hz > SPOOL_TSC_NONE ? "tsc" : "monotonic");
 
-	if (hz > SPOOL_TSC_NONE)
-		snprintf(buf, sizeof(buf), "tsc %" PRIu64 " Hz", hz);
-	return cap_consumer_set_meta(c, "clock", buf);
+	if (rc == 0 && hz > SPOOL_TSC_NONE) {
+		snprintf(buf, sizeof(buf), "%" PRIu64, hz);
+		rc = cap_consumer_set_meta(c, "tsc_hz", buf);
+	}
+	return rc;
 }
 
 int cap_consumer_finish(struct cap_consumer *c)

@@ -1248,6 +1248,7 @@ static void put_header(uint8_t *h, const struct tfs_venc *e)
 static int recompress(struct tfs_venc *e)
 {
 	struct tfs_buf frames, raw;
+	struct ZSTD_CCtx_s *cctx;
 	uint32_t *stored;
 	size_t off = 0;
 	int rc = -ENOMEM;
@@ -1255,8 +1256,9 @@ static int recompress(struct tfs_venc *e)
 	buf_init(&frames);
 	buf_init(&raw);
 	stored = malloc((e->n_idx ? e->n_idx : 1) * sizeof(*stored));
-	if (!stored)
-		return -ENOMEM;
+	cctx = e->n_idx ? zs_cctx_new() : NULL;
+	if (!stored || (e->n_idx && !cctx))
+		goto out_free;
 	rc = 0; /* a section without blocks has nothing to recompress */
 	for (size_t i = 0; i < e->n_idx; i++) {
 		const uint8_t *frame = e->frames.data + off;
@@ -1267,7 +1269,8 @@ static int recompress(struct tfs_venc *e)
 			rc = zs_decompress(frame, e->idx[i].stored_len, raw.data, e->idx[i].raw_len,
 					   0, "values", NULL);
 		if (rc == 0)
-			rc = zs_compress(&frames, raw.data, e->idx[i].raw_len, e->final_level);
+			rc = zs_compress_with(cctx, &frames, raw.data, e->idx[i].raw_len,
+					      e->final_level);
 		if (rc == 0 && frames.len - before >= e->idx[i].stored_len) {
 			frames.len = before;
 			rc = buf_put(&frames, frame, e->idx[i].stored_len);
@@ -1287,6 +1290,7 @@ out_free:
 	buf_fini(&frames);
 	buf_fini(&raw);
 	free(stored);
+	zs_cctx_free(cctx);
 	return rc;
 }
 

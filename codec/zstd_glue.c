@@ -3,7 +3,8 @@
  * errors into tracefs errors. Each thread keeps one decompression context, because readers
  * decompress many small value blocks and creating a context costs about as much as the
  * block, and likewise one compression context for fast levels (values blocks at capture);
- * slower levels, used for whole sections at save, get a context per call.
+ * slower levels, used for whole sections at save, get a context per call, or one their
+ * caller holds over many frames (zs_cctx_new: a section's blocks recompressed at save).
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -69,11 +70,19 @@ static ZSTD_CCtx *thread_cctx(void)
 	return t ? t->c : NULL;
 }
 
-int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
+struct ZSTD_CCtx_s *zs_cctx_new(void)
 {
-	/* slow levels get a context of their own: theirs are large, and rare */
-	const bool keep = level <= ZS_KEEP_CTX_LEVEL;
-	ZSTD_CCtx *cctx;
+	return ZSTD_createCCtx();
+}
+
+void zs_cctx_free(struct ZSTD_CCtx_s *c)
+{
+	ZSTD_freeCCtx(c);
+}
+
+int zs_compress_with(struct ZSTD_CCtx_s *cctx, struct tfs_buf *out, const void *src, size_t n,
+		     int level)
+{
 	size_t bound = ZSTD_compressBound(n);
 	size_t got;
 	int rc;
@@ -81,7 +90,6 @@ int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 	rc = buf_reserve(out, bound);
 	if (rc < 0)
 		return rc;
-	cctx = keep ? thread_cctx() : ZSTD_createCCtx();
 	if (!cctx)
 		return -ENOMEM;
 	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
@@ -89,12 +97,24 @@ int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
 	got = ZSTD_compress2(cctx, out->data + out->len, bound, src, n);
-	if (!keep)
-		ZSTD_freeCCtx(cctx);
 	if (ZSTD_isError(got))
 		return ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
 	out->len += got;
 	return 0;
+}
+
+int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level)
+{
+	/* slow levels get a context of their own: theirs are large, and rare */
+	ZSTD_CCtx *cctx;
+	int rc;
+
+	if (level <= ZS_KEEP_CTX_LEVEL)
+		return zs_compress_with(thread_cctx(), out, src, n, level);
+	cctx = zs_cctx_new();
+	rc = zs_compress_with(cctx, out, src, n, level);
+	zs_cctx_free(cctx);
+	return rc;
 }
 
 /* This thread's decompression context; NULL on ENOMEM. */

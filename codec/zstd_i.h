@@ -15,6 +15,19 @@
 
 /* Append one zstd frame of @src to @out. @return 0 or -ENOMEM / -EIO */
 int zs_compress(struct tfs_buf *out, const void *src, size_t n, int level);
+
+/*
+ * A compression context the caller holds over many frames at a slow level (recompressing a
+ * section's blocks at save): made once, its tables are reused, not allocated and cleared
+ * again for each frame (which took more instructions than the compression itself). NULL on
+ * ENOMEM; zs_cctx_free(NULL) does nothing.
+ */
+struct ZSTD_CCtx_s;
+struct ZSTD_CCtx_s *zs_cctx_new(void);
+void zs_cctx_free(struct ZSTD_CCtx_s *c);
+/* zs_compress() with context @c. */
+int zs_compress_with(struct ZSTD_CCtx_s *c, struct tfs_buf *out, const void *src, size_t n,
+		     int level);
 /*
  * Decompress exactly one frame @src/@n into @dst, which must receive exactly @raw_len
  * bytes. Errors are reported as corruption of @section at @file_off.

@@ -72,13 +72,13 @@ static int recv_trace(void **out, size_t *len, int from, MPI_Comm comm)
 }
 
 /*
- * Merge @b (the next ranks) after @a; on success *a is replaced. Every rank's pid and start
- * time would make the trace grow with the number of ranks: rank 0's are kept, unless
- * TFS_MPI_PIDS=1 asks for all of them.
+ * Merge @b (the next ranks) after @a; on success *a is replaced. Every rank's pid, start
+ * time and TSC rate (each rank measures its own) would make the trace grow with the number
+ * of ranks: rank 0's are kept, unless TFS_MPI_PIDS=1 asks for all of them.
  */
 static int merge2(void **a, size_t *a_len, const void *b, size_t b_len)
 {
-	static const char *const rank0_only[] = {"pid", "start_time", NULL};
+	static const char *const rank0_only[] = {"pid", "start_time", "tsc_hz", NULL};
 	const char *all = getenv("TFS_MPI_PIDS");
 	struct tfs_merge_opts opts = {
 	    .first_only_keys = all && strcmp(all, "1") == 0 ? NULL : rank0_only};

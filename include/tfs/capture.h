@@ -53,18 +53,23 @@
  *                          recorded is 0 (the interposers' cost without it, for comparison)
  *   TFS_MPI_OUTPUT=FILE    set by `tracefs record` under mpiexec: the merged trace rank 0
  *                          writes at MPI_Finalize (libtfsmpi.so, README "MPI programs")
- *   TFS_CLOCK=tsc          either mode (`tracefs record --clock=tsc`): on x86-64 with an
- *                          invariant TSC (constant_tsc and nonstop_tsc), stamp events from
- *                          the time-stamp counter, read unfenced (9 ns against
- *                          clock_gettime's 21 on this project's machines: a traced
- *                          malloc/free costs 6 to 13 ns less), mapped onto CLOCK_MONOTONIC
- *                          per thread from a (TSC, clock) pair taken every 2^24 ticks at the
- *                          recording's rate (measured over 2 ms by its first process, refined
- *                          as the process runs): the same clock to within tens of ns, never
- *                          going back in a thread. A read that runs a few cycles ahead makes
- *                          times noisier: lossless traces 4-12% larger. TFS_CLOCK=monotonic,
- *                          or unset: clock_gettime(CLOCK_MONOTONIC). The trace's `clock`
- *                          metadata says which clock was used ("tsc <rate> Hz", "monotonic").
+ *   TFS_CLOCK=monotonic|tsc either mode (`tracefs record --clock=...`): the clock that
+ *                          stamps events. Unset: on x86-64, the time-stamp counter where it
+ *                          is invariant (constant_tsc and nonstop_tsc) and the kernel's own
+ *                          clocksource is "tsc", else clock_gettime(CLOCK_MONOTONIC).
+ *                          monotonic: clock_gettime; tsc: the counter wherever it is
+ *                          invariant. The counter is read fenced (lfence, rdtsc: 15 ns
+ *                          against clock_gettime's 21 on this project's machines, 3-4 ns less
+ *                          per traced malloc/free) and mapped onto CLOCK_MONOTONIC per thread
+ *                          from a (TSC, clock) pair taken every 2^24 ticks at the recording's
+ *                          rate (measured over 2 ms by its first process, refined as the
+ *                          process runs): the same clock to within tens of ns, never going
+ *                          back in a thread. The recording's first process decides; every
+ *                          later one follows it whatever its own TFS_CLOCK. The trace's
+ *                          `clock` metadata says which ("tsc", with the rate in `tsc_hz`,
+ *                          or "monotonic"). Any other TFS_CLOCK is reported on stderr and
+ *                          the default taken. A program that forbids itself rdtsc
+ *                          (prctl PR_SET_TSC) must be recorded with TFS_CLOCK=monotonic.
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family

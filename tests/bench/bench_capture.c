@@ -2,7 +2,9 @@
  * bench_capture: cost per capture event of a zone begin/end loop and of a tfs_mem_access
  * loop, in whatever mode the environment sets (traced in-process, under `tracefs record`,
  * or TFS_CAPTURE=0), against the same loop without capture calls ("baseline"), and the
- * cost of the clock read every traced event makes ("clock": clock_gettime(CLOCK_MONOTONIC)).
+ * cost of the clock read every traced event makes under TFS_CLOCK=monotonic ("clock":
+ * clock_gettime(CLOCK_MONOTONIC); the default clock, the TSC where the kernel keeps time
+ * with it, costs less).
  * Prints one line: loop, events, ns per event, events dropped. tests/bench/run_capture
  * runs every combination and prints the ratios.
  *

@@ -267,12 +267,24 @@ def tsc_invariant():
     return " constant_tsc" in flags and " nonstop_tsc" in flags
 
 
+def tsc_by_default():
+    """The capture's default clock is the TSC where it is invariant and the kernel's own."""
+    try:
+        with open("/sys/devices/system/clocksource/clocksource0/current_clocksource") as f:
+            return f.read().strip() == "tsc" and tsc_invariant()
+    except OSError:
+        return False
+
+
 def test_tsc_clock(tap, args, work):
-    """The clock: clock_gettime by default and with TFS_CLOCK=monotonic, the TSC with
-    TFS_CLOCK=tsc or `record --clock=tsc` where it is invariant. Either way: same events,
-    nesting and scale, and times that are the program's own CLOCK_MONOTONIC."""
-    tsc = "tsc " if tsc_invariant() else "monotonic"
-    for env0, opts, want in (({}, [], "monotonic"), ({"TFS_CLOCK": "monotonic"}, [], "monotonic"),
+    """The clock: the TSC by default where the kernel keeps time with it (clock_gettime
+    elsewhere), clock_gettime with TFS_CLOCK=monotonic, the TSC with TFS_CLOCK=tsc or
+    `record --clock=tsc` where it is invariant. Either way: same events, nesting and scale,
+    and times that are the program's own CLOCK_MONOTONIC."""
+    tsc = "tsc" if tsc_invariant() else "monotonic"
+    default = "tsc" if tsc_by_default() else "monotonic"
+    for env0, opts, want in (({}, [], default), ({"TFS_CLOCK": "monotonic"}, [], "monotonic"),
+                             ({}, ["--clock=monotonic"], "monotonic"),
                              ({"TFS_CLOCK": "tsc"}, [], tsc), ({}, ["--clock=tsc"], tsc)):
         name = " ".join(["%s=%s" % kv for kv in env0.items()] + opts) or "default clock"
         for mode in ("record", "in-process"):
@@ -292,17 +304,94 @@ def test_tsc_clock(tap, args, work):
                 continue
             t = Trace(args.tracefs, out)
             got = t.meta("clock") or ""
-            tap.ok(got.startswith(want), "%s %s: clock metadata %r" % (name, mode, got))
+            hz = t.meta("tsc_hz")
+            tap.ok(got == want and (want != "tsc" or int(hz) > 1000000) and
+                   (want == "tsc" or hz is None),
+                   "%s %s: clock metadata %r, tsc_hz %r" % (name, mode, got, hz))
             check_known(tap, t, "ok", 2, "%s %s" % (name, mode))
             ends = [e["ts"] + e["dur"] for th in t.threads() for e in t.events(th)]
             tap.ok(0 < max(ends) < wall_ns, "%s %s: the last event ends within the run's "
                    "wall time (%d < %d ns)" % (name, mode, max(ends), wall_ns))
         check_clock_agrees(tap, args, work, env0, opts, name)
-        if env0.get("TFS_CLOCK") == "tsc":
-            check_clock_signals(tap, args, work, env0, name)
+        if want == "tsc":
+            check_clock_signals(tap, args, work, env0, opts, name)
+    check_clock_followed(tap, args, work, default, tsc)
+    check_clock_merged(tap, args, work)
+    out = os.path.join(work, "clock-bad.trace")
+    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--", args.capclock,
+                       "10"], env={"TFS_CLOCK": "rdtsc"})
+    tap.ok(rc == 0 and b"tracefs: bad TFS_CLOCK=rdtsc (monotonic or tsc): using the default"
+           in serr and Trace(args.tracefs, out).meta("clock") == default,
+           "TFS_CLOCK=rdtsc: said on stderr, the default clock taken", serr)
     rc, _, serr = run([args.tracefs, "record", "--clock=rdtsc", "--", "true"])
     tap.ok(rc == 2 and b"--clock takes monotonic or tsc" in serr and len(serr.splitlines()) <= 2,
            "record --clock=rdtsc: a usage error naming the choices", serr)
+
+
+def check_clock_followed(tap, args, work, default, tsc):
+    """One recording, one clock: the clock its first process took, which its `clock`
+    metadata names, stamps every later process's events too, whatever TFS_CLOCK that
+    process finds, exec'd (the same process) or spawned (a process of its own). cap_clock
+    counts the clock_gettime calls the capture makes in it during its 2,000 traced lseek
+    calls: at least two per call under clock_gettime, a few anchors under the TSC. (Where
+    the TSC is the default, the --clock=monotonic cases also fail if a process follows its
+    own environment; where it is not, only the default case says anything new.)"""
+    n = 2000
+    cases = [("default clock", [], None, default)]
+    for other, opt in (("tsc", "monotonic"), ("monotonic", "tsc")):
+        if "tsc" in (other, opt) and tsc != "tsc":
+            continue
+        cases.append(("--clock=%s, exec'd with TFS_CLOCK=%s" % (opt, other),
+                      ["--clock=" + opt], 'exec env TFS_CLOCK=%s "$0" %d' % (other, n), opt))
+        cases.append(("--clock=%s, spawned with TFS_CLOCK=%s" % (opt, other),
+                      ["--clock=" + opt], 'TFS_CLOCK=%s "$0" %d; true' % (other, n), opt))
+    cases.append(("--clock=monotonic, exec'd without TFS_CLOCK", ["--clock=monotonic"],
+                  'exec env -u TFS_CLOCK "$0" %d' % n, "monotonic"))
+    for name, opts, script, want in cases:
+        out = os.path.join(work, "clock-followed.trace")
+        cmd = ["sh", "-c", script, args.capclock] if script else [args.capclock, str(n)]
+        rc, sout, serr = run([args.tracefs, "record", "--trace=io", "-o", out] + opts +
+                             ["--"] + cmd)
+        m = re.search(rb"clock_gettime calls: (\d+)", sout)
+        if not tap.ok(rc == 0 and m, "%s: cap_clock records" % name, sout + serr):
+            continue
+        calls = int(m.group(1))
+        t = Trace(args.tracefs, out)
+        meta = t.info.get("meta", {})
+        clocks = {k: v for k, v in meta.items() if k.split(".rank")[0] in ("clock", "tsc_hz")}
+        tap.ok(meta.get("clock") == want and
+               not [k for k in clocks if ".rank" in k],
+               "%s: every process's clock metadata says %r" % (name, want), clocks)
+        lseeks = sum(1 for e in json_events(args, out) if e["name"] == "lseek")
+        ok = calls >= 2 * n if want == "monotonic" else calls < n
+        tap.ok(lseeks == n and ok, "%s: %d lseek events, the capture called clock_gettime %d "
+               "times during them (%s)" % (name, lseeks, calls, want))
+
+
+def check_clock_merged(tap, args, work):
+    """Two recordings, each measuring the TSC's rate for itself, merged: one `clock` key,
+    since the label does not carry the rate (tsc_hz does; an MPI job keeps rank 0's)."""
+    outs = []
+    for i in range(2):
+        out = os.path.join(work, "clock-merge-%d.trace" % i)
+        rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--",
+                           args.capclock, "10"])
+        if not tap.ok(rc == 0, "clock merge: recording %d" % i, serr):
+            return
+        outs.append(out)
+    merged = os.path.join(work, "clock-merged.trace")
+    rc, _, serr = run([args.tracefs, "merge", "-o", merged] + outs)
+    if not tap.ok(rc == 0, "clock merge: tracefs merge", serr):
+        return
+    meta = Trace(args.tracefs, merged).info.get("meta", {})
+    tap.ok(meta.get("clock") in ("tsc", "monotonic") and "clock.rank1" not in meta,
+           "clock merge: one clock key for two recordings (%r)" % meta.get("clock"),
+           {k: v for k, v in meta.items() if k.startswith(("clock", "tsc_hz"))})
+
+
+def json_events(args, trace):
+    rc, sout, _ = run([args.tracefs, "cat", trace, "/events.jsonl"])
+    return [json.loads(line) for line in sout.decode().splitlines()] if rc == 0 else []
 
 
 def check_clock_agrees(tap, args, work, env, opts, name):
@@ -339,15 +428,15 @@ def check_clock_agrees(tap, args, work, env, opts, name):
            {"%d/%d" % k: n for k, n in far.items()})
 
 
-def check_clock_signals(tap, args, work, env, name):
+def check_clock_signals(tap, args, work, env, opts, name):
     """A signal handler's traced call, however often it comes, leaves its thread's times
     CLOCK_MONOTONIC: cap_io sigclock's main thread lseeks to its clock reading while SIGUSR1
     floods it, each handler making a call (and so taking the time, and a new anchor when one
     is due) wherever it lands, also inside the interrupted call's own time taking. A call's
     time comes before the reading the next call is given."""
     out = os.path.join(work, "clock-signals.trace")
-    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out, "--", args.capio,
-                       "sigclock", work], env=env)
+    rc, _, serr = run([args.tracefs, "record", "--trace=io", "-o", out] + opts +
+                      ["--", args.capio, "sigclock", work], env=env)
     if not tap.ok(rc == 0, "%s: cap_io sigclock records" % name, serr):
         return
     rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
@@ -997,12 +1086,12 @@ def test_cli(tap, args, work):
 def main():
     ap = argparse.ArgumentParser()
     for opt in ("--tracefs", "--known", "--known-static", "--matmul", "--demo", "--calls",
-                "--capio"):
+                "--capio", "--capclock"):
         ap.add_argument(opt, required=True)
     ap.add_argument("--only", help="run only this test function (test_...)")
     args = ap.parse_args()
     CALL_KINDS.update(read_call_kinds(args.calls))
-    for k in ("tracefs", "known", "known_static", "matmul", "demo", "capio"):
+    for k in ("tracefs", "known", "known_static", "matmul", "demo", "capio", "capclock"):
         setattr(args, k, os.path.abspath(getattr(args, k)))
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-capture.") as work:

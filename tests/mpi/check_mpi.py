@@ -621,6 +621,15 @@ def check_summary_line(t, run, name, n, trace, stderr):
          int(m.group(3)) == rank0 and info.get('meta', {}).get('mpi_size') == n,
          f"{name}: the summary line gives the job's {n} ranks and {info.get('events')} events, "
          f"rank 0's {rank0}; info.json's mpi_size is the integer {n}", stderr)
+    # each rank is its own recording, measuring the TSC's rate for itself: one `clock` and
+    # rank 0's `tsc_hz` (if any) for the job, not a key per rank
+    meta = info.get('meta', {})
+    per_rank = sorted(k for k in meta if k.split('.rank')[0] in ('clock', 'tsc_hz') and
+                      '.rank' in k)
+    t.ok(meta.get('clock') in ('tsc', 'monotonic') and not per_rank and
+         ('tsc_hz' in meta) == (meta.get('clock') == 'tsc'),
+         f"{name}: one clock for the job ({meta.get('clock')!r}), no clock or tsc_hz per rank",
+         per_rank)
 
 
 def check_program(t, run, name, n, args, expect):
