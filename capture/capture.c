@@ -127,8 +127,9 @@ static _Thread_local bool tls_dead TLS_IE;
  *  - The TSC is read fenced (lfence, then rdtsc: the stamp comes after the work before it,
  *    as with the kernel's ordered read, rdtscp in the vDSO where the CPU has it), without
  *    the vDSO's sequence lock and conversion: 15 ns a read against clock_gettime's 21 on
- *    this project's machines, 3-4 ns less per traced malloc/free. An unfenced read (9 ns) was measured too: it runs ahead of the work before
- *    it by a varying few cycles, and the noise grew lossless traces 4-12%.
+ *    this project's machines, 4-5 ns less per traced malloc/free. An unfenced read
+ *    (9 ns) was measured too: it runs ahead of the work before it by a varying few cycles,
+ *    and the noise grew lossless traces 4-12%.
  *  - Each thread maps ticks to nanoseconds from an anchor, a (TSC, CLOCK_MONOTONIC) pair it
  *    takes at its first time and again when g_tsc_span ticks (2^24: about 6 ms) have passed
  *    since: the fast path is a subtraction, a compare, a multiply and a shift.

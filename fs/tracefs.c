@@ -598,7 +598,7 @@ static const struct cmd_opt record_opts[] = {
 	{"--backtrace-depth=N", "frames of an allocation's backtrace (default 64, 0: none)"},
 	{"--sample=N", "unwind only one allocation in N per thread (the others: stack -1)"},
 	{"--sample-bytes=N", "unwind one allocation per N bytes a thread allocates"},
-	{"--clock=CLOCK", "tsc (the time-stamp counter, where invariant: 3-4 ns less per event; "
+	{"--clock=CLOCK", "tsc (the time-stamp counter, where invariant: 4-5 ns less per event; "
 			  "the default where the kernel keeps time with it) or monotonic "
 			  "(clock_gettime)"},
 	{0},

@@ -59,7 +59,7 @@
  *                          clocksource is "tsc", else clock_gettime(CLOCK_MONOTONIC).
  *                          monotonic: clock_gettime; tsc: the counter wherever it is
  *                          invariant. The counter is read fenced (lfence, rdtsc: 15 ns
- *                          against clock_gettime's 21 on this project's machines, 3-4 ns less
+ *                          against clock_gettime's 21 on this project's machines, 4-5 ns less
  *                          per traced malloc/free) and mapped onto CLOCK_MONOTONIC per thread
  *                          from a (TSC, clock) pair taken every 2^24 ticks at the recording's
  *                          rate (measured over 2 ms by its first process, refined as the
