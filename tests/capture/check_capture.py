@@ -362,7 +362,7 @@ def check_clock_followed(tap, args, work, default, tsc):
         tap.ok(meta.get("clock") == want and
                not [k for k in clocks if ".rank" in k],
                "%s: every process's clock metadata says %r" % (name, want), clocks)
-        lseeks = sum(1 for e in json_events(args, out) if e["name"] == "lseek")
+        lseeks = sum(1 for e in json_events(args, out)[1] if e["name"] == "lseek")
         ok = calls >= 2 * n if want == "monotonic" else calls < n
         tap.ok(lseeks == n and ok, "%s: %d lseek events, the capture called clock_gettime %d "
                "times during them (%s)" % (name, lseeks, calls, want))
@@ -390,8 +390,9 @@ def check_clock_merged(tap, args, work):
 
 
 def json_events(args, trace):
+    """`tracefs cat TRACE /events.jsonl`: its exit status and events (none if it failed)."""
     rc, sout, _ = run([args.tracefs, "cat", trace, "/events.jsonl"])
-    return [json.loads(line) for line in sout.decode().splitlines()] if rc == 0 else []
+    return rc, [json.loads(line) for line in sout.decode().splitlines()] if rc == 0 else []
 
 
 def check_clock_agrees(tap, args, work, env, opts, name):
@@ -405,10 +406,9 @@ def check_clock_agrees(tap, args, work, env, opts, name):
                       ["--", args.capio, "clock", work], env=env)
     if not tap.ok(rc == 0, "%s: cap_io clock records" % name, serr):
         return
-    rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
+    rc, events = json_events(args, out)
     streams = {}
-    for line in sout.decode().splitlines():
-        e = json.loads(line)
+    for e in events:
         streams.setdefault((e["rank"], e["thread"]), []).append(e)
     back = [k for k, evs in streams.items()
             if any(b["ts"] < a["ts"] for a, b in zip(evs, evs[1:]))]
@@ -439,10 +439,9 @@ def check_clock_signals(tap, args, work, env, opts, name):
                       ["--", args.capio, "sigclock", work], env=env)
     if not tap.ok(rc == 0, "%s: cap_io sigclock records" % name, serr):
         return
-    rc, sout, serr = run([args.tracefs, "cat", out, "/events.jsonl"])
+    rc, events = json_events(args, out)
     main = []
-    for line in sout.decode().splitlines():
-        e = json.loads(line)
+    for e in events:
         if e["name"] == "lseek" and e["args"]["offset"] > 1:
             main.append((e["ts"], e["args"]["offset"]))
     lag = sorted(ts - off for ts, off in main)
