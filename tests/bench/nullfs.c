@@ -4,7 +4,10 @@
  * served exactly as tracefs serves a view (multithreaded session, keep_cache, day-long
  * timeouts, the same mount options) but a read only copies from a prepared buffer, so its
  * throughput is what the kernel and libfuse allow. It decodes nothing and checks nothing.
- * Usage: nullfs MOUNTPOINT BYTES   (returns once mounted; unmount with fusermount3 -u)
+ * Given a FILE, /data holds that file's bytes instead (read into memory at start): the same
+ * text a view holds, so that a reader whose speed depends on the text (grep) reads the same.
+ * Usage: nullfs MOUNTPOINT BYTES [FILE]   (returns once mounted; unmount with fusermount3 -u;
+ * with FILE, BYTES is ignored)
  */
 #define FUSE_USE_VERSION 312
 
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NULLFS_TIMEOUT_S 86400.0
 #define NULLFS_FILE_INO 2
@@ -25,6 +29,8 @@ static const char line[] = "0.000009160   111 T0 malloc(size=4096) = 0x7f0000400
 static uint64_t file_bytes;
 /* NULLFS_MAX_READ + one line of repeated lines: any read is one slice of it */
 static char *pattern;
+/* FILE's bytes, [file_bytes], or NULL: then /data is the repeated line */
+static char *text;
 
 static void fill_stat(fuse_ino_t ino, struct stat *st)
 {
@@ -104,7 +110,33 @@ static void nullfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		size = NULLFS_MAX_READ;
 	if (size > file_bytes - (uint64_t)off)
 		size = (size_t)(file_bytes - (uint64_t)off);
-	fuse_reply_buf(req, pattern + (uint64_t)off % LINE_LEN, size);
+	fuse_reply_buf(req, text ? text + off : pattern + (uint64_t)off % LINE_LEN, size);
+}
+
+/* @path's bytes into text, their count into file_bytes. @return 0 or -1 (said) */
+static int read_text(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct stat st;
+	size_t got = 0;
+
+	if (!f || fstat(fileno(f), &st) < 0) {
+		perror(path);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	file_bytes = (uint64_t)st.st_size;
+	text = malloc(file_bytes ? file_bytes : 1);
+	if (text)
+		got = fread(text, 1, file_bytes, f);
+	fclose(f);
+	if (!text || got != file_bytes) {
+		fprintf(stderr, "nullfs: %s: cannot read its %llu bytes\n", path,
+			(unsigned long long)file_bytes);
+		return -1;
+	}
+	return 0;
 }
 
 static const struct fuse_lowlevel_ops nullfs_ops = {
@@ -125,11 +157,13 @@ int main(int argc, char **argv)
 	size_t cap = NULLFS_MAX_READ + LINE_LEN;
 	int rc = 1;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: nullfs MOUNTPOINT BYTES\n");
+	if (argc != 3 && argc != 4) {
+		fprintf(stderr, "usage: nullfs MOUNTPOINT BYTES [FILE]\n");
 		return 2;
 	}
 	file_bytes = strtoull(argv[2], NULL, 0);
+	if (argc == 4 && read_text(argv[3]) < 0)
+		return 1;
 	pattern = malloc(cap);
 	if (!pattern)
 		return 1;
@@ -157,5 +191,6 @@ out_handlers:
 out_destroy:
 	fuse_session_destroy(se);
 	free(pattern);
+	free(text);
 	return rc;
 }
