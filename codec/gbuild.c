@@ -79,6 +79,8 @@ static uint32_t rule_alloc(struct tfs_gbuild *g)
 
 static void rule_release(struct tfs_gbuild *g, uint32_t r)
 {
+	if (r == g->lp_rule)
+		g->lp_rule = NIL; /* its number may come back as another rule */
 	node_release(g, g->rules[r].guard);
 	g->rules[r].guard = NIL;
 	g->rules[r].refs = g->rule_free;
@@ -157,7 +159,8 @@ static void count_mem(struct tfs_gbuild *g)
 {
 	g->mem_bytes = sizeof(*g) + (size_t)g->node_cap * (sizeof(*g->nodes) + sizeof(*g->work)) +
 		       (size_t)g->rule_cap * sizeof(*g->rules) +
-		       (size_t)(g->slot_mask + 1) * sizeof(*g->slots);
+		       (size_t)(g->slot_mask + 1) * sizeof(*g->slots) +
+		       (size_t)g->lp_cap * sizeof(*g->lp_exp);
 }
 
 static int grow_nodes(struct tfs_gbuild *g, uint32_t need)
@@ -459,6 +462,11 @@ void gbuild_reset(struct tfs_gbuild *g)
 	g->n_work = 0;
 	g->n_events = 0;
 	g->n_unfactored = 0;
+	g->lp_rule = NIL;
+	g->lp_len = 0;
+	g->lp_node = NIL;
+	g->lp_pos = 0;
+	g->lp_err = 0;
 	start_rule(g);
 }
 
@@ -501,18 +509,16 @@ void gbuild_free(struct tfs_gbuild *g)
 	free(g->work);
 	free(g->slots);
 	free(g->rules);
+	free(g->lp_exp);
 	free(g);
 }
 
-int gbuild_append(struct tfs_gbuild *g, uint32_t terminal)
+/* Sequitur's append of @terminal to the start rule. @return 0 or -ENOMEM (nothing done) */
+static int seq_append(struct tfs_gbuild *g, uint32_t terminal)
 {
 	uint32_t guard = g->rules[0].guard, last;
 	int rc;
 
-	if (terminal >= GRAM_MAX_TERMINAL)
-		return -EINVAL;
-	if (g->n_events >= GRAM_MAX_EVENTS)
-		return -EOVERFLOW;
 	if (nodes_avail(g) < NODE_RESERVE || rules_avail(g) < RULE_RESERVE) {
 		rc = reserve(g, NODE_RESERVE, RULE_RESERVE);
 		if (rc < 0)
@@ -535,6 +541,183 @@ int gbuild_append(struct tfs_gbuild *g, uint32_t terminal)
 			push(g, last);
 	}
 	drain(g);
+	return 0;
+}
+
+/* ---- the loop fast path (struct tfs_gbuild, lp_*) ---- */
+
+/* lp_exp grown to hold @need <= LP_MAX terminals. @return false: no memory (none needed) */
+static bool lp_room(struct tfs_gbuild *g, uint32_t need)
+{
+	uint32_t cap = g->lp_cap ? g->lp_cap : 16;
+	uint32_t *a;
+
+	if (need <= g->lp_cap)
+		return true;
+	if (need > LP_MAX)
+		return false;
+	while (cap < need)
+		cap *= 2;
+	cap = cap < LP_MAX ? cap : LP_MAX;
+	a = realloc(g->lp_exp, (size_t)cap * sizeof(*a));
+	if (!a)
+		return false;
+	g->lp_exp = a;
+	g->lp_cap = cap;
+	count_mem(g);
+	return true;
+}
+
+/*
+ * Rule @r's expansion into lp_exp, made lp_rule; lp_len 0 when it is longer than LP_MAX or
+ * nests deeper than LP_DEPTH. Each element's expansion is made once, then copied for its
+ * count.
+ */
+static void lp_expand(struct tfs_gbuild *g, uint32_t r)
+{
+	struct {
+		uint32_t node;	/* the element being expanded, or the guard at the body's end */
+		uint32_t start; /* where that element's expansion began in lp_exp */
+	} st[LP_DEPTH];
+	uint32_t depth = 0, len = 0;
+
+	g->lp_rule = r;
+	g->lp_len = 0;
+	st[depth++].node = g->nodes[g->rules[r].guard].next;
+	while (depth) {
+		const uint32_t n = st[depth - 1].node;
+		const struct gnode *a = &g->nodes[n];
+		uint64_t piece, more;
+
+		if (is_guard(g, n)) {
+			if (--depth == 0)
+				break;
+			/* the parent's element, a rule, expanded once: copy it for its count */
+			a = &g->nodes[st[depth - 1].node];
+		} else if (is_rule_sym(a->sym)) {
+			if (depth == LP_DEPTH)
+				return;
+			st[depth - 1].start = len;
+			st[depth++].node = g->nodes[g->rules[a->sym & SYM_ID_MASK].guard].next;
+			continue;
+		} else {
+			if (!lp_room(g, len + 1))
+				return;
+			st[depth - 1].start = len;
+			g->lp_exp[len++] = a->sym;
+		}
+		piece = len - st[depth - 1].start;
+		more = a->count - 1;
+		if (more > (LP_MAX - len) / piece || !lp_room(g, len + (uint32_t)(more * piece)))
+			return;
+		for (uint64_t k = 0; k < more; k++, len += (uint32_t)piece)
+			memcpy(g->lp_exp + len, g->lp_exp + st[depth - 1].start,
+			       (size_t)piece * sizeof(g->lp_exp[0]));
+		st[depth - 1].node = a->next;
+	}
+	g->lp_len = len;
+}
+
+/*
+ * Start following a loop at @terminal: the start rule ends with a rule repeated (count >= 2,
+ * so a loop has begun) whose expansion begins with @terminal. @return whether it did
+ */
+static bool lp_arm(struct tfs_gbuild *g, uint32_t terminal)
+{
+	const uint32_t guard = g->rules[0].guard, last = g->nodes[guard].prev;
+	const struct gnode *a = &g->nodes[last];
+
+	if (last == guard || !is_rule_sym(a->sym) || a->count < 2)
+		return false;
+	if ((a->sym & SYM_ID_MASK) != g->lp_rule)
+		lp_expand(g, a->sym & SYM_ID_MASK);
+	if (g->lp_len == 0 || g->lp_exp[0] != terminal)
+		return false;
+	g->lp_node = last;
+	g->lp_pos = 0;
+	return true;
+}
+
+/*
+ * Stop following the loop: the terminals waiting go through Sequitur. Room for all of them
+ * is made first, so that the only failure leaves everything as it was.
+ * @return 0 or -ENOMEM (still following, nothing changed)
+ */
+static int lp_flush(struct tfs_gbuild *g)
+{
+	const uint32_t n = g->lp_pos;
+	int rc;
+
+	if (n) {
+		rc = reserve(g, NODE_RESERVE + 2 * n, RULE_RESERVE + n);
+		if (rc < 0)
+			return rc;
+	}
+	g->lp_node = NIL;
+	g->lp_pos = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		rc = seq_append(g, g->lp_exp[i]);
+		if (rc < 0)
+			return g->lp_err = rc; /* never with the room made above */
+	}
+	return 0;
+}
+
+/*
+ * The loop's last terminal: one more repetition, as Sequitur merges equal neighbours; then
+ * follow on if the start rule still ends with the rule (what precedes it may have been
+ * factored with it). @return 0 or -ENOMEM (nothing changed)
+ */
+static int lp_complete(struct tfs_gbuild *g)
+{
+	const uint32_t guard = g->rules[0].guard, last = g->lp_node, p = g->nodes[last].prev;
+	int rc;
+
+	if (nodes_avail(g) < NODE_RESERVE || rules_avail(g) < RULE_RESERVE) {
+		rc = reserve(g, NODE_RESERVE, RULE_RESERVE);
+		if (rc < 0)
+			return rc;
+	}
+	dg_del(g, p);
+	g->nodes[last].count++;
+	if (p != guard)
+		push(g, p);
+	drain(g);
+	g->lp_pos = 0;
+	if (g->lp_rule == NIL || g->nodes[guard].prev == guard ||
+	    g->nodes[g->nodes[guard].prev].sym != (SYM_RULE | g->lp_rule))
+		g->lp_node = NIL;
+	else
+		g->lp_node = g->nodes[guard].prev;
+	return 0;
+}
+
+int gbuild_append(struct tfs_gbuild *g, uint32_t terminal)
+{
+	int rc;
+
+	if (terminal >= GRAM_MAX_TERMINAL)
+		return -EINVAL;
+	if (g->n_events >= GRAM_MAX_EVENTS)
+		return -EOVERFLOW;
+	if (g->lp_err)
+		return g->lp_err;
+	if (g->lp_node != NIL && terminal != g->lp_exp[g->lp_pos]) {
+		rc = lp_flush(g);
+		if (rc < 0)
+			return rc;
+	}
+	if (g->lp_node == NIL && !lp_arm(g, terminal)) {
+		rc = seq_append(g, terminal);
+		if (rc < 0)
+			return rc;
+	} else if (g->lp_pos + 1 == g->lp_len) {
+		rc = lp_complete(g);
+		if (rc < 0)
+			return rc;
+	} else {
+		g->lp_pos++;
+	}
 	g->n_events++;
 	return 0;
 }
@@ -607,13 +790,16 @@ static int put_rule(const struct tfs_gbuild *g, uint32_t r, const uint32_t *num,
 	return rc;
 }
 
-int gbuild_export(const struct tfs_gbuild *g, struct tfs_buf *out)
+int gbuild_export(struct tfs_gbuild *g, struct tfs_buf *out)
 {
 	size_t len0 = out->len;
 	uint32_t *order, *num, *stack;
 	uint32_t n_rules;
-	int rc = -ENOMEM;
+	int rc = g->lp_err ? g->lp_err : lp_flush(g);
 
+	if (rc < 0)
+		return rc;
+	rc = -ENOMEM;
 	order = malloc((size_t)g->rule_hw * sizeof(*order));
 	if (!order)
 		return -ENOMEM;

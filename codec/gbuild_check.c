@@ -107,6 +107,31 @@ static int check_body(struct check_ctx *c, uint32_t r)
 	return 0;
 }
 
+/*
+ * The loop being followed (gbuild.c's fast path): the start rule ends with a reference to
+ * the rule whose expansion is kept, which is as long as that rule's, and fewer terminals wait
+ * than it holds. Needs c->events.
+ */
+static int check_loop(struct check_ctx *c)
+{
+	const struct tfs_gbuild *g = c->g;
+	const uint32_t guard = g->rules[0].guard;
+
+	if (g->lp_err)
+		return bad(c, "a waiting terminal failed");
+	if (g->lp_rule != NIL && (g->lp_rule >= g->rule_hw || g->rules[g->lp_rule].guard == NIL ||
+				  (g->lp_len && c->events[g->lp_rule] != g->lp_len)))
+		return bad(c, "the loop's kept expansion is not its rule's");
+	if (g->lp_node == NIL)
+		return g->lp_pos ? bad(c, "%u terminals wait outside a loop", g->lp_pos) : 0;
+	if (g->lp_rule == NIL || g->lp_node != g->nodes[guard].prev ||
+	    g->nodes[g->lp_node].sym != (SYM_RULE | g->lp_rule))
+		return bad(c, "the loop followed does not end the start rule");
+	if (g->lp_pos >= g->lp_len)
+		return bad(c, "%u terminals wait in a loop of %u", g->lp_pos, g->lp_len);
+	return 0;
+}
+
 /* Expansion lengths by an iterative post-order walk; also proves acyclicity and reach. */
 static int check_events(struct check_ctx *c, uint32_t *stack)
 {
@@ -148,10 +173,11 @@ static int check_events(struct check_ctx *c, uint32_t *stack)
 	for (uint32_t r = 0; r < g->rule_hw; r++)
 		if (g->rules[r].guard != NIL && c->events[r] == 0 && r != 0)
 			return bad(c, "rule %u is unreachable", r);
-	if (c->events[0] != g->n_events)
-		return bad(c, "grammar expands to %llu events, %llu appended",
-			   (unsigned long long)c->events[0], (unsigned long long)g->n_events);
-	return 0;
+	if (c->events[0] != g->n_events - g->lp_pos)
+		return bad(c, "grammar expands to %llu events, %llu appended, %u waiting",
+			   (unsigned long long)c->events[0], (unsigned long long)g->n_events,
+			   g->lp_pos);
+	return check_loop(c);
 }
 
 static int check_rules(struct check_ctx *c)

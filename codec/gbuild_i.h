@@ -1,7 +1,8 @@
 /*
  * Internals of the Sequitur builder shared by gbuild.c (the algorithm and the export) and
  * gbuild_check.c (the debug validator): symbol encoding, node and rule layout, the digram
- * index lookup. Nothing else includes it.
+ * index lookup, the loop fast path's state. Nothing else includes it but the builder's own
+ * test, which looks at that state.
  */
 #ifndef TFS_GBUILD_I_H
 #define TFS_GBUILD_I_H
@@ -39,6 +40,13 @@
  */
 #define NODE_RESERVE 32
 #define RULE_RESERVE 16
+
+/*
+ * The loop fast path (gbuild.c): the longest rule expansion a loop is followed through, and
+ * how deeply its rules may nest.
+ */
+#define LP_MAX 1024
+#define LP_DEPTH 64
 
 #define SLOT_EMPTY UINT64_MAX
 
@@ -86,10 +94,28 @@ struct tfs_gbuild {
 	uint32_t *work;
 	uint32_t n_work;
 
-	uint64_t n_events;
+	uint64_t n_events;     /* appended, lp_pos of them still pending */
 	uint64_t n_unfactored; /* digrams left duplicated because memory ran out mid-append */
 	size_t mem_bytes;      /* gbuild_mem_bytes(), kept as the arrays grow: the writer asks
 				  after every event */
+
+	/*
+	 * The loop fast path. While the start rule ends with a reference to rule lp_rule (node
+	 * lp_node, count >= 2 when it began) and the terminals appended since are the first
+	 * lp_pos of its expansion lp_exp, they wait here instead of going through Sequitur;
+	 * the whole expansion matched adds one to lp_node's count, which is what the merge of
+	 * adjacent equal symbols makes of it. A terminal that breaks the match first sends the
+	 * waiting ones through Sequitur, in order; so does an export. lp_exp is kept for the
+	 * next time lp_rule ends the start rule (a rule's expansion never changes while it
+	 * lives; releasing it forgets lp_exp).
+	 */
+	uint32_t lp_rule;  /* the rule lp_exp expands, NIL: none */
+	uint32_t lp_len;   /* terminals of lp_exp; 0: lp_rule's expansion is too long or deep */
+	uint32_t lp_node;  /* while following a loop, the start rule's last node; else NIL */
+	uint32_t lp_pos;   /* terminals waiting: lp_exp[0, lp_pos) */
+	int lp_err;	   /* a waiting terminal failed to go through Sequitur: sticky */
+	uint32_t *lp_exp;  /* [lp_cap <= LP_MAX], grown as loops need */
+	uint32_t lp_cap;
 };
 
 

@@ -28,7 +28,9 @@ void gbuild_free(struct tfs_gbuild *g);
 /*
  * Append one terminal (< GRAM_MAX_TERMINAL) to the start rule and restore both Sequitur
  * invariants (digram uniqueness, rule utility) with adjacent equal symbols merged into
- * repetition counts. Amortised O(1).
+ * repetition counts. Amortised O(1). A loop (the start rule ending with a repeated rule whose
+ * expansion the terminals go on with) is followed without Sequitur's work per terminal: a
+ * whole repetition adds one to the count, as Sequitur's merge of equal neighbours would.
  * @return 0, or -ENOMEM with the grammar unchanged (the symbol was not appended)
  */
 int gbuild_append(struct tfs_gbuild *g, uint32_t terminal);
@@ -39,10 +41,11 @@ uint64_t gbuild_n_events(const struct tfs_gbuild *g);
 /*
  * Append the grammar as one FORMAT.md §6 block to @out: rules renumbered in post-order
  * from the start rule so that a rule only references lower-numbered rules; the start rule
- * is last. An empty builder exports a block with one empty start rule.
+ * is last. An empty builder exports a block with one empty start rule. Terminals waiting in
+ * a loop being followed go into the grammar first (which is why @g is not const).
  * @return 0 or -ENOMEM (then @out->len is restored)
  */
-int gbuild_export(const struct tfs_gbuild *g, struct tfs_buf *out);
+int gbuild_export(struct tfs_gbuild *g, struct tfs_buf *out);
 /* Forget everything; keeps allocated memory for reuse. */
 void gbuild_reset(struct tfs_gbuild *g);
 /*

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gbuild_i.h" /* the loop fast path's state, to see that it is followed */
 #include "grammar_i.h"
 #include "testutil.h"
 
@@ -50,7 +51,7 @@ static void assert_valid(const struct tfs_gbuild *g)
  * the block's: so every grammar the builder makes also keeps within the sizes FORMAT.md §6
  * bounds by its events (2n + 1 elements). The caller owns @gr and @blk.
  */
-static void export_parse(const struct tfs_gbuild *g, struct tfs_buf *blk, struct tfs_grammar *gr)
+static void export_parse(struct tfs_gbuild *g, struct tfs_buf *blk, struct tfs_grammar *gr)
 {
 	struct tfs_rd r;
 
@@ -451,6 +452,149 @@ static void test_gbuild_deep_nesting_round_trip(void **state)
 	free(s.v);
 }
 
+/* @body (@len terminals) @reps times into @s. */
+static void put_reps(struct stream *s, const uint32_t *body, uint32_t len, uint32_t reps)
+{
+	for (uint32_t r = 0; r < reps; r++)
+		for (uint32_t i = 0; i < len; i++)
+			put(s, body[i]);
+}
+
+/*
+ * The loop fast path: a loop is followed (terminals wait) once its rule repeats at the end of
+ * the start rule, and every way of leaving it (a terminal breaking the match at each position
+ * of the body, the end of the stream with terminals waiting) gives back exactly the stream,
+ * with both invariants checked after every append.
+ */
+static void test_gbuild_loop_followed_and_left_anywhere(void **state)
+{
+	static const uint32_t body[] = {5, 6, 7, 6, 8};
+	const uint32_t len = sizeof(body) / sizeof(body[0]);
+	uint64_t seed = tu_seed(__func__);
+	struct stream s = {0};
+
+	for (uint32_t at = 0; at <= len; at++) {
+		for (uint32_t reps = 2; reps <= 5; reps++) {
+			s.n = 0;
+			put(&s, 1);
+			put_reps(&s, body, len, reps);
+			for (uint32_t i = 0; i < at; i++)
+				put(&s, body[i]);
+			put(&s, 9); /* breaks the match at position @at */
+			put_reps(&s, body, len, reps);
+			for (uint32_t i = 0; i < at; i++)
+				put(&s, body[i]); /* ends waiting */
+			round_trip(s.v, s.n, 1, &seed);
+		}
+	}
+	/* the path is taken: partway through a repetition, terminals wait */
+	{
+		struct tfs_gbuild *g = gbuild_new();
+
+		assert_non_null(g);
+		s.n = 0;
+		put_reps(&s, body, len, 100);
+		put(&s, body[0]);
+		put(&s, body[1]);
+		for (size_t i = 0; i < s.n; i++)
+			assert_int_equal(gbuild_append(g, s.v[i]), 0);
+		assert_int_equal(g->lp_pos, 2);
+		assert_int_equal(g->lp_len, len);
+		assert_valid(g);
+		gbuild_free(g);
+	}
+	free(s.v);
+}
+
+/* Loops whose bodies hold rules with counts, nested, and bodies too long to follow. */
+static void test_gbuild_loop_bodies_nested_and_long(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct stream s = {0}, body = {0};
+	size_t len;
+
+	/* a (b c)^3 d, then the whole again inside a loop of its own */
+	put(&body, 1);
+	for (int i = 0; i < 3; i++) {
+		put(&body, 2);
+		put(&body, 3);
+	}
+	put(&body, 4);
+	put_reps(&s, body.v, (uint32_t)body.n, 5000);
+	len = round_trip(s.v, s.n, 977, &seed);
+	assert_true(len < 32);
+	s.n = 0;
+	for (int k = 0; k < 300; k++) {
+		put(&s, 10);
+		put_reps(&s, body.v, (uint32_t)body.n, 7);
+		put(&s, 11);
+	}
+	put_reps(&s, body.v, (uint32_t)body.n, 3);
+	len = round_trip(s.v, s.n, 1, &seed);
+	assert_true(len < 48);
+	/* bodies around LP_MAX: followed up to it, beyond it only through Sequitur */
+	for (uint32_t n = LP_MAX - 2; n <= LP_MAX + 2; n += 2) {
+		body.n = 0;
+		for (uint32_t i = 0; i < n; i++)
+			put(&body, 100 + (uint32_t)tu_below(&seed, 40));
+		s.n = 0;
+		put_reps(&s, body.v, (uint32_t)body.n, 6);
+		put(&s, 1);
+		put_reps(&s, body.v, (uint32_t)body.n, 3);
+		for (uint32_t i = 0; i < n / 2; i++)
+			put(&s, body.v[i]);
+		round_trip(s.v, s.n, 401, &seed);
+	}
+	/* nested deeper than the fast path follows: 1, 21, 321, ... each repeated */
+	s.n = 0;
+	for (uint32_t m = 1; m <= LP_DEPTH + 8; m++)
+		for (int r = 0; r < 3; r++)
+			for (uint32_t i = m; i >= 1; i--)
+				put(&s, i);
+	round_trip(s.v, s.n, 997, &seed);
+	free(body.v);
+	free(s.v);
+}
+
+/* Export with terminals waiting sends them into the grammar, and appending goes on after it. */
+static void test_gbuild_export_while_following(void **state)
+{
+	static const uint32_t body[] = {3, 1, 4, 1, 5};
+	uint64_t seed = tu_seed(__func__);
+	struct tfs_gbuild *g = gbuild_new();
+	struct stream s = {0};
+	struct tfs_grammar gr;
+	struct tfs_buf blk;
+
+	assert_non_null(g);
+	put_reps(&s, body, 5, 40);
+	put(&s, 3);
+	put(&s, 1);
+	put(&s, 4);
+	for (size_t i = 0; i < s.n; i++)
+		assert_int_equal(gbuild_append(g, s.v[i]), 0);
+	assert_int_equal(g->lp_pos, 3);
+	export_parse(g, &blk, &gr);
+	assert_int_equal(g->lp_pos, 0);
+	assert_valid(g);
+	assert_expands_to(&gr, s.v, s.n, 20, &seed);
+	grammar_fini(&gr);
+	buf_fini(&blk);
+	put(&s, 1);
+	put(&s, 5);
+	put_reps(&s, body, 5, 10);
+	put(&s, 3);
+	for (size_t i = 5 * 40 + 3; i < s.n; i++)
+		assert_int_equal(gbuild_append(g, s.v[i]), 0);
+	assert_valid(g);
+	export_parse(g, &blk, &gr);
+	assert_expands_to(&gr, s.v, s.n, 20, &seed);
+	grammar_fini(&gr);
+	buf_fini(&blk);
+	gbuild_free(g);
+	free(s.v);
+}
+
 static void test_gbuild_reset_then_reuse(void **state)
 {
 	uint64_t seed = tu_seed(__func__);
@@ -504,21 +648,16 @@ static void test_gbuild_new_survives_alloc_failure(void **state)
 }
 
 /*
- * Fail allocations after n successes, append until one symbol is refused, then go on:
- * the grammar must hold everything but that one symbol.
+ * For n below @n_max, fail allocations after n successes, append @s until one symbol is
+ * refused, then go on: the grammar must hold everything but that one symbol. @return the
+ * runs in which one was refused
  */
-static void test_gbuild_append_alloc_failure_rejects_one_symbol(void **state)
+static long alloc_failures(const struct stream *s, long n_max, uint64_t *seed)
 {
-	uint64_t seed = tu_seed(__func__);
-	struct stream s = {0}, want = {0};
+	struct stream want = {0};
 	long n_failures = 0;
 
-	for (int i = 0; i < 40; i++) {
-		nested_loops(&s, 1, trip_random, &seed);
-		for (int k = 0; k < 30; k++)
-			put(&s, (uint32_t)tu_below(&seed, 9));
-	}
-	for (long n = 0; n < 12; n++) {
+	for (long n = 0; n < n_max; n++) {
 		struct tfs_gbuild *g = gbuild_new();
 		struct tfs_grammar gr;
 		struct tfs_buf blk;
@@ -527,8 +666,8 @@ static void test_gbuild_append_alloc_failure_rejects_one_symbol(void **state)
 		assert_non_null(g);
 		want.n = 0;
 		fa_arm(n);
-		for (size_t i = 0; i < s.n; i++) {
-			int rc = gbuild_append(g, s.v[i]);
+		for (size_t i = 0; i < s->n; i++) {
+			int rc = gbuild_append(g, s->v[i]);
 
 			if (rc == -ENOMEM && armed) {
 				fa_disarm();
@@ -538,13 +677,13 @@ static void test_gbuild_append_alloc_failure_rejects_one_symbol(void **state)
 				continue;
 			}
 			assert_int_equal(rc, 0);
-			put(&want, s.v[i]);
+			put(&want, s->v[i]);
 		}
 		fa_disarm();
 		assert_valid(g);
 		assert_true(gbuild_n_events(g) == want.n);
 		export_parse(g, &blk, &gr);
-		assert_expands_to(&gr, want.v, want.n, 20, &seed);
+		assert_expands_to(&gr, want.v, want.n, 20, seed);
 		grammar_fini(&gr);
 		buf_fini(&blk);
 
@@ -558,9 +697,35 @@ static void test_gbuild_append_alloc_failure_rejects_one_symbol(void **state)
 		buf_fini(&blk);
 		gbuild_free(g);
 	}
-	assert_true(n_failures >= 10);
-	free(s.v);
 	free(want.v);
+	return n_failures;
+}
+
+static void test_gbuild_append_alloc_failure_rejects_one_symbol(void **state)
+{
+	uint64_t seed = tu_seed(__func__);
+	struct stream s = {0};
+	uint32_t body[8];
+
+	for (int i = 0; i < 40; i++) {
+		nested_loops(&s, 1, trip_random, &seed);
+		for (int k = 0; k < 30; k++)
+			put(&s, (uint32_t)tu_below(&seed, 9));
+	}
+	assert_true(alloc_failures(&s, 12, &seed) >= 10);
+	/* loops of many bodies followed and left, so that failures meet terminals waiting */
+	s.n = 0;
+	for (int i = 0; i < 2000; i++) {
+		uint32_t len = 2 + (uint32_t)tu_below(&seed, 7);
+
+		for (uint32_t k = 0; k < len; k++)
+			body[k] = (uint32_t)tu_below(&seed, 30);
+		put_reps(&s, body, len, 2 + (uint32_t)tu_below(&seed, 6));
+		put_reps(&s, body, (uint32_t)tu_below(&seed, len), 1);
+		put(&s, 30 + (uint32_t)tu_below(&seed, 3));
+	}
+	assert_true(alloc_failures(&s, 30, &seed) >= 25);
+	free(s.v);
 }
 
 int main(void)
@@ -580,6 +745,9 @@ int main(void)
 		cmocka_unit_test(test_gbuild_runs_and_mutated_blocks_round_trip),
 		cmocka_unit_test(test_gbuild_irregular_million_round_trip),
 		cmocka_unit_test(test_gbuild_deep_nesting_round_trip),
+		cmocka_unit_test(test_gbuild_loop_followed_and_left_anywhere),
+		cmocka_unit_test(test_gbuild_loop_bodies_nested_and_long),
+		cmocka_unit_test(test_gbuild_export_while_following),
 		cmocka_unit_test(test_gbuild_reset_then_reuse),
 		cmocka_unit_test(test_gbuild_new_survives_alloc_failure),
 		cmocka_unit_test(test_gbuild_append_alloc_failure_rejects_one_symbol),
