@@ -1300,29 +1300,9 @@ void cap_before_exec(void)
  */
 static uint64_t proc_start(void)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	uint64_t v = 0;
-	ssize_t n;
-	char *p;
+	struct cap_proc_stat st;
 
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* field 2, the command, is in parentheses and may hold anything: count from its end */
-	p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field += *p == ' ')
-		if (!*++p)
-			return 0;
-	if (!p)
-		return 0;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return v;
+	return cap_proc_stat(0, &st) == 0 ? st.start : 0;
 }
 
 /* Whether the producer of @h is this process (pid @pid, begun at @start), not an earlier

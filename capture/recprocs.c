@@ -387,34 +387,16 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
  */
 static bool proc_alive(uint32_t pid, uint64_t start)
 {
-	char path[64], buf[1024], *p;
-	uint64_t v = 0;
-	ssize_t n;
-	int fd;
+	struct cap_proc_stat st;
+	int rc = cap_proc_stat(pid, &st);
 
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT && errno != ESRCH;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false; /* reaped while read */
-	buf[n] = '\0';
-	/* field 2, the command, may hold anything: fields are counted from its ')' */
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return true; /* unreadable: it may be alive */
-	if (p[2] == 'Z' || p[2] == 'X')
+	if (rc == -ENOENT || rc == -ESRCH)
 		return false;
-	/* to the space before field 22, the start time */
-	for (int field = 3; p && field <= 22; field++)
-		p = strchr(p + 1, ' ');
-	if (!p)
-		return true;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return !start || !v || v == start;
+	if (rc < 0)
+		return true; /* unreadable: it may be alive */
+	if (st.state == 'Z' || st.state == 'X')
+		return false;
+	return !start || !st.start || st.start == start;
 }
 
 /*

@@ -352,6 +352,20 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 #define SPOOL_FIRST "spool"
 #define SPOOL_SAVE_SUFFIX ".trace"
 
+/* What /proc/<pid>/stat says of a process (cap_proc_stat). */
+struct cap_proc_stat {
+	char state;	/* field 3: 'R', 'S', ... 'Z' (zombie), 'X' (dead) */
+	uint32_t ppid;	/* field 4 */
+	uint64_t start; /* field 22: when it began, in clock ticks after boot (producer_start) */
+};
+
+/*
+ * Read /proc/@pid/stat (/proc/self/stat when @pid is 0) into @st. Async-signal-safe (a
+ * forked child calls it). @return 0, or -errno (-ENOENT, -ESRCH: no such process, or it
+ * was reaped while read; -EBADMSG: a line this parser does not know)
+ */
+int cap_proc_stat(uint32_t pid, struct cap_proc_stat *st);
+
 /* `<root>.<pid>`, the spool of process @pid, into @buf. @return 0 or -ENAMETOOLONG */
 int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap);
 /* `<root>.trace`, the trace saved for MPI_Finalize, into @buf. @return 0 or -ENAMETOOLONG */
