@@ -1578,6 +1578,8 @@ static int attach(const char *path)
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
 	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid)) {
 		atomic_store(&g_spool.hdr->producer_start, start);
+		/* the recorder's child, or a process that an untraced launcher it runs started */
+		g_spool.hdr->parent_pid = (uint32_t)getppid();
 		cap_spool_prefault(&g_spool);
 		return 0;
 	}

@@ -146,6 +146,33 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 	return 0;
 }
 
+/*
+ * The first process is the producer of the first spool once one has taken it, with the
+ * parent it gave (its getppid(): the recorder, or an untraced launcher the recorder ran).
+ * A wait status the recorder got for the program before then is not that process's end.
+ */
+static void first_identity(struct rec_procs *ps)
+{
+	struct rproc *p = &ps->v[0];
+	const uint32_t pid = atomic_load(&p->s->hdr->producer_pid);
+
+	if (!pid)
+		return;
+	if (pid != p->pid) {
+		p->pid = pid;
+		p->reaped = false;
+		p->status = 0;
+	}
+	if (p->s->hdr->parent_pid) /* set right after producer_pid */
+		p->ppid = p->s->hdr->parent_pid;
+}
+
+uint32_t rec_procs_first_pid(struct rec_procs *ps)
+{
+	first_identity(ps);
+	return ps->v[0].pid;
+}
+
 static void remove_spool(const struct rec_procs *ps, const struct rproc *p);
 
 void rec_procs_free(struct rec_procs *ps)
@@ -730,6 +757,7 @@ int rec_procs_poll(struct rec_procs *ps)
 {
 	int total = 0;
 
+	first_identity(ps);
 	for (uint32_t i = 0; i < ps->n; i++) {
 		struct rproc *p = &ps->v[i];
 		bool ended = i > 0 && !p->retired &&
@@ -769,8 +797,10 @@ static struct rproc *find_live(struct rec_procs *ps, pid_t pid)
 
 void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)
 {
-	struct rproc *p = find_live(ps, pid);
+	struct rproc *p;
 
+	first_identity(ps);
+	p = find_live(ps, pid);
 	if (!p) { /* an orphan that ended before its spool was seen */
 		rec_procs_scan(ps, false);
 		p = find_live(ps, pid);
@@ -788,6 +818,7 @@ void rec_procs_orphaned(struct rec_procs *ps)
 
 bool rec_procs_all_gone(struct rec_procs *ps)
 {
+	first_identity(ps);
 	for (uint32_t i = 0; i < ps->n; i++)
 		if (!ps->v[i].retired && !gone(ps, &ps->v[i]))
 			return false;
@@ -888,6 +919,7 @@ int rec_procs_finish(struct rec_procs *ps)
 	uint32_t lost;
 	int rc = 0;
 
+	first_identity(ps);
 	/* every process has ended: all they noted of the children they reaped, first */
 	for (uint32_t i = 0; i < ps->n && rc == 0; i++)
 		rc = drain(ps, &ps->v[i], true);

@@ -258,7 +258,9 @@ struct spool_hdr {
 	/* process following (`tracefs record`): a forked or spawned process records into a
 	 * spool of its own, `<first spool's path>.<pid>` (moved aside to `<...>.<pid>.<k>` by a
 	 * later process given the same pid), created with these set */
-	uint32_t parent_pid;	     /* 0: the first process's spool */
+	uint32_t parent_pid;	     /* the producer's parent in the trace (capture.c attach());
+					the first spool's: its producer's getppid(), set once it
+					has taken the spool, 0 before */
 	_Atomic uint32_t n_ready;    /* chunks with memory behind them, from chunk 0: the only
 					ones claimed or read; grows (producer only), never shrinks */
 	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
