@@ -8,10 +8,10 @@ processes alive: 500 short children in turn are 502 ranks with their events whil
 spools' allocated bytes stay under a few spools' worth; a process that cannot make a spool
 (a spool path too long) says so, is counted in the recorder's warning, and runs on, as do
 its own children. A statically linked launcher's children are ranks under their own pids,
-rank 0 the first to take the first spool; under a traced program, their parent is that
-program. A process given the pid of an ended one whose spool is still unread (clone3 with
-set_tid, or fork after setting ns_last_pid: root only) records into a spool of its own, and
-the ended one keeps its events. Output is TAP.
+rank 0 the first to take the first spool, the launcher (no rank) their parent; under a
+traced program, that program is. A process given the pid of an ended one whose spool is
+still unread (clone3 with set_tid, or fork after setting ns_last_pid: root only) records
+into a spool of its own, and the ended one keeps its events. Output is TAP.
 
   check_fork.py --tracefs T --fork CAP_FORK
 """
@@ -257,9 +257,10 @@ def static_launcher(tap, a, work):
     """A statically linked launcher (cap_launch: the capture never loads in it) that forks 3
     children at once, each exec'ing a dynamic program: the first child to attach takes the
     first spool and is rank 0, under its own pid (not the launcher's, the pid the recorder
-    started); the other two are ranks of their own too. A traced program that spawns the
-    same launcher: the children's parent is that program, their nearest traced ancestor,
-    the launcher between them being no rank."""
+    started); the other two are ranks of their own too, with the launcher, which is no rank,
+    as their parent, as rank 0's, not the child that took the first spool (they are its
+    siblings). A traced program that spawns the same launcher: the children's parent is
+    that program, their nearest traced ancestor, the launcher between them being no rank."""
     what = "a static launcher forking 3 children that exec a dynamic program"
     if not a.launcher:
         tap.skip(what, a.no_launcher or "no --launcher given")
@@ -270,12 +271,20 @@ def static_launcher(tap, a, work):
     t = Trace(a.tracefs, out) if rc == 0 else None
     n = t.info["n_ranks"] if t else 0
     pids = [t.rank_meta("pid", r) for r in range(n)]
+    ppids = [t.rank_meta("ppid", r) for r in range(n)]
+    procs = t.info.get("processes", []) if t else []
     tap.ok(rc == 0 and n == 3 and len(children) == 3 and sorted(pids) == sorted(children),
            what + ": each child is a rank of its own, under its own pid",
            (rc, serr, sout, pids, t and t.meta))
     tap.ok(n == 3 and pids[0] in children and launcher not in pids,
            "rank 0 is the child that took the first spool, not the launcher the recorder "
            "started", (launcher, pids))
+    tap.ok(n == 3 and ppids == [launcher] * 3 and not set(ppids) & set(pids) and
+           [p.get("parent_rank") for p in procs] == [None] * 3,
+           "every child's parent is the launcher (no rank), none is another's parent",
+           (launcher, pids, ppids, procs))
+    tap.ok(n == 3 and [t.rank_meta("images", r) for r in range(n)] == ["true"] * 3,
+           "no child is said to have run another child's image", t and t.meta)
 
     # the launcher between a traced program and the processes it starts
     py = ("import os, sys\n_, st = os.waitpid(os.posix_spawn(%r, [%r, '2', 'true'], "
