@@ -203,6 +203,25 @@ static uint64_t stat_field(const char **p)
 	return v;
 }
 
+/* "/proc/<pid>/stat", or "/proc/self/stat" for @pid 0, into @path: without snprintf, which
+ * is not async-signal-safe. */
+static void proc_stat_path(uint32_t pid, char path[static 32])
+{
+	char digits[10];
+	size_t n = 0, len = 6;
+
+	memcpy(path, "/proc/", 6);
+	if (!pid) {
+		memcpy(path + len, "self", 4);
+		len += 4;
+	}
+	for (; pid; pid /= 10)
+		digits[n++] = (char)('0' + pid % 10);
+	while (n)
+		path[len++] = digits[--n];
+	memcpy(path + len, "/stat", 6);
+}
+
 int cap_proc_stat(uint32_t pid, struct cap_proc_stat *st)
 {
 	char path[32], buf[1024];
@@ -211,10 +230,7 @@ int cap_proc_stat(uint32_t pid, struct cap_proc_stat *st)
 	int fd;
 
 	*st = (struct cap_proc_stat){0};
-	if (pid)
-		snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/stat");
+	proc_stat_path(pid, path);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
