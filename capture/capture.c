@@ -1300,29 +1300,9 @@ void cap_before_exec(void)
  */
 static uint64_t proc_start(void)
 {
-	char buf[1024];
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-	uint64_t v = 0;
-	ssize_t n;
-	char *p;
+	struct cap_proc_stat st;
 
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* field 2, the command, is in parentheses and may hold anything: count from its end */
-	p = strrchr(buf, ')');
-	for (int field = 2; p && field < 22; field += *p == ' ')
-		if (!*++p)
-			return 0;
-	if (!p)
-		return 0;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return v;
+	return cap_proc_stat(0, &st) == 0 ? st.start : 0;
 }
 
 /* Whether the producer of @h is this process (pid @pid, begun at @start), not an earlier
@@ -1349,9 +1329,10 @@ static int set_aside(const char *path)
 
 /*
  * Record into a spool of our own, `<root>.<pid>`, made like @parent's (the spool of the
- * process we were forked or spawned from, pid @ppid: not getppid(), which names the
- * recorder once that process has ended). The environment is left alone (setenv is not
- * safe in a forked child): an exec'd image finds this spool by its name (attach()).
+ * process we were forked or spawned from, or of a sibling under an untraced launcher:
+ * attach()), with @ppid as our parent in the trace (the forker's pid, not getppid(), which
+ * names the recorder once that process has ended). The environment is left alone (setenv
+ * is not safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
 static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 {
@@ -1569,6 +1550,40 @@ static void go_on_image(void)
 #endif
 }
 
+/*
+ * How far up from our parent attach() looks for the producer of the spool it found taken:
+ * deeper than any chain of untraced helpers between a traced process and one it started.
+ */
+#define ANCESTRY_MAX 64
+
+/*
+ * Whether the producer of @h, a spool that another process took, is an ancestor of ours,
+ * judged by the chain of parents /proc gives from getppid() on: a process given the pid
+ * of an ended producer is no ancestor (its start time differs). Where /proc cannot say
+ * even who our parent is, it is taken to be, as a spawned process's producer mostly is.
+ * Runs once per image that finds its spool taken: one read of /proc when our parent is
+ * the producer, one per ancestor up to init (ANCESTRY_MAX at most) when it is none.
+ */
+static bool produced_by_ancestor(const struct spool_hdr *h)
+{
+	const uint32_t producer = atomic_load(&h->producer_pid);
+	const uint64_t start = atomic_load(&h->producer_start);
+	uint32_t pid = (uint32_t)getppid();
+
+	for (int i = 0; i < ANCESTRY_MAX && pid != 0; i++) {
+		struct cap_proc_stat st;
+
+		if (cap_proc_stat(pid, &st) < 0)
+			return i == 0;
+		if (pid == producer)
+			return !start || !st.start || st.start == start;
+		if (pid == 1)
+			return false;
+		pid = st.ppid;
+	}
+	return false;
+}
+
 /* Map @path if it is a spool this process (pid @pid, begun at @start) produces into. */
 static bool attach_own(const char *path, uint32_t pid, uint64_t start)
 {
@@ -1588,6 +1603,7 @@ static int attach(const char *path)
 	uint64_t start = proc_start();
 	const char *root = getenv("TFS_SPOOL_ROOT");
 	struct spool other;
+	bool ancestor;
 	int rc = cap_spool_attach(&g_spool, path);
 
 	if (rc < 0)
@@ -1598,6 +1614,8 @@ static int attach(const char *path)
 	/* one producing process per spool; an exec'd image keeps the pid and goes on */
 	if (atomic_compare_exchange_strong(&g_spool.hdr->producer_pid, &expect, pid)) {
 		atomic_store(&g_spool.hdr->producer_start, start);
+		/* the recorder's child, or a process that an untraced launcher it runs started */
+		g_spool.hdr->parent_pid = (uint32_t)getppid();
 		cap_spool_prefault(&g_spool);
 		return 0;
 	}
@@ -1613,15 +1631,28 @@ static int attach(const char *path)
 		cap_spool_unmap(&other);
 		return 0;
 	}
-	/* another process's spool: we were spawned (posix_spawn, clone + exec) by it, or by
-	 * a process it started that records nothing: its producer is our parent in the trace */
-	rc = become_child(other.hdr, atomic_load(&other.hdr->producer_pid));
+	/*
+	 * Another process's spool. Its producer is our parent in the trace when it is our
+	 * ancestor: it spawned us (posix_spawn, clone + exec), or a process it started that
+	 * records nothing (a static helper) did. Otherwise a process that records nothing
+	 * started us and, before us, the producer: a static launcher that `tracefs record`
+	 * runs, whose first child to attach took the first spool. Our parent is then that
+	 * process (getppid()), which is no rank, and the producer's images are not ours.
+	 * (A process whose traced spawner ended before this image began is taken for one of
+	 * these: its parent is then the one it was given, the recorder or init.)
+	 */
+	ancestor = produced_by_ancestor(other.hdr);
+	rc = become_child(other.hdr, ancestor ? atomic_load(&other.hdr->producer_pid)
+					      : (uint32_t)getppid());
 	cap_spool_unmap(&other);
 	if (rc < 0) {
 		unrecorded("cannot create its spool", -rc);
 		g_follow = false;
+		return rc;
 	}
-	return rc;
+	if (!ancestor)
+		g_spool.hdr->images[0] = '\0';
+	return 0;
 }
 
 #if defined(__x86_64__)

@@ -34,7 +34,6 @@ struct tfs_recording {
 	struct spool s;		 /* the first process's */
 	struct cap_consumer *c;	 /* its consumer */
 	struct rec_procs *ps;	 /* every process's, from tfs_recording_start on */
-	uint32_t pid;		 /* the first process's */
 	uint64_t scanned_ns;	 /* when the directory was last listed */
 	unsigned int pass;
 	int err;		 /* the first consumer error: sticky, no trace */
@@ -137,7 +136,6 @@ const char *tfs_recording_spool(const struct tfs_recording *r)
 
 int tfs_recording_start(struct tfs_recording *r, pid_t pid)
 {
-	r->pid = (uint32_t)pid;
 	r->scanned_ns = mono_ns();
 	return rec_procs_new(&r->s, r->c, r->dir->first, (uint32_t)pid, &r->tm, &r->o, &r->ps);
 }
@@ -145,8 +143,8 @@ int tfs_recording_start(struct tfs_recording *r, pid_t pid)
 /* Common metadata, `end` (when @end) and the caller's pairs, onto the first trace. */
 static int first_meta(struct tfs_recording *r, const char *end)
 {
-	int rc = cap_consumer_set_common_meta(r->c, r->o.program, r->o.cmdline, (long)r->pid,
-					      "record");
+	int rc = cap_consumer_set_common_meta(r->c, r->o.program, r->o.cmdline,
+					      (long)rec_procs_first_pid(r->ps), "record");
 
 	if (rc == 0 && end)
 		rc = cap_consumer_set_meta(r->c, "end", end);

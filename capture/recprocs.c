@@ -146,6 +146,33 @@ int rec_procs_new(struct spool *s, struct cap_consumer *c, const char *path, uin
 	return 0;
 }
 
+/*
+ * The first process is the producer of the first spool once one has taken it, with the
+ * parent it gave (its getppid(): the recorder, or an untraced launcher the recorder ran).
+ * A wait status the recorder got for the program before then is not that process's end.
+ */
+static void first_identity(struct rec_procs *ps)
+{
+	struct rproc *p = &ps->v[0];
+	const uint32_t pid = atomic_load(&p->s->hdr->producer_pid);
+
+	if (!pid)
+		return;
+	if (pid != p->pid) {
+		p->pid = pid;
+		p->reaped = false;
+		p->status = 0;
+	}
+	if (p->s->hdr->parent_pid) /* set right after producer_pid */
+		p->ppid = p->s->hdr->parent_pid;
+}
+
+uint32_t rec_procs_first_pid(struct rec_procs *ps)
+{
+	first_identity(ps);
+	return ps->v[0].pid;
+}
+
 static void remove_spool(const struct rec_procs *ps, const struct rproc *p);
 
 void rec_procs_free(struct rec_procs *ps)
@@ -387,34 +414,16 @@ void rec_procs_scan(struct rec_procs *ps, bool final)
  */
 static bool proc_alive(uint32_t pid, uint64_t start)
 {
-	char path[64], buf[1024], *p;
-	uint64_t v = 0;
-	ssize_t n;
-	int fd;
+	struct cap_proc_stat st;
+	int rc = cap_proc_stat(pid, &st);
 
-	snprintf(path, sizeof(path), "/proc/%" PRIu32 "/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno != ENOENT && errno != ESRCH;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false; /* reaped while read */
-	buf[n] = '\0';
-	/* field 2, the command, may hold anything: fields are counted from its ')' */
-	p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return true; /* unreadable: it may be alive */
-	if (p[2] == 'Z' || p[2] == 'X')
+	if (rc == -ENOENT || rc == -ESRCH)
 		return false;
-	/* to the space before field 22, the start time */
-	for (int field = 3; p && field <= 22; field++)
-		p = strchr(p + 1, ' ');
-	if (!p)
-		return true;
-	for (p++; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (uint64_t)(*p - '0');
-	return !start || !v || v == start;
+	if (rc < 0)
+		return true; /* unreadable: it may be alive */
+	if (st.state == 'Z' || st.state == 'X')
+		return false;
+	return !start || !st.start || st.start == start;
 }
 
 /*
@@ -748,6 +757,7 @@ int rec_procs_poll(struct rec_procs *ps)
 {
 	int total = 0;
 
+	first_identity(ps);
 	for (uint32_t i = 0; i < ps->n; i++) {
 		struct rproc *p = &ps->v[i];
 		bool ended = i > 0 && !p->retired &&
@@ -787,8 +797,10 @@ static struct rproc *find_live(struct rec_procs *ps, pid_t pid)
 
 void rec_procs_reaped(struct rec_procs *ps, pid_t pid, int status)
 {
-	struct rproc *p = find_live(ps, pid);
+	struct rproc *p;
 
+	first_identity(ps);
+	p = find_live(ps, pid);
 	if (!p) { /* an orphan that ended before its spool was seen */
 		rec_procs_scan(ps, false);
 		p = find_live(ps, pid);
@@ -806,6 +818,7 @@ void rec_procs_orphaned(struct rec_procs *ps)
 
 bool rec_procs_all_gone(struct rec_procs *ps)
 {
+	first_identity(ps);
 	for (uint32_t i = 0; i < ps->n; i++)
 		if (!ps->v[i].retired && !gone(ps, &ps->v[i]))
 			return false;
@@ -906,6 +919,7 @@ int rec_procs_finish(struct rec_procs *ps)
 	uint32_t lost;
 	int rc = 0;
 
+	first_identity(ps);
 	/* every process has ended: all they noted of the children they reaped, first */
 	for (uint32_t i = 0; i < ps->n && rc == 0; i++)
 		rc = drain(ps, &ps->v[i], true);

@@ -19,7 +19,8 @@ struct rec_procs;
 struct tfs_recording_opts;
 
 /*
- * Track the first process (@pid) recording into spool @s at @path, in the recording's
+ * Track the first process recording into spool @s at @path (@pid: the program the recorder
+ * started; see rec_procs_first_pid), in the recording's
  * directory, with consumer @c (borrowed: the caller frees them); the other processes'
  * consumers write with timing @tm; @o gives the recorder's voice and how a merged trace is
  * saved (@tm and @o borrowed). @return 0 or -ENOMEM
@@ -46,6 +47,12 @@ void rec_procs_orphaned(struct rec_procs *ps);
 /* Every process known, the first one included, has ended (rec_procs_orphaned). */
 bool rec_procs_all_gone(struct rec_procs *ps);
 uint32_t rec_procs_count(const struct rec_procs *ps);
+/*
+ * The first process's pid: the process that took the first spool, which is the program
+ * the recorder started unless that program records nothing (a static launcher): then the
+ * first process it started that took it. The program's pid until one has.
+ */
+uint32_t rec_procs_first_pid(struct rec_procs *ps);
 /* Sum of every consumer's statistics. */
 void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum);
 /*

@@ -191,6 +191,67 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	return 0;
 }
 
+/* The decimal number at *@p, *@p moved past it and the space after it. */
+static uint64_t stat_field(const char **p)
+{
+	uint64_t v = 0;
+
+	for (; **p >= '0' && **p <= '9'; ++*p)
+		v = v * 10 + (uint64_t)(**p - '0');
+	if (**p == ' ')
+		++*p;
+	return v;
+}
+
+/* "/proc/<pid>/stat", or "/proc/self/stat" for @pid 0, into @path: without snprintf, which
+ * is not async-signal-safe. */
+static void proc_stat_path(uint32_t pid, char path[static 32])
+{
+	char digits[10];
+	size_t n = 0, len = 6;
+
+	memcpy(path, "/proc/", 6);
+	if (!pid) {
+		memcpy(path + len, "self", 4);
+		len += 4;
+	}
+	for (; pid; pid /= 10)
+		digits[n++] = (char)('0' + pid % 10);
+	while (n)
+		path[len++] = digits[--n];
+	memcpy(path + len, "/stat", 6);
+}
+
+int cap_proc_stat(uint32_t pid, struct cap_proc_stat *st)
+{
+	char path[32], buf[1024];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	*st = (struct cap_proc_stat){0};
+	proc_stat_path(pid, path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -ESRCH;
+	buf[n] = '\0';
+	/* field 2, the command, is in parentheses and may hold anything: count from its end */
+	p = strrchr(buf, ')');
+	if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+		return -EBADMSG;
+	st->state = p[2];
+	p += 4;
+	st->ppid = (uint32_t)stat_field(&p);
+	for (int field = 5; field < 22 && *p; field++)
+		p = strchr(p, ' ') ? strchr(p, ' ') + 1 : "";
+	st->start = stat_field(&p);
+	return 0;
+}
+
 int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap)
 {
 	return (size_t)snprintf(buf, cap, "%s.%" PRIu32, root, pid) < cap ? 0 : -ENAMETOOLONG;

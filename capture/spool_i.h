@@ -258,7 +258,9 @@ struct spool_hdr {
 	/* process following (`tracefs record`): a forked or spawned process records into a
 	 * spool of its own, `<first spool's path>.<pid>` (moved aside to `<...>.<pid>.<k>` by a
 	 * later process given the same pid), created with these set */
-	uint32_t parent_pid;	     /* 0: the first process's spool */
+	uint32_t parent_pid;	     /* the producer's parent in the trace (capture.c attach());
+					the first spool's: its producer's getppid(), set once it
+					has taken the spool, 0 before */
 	_Atomic uint32_t n_ready;    /* chunks with memory behind them, from chunk 0: the only
 					ones claimed or read; grows (producer only), never shrinks */
 	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
@@ -351,6 +353,20 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
  */
 #define SPOOL_FIRST "spool"
 #define SPOOL_SAVE_SUFFIX ".trace"
+
+/* What /proc/<pid>/stat says of a process (cap_proc_stat). */
+struct cap_proc_stat {
+	char state;	/* field 3: 'R', 'S', ... 'Z' (zombie), 'X' (dead) */
+	uint32_t ppid;	/* field 4 */
+	uint64_t start; /* field 22: when it began, in clock ticks after boot (producer_start) */
+};
+
+/*
+ * Read /proc/@pid/stat (/proc/self/stat when @pid is 0) into @st. Async-signal-safe (a
+ * forked child calls it). @return 0, or -errno (-ENOENT, -ESRCH: no such process, or it
+ * was reaped while read; -EBADMSG: a line this parser does not know)
+ */
+int cap_proc_stat(uint32_t pid, struct cap_proc_stat *st);
 
 /* `<root>.<pid>`, the spool of process @pid, into @buf. @return 0 or -ENAMETOOLONG */
 int cap_spool_child_path(const char *root, uint32_t pid, char *buf, size_t cap);

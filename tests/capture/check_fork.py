@@ -7,9 +7,11 @@ crashes keeps its events; vfork, `sh -c` and system() are followed; two recordin
 processes alive: 500 short children in turn are 502 ranks with their events while the
 spools' allocated bytes stay under a few spools' worth; a process that cannot make a spool
 (a spool path too long) says so, is counted in the recorder's warning, and runs on, as do
-its own children. A process given the pid of an ended one whose spool is still unread
-(clone3 with set_tid, or fork after setting ns_last_pid: root only) records into a spool of
-its own, and the ended one keeps its events. Output is TAP.
+its own children. A statically linked launcher's children are ranks under their own pids,
+rank 0 the first to take the first spool, the launcher (no rank) their parent; under a
+traced program, that program is. A process given the pid of an ended one whose spool is
+still unread (clone3 with set_tid, or fork after setting ns_last_pid: root only) records
+into a spool of its own, and the ended one keeps its events. Output is TAP.
 
   check_fork.py --tracefs T --fork CAP_FORK
 """
@@ -237,6 +239,68 @@ def nested(tap, a, work):
     tap.ok(rc == 0 and sout == b"x" and len(inner_opens) == 1 and outer_opens == [],
            "tracefs record run by a recorded program: its command's events are in its own "
            "trace, not the outer one", (rc, serr, inner_opens, outer_opens))
+
+
+def launched(sout):
+    """(launcher pid, its ppid, [child pids]) from cap_launch's lines in @sout."""
+    launcher, children = (None, None), []
+    for line in sout.decode(errors="replace").splitlines():
+        w = line.split()
+        if len(w) == 3 and w[0] == "launcher":
+            launcher = (int(w[1]), int(w[2]))
+        elif len(w) == 2 and w[0] == "child":
+            children.append(int(w[1]))
+    return launcher[0], launcher[1], children
+
+
+def static_launcher(tap, a, work):
+    """A statically linked launcher (cap_launch: the capture never loads in it) that forks 3
+    children at once, each exec'ing a dynamic program: the first child to attach takes the
+    first spool and is rank 0, under its own pid (not the launcher's, the pid the recorder
+    started); the other two are ranks of their own too, with the launcher, which is no rank,
+    as their parent, as rank 0's, not the child that took the first spool (they are its
+    siblings). A traced program that spawns the same launcher: the children's parent is
+    that program, their nearest traced ancestor, the launcher between them being no rank."""
+    what = "a static launcher forking 3 children that exec a dynamic program"
+    if not a.launcher:
+        tap.skip(what, a.no_launcher or "no --launcher given")
+        tap.skip("a traced program spawning a static launcher", a.no_launcher or "no --launcher")
+        return
+    rc, out, sout, serr = record(tap, a, work, "launcher", a.launcher, "3", "true")
+    launcher, _, children = launched(sout)
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    n = t.info["n_ranks"] if t else 0
+    pids = [t.rank_meta("pid", r) for r in range(n)]
+    ppids = [t.rank_meta("ppid", r) for r in range(n)]
+    procs = t.info.get("processes", []) if t else []
+    tap.ok(rc == 0 and n == 3 and len(children) == 3 and sorted(pids) == sorted(children),
+           what + ": each child is a rank of its own, under its own pid",
+           (rc, serr, sout, pids, t and t.meta))
+    tap.ok(n == 3 and pids[0] in children and launcher not in pids,
+           "rank 0 is the child that took the first spool, not the launcher the recorder "
+           "started", (launcher, pids))
+    tap.ok(n == 3 and ppids == [launcher] * 3 and not set(ppids) & set(pids) and
+           [p.get("parent_rank") for p in procs] == [None] * 3,
+           "every child's parent is the launcher (no rank), none is another's parent",
+           (launcher, pids, ppids, procs))
+    tap.ok(n == 3 and [t.rank_meta("images", r) for r in range(n)] == ["true"] * 3,
+           "no child is said to have run another child's image", t and t.meta)
+
+    # the launcher between a traced program and the processes it starts
+    py = ("import os, sys\n_, st = os.waitpid(os.posix_spawn(%r, [%r, '2', 'true'], "
+          "os.environ), 0)\nsys.exit(os.waitstatus_to_exitcode(st))\n"
+          % (a.launcher, a.launcher))
+    rc, out, sout, serr = record(tap, a, work, "launcher_spawned", sys.executable, "-c", py)
+    launcher, launcher_ppid, children = launched(sout)
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    n = t.info["n_ranks"] if t else 0
+    pids = [t.rank_meta("pid", r) for r in range(n)]
+    ppids = [t.rank_meta("ppid", r) for r in range(n)]
+    tap.ok(rc == 0 and n == 3 and pids[0] == launcher_ppid and
+           sorted(pids[1:]) == sorted(children) and ppids[1:] == [pids[0]] * 2,
+           "a traced program spawning a static launcher: the launcher's children are ranks "
+           "whose parent is the program (rank 0), their nearest traced ancestor",
+           (rc, serr, sout, launcher, pids, ppids))
 
 
 def bad_exec(tap, a, work):
@@ -507,7 +571,10 @@ def main():
     ap.add_argument("--fork", required=True)
     ap.add_argument("--hold-open", help="tests/capture/hold_open.c, preloaded into the "
                     "recorder by open_race")
-    ap.add_argument("--only", help="run only this case (open_race, file_names)")
+    ap.add_argument("--launcher", help="tests/capture/cap_launch.c, linked -static")
+    ap.add_argument("--no-launcher", help="why there is no --launcher (skip its cases)")
+    ap.add_argument("--only", help="run only this case (open_race, file_names, "
+                    "static_launcher)")
     a = ap.parse_args()
     a.tracefs = os.path.abspath(a.tracefs)  # file_names records in another directory
     tap = Tap()
@@ -517,6 +584,10 @@ def main():
         open_race(tap, a, work)
         left = os.listdir(os.path.join(work, "spools"))
         tap.ok(left == [], "no spool left behind", left)
+        shutil.rmtree(work)
+        return tap.done()
+    if a.only == "static_launcher":
+        static_launcher(tap, a, work)
         shutil.rmtree(work)
         return tap.done()
     if a.only == "file_names":
@@ -657,6 +728,7 @@ def main():
     address_limit(tap, a, work)
     unrecorded(tap, a, work)
     nested(tap, a, work)
+    static_launcher(tap, a, work)
     bad_exec(tap, a, work)
     no_readv(tap, a, work)
 

@@ -3,7 +3,7 @@
  * up to its size; a forked process's spool takes its parent's policy; the wait for a free
  * chunk (SPOOL_WAIT) ends with the chunk the consumer frees, gives up when the consumer
  * frees nothing for the limit, and ends at once when the consumer is done; the words of
- * --when-full and of the sampling counts. Producers here are threads of this test calling
+ * --when-full and of the sampling counts; /proc/<pid>/stat as a producer's identity. Producers here are threads of this test calling
  * the spool functions directly; the consumer is consumer.c's.
  */
 #include <stdarg.h>
@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,6 +256,30 @@ static void test_spool_parses_policy_words(void **state)
 	assert_string_equal(buf, "all");
 }
 
+/* /proc/<pid>/stat as the spool's producer identity reads it: a command holding ") " and
+ * spaces is skipped whole; a pid no process has is -ENOENT. */
+static void test_spool_proc_stat_reads_ppid_and_start(void **state)
+{
+	struct cap_proc_stat self, by_pid, odd;
+	char name[16] = "";
+
+	(void)state;
+	assert_int_equal(cap_proc_stat(0, &self), 0);
+	assert_int_equal(self.state, 'R');
+	assert_int_equal(self.ppid, (uint32_t)getppid());
+	assert_true(self.start > 0);
+	assert_int_equal(cap_proc_stat((uint32_t)getpid(), &by_pid), 0);
+	assert_int_equal(by_pid.ppid, self.ppid);
+	assert_true(by_pid.start == self.start);
+	assert_int_equal(prctl(PR_GET_NAME, name), 0);
+	assert_int_equal(prctl(PR_SET_NAME, "a) 1 2 (b) c"), 0);
+	assert_int_equal(cap_proc_stat(0, &odd), 0);
+	prctl(PR_SET_NAME, name);
+	assert_int_equal(odd.ppid, self.ppid);
+	assert_true(odd.start == self.start);
+	assert_int_equal(cap_proc_stat(0x7fffffffu, &odd), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -268,6 +293,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_spool_wait_ends_when_the_consumer_is_done, setup,
 					    teardown),
 	    cmocka_unit_test(test_spool_parses_policy_words),
+	    cmocka_unit_test(test_spool_proc_stat_reads_ppid_and_start),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
