@@ -28,6 +28,7 @@ struct fkind {
 			     * attached), or -1 */
 	int32_t flags_arg; /* its numeric "flags" argument, or -1 */
 	int32_t mode_arg;  /* else its STR "opentype" argument (fopen; "mode" before 2.2), or -1 */
+	int32_t errno_arg; /* its "errno" argument (not 0: the call failed, opened nothing), or -1 */
 };
 
 /* One file id's facts. */
@@ -86,7 +87,7 @@ static void fkind_fill(const struct fs_kind *k, struct fkind *f)
 {
 	int32_t path = -1;
 
-	*f = (struct fkind){.opened = -1, .flags_arg = -1, .mode_arg = -1};
+	*f = (struct fkind){.opened = -1, .flags_arg = -1, .mode_arg = -1, .errno_arg = -1};
 	for (uint32_t i = 0; i < k->n_args; i++) {
 		const struct tfs_arg_desc *a = &k->args[i];
 
@@ -101,6 +102,8 @@ static void fkind_fill(const struct fs_kind *k, struct fkind *f)
 			f->mode_arg = (int32_t)i;
 		} else if (a->enc != TFS_ENC_STR && !strcmp(a->name, "flags")) {
 			f->flags_arg = (int32_t)i;
+		} else if (a->enc != TFS_ENC_STR && !strcmp(a->name, "errno")) {
+			f->errno_arg = (int32_t)i;
 		}
 		f->is_call |= (a->flags & TFS_ARG_RESULT) != 0;
 	}
@@ -221,7 +224,9 @@ static int take_event(struct fscan *s, const struct tfs_event *ev, uint32_t thre
 			e->bytes_in = fs_sat_add(e->bytes_in, bytes);
 		if (k->args[a].flags & TFS_ARG_OUTPUT)
 			e->bytes_out = fs_sat_add(e->bytes_out, bytes);
+		/* a call that failed opened nothing (cp probes its target with O_DIRECTORY) */
 		if ((int32_t)a == fk->opened &&
+		    (fk->errno_arg < 0 || ev->args[fk->errno_arg].u == 0) &&
 		    (!e->opened || (s->timed && ev->ts_ns < e->open_ns))) {
 			e->opened = true;
 			e->open_ns = ev->ts_ns;

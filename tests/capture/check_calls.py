@@ -612,6 +612,23 @@ def main():
         got = {f: rows.get(os.path.join(traced_dir, f)) for f in want}
         tap.ok(rc == 0 and got == want, "files.txt: bytes read from and written to each file",
                "got %r" % got)
+        # a failed open opened nothing: cp probes its target as a directory first
+        probe = os.path.join(work, "probe.txt")
+        prog = ("import os, sys\np = sys.argv[1]\n"
+                "try:\n    os.open(p, os.O_RDONLY | os.O_DIRECTORY)\n"
+                "except FileNotFoundError:\n    pass\n"
+                "fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+                "os.write(fd, b'x' * 7)\nos.close(fd)\n")
+        ftrace = os.path.join(work, "probe.trace")
+        rc, _, err = run([a.tracefs, "record", "-o", ftrace, "--", sys.executable, "-c", prog,
+                          probe])
+        rc2, ftxt, _ = run([a.tracefs, "cat", ftrace, "ranks/0/files.txt"])
+        row = [line.split() for line in ftxt.decode().splitlines()
+               if not line.startswith("#") and line.split() and line.split()[-1] == probe]
+        tap.ok(rc == 0 and rc2 == 0 and len(row) == 1 and row[0][1] == "file" and
+               row[0][-2] == "O_WRONLY|O_CREAT|O_EXCL|O_CLOEXEC" and row[0][4] == "7",
+               "files.txt: a file's kind and flags come from the open that opened it, not "
+               "from one that failed before", row or err)
         # layers: fclose frees the FILE and its buffer inside itself; by default those frees
         # are plain events, with `nested` they say where they were made
         plain_frees = [line for line in out.decode().splitlines() if " free(" in line]
