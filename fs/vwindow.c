@@ -3,7 +3,7 @@
  * trace.txt and timeline.svg of just that span of time. <from> and <to> are nanoseconds
  * since the trace's clock origin (without timing: event indices), to > from. window/ lists
  * two fixed zoom levels over the time up to its directory's last event (its quarters and
- * sixteenths: whole_span()); a lookup
+ * sixteenths: whole_span(), at least 16 units, so that the twenty differ); a lookup
  * of any other name makes that window, and also accepts a unit (ns, us, ms, s) and a
  * fraction: `window/1.5ms-2ms` is `window/1500000-2000000`.
  *
@@ -27,6 +27,7 @@
 #define MAX_CHUNKS 64	   /* 65536 window nodes */
 #define MAX_WINDOWS 16384 /* four nodes each */
 #define N_FIXED 20	   /* listed: 4 quarters, then 16 sixteenths */
+#define N_FIXED_MIN_SPAN 16 /* ... of at least this span: fixed() */
 #define SPAN_SEGS_MAX 4096 /* threads whose last events whole_span() reads */
 
 /* One window/ directory: what its windows cut, and the windows made so far. */
@@ -446,16 +447,19 @@ uint32_t fs_window_n_listed(const struct fs_vtree *vt, const struct vnode *d)
 	return N_FIXED;
 }
 
-/* Fixed window @idx: the quarters of the span, then its sixteenths. */
+/*
+ * Fixed window @idx: the quarters of the span, then its sixteenths. A span of fewer than 16
+ * units (nanoseconds, or events without timing: a trace of a few events, or none) is taken as
+ * 16, its last windows empty: each sixteenth is then one unit at least and every quarter
+ * wider, so the twenty windows listed are twenty different directories.
+ */
 static void fixed(const struct wdir *d, uint32_t idx, uint64_t *from, uint64_t *to)
 {
 	uint64_t parts = idx < 4 ? 4 : 16, i = idx < 4 ? idx : idx - 4;
-	unsigned __int128 span = d->span;
+	unsigned __int128 span = d->span < N_FIXED_MIN_SPAN ? N_FIXED_MIN_SPAN : d->span;
 
 	*from = (uint64_t)(span * i / parts);
 	*to = (uint64_t)(span * (i + 1) / parts);
-	if (*to <= *from)
-		*to = *from + 1;
 }
 
 int fs_window_child(const struct fs_vtree *cvt, const struct vnode *d, uint32_t idx,

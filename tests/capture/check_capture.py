@@ -1042,6 +1042,16 @@ def test_cli(tap, args, work):
            err)
     rc, _, err = run([args.tracefs, "record", "--timing=fast", "--", "true"])
     tap.ok(rc == 2, "record --timing=fast: usage error", err)
+    # a trace of no events: window/ lists twenty different windows, not "0-1" twenty times
+    empty = os.path.join(work, "empty.trace")
+    rc, _, err = run([args.tracefs, "record", "-o", empty, "--", "true"])
+    for d in ("window", "ranks/0/window"):
+        rc2, out, err2 = run([args.tracefs, "ls", empty, d])
+        names = [ln.split()[-1] for ln in out.decode().splitlines()]
+        tap.ok(rc == 0 and rc2 == 0 and len(names) == 20 and len(set(names)) == 20 and
+               names[:4] == ["0-4", "4-8", "8-12", "12-16"] and names[4] == "0-1",
+               "a trace of no events: %s lists twenty different windows" % d,
+               (names, err, err2))
     rc, _, err = run([args.tracefs, "record", "--", os.path.join(work, "no-such-program")])
     tap.ok(rc == 127 and b"not found" in err, "record of a missing program: 127", err)
     static = next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig") if os.path.exists(p)),

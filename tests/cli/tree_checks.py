@@ -165,7 +165,8 @@ class Tree:
 
     def window_names(self, rank):
         """window/ of the root (rank None) or a rank lists the quarters and sixteenths of
-        the time up to the directory's last event: [0, its largest key + 1), the key an
+        the time up to the directory's last event, 16 units at least: [0, its largest key +
+        1), the key an
         event is cut by (its start, or its end in end order), or without timing [0, most
         events of a thread); with lossy times [0, max_ts_ns + max_dur_ns + 1). (That was
         every directory's: the largest start plus the longest call, up to twice the run, its
@@ -181,12 +182,12 @@ class Tree:
             span = 1 + max((ts + dur if by_end else ts)
                            for (r, _), v in self.times.items() if rank is None or r == rank
                            for ts, dur in v)
-        span = max(span, 1)
+        # at least 16 units, so that the twenty listed are twenty different windows
+        span = max(span, 16)
         names = []
         for parts in (4, 16):
             for i in range(parts):
-                a, b = span * i // parts, span * (i + 1) // parts
-                names.append(b"%d-%d" % (a, max(b, a + 1)))
+                names.append(b"%d-%d" % (span * i // parts, span * (i + 1) // parts))
         return names
 
     def event(self, rank, thread, i):
