@@ -596,7 +596,10 @@ static void unknown_end(struct rec_procs *ps, struct rproc *p, char *buf, size_t
 			 sigabbrev_np((int)sig) ? sigabbrev_np((int)sig) : "?");
 	else if (atomic_load(&p->s->hdr->exited))
 		snprintf(last, sizeof(last), "; it ran its exit path");
-	if (ps->orphaned) /* nobody waited for the processes after that */
+	if (proc_alive(p->pid, atomic_load(&p->s->hdr->producer_start)))
+		/* `tracefs record` told to stop waiting for the processes the program left */
+		snprintf(buf, cap, "unknown: still running when the recording stopped%s", last);
+	else if (ps->orphaned) /* nobody waited for the processes after that */
 		snprintf(buf, cap, "unknown: the recorder waiting for it was killed%s", last);
 	else if (!par)
 		snprintf(buf, cap, "unknown: its parent (pid %" PRIu32 ") was not recorded%s",

@@ -72,6 +72,9 @@ struct record_opts {
 };
 
 static pid_t g_child;
+/* signals to stop that reached us (counted by the handlers): once the program has ended,
+   one means stop waiting for the processes it left running (run_consumer()) */
+static volatile sig_atomic_t g_stops;
 
 static int usage(const char *what)
 {
@@ -319,6 +322,7 @@ static void set_preload(const char *lib)
 
 static void forward_signal(int sig)
 {
+	g_stops = g_stops + 1;
 	if (g_child > 0)
 		kill(g_child, sig);
 }
@@ -333,6 +337,8 @@ static void forward_sent_signal(int sig, siginfo_t *si, void *uctx)
 {
 	if (si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL)
 		forward_signal(sig);
+	else
+		g_stops = g_stops + 1;
 }
 
 static pid_t start_child(const struct record_opts *o, const char *lib, const char *spool)
@@ -369,6 +375,7 @@ static pid_t start_child(const struct record_opts *o, const char *lib, const cha
  */
 struct ends {
 	pid_t pid;	   /* the program */
+	const char *argv0; /* its name, for messages */
 	int fd;		   /* -1: reap here; else the reaper's messages (non-blocking) */
 	int status;	   /* the program's wait status, once @have_status */
 	bool have_status;
@@ -434,10 +441,28 @@ static void collect_ends(struct tfs_recording *r, struct ends *e)
 	}
 }
 
-/* Consume while the program and every process it started run. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * Consume while the program and every process it started run. Once the program has ended,
+ * processes it left running (a daemon, a `setsid cmd &`) are waited for, and said to be after
+ * LEFT_SAY_MS; a SIGINT, SIGTERM, SIGHUP or SIGQUIT then stops the wait: the trace is saved
+ * with what they did so far, and they run on unrecorded (their spools marked finished, so
+ * none waits for a recorder that is gone).
+ */
+#define LEFT_SAY_MS 1000
 static void run_consumer(struct tfs_recording *r, struct ends *e, int *consume_err)
 {
 	const struct timespec idle = {0, IDLE_POLL_NS};
+	sig_atomic_t stops_at_end = 0;
+	uint64_t ended_ms = 0;
+	bool said = false;
 
 	while (!e->done) {
 		int n = tfs_recording_poll(r);
@@ -445,7 +470,23 @@ static void run_consumer(struct tfs_recording *r, struct ends *e, int *consume_e
 		if (n < 0)
 			*consume_err = n;
 		collect_ends(r, e);
-		if (n <= 0 && !e->done)
+		if (e->done)
+			break;
+		if (e->have_status && !ended_ms) {
+			ended_ms = mono_ms() | 1;
+			stops_at_end = g_stops;
+		}
+		if (ended_ms && g_stops != stops_at_end) {
+			fs_fail("stopped waiting for the processes %s left running: what they do "
+				"from now on is not recorded", e->argv0);
+			break;
+		}
+		if (ended_ms && !said && mono_ms() - ended_ms >= LEFT_SAY_MS) {
+			fs_fail("%s has ended; waiting for the processes it left running, which are "
+				"recorded too (interrupt to stop waiting and save the trace)", e->argv0);
+			said = true;
+		}
+		if (n <= 0)
 			nanosleep(&idle, NULL);
 	}
 }
@@ -832,6 +873,7 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 		e.status = reap_for_saver(to_saver, from_saver, &saved);
 	} else {
 		e.pid = g_child;
+		e.argv0 = o->argv[0];
 		rc = tfs_recording_start(r, g_child);
 		if (rc < 0) {
 			fs_fail("cannot record %s: %s", o->argv[0], fs_strerror(-rc));

@@ -704,6 +704,53 @@ def test_interrupt_record(tap, args, work):
            "rc=%r stderr=%r" % (p.returncode, serr))
 
 
+def test_stop_waiting(tap, args, work):
+    """The program ended, a process it left running (setsid) goes on: record says it
+    waits for it, and a SIGTERM then stops the wait: the trace is saved with that process
+    still running, said so, and the process left alone."""
+    out = os.path.join(work, "left.trace")
+    mark = os.path.join(work, "left.pid")
+    p = subprocess.Popen([args.tracefs, "record", "-o", out, "--", "sh", "-c",
+                          "setsid sh -c 'echo $$ > %s; exec sleep 120' &" % mark],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL)
+    said = b""
+    os.set_blocking(p.stderr.fileno(), False)
+    deadline = time.monotonic() + 60
+    while b"waiting for the processes" not in said and time.monotonic() < deadline:
+        time.sleep(0.05)
+        said += p.stderr.read() or b""
+    os.kill(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    os.set_blocking(p.stderr.fileno(), True)
+    said += p.stderr.read() or b""
+    left = None
+    try:
+        with open(mark) as f:
+            left = int(f.read())
+        os.kill(left, 0)
+        alive = True
+    except (OSError, ValueError):
+        alive = False
+    end = ""
+    if os.path.exists(out):
+        t = Trace(args.tracefs, out)
+        ends = [v for k, v in t.info.get("meta", {}).items() if k.startswith("end.rank")]
+        end = " ".join(ends)
+    tap.ok(p.returncode == 0 and b"waiting for the processes it left running" in said and
+           b"stopped waiting" in said and alive and "still running when the recording "
+           "stopped" in end,
+           "a SIGTERM stops record's wait for a process the program left running: the trace "
+           "is saved, the process runs on", "rc=%r alive=%r ends=%r stderr=%r" %
+           (p.returncode, alive, end, said))
+    if alive:
+        os.kill(left, signal.SIGKILL)
+
+
 def test_many_threads(tap, args, work, n=20):
     out = os.path.join(work, "many.trace")
     rc, sout, serr = run([args.tracefs, "record", "--trace=zones,mem",
@@ -1108,7 +1155,7 @@ def main():
                      test_capture_off, test_fork, test_thread_names, test_external_kill,
                      test_stale_spools,
                      test_stale_spools_own_dir,
-                     test_interrupt_record,
+                     test_interrupt_record, test_stop_waiting,
                      test_many_threads, test_full_spool, test_dropped_zones,
                      test_full_spool_threads, test_matmul,
                      test_demo, test_demo_order, test_cli):
