@@ -29,8 +29,9 @@
    blocks and freeing at once: every id allocated once, every free and every buffer names
    the right live block, output byte-identical to untraced; TFS_ALLOC_IDS=0 turns ids off.
 6. A closefrom loop (`cap_io closefrom N`: close(3) to close(N - 1), one number inherited
-   open): every number not open is the one file "(not open)", declared once, each close
-   is in trace.txt with its number and errno, the inherited descriptor is named from /proc/self/fd, and no number but that
+   open): every number not open is the one file "(not open)", declared once, the call
+   signatures and the trace do not grow with N, each close is in trace.txt with its number
+   and errno, the inherited descriptor is named from /proc/self/fd, and no number but that
    one costs a readlink of /proc/self/fd.
 
   check_interpose.py --tracefs T --capio C --capio32 C32 --capio-fortified CF --lib LIB
@@ -675,7 +676,7 @@ def record_closefrom(args, work, n, inherited, strace=None):
 
 def test_closefrom(tap, args, work, inherited=7):
     """A closefrom loop, close(3) ... close(N - 1) of numbers never opened but one inherited:
-    one file id "(not open)" for them all, not one per number."""
+    one file id "(not open)" for them all and one call signature, not one per number."""
     path = os.path.join(work, "inherited")
     f = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.dup2(f, inherited, inheritable=True)
@@ -706,6 +707,18 @@ def test_closefrom(tap, args, work, inherited=7):
             exp.append("close(fd=%d<(not open)>, errno=%d) = -1" % (fd, errno.EBADF))
     tap.ok(ev == exp, "closefrom: trace.txt shows every close with its number and errno, the "
            "inherited descriptor named from /proc", [e for e in ev if e not in exp][:4])
+    n_sigs = {}
+    for k, r in runs.items():
+        rc, sigs, _ = run([args.tracefs, "cat", r[2], "signatures.txt"])
+        m = re.match(rb"# (\d+) call signatures", sigs)
+        n_sigs[k] = int(m.group(1)) if m else -1
+    tap.ok(n_sigs[1000] == n_sigs[5000] and 0 < n_sigs[5000] <= 5,
+           "closefrom: the call signatures do not grow with the numbers closed", n_sigs)
+    size = {k: os.path.getsize(r[2]) for k, r in runs.items()}
+    # one signature per number made it about 12 bytes per close
+    tap.ok(size[5000] - size[1000] < 4000 // 4,
+           "closefrom: 4000 closes more add %d bytes to the trace"
+           % (size[5000] - size[1000]), size)
     if not shutil.which("strace"):
         tap.skip("closefrom: no readlink per number", "strace missing")
         return
