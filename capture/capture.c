@@ -1245,6 +1245,7 @@ static void note_image(struct spool_hdr *h)
 	const size_t cap = sizeof(h->images);
 	char buf[sizeof(h->images)];
 	size_t len;
+	int n;
 
 	if (!fn || !*fn)
 		return;
@@ -1267,9 +1268,12 @@ static void note_image(struct spool_hdr *h)
 		keep = next + 4;
 	}
 	if (!keep)
-		snprintf(buf, cap, "... -> %s", name);
+		n = snprintf(buf, cap, "... -> %s", name);
 	else
-		snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep, name);
+		n = snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep,
+			     name);
+	assert(n >= 0 && (size_t)n < cap); /* the loop above left room */
+	(void)n;
 	memcpy(h->images, buf, cap);
 }
 

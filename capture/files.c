@@ -224,7 +224,7 @@ static int own_getsockopt(int fd, int level, int name, void *val, socklen_t *len
 }
 
 /* What /proc/self/fd shows for open @fd (a socket: its address), into @target
- * (CALL_MAX_STR + 1 bytes). @return false when @fd is not open */
+ * (CALL_MAX_STR + 1 bytes). @return false when /proc does not show it */
 static bool fd_target(int fd, char *target)
 {
 	char link[48];
@@ -240,6 +240,29 @@ static bool fd_target(int fd, char *target)
 	return true;
 }
 
+/*
+ * The one file id of every descriptor met while not open (a closefrom loop's close(3),
+ * close(4)... of numbers never opened), declared once per rank: an id per number would make
+ * a file, an fd_file event and a call signature per number. Its fd_file says -1, as the id
+ * is no descriptor's. id + 1, 0: none yet.
+ */
+static _Atomic uint32_t g_not_open;
+static const char not_open_name[] = "(not open)";
+
+static uint32_t not_open_file(void)
+{
+	uint32_t v = atomic_load_explicit(&g_not_open, memory_order_relaxed);
+	bool fresh;
+
+	if (v)
+		return v - 1;
+	v = path_file(0, not_open_name, UINT32_MAX, &fresh) + 1;
+	if (fresh)
+		put_fd_file(-1, not_open_name, v - 1);
+	atomic_store_explicit(&g_not_open, v, memory_order_relaxed);
+	return v - 1;
+}
+
 uint32_t cap_fd_file(int fd)
 {
 	char target[CALL_MAX_STR + 1];
@@ -252,15 +275,22 @@ uint32_t cap_fd_file(int fd)
 	id = fd_known(fd);
 	if (id != UINT32_MAX)
 		return id;
+	/* the kernel says so in a cheap call where /proc costs a path walk (a readlink is 30
+	   times as long): a closefrom loop asks for every number */
+	if (syscall(SYS_fcntl, fd, F_GETFD) < 0 && errno == EBADF) {
+		id = not_open_file();
+		goto out;
+	}
 	n = fd_target(fd, target);
-	if (!n)
-		snprintf(target, sizeof(target), "(fd %d not open)", fd);
+	if (!n) /* open, but /proc does not show it (not mounted): a name of its own */
+		snprintf(target, sizeof(target), "(fd %d unnamed)", fd);
 	id = path_file(0, target, UINT32_MAX, &fresh);
 	if (n)
 		fd_set_file(fd, id);
-	/* a descriptor not open gets a name, once, but no place in the table */
+	/* one without a name gets it once, but no place in the table */
 	if (n || fresh)
 		put_fd_file(fd, target, id);
+out:
 	errno = saved_errno;
 	return id;
 }
@@ -316,6 +346,7 @@ void cap_files_forget(void)
 	for (int i = 0; i < end; i++)
 		atomic_store_explicit(&g_fd_file[i], 0, memory_order_relaxed);
 	atomic_store_explicit(&g_fd_end, 0, memory_order_relaxed);
+	atomic_store_explicit(&g_not_open, 0, memory_order_relaxed);
 	g_paths_gen++;
 	atomic_flag_clear(&g_paths_lock); /* a thread of the parent may have held it */
 }

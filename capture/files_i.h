@@ -7,7 +7,8 @@
  * close, dup and its kin, pipe, socket, accept, connect), so that every call names the file
  * really behind its descriptor. A descriptor met first without such a call (inherited,
  * opened by a library the capture cannot see) gets its id at first use from what
- * /proc/self/fd shows for it, declared once by an `fd_file` event. Ids are names in one rank:
+ * /proc/self/fd shows for it, declared once by an `fd_file` event; every descriptor met while
+ * not open shares one id, "(not open)", whatever its number. Ids are names in one rank:
  * an exec'd image goes on numbering them where the image before it stopped (the spool keeps
  * the count) and names the descriptors it inherits as the image before it did, and a forked
  * child, a rank of its own, forgets its parent's ids and learns its inherited descriptors
@@ -62,7 +63,7 @@ static inline bool cap_path_names_fd(const char *path)
 }
 
 /* The file id of descriptor @fd, declared by an fd_file event at first use; CALL_NO_FILE for
- * a negative @fd. */
+ * a negative @fd, the id "(not open)" for one that is not open. */
 uint32_t cap_fd_file(int fd);
 /* @fd (may be -1: the call failed) was opened on @path, relative to @dirfd. @return its id */
 uint32_t cap_fd_opened(int dirfd, const char *path, int fd);

@@ -119,9 +119,11 @@ class Arg:
 
 def parse_arg(tok, lineno):
     """The Args of one token of an `args` line (a shorthand gives several)."""
-    m = re.fullmatch(r'(FD|STREAM|DIR|BUF|BUFOK)\((.*)\)', tok)
+    m = re.fullmatch(r'(FD|STREAM|DIR|BUF|BUFOK)\((.*)\)(:val)?', tok)
     if m:
         what, inner = m.group(1), split_top(m.group(2))
+        if m.group(3) and what not in ('FD', 'STREAM', 'DIR'):
+            raise Fail('line %d: only a descriptor goes by value: %s' % (lineno, tok))
         if what in ('BUF', 'BUFOK'):
             when = 'before' if what == 'BUF' else 'buf_after'
             return [Arg('buf_id', 'u64', expr=inner[0], when=when),
@@ -131,7 +133,8 @@ def parse_arg(tok, lineno):
                    'DIR': 'cap_dir_fd(%s)' % inner[0]}[what]
         path_expr = 'cap_stream_file(%s)' % inner[0] if what == 'STREAM' else \
             'cap_fd_file((int)v_%sfd)' % prefix
-        return [Arg(prefix + 'fd', 'i64', 'sig', expr=fd_expr, when='before'),
+        return [Arg(prefix + 'fd', 'i64', 'val' if m.group(3) else 'sig', expr=fd_expr,
+                    when='before'),
                 Arg(prefix + 'path', 'u64', 'sym', ['attach'], expr=path_expr, when='before',
                     sym_class='file')]
     m = re.fullmatch(r'RET((?::\w+)*)(?:=(.+))?', tok)

@@ -177,8 +177,10 @@ static void fd_file_term(struct rp_gen *g, uint32_t term, const struct tfs_kind_
 
 	if (fd < 0 || file < 0)
 		return;
-	/* the capture names a descriptor that was not open "(fd N not open)": none to make */
-	if (p && !strncmp(p, "(fd ", 4) && strstr(p, " not open)"))
+	/* a descriptor that was not open, "(not open)" (fd -1), "(fd N not open)" in traces
+	   recorded before: none to make */
+	if (args[fd].i < 0 || (p && !strcmp(p, "(not open)")) ||
+	    (p && !strncmp(p, "(fd ", 4) && strstr(p, " not open)")))
 		return;
 	t->what = RP_W_SETUP;
 	fs_sb_printf(&t->code, "rt_fd_exists((int)INT64_C(%" PRId64 "), UINT64_C(%" PRIu64 "));",

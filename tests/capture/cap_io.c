@@ -24,6 +24,8 @@
  *                         forked child's 4, each lseek(fd, T, SEEK_SET) on DIR/c 300 times
  *                         0.1 ms apart, then 60 times 3 ms apart, T its CLOCK_MONOTONIC
  *                         nanoseconds just before the call (an offset the file need not take)
+ *   cap_io closefrom N    close(fd) for fd 3 to N - 1, as daemons do before exec: most
+ *                         were never open, the test may leave one open (inherited)
  *   cap_io sigclock DIR   the same clock readings, lseek(fd, T, SEEK_SET) on DIR/c in a loop
  *                         for 1.5 s, while a second thread floods the main one with SIGUSR1,
  *                         whose handler makes a traced call of its own (lseek to offset 1)
@@ -540,6 +542,13 @@ int main(int argc, char **argv)
 			return 3;
 		if (fopen("/nonexistent/x", "r") || errno != ENOENT)
 			return 3;
+		return 0;
+	}
+	if (argc == 3 && !strcmp(argv[1], "closefrom")) {
+		const int n = atoi(argv[2]);
+
+		for (int fd = 3; fd < n; fd++)
+			close(fd);
 		return 0;
 	}
 	if (argc == 3 && !strcmp(argv[1], "loop")) {

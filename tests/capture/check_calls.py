@@ -92,7 +92,7 @@ def expect(d, tmps):
     """@tmps: the names cap_calls' mkstemp calls and mkdtemp chose, as it told them."""
     e = Exp()
     # the name of each file id, in order of first use (pipes and sockets: bound placeholders)
-    N = {0: d + "/a", 1: d + "/b", 2: "(fd 3 not open)", 3: d + "/c", 4: "pipe:[{P1}]",
+    N = {0: d + "/a", 1: d + "/b", 2: "(not open)", 3: d + "/c", 4: "pipe:[{P1}]",
          5: "pipe:[{P2}]", 6: "socket:[{S1}]", 7: "socket:[{S2}]", 8: "socket:[{T1}]",
          9: "tcp:127.0.0.1:{PORT}", 10: "socket:[{T2}]",
          11: "tcp:127.0.0.1:{Q}->127.0.0.1:{PORT}", 12: "tcp:127.0.0.1:{PORT}->127.0.0.1:{Q}", 13: "socket:[{T3}]",
@@ -104,7 +104,7 @@ def expect(d, tmps):
          30: d + "/k", 31: d + "/m", 41: "pipe:[{P5}]", 42: "socket:[{T4}]"}
     for i, name in enumerate(tmps[:8]):
         N[32 + i] = name
-    # ---- descriptors: a = file#0, b = file#1, the closed 3 = file#2
+    # ---- descriptors: a = file#0, b = file#1, every one not open = file#2
     e.add('open(path="%s/a", flags=0x%x, mode=0x180, file=file#0, errno=0) = 3'
           % (d, O[2] | O_CREAT | O_TRUNC))
     e.call("write", fd(3, N[0]) + ", count=100, " + SB, 100)
@@ -128,7 +128,7 @@ def expect(d, tmps):
     e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)
     e.call("read", fd(3, N[0]) + ", count=10, " + SB, 10)  # a again, by its path
     e.call("close_range", "first=3, last=3, flags=0x0", 0)
-    e.add('fd_file(fd=3, path="(fd 3 not open)", file=file#2)')
+    e.add('fd_file(fd=-1, path="(not open)", file=file#2)')
     e.call("read", fd(3, N[2]) + ", count=1, " + SB, -1, errno.EBADF)
     # CLOSE_RANGE_CLOEXEC (4) closes nothing now: 3 is still a, with no fd_file again
     e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)

@@ -28,6 +28,11 @@
    with stride-predicted values; `cap_io churn`, 16 threads allocating, preading into their
    blocks and freeing at once: every id allocated once, every free and every buffer names
    the right live block, output byte-identical to untraced; TFS_ALLOC_IDS=0 turns ids off.
+6. A closefrom loop (`cap_io closefrom N`: close(3) to close(N - 1), one number inherited
+   open): every number not open is the one file "(not open)", declared once, the call
+   signatures and the trace do not grow with N, each close is in trace.txt with its number
+   and errno, the inherited descriptor is named from /proc/self/fd, and no number but that
+   one costs a readlink of /proc/self/fd.
 
   check_interpose.py --tracefs T --capio C --capio32 C32 --capio-fortified CF --lib LIB
 """
@@ -164,7 +169,7 @@ def realloc_ids_ok(v):
 def expect_io(d):
     f_data, f_fd3, f_c, f_v, f_text, f_missing = range(6)  # file ids, in order of first use
     # the name of each, as the views attach it to a descriptor
-    name = {f_data: d + "/data", f_fd3: "(fd 3 not open)", f_c: d + "/c", f_v: d + "/v",
+    name = {f_data: d + "/data", f_fd3: "(not open)", f_c: d + "/c", f_v: d + "/v",
             f_text: d + "/text"}
     rw = os.O_RDWR | os.O_CREAT | os.O_TRUNC
     # every buffer is the program's static one: in no allocation, its address as the offset
@@ -182,8 +187,8 @@ def expect_io(d):
            ok_call("fsync", "fd=3<%s>" % name[f_data], 0),
            ok_call("fdatasync", "fd=3<%s>" % name[f_data], 0),
            ok_call("close", "fd=3<%s>" % name[f_data], 0),
-           # fd 3 is closed: it gets an id of its own, named once
-           'fd_file(fd=3, path="(fd 3 not open)", file=file#%d)' % f_fd3,
+           # fd 3 is closed: the one id of every descriptor not open, named once
+           'fd_file(fd=-1, path="(not open)", file=file#%d)' % f_fd3,
            ok_call("read", "fd=3<%s>, count=1, %s" % (name[f_fd3], sb), -1, errno.EBADF),
            'creat(path="%s/c", mode=0x%x, file=file#%d, errno=0) = 3' % (d, 0o644, f_c),
            ok_call("write", "fd=3<%s>, count=10, %s" % (name[f_c], sb), 10),
@@ -653,6 +658,85 @@ def test_forks(tap, args, work, n=200):
                writes)
 
 
+def record_closefrom(args, work, n, inherited, strace=None):
+    """`cap_io closefrom N` recorded with descriptor @inherited open on a file the capture
+    never saw opened: (rc, stderr, trace path)."""
+    out = os.path.join(work, "closefrom%d.trace" % n)
+    cmd = [args.tracefs, "record", "--timing=none", "-o", out, "--", args.capio, "closefrom",
+           str(n)]
+    if strace:
+        cmd = ["strace", "-f", "-e", "trace=readlink", "-o", strace] + cmd
+    e = dict(os.environ)
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE", "LD_PRELOAD"):
+        e.pop(k, None)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=e,
+                       timeout=300, stdin=subprocess.DEVNULL, pass_fds=(inherited,))
+    return p.returncode, p.stderr, out
+
+
+def test_closefrom(tap, args, work, inherited=7):
+    """A closefrom loop, close(3) ... close(N - 1) of numbers never opened but one inherited:
+    one file id "(not open)" for them all and one call signature, not one per number."""
+    path = os.path.join(work, "inherited")
+    f = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.dup2(f, inherited, inheritable=True)
+    os.close(f)
+    try:
+        runs = {n: record_closefrom(args, work, n, inherited) for n in (1000, 5000)}
+    finally:
+        os.close(inherited)
+    if not tap.ok(all(r[0] == 0 for r in runs.values()),
+                  "closefrom: traced programs exit 0", [r[1] for r in runs.values()]):
+        return
+    n = 5000
+    out = runs[n][2]
+    rc, files, _ = run([args.tracefs, "cat", out, "ranks/0/files.txt"])
+    # id kind calls read written first last flags name (which may hold spaces)
+    names = [line.split(None, 8)[-1] for line in files.decode().splitlines()
+             if line.strip() and not line.startswith("#")]
+    tap.ok(names.count("(not open)") == 1 and path in names and len(names) == 2,
+           "closefrom: files.txt has one not-open row for %d numbers, and the inherited "
+           "file" % (n - 4), names[:6])
+    ev = cat_events(args.tracefs, out, 0)
+    exp = ['fd_file(fd=-1, path="(not open)", file=file#0)']
+    for fd in range(3, n):
+        if fd == inherited:
+            exp += ['fd_file(fd=%d, path="%s", file=file#1)' % (fd, path),
+                    "close(fd=%d<%s>, errno=0) = 0" % (fd, path)]
+        else:
+            exp.append("close(fd=%d<(not open)>, errno=%d) = -1" % (fd, errno.EBADF))
+    tap.ok(ev == exp, "closefrom: trace.txt shows every close with its number and errno, the "
+           "inherited descriptor named from /proc", [e for e in ev if e not in exp][:4])
+    n_sigs = {}
+    for k, r in runs.items():
+        rc, sigs, _ = run([args.tracefs, "cat", r[2], "signatures.txt"])
+        m = re.match(rb"# (\d+) call signatures", sigs)
+        n_sigs[k] = int(m.group(1)) if m else -1
+    tap.ok(n_sigs[1000] == n_sigs[5000] and 0 < n_sigs[5000] <= 5,
+           "closefrom: the call signatures do not grow with the numbers closed", n_sigs)
+    size = {k: os.path.getsize(r[2]) for k, r in runs.items()}
+    # one signature per number made it about 12 bytes per close
+    tap.ok(size[5000] - size[1000] < 4000 // 4,
+           "closefrom: 4000 closes more add %d bytes to the trace"
+           % (size[5000] - size[1000]), size)
+    if not shutil.which("strace"):
+        tap.skip("closefrom: no readlink per number", "strace missing")
+        return
+    log = os.path.join(work, "closefrom.strace")
+    f = os.open(path, os.O_RDWR)
+    os.dup2(f, inherited, inheritable=True)
+    os.close(f)
+    try:
+        rc, serr, _ = record_closefrom(args, work, n, inherited, strace=log)
+    finally:
+        os.close(inherited)
+    with open(log) as lf:
+        links = [line for line in lf if 'readlink("/proc/self/fd/' in line]
+    tap.ok(rc == 0 and len(links) <= 3,
+           "closefrom: %d readlinks of /proc/self/fd for %d closes (the inherited one's)"
+           % (len(links), n - 3), links[:5] or serr)
+
+
 def test_ids_off(tap, args, work):
     d = tempfile.mkdtemp(dir=work)
     out = os.path.join(work, "noids.trace")
@@ -676,7 +760,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tfs-interpose.") as work:
         for test in (test_known_calls, test_threads, test_gzip, test_sort,
                      test_errno_and_selection, test_bufs, test_seqread, test_churn,
-                     test_forks, test_ids_off):
+                     test_forks, test_ids_off, test_closefrom):
             try:
                 test(tap, args, work)
             except Exception as e:  # a crash of the checker is a failure, not an abort
