@@ -1266,10 +1266,14 @@ static void note_image(struct spool_hdr *h)
 		}
 		keep = next + 4;
 	}
+	/* the loop above made it fit: a result of cap or more would be a bug there */
 	if (!keep)
-		snprintf(buf, cap, "... -> %s", name);
+		len = (size_t)snprintf(buf, cap, "... -> %s", name);
 	else
-		snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "", keep, name);
+		len = (size_t)snprintf(buf, cap, "%s%s -> %s", keep != h->images ? "... -> " : "",
+				       keep, name);
+	if (len >= cap)
+		return;
 	memcpy(h->images, buf, cap);
 }
 

@@ -779,7 +779,7 @@ int fs_info_text_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t ra
 		     size_t *len)
 {
 	json_t *j = fs_info_json_new(vt->trace);
-	char *text;
+	char *text, *grown;
 
 	if (!j)
 		return -ENOMEM;
@@ -788,13 +788,14 @@ int fs_info_text_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t ra
 	if (!text)
 		return -ENOMEM;
 	*len = strlen(text) + 1;
-	*out = realloc(text, *len + 1);
-	if (!*out) {
+	grown = realloc(text, *len + 1);
+	if (!grown) {
 		free(text);
 		return -ENOMEM;
 	}
-	(*out)[*len - 1] = '\n';
-	(*out)[*len] = '\0';
+	grown[*len - 1] = '\n';
+	grown[*len] = '\0';
+	*out = grown;
 	return 0;
 }
 
