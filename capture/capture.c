@@ -83,6 +83,11 @@ struct tstate {
 	uint64_t sample_units; /* allocating calls (or their bytes) so far */
 	uint32_t bt_n; /* frames of the latest backtrace recorded: 0 at the start of a chunk */
 	int *errno_at; /* the thread's errno: read without a call to __errno_location */
+	/* at thread exit (thread_gone): its calls so far, and where the stream was at the
+	 * latest, to tell whether the program's TSD destructors recorded anything since */
+	uint32_t gone_calls;
+	uint32_t gone_fill;
+	uint64_t gone_seq, gone_lost;
 };
 
 static struct spool g_spool;
@@ -497,13 +502,39 @@ static bool intern(struct tstate *ts, const char *s, uint32_t *id)
 	return true;
 }
 
+/*
+ * Whether the thread's state must live on through another round of TSD destructors. glibc
+ * runs the destructors of a thread's keys in the order the keys were made (this one in the
+ * library's constructor, before the program's), then runs them again, up to
+ * PTHREAD_DESTRUCTOR_ITERATIONS rounds in all, while any of them set a value: the frees of
+ * the program's destructors come after this one's in each round. So the state stays while
+ * the thread recorded anything (or dropped it) since its previous round, or this is its
+ * first: a thread whose destructors do nothing costs one round more, and the state is torn
+ * down in the last round at the latest, where a value set again would be cleared unseen.
+ */
+static bool outlives_round(struct tstate *ts)
+{
+	const bool quiet = ts->gone_calls > 0 && ts->gone_fill == ts->fill &&
+			   ts->gone_seq == ts->seq && ts->gone_lost == ts->lost;
+
+	if (quiet || ++ts->gone_calls >= PTHREAD_DESTRUCTOR_ITERATIONS)
+		return false;
+	ts->gone_fill = ts->fill;
+	ts->gone_seq = ts->seq;
+	ts->gone_lost = ts->lost;
+	return pthread_setspecific(g_key, ts) == 0;
+}
+
+/* The destructor of g_key: the thread ends. What it records after this is dropped, counted. */
 static void thread_gone(void *arg)
 {
 	struct tstate *ts = arg;
 
+	if (outlives_round(ts))
+		return;
+	/* inside the capture: the unmappings are its own, not the program's */
 	if (cap_tls_depth++ == 0)
 		say_lost(ts);
-	cap_tls_depth--;
 	if (ts->chunk)
 		cap_spool_hand_over(ts->chunk);
 	tls_state = NULL;
@@ -512,6 +543,12 @@ static void thread_gone(void *arg)
 #ifdef TFS_CAP_SHARED
 	cap_sig_thread_end();
 #endif
+	cap_tls_depth--;
+}
+
+bool cap_thread_ended(void)
+{
+	return tls_dead;
 }
 
 uint32_t cap_thread_reserve(void)
@@ -1013,9 +1050,6 @@ put_call_at(uint32_t call, uint32_t n_args, uint64_t ts_ns, const uint64_t *args
 	bool stack;
 	int saved_errno;
 
-	/* a thread past its capture teardown (glibc frees after TSD destructors): not a drop */
-	if (tls_dead)
-		return;
 	ts = enter();
 	if (ts) {
 		saved_errno = *ts->errno_at;
@@ -1115,8 +1149,6 @@ void cap_put_call_frames(uint32_t call, uint64_t ts_ns, const uint64_t *args, ui
 		cap_put_call(call, ts_ns, args, n_args, NULL, 0);
 		return;
 	}
-	if (tls_dead)
-		return;
 	if (n > cap_bt_depth) { /* the innermost ones */
 		frames += n - cap_bt_depth;
 		n = cap_bt_depth;
@@ -1267,6 +1299,7 @@ static void note_image(struct spool_hdr *h)
 		}
 		keep = next + 4;
 	}
+	/* the loop above made it fit: a result of cap or more would be a bug there */
 	if (!keep)
 		n = snprintf(buf, cap, "... -> %s", name);
 	else

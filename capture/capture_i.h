@@ -190,6 +190,12 @@ int cap_trace_now(void **out, size_t *len, unsigned int timeout_ms);
 void cap_thread_exclude(void);
 
 /*
+ * Whether the calling thread is past its end in the capture (its state torn down in the
+ * last round of its TSD destructors, or excluded): what it records now is dropped, counted.
+ */
+bool cap_thread_ended(void);
+
+/*
  * Process following (attached to `tracefs record` only): this process's spool path and the
  * first process's (NULL otherwise). A forked child records into `<root>.<pid>`; one that
  * could not make it names the first process's, from which an exec'd image tries again.

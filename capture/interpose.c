@@ -254,7 +254,8 @@ EXPORT void free(void *ptr)
 	/* out of the table first: once freed, the block is anyone's */
 	id = m.keep ? cap_alloc_remove(ptr, NULL) : 0;
 	cap_real.free(ptr);
-	if (m.trace)
+	/* glibc's free(NULL)s after a thread's end (__libc_thread_freeres) are no lost event */
+	if (m.trace && (ptr || !cap_thread_ended()))
 		put_alloc(NULL, CALL_FREE, 2, (uintptr_t)ptr, id, 0, 0, 0);
 }
 

@@ -76,6 +76,10 @@ EXPORT int munmap(void *addr, size_t len)
 
 	if (!HAVE(munmap))
 		return -1;
+	/* past the thread's end: libunwind's, freeing its per-thread cache in the last round
+	 * of TSD destructors, after the capture's own; no event of the program */
+	if (trace && cap_thread_ended())
+		trace = false;
 	if (!keep && !trace)
 		return cap_real.munmap(addr, len);
 	/* out of the table first: once unmapped, the range is anyone's to map */

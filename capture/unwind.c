@@ -451,11 +451,17 @@ static bool stack_of(uintptr_t sp, struct range *out)
 	return found;
 }
 
+/*
+ * The destructor of g_walker_key, run among the program's TSD destructors: later walks of the
+ * thread go through libunwind. Its unmapping is the capture's own, not the program's.
+ */
 static void walker_free(void *arg)
 {
 	tls_walker = NULL;
 	tls_walker_gone = true;
+	cap_tls_depth++;
 	munmap(arg, sizeof(struct walker));
+	cap_tls_depth--;
 }
 
 /* The calling thread's walker, made on its first walk; NULL when none can be. */

@@ -780,7 +780,8 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 			dropped = fs_sat_add(dropped, (uint64_t)q.dropped_unplaced);
 	}
 	if (dropped)
-		fs_sb_printf(&b, "dropped %" PRIu64 " events (the spool was full): the calls among "
+		fs_sb_printf(&b, "dropped %" PRIu64 " events (the spool was full, or a thread called "
+			     "past its end in the capture, glibc's last cleanup of it): the calls among "
 			     "them are missing here, a block whose free was dropped counts as leaked "
 			     "and a free whose block's allocation was dropped as not seen allocated\n",
 			     dropped);

@@ -18,10 +18,19 @@
  *             thread; joins them and exits 0
  *   system    system("exit 6"): the shell is reaped inside libc, by no interposed call;
  *             prints system()'s status and exits 0
+ *   tsd N join|detach|rearm
+ *             N threads, each setting a block of 1000 bytes as its value of a key whose
+ *             destructor frees it: joined, or detached (main then pthread_exit()s). The
+ *             destructor sets a block of 1001 bytes again in its first round (join, detach),
+ *             or one of 1002 bytes in every round (rearm, joined: glibc runs
+ *             PTHREAD_DESTRUCTOR_ITERATIONS rounds and leaves the last one set). At exit,
+ *             after every thread's destructors: `tsd mallocs M frees F`, its own calls
  */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +170,59 @@ static int names(void)
 	return 0;
 }
 
+static pthread_key_t tsd_key;
+static bool tsd_rearm;
+static _Atomic unsigned int tsd_mallocs, tsd_frees;
+static _Thread_local unsigned int tsd_rounds;
+
+static void *tsd_alloc(size_t n)
+{
+	atomic_fetch_add(&tsd_mallocs, 1);
+	return malloc(n);
+}
+
+static void tsd_dtor(void *p)
+{
+	free(p);
+	atomic_fetch_add(&tsd_frees, 1);
+	if (tsd_rounds++ == 0 || tsd_rearm)
+		pthread_setspecific(tsd_key, tsd_alloc(tsd_rearm ? 1002 : 1001));
+}
+
+static void *tsd_worker(void *arg)
+{
+	(void)arg;
+	pthread_setspecific(tsd_key, tsd_alloc(1000));
+	return NULL;
+}
+
+static void tsd_report(void)
+{
+	printf("tsd mallocs %u frees %u\n", atomic_load(&tsd_mallocs), atomic_load(&tsd_frees));
+}
+
+static int tsd(int n, const char *how)
+{
+	const bool detach = !strcmp(how, "detach");
+
+	tsd_rearm = !strcmp(how, "rearm");
+	if (pthread_key_create(&tsd_key, tsd_dtor) != 0 || atexit(tsd_report) != 0)
+		return 1;
+	for (int i = 0; i < n; i++) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, tsd_worker, NULL) != 0)
+			return 1;
+		if (detach)
+			pthread_detach(t);
+		else
+			pthread_join(t, NULL);
+	}
+	if (detach)
+		pthread_exit(NULL); /* the process ends with its last thread, after its destructors */
+	return 0;
+}
+
 static int exec_long(size_t n)
 {
 	char *arg = malloc(n + 1);
@@ -191,12 +253,15 @@ int main(int argc, char **argv)
 		return exec_long((size_t)atol(argv[2]));
 	else if (!strcmp(mode, "names"))
 		return names();
+	else if (!strcmp(mode, "tsd") && argc > 3)
+		return tsd(atoi(argv[2]), argv[3]);
 	else if (!strcmp(mode, "system")) {
 		int st = system("exit 6");
 
 		printf("system: exited %d, status %d\n", WIFEXITED(st), WEXITSTATUS(st));
 		return 0;
 	}
-	fprintf(stderr, "usage: cap_ends segv|abort|kill9|catch|tree|exec N|names|system\n");
+	fprintf(stderr, "usage: cap_ends segv|abort|kill9|catch|tree|exec N|names|system|"
+			"tsd N join|detach|rearm\n");
 	return 2;
 }

@@ -9,10 +9,14 @@
 - A program catching its own faults (sigsetjmp/siglongjmp) behaves as untraced: the same
   output (its signal action and alternate stack as it set them) and exit status; its
   sigaction calls are recorded, the faults it caught are not fatal_signal events.
-- Every rank of a fork tree has its end: children reaped by their parent (waitpid, wait,
+- Every rank of a fork tree has its directory (ranks/<r>, `tracefs ls`, info.json's ranks),
+  one that recorded no event too, with empty views and its process. Every rank has its end: children reaped by their parent (waitpid, wait,
   waitid) with an exit status, _exit, a signal; an orphan reaped by the recorder; a child
   reaped inside libc (system()) has an end "unknown: <why>" and end_known false.
 - An exec's argv is whole up to 8192 bytes, and cut with a visible ...[+N bytes] mark past.
+- The frees and mallocs of a program's thread-specific-data destructors at thread exit
+  (joined and detached threads, destructors setting a value again) are in the trace; those
+  of glibc's last round, after the capture's own teardown, are counted as dropped.
 - trace.json names processes `<program> (pid N)` (the program exec'd last) and threads
   `<name> (thread N)` as the program named them; info.json lists each rank's program, pid,
   parent rank and end.
@@ -232,6 +236,29 @@ def fork_tree(tap, a, work):
                      r"status 7$" % (procs[pids["G"]]["rank"], pids["G"], d_rank), readme, re.M)
     tap.ok(line is not None, "README.txt lists the orphan with its pid, parent and end",
            readme[:3000])
+    rank_dirs(tap, a, t, procs[pids["B"]])
+
+
+def rank_dirs(tap, a, t, quiet):
+    """Every rank counted has its directory, @quiet (a child that only _exit()ed) too."""
+    n = t.info["n_ranks"]
+    rc, out, err = run([a.tracefs, "ls", t.path, "ranks"])
+    listed = sorted(int(line.split()[-1]) for line in out.decode().splitlines())
+    tap.ok(rc == 0 and listed == list(range(n)) and
+           [r["rank"] for r in t.info["ranks"]] == list(range(n)),
+           "fork tree: `tracefs ls ranks` and info.json's ranks hold every rank counted, "
+           "one without events too", (n, listed, t.info["ranks"], err))
+    r = quiet["rank"]
+    entry = [e for e in t.info["ranks"] if e["rank"] == r]
+    rc, out, err = run([a.tracefs, "ls", t.path, "ranks/%d" % r])
+    names = [line.split()[-1] for line in out.decode().splitlines()]
+    heap = t.cat("ranks/%d/heap.txt" % r)
+    tap.ok(rc == 0 and entry == [{"rank": r, "threads": []}] and
+           {"trace.txt", "events.jsonl", "summary.txt", "heap.txt"} <= set(names) and
+           t.events(r) == [] and t.cat("ranks/%d/trace.txt" % r) == "" and
+           heap.startswith("# heap of rank %d (cap_ends (pid %d))" % (r, quiet["pid"])),
+           "fork tree: the rank of a child that recorded nothing has its directory, empty "
+           "views and its process", (rc, entry, names, err, heap[:200]))
 
 
 def unknown_end(tap, a, work):
@@ -297,6 +324,51 @@ def names(tap, a, work):
            "info.json: the rank's program, pid, parent and end", p)
 
 
+TSD_THREADS = 40
+
+
+def tsd_destructors(tap, a, work):
+    """Frees and mallocs of the program's thread-specific-data destructors at thread exit."""
+    n = TSD_THREADS
+    for how in ("join", "detach", "rearm"):
+        rc, out, sout, serr = record(a, work, "tsd-" + how, ["tsd", str(n), how])
+        m = re.search(rb"tsd mallocs (\d+) frees (\d+)", sout)
+        if not tap.ok(rc == 0 and m, "tsd %s: recorded" % how, (rc, sout, serr)):
+            continue
+        mallocs, frees = int(m.group(1)), int(m.group(2))
+        t = Trace(a.tracefs, out)
+        made, freed = {}, []
+        for e in t.events(0):
+            if e["name"] == "malloc" and e["args"]["size"] in (1000, 1001, 1002):
+                made[e["args"]["id"]] = e["args"]["size"]
+            elif e["name"] == "free" and e["args"].get("id"):
+                freed.append(e["args"]["id"])
+        ours = [i for i in freed if i in made]
+        dropped = t.info["meta"]["dropped_events"]
+        if how != "rearm":
+            tap.ok(mallocs == 2 * n and frees == 2 * n and len(made) == mallocs and
+                   sorted(ours) == sorted(made),
+                   "tsd %s: every block of the program's, made by its threads or in their "
+                   "destructors, is freed in the trace, as many as it made" % how,
+                   (mallocs, frees, len(made), len(ours)))
+            heap = t.cat("ranks/0/heap.txt")
+            leaks = heap.split("# leaked", 1)[-1].split("\n# ", 1)[0]
+            tap.ok("tsd_worker" not in leaks and "tsd_dtor" not in leaks and
+                   "tsd_alloc" not in leaks,
+                   "tsd %s: heap.txt leaks nothing of the program's" % how, leaks)
+            if how == "join":
+                tap.ok(dropped == 0, "tsd join: nothing dropped", dropped)
+            continue
+        # glibc's last round runs after the capture's state is torn down: each thread's
+        # free and malloc there are counted as dropped, none vanishes
+        tap.ok(mallocs == 5 * n and frees == 4 * n and len(made) == 4 * n and
+               len(ours) == 3 * n and dropped == 2 * n and
+               len(made) + len(ours) + dropped == mallocs + frees,
+               "tsd rearm: the destructors' calls of the rounds before the last are in "
+               "the trace, those of the last counted as dropped",
+               (mallocs, frees, len(made), len(ours), dropped))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -306,7 +378,8 @@ def main():
     tap = Tap()
     work = tempfile.mkdtemp(prefix="tfs-ends-")
     os.mkdir(os.path.join(work, "spools"))
-    for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv, names):
+    for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv, names,
+                 tsd_destructors):
         try:
             case(tap, a, work)
         except Exception as e:  # a crash of the checker is a failure, not an abort
