@@ -696,7 +696,9 @@ static const struct command commands[] = {
 		.brief = "run COMMAND with the capture library preloaded and write its trace",
 		.help = "Runs COMMAND with the capture library preloaded and writes its trace, a rank per "
 			"process it forks or spawns; exits with COMMAND's status, or dies of the signal that "
-			"killed it. Allocations carry backtraces, symbolised into the trace. Each process's "
+			"killed it, once every process it started has ended (an interrupt stops the wait "
+			"for one left running, a daemon, and saves the trace). Allocations carry "
+			"backtraces, symbolised into the trace. Each process's "
 			"spool grows up to --spool-size; when it is full the program waits for the recorder "
 			"or drops events (--when-full). Under an MPI launcher (mpiexec -n N tracefs record "
 			"...) it also preloads the MPI wrappers, and the ranks merge into one trace at "
