@@ -838,13 +838,27 @@ int fs_rank_dir(struct fs_vtree *vt, uint32_t ord, uint32_t *node)
 
 uint32_t fs_rank_of_ord(const struct fs_vtree *vt, uint32_t ord)
 {
-	return ord;
+	return vt->rank_list ? vt->rank_list[ord] : ord;
 }
 
 int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord)
 {
-	*ord = rank;
-	return rank < vt->n_rank_dirs ? 0 : -ENOENT;
+	uint32_t lo = 0, hi = vt->n_rank_dirs;
+
+	if (!vt->rank_list) {
+		*ord = rank;
+		return rank < vt->n_rank_dirs ? 0 : -ENOENT;
+	}
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (vt->rank_list[mid] < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*ord = lo;
+	return lo < vt->n_rank_dirs && vt->rank_list[lo] == rank ? 0 : -ENOENT;
 }
 
 /* ---- the root ---- */
@@ -970,13 +984,40 @@ static int read_tables(struct fs_vtree *vt)
 }
 
 /*
- * The rank directories: one for every rank the trace counts, with streams or not (a process
- * that recorded no event still ran, and ended with a status its directory shows).
+ * The rank directories: the ranks that have streams, in order, found in one pass over the
+ * streams (rank_list stays NULL when they are exactly 0 to n - 1, as in a job).
  */
 static int list_ranks(struct fs_vtree *vt)
 {
-	vt->n_rank_dirs = vt->ti.n_ranks;
-	vt->rank_node = calloc((size_t)vt->n_rank_dirs + 1, sizeof(*vt->rank_node));
+	uint32_t n = 0, prev = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		n = 0;
+		for (uint32_t k = 0; k < vt->ti.n_streams; k++) {
+			struct tfs_stream_info si;
+			uint32_t s;
+			int rc = tfs_trace_stream_sorted(vt->trace, k, &s);
+
+			if (rc == 0)
+				rc = tfs_trace_stream(vt->trace, s, &si);
+			if (rc < 0)
+				return rc;
+			if (n && si.rank == prev)
+				continue;
+			if (vt->rank_list)
+				vt->rank_list[n] = si.rank;
+			prev = si.rank;
+			n++;
+		}
+		/* distinct and increasing: the last is n - 1 only if they are 0 to n - 1 */
+		if (pass || n == 0 || prev == n - 1)
+			break;
+		vt->rank_list = malloc((size_t)n * sizeof(*vt->rank_list));
+		if (!vt->rank_list)
+			return -ENOMEM;
+	}
+	vt->n_rank_dirs = n;
+	vt->rank_node = calloc((size_t)n + 1, sizeof(*vt->rank_node));
 	return vt->rank_node ? 0 : -ENOMEM;
 }
 

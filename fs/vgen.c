@@ -267,17 +267,21 @@ err_free_streams:
 	return false;
 }
 
-/* The threads of @rank, in order: [] for a rank without streams. */
-static json_t *rank_threads(const struct tfs_trace *t, uint32_t rank)
+/* The threads of the rank of sorted stream *@s, whose rank goes in *@rank; *@s past them. */
+static json_t *rank_threads(const struct tfs_trace *t, uint32_t n_streams, uint32_t *s,
+			    uint32_t *rank)
 {
 	json_t *threads = json_array();
 	struct tfs_stream_info si;
-	uint32_t first, n, idx;
+	uint32_t idx;
 
-	tfs_trace_rank_streams(t, rank, &first, &n);
-	for (uint32_t k = first; threads && k < first + n; k++) {
-		if (tfs_trace_stream_sorted(t, k, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0 ||
-		    !push(threads, json_integer(si.thread)))
+	for (bool first = true; threads && *s < n_streams; (*s)++, first = false) {
+		if (tfs_trace_stream_sorted(t, *s, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0)
+			goto err_free_threads;
+		if (!first && si.rank != *rank)
+			break;
+		*rank = si.rank;
+		if (!push(threads, json_integer(si.thread)))
 			goto err_free_threads;
 	}
 	return threads;
@@ -288,19 +292,18 @@ err_free_threads:
 }
 
 /*
- * "ranks": [{"rank": r, "threads": [t...]}] for every rank in order, those without streams
- * too (threads []: a process that recorded no event); past FS_INFO_STREAMS_EACH streams,
- * consecutive ranks of the same threads are one entry with "count" (ranks rank .. rank +
- * count - 1).
+ * "ranks": [{"rank": r, "threads": [t...]}] in rank order, the ranks with streams; past
+ * FS_INFO_STREAMS_EACH streams, consecutive ranks of the same threads are one entry with
+ * "count" (ranks rank .. rank + count - 1).
  */
 static bool put_ranks(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
 {
 	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
 	json_t *ranks = json_array(), *e = NULL;
-	uint32_t first = 0;
+	uint32_t s = 0, rank = 0, first = 0;
 
-	for (uint32_t rank = 0; ranks && rank < ti->n_ranks; rank++) {
-		json_t *threads = rank_threads(t, rank);
+	while (ranks && s < ti->n_streams) {
+		json_t *threads = rank_threads(t, ti->n_streams, &s, &rank);
 
 		if (!threads)
 			goto err_free_ranks;

@@ -213,9 +213,10 @@ struct fs_vtree {
 	_Atomic uint32_t n_nodes; /* nodes readers may see (release after they are complete) */
 	uint32_t n_alloc;	  /* nodes made, under grow_lock (after the build) */
 	pthread_mutex_t grow_lock; /* serialises building ranks: nodes, scopes */
-	/* the rank directories, one per rank of the trace: ordinal k is rank k; rank_node[k]
-	 * its node once built, 0 before */
+	/* the rank directories: ordinal k is rank rank_list[k] (k itself when NULL: every rank
+	 * below n_rank_dirs has streams); rank_node[k] its node once built, 0 before */
 	uint32_t n_rank_dirs;
+	uint32_t *rank_list;
 	_Atomic uint32_t *rank_node;
 	_Atomic uint32_t n_ranks_built;
 	uint32_t ranks_node;	  /* the node of ranks/ */
@@ -309,7 +310,7 @@ int fs_root_ready(struct fs_vtree *vt);
 int fs_lazy_dir_build(struct fs_vtree *vt, uint32_t idx);
 /** Free the phase indices a tree keeps for its phases/ directories (vt->phase_order). */
 void fs_phase_order_free(struct fs_vtree *vt);
-/** The ordinal of @rank's directory. @return 0 or -ENOENT (no such rank) */
+/** The ordinal of @rank's directory. @return 0 or -ENOENT (the rank has no streams) */
 int fs_rank_ord(const struct fs_vtree *vt, uint32_t rank, uint32_t *ord);
 /** The rank of rank directory @ord. */
 uint32_t fs_rank_of_ord(const struct fs_vtree *vt, uint32_t ord);

@@ -66,6 +66,7 @@ void fs_vtree_free(struct fs_vtree *vt)
 	fs_once_fini(&vt->terms_once);
 	fs_once_fini(&vt->root_once);
 	pthread_mutex_destroy(&vt->grow_lock);
+	free(vt->rank_list);
 	free(vt->rank_node);
 	fs_procs_free(vt->procs);
 	fs_windows_free(vt);
@@ -384,7 +385,7 @@ int fs_vtree_child(const struct fs_vtree *vt, uint64_t dir, uint32_t idx, uint64
 	return 0;
 }
 
-/* The rank directory @name in ranks/: canonical decimal, a rank of the trace. */
+/* The rank directory @name in ranks/: canonical decimal, a rank with streams. */
 static int lookup_rank(const struct fs_vtree *vt, const char *name, uint64_t *ino)
 {
 	uint64_t rank = 0;
