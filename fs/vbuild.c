@@ -984,37 +984,21 @@ static int read_tables(struct fs_vtree *vt)
 }
 
 /*
- * The rank directories: the ranks that have streams, in order, found in one pass over the
- * streams (rank_list stays NULL when they are exactly 0 to n - 1, as in a job).
+ * The rank directories: the ranks shown (struct fs_procs: those with streams, and a process
+ * that recorded no event), in order (rank_list stays NULL when they are exactly 0 to n - 1,
+ * as in a job).
  */
 static int list_ranks(struct fs_vtree *vt)
 {
-	uint32_t n = 0, prev = 0;
+	const struct fs_procs *p = vt->procs;
+	const uint32_t n = p->n_shown;
 
-	for (int pass = 0; pass < 2; pass++) {
-		n = 0;
-		for (uint32_t k = 0; k < vt->ti.n_streams; k++) {
-			struct tfs_stream_info si;
-			uint32_t s;
-			int rc = tfs_trace_stream_sorted(vt->trace, k, &s);
-
-			if (rc == 0)
-				rc = tfs_trace_stream(vt->trace, s, &si);
-			if (rc < 0)
-				return rc;
-			if (n && si.rank == prev)
-				continue;
-			if (vt->rank_list)
-				vt->rank_list[n] = si.rank;
-			prev = si.rank;
-			n++;
-		}
-		/* distinct and increasing: the last is n - 1 only if they are 0 to n - 1 */
-		if (pass || n == 0 || prev == n - 1)
-			break;
+	/* distinct and increasing: the last is n - 1 only if they are 0 to n - 1 */
+	if (n && p->shown[n - 1] != n - 1) {
 		vt->rank_list = malloc((size_t)n * sizeof(*vt->rank_list));
 		if (!vt->rank_list)
 			return -ENOMEM;
+		memcpy(vt->rank_list, p->shown, (size_t)n * sizeof(*vt->rank_list));
 	}
 	vt->n_rank_dirs = n;
 	vt->rank_node = calloc((size_t)n + 1, sizeof(*vt->rank_node));

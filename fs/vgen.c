@@ -267,21 +267,17 @@ err_free_streams:
 	return false;
 }
 
-/* The threads of the rank of sorted stream *@s, whose rank goes in *@rank; *@s past them. */
-static json_t *rank_threads(const struct tfs_trace *t, uint32_t n_streams, uint32_t *s,
-			    uint32_t *rank)
+/* The threads of @rank, in order: [] for a rank without streams. */
+static json_t *rank_threads(const struct tfs_trace *t, uint32_t rank)
 {
 	json_t *threads = json_array();
 	struct tfs_stream_info si;
-	uint32_t idx;
+	uint32_t first, n, idx;
 
-	for (bool first = true; threads && *s < n_streams; (*s)++, first = false) {
-		if (tfs_trace_stream_sorted(t, *s, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0)
-			goto err_free_threads;
-		if (!first && si.rank != *rank)
-			break;
-		*rank = si.rank;
-		if (!push(threads, json_integer(si.thread)))
+	tfs_trace_rank_streams(t, rank, &first, &n);
+	for (uint32_t k = first; threads && k < first + n; k++) {
+		if (tfs_trace_stream_sorted(t, k, &idx) < 0 || tfs_trace_stream(t, idx, &si) < 0 ||
+		    !push(threads, json_integer(si.thread)))
 			goto err_free_threads;
 	}
 	return threads;
@@ -292,18 +288,21 @@ err_free_threads:
 }
 
 /*
- * "ranks": [{"rank": r, "threads": [t...]}] in rank order, the ranks with streams; past
+ * "ranks": [{"rank": r, "threads": [t...]}] in rank order, the ranks shown (those with
+ * streams, and a process that recorded no event, with threads []: struct fs_procs); past
  * FS_INFO_STREAMS_EACH streams, consecutive ranks of the same threads are one entry with
  * "count" (ranks rank .. rank + count - 1).
  */
-static bool put_ranks(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+static bool put_ranks(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti,
+		      const struct fs_procs *p)
 {
 	bool runs = ti->n_streams > FS_INFO_STREAMS_EACH;
 	json_t *ranks = json_array(), *e = NULL;
-	uint32_t s = 0, rank = 0, first = 0;
+	uint32_t first = 0;
 
-	while (ranks && s < ti->n_streams) {
-		json_t *threads = rank_threads(t, ti->n_streams, &s, &rank);
+	for (uint32_t k = 0; ranks && k < p->n_shown; k++) {
+		const uint32_t rank = p->shown[k];
+		json_t *threads = rank_threads(t, rank);
 
 		if (!threads)
 			goto err_free_ranks;
@@ -521,39 +520,37 @@ static json_t *process_json(const struct fs_proc *q, uint32_t rank)
  * ppid, parent rank, end; end_known false when the end is "unknown: <why>" or absent).
  * Only for a recording's process tree (pid metadata, not an MPI job's ranks).
  */
-static bool put_processes(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+static bool put_processes(json_t *o, const struct fs_procs *p)
 {
-	struct fs_procs *p;
 	json_t *arr;
 
-	if (fs_procs_new(t, ti->n_ranks, &p) < 0)
-		return false;
-	if (!p->by_pid) {
-		fs_procs_free(p);
+	if (!p->by_pid)
 		return true;
-	}
 	arr = json_array();
-	for (uint32_t r = 0; arr && r < p->n_listed; r++) {
+	for (uint32_t k = 0; arr && k < p->n_shown; k++) {
 		struct fs_proc q;
 
-		fs_proc_at(p, r, &q);
-		if (!push(arr, process_json(&q, r))) {
+		fs_proc_at(p, p->shown[k], &q);
+		if (!push(arr, process_json(&q, p->shown[k]))) {
 			json_decref(arr);
 			arr = NULL;
 		}
 	}
-	fs_procs_free(p);
 	return put(o, "processes", arr);
 }
 
 json_t *fs_info_json_new(const struct tfs_trace *t)
 {
 	struct tfs_trace_info ti;
+	struct fs_procs *p;
 	char version[32];
-	json_t *o = json_object();
+	json_t *o;
 	double per_event, ratio;
 
 	tfs_trace_get_info(t, &ti);
+	if (fs_procs_new(t, ti.n_ranks, &p) < 0)
+		return NULL;
+	o = json_object();
 	snprintf(version, sizeof(version), "%u.%u", ti.version_major, ti.version_minor);
 	per_event = ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0;
 	ratio = ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0;
@@ -568,12 +565,13 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	    !put(o, "file_bytes", json_integer((json_int_t)ti.file_bytes)) ||
 	    !put(o, "text_bytes", json_integer((json_int_t)ti.text_bytes)) ||
 	    !put(o, "bytes_per_event", json_real(per_event)) ||
-	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, t, &ti) ||
-	    !put_ranks(o, t, &ti) || !put_stream_list(o, t, &ti) ||
+	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, p) ||
+	    !put_ranks(o, t, &ti, p) || !put_stream_list(o, t, &ti) ||
 	    !put_phases(o, t, &ti) || !put_sections(o, t, &ti)) {
 		json_decref(o);
-		return NULL;
+		o = NULL;
 	}
+	fs_procs_free(p);
 	return o;
 }
 
@@ -705,7 +703,8 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 	if (!p || !p->by_pid)
 		return;
 	fs_sb_printf(b, "Processes (a rank each, in the order they began)\n");
-	for (uint32_t r = 0; r < p->n_listed; r++) {
+	for (uint32_t k = 0; k < p->n_shown; k++) {
+		const uint32_t r = p->shown[k];
 		struct fs_proc proc;
 		const struct fs_proc *q = &proc;
 

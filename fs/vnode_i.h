@@ -479,8 +479,11 @@ struct fs_proc_run {
 
 struct fs_procs {
 	uint32_t n;	   /* ranks */
-	uint32_t n_listed; /* ranks up to the last one the metadata names (at least 1): the
-			    * listings of processes stop there, whatever n_ranks says */
+	/* the ranks shown (ranks/, info.json, README.txt), in increasing order: rank 0, those
+	 * with streams and those the metadata names (`<key>.rank<R>`), so a process that
+	 * recorded no event is shown too; bounded by the file, whatever n_ranks says */
+	uint32_t n_shown;
+	uint32_t *shown;
 	bool by_pid; /* ranks are the processes of a recording, named by pid (not MPI ranks) */
 	bool mpi;    /* ranks are an MPI job's (metadata mpi_size) */
 	uint32_t n_runs;

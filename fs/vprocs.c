@@ -170,17 +170,48 @@ static int read_changes(const struct tfs_trace *t, uint32_t n_ranks, const char 
 	return 0;
 }
 
-/* Raise *@n to one past the last rank that has streams. */
-static void last_stream_rank(const struct tfs_trace *t, uint32_t *n)
+/*
+ * The ranks shown (struct fs_procs): rank 0, the ranks of the sorted streams and those of
+ * the @n_ch changes @ch (in rank order), merged; at most 1 + streams + changes of them.
+ */
+static int shown_ranks(const struct tfs_trace *t, const struct change *ch, uint32_t n_ch,
+		       struct fs_procs *p)
 {
 	struct tfs_trace_info ti;
-	struct tfs_stream_info si;
-	uint32_t s;
+	uint32_t s = 0, c = 0;
 
 	tfs_trace_get_info(t, &ti);
-	if (ti.n_streams && tfs_trace_stream_sorted(t, ti.n_streams - 1, &s) == 0 &&
-	    tfs_trace_stream(t, s, &si) == 0 && si.rank >= *n)
-		*n = si.rank + 1;
+	p->shown = malloc(((size_t)ti.n_streams + n_ch + 1) * sizeof(*p->shown));
+	if (!p->shown)
+		return -ENOMEM;
+	p->shown[p->n_shown++] = 0;
+	for (;;) {
+		struct tfs_stream_info si;
+		uint32_t idx, r = UINT32_MAX;
+		int rc = 0;
+
+		if (s < ti.n_streams) {
+			rc = tfs_trace_stream_sorted(t, s, &idx);
+			if (rc == 0)
+				rc = tfs_trace_stream(t, idx, &si);
+			if (rc < 0)
+				return rc;
+			r = si.rank;
+		}
+		if (c < n_ch && ch[c].rank < r)
+			r = ch[c].rank;
+		if (r == UINT32_MAX && s == ti.n_streams && c == n_ch)
+			break;
+		if (s < ti.n_streams && si.rank == r)
+			s++;
+		else
+			c++;
+		if (r >= p->n)
+			continue; /* the reader keeps streams below n_ranks; keys too (key_of) */
+		if (r > p->shown[p->n_shown - 1])
+			p->shown[p->n_shown++] = r;
+	}
+	return 0;
 }
 
 /* Fill run @run from the values in force. */
@@ -233,17 +264,18 @@ int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **
 			continue;
 		set_run(&p->runs[p->n_runs++], ch[i].rank, val);
 	}
-	p->n_listed = n_ch && ch[n_ch - 1].rank >= 1 ? ch[n_ch - 1].rank + 1 : 1;
+	rc = shown_ranks(t, ch, n_ch, p);
 	free(ch);
-	last_stream_rank(t, &p->n_listed);
-	if (p->n_listed > n_ranks)
-		p->n_listed = n_ranks;
+	if (rc < 0) {
+		fs_procs_free(p);
+		return rc;
+	}
 	/* an MPI job's ranks are its processes by rank; pids are rank 0's unless kept */
 	p->mpi = tfs_trace_meta(t, "mpi_size") != NULL;
 	p->by_pid = n_ranks > 0 && p->runs[0].q.pid >= 0 && !p->mpi;
 	rc = find_parents(p);
 	if (rc < 0) {
-		free(p);
+		fs_procs_free(p);
 		return rc;
 	}
 	*out = p;
@@ -252,6 +284,8 @@ int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **
 
 void fs_procs_free(struct fs_procs *p)
 {
+	if (p)
+		free(p->shown);
 	free(p);
 }
 

@@ -9,7 +9,8 @@
 - A program catching its own faults (sigsetjmp/siglongjmp) behaves as untraced: the same
   output (its signal action and alternate stack as it set them) and exit status; its
   sigaction calls are recorded, the faults it caught are not fatal_signal events.
-- Every rank of a fork tree has its end: children reaped by their parent (waitpid, wait,
+- Every rank of a fork tree has its directory (ranks/<r>, `tracefs ls`, info.json's ranks),
+  one that recorded no event too, with empty views and its process. Every rank has its end: children reaped by their parent (waitpid, wait,
   waitid) with an exit status, _exit, a signal; an orphan reaped by the recorder; a child
   reaped inside libc (system()) has an end "unknown: <why>" and end_known false.
 - An exec's argv is whole up to 8192 bytes, and cut with a visible ...[+N bytes] mark past.
@@ -235,6 +236,29 @@ def fork_tree(tap, a, work):
                      r"status 7$" % (procs[pids["G"]]["rank"], pids["G"], d_rank), readme, re.M)
     tap.ok(line is not None, "README.txt lists the orphan with its pid, parent and end",
            readme[:3000])
+    rank_dirs(tap, a, t, procs[pids["B"]])
+
+
+def rank_dirs(tap, a, t, quiet):
+    """Every rank counted has its directory, @quiet (a child that only _exit()ed) too."""
+    n = t.info["n_ranks"]
+    rc, out, err = run([a.tracefs, "ls", t.path, "ranks"])
+    listed = sorted(int(line.split()[-1]) for line in out.decode().splitlines())
+    tap.ok(rc == 0 and listed == list(range(n)) and
+           [r["rank"] for r in t.info["ranks"]] == list(range(n)),
+           "fork tree: `tracefs ls ranks` and info.json's ranks hold every rank counted, "
+           "one without events too", (n, listed, t.info["ranks"], err))
+    r = quiet["rank"]
+    entry = [e for e in t.info["ranks"] if e["rank"] == r]
+    rc, out, err = run([a.tracefs, "ls", t.path, "ranks/%d" % r])
+    names = [line.split()[-1] for line in out.decode().splitlines()]
+    heap = t.cat("ranks/%d/heap.txt" % r)
+    tap.ok(rc == 0 and entry == [{"rank": r, "threads": []}] and
+           {"trace.txt", "events.jsonl", "summary.txt", "heap.txt"} <= set(names) and
+           t.events(r) == [] and t.cat("ranks/%d/trace.txt" % r) == "" and
+           heap.startswith("# heap of rank %d (cap_ends (pid %d))" % (r, quiet["pid"])),
+           "fork tree: the rank of a child that recorded nothing has its directory, empty "
+           "views and its process", (rc, entry, names, err, heap[:200]))
 
 
 def unknown_end(tap, a, work):
