@@ -534,15 +534,18 @@ static int compare_rank(const struct side *a, const struct side *b, uint32_t r,
 	for (int pass = 0; pass < 2; pass++) {
 		const struct side *x = pass ? b : a, *y = pass ? a : b;
 
-		for (uint32_t i = 0; i < x->ti.n_streams; i++) {
-			struct tfs_stream_info si;
-			uint32_t j;
-			int rc = tfs_trace_stream(x->t, i, &si);
+		uint32_t first, n;
 
+		tfs_trace_rank_streams(x->t, r, &first, &n);
+		for (uint32_t k = first; k < first + n; k++) {
+			struct tfs_stream_info si;
+			uint32_t i, j;
+			int rc = tfs_trace_stream_sorted(x->t, k, &i);
+
+			if (rc == 0)
+				rc = tfs_trace_stream(x->t, i, &si);
 			if (rc < 0)
 				return rc;
-			if (si.rank != r)
-				continue;
 			if (tfs_trace_find_stream(y->t, r, si.thread, &j) < 0) {
 				printf("rank %" PRIu32 " thread %" PRIu32 ": only in %s (%" PRIu64
 				       " events)\n",
@@ -564,6 +567,37 @@ static int compare_rank(const struct side *a, const struct side *b, uint32_t r,
 		printf("rank %" PRIu32 ": same calls (%" PRIu64 " events, %" PRIu32 " thread%s)\n",
 		       r, events, threads, threads == 1 ? "" : "s");
 	return same;
+}
+
+/*
+ * The rank after @r (the first when @r is UINT32_MAX) that has streams in @a or @b:
+ * UINT32_MAX when none has. O(log streams): the ranks compared are those with streams,
+ * whatever number of ranks the traces count.
+ */
+static uint32_t next_rank(const struct side *a, const struct side *b, uint32_t r)
+{
+	uint32_t best = UINT32_MAX;
+
+	for (int pass = 0; pass < 2; pass++) {
+		const struct side *x = pass ? b : a;
+		struct tfs_stream_info si;
+		uint32_t lo = 0, hi = x->ti.n_streams, idx;
+
+		/* the first of the streams sorted by rank whose rank is past @r */
+		while (r != UINT32_MAX && lo < hi) {
+			uint32_t mid = lo + (hi - lo) / 2;
+
+			if (tfs_trace_stream_sorted(x->t, mid, &idx) == 0 &&
+			    tfs_trace_stream(x->t, idx, &si) == 0 && si.rank <= r)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (tfs_trace_stream_sorted(x->t, lo, &idx) == 0 &&
+		    tfs_trace_stream(x->t, idx, &si) == 0 && si.rank < best)
+			best = si.rank;
+	}
+	return best;
 }
 
 int fs_cmd_compare(int argc, char **argv)
@@ -601,9 +635,12 @@ int fs_cmd_compare(int argc, char **argv)
 	if (side_open(&a, argv[optind], &o) || side_open(&b, argv[optind + 1], &o))
 		goto out;
 	n_ranks = a.ti.n_ranks > b.ti.n_ranks ? a.ti.n_ranks : b.ti.n_ranks;
-	for (uint32_t r = 0; r < n_ranks && rc >= 0; r++) {
+	/* a rank without streams in either makes the same calls (none) */
+	n_same = n_ranks;
+	for (uint32_t r = next_rank(&a, &b, UINT32_MAX); r != UINT32_MAX && rc >= 0;
+	     r = next_rank(&a, &b, r)) {
 		rc = compare_rank(&a, &b, r, &o);
-		n_same += rc > 0;
+		n_same -= rc == 0;
 	}
 	if (rc < 0) {
 		fs_fail("cannot compare %s and %s: %s", a.path, b.path, fs_strerror(-rc));

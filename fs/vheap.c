@@ -670,15 +670,25 @@ static int heap_get(struct fs_vtree *vt, uint32_t rank, const struct fs_seg *seg
 		    struct fs_heap **out)
 {
 	struct fs_pict_state *ps = vt->pict;
-	int rc = 0;
+	uint32_t ord;
+	int rc = fs_rank_ord(vt, rank, &ord);
 
-	if (rank >= ps->n_ranks)
+	if (rc < 0)
 		return -EINVAL;
 	pthread_mutex_lock(&ps->heap_lock);
-	if (!ps->heap[rank])
-		rc = heap_compute(vt, segs, n, &ps->heap[rank]);
-	*out = ps->heap[rank];
+	if (!ps->heap) {
+		ps->heap = calloc((size_t)vt->n_rank_dirs + 1, sizeof(*ps->heap));
+		if (ps->heap)
+			ps->n_heap = vt->n_rank_dirs;
+		else
+			rc = -ENOMEM;
+	}
+	if (rc == 0 && ord < ps->n_heap && !ps->heap[ord])
+		rc = heap_compute(vt, segs, n, &ps->heap[ord]);
+	*out = rc == 0 && ord < ps->n_heap ? ps->heap[ord] : NULL;
 	pthread_mutex_unlock(&ps->heap_lock);
+	if (rc == 0 && !*out)
+		rc = -EINVAL;
 	return rc;
 }
 

@@ -55,8 +55,10 @@ struct fs_pict_state {
 	struct fs_once once;
 	struct fs_pterm *terms;	  /* [ti.n_terminals] */
 	pthread_mutex_t heap_lock; /* guards heap[] and each computation into it */
-	struct fs_heap **heap;	  /* [n_ranks]: each rank's heap once computed (vheap.c) */
-	uint32_t n_ranks;
+	/* [n_heap]: each rank directory's heap (by ordinal: fs_rank_ord()) once computed
+	 * (vheap.c), made at the first one */
+	struct fs_heap **heap;
+	uint32_t n_heap;
 };
 
 /** Make vt->pict and its per-terminal table once. @return 0, -ENOMEM or a reader error */

@@ -15,13 +15,6 @@ int fs_pict_state_new(struct fs_vtree *vt)
 	vt->pict = calloc(1, sizeof(*vt->pict));
 	if (!vt->pict)
 		return -ENOMEM;
-	vt->pict->n_ranks = vt->ti.n_ranks;
-	vt->pict->heap = calloc((size_t)vt->ti.n_ranks + 1, sizeof(*vt->pict->heap));
-	if (!vt->pict->heap) {
-		free(vt->pict);
-		vt->pict = NULL;
-		return -ENOMEM;
-	}
 	fs_once_init(&vt->pict->once);
 	pthread_mutex_init(&vt->pict->heap_lock, NULL);
 	return 0;
@@ -33,7 +26,7 @@ void fs_pict_state_free(struct fs_pict_state *ps)
 		return;
 	fs_once_fini(&ps->once);
 	pthread_mutex_destroy(&ps->heap_lock);
-	for (uint32_t r = 0; ps->heap && r < ps->n_ranks; r++)
+	for (uint32_t r = 0; ps->heap && r < ps->n_heap; r++)
 		fs_heap_free(ps->heap[r]);
 	free(ps->heap);
 	free(ps->terms);

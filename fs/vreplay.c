@@ -30,11 +30,29 @@ static void gen_fini(struct rp_gen *g)
 	free(g->counts);
 	free(g->total);
 	free(g->rank_of);
+	free(g->ranks);
 	free(g->used);
 	rp_mpi_free(g->mpi);
 	rp_zlists_fini(&g->zl);
 	free(g->fb);
 	free(g->opened);
+}
+
+const uint8_t *rp_used(const struct rp_gen *g, uint32_t rank)
+{
+	uint32_t lo = 0, hi = g->n_ranks_used;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (g->ranks[mid] < rank)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == g->n_ranks_used || g->ranks[lo] != rank)
+		return NULL;
+	return g->used + (size_t)lo * g->ti->n_terminals;
 }
 
 static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
@@ -51,19 +69,35 @@ static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
 	g->counts = calloc((size_t)n * nt + 1, sizeof(*g->counts));
 	g->total = calloc((size_t)nt + 1, sizeof(*g->total));
 	g->rank_of = calloc((size_t)n + 1, sizeof(*g->rank_of));
-	g->used = calloc((size_t)vt->ti.n_ranks * nt + 1, 1);
-	if (!g->terms || !g->counts || !g->total || !g->rank_of || !g->used)
+	g->ranks = calloc((size_t)n + 1, sizeof(*g->ranks));
+	if (!g->terms || !g->counts || !g->total || !g->rank_of || !g->ranks)
 		return -ENOMEM;
+	/* the ranks with streams: at most one per stream, whatever n_ranks says */
+	for (uint32_t k = 0; rc == 0 && k < n; k++) {
+		struct tfs_stream_info si;
+		uint32_t s;
+
+		rc = tfs_trace_stream_sorted(vt->trace, k, &s);
+		if (rc == 0)
+			rc = tfs_trace_stream(vt->trace, s, &si);
+		if (rc == 0 && (!g->n_ranks_used || g->ranks[g->n_ranks_used - 1] != si.rank))
+			g->ranks[g->n_ranks_used++] = si.rank;
+	}
+	g->used = calloc((size_t)g->n_ranks_used * nt + 1, 1);
+	if (rc == 0 && !g->used)
+		rc = -ENOMEM;
 	for (uint32_t s = 0; rc == 0 && s < n; s++) {
 		struct tfs_stream_info si;
+		uint8_t *row;
 
 		rc = tfs_trace_stream(vt->trace, s, &si);
 		if (rc == 0)
 			rc = tfs_trace_term_counts(vt->trace, s, g->counts + (size_t)s * nt);
+		row = rc == 0 ? (uint8_t *)rp_used(g, si.rank) : NULL;
 		for (uint32_t i = 0; rc == 0 && i < nt; i++) {
 			g->total[i] += g->counts[(size_t)s * nt + i];
-			if (si.rank < vt->ti.n_ranks && g->counts[(size_t)s * nt + i])
-				g->used[(size_t)si.rank * nt + i] = 1;
+			if (row && g->counts[(size_t)s * nt + i])
+				row[i] = 1;
 		}
 		g->rank_of[s] = si.rank;
 	}
@@ -343,13 +377,14 @@ static void emit_phases(struct fs_sbuf *b, const struct prec *p, uint32_t n, uin
 /* Whether a pthread_create of @rank starts thread @thread (else the proxy does at start). */
 static bool created(struct rp_gen *g, uint32_t rank, uint32_t thread)
 {
+	const uint8_t *used = rp_used(g, rank);
 	uint32_t nt = g->ti->n_terminals;
 
-	for (uint32_t i = 0; i < nt; i++) {
+	for (uint32_t i = 0; used && i < nt; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		struct tfs_kind_desc kd;
 
-		if (!g->used[(size_t)rank * nt + i] ||
+		if (!used[i] ||
 		    tfs_trace_kind(g->t, g->terms[i].kind, &kd) < 0 ||
 		    strcmp(kd.name, "pthread_create") || tfs_trace_term_args(g->t, i, args) < 0)
 			continue;
@@ -550,15 +585,16 @@ static const char *path_of(struct rp_gen *g, uint32_t term, union tfs_arg *args)
 static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const uint64_t *counts,
 		       const uint32_t *rank_of)
 {
+	const uint8_t *used = rp_used(g, r);
 	uint32_t nt = g->ti->n_terminals;
 
-	for (uint32_t i = 0; i < nt; i++) {
+	for (uint32_t i = 0; used && i < nt; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
 		const char *path;
 		uint64_t file;
 		bool dir;
 
-		if (!g->used[(size_t)r * nt + i])
+		if (!used[i])
 			continue;
 		if (stdin_file(g, i, &file) && read_bytes(g, r, file) > 0) {
 			fs_sb_printf(b, "\t\trt_stdin(%" PRId64 ");\n", read_bytes(g, r, file));
@@ -588,7 +624,8 @@ static void emit_setup(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 		       const uint32_t *rank_of)
 {
 	fs_sb_printf(b, "static void rt_setup_files(uint32_t rank)\n{\n\tswitch (rank) {\n");
-	for (uint32_t r = 0; r < g->ti->n_ranks; r++) {
+	for (uint32_t k = 0; k < g->n_ranks_used; k++) {
+		const uint32_t r = g->ranks[k];
 		struct fs_sbuf lines = {0};
 
 		setup_rank(g, &lines, r, counts, rank_of);
@@ -614,10 +651,11 @@ static int emit_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 	for (uint32_t i = 0; i < nt; i++)
 		alloc_events |= g->terms[i].alloc;
 	fs_sb_printf(b, "static void rt_setup_allocs(uint32_t rank)\n{\n\tswitch (rank) {\n");
-	for (uint32_t r = 0; g->mpi && !alloc_events && r < g->ti->n_ranks; r++) {
+	for (uint32_t k = 0; g->mpi && !alloc_events && k < g->n_ranks_used; k++) {
+		const uint32_t r = g->ranks[k];
 		struct fs_sbuf lines = {0};
 
-		rp_mpi_allocs(g, &lines, g->used + (size_t)r * nt);
+		rp_mpi_allocs(g, &lines, g->used + (size_t)k * nt);
 		if (lines.len)
 			fs_sb_printf(b, "\tcase %u:\n%s\t\tbreak;\n", r, lines.data);
 		b->failed |= lines.failed;

@@ -116,7 +116,9 @@ struct rp_gen {
 	uint64_t *counts;      /* [n_streams * n_terminals]: occurrences per stream */
 	uint64_t *total;       /* [n_terminals]: over all streams */
 	uint32_t *rank_of;     /* [n_streams] */
-	uint8_t *used;	       /* [n_ranks * n_terminals]: a stream of the rank has it */
+	uint32_t *ranks;       /* [n_ranks_used]: the ranks with streams, increasing */
+	uint32_t n_ranks_used;
+	uint8_t *used;	       /* [n_ranks_used * n_terminals]: a stream of ranks[k] has it */
 	struct rp_mpi *mpi;    /* NULL: the trace has no MPI call */
 	struct rp_zlists zl;
 	struct rp_fbytes *fb;
@@ -127,6 +129,9 @@ struct rp_gen {
 	} * opened; /* calls that opened a path by name and succeeded at least once */
 	uint32_t n_opened, opened_cap;
 };
+
+/** The terminals rank @rank's streams have (g->used's row of it); NULL: it has no stream. */
+const uint8_t *rp_used(const struct rp_gen *g, uint32_t rank);
 
 /* ---- vreplay_walk.c ---- */
 

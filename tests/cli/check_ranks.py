@@ -11,14 +11,20 @@ trace is mounted in the foreground (the test owns the daemon's pid): `ls ranks/<
 the last rank's files equal rank 2's, and info's runs of streams add up to every stream.
 With --phases every rank marks its loop as a phase: info's runs of phases add up to every
 rank's, and the last rank's phase directory lists what rank 2's does.
+With --sparse the trace counts 2^32 - 1 ranks (the most the format allows) but has streams
+in the first and the last only, as a trace whose other ranks recorded nothing: ls ranks/,
+info.json's ranks, a rank's heap.txt and `tracefs compare` of the trace with itself show
+the two ranks, within the same bounds (main gave "cannot allocate memory" for the first
+three and compared every rank in turn).
 Output is TAP; exit 77 only for --mount without /dev/fuse.
 
-  check_ranks.py --tracefs T --gen G [--ranks N] [--mount] [--phases]
+  check_ranks.py --tracefs T --gen G [--ranks N] [--mount] [--phases | --sparse]
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -30,12 +36,22 @@ from tap import Tap  # noqa: E402
 MAX_RSS_KB = 200 * 1024
 MAX_CPU_S = 10.0  # generous: a loaded machine stays far below it, a per-rank cost does not
 TIMEOUT = 600
+MAX_OUT = 64 << 20
+
+
+def limits():
+    """In the child: files it writes (its output) at most MAX_OUT bytes, CPU time bounded."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_OUT, MAX_OUT))
+    resource.setrlimit(resource.RLIMIT_CPU, (TIMEOUT, TIMEOUT))
 
 
 def measured(cmd):
-    """Run @cmd; return (status, stdout, stderr, peak RSS in KB, CPU seconds)."""
+    """Run @cmd; return (status, stdout, stderr, peak RSS in KB, CPU seconds). A command that
+    writes more than MAX_OUT bytes or runs past TIMEOUT CPU seconds is stopped (a per-rank
+    line or loop over 2^32 ranks must fail the test, not fill the disk or hang it)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                             preexec_fn=limits)
         _, status, ru = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
@@ -167,6 +183,32 @@ def check_mount(tap, args, trace, workdir):
            "the daemon exits 0 once unmounted", "rc=%r" % daemon.returncode)
 
 
+def check_sparse(tap, args, trace):
+    last = (1 << 32) - 2
+    out = bounded(tap, "sparse: ls ranks", [args.tracefs, "ls", trace, "ranks"])
+    listed = [line.split()[-1] for line in out.decode().splitlines()] if out else None
+    tap.ok(listed == ["0", str(last)], "sparse: ranks/ lists the two ranks with streams",
+           repr(listed))
+    out = bounded(tap, "sparse: info.json", [args.tracefs, "cat", trace, "info.json"])
+    info = json.loads(out) if out else {}
+    tap.ok(info.get("n_ranks") == last + 1 and
+           info.get("ranks") == [{"rank": 0, "threads": [0]}, {"rank": last, "threads": [0]}],
+           "sparse: info.json counts every rank and lists the two with streams",
+           json.dumps({k: info.get(k) for k in ("n_ranks", "ranks")}))
+    out = bounded(tap, "sparse: heap.txt of the last rank",
+                  [args.tracefs, "cat", trace, "ranks/%d/heap.txt" % last])
+    tap.ok(out is not None and out.startswith(b"# heap of rank %d " % last) and
+           b"\nallocations 13 calls, 53248 bytes\n" in out,
+           "sparse: the last rank's heap.txt replays its allocations", out and out[:300])
+    out = bounded(tap, "sparse: compare with itself", [args.tracefs, "compare", trace, trace])
+    tap.ok(out is not None and out.decode().splitlines() == [
+        "rank 0: same calls (50 events, 1 thread)",
+        "rank %d: same calls (52 events, 1 thread)" % last,
+        "the traces make the same calls (%d ranks)" % (last + 1)],
+        "sparse: compare names the ranks with streams and counts every rank",
+        out and out[:500])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -174,6 +216,7 @@ def main():
     ap.add_argument("--ranks", type=int, default=1000000)
     ap.add_argument("--mount", action="store_true")
     ap.add_argument("--phases", action="store_true")
+    ap.add_argument("--sparse", action="store_true")
     args = ap.parse_args()
     if args.mount and not os.path.exists("/dev/fuse"):
         print("1..0 # SKIP /dev/fuse is absent")
@@ -181,6 +224,13 @@ def main():
     tap = Tap()
     with tempfile.TemporaryDirectory(prefix="tfs-ranks-") as workdir:
         trace = os.path.join(workdir, "ranks.trace")
+        if args.sparse:
+            p = subprocess.run([args.gen, trace, str((1 << 32) - 1), "50", "lossless",
+                                "sparse"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               timeout=TIMEOUT)
+            if tap.ok(p.returncode == 0, "gen_ranks: a sparse trace", p.stderr):
+                check_sparse(tap, args, trace)
+            return tap.done()
         p = subprocess.run([args.gen, trace, str(args.ranks), "120", "lossless"] +
                            (["phases"] if args.phases else []),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)

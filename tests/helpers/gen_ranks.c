@@ -7,8 +7,9 @@
  * is small whatever the rank count and its grammars, values and names are shared. It
  * checks nothing itself; it captures nothing.
  *
- * Usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] [phases]
- * (phases: each rank marks its loop as a phase "solve", a phase directory per rank)
+ * Usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] [phases|sparse]
+ * (phases: each rank marks its loop as a phase "solve", a phase directory per rank; sparse:
+ * one trace, written directly, whose streams are rank 0's and rank RANKS - 1's only)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -89,14 +90,16 @@ static int step(struct tfs_wstream *s, uint64_t i, uint64_t *ts, int writer)
 	return rc;
 }
 
-/* A one-rank trace in memory: @events events, rank 0's when @writer. */
-static int one_rank(uint64_t events, int timing, int phases, int writer, void **out,
-		    size_t *len)
+/*
+ * A trace in memory: @events events in rank 0, rank 0's when @writer, and with @last > 0
+ * the same events (not the writer's) in rank @last, the ranks between without streams.
+ */
+static int one_rank(uint64_t events, int timing, int phases, int writer, uint32_t last,
+		    void **out, size_t *len)
 {
 	struct tfs_writer_opts o = {.timing = timing};
 	struct tfs_writer *w;
 	struct tfs_wstream *s;
-	uint64_t ts = 1000;
 	uint32_t id;
 	int rc;
 
@@ -109,12 +112,17 @@ static int one_rank(uint64_t events, int timing, int phases, int writer, void **
 		rc = tfs_writer_set_meta(w, "program", "stencil");
 	if (rc == 0)
 		rc = tfs_writer_set_name(w, 0, "file", 0, writer ? "/out/result.h5" : "/dev/null");
-	if (rc == 0)
-		rc = tfs_writer_stream_new(w, 0, 0, &s);
-	while (rc == 0 && tfs_wstream_n_events(s) < events)
-		rc = step(s, tfs_wstream_n_events(s), &ts, writer);
-	if (rc == 0 && phases)
-		rc = tfs_writer_add_phase(w, "solve", 0, 0, 0, tfs_wstream_n_events(s));
+	for (uint32_t r = 0; rc == 0; r = last) {
+		uint64_t ts = 1000;
+
+		rc = tfs_writer_stream_new(w, r, 0, &s);
+		while (rc == 0 && tfs_wstream_n_events(s) < events)
+			rc = step(s, tfs_wstream_n_events(s), &ts, writer && r == 0);
+		if (rc == 0 && phases)
+			rc = tfs_writer_add_phase(w, "solve", r, 0, 0, tfs_wstream_n_events(s));
+		if (r == last)
+			break;
+	}
 	if (rc == 0)
 		rc = tfs_writer_save_mem(w, out, len);
 	tfs_writer_free(w);
@@ -127,6 +135,7 @@ int main(int argc, char **argv)
 	uint64_t events = argc > 3 ? strtoull(argv[3], NULL, 10) : 200;
 	int timing = argc > 4 && !strcmp(argv[4], "none") ? TFS_TIMING_NONE : TFS_TIMING_LOSSLESS;
 	int phases = argc > 5 && !strcmp(argv[5], "phases");
+	int sparse = argc > 5 && !strcmp(argv[5], "sparse");
 	unsigned long ranks = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
 	struct tfs_diag diag;
 	void *buf[2], *out;
@@ -136,11 +145,23 @@ int main(int argc, char **argv)
 
 	if (argc < 3 || ranks < 1 || ranks > UINT32_MAX) {
 		fprintf(stderr, "usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] "
-				"[phases]\n");
+				"[phases|sparse]\n");
 		return 2;
 	}
+	if (sparse) {
+		/* streams in the first rank and the last only, the others counted */
+		rc = one_rank(events, timing, 0, 1, (uint32_t)(ranks - 1), &out, &out_len);
+		if (rc < 0)
+			return fail("sparse trace", rc);
+		f = fopen(argv[1], "wb");
+		if (!f || fwrite(out, 1, out_len, f) != out_len || fclose(f) != 0)
+			return fail(argv[1], -errno);
+		printf("%s: %lu ranks, 2 with streams, %zu bytes\n", argv[1], ranks, out_len);
+		free(out);
+		return 0;
+	}
 	for (int i = 0; i < 2; i++) {
-		rc = one_rank(events, timing, phases, i == 0, &buf[i], &len[i]);
+		rc = one_rank(events, timing, phases, i == 0, 0, &buf[i], &len[i]);
 		if (rc == 0)
 			rc = tfs_trace_open_mem(buf[i], len[i], &in[i], &diag);
 		if (rc < 0)
