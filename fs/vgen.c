@@ -648,8 +648,10 @@ static const char readme_formats[] =
     "                address without symbols prints as 0x<hex>. C++ and Rust names are\n"
     "                demangled (they may hold spaces and parentheses: the location is the\n"
     "                last parenthesised group), code that no symbol names prints as\n"
-    "                <file name>+0x<return address in that file>. Control bytes, DEL and\n"
-    "                '\\' in names are written \\xHH. A backtrace as deep as the recording\n"
+    "                <file name>+0x<return address in that file>. Names are written as\n"
+    "                trace.txt writes a string, without the quotes: \\\", \\\\, \\n, \\t, \\r,\n"
+    "                and \\xHH for other control bytes, DEL, C1 controls (U+0080..U+009F)\n"
+    "                and bytes of no UTF-8. A backtrace as deep as the recording\n"
     "                kept (metadata backtrace_depth) may have lost its outer frames: its\n"
     "                first line is \"  [truncated]\", and in every folded stack and\n"
     "                heap.txt it starts with a [truncated] frame.\n"
@@ -666,8 +668,8 @@ static const char readme_formats[] =
     "                T<thread>:<event> in (thread, event) order without timing, - when no\n"
     "                call named it; flags: of the first call that opened it (open(2)\n"
     "                flags by name, or fopen's mode; a call that failed opened nothing),\n"
-    "                - when none did; name: the path,\n"
-    "                control bytes, DEL and '\\' as \\xHH (space in flags too), - when none.\n"
+    "                - when none did; name: the path, - when none. Names and flags are\n"
+    "                written as in backtraces.txt, a space in flags as \\x20.\n"
     "  allocs.folded <frame>;<frame>;... <bytes>, sorted: for flamegraph.pl, speedscope or\n"
     "                inferno. Counts the rank's events whose kind has a stack argument (a\n"
     "                symbolic id of class \"stack\"): per backtrace, the sum of their\n"
@@ -733,11 +735,16 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	const char *program = tfs_trace_meta(t, "program");
 
 	tfs_trace_get_info(t, &ti);
-	fs_sb_printf(&b, "tracefs view of %s\n\n", trace_name ? trace_name : "a trace");
+	fs_sb_printf(&b, "tracefs view of ");
+	fs_sb_name(&b, trace_name ? trace_name : "a trace", NULL);
+	fs_sb_printf(&b, "\n\n");
 	fs_sb_printf(&b, "This tree is generated from one compressed trace file; nothing in it is "
 		      "stored as text.\n");
-	if (program)
-		fs_sb_printf(&b, "  program   %s\n", program);
+	if (program) {
+		fs_sb_printf(&b, "  program   ");
+		fs_sb_name(&b, program, NULL);
+		fs_sb_printf(&b, "\n");
+	}
 	fs_sb_printf(&b,
 		  "  events    %" PRIu64 " in %" PRIu32 " stream%s (one per rank and thread) "
 		  "of %" PRIu32 " rank%s\n",
