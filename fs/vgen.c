@@ -700,7 +700,8 @@ static const char readme_untimed[] =
 
 /*
  * README.txt's list of the processes of a recording: per rank its program (the ones it ran
- * before, when it exec'd), pid, the rank that started it and how it ended.
+ * before, when it exec'd), pid, the rank that started it and how it ended; one line each
+ * whatever the program is called (names escaped as everywhere, §9.1).
  */
 static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 {
@@ -712,16 +713,22 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 		const struct fs_proc *q = &proc;
 
 		fs_proc_at(p, r, &proc);
-		fs_sb_printf(b, "  rank %" PRIu32 "  %s", r, q->program ? q->program : "?");
-		if (q->images && strstr(q->images, " -> "))
-			fs_sb_printf(b, " (ran %s)", q->images);
+		fs_sb_printf(b, "  rank %" PRIu32 "  ", r);
+		fs_sb_name(b, q->program ? q->program : "?", NULL);
+		if (q->images && strstr(q->images, " -> ")) {
+			fs_sb_printf(b, " (ran ");
+			fs_sb_name(b, q->images, NULL);
+			fs_sb_printf(b, ")");
+		}
 		if (q->pid >= 0)
 			fs_sb_printf(b, ", pid %" PRId64, q->pid);
 		if (q->parent_rank >= 0)
 			fs_sb_printf(b, ", started by rank %" PRId64, q->parent_rank);
 		else if (q->ppid >= 0 && r > 0)
 			fs_sb_printf(b, ", started by pid %" PRId64 " (not traced)", q->ppid);
-		fs_sb_printf(b, ": %s\n", q->end ? q->end : "end unknown");
+		fs_sb_printf(b, ": ");
+		fs_sb_name(b, q->end ? q->end : "end unknown", NULL);
+		fs_sb_printf(b, "\n");
 	}
 	fs_sb_printf(b, "\n");
 }

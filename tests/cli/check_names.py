@@ -49,7 +49,8 @@ def files_txt(rank):
 
 
 def expected():
-    """{path: (what, check)}: check(data) is the expected bytes, or a prefix of them."""
+    """{path: (what, bytes)}: the bytes the file holds, its first line(s), or (lines) a
+    block of lines in it. A path may end in a space, to check another part of a file."""
     folded = b"0x400000;fn\\n\\xc2\\x85<x>\\x3by\\x9b"
     return {
         b"ranks/0/files.txt": ("whole", files_txt(0)),
@@ -64,6 +65,11 @@ def expected():
         b"ranks/0/phases/" + PHASE + b"/summary.txt": (
             "first line", b"# summary of rank 0 phase directory ph\\xc2\\x85\\x85: 2 events, "
                           b"timing none\n"),
+        b"README.txt ": ("lines", b"Processes (a rank each, in the order they began)\n"
+                                  b"  rank 0  " + PROGRAM_TEXT + b" (ran sh -> " +
+                                  PROGRAM_TEXT + b"), pid 100: exited 0\\nforged line\n"
+                                  b"  rank 1  child\\x1b]0;t\\x07, pid 101, started by "
+                                  b"rank 0: killed\\r\n\n"),
         b"README.txt": ("first lines", b"tracefs view of n\\xc2\\x85\\x01.trace\n\nThis tree is "
                         b"generated from one compressed trace file; nothing in it is stored "
                         b"as text.\n  program   " + PROGRAM_TEXT + b"\n"),
@@ -72,7 +78,10 @@ def expected():
 
 def compare(tap, how, path, data, want):
     what, exp = want
-    if what == "first line":
+    if what == "lines":  # the block that starts as the expected bytes do
+        at = data.find(exp[:exp.index(b"\n") + 1])
+        got = data[at:at + len(exp)] if at >= 0 else b""
+    elif what == "first line":
         got = data[:data.index(b"\n") + 1] if b"\n" in data else data
     elif what == "first lines":
         got = data[:len(exp)]
@@ -85,7 +94,7 @@ def compare(tap, how, path, data, want):
 
 def check_cat(tap, tracefs, trace):
     for path, want in expected().items():
-        p = subprocess.run([tracefs, "cat", trace, path], stdout=subprocess.PIPE,
+        p = subprocess.run([tracefs, "cat", trace, path.rstrip()], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=120)
         if tap.ok(p.returncode == 0 and not p.stderr, "tracefs cat %r" % path, p.stderr):
             compare(tap, "cat", path, p.stdout, want)
@@ -111,7 +120,7 @@ def check_mount(tap, tracefs, trace, mp):
         return
     try:
         for path, want in expected().items():
-            with open(os.path.join(os.fsencode(mp), path), "rb") as f:
+            with open(os.path.join(os.fsencode(mp), path.rstrip()), "rb") as f:
                 compare(tap, "mounted", path, f.read(), want)
     finally:
         p = subprocess.run([tracefs, "umount", mp], stdout=subprocess.PIPE,
