@@ -33,62 +33,20 @@ static const char *timing_name(int timing)
 	return "unknown";
 }
 
-/* Length of the valid UTF-8 sequence at @s (RFC 3629), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		unsigned lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		unsigned lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
 json_t *fs_json_bytes_new(const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t len = strlen(s);
-	char *latin;
+	size_t n = strlen(s), len = tfs_escape(NULL, 0, s, n, TFS_ESCAPE_UTF8, NULL);
+	char *utf8;
 	json_t *j;
 
-	while (*p) {
-		size_t n = utf8_seq(p);
-
-		if (n == 0)
-			break;
-		p += n;
-	}
-	if (*p == '\0')
-		return json_stringn(s, len);
-	/* not UTF-8: one code point per byte */
-	latin = malloc(2 * len + 1);
-	if (!latin)
+	if (len == n) /* nothing replaced */
+		return json_stringn(s, n);
+	utf8 = malloc(len + 1);
+	if (!utf8)
 		return NULL;
-	p = (const unsigned char *)s;
-	len = 0;
-	for (; *p; p++) {
-		if (*p < 0x80) {
-			latin[len++] = (char)*p;
-		} else {
-			latin[len++] = (char)(0xc0 | (*p >> 6));
-			latin[len++] = (char)(0x80 | (*p & 0x3f));
-		}
-	}
-	j = json_stringn(latin, len);
-	free(latin);
+	tfs_escape(utf8, len + 1, s, n, TFS_ESCAPE_UTF8, NULL);
+	j = json_stringn(utf8, len);
+	free(utf8);
 	return j;
 }
 
@@ -592,8 +550,9 @@ static const char readme_formats[] =
     "  events.jsonl  {\"ts\":<ns>,\"dur\":<ns>,\"rank\":<r>,\"thread\":<t>,\"name\":\"<name>\",\n"
     "                \"args\":{...}} (no ts, dur when the trace has no timing)\n"
     "                One JSON object per line, padded with spaces like trace.txt; the result\n"
-    "                is an ordinary member of args; every string byte outside printable\n"
-    "                ASCII is one \\u00XX escape, so any byte string round-trips.\n"
+    "                is an ordinary member of args; strings keep valid UTF-8, escape\n"
+    "                controls (\\n, \\u00XX) and have U+FFFD (\\ufffd) for each byte that\n"
+    "                is no UTF-8, as info.json and trace.json have names and paths.\n"
     "                A thread's files list its events in the order the trace stores them:\n"
     "                as they end for a recorded trace (metadata event_order=end: an event\n"
     "                follows the events nested in it), else usually as they start.\n"
@@ -892,7 +851,7 @@ static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t rank,
 	return 0;
 }
 
-/* @s as a JSON string (bytes outside ASCII one code point each). @return 0 or -ENOMEM */
+/* @s as a JSON string (fs_json_bytes_new(), ASCII escapes). @return 0 or -ENOMEM */
 static int put_json_str(struct fs_sbuf *b, const char *s)
 {
 	json_t *j = fs_json_bytes_new(s);

@@ -444,17 +444,13 @@ def expected_files(model, info):
     # the phase index of the trace (for ~n suffixes) comes from info.json's list
     index = {}
     for i, p in enumerate(info["phases"]):
-        # info.json shows a name as UTF-8 when it is, else one code point per byte
-        names = {p["name"].encode("utf-8", "surrogateescape")}
-        if all(ord(c) < 256 for c in p["name"]):
-            names.add(dump_bytes(p["name"]))
-        for name in names:
-            key = (name, p["rank"], p["thread"], p["first_event"], p["events"])
-            index.setdefault(key, []).append(i)
+        key = (p["name"], p["rank"], p["thread"], p["first_event"], p["events"])
+        index.setdefault(key, []).append(i)
     groups = {}   # (rank, name) -> (dir, set of threads)
     for p in model.phases:
         name, rank, thread, first, n = p
-        idx = index[p].pop(0)
+        # info.json has a name as the JSON views have strings (§9.1)
+        idx = index[(tree_checks.json_str(name), rank, thread, first, n)].pop(0)
         g = groups.get((rank, name))
         if g is None:
             d, cut = phase_dirname(name)

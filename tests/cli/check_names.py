@@ -12,6 +12,8 @@ files are read through a real mount (exit 77 when /dev/fuse is absent).
 
 import argparse
 import atexit
+import json
+import re
 import os
 import shutil
 import subprocess
@@ -76,6 +78,46 @@ def expected():
     }
 
 
+# ... as the JSON views have them: valid UTF-8 (U+0085, é) as it is, each byte of no UTF-8
+# (raw 0x85, 0x9b, 0xff) U+FFFD; JSON escapes the controls
+PROGRAM_JSON = "prog\nname\u0085\ufffd\u00e9\ufffd"
+PHASE_JSON = "ph\u0085\ufffd"
+
+
+def json_names(obj, path):
+    """The names a JSON file holds, to compare with json_expected()."""
+    if path == b"info.json":
+        return {"program": obj["program"], "meta.program": obj["meta"]["program"],
+                "meta.images": obj["meta"]["images"], "meta.end": obj["meta"]["end"],
+                "phase name": obj["phases"][0]["name"], "phase dir": obj["phases"][0]["dir"]}
+    return {"process_name %d" % o["pid"]: o["args"]["name"] for o in obj
+            if isinstance(o, dict) and o.get("name") == "process_name"}
+
+
+def json_expected(path):
+    if path == b"info.json":
+        return {"program": PROGRAM_JSON, "meta.program": PROGRAM_JSON,
+                "meta.images": "sh -> " + PROGRAM_JSON, "meta.end": "exited 0\nforged line",
+                "phase name": PHASE_JSON, "phase dir": PHASE_JSON}
+    want = {"process_name 0": PROGRAM_JSON + " (pid 100)"}
+    if path == b"trace.json":
+        want["process_name 1"] = "child\x1b]0;t\x07 (pid 101)"
+    return want
+
+
+JSON_FILES = (b"info.json", b"trace.json", b"ranks/0/trace.json")
+
+
+def compare_json(tap, how, path, data):
+    try:
+        obj = json.loads(data)
+        got = json_names(obj, path)
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        got = "not JSON of the expected shape: %s" % e
+    tap.ok(got == json_expected(path), "%s %s: names valid UTF-8, U+FFFD for each byte of no "
+           "UTF-8" % (how, path.decode()), "got  %r\nwant %r" % (got, json_expected(path)))
+
+
 def compare(tap, how, path, data, want):
     what, exp = want
     if what == "lines":  # the block that starts as the expected bytes do
@@ -98,6 +140,25 @@ def check_cat(tap, tracefs, trace):
                            stderr=subprocess.PIPE, timeout=120)
         if tap.ok(p.returncode == 0 and not p.stderr, "tracefs cat %r" % path, p.stderr):
             compare(tap, "cat", path, p.stdout, want)
+    for path in JSON_FILES:
+        p = subprocess.run([tracefs, "cat", trace, path], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=120)
+        compare_json(tap, "cat", path, p.stdout)
+    p = subprocess.run([tracefs, "info", "--json", trace], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    compare_json(tap, "info --json:", b"info.json", p.stdout)
+    # the human summary prints the same strings as every text file prints a name
+    p = subprocess.run([tracefs, "info", trace], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120)
+    for line in (b"program           prog\\nname\\xc2\\x85\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\n",
+                 b"images            sh -> prog\\nname\\xc2\\x85\xef\xbf\xbd\xc3\xa9"
+                 b"\xef\xbf\xbd\n",
+                 b"end.rank1         killed\\r\n",
+                 b"            2 ph\\xc2\\x85\xef\xbf\xbd\n"):
+        tap.ok(p.returncode == 0 and line in p.stdout, "info prints %r" % line,
+               p.stdout.decode("ascii", "backslashreplace"))
+    tap.ok(re.search(rb"(?m)^trace: +/.*/n\\xc2\\x85\\x01\.trace$", p.stdout),
+           "info prints the trace's path escaped", p.stdout[:200])
 
 
 def is_mounted(mp):
@@ -122,6 +183,9 @@ def check_mount(tap, tracefs, trace, mp):
         for path, want in expected().items():
             with open(os.path.join(os.fsencode(mp), path.rstrip()), "rb") as f:
                 compare(tap, "mounted", path, f.read(), want)
+        for path in JSON_FILES:
+            with open(os.path.join(os.fsencode(mp), path), "rb") as f:
+                compare_json(tap, "mounted", path, f.read())
     finally:
         p = subprocess.run([tracefs, "umount", mp], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=120)

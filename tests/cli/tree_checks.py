@@ -133,12 +133,15 @@ class Tree:
         self.jargs = {}  # (rank, kind, ph, args) -> chrome_args()
         self.phases = info["phases"]
         self.phase_dir = {}
+        # info.json has a directory's name as the JSON views have strings (§9.1)
+        dirs = {}  # (rank, the name as info.json has it) -> the name
+        for k in listed:
+            m = re.match(rb"ranks/(\d+)/phases/([^/]+)/", k)
+            if m:
+                dirs[(int(m.group(1)), json_str(m.group(2)))] = m.group(2)
         for i, p in enumerate(self.phases):
-            d = p["dir"]
-            for cand in (d.encode("utf-8", "surrogateescape"), d.encode("latin-1", "replace")):
-                if any(k.startswith(b"ranks/%d/phases/%s/" % (p["rank"], cand)) for k in listed):
-                    self.phase_dir[i] = cand
-                    break
+            if (p["rank"], p["dir"]) in dirs:
+                self.phase_dir[i] = dirs[(p["rank"], p["dir"])]
         self.max_thread = max(t for _, t in model.streams)
         self.scopes = {}  # directory path (bytes) -> (Scope, with profiles)
         streams = sorted(model.streams)
