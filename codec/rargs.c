@@ -146,18 +146,18 @@ static size_t utf8_len(const uint8_t *p, size_t n)
 
 /*
  * How the views print the bytes at @p: *@take bytes of input become *@width bytes of
- * output. @return 0: as they are, else the escape, always of one byte: 'e' (\", \\, \n, \t,
- * \r), 'u' (\u00XX), 's' (\ufffd: a byte that is no UTF-8, the replacement character) or
- * 'x' (\xHH).
+ * output. @also (text only, may be NULL): ASCII bytes escaped as \xHH too. @return 0: as
+ * they are, else the escape, always of one byte: 'e' (\", \\, \n, \t, \r), 'u' (\u00XX),
+ * 's' (\ufffd: a byte that is no UTF-8, the replacement character) or 'x' (\xHH).
  */
-static char esc_class(const uint8_t *p, size_t n, bool json, bool gt, size_t *take,
+static char esc_class(const uint8_t *p, size_t n, bool json, const char *also, size_t *take,
 		      size_t *width)
 {
 	uint8_t c = p[0];
 	size_t k;
 
 	*take = 1;
-	if (plain(c) && !(gt && c == '>')) {
+	if (plain(c) && !(also && !json && strchr(also, c))) {
 		*width = 1;
 		return 0;
 	}
@@ -179,48 +179,89 @@ static char esc_class(const uint8_t *p, size_t n, bool json, bool gt, size_t *ta
 	return json ? 'u' : 'x';
 }
 
-/* @p between the delimiters @open and @close; with @gt, '>' is escaped too (a name). */
-static void put_escaped_in(struct sink *s, const uint8_t *p, size_t n, bool json, char open,
-			   char close, bool gt)
+/* The escape of class @kind (esc_class()) of byte @c into @e. @return its length */
+static size_t esc_bytes(char kind, uint8_t c, char e[6])
 {
 	static const char hex[] = "0123456789abcdef";
 
+	switch (kind) {
+	case 'e':
+		e[0] = '\\';
+		e[1] = c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : (char)c;
+		return 2;
+	case 'x':
+		memcpy(e, "\\x", 2);
+		e[2] = hex[c >> 4];
+		e[3] = hex[c & 15];
+		return 4;
+	case 's': /* U+FFFD: strict readers (DuckDB) refuse lone surrogates */
+		memcpy(e, "\\ufffd", 6);
+		return 6;
+	default:
+		memcpy(e, "\\u00", 4);
+		e[4] = hex[c >> 4];
+		e[5] = hex[c & 15];
+		return 6;
+	}
+}
+
+/* @p between the delimiters @open and @close; @also as for esc_class() (a name: ">"). */
+static void put_escaped_in(struct sink *s, const uint8_t *p, size_t n, bool json, char open,
+			   char close, const char *also)
+{
 	rs_put(s, &open, 1);
 	for (size_t i = 0; i < n;) {
 		size_t run = i, take, width;
-		char kind = 0;
-		uint8_t c;
+		char kind = 0, e[6];
 
-		while (run < n && (kind = esc_class(p + run, n - run, json, gt, &take, &width)) == 0)
+		while (run < n &&
+		       (kind = esc_class(p + run, n - run, json, also, &take, &width)) == 0)
 			run += take;
 		rs_put(s, p + i, run - i);
 		if (run == n)
 			break;
-		c = p[run];
 		i = run + 1;
-		if (kind == 'e') {
-			char e[2] = {'\\', c == '\n' ? 'n' : c == '\t' ? 't' : c == '\r' ? 'r' : (char)c};
-
-			rs_put(s, e, 2);
-		} else if (kind == 'x') {
-			char e[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
-
-			rs_put(s, e, 4);
-		} else {
-			char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-
-			if (kind == 's') /* U+FFFD: strict readers (DuckDB) refuse lone surrogates */
-				memcpy(e + 2, "fffd", 4);
-
-			rs_put(s, e, 6);
-		}
+		rs_put(s, e, esc_bytes(kind, p[run], e));
 	}
 	rs_put(s, &close, 1);
 }
 
 void rs_escaped(struct sink *s, const uint8_t *p, size_t n, bool json)
 {
-	put_escaped_in(s, p, n, json, '"', '"', false);
+	put_escaped_in(s, p, n, json, '"', '"', NULL);
+}
+
+/* Append @n bytes of @p to @buf of @cap bytes at *@len, as far as they fit; count them all. */
+static void esc_out(char *buf, size_t cap, size_t *len, const void *p, size_t n)
+{
+	if (*len < cap)
+		memcpy(buf + *len, p, n < cap - *len ? n : cap - *len);
+	*len += n;
+}
+
+size_t tfs_escape(char *buf, size_t cap, const void *str, size_t n, enum tfs_escape_mode mode,
+		  const char *also)
+{
+	static const char fffd[3] = {(char)0xef, (char)0xbf, (char)0xbd};
+	const uint8_t *p = str;
+	size_t len = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t take, width;
+		char kind = esc_class(p + i, n - i, mode != TFS_ESCAPE_TEXT, also, &take, &width);
+		char e[6];
+
+		if (kind == 0 || (mode == TFS_ESCAPE_UTF8 && kind != 's'))
+			esc_out(buf, cap, &len, p + i, take);
+		else if (mode == TFS_ESCAPE_UTF8)
+			esc_out(buf, cap, &len, fffd, sizeof(fffd));
+		else
+			esc_out(buf, cap, &len, e, esc_bytes(kind, p[i], e));
+		i += take;
+	}
+	if (cap)
+		buf[len < cap ? len : cap - 1] = '\0';
+	return len;
 }
 
 uint64_t render_name_width(const char *p, size_t n, bool json)
@@ -230,7 +271,7 @@ uint64_t render_name_width(const char *p, size_t n, bool json)
 	for (size_t i = 0; i < n;) {
 		size_t take, width;
 
-		esc_class((const uint8_t *)p + i, n - i, json, !json, &take, &width);
+		esc_class((const uint8_t *)p + i, n - i, json, ">", &take, &width);
 		w += width;
 		i += take;
 	}
@@ -244,9 +285,9 @@ uint8_t render_name_plain(const char *p, size_t n)
 	for (size_t i = 0; i < n && plain_in;) {
 		size_t take, width;
 
-		if (esc_class((const uint8_t *)p + i, n - i, false, true, &take, &width))
+		if (esc_class((const uint8_t *)p + i, n - i, false, ">", &take, &width))
 			plain_in &= 2;
-		if (esc_class((const uint8_t *)p + i, n - i, true, false, &take, &width))
+		if (esc_class((const uint8_t *)p + i, n - i, true, NULL, &take, &width))
 			plain_in &= 1;
 		i += take;
 	}
@@ -760,7 +801,7 @@ void rs_arg_hole(struct sink *s, const struct tfs_trace *t, const struct tmpl_se
 			rs_put(s, g->json ? "\"" : ">", 1);
 		} else if (e) {
 			put_escaped_in(s, (const uint8_t *)e->name, e->len, g->json,
-				       g->json ? '"' : '<', g->json ? '"' : '>', !g->json);
+				       g->json ? '"' : '<', g->json ? '"' : '>', ">");
 		} else {
 			rs_put(s, g->json ? "\"" : "<", 1);
 			rs_put(s, text + g->len, g->flen);

@@ -1,6 +1,6 @@
 /*
  * The growing text buffer of sbuf_i.h: doubling growth, printf formatting, one failure
- * flag. It never shrinks and never escapes.
+ * flag. It never shrinks; names are escaped by the codec's one rule (tfs_escape()).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sbuf_i.h"
+#include "tfs/reader.h"
 
 static bool grow(struct fs_sbuf *b, size_t need)
 {
@@ -65,6 +66,16 @@ void fs_sb_put(struct fs_sbuf *b, const void *data, size_t len)
 void fs_sb_puts(struct fs_sbuf *b, const char *s)
 {
 	fs_sb_put(b, s, strlen(s));
+}
+
+void fs_sb_name(struct fs_sbuf *b, const char *s, const char *also)
+{
+	size_t n = strlen(s), len = tfs_escape(NULL, 0, s, n, TFS_ESCAPE_TEXT, also);
+
+	if (b->failed || !grow(b, len))
+		return;
+	tfs_escape(b->data + b->len, len + 1, s, n, TFS_ESCAPE_TEXT, also);
+	b->len += len;
 }
 
 int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len)

@@ -94,6 +94,16 @@ static json_int_t jint(const json_t *o, const char *key)
 	return json_integer_value(json_object_get(o, key));
 }
 
+/* @s as the text files print a name (fs_sb_name(), FORMAT.md §9.1), padded to @width. */
+static void print_name(const char *s, int width)
+{
+	struct fs_sbuf b = {0};
+
+	fs_sb_name(&b, s, NULL);
+	printf("%-*s", width, b.data && !b.failed ? b.data : "?");
+	fs_sb_fini(&b);
+}
+
 /* A stream a line, or a run of copies of one stream on consecutive ranks ("index", "count"). */
 static void print_streams(const json_t *info)
 {
@@ -144,9 +154,11 @@ static void print_phases(const json_t *info)
 				 " (ranks %" JSON_INTEGER_FORMAT "-%" JSON_INTEGER_FORMAT ")",
 				 jint(p, "rank"), jint(p, "rank") + count - 1);
 		printf("  %6" JSON_INTEGER_FORMAT " %6" JSON_INTEGER_FORMAT
-		       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT " %s%s\n",
+		       " %12" JSON_INTEGER_FORMAT " %12" JSON_INTEGER_FORMAT " ",
 		       jint(p, "rank"), jint(p, "thread"), jint(p, "first_event"),
-		       jint(p, "events"), jstr(p, "dir"), ranks);
+		       jint(p, "events"));
+		print_name(jstr(p, "dir"), 0);
+		printf("%s\n", ranks);
 	}
 }
 
@@ -168,24 +180,17 @@ static void print_sections(const json_t *info)
 
 /*
  * One metadata line, `key value`: numbers as info --json has them (vgen.c turns pid,
- * backtrace_depth... into integers), control characters of a string escaped so that a
+ * backtrace_depth... into integers), a string as every text file prints a name, so that a
  * value of several lines (thread_names) stays on its key's line.
  */
 static void print_meta(const char *key, const json_t *v)
 {
-	const char *s = json_string_value(v);
-
-	printf("%-17s ", key);
+	print_name(key, 17);
+	putchar(' ');
 	if (json_is_integer(v))
 		printf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
-	for (; s && *s; s++) {
-		if (*s == '\n')
-			fputs("\\n", stdout);
-		else if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			printf("\\x%02x", (unsigned char)*s);
-		else
-			putchar(*s);
-	}
+	else if (json_is_string(v))
+		print_name(json_string_value(v), 0);
 	putchar('\n');
 }
 
@@ -196,7 +201,9 @@ static void print_info(const char *path, const json_t *info)
 	const json_t *totals = json_object_get(info, "section_totals"), *v;
 	const char *key;
 
-	printf("trace:            %s\n", path);
+	printf("trace:            ");
+	print_name(path, 0);
+	putchar('\n');
 	printf("format:           %s\n", jstr(info, "format"));
 	json_object_foreach((json_t *)meta, key, v)
 	    print_meta(key, v);

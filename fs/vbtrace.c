@@ -13,26 +13,13 @@
 
 #include "vnode_i.h"
 
-/* A function or file name: control bytes, DEL and '\' as \xHH; in folded stacks ';' too. */
-static void put_name(struct fs_sbuf *b, const char *s, bool folded)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c < 0x20 || c == 0x7f || c == '\\' || (folded && c == ';'))
-			fs_sb_printf(b, "\\x%02x", c);
-		else
-			fs_sb_put(b, s, 1);
-	}
-}
-
 /* " (<file>:<line>)", ":<line>" left out when 0, nothing when neither is known. */
 static void put_location(struct fs_sbuf *b, const struct tfs_src_frame *f)
 {
 	if (!f->file[0] && !f->line)
 		return;
 	fs_sb_put(b, " (", 2);
-	put_name(b, f->file, false);
+	fs_sb_name(b, f->file, NULL);
 	if (f->line)
 		fs_sb_printf(b, ":%" PRIu32, f->line);
 	fs_sb_put(b, ")", 1);
@@ -92,7 +79,7 @@ int fs_backtraces_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t r
 				fs_sb_printf(&b, "  %#" PRIx64 "\n", frames[f]);
 			for (uint32_t k = 0; k < ns && rc == 0; k++) {
 				fs_sb_put(&b, "  ", 2);
-				put_name(&b, src[k].function, false);
+				fs_sb_name(&b, src[k].function, NULL);
 				put_location(&b, &src[k]);
 				if (k > 0)
 					fs_sb_put(&b, " [inlined]", 10);
@@ -270,7 +257,7 @@ int fs_fold_stack(struct fs_vtree *vt, uint32_t rank, uint64_t id, struct fs_sbu
 		for (uint32_t k = 0; k < ns && rc == 0; k++) {
 			if (f || k || cut)
 				fs_sb_put(b, ";", 1);
-			put_name(b, src[k].function, true);
+			fs_sb_name(b, src[k].function, ";");
 		}
 	}
 	return rc;

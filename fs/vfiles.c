@@ -139,19 +139,6 @@ static void open_flags(char *buf, size_t cap, uint64_t v)
 		snprintf(buf + n, cap - n, "|%#" PRIx64, v);
 }
 
-/* A name or word for a text file: control bytes, DEL, '\' and (@space) space as \xHH. */
-static void put_word(struct fs_sbuf *b, const char *s, bool space)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c < 0x20 || c == 0x7f || c == '\\' || (space && c == ' '))
-			fs_sb_printf(b, "\\x%02x", c);
-		else
-			fs_sb_put(b, s, 1);
-	}
-}
-
 /* The flags of opening event @ev of kind @fk, as files.txt prints them. */
 static void event_flags(const struct fkind *fk, const struct tfs_event *ev, char *buf, size_t cap)
 {
@@ -162,7 +149,7 @@ static void event_flags(const struct fkind *fk, const struct tfs_event *ev, char
 		return;
 	}
 	if (fk->mode_arg >= 0)
-		put_word(&b, ev->args[fk->mode_arg].s, true);
+		fs_sb_name(&b, ev->args[fk->mode_arg].s, " ");
 	snprintf(buf, cap, "%.*s", b.len && !b.failed ? (int)b.len : 1, b.len ? b.data : "-");
 	free(b.data);
 }
@@ -337,7 +324,7 @@ static int print_files(struct fscan *s, uint32_t rank, char **out, size_t *len)
 		put_use(&b, e->called, s->timed, e->first_ns, e->first_t, e->first_i);
 		put_use(&b, e->called, s->timed, e->last_ns, e->last_t, e->last_i);
 		fs_sb_printf(&b, " %-24s ", e->opened ? e->flags : "-");
-		put_word(&b, e->name ? e->name : "-", false);
+		fs_sb_name(&b, e->name ? e->name : "-", NULL);
 		fs_sb_put(&b, "\n", 1);
 	}
 	free(v);

@@ -33,62 +33,20 @@ static const char *timing_name(int timing)
 	return "unknown";
 }
 
-/* Length of the valid UTF-8 sequence at @s (RFC 3629), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s)
-{
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		return (s[1] & 0xc0) == 0x80 ? 2 : 0;
-	if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		unsigned lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80)
-			return 0;
-		return 3;
-	}
-	if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		unsigned lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
-
-		if (s[1] < lo || s[1] > hi || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-			return 0;
-		return 4;
-	}
-	return 0;
-}
-
 json_t *fs_json_bytes_new(const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t len = strlen(s);
-	char *latin;
+	size_t n = strlen(s), len = tfs_escape(NULL, 0, s, n, TFS_ESCAPE_UTF8, NULL);
+	char *utf8;
 	json_t *j;
 
-	while (*p) {
-		size_t n = utf8_seq(p);
-
-		if (n == 0)
-			break;
-		p += n;
-	}
-	if (*p == '\0')
-		return json_stringn(s, len);
-	/* not UTF-8: one code point per byte */
-	latin = malloc(2 * len + 1);
-	if (!latin)
+	if (len == n) /* nothing replaced */
+		return json_stringn(s, n);
+	utf8 = malloc(len + 1);
+	if (!utf8)
 		return NULL;
-	p = (const unsigned char *)s;
-	len = 0;
-	for (; *p; p++) {
-		if (*p < 0x80) {
-			latin[len++] = (char)*p;
-		} else {
-			latin[len++] = (char)(0xc0 | (*p >> 6));
-			latin[len++] = (char)(0x80 | (*p & 0x3f));
-		}
-	}
-	j = json_stringn(latin, len);
-	free(latin);
+	tfs_escape(utf8, len + 1, s, n, TFS_ESCAPE_UTF8, NULL);
+	j = json_stringn(utf8, len);
+	free(utf8);
 	return j;
 }
 
@@ -590,8 +548,9 @@ static const char readme_formats[] =
     "  events.jsonl  {\"ts\":<ns>,\"dur\":<ns>,\"rank\":<r>,\"thread\":<t>,\"name\":\"<name>\",\n"
     "                \"args\":{...}} (no ts, dur when the trace has no timing)\n"
     "                One JSON object per line, padded with spaces like trace.txt; the result\n"
-    "                is an ordinary member of args; every string byte outside printable\n"
-    "                ASCII is one \\u00XX escape, so any byte string round-trips.\n"
+    "                is an ordinary member of args; strings keep valid UTF-8, escape\n"
+    "                controls (\\n, \\u00XX) and have U+FFFD (\\ufffd) for each byte that\n"
+    "                is no UTF-8, as info.json and trace.json have names and paths.\n"
     "                A thread's files list its events in the order the trace stores them:\n"
     "                as they end for a recorded trace (metadata event_order=end: an event\n"
     "                follows the events nested in it), else usually as they start.\n"
@@ -646,8 +605,10 @@ static const char readme_formats[] =
     "                address without symbols prints as 0x<hex>. C++ and Rust names are\n"
     "                demangled (they may hold spaces and parentheses: the location is the\n"
     "                last parenthesised group), code that no symbol names prints as\n"
-    "                <file name>+0x<return address in that file>. Control bytes, DEL and\n"
-    "                '\\' in names are written \\xHH. A backtrace as deep as the recording\n"
+    "                <file name>+0x<return address in that file>. Names are written as\n"
+    "                trace.txt writes a string, without the quotes: \\\", \\\\, \\n, \\t, \\r,\n"
+    "                and \\xHH for other control bytes, DEL, C1 controls (U+0080..U+009F)\n"
+    "                and bytes of no UTF-8. A backtrace as deep as the recording\n"
     "                kept (metadata backtrace_depth) may have lost its outer frames: its\n"
     "                first line is \"  [truncated]\", and in every folded stack and\n"
     "                heap.txt it starts with a [truncated] frame.\n"
@@ -664,8 +625,8 @@ static const char readme_formats[] =
     "                T<thread>:<event> in (thread, event) order without timing, - when no\n"
     "                call named it; flags: of the first call that opened it (open(2)\n"
     "                flags by name, or fopen's mode; a call that failed opened nothing),\n"
-    "                - when none did; name: the path,\n"
-    "                control bytes, DEL and '\\' as \\xHH (space in flags too), - when none.\n"
+    "                - when none did; name: the path, - when none. Names and flags are\n"
+    "                written as in backtraces.txt, a space in flags as \\x20.\n"
     "  allocs.folded <frame>;<frame>;... <bytes>, sorted: for flamegraph.pl, speedscope or\n"
     "                inferno. Counts the rank's events whose kind has a stack argument (a\n"
     "                symbolic id of class \"stack\"): per backtrace, the sum of their\n"
@@ -696,7 +657,8 @@ static const char readme_untimed[] =
 
 /*
  * README.txt's list of the processes of a recording: per rank its program (the ones it ran
- * before, when it exec'd), pid, the rank that started it and how it ended.
+ * before, when it exec'd), pid, the rank that started it and how it ended; one line each
+ * whatever the program is called (names escaped as everywhere, §9.1).
  */
 static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 {
@@ -709,16 +671,22 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 		const struct fs_proc *q = &proc;
 
 		fs_proc_at(p, r, &proc);
-		fs_sb_printf(b, "  rank %" PRIu32 "  %s", r, q->program ? q->program : "?");
-		if (q->images && strstr(q->images, " -> "))
-			fs_sb_printf(b, " (ran %s)", q->images);
+		fs_sb_printf(b, "  rank %" PRIu32 "  ", r);
+		fs_sb_name(b, q->program ? q->program : "?", NULL);
+		if (q->images && strstr(q->images, " -> ")) {
+			fs_sb_printf(b, " (ran ");
+			fs_sb_name(b, q->images, NULL);
+			fs_sb_printf(b, ")");
+		}
 		if (q->pid >= 0)
 			fs_sb_printf(b, ", pid %" PRId64, q->pid);
 		if (q->parent_rank >= 0)
 			fs_sb_printf(b, ", started by rank %" PRId64, q->parent_rank);
 		else if (q->ppid >= 0 && r > 0)
 			fs_sb_printf(b, ", started by pid %" PRId64 " (not traced)", q->ppid);
-		fs_sb_printf(b, ": %s\n", q->end ? q->end : "end unknown");
+		fs_sb_printf(b, ": ");
+		fs_sb_name(b, q->end ? q->end : "end unknown", NULL);
+		fs_sb_printf(b, "\n");
 	}
 	fs_sb_printf(b, "\n");
 }
@@ -732,11 +700,16 @@ static int readme_new(const struct fs_vtree *vt, const char *trace_name, char **
 	const char *program = tfs_trace_meta(t, "program");
 
 	tfs_trace_get_info(t, &ti);
-	fs_sb_printf(&b, "tracefs view of %s\n\n", trace_name ? trace_name : "a trace");
+	fs_sb_printf(&b, "tracefs view of ");
+	fs_sb_name(&b, trace_name ? trace_name : "a trace", NULL);
+	fs_sb_printf(&b, "\n\n");
 	fs_sb_printf(&b, "This tree is generated from one compressed trace file; nothing in it is "
 		      "stored as text.\n");
-	if (program)
-		fs_sb_printf(&b, "  program   %s\n", program);
+	if (program) {
+		fs_sb_printf(&b, "  program   ");
+		fs_sb_name(&b, program, NULL);
+		fs_sb_printf(&b, "\n");
+	}
 	fs_sb_printf(&b,
 		  "  events    %" PRIu64 " in %" PRIu32 " stream%s (one per rank and thread) "
 		  "of %" PRIu32 " rank%s\n",
@@ -877,7 +850,7 @@ static int put_phase(struct fs_vtree *vt, struct fs_sbuf *b, uint32_t rank,
 	return 0;
 }
 
-/* @s as a JSON string (bytes outside ASCII one code point each). @return 0 or -ENOMEM */
+/* @s as a JSON string (fs_json_bytes_new(), ASCII escapes). @return 0 or -ENOMEM */
 static int put_json_str(struct fs_sbuf *b, const char *s)
 {
 	json_t *j = fs_json_bytes_new(s);

@@ -760,8 +760,9 @@ int fs_heap_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, c
 	if (rc < 0)
 		return rc;
 	fs_proc_name(vt->procs, rank, proc, sizeof(proc));
-	fs_sb_printf(&b, "# heap of rank %" PRIu32 " (%s): the malloc family, replayed in the "
-		     "order calls returned\n", rank, proc);
+	fs_sb_printf(&b, "# heap of rank %" PRIu32 " (", rank);
+	fs_sb_name(&b, proc, NULL);
+	fs_sb_printf(&b, "): the malloc family, replayed in the order calls returned\n");
 	fs_sb_printf(&b, "allocations %" PRIu64 " calls, %" PRIu64 " bytes\n", h->n_alloc,
 		     h->alloc_bytes);
 	fs_sb_printf(&b, "frees %" PRIu64 " calls (%" PRIu64 " of blocks not seen allocated)\n",

@@ -148,7 +148,7 @@ static void put_json_chars(struct fs_sbuf *b, const unsigned char *p)
 	}
 }
 
-/* @str as a JSON string: UTF-8 as is, other bytes one code point each (FORMAT.md §9.1). */
+/* @str as a JSON string: UTF-8 as is, other bytes U+FFFD (fs_json_bytes_new(), §9.1). */
 static void put_json_str(struct fs_sbuf *b, const char *str)
 {
 	const unsigned char *p = (const unsigned char *)str;

@@ -282,8 +282,10 @@ static int print_summary(const struct fs_vtree *vt, const struct fs_scope *sc, s
 
 	if (n_rows > 1)
 		qsort(rows, n_rows, sizeof(*rows), cmp_row);
-	fs_sb_printf(&b, "# summary of %s: %" PRIu64 " events, timing %s\n", sc->label,
-		     sc->n_events, timing_name(vt->ti.timing));
+	fs_sb_printf(&b, "# summary of ");
+	fs_sb_name(&b, sc->label, NULL);
+	fs_sb_printf(&b, ": %" PRIu64 " events, timing %s\n", sc->n_events,
+		     timing_name(vt->ti.timing));
 	print_sampling(vt, &b);
 	fs_sb_printf(&b, "# per event kind and per zone name, largest total duration first;\n"
 			 "# durations in ns (mean rounded down; - when no event of the row has one),"

@@ -175,8 +175,9 @@ struct json_t;
 struct json_t *fs_info_json_new(const struct tfs_trace *t);
 
 /**
- * A JSON string of arbitrary bytes: valid UTF-8 as is, otherwise one code point per byte
- * (U+0000..U+00FF), so every phase name or metadata value can be shown.
+ * A JSON string of arbitrary bytes as the JSON views have strings (FORMAT.md §9.1): valid
+ * UTF-8 as is, each byte that is no UTF-8 U+FFFD (the replacement character), so that every
+ * phase name or metadata value can be shown and the valid UTF-8 around a bad byte stays.
  * @return a new reference, or NULL on ENOMEM
  */
 struct json_t *fs_json_bytes_new(const char *s);

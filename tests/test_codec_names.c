@@ -5,7 +5,7 @@
  * attached rendering against hand-written lines (ranks sharing a terminal but not its
  * names), merges of equal and of different tables, a golden trace with its rendered text,
  * every truncation and bit flip of that, a newer minor, bad writer input, and allocation
- * failure in turn.
+ * failure in turn; tfs_escape(), the §9.1 escapes the tree's other files print names with.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -763,6 +763,38 @@ static size_t form(char *out, const char *name, bool json)
  * Ranks sharing a terminal but not its names, their tables stored whole or as changes that
  * replace, add and remove names: each line is padded to the widest rank's form.
  */
+/* tfs_escape(): §9.1 in each mode, the bytes of @also, snprintf's contract on a short buffer. */
+static void test_names_escape_modes_and_short_buffer(void **state)
+{
+	static const char in[] = "a\tb\n\x01\x7f\"\\>;\xc2\x85\x85\xc3\xa9\xff\xc3";
+	static const char text[] = "a\\tb\\n\\x01\\x7f\\\"\\\\\\x3e\\x3b\\xc2\\x85\\x85\xc3\xa9"
+				   "\\xff\\xc3";
+	static const char json[] = "a\\tb\\n\\u0001\\u007f\\\"\\\\>;\xc2\x85\\ufffd\xc3\xa9"
+				   "\\ufffd\\ufffd";
+	static const char utf8[] = "a\tb\n\x01\x7f\"\\>;\xc2\x85\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd"
+				   "\xef\xbf\xbd";
+	char buf[128];
+	size_t n = sizeof(in) - 1;
+
+	(void)state;
+	assert_int_equal(tfs_escape(buf, sizeof(buf), in, n, TFS_ESCAPE_TEXT, ">;"),
+			 sizeof(text) - 1);
+	assert_string_equal(buf, text);
+	/* @also is the text view's alone */
+	assert_int_equal(tfs_escape(buf, sizeof(buf), in, n, TFS_ESCAPE_JSON, ">;"),
+			 sizeof(json) - 1);
+	assert_string_equal(buf, json);
+	assert_int_equal(tfs_escape(buf, sizeof(buf), in, n, TFS_ESCAPE_UTF8, NULL),
+			 sizeof(utf8) - 1);
+	assert_string_equal(buf, utf8);
+	assert_int_equal(tfs_escape(NULL, 0, in, n, TFS_ESCAPE_TEXT, ">;"), sizeof(text) - 1);
+	memset(buf, 'Z', sizeof(buf));
+	/* without @also, ">;" print as themselves: 6 bytes fewer */
+	assert_int_equal(tfs_escape(buf, 6, in, n, TFS_ESCAPE_TEXT, NULL), sizeof(text) - 1 - 6);
+	assert_string_equal(buf, "a\\tb\\");
+	assert_int_equal(buf[6], 'Z');
+}
+
 static void test_names_widths_over_ranks_seeded(void **state)
 {
 	const struct tfs_arg_desc args[] = {
@@ -1106,6 +1138,7 @@ int main(void)
 	    cmocka_unit_test(test_names_argflags_checked),
 	    cmocka_unit_test(test_names_trace_renders_attached),
 	    cmocka_unit_test(test_names_merge_keeps_and_shares),
+	    cmocka_unit_test(test_names_escape_modes_and_short_buffer),
 	    cmocka_unit_test(test_names_widths_over_ranks_seeded),
 	    cmocka_unit_test(test_names_golden_renders_committed_text),
 	    cmocka_unit_test(test_names_golden_every_truncation_and_flip_refused),

@@ -471,6 +471,28 @@ struct tfs_name {
 int tfs_trace_names_dup(const struct tfs_trace *t, uint32_t rank, const char *sym_class,
 			struct tfs_name **out, size_t *n);
 
+/** How tfs_escape() writes a string (FORMAT.md §9.1). */
+enum tfs_escape_mode {
+	TFS_ESCAPE_TEXT = 0, /**< as trace.txt: \", \\, \n, \t, \r, else \xHH but printable
+			      *   ASCII and valid UTF-8 that is no C1 control */
+	TFS_ESCAPE_JSON = 1, /**< as the JSON views, string content: \", \\, \n, \t, \r,
+			      *   \u00XX, \ufffd for a byte that is no UTF-8 */
+	TFS_ESCAPE_UTF8 = 2, /**< the JSON views' string without the escapes, for a JSON
+			      *   library to escape: each byte that is no UTF-8 as U+FFFD, the
+			      *   rest as it is */
+};
+
+/**
+ * The @n bytes at @str as the views print a string (FORMAT.md §9.1), without quotes, so
+ * that every text or JSON file of the tree writes names and paths one way.
+ * @param also  TFS_ESCAPE_TEXT only, may be NULL: ASCII bytes written \xHH too (the
+ *              delimiters of a view: ">" for a name in <...>, ";" in folded stacks)
+ * @return the length of the whole result, like snprintf: @buf (@cap bytes, may be NULL when
+ *         @cap is 0) holds its first @cap - 1 bytes and a NUL. Thread-safe.
+ */
+size_t tfs_escape(char *buf, size_t cap, const void *str, size_t n, enum tfs_escape_mode mode,
+		  const char *also);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@ import tempfile
 
 import layout_checks
 import tree_checks
+from tree_checks import escape  # §9.1, shared with the tree's name columns
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers"))
 from tap import Tap  # noqa: E402
@@ -53,49 +54,6 @@ def run(cmd, timeout=600, stdin=subprocess.DEVNULL):
 
 
 # ---- the model: FORMAT.md §9 from the dumped events ----
-
-def utf8_len(b, i):
-    """Bytes of the valid UTF-8 sequence of 2 to 4 bytes at b[i] (RFC 3629), else 0."""
-    try:
-        for k in (2, 3, 4):
-            if i + k <= len(b):
-                b[i:i + k].decode("utf-8")
-                return k
-    except UnicodeDecodeError:
-        pass
-    return 0
-
-
-def escape(b, json_view, gt=False):
-    """§9.1 (2.2): printable ASCII but '"' and '\\' as is, valid UTF-8 as is (the text view
-    escapes C1 controls), C escapes; other bytes \\xHH in text, \\u00XX (controls, DEL) or
-    \\ufffd (a byte of no UTF-8) in JSON. With @gt '>' is escaped too (an attached name)."""
-    out = bytearray()
-    i = 0
-    while i < len(b):
-        c = b[i]
-        k = utf8_len(b, i) if c >= 0x80 else 0
-        if k and (json_view or not (c == 0xc2 and b[i + 1] < 0xa0)):
-            out += b[i:i + k]
-            i += k
-            continue
-        i += 1
-        if c in (0x22, 0x5c):
-            out += b"\\" + bytes([c])
-        elif c == 0x0a:
-            out += b"\\n"
-        elif c == 0x09:
-            out += b"\\t"
-        elif c == 0x0d:
-            out += b"\\r"
-        elif 0x20 <= c <= 0x7e and not (gt and c == 0x3e):
-            out.append(c)
-        elif not json_view:
-            out += b"\\x%02x" % c
-        else:
-            out += b"\\ufffd" if c >= 0x80 else b"\\u%04x" % c
-    return bytes(out)
-
 
 def text_escape(b):
     return b'"' + escape(b, False) + b'"'
@@ -209,7 +167,7 @@ class Model:
         name = self.names.get(rank, {}).get((cls, sid), cls.encode() + b"#%d" % sid)
         if json_view:
             return json_escape(name)
-        return b"<" + escape(name, False, gt=True) + b">"
+        return b"<" + escape(name, False, also=b">") + b">"
 
     def name_width(self, cls, sid, json_view):
         key = (cls, sid, json_view)
@@ -408,14 +366,8 @@ class Model:
 
     @staticmethod
     def bt_name(b, folded=False):
-        """Control bytes, DEL, '\\' (and ';' in folded stacks) as \\xHH."""
-        out = bytearray()
-        for c in b:
-            if c < 0x20 or c == 0x7f or c == 0x5c or (folded and c == 0x3b):
-                out += b"\\x%02x" % c
-            else:
-                out.append(c)
-        return bytes(out)
+        """§9.1's text escapes without quotes (and ';' as \\x3b in folded stacks)."""
+        return escape(b, False, also=b";" if folded else b"")
 
     def backtraces_txt(self, rank):
         syms = self.symbols.get(rank, {})
@@ -492,17 +444,13 @@ def expected_files(model, info):
     # the phase index of the trace (for ~n suffixes) comes from info.json's list
     index = {}
     for i, p in enumerate(info["phases"]):
-        # info.json shows a name as UTF-8 when it is, else one code point per byte
-        names = {p["name"].encode("utf-8", "surrogateescape")}
-        if all(ord(c) < 256 for c in p["name"]):
-            names.add(dump_bytes(p["name"]))
-        for name in names:
-            key = (name, p["rank"], p["thread"], p["first_event"], p["events"])
-            index.setdefault(key, []).append(i)
+        key = (p["name"], p["rank"], p["thread"], p["first_event"], p["events"])
+        index.setdefault(key, []).append(i)
     groups = {}   # (rank, name) -> (dir, set of threads)
     for p in model.phases:
         name, rank, thread, first, n = p
-        idx = index[p].pop(0)
+        # info.json has a name as the JSON views have strings (§9.1)
+        idx = index[(tree_checks.json_str(name), rank, thread, first, n)].pop(0)
         g = groups.get((rank, name))
         if g is None:
             d, cut = phase_dirname(name)

@@ -627,7 +627,7 @@ static void test_vtree_backtrace_files(void **state)
 	assert_string_equal(text, "stack#0\n"
 				  "  main (m.c:3)\n"
 				  "  work (w.c)\n"
-				  "  in;line\\x5c\\x0a (:9) [inlined]\n"
+				  "  in;line\\\\\\n (:9) [inlined]\n"
 				  "  deeper [inlined]\n"
 				  "stack#1\n"
 				  "  main (m.c:3)\n"
@@ -637,7 +637,7 @@ static void test_vtree_backtrace_files(void **state)
 				  "stack#3\n"
 				  "  main (m.c:3)\n"
 				  "  work (w.c)\n"
-				  "  in;line\\x5c\\x0a (:9) [inlined]\n"
+				  "  in;line\\\\\\n (:9) [inlined]\n"
 				  "  deeper [inlined]\n");
 	free(text);
 	check_file(f.vt, "ranks/0/backtraces.txt", size);
@@ -645,7 +645,7 @@ static void test_vtree_backtrace_files(void **state)
 	assert_string_equal(text, "[no frames] 1\n"
 				  "[unknown stack#9] 3\n"
 				  "main;0x30;libc.so.6+0x10 19\n"
-				  "main;work;in\\x3bline\\x5c\\x0a;deeper 111\n");
+				  "main;work;in\\x3bline\\\\\\n;deeper 111\n");
 	free(text);
 	check_file(f.vt, "ranks/0/allocs.folded", size);
 	text = read_path(f.vt, "ranks/2/allocs.folded", &size);

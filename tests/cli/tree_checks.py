@@ -31,6 +31,52 @@ CALL_FILES = (b"trace.txt", b"events.jsonl")
 TEXT_CALL = re.compile(rb"^[ 0-9.]*T[0-9]+ +([^ (]+)\(")
 
 
+# ---- FORMAT.md §9.1, the escapes of every string and name ----
+
+def utf8_len(b, i):
+    """Bytes of the valid UTF-8 sequence of 2 to 4 bytes at b[i] (RFC 3629), else 0."""
+    try:
+        for k in (2, 3, 4):
+            if i + k <= len(b):
+                b[i:i + k].decode("utf-8")
+                return k
+    except UnicodeDecodeError:
+        pass
+    return 0
+
+
+def escape(b, json_view, also=b""):
+    """§9.1 (2.2): printable ASCII but '"' and '\\' as is, valid UTF-8 as is (the text view
+    escapes C1 controls), C escapes; other bytes \\xHH in text, \\u00XX (controls, DEL) or
+    \\ufffd (a byte of no UTF-8) in JSON. The text view writes the
+    bytes of @also \\xHH too ('>' in an attached name, ';' in a folded stack)."""
+    out = bytearray()
+    i = 0
+    while i < len(b):
+        c = b[i]
+        k = utf8_len(b, i) if c >= 0x80 else 0
+        if k and (json_view or not (c == 0xc2 and b[i + 1] < 0xa0)):
+            out += b[i:i + k]
+            i += k
+            continue
+        i += 1
+        if c in (0x22, 0x5c):
+            out += b"\\" + bytes([c])
+        elif c == 0x0a:
+            out += b"\\n"
+        elif c == 0x09:
+            out += b"\\t"
+        elif c == 0x0d:
+            out += b"\\r"
+        elif 0x20 <= c <= 0x7e and (json_view or c not in also):
+            out.append(c)
+        elif not json_view:
+            out += b"\\x%02x" % c
+        else:
+            out += b"\\ufffd" if c >= 0x80 else b"\\u%04x" % c
+    return bytes(out)
+
+
 def json_str(b):
     """The string a JSON reader gets for bytes @b (§9.1): U+FFFD for each byte of no UTF-8."""
     return re.sub("[\udc80-\udcff]", "\ufffd", b.decode("utf-8", "surrogateescape"))
@@ -87,12 +133,15 @@ class Tree:
         self.jargs = {}  # (rank, kind, ph, args) -> chrome_args()
         self.phases = info["phases"]
         self.phase_dir = {}
+        # info.json has a directory's name as the JSON views have strings (§9.1)
+        dirs = {}  # (rank, the name as info.json has it) -> the name
+        for k in listed:
+            m = re.match(rb"ranks/(\d+)/phases/([^/]+)/", k)
+            if m:
+                dirs[(int(m.group(1)), json_str(m.group(2)))] = m.group(2)
         for i, p in enumerate(self.phases):
-            d = p["dir"]
-            for cand in (d.encode("utf-8", "surrogateescape"), d.encode("latin-1", "replace")):
-                if any(k.startswith(b"ranks/%d/phases/%s/" % (p["rank"], cand)) for k in listed):
-                    self.phase_dir[i] = cand
-                    break
+            if (p["rank"], p["dir"]) in dirs:
+                self.phase_dir[i] = dirs[(p["rank"], p["dir"])]
         self.max_thread = max(t for _, t in model.streams)
         self.scopes = {}  # directory path (bytes) -> (Scope, with profiles)
         streams = sorted(model.streams)
@@ -500,9 +549,9 @@ def open_flags(v):
 
 
 def word(b, space=False):
-    """Control bytes, DEL, '\\' (and space in flags) as \\xHH."""
-    return b"".join(b"\\x%02x" % c if c < 0x20 or c == 0x7f or c == 0x5c or
-                    (space and c == 0x20) else bytes([c]) for c in b)
+    """A name as README.txt says files.txt prints it: §9.1's text escapes without quotes
+    (and a space in flags as \\x20)."""
+    return escape(b, False, also=b" " if space else b"")
 
 
 def file_kind(name, flags):
