@@ -106,8 +106,10 @@
  * is traced. A munmap that cuts a mapping in two leaves two pieces with the mapping's id and
  * offsets from its original start; a mapping mremap resizes or moves keeps its id and its
  * offsets (its pages move with it), one that mremap copies (old size 0, MREMAP_DONTUNMAP)
- * gets a new id. String arguments (paths, argv) are kept whole up to 900
- * bytes; a longer one keeps its first 900 and ends in a visible `...[+N bytes]`.
+ * gets a new id. String arguments (paths, argv) and the names of descriptors read from
+ * /proc are kept whole up to 900 bytes; a longer one keeps its first 900 and ends in a
+ * visible `...[+N bytes]`. The metadata `cmdline` (the program's argv, spaces between) is
+ * kept whole.
  *
  * Layers: a call made while the same thread is inside another interposed call (the real
  * function running) or inside an MPI call, and every call on a thread a library started
