@@ -21,7 +21,7 @@
   of glibc's last round, after the capture's own teardown, are counted as dropped.
 - trace.json names processes `<program> (pid N)` (the program exec'd last) and threads
   `<name> (thread N)` as the program named them; info.json lists each rank's program, pid,
-  parent rank and end.
+  parent rank and end; a recording of one process has its ppid (the recorder) too.
 Output is TAP.
 
   check_ends.py --tracefs T --ends CAP_ENDS
@@ -317,6 +317,26 @@ def long_names(tap, a, work):
            "mark" % (len(path), STR_LIMIT), [n[-40:] for n in named])
 
 
+def one_process_ppid(tap, a, work):
+    """A recording of one process has its ppid, the recorder, as one of several does."""
+    out = os.path.join(work, "one.trace")
+    e = dict(os.environ)
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE"):
+        e.pop(k, None)
+    p = subprocess.Popen([a.tracefs, "record", "-o", out, "--", a.ends, "readfd", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
+                         stdin=subprocess.DEVNULL)
+    _, serr = p.communicate(timeout=300)
+    if not tap.ok(p.returncode == 0, "one process: recorded", serr):
+        return
+    t = Trace(a.tracefs, out)
+    procs = t.info.get("processes", [])
+    tap.ok(len(procs) == 1 and procs[0].get("ppid") == p.pid and
+           t.info["meta"].get("ppid") == p.pid and procs[0].get("parent_rank") is None,
+           "one process: info.json has its ppid, the recorder's pid %d, and no parent rank"
+           % p.pid, (procs, t.info["meta"].get("ppid")))
+
+
 def names(tap, a, work):
     rc, out, _, serr = record(a, work, "names", ["names"])
     if not tap.ok(rc == 0, "names: recorded", serr):
@@ -398,7 +418,7 @@ def main():
     work = tempfile.mkdtemp(prefix="tfs-ends-")
     os.mkdir(os.path.join(work, "spools"))
     for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv,
-                 long_names, names, tsd_destructors):
+                 long_names, one_process_ppid, names, tsd_destructors):
         try:
             case(tap, a, work)
         except Exception as e:  # a crash of the checker is a failure, not an abort
