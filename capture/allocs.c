@@ -663,20 +663,47 @@ static uintptr_t page_end(uintptr_t lo, size_t len)
 	return (hi + g_page - 1) & ~(g_page - 1);
 }
 
-uint64_t cap_map_add(const void *p, size_t len)
+uint64_t cap_map_enter(const void *p, size_t len, uint64_t id, uint64_t off)
 {
 	const uintptr_t lo = (uintptr_t)p;
-	struct big e = {lo, page_end(lo, len ? len : 1), lo, 0, true};
+	struct big e = {lo, page_end(lo, len ? len : 1), lo - (uintptr_t)off, id, true};
 
 	if (!enter_table())
-		return atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed);
-	e.id = batch_id();
+		return id ? id : atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed);
+	if (!e.id)
+		e.id = batch_id();
 	lock(&g_big_lock);
 	big_cut(e.lo, e.hi);
 	big_put(&e);
 	unlock(&g_big_lock);
 	leave_table();
 	return e.id;
+}
+
+uint64_t cap_map_add(const void *p, size_t len)
+{
+	return cap_map_enter(p, len, 0, 0);
+}
+
+uint64_t cap_map_take(const void *p, size_t len, uint64_t *off)
+{
+	const uintptr_t lo = (uintptr_t)p;
+	uint64_t id = 0;
+	ptrdiff_t i;
+
+	*off = 0;
+	if (!len || (lo & (g_page - 1)) || !enter_table())
+		return 0; /* mremap fails on these: nothing moves */
+	lock(&g_big_lock);
+	i = big_floor(lo);
+	if (i >= 0 && g_big[i].map && lo < g_big[i].hi) {
+		id = g_big[i].id;
+		*off = lo - g_big[i].base;
+	}
+	big_cut(lo, page_end(lo, len));
+	unlock(&g_big_lock);
+	leave_table();
+	return id;
 }
 
 void cap_map_remove(const void *p, size_t len)

@@ -1,9 +1,9 @@
 /*
  * The live allocations of the traced process (allocs.c): every block the malloc family
- * returned and every region mmap mapped, not yet freed or unmapped, each with an allocation
- * id, unique in the process (mmap regions share the numbering): a thread takes ids ID_BATCH
- * at a time from a process-wide counter, so one thread's ids are 1, 2, 3... in its
- * allocation order, and threads' do not interleave call by call. The
+ * returned and every region mmap mapped (or mremap moved), not yet freed or unmapped, each
+ * with an allocation id, unique in the process (mmap regions share the numbering): a thread
+ * takes ids ID_BATCH at a time from a process-wide counter, so one thread's ids are 1, 2,
+ * 3... in its allocation order, and threads' do not interleave call by call. The
  * interposers keep it up to date; I/O interposers and the MPI wrappers turn a buffer pointer
  * into (allocation id, offset) through cap_alloc_lookup(). Internal to libtfscapture.
  *
@@ -64,6 +64,29 @@ uint64_t cap_alloc_remove(const void *p, size_t *size);
  * taking out whatever mapped region it replaced (MAP_FIXED). @return its id
  */
 uint64_t cap_map_add(const void *p, size_t len);
+
+/*
+ * cap_map_add() with a given id and offset: enter [@p, @p + @len) (rounded up to whole pages)
+ * under id @id (0: a new one), its offsets counting from @p - @off, after taking out whatever
+ * mapped region it replaced. mremap's new range, or its old one back when it failed.
+ * @return its id
+ */
+uint64_t cap_map_enter(const void *p, size_t len, uint64_t id, uint64_t off);
+
+/*
+ * mremap is about to move or resize [@p, @p + @len): take the range out as munmap would
+ * (cap_map_remove), before another thread can map what the move frees. @off gets the offset
+ * of @p in its mapped region (0 when none holds it).
+ * @return the id of the mapped region holding @p, 0 when none does (a mapping made before
+ * capture or by libc itself), or when @p is not page-aligned or @len is 0
+ *
+ * A mapping mremap resized or moved keeps its id and its offsets (cap_map_enter() of the new
+ * range with this id and @off): its pages are the same pages, wherever they now are, so a
+ * buffer in it has the same (id, offset) before and after. Unlike realloc, which copies to
+ * a new block with a new id. A call that leaves the old range mapped (old size 0, or
+ * MREMAP_DONTUNMAP) makes a second mapping, entered under a new id as mmap's.
+ */
+uint64_t cap_map_take(const void *p, size_t len, uint64_t *off);
 
 /*
  * munmap is about to unmap [@p, @p + @len) (rounded up to whole pages; nothing when @p is

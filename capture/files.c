@@ -26,6 +26,8 @@
 
 #define FD_MAX 65536  /* descriptors with a remembered file id */
 #define N_PATHS 16384 /* distinct names given ids through the name table */
+/* what /proc/self/fd shows for a descriptor, NUL included: a path of at most PATH_MAX bytes */
+#define FD_NAME_BYTES (PATH_MAX + 1)
 
 /* working directories left (chdir, fchdir): a relative name in each is a file of its own */
 static _Atomic uint32_t g_cwd_epoch;
@@ -223,20 +225,24 @@ static int own_getsockopt(int fd, int level, int name, void *val, socklen_t *len
 	return r;
 }
 
-/* What /proc/self/fd shows for open @fd (a socket: its address), into @target
- * (CALL_MAX_STR + 1 bytes). @return false when /proc does not show it */
+/*
+ * What /proc/self/fd shows for open @fd (a socket: its address), whole, into @target
+ * (FD_NAME_BYTES): it keys the table of names, where two long paths with a common start
+ * are two files; its fd_file event cuts it with a visible mark (cap_put_str).
+ * @return false when /proc does not show it
+ */
 static bool fd_target(int fd, char *target)
 {
 	char link[48];
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = own_readlink(link, target, CALL_MAX_STR);
+	n = own_readlink(link, target, FD_NAME_BYTES - 1);
 	if (n <= 0)
 		return false;
 	target[n] = '\0';
 	if (!strncmp(target, "socket:[", 8))
-		socket_name(fd, target, CALL_MAX_STR + 1);
+		socket_name(fd, target, FD_NAME_BYTES);
 	return true;
 }
 
@@ -265,7 +271,7 @@ static uint32_t not_open_file(void)
 
 uint32_t cap_fd_file(int fd)
 {
-	char target[CALL_MAX_STR + 1];
+	char target[FD_NAME_BYTES];
 	const int saved_errno = errno;
 	uint32_t id;
 	bool fresh, n;
@@ -302,12 +308,13 @@ out:
  */
 static void name_in_dir(int dirfd, const char *path, int fd, uint32_t id)
 {
-	char link[48], name[CALL_MAX_STR + 1];
+	/* the directory's path (at most PATH_MAX bytes), a slash, @path (which an open took) */
+	char link[48], name[2 * FD_NAME_BYTES];
 	const int saved_errno = errno;
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-	n = own_readlink(link, name, CALL_MAX_STR);
+	n = own_readlink(link, name, FD_NAME_BYTES - 1);
 	if (n > 0 && name[0] == '/') {
 		snprintf(name + n, sizeof(name) - (size_t)n, "/%s", path);
 		put_fd_file(fd, name, id);
@@ -370,7 +377,7 @@ void cap_files_export(uint32_t *fd_file, unsigned int n)
 
 void cap_files_import(const uint32_t *fd_file, unsigned int n)
 {
-	char target[CALL_MAX_STR + 1];
+	char target[FD_NAME_BYTES];
 	const int saved_errno = errno;
 
 	for (unsigned int fd = 0; fd < n && fd < FD_MAX; fd++) {

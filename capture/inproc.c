@@ -109,35 +109,50 @@ static void flush(void)
 	pthread_mutex_unlock(&g.lock);
 }
 
-/* argv of this process, spaces between, from /proc/self/cmdline. */
-static void read_cmdline(char *buf, size_t cap)
+/*
+ * argv of this process, spaces between, whole, from /proc/self/cmdline (its size bounded by
+ * the kernel's limit on an exec's arguments). @return it (free() it), NULL when out of memory
+ */
+static char *read_cmdline_dup(void)
 {
 	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, cap - 1);
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap), *more;
+	ssize_t n = 0;
 
+	while (buf && fd >= 0 && (n = read(fd, buf + len, cap - 1 - len)) > 0) {
+		len += (size_t)n;
+		if (len < cap - 1)
+			continue;
+		more = realloc(buf, 2 * cap);
+		if (!more)
+			free(buf);
+		buf = more;
+		cap *= 2;
+	}
 	if (fd >= 0)
 		close(fd);
-	if (n < 0)
-		n = 0;
-	buf[n] = '\0';
-	for (ssize_t i = 0; n > 0 && i < n - 1; i++)
+	if (!buf)
+		return NULL;
+	buf[len] = '\0';
+	for (size_t i = 0; len > 0 && i < len - 1; i++)
 		if (buf[i] == '\0')
 			buf[i] = ' ';
+	return buf;
 }
 
 /* Take in everything and set the metadata; @end says how the recording ended. */
 static int finish(const char *end)
 {
-	char cmdline[4096];
-	int rc;
+	char *cmdline = read_cmdline_dup();
+	int rc = cmdline ? cap_consumer_finish(g.consumer) : -ENOMEM;
 
-	read_cmdline(cmdline, sizeof(cmdline));
-	rc = cap_consumer_finish(g.consumer);
 	if (rc == 0)
 		rc = cap_consumer_set_common_meta(g.consumer, program_invocation_short_name,
 						  cmdline, (long)getpid(), "in-process");
 	if (rc == 0)
 		rc = cap_consumer_set_meta(g.consumer, "end", end);
+	free(cmdline);
 	return rc;
 }
 

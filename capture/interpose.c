@@ -13,8 +13,8 @@
  * block's allocation id: a block leaves the table before the real free or realloc runs.
  *
  * Allocating calls are recorded with their backtrace when backtraces are on (cap_put_call
- * unwinds, unwind.c). Not done: valloc, pvalloc and reallocarray (not interposed), and
- * calls made before this library is loaded (the dynamic loader's).
+ * unwinds, unwind.c). Not done: reallocarray (not interposed), and calls made before this
+ * library is loaded (the dynamic loader's).
  */
 #undef _FILE_OFFSET_BITS /* define open, not open64 under the name open */
 #undef _FORTIFY_SOURCE
@@ -308,6 +308,40 @@ EXPORT void *memalign(size_t alignment, size_t size)
 	id = new_id(m, p, size);
 	if (m.trace)
 		PUT_ALLOC(CALL_MEMALIGN, 4, alignment, size, (uintptr_t)p, id, 0);
+	return p;
+}
+
+EXPORT void *valloc(size_t size)
+{
+	struct alloc_mode m;
+	uint64_t id;
+	void *p;
+
+	if (!HAVE(valloc))
+		return NULL;
+	p = cap_real.valloc(size);
+	m = alloc_mode();
+	id = new_id(m, p, size);
+	if (m.trace)
+		PUT_ALLOC(CALL_VALLOC, 3, size, (uintptr_t)p, id, 0, 0);
+	return p;
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	struct alloc_mode m;
+	uint64_t id;
+	void *p;
+
+	if (!HAVE(pvalloc))
+		return NULL;
+	p = cap_real.pvalloc(size);
+	m = alloc_mode();
+	/* the table holds the whole pages the block has, the event the size asked for */
+	id = new_id(m, p, size <= SIZE_MAX - page ? (size + page - 1) / page * page : size);
+	if (m.trace)
+		PUT_ALLOC(CALL_PVALLOC, 3, size, (uintptr_t)p, id, 0, 0);
 	return p;
 }
 

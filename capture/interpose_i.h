@@ -3,7 +3,7 @@
  * is declared once in calls.txt; gen_calls.py makes its event kind, its entry in struct
  * cap_real and, unless the kind is `custom`, its wrapper (interpose_gen.c). The custom ones
  * are written by hand: interpose.c (the malloc family, threads, the resolution),
- * interpose_mem.c (mmap, munmap), interpose_proc.c (fork, exec, posix_spawn, the wait
+ * interpose_mem.c (mmap, mremap, munmap), interpose_proc.c (fork, exec, posix_spawn, the wait
  * family, thread names), interpose_sig.c (signal actions, fatal signals). files.c keeps
  * the descriptors' symbolic files. All are linked into libtfscapture.so only.
  *
@@ -47,8 +47,9 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define EXPORT __attribute__((visibility("default")))
 
-/* Declared by <malloc.h> only: declared here for the definition. */
+/* Declared by <malloc.h> only: declared here for the definitions. */
 void *memalign(size_t alignment, size_t size);
+void *pvalloc(size_t size);
 
 #include "interpose_gen.h" /* struct cap_real, from calls.txt */
 

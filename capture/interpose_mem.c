@@ -1,16 +1,22 @@
 /*
- * The mapping interposers: mmap (and mmap64, its other name) and munmap, recorded with the
- * malloc family (TFS_TRACE_ALLOC) and keeping the table of live allocations (allocs_i.h):
- * a mapping gets an allocation id, numbered with the heap blocks, and an unmapped range
- * leaves the table, splitting or trimming the mappings it cuts. A file mapping records its
- * descriptor's symbolic file id, an anonymous one CALL_NO_FILE. Not interposed: mremap,
- * shmat/shmdt, brk/sbrk, and the mappings glibc makes for itself (thread stacks, large
- * malloc blocks, the dynamic loader's), which never go through these symbols.
+ * The mapping interposers: mmap (and mmap64, its other name), mremap and munmap, recorded
+ * with the malloc family (TFS_TRACE_ALLOC) and keeping the table of live allocations
+ * (allocs_i.h): a mapping gets an allocation id, numbered with the heap blocks, keeps it
+ * when mremap resizes or moves it, and an unmapped range leaves the table, splitting or
+ * trimming the mappings it cuts. A file mapping records its descriptor's symbolic file id,
+ * an anonymous one CALL_NO_FILE. Not interposed: shmat/shmdt, brk/sbrk, and the mappings
+ * glibc makes for itself (thread stacks, large malloc blocks and their mremap, the dynamic
+ * loader's), which never go through these symbols.
  */
 #undef _FILE_OFFSET_BITS /* define mmap, not mmap64 under the name mmap */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <sys/mman.h>
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7; glibc's headers before 2.32 lack it */
+#endif
 
 #include "allocs_i.h"
 #include "calls_i.h"
@@ -66,6 +72,51 @@ EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off
 EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
 {
 	return MMAP_CALL(mmap64);
+}
+
+EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	bool keep = cap_allocs_keep(), trace = tracing_alloc();
+	/* the old range goes: the mapping moves or resizes (else a copy is made beside it) */
+	const bool moves = old_len && !(flags & MREMAP_DONTUNMAP);
+	uint64_t t0, id = 0, off = 0, args[9];
+	void *want = NULL, *p;
+	va_list ap;
+	int err;
+
+	if (flags & MREMAP_FIXED) {
+		va_start(ap, flags);
+		want = va_arg(ap, void *);
+		va_end(ap);
+	}
+	if (!HAVE(mremap))
+		return MAP_FAILED;
+	if (!keep && !trace)
+		return cap_real.mremap(old, old_len, new_len, flags, want);
+	/* out of the table first: once moved, the old range is anyone's to map */
+	if (keep && moves)
+		id = cap_map_take(old, old_len, &off);
+	t0 = cap_now_ns();
+	p = cap_real.mremap(old, old_len, new_len, flags, want);
+	err = errno;
+	if (keep && p != MAP_FAILED)
+		id = cap_map_enter(p, new_len, moves ? id : 0, moves ? off : 0);
+	else if (keep && id)
+		cap_map_enter(old, old_len, id, off); /* failed: the old range is still mapped */
+	if (trace) {
+		args[0] = since(t0);
+		args[1] = (uintptr_t)old;
+		args[2] = old_len;
+		args[3] = new_len;
+		args[4] = (uint64_t)(uint32_t)flags;
+		args[5] = (uintptr_t)want;
+		args[6] = p == MAP_FAILED ? 0 : id;
+		args[7] = (uintptr_t)p;
+		args[8] = p == MAP_FAILED ? (uint64_t)err : 0;
+		cap_put_call(CALL_MREMAP, t0, args, 9, NULL, 0);
+	}
+	errno = err;
+	return p;
 }
 
 EXPORT int munmap(void *addr, size_t len)

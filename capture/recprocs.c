@@ -668,6 +668,10 @@ int rec_procs_first_meta(struct rec_procs *ps)
 	else
 		unknown_end(ps, p, buf, sizeof(buf));
 	rc = cap_consumer_set_meta(p->c, "end", buf);
+	/* here, not where ranks are merged: a recording of one process has a ppid too */
+	snprintf(buf, sizeof(buf), "%" PRIu32, p->ppid);
+	if (rc == 0)
+		rc = cap_consumer_set_meta(p->c, "ppid", buf);
 	return rc < 0 ? rc : image_meta(p->c, p->s->hdr, false);
 }
 
@@ -957,12 +961,8 @@ int rec_procs_save(struct rec_procs *ps, const char *out)
 	uint32_t opened = 0;
 	void *merged = NULL;
 	size_t len = 0;
-	char ppid[32];
 	int rc = t && bufs ? 0 : -ENOMEM;
 
-	snprintf(ppid, sizeof(ppid), "%" PRIu32, ps->v[0].ppid);
-	if (rc == 0)
-		rc = cap_consumer_set_meta(ps->v[0].c, "ppid", ppid);
 	if (rc == 0)
 		rc = save_mem(ps, ps->v[0].c, false, &bufs[0], &len);
 	/* the others' traces are theirs (saved when they retired) */

@@ -63,8 +63,9 @@ void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum
 int rec_procs_finish(struct rec_procs *ps);
 /*
  * The first process's metadata: `end`, how it ended (its wait status, when the recorder
- * reaped it; else what is known), and `image` and `images` (the programs it ran,
- * "sh -> cc1"). Before its consumer saves. @return 0 or -ENOMEM
+ * reaped it; else what is known), `ppid` (the recorder, or the untraced launcher it ran),
+ * and `image` and `images` (the programs it ran, "sh -> cc1"). Before its consumer saves,
+ * whether it is the only process or not. @return 0 or -ENOMEM
  */
 int rec_procs_first_meta(struct rec_procs *ps);
 /* Save every process's trace in memory and write their merge to @out. @return 0 or -errno */

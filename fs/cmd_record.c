@@ -525,13 +525,32 @@ static int die_of(int sig)
 	return 128 + sig;
 }
 
-static void join_args(char **argv, char *buf, size_t cap)
+/*
+ * The command line recorded (metadata cmdline): @argv joined with spaces, whole. Its size is
+ * bounded by the kernel's limit on an exec's arguments. @return it (free() it), NULL when
+ * out of memory
+ */
+static char *join_args_dup(char *const *argv)
 {
-	size_t len = 0;
+	size_t len = 1;
+	char *s, *at;
 
-	buf[0] = '\0';
-	for (int i = 0; argv[i] && len < cap; i++)
-		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? " " : "", argv[i]);
+	for (int i = 0; argv[i]; i++)
+		len += strlen(argv[i]) + 1;
+	s = malloc(len);
+	if (!s)
+		return NULL;
+	at = s;
+	*at = '\0';
+	for (int i = 0; argv[i]; i++) {
+		size_t n = strlen(argv[i]);
+
+		if (i)
+			*at++ = ' ';
+		memcpy(at, argv[i], n + 1);
+		at += n;
+	}
+	return s;
 }
 
 /*
@@ -806,11 +825,12 @@ static const char *symbol_dir(char *buf, size_t size)
 	return n > 0 && (size_t)n < size ? buf : NULL;
 }
 
-static int record(const struct record_opts *o, const char *lib, const char *out)
+static int record_as(const struct record_opts *o, const char *lib, const char *out,
+		     const char *cmdline)
 {
 	struct sigaction fwd = {.sa_handler = forward_signal},
 			 sent = {.sa_sigaction = forward_sent_signal, .sa_flags = SA_SIGINFO | SA_RESTART};
-	char cmdline[4096], size[32], how[96], sym_dir[PATH_MAX];
+	char size[32], how[96], sym_dir[PATH_MAX];
 	const char *slash = strrchr(o->argv[0], '/');
 	/* mpi_impl: the launcher's MPI, whose special ranks a replay proxy maps */
 	const char *meta[] = {"mpi_size", size, o->mpi_impl ? "mpi_impl" : NULL, o->mpi_impl, NULL};
@@ -834,7 +854,6 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	int rc, consume_err = 0, exit_status, to_saver = -1, from_saver = -1, saving = -1;
 	bool saved = true, saver;
 
-	join_args(o->argv, cmdline, sizeof(cmdline));
 	snprintf(size, sizeof(size), "%ld", o->mpi_size);
 	if (tfs_recording_new(&ro, &r) < 0)
 		return EXIT_RUNTIME;
@@ -896,6 +915,20 @@ static int record(const struct record_opts *o, const char *lib, const char *out)
 	if (WIFSIGNALED(e.status))
 		return die_of(WTERMSIG(e.status));
 	return exit_status;
+}
+
+static int record(const struct record_opts *o, const char *lib, const char *out)
+{
+	char *cmdline = join_args_dup(o->argv);
+	int rc;
+
+	if (!cmdline) {
+		fs_fail("cannot record: %s", fs_strerror(ENOMEM));
+		return EXIT_RUNTIME;
+	}
+	rc = record_as(o, lib, out, cmdline);
+	free(cmdline);
+	return rc;
 }
 
 /*

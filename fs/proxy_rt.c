@@ -679,6 +679,39 @@ static int rt_munmap(uint64_t rec, uint64_t len)
 	return munmap(p, (size_t)n);
 }
 
+/*
+ * The program's mremap(@rec, @old_len, @new_len, @flags) that returned @ret: of this run's
+ * mapping at the same place, moved wherever this kernel likes (MREMAP_FIXED's address was the
+ * program's), and found again at @ret after. The whole mapping's entry follows it when the
+ * call started at its start and took it all; else the part moved is a mapping of its own.
+ */
+static void *rt_mremap(uint64_t rec, uint64_t old_len, uint64_t new_len, int flags, uint64_t ret)
+{
+	void *p = NULL, *q;
+	int i;
+
+	if (flags & MREMAP_FIXED)
+		flags = (flags & ~MREMAP_FIXED) | MREMAP_MAYMOVE;
+	rt_lock(&rt_map_lock);
+	i = rt_map_find(rec);
+	if (i >= 0)
+		p = (char *)rt_maps[i].p + (rec - rt_maps[i].rec);
+	rt_unlock(&rt_map_lock);
+	q = mremap(p, (size_t)old_len, (size_t)new_len, flags);
+	if (q == MAP_FAILED)
+		return q;
+	rt_lock(&rt_map_lock);
+	if (i >= 0 && rt_maps[i].p == p && rt_maps[i].len <= old_len) {
+		rt_maps[i].rec = ret;
+		rt_maps[i].len = new_len;
+		rt_maps[i].p = q;
+		rt_unlock(&rt_map_lock);
+		return q;
+	}
+	rt_unlock(&rt_map_lock);
+	return rt_map_bind(ret, new_len, q);
+}
+
 /* A buffer of the program: in its allocation when this run has it, else scratch memory. */
 static void *rt_scratch_get(uint64_t n)
 {

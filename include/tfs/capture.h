@@ -73,9 +73,10 @@
  *
  * Interposers (libtfscapture.so only, active for categories alloc, io, threads; `tracefs
  * record` records all categories unless --trace says otherwise): alloc is the malloc family
- * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign) and mmap, mmap64,
- * munmap; io is POSIX I/O (open, read, write, pread, pwrite, readv, writev, lseek, fsync,
- * dup, dup2, dup3, fcntl, pipe, close_range, sendfile, splice, copy_file_range), sockets
+ * (malloc, calloc, realloc, free, posix_memalign, aligned_alloc, memalign, valloc, pvalloc)
+ * and mmap, mmap64, mremap, munmap; io is POSIX I/O (open, read, write, pread, pwrite,
+ * readv, writev, lseek, fsync, dup, dup2, dup3, fcntl, pipe, close_range, sendfile, splice,
+ * copy_file_range), sockets
  * (socket, socketpair, connect, bind, listen, accept, send, recv and their to/from/msg
  * forms, shutdown), poll, select, the stat family, directories (opendir, readdir,
  * closedir, mkdir, rmdir, chdir) and the whole stdio family for output and input (fopen,
@@ -103,8 +104,12 @@
  * id 0 and the address itself for a stack or static buffer), so a loop over one buffer
  * compresses to one grammar rule; the table of live allocations is kept while alloc or io
  * is traced. A munmap that cuts a mapping in two leaves two pieces with the mapping's id and
- * offsets from its original start. String arguments (paths, argv) are kept whole up to 900
- * bytes; a longer one keeps its first 900 and ends in a visible `...[+N bytes]`.
+ * offsets from its original start; a mapping mremap resizes or moves keeps its id and its
+ * offsets (its pages move with it), one that mremap copies (old size 0, MREMAP_DONTUNMAP)
+ * gets a new id. String arguments (paths, argv) and the names of descriptors read from
+ * /proc are kept whole up to 900 bytes; a longer one keeps its first 900 and ends in a
+ * visible `...[+N bytes]`. The metadata `cmdline` (the program's argv, spaces between) is
+ * kept whole.
  *
  * Layers: a call made while the same thread is inside another interposed call (the real
  * function running) or inside an MPI call, and every call on a thread a library started
@@ -126,9 +131,10 @@
  * followed.
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
- * posix_memalign, aligned_alloc and memalign events get a last argument `stack` naming the
- * call's backtrace (stack#N, numbered in order of first use per process; free has none;
- * -1, TFS_SYM_NONE, for an allocation whose backtrace sampling left out: metadata
+ * posix_memalign, aligned_alloc, memalign, valloc and pvalloc events get a last argument
+ * `stack` naming the call's backtrace (stack#N, numbered in order of first use per
+ * process; free has none; -1, TFS_SYM_NONE, for an allocation whose backtrace sampling
+ * left out: metadata
  * `backtrace_sampling` says the rule, "all" when every allocation has one),
  * unwound with libunwind (libunwind.so.8, opened at start; without it backtraces are empty),
  * the innermost N frames, the capture library's own left out. The trace stores each
@@ -145,8 +151,7 @@
  * backtraces, symbols of code unloaded by dlclose before the end (an address reused by a
  * later object is named after it) and of an exec'd image's predecessors where their objects
  * overlap its own (only without address randomisation or with non-PIE programs: the latest
- * image's names win), mremap, shmat and brk (a mapping mremap moved keeps its old range in
- * the allocation table until unmapped; memory they return has buffer id 0), dup/dup2/fcntl
+ * image's names win), shmat and brk (memory they return has buffer id 0), dup/dup2/fcntl
  * (a duplicated descriptor is declared at first use by an `fd_file` event with the path
  * /proc/self/fd shows, an id of its own unless the original was opened by that same absolute
  * path), *_unlocked and formatted stdio (fprintf, fputs, getline...).
@@ -170,7 +175,7 @@ extern "C" {
 #define TFS_TRACE_ON 0x1u    /**< set whenever capture is on: phases and flush */
 #define TFS_TRACE_ZONES 0x2u /**< zones, marks, counters, thread names */
 #define TFS_TRACE_MEM 0x4u   /**< tfs_mem_access() */
-#define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family, mmap, munmap */
+#define TFS_TRACE_ALLOC 0x8u   /**< LD_PRELOAD: the malloc family, mmap, mremap, munmap */
 #define TFS_TRACE_IO 0x10u     /**< LD_PRELOAD: POSIX and stdio I/O */
 #define TFS_TRACE_THREADS 0x20u /**< LD_PRELOAD: pthread_create, pthread_join, fork, exec */
 #define TFS_TRACE_MPI 0x40u     /**< libtfsmpi.so: every MPI function (capture/mpi) */

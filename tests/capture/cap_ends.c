@@ -13,6 +13,9 @@
  *             pipe) and waits, and is killed by SIGKILL (reaped with waitid); prints each
  *             pid as `<letter> <pid>` (G's by D), then exits 0
  *   exec N    execs /bin/true with argv[1] of N bytes ('a' repeated)
+ *   readfd N [ARG...]
+ *             reads up to 16 bytes from descriptor N (inherited open), prints how many and
+ *             exits 0; the ARGs, ignored, make its command line as long as wanted
  *   names     names itself "mainly" (prctl), starts two threads: one names itself
  *             "worker-1" (pthread_setname_np), the other is named "worker-2" by the main
  *             thread; joins them and exits 0
@@ -235,6 +238,15 @@ static int exec_long(size_t n)
 	return 1;
 }
 
+static int read_fd(int fd)
+{
+	char buf[16];
+	ssize_t n = read(fd, buf, sizeof(buf));
+
+	printf("readfd %zd\n", n);
+	return n < 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -251,6 +263,8 @@ int main(int argc, char **argv)
 		return tree();
 	else if (!strcmp(mode, "exec") && argc > 2)
 		return exec_long((size_t)atol(argv[2]));
+	else if (!strcmp(mode, "readfd") && argc > 2)
+		return read_fd(atoi(argv[2]));
 	else if (!strcmp(mode, "names"))
 		return names();
 	else if (!strcmp(mode, "tsd") && argc > 3)
@@ -261,7 +275,7 @@ int main(int argc, char **argv)
 		printf("system: exited %d, status %d\n", WIFEXITED(st), WEXITSTATUS(st));
 		return 0;
 	}
-	fprintf(stderr, "usage: cap_ends segv|abort|kill9|catch|tree|exec N|names|system|"
-			"tsd N join|detach|rearm\n");
+	fprintf(stderr, "usage: cap_ends segv|abort|kill9|catch|tree|exec N|readfd N [ARG...]|"
+			"names|system|tsd N join|detach|rearm\n");
 	return 2;
 }

@@ -9,14 +9,22 @@
  *                           main > stacks > outer_b > leaf_alloc (5 times), then 3
  *                           threads: prints pid
  *   cap_views deep N        a malloc N calls of rec() deep (leaked), and one from main
+ *   cap_views maps          valloc(5000) and pvalloc(100), both freed, valloc(300) leaked;
+ *                           an 8 KiB anonymous mmap moved by mremap to 1 MiB, a write to
+ *                           /dev/null of 10 bytes at offset 4096 of it, an mremap shrinking
+ *                           it in place to 4 KiB, a munmap of it. No stdio: prints pid and
+ *                           the addresses as JSON through write()
  *
  * It does not check anything itself: check_views.py compares the trace's views with its
  * output. Built -O0 with frame pointers so that the functions named here are frames.
  */
+#include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +162,34 @@ static int deep(int n)
 	return 0;
 }
 
+static int maps(void)
+{
+	void *a = valloc(5000), *b = pvalloc(100), *c = valloc(300);
+	char *m, *big, *small;
+	char line[256];
+	int fd, len;
+
+	free(a);
+	free(b);
+	g_sink = c; /* leaked */
+	m = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	memset(m, 'm', 8192);
+	big = mremap(m, 8192, 1 << 20, MREMAP_MAYMOVE);
+	fd = open("/dev/null", O_WRONLY);
+	if (big == MAP_FAILED || fd < 0 || write(fd, big + 4096, 10) != 10)
+		return 1;
+	close(fd);
+	small = mremap(big, 1 << 20, 4096, 0);
+	if (small != big || munmap(small, 4096) != 0)
+		return 1;
+	len = snprintf(line, sizeof(line),
+		       "{\"pid\": %d, \"leaked\": \"%p\", \"mapped\": \"%p\", \"moved\": \"%p\"}\n",
+		       (int)getpid(), c, (void *)m, (void *)big);
+	return write(1, line, (size_t)len) == len ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "bytes"))
@@ -162,6 +198,8 @@ int main(int argc, char **argv)
 		return stacks();
 	if (argc == 3 && !strcmp(argv[1], "deep"))
 		return deep(atoi(argv[2]));
-	fprintf(stderr, "usage: cap_views bytes FILE | stacks | deep N\n");
+	if (argc == 2 && !strcmp(argv[1], "maps"))
+		return maps();
+	fprintf(stderr, "usage: cap_views bytes FILE | stacks | deep N | maps\n");
 	return 2;
 }

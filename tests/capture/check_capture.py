@@ -466,6 +466,13 @@ def test_inprocess(tap, args, work):
             tap.ok(t.meta("capture") == "in-process" and t.meta("end") == "exit",
                    "in-process (%s): metadata" % label, t.info.get("meta"))
             check_known(tap, t, "ok", 4, "in-process %s" % label)
+    # the command line whole, 10,000 bytes of argument included (/proc/self/cmdline to its end)
+    out = os.path.join(work, "inproc-long.trace")
+    argv = [args.known, "ok", "1", "x" * 10000]
+    rc, _, serr = run(argv, env={"TFS_OUTPUT": out})
+    got = Trace(args.tracefs, out).meta("cmdline") if rc == 0 and os.path.exists(out) else ""
+    tap.ok(got == " ".join(argv), "in-process: a command line of %d bytes recorded whole"
+           % len(" ".join(argv)), (rc, serr, len(got), got[-40:]))
     cwd = tempfile.mkdtemp(dir=work)
     rc, _, _ = run([args.known, "ok", "1"], cwd=cwd)
     names = os.listdir(cwd)

@@ -14,12 +14,15 @@
   waitid) with an exit status, _exit, a signal; an orphan reaped by the recorder; a child
   reaped inside libc (system()) has an end "unknown: <why>" and end_known false.
 - An exec's argv is whole up to 8192 bytes, and cut with a visible ...[+N bytes] mark past.
+- The recorded command line (metadata cmdline) is whole, 10,000 bytes of argument included;
+  the name of a descriptor inherited open (read from /proc) is cut at 900 bytes with the
+  same visible mark.
 - The frees and mallocs of a program's thread-specific-data destructors at thread exit
   (joined and detached threads, destructors setting a value again) are in the trace; those
   of glibc's last round, after the capture's own teardown, are counted as dropped.
 - trace.json names processes `<program> (pid N)` (the program exec'd last) and threads
   `<name> (thread N)` as the program named them; info.json lists each rank's program, pid,
-  parent rank and end.
+  parent rank and end; a recording of one process has its ppid (the recorder) too.
 Output is TAP.
 
   check_ends.py --tracefs T --ends CAP_ENDS
@@ -40,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 ARGV_LIMIT = 8192  # capture/calls_i.h CALL_MAX_ARGV, as README.md documents it
+STR_LIMIT = 900  # capture/calls_i.h CALL_MAX_STR: a string argument, as capture.h says
 
 
 def run(cmd, env=None):
@@ -298,6 +302,65 @@ def exec_argv(tap, a, work):
                    "before", (p, names))
 
 
+def long_names(tap, a, work):
+    """A command line of 10,000 bytes and more kept whole; a descriptor inherited open on a
+    path of 1,500 bytes and more named from /proc with its cut made visible."""
+    d = os.path.join(work, "long")
+    for i in range(7):
+        d = os.path.join(d, "%d" % i + "d" * 220)
+    os.makedirs(d)
+    path = os.path.join(d, "f")
+    with open(path, "w") as f:
+        f.write("0123456789")
+    fd = os.open(path, os.O_RDONLY)
+    os.dup2(fd, 9, inheritable=True)
+    os.close(fd)
+    out = os.path.join(work, "long.trace")
+    argv = [a.ends, "readfd", "9", "x" * 10000, "y"]
+    e = dict(os.environ)
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE"):
+        e.pop(k, None)
+    try:
+        p = subprocess.run([a.tracefs, "record", "-o", out, "--"] + argv, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=e, stdin=subprocess.DEVNULL,
+                           timeout=300, pass_fds=(9,))
+    finally:
+        os.close(9)
+    if not tap.ok(p.returncode == 0 and p.stdout == b"readfd 10\n", "readfd: recorded",
+                  p.stderr):
+        return
+    t = Trace(a.tracefs, out)
+    cmdline = t.info["meta"].get("cmdline", "")
+    tap.ok(cmdline == " ".join(argv),
+           "the command line of %d bytes is recorded whole" % len(" ".join(argv)),
+           (len(cmdline), cmdline[-40:]))
+    want = path[:STR_LIMIT] + "...[+%d bytes]" % (len(path) - STR_LIMIT)
+    named = [ev["args"]["path"] for ev in t.events(0, "fd_file") if ev["args"]["fd"] == 9]
+    tap.ok(named == [want],
+           "an inherited descriptor's name of %d bytes from /proc: cut at %d with a visible "
+           "mark" % (len(path), STR_LIMIT), [n[-40:] for n in named])
+
+
+def one_process_ppid(tap, a, work):
+    """A recording of one process has its ppid, the recorder, as one of several does."""
+    out = os.path.join(work, "one.trace")
+    e = dict(os.environ)
+    for k in ("TFS_CAPTURE", "TFS_OUTPUT", "TFS_SPOOL", "TFS_TIMING", "TFS_TRACE"):
+        e.pop(k, None)
+    p = subprocess.Popen([a.tracefs, "record", "-o", out, "--", a.ends, "readfd", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e,
+                         stdin=subprocess.DEVNULL)
+    _, serr = p.communicate(timeout=300)
+    if not tap.ok(p.returncode == 0, "one process: recorded", serr):
+        return
+    t = Trace(a.tracefs, out)
+    procs = t.info.get("processes", [])
+    tap.ok(len(procs) == 1 and procs[0].get("ppid") == p.pid and
+           t.info["meta"].get("ppid") == p.pid and procs[0].get("parent_rank") is None,
+           "one process: info.json has its ppid, the recorder's pid %d, and no parent rank"
+           % p.pid, (procs, t.info["meta"].get("ppid")))
+
+
 def names(tap, a, work):
     rc, out, _, serr = record(a, work, "names", ["names"])
     if not tap.ok(rc == 0, "names: recorded", serr):
@@ -378,8 +441,8 @@ def main():
     tap = Tap()
     work = tempfile.mkdtemp(prefix="tfs-ends-")
     os.mkdir(os.path.join(work, "spools"))
-    for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv, names,
-                 tsd_destructors):
+    for case in (signal_deaths, core_dump, own_handler, fork_tree, unknown_end, exec_argv,
+                 long_names, one_process_ppid, names, tsd_destructors):
         try:
             case(tap, a, work)
         except Exception as e:  # a crash of the checker is a failure, not an abort

@@ -11,6 +11,9 @@
 - A backtrace cut at --backtrace-depth starts with [truncated] in backtraces.txt,
   allocs.folded, stacks.folded, leaks.folded and heap.txt; a shallow one does not.
 - events.jsonl at the root is the ranks' events.jsonl end to end.
+- valloc, pvalloc (freed and leaked) and a mapping moved and shrunk by mremap: trace.txt names
+  every call with its id (the mapping keeps its id, a write from it names it), heap.txt
+  counts the heap calls and the leak, summary.txt the calls.
 - info.json is typed: pid an integer equal to the program's, dropped_events and
   backtrace_depth integers, streams sorted by (rank, thread), every rank's threads sorted.
 Output is TAP.
@@ -203,6 +206,58 @@ def check_truncated(tap, a, tmp):
            "info.json: backtrace_depth is the integer %d" % DEPTH, info.get("meta"))
 
 
+def check_maps(tap, a, tmp):
+    """valloc, pvalloc, mmap, mremap and munmap recorded, the heap and the mappings right."""
+    t, prog = record(tap, a, tmp, "maps", ["maps"])
+    if not t:
+        return
+    text = t.text("ranks/0/trace.txt")
+    ev = [re.sub(r"^\s*[0-9.]+\s+\d+\s+T\d+\s+", "", line) for line in text.splitlines()]
+    leaked, mapped, moved = (int(prog[k], 16) for k in ("leaked", "mapped", "moved"))
+
+    def find(rx):
+        for e in ev:
+            m = re.match(rx, e)
+            if m:
+                return m
+        return None
+
+    va = find(r"valloc\(size=5000, id=(\d+), stack=stack#\d+\) = (0x[0-9a-f]+)$")
+    pv = find(r"pvalloc\(size=100, id=(\d+), stack=stack#\d+\) = (0x[0-9a-f]+)$")
+    vl = find(r"valloc\(size=300, id=(\d+), stack=stack#\d+\) = 0x%x$" % leaked)
+    ok = va and pv and vl and len({va.group(1), pv.group(1), vl.group(1)}) == 3
+    tap.ok(ok, "trace.txt: valloc and pvalloc with their sizes, ids, stacks and blocks", text)
+    if ok:
+        tap.ok(all(find(r"free\(ptr=%s, id=%s\)$" % (m.group(2), m.group(1))) for m in (va, pv)),
+               "trace.txt: the frees of valloc's and pvalloc's blocks name their ids", text)
+    mm = find(r"mmap\(addr=0x0, length=8192, .*id=(\d+), errno=0\) = 0x%x$" % mapped)
+    ok = mm is not None
+    tap.ok(ok, "trace.txt: the mmap with its id", text)
+    if ok:
+        i = mm.group(1)
+        tap.ok(find(r"mremap\(old_address=0x%x, old_size=8192, new_size=1048576, flags=0x1, "
+                    r"new_address=0x0, id=%s, errno=0\) = 0x%x$" % (mapped, i, moved)) and
+               find(r"mremap\(old_address=0x%x, old_size=1048576, new_size=4096, flags=0x0, "
+                    r"new_address=0x0, id=%s, errno=0\) = 0x%x$" % (moved, i, moved)),
+               "trace.txt: both mremaps, the mapping keeping its id moved and shrunk", text)
+        tap.ok(find(r"write\(fd=\d+</dev/null>, count=10, buf=alloc#%s\+0x1000, errno=0\) "
+                    r"= 10$" % i),
+               "trace.txt: a write from the moved mapping names it and the offset", text)
+        tap.ok(find(r"munmap\(addr=0x%x, length=4096, errno=0\) = 0$" % moved),
+               "trace.txt: the munmap of the moved mapping", text)
+    heap = t.text("ranks/0/heap.txt")
+    tap.ok(re.search(r"(?m)^allocations 3 calls, 5400 bytes$", heap) and
+           re.search(r"(?m)^frees 2 calls \(0 of blocks not seen allocated\)$", heap) and
+           re.search(r"(?m)^leaked 300 bytes in 1 blocks ", heap) and
+           re.search(r"(?m)^peak 5400 bytes in 3 blocks ", heap),
+           "heap.txt: 3 allocations (5400 bytes), 2 frees all of known blocks, 300 bytes "
+           "leaked, peak 5400 in 3 blocks; the mappings not counted", heap)
+    rows = summary_rows(t.text("ranks/0/summary.txt"))
+    tap.ok(rows.get("valloc", (0,))[0] == 2 and rows.get("pvalloc", (0,))[0] == 1 and
+           rows.get("mremap", (0,))[0] == 2 and rows.get("munmap", (0,))[0] == 1,
+           "summary.txt: 2 valloc, 1 pvalloc, 2 mremap, 1 munmap", rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -213,6 +268,7 @@ def main():
         check_bytes(tap, a, tmp)
         check_stacks(tap, a, tmp)
         check_truncated(tap, a, tmp)
+        check_maps(tap, a, tmp)
     return tap.done()
 
 

@@ -3,8 +3,8 @@
  * mappings, frees and unmaps over a made-up address space (the table never touches the
  * memory it describes), every lookup compared with a linear search of the model; edge
  * cases by hand (interior pointers across a region boundary, a munmap that splits, trims
- * and removes, a stale entry replaced); 16 threads at once, each checking its own blocks
- * while all of them look up each other's.
+ * and removes, an mremap that moves a mapping, a stale entry replaced); 16 threads at once,
+ * each checking its own blocks while all of them look up each other's.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -147,6 +147,49 @@ static void test_allocs_munmap_splits_trims_and_removes(void **state)
 	assert_true(cap_alloc_add(at(n), 2 * MIB, 0) > 0);
 	cap_map_remove(at(n), 2 * MIB);
 	assert_true(cap_alloc_remove(at(n), NULL) > 0);
+}
+
+/*
+ * mremap: the range moved or resized keeps its mapping's id and offsets; a failed one is put
+ * back; the old range is free for another mapping once taken.
+ */
+static void test_allocs_mremap_keeps_id_and_offsets(void **state)
+{
+	const uintptr_t m = 0x500000000u, to = m + 256 * PAGE, far = m + 1024 * PAGE;
+	uint64_t im = cap_map_add(at(m), 4 * PAGE), off = 99, other;
+
+	(void)state;
+	/* grown in place */
+	assert_int_equal(cap_map_take(at(m), 4 * PAGE, &off), im);
+	assert_int_equal(off, 0);
+	expect(m, 0, 0);
+	assert_int_equal(cap_map_enter(at(m), 8 * PAGE, im, off), im);
+	expect(m + 7 * PAGE + 5, im, 7 * PAGE + 5);
+	/* the back half moved: its bytes keep their offsets, the front stays */
+	assert_int_equal(cap_map_take(at(m + 4 * PAGE), 4 * PAGE, &off), im);
+	assert_int_equal(off, 4 * PAGE);
+	expect(m + 4 * PAGE, 0, 0);
+	other = cap_map_add(at(m + 4 * PAGE), PAGE); /* another mapping takes the old range */
+	assert_int_equal(cap_map_enter(at(to), 4 * PAGE, im, off), im);
+	expect(to + 8, im, 4 * PAGE + 8);
+	expect(m + 8, im, 8);
+	expect(m + 4 * PAGE, other, 0);
+	/* a failed move: the range put back as it was */
+	assert_int_equal(cap_map_take(at(to), 4 * PAGE, &off), im);
+	assert_int_equal(cap_map_enter(at(to), 4 * PAGE, im, off), im);
+	expect(to + PAGE, im, 5 * PAGE);
+	/* not page-aligned or empty: mremap refuses it, nothing taken */
+	assert_int_equal(cap_map_take(at(to + 1), PAGE, &off), 0);
+	assert_int_equal(cap_map_take(at(to), 0, &off), 0);
+	expect(to + 1, im, 4 * PAGE + 1);
+	/* a range no mapping holds (made before capture): a new id where it lands */
+	assert_int_equal(cap_map_take(at(far), PAGE, &off), 0);
+	assert_int_equal(off, 0);
+	other = cap_map_enter(at(far + PAGE), PAGE, 0, 0);
+	assert_true(other > im);
+	expect(far + PAGE, other, 0);
+	cap_map_remove(at(m), 2048 * PAGE);
+	expect(to, 0, 0);
 }
 
 /* ---- against a model ---- */
@@ -400,6 +443,7 @@ int main(void)
 	    cmocka_unit_test(test_allocs_heap_blocks_by_interior_pointer),
 	    cmocka_unit_test(test_allocs_small_blocks_and_stale_entries),
 	    cmocka_unit_test(test_allocs_munmap_splits_trims_and_removes),
+	    cmocka_unit_test(test_allocs_mremap_keeps_id_and_offsets),
 	    cmocka_unit_test(test_allocs_match_a_model),
 	    cmocka_unit_test(test_allocs_16_threads_each_see_their_own),
 	    cmocka_unit_test(test_allocs_off_when_not_traced),
