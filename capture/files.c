@@ -308,13 +308,16 @@ out:
  */
 static void name_in_dir(int dirfd, const char *path, int fd, uint32_t id)
 {
-	/* the directory's path (at most PATH_MAX bytes), a slash, @path (which an open took) */
-	char link[48], name[2 * FD_NAME_BYTES];
+	/*
+	 * the directory's path, a slash, @path: cut at PATH_MAX bytes (the event cuts it with
+	 * a mark sooner), so that the frame stays small on the program's thread stack
+	 */
+	char link[48], name[FD_NAME_BYTES];
 	const int saved_errno = errno;
 	ssize_t n;
 
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
-	n = own_readlink(link, name, FD_NAME_BYTES - 1);
+	n = own_readlink(link, name, FD_NAME_BYTES - 2);
 	if (n > 0 && name[0] == '/') {
 		snprintf(name + n, sizeof(name) - (size_t)n, "/%s", path);
 		put_fd_file(fd, name, id);
