@@ -18,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <wchar.h>
 #include <unistd.h>
 
 #include "capture_i.h"
@@ -773,6 +774,40 @@ uint64_t cap_epoll_events(int op, const struct epoll_event *ev, int ret)
 const char *cap_format(const char *fmt)
 {
 	return fmt && cap_in_rodata(fmt) ? fmt : CAP_FORMAT_BUILT;
+}
+
+const char *cap_wformat(const wchar_t *fmt)
+{
+	char *text = tls_text;
+	size_t n = 0;
+
+	if (!fmt || !cap_in_rodata(fmt))
+		return CAP_FORMAT_BUILT;
+	/* one past what cap_put_str keeps, so that it marks a longer format as cut */
+	for (; fmt[n] && n <= CALL_MAX_STR; n++)
+		text[n] = (uint32_t)fmt[n] < 0x80 ? (char)fmt[n] : '?';
+	text[n] = '\0';
+	return text;
+}
+
+uint64_t cap_wc_bytes(wint_t c)
+{
+	char mb[MB_LEN_MAX];
+	mbstate_t st = {0};
+	size_t n;
+
+	if (c == WEOF)
+		return 0;
+	n = wcrtomb(mb, (wchar_t)c, &st);
+	return n == (size_t)-1 ? 0 : n;
+}
+
+int64_t cap_ws_bytes(const wchar_t *s)
+{
+	mbstate_t st = {0};
+	size_t n = wcsrtombs(NULL, &s, 0, &st);
+
+	return n == (size_t)-1 ? 0 : (int64_t)n;
 }
 
 const char *cap_str_at(const char *p)

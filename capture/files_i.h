@@ -33,6 +33,7 @@
 #include <time.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <wchar.h>
 
 #include "calls_i.h"
 
@@ -193,6 +194,18 @@ static inline const void *cap_iov_base(const struct iovec *iov, int n)
  * signature of its own, and may hold the program's data. */
 #define CAP_FORMAT_BUILT "(built at run time)"
 const char *cap_format(const char *fmt);
+/* The same for a wide printf format: a literal as its text (a character outside ASCII as
+ * '?', whatever the locale), in the calling thread's text buffer (cap_str_at). */
+const char *cap_wformat(const wchar_t *fmt);
+/*
+ * The bytes wide character @c, or string @s (to its NUL), makes in the multibyte encoding of
+ * the locale's LC_CTYPE: what a wide stream writes to, or read from, its file for them (a
+ * stream converts with the locale it had when it was first used wide; a program that changes
+ * LC_CTYPE after that is counted in the new one). 0 for WEOF or for what the locale cannot
+ * encode (the call then failed with EILSEQ).
+ */
+uint64_t cap_wc_bytes(wint_t c);
+int64_t cap_ws_bytes(const wchar_t *s);
 /*
  * String @p read without trusting it to be at an address (process_vm_readv on the process
  * itself, page by page, up to PATH_MAX bytes): for a call that failed with EFAULT, whose

@@ -40,6 +40,7 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <wchar.h>
 
 #include "tfs/capture.h"
 #include "capture_i.h"

@@ -39,6 +39,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 #if PROXY_MPI
 #include <mpi.h>
 #endif

@@ -9,6 +9,9 @@
  *                     gives it "7 8 9 10\n") and writes to its stdout; last, it writes
  *                     `errno NNN` on stderr, a hash of the errno every call left, by a raw
  *                     system call (no interposer sees it)
+ *   cap_calls DIR wide
+ *                     the same with the wide-character section alone (wide()): a stream is
+ *                     narrow or wide from its first use, and the others use stdout narrow
  *
  * Nothing else does I/O meanwhile; each section leaves no descriptor open above 2.
  */
@@ -17,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -39,6 +43,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include <wchar.h>
 
 /* declared by no header of glibc 2.36 (old binaries call them) */
 int __xstat(int ver, const char *path, struct stat *buf);
@@ -82,6 +87,12 @@ int __isoc99_vfscanf(FILE *fp, const char *fmt, va_list ap);
 int __isoc99_scanf(const char *fmt, ...);
 int __isoc99_vscanf(const char *fmt, va_list ap);
 ssize_t __getdelim(char **line, size_t *n, int delim, FILE *fp);
+int __wprintf_chk(int flag, const wchar_t *fmt, ...);
+int __vwprintf_chk(int flag, const wchar_t *fmt, va_list ap);
+int __fwprintf_chk(FILE *fp, int flag, const wchar_t *fmt, ...);
+int __vfwprintf_chk(FILE *fp, int flag, const wchar_t *fmt, va_list ap);
+wchar_t *__fgetws_chk(wchar_t *buf, size_t buflen, int n, FILE *fp);
+wchar_t *__fgetws_unlocked_chk(wchar_t *buf, size_t buflen, int n, FILE *fp);
 
 /* errno after every call, hashed: the same traced and untraced (main prints it) */
 static unsigned long g_errno_hash = 5381;
@@ -943,17 +954,153 @@ static void sleeps_syncs_datagrams(void)
 		fprintf(stderr, "recvmmsg got other bytes\n");
 }
 
+static int vfwprint(int (*f)(FILE *, const wchar_t *, va_list), FILE *fp, const wchar_t *fmt,
+		    ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fp, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vfwprint_chk(int (*f)(FILE *, int, const wchar_t *, va_list), FILE *fp,
+			const wchar_t *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fp, 1, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vwprint(int (*f)(const wchar_t *, va_list), const wchar_t *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static int vwprint_chk(int (*f)(int, const wchar_t *, va_list), const wchar_t *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = f(1, fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+/* CALL for a function of no parameters and no result (sync) */
+static void vcall_void(void (*f)(void))
+{
+	void (*volatile g)(void) = f;
+
+	errno = 77;
+	g();
+	note_errno();
+}
+
+/*
+ * sync, then wide characters (cap_calls DIR wide) in the locale C.UTF-8 (exit 3 without
+ * it), so that a character is 1 to 3 bytes (e-acute 2, the euro sign 3):
+ *   sync.
+ *   fopen DIR/w "w" = 3 (file#W): fwprintf "%d\n" 12345 = 6; vfwprintf "%ls" "vf" = 2;
+ *   __fwprintf_chk "%05d" 42 = 5; __vfwprintf_chk "%lc" 'z' = 1; fputws "abc" (bytes 3);
+ *   fputws_unlocked "d" e-acute (bytes 3); fputwc 'x' = 120 (bytes 1); fputwc_unlocked
+ *   u-umlaut = 252 (bytes 2); putwc 'p' = 112 (bytes 1); putwc_unlocked euro = 8364 (bytes
+ *   3); fclose = 0 (DIR/w holds 27 bytes).
+ *   fopen DIR/w "r" = 3: fgetws 4 ("123", bytes 3); fgetws_unlocked 16 ("45\n", bytes 3);
+ *   __fgetws_chk 16 5 ("vf00", bytes 4); __fgetws_unlocked_chk 16 4 ("042", bytes 3);
+ *   fgetwc = 122 ('z'); fgetwc_unlocked = 97; getwc = 98; getwc_unlocked = 99 (bytes 1
+ *   each); ungetwc 'c' = 99; fgetws 16 (the rest, "cd" e-acute "x" u-umlaut "p" euro:
+ *   bytes 11); fgetwc = -1 (end of file, errno 0, bytes 0); fputwc 'x' = -1 EBADF (a stream
+ *   opened to read; bytes 0); fclose = 0.
+ *   stdout (fd 1): wprintf "%ls\n" "out" = 4; vwprintf "%d" 7 = 1; __wprintf_chk "%x" 255
+ *   = 2; __vwprintf_chk "!" = 1; fwprintf "%d" 5 = 1; putwchar 'A' = 65 (bytes 1);
+ *   putwchar_unlocked e-acute = 233 (bytes 2); fputws u-umlaut "\n" (bytes 3); fputwc 'B'
+ *   = 66; putwc 'C' = 67 (bytes 1 each). Its output: "out\n7ff!5A" e-acute u-umlaut "\nBC".
+ *   stdin ("7 8 9 10\n", fd 0): getwchar = 55 ('7'); getwchar_unlocked = 32; fgetwc = 56
+ *   ('8'); getwc = 32 (bytes 1 each); ungetwc 'x' = 120; fgetws 16 ("x9 10\n", bytes 6).
+ */
+static void wide(void)
+{
+	wchar_t line[16];
+	FILE *f;
+
+	vcall_void(sync);
+	if (!setlocale(LC_CTYPE, "C.UTF-8")) {
+		fprintf(stderr, "cap_calls: no locale C.UTF-8\n");
+		exit(3);
+	}
+	f = CALL(fopen, in_dir("w"), "w");
+	CALL(fwprintf, f, L"%d\n", 12345);
+	vfwprint(vfwprintf, f, L"%ls", L"vf");
+	CALL(__fwprintf_chk, f, 1, L"%05d", 42);
+	vfwprint_chk(__vfwprintf_chk, f, L"%lc", (wint_t)L'z');
+	CALL(fputws, L"abc", f);
+	CALL(fputws_unlocked, L"d\u00e9", f);
+	CALL(fputwc, L'x', f);
+	CALL(fputwc_unlocked, L'\u00fc', f);
+	CALL(putwc, L'p', f);
+	CALL(putwc_unlocked, L'\u20ac', f);
+	CALL(fclose, f);
+	f = CALL(fopen, in_dir("w"), "r");
+	CALL(fgetws, line, 4, f);
+	CALL(fgetws_unlocked, line, 16, f);
+	CALL(__fgetws_chk, line, 16, 5, f);
+	CALL(__fgetws_unlocked_chk, line, 16, 4, f);
+	CALL(fgetwc, f);
+	CALL(fgetwc_unlocked, f);
+	CALL(getwc, f);
+	CALL(getwc_unlocked, f);
+	CALL(ungetwc, L'c', f);
+	CALL(fgetws, line, 16, f);
+	CALL(fgetwc, f);
+	CALL(fputwc, L'x', f);
+	CALL(fclose, f);
+	CALL(wprintf, L"%ls\n", L"out");
+	vwprint(vwprintf, L"%d", 7);
+	CALL(__wprintf_chk, 1, L"%x", 255);
+	vwprint_chk(__vwprintf_chk, L"!");
+	CALL(fwprintf, stdout, L"%d", 5);
+	CALL(putwchar, L'A');
+	CALL(putwchar_unlocked, L'\u00e9');
+	CALL(fputws, L"\u00fc\n", stdout);
+	CALL(fputwc, L'B', stdout);
+	CALL(putwc, L'C', stdout);
+	CALL(getwchar);
+	CALL(getwchar_unlocked);
+	CALL(fgetwc, stdin);
+	CALL(getwc, stdin);
+	CALL(ungetwc, L'x', stdin);
+	CALL(fgetws, line, 16, stdin);
+}
+
 int main(int argc, char **argv)
 {
 	char line[64];
 	int n;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: cap_calls DIR\n");
+	if (argc != 2 && (argc != 3 || strcmp(argv[2], "wide"))) {
+		fprintf(stderr, "usage: cap_calls DIR [wide]\n");
 		return 2;
 	}
 	dir = argv[1];
 	memset(buf, 'b', sizeof(buf));
+	if (argc == 3) {
+		wide();
+		goto out;
+	}
 	descriptors();
 	descriptor_names();
 	pipes_and_sockets();
@@ -965,6 +1112,7 @@ int main(int argc, char **argv)
 	locks();
 	more_files();
 	sleeps_syncs_datagrams();
+out:
 	n = snprintf(line, sizeof(line), "errno %lu\n", g_errno_hash);
 	syscall(SYS_write, 2, line, (size_t)n);
 	return 0;

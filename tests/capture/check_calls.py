@@ -10,6 +10,9 @@
 2. The table and the test stay together: every io `sym` of calls.txt is called by
    cap_calls.c, so a function added to the table without a test fails here.
 3. The program's own output (stdout, the files it wrote) is byte-identical to untraced.
+4. `cap_calls DIR wide`: sync and the wide-character stdio functions (a process of its own:
+   a stream is wide or narrow from its first use), in C.UTF-8, on a file, stdout and stdin:
+   the same three checks, and files.txt counts the bytes the characters make in UTF-8.
 
   check_calls.py --tracefs T --calls-prog cap_calls --calls calls.txt
 """
@@ -513,6 +516,95 @@ def expect(d, tmps):
     return e.ev
 
 
+def expect_wide(d):
+    """cap_calls.c wide(): sync, then wide characters on DIR/w (file#0), stdout (file#1) and
+    stdin (file#2); a character's bytes are its UTF-8 ones (e-acute 2, euro 3)."""
+    e = Exp()
+    w, out, inp = fd(3, d + "/w"), fd(1, "pipe:[{OUT}]"), fd(0, "pipe:[{IN}]")
+    e.add("sync()")
+    e.add('fopen(path="%s/w", opentype="w", file=file#0, errno=0) = 3' % d)
+    for fmt, ret in (("%d\\n", 6), ("%ls", 2), ("%05d", 5), ("%lc", 1)):
+        e.call("fwprintf", w + fmtarg(fmt), ret)
+    e.call("fputws", w + ", bytes=3", "{NN1}")  # a non-negative number
+    e.call("fputws", w + ", bytes=3", "{NN2}")
+    for name, ch, n in (("fputwc", "x", 1), ("fputwc", "\u00fc", 2), ("putwc", "p", 1),
+                        ("putwc", "\u20ac", 3)):
+        e.call(name, w + ", bytes=%d" % n, ord(ch))
+    e.call("fclose", w, 0)
+    e.add('fopen(path="%s/w", opentype="r", file=file#0, errno=0) = 3' % d)
+    for size, ret in ((4, 3), (16, 3), (5, 4), (4, 3)):
+        e.call("fgetws", w + ", size=%d, buf={WB}" % size, ret)
+    for name, ch in (("fgetwc", "z"), ("fgetwc", "a"), ("getwc", "b"), ("getwc", "c")):
+        e.call(name, w + ", bytes=1", ord(ch))
+    e.call("ungetwc", w + ", c=99", 99)
+    e.call("fgetws", w + ", size=16, buf={WB}", 11)  # "cd", e-acute, "x", u-umlaut, "p", euro
+    e.call("fgetwc", w + ", bytes=0", -1)  # end of file
+    e.call("fputwc", w + ", bytes=0", -1, err=errno.EBADF)  # a stream opened to read
+    e.call("fclose", w, 0)
+    e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#1)')
+    for fmt, ret in (("%ls\\n", 4), ("%d", 1), ("%x", 2), ("!", 1)):
+        e.call("wprintf", out + fmtarg(fmt), ret)
+    e.call("fwprintf", out + fmtarg("%d"), 1)
+    e.call("putwchar", out + ", bytes=1", ord("A"))
+    e.call("putwchar", out + ", bytes=2", 0xe9)
+    e.call("fputws", out + ", bytes=3", "{NN3}")
+    e.call("fputwc", out + ", bytes=1", ord("B"))
+    e.call("putwc", out + ", bytes=1", ord("C"))
+    e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#2)')
+    for name, ch in (("getwchar", "7"), ("getwchar", " "), ("fgetwc", "8"), ("getwc", " ")):
+        e.call(name, inp + ", bytes=1", ord(ch))
+    e.call("ungetwc", inp + ", c=120", 120)
+    e.call("fgetws", inp + ", size=16, buf={WB}", 6)
+    return e.ev
+
+
+def check_wide(tap, a, work):
+    """Section 4: `cap_calls DIR wide`, untraced and traced."""
+    plain_dir, traced_dir = os.path.join(work, "wplain"), os.path.join(work, "wtraced")
+    os.mkdir(plain_dir)
+    os.mkdir(traced_dir)
+    rc, plain, plain_err = run([a.calls_prog, plain_dir, "wide"], stdin=STDIN)
+    known = "out\n7ff!5A\u00e9\u00fc\nBC".encode()
+    tap.ok(rc == 0 and plain == known,
+           "cap_calls wide untraced: exit 0 and its known output", (rc, plain, plain_err))
+    trace = os.path.join(work, "wide.trace")
+    rc, traced, err = run([a.tracefs, "record", "--timing=none", "-o", trace, "--",
+                           a.calls_prog, traced_dir, "wide"], stdin=STDIN)
+    tap.ok(rc == 0 and traced == plain, "wide traced: exit 0, output byte-identical", err)
+    hashes = [re.search(rb"^errno \d+$", x, re.M) for x in (plain_err, err)]
+    tap.ok(all(hashes) and hashes[0].group(0) == hashes[1].group(0),
+           "wide traced: every call leaves errno as it does untraced", (plain_err, err))
+    written = [open(os.path.join(x, "w"), "rb").read() for x in (plain_dir, traced_dir)]
+    tap.ok(written[0] == written[1] and len(written[1]) == 27,
+           "wide traced: the file it wrote is byte-identical to untraced", written)
+    rc, out, err = run([a.tracefs, "cat", trace, "ranks/0/threads/0/trace.txt"])
+    ev = []
+    for line in out.decode().splitlines():
+        m = LINE.match(line)
+        if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
+            ev.append(m.group(1))
+    exp = expect_wide(traced_dir)
+    diff, b = compare(exp, ev)
+    tap.ok(diff is None, "%d sync and wide-character events exactly as cap_calls.c describes "
+           "them" % len(exp), diff)
+    rc, ftxt, err = run([a.tracefs, "cat", trace, "ranks/0/files.txt"])
+    rows = {}
+    for line in ftxt.decode().splitlines():
+        tok = line.split()
+        if not line.startswith("#") and len(tok) >= 9:
+            rows[tok[-1]] = (int(tok[3]), int(tok[4]))
+    # w: what fgetws, fgetwc, getwc took (the character pushed back counted twice, as
+    # ungetc's); the stdout pipe: the 17 bytes above; stdin: "7 8 " and "x9 10\n"
+    want = {os.path.join(traced_dir, "w"): (3 + 3 + 4 + 3 + 4 + 11, 27),
+            "OUT": (0, 17), "IN": (10, 0)}
+    got = {os.path.join(traced_dir, "w"): rows.get(os.path.join(traced_dir, "w"))}
+    if b is not None:
+        got["OUT"] = rows.get("pipe:[%s]" % b.vals.get("OUT"))
+        got["IN"] = rows.get("pipe:[%s]" % b.vals.get("IN"))
+    tap.ok(rc == 0 and got == want, "files.txt: the bytes the wide calls read and wrote, "
+           "in UTF-8", "got %r" % got)
+
+
 def io_syms(calls):
     """The sym names of the io kinds of calls.txt that are not custom."""
     names, io = [], False
@@ -579,6 +671,7 @@ def main():
             ports = {b.vals["PORT"], b.vals["Q"], b.vals["R"]}
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
+        check_wide(tap, a, work)
         # popen's descriptor is a new file even where one was closed unseen (a raw close)
         prog = ("import ctypes, os\nlibc = ctypes.CDLL(None)\n"
                 "libc.popen.restype = ctypes.c_void_p\n"
