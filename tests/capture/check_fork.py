@@ -38,6 +38,10 @@ FORK_RE = re.compile(rb"fork\(errno=0\) = \d+ *\n")
 WAIT_RE = re.compile(rb"wait\(pid=\d+, (options=\S+) child=\d+, (.*)\) = \d+ *\n")
 
 
+ALLOC_CALLS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign",
+               "memalign")
+
+
 def without_pids(text):
     """@text (a rank's trace.txt) with the children's pids, which vary, as PID."""
     text = FORK_RE.sub(b"fork(errno=0) = PID\n", text)
@@ -76,8 +80,7 @@ class Trace:
                 e = json.loads(line)
                 if e["name"] == "fd_file" and e["args"]["path"].startswith("/tmp/bash_jobs"):
                     continue
-                if allocs or e["name"] not in ("malloc", "calloc", "realloc", "free",
-                                               "aligned_alloc", "posix_memalign", "memalign"):
+                if allocs or e["name"] not in ALLOC_CALLS:
                     out.append((s["thread"], e["name"], e["args"]))
         return out
 
@@ -654,6 +657,11 @@ def main():
     maps = [e for e in r1 if e[0] == 0 and e[1] in ("mmap", "munmap")]
     tap.ok(ex and maps == [],
            "the exec'ing child shows no mmap or munmap of the capture's own", maps)
+    # the child allocates nothing before its exec: the array execlp's arguments are gathered
+    # into is the capture's own, no block of the program's
+    pre = [e for e in t.events(1, allocs=True) if e[0] == 0 and e[1] in ALLOC_CALLS]
+    tap.ok(ex and pre == [],
+           "the exec'ing child shows no allocation of the capture's own (execlp's argv)", pre)
 
     # an exec past the interposers, with the inherited environment: the image finds its spool
     d = tempfile.mkdtemp(dir=work)
