@@ -115,7 +115,7 @@ static char g_root[PATH_MAX];
 static char g_env_spool[PATH_MAX]; /* TFS_SPOOL as the process found it */
 
 static _Thread_local struct tstate *tls_state TLS_IE;
-_Thread_local unsigned int cap_tls_depth TLS_IE;
+_Thread_local volatile unsigned int cap_tls_depth TLS_IE;
 _Thread_local unsigned int cap_call_depth TLS_IE;
 _Thread_local uint32_t cap_call_outer TLS_IE;
 static _Thread_local uint32_t tls_thread_id TLS_IE; /* id + 1 reserved by pthread_create */

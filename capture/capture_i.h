@@ -38,9 +38,13 @@ int cap_parse_trace(const char *s, uint32_t *mask);
 
 /*
  * Nesting depth of the capture on the calling thread: non-zero while the capture itself runs
- * (an interposed call made from inside it is passed through unrecorded).
+ * (an interposed call made from inside it is passed through unrecorded). volatile: it is
+ * read where the compiler does not look, by the interposed malloc family (which it takes
+ * for the C library's, reading no memory of ours: it dropped the raise and the lowering
+ * around the capture's own malloc in exec_list) and by signal handlers of the thread.
  */
-extern _Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+extern _Thread_local volatile unsigned int cap_tls_depth
+	__attribute__((tls_model("initial-exec")));
 
 /*
  * Interposed and MPI calls the calling thread is inside (their real function running): a

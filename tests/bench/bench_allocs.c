@@ -21,7 +21,8 @@
 #include "allocs_i.h"
 
 unsigned int tfs_capture_mask_ = TFS_TRACE_ON | TFS_TRACE_ALLOC;
-_Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+_Thread_local volatile unsigned int cap_tls_depth
+	__attribute__((tls_model("initial-exec")));
 
 static uint64_t rng = 88172645463325252u;
 

@@ -1,8 +1,9 @@
 /*
  * A program that forks: for `tracefs record` process following (check_fork.py). The parent
- * writes DIR/parent, forks child 1 (writes DIR/child1 twice), waits, forks child 2 (writes
- * DIR/child2 three times, then aborts when asked to crash), waits, writes DIR/parent again.
- * With "exec", child 1 execs `cat DIR/parent` instead of writing; with "system", the
+ * writes DIR/parent, forks child 1 (writes DIR/child1 twice, the name in a block it
+ * allocates in main), waits, forks child 2 (writes DIR/child2 three times, then aborts when
+ * asked to crash), waits, writes DIR/parent again. With "exec", child 1 execs
+ * `cat DIR/parent` instead of writing, allocating nothing before; with "system", the
  * parent finally runs system("cat DIR/child2 >/dev/null") (posix_spawn inside glibc). Each
  * open names its file, so the test knows which rank did what.
  * With "rawexec", child 1 writes DIR/child1 once then execs /bin/cat DIR/parent through the
@@ -305,7 +306,7 @@ static int bad_exec(void)
 int main(int argc, char **argv)
 {
 	const char *dir = argc > 1 ? argv[1] : ".";
-	char path[4096];
+	char path[4096], *name;
 	int status;
 	pid_t pid;
 
@@ -331,7 +332,11 @@ int main(int argc, char **argv)
 			syscall(SYS_execve, "/bin/cat", cargv, environ);
 			_exit(127);
 		}
-		write_n(dir, "child1", 2);
+		name = strdup("child1");
+		if (!name)
+			exit(2);
+		write_n(dir, name, 2);
+		free(name);
 		exit(0);
 	}
 	waitpid(pid, &status, 0);

@@ -38,6 +38,10 @@ FORK_RE = re.compile(rb"fork\(errno=0\) = \d+ *\n")
 WAIT_RE = re.compile(rb"wait\(pid=\d+, (options=\S+) child=\d+, (.*)\) = \d+ *\n")
 
 
+ALLOC_CALLS = ("malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign",
+               "memalign")
+
+
 def without_pids(text):
     """@text (a rank's trace.txt) with the children's pids, which vary, as PID."""
     text = FORK_RE.sub(b"fork(errno=0) = PID\n", text)
@@ -76,8 +80,7 @@ class Trace:
                 e = json.loads(line)
                 if e["name"] == "fd_file" and e["args"]["path"].startswith("/tmp/bash_jobs"):
                     continue
-                if allocs or e["name"] not in ("malloc", "calloc", "realloc", "free",
-                                               "aligned_alloc", "posix_memalign", "memalign"):
+                if allocs or e["name"] not in ALLOC_CALLS:
                     out.append((s["thread"], e["name"], e["args"]))
         return out
 
@@ -621,6 +624,11 @@ def main():
            "each rank says how its process ended (the children: as their parent reaped them)",
            t.meta)
     tap.ok(open(d + "/child2").read() == "child2" * 3, "the program ran as without tracing")
+    # a forked child announces its objects to its own spool: the backtrace of the block
+    # child 1 allocates in main is symbolised
+    bts = t.cat("ranks/1/backtraces.txt").decode()
+    tap.ok(b"malformed" not in serr and re.search(r"\bmain \(.*cap_fork\.c:\d+\)", bts),
+           "the child's allocation backtraces are whole and name cap_fork.c's main", (serr, bts))
 
     # a crashing child keeps its rank and events
     d = tempfile.mkdtemp(dir=work)
@@ -649,10 +657,11 @@ def main():
     maps = [e for e in r1 if e[0] == 0 and e[1] in ("mmap", "munmap")]
     tap.ok(ex and maps == [],
            "the exec'ing child shows no mmap or munmap of the capture's own", maps)
-    # a forked child announces its objects to its own spool: its backtraces are symbolised
-    bts = t.cat("ranks/1/backtraces.txt").decode()
-    tap.ok(b"malformed" not in serr and re.search(r"\bmain \(.*cap_fork\.c:\d+\)", bts),
-           "the child's allocation backtraces are whole and name cap_fork.c's main", (serr, bts))
+    # the child allocates nothing before its exec: the array execlp's arguments are gathered
+    # into is the capture's own, no block of the program's
+    pre = [e for e in t.events(1, allocs=True) if e[0] == 0 and e[1] in ALLOC_CALLS]
+    tap.ok(ex and pre == [],
+           "the exec'ing child shows no allocation of the capture's own (execlp's argv)", pre)
 
     # an exec past the interposers, with the inherited environment: the image finds its spool
     d = tempfile.mkdtemp(dir=work)

@@ -22,7 +22,8 @@
 
 /* What capture.c defines in the library: the table is kept while io is traced. */
 unsigned int tfs_capture_mask_ = TFS_TRACE_ON | TFS_TRACE_IO;
-_Thread_local unsigned int cap_tls_depth __attribute__((tls_model("initial-exec")));
+_Thread_local volatile unsigned int cap_tls_depth
+	__attribute__((tls_model("initial-exec")));
 
 #define PAGE 4096u
 #define MIB ((uintptr_t)1 << 20)
