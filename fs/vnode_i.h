@@ -213,8 +213,9 @@ struct fs_vtree {
 	_Atomic uint32_t n_nodes; /* nodes readers may see (release after they are complete) */
 	uint32_t n_alloc;	  /* nodes made, under grow_lock (after the build) */
 	pthread_mutex_t grow_lock; /* serialises building ranks: nodes, scopes */
-	/* the rank directories: ordinal k is rank rank_list[k] (k itself when NULL: every rank
-	 * below n_rank_dirs has streams); rank_node[k] its node once built, 0 before */
+	/* the rank directories, one per rank shown (struct fs_procs): ordinal k is rank
+	 * rank_list[k] (k itself when NULL: they are 0 to n_rank_dirs - 1); rank_node[k] its
+	 * node once built, 0 before */
 	uint32_t n_rank_dirs;
 	uint32_t *rank_list;
 	_Atomic uint32_t *rank_node;

@@ -30,7 +30,6 @@ static void gen_fini(struct rp_gen *g)
 	free(g->counts);
 	free(g->total);
 	free(g->rank_of);
-	free(g->ranks);
 	free(g->used);
 	rp_mpi_free(g->mpi);
 	rp_zlists_fini(&g->zl);
@@ -40,19 +39,11 @@ static void gen_fini(struct rp_gen *g)
 
 const uint8_t *rp_used(const struct rp_gen *g, uint32_t rank)
 {
-	uint32_t lo = 0, hi = g->n_ranks_used;
+	uint32_t ord;
 
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		if (g->ranks[mid] < rank)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == g->n_ranks_used || g->ranks[lo] != rank)
+	if (fs_rank_ord(g->vt, rank, &ord) < 0)
 		return NULL;
-	return g->used + (size_t)lo * g->ti->n_terminals;
+	return g->used + (size_t)ord * g->ti->n_terminals;
 }
 
 static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
@@ -69,23 +60,10 @@ static int gen_init(struct rp_gen *g, struct fs_vtree *vt)
 	g->counts = calloc((size_t)n * nt + 1, sizeof(*g->counts));
 	g->total = calloc((size_t)nt + 1, sizeof(*g->total));
 	g->rank_of = calloc((size_t)n + 1, sizeof(*g->rank_of));
-	g->ranks = calloc((size_t)n + 1, sizeof(*g->ranks));
-	if (!g->terms || !g->counts || !g->total || !g->rank_of || !g->ranks)
+	/* a row per rank directory: the ranks the tree shows, whatever n_ranks says */
+	g->used = calloc((size_t)vt->n_rank_dirs * nt + 1, 1);
+	if (!g->terms || !g->counts || !g->total || !g->rank_of || !g->used)
 		return -ENOMEM;
-	/* the ranks with streams: at most one per stream, whatever n_ranks says */
-	for (uint32_t k = 0; rc == 0 && k < n; k++) {
-		struct tfs_stream_info si;
-		uint32_t s;
-
-		rc = tfs_trace_stream_sorted(vt->trace, k, &s);
-		if (rc == 0)
-			rc = tfs_trace_stream(vt->trace, s, &si);
-		if (rc == 0 && (!g->n_ranks_used || g->ranks[g->n_ranks_used - 1] != si.rank))
-			g->ranks[g->n_ranks_used++] = si.rank;
-	}
-	g->used = calloc((size_t)g->n_ranks_used * nt + 1, 1);
-	if (rc == 0 && !g->used)
-		rc = -ENOMEM;
 	for (uint32_t s = 0; rc == 0 && s < n; s++) {
 		struct tfs_stream_info si;
 		uint8_t *row;
@@ -624,8 +602,8 @@ static void emit_setup(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 		       const uint32_t *rank_of)
 {
 	fs_sb_printf(b, "static void rt_setup_files(uint32_t rank)\n{\n\tswitch (rank) {\n");
-	for (uint32_t k = 0; k < g->n_ranks_used; k++) {
-		const uint32_t r = g->ranks[k];
+	for (uint32_t k = 0; k < g->vt->n_rank_dirs; k++) {
+		const uint32_t r = fs_rank_of_ord(g->vt, k);
 		struct fs_sbuf lines = {0};
 
 		setup_rank(g, &lines, r, counts, rank_of);
@@ -651,8 +629,8 @@ static int emit_allocs(struct rp_gen *g, struct fs_sbuf *b, const uint64_t *coun
 	for (uint32_t i = 0; i < nt; i++)
 		alloc_events |= g->terms[i].alloc;
 	fs_sb_printf(b, "static void rt_setup_allocs(uint32_t rank)\n{\n\tswitch (rank) {\n");
-	for (uint32_t k = 0; g->mpi && !alloc_events && k < g->n_ranks_used; k++) {
-		const uint32_t r = g->ranks[k];
+	for (uint32_t k = 0; g->mpi && !alloc_events && k < g->vt->n_rank_dirs; k++) {
+		const uint32_t r = fs_rank_of_ord(g->vt, k);
 		struct fs_sbuf lines = {0};
 
 		rp_mpi_allocs(g, &lines, g->used + (size_t)k * nt);

@@ -116,9 +116,8 @@ struct rp_gen {
 	uint64_t *counts;      /* [n_streams * n_terminals]: occurrences per stream */
 	uint64_t *total;       /* [n_terminals]: over all streams */
 	uint32_t *rank_of;     /* [n_streams] */
-	uint32_t *ranks;       /* [n_ranks_used]: the ranks with streams, increasing */
-	uint32_t n_ranks_used;
-	uint8_t *used;	       /* [n_ranks_used * n_terminals]: a stream of ranks[k] has it */
+	uint8_t *used;	       /* [rank directories * n_terminals]: a stream of the rank of
+				* directory k (fs_rank_of_ord) has it */
 	struct rp_mpi *mpi;    /* NULL: the trace has no MPI call */
 	struct rp_zlists zl;
 	struct rp_fbytes *fb;

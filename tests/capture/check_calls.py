@@ -516,6 +516,17 @@ def expect(d, tmps):
     return e.ev
 
 
+def io_events(a, trace):
+    """The calls of @trace's thread 0 but the malloc family's, as trace.txt prints them."""
+    _, out, _ = run([a.tracefs, "cat", trace, "ranks/0/threads/0/trace.txt"])
+    ev = []
+    for line in out.decode().splitlines():
+        m = LINE.match(line)
+        if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
+            ev.append(m.group(1))
+    return ev
+
+
 def expect_wide(d):
     """cap_calls.c wide(): sync, then wide characters on DIR/w (file#0), stdout (file#1) and
     stdin (file#2); a character's bytes are its UTF-8 ones (e-acute 2, euro 3)."""
@@ -577,12 +588,7 @@ def check_wide(tap, a, work):
     written = [open(os.path.join(x, "w"), "rb").read() for x in (plain_dir, traced_dir)]
     tap.ok(written[0] == written[1] and len(written[1]) == 27,
            "wide traced: the file it wrote is byte-identical to untraced", written)
-    rc, out, err = run([a.tracefs, "cat", trace, "ranks/0/threads/0/trace.txt"])
-    ev = []
-    for line in out.decode().splitlines():
-        m = LINE.match(line)
-        if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
-            ev.append(m.group(1))
+    ev = io_events(a, trace)
     exp = expect_wide(traced_dir)
     diff, b = compare(exp, ev)
     tap.ok(diff is None, "%d sync and wide-character events exactly as cap_calls.c describes "
@@ -650,12 +656,7 @@ def main():
                    for f in ("b", "c", "i", "s", "t", "u"))
         tap.ok(same and os.path.getsize(os.path.join(traced_dir, "s")) == 40,
                "traced: the files it wrote are byte-identical to untraced")
-        rc, out, err = run([a.tracefs, "cat", trace, "ranks/0/threads/0/trace.txt"])
-        ev = []
-        for line in out.decode().splitlines():
-            m = LINE.match(line)
-            if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
-                ev.append(m.group(1))
+        ev = io_events(a, trace)
         exp = expect(traced_dir, [m.group(1).decode() for m in
                                   re.finditer(rb"^tmp (.*)$", err_rec, re.M)])
         diff, b = compare(exp, ev)
