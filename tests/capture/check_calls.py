@@ -517,14 +517,15 @@ def expect(d, tmps):
 
 
 def io_events(a, trace):
-    """The calls of @trace's thread 0 but the malloc family's, as trace.txt prints them."""
+    """The calls of @trace's thread 0 but the malloc family's, as trace.txt prints them, and
+    that trace.txt whole."""
     _, out, _ = run([a.tracefs, "cat", trace, "ranks/0/threads/0/trace.txt"])
     ev = []
     for line in out.decode().splitlines():
         m = LINE.match(line)
         if m and m.group(1).split("(", 1)[0] not in ALLOC_KINDS:
             ev.append(m.group(1))
-    return ev
+    return ev, out
 
 
 def expect_wide(d):
@@ -588,7 +589,7 @@ def check_wide(tap, a, work):
     written = [open(os.path.join(x, "w"), "rb").read() for x in (plain_dir, traced_dir)]
     tap.ok(written[0] == written[1] and len(written[1]) == 27,
            "wide traced: the file it wrote is byte-identical to untraced", written)
-    ev = io_events(a, trace)
+    ev, _ = io_events(a, trace)
     exp = expect_wide(traced_dir)
     diff, b = compare(exp, ev)
     tap.ok(diff is None, "%d sync and wide-character events exactly as cap_calls.c describes "
@@ -656,7 +657,7 @@ def main():
                    for f in ("b", "c", "i", "s", "t", "u"))
         tap.ok(same and os.path.getsize(os.path.join(traced_dir, "s")) == 40,
                "traced: the files it wrote are byte-identical to untraced")
-        ev = io_events(a, trace)
+        ev, out = io_events(a, trace)
         exp = expect(traced_dir, [m.group(1).decode() for m in
                                   re.finditer(rb"^tmp (.*)$", err_rec, re.M)])
         diff, b = compare(exp, ev)
