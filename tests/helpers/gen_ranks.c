@@ -129,6 +129,20 @@ static int one_rank(uint64_t events, int timing, int phases, int writer, uint32_
 	return rc;
 }
 
+/* Write @len bytes at @buf to @path. @return 0, or -1 with errno set */
+static int save(const char *path, const void *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	if (!f)
+		return -1;
+	if (fwrite(buf, 1, len, f) != len) {
+		fclose(f);
+		return -1;
+	}
+	return fclose(f) == 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
 	struct tfs_trace *in[2] = {NULL, NULL}, **all;
@@ -140,7 +154,6 @@ int main(int argc, char **argv)
 	struct tfs_diag diag;
 	void *buf[2], *out;
 	size_t len[2], out_len;
-	FILE *f;
 	int rc;
 
 	if (argc < 3 || ranks < 1 || ranks > UINT32_MAX) {
@@ -153,8 +166,7 @@ int main(int argc, char **argv)
 		rc = one_rank(events, timing, 0, 1, (uint32_t)(ranks - 1), &out, &out_len);
 		if (rc < 0)
 			return fail("sparse trace", rc);
-		f = fopen(argv[1], "wb");
-		if (!f || fwrite(out, 1, out_len, f) != out_len || fclose(f) != 0)
+		if (save(argv[1], out, out_len) < 0)
 			return fail(argv[1], -errno);
 		printf("%s: %lu ranks, 2 with streams, %zu bytes\n", argv[1], ranks, out_len);
 		free(out);
@@ -176,8 +188,7 @@ int main(int argc, char **argv)
 	rc = tfs_merge_traces(all, (uint32_t)ranks, &out, &out_len, &diag);
 	if (rc < 0)
 		return fail("merge", rc);
-	f = fopen(argv[1], "wb");
-	if (!f || fwrite(out, 1, out_len, f) != out_len || fclose(f) != 0)
+	if (save(argv[1], out, out_len) < 0)
 		return fail(argv[1], -errno);
 	printf("%s: %lu ranks, %zu bytes\n", argv[1], ranks, out_len);
 	free(out);
