@@ -863,27 +863,184 @@ static void rt_mkdirs(const char *path)
 	}
 }
 
+/* The devices the proxy uses as they are: they hold no one's data, and none of them waits. */
+static int rt_plain_device(const char *p)
+{
+	static const char *const dev[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
+					  "/dev/urandom"};
+
+	for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++)
+		if (!strcmp(p, dev[i]))
+			return 1;
+	return 0;
+}
+
+/* The kernel's own files, which the proxy reads as they are (never writes). */
+static int rt_kernel_path(const char *p)
+{
+	return !strncmp(p, "/proc/", 6) || !strcmp(p, "/proc") || !strncmp(p, "/sys/", 5) ||
+	       !strcmp(p, "/sys");
+}
+
+/* @p's components added to the path @v (from "/", @cap bytes), "." and ".." taken as
+   names say, never above "/"; a path too long for @v is cut, whole components only */
+static void rt_norm(char *v, size_t cap, const char *p)
+{
+	size_t n = strlen(v);
+
+	while (*p) {
+		const char *e = strchr(p, '/');
+		const size_t k = e ? (size_t)(e - p) : strlen(p);
+
+		if (k == 2 && p[0] == '.' && p[1] == '.') {
+			while (n > 1 && v[n - 1] != '/')
+				n--;
+			if (n > 1)
+				n--;
+		} else if (k && !(k == 1 && p[0] == '.') && n + 1 + k < cap) {
+			if (n > 1)
+				v[n++] = '/';
+			memcpy(v + n, p, k);
+			n += k;
+		}
+		v[n] = '\0';
+		p += k + (e != NULL);
+	}
+}
+
 /*
- * Where the proxy puts the program's file @p: relative paths as they are (the proxy runs
- * in the scratch directory), absolute ones under it; devices and /proc as they are.
+ * Where the proxy's call finds the program's path @p, relative to this run's directory
+ * @dirfd (AT_FDCWD: the current one); @write: the call may change what it names.
+ *
+ * The scratch directory stands for the program's "/": an absolute path lands under it
+ * (/tmp/x as DIR/tmp/x), and a relative one is taken from the directory it starts at,
+ * which is under the scratch directory unless the program went into one the proxy reads
+ * as it is. "." and ".." are taken by name, never above the scratch directory, so no path
+ * leads out of it. Used as they are: the harmless devices (rt_plain_device), and the
+ * kernel's files under /proc and /sys for reading. Everything else of /dev (/dev/shm holds
+ * files, a tty waits for input, a disk holds data) is a file under the scratch directory
+ * like any other.
  */
+static const char *rt_map(int dirfd, const char *p, int write)
+{
+	struct rt_tls *t = rt_T();
+	const size_t n = strlen(rt_dir);
+	char base[sizeof(t->ring[0])], *buf;
+
+	if (rt_orig_paths || rt_plain_device(p))
+		return p;
+	if (p[0] == '/') {
+		if (!write && rt_kernel_path(p))
+			return p;
+		strcpy(base, "/");
+	} else {
+		long got;
+
+		if (dirfd == AT_FDCWD) {
+			got = syscall(SYS_getcwd, base, sizeof(base));
+		} else {
+			char link[64];
+
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+			got = syscall(SYS_readlinkat, AT_FDCWD, link, base, sizeof(base) - 1);
+			if (got > 0)
+				base[got] = '\0';
+		}
+		if (got <= 0 || base[0] != '/')
+			return p; /* no directory to start at: the call fails as the program's did */
+		if (!strncmp(base, rt_dir, n) && (base[n] == '/' || base[n] == '\0'))
+			memmove(base, base[n] ? base + n : "/", strlen(base[n] ? base + n : "/") + 1);
+		else if (!write)
+			return p; /* read from a directory the proxy reads as it is (/proc) */
+		/* else a directory of the system written into: its place under the scratch one */
+	}
+	buf = t->ring[t->next++ % 4];
+	rt_norm(base, sizeof(base) - n, p);
+	/* a trailing "/" kept: it asks for a directory */
+	snprintf(buf, sizeof(t->ring[0]), "%s%s%s", rt_dir,
+			     strcmp(base, "/") ? base : "",
+			     strcmp(base, "/") && p[0] && p[strlen(p) - 1] == '/' ? "/" : "");
+	return buf;
+}
+
+/* rt_map() of a path the call only reads, or may write, from the program's @dirfd */
 static const char *rt_path(const char *p)
+{
+	return rt_map(AT_FDCWD, p, 0);
+}
+
+static const char *rt_wpath(const char *p)
+{
+	return rt_map(AT_FDCWD, p, 1);
+}
+
+static int rt_dirfd(int64_t fd);
+
+static const char *rt_path_at(int64_t dirfd, const char *p)
+{
+	return rt_map(rt_dirfd(dirfd), p, 0);
+}
+
+static const char *rt_wpath_at(int64_t dirfd, const char *p)
+{
+	return rt_map(rt_dirfd(dirfd), p, 1);
+}
+
+/* rt_map() of a path opened with @flags: written unless opened for reading alone */
+static const char *rt_opath_at(int64_t dirfd, const char *p, int64_t flags)
+{
+	const int w = (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) != 0;
+
+	return rt_map(rt_dirfd(dirfd), p, w);
+}
+
+/* The same for fopen's @mode: written unless "r" without "+" */
+static const char *rt_fpath(const char *p, const char *mode)
+{
+	return rt_map(AT_FDCWD, p, mode[0] != 'r' || strchr(mode, '+') != NULL);
+}
+
+/*
+ * What a symbolic link the program made at @linkpath (from @dirfd) points to: the place
+ * rt_map() gives its @target, as an absolute path, so that a path through the link stays
+ * in the scratch directory too.
+ */
+static const char *rt_link_target(int64_t dirfd, const char *linkpath, const char *target)
 {
 	struct rt_tls *t = rt_T();
 	char *buf;
+	const char *slash;
 
-	if (rt_orig_paths || p[0] != '/' || !strncmp(p, "/dev/", 5) || !strncmp(p, "/proc/", 6) ||
-	    !strncmp(p, "/sys/", 5))
-		return p;
+	if (target[0] == '/' || rt_orig_paths)
+		return rt_map(AT_FDCWD, target, 1);
+	/* relative to the link's directory */
 	buf = t->ring[t->next++ % 4];
-	snprintf(buf, sizeof(t->ring[0]), "%s%s", rt_dir, p);
-	return buf;
+	slash = strrchr(linkpath, '/');
+	snprintf(buf, sizeof(t->ring[0]), "%.*s%s%s", slash ? (int)(slash - linkpath) : 0,
+		 linkpath, slash ? "/" : "", target);
+	return rt_map(rt_dirfd(dirfd), buf, 1);
+}
+
+/* The directories above the program's path @p (a directory itself if @p ends in "/"),
+   made under the scratch directory; nothing for a path used as it is */
+static void rt_parent_dirs(const char *p)
+{
+	const char *q = rt_path(p);
+
+	if (q == p && p[0] == '/')
+		return;
+	rt_mkdirs(q);
+	if (p[0] && p[strlen(p) - 1] == '/')
+		syscall(SYS_mkdirat, AT_FDCWD, q, 0755);
 }
 
 /* A file the program read without creating it: @size bytes under the scratch directory. */
 static void rt_input_file(const char *p, int64_t size)
 {
 	const char *q = rt_path(p);
+
+	if (q == p && p[0] == '/')
+		return; /* used as it is: nothing to make */
 	int f;
 
 	rt_mkdirs(q);
@@ -982,7 +1139,7 @@ static const char *rt_tmpl(const char *to, char *tmpl, size_t cap)
 
 static int rt_mkstemp(const char *path, int64_t flags, int64_t ret)
 {
-	const char *to = rt_path(path);
+	const char *to = rt_wpath(path);
 	char tmpl[4200];
 	int fd;
 
@@ -998,7 +1155,7 @@ static int rt_mkstemp(const char *path, int64_t flags, int64_t ret)
 
 static void rt_mkdtemp(const char *path, int64_t ret)
 {
-	const char *to = rt_path(path);
+	const char *to = rt_wpath(path);
 	char tmpl[4200];
 
 	if (ret < 0) {
@@ -1020,7 +1177,7 @@ static void rt_readlink(int64_t dirfd, const char *path, int64_t bufsiz)
 	const size_t n =
 	    bufsiz < 0 || (uint64_t)bufsiz > sizeof(t->link) ? sizeof(t->link) : (size_t)bufsiz;
 
-	readlinkat(rt_dirfd(dirfd), rt_path(path), t->link, n);
+	readlinkat(rt_dirfd(dirfd), rt_path_at(dirfd, path), t->link, n);
 }
 
 /* getcwd: the proxy's directory is longer than the program's, so a call that succeeded
@@ -1049,7 +1206,7 @@ static void rt_utimens(int64_t dirfd, const char *path, int64_t fd, int64_t as, 
 	const struct timespec times[2] = {rt_utime(as, ans), rt_utime(ms, mns)};
 
 	if (path)
-		utimensat(rt_dirfd(dirfd), rt_path(path), times, (int)flags);
+		utimensat(rt_dirfd(dirfd), rt_wpath_at(dirfd, path), times, (int)flags);
 	else
 		futimens(rt_fd(fd), times);
 }

@@ -263,15 +263,21 @@ static const char *file_kind(const struct fent *e)
 	    {"pipe:", "pipe"},	 {"socket:", "socket"},	  {"tcp:", "tcp"},
 	    {"tcp6:", "tcp"},	 {"udp:", "udp"},	  {"udp6:", "udp"},
 	    {"unix:", "unix"},	 {"anon_inode:", "anon"}, {"/dev/pts/", "tty"},
-	    {"/dev/tty", "tty"}, {"/dev/console", "tty"}, {"/dev/", "device"},
+	    {"/dev/tty", "tty"}, {"/dev/console", "tty"},
+	    /* file systems mounted under /dev: their files are files (NULL: by the name) */
+	    {"/dev/shm/", NULL}, {"/dev/mqueue/", NULL}, {"/dev/hugepages/", NULL},
+	    {"/dev/", "device"},
 	};
 	size_t n;
 
 	if (!e->name)
 		return "?";
 	for (size_t i = 0; i < sizeof(by_prefix) / sizeof(by_prefix[0]); i++)
-		if (!strncmp(e->name, by_prefix[i].prefix, strlen(by_prefix[i].prefix)))
-			return by_prefix[i].kind;
+		if (!strncmp(e->name, by_prefix[i].prefix, strlen(by_prefix[i].prefix))) {
+			if (by_prefix[i].kind)
+				return by_prefix[i].kind;
+			break;
+		}
 	n = strlen(e->name);
 	if ((n && e->name[n - 1] == '/') || strstr(e->flags, "O_DIRECTORY"))
 		return "dir";

@@ -578,21 +578,20 @@ static void setup_rank(struct rp_gen *g, struct fs_sbuf *b, uint32_t r, const ui
 			fs_sb_printf(b, "\t\trt_stdin(%" PRId64 ");\n", read_bytes(g, r, file));
 			continue;
 		}
-		if (!opened_at(g, r, i) || !(path = path_of(g, i, args)) ||
-		    !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) ||
-		    !strncmp(path, "/sys/", 5))
+		/* the proxy's runtime skips the paths it uses as they are (/proc, /dev/null) */
+		if (!opened_at(g, r, i) || !(path = path_of(g, i, args)))
 			continue;
 		if (strchr(path, '/')) {
-			fs_sb_printf(b, "\t\trt_mkdirs(rt_path(");
+			fs_sb_printf(b, "\t\trt_parent_dirs(");
 			rp_put_cstr(b, path);
-			fs_sb_printf(b, "));\n");
+			fs_sb_printf(b, ");\n");
 		}
 		if (!opens_input(g, i, &path, &file, &dir))
 			continue;
-		fs_sb_printf(b, "\t\t%s(", dir ? "rt_mkdirs(rt_path" : "rt_input_file");
+		fs_sb_printf(b, "\t\t%s(", dir ? "rt_parent_dirs" : "rt_input_file");
 		rp_put_cstr(b, path);
 		if (dir)
-			fs_sb_printf(b, "\"/\"));\n");
+			fs_sb_printf(b, " \"/\");\n");
 		else
 			fs_sb_printf(b, ", %" PRId64 ");\n", read_bytes(g, r, file));
 	}
@@ -757,9 +756,13 @@ static const char readme_text[] =
 static const char readme_opts[] =
     "\n"
     "  DIR, --dir=DIR, PROXY_DIR=DIR   the scratch directory the proxy works in (default\n"
-    "                     ./proxy.d, made if missing): files the program opened by a relative\n"
-    "                     path are made there under the same path, absolute ones under it\n"
-    "                     (/tmp/x as DIR/tmp/x); /dev, /proc and /sys are used as they are\n"
+    "                     ./proxy.d, made if missing), which stands for the program's /:\n"
+    "                     relative paths start in it, absolute ones land under it (/tmp/x\n"
+    "                     as DIR/tmp/x, /dev/shm/y as DIR/dev/shm/y), \"..\" never leads out\n"
+    "                     of it, nor do chdir, directory descriptors or the links the\n"
+    "                     program made; used as they are: /dev/null, /dev/zero, /dev/full,\n"
+    "                     /dev/random, /dev/urandom, and /proc and /sys for reading. Links\n"
+    "                     already in DIR are followed: give each run a new DIR\n"
     "  --original-paths, PROXY_ORIGINAL_PATHS=1   absolute paths as recorded (careful)\n"
     "  --no-compute, PROXY_COMPUTE=0               no busy wait between calls\n"
     "  --compute-scale=X, PROXY_COMPUTE_SCALE=X    busy waits X times as long\n"

@@ -915,7 +915,7 @@ static void p_str(struct call *c, const struct rp_mpi_param *p)
 		return;
 	}
 	/* a file of MPI-IO goes under the scratch directory like any other */
-	fs_sb_printf(&c->call, "%s", !strcmp(p->name, "filename") ? "rt_path(" : "(");
+	fs_sb_printf(&c->call, "%s", !strcmp(p->name, "filename") ? "rt_wpath(" : "(");
 	rp_put_cstr(&c->call, c->args[a].s ? c->args[a].s : "");
 	fs_sb_printf(&c->call, ")");
 }

@@ -561,9 +561,13 @@ def file_kind(name, flags):
                          (b"tcp6:", b"tcp"), (b"udp:", b"udp"), (b"udp6:", b"udp"),
                          (b"unix:", b"unix"), (b"anon_inode:", b"anon"),
                          (b"/dev/pts/", b"tty"), (b"/dev/tty", b"tty"),
-                         (b"/dev/console", b"tty"), (b"/dev/", b"device")):
+                         (b"/dev/console", b"tty"), (b"/dev/shm/", None),
+                         (b"/dev/mqueue/", None), (b"/dev/hugepages/", None),
+                         (b"/dev/", b"device")):
         if name.startswith(prefix):
-            return kind
+            if kind:
+                return kind
+            break  # a file system under /dev: by the name, as any path
     return b"dir" if name.endswith(b"/") or b"O_DIRECTORY" in flags else b"file"
 
 
