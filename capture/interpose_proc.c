@@ -192,7 +192,8 @@ static char **capture_env(char *const envp[], uint32_t index)
 	else
 		snprintf(s[2], len, "LD_PRELOAD=%s", preload && *preload ? preload : lib);
 	s[3] = s[2] + strlen(s[2]) + 1;
-	snprintf(s[3], len - (size_t)(s[3] - s[0]), "%s=%u:%" PRIu32, CAP_SPAWN_INDEX_ENV, (unsigned int)getpid(), index);
+	snprintf(s[3], len - (size_t)(s[3] - s[0]), "%s=%u:%" PRIu32, CAP_SPAWN_INDEX_ENV,
+		 (unsigned int)getpid(), index);
 	for (size_t i = 0; i < n; i++)
 		if (!starts(envp[i], "TFS_SPOOL=") && !starts(envp[i], "TFS_SPOOL_ROOT=") &&
 		    !starts(envp[i], "LD_PRELOAD=") && !starts(envp[i], CAP_SPAWN_INDEX_ENV "="))
