@@ -1371,7 +1371,7 @@ static int set_aside(const char *path)
  * names the recorder once that process has ended). The environment is left alone (setenv
  * is not safe in a forked child): an exec'd image finds this spool by its name (attach()).
  */
-static int become_child(const struct spool_hdr *parent, uint32_t ppid)
+static int become_child(const struct spool_hdr *parent, uint32_t ppid, uint32_t index)
 {
 	uint32_t pid = (uint32_t)getpid();
 	uint64_t start = proc_start();
@@ -1380,23 +1380,34 @@ static int become_child(const struct spool_hdr *parent, uint32_t ppid)
 	rc = cap_spool_child_path(g_root, pid, g_path, sizeof(g_path));
 	if (rc < 0)
 		return rc;
-	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
+	rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start, index);
 	for (int tries = 0; rc == -EEXIST && tries < 4; tries++) {
 		/* no aside name here (too long, no such renames): the old spool goes, as it
 		 * did before aside names, rather than this process going unrecorded */
 		if (set_aside(g_path) < 0)
 			unlink(g_path);
-		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start);
+		rc = cap_spool_create_child(&g_spool, g_path, parent, pid, ppid, start, index);
 	}
 	return rc;
 }
 
 /* The pid of the process that forked: set before the fork, read by its child. */
 static uint32_t g_forker;
+/* The forking thread's child's start_index (spool_hdr): set before the fork in the thread
+ * that forks, which is the one thread of the child. */
+static _Thread_local uint32_t tls_fork_index TLS_IE;
+
+uint32_t cap_take_start_index(void)
+{
+	if (!g_follow || !g_spool.hdr)
+		return 0;
+	return atomic_fetch_add(&g_spool.hdr->n_started, 1) + 1;
+}
 
 static void fork_prepare(void)
 {
 	g_forker = (uint32_t)getpid();
+	tls_fork_index = cap_take_start_index();
 }
 
 /*
@@ -1454,7 +1465,7 @@ static void fork_child(void)
 	cap_files_forget(); /* the parent's file ids are named in the parent's rank only */
 #endif
 	if (g_follow && parent.hdr) {
-		rc = become_child(parent.hdr, g_forker);
+		rc = become_child(parent.hdr, g_forker, tls_fork_index);
 		if (rc < 0)
 			unrecorded("cannot create its spool", -rc);
 	} else if (g_follow) {
@@ -1634,6 +1645,30 @@ static bool attach_own(const char *path, uint32_t pid, uint64_t start)
 	return false;
 }
 
+/*
+ * The start_index (spool_hdr) the spawner gave this process in TFS_SPAWN_INDEX,
+ * "<spawner's pid>:<index>" (interpose_proc.c spawn()), if its spawner is @spawner and is
+ * our parent; 0 otherwise (a variable inherited from further up). The variable is removed:
+ * it is this process's alone.
+ */
+static uint32_t spawn_index(uint32_t spawner)
+{
+	const char *v = getenv(CAP_SPAWN_INDEX_ENV);
+	unsigned long pid, index;
+	char *end;
+
+	if (!v)
+		return 0;
+	errno = 0;
+	pid = strtoul(v, &end, 10);
+	index = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+	if (errno || *end || pid != spawner || pid != (unsigned long)getppid() ||
+	    index > UINT32_MAX)
+		index = 0;
+	unsetenv(CAP_SPAWN_INDEX_ENV);
+	return (uint32_t)index;
+}
+
 static int attach(const char *path)
 {
 	uint32_t pid = (uint32_t)getpid(), expect = 0;
@@ -1679,8 +1714,9 @@ static int attach(const char *path)
 	 * these: its parent is then the one it was given, the recorder or init.)
 	 */
 	ancestor = produced_by_ancestor(other.hdr);
-	rc = become_child(other.hdr, ancestor ? atomic_load(&other.hdr->producer_pid)
-					      : (uint32_t)getppid());
+	rc = become_child(other.hdr,
+			  ancestor ? atomic_load(&other.hdr->producer_pid) : (uint32_t)getppid(),
+			  ancestor ? spawn_index(atomic_load(&other.hdr->producer_pid)) : 0);
 	cap_spool_unmap(&other);
 	if (rc < 0) {
 		unrecorded("cannot create its spool", -rc);

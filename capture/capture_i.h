@@ -209,6 +209,13 @@ const char *cap_spool_root(void);
 /* TFS_SPOOL as this process found it (NULL when not following): an exec passing another
  * value is a recorder of its own (`tracefs record` run by the program), not followed. */
 const char *cap_spool_env(void);
+/*
+ * Process following: the start_index (spool_i.h spool_hdr) of the next process this one
+ * forks or spawns, taken from its count; 0 when not following. A spawned process finds
+ * its own in CAP_SPAWN_INDEX_ENV, "<spawner's pid>:<index>", set by its spawner.
+ */
+uint32_t cap_take_start_index(void);
+#define CAP_SPAWN_INDEX_ENV "TFS_SPAWN_INDEX"
 /* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
 void cap_before_exec(void);
 /*

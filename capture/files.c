@@ -802,6 +802,26 @@ uint64_t cap_wc_bytes(wint_t c)
 	return n == (size_t)-1 ? 0 : n;
 }
 
+/* The head of glibc's struct _IO_wide_data (libio/libio.h), which <stdio.h> leaves opaque:
+ * a wide stream's read pointers, unchanged since glibc 2.2. */
+struct wide_head {
+	wchar_t *read_ptr, *read_end, *read_base;
+};
+
+bool cap_wc_putback(FILE *stream, wint_t c)
+{
+#ifdef __GLIBC__
+	const struct wide_head *w = stream ? (const void *)stream->_wide_data : NULL;
+
+	return c != WEOF && w && w->read_ptr && w->read_ptr > w->read_base &&
+	       (wint_t)w->read_ptr[-1] == c;
+#else
+	(void)stream;
+	(void)c;
+	return false;
+#endif
+}
+
 int64_t cap_ws_bytes(const wchar_t *s)
 {
 	mbstate_t st = {0};

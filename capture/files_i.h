@@ -207,6 +207,12 @@ const char *cap_wformat(const wchar_t *fmt);
 uint64_t cap_wc_bytes(wint_t c);
 int64_t cap_ws_bytes(const wchar_t *s);
 /*
+ * Whether ungetwc(@c, @stream) would put back the character just read (the stream's
+ * previous character is @c): glibc then steps back in its buffer, else it allocates a
+ * push-back area. Read before the call; false where that cannot be known (not glibc).
+ */
+bool cap_wc_putback(FILE *stream, wint_t c);
+/*
  * String @p read without trusting it to be at an address (process_vm_readv on the process
  * itself, page by page, up to PATH_MAX bytes): for a call that failed with EFAULT, whose
  * string may be at none. "(bad address)" when nothing of it can be read; where its memory

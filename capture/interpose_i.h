@@ -16,6 +16,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <locale.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>

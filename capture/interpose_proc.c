@@ -18,6 +18,7 @@
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -152,17 +153,18 @@ static const char *self_path(void)
 
 /*
  * @envp with TFS_SPOOL and TFS_SPOOL_ROOT naming this process's spool and LD_PRELOAD naming
- * this library, in a new array (free with free_env()); NULL when the capture follows no
+ * this library, and for a spawned process (@index > 0) CAP_SPAWN_INDEX_ENV giving it its
+ * start_index (capture.c), in a new array (free with free_env()); NULL when the capture follows no
  * processes, memory runs out, or @envp sets a TFS_SPOOL other than the one this process
  * found: a `tracefs record` the program runs starts its own recording, which the image it
  * execs records into (the caller then passes @envp as it is).
  */
-static char **capture_env(char *const envp[])
+static char **capture_env(char *const envp[], uint32_t index)
 {
 	const char *path = cap_spool_path(), *root = cap_spool_root(), *lib = self_path();
 	const char *preload = NULL, *found = cap_spool_env();
 	size_t n = 0, k = 0, len;
-	char **env, *s[3];
+	char **env, *s[4];
 
 	/* an environment that cannot be read is passed on as it is: the call fails with EFAULT */
 	if (!path || !root || !lib || !found || !cap_strv_readable(envp))
@@ -174,8 +176,8 @@ static char **capture_env(char *const envp[])
 			return NULL;
 	}
 	cap_tls_depth++; /* the tracer's own allocations */
-	env = malloc((n + 4) * sizeof(*env));
-	len = strlen(path) + strlen(root) + strlen(lib) + (preload ? strlen(preload) : 0) + 64;
+	env = malloc((n + 5) * sizeof(*env));
+	len = strlen(path) + strlen(root) + strlen(lib) + (preload ? strlen(preload) : 0) + 128;
 	s[0] = malloc(len);
 	if (!env || !s[0]) {
 		free(env);
@@ -189,13 +191,18 @@ static char **capture_env(char *const envp[])
 		snprintf(s[2], len, "LD_PRELOAD=%s:%s", lib, preload);
 	else
 		snprintf(s[2], len, "LD_PRELOAD=%s", preload && *preload ? preload : lib);
+	s[3] = s[2] + strlen(s[2]) + 1;
+	snprintf(s[3], len - (size_t)(s[3] - s[0]), "%s=%u:%" PRIu32, CAP_SPAWN_INDEX_ENV,
+		 (unsigned int)getpid(), index);
 	for (size_t i = 0; i < n; i++)
 		if (!starts(envp[i], "TFS_SPOOL=") && !starts(envp[i], "TFS_SPOOL_ROOT=") &&
-		    !starts(envp[i], "LD_PRELOAD="))
+		    !starts(envp[i], "LD_PRELOAD=") && !starts(envp[i], CAP_SPAWN_INDEX_ENV "="))
 			env[k++] = envp[i];
 	env[k++] = s[0];
 	env[k++] = s[1];
 	env[k++] = s[2];
+	if (index)
+		env[k++] = s[3];
 	env[k] = NULL;
 	cap_tls_depth--;
 	return env;
@@ -257,7 +264,7 @@ static int do_exec(const char *file, char *const argv[], char *const envp[], boo
 	if (search ? !HAVE(execvpe) : !HAVE(execve))
 		return -1;
 	put_exec(file, argv);
-	env = capture_env(envp);
+	env = capture_env(envp, 0);
 	cap_before_exec();
 	rc = search ? cap_real.execvpe(file, argv, env ? env : envp)
 		    : cap_real.execve(file, argv, env ? env : envp);
@@ -298,7 +305,7 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		return -1;
 	snprintf(path, sizeof(path), "/dev/fd/%d", fd);
 	put_exec(path, argv);
-	env = capture_env(envp);
+	env = capture_env(envp, 0);
 	cap_before_exec();
 	rc = cap_real.fexecve(fd, argv, env ? env : envp);
 	err = errno;
@@ -394,7 +401,7 @@ static int spawn(bool search, pid_t *pid, const char *file, const posix_spawn_fi
 
 	if (search ? !HAVE(posix_spawnp) : !HAVE(posix_spawn))
 		return ENOSYS;
-	env = capture_env(envp);
+	env = capture_env(envp, cap_take_start_index());
 	t0 = cap_now_ns();
 	rc = search ? cap_real.posix_spawnp(&child, file, fa, attr, argv, env ? env : envp)
 		    : cap_real.posix_spawn(&child, file, fa, attr, argv, env ? env : envp);

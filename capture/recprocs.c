@@ -12,11 +12,12 @@
  * removed: shared memory is held by the processes alive, not by every process ever
  * started. At the end the first process's trace is saved in memory too and they are merged
  * (tfs_merge_traces_opts, grammars rewritten): rank 0 is the first process, then the others in
- * the order they began (fork order), each with its pid, ppid and how it ended in the
+ * the fork tree (rank_order()), each with its pid, ppid and how it ended in the
  * metadata. When nobody reaps the processes any more (the recorder that waited for them
  * was killed, rec_procs_orphaned), a process has ended once /proc says so. It does not
  * start or wait for processes (fs/cmd_record.c does).
  */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,7 @@ struct rproc {
 	size_t trace_len;
 	struct tfs_recording_stats st; /* its consumer's last statistics, once retired */
 	uint32_t pid, ppid;
+	uint32_t start_index; /* among its parent's children, + 1; 0: unknown (spool_hdr) */
 	uint64_t fork_ns;
 	int status;	     /* wait status, when @reaped or @end_known */
 	bool reaped;	     /* the recorder reaped it (the first process, orphans) */
@@ -281,6 +283,7 @@ static int add(struct rec_procs *ps, char *path, ino_t ino)
 	p.pid = atomic_load(&p.s->hdr->producer_pid);
 	p.ppid = p.s->hdr->parent_pid;
 	p.fork_ns = p.s->hdr->fork_ns;
+	p.start_index = p.s->hdr->start_index;
 	for (uint32_t i = 0; i < ps->n_peeked; i++) {
 		if (ps->peeked[i].ino == ino) { /* its ring was read by the last scan's peek */
 			p.reaps_next = ps->peeked[i].next;
@@ -860,13 +863,107 @@ void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum
 	}
 }
 
-static int cmp_fork(const void *a, const void *b)
-{
-	const struct rproc *x = a, *y = b;
+/* A process's place among its siblings (rank_order()). */
+struct sib {
+	uint32_t par; /* its parent's index in rec_procs.v; n: none recorded */
+	uint32_t i;   /* its own */
+	uint32_t start_index;
+	uint64_t fork_ns;
+	uint32_t pid;
+};
 
+/* By parent, then the order the parent started them; those of unknown order after, in
+ * the order they began. */
+static int cmp_sib(const void *a, const void *b)
+{
+	const struct sib *x = a, *y = b;
+	const uint32_t xs = x->start_index ? x->start_index : UINT32_MAX;
+	const uint32_t ys = y->start_index ? y->start_index : UINT32_MAX;
+
+	if (x->par != y->par)
+		return x->par < y->par ? -1 : 1;
+	if (xs != ys)
+		return xs < ys ? -1 : 1;
 	if (x->fork_ns != y->fork_ns)
 		return x->fork_ns < y->fork_ns ? -1 : 1;
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/*
+ * Order the processes along the fork tree: the first, then each process's children in the
+ * order it started them, each followed by its own (depth first), then the processes whose
+ * parent is no rank (a launcher's children) with theirs. Not by the time they began: the
+ * children of a parent that starts several at once begin in an order that changes from run
+ * to run, and their ranks with it (`tracefs compare` would see two runs of one program
+ * differ). A parent comes before its children. @return 0 or -ENOMEM
+ */
+static int rank_order(struct rec_procs *ps)
+{
+	const uint32_t n = ps->n;
+	struct sib *sibs = calloc(n, sizeof(*sibs));
+	uint32_t *first = calloc(n + 1, sizeof(*first)); /* first[p]: sibs of parent p from */
+	uint32_t *stack = calloc(n + 1, sizeof(*stack));
+	uint32_t *next = calloc(n + 1, sizeof(*next));	 /* next sib of each stacked parent */
+	bool *done = calloc(n, sizeof(*done));
+	struct rproc *v = malloc(n * sizeof(*v));
+	uint32_t n_out = 0, depth = 0;
+	int rc = -ENOMEM;
+
+	if (!sibs || !first || !stack || !next || !done || !v)
+		goto out;
+	for (uint32_t i = 1; i < n; i++) {
+		const struct rproc *par = parent_of(ps, &ps->v[i]);
+
+		sibs[i - 1] = (struct sib){par ? (uint32_t)(par - ps->v) : n, i,
+					   ps->v[i].start_index, ps->v[i].fork_ns, ps->v[i].pid};
+	}
+	qsort(sibs, n - 1, sizeof(*sibs), cmp_sib);
+	for (uint32_t p = 0, k = 0; p <= n; p++) {
+		while (k < n - 1 && sibs[k].par < p)
+			k++;
+		first[p] = k;
+	}
+	/* the first process's tree, then the tree of each process without a recorded parent */
+	for (uint32_t top = 0; top < 2; top++) {
+		stack[0] = top ? n : 0;
+		next[0] = first[stack[0]];
+		depth = 1;
+		if (!top) {
+			v[n_out++] = ps->v[0];
+			done[0] = true;
+		}
+		while (depth) {
+			const uint32_t k = next[depth - 1];
+			const struct sib *c = &sibs[k];
+
+			if (k >= n - 1 || c->par != stack[depth - 1]) {
+				depth--;
+				continue;
+			}
+			next[depth - 1]++;
+			if (done[c->i])
+				continue; /* a loop of parents (pids reused): taken once */
+			done[c->i] = true;
+			v[n_out++] = ps->v[c->i];
+			stack[depth] = c->i;
+			next[depth++] = first[c->i];
+		}
+	}
+	/* none left but in a loop of parents no tree reaches: in the order they began */
+	for (uint32_t k = 0; k < n - 1; k++)
+		if (!done[sibs[k].i])
+			v[n_out++] = ps->v[sibs[k].i];
+	assert(n_out == n);
+	memcpy(ps->v, v, n * sizeof(*v));
+	rc = 0;
+out:
+	free(sibs);
+	free(first);
+	free(stack);
+	free(next);
+	free(done);
+	free(v);
+	return rc;
 }
 
 /*
@@ -941,8 +1038,8 @@ int rec_procs_finish(struct rec_procs *ps)
 	for (uint32_t i = 1; i < ps->n && rc == 0; i++)
 		if (!ps->v[i].retired)
 			rc = retire(ps, &ps->v[i]);
-	if (ps->n > 2)
-		qsort(ps->v + 1, ps->n - 1, sizeof(*ps->v), cmp_fork);
+	if (rc == 0 && ps->n > 2)
+		rc = rank_order(ps);
 	lost = atomic_load(&ps->v[0].s->hdr->n_unrecorded);
 	if (lost)
 		ps->o->say("warning: %" PRIu32 " times a process the program started could not make "

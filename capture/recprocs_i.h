@@ -57,7 +57,7 @@ uint32_t rec_procs_first_pid(struct rec_procs *ps);
 void rec_procs_stats(const struct rec_procs *ps, struct tfs_recording_stats *sum);
 /*
  * Every process has ended: retire the others, last scan (the caller finishes the first
- * one's consumer), order them by the time they began, warn about the processes that could
+ * one's consumer), order them along the fork tree, warn about the processes that could
  * not record. @return 0 or -errno
  */
 int rec_procs_finish(struct rec_procs *ps);

@@ -165,7 +165,7 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t n
 }
 
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
-			   uint32_t pid, uint32_t ppid, uint64_t start)
+			   uint32_t pid, uint32_t ppid, uint64_t start, uint32_t index)
 {
 	int rc = create(s, path, (size_t)parent->n_chunks * parent->chunk_bytes,
 			SPOOL_START_CHUNKS, true);
@@ -185,6 +185,7 @@ int cap_spool_create_child(struct spool *s, const char *path, const struct spool
 	s->hdr->images[sizeof(s->hdr->images) - 1] = '\0';
 	s->hdr->parent_pid = ppid;
 	s->hdr->fork_ns = clock_ns(CLOCK_MONOTONIC);
+	s->hdr->start_index = index;
 	atomic_store_explicit(&s->hdr->producer_pid, pid, memory_order_relaxed);
 	atomic_store_explicit(&s->hdr->producer_start, start, memory_order_relaxed);
 	publish(s);

@@ -90,7 +90,7 @@
 #include "tfs/recording.h"
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 9u
+#define SPOOL_VERSION 10u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -263,7 +263,16 @@ struct spool_hdr {
 					has taken the spool, 0 before */
 	_Atomic uint32_t n_ready;    /* chunks with memory behind them, from chunk 0: the only
 					ones claimed or read; grows (producer only), never shrinks */
-	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks */
+	uint64_t fork_ns;	     /* CLOCK_MONOTONIC when its process began: orders the ranks
+					of the processes whose start_index is unknown */
+	/* the processes the producer forked or spawned so far, in every image it ran: the
+	 * number each new one takes as its start_index (minus one) */
+	_Atomic uint32_t n_started;
+	/* its number among the processes its parent started, plus one (0: unknown: a child of
+	 * system(), popen() or an untraced launcher). Ranks follow the fork tree (a parent,
+	 * then its children in this order, each followed by its own), not the time processes
+	 * began, which differs from run to run when processes start together */
+	uint32_t start_index;
 	/* MPI_Finalize under `tracefs record` (capture/mpi): the producer sets save_req to 1 and
 	 * waits; the consumer takes in everything, saves the trace to <spool path>.trace and sets
 	 * save_rc to 1 (or a negative errno). The producer then merges the ranks' traces. */
@@ -331,12 +340,13 @@ int cap_spool_create(struct spool *s, const char *path, size_t bytes, uint32_t n
 /*
  * Create the spool of a process forked or spawned from the producer of @parent, at @path
  * (which must not exist): the same size, timing, trace mask, policy and time origin,
- * producer @pid (which began at @start, see producer_start), parent @ppid, fork_ns now;
+ * producer @pid (which began at @start, see producer_start), parent @ppid, fork_ns now,
+ * start_index @index;
  * SPOOL_START_CHUNKS ready, allocated and faulted in (the caller is its producer).
  * @return 0 or -errno (-EEXIST: @path exists; -ENOSPC, -ENOMEM: no memory)
  */
 int cap_spool_create_child(struct spool *s, const char *path, const struct spool_hdr *parent,
-			   uint32_t pid, uint32_t ppid, uint64_t start);
+			   uint32_t pid, uint32_t ppid, uint64_t start, uint32_t index);
 
 /*
  * The names of a recording's spools, all in its private directory (tfs/recording.h):

@@ -24,6 +24,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <locale.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -196,6 +198,7 @@ struct rt_tls {
 	char ring[4][4200];	   /* rt_path() */
 	unsigned int next;
 	char line[4096]; /* rt_line() */
+	wchar_t wline[1024]; /* rt_wfiller() */
 	struct stat st;
 	struct statx stx;
 	struct statfs sfs;
@@ -1425,6 +1428,63 @@ static const char *rt_line(int64_t n)
 	memset(buf, 'x', (size_t)k);
 	buf[k] = 0;
 	return buf;
+}
+
+/* A wide string that makes @n bytes in any locale: @n 'x' (at most 1023). */
+static const wchar_t *rt_wfiller(int64_t n)
+{
+	wchar_t *buf = rt_T()->wline;
+	int k = n <= 0 ? 0 : n >= 1024 ? 1023 : (int)n;
+
+	wmemset(buf, L'x', (size_t)k);
+	buf[k] = 0;
+	return buf;
+}
+
+/* A wide character that makes @n bytes in the locale's encoding, where it has one among a
+ * few; else 'x'. */
+static wchar_t rt_wc_of(int64_t n)
+{
+	static const wchar_t cand[] = {L'x', L'\u00e9', L'\u20ac', L'\U0001F600'};
+
+	for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+		char mb[MB_LEN_MAX];
+		mbstate_t st = {0};
+
+		if (wcrtomb(mb, cand[i], &st) == (size_t)n)
+			return cand[i];
+	}
+	return L'x';
+}
+
+/* fgetws's size for a read of @bytes bytes (-1: none) the program made with @size: no more
+ * characters than those bytes, so that the proxy's text, filler without the program's
+ * newlines, is not read further than the program read. */
+static int rt_wsize(int64_t size, int64_t bytes)
+{
+	if (bytes < 0 || bytes + 1 >= size)
+		return (int)size;
+	return (int)bytes + 1;
+}
+
+/* The head of glibc's struct _IO_wide_data, opaque in <stdio.h>: a wide stream's read
+ * pointers. */
+struct rt_wide_head {
+	wchar_t *read_ptr, *read_end, *read_base;
+};
+
+/* ungetwc: where the program put back the character it had just read (@back), its libc
+ * stepped back in its buffer: the proxy puts back the character it read there, which its
+ * filler made another, rather than make its libc allocate a push-back area. */
+static wint_t rt_ungetwc(int64_t back, wint_t c, FILE *f)
+{
+#ifdef __GLIBC__
+	const struct rt_wide_head *w = back && f ? (const void *)f->_wide_data : NULL;
+
+	if (w && w->read_ptr && w->read_ptr > w->read_base)
+		c = (wint_t)w->read_ptr[-1];
+#endif
+	return ungetwc(c, f);
 }
 
 /* ---- MPI ---- */

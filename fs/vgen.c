@@ -665,7 +665,7 @@ static void put_readme_procs(struct fs_sbuf *b, const struct fs_procs *p)
 {
 	if (!p || !p->by_pid)
 		return;
-	fs_sb_printf(b, "Processes (a rank each, in the order they began)\n");
+	fs_sb_printf(b, "Processes (a rank each, along the fork tree)\n");
 	for (uint32_t k = 0; k < p->n_shown; k++) {
 		const uint32_t r = p->shown[k];
 		struct fs_proc proc;

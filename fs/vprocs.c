@@ -91,8 +91,8 @@ static uint32_t pid_slot(const struct pid_tab *pt, int64_t pid)
 }
 
 /*
- * Each run's parent: the last rank before it whose pid is its ppid (ranks are in the order
- * their processes began, and a pid is unique among processes alive together). Within a run
+ * Each run's parent: the last rank before it whose pid is its ppid (a process's rank comes
+ * after its parent's, and a pid is unique among processes alive together). Within a run
  * whose pid is its own ppid each rank's parent is the rank before it.
  */
 static int find_parents(struct fs_procs *p)

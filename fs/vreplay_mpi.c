@@ -644,15 +644,41 @@ static void put_buf_bytes(struct call *c, struct fs_sbuf *b, const char *name)
 	fs_sb_printf(b, ")");
 }
 
-/* A buffer in allocation @alloc: how far a call may reach into it (a generous guess). */
+/*
+ * The most the room a buffer guess leaves for the other ranks' data (note_alloc) brings it
+ * to: what a proxy reserves for a scratch buffer (proxy_rt.c rt_mreserve). The rank count
+ * comes from the file (up to 2^32 - 1): unbounded, the proxy would ask malloc for terabytes.
+ */
+#define BUF_GUESS_MAX (UINT64_C(1) << 30)
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/*
+ * A buffer in allocation @alloc: how far a call may reach into it (a generous guess: its
+ * elements, times the ranks for a collective, at most BUF_GUESS_MAX unless its own elements
+ * need more).
+ */
 static void note_alloc(struct call *c, const char *name, uint64_t alloc, uint64_t off)
 {
 	struct rp_mpi *m = c->g->mpi;
 	int t = buf_type(c, name);
 	bool val;
-	uint64_t n = (uint64_t)max_count(c, &val), bytes;
+	int64_t count = max_count(c, &val);
+	uint64_t own, bytes;
 
-	bytes = n * (t >= 0 ? elem_bytes(c->args[t].u) : 64) * (c->g->ti->n_ranks + 1u) + 4096;
+	own = mul_sat(count > 0 ? (uint64_t)count : 0, t >= 0 ? elem_bytes(c->args[t].u) : 64);
+	bytes = mul_sat(own, (uint64_t)c->g->ti->n_ranks + 1);
+	if (bytes > BUF_GUESS_MAX)
+		bytes = own > BUF_GUESS_MAX ? own : BUF_GUESS_MAX;
+	bytes = add_sat(bytes, 4096);
 	if (m->n_ab == m->ab_cap) {
 		uint32_t cap = m->ab_cap ? 2 * m->ab_cap : 16;
 		struct abuf *ab = realloc(m->ab, cap * sizeof(*ab));
@@ -664,7 +690,7 @@ static void note_alloc(struct call *c, const char *name, uint64_t alloc, uint64_
 		m->ab = ab;
 		m->ab_cap = cap;
 	}
-	m->ab[m->n_ab++] = (struct abuf){c->term, alloc, off + bytes};
+	m->ab[m->n_ab++] = (struct abuf){c->term, alloc, add_sat(off, bytes)};
 }
 
 static void p_buf(struct call *c, const struct rp_mpi_param *p)

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,64 @@
 
 #define RUN_CAP 256
 #define MAX_PENDING 256
+
+/* ---- a set of allocation ids (open addressing, linear probing; 0 is no id) ---- */
+
+struct idset {
+	uint64_t *v; /* [cap] */
+	uint32_t n, cap; /* cap a power of two, 0 before the first add */
+};
+
+static uint32_t idset_slot(const struct idset *s, uint64_t id)
+{
+	uint32_t h = (uint32_t)(id * UINT64_C(0x9e3779b97f4a7c15) >> 32) & (s->cap - 1);
+
+	while (s->v[h] && s->v[h] != id)
+		h = (h + 1) & (s->cap - 1);
+	return h;
+}
+
+/* @return 0 or -ENOMEM */
+static int idset_add(struct idset *s, uint64_t id)
+{
+	uint32_t h;
+
+	if (2 * (s->n + 1) > s->cap) {
+		struct idset g = {.cap = s->cap ? 2 * s->cap : 64};
+
+		g.v = calloc(g.cap, sizeof(*g.v));
+		if (!g.v)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < s->cap; i++)
+			if (s->v[i])
+				g.v[idset_slot(&g, s->v[i])] = s->v[i];
+		g.n = s->n;
+		free(s->v);
+		*s = g;
+	}
+	h = idset_slot(s, id);
+	s->n += !s->v[h];
+	s->v[h] = id;
+	return 0;
+}
+
+/* Remove @id (the entries after it in its run move back). @return whether it was there */
+static bool idset_del(struct idset *s, uint64_t id)
+{
+	uint32_t h, j;
+
+	if (!s->cap || !s->v[h = idset_slot(s, id)])
+		return false;
+	s->v[h] = 0;
+	s->n--;
+	for (j = (h + 1) & (s->cap - 1); s->v[j]; j = (j + 1) & (s->cap - 1)) {
+		const uint64_t k = s->v[j];
+
+		s->v[j] = 0;
+		s->v[idset_slot(s, k)] = k;
+	}
+	return true;
+}
 
 /* ---- one value sequence ---- */
 
@@ -229,8 +288,13 @@ struct walk {
 	struct {
 		uint32_t slot;
 		uint64_t ts, end;
+		uint64_t id; /* the allocation it makes or frees, 0: none known */
+		bool frees;
 	} pending[MAX_PENDING];
 	uint32_t n_pending;
+	struct idset left; /* live allocations the trace has inside a libc call */
+	int8_t *term_id;    /* [n_terminals]: an allocation event's id argument, or -1 */
+	uint8_t *term_free; /* [n_terminals]: the event frees that allocation (free) */
 	int64_t *term_file; /* [n_terminals]: the file a read-like call reads, or -1 */
 	int8_t *term_bytes; /* [n_terminals]: its byte count argument, or -1 */
 	int8_t *term_off;   /* [n_terminals]: its offset argument (pread, preadv), or -1 */
@@ -323,16 +387,26 @@ static int on_zone(struct walk *w, int64_t depth, const char *name, uint32_t slo
 	return rc;
 }
 
-/* Allocations before a call happened inside it when its span holds theirs. */
+/*
+ * Allocations before a call happened inside it when its span holds theirs; so did the free
+ * of an allocation that did (the block is that call's in the proxy too: it has none to
+ * free where the program's libc freed it, at exit, say).
+ */
 static int resolve_pending(struct walk *w, const struct tfs_event *call)
 {
 	int rc = 0;
 
 	for (uint32_t i = 0; i < w->n_pending && rc == 0; i++) {
+		const uint64_t id = w->pending[i].id;
 		bool in = call && call->ts_ns <= w->pending[i].ts &&
 			  w->pending[i].end <= call->ts_ns + call->dur_ns;
 
-		rc = venc_add(&w->enc[w->pending[i].slot], in);
+		if (id && w->pending[i].frees)
+			in |= idset_del(&w->left, id);
+		else if (id && in)
+			rc = idset_add(&w->left, id);
+		if (rc == 0)
+			rc = venc_add(&w->enc[w->pending[i].slot], in);
 	}
 	w->n_pending = 0;
 	return rc;
@@ -363,8 +437,12 @@ static int on_event(struct walk *w, uint32_t term, uint32_t slot)
 			      anchor > w->prev_end ? (int64_t)(anchor - w->prev_end) : 0);
 		w->prev_end = end;
 		if (rc == 0 && t->alloc && w->n_pending < MAX_PENDING) {
+			const int id = w->term_id[term];
+
 			w->pending[w->n_pending].slot = slot + s;
 			w->pending[w->n_pending].ts = ev.ts_ns;
+			w->pending[w->n_pending].id = id >= 0 ? ev.args[id].u : 0;
+			w->pending[w->n_pending].frees = w->term_free[term];
 			w->pending[w->n_pending++].end = end;
 		} else if (rc == 0 && !t->alloc) {
 			rc = resolve_pending(w, t->what == RP_W_CALL && t->libc ? &ev : NULL);
@@ -453,7 +531,10 @@ static int read_table(struct walk *w)
 	w->term_off = malloc((size_t)n + 1);
 	w->term_ret = malloc((size_t)n + 1);
 	w->opened = calloc((size_t)n + 1, 1);
-	if (!w->term_file || !w->term_bytes || !w->term_off || !w->term_ret || !w->opened)
+	w->term_id = malloc((size_t)n + 1);
+	w->term_free = calloc((size_t)n + 1, 1);
+	if (!w->term_file || !w->term_bytes || !w->term_off || !w->term_ret || !w->opened ||
+	    !w->term_id || !w->term_free)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		union tfs_arg args[TFS_MAX_ARGS];
@@ -464,11 +545,16 @@ static int read_table(struct walk *w)
 		w->term_bytes[i] = -1;
 		w->term_off[i] = -1;
 		w->term_ret[i] = -1;
+		w->term_id[i] = -1;
 		rc = tfs_trace_kind(g->t, g->terms[i].kind, &kd);
 		if (rc == 0)
 			rc = tfs_trace_term_args(g->t, i, args);
 		if (rc < 0)
 			return rc;
+		for (uint32_t a = 0; g->terms[i].alloc && a < kd.n_args; a++)
+			if (!strcmp(kd.args[a].name, "id") && kd.args[a].enc == TFS_ENC_VAL)
+				w->term_id[i] = (int8_t)a;
+		w->term_free[i] = g->terms[i].alloc && !strcmp(kd.name, "free");
 		/* a call naming a path: whether it succeeded (its directory existed) */
 		for (uint32_t a = 0; a < kd.n_args; a++)
 			if (!strcmp(kd.args[a].name, "path") && kd.args[a].enc == TFS_ENC_STR)
@@ -564,5 +650,8 @@ out:
 	free(w.term_off);
 	free(w.term_ret);
 	free(w.opened);
+	free(w.term_id);
+	free(w.term_free);
+	free(w.left.v);
 	return rc;
 }

@@ -124,7 +124,10 @@
  *
  * Processes under `tracefs record`: every forked or spawned process (fork, vfork run as fork,
  * posix_spawn, system, popen) records into a spool of its own and becomes a rank of the
- * trace (rank 0 the program, then in the order processes began; metadata pid, ppid and end
+ * trace (rank 0 the program, then along the fork tree: each process followed by the ones it
+ * started, in the order it started them (those of system() and popen() last, in the order
+ * they began), each followed by its own, so that two recordings of one program number its
+ * processes alike however they race; metadata pid, ppid and end
  * per rank, `<key>.rank<R>`); an exec'd image goes on in its process's rank after an `exec`
  * event, with new thread ids. In-process capture (no `tracefs record`) stops in a forked
  * child. Processes started by clone() directly and statically linked images are not

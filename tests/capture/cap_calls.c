@@ -1038,7 +1038,7 @@ static void wide(void)
 	FILE *f;
 
 	vcall_void(sync);
-	if (!setlocale(LC_CTYPE, "C.UTF-8")) {
+	if (!CALL(setlocale, LC_CTYPE, "C.UTF-8")) {
 		fprintf(stderr, "cap_calls: no locale C.UTF-8\n");
 		exit(3);
 	}

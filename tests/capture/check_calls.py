@@ -10,14 +10,16 @@
 2. The table and the test stay together: every io `sym` of calls.txt is called by
    cap_calls.c, so a function added to the table without a test fails here.
 3. The program's own output (stdout, the files it wrote) is byte-identical to untraced.
-4. `cap_calls DIR wide`: sync and the wide-character stdio functions (a process of its own:
-   a stream is wide or narrow from its first use), in C.UTF-8, on a file, stdout and stdin:
+4. `cap_calls DIR wide`: sync, setlocale and the wide-character stdio functions (a process
+   of its own: a stream is wide or narrow from its first use), in C.UTF-8, on a file, stdout
+   and stdin:
    the same three checks, and files.txt counts the bytes the characters make in UTF-8.
 
   check_calls.py --tracefs T --calls-prog cap_calls --calls calls.txt
 """
 
 import argparse
+import locale
 import errno
 import os
 import re
@@ -534,6 +536,7 @@ def expect_wide(d):
     e = Exp()
     w, out, inp = fd(3, d + "/w"), fd(1, "pipe:[{OUT}]"), fd(0, "pipe:[{IN}]")
     e.add("sync()")
+    e.call("setlocale", 'category=%d, query=0, locale="C.UTF-8"' % locale.LC_CTYPE, 0)
     e.add('fopen(path="%s/w", opentype="w", file=file#0, errno=0) = 3' % d)
     for fmt, ret in (("%d\\n", 6), ("%ls", 2), ("%05d", 5), ("%lc", 1)):
         e.call("fwprintf", w + fmtarg(fmt), ret)
@@ -548,7 +551,7 @@ def expect_wide(d):
         e.call("fgetws", w + ", size=%d, buf={WB}" % size, ret)
     for name, ch in (("fgetwc", "z"), ("fgetwc", "a"), ("getwc", "b"), ("getwc", "c")):
         e.call(name, w + ", bytes=1", ord(ch))
-    e.call("ungetwc", w + ", c=99", 99)
+    e.call("ungetwc", w + ", c=99, back=1", 99)  # the character just read: put back
     e.call("fgetws", w + ", size=16, buf={WB}", 11)  # "cd", e-acute, "x", u-umlaut, "p", euro
     e.call("fgetwc", w + ", bytes=0", -1)  # end of file
     e.call("fputwc", w + ", bytes=0", -1, err=errno.EBADF)  # a stream opened to read
@@ -565,7 +568,7 @@ def expect_wide(d):
     e.add('fd_file(fd=0, path="pipe:[{IN}]", file=file#2)')
     for name, ch in (("getwchar", "7"), ("getwchar", " "), ("fgetwc", "8"), ("getwc", " ")):
         e.call(name, inp + ", bytes=1", ord(ch))
-    e.call("ungetwc", inp + ", c=120", 120)
+    e.call("ungetwc", inp + ", c=120, back=0", 120)  # another than the one read
     e.call("fgetws", inp + ", size=16, buf={WB}", 6)
     return e.ev
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Process following in `tracefs record`: every forked or spawned process is a rank of its
-own (rank 0 the program, then in fork order) with its pid, ppid and end in the metadata;
+own (rank 0 the program, then along the fork tree) with its pid, ppid and end in the metadata;
 an exec'd image goes on in its rank after an exec event, with new thread ids; a child that
 crashes keeps its events; vfork, `sh -c` and system() are followed; two recordings with
 --timing=none serve the same bytes; no spool is left behind. Shared memory follows the

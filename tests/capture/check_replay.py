@@ -6,7 +6,8 @@ the C compiler alone and recorded again: `tracefs compare` says both make the sa
 and so does this script's own count of every thread's calls per kind and their order from
 events.jsonl; the proxy of demo_threads shows the same phases. cap_calls, which calls every
 I/O function of capture/calls.txt, gives a proxy that builds and makes the same I/O calls
-but those calls.txt marks `noreplay`; its README.txt lists every such function and why. A
+but those calls.txt marks `noreplay`; its README.txt lists every such function and why; its
+wide-character mode (setlocale, then wide stdio) gives a proxy that makes the same calls. A
 10^7-event regular trace (cap_io loop) gives a proxy under 100 KB of C that builds and runs.
 """
 import argparse
@@ -209,6 +210,20 @@ def check_calls(t, o, tmp):
          f'({len(kinds & set(left))} kinds)', f'{bad}\n{readme[-3000:]}')
 
 
+def check_wide(t, o, tmp):
+    """cap_calls wide: setlocale, then wide characters on a file it writes and reads back
+    (ungetwc of the character just read), stdout and stdin. The proxy sets the locale where
+    the program did (its wide streams convert, and allocate, as the program's did), writes
+    as many bytes, puts back a character where the program did without its libc allocating
+    a push-back area, and leaves alone the frees of blocks its libc made inside its calls:
+    tracefs compare finds the same calls, allocations included."""
+    d = os.path.join(tmp, 'wide_io')
+    os.makedirs(d)
+    got = replay(t, o, tmp, 'cap_calls_wide', [o.calls_prog, d, 'wide'], stdin='7 8 9 10\n')
+    if got:
+        check_same(t, o, 'cap_calls wide', got[0], got[1])
+
+
 def check_input(t, o, tmp):
     """A file the program only reads is made for the proxy as big as its reads: the kinds
     that read are those whose file argument has the input flag (preadv here, which a list
@@ -274,6 +289,7 @@ def main():
             if got:
                 check_same(t, o, f'cap_io {label}', got[0], got[1])
         check_remap(t, o, tmp)
+        check_wide(t, o, tmp)
         check_calls(t, o, tmp)
         check_input(t, o, tmp)
         d = os.path.join(tmp, 'loop')

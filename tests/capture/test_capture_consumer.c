@@ -427,7 +427,7 @@ static void test_consumer_child_spool_grows_and_only_ready_chunks_are_read(void 
 		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
 	unlink(path);
 	/* the fixture's spool (8 chunks) as the parent */
-	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6, 0), 0);
+	assert_int_equal(cap_spool_create_child(&child, path, f->spool.hdr, 7, 6, 0, 0), 0);
 	assert_int_equal(child.hdr->n_chunks, 8);
 	assert_int_equal(cap_spool_n_ready(&child), SPOOL_START_CHUNKS);
 	assert_in_range(allocated(path), SPOOL_HDR_BYTES + 4 * chunk, SPOOL_HDR_BYTES + 5 * chunk);

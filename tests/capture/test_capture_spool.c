@@ -113,7 +113,7 @@ static void test_spool_child_takes_the_policy(void **state)
 	snprintf(path, sizeof(path), "%s/test_capture_spool.%d.child",
 		 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
 	unlink(path);
-	assert_int_equal(cap_spool_create_child(&child, path, f->s.hdr, 7, 6, 0), 0);
+	assert_int_equal(cap_spool_create_child(&child, path, f->s.hdr, 7, 6, 0, 0), 0);
 	assert_memory_equal(&child.hdr->policy, &p, sizeof(p));
 	assert_int_equal(atomic_load(&child.hdr->consumer), SPOOL_CONSUMER_NONE);
 	cap_spool_unmap(&child);

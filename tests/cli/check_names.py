@@ -67,7 +67,7 @@ def expected():
         b"ranks/0/phases/" + PHASE + b"/summary.txt": (
             "first line", b"# summary of rank 0 phase directory ph\\xc2\\x85\\x85: 2 events, "
                           b"timing none\n"),
-        b"README.txt ": ("lines", b"Processes (a rank each, in the order they began)\n"
+        b"README.txt ": ("lines", b"Processes (a rank each, along the fork tree)\n"
                                   b"  rank 0  " + PROGRAM_TEXT + b" (ran sh -> " +
                                   PROGRAM_TEXT + b"), pid 100: exited 0\\nforged line\n"
                                   b"  rank 1  child\\x1b]0;t\\x07, pid 101, started by "

@@ -15,7 +15,8 @@ With --sparse the trace counts 2^32 - 1 ranks (the most the format allows) but h
 in the first and the last only, as a trace whose other ranks recorded nothing: ls ranks/,
 info.json's ranks, a rank's heap.txt and `tracefs compare` of the trace with itself show
 the two ranks, within the same bounds (main gave "cannot allocate memory" for the first
-three and compared every rank in turn).
+three and compared every rank in turn); its replay proxy's guess of its buffers' room
+stays bounded at 2^32 - 2 ranks too.
 Output is TAP; exit 77 only for --mount without /dev/fuse.
 
   check_ranks.py --tracefs T --gen G [--ranks N] [--mount] [--phases | --sparse]
@@ -24,6 +25,7 @@ Output is TAP; exit 77 only for --mount without /dev/fuse.
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -209,6 +211,30 @@ def check_sparse(tap, args, trace):
         out and out[:500])
 
 
+# the most a proxy's buffer guess asks malloc for (fs/vreplay_mpi.c BUF_GUESS_MAX), plus the
+# page it adds and the buffer's offset (gen_ranks: 4096)
+GUESS_MAX = (1 << 30) + 4096 + 4096
+
+
+def check_sparse_proxy(tap, args, workdir):
+    """The proxy of a sparse trace whose collective has buffers in an allocation: its guess
+    of how far the buffers reach, room for every rank's data, stays bounded whatever the rank
+    count (main asked malloc for 2 TiB at 2^32 - 2 ranks; at 2^32 - 1 its count wrapped)."""
+    for ranks in ((1 << 32) - 2, (1 << 32) - 1, 1 << 20):
+        trace = os.path.join(workdir, "proxy%d.trace" % ranks)
+        p = subprocess.run([args.gen, trace, str(ranks), "50", "lossless", "sparse"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        if p.returncode == 0:
+            p = subprocess.run([args.tracefs, "cat", trace, "replay/proxy.c"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
+        src = p.stdout.decode() if p.returncode == 0 else ""
+        sizes = [int(n) for n in re.findall(r"rt_bind\(1, malloc\((\d+)\)\);", src)]
+        tap.ok(sizes and "rt_mbuf(0, UINT64_C(1), UINT64_C(0)" in src and
+               all(4096 < n <= GUESS_MAX for n in sizes),
+               "sparse, %d ranks: the proxy's allocation for the collective's buffers asks "
+               "for at most 1 GiB and a page" % ranks, (p.stderr, sizes))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tracefs", required=True)
@@ -230,6 +256,7 @@ def main():
                                timeout=TIMEOUT)
             if tap.ok(p.returncode == 0, "gen_ranks: a sparse trace", p.stderr):
                 check_sparse(tap, args, trace)
+            check_sparse_proxy(tap, args, workdir)
             return tap.done()
         p = subprocess.run([args.gen, trace, str(args.ranks), "120", "lossless"] +
                            (["phases"] if args.phases else []),

@@ -9,7 +9,8 @@
  *
  * Usage: gen_ranks OUT RANKS [EVENTS_PER_RANK] [none|lossless] [phases|sparse]
  * (phases: each rank marks its loop as a phase "solve", a phase directory per rank; sparse:
- * one trace, written directly, whose streams are rank 0's and rank RANKS - 1's only)
+ * one trace, written directly, whose streams are rank 0's and rank RANKS - 1's only, its
+ * collective's buffers recorded)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +28,16 @@ static const struct tfs_arg_desc zone_args[] = {
     {"name", TFS_TYPE_STR, TFS_ENC_STR, 0, NULL},
 };
 static const struct tfs_arg_desc allreduce_args[] = {
+    {"count", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
+    {"comm", TFS_TYPE_HEX, TFS_ENC_SIG, 0, NULL},
+};
+/* the sparse trace's: with its buffers, one allocation (FORMAT.md symbolic ids, class
+ * alloc) and their offsets in it, as the MPI wrappers record them */
+static const struct tfs_arg_desc allreduce_buf_args[] = {
+    {"sendbuf", TFS_TYPE_U64, TFS_ENC_SYM, 0, "alloc"},
+    {"sendbuf_off", TFS_TYPE_HEX, TFS_ENC_SIG, 0, NULL},
+    {"recvbuf", TFS_TYPE_U64, TFS_ENC_SYM, 0, "alloc"},
+    {"recvbuf_off", TFS_TYPE_HEX, TFS_ENC_SIG, 0, NULL},
     {"count", TFS_TYPE_U64, TFS_ENC_SIG, 0, NULL},
     {"comm", TFS_TYPE_HEX, TFS_ENC_SIG, 0, NULL},
 };
@@ -58,18 +69,25 @@ static int fail(const char *what, int rc)
 	return 1;
 }
 
-/* One step of the loop: a zone holding an allocation, a collective and (rank 0) a write. */
-static int step(struct tfs_wstream *s, uint64_t i, uint64_t *ts, int writer)
+/* One step of the loop: a zone holding an allocation, a collective (with its buffers when
+ * @bufs) and (rank 0) a write. */
+static int step(struct tfs_wstream *s, uint64_t i, uint64_t *ts, int writer, int bufs)
 {
-	union tfs_arg a[5];
+	union tfs_arg a[6];
 	uint64_t t0 = *ts;
 	int rc;
 
 	a[0].u = 4096;
 	a[1].u = 0x10000 + (i % 4) * 0x1000;
 	rc = tfs_wstream_append(s, K_MALLOC, t0 + 10, 50, a);
-	a[0].u = 8;
-	a[1].u = 0x44000001;
+	if (bufs) {
+		a[0].u = 1;
+		a[1].u = 0;
+		a[2].u = 1;
+		a[3].u = 4096;
+	}
+	a[bufs ? 4 : 0].u = 8;
+	a[bufs ? 5 : 1].u = 0x44000001;
 	if (rc == 0)
 		rc = tfs_wstream_append(s, K_ALLREDUCE, t0 + 100, 2000, a);
 	if (rc == 0 && writer) {
@@ -106,8 +124,15 @@ static int one_rank(uint64_t events, int timing, int phases, int writer, uint32_
 	rc = tfs_writer_new(&o, &w);
 	if (rc < 0)
 		return rc;
-	for (int k = 0; k < N_KINDS && rc == 0; k++)
-		rc = tfs_writer_add_kind(w, &kinds[k], &id);
+	for (int k = 0; k < N_KINDS && rc == 0; k++) {
+		struct tfs_kind_desc kd = kinds[k];
+
+		if (k == K_ALLREDUCE && last > 0) {
+			kd.n_args = sizeof(allreduce_buf_args) / sizeof(allreduce_buf_args[0]);
+			kd.args = allreduce_buf_args;
+		}
+		rc = tfs_writer_add_kind(w, &kd, &id);
+	}
 	if (rc == 0)
 		rc = tfs_writer_set_meta(w, "program", "stencil");
 	if (rc == 0)
@@ -117,7 +142,7 @@ static int one_rank(uint64_t events, int timing, int phases, int writer, uint32_
 
 		rc = tfs_writer_stream_new(w, r, 0, &s);
 		while (rc == 0 && tfs_wstream_n_events(s) < events)
-			rc = step(s, tfs_wstream_n_events(s), &ts, writer && r == 0);
+			rc = step(s, tfs_wstream_n_events(s), &ts, writer && r == 0, last > 0);
 		if (rc == 0 && phases)
 			rc = tfs_writer_add_phase(w, "solve", r, 0, 0, tfs_wstream_n_events(s));
 		if (r == last)
