@@ -172,9 +172,13 @@ struct json_t;
 /**
  * The facts of `tracefs info --json` and info.json: metadata, timing, ranks, streams,
  * phases, sections, sizes and ratios.
+ * @param raw_names  names and metadata strings hold the trace's bytes as they are, for
+ *                   `tracefs info` to print with the text escapes (FORMAT.md §9.1): then
+ *                   not JSON to dump; else as the JSON views have strings
+ *                   (fs_json_bytes_new())
  * @return a new JSON object (json_decref() it), or NULL on ENOMEM
  */
-struct json_t *fs_info_json_new(const struct tfs_trace *t);
+struct json_t *fs_info_json_new(const struct tfs_trace *t, bool raw_names);
 
 /**
  * A JSON string of arbitrary bytes as the JSON views have strings (FORMAT.md §9.1): valid
