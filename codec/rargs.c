@@ -264,6 +264,21 @@ size_t tfs_escape(char *buf, size_t cap, const void *str, size_t n, enum tfs_esc
 	return len;
 }
 
+size_t tfs_utf8_cut(const void *str, size_t n, size_t max)
+{
+	const uint8_t *p = str;
+
+	if (n <= max)
+		return n;
+	/* the character that holds byte @max starts at its last byte that is no continuation
+	 * byte, at most 3 bytes back; it is cut when it is a valid sequence running past @max */
+	for (size_t j = max; j > 0 && j + 3 >= max; j--) {
+		if ((p[j - 1] & 0xc0) != 0x80)
+			return j - 1 + utf8_len(p + j - 1, n - (j - 1)) > max ? j - 1 : max;
+	}
+	return max;
+}
+
 uint64_t render_name_width(const char *p, size_t n, bool json)
 {
 	uint64_t w = 2;

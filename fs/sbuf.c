@@ -68,14 +68,19 @@ void fs_sb_puts(struct fs_sbuf *b, const char *s)
 	fs_sb_put(b, s, strlen(s));
 }
 
-void fs_sb_name(struct fs_sbuf *b, const char *s, const char *also)
+void fs_sb_name_n(struct fs_sbuf *b, const char *s, size_t n, const char *also)
 {
-	size_t n = strlen(s), len = tfs_escape(NULL, 0, s, n, TFS_ESCAPE_TEXT, also);
+	size_t len = tfs_escape(NULL, 0, s, n, TFS_ESCAPE_TEXT, also);
 
 	if (b->failed || !grow(b, len))
 		return;
 	tfs_escape(b->data + b->len, len + 1, s, n, TFS_ESCAPE_TEXT, also);
 	b->len += len;
+}
+
+void fs_sb_name(struct fs_sbuf *b, const char *s, const char *also)
+{
+	fs_sb_name_n(b, s, strlen(s), also);
 }
 
 int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len)

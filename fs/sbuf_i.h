@@ -26,6 +26,8 @@ void fs_sb_puts(struct fs_sbuf *b, const char *s);
  * end at a space or a ';'.
  */
 void fs_sb_name(struct fs_sbuf *b, const char *s, const char *also);
+/** fs_sb_name() of the @n bytes at @s. */
+void fs_sb_name_n(struct fs_sbuf *b, const char *s, size_t n, const char *also);
 /** Hand the buffer over (an empty one as ""). @return 0 or -ENOMEM (the buffer is freed) */
 int fs_sb_detach(struct fs_sbuf *b, char **out, size_t *len);
 /** The width fs_sb_wrap() fills lines to. */

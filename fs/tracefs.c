@@ -253,7 +253,7 @@ static int cmd_info(int argc, char **argv)
 	rc = fs_trace_open(argv[optind], &t);
 	if (rc)
 		return rc;
-	info = fs_info_json_new(t);
+	info = fs_info_json_new(t, !as_json);
 	if (!info) {
 		fs_fail("cannot describe %s: out of memory", argv[optind]);
 		tfs_trace_close(t);

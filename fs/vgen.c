@@ -51,6 +51,15 @@ json_t *fs_json_bytes_new(const char *s)
 }
 
 /*
+ * A name for fs_info_json_new(): fs_json_bytes_new(), or with @raw the bytes of @s as they
+ * are (not JSON to dump: for `tracefs info` to print with the text escapes).
+ */
+static json_t *name_json(const char *s, bool raw)
+{
+	return raw ? json_stringn_nocheck(s, strlen(s)) : fs_json_bytes_new(s);
+}
+
+/*
  * Set @key of @obj to @val, stealing @val whatever happens; false if either is NULL (an
  * allocation failed before) or the set fails.
  */
@@ -95,21 +104,21 @@ static bool meta_is_integer(const char *key)
 }
 
 /* @v as a JSON integer when @key holds numbers and @v is one (no sign, no leading 0). */
-static json_t *meta_value(const char *key, const char *v)
+static json_t *meta_value(const char *key, const char *v, bool raw)
 {
 	unsigned long long n;
 	char *end;
 
 	if (!meta_is_integer(key) || !*v || (*v == '0' && v[1]) || *v < '0' || *v > '9')
-		return fs_json_bytes_new(v);
+		return name_json(v, raw);
 	errno = 0;
 	n = strtoull(v, &end, 10);
 	if (*end || errno || n > (unsigned long long)INT64_MAX)
-		return fs_json_bytes_new(v);
+		return name_json(v, raw);
 	return json_integer((json_int_t)n);
 }
 
-static bool put_meta(json_t *o, const struct tfs_trace *t)
+static bool put_meta(json_t *o, const struct tfs_trace *t, bool raw)
 {
 	static const char *const keys[] = {"program", "cmdline", "host", "start_time"};
 	json_t *meta = json_object();
@@ -117,17 +126,23 @@ static bool put_meta(json_t *o, const struct tfs_trace *t)
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
 		v = tfs_trace_meta(t, keys[i]);
-		if (!put(o, keys[i], v ? fs_json_bytes_new(v) : json_null()))
+		if (!put(o, keys[i], v ? name_json(v, raw) : json_null()))
 			goto err_free_meta;
 	}
 	for (uint32_t i = 0; tfs_trace_meta_at(t, i, &k, &v) == 0; i++) {
-		json_t *key = fs_json_bytes_new(k);
+		json_t *key = name_json(k, raw), *val = meta_value(k, v, raw);
+		int rc;
 
-		if (!key || !put(meta, json_string_value(key), meta_value(k, v))) {
+		if (!key || !val) {
 			json_decref(key);
+			json_decref(val);
 			goto err_free_meta;
 		}
+		/* a raw key is no UTF-8 to check; the set steals @val whatever happens */
+		rc = json_object_set_new_nocheck(meta, json_string_value(key), val);
 		json_decref(key);
+		if (rc < 0)
+			goto err_free_meta;
 	}
 	return put(o, "meta", meta);
 
@@ -310,12 +325,11 @@ static bool phase_continues(const struct phase_row *a, uint32_t count, const str
 	       b->events == a->events && !strcmp(b->name, a->name) && !strcmp(b->dir, a->dir);
 }
 
-static json_t *phase_json(const struct phase_row *r, uint32_t count, bool runs)
+static json_t *phase_json(const struct phase_row *r, uint32_t count, bool runs, bool raw)
 {
 	json_t *e = json_object();
 
-	if (!put(e, "name", fs_json_bytes_new(r->name)) ||
-	    !put(e, "dir", fs_json_bytes_new(r->dir)) || !put(e, "rank", json_integer(r->rank)) ||
+	if (!put(e, "name", name_json(r->name, raw)) || !put(e, "dir", name_json(r->dir, raw)) || !put(e, "rank", json_integer(r->rank)) ||
 	    !put(e, "thread", json_integer(r->thread)) ||
 	    !put(e, "first_event", json_integer((json_int_t)r->first)) ||
 	    !put(e, "events", json_integer((json_int_t)r->events)) ||
@@ -332,7 +346,8 @@ static json_t *phase_json(const struct phase_row *r, uint32_t count, bool runs)
  * consecutive ranks are one entry with "count" (ranks rank .. rank + count - 1), as
  * streams are, so that a job of 10^6 ranks that all mark one phase lists it once.
  */
-static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti)
+static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_trace_info *ti,
+		       bool raw)
 {
 	bool runs = ti->n_phases > FS_INFO_STREAMS_EACH;
 	json_t *phases = json_array();
@@ -356,12 +371,12 @@ static bool put_phases(json_t *o, const struct tfs_trace *t, const struct tfs_tr
 			count++;
 			continue;
 		}
-		if (count && !push(phases, phase_json(&first, count, runs)))
+		if (count && !push(phases, phase_json(&first, count, runs, raw)))
 			goto err_free_dirs;
 		first = r;
 		count = 1;
 	}
-	if (count && !push(phases, phase_json(&first, count, runs)))
+	if (count && !push(phases, phase_json(&first, count, runs, raw)))
 		goto err_free_dirs;
 	fs_phase_dirs_free(dirs, ti->n_phases);
 	return put(o, "phases", phases);
@@ -447,9 +462,9 @@ static bool put_sections(json_t *o, const struct tfs_trace *t, const struct tfs_
 }
 
 /* JSON of a string that may be unknown (NULL: null). */
-static json_t *str_or_null(const char *s)
+static json_t *str_or_null(const char *s, bool raw)
 {
-	return s ? fs_json_bytes_new(s) : json_null();
+	return s ? name_json(s, raw) : json_null();
 }
 
 static json_t *int_or_null(int64_t v)
@@ -457,16 +472,16 @@ static json_t *int_or_null(int64_t v)
 	return v >= 0 ? json_integer((json_int_t)v) : json_null();
 }
 
-static json_t *process_json(const struct fs_proc *q, uint32_t rank)
+static json_t *process_json(const struct fs_proc *q, uint32_t rank, bool raw)
 {
 	json_t *o = json_object();
 	bool known = q->end && strncmp(q->end, "unknown", 7) != 0;
 
-	if (!put(o, "rank", json_integer(rank)) || !put(o, "program", str_or_null(q->program)) ||
-	    !put(o, "images", str_or_null(q->images)) || !put(o, "pid", int_or_null(q->pid)) ||
+	if (!put(o, "rank", json_integer(rank)) || !put(o, "program", str_or_null(q->program, raw)) ||
+	    !put(o, "images", str_or_null(q->images, raw)) || !put(o, "pid", int_or_null(q->pid)) ||
 	    !put(o, "ppid", int_or_null(q->ppid)) ||
 	    !put(o, "parent_rank", int_or_null(q->parent_rank)) ||
-	    !put(o, "end", str_or_null(q->end)) || !put(o, "end_known", json_boolean(known))) {
+	    !put(o, "end", str_or_null(q->end, raw)) || !put(o, "end_known", json_boolean(known))) {
 		json_decref(o);
 		return NULL;
 	}
@@ -478,7 +493,7 @@ static json_t *process_json(const struct fs_proc *q, uint32_t rank)
  * ppid, parent rank, end; end_known false when the end is "unknown: <why>" or absent).
  * Only for a recording's process tree (pid metadata, not an MPI job's ranks).
  */
-static bool put_processes(json_t *o, const struct fs_procs *p)
+static bool put_processes(json_t *o, const struct fs_procs *p, bool raw)
 {
 	json_t *arr;
 
@@ -489,7 +504,7 @@ static bool put_processes(json_t *o, const struct fs_procs *p)
 		struct fs_proc q;
 
 		fs_proc_at(p, p->shown[k], &q);
-		if (!push(arr, process_json(&q, p->shown[k]))) {
+		if (!push(arr, process_json(&q, p->shown[k], raw))) {
 			json_decref(arr);
 			arr = NULL;
 		}
@@ -497,7 +512,7 @@ static bool put_processes(json_t *o, const struct fs_procs *p)
 	return put(o, "processes", arr);
 }
 
-json_t *fs_info_json_new(const struct tfs_trace *t)
+json_t *fs_info_json_new(const struct tfs_trace *t, bool raw_names)
 {
 	struct tfs_trace_info ti;
 	struct fs_procs *p;
@@ -513,7 +528,7 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	per_event = ti.n_events ? (double)ti.file_bytes / (double)ti.n_events : 0.0;
 	ratio = ti.file_bytes ? (double)ti.text_bytes / (double)ti.file_bytes : 0.0;
 	if (!put(o, "format", json_string(version)) ||
-	    !put(o, "tracefs_version", json_string(tfs_version())) || !put_meta(o, t) ||
+	    !put(o, "tracefs_version", json_string(tfs_version())) || !put_meta(o, t, raw_names) ||
 	    !put(o, "timing", timing_json(&ti)) || !put(o, "n_ranks", json_integer(ti.n_ranks)) ||
 	    !put(o, "n_streams", json_integer(ti.n_streams)) ||
 	    !put(o, "n_phases", json_integer(ti.n_phases)) ||
@@ -523,9 +538,9 @@ json_t *fs_info_json_new(const struct tfs_trace *t)
 	    !put(o, "file_bytes", json_integer((json_int_t)ti.file_bytes)) ||
 	    !put(o, "text_bytes", json_integer((json_int_t)ti.text_bytes)) ||
 	    !put(o, "bytes_per_event", json_real(per_event)) ||
-	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, p) ||
+	    !put(o, "compression_ratio", json_real(ratio)) || !put_processes(o, p, raw_names) ||
 	    !put_ranks(o, t, &ti, p) || !put_stream_list(o, t, &ti) ||
-	    !put_phases(o, t, &ti) || !put_sections(o, t, &ti)) {
+	    !put_phases(o, t, &ti, raw_names) || !put_sections(o, t, &ti)) {
 		json_decref(o);
 		o = NULL;
 	}
@@ -639,11 +654,14 @@ static const char readme_formats[] =
     "                stacks that print the same are summed, stacks of 0 bytes left out.\n"
     "\n"
     "Phase directory names\n"
-    "  A phase name is used as is, except that '%%', '/', '~', control bytes and DEL are\n"
+    "  A phase name is used as is, except that '%%', '/', '~' and every byte the text files\n"
+    "  escape (\\n, \\t, \\r, \\xHH: controls, DEL, the C1 controls, bytes of no UTF-8) are\n"
     "  written %%XX (hex), a name made only of dots starts with %%2E, and the empty name is\n"
-    "  %%00. A name longer than 240 bytes is cut and gets ~<n> appended, n being the phase's\n"
-    "  index in info.json (which also lists each phase's \"dir\"); a phase that covers the\n"
-    "  same thread as an earlier phase of the same name gets its own directory <name>~<n>.\n"
+    "  %%00: so a directory name is UTF-8, as info.json's \"dir\" names it byte for byte.\n"
+    "  A name longer than 240 bytes is cut between two characters and gets ~<n> appended,\n"
+    "  n being the phase's index in info.json (which also lists each phase's \"dir\"); a\n"
+    "  phase that covers the same thread as an earlier phase of the same name gets its own\n"
+    "  directory <name>~<n>.\n"
     "\n"
     "Every file has an exact size and can be read at any offset: only the events under the\n"
     "bytes read are decoded. summary.txt, stacks.folded, backtraces.txt, allocs.folded and\n"
@@ -752,7 +770,7 @@ int fs_readme_new(const struct fs_vtree *vt, const char *trace_name, char **out,
 int fs_info_text_new(struct fs_vtree *vt, const struct fs_scope *sc, uint32_t rank, char **out,
 		     size_t *len)
 {
-	json_t *j = fs_info_json_new(vt->trace);
+	json_t *j = fs_info_json_new(vt->trace, false);
 	char *text, *grown;
 
 	if (!j)

@@ -497,7 +497,11 @@ void fs_proc_at(const struct fs_procs *p, uint32_t rank, struct fs_proc *q);
 int fs_procs_new(const struct tfs_trace *t, uint32_t n_ranks, struct fs_procs **out);
 /** Accepts NULL. */
 void fs_procs_free(struct fs_procs *p);
-/** Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), else "rank 3". */
+/**
+ * Rank @rank's name: "cc1 (pid 1234)", "app (rank 3)" (MPI), else "rank 3". A program too
+ * long for @cap (at least 64) is cut between two characters and marked "...[+N bytes]"
+ * before its whole " (pid N)".
+ */
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap);
 /** The name the program gave thread @thread of @q, in @buf; NULL when it gave none. */
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap);

@@ -14,40 +14,95 @@
 #include "tfs/reader.h"
 #include "vnode_i.h"
 
-static bool needs_escape(unsigned char c)
-{
-	return c < 0x20 || c == 0x7f || c == '%' || c == '/' || c == '~';
-}
+/* The longest directory name fs_phase_dirname() makes, before any "~<n>". */
+#define DIRNAME_MAX 240
 
-static size_t encode_name(const char *name, char *out, size_t out_cap, bool *truncated)
+static size_t put_pct(char piece[4], unsigned char c)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	const unsigned char *s = (const unsigned char *)name;
-	size_t len = 0, limit = out_cap - 1 < 240 ? out_cap - 1 : 240;
-	bool dots = *s != '\0';
 
-	assert(out_cap >= 256);
+	piece[0] = '%';
+	piece[1] = hex[c >> 4];
+	piece[2] = hex[c & 15];
+	return 3;
+}
+
+static unsigned char hex_val(char h)
+{
+	return (unsigned char)(h <= '9' ? h - '0' : h - 'a' + 10);
+}
+
+/*
+ * The character at @e, in the text views' escape of a name (tfs_escape(), TEXT), as a piece
+ * of a directory name in @piece: an escape as %XX (\" and \\ as the byte itself, which a
+ * file name may hold), '%', '/', '~' and a name's first dot when @dot as %XX, anything else
+ * as it is. @return the bytes of @e it takes
+ */
+static size_t dir_piece(const char *e, bool dot, char piece[4], size_t *piece_len)
+{
+	const unsigned char c = (unsigned char)e[0];
+
+	if (c == '\\') {
+		switch (e[1]) {
+		case 'x':
+			*piece_len = put_pct(piece, (unsigned char)(hex_val(e[2]) << 4 | hex_val(e[3])));
+			return 4;
+		case 'n':
+			*piece_len = put_pct(piece, '\n');
+			return 2;
+		case 't':
+			*piece_len = put_pct(piece, '\t');
+			return 2;
+		case 'r':
+			*piece_len = put_pct(piece, '\r');
+			return 2;
+		default: /* \" or \\ */
+			piece[0] = e[1];
+			*piece_len = 1;
+			return 2;
+		}
+	}
+	if (c == '%' || c == '/' || c == '~' || dot) {
+		*piece_len = put_pct(piece, c);
+		return 1;
+	}
+	/* a byte >= 0x80 that the escape let be starts a whole valid UTF-8 character */
+	*piece_len = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+	memcpy(piece, e, *piece_len);
+	return *piece_len;
+}
+
+/*
+ * @name as the text views print it (FORMAT.md §9.1) with each escape as %XX, so valid UTF-8
+ * without a control character (what info.json can name exactly), and one name's only ('%'
+ * is %25). Cut at DIRNAME_MAX bytes, between two characters.
+ */
+static size_t encode_name(const char *name, char *out, size_t out_cap, bool *truncated)
+{
+	/* a byte of the name is at least a byte of the result: past DIRNAME_MAX + 4 bytes of
+	 * it no character fits, and a character cut there starts past DIRNAME_MAX */
+	char esc[(DIRNAME_MAX + 4) * 4 + 1];
+	size_t n = strnlen(name, DIRNAME_MAX + 4), len = 0;
+	bool dots = n > 0 && strspn(name, ".") == strlen(name);
+
+	assert(out_cap > DIRNAME_MAX);
 	*truncated = false;
-	for (const unsigned char *p = s; *p; p++)
-		dots = dots && *p == '.';
-	if (*s == '\0') {
+	if (n == 0) {
 		memcpy(out, "%00", 4);
 		return 3;
 	}
-	for (; *s; s++) {
-		bool esc = needs_escape(*s) || (dots && s == (const unsigned char *)name);
+	tfs_escape(esc, sizeof(esc), name, n, TFS_ESCAPE_TEXT, NULL);
+	for (const char *e = esc; *e;) {
+		char piece[4];
+		size_t piece_len, take = dir_piece(e, dots && e == esc, piece, &piece_len);
 
-		if (len + (esc ? 3 : 1) > limit) {
+		if (len + piece_len > DIRNAME_MAX) {
 			*truncated = true;
 			break;
 		}
-		if (esc) {
-			out[len++] = '%';
-			out[len++] = hex[*s >> 4];
-			out[len++] = hex[*s & 15];
-		} else {
-			out[len++] = (char)*s;
-		}
+		memcpy(out + len, piece, piece_len);
+		len += piece_len;
+		e += take;
 	}
 	out[len] = '\0';
 	return len;

@@ -102,7 +102,11 @@ static inline bool fs_untimed(const struct fs_vtree *vt)
 
 /* ---- text helpers (vwalk.c) ---- */
 
-/** @s (at most @max bytes of it) as XML text: entities, \xHH for bytes XML refuses. */
+/**
+ * Name @s as XML text: as the text views print it (fs_sb_name(), FORMAT.md §9.1), with
+ * &amp; &lt; &gt; and U+FFFE, U+FFFF (no XML characters) as \xHH; at most @max bytes of @s,
+ * cut between two characters and then followed by "...".
+ */
 void fs_xml_text(struct fs_sbuf *b, const char *s, size_t max);
 /** A duration for people: "812 ns", "12.3 us", "4.56 ms", "1.23 s" (untimed: "N events"). */
 void fs_put_duration(struct fs_sbuf *b, uint64_t ns, bool untimed);

@@ -309,10 +309,30 @@ void fs_proc_at(const struct fs_procs *p, uint32_t rank, struct fs_proc *q)
 		q->parent_rank = (int64_t)rank - 1;
 }
 
+/*
+ * @name then @suffix in @buf of @cap bytes: a name too long for it is cut between two
+ * characters and followed by "...[+N bytes]" (N the bytes left out), the suffix is whole.
+ */
+static void put_cut_name(char *buf, size_t cap, const char *name, const char *suffix)
+{
+	size_t n = strlen(name), room = cap - 1 - strlen(suffix);
+	/* the longest mark: N is at most n */
+	size_t mark = (size_t)snprintf(NULL, 0, "...[+%zu bytes]", n);
+	size_t keep;
+
+	if (n + strlen(suffix) < cap) {
+		snprintf(buf, cap, "%s%s", name, suffix);
+		return;
+	}
+	keep = tfs_utf8_cut(name, n, room > mark ? room - mark : 0);
+	snprintf(buf, cap, "%.*s...[+%zu bytes]%s", (int)keep, name, n - keep, suffix);
+}
+
 void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap)
 {
 	struct fs_proc proc;
 	const struct fs_proc *q = NULL;
+	char suffix[48];
 
 	if (p && rank < p->n) {
 		fs_proc_at(p, rank, &proc);
@@ -320,11 +340,14 @@ void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap
 	}
 
 	if (q && q->program && p->by_pid && q->pid >= 0)
-		snprintf(buf, cap, "%s (pid %" PRId64 ")", q->program, q->pid);
+		snprintf(suffix, sizeof(suffix), " (pid %" PRId64 ")", q->pid);
 	else if (q && q->program && p->mpi)
-		snprintf(buf, cap, "%s (rank %" PRIu32 ")", q->program, rank);
-	else
+		snprintf(suffix, sizeof(suffix), " (rank %" PRIu32 ")", rank);
+	else {
 		snprintf(buf, cap, "rank %" PRIu32, rank);
+		return;
+	}
+	put_cut_name(buf, cap, q->program, suffix);
 }
 
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap)

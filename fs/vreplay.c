@@ -190,16 +190,16 @@ static void emit_grammar(struct fs_sbuf *b, const struct rp_gram *gr, uint32_t g
 
 /* ---- call functions ---- */
 
-/* The signature as a comment: no comment end inside, at most 240 bytes. */
+/* The signature as a comment (rp_put_comment()), at most 240 bytes of it. */
 static void emit_sig(struct rp_gen *g, struct fs_sbuf *b, uint32_t term)
 {
-	char sig[244];
+	char sig[512];
 	ssize_t n = tfs_trace_signature(g->t, term, sig, sizeof(sig));
+	size_t len = n < 0 ? 0 : strlen(sig), keep = tfs_utf8_cut(sig, len, 240);
 
-	for (char *s = sig; *s; s++)
-		if (s[0] == '*' && s[1] == '/')
-			s[1] = '\\';
-	fs_sb_printf(b, "%s%s", sig, n >= (ssize_t)sizeof(sig) ? "..." : "");
+	rp_put_comment(b, sig, keep);
+	if (keep < len)
+		fs_sb_put(b, "...", 3);
 }
 
 static void emit_term(struct rp_gen *g, struct fs_sbuf *b, uint32_t i, uint64_t count)
@@ -648,17 +648,22 @@ static void emit_head(struct rp_gen *g, struct fs_sbuf *b, uint32_t n_grams)
 {
 	const char *prog = tfs_trace_meta(g->t, "program");
 	uint32_t left = 0, approx = 0;
+	struct fs_sbuf name = {0};
 
 	for (uint32_t i = 0; i < g->ti->n_terminals; i++) {
 		left += g->terms[i].what == RP_W_NONE;
 		approx += g->terms[i].what != RP_W_NONE && g->terms[i].approx;
 	}
-	fs_sb_printf(
-	    b,
-	    "/*\n * proxy.c: makes the calls of %s again, rank by rank and thread by thread,"
-	    "\n * in the order and with the arguments its trace records (tracefs %s;"
-	    " see README.txt).\n *\n",
-	    prog ? prog : "a program", tfs_version());
+	fs_sb_name(&name, prog ? prog : "a program", NULL);
+	fs_sb_printf(b, "/*\n * proxy.c: makes the calls of ");
+	rp_put_comment(b, name.data ? name.data : "", name.len);
+	if (name.failed)
+		b->failed = true;
+	fs_sb_fini(&name);
+	fs_sb_printf(b,
+		     " again, rank by rank and thread by thread,\n * in the order and with the "
+		     "arguments its trace records (tracefs %s; see README.txt).\n *\n",
+		     tfs_version());
 	if (g->mpi)
 		fs_sb_printf(b,
 			     " *   mpicc -O2 proxy.c -o proxy\n *   mpiexec -n %u ./proxy "

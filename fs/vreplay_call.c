@@ -48,6 +48,25 @@ void rp_put_cstr(struct fs_sbuf *b, const char *s)
 	fs_sb_put(b, "\"", 1);
 }
 
+void rp_put_comment(struct fs_sbuf *b, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const bool pair = i + 1 < n && ((s[i] == '*' && s[i + 1] == '/') ||
+					       (s[i] == '/' && s[i + 1] == '*') ||
+					       (s[i] == '?' && s[i + 1] == '?'));
+
+		if (s[i] == '\n') {
+			fs_sb_put(b, "\\n", 2);
+			continue;
+		}
+		fs_sb_put(b, s + i, 1);
+		if (pair)
+			fs_sb_put(b, "\\", 1);
+	}
+	if (n && s[n - 1] == '\\')
+		fs_sb_put(b, " ", 1); /* before the caller's newline: no line splice */
+}
+
 static int arg_index(const struct tfs_kind_desc *kd, const char *name, size_t len)
 {
 	for (uint32_t i = 0; i < kd->n_args; i++)

@@ -155,6 +155,13 @@ int rp_terms_build(struct rp_gen *g);
 const char *rp_val(struct rp_gen *g, uint32_t term, uint32_t arg);
 /* Append @s as a C string literal. */
 void rp_put_cstr(struct fs_sbuf *b, const char *s);
+/*
+ * Append the @n bytes of text @s (a name escaped by fs_sb_name(), a signature) inside a C
+ * comment: "*" "/" and "/" "*" broken by a backslash, "??" as "?\?" (no trigraph), a
+ * newline as \n and a space after a last backslash, so that no byte of a trace ends the
+ * comment or splices a line.
+ */
+void rp_put_comment(struct fs_sbuf *b, const char *s, size_t n);
 
 /* ---- vreplay_mpi.c ---- */
 

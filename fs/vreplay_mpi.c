@@ -477,7 +477,8 @@ static void put_elem(struct call *c, struct fs_sbuf *b, const struct rp_mpi_para
 		put_ctx_rank(c, b, p);
 		fs_sb_printf(b, " + (%lld))", tmp[1] ? strtoll(tmp + 1, NULL, 10) : 0LL);
 	} else if (p->rank && tmp[0] == '-') {
-		fs_sb_printf(b, "rt_special(INT64_C(%s))", tmp);
+		/* the number, not the text: a crafted trace's element is no C source */
+		fs_sb_printf(b, "rt_special(INT64_C(%lld))", strtoll(tmp, NULL, 10));
 	} else {
 		fs_sb_printf(b, "(%s)INT64_C(%lld)", p->base, strtoll(tmp, NULL, 10));
 	}

@@ -143,11 +143,13 @@ ssize_t fs_vfile_read(struct fs_vfile *f, void *buf, size_t len, uint64_t off);
 const struct tfs_diag *fs_vfile_diag(const struct fs_vfile *f);
 
 /**
- * Map a phase name (any bytes but NUL) to a directory name:
- * '%', '/', '~', bytes below 0x20 and 0x7f become "%XX" (uppercase hex); a name made only
+ * Map a phase name (any bytes but NUL) to a directory name: every byte that the text views
+ * escape as \xHH, \n, \t or \r (FORMAT.md §9.1: controls, DEL, the C1 controls, bytes of no
+ * UTF-8) and '%', '/', '~' become "%XX" (uppercase hex), the rest stays; a name made only
  * of dots gets its first dot as "%2E"; the empty name becomes "%00"; a result longer than
- * 240 bytes is cut there (never inside a %XX). Collisions are resolved by
- * fs_phase_dirs_new().
+ * 240 bytes is cut there (never inside a %XX or a character). So a directory name is valid
+ * UTF-8 without a control character, the string info.json's "dir" holds exactly, and only
+ * one name's. Collisions of cut names are resolved by fs_phase_dirs_new().
  * @return the length written to @out (always < @out_cap, NUL-terminated); @out_cap >= 256
  */
 size_t fs_phase_dirname(const char *name, char *out, size_t out_cap);
@@ -170,9 +172,13 @@ struct json_t;
 /**
  * The facts of `tracefs info --json` and info.json: metadata, timing, ranks, streams,
  * phases, sections, sizes and ratios.
+ * @param raw_names  names and metadata strings hold the trace's bytes as they are, for
+ *                   `tracefs info` to print with the text escapes (FORMAT.md §9.1): then
+ *                   not JSON to dump; else as the JSON views have strings
+ *                   (fs_json_bytes_new())
  * @return a new JSON object (json_decref() it), or NULL on ENOMEM
  */
-struct json_t *fs_info_json_new(const struct tfs_trace *t);
+struct json_t *fs_info_json_new(const struct tfs_trace *t, bool raw_names);
 
 /**
  * A JSON string of arbitrary bytes as the JSON views have strings (FORMAT.md §9.1): valid

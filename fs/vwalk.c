@@ -273,69 +273,38 @@ int fs_walk_seg(struct fs_vtree *vt, const struct fs_seg *s, fs_span_fn fn, void
 
 /* ---- text ---- */
 
-/* Length of the valid UTF-8 sequence at @s (at most @n bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-	}
-	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
-	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
-		return 0;
-	return len;
-}
-
 void fs_xml_text(struct fs_sbuf *b, const char *s, size_t max)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n = strnlen(s, max);
+	size_t n = strlen(s), keep = tfs_utf8_cut(s, n, max);
+	struct fs_sbuf e = {0};
+	const char *p, *end;
 
-	for (size_t i = 0; i < n;) {
-		size_t len = utf8_len(p + i, n - i);
+	/* the text views' escape (§9.1: one line, no control character), then what XML
+	 * text cannot hold as it is: its delimiters, and U+FFFE and U+FFFF, no XML Char */
+	fs_sb_name_n(&e, s, keep, NULL);
+	if (e.failed)
+		b->failed = true;
+	for (p = e.data, end = p + e.len; p && p < end;) {
+		size_t run = strcspn(p, "&<>\xef");
 
-		if (len > 1) {
-			fs_sb_put(b, p + i, len);
-			i += len;
-			continue;
+		fs_sb_put(b, p, run);
+		p += run;
+		if (p == end)
+			break;
+		if (*p == '&' || *p == '<' || *p == '>') {
+			fs_sb_puts(b, *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : "&gt;");
+			p++;
+		} else if (end - p >= 3 && (unsigned char)p[1] == 0xbf &&
+			   ((unsigned char)p[2] == 0xbe || (unsigned char)p[2] == 0xbf)) {
+			fs_sb_printf(b, "\\xef\\xbf\\x%02x", (unsigned char)p[2]);
+			p += 3;
+		} else {
+			fs_sb_put(b, p, 1);
+			p++;
 		}
-		switch (p[i]) {
-		case '&':
-			fs_sb_put(b, "&amp;", 5);
-			break;
-		case '<':
-			fs_sb_put(b, "&lt;", 4);
-			break;
-		case '>':
-			fs_sb_put(b, "&gt;", 4);
-			break;
-		case '"':
-			fs_sb_put(b, "&quot;", 6);
-			break;
-		default:
-			/* XML 1.0 has no control characters but tab and newlines, even as &#N; */
-			if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
-				fs_sb_put(b, p + i, 1);
-			else
-				fs_sb_printf(b, "\\x%02x", p[i]);
-		}
-		i++;
 	}
-	if (n == max && s[n])
+	fs_sb_fini(&e);
+	if (keep < n)
 		fs_sb_put(b, "...", 3);
 }
 

@@ -795,6 +795,25 @@ static void test_names_escape_modes_and_short_buffer(void **state)
 	assert_int_equal(buf[6], 'Z');
 }
 
+/* tfs_utf8_cut(): a cut between two characters, whatever sequence @max falls in. */
+static void test_names_utf8_cut_between_characters(void **state)
+{
+	/* 'a', e-acute (2), euro sign (3), U+1F600 (4), a byte of no UTF-8, C1 U+0085 (2) */
+	static const char in[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xff\xc2\x85";
+	static const size_t want[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 11, 11, 13};
+	const size_t n = sizeof(in) - 1;
+
+	(void)state;
+	for (size_t max = 0; max <= n; max++)
+		assert_int_equal(tfs_utf8_cut(in, n, max), want[max]);
+	assert_int_equal(tfs_utf8_cut(in, n, n + 5), n);
+	/* continuation bytes of no sequence are characters of their own */
+	assert_int_equal(tfs_utf8_cut("\x85\x85\x85\x85\x85", 5, 4), 4);
+	/* a lead byte whose sequence is cut short before @max is no sequence */
+	assert_int_equal(tfs_utf8_cut("\xe2\x82x\xc3\xa9", 5, 3), 3);
+	assert_int_equal(tfs_utf8_cut("\xe2\x82x\xc3\xa9", 5, 4), 3);
+}
+
 static void test_names_widths_over_ranks_seeded(void **state)
 {
 	const struct tfs_arg_desc args[] = {
@@ -1139,6 +1158,7 @@ int main(void)
 	    cmocka_unit_test(test_names_trace_renders_attached),
 	    cmocka_unit_test(test_names_merge_keeps_and_shares),
 	    cmocka_unit_test(test_names_escape_modes_and_short_buffer),
+	    cmocka_unit_test(test_names_utf8_cut_between_characters),
 	    cmocka_unit_test(test_names_widths_over_ranks_seeded),
 	    cmocka_unit_test(test_names_golden_renders_committed_text),
 	    cmocka_unit_test(test_names_golden_every_truncation_and_flip_refused),

@@ -231,7 +231,8 @@ static inline void tfs_zone_end(void)
 
 /**
  * Begin a phase: a named span that slices the trace (the virtual tree shows each phase as
- * ranks/<r>/phases/<name>/). @scope TFS_PHASE_THREAD: the calling thread's events until the
+ * ranks/<r>/phases/<name>/, with '/', '%', '~' and the bytes that the text views escape as
+ * %XX: README.md says how). @scope TFS_PHASE_THREAD: the calling thread's events until the
  * matching tfs_phase_end(); TFS_PHASE_PROCESS: every thread's events from the moment each
  * thread next records an event after the begin until it next records one after the end.
  * Phases nest with each other and with zones. @name is copied (up to 255 bytes).

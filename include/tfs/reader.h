@@ -493,6 +493,15 @@ enum tfs_escape_mode {
 size_t tfs_escape(char *buf, size_t cap, const void *str, size_t n, enum tfs_escape_mode mode,
 		  const char *also);
 
+/**
+ * Where to cut the @n bytes at @str to keep at most @max of them without splitting a valid
+ * UTF-8 sequence (FORMAT.md §9.1): a cut name stays UTF-8 where it was, its escape the
+ * prefix of the whole name's. Bytes of no UTF-8 are characters of one byte. Thread-safe.
+ * @return @n when @n <= @max, else the largest length <= @max (at least @max - 3) that ends
+ *         between two characters
+ */
+size_t tfs_utf8_cut(const void *str, size_t n, size_t max);
+
 #ifdef __cplusplus
 }
 #endif

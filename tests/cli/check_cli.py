@@ -420,14 +420,17 @@ class Model:
 # ---- virtual tree expectations ----
 
 def phase_dirname(name):
-    """README.txt's mapping: %XX for % / ~ controls DEL, dots-only and empty names, cut."""
+    """README.txt's mapping: %XX for % / ~ and what the text views escape (controls, DEL,
+    C1 controls, bytes of no UTF-8), dots-only and empty names, cut between characters."""
     if name == b"":
         return b"%00", False
     dots = all(c == 0x2e for c in name)
     out = bytearray()
-    for i, c in enumerate(name):
-        esc = c < 0x20 or c == 0x7f or c in b"%/~" or (dots and i == 0)
-        piece = b"%%%02X" % c if esc else bytes([c])
+    for i, ch in enumerate(name.decode("utf-8", "surrogateescape")):
+        raw = bytes([ord(ch) - 0xdc00]) if "\udc80" <= ch <= "\udcff" else ch.encode()
+        esc = (ord(ch) < 0x20 or 0x7f <= ord(ch) <= 0x9f or ch in "%/~" or (dots and i == 0)
+               or "\udc80" <= ch <= "\udcff")
+        piece = b"".join(b"%%%02X" % c for c in raw) if esc else raw
         if len(out) + len(piece) > 240:
             return bytes(out), True
         out += piece

@@ -3,8 +3,11 @@
  * hold every kind of byte the views must escape (FORMAT.md §9.1): C0 controls with a
  * newline, DEL, the C1 controls as UTF-8 (U+0085) and as raw bytes (0x85, 0x9b), bytes of
  * no UTF-8 between valid UTF-8, '"', '\\', '>', ';'. They are in file names, an fopen mode,
- * the metadata of two processes (program, images, end), a phase name and a symbol's
- * function and file. check_names.py states what each view must print, byte for byte. It
+ * the metadata of three processes (program, images, end), phase names and a symbol's
+ * function and file; what ends a C comment or string ("*" "/", a trigraph "??" "/" and a
+ * newline), what XML refuses (U+FFFE, "]]>"); a program name of 1000 bytes of UTF-8 and a
+ * phase name longer than a directory name may be, each cut inside a character were it cut
+ * at a fixed byte. check_names.py states what each view must print, byte for byte. It
  * prints nothing.
  *
  *   mknames OUT
@@ -19,11 +22,17 @@
 #define FILE_A "/tmp/a\tb\nc\x01\x1b[0m\x7f d\xc2\x85" "e\x85" "f\xc3\xa9g\"h\\i>j;k"
 #define FILE_B "\xc3\xa9\xff\xc3\xa9 caf\xc3"
 #define OPENTYPE "r e\x01"
-#define PROGRAM "prog\nname\xc2\x85\x9b\xc3\xa9\xff"
+#define PROGRAM "prog\nname\xc2\x85\x9b\xc3\xa9\xff */ *?\?/\n/"
 #define IMAGES "sh -> " PROGRAM
 #define END0 "exited 0\nforged line"
 #define CHILD "child\x1b]0;t\x07"
 #define PHASE "ph\xc2\x85\x85"
+#define PHASE_C "c*/\"q\\?\?/\nz\xef\xbf\xbe&<]]>"
+#define E2 "\xc3\xa9"
+#define E10 E2 E2 E2 E2 E2 E2 E2 E2 E2 E2
+#define E50 E10 E10 E10 E10 E10
+#define PHASE_LONG "x" E50 E50 E50 /* 301 bytes, cut at 240 inside an e-acute */
+#define LONG_PROGRAM E50 E50 E50 E50 E50 E50 E50 E50 E50 E50 /* 1000 bytes */
 #define FUNCTION "fn\n\xc2\x85<x>;y\x9b"
 #define SRCFILE "/src/a\tb\xc2\x85.c"
 
@@ -76,6 +85,8 @@ static int write_trace(struct tfs_writer *w, const char *out)
 	    {"program", PROGRAM}, {"images", IMAGES},	   {"end", END0},
 	    {"pid", "100"},	  {"program.rank1", CHILD}, {"images.rank1", CHILD},
 	    {"end.rank1", "killed\r"}, {"pid.rank1", "101"}, {"ppid.rank1", "100"},
+	    {"program.rank2", LONG_PROGRAM}, {"images.rank2", LONG_PROGRAM},
+	    {"end.rank2", "exited 2"}, {"pid.rank2", "102"}, {"ppid.rank2", "100"},
 	};
 	struct tfs_kind_desc kd[3] = {{"fopen", "stdio", 4, fopen_args},
 				      {"read", "posix", 4, read_args},
@@ -89,10 +100,14 @@ static int write_trace(struct tfs_writer *w, const char *out)
 		rc = tfs_writer_add_kind(w, &kd[i], &kinds[i]);
 	for (size_t i = 0; i < sizeof(meta) / sizeof(meta[0]) && rc == 0; i++)
 		rc = tfs_writer_set_meta(w, meta[i][0], meta[i][1]);
-	for (uint32_t r = 0; r < 2 && rc == 0; r++)
+	for (uint32_t r = 0; r < 3 && rc == 0; r++)
 		rc = write_rank(w, r, kinds);
 	if (rc == 0)
 		rc = tfs_writer_add_phase(w, PHASE, 0, 0, 0, 2);
+	if (rc == 0)
+		rc = tfs_writer_add_phase(w, PHASE_C, 0, 0, 1, 2);
+	if (rc == 0)
+		rc = tfs_writer_add_phase(w, PHASE_LONG, 1, 0, 0, 4);
 	if (rc == 0)
 		rc = tfs_writer_add_backtrace(w, 0, 0, frames, 2);
 	if (rc == 0)

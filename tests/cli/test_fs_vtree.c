@@ -85,7 +85,7 @@ static void expect_dirname(const char *name, const char *want)
 
 static void test_vtree_dirname_escapes(void **state)
 {
-	char name[301], want[241];
+	char name[302], want[241];
 
 	expect_dirname("solve", "solve");
 	expect_dirname("a/b", "a%2Fb");
@@ -97,6 +97,11 @@ static void test_vtree_dirname_escapes(void **state)
 	expect_dirname("", "%00");
 	expect_dirname("tab\there\x7f", "tab%09here%7F");
 	expect_dirname("caf\xc3\xa9", "caf\xc3\xa9");
+	/* what the text views escape is %XX, so a directory name is UTF-8 without controls;
+	 * '"' and '\\', which they escape too, a file name holds as they are */
+	expect_dirname("ph\xc2\x85\x85", "ph%C2%85%85");
+	expect_dirname("caf\xc3 \xff\xef\xbf\xbe", "caf%C3 %FF\xef\xbf\xbe");
+	expect_dirname("a\nb\rc\"d\\e", "a%0Ab%0Dc\"d\\e");
 	memset(name, 'L', 300);
 	name[300] = '\0';
 	memset(want, 'L', 240);
@@ -113,6 +118,14 @@ static void test_vtree_dirname_escapes(void **state)
 	want[0] = 'x';
 	memmove(want + 1, want + 3, 237);
 	want[238] = '\0';
+	expect_dirname(name, want);
+	/* never cut inside a character: x then 150 é is x and 119 é */
+	name[0] = 'x';
+	for (int i = 0; i < 150; i++)
+		memcpy(name + 1 + 2 * i, "\xc3\xa9", 2);
+	name[301] = '\0';
+	memcpy(want, name, 239);
+	want[239] = '\0';
 	expect_dirname(name, want);
 }
 
