@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -808,6 +809,35 @@ int64_t cap_ws_bytes(const wchar_t *s)
 	size_t n = wcsrtombs(NULL, &s, 0, &st);
 
 	return n == (size_t)-1 ? 0 : (int64_t)n;
+}
+
+uint64_t cap_wprintf_bytes(int n, const wchar_t *fmt, va_list ap)
+{
+	wchar_t small[256], *ws = small;
+	char mb[MB_LEN_MAX];
+	mbstate_t st = {0};
+	uint64_t bytes = 0;
+
+	if (n <= 0)
+		return 0;
+	cap_tls_depth++; /* what formatting allocates is the capture's */
+	if ((size_t)n >= sizeof(small) / sizeof(small[0]))
+		ws = malloc(((size_t)n + 1) * sizeof(*ws));
+	if (!ws || vswprintf(ws, (size_t)n + 1, fmt, ap) != n) {
+		bytes = (uint64_t)n;
+		goto out;
+	}
+	/* every character, a L'\0' that %lc wrote included: the stream wrote it too */
+	for (int i = 0; i < n; i++) {
+		size_t k = wcrtomb(mb, ws[i], &st);
+
+		bytes += k == (size_t)-1 ? 0 : k;
+	}
+out:
+	if (ws != small)
+		free(ws);
+	cap_tls_depth--;
+	return bytes;
 }
 
 const char *cap_str_at(const char *p)

@@ -315,6 +315,9 @@ def check(kinds):
                 target = s.real_call()[0]
                 if target != s.name and target not in {x.name for kk in kinds for x in kk.syms}:
                     raise Fail('%s: `via %s`: no such interposed function' % (s.name, target))
+                if any(re.search(r'\bap0\b', a.expr or '') for a in k.args) and \
+                        not re.search(r'\bap\b', s.real_call()[1]):
+                    raise Fail('%s: its kind uses `ap0`, but it passes no va_list `ap`' % s.name)
 
 
 def c_str(s):
@@ -443,6 +446,11 @@ def gen_body(k, v, s, call, ind):
     if 'errno0' in k.flags:
         o.append('\tconst int errno_was = errno;')
         o.append('\terrno = 0;')
+    # `ap0`: the `...`'s arguments as the call was given them, which it consumes
+    ap0 = any(re.search(r'\bap0\b', a.expr or '') for a in v.args)
+    if ap0:
+        o[:0] = ['\tva_list ap0;']
+        o.append('\tva_copy(ap0, ap);')
     o += ['\tif (cap_call_depth == 0)', '\t\tcap_call_outer = %s;' % v.enum,
           '\tt0 = cap_now_ns();', '\tcap_call_depth++;',
           ('\t%s;' if s.ret == 'void' else '\tret = %s;') % call,
@@ -481,6 +489,8 @@ def gen_body(k, v, s, call, ind):
     o.append('\t\tcap_put_call(%s, t0, w, %d, %s, %s);' % (
         v.enum, i, 'strs' if n_str else 'NULL', 'strs_len' if n_str else '0'))
     o.append('\t}')
+    if ap0:
+        o.append('\tva_end(ap0);')
     if 'errno0' in k.flags:
         o.append('\terrno = err ? err : errno_was;')
     else:
