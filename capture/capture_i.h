@@ -209,8 +209,14 @@ const char *cap_spool_root(void);
 /* TFS_SPOOL as this process found it (NULL when not following): an exec passing another
  * value is a recorder of its own (`tracefs record` run by the program), not followed. */
 const char *cap_spool_env(void);
-/* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
-void cap_before_exec(void);
+/*
+ * Before an exec of @path: hand over the calling thread's chunk (the new image goes on after
+ * it) and name @path's program among the process's images (spool_hdr.exec_pending), so that
+ * an image that never loads the capture (a static one) is still named. cap_exec_failed()
+ * when the exec returned: the images are as they were.
+ */
+void cap_before_exec(const char *path);
+void cap_exec_failed(void);
 /*
  * Around an interposed wait call (under `tracefs record`): count it as under way, then
  * note the child it reaped (@reaped_pid > 0, wait status @status: exited or killed) in the

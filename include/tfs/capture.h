@@ -128,7 +128,8 @@
  * per rank, `<key>.rank<R>`); an exec'd image goes on in its process's rank after an `exec`
  * event, with new thread ids. In-process capture (no `tracefs record`) stops in a forked
  * child. Processes started by clone() directly and statically linked images are not
- * followed.
+ * followed (an image exec'd statically linked is named in its rank's `image` and `images`,
+ * as not traced).
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
  * posix_memalign, aligned_alloc, memalign, valloc and pvalloc events get a last argument
