@@ -811,6 +811,35 @@ int64_t cap_ws_bytes(const wchar_t *s)
 	return n == (size_t)-1 ? 0 : (int64_t)n;
 }
 
+int cap_fd_refuse(void)
+{
+	errno = EBADF;
+	return -1;
+}
+
+int cap_close_range(unsigned int first, unsigned int last, int flags)
+{
+	int own[2];
+	unsigned int from = first;
+
+	cap_fd_own_get(own);
+	if (first > last) /* EINVAL, as the call says */
+		return cap_real.close_range(first, last, flags);
+	/* the ranges around the capture's descriptors, lowest first */
+	for (int i = 0; i < 2; i++) {
+		const unsigned int fd = (unsigned int)own[i];
+
+		if (own[i] < 0 || fd < from || fd > last)
+			continue;
+		if (fd > from && cap_real.close_range(from, fd - 1, flags) < 0)
+			return -1;
+		if (fd == last)
+			return 0;
+		from = fd + 1;
+	}
+	return cap_real.close_range(from, last, flags);
+}
+
 uint64_t cap_wprintf_bytes(int n, const wchar_t *fmt, va_list ap)
 {
 	wchar_t small[256], *ws = small;

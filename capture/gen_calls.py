@@ -179,6 +179,7 @@ class Kind:
             raise Fail('line %d: unknown kind flags %s' % (lineno, ' '.join(sorted(bad))))
         self.name, self.category, self.flags = name, category, set(flags)
         self.syms, self.args, self.post, self.always = [], [], [], []
+        self.call = None  # `call`: the real call's C, REAL standing for it as made
         self.fail = None
         self.replay = None
         self.noreplay = None
@@ -219,6 +220,8 @@ def parse(path):
                 k.post.append(rest)
             elif word == 'always':
                 k.always.append(rest)
+            elif word == 'call':
+                k.call = rest
             elif word == 'replay':
                 k.replay = rest
             elif word == 'noreplay':
@@ -281,7 +284,8 @@ def check(kinds):
         if not p or p.parent or not p.syms:
             raise Fail('kind %s: from %s, which is no kind with functions of its own'
                        % (k.name, k.parent[0]))
-        if k.syms or k.post or k.always or k.flags - {'stack'} or 'custom' in p.flags:
+        if k.syms or k.post or k.always or k.call or k.flags - {'stack'} or \
+                'custom' in p.flags:
             raise Fail('kind %s: a kind `from` another has no sym, post, always or flags '
                        'of its own, and its kind is not custom' % k.name)
         if k.category != p.category or ('stack' in k.flags) != ('stack' in p.flags):
@@ -502,6 +506,8 @@ def gen_wrapper(k, s, subs):
     """The wrapper of function @s of kind @k; @subs: the kinds `from` @k, each recording
     the call instead when its condition holds."""
     real_name, call = s.real_call()
+    if k.call:
+        call = '(%s)' % re.sub(r'\bREAL\b', call, k.call)
     fv = fail_value(s.ret)
     o = ['#undef %s' % s.name]
     if s.name in SCANF_REDIRECTED:
