@@ -144,7 +144,7 @@ void cap_unwind_pipe(int fds[2], int flags);
  * Whether @fd is one of the capture's own descriptors (libunwind's pipe, moved high) and the
  * caller is the program, not libunwind: the program is kept off it, as off a descriptor that
  * is not open (cap_fd_refuse: EBADF), so that it never becomes the program's, which
- * libunwind would then read and close. The program sees two descriptors fewer under its
+ * libunwind would then read and close (calls.txt `call`). The program sees two descriptors fewer under its
  * limit: EMFILE two sooner, dup2 onto either number EBADF. Always false in the static
  * library (no libunwind).
  */
@@ -153,8 +153,10 @@ bool cap_fd_own(int fd);
 void cap_fd_own_get(int fds[2]);
 /* errno EBADF, -1: a call on a descriptor that is not open */
 int cap_fd_refuse(void);
-/* close_range(@first, @last, @flags) but the capture's own descriptors (files.c). */
+/* close_range(@first, @last, @flags) and closefrom(@lowfd), but the capture's own
+ * descriptors (files.c). */
 int cap_close_range(unsigned int first, unsigned int last, int flags);
+void cap_closefrom(int lowfd);
 /*
  * In a forked child recording into a spool of its own: forget what was announced (to the
  * parent's spool), so that the child's first backtrace announces its objects again. Clears

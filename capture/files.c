@@ -840,6 +840,26 @@ int cap_close_range(unsigned int first, unsigned int last, int flags)
 	return cap_real.close_range(from, last, flags);
 }
 
+void cap_closefrom(int lowfd)
+{
+	unsigned int from = lowfd < 0 ? 0 : (unsigned int)lowfd;
+	int own[2];
+
+	cap_fd_own_get(own);
+	for (int i = 0; i < 2; i++) {
+		const unsigned int fd = (unsigned int)own[i];
+
+		if (own[i] < 0 || fd < from)
+			continue;
+		/* close_range missing (before Linux 5.9): each, as glibc's closefrom would */
+		if (fd > from && (!cap_real.close_range || cap_real.close_range(from, fd - 1, 0) < 0))
+			for (unsigned int k = from; k < fd; k++)
+				cap_real.close((int)k);
+		from = fd + 1;
+	}
+	cap_real.closefrom((int)from);
+}
+
 uint64_t cap_wprintf_bytes(int n, const wchar_t *fmt, va_list ap)
 {
 	wchar_t small[256], *ws = small;

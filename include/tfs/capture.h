@@ -145,7 +145,7 @@
  * when the program ends under `tracefs record`): rebuilding the program before that gives
  * wrong names. libunwind keeps a pipe open; its two descriptors are moved near the top of
  * the descriptor limit (64 below it), where the program's close, close_range, dup2 and
- * dup3 fail with EBADF as on descriptors not open: the program finds two descriptors fewer
+ * dup3 fail with EBADF as on descriptors not open (closefrom leaves them open): the program finds two descriptors fewer
  * under its limit (EMFILE two sooner) and cannot take their numbers. Cost (CPU, tests/bench/run_backtrace): about 0.15 us per
  * allocation from a shallow stack, 0.4 to 0.9 us per allocation of Python (stacks cut at
  * 64 frames), symbolisation included.

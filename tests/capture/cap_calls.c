@@ -115,6 +115,16 @@ static void note_errno(void)
 		r_;                                                                                \
 	})
 
+/* CALL for a function of one int and no result (closefrom) */
+static void vcall_int(void (*f)(int), int a)
+{
+	void (*volatile g)(int) = f;
+
+	errno = 77;
+	g(a);
+	note_errno();
+}
+
 static char buf[8192];
 static char path[4096], path2[4096];
 static const char *dir;
@@ -141,7 +151,7 @@ static const char *in_dir2(const char *name)
  *   open a O_RDONLY = 3; read 3 10 = 10 (a again); close_range 3 3 0 = 0;
  *   read 3 1 = -1 EBADF (no file behind 3: an id of its own, "<fd 3>");
  *   open a O_RDONLY = 3; close_range 3 3 CLOSE_RANGE_CLOEXEC = 0 (3 stays open, on a);
- *   read 3 1 = 1 (a); close 3 = 0
+ *   read 3 1 = 1 (a); close 3 = 0; open a O_RDONLY = 3; closefrom 3; read 3 1 = -1 EBADF
  */
 static void descriptors(void)
 {
@@ -174,6 +184,9 @@ static void descriptors(void)
 	CALL(close_range, 3, 3, CLOSE_RANGE_CLOEXEC);
 	CALL(read, fd, buf, 1);
 	CALL(close, fd);
+	fd = CALL(open, in_dir("a"), O_RDONLY);
+	vcall_int(closefrom, fd);
+	CALL(read, fd, buf, 1);
 }
 
 /*

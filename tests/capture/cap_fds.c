@@ -7,7 +7,7 @@
  * FILE read-write until EMFILE ("opened N errno E"), allocates again (the capture unwinds),
  * checks that every descriptor it opened is still open at offset 0 and that FILE is still
  * empty ("intact N": those that are), with close_range() closes them all ("range R"), and
- * opens FILE until EMFILE again ("reopened N").
+ * opens FILE until EMFILE again ("reopened N"); then with closefrom(3) ("refilled N").
  * Usage: cap_fds FILE
  */
 #include <errno.h>
@@ -67,6 +67,11 @@ int main(int argc, char **argv)
 		;
 	churn(100);
 	printf("reopened %d\n", fd);
+	closefrom(3);
+	for (fd = 0; open(argv[1], O_RDONLY) >= 0; fd++)
+		;
+	churn(100);
+	printf("refilled %d\n", fd);
 	printf("size %lld\n", stat(argv[1], &st) == 0 ? (long long)st.st_size : -1LL);
 	return 0;
 }

@@ -140,6 +140,9 @@ def expect(d, tmps):
     e.call("close_range", "first=3, last=3, flags=0x4", 0)
     e.call("read", fd(3, N[0]) + ", count=1, " + SB, 1)
     e.call("close", fd(3, N[0]), 0)
+    e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)
+    e.add("closefrom(lowfd=3)")
+    e.call("read", fd(3, N[2]) + ", count=1, " + SB, -1, errno.EBADF)
     # ---- the other names: c = file#3
     c = '"%s/c"' % d
     e.add("open(path=%s, flags=0x%x, mode=0x180, file=file#3, errno=0) = 3" % (c, O[2] | O_CREAT))

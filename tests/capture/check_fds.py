@@ -5,7 +5,8 @@ with allocation backtraces by the capture's walk and by libunwind alone (TFS_UNW
 close() of every number closes what it closes untraced (it closed the capture's pipe,
 whose numbers became the program's next files: libunwind reads and closes its pipe); dup2
 onto every number and opening files until EMFILE find two numbers fewer (the capture keeps
-them: README.md); every file it opened stays open at offset 0 and unwritten; the recording
+them: README.md), close_range and closefrom leave them open; every file it opened stays
+open at offset 0 and unwritten; the recording
 keeps every allocation and its backtrace. Output is TAP.
 
   check_fds.py --tracefs T --prog cap_fds
@@ -77,9 +78,10 @@ def main():
                    got.get("opened") == plain["opened"] - 2 and got.get("errno") == 24,
                    what + ": dup2 onto every number and opening until EMFILE find the "
                    "capture's two descriptors, no more", (plain, got))
-            tap.ok(got.get("reopened") == got.get("opened"),
-                   what + ": close_range of every number from its first file leaves the "
-                   "capture's two open", (plain, got))
+            tap.ok(got.get("reopened") == got.get("opened") and
+                   got.get("refilled") == got.get("opened"),
+                   what + ": close_range of every number from its first file, and "
+                   "closefrom(3), leave the capture's two open", (plain, got))
             tap.ok(got.get("intact") == got.get("opened") and got.get("range") == 0 and
                    got.get("size") == 0 and os.path.getsize(victim) == 0,
                    what + ": every file it opened is still open, unread and unwritten",
