@@ -1266,22 +1266,25 @@ void cap_note_fatal(int sig)
 		atomic_store(&g_spool.hdr->fatal_signal, (uint32_t)sig);
 }
 
-/*
- * Add this image's program, the name it was exec'd as (AT_EXECFN, without its directory),
- * to the names of the spool's images: "sh -> cc1". The oldest ones give way to "... -> "
- * when they do not fit.
- */
-static void note_image(struct spool_hdr *h)
+static const char *base_name(const char *path)
 {
-	const char *fn = (const char *)getauxval(AT_EXECFN), *name, *keep;
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/*
+ * Add @name to the names of the spool's images: "sh -> cc1". The oldest ones give way to
+ * "... -> " when they do not fit.
+ */
+static void add_image(struct spool_hdr *h, const char *name)
+{
 	const size_t cap = sizeof(h->images);
 	char buf[sizeof(h->images)];
+	const char *keep;
 	size_t len;
 	int n;
 
-	if (!fn || !*fn)
-		return;
-	name = strrchr(fn, '/') ? strrchr(fn, '/') + 1 : fn;
 	len = strnlen(h->images, cap - 1);
 	h->images[len] = '\0';
 	if (len == 0) {
@@ -1310,10 +1313,41 @@ static void note_image(struct spool_hdr *h)
 	memcpy(h->images, buf, cap);
 }
 
-void cap_before_exec(void)
+/*
+ * Add this image's program, the name it was exec'd as (AT_EXECFN, without its directory),
+ * to the names of the spool's images, unless the exec that made it named it already.
+ */
+static void note_image(struct spool_hdr *h)
+{
+	const char *fn = (const char *)getauxval(AT_EXECFN), *name, *last = h->images, *arrow;
+	const bool named = atomic_exchange(&h->exec_pending, 0) != 0;
+
+	if (!fn || !*fn)
+		return;
+	name = base_name(fn);
+	h->images[sizeof(h->images) - 1] = '\0';
+	for (; (arrow = strstr(last, " -> ")); last = arrow + 4)
+		;
+	/* another last name: an image that never loaded the capture ran in between */
+	if (!named || strcmp(last, name) != 0)
+		add_image(h, name);
+}
+
+/* The images as they were before an exec named its program (cap_exec_failed puts them back);
+ * a successful exec ends every thread, so one exec at a time uses it. */
+static char g_images_before_exec[SPOOL_IMAGES_BYTES];
+static bool g_exec_named;
+
+void cap_before_exec(const char *path)
 {
 	if (!tfs_capture_mask_)
 		return;
+	if (g_follow && g_spool.hdr && path && *path) {
+		memcpy(g_images_before_exec, g_spool.hdr->images, sizeof(g_images_before_exec));
+		add_image(g_spool.hdr, base_name(path));
+		atomic_store(&g_spool.hdr->exec_pending, 1);
+		g_exec_named = true;
+	}
 #ifdef TFS_CAP_SHARED
 	if (g_spool.hdr) { /* its allocation ids go on there, its descriptors keep their files */
 		atomic_store_explicit(&g_spool.hdr->next_alloc, cap_alloc_next_id(),
@@ -1328,6 +1362,15 @@ void cap_before_exec(void)
 		tls_state->fill = tls_state->cap = 0;
 	}
 	cap_tls_depth--;
+}
+
+void cap_exec_failed(void)
+{
+	if (!g_exec_named || !g_spool.hdr)
+		return;
+	atomic_store(&g_spool.hdr->exec_pending, 0);
+	memcpy(g_spool.hdr->images, g_images_before_exec, sizeof(g_images_before_exec));
+	g_exec_named = false;
 }
 
 /*

@@ -141,6 +141,23 @@ uint32_t cap_unwind_signal(uint64_t *frames, uint32_t max, void *uc);
  * way, near the top of the descriptor limit. Does nothing for the program's own pipes. */
 void cap_unwind_pipe(int fds[2], int flags);
 /*
+ * Whether @fd is one of the capture's own descriptors (libunwind's pipe, moved high) and the
+ * caller is the program, not libunwind: the program is kept off it, as off a descriptor that
+ * is not open (cap_fd_refuse: EBADF), so that it never becomes the program's, which
+ * libunwind would then read and close (calls.txt `call`). The program sees two descriptors fewer under its
+ * limit: EMFILE two sooner, dup2 onto either number EBADF. Always false in the static
+ * library (no libunwind).
+ */
+bool cap_fd_own(int fd);
+/* The capture's own descriptors, lowest first (-1: none), as cap_fd_own() takes them. */
+void cap_fd_own_get(int fds[2]);
+/* errno EBADF, -1: a call on a descriptor that is not open */
+int cap_fd_refuse(void);
+/* close_range(@first, @last, @flags) and closefrom(@lowfd), but the capture's own
+ * descriptors (files.c). */
+int cap_close_range(unsigned int first, unsigned int last, int flags);
+void cap_closefrom(int lowfd);
+/*
  * In a forked child recording into a spool of its own: forget what was announced (to the
  * parent's spool), so that the child's first backtrace announces its objects again. Clears
  * the scan lock another thread may have held at the fork.
@@ -216,8 +233,14 @@ const char *cap_spool_env(void);
  */
 uint32_t cap_take_start_index(void);
 #define CAP_SPAWN_INDEX_ENV "TFS_SPAWN_INDEX"
-/* Before an exec: hand over the calling thread's chunk (the new image goes on after it). */
-void cap_before_exec(void);
+/*
+ * Before an exec of @path: hand over the calling thread's chunk (the new image goes on after
+ * it) and name @path's program among the process's images (spool_hdr.exec_pending), so that
+ * an image that never loads the capture (a static one) is still named. cap_exec_failed()
+ * when the exec returned: the images are as they were.
+ */
+void cap_before_exec(const char *path);
+void cap_exec_failed(void);
 /*
  * Around an interposed wait call (under `tracefs record`): count it as under way, then
  * note the child it reaped (@reaped_pid > 0, wait status @status: exited or killed) in the

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -828,6 +829,84 @@ int64_t cap_ws_bytes(const wchar_t *s)
 	size_t n = wcsrtombs(NULL, &s, 0, &st);
 
 	return n == (size_t)-1 ? 0 : (int64_t)n;
+}
+
+int cap_fd_refuse(void)
+{
+	errno = EBADF;
+	return -1;
+}
+
+int cap_close_range(unsigned int first, unsigned int last, int flags)
+{
+	int own[2];
+	unsigned int from = first;
+
+	cap_fd_own_get(own);
+	if (first > last) /* EINVAL, as the call says */
+		return cap_real.close_range(first, last, flags);
+	/* the ranges around the capture's descriptors, lowest first */
+	for (int i = 0; i < 2; i++) {
+		const unsigned int fd = (unsigned int)own[i];
+
+		if (own[i] < 0 || fd < from || fd > last)
+			continue;
+		if (fd > from && cap_real.close_range(from, fd - 1, flags) < 0)
+			return -1;
+		if (fd == last)
+			return 0;
+		from = fd + 1;
+	}
+	return cap_real.close_range(from, last, flags);
+}
+
+void cap_closefrom(int lowfd)
+{
+	unsigned int from = lowfd < 0 ? 0 : (unsigned int)lowfd;
+	int own[2];
+
+	cap_fd_own_get(own);
+	for (int i = 0; i < 2; i++) {
+		const unsigned int fd = (unsigned int)own[i];
+
+		if (own[i] < 0 || fd < from)
+			continue;
+		/* close_range missing (before Linux 5.9): each, as glibc's closefrom would */
+		if (fd > from && (!cap_real.close_range || cap_real.close_range(from, fd - 1, 0) < 0))
+			for (unsigned int k = from; k < fd; k++)
+				cap_real.close((int)k);
+		from = fd + 1;
+	}
+	cap_real.closefrom((int)from);
+}
+
+uint64_t cap_wprintf_bytes(int n, const wchar_t *fmt, va_list ap)
+{
+	wchar_t small[256], *ws = small;
+	char mb[MB_LEN_MAX];
+	mbstate_t st = {0};
+	uint64_t bytes = 0;
+
+	if (n <= 0)
+		return 0;
+	cap_tls_depth++; /* what formatting allocates is the capture's */
+	if ((size_t)n >= sizeof(small) / sizeof(small[0]))
+		ws = malloc(((size_t)n + 1) * sizeof(*ws));
+	if (!ws || vswprintf(ws, (size_t)n + 1, fmt, ap) != n) {
+		bytes = (uint64_t)n;
+		goto out;
+	}
+	/* every character, a L'\0' that %lc wrote included: the stream wrote it too */
+	for (int i = 0; i < n; i++) {
+		size_t k = wcrtomb(mb, ws[i], &st);
+
+		bytes += k == (size_t)-1 ? 0 : k;
+	}
+out:
+	if (ws != small)
+		free(ws);
+	cap_tls_depth--;
+	return bytes;
 }
 
 const char *cap_str_at(const char *p)

@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -212,6 +213,13 @@ int64_t cap_ws_bytes(const wchar_t *s);
  * push-back area. Read before the call; false where that cannot be known (not glibc).
  */
 bool cap_wc_putback(FILE *stream, wint_t c);
+/*
+ * The bytes a wide printf call that returned @n (wide characters written) wrote for them, as
+ * cap_ws_bytes counts them: its @fmt and arguments @ap (a copy the call did not consume)
+ * formatted once more into a buffer of the capture's. @n when they cannot be (no memory, or
+ * a result other than the call's); 0 for a failed call (@n < 0).
+ */
+uint64_t cap_wprintf_bytes(int n, const wchar_t *fmt, va_list ap);
 /*
  * String @p read without trusting it to be at an address (process_vm_readv on the process
  * itself, page by page, up to PATH_MAX bytes): for a call that failed with EFAULT, whose

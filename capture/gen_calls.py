@@ -179,6 +179,7 @@ class Kind:
             raise Fail('line %d: unknown kind flags %s' % (lineno, ' '.join(sorted(bad))))
         self.name, self.category, self.flags = name, category, set(flags)
         self.syms, self.args, self.post, self.always = [], [], [], []
+        self.call = None  # `call`: the real call's C, REAL standing for it as made
         self.fail = None
         self.replay = None
         self.noreplay = None
@@ -219,6 +220,8 @@ def parse(path):
                 k.post.append(rest)
             elif word == 'always':
                 k.always.append(rest)
+            elif word == 'call':
+                k.call = rest
             elif word == 'replay':
                 k.replay = rest
             elif word == 'noreplay':
@@ -281,7 +284,8 @@ def check(kinds):
         if not p or p.parent or not p.syms:
             raise Fail('kind %s: from %s, which is no kind with functions of its own'
                        % (k.name, k.parent[0]))
-        if k.syms or k.post or k.always or k.flags - {'stack'} or 'custom' in p.flags:
+        if k.syms or k.post or k.always or k.call or k.flags - {'stack'} or \
+                'custom' in p.flags:
             raise Fail('kind %s: a kind `from` another has no sym, post, always or flags '
                        'of its own, and its kind is not custom' % k.name)
         if k.category != p.category or ('stack' in k.flags) != ('stack' in p.flags):
@@ -315,6 +319,9 @@ def check(kinds):
                 target = s.real_call()[0]
                 if target != s.name and target not in {x.name for kk in kinds for x in kk.syms}:
                     raise Fail('%s: `via %s`: no such interposed function' % (s.name, target))
+                if any(re.search(r'\bap0\b', a.expr or '') for a in k.args) and \
+                        not re.search(r'\bap\b', s.real_call()[1]):
+                    raise Fail('%s: its kind uses `ap0`, but it passes no va_list `ap`' % s.name)
 
 
 def c_str(s):
@@ -443,6 +450,11 @@ def gen_body(k, v, s, call, ind):
     if 'errno0' in k.flags:
         o.append('\tconst int errno_was = errno;')
         o.append('\terrno = 0;')
+    # `ap0`: the `...`'s arguments as the call was given them, which it consumes
+    ap0 = any(re.search(r'\bap0\b', a.expr or '') for a in v.args)
+    if ap0:
+        o[:0] = ['\tva_list ap0;']
+        o.append('\tva_copy(ap0, ap);')
     o += ['\tif (cap_call_depth == 0)', '\t\tcap_call_outer = %s;' % v.enum,
           '\tt0 = cap_now_ns();', '\tcap_call_depth++;',
           ('\t%s;' if s.ret == 'void' else '\tret = %s;') % call,
@@ -481,6 +493,8 @@ def gen_body(k, v, s, call, ind):
     o.append('\t\tcap_put_call(%s, t0, w, %d, %s, %s);' % (
         v.enum, i, 'strs' if n_str else 'NULL', 'strs_len' if n_str else '0'))
     o.append('\t}')
+    if ap0:
+        o.append('\tva_end(ap0);')
     if 'errno0' in k.flags:
         o.append('\terrno = err ? err : errno_was;')
     else:
@@ -492,6 +506,8 @@ def gen_wrapper(k, s, subs):
     """The wrapper of function @s of kind @k; @subs: the kinds `from` @k, each recording
     the call instead when its condition holds."""
     real_name, call = s.real_call()
+    if k.call:
+        call = '(%s)' % re.sub(r'\bREAL\b', call, k.call)
     fv = fail_value(s.ret)
     o = ['#undef %s' % s.name]
     if s.name in SCANF_REDIRECTED:

@@ -13,7 +13,8 @@
  * threads are traced (TFS_TRACE_THREADS); processes are followed whatever is traced.
  *
  * Not done: clone() called directly, and statically linked images (LD_PRELOAD cannot reach
- * them: `tracefs record` warns for the first one only).
+ * them: `tracefs record` warns for the first one only; one exec'd later is named among its
+ * process's images, as not traced, by the exec call).
  */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
@@ -265,10 +266,11 @@ static int do_exec(const char *file, char *const argv[], char *const envp[], boo
 		return -1;
 	put_exec(file, argv);
 	env = capture_env(envp, 0);
-	cap_before_exec();
+	cap_before_exec(cap_str_readable(file) ? file : NULL);
 	rc = search ? cap_real.execvpe(file, argv, env ? env : envp)
 		    : cap_real.execve(file, argv, env ? env : envp);
 	err = errno;
+	cap_exec_failed();
 	free_env(env);
 	put_exec_failed(file, err);
 	errno = err;
@@ -306,9 +308,10 @@ EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	snprintf(path, sizeof(path), "/dev/fd/%d", fd);
 	put_exec(path, argv);
 	env = capture_env(envp, 0);
-	cap_before_exec();
+	cap_before_exec(path);
 	rc = cap_real.fexecve(fd, argv, env ? env : envp);
 	err = errno;
+	cap_exec_failed();
 	free_env(env);
 	put_exec_failed(path, err);
 	errno = err;

@@ -616,21 +616,29 @@ static void unknown_end(struct rec_procs *ps, struct rproc *p, char *buf, size_t
 			 "ignored)%s", last);
 }
 
+#define NOT_TRACED " (not traced)"
+
 /* `image`, the program of the last image of the process of spool @h, and `images`, all of
- * them ("sh -> cc1"); @program: `program` too. @return 0, -ENOMEM */
-static int image_meta(struct cap_consumer *c, const struct spool_hdr *h, bool program)
+ * them ("sh -> cc1", and " (not traced)" after the last when it never loaded the capture:
+ * its exec named it); @program: `program` too. @return 0, -ENOMEM */
+static int image_meta(struct cap_consumer *c, struct spool_hdr *h, bool program)
 {
-	char images[SPOOL_IMAGES_BYTES];
+	char images[SPOOL_IMAGES_BYTES + sizeof(NOT_TRACED)];
 	const char *last, *arrow;
+	size_t len;
 	int rc;
 
-	memcpy(images, h->images, sizeof(images));
-	images[sizeof(images) - 1] = '\0';
+	memcpy(images, h->images, SPOOL_IMAGES_BYTES);
+	images[SPOOL_IMAGES_BYTES - 1] = '\0';
 	if (!images[0])
 		return 0;
+	len = strlen(images);
+	if (atomic_load(&h->exec_pending))
+		memcpy(images + len, NOT_TRACED, sizeof(NOT_TRACED));
+	rc = cap_consumer_set_meta(c, "images", images);
+	images[len] = '\0';
 	for (last = images; (arrow = strstr(last, " -> ")); last = arrow + 4)
 		;
-	rc = cap_consumer_set_meta(c, "images", images);
 	if (rc == 0)
 		rc = cap_consumer_set_meta(c, "image", last);
 	if (rc == 0 && program)

@@ -90,7 +90,7 @@
 #include "tfs/recording.h"
 
 #define SPOOL_MAGIC 0x50534654u /* "TFSP" */
-#define SPOOL_VERSION 10u
+#define SPOOL_VERSION 11u
 #define SPOOL_HDR_BYTES 4096u
 #define SPOOL_CHUNK_HDR_BYTES 64u
 #define SPOOL_CHUNK_BYTES (64u * 1024u)
@@ -310,6 +310,11 @@ struct spool_hdr {
 	 * from its parent's; the oldest ones left out as "... -> " when longer), NUL-terminated;
 	 * written by its producer, read once it has ended */
 	char images[SPOOL_IMAGES_BYTES];
+	/* 1 from an exec until the image it made names itself (capture.c note_image): the last
+	 * of images is the program being exec'd, named by the exec call; still 1 once the
+	 * process has ended, that image never loaded the capture (statically linked, or
+	 * LD_PRELOAD dropped) and recorded nothing */
+	_Atomic uint32_t exec_pending;
 };
 
 struct spool_chunk {

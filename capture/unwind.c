@@ -35,7 +35,8 @@
  * a pipe on its first address check (it validates addresses by writing them to it) and
  * keeps it: on the lowest free descriptors, which the program would otherwise have got. So
  * the interposed pipe2 (calls.txt) moves a pipe made while libunwind runs for the capture
- * up to descriptors near the top of the limit (cap_unwind_pipe). Only the shared library (TFS_CAP_SHARED: the one
+ * up to descriptors near the top of the limit (cap_unwind_pipe), where the program's close,
+ * close_range, closefrom, dup2 and dup3 leave it be (cap_fd_own). Only the shared library (TFS_CAP_SHARED: the one
  * with interposers, the only one whose allocations are traced) unwinds; the static variant
  * never loads libunwind.
  *
@@ -201,6 +202,9 @@ static int move_high(int fd, int flags)
 	return nfd;
 }
 
+/* libunwind's pipe, where cap_unwind_pipe() moved it (-1: none yet); a new one replaces it */
+static _Atomic int g_own_fd[2] = {-1, -1};
+
 void cap_unwind_pipe(int fds[2], int flags)
 {
 	int saved_errno;
@@ -210,7 +214,25 @@ void cap_unwind_pipe(int fds[2], int flags)
 	saved_errno = errno;
 	fds[0] = move_high(fds[0], flags);
 	fds[1] = move_high(fds[1], flags);
+	atomic_store(&g_own_fd[0], fds[0]);
+	atomic_store(&g_own_fd[1], fds[1]);
 	errno = saved_errno;
+}
+
+void cap_fd_own_get(int fds[2])
+{
+	const int a = atomic_load_explicit(&g_own_fd[0], memory_order_relaxed);
+	const int b = atomic_load_explicit(&g_own_fd[1], memory_order_relaxed);
+
+	fds[0] = tls_unwinding ? -1 : a < b ? a : b;
+	fds[1] = tls_unwinding ? -1 : a < b ? b : a;
+}
+
+bool cap_fd_own(int fd)
+{
+	return fd >= 0 && !tls_unwinding &&
+	       (fd == atomic_load_explicit(&g_own_fd[0], memory_order_relaxed) ||
+		fd == atomic_load_explicit(&g_own_fd[1], memory_order_relaxed));
 }
 
 /*
@@ -247,6 +269,17 @@ void cap_unwind_pipe(int fds[2], int flags)
 {
 	(void)fds;
 	(void)flags;
+}
+
+void cap_fd_own_get(int fds[2])
+{
+	fds[0] = fds[1] = -1;
+}
+
+bool cap_fd_own(int fd)
+{
+	(void)fd;
+	return false;
 }
 #endif
 

@@ -131,7 +131,8 @@
  * per rank, `<key>.rank<R>`); an exec'd image goes on in its process's rank after an `exec`
  * event, with new thread ids. In-process capture (no `tracefs record`) stops in a forked
  * child. Processes started by clone() directly and statically linked images are not
- * followed.
+ * followed (an image exec'd statically linked is named in its rank's `image` and `images`,
+ * as not traced).
  *
  * Allocation backtraces (alloc with a depth above 0): malloc, calloc, realloc,
  * posix_memalign, aligned_alloc, memalign, valloc and pvalloc events get a last argument
@@ -146,7 +147,9 @@
  * Symbols come from the objects' files as they are when the trace is saved (at exit, or
  * when the program ends under `tracefs record`): rebuilding the program before that gives
  * wrong names. libunwind keeps a pipe open; its two descriptors are moved near the top of
- * the descriptor limit. Cost (CPU, tests/bench/run_backtrace): about 0.15 us per
+ * the descriptor limit (64 below it), where the program's close, close_range, dup2 and
+ * dup3 fail with EBADF as on descriptors not open (closefrom leaves them open): the program finds two descriptors fewer
+ * under its limit (EMFILE two sooner) and cannot take their numbers. Cost (CPU, tests/bench/run_backtrace): about 0.15 us per
  * allocation from a shallow stack, 0.4 to 0.9 us per allocation of Python (stacks cut at
  * 64 frames), symbolisation included.
  *

@@ -115,6 +115,16 @@ static void note_errno(void)
 		r_;                                                                                \
 	})
 
+/* CALL for a function of one int and no result (closefrom) */
+static void vcall_int(void (*f)(int), int a)
+{
+	void (*volatile g)(int) = f;
+
+	errno = 77;
+	g(a);
+	note_errno();
+}
+
 static char buf[8192];
 static char path[4096], path2[4096];
 static const char *dir;
@@ -141,7 +151,7 @@ static const char *in_dir2(const char *name)
  *   open a O_RDONLY = 3; read 3 10 = 10 (a again); close_range 3 3 0 = 0;
  *   read 3 1 = -1 EBADF (no file behind 3: an id of its own, "<fd 3>");
  *   open a O_RDONLY = 3; close_range 3 3 CLOSE_RANGE_CLOEXEC = 0 (3 stays open, on a);
- *   read 3 1 = 1 (a); close 3 = 0
+ *   read 3 1 = 1 (a); close 3 = 0; open a O_RDONLY = 3; closefrom 3; read 3 1 = -1 EBADF
  */
 static void descriptors(void)
 {
@@ -174,6 +184,9 @@ static void descriptors(void)
 	CALL(close_range, 3, 3, CLOSE_RANGE_CLOEXEC);
 	CALL(read, fd, buf, 1);
 	CALL(close, fd);
+	fd = CALL(open, in_dir("a"), O_RDONLY);
+	vcall_int(closefrom, fd);
+	CALL(read, fd, buf, 1);
 }
 
 /*
@@ -1086,19 +1099,54 @@ static void wide(void)
 	CALL(fgetws, line, 16, stdin);
 }
 
+/*
+ * The wide printf family writing characters outside ASCII (cap_calls DIR wbytes), in C.UTF-8
+ * (exit 3 without it): each call returns the wide characters it wrote, fewer than their
+ * bytes.
+ *   fopen DIR/wb "w" = 3; fwprintf "%ls %lc\n" "d"e-acute"j"a-grave euro = 7 (bytes 11);
+ *   vfwprintf "%ls" e-acute"t"e-acute = 3 (bytes 5); __fwprintf_chk "<u-umlaut>%d" 42 = 3
+ *   (bytes 4, a format outside ASCII); __vfwprintf_chk "%lc" euro = 1 (bytes 3); fclose = 0
+ *   (DIR/wb holds 23 bytes).
+ *   stdout (fd 1): wprintf "%ls\n" euro euro = 3 (bytes 7); vwprintf "%lc" e-acute = 1
+ *   (bytes 2); __wprintf_chk "%d" 5 = 1 (bytes 1); __vwprintf_chk "%ls" a-grave = 1 (bytes
+ *   2). Its output: 12 bytes.
+ */
+static void wide_bytes(void)
+{
+	FILE *f;
+
+	if (!setlocale(LC_CTYPE, "C.UTF-8")) {
+		fprintf(stderr, "cap_calls: no locale C.UTF-8\n");
+		exit(3);
+	}
+	f = CALL(fopen, in_dir("wb"), "w");
+	CALL(fwprintf, f, L"%ls %lc\n", L"d\u00e9j\u00e0", (wint_t)L'\u20ac');
+	vfwprint(vfwprintf, f, L"%ls", L"\u00e9t\u00e9");
+	CALL(__fwprintf_chk, f, 1, L"\u00fc%d", 42);
+	vfwprint_chk(__vfwprintf_chk, f, L"%lc", (wint_t)L'\u20ac');
+	CALL(fclose, f);
+	CALL(wprintf, L"%ls\n", L"\u20ac\u20ac");
+	vwprint(vwprintf, L"%lc", (wint_t)L'\u00e9');
+	CALL(__wprintf_chk, 1, L"%d", 5);
+	vwprint_chk(__vwprintf_chk, L"%ls", L"\u00e0");
+}
+
 int main(int argc, char **argv)
 {
 	char line[64];
 	int n;
 
-	if (argc != 2 && (argc != 3 || strcmp(argv[2], "wide"))) {
-		fprintf(stderr, "usage: cap_calls DIR [wide]\n");
+	if (argc != 2 && (argc != 3 || (strcmp(argv[2], "wide") && strcmp(argv[2], "wbytes")))) {
+		fprintf(stderr, "usage: cap_calls DIR [wide|wbytes]\n");
 		return 2;
 	}
 	dir = argv[1];
 	memset(buf, 'b', sizeof(buf));
 	if (argc == 3) {
-		wide();
+		if (strcmp(argv[2], "wide") == 0)
+			wide();
+		else
+			wide_bytes();
 		goto out;
 	}
 	descriptors();

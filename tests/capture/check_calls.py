@@ -12,8 +12,9 @@
 3. The program's own output (stdout, the files it wrote) is byte-identical to untraced.
 4. `cap_calls DIR wide`: sync, setlocale and the wide-character stdio functions (a process
    of its own: a stream is wide or narrow from its first use), in C.UTF-8, on a file, stdout
-   and stdin:
-   the same three checks, and files.txt counts the bytes the characters make in UTF-8.
+   and stdin: the same three checks, and files.txt counts the bytes the characters make in
+   UTF-8; `cap_calls DIR wbytes`: the wide printf family writing characters outside ASCII,
+   its bytes those of UTF-8, files.txt's the file's size.
 
   check_calls.py --tracefs T --calls-prog cap_calls --calls calls.txt
 """
@@ -140,6 +141,9 @@ def expect(d, tmps):
     e.call("close_range", "first=3, last=3, flags=0x4", 0)
     e.call("read", fd(3, N[0]) + ", count=1, " + SB, 1)
     e.call("close", fd(3, N[0]), 0)
+    e.add('open(path="%s/a", flags=0x0, mode=0x0, file=file#0, errno=0) = 3' % d)
+    e.add("closefrom(lowfd=3)")
+    e.call("read", fd(3, N[2]) + ", count=1, " + SB, -1, errno.EBADF)
     # ---- the other names: c = file#3
     c = '"%s/c"' % d
     e.add("open(path=%s, flags=0x%x, mode=0x180, file=file#3, errno=0) = 3" % (c, O[2] | O_CREAT))
@@ -539,7 +543,7 @@ def expect_wide(d):
     e.call("setlocale", 'category=%d, query=0, locale="C.UTF-8"' % locale.LC_CTYPE, 0)
     e.add('fopen(path="%s/w", opentype="w", file=file#0, errno=0) = 3' % d)
     for fmt, ret in (("%d\\n", 6), ("%ls", 2), ("%05d", 5), ("%lc", 1)):
-        e.call("fwprintf", w + fmtarg(fmt), ret)
+        e.call("fwprintf", w + fmtarg(fmt) + ", bytes=%d" % ret, ret)
     e.call("fputws", w + ", bytes=3", "{NN1}")  # a non-negative number
     e.call("fputws", w + ", bytes=3", "{NN2}")
     for name, ch, n in (("fputwc", "x", 1), ("fputwc", "\u00fc", 2), ("putwc", "p", 1),
@@ -558,8 +562,8 @@ def expect_wide(d):
     e.call("fclose", w, 0)
     e.add('fd_file(fd=1, path="pipe:[{OUT}]", file=file#1)')
     for fmt, ret in (("%ls\\n", 4), ("%d", 1), ("%x", 2), ("!", 1)):
-        e.call("wprintf", out + fmtarg(fmt), ret)
-    e.call("fwprintf", out + fmtarg("%d"), 1)
+        e.call("wprintf", out + fmtarg(fmt) + ", bytes=%d" % ret, ret)
+    e.call("fwprintf", out + fmtarg("%d") + ", bytes=1", 1)
     e.call("putwchar", out + ", bytes=1", ord("A"))
     e.call("putwchar", out + ", bytes=2", 0xe9)
     e.call("fputws", out + ", bytes=3", "{NN3}")
@@ -613,6 +617,40 @@ def check_wide(tap, a, work):
         got["IN"] = rows.get("pipe:[%s]" % b.vals.get("IN"))
     tap.ok(rc == 0 and got == want, "files.txt: the bytes the wide calls read and wrote, "
            "in UTF-8", "got %r" % got)
+
+
+def check_wide_bytes(tap, a, work):
+    """`cap_calls DIR wbytes`: the wide printf family writing characters outside ASCII
+    records the bytes they make in UTF-8, not the wide characters it returns (it recorded
+    those: 7 bytes for the euro signs' 3 characters), and files.txt's bytes are the file's
+    size and the output's length."""
+    d = os.path.join(work, "wbytes")
+    os.mkdir(d)
+    trace = os.path.join(work, "wbytes.trace")
+    rc, out, err = run([a.tracefs, "record", "--timing=none", "-o", trace, "--",
+                        a.calls_prog, d, "wbytes"])
+    wb = os.path.join(d, "wb")
+    text = "\u20ac\u20ac\n\u00e95\u00e0"
+    tap.ok(rc == 0 and out == text.encode() and
+           open(wb, "rb").read() == "d\u00e9j\u00e0 \u20ac\n\u00e9t\u00e9\u00fc42\u20ac".encode(),
+           "wbytes traced: exit 0, its output and file as written", (rc, out, err))
+    ev = io_events(a, trace)[0] if rc == 0 else []
+    got = [(m.group(1), int(m.group(2)), int(m.group(3))) for m in
+           (re.match(r"(\w+)\(.*, bytes=(\d+), errno=0\) = (\d+)$", x) for x in ev)
+           if m and "printf" in m.group(1)]
+    want = [("fwprintf", 11, 7), ("fwprintf", 5, 3), ("fwprintf", 4, 3), ("fwprintf", 3, 1),
+            ("wprintf", 7, 3), ("wprintf", 2, 1), ("wprintf", 1, 1), ("wprintf", 2, 1)]
+    tap.ok(got == want, "the wide printf family's bytes are UTF-8 bytes, its results the "
+           "characters", (got, ev))
+    rc, ftxt, _ = run([a.tracefs, "cat", trace, "ranks/0/files.txt"])
+    rows = {}
+    for line in ftxt.decode().splitlines():
+        tok = line.split()
+        if not line.startswith("#") and len(tok) >= 9:
+            rows[tok[-1] if not tok[-1].startswith("pipe:") else "OUT"] = int(tok[4])
+    tap.ok(rc == 0 and rows.get(wb) == os.path.getsize(wb) == 23 and
+           rows.get("OUT") == len(out),
+           "files.txt: the bytes written are the file's size and the output's length", rows)
 
 
 def io_syms(calls):
@@ -677,6 +715,7 @@ def main():
             tap.ok(len(ports) == 3 and "0" not in ports,
                    "the server, and each accepted connection, are told apart by port", ports)
         check_wide(tap, a, work)
+        check_wide_bytes(tap, a, work)
         # popen's descriptor is a new file even where one was closed unseen (a raw close)
         prog = ("import ctypes, os\nlibc = ctypes.CDLL(None)\n"
                 "libc.popen.restype = ctypes.c_void_p\n"

@@ -9,7 +9,8 @@ spools' allocated bytes stay under a few spools' worth; a process that cannot ma
 (a spool path too long) says so, is counted in the recorder's warning, and runs on, as do
 its own children. A statically linked launcher's children are ranks under their own pids,
 rank 0 the first to take the first spool, the launcher (no rank) their parent; under a
-traced program, that program is. A process given the pid of an ended one whose spool is
+traced program, that program is. A child that execs a static program is named after it,
+as not traced. A process given the pid of an ended one whose spool is
 still unread (clone3 with set_tid, or fork after setting ns_last_pid: root only) records
 into a spool of its own, and the ended one keeps its events. Output is TAP.
 
@@ -306,6 +307,40 @@ def static_launcher(tap, a, work):
            (rc, serr, sout, launcher, pids, ppids))
 
 
+def static_exec(tap, a, work):
+    """A traced child that execs a statically linked program (cap_launch: the capture never
+    loads in it) is named after that program, not the one it forked from: its exec call
+    names it, and its images say it was not traced; a child of the static program that
+    execs a dynamic one names it among its images; a child whose exec failed keeps its name
+    (it was named after the shell before)."""
+    what = "a child exec'ing a statically linked program"
+    if not a.launcher:
+        tap.skip(what, a.no_launcher or "no --launcher given")
+        return
+    name = os.path.basename(a.launcher)
+    rc, out, sout, serr = record(tap, a, work, "static_exec", "sh", "-c",
+                                 "%s 1 true; /nonexistent/x; true" % a.launcher)
+    launcher, _, children = launched(sout)
+    t = Trace(a.tracefs, out) if rc == 0 else None
+    procs = {p["pid"]: p for p in t.info.get("processes", [])} if t else {}
+    st, gc = procs.get(launcher, {}), procs.get(children[0] if children else None, {})
+    failed = [p for p in procs.values() if p["end"] == "exited with status 127"]
+    tap.ok(st.get("program") == name and st.get("images") == "sh -> %s (not traced)" % name,
+           what + ": info.json names it after the static program, not traced",
+           (rc, serr, procs))
+    rank = st.get("rank", -1)
+    readme = t.cat("README.txt").decode() if t else ""
+    heap = t.cat("ranks/%d/heap.txt" % rank).decode() if t else ""
+    tap.ok(("  rank %d  %s (ran sh -> %s (not traced)), pid %d" % (rank, name, name, launcher))
+           in readme and ("(%s (pid %d))" % (name, launcher)) in heap.split("\n")[0],
+           "README.txt's Processes and heap.txt's header name the static program",
+           (readme, heap[:200]))
+    tap.ok(gc.get("program") == "true" and gc.get("images") == "sh -> %s -> true" % name and
+           len(failed) == 1 and failed[0]["program"] == "sh" and failed[0]["images"] == "sh",
+           "its own child exec'ing true ran sh -> %s -> true; a failed exec keeps sh" % name,
+           (gc, failed))
+
+
 def bad_exec(tap, a, work):
     """exec and spawn given pointers that are no address fail with EFAULT, traced as
     untraced (the capture read their strings first and crashed the program): cap_fork
@@ -591,6 +626,7 @@ def main():
         return tap.done()
     if a.only == "static_launcher":
         static_launcher(tap, a, work)
+        static_exec(tap, a, work)
         shutil.rmtree(work)
         return tap.done()
     if a.only == "file_names":
@@ -738,6 +774,7 @@ def main():
     unrecorded(tap, a, work)
     nested(tap, a, work)
     static_launcher(tap, a, work)
+    static_exec(tap, a, work)
     bad_exec(tap, a, work)
     no_readv(tap, a, work)
 
