@@ -36,7 +36,7 @@
  * keeps it: on the lowest free descriptors, which the program would otherwise have got. So
  * the interposed pipe2 (calls.txt) moves a pipe made while libunwind runs for the capture
  * up to descriptors near the top of the limit (cap_unwind_pipe), where the program's close,
- * close_range, closefrom, dup2 and dup3 leave it be (cap_fd_own). Only the shared library (TFS_CAP_SHARED: the one
+ * close_range, closefrom, dup2, dup3 and fcntl leave it be (cap_fd_own). Only the shared library (TFS_CAP_SHARED: the one
  * with interposers, the only one whose allocations are traced) unwinds; the static variant
  * never loads libunwind.
  *

@@ -1,7 +1,9 @@
 /*
  * A program that walks every descriptor up to its limit, as daemons and closefrom() loops do
  * (check_fds.py compares what it sees traced and untraced). It allocates first, so that the
- * capture has made whatever descriptors it keeps, then: closes every descriptor from 3 up to
+ * capture has made whatever descriptors it keeps, then: sets close-on-exec and clears the
+ * status flags of every descriptor from 3 up to RLIMIT_NOFILE with fcntl() ("fcntl N": those
+ * it could, as daemons do before an exec), closes every descriptor from 3 up to
  * RLIMIT_NOFILE with close() ("closed N": those that were open), dup2()s a descriptor onto
  * every number up to the limit and closes it again ("dup2 N": those that succeeded), opens
  * FILE read-write until EMFILE ("opened N errno E"), allocates again (the capture unwinds),
@@ -38,7 +40,7 @@ int main(int argc, char **argv)
 {
 	struct rlimit lim;
 	struct stat st;
-	int limit, closed = 0, duped = 0, opened = 0, intact = 0, err, fd;
+	int limit, flagged = 0, closed = 0, duped = 0, opened = 0, intact = 0, err, fd;
 
 	if (argc != 2 || getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur > 65536) {
 		fprintf(stderr, "usage: cap_fds FILE (with RLIMIT_NOFILE at most 65536)\n");
@@ -46,6 +48,9 @@ int main(int argc, char **argv)
 	}
 	limit = (int)lim.rlim_cur;
 	churn(100);
+	for (fd = 3; fd < limit; fd++)
+		flagged += fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 && fcntl(fd, F_SETFL, 0) == 0;
+	printf("fcntl %d\n", flagged);
 	for (fd = 3; fd < limit; fd++)
 		closed += close(fd) == 0;
 	for (fd = 3; fd < limit; fd++) {

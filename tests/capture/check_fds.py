@@ -2,7 +2,8 @@
 """The capture's own descriptors (libunwind's pipe, moved near the top of RLIMIT_NOFILE) and
 a program that walks every descriptor up to its limit (cap_fds.c), traced and untraced,
 with allocation backtraces by the capture's walk and by libunwind alone (TFS_UNWIND): its
-close() of every number closes what it closes untraced (it closed the capture's pipe,
+fcntl() of every number finds nothing open, as untraced (else a program clearing O_NONBLOCK
+or setting close-on-exec everywhere changed libunwind's pipe); its close() of every number closes what it closes untraced (it closed the capture's pipe,
 whose numbers became the program's next files: libunwind reads and closes its pipe); dup2
 onto every number and opening files until EMFILE find two numbers fewer (the capture keeps
 them: README.md), close_range and closefrom leave them open; every file it opened stays
@@ -74,6 +75,10 @@ def main():
             tap.ok(rc == 0 and got.get("closed") == plain["closed"],
                    what + ": closing every number closes what it closes untraced",
                    (plain, got, err))
+            tap.ok(got.get("fcntl") == plain["fcntl"] == 0,
+                   what + ": fcntl of every number (close-on-exec, status flags cleared) "
+                   "finds nothing open, as untraced: the capture's two are not the program's",
+                   (plain, got))
             tap.ok(got.get("dup2") == plain["dup2"] - 2 and
                    got.get("opened") == plain["opened"] - 2 and got.get("errno") == 24,
                    what + ": dup2 onto every number and opening until EMFILE find the "
