@@ -350,31 +350,56 @@ void fs_proc_name(const struct fs_procs *p, uint32_t rank, char *buf, size_t cap
 	put_cut_name(buf, cap, q->program, suffix);
 }
 
+/* The name at @s up to its line's end, '\\' and a newline escaped as \\\\ and \\n,
+   unescaped into @out when not NULL: @return its length */
+static size_t thread_name_at(const char *s, char *out)
+{
+	size_t n = 0;
+
+	for (; *s && *s != '\n'; s++, n++) {
+		char c = *s;
+
+		if (c == '\\' && (s[1] == '\\' || s[1] == 'n'))
+			c = *++s == 'n' ? '\n' : '\\';
+		if (out)
+			out[n] = c;
+	}
+	return n;
+}
+
 const char *fs_proc_thread_name(const struct fs_proc *q, uint32_t thread, char *buf, size_t cap)
 {
 	const char *s = q->thread_names;
 
-	/* lines "<thread>=<name>", '\' and a newline of a name escaped as \\ and \n */
+	/* lines "<thread>=<name>" */
 	while (s && *s && cap > 0) {
-		char *end;
+		char *end, *whole;
 		unsigned long t = strtoul(s, &end, 10);
-		size_t n = 0;
+		size_t n;
 
 		if (end == s || *end != '=')
 			return NULL;
-		for (s = end + 1; *s && *s != '\n'; s++) {
-			char c = *s;
-
-			if (c == '\\' && (s[1] == '\\' || s[1] == 'n'))
-				c = *++s == 'n' ? '\n' : '\\';
-			if (n + 1 < cap)
-				buf[n++] = c;
+		s = end + 1;
+		if (t != thread) {
+			s += strcspn(s, "\n");
+			s += *s == '\n';
+			continue;
 		}
-		buf[n] = '\0';
-		if (t == thread)
+		n = thread_name_at(s, NULL);
+		if (n < cap) {
+			thread_name_at(s, buf);
+			buf[n] = '\0';
 			return buf;
-		if (*s == '\n')
-			s++;
+		}
+		/* too long for @buf: cut between characters, with the mark other names get */
+		whole = malloc(n + 1);
+		if (!whole)
+			return NULL;
+		thread_name_at(s, whole);
+		whole[n] = '\0';
+		put_cut_name(buf, cap, whole, "");
+		free(whole);
+		return buf;
 	}
 	return NULL;
 }

@@ -14,6 +14,7 @@
 #include "tfs/reader.h"
 #include "tfs/writer.h"
 #include "testutil.h"
+#include "vnode_i.h"
 #include "vtree_i.h"
 
 struct fixture {
@@ -127,6 +128,30 @@ static void test_vtree_dirname_escapes(void **state)
 	memcpy(want, name, 239);
 	want[239] = '\0';
 	expect_dirname(name, want);
+}
+
+/* A thread's name from the `thread_names` metadata: unescaped, and one too long for the
+   caller's buffer cut between characters with the mark other names get. */
+static void test_vtree_thread_names(void **state)
+{
+	char names[700], buf[64], want[64];
+	struct fs_proc q = {.thread_names = names};
+	size_t n;
+
+	(void)state;
+	/* thread 0: a\b, newline, c; thread 3: x and 150 e-acute (301 bytes) */
+	n = (size_t)snprintf(names, sizeof(names), "0=a\\\\b\\nc\n3=x");
+	for (int i = 0; i < 150; i++)
+		n += (size_t)snprintf(names + n, sizeof(names) - n, "\xc3\xa9");
+	snprintf(names + n, sizeof(names) - n, "\n7=");
+	assert_string_equal(fs_proc_thread_name(&q, 0, buf, sizeof(buf)), "a\\b\nc");
+	assert_string_equal(fs_proc_thread_name(&q, 7, buf, sizeof(buf)), "");
+	assert_null(fs_proc_thread_name(&q, 5, buf, sizeof(buf)));
+	/* 63 bytes: the mark "...[+N bytes]" for N <= 301 takes 15, so 48 are left: x and 23
+	 * characters (47 bytes), not 24 minus a byte */
+	memcpy(want, names + strlen("0=a\\\\b\\nc\n3="), 47);
+	snprintf(want + 47, sizeof(want) - 47, "...[+254 bytes]");
+	assert_string_equal(fs_proc_thread_name(&q, 3, buf, sizeof(buf)), want);
 }
 
 static uint64_t resolve(const struct fs_vtree *vt, const char *path)
@@ -916,6 +941,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_vtree_dirname_escapes),
+	    cmocka_unit_test(test_vtree_thread_names),
 	    cmocka_unit_test_setup_teardown(test_vtree_layout_and_lookup, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_vtree_files_read_as_sized, setup, teardown),
 	    cmocka_unit_test(test_vtree_kind_without_val_fields),
