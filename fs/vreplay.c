@@ -500,7 +500,7 @@ static bool opens_input(struct rp_gen *g, uint32_t term, const char **path, uint
 			f = (int)i;
 		else if (!strcmp(n, "flags") && kd.args[i].enc == TFS_ENC_SIG)
 			fl = (int)i;
-		else if (!strcmp(n, "mode") && kd.args[i].enc == TFS_ENC_STR)
+		else if (!strcmp(n, "opentype") && kd.args[i].enc == TFS_ENC_STR)
 			m = (int)i;
 	}
 	*dir = !strcmp(kd.name, "opendir");
