@@ -823,6 +823,19 @@ bool cap_wc_putback(FILE *stream, wint_t c)
 #endif
 }
 
+bool cap_c_putback(FILE *stream, int c)
+{
+#ifdef __GLIBC__
+	return c != EOF && stream && stream->_IO_read_ptr &&
+	       stream->_IO_read_ptr > stream->_IO_read_base &&
+	       (unsigned char)stream->_IO_read_ptr[-1] == (unsigned char)c;
+#else
+	(void)stream;
+	(void)c;
+	return false;
+#endif
+}
+
 int64_t cap_ws_bytes(const wchar_t *s)
 {
 	mbstate_t st = {0};

@@ -213,6 +213,8 @@ int64_t cap_ws_bytes(const wchar_t *s);
  * push-back area. Read before the call; false where that cannot be known (not glibc).
  */
 bool cap_wc_putback(FILE *stream, wint_t c);
+/* The same for ungetc(@c, @stream): its previous byte is @c. */
+bool cap_c_putback(FILE *stream, int c);
 /*
  * The bytes a wide printf call that returned @n (wide characters written) wrote for them, as
  * cap_ws_bytes counts them: its @fmt and arguments @ap (a copy the call did not consume)

@@ -1476,6 +1476,16 @@ struct rt_wide_head {
 /* ungetwc: where the program put back the character it had just read (@back), its libc
  * stepped back in its buffer: the proxy puts back the character it read there, which its
  * filler made another, rather than make its libc allocate a push-back area. */
+/* ungetc(@c, @f), or of the byte @f just read when the program put back its own (@back) */
+static int rt_ungetc(int64_t back, int c, FILE *f)
+{
+#ifdef __GLIBC__
+	if (back && f && f->_IO_read_ptr && f->_IO_read_ptr > f->_IO_read_base)
+		c = (unsigned char)f->_IO_read_ptr[-1];
+#endif
+	return ungetc(c, f);
+}
+
 static wint_t rt_ungetwc(int64_t back, wint_t c, FILE *f)
 {
 #ifdef __GLIBC__

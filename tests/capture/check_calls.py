@@ -318,7 +318,7 @@ def expect(d, tmps):
         e.call("fgets", fd(3, N[22]) + ", size=%d, %s" % (size, SB), ret)
     for name in ("fgetc", "getc", "getc", "getc"):
         e.call(name, fd(3, N[22]) + ", bytes=1", ord("r"))
-    e.call("ungetc", fd(3, N[22]) + ", c=%d" % ord("r"), ord("r"))
+    e.call("ungetc", fd(3, N[22]) + ", c=%d, back=1" % ord("r"), ord("r"))  # 'r' just read
     e.call("getline", fd(3, N[22]), 2)
     e.call("getline", fd(3, N[22]), -1)  # the end of the file: no error
     e.call("fclose", fd(3, N[22]), 0)

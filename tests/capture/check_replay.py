@@ -224,6 +224,47 @@ def check_wide(t, o, tmp):
         check_same(t, o, 'cap_calls wide', got[0], got[1])
 
 
+UNGETC_C = r"""
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	FILE *f = fopen(argv[1], "r");
+	int c;
+
+	if (!f)
+		return 1;
+	c = getc(f);
+	ungetc(c, f); /* the byte just read: glibc steps back in its buffer */
+	c = getc(f);
+	ungetc('#', f); /* another: glibc allocates a push-back area */
+	c = getc(f);
+	c = getc(f);
+	fclose(f);
+	return c == EOF;
+}
+"""
+
+
+def check_ungetc(t, o, tmp):
+    """ungetc of the byte just read and of another: the proxy, whose bytes are filler, puts
+    back the byte it read where the program put back its own (`back`), so that its libc
+    allocates a push-back area where the program's did and only there: tracefs compare
+    finds the same calls, allocations included."""
+    d = os.path.join(tmp, 'ungetc')
+    os.makedirs(d)
+    with open(os.path.join(d, 'ungetc.c'), 'w') as f:
+        f.write(UNGETC_C)
+    with open(os.path.join(d, 'in.txt'), 'w') as f:
+        f.write('abcdef\n')
+    cc = run(o.cc.split() + ['-O1', 'ungetc.c', '-o', 'ungetc'], cwd=d)
+    if not t.ok(cc.returncode == 0, 'ungetc: the program builds', cc.stderr[-1500:]):
+        return
+    got = replay(t, o, tmp, 'ungetc_run', [os.path.join(d, 'ungetc'),
+                                            os.path.join(d, 'in.txt')])
+    if got:
+        check_same(t, o, 'ungetc', got[0], got[1])
+
+
 def check_input(t, o, tmp):
     """A file the program only reads is made for the proxy as big as its reads: the kinds
     that read are those whose file argument has the input flag (preadv here, which a list
@@ -292,6 +333,7 @@ def main():
         check_wide(t, o, tmp)
         check_calls(t, o, tmp)
         check_input(t, o, tmp)
+        check_ungetc(t, o, tmp)
         d = os.path.join(tmp, 'loop')
         os.makedirs(d)
         orig = os.path.join(d, 'loop.trace')
